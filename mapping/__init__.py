@@ -1,0 +1,1 @@
+"""Placement: neuron -> (chip, tile) mappings."""

@@ -1,0 +1,1 @@
+"""Workloads: SNN training kernels (models.snn), linear/butterfly layers (models.linear)."""

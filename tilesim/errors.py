@@ -1,0 +1,48 @@
+"""One error hierarchy for everything a user can get wrong.
+
+Every message names the object, the value, the limit and the fix, so that the CLI can print
+it as one line and exit 2 (no traceback for bad input).
+"""
+from __future__ import annotations
+
+
+class TileSimError(Exception):
+    """Base class of every error tilesim raises on purpose."""
+
+
+class ConfigError(TileSimError, ValueError):
+    """A machine, program, workload or command-line value is malformed or out of range."""
+
+
+class MappingError(TileSimError, ValueError):
+    """A neuron-to-tile placement is incomplete, overlapping or out of range."""
+
+
+class SramOverflowError(TileSimError):
+    """At least one tile needs more SRAM than its budget.
+
+    Attributes
+    ----------
+    tiles : list[int]
+        Global indices of the overflowing tiles, worst first.
+    report : str
+        The ledger's text report of the worst tiles.
+    """
+
+    def __init__(self, message: str, tiles=(), report: str = ""):
+        super().__init__(message)
+        self.tiles = list(tiles)
+        self.report = report
+
+
+def require(cond: bool, field: str, value, limit: str, fix: str = "") -> None:
+    """Raise :class:`ConfigError` with the house message form unless ``cond`` holds."""
+    if not cond:
+        raise ConfigError(config_message(field, value, limit, fix))
+
+
+def config_message(field: str, value, limit: str, fix: str = "") -> str:
+    msg = f"{field} = {value!r}: {limit}"
+    if fix:
+        msg += f"; {fix}"
+    return msg
