@@ -1,7 +1,214 @@
-"""Command-line interface (placeholder until the core lands)."""
+"""The ``tilesim`` command line.
+
+Core commands: ``machines``, ``simulate``, ``demo``. Workloads add commands through the
+``tilesim.commands`` entry-point group (a callable ``register(subparsers)`` that adds a parser
+whose ``func(args) -> int`` runs it), so the core never imports ``models`` or ``mapping``.
+
+Bad input prints one line ``tilesim: error: ...`` and exits 2; never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
 import sys
+from importlib import metadata, resources
+from pathlib import Path
+
+from tilesim.errors import ConfigError, TileSimError
+
+__all__ = ["main", "write_outputs", "format_summary"]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v} must be >= 1")
+    return v
+
+
+def _tile_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of tile ids") from None
+
+
+def format_summary(result, ledger=None) -> str:
+    """A short human-readable summary of a simulated program."""
+    total = result.total_s
+    lines = [f"{result.program_name} on {result.machine_name}: {result.supersteps} supersteps, "
+             f"{total * 1e3:.4f} ms simulated"]
+    bd = result.breakdown_s()
+    lines.append("  " + "  ".join(f"{k} {v / total * 100 if total else 0:5.1f}%" for k, v in bd.items()))
+    by = result.by_label()
+    for lab in sorted(by, key=lambda k: -by[k]["time_s"])[:5]:
+        d = by[lab]
+        top = max(d["breakdown_s"], key=d["breakdown_s"].get)
+        lines.append(f"  {lab:<34} {d['time_s'] * 1e6:10.2f} us  x{d['supersteps']:<5} mostly {top}; "
+                     f"critical tile {d['critical_tile']} (chip {d['critical_chip']})")
+    if ledger is not None:
+        m = ledger.to_dict()
+        chip, t = divmod(m["max_tile"], ledger.machine.tiles_per_chip)
+        lines.append(f"  SRAM: fullest tile {t} (chip {chip}) {m['max_tile_bytes']:,} B of "
+                     f"{m['budget_bytes']:,} B ({100 * m['max_tile_bytes'] / m['budget_bytes']:.1f} %); "
+                     f"{len(m['overflow_tiles'])} tile(s) over budget")
+    return "\n".join(lines)
+
+
+def write_outputs(out: Path, result, program=None, ledger=None, trace_tiles=(), extra: dict | None = None) -> dict:
+    """summary.json, trace.json, timeline.png, breakdown.png and (with a ledger) memory.png."""
+    from tilesim import plots
+    from tilesim.io import atomic_write_text
+    from tilesim.trace import write_trace
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = result.to_dict()
+    if ledger is not None:
+        summary["memory"] = ledger.to_dict()
+    if extra:
+        summary.update(extra)
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
+    write_trace(out / "trace.json", result, program, trace_tiles)
+    plots.timeline(result, out / "timeline.png")
+    plots.breakdown_bars(result, out / "breakdown.png")
+    if ledger is not None:
+        worst_chip = ledger.max_tile() // ledger.machine.tiles_per_chip
+        plots.memory_heatmap(ledger, out / "memory.png", chip=worst_chip)
+        atomic_write_text(out / "memory.txt", ledger.report() + "\n")
+    return summary
+
+
+def _cmd_machines(args) -> int:
+    from tilesim.machine import load_machine, preset_names, preset_text
+
+    if args.name is None:
+        if args.json:
+            print(json.dumps([load_machine(n).derived() for n in preset_names()], indent=2))
+            return 0
+        for n in preset_names():
+            m = load_machine(n)
+            print(f"{n:<10} {m.chips:>3} x {m.chip.tiles} tiles, {m.chip.sram_bytes // 1024} KiB/tile, "
+                  f"{m.clock_hz / 1e9:.2f} GHz, {m.fabric.kind:<10} {m.description}")
+        return 0
+    m = load_machine(args.name, args.chips)
+    if args.toml:
+        is_preset = args.name in preset_names() and args.chips is None
+        print(preset_text(args.name) if is_preset else m.to_toml(), end="")
+    elif args.json:
+        print(json.dumps({**m.derived(), "description": m.to_dict()}, indent=2))
+    else:
+        for k, v in m.derived().items():
+            print(f"{k:<22} {v}")
+    return 0
+
+
+def _simulate_file(program_path, machine_name, chips, out, as_json, trace_tiles, memory_check) -> int:
+    from tilesim.engine import simulate
+    from tilesim.machine import load_machine
+    from tilesim.memory import MemoryLedger
+    from tilesim.program import load_program
+
+    machine = load_machine(machine_name, chips)
+    program, memory = load_program(program_path, machine)
+    ledger = MemoryLedger(machine)
+    for cat, tiles, nbytes, label in memory:
+        ledger.add(cat, nbytes, tiles, label)
+    ledger.check(memory_check)
+    for t in trace_tiles:
+        if not 0 <= t < machine.total_tiles:
+            raise ConfigError(f"--trace-tiles = {t}: must be in 0..{machine.total_tiles - 1}")
+    result = simulate(program, machine)
+    summary = result.to_dict()
+    summary["memory"] = ledger.to_dict()
+    if out:
+        summary = write_outputs(Path(out), result, program, ledger, trace_tiles)
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(format_summary(result, ledger))
+        if out:
+            print(f"  wrote {out}/summary.json, trace.json (open in https://ui.perfetto.dev), "
+                  f"timeline.png, breakdown.png, memory.png")
+    return 0
+
+
+def _cmd_simulate(args) -> int:
+    return _simulate_file(args.program, args.machine, args.chips, args.out, args.json, args.trace_tiles,
+                          args.memory_check)
+
+
+def _cmd_demo(args) -> int:
+    path = resources.files("tilesim") / "examples" / "demo.toml"
+    with resources.as_file(path) as p:
+        return _simulate_file(p, args.machine, None, args.out, args.json, [0, 736], "report")
+
+
+def _load_plugins(sub) -> None:
+    for ep in metadata.entry_points(group="tilesim.commands"):
+        try:
+            register = ep.load()
+        except Exception as exc:  # a broken plug-in must not break the core commands
+            print(f"tilesim: warning: command plug-in {ep.name!r} failed to load: {exc}", file=sys.stderr)
+            continue
+        register(sub)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tilesim", description=__doc__.split("\n")[0])
+    p.add_argument("--version", action="version", version=f"tilesim {metadata.version('tilesim')}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    m = sub.add_parser("machines", help="list machine presets, or describe one")
+    m.add_argument("name", nargs="?", help="preset name or path to a machine TOML file")
+    m.add_argument("--chips", type=_positive_int, help="resize the system to this many chips")
+    g = m.add_mutually_exclusive_group()
+    g.add_argument("--json", action="store_true", help="description and derived figures as JSON")
+    g.add_argument("--toml", action="store_true", help="print as an editable TOML file")
+    m.set_defaults(func=_cmd_machines)
+
+    s = sub.add_parser("simulate", help="time a BSP program described in a TOML file")
+    s.add_argument("program", help="program TOML file (see tilesim/examples/demo.toml)")
+    s.add_argument("--machine", default="gc200", help="preset or machine TOML (default gc200)")
+    s.add_argument("--chips", type=_positive_int, help="number of chips (default: the machine's)")
+    s.add_argument("--out", help="directory for summary.json, trace.json and pictures")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.add_argument("--trace-tiles", type=_tile_list, default=[], help="global tile ids with own trace tracks")
+    s.add_argument("--memory-check", choices=["raise", "report"], default="raise",
+                   help="stop on SRAM overflow (raise) or mark the tiles and go on (report)")
+    s.set_defaults(func=_cmd_simulate)
+
+    d = sub.add_parser("demo", help="time the built-in example program and write its outputs")
+    d.add_argument("--machine", default="m2000", help="machine with 4 chips (default m2000)")
+    d.add_argument("--out", default="out/demo", help="output directory (default out/demo)")
+    d.add_argument("--json", action="store_true", help="print the summary as JSON")
+    d.set_defaults(func=_cmd_demo)
+
+    _load_plugins(sub)
+    return p
 
 
 def main(argv=None) -> int:
-    print("tilesim: core not built yet", file=sys.stderr)
-    return 2
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except TileSimError as exc:
+        print(f"tilesim: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # output piped into `head` and closed early
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print("tilesim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from tilesim.cli import main
+
+sys.exit(main())

@@ -1,0 +1,96 @@
+"""Cost model: per-tile work counters → compute cycles, with calibrated coefficients.
+
+A workload's kernels count what each tile actually did (``counters[name]`` = an array over
+tiles, e.g. synaptic adds). A :class:`CostModel` holds *worker cycles per unit* of each counter
+and turns them into tile cycles with the barrel-threading rule of ipu-hardware.md §2: a tile
+issues one instruction per cycle, round-robin over ``workers`` contexts, so a single busy worker
+advances at 1/workers of the issue rate::
+
+    worker_cycles = Σ_k coefficient_k · counter_k                      (per tile)
+    tile_cycles   = worker_cycles · workers / min(workers, vertices)   (work spread over vertices)
+                    + supervisor_overhead_cycles · ceil(vertices / workers)
+
+Coefficients live in versioned TOML files with their provenance (which data, when, residuals);
+``tilesim calibrate`` (a later issue) refits them.
+"""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from tilesim.errors import ConfigError, config_message
+
+__all__ = ["CostModel", "barrel_tile_cycles", "load_costs"]
+
+
+def barrel_tile_cycles(worker_cycles, vertices, workers: int = 6, supervisor_overhead_cycles: float = 11.0):
+    """Tile cycles for ``worker_cycles`` of work split over ``vertices`` vertices (per tile arrays).
+
+    ``vertices == 0`` means the tile runs nothing (0 cycles).
+    """
+    w = np.asarray(worker_cycles, np.float64)
+    v = np.asarray(vertices, np.float64)
+    busy = np.minimum(np.maximum(v, 1.0), workers)
+    rounds = np.ceil(v / workers)
+    return np.where(v > 0, w * workers / busy + supervisor_overhead_cycles * rounds, 0.0)
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Worker cycles per unit of each named counter, plus provenance."""
+
+    name: str
+    version: str
+    coefficients: Mapping[str, float]
+    provenance: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self):
+        for k, v in self.coefficients.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ConfigError(config_message(f"costs.coefficients.{k}", v, "must be a finite number >= 0"))
+
+    def coef(self, name: str) -> float:
+        try:
+            return float(self.coefficients[name])
+        except KeyError:
+            raise ConfigError(config_message("cost coefficient", name, "is not in the cost model",
+                                             f"known: {', '.join(sorted(self.coefficients))}")) from None
+
+    def worker_cycles(self, counters: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Σ coefficient · counter over the counters given (all arrays of one shape)."""
+        total = None
+        for name, arr in counters.items():
+            term = self.coef(name) * np.asarray(arr, np.float64)
+            total = term if total is None else total + term
+        if total is None:
+            raise ConfigError(config_message("counters", {}, "must name at least one counter"))
+        return total
+
+    def to_toml(self) -> str:
+        import tomli_w
+        return tomli_w.dumps({"name": self.name, "version": self.version,
+                              "coefficients": dict(self.coefficients), "provenance": dict(self.provenance)})
+
+
+def load_costs(path) -> CostModel:
+    """Read a cost-model TOML file (``name``, ``version``, ``[coefficients]``, ``[provenance]``)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(config_message("cost model file", str(path), "no such file"))
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(config_message("cost model file", str(path), f"is not valid TOML ({exc})")) from None
+    for k in data:
+        if k not in {"name", "version", "coefficients", "provenance"}:
+            raise ConfigError(config_message(f"{path}: {k}", data[k], "unknown key",
+                                             "allowed: name, version, coefficients, provenance"))
+    if not isinstance(data.get("coefficients"), dict):
+        raise ConfigError(config_message(f"{path}: [coefficients]", None, "missing table"))
+    return CostModel(name=str(data.get("name", p.stem)), version=str(data.get("version", "0")),
+                     coefficients=data["coefficients"], provenance=data.get("provenance", {}))

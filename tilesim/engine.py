@@ -1,0 +1,293 @@
+"""The discrete-event engine: chips as simpy processes, syncs as barriers, links as shared pipes.
+
+Time model of superstep ``s`` on chip ``c`` (all in cycles of the chip clock)::
+
+    start  = end of superstep s-1 on chip c
+    arrive = start + compute[s, c]            compute[s, c] = max over the chip's tiles
+    release = max(arrive of the sync group) + sync cost   (chip sync, or the global hops rule)
+    exch_end = release + exchange[s, c]        on-chip fabric (all-to-all or mesh)
+    links_end = max(exch_end, completion of the chip's cross-chip flows)
+    end = links_end + host[s, c]
+
+Per-tile work is reduced once, vectorised (one pass per per-tile array). The event-driven part
+runs over chips. A run of supersteps with one sync scope and no flows or host transfers needs no
+events inside it: once every member of a sync group has entered the run, the group's timeline
+is a cumulative sum, computed in closed form (``release[s] = release[s-1] + max_c(exchange[s-1,c]
++ compute[s,c]) + sync[s]``). Supersteps with flows go event by event through a fluid model of
+the link groups: every active flow gets ``min over its route of bandwidth / flows sharing``
+(Poplar's global-exchange constraint, ipu-hardware.md §3.2), recomputed whenever a flow starts
+or finishes, plus the link latency per hop.
+"""
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from tilesim.errors import ConfigError, config_message
+from tilesim.fabric import LadderLinks, make_fabric
+from tilesim.machine import Machine
+from tilesim.program import SYNC_ALL, SYNC_CHIP, Program
+from tilesim.records import SimResult
+
+__all__ = ["simulate"]
+
+
+class _FluidLinks:
+    """Flows sharing directed link groups; bandwidth split evenly among the flows on a group."""
+
+    def __init__(self, env: simpy.Environment, ladder: LadderLinks):
+        self.env, self.ladder = env, ladder
+        self.active: dict[int, list] = {}
+        self.next_id = 0
+        self.last = 0.0
+        self.wake = env.event()
+        self.group_bytes: dict[tuple, float] = {}
+        env.process(self._run())
+
+    def start_later(self, delay: float, flows: list[tuple]) -> list:
+        events = [self.env.event() for _ in flows]
+        self.env.process(self._starter(delay, flows, events))
+        return events
+
+    def _starter(self, delay, flows, events):
+        if delay > 0:
+            yield self.env.timeout(delay)
+        self._advance()
+        for (src, dst, nbytes), ev in zip(flows, events):
+            path = self.ladder.route(src, dst)
+            for g in path:
+                self.group_bytes[g] = self.group_bytes.get(g, 0.0) + nbytes
+            self.active[self.next_id] = [float(nbytes), path, ev, 0.0]
+            self.next_id += 1
+        if not self.wake.triggered:
+            self.wake.succeed()
+
+    def _advance(self):
+        dt = self.env.now - self.last
+        if dt > 0:
+            for f in self.active.values():
+                f[0] -= f[3] * dt
+        self.last = self.env.now
+
+    def _finish(self, ev, hops):
+        delay = self.ladder.latency_cycles * hops
+        if delay > 0:
+            self.env.timeout(delay).callbacks.append(lambda _e, ev=ev: ev.succeed())
+        else:
+            ev.succeed()
+
+    def _run(self):
+        while True:
+            if not self.active:
+                yield self.wake
+                self.wake = self.env.event()
+                continue
+            self._advance()
+            for fid in [k for k, f in self.active.items() if f[0] <= 1e-9 * (1.0 + abs(f[0])) or f[0] <= 1e-6]:
+                f = self.active.pop(fid)
+                self._finish(f[2], len(f[1]))
+            if not self.active:
+                continue
+            share: dict[tuple, int] = {}
+            for f in self.active.values():
+                for g in f[1]:
+                    share[g] = share.get(g, 0) + 1
+            t_next = np.inf
+            for f in self.active.values():
+                f[3] = min(self.ladder.bw[g] / share[g] for g in f[1])
+                t_next = min(t_next, f[0] / f[3])
+            res = yield self.env.any_of([self.wake, self.env.timeout(t_next)])
+            if self.wake in res:
+                self.wake = self.env.event()
+
+
+class _Segment:
+    __slots__ = ("s0", "s1", "scope", "special")
+
+    def __init__(self, s0, s1, scope, special):
+        self.s0, self.s1, self.scope, self.special = s0, s1, scope, special
+
+
+def _segments(scope: np.ndarray, special: np.ndarray) -> list[_Segment]:
+    S = scope.shape[0]
+    if S == 0:
+        return []
+    cut = np.flatnonzero((scope[1:] != scope[:-1]) | special[1:] | special[:-1]) + 1
+    bounds = np.concatenate([[0], cut, [S]])
+    return [_Segment(int(a), int(b), int(scope[a]), bool(special[a])) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) -> SimResult:
+    """Time ``program`` on ``machine``.
+
+    Raises
+    ------
+    ConfigError
+        The program was built for another number of chips or tiles per chip.
+    """
+    C, T = machine.chips, machine.tiles_per_chip
+    if (program.chips, program.tiles_per_chip) != (C, T):
+        raise ConfigError(config_message(
+            "program shape", f"{program.chips} chips x {program.tiles_per_chip} tiles",
+            f"machine {machine.name} has {C} chips x {T} tiles",
+            "build the program for this machine (or pass --chips to match)"))
+    S = program.supersteps
+    clock = machine.clock_hz
+
+    # ---- vectorised over tiles: one pass per per-tile array ---------------------------------
+    comp3 = program.compute_cycles.reshape(S, C, T)
+    crit_tile = comp3.argmax(axis=2)
+    comp = np.take_along_axis(comp3, crit_tile[..., None], 2)[..., 0].astype(np.float64)
+    ex = np.zeros((S, C))
+    ex_tile = np.zeros((S, C), np.int64)
+    bytes_onchip = np.zeros(S)
+    has_ex = program.exchange_row >= 0
+    if has_ex.any():
+        E = program.bytes_in.shape[0]
+        rows_x = None
+        if program.transfer_step.size and machine.fabric.kind == "mesh":
+            rows_x = {}
+            erow_of = program.exchange_row[program.transfer_step]
+            for r in np.unique(erow_of):
+                m = erow_of == r
+                src, dst = program.transfer_src[m], program.transfer_dst[m]
+                rows_x[int(r)] = (src // T, src % T, dst % T, program.transfer_bytes[m])
+        cyc, tile = make_fabric(machine).exchange_cycles(program.bytes_in.reshape(E, C, T),
+                                                         program.bytes_out.reshape(E, C, T), rows_x)
+        rows = program.exchange_row[has_ex]
+        ex[has_ex] = cyc[rows]
+        ex_tile[has_ex] = tile[rows]
+        row_bytes = program.bytes_out.sum(axis=1, dtype=np.float64)
+        bytes_onchip[has_ex] = row_bytes[rows]
+
+    scope = program.sync_scope.copy()
+    if C == 1:
+        scope[:] = SYNC_CHIP
+    # group id of every chip for every scope code, and the sync cost of each group
+    group_of = {SYNC_CHIP: np.arange(C), SYNC_ALL: np.zeros(C, np.int64)}
+    for k, part in enumerate(program.partitions, start=1):
+        group_of[k] = part.astype(np.int64)
+    sync_cost = {}
+    for code, g in group_of.items():
+        sizes = np.bincount(g)[g]
+        sync_cost[code] = np.array([machine.global_sync_cycles(int(n)) if n > 1 else machine.chip.sync_cycles
+                                    for n in sizes], np.float64)
+    sync = np.empty((S, C))
+    for code in np.unique(scope):
+        m = scope == code
+        sync[m] = sync_cost[int(code)][None, :]
+
+    host = np.zeros((S, C))
+    if program.host_step.size:
+        sysm = machine.system
+        np.add.at(host, (program.host_step, program.host_chip),
+                  program.host_bytes / sysm.host_bytes_per_s * clock)
+        host[host > 0] += sysm.host_latency_s * clock
+    special = np.zeros(S, bool)
+    special[program.flow_step] = True
+    special[program.host_step] = True
+
+    # ---- event-driven over chips ---------------------------------------------------------------
+    t_start = np.zeros((S, C))
+    t_arrive = np.zeros((S, C))
+    t_release = np.zeros((S, C))
+    t_links = np.zeros((S, C))
+    t_end = np.zeros((S, C))
+    arriver = np.zeros((S, C), np.int64)
+
+    def closed_form(s0, s1, members, entry):
+        """Timeline of a run [s0, s1) for one sync group that entered at times ``entry``."""
+        X = comp[s0:s1, members].copy()
+        X[0] += entry
+        if s1 - s0 > 1:
+            X[1:] += ex[s0:s1 - 1, members]
+        a = X.argmax(axis=1)
+        rel = np.cumsum(X[np.arange(s1 - s0), a] + sync[s0:s1, members[0]])
+        st = np.empty_like(X)
+        st[0] = entry
+        if s1 - s0 > 1:
+            st[1:] = rel[:-1, None] + ex[s0:s1 - 1, members]
+        t_start[s0:s1, members] = st
+        t_arrive[s0:s1, members] = st + comp[s0:s1, members]
+        t_release[s0:s1, members] = rel[:, None]
+        t_links[s0:s1, members] = rel[:, None] + ex[s0:s1, members]
+        t_end[s0:s1, members] = t_links[s0:s1, members]
+        arriver[s0:s1, members] = members[a][:, None]
+        return t_end[s1 - 1, members]
+
+    env = simpy.Environment()
+    links = _FluidLinks(env, LadderLinks(machine)) if program.flow_step.size else None
+    flows_by_step: dict[int, list] = {}
+    for i in range(program.flow_step.size):
+        flows_by_step.setdefault(int(program.flow_step[i]), []).append(
+            (int(program.flow_src[i]), int(program.flow_dst[i]), float(program.flow_bytes[i])))
+    segs = _segments(scope, special)
+    barriers: dict[tuple, dict] = {}
+
+    def barrier(key, members):
+        b = barriers.get(key)
+        if b is None:
+            b = barriers[key] = {"n": len(members), "arrived": {}, "event": env.event(), "flow_events": {}}
+        return b
+
+    def run_segment(seg, c):
+        g = group_of[seg.scope]
+        members = np.flatnonzero(g == g[c])
+        if members.size == 1:
+            end = closed_form(seg.s0, seg.s1, members, np.array([env.now]))[0]
+            yield env.timeout(end - env.now)
+            return
+        key = (seg.s0, int(g[c]))
+        b = barrier(key, members)
+        b["arrived"][c] = env.now
+        if len(b["arrived"]) == b["n"]:
+            entry = np.array([b["arrived"][m] for m in members.tolist()])
+            closed_form(seg.s0, seg.s1, members, entry)
+            b["event"].succeed()
+        yield b["event"]
+        yield env.timeout(t_end[seg.s1 - 1, c] - env.now)
+
+    def run_special(s, c):
+        t_start[s, c] = env.now
+        yield env.timeout(comp[s, c])
+        t_arrive[s, c] = env.now
+        g = group_of[scope[s]]
+        members = np.flatnonzero(g == g[c])
+        key = (s, int(g[c]))
+        b = barrier(key, members)
+        b["arrived"][c] = env.now
+        if len(b["arrived"]) == b["n"]:
+            arr = np.array([b["arrived"][m] for m in members.tolist()])
+            last = members[int(arr.argmax())]
+            arriver[s, members] = last
+            group_flows = [f for f in flows_by_step.get(s, []) if g[f[0]] == g[c]]
+            events = links.start_later(sync[s, c], group_flows) if group_flows else []
+            b["flow_events"] = {m: [ev for f, ev in zip(group_flows, events) if m in (f[0], f[1])]
+                                for m in members.tolist()}
+            b["event"].succeed()
+        yield b["event"]
+        yield env.timeout(sync[s, c])
+        t_release[s, c] = env.now
+        waits = [env.timeout(ex[s, c])] + b["flow_events"].get(c, [])
+        yield env.all_of(waits)
+        t_links[s, c] = env.now
+        if host[s, c] > 0:
+            yield env.timeout(host[s, c])
+        t_end[s, c] = env.now
+
+    def chip(c):
+        for seg in segs:
+            if seg.special:
+                yield from run_special(seg.s0, c)
+            else:
+                yield from run_segment(seg, c)
+
+    for c in range(C):
+        env.process(chip(c))
+    env.run()
+
+    return SimResult.from_timeline(
+        program=program, machine=machine, comp=comp, ex=ex, sync_cost=sync, crit_tile=crit_tile,
+        ex_tile=ex_tile, t_start=t_start, t_arrive=t_arrive, t_release=t_release, t_links=t_links,
+        t_end=t_end, arriver=arriver, bytes_onchip=bytes_onchip,
+        link_group_bytes=dict(links.group_bytes) if links else {}, keep_timeline=keep_timeline)

@@ -1,0 +1,178 @@
+"""Exchange fabrics behind one small interface, and the chip-to-chip link topology.
+
+On-chip fabrics turn per-tile exchange bytes into the cycles of one exchange phase:
+
+* :class:`AllToAllFabric` (IPU): exchange is compiled and time-deterministic; a tile's port moves
+  ``exchange_bytes_per_cycle`` bytes per cycle and there is no distance term
+  (ipu-hardware.md §3.1–3.2)::
+
+      cycles = exchange_fixed_cycles + ceil(max_tile max(bytes_in, bytes_out) / exchange_bytes_per_cycle)
+
+* :class:`MeshFabric`: tiles on a grid with XY routing. Explicit transfers are routed and every
+  directed link's load counts; each hop adds ``hop_cycles``::
+
+      cycles = fixed + max(max_port_load / port_bpc, max_link_load / link_bpc) + max_hops · hop_cycles
+
+  Without explicit transfers (only per-tile totals) the mean XY distance of the grid stands in
+  for the hop count.
+
+:class:`LadderLinks` routes cross-chip flows over Poplar's ladder model of IPU-Links (§1.2):
+directed link groups with a bandwidth each; flows that share a group share its bandwidth.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tilesim.machine import Machine
+
+__all__ = ["AllToAllFabric", "MeshFabric", "LadderLinks", "make_fabric"]
+
+
+class AllToAllFabric:
+    """Distance-independent exchange (Graphcore IPU)."""
+
+    def __init__(self, machine: Machine):
+        self.fixed = float(machine.chip.exchange_fixed_cycles)
+        self.bpc = float(machine.chip.exchange_bytes_per_cycle)
+
+    def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None):
+        """Cycles and critical tile per (row, chip) for arrays shaped ``[E, chips, tiles]``."""
+        tin = bytes_in.argmax(axis=2)
+        tout = bytes_out.argmax(axis=2)
+        min_ = np.take_along_axis(bytes_in, tin[..., None], 2)[..., 0]
+        mout = np.take_along_axis(bytes_out, tout[..., None], 2)[..., 0]
+        peak = np.maximum(min_, mout).astype(np.float64)
+        crit = np.where(min_ >= mout, tin, tout)
+        return np.where(peak > 0, self.fixed + np.ceil(peak / self.bpc), 0.0), crit
+
+    def point_to_point_cycles(self, src: int, dst: int, nbytes: float) -> float:
+        return self.fixed + math.ceil(nbytes / self.bpc)
+
+
+class MeshFabric:
+    """2-D mesh with dimension-ordered (XY) routing; cost grows with hop distance."""
+
+    def __init__(self, machine: Machine):
+        f = machine.fabric
+        self.cols, self.rows = f.cols, f.rows
+        self.hop = float(f.hop_cycles)
+        self.link_bpc = float(f.link_bytes_per_cycle)
+        self.fixed = float(machine.chip.exchange_fixed_cycles)
+        self.port_bpc = float(machine.chip.exchange_bytes_per_cycle)
+        self.tiles = machine.tiles_per_chip
+        # mean |dx| + |dy| between two uniformly chosen tiles: (n^2 - 1) / (3n) per dimension
+        self.mean_hops = (self.cols ** 2 - 1) / (3 * self.cols) + (self.rows ** 2 - 1) / (3 * self.rows)
+
+    def hops(self, src: int, dst: int) -> int:
+        sx, sy = src % self.cols, src // self.cols
+        dx, dy = dst % self.cols, dst // self.cols
+        return abs(sx - dx) + abs(sy - dy)
+
+    def _link_load(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> float:
+        """Largest byte load on any directed mesh link under XY routing."""
+        load: dict[tuple, float] = {}
+        for s, d, b in zip(src.tolist(), dst.tolist(), nbytes.tolist()):
+            x, y = s % self.cols, s // self.cols
+            tx, ty = d % self.cols, d // self.cols
+            while x != tx:
+                nx = x + (1 if tx > x else -1)
+                key = (x, y, nx, y)
+                load[key] = load.get(key, 0.0) + b
+                x = nx
+            while y != ty:
+                ny = y + (1 if ty > y else -1)
+                key = (x, y, x, ny)
+                load[key] = load.get(key, 0.0) + b
+                y = ny
+        return max(load.values(), default=0.0)
+
+    def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None):
+        """``rows_transfers``: optional {row: (chip, src_local, dst_local, bytes)} explicit transfers."""
+        tin = bytes_in.argmax(axis=2)
+        tout = bytes_out.argmax(axis=2)
+        min_ = np.take_along_axis(bytes_in, tin[..., None], 2)[..., 0]
+        mout = np.take_along_axis(bytes_out, tout[..., None], 2)[..., 0]
+        peak = np.maximum(min_, mout).astype(np.float64)
+        crit = np.where(min_ >= mout, tin, tout)
+        cycles = np.where(peak > 0, self.fixed + np.ceil(peak / self.port_bpc) + self.mean_hops * self.hop, 0.0)
+        for row, (chip, src, dst, nb) in (rows_transfers or {}).items():
+            for c in np.unique(chip):
+                m = chip == c
+                hops = max((self.hops(a, b) for a, b in zip(src[m].tolist(), dst[m].tolist())), default=0)
+                link = self._link_load(src[m], dst[m], nb[m])
+                cycles[row, c] = self.fixed + max(math.ceil(peak[row, c] / self.port_bpc),
+                                                  math.ceil(link / self.link_bpc)) + hops * self.hop
+        return cycles, crit
+
+    def point_to_point_cycles(self, src: int, dst: int, nbytes: float) -> float:
+        bpc = min(self.port_bpc, self.link_bpc) if src != dst else self.port_bpc
+        return self.fixed + math.ceil(nbytes / bpc) + self.hops(src, dst) * self.hop
+
+
+def make_fabric(machine: Machine):
+    """The on-chip fabric model named by ``machine.fabric.kind``."""
+    return MeshFabric(machine) if machine.fabric.kind == "mesh" else AllToAllFabric(machine)
+
+
+class LadderLinks:
+    """Directed IPU-Link groups of Poplar's ladder model and shortest routes over them.
+
+    Chip ``i``: rung ``i // 2``, side ``i % 2``. Groups (per direction):
+    ``("pair", rung, from_side)`` with ``pair_links`` links; ``("rail", side, rung_from, rung_to)``
+    between adjacent rungs with ``vertical_links`` links, including the wrap-around rung
+    ``R-1 -> 0`` with ``wrap_links`` links when there are more than two rungs. A route climbs or
+    descends the source's rail (the shorter way round when a wrap exists), then crosses its
+    destination rung if the sides differ.
+    """
+
+    def __init__(self, machine: Machine):
+        s = machine.system
+        self.chips = machine.chips
+        self.rungs = (self.chips + 1) // 2
+        per_link = s.link_bytes_per_s * s.link_efficiency / machine.clock_hz  # bytes per cycle
+        self.latency_cycles = s.link_latency_s * machine.clock_hz
+        self.bw = {}
+        for r in range(self.rungs):
+            if 2 * r + 1 < self.chips:
+                self.bw[("pair", r, 0)] = self.bw[("pair", r, 1)] = s.pair_links * per_link
+        for side in (0, 1):
+            for r in range(self.rungs - 1):
+                if 2 * (r + 1) + side < self.chips:
+                    self.bw[("rail", side, r, r + 1)] = self.bw[("rail", side, r + 1, r)] = s.vertical_links * per_link
+            if self.rungs > 2 and s.wrap_links > 0 and 2 * (self.rungs - 1) + side < self.chips:
+                last = self.rungs - 1
+                self.bw[("rail", side, last, 0)] = self.bw[("rail", side, 0, last)] = s.wrap_links * per_link
+        self._routes: dict[tuple, tuple] = {}
+
+    def route(self, src: int, dst: int) -> tuple:
+        key = (src, dst)
+        if key in self._routes:
+            return self._routes[key]
+        r0, side = divmod(src, 2)
+        r1, side1 = divmod(dst, 2)
+        # a missing chip on side 1 of the last rung: travel on side 0
+        if 2 * r1 + side >= self.chips or 2 * r0 + side >= self.chips:
+            side = 0
+        path = []
+        if side != src % 2:
+            path.append(("pair", r0, src % 2))
+        up = (r1 - r0) % self.rungs
+        down = (r0 - r1) % self.rungs
+        wrap = ("rail", side, self.rungs - 1, 0) in self.bw
+        if wrap:
+            step = 1 if up <= down else -1
+            n = min(up, down)
+        else:
+            step = 1 if r1 >= r0 else -1
+            n = abs(r1 - r0)
+        r = r0
+        for _ in range(n):
+            nr = (r + step) % self.rungs
+            path.append(("rail", side, r, nr))
+            r = nr
+        if side != side1:
+            path.append(("pair", r1, side))
+        self._routes[key] = tuple(path)
+        return self._routes[key]

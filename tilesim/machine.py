@@ -1,0 +1,319 @@
+"""Machine descriptions: a chip of tiles, its exchange fabric, and a system of chips.
+
+A machine is read from TOML (a preset shipped in ``tilesim/presets`` or a user's file) into
+frozen dataclasses that validate on construction. Every field carries its unit in its name.
+
+Derived figures (``Machine.derived()``) reproduce the vendor's headline numbers, e.g. for
+``gc200``: 1472 tiles, 940,572,672 B of SRAM (≈ 900 MB), 62.6 TFLOPS FP32, 320 GB/s of
+IPU-Link bandwidth (claim B4 of ``seed-claims.md``).
+"""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import MISSING, asdict, dataclass, fields, replace
+from importlib import resources
+from pathlib import Path
+
+from tilesim.errors import ConfigError, config_message
+
+__all__ = ["Chip", "Fabric", "System", "Machine", "load_machine", "preset_names", "preset_text"]
+
+FABRIC_KINDS = ("all-to-all", "mesh")
+TOPOLOGIES = ("ladder",)
+
+
+def _check_fields(cls, section: str, data: dict) -> dict:
+    """Reject unknown and missing keys, and values of the wrong type, naming the field."""
+    if not isinstance(data, dict):
+        raise ConfigError(config_message(section, data, "must be a table"))
+    known = {f.name: f for f in fields(cls)}
+    for key in data:
+        if key not in known:
+            raise ConfigError(config_message(
+                f"{section}.{key}", data[key], "unknown key",
+                f"allowed keys: {', '.join(sorted(known))}"))
+    out = {}
+    for name, f in known.items():
+        if name not in data:
+            if f.default is not MISSING:
+                continue
+            raise ConfigError(config_message(f"{section}.{name}", None, "missing",
+                                             f"add '{name} = ...' to [{section}]"))
+        value = data[name]
+        kind = f.type
+        if kind in ("int", int):
+            if isinstance(value, bool) or not isinstance(value, int):
+                if isinstance(value, float) and value.is_integer():
+                    value = int(value)
+                else:
+                    raise ConfigError(config_message(f"{section}.{name}", value, "must be an integer"))
+        elif kind in ("float", float):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(config_message(f"{section}.{name}", value, "must be a number"))
+            value = float(value)
+            if not math.isfinite(value):
+                raise ConfigError(config_message(f"{section}.{name}", value, "must be finite"))
+        elif kind in ("str", str):
+            if not isinstance(value, str):
+                raise ConfigError(config_message(f"{section}.{name}", value, "must be a string"))
+        out[name] = value
+    return out
+
+
+def _positive(section: str, obj, names, allow_zero=()):
+    for n in names:
+        v = getattr(obj, n)
+        if n in allow_zero:
+            if v < 0:
+                raise ConfigError(config_message(f"{section}.{n}", v, "must be >= 0"))
+        elif v <= 0:
+            raise ConfigError(config_message(f"{section}.{n}", v, "must be > 0"))
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One chip: identical tiles with private SRAM, barrel-threaded workers, an exchange port."""
+
+    tiles: int
+    sram_bytes: int
+    clock_hz: float
+    workers_per_tile: int
+    supervisor_overhead_cycles: int
+    fp32_flops_per_cycle: float
+    fp16_flops_per_cycle: float
+    local_bytes_per_cycle: float
+    exchange_bytes_per_cycle: float
+    exchange_fixed_cycles: int
+    sync_cycles: int
+    tiles_per_supertile: int = 1
+
+    def __post_init__(self):
+        _positive("chip", self, ["tiles", "sram_bytes", "clock_hz", "workers_per_tile",
+                                 "fp32_flops_per_cycle", "fp16_flops_per_cycle",
+                                 "local_bytes_per_cycle", "exchange_bytes_per_cycle",
+                                 "tiles_per_supertile", "supervisor_overhead_cycles",
+                                 "exchange_fixed_cycles", "sync_cycles"],
+                  allow_zero=("supervisor_overhead_cycles", "exchange_fixed_cycles", "sync_cycles"))
+        if self.tiles > 1 << 20:
+            raise ConfigError(config_message("chip.tiles", self.tiles, "must be <= 1048576"))
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The on-chip exchange network.
+
+    ``all-to-all`` (IPU): compiled, time-deterministic exchange; a tile's exchange time depends on
+    the bytes it sends/receives, never on distance. ``mesh``: tiles on a ``cols`` × ``rows`` grid with
+    XY routing; each hop adds ``hop_cycles`` and directed links carry ``link_bytes_per_cycle``.
+    """
+
+    kind: str
+    cols: int = 0
+    rows: int = 0
+    hop_cycles: float = 0.0
+    link_bytes_per_cycle: float = 0.0
+
+    def __post_init__(self):
+        if self.kind not in FABRIC_KINDS:
+            raise ConfigError(config_message("fabric.kind", self.kind,
+                                             f"must be one of {', '.join(FABRIC_KINDS)}"))
+        if self.kind == "mesh":
+            _positive("fabric", self, ["cols", "rows", "link_bytes_per_cycle", "hop_cycles"],
+                      allow_zero=("hop_cycles",))
+
+
+@dataclass(frozen=True)
+class System:
+    """Chips joined by links (IPU-Links on Poplar's ladder model), a global sync and a host link.
+
+    Ladder: chip ``i`` sits on rung ``i // 2``, side ``i % 2``. Rung partners share ``pair_links``
+    links per direction; neighbours on a side share ``vertical_links``; ``wrap_links`` join the
+    last rung to the first (the ring wrap-around) when there are more than two rungs.
+    Global sync cycles = ceil(global_sync_ns_per_hop · f · hops · 2) with hops = 1 + ⌊⌊N/2⌋/2⌋.
+    """
+
+    chips: int
+    topology: str
+    link_bytes_per_s: float
+    link_efficiency: float
+    link_latency_s: float
+    pair_links: int
+    vertical_links: int
+    wrap_links: int
+    links_per_chip: int
+    global_sync_ns_per_hop: float
+    host_bytes_per_s: float
+    host_latency_s: float
+
+    def __post_init__(self):
+        if self.topology not in TOPOLOGIES:
+            raise ConfigError(config_message("system.topology", self.topology,
+                                             f"must be one of {', '.join(TOPOLOGIES)}"))
+        _positive("system", self, ["chips", "link_bytes_per_s", "link_efficiency",
+                                   "host_bytes_per_s", "link_latency_s", "host_latency_s",
+                                   "pair_links", "vertical_links", "wrap_links", "links_per_chip",
+                                   "global_sync_ns_per_hop"],
+                  allow_zero=("link_latency_s", "host_latency_s", "wrap_links",
+                              "global_sync_ns_per_hop", "links_per_chip"))
+        if self.link_efficiency > 1:
+            raise ConfigError(config_message("system.link_efficiency", self.link_efficiency,
+                                             "must be in (0, 1]"))
+        if self.chips > 4096:
+            raise ConfigError(config_message("system.chips", self.chips, "must be <= 4096"))
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A complete machine: ``system.chips`` identical chips."""
+
+    name: str
+    description: str
+    chip: Chip
+    fabric: Fabric
+    system: System
+
+    def __post_init__(self):
+        if self.fabric.kind == "mesh" and self.fabric.cols * self.fabric.rows != self.chip.tiles:
+            raise ConfigError(config_message(
+                "fabric.cols*rows", self.fabric.cols * self.fabric.rows,
+                f"must equal chip.tiles = {self.chip.tiles}", "make the grid cover every tile"))
+
+    # convenient read-only views ------------------------------------------------------------
+    @property
+    def chips(self) -> int:
+        return self.system.chips
+
+    @property
+    def tiles_per_chip(self) -> int:
+        return self.chip.tiles
+
+    @property
+    def total_tiles(self) -> int:
+        return self.chip.tiles * self.system.chips
+
+    @property
+    def clock_hz(self) -> float:
+        return self.chip.clock_hz
+
+    def with_chips(self, chips: int) -> "Machine":
+        """The same machine with ``chips`` chips (a longer or shorter ladder)."""
+        if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1 or chips > 4096:
+            raise ConfigError(config_message("chips", chips, "must be an integer in 1..4096"))
+        if chips == self.chips:
+            return self
+        return replace(self, name=f"{self.name}[{chips} chips]", system=replace(self.system, chips=chips))
+
+    def global_sync_cycles(self, chips: int | None = None) -> int:
+        """Cycles of a sync across ``chips`` chips (Poplar's IPUModel hops rule, §1.3)."""
+        n = self.chips if chips is None else chips
+        if n <= 1:
+            return self.chip.sync_cycles
+        hops = 1 + (n // 2) // 2
+        return math.ceil(self.system.global_sync_ns_per_hop * 1e-9 * self.clock_hz * hops * 2 - 1e-9)
+
+    def derived(self) -> dict:
+        """Headline figures with stable keys (documented in the README)."""
+        c, s = self.chip, self.system
+        chip_link = s.links_per_chip * s.link_bytes_per_s * 2 if self.chips > 1 or s.links_per_chip else 0
+        return {
+            "name": self.name,
+            "chips": self.chips,
+            "tiles": c.tiles,
+            "total_tiles": self.total_tiles,
+            "sram_bytes": c.sram_bytes,
+            "total_sram_bytes": c.sram_bytes * c.tiles,
+            "system_sram_bytes": c.sram_bytes * self.total_tiles,
+            "clock_hz": c.clock_hz,
+            "workers_per_tile": c.workers_per_tile,
+            "hardware_threads": c.workers_per_tile * c.tiles,
+            "peak_fp32_flops": c.fp32_flops_per_cycle * c.tiles * c.clock_hz,
+            "peak_fp16_flops": c.fp16_flops_per_cycle * c.tiles * c.clock_hz,
+            "memory_bytes_per_s": c.local_bytes_per_cycle * c.tiles * c.clock_hz,
+            "exchange_bytes_per_s": c.exchange_bytes_per_cycle * c.tiles * c.clock_hz,
+            "link_bytes_per_s": chip_link,
+            "global_sync_cycles": self.global_sync_cycles(),
+            "fabric": self.fabric.kind,
+        }
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "description": self.description, "chip": asdict(self.chip),
+                "fabric": {k: v for k, v in asdict(self.fabric).items()
+                           if self.fabric.kind == "mesh" or k == "kind"},
+                "system": asdict(self.system)}
+
+    def to_toml(self) -> str:
+        import tomli_w
+        return tomli_w.dumps(self.to_dict())
+
+
+def preset_names() -> list[str]:
+    root = resources.files("tilesim") / "presets"
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml"))
+
+
+def preset_text(name: str) -> str:
+    """The preset's TOML source, comments and evidence tags included."""
+    if name not in preset_names():
+        raise ConfigError(config_message("machine", name, "is not a preset",
+                                         f"presets: {', '.join(preset_names())}"))
+    return (resources.files("tilesim") / "presets" / f"{name}.toml").read_text()
+
+
+def machine_from_dict(data: dict, source: str = "machine") -> Machine:
+    """Build a :class:`Machine` from a parsed TOML table; raises :class:`ConfigError`."""
+    if not isinstance(data, dict):
+        raise ConfigError(config_message(source, data, "must be a table"))
+    allowed = {"name", "description", "chip", "fabric", "system"}
+    for key in data:
+        if key not in allowed:
+            raise ConfigError(config_message(f"{source}: {key}", data[key], "unknown key",
+                                             f"allowed top-level keys: {', '.join(sorted(allowed))}"))
+    for key in ("chip", "fabric", "system"):
+        if key not in data:
+            raise ConfigError(config_message(f"{source}: [{key}]", None, "missing table",
+                                             "print a preset with 'tilesim machines gc200 --toml' and edit it"))
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str) or not name:
+        raise ConfigError(config_message("name", name, "must be a non-empty string"))
+    chip = Chip(**_check_fields(Chip, "chip", data["chip"]))
+    fabric = Fabric(**_check_fields(Fabric, "fabric", data["fabric"]))
+    system = System(**_check_fields(System, "system", data["system"]))
+    return Machine(name=name, description=str(data.get("description", "")), chip=chip,
+                   fabric=fabric, system=system)
+
+
+def load_machine(name_or_path: "str | Path | Machine", chips: int | None = None) -> Machine:
+    """A preset by name (``gc200``, ``m2000`` …) or a path to a TOML file; optionally resized.
+
+    Raises
+    ------
+    ConfigError
+        Unknown preset, unreadable or broken TOML, unknown/missing key, or a value out of range.
+    """
+    if isinstance(name_or_path, Machine):
+        machine = name_or_path
+    else:
+        text_name = str(name_or_path)
+        path = Path(text_name)
+        if text_name in preset_names():
+            data = tomllib.loads(preset_text(text_name))
+            machine = machine_from_dict(data, text_name)
+        elif path.suffix == ".toml" or path.exists():
+            if not path.is_file():
+                raise ConfigError(config_message("machine", text_name, "no such file",
+                                                 f"give a preset ({', '.join(preset_names())}) or a TOML path"))
+            try:
+                data = tomllib.loads(path.read_text())
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(config_message("machine file", text_name, f"is not valid TOML ({exc})",
+                                                 "fix the syntax at the position given")) from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(config_message("machine file", text_name, f"cannot be read ({exc})")) from None
+            machine = machine_from_dict(data, text_name)
+        else:
+            raise ConfigError(config_message("machine", text_name, "is neither a preset nor a file",
+                                             f"presets: {', '.join(preset_names())}"))
+    if chips is not None:
+        machine = machine.with_chips(chips)
+    return machine

@@ -1,0 +1,144 @@
+"""The SRAM ledger: bytes per tile and category, with the vendor profiler's categories.
+
+Categories (PopVision's names, ipu-hardware.md §3.3): ``variables:<role>`` (role = weights,
+gradients, optimizer, state, activations, spikes, inputs, other), ``exchange_buffers``,
+``vertex_state``, ``vertex_code``, ``control_code``, ``exchange_code``, ``stack``.
+
+Every entry remembers its label and tiles, so the ledger can say *which tensor* fills a tile.
+``check()`` raises :class:`SramOverflowError` naming the worst tile, bytes used vs budget, its
+largest entries and a remedy; ``check(mode="report")`` returns the overflowing tiles instead.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tilesim.errors import ConfigError, SramOverflowError, config_message
+
+__all__ = ["MemoryLedger", "CATEGORIES", "VARIABLE_ROLES"]
+
+VARIABLE_ROLES = ("weights", "gradients", "optimizer", "state", "activations", "spikes", "inputs", "other")
+CATEGORIES = tuple(f"variables:{r}" for r in VARIABLE_ROLES) + (
+    "exchange_buffers", "vertex_state", "vertex_code", "control_code", "exchange_code", "stack")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    label: str
+    category: str
+    tiles: np.ndarray      # global tile ids
+    bytes: np.ndarray      # per tile, aligned with tiles
+
+
+class MemoryLedger:
+    """Per-tile SRAM accounting for a machine (all chips)."""
+
+    def __init__(self, machine, remedy: str = ""):
+        self.machine = machine
+        self.budget = int(machine.chip.sram_bytes)
+        self.total_tiles = machine.total_tiles
+        self._cat_index = {c: i for i, c in enumerate(CATEGORIES)}
+        self.table = np.zeros((len(CATEGORIES), self.total_tiles), np.int64)
+        self.entries: list[_Entry] = []
+        self.remedy = remedy or ("put fewer neurons/elements on each tile (use more tiles or chips), "
+                                 "shrink batch or time steps, or use a machine with more SRAM per tile")
+
+    def add(self, category: str, bytes_per_tile, tiles=None, label: str = "") -> None:
+        """Charge ``bytes_per_tile`` (scalar or aligned array) on ``tiles`` (global ids; None = all)."""
+        if category not in self._cat_index:
+            raise ConfigError(config_message("memory category", category, "is unknown",
+                                             f"use one of {', '.join(CATEGORIES)}"))
+        if tiles is None:
+            tiles = np.arange(self.total_tiles)
+        elif isinstance(tiles, slice):
+            tiles = np.arange(self.total_tiles)[tiles]
+        tiles = np.asarray(tiles)
+        if tiles.dtype == bool:
+            tiles = np.flatnonzero(tiles)
+        tiles = tiles.astype(np.int64).ravel()
+        if tiles.size and (tiles.min() < 0 or tiles.max() >= self.total_tiles):
+            bad = int(tiles[(tiles < 0) | (tiles >= self.total_tiles)][0])
+            raise ConfigError(config_message(f"memory '{label or category}' tile", bad,
+                                             f"is out of range 0..{self.total_tiles - 1}"))
+        b = np.asarray(bytes_per_tile, dtype=np.float64)
+        if b.ndim == 0:
+            b = np.full(tiles.size, float(b))
+        if b.shape != tiles.shape:
+            raise ConfigError(config_message(f"memory '{label or category}' bytes", b.shape,
+                                             f"must be a scalar or match the {tiles.size} tiles"))
+        if not np.isfinite(b).all() or (b < 0).any():
+            raise ConfigError(config_message(f"memory '{label or category}' bytes", "negative or non-finite",
+                                             "must be finite and >= 0"))
+        bi = np.ceil(b).astype(np.int64)
+        np.add.at(self.table[self._cat_index[category]], tiles, bi)
+        self.entries.append(_Entry(label or category, category, tiles, bi))
+
+    # ---- queries ---------------------------------------------------------------------------
+    def per_tile(self) -> np.ndarray:
+        return self.table.sum(axis=0)
+
+    def by_category(self, tile: int | None = None) -> dict:
+        col = self.table.sum(axis=1) if tile is None else self.table[:, tile]
+        return {c: int(v) for c, v in zip(CATEGORIES, col) if v}
+
+    def max_tile(self) -> int:
+        return int(self.per_tile().argmax())
+
+    def overflow_tiles(self) -> np.ndarray:
+        used = self.per_tile()
+        over = np.flatnonzero(used > self.budget)
+        return over[np.argsort(-used[over], kind="stable")]
+
+    def explain_tile(self, tile: int, top: int = 5) -> list[tuple[str, str, int]]:
+        """The largest entries on ``tile``: (label, category, bytes)."""
+        rows = []
+        for e in self.entries:
+            m = e.tiles == tile
+            if m.any():
+                rows.append((e.label, e.category, int(e.bytes[m].sum())))
+        rows.sort(key=lambda r: -r[2])
+        return rows[:top]
+
+    def _where(self, tile: int) -> str:
+        chip, t = divmod(int(tile), self.machine.tiles_per_chip)
+        return f"tile {t} of chip {chip}" if self.machine.chips > 1 else f"tile {t}"
+
+    def check(self, mode: str = "raise") -> np.ndarray:
+        """Raise on overflow (``mode="raise"``) or return the overflowing tiles (``"report"``)."""
+        if mode not in ("raise", "report"):
+            raise ConfigError(config_message("memory check mode", mode, "must be 'raise' or 'report'"))
+        over = self.overflow_tiles()
+        if over.size and mode == "raise":
+            worst = int(over[0])
+            used = int(self.per_tile()[worst])
+            parts = ", ".join(f"{lab} [{cat}] {b:,} B" for lab, cat, b in self.explain_tile(worst, 3))
+            msg = (f"SRAM overflow on {over.size} tile(s): {self._where(worst)} needs {used:,} B of "
+                   f"{self.budget:,} B budget (+{100 * (used / self.budget - 1):.1f} %); largest there: {parts}; "
+                   f"fix: {self.remedy}")
+            raise SramOverflowError(msg, tiles=over.tolist(), report=self.report())
+        return over
+
+    def report(self, top: int = 10) -> str:
+        """Text table of the ``top`` fullest tiles, by category."""
+        used = self.per_tile()
+        order = np.argsort(-used, kind="stable")[:top]
+        cats = [c for c in CATEGORIES if self.table[self._cat_index[c]].any()]
+        short = [c.replace("variables:", "var:") for c in cats]
+        head = f"{'tile':>16} {'used B':>10} {'% budget':>8} " + " ".join(f"{s:>14}" for s in short)
+        lines = [f"SRAM budget {self.budget:,} B per tile; {int((used > self.budget).sum())} tile(s) over", head]
+        for t in order:
+            flag = " OVERFLOW" if used[t] > self.budget else ""
+            lines.append(f"{self._where(t):>16} {used[t]:>10,} {100 * used[t] / self.budget:>7.1f}% " +
+                         " ".join(f"{self.table[self._cat_index[c], t]:>14,}" for c in cats) + flag)
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        used = self.per_tile()
+        mt = int(used.argmax())
+        return {"budget_bytes": self.budget, "max_tile_bytes": int(used[mt]), "max_tile": mt,
+                "overflow_tiles": self.overflow_tiles().tolist(),
+                "by_category_bytes": self.by_category(mt),
+                "total_by_category_bytes": self.by_category(),
+                "max_tile_entries": [{"label": lab, "category": c, "bytes": b}
+                                     for lab, c, b in self.explain_tile(mt, 8)]}

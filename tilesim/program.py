@@ -1,0 +1,579 @@
+"""The BSP program IR: supersteps of per-tile compute cycles, exchange bytes, link flows and syncs.
+
+A superstep on a tile machine is: every tile computes (``compute_cycles[s, tile]``), the tiles
+synchronise (within a chip, within a group of chips, or across all chips), then data moves:
+on-chip exchange (``bytes_in``/``bytes_out`` per tile), cross-chip flows (bytes per chip pair,
+over the system's links) and host transfers. The IR is columnar so that a workload can emit
+thousands of supersteps cheaply: per-tile quantities are rows of 2-D numpy arrays indexed by
+the global tile id ``chip * tiles_per_chip + tile``; flows and transfers are COO arrays.
+
+Sync scope codes (``sync_scope[s]``): ``-1`` each chip syncs alone, ``0`` all chips together,
+``k >= 1`` the chip partition ``partitions[k - 1]`` (an array of group ids, one per chip; chips
+with equal ids sync together, e.g. pipeline stages). Cross-chip flows need their two chips in
+the same sync group of that superstep (on the IPU a global exchange follows a global sync).
+"""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from tilesim.errors import ConfigError, config_message
+
+__all__ = ["Program", "ProgramBuilder", "SYNC_CHIP", "SYNC_ALL", "load_program", "parse_tiles"]
+
+SYNC_CHIP = -1
+SYNC_ALL = 0
+
+
+def _as_row(value, n: int, what: str, step: str) -> np.ndarray:
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = np.full(n, float(arr))
+    if arr.shape != (n,):
+        raise ConfigError(config_message(f"{step}: {what}", f"array of shape {arr.shape}",
+                                         f"must be a scalar or have length {n} (one per tile of the system)"))
+    if not np.all(np.isfinite(arr)) or (arr < 0).any():
+        bad = arr[~np.isfinite(arr) | (arr < 0)][0]
+        raise ConfigError(config_message(f"{step}: {what}", float(bad), "must be finite and >= 0"))
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    """A validated, columnar BSP program. Build one with :class:`ProgramBuilder`."""
+
+    name: str
+    chips: int
+    tiles_per_chip: int
+    labels: tuple
+    label_id: np.ndarray        # int32 [S]
+    sync_scope: np.ndarray      # int32 [S]
+    partitions: tuple           # of int32 [chips] arrays
+    compute_cycles: np.ndarray  # float32 [S, chips*tiles]
+    exchange_row: np.ndarray    # int32 [S]; -1 = no on-chip exchange, else row of bytes_in/out
+    bytes_in: np.ndarray        # float32 [E, chips*tiles]
+    bytes_out: np.ndarray       # float32 [E, chips*tiles]
+    flow_step: np.ndarray       # int32 [F]
+    flow_src: np.ndarray        # int32 [F] chip
+    flow_dst: np.ndarray        # int32 [F] chip
+    flow_bytes: np.ndarray      # float64 [F]
+    host_step: np.ndarray       # int32 [H]
+    host_chip: np.ndarray       # int32 [H]
+    host_bytes: np.ndarray      # float64 [H]
+    transfer_step: np.ndarray   # int32 [X] explicit on-chip point-to-point transfers (mesh routing)
+    transfer_src: np.ndarray    # int32 [X] global tile
+    transfer_dst: np.ndarray    # int32 [X] global tile
+    transfer_bytes: np.ndarray  # float64 [X]
+
+    def __post_init__(self):
+        self.validate()
+
+    @property
+    def supersteps(self) -> int:
+        return int(self.label_id.shape[0])
+
+    @property
+    def total_tiles(self) -> int:
+        return self.chips * self.tiles_per_chip
+
+    def label_of(self, s: int) -> str:
+        return self.labels[int(self.label_id[s])]
+
+    def validate(self) -> None:
+        """Check shapes, ranges and sync-group consistency; raise :class:`ConfigError`."""
+        S, N = self.supersteps, self.total_tiles
+        if self.chips < 1 or self.tiles_per_chip < 1:
+            raise ConfigError(config_message("program chips/tiles", (self.chips, self.tiles_per_chip),
+                                             "must be >= 1"))
+        if self.compute_cycles.shape != (S, N):
+            raise ConfigError(config_message("program.compute_cycles", self.compute_cycles.shape,
+                                             f"must have shape ({S}, {N})"))
+        E = self.bytes_in.shape[0]
+        if self.bytes_in.shape != (E, N) or self.bytes_out.shape != (E, N):
+            raise ConfigError(config_message("program.bytes_in/bytes_out",
+                                             (self.bytes_in.shape, self.bytes_out.shape),
+                                             f"must both have shape (E, {N})"))
+        for name in ("label_id", "sync_scope", "exchange_row"):
+            if getattr(self, name).shape != (S,):
+                raise ConfigError(config_message(f"program.{name}", getattr(self, name).shape,
+                                                 f"must have shape ({S},)"))
+        if S and ((self.exchange_row < -1).any() or (self.exchange_row >= E).any()):
+            raise ConfigError(config_message("program.exchange_row", int(self.exchange_row.max()),
+                                             f"must be -1 or a row index below {E}"))
+        if S and ((self.label_id < 0).any() or (self.label_id >= len(self.labels)).any()):
+            raise ConfigError(config_message("program.label_id", int(self.label_id.max()),
+                                             f"must index the {len(self.labels)} labels"))
+        if S and ((self.sync_scope < -1).any() or (self.sync_scope > len(self.partitions)).any()):
+            raise ConfigError(config_message("program.sync_scope", int(self.sync_scope.max()),
+                                             f"must be -1, 0 or 1..{len(self.partitions)}"))
+        for k, part in enumerate(self.partitions):
+            if part.shape != (self.chips,):
+                raise ConfigError(config_message(f"program.partitions[{k}]", part.shape,
+                                                 f"must have one group id per chip ({self.chips})"))
+        for arr, name in ((self.compute_cycles, "compute_cycles"), (self.bytes_in, "bytes_in"),
+                          (self.bytes_out, "bytes_out")):
+            if arr.size and not (np.isfinite(arr).all() and arr.min() >= 0):
+                raise ConfigError(config_message(f"program.{name}", "a negative or non-finite entry",
+                                                 "every entry must be finite and >= 0"))
+        F = self.flow_step.shape[0]
+        for name in ("flow_src", "flow_dst", "flow_bytes"):
+            if getattr(self, name).shape != (F,):
+                raise ConfigError(config_message(f"program.{name}", getattr(self, name).shape,
+                                                 f"must have shape ({F},) like flow_step"))
+        if F:
+            if (self.flow_step < 0).any() or (self.flow_step >= S).any():
+                raise ConfigError(config_message("flow superstep", int(self.flow_step.max()),
+                                                 f"must be in 0..{S - 1}"))
+            for name in ("flow_src", "flow_dst"):
+                a = getattr(self, name)
+                if (a < 0).any() or (a >= self.chips).any():
+                    bad = int(a[(a < 0) | (a >= self.chips)][0])
+                    raise ConfigError(config_message(f"flow {name[5:]} chip", bad,
+                                                     f"must be in 0..{self.chips - 1}",
+                                                     "use a machine with more chips (--chips)"))
+            same = self.flow_src == self.flow_dst
+            if same.any():
+                i = int(np.argmax(same))
+                raise ConfigError(config_message("flow", f"{self.flow_src[i]}->{self.flow_dst[i]}",
+                                                 "source and destination chip must differ",
+                                                 "use on-chip exchange bytes for traffic inside a chip"))
+            if not (np.isfinite(self.flow_bytes).all() and (self.flow_bytes >= 0).all()):
+                raise ConfigError(config_message("flow bytes", "a negative or non-finite value",
+                                                 "must be finite and >= 0"))
+            scope = self.sync_scope[self.flow_step]
+            for i in np.flatnonzero(scope != SYNC_ALL):
+                s, a, b = int(self.flow_step[i]), int(self.flow_src[i]), int(self.flow_dst[i])
+                sc = int(scope[i])
+                if sc == SYNC_CHIP or self.partitions[sc - 1][a] != self.partitions[sc - 1][b]:
+                    raise ConfigError(config_message(
+                        f"superstep {s} ({self.label_of(s)}): flow {a}->{b}", "crosses sync groups",
+                        "a cross-chip flow needs both chips in one sync group",
+                        "sync 'all' or put both chips in the same group"))
+        H = self.host_step.shape[0]
+        if H:
+            if (self.host_step < 0).any() or (self.host_step >= S).any():
+                raise ConfigError(config_message("host superstep", int(self.host_step.max()), f"must be in 0..{S - 1}"))
+            if (self.host_chip < 0).any() or (self.host_chip >= self.chips).any():
+                raise ConfigError(config_message("host chip", int(self.host_chip.max()), f"must be in 0..{self.chips - 1}"))
+            if not (np.isfinite(self.host_bytes).all() and (self.host_bytes >= 0).all()):
+                raise ConfigError(config_message("host bytes", "a negative or non-finite value", "must be finite and >= 0"))
+        X = self.transfer_step.shape[0]
+        if X:
+            for name in ("transfer_src", "transfer_dst"):
+                a = getattr(self, name)
+                if (a < 0).any() or (a >= N).any():
+                    bad = int(a[(a < 0) | (a >= N)][0])
+                    raise ConfigError(config_message(f"transfer {name[9:]} tile", bad, f"must be in 0..{N - 1}"))
+            cross = (self.transfer_src // self.tiles_per_chip) != (self.transfer_dst // self.tiles_per_chip)
+            if cross.any():
+                i = int(np.argmax(cross))
+                raise ConfigError(config_message("transfer", f"tile {self.transfer_src[i]}->{self.transfer_dst[i]}",
+                                                 "on-chip transfers must stay on one chip", "use a cross-chip flow"))
+
+    def nbytes(self) -> int:
+        return sum(getattr(self, f).nbytes for f in self.__dataclass_fields__
+                   if isinstance(getattr(self, f), np.ndarray))
+
+    def summary(self) -> dict:
+        return {"name": self.name, "chips": self.chips, "tiles_per_chip": self.tiles_per_chip,
+                "supersteps": self.supersteps, "exchange_supersteps": int((self.exchange_row >= 0).sum()),
+                "flows": int(self.flow_step.shape[0]), "host_transfers": int(self.host_step.shape[0]),
+                "labels": list(self.labels)}
+
+    @classmethod
+    def from_arrays(cls, *, chips: int, tiles_per_chip: int, compute_cycles, labels=("step",),
+                    label_id=None, sync_scope=None, partitions=(), bytes_in=None, bytes_out=None,
+                    exchange_row=None, flows=None, host=None, transfers=None, name: str = "program") -> "Program":
+        """Bulk constructor for workloads that already hold columnar arrays.
+
+        ``flows`` = (step, src_chip, dst_chip, bytes) arrays; ``host`` = (step, chip, bytes);
+        ``transfers`` = (step, src_tile, dst_tile, bytes). Missing exchange arrays mean none.
+        """
+        compute = np.ascontiguousarray(compute_cycles, dtype=np.float32)
+        if compute.ndim != 2:
+            raise ConfigError(config_message("compute_cycles", compute.shape, "must be 2-D (supersteps, tiles)"))
+        S, N = compute.shape
+        i32 = lambda a, fill: (np.full(S, fill, np.int32) if a is None else np.asarray(a, np.int32))  # noqa: E731
+        if bytes_in is None and bytes_out is None:
+            bin_ = bout = np.zeros((0, N), np.float32)
+            erow = np.full(S, -1, np.int32) if exchange_row is None else np.asarray(exchange_row, np.int32)
+        else:
+            bin_ = np.ascontiguousarray(bytes_in if bytes_in is not None else bytes_out, dtype=np.float32)
+            bout = np.ascontiguousarray(bytes_out if bytes_out is not None else bytes_in, dtype=np.float32)
+            erow = (np.arange(S, dtype=np.int32) if exchange_row is None and bin_.shape[0] == S
+                    else np.asarray(exchange_row, np.int32))
+        z32, z64 = np.zeros(0, np.int32), np.zeros(0, np.float64)
+        f = flows if flows is not None else (z32, z32, z32, z64)
+        h = host if host is not None else (z32, z32, z64)
+        x = transfers if transfers is not None else (z32, z32, z32, z64)
+        return cls(name=name, chips=int(chips), tiles_per_chip=int(tiles_per_chip), labels=tuple(labels),
+                   label_id=i32(label_id, 0), sync_scope=i32(sync_scope, SYNC_CHIP),
+                   partitions=tuple(np.asarray(p, np.int32) for p in partitions),
+                   compute_cycles=compute, exchange_row=erow, bytes_in=bin_, bytes_out=bout,
+                   flow_step=np.asarray(f[0], np.int32), flow_src=np.asarray(f[1], np.int32),
+                   flow_dst=np.asarray(f[2], np.int32), flow_bytes=np.asarray(f[3], np.float64),
+                   host_step=np.asarray(h[0], np.int32), host_chip=np.asarray(h[1], np.int32),
+                   host_bytes=np.asarray(h[2], np.float64),
+                   transfer_step=np.asarray(x[0], np.int32), transfer_src=np.asarray(x[1], np.int32),
+                   transfer_dst=np.asarray(x[2], np.int32), transfer_bytes=np.asarray(x[3], np.float64))
+
+
+class ProgramBuilder:
+    """Append supersteps one at a time (or ``repeat`` times), then :meth:`build`.
+
+    >>> b = ProgramBuilder(chips=1, tiles_per_chip=4)
+    >>> b.superstep("compute", compute_cycles=[100, 200, 0, 0], bytes_out=64, bytes_in=64)
+    >>> b.build().supersteps
+    1
+    """
+
+    def __init__(self, chips: int, tiles_per_chip: int, name: str = "program"):
+        for fname, v in (("chips", chips), ("tiles_per_chip", tiles_per_chip)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ConfigError(config_message(fname, v, "must be an integer >= 1"))
+        self.chips, self.tiles_per_chip, self.name = int(chips), int(tiles_per_chip), name
+        self.total_tiles = self.chips * self.tiles_per_chip
+        self._labels: dict[str, int] = {}
+        self._partitions: dict[tuple, int] = {}
+        self._label_id: list[int] = []
+        self._scope: list[int] = []
+        self._compute: list[np.ndarray] = []
+        self._erow: list[int] = []
+        self._bin: list[np.ndarray] = []
+        self._bout: list[np.ndarray] = []
+        self._flows: list[tuple] = []
+        self._host: list[tuple] = []
+        self._transfers: list[tuple] = []
+
+    @classmethod
+    def for_machine(cls, machine, name: str = "program") -> "ProgramBuilder":
+        return cls(machine.chips, machine.tiles_per_chip, name)
+
+    def zeros(self) -> np.ndarray:
+        """A per-tile float64 row for the whole system, to fill and pass in."""
+        return np.zeros(self.total_tiles)
+
+    def _scope_code(self, sync, where: str) -> int:
+        if sync == "chip":
+            return SYNC_CHIP
+        if sync == "all":
+            return SYNC_ALL
+        if isinstance(sync, str):
+            raise ConfigError(config_message(f"{where}: sync", sync, "must be 'chip', 'all' or a list of chip groups"))
+        groups = [list(g) for g in sync]
+        ids = np.full(self.chips, -1, np.int32)
+        for gi, g in enumerate(groups):
+            for c in g:
+                if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= c < self.chips:
+                    raise ConfigError(config_message(f"{where}: sync group chip", c, f"must be in 0..{self.chips - 1}"))
+                if ids[c] != -1:
+                    raise ConfigError(config_message(f"{where}: sync group chip", int(c), "appears in two groups"))
+                ids[c] = gi
+        missing = np.flatnonzero(ids < 0)
+        for c in missing:            # chips not named sync alone
+            ids[c] = len(groups) + int(c)
+        # canonical group numbering so equal partitions share a code whatever the order given
+        _, canon = np.unique(ids, return_inverse=True)
+        first = {}
+        canon = np.array([first.setdefault(int(g), len(first)) for g in canon], np.int32)
+        if len(set(canon.tolist())) == 1:
+            return SYNC_ALL
+        if len(set(canon.tolist())) == self.chips:
+            return SYNC_CHIP
+        key = tuple(canon.tolist())
+        if key not in self._partitions:
+            self._partitions[key] = len(self._partitions) + 1
+        return self._partitions[key]
+
+    def superstep(self, label: str, compute_cycles=0.0, *, bytes_out=None, bytes_in=None,
+                  flows: Iterable[tuple] = (), host_bytes=None, transfers: Iterable[tuple] = (),
+                  sync="chip", repeat: int = 1) -> None:
+        """Append ``repeat`` identical supersteps.
+
+        Parameters
+        ----------
+        compute_cycles : scalar or array of length ``chips * tiles_per_chip``
+        bytes_out, bytes_in : scalar or per-tile array; None = no on-chip exchange phase
+        flows : (src_chip, dst_chip, bytes) triples crossing chip links
+        host_bytes : scalar (every chip) or per-chip array moved to/from the host
+        transfers : (src_tile, dst_tile, bytes) explicit on-chip transfers (global tile ids);
+            they add to ``bytes_out``/``bytes_in`` and let a mesh fabric route them
+        sync : "chip", "all", or a list of chip groups (lists of chip ids)
+        """
+        where = f"superstep {len(self._label_id)} ({label})"
+        if not isinstance(label, str):
+            raise ConfigError(config_message(f"{where}: label", label, "must be a string"))
+        if isinstance(repeat, bool) or not isinstance(repeat, (int, np.integer)) or repeat < 1:
+            raise ConfigError(config_message(f"{where}: repeat", repeat, "must be an integer >= 1"))
+        N = self.total_tiles
+        comp = _as_row(compute_cycles, N, "compute_cycles", where)
+        scope = self._scope_code(sync, where)
+        xfers = [tuple(t) for t in transfers]
+        have_exchange = bytes_out is not None or bytes_in is not None or xfers
+        if have_exchange:
+            bout = _as_row(0.0 if bytes_out is None else bytes_out, N, "bytes_out", where)
+            bin_ = _as_row(0.0 if bytes_in is None else bytes_in, N, "bytes_in", where)
+            for t in xfers:
+                if len(t) != 3:
+                    raise ConfigError(config_message(f"{where}: transfer", t, "must be (src_tile, dst_tile, bytes)"))
+                src, dst, nb = t
+                for nm, v in (("src_tile", src), ("dst_tile", dst)):
+                    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < N:
+                        raise ConfigError(config_message(f"{where}: transfer {nm}", v, f"must be in 0..{N - 1}"))
+                if not (isinstance(nb, (int, float, np.number)) and math.isfinite(nb) and nb >= 0):
+                    raise ConfigError(config_message(f"{where}: transfer bytes", nb, "must be finite and >= 0"))
+                bout[src] += nb
+                bin_[dst] += nb
+        fl = []
+        for f in flows:
+            if len(f) != 3:
+                raise ConfigError(config_message(f"{where}: flow", f, "must be (src_chip, dst_chip, bytes)"))
+            src, dst, nb = f
+            for nm, v in (("src", src), ("dst", dst)):
+                if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < self.chips:
+                    raise ConfigError(config_message(f"{where}: flow {nm} chip", v, f"must be in 0..{self.chips - 1}",
+                                                     "use a machine with more chips (--chips)"))
+            if not (isinstance(nb, (int, float, np.number)) and math.isfinite(nb) and nb >= 0):
+                raise ConfigError(config_message(f"{where}: flow bytes", nb, "must be finite and >= 0"))
+            fl.append((int(src), int(dst), float(nb)))
+        if host_bytes is not None:
+            hb = np.asarray(host_bytes, np.float64)
+            hb = np.full(self.chips, float(hb)) if hb.ndim == 0 else hb
+            if hb.shape != (self.chips,) or not np.isfinite(hb).all() or (hb < 0).any():
+                raise ConfigError(config_message(f"{where}: host_bytes", host_bytes,
+                                                 f"must be a scalar or {self.chips} finite values >= 0"))
+        lid = self._labels.setdefault(label, len(self._labels))
+        comp32 = comp.astype(np.float32)
+        for _ in range(int(repeat)):
+            s = len(self._label_id)
+            self._label_id.append(lid)
+            self._scope.append(scope)
+            self._compute.append(comp32)
+            if have_exchange:
+                self._erow.append(len(self._bin))
+                self._bin.append(bin_.astype(np.float32))
+                self._bout.append(bout.astype(np.float32))
+            else:
+                self._erow.append(-1)
+            self._flows.extend((s, a, b, nb) for a, b, nb in fl)
+            if host_bytes is not None:
+                self._host.extend((s, c, float(hb[c])) for c in range(self.chips) if hb[c] > 0)
+            self._transfers.extend((s, int(a), int(b), float(nb)) for a, b, nb in xfers)
+
+    def build(self) -> Program:
+        N = self.total_tiles
+        S = len(self._label_id)
+        comp = np.vstack(self._compute) if S else np.zeros((0, N), np.float32)
+        bin_ = np.vstack(self._bin) if self._bin else np.zeros((0, N), np.float32)
+        bout = np.vstack(self._bout) if self._bout else np.zeros((0, N), np.float32)
+
+        def cols(rows, k, types):
+            if not rows:
+                return tuple(np.zeros(0, t) for t in types)
+            a = list(zip(*rows))
+            return tuple(np.asarray(a[i], types[i]) for i in range(k))
+
+        parts = [None] * len(self._partitions)
+        for key, code in self._partitions.items():
+            parts[code - 1] = np.asarray(key, np.int32)
+        return Program.from_arrays(
+            chips=self.chips, tiles_per_chip=self.tiles_per_chip, compute_cycles=comp,
+            labels=tuple(sorted(self._labels, key=self._labels.get)),
+            label_id=np.asarray(self._label_id, np.int32), sync_scope=np.asarray(self._scope, np.int32),
+            partitions=tuple(parts), bytes_in=bin_, bytes_out=bout,
+            exchange_row=np.asarray(self._erow, np.int32),
+            flows=cols(self._flows, 4, (np.int32, np.int32, np.int32, np.float64)),
+            host=cols(self._host, 3, (np.int32, np.int32, np.float64)),
+            transfers=cols(self._transfers, 4, (np.int32, np.int32, np.int32, np.float64)),
+            name=self.name)
+
+
+# --------------------------------------------------------------------------------------------
+# Program files (TOML): a user's hand-written BSP program
+# --------------------------------------------------------------------------------------------
+
+def parse_tiles(spec, n: int, where: str) -> np.ndarray:
+    """Tile selection: "all", an int, "0-735", "0-9,20-29" or a list of ints, within 0..n-1."""
+    if spec == "all":
+        return np.arange(n)
+    if isinstance(spec, bool):
+        raise ConfigError(config_message(where, spec, "must be 'all', an index, a range 'a-b' or a list"))
+    if isinstance(spec, int):
+        idx = [spec]
+    elif isinstance(spec, list):
+        idx = spec
+    elif isinstance(spec, str):
+        idx = []
+        for part in spec.split(","):
+            part = part.strip()
+            try:
+                if "-" in part:
+                    a, b = (int(x) for x in part.split("-", 1))
+                    if b < a:
+                        raise ValueError
+                    idx.extend(range(a, b + 1))
+                else:
+                    idx.append(int(part))
+            except ValueError:
+                raise ConfigError(config_message(where, spec, "is not a tile range like '0-735' or '0-9,20-29'")) from None
+    else:
+        raise ConfigError(config_message(where, spec, "must be 'all', an index, a range 'a-b' or a list"))
+    arr = np.asarray(idx)
+    if arr.size == 0 or arr.dtype.kind not in "iu":
+        raise ConfigError(config_message(where, spec, "must name at least one integer index"))
+    if arr.min() < 0 or arr.max() >= n:
+        bad = int(arr[(arr < 0) | (arr >= n)][0])
+        raise ConfigError(config_message(where, bad, f"is out of range 0..{n - 1}"))
+    return arr
+
+
+_STEP_KEYS = {"label", "repeat", "sync", "compute_cycles", "compute", "exchange_bytes",
+              "exchange_in_bytes", "exchange_out_bytes", "exchange", "flows", "transfers", "host_bytes"}
+_MEM_KEYS = {"category", "tiles", "chips", "bytes", "label"}
+
+
+def _selection(entry: dict, machine, where: str) -> np.ndarray:
+    tiles = parse_tiles(entry.get("tiles", "all"), machine.tiles_per_chip, f"{where}.tiles")
+    chips = parse_tiles(entry.get("chips", "all"), machine.chips, f"{where}.chips")
+    return (chips[:, None] * machine.tiles_per_chip + tiles[None, :]).ravel()
+
+
+def _number(v, where):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ConfigError(config_message(where, v, "must be a finite number >= 0"))
+    return float(v)
+
+
+def program_from_dict(data: dict, machine, source: str = "program"):
+    """Parse a program table (see ``tilesim/examples/demo.toml``) into ``(Program, memory entries)``."""
+    allowed = {"name", "description", "superstep", "memory"}
+    for k in data:
+        if k not in allowed:
+            raise ConfigError(config_message(f"{source}: {k}", data[k], "unknown key",
+                                             f"allowed: {', '.join(sorted(allowed))}"))
+    steps = data.get("superstep", [])
+    if not isinstance(steps, list) or not steps:
+        raise ConfigError(config_message(f"{source}: [[superstep]]", steps, "needs at least one superstep"))
+    b = ProgramBuilder.for_machine(machine, str(data.get("name", Path(source).stem)))
+    N = machine.total_tiles
+    for i, st in enumerate(steps):
+        where = f"superstep[{i}]"
+        if not isinstance(st, dict):
+            raise ConfigError(config_message(where, st, "must be a table"))
+        for k in st:
+            if k not in _STEP_KEYS:
+                raise ConfigError(config_message(f"{where}.{k}", st[k], "unknown key",
+                                                 f"allowed: {', '.join(sorted(_STEP_KEYS))}"))
+        comp = np.full(N, _number(st.get("compute_cycles", 0), f"{where}.compute_cycles"))
+        for j, e in enumerate(st.get("compute", [])):
+            w = f"{where}.compute[{j}]"
+            for k in e:
+                if k not in {"tiles", "chips", "cycles"}:
+                    raise ConfigError(config_message(f"{w}.{k}", e[k], "unknown key", "allowed: tiles, chips, cycles"))
+            comp[_selection(e, machine, w)] = _number(e.get("cycles", 0), f"{w}.cycles")
+        bout = bin_ = None
+        if any(k in st for k in ("exchange_bytes", "exchange_in_bytes", "exchange_out_bytes", "exchange")):
+            both = _number(st.get("exchange_bytes", 0), f"{where}.exchange_bytes")
+            bin_ = np.full(N, _number(st.get("exchange_in_bytes", both), f"{where}.exchange_in_bytes"))
+            bout = np.full(N, _number(st.get("exchange_out_bytes", both), f"{where}.exchange_out_bytes"))
+            for j, e in enumerate(st.get("exchange", [])):
+                w = f"{where}.exchange[{j}]"
+                for k in e:
+                    if k not in {"tiles", "chips", "in_bytes", "out_bytes"}:
+                        raise ConfigError(config_message(f"{w}.{k}", e[k], "unknown key",
+                                                         "allowed: tiles, chips, in_bytes, out_bytes"))
+                sel = _selection(e, machine, w)
+                bin_[sel] = _number(e.get("in_bytes", 0), f"{w}.in_bytes")
+                bout[sel] = _number(e.get("out_bytes", 0), f"{w}.out_bytes")
+        flows = []
+        for j, f in enumerate(st.get("flows", [])):
+            w = f"{where}.flows[{j}]"
+            if not isinstance(f, dict) or set(f) != {"src", "dst", "bytes"}:
+                raise ConfigError(config_message(w, f, "must be a table with exactly src, dst, bytes"))
+            flows.append((f["src"], f["dst"], _number(f["bytes"], f"{w}.bytes")))
+        xfers = []
+        for j, t in enumerate(st.get("transfers", [])):
+            w = f"{where}.transfers[{j}]"
+            if not isinstance(t, dict) or not {"src_tile", "dst_tile", "bytes"} <= set(t) or \
+                    not set(t) <= {"src_tile", "dst_tile", "bytes", "chip"}:
+                raise ConfigError(config_message(w, t, "must be a table with src_tile, dst_tile, bytes (and optional chip)"))
+            chip = t.get("chip", 0)
+            chip_ok = isinstance(chip, int) and not isinstance(chip, bool) and 0 <= chip < machine.chips
+            if not chip_ok:
+                raise ConfigError(config_message(f"{w}.chip", chip, f"must be in 0..{machine.chips - 1}"))
+            for k in ("src_tile", "dst_tile"):
+                v = t[k]
+                if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < machine.tiles_per_chip:
+                    raise ConfigError(config_message(f"{w}.{k}", v, f"must be in 0..{machine.tiles_per_chip - 1}"))
+            base = chip * machine.tiles_per_chip
+            xfers.append((base + t["src_tile"], base + t["dst_tile"], _number(t["bytes"], f"{w}.bytes")))
+        host = st.get("host_bytes")
+        b.superstep(str(st.get("label", f"step{i}")), comp, bytes_out=bout, bytes_in=bin_, flows=flows,
+                    transfers=xfers, host_bytes=None if host is None else _number(host, f"{where}.host_bytes"),
+                    sync=st.get("sync", "chip"), repeat=st.get("repeat", 1))
+    memory = []
+    for j, m in enumerate(data.get("memory", [])):
+        w = f"memory[{j}]"
+        if not isinstance(m, dict):
+            raise ConfigError(config_message(w, m, "must be a table"))
+        for k in m:
+            if k not in _MEM_KEYS:
+                raise ConfigError(config_message(f"{w}.{k}", m[k], "unknown key", f"allowed: {', '.join(sorted(_MEM_KEYS))}"))
+        if "category" not in m or "bytes" not in m:
+            raise ConfigError(config_message(w, m, "needs 'category' and 'bytes'"))
+        memory.append((str(m["category"]), _selection(m, machine, w), _number(m["bytes"], f"{w}.bytes"),
+                       str(m.get("label", m["category"]))))
+    return b.build(), memory
+
+
+def load_program(path, machine):
+    """Read a program TOML file for ``machine``; returns ``(Program, memory entries)``."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(config_message("program file", str(path), "no such file"))
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(config_message("program file", str(path), f"is not valid TOML ({exc})")) from None
+    return program_from_dict(data, machine, str(path))
+
+
+def concat_programs(programs: Sequence[Program], name: str | None = None) -> Program:
+    """Concatenate programs of the same shape (e.g. repeated training steps)."""
+    if not programs:
+        raise ConfigError(config_message("programs", [], "needs at least one program"))
+    p0 = programs[0]
+    labels: dict[str, int] = {}
+    parts: dict[tuple, int] = {}
+    lid, scope, comp, erow, bins, bouts = [], [], [], [], [], []
+    fl, ho, xf = [], [], []
+    s_off = e_off = 0
+    for p in programs:
+        if (p.chips, p.tiles_per_chip) != (p0.chips, p0.tiles_per_chip):
+            raise ConfigError(config_message("program shape", (p.chips, p.tiles_per_chip),
+                                             f"must match ({p0.chips}, {p0.tiles_per_chip})"))
+        lmap = np.array([labels.setdefault(l, len(labels)) for l in p.labels], np.int32)
+        pmap = np.array([-1, 0] + [parts.setdefault(tuple(a.tolist()), len(parts) + 1) for a in p.partitions], np.int32)
+        lid.append(lmap[p.label_id])
+        scope.append(pmap[p.sync_scope + 1])
+        comp.append(p.compute_cycles)
+        erow.append(np.where(p.exchange_row >= 0, p.exchange_row + e_off, -1))
+        bins.append(p.bytes_in)
+        bouts.append(p.bytes_out)
+        fl.append((p.flow_step + s_off, p.flow_src, p.flow_dst, p.flow_bytes))
+        ho.append((p.host_step + s_off, p.host_chip, p.host_bytes))
+        xf.append((p.transfer_step + s_off, p.transfer_src, p.transfer_dst, p.transfer_bytes))
+        s_off += p.supersteps
+        e_off += p.bytes_in.shape[0]
+    cat = lambda seq, k: tuple(np.concatenate([t[i] for t in seq]) for i in range(k))  # noqa: E731
+    return Program.from_arrays(
+        chips=p0.chips, tiles_per_chip=p0.tiles_per_chip, compute_cycles=np.concatenate(comp),
+        labels=tuple(sorted(labels, key=labels.get)), label_id=np.concatenate(lid),
+        sync_scope=np.concatenate(scope), partitions=tuple(np.asarray(k, np.int32) for k in sorted(parts, key=parts.get)),
+        bytes_in=np.concatenate(bins), bytes_out=np.concatenate(bouts), exchange_row=np.concatenate(erow),
+        flows=cat(fl, 4), host=cat(ho, 3), transfers=cat(xf, 4), name=name or p0.name)
