@@ -170,8 +170,7 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
     sync_cost = {}
     for code, g in group_of.items():
         sizes = np.bincount(g)[g]
-        sync_cost[code] = np.array([machine.global_sync_cycles(int(n)) if n > 1 else machine.chip.sync_cycles
-                                    for n in sizes], np.float64)
+        sync_cost[code] = np.array([machine.group_sync_cycles(int(n)) for n in sizes], np.float64)
     sync = np.empty((S, C))
     for code in np.unique(scope):
         m = scope == code

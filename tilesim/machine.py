@@ -212,6 +212,16 @@ class Machine:
         hops = 1 + (n // 2) // 2
         return math.ceil(self.system.global_sync_ns_per_hop * 1e-9 * self.clock_hz * hops * 2 - 1e-9)
 
+    def group_sync_cycles(self, chips: int) -> int:
+        """A sync across ``chips`` chips: each chip's internal sync plus the Sync-Link round trip.
+
+        Poplar's IPUModel lists ``globalSyncCycles`` separately from the on-chip sync; a global
+        sync cannot be cheaper than the on-chip one it contains, so the two add.
+        """
+        if chips <= 1:
+            return self.chip.sync_cycles
+        return self.chip.sync_cycles + self.global_sync_cycles(chips)
+
     def derived(self) -> dict:
         """Headline figures with stable keys (documented in the README)."""
         c, s = self.chip, self.system

@@ -1,0 +1,101 @@
+import numpy as np
+import pytest
+
+from tilesim.errors import ConfigError
+from tilesim.machine import load_machine
+from tilesim.program import ProgramBuilder, load_program, parse_tiles
+
+
+def test_parse_tiles():
+    assert list(parse_tiles("0-3,7", 10, "t")) == [0, 1, 2, 3, 7]
+    assert list(parse_tiles(4, 10, "t")) == [4]
+    with pytest.raises(ConfigError, match=r"t = 12: is out of range 0..9"):
+        parse_tiles("10-12", 10, "t") if False else parse_tiles([12], 10, "t")
+    with pytest.raises(ConfigError, match="is not a tile range"):
+        parse_tiles("a-b", 10, "t")
+
+
+def test_builder_errors():
+    b = ProgramBuilder(chips=2, tiles_per_chip=4)
+    with pytest.raises(ConfigError, match=r"compute_cycles = -1.0: must be finite and >= 0"):
+        b.superstep("x", -1)
+    with pytest.raises(ConfigError, match=r"must be a scalar or have length 8"):
+        b.superstep("x", [1, 2, 3])
+    with pytest.raises(ConfigError, match=r"repeat = 0: must be an integer >= 1"):
+        b.superstep("x", 1, repeat=0)
+    with pytest.raises(ConfigError, match=r"transfer dst_tile = 8: must be in 0..7"):
+        b.superstep("x", 1, transfers=[(0, 8, 10)])
+    with pytest.raises(ConfigError, match=r"sync = 'some': must be 'chip', 'all'"):
+        b.superstep("x", 1, sync="some")
+    with pytest.raises(ConfigError, match=r"source and destination chip must differ"):
+        b.superstep("x", 1, sync="all", flows=[(1, 1, 5)])
+        b.build()
+    with pytest.raises(ConfigError, match=r"tiles_per_chip = 0"):
+        ProgramBuilder(chips=1, tiles_per_chip=0)
+
+
+def test_partitions_are_canonical():
+    b = ProgramBuilder(chips=4, tiles_per_chip=1)
+    b.superstep("a", 1, sync=[[0, 1], [2, 3]])
+    b.superstep("b", 1, sync=[[3, 2], [1, 0]])
+    b.superstep("c", 1, sync=[[0, 1, 2, 3]])
+    b.superstep("d", 1, sync=[[0], [1], [2], [3]])
+    p = b.build()
+    assert list(p.sync_scope) == [1, 1, 0, -1]
+    assert len(p.partitions) == 1
+
+
+def write(tmp_path, text):
+    p = tmp_path / "prog.toml"
+    p.write_text(text)
+    return p
+
+
+def test_program_file(tmp_path):
+    m = load_machine("gc200x2")
+    prog, mem = load_program(write(tmp_path, """
+name = "t"
+[[superstep]]
+label = "a"
+repeat = 3
+sync = "all"
+compute_cycles = 10
+exchange_bytes = 8
+[[superstep.compute]]
+tiles = "0-9"
+chips = [1]
+cycles = 99
+[[superstep.flows]]
+src = 0
+dst = 1
+bytes = 100
+[[memory]]
+category = "variables:weights"
+tiles = "0-3"
+bytes = 64
+"""), m)
+    assert prog.supersteps == 3 and prog.flow_step.tolist() == [0, 1, 2]
+    assert prog.compute_cycles[0, 1472:1482].tolist() == [99] * 10 and prog.compute_cycles[0, 0] == 10
+    assert mem[0][0] == "variables:weights" and len(mem[0][1]) == 8
+
+
+@pytest.mark.parametrize("text,match", [
+    ("[[superstep]]\ncompute_cycles = -5\n", r"superstep\[0\].compute_cycles = -5: must be a finite number >= 0"),
+    ("[[superstep]]\ncycles = 5\n", r"superstep\[0\].cycles = 5: unknown key"),
+    ("[[superstep]]\n[[superstep.compute]]\ntiles = \"0-5000\"\ncycles = 1\n", r"= 1472: is out of range 0..1471"),
+    ("[[superstep]]\nsync = \"all\"\n[[superstep.flows]]\nsrc = 0\ndst = 3\nbytes = 1\n", r"flow dst chip = 3"),
+    ("[[superstep]]\n[[superstep.flows]]\nsrc = 0\ndst = 1\nbytes = 1\n", r"crosses sync groups"),
+    ("[[memory]]\ncategory = \"weights\"\nbytes = 1\n[[superstep]]\n", None),
+    ("title = 3\n", r"title = 3: unknown key"),
+    ("[[superstep\n", r"is not valid TOML"),
+])
+def test_program_file_errors(tmp_path, text, match):
+    m = load_machine("gc200x2")
+    if match is None:          # unknown memory category is caught by the ledger
+        from tilesim.memory import MemoryLedger
+        _, mem = load_program(write(tmp_path, text), m)
+        with pytest.raises(ConfigError, match=r"memory category = 'weights': is unknown"):
+            MemoryLedger(m).add(*mem[0][:3])
+        return
+    with pytest.raises(ConfigError, match=match):
+        load_program(write(tmp_path, text), m)
