@@ -157,7 +157,7 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
         rows = program.exchange_row[has_ex]
         ex[has_ex] = cyc[rows]
         ex_tile[has_ex] = tile[rows]
-        row_bytes = program.bytes_out.sum(axis=1, dtype=np.float64)
+        row_bytes = program.bytes_out.sum(axis=1).astype(np.float64)
         bytes_onchip[has_ex] = row_bytes[rows]
 
     scope = program.sync_scope.copy()
@@ -185,34 +185,51 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
     special = np.zeros(S, bool)
     special[program.flow_step] = True
     special[program.host_step] = True
+    if S == 0:
+        z = np.zeros((0, C))
+        return SimResult.from_timeline(
+            program=program, machine=machine, comp=z, ex=z, sync_cost=z, crit_tile=z.astype(np.int64),
+            ex_tile=z.astype(np.int64), t_start=z, t_arrive=z, t_release=z, t_links=z, t_end=z,
+            arriver=z.astype(np.int64), bytes_onchip=np.zeros(0), link_group_bytes={}, keep_timeline=keep_timeline)
 
-    # ---- event-driven over chips ---------------------------------------------------------------
+    # ---- vectorised over supersteps: each run's timeline relative to its first release -------
+    segs = _segments(scope, special)
+    nseg = len(segs)
+    seg_of = np.empty(S, np.int64)
+    is_start = np.zeros(S, bool)
+    for i, sg in enumerate(segs):
+        seg_of[sg.s0:sg.s1] = i
+        is_start[sg.s0] = True
+    X = comp.copy()                      # from the previous release to this arrival
+    X[1:] += ex[:-1]
+    Mx = np.empty((S, C))                # the group's latest arrival (relative)
+    Ax = np.empty((S, C), np.int64)      # which chip arrived last
+    for code in np.unique(scope):
+        rows = np.flatnonzero(scope == code)
+        g = group_of[int(code)]
+        for gid in np.unique(g):
+            members = np.flatnonzero(g == gid)
+            sub = X[np.ix_(rows, members)]
+            a = sub.argmax(axis=1)
+            Mx[np.ix_(rows, members)] = sub[np.arange(rows.size), a][:, None]
+            Ax[np.ix_(rows, members)] = members[a][:, None]
+    inc = np.where(is_start[:, None], 0.0, Mx + sync)
+    cs = np.cumsum(inc, axis=0)
+    first = np.array([sg.s0 for sg in segs], np.int64)
+    rel = cs - cs[first[seg_of]]                            # release[s] - release[s0]
+    last = np.array([sg.s1 - 1 for sg in segs], np.int64)
+    tail = rel[last] + ex[last]                             # [nseg, C]: end - release[s0]
+
+    # ---- event-driven over chips -------------------------------------------------------------
     t_start = np.zeros((S, C))
     t_arrive = np.zeros((S, C))
     t_release = np.zeros((S, C))
     t_links = np.zeros((S, C))
     t_end = np.zeros((S, C))
     arriver = np.zeros((S, C), np.int64)
-
-    def closed_form(s0, s1, members, entry):
-        """Timeline of a run [s0, s1) for one sync group that entered at times ``entry``."""
-        X = comp[s0:s1, members].copy()
-        X[0] += entry
-        if s1 - s0 > 1:
-            X[1:] += ex[s0:s1 - 1, members]
-        a = X.argmax(axis=1)
-        rel = np.cumsum(X[np.arange(s1 - s0), a] + sync[s0:s1, members[0]])
-        st = np.empty_like(X)
-        st[0] = entry
-        if s1 - s0 > 1:
-            st[1:] = rel[:-1, None] + ex[s0:s1 - 1, members]
-        t_start[s0:s1, members] = st
-        t_arrive[s0:s1, members] = st + comp[s0:s1, members]
-        t_release[s0:s1, members] = rel[:, None]
-        t_links[s0:s1, members] = rel[:, None] + ex[s0:s1, members]
-        t_end[s0:s1, members] = t_links[s0:s1, members]
-        arriver[s0:s1, members] = members[a][:, None]
-        return t_end[s1 - 1, members]
+    entry = np.zeros((nseg, C))
+    release0 = np.zeros((nseg, C))
+    arriver0 = np.zeros((nseg, C), np.int64)
 
     env = simpy.Environment()
     links = _FluidLinks(env, LadderLinks(machine)) if program.flow_step.size else None
@@ -220,46 +237,27 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
     for i in range(program.flow_step.size):
         flows_by_step.setdefault(int(program.flow_step[i]), []).append(
             (int(program.flow_src[i]), int(program.flow_dst[i]), float(program.flow_bytes[i])))
-    segs = _segments(scope, special)
     barriers: dict[tuple, dict] = {}
+    members_of = {code: [np.flatnonzero(g == g[c]) for c in range(C)] for code, g in group_of.items()}
 
-    def barrier(key, members):
+    def barrier(key, n):
         b = barriers.get(key)
         if b is None:
-            b = barriers[key] = {"n": len(members), "arrived": {}, "event": env.event(), "flow_events": {}}
+            b = barriers[key] = {"n": n, "arrived": {}, "event": env.event(), "flow_events": {}}
         return b
 
-    def run_segment(seg, c):
-        g = group_of[seg.scope]
-        members = np.flatnonzero(g == g[c])
-        if members.size == 1:
-            end = closed_form(seg.s0, seg.s1, members, np.array([env.now]))[0]
-            yield env.timeout(end - env.now)
-            return
-        key = (seg.s0, int(g[c]))
-        b = barrier(key, members)
-        b["arrived"][c] = env.now
-        if len(b["arrived"]) == b["n"]:
-            entry = np.array([b["arrived"][m] for m in members.tolist()])
-            closed_form(seg.s0, seg.s1, members, entry)
-            b["event"].succeed()
-        yield b["event"]
-        yield env.timeout(t_end[seg.s1 - 1, c] - env.now)
-
-    def run_special(s, c):
+    def run_special(s, c, members):
         t_start[s, c] = env.now
         yield env.timeout(comp[s, c])
         t_arrive[s, c] = env.now
-        g = group_of[scope[s]]
-        members = np.flatnonzero(g == g[c])
-        key = (s, int(g[c]))
-        b = barrier(key, members)
+        key = (s, int(members[0]))
+        b = barrier(key, members.size)
         b["arrived"][c] = env.now
         if len(b["arrived"]) == b["n"]:
             arr = np.array([b["arrived"][m] for m in members.tolist()])
-            last = members[int(arr.argmax())]
-            arriver[s, members] = last
-            group_flows = [f for f in flows_by_step.get(s, []) if g[f[0]] == g[c]]
+            arriver[s, members] = members[int(arr.argmax())]
+            mset = set(members.tolist())
+            group_flows = [f for f in flows_by_step.get(s, []) if f[0] in mset]
             events = links.start_later(sync[s, c], group_flows) if group_flows else []
             b["flow_events"] = {m: [ev for f, ev in zip(group_flows, events) if m in (f[0], f[1])]
                                 for m in members.tolist()}
@@ -275,15 +273,53 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
         t_end[s, c] = env.now
 
     def chip(c):
-        for seg in segs:
-            if seg.special:
-                yield from run_special(seg.s0, c)
+        t = 0.0                      # this chip's clock; simpy time catches up before any barrier
+        for i, sg in enumerate(segs):
+            members = members_of[sg.scope][c]
+            if members.size > 1 or sg.special:
+                if t > env.now:
+                    yield env.timeout(t - env.now)
+            if sg.special:
+                yield from run_special(sg.s0, c, members)
+                t = env.now
+                continue
+            entry[i, c] = t
+            if members.size == 1:
+                release0[i, c] = t + comp[sg.s0, c] + sync[sg.s0, c]
+                arriver0[i, c] = c
             else:
-                yield from run_segment(seg, c)
+                b = barrier((sg.s0, int(members[0])), members.size)
+                b["arrived"][c] = t
+                if len(b["arrived"]) == b["n"]:
+                    arr = entry[i, members] + comp[sg.s0, members]
+                    k = int(arr.argmax())
+                    release0[i, members] = arr[k] + sync[sg.s0, c]
+                    arriver0[i, members] = members[k]
+                    b["event"].succeed()
+                yield b["event"]
+            t = release0[i, c] + tail[i, c]
+        if t > env.now:
+            yield env.timeout(t - env.now)
 
     for c in range(C):
         env.process(chip(c))
     env.run()
+
+    # ---- materialise the runs' timelines, vectorised -------------------------------------------
+    normal = ~special
+    if normal.any():
+        rows = np.flatnonzero(normal)
+        sg = seg_of[rows]
+        t_release[rows] = release0[sg] + rel[rows]
+        t_links[rows] = t_release[rows] + ex[rows]
+        t_end[rows] = t_links[rows]
+        starts = rows[is_start[rows]]
+        inner = rows[~is_start[rows]]
+        t_start[starts] = entry[seg_of[starts]]
+        t_start[inner] = t_end[inner - 1]
+        t_arrive[rows] = t_start[rows] + comp[rows]
+        arriver[inner] = Ax[inner]
+        arriver[starts] = arriver0[seg_of[starts]]
 
     return SimResult.from_timeline(
         program=program, machine=machine, comp=comp, ex=ex, sync_cost=sync, crit_tile=crit_tile,
