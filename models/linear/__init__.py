@@ -1,0 +1,28 @@
+"""Linear layers for the butterfly-on-IPU study (Shekofteh, Alles & Fröning).
+
+* :mod:`models.linear.layers` — dense, low-rank, circulant, fastfood, butterfly, pixelfly, CSR
+  sparse layers (forward/backward, assembled dense matrix) and the skewed-shape matmul;
+* :mod:`models.linear.shl` — the single-hidden-layer CIFAR-10 model with Table 4's exact counts;
+* :mod:`models.linear.planner` — matmul tile planner, BSP :class:`Phase` records, memory overheads;
+* :mod:`models.linear.schedules` — layers as sequences of phases for the timing layer;
+* :mod:`models.linear.kernels` — the Numba kernels (the only module importing numba).
+"""
+from models.linear.layers import (
+    ButterflyLinear, CirculantLinear, CsrLinear, DenseLinear, FastfoodLinear, LowRankLinear, PixelflyLinear,
+    matmul, pixelfly_layout, random_csr, skewed_shape,
+)
+from models.linear.planner import (
+    MatmulPlan, OverheadConstants, Phase, SuperstepCosts, overhead_breakdown, overhead_bytes_per_tile, plan_matmul,
+)
+from models.linear.schedules import (
+    LayerSchedule, butterfly_schedule, dense_schedule, lowrank_schedule, pixelfly_schedule,
+)
+from models.linear.shl import PIXELFLY_SHL, SHL_METHODS, TABLE4_PARAMS, SHLModel, compression_ratio, shl_model
+
+__all__ = [
+    "ButterflyLinear", "CirculantLinear", "CsrLinear", "DenseLinear", "FastfoodLinear", "LowRankLinear",
+    "PixelflyLinear", "matmul", "pixelfly_layout", "random_csr", "skewed_shape",
+    "MatmulPlan", "OverheadConstants", "Phase", "SuperstepCosts", "overhead_breakdown", "overhead_bytes_per_tile",
+    "plan_matmul", "LayerSchedule", "butterfly_schedule", "dense_schedule", "lowrank_schedule", "pixelfly_schedule",
+    "PIXELFLY_SHL", "SHL_METHODS", "TABLE4_PARAMS", "SHLModel", "compression_ratio", "shl_model",
+]

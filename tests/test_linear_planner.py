@@ -1,0 +1,129 @@
+"""Matmul tile planner and layer phase schedules: invariants, AMP fit, memory budget, errors."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from models.linear.planner import (
+    OverheadConstants, SuperstepCosts, build_matmul_plan, overhead_breakdown, overhead_bytes_per_tile, plan_matmul,
+)
+from models.linear.schedules import butterfly_schedule, dense_schedule, lowrank_schedule, pixelfly_schedule
+from tilesim.errors import ConfigError, SramOverflowError
+
+GC200 = dict(sram_bytes=638_976, flops_per_cycle=32)       # fp32 AMP: 32 flop/cycle/tile
+
+
+def test_amp_fit_is_reproduced_for_fp16_blocks():
+    for rows in (16, 256, 2048):
+        plan = build_matmul_plan(rows, 16, 16, (1, 1, 1), tiles=1, flops_per_cycle=128, precision="fp16")
+        assert int(plan.amp_cycles[0]) == 331 + 4 * rows
+
+
+def test_plan_shapes_and_totals():
+    plan = plan_matmul(1024, 1024, 1024, tiles=1472, **GC200)
+    for name in ("macs", "amp_cycles", "bytes_in", "bytes_out", "data_bytes", "compute_sets", "vertices",
+                 "exchange_programs"):
+        assert getattr(plan, name).shape == (1472,)
+    assert int(plan.macs.sum()) == 1024 ** 3
+    assert plan.tiles_used <= 1472
+    assert int(plan.memory_bytes().max()) <= GC200["sram_bytes"]
+    assert plan.predicted_cycles == sum(p.cycles(SuperstepCosts()) for p in plan.phases)
+    if plan.split_k > 1:
+        assert [p.name for p in plan.phases] == ["matmul", "reduce"]
+        assert int(plan.reduce_adds.sum()) == (plan.split_k - 1) * 1024 * 1024
+        assert int(plan.compute_sets.max()) == 2
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(1, 300), k=st.integers(1, 300), n=st.integers(1, 300), tiles=st.integers(1, 40),
+       extra=st.integers(1, 40), fp16=st.booleans())
+def test_planner_invariants(m, k, n, tiles, extra, fp16):
+    kw = dict(sram_bytes=200_000, flops_per_cycle=128 if fp16 else 32, precision="fp16" if fp16 else "fp32")
+    try:
+        small = plan_matmul(m, k, n, tiles=tiles, **kw)
+    except SramOverflowError:
+        return
+    assert int(small.macs.sum()) == m * k * n
+    assert int(small.memory_bytes().max()) <= kw["sram_bytes"]
+    assert (small.amp_cycles[small.macs == 0] == 0).all()
+    big = plan_matmul(m, k, n, tiles=tiles + extra, **kw)
+    assert big.predicted_cycles <= small.predicted_cycles
+
+
+def test_precision_changes_bytes():
+    a = build_matmul_plan(64, 64, 64, (2, 2, 2), tiles=8, flops_per_cycle=32)
+    b = build_matmul_plan(64, 64, 64, (2, 2, 2), tiles=8, flops_per_cycle=128, precision="fp16")
+    np.testing.assert_array_equal(a.bytes_in, 2 * b.bytes_in)
+    assert (b.data_bytes < a.data_bytes).all()
+    assert b.predicted_cycles < a.predicted_cycles
+
+
+def test_overflow_is_a_clear_error():
+    with pytest.raises(SramOverflowError, match=r"no partition fits.*> sram_bytes = 1000 B; use more tiles"):
+        plan_matmul(256, 256, 256, tiles=4, sram_bytes=1000, flops_per_cycle=32)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(m=0, k=4, n=4, tiles=4, sram_bytes=10**6, flops_per_cycle=32), r"m = 0: must be an integer >= 1"),
+    (dict(m=4, k=4, n=4, tiles=4, sram_bytes=10**6, flops_per_cycle=0), r"flops_per_cycle = 0: must be > 0"),
+    (dict(m=4, k=4, n=4, tiles=4, sram_bytes=10**6, flops_per_cycle=32, precision="fp8"),
+     r"precision = 'fp8': must be one of"),
+])
+def test_bad_planner_arguments(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        plan_matmul(kwargs.pop("m"), kwargs.pop("k"), kwargs.pop("n"), **kwargs)
+
+
+def test_bad_split_and_costs():
+    with pytest.raises(ConfigError, match=r"split = \(2, 2, 2\): uses 8 tiles > tiles = 4"):
+        build_matmul_plan(8, 8, 8, (2, 2, 2), tiles=4, flops_per_cycle=32)
+    with pytest.raises(ConfigError, match=r"exchange_bytes_per_cycle = 0: must be > 0"):
+        SuperstepCosts(exchange_bytes_per_cycle=0)
+
+
+def test_overhead_constants_and_breakdown():
+    plan = build_matmul_plan(64, 64, 64, (2, 2, 2), tiles=8, flops_per_cycle=32)
+    parts = overhead_breakdown(plan)
+    c = OverheadConstants()
+    # every working tile: one AMP vertex (3 edges) + one reduce vertex (k-split 2 -> 3 edges)
+    np.testing.assert_array_equal(parts["vertexInstanceState"], 2 * c.vertex_state_base_bytes + 6 * c.vertex_edge_bytes)
+    assert (parts["internalExchangeCode"] % c.exchange_instruction_bytes == 0).all()
+    np.testing.assert_array_equal(overhead_bytes_per_tile(plan), sum(parts.values()))
+
+
+def test_butterfly_schedule_has_log2n_phases_and_permutation_exchanges():
+    s = butterfly_schedule(1024, 50, tiles=1472, sram_bytes=638_976)
+    assert [p.name for p in s.phases] == [f"butterfly-{k}" for k in range(10)]
+    f = 1024 // s.partition["features"]
+    for k, p in enumerate(s.phases):
+        assert int(p.macs.sum()) == 2 * 50 * 1024
+        assert p.has_exchange == (k == 0 or (1 << k) >= f)
+    assert s.compute_sets == 10
+    assert int(s.memory_bytes().max()) <= 638_976
+
+
+def test_structured_schedules_work_and_memory():
+    kw = dict(tiles=1472, **GC200)
+    d = dense_schedule(1024, 1024, 50, **kw)
+    lr = lowrank_schedule(1024, 1024, 1, 50, **kw)
+    p = pixelfly_schedule(1024, 50, 16, 16, 32, **kw)
+    assert int(d.parts[0].macs.sum()) == 50 * 1024 * 1024
+    assert d.ops >= 50 * 1024 * 1024
+    assert sum(int(part.macs.sum()) for part in lr.parts) == 2 * 50 * 1024
+    assert p.phases[0].name == "pixelfly-blocks" and p.phases[-1].name == "pixelfly-sum"
+    assert int(p.phases[0].macs.sum()) == 50 * 327_680
+    assert int(p.memory_bytes().max()) <= GC200["sram_bytes"]
+    # more compute sets -> more always-live control code (paper Observation 3)
+    control = [int(overhead_breakdown(butterfly_schedule(n, 50, tiles=1472, sram_bytes=638_976))["controlCode"].max())
+               for n in (64, 256, 1024)]
+    assert control[0] < control[1] < control[2]
+
+
+def test_schedule_errors():
+    with pytest.raises(ConfigError, match=r"n = 1000: must be a power of two"):
+        butterfly_schedule(1000, 8, tiles=16, sram_bytes=10**6)
+    with pytest.raises(SramOverflowError, match=r"butterfly n = 1024.*sram_bytes = 100 B"):
+        butterfly_schedule(1024, 8, tiles=2, sram_bytes=100)
+    with pytest.raises(ConfigError, match=r"block_size = 5: must be a power of two"):
+        pixelfly_schedule(64, 8, 5, 4, 2, tiles=16, **GC200)
