@@ -16,7 +16,6 @@ Coefficients live in versioned TOML files with their provenance (which data, whe
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -24,6 +23,7 @@ from typing import Mapping
 import numpy as np
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.io import read_toml
 
 __all__ = ["CostModel", "barrel_tile_cycles", "load_costs"]
 
@@ -80,12 +80,7 @@ class CostModel:
 def load_costs(path) -> CostModel:
     """Read a cost-model TOML file (``name``, ``version``, ``[coefficients]``, ``[provenance]``)."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(config_message("cost model file", str(path), "no such file"))
-    try:
-        data = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(config_message("cost model file", str(path), f"is not valid TOML ({exc})")) from None
+    data = read_toml(p, "cost model file")
     for k in data:
         if k not in {"name", "version", "coefficients", "provenance"}:
             raise ConfigError(config_message(f"{path}: {k}", data[k], "unknown key",

@@ -30,6 +30,15 @@ from tilesim.machine import Machine
 __all__ = ["AllToAllFabric", "MeshFabric", "LadderLinks", "make_fabric"]
 
 
+def _port_peak(bytes_in: np.ndarray, bytes_out: np.ndarray):
+    """Per (row, chip): the busiest tile port's max(bytes in, bytes out), and that tile."""
+    tin = bytes_in.argmax(axis=2)
+    tout = bytes_out.argmax(axis=2)
+    peak_in = np.take_along_axis(bytes_in, tin[..., None], 2)[..., 0]
+    peak_out = np.take_along_axis(bytes_out, tout[..., None], 2)[..., 0]
+    return np.maximum(peak_in, peak_out).astype(np.float64), np.where(peak_in >= peak_out, tin, tout)
+
+
 class AllToAllFabric:
     """Distance-independent exchange (Graphcore IPU)."""
 
@@ -39,12 +48,7 @@ class AllToAllFabric:
 
     def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None):
         """Cycles and critical tile per (row, chip) for arrays shaped ``[E, chips, tiles]``."""
-        tin = bytes_in.argmax(axis=2)
-        tout = bytes_out.argmax(axis=2)
-        min_ = np.take_along_axis(bytes_in, tin[..., None], 2)[..., 0]
-        mout = np.take_along_axis(bytes_out, tout[..., None], 2)[..., 0]
-        peak = np.maximum(min_, mout).astype(np.float64)
-        crit = np.where(min_ >= mout, tin, tout)
+        peak, crit = _port_peak(bytes_in, bytes_out)
         return np.where(peak > 0, self.fixed + np.ceil(peak / self.bpc), 0.0), crit
 
     def point_to_point_cycles(self, src: int, dst: int, nbytes: float) -> float:
@@ -90,12 +94,7 @@ class MeshFabric:
 
     def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None):
         """``rows_transfers``: optional {row: (chip, src_local, dst_local, bytes)} explicit transfers."""
-        tin = bytes_in.argmax(axis=2)
-        tout = bytes_out.argmax(axis=2)
-        min_ = np.take_along_axis(bytes_in, tin[..., None], 2)[..., 0]
-        mout = np.take_along_axis(bytes_out, tout[..., None], 2)[..., 0]
-        peak = np.maximum(min_, mout).astype(np.float64)
-        crit = np.where(min_ >= mout, tin, tout)
+        peak, crit = _port_peak(bytes_in, bytes_out)
         cycles = np.where(peak > 0, self.fixed + np.ceil(peak / self.port_bpc) + self.mean_hops * self.hop, 0.0)
         for row, (chip, src, dst, nb) in (rows_transfers or {}).items():
             for c in np.unique(chip):

@@ -3,7 +3,24 @@ from __future__ import annotations
 
 import os
 import tempfile
+import tomllib
 from pathlib import Path
+
+from tilesim.errors import ConfigError, config_message
+
+
+def read_toml(path, what: str) -> dict:
+    """Parse a TOML file; a missing file or broken syntax is a :class:`ConfigError` naming ``what``."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(config_message(what, str(path), "no such file"))
+    try:
+        return tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(config_message(what, str(path), f"is not valid TOML ({exc})",
+                                         "fix the syntax at the position given")) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(config_message(what, str(path), f"cannot be read ({exc})")) from None
 
 
 def atomic_write_text(path, text: str) -> Path:

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.io import read_toml
 
 __all__ = ["Chip", "Fabric", "System", "Machine", "load_machine", "preset_names", "preset_text"]
 
@@ -313,13 +314,7 @@ def load_machine(name_or_path: "str | Path | Machine", chips: int | None = None)
             if not path.is_file():
                 raise ConfigError(config_message("machine", text_name, "no such file",
                                                  f"give a preset ({', '.join(preset_names())}) or a TOML path"))
-            try:
-                data = tomllib.loads(path.read_text())
-            except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(config_message("machine file", text_name, f"is not valid TOML ({exc})",
-                                                 "fix the syntax at the position given")) from None
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ConfigError(config_message("machine file", text_name, f"cannot be read ({exc})")) from None
+            data = read_toml(path, "machine file")
             machine = machine_from_dict(data, text_name)
         else:
             raise ConfigError(config_message("machine", text_name, "is neither a preset nor a file",

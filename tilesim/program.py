@@ -15,7 +15,6 @@ the same sync group of that superstep (on the IPU a global exchange follows a gl
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -23,6 +22,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.io import read_toml
 
 __all__ = ["Program", "ProgramBuilder", "SYNC_CHIP", "SYNC_ALL", "load_program", "parse_tiles"]
 
@@ -533,14 +533,7 @@ def program_from_dict(data: dict, machine, source: str = "program"):
 
 def load_program(path, machine):
     """Read a program TOML file for ``machine``; returns ``(Program, memory entries)``."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(config_message("program file", str(path), "no such file"))
-    try:
-        data = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(config_message("program file", str(path), f"is not valid TOML ({exc})")) from None
-    return program_from_dict(data, machine, str(path))
+    return program_from_dict(read_toml(path, "program file"), machine, str(path))
 
 
 def concat_programs(programs: Sequence[Program], name: str | None = None) -> Program:
