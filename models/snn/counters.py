@@ -1,0 +1,333 @@
+"""Per-tile work counters of sparse BPTT, and recounting them from recorded activity.
+
+Every kernel call of a training step does work on the tiles that own the layer's neurons.
+The counters say how much, per tile, per phase and per time step, in the units a cost model
+turns into cycles (see ``tilesim.costs``). Phases per neuron layer ``l`` (snn-on-ipu.md §3.3,
+§3.4, §7), with ``n`` = neurons the tile owns, ``B`` = batch, ``c0``/``c1`` = kept real /
+kept total counts of a list, ``n_max`` / ``n_max_in`` = capacity of the layer's own / input
+list; "(+rec)" terms exist only for a layer with recurrent weights (its own list of t−1 is a
+second input):
+
+``state_update`` (forward, every t)
+    ``synaptic_adds`` = Σ_b c0_in(t,b)·n (+rec Σ_b c0_own(t−1,b)·n) — one vertex per
+    (tile, sample) sums ``c0`` weight rows of ``n`` floats;
+    ``neurons_updated`` = B·n;  ``vertices`` = B;
+    ``bytes_received`` = B·(n_max_in+1)·4 (+rec B·(n_max+1)·4) — the broadcast input list.
+``spike_detect`` (forward, every t)
+    ``neurons_scanned`` = B·n;  ``spikes_kept`` / ``entries_kept`` = list entries (i < c0 /
+    i < c1) owned by the tile;  ``bytes_sent`` = 8·n·B — the dense two-flag words that leave the
+    owner tile for the cross-tile compaction (the compaction tiles are the timing layer's).
+``state_grad`` (backward, every t)
+    ``slots_scanned`` = Σ_b c1_own(t,b) — each tile's vertex scans its sample's whole list;
+    ``slots_applied`` = slots owned by the tile; ``neurons_updated`` = B·n (δv·α and the
+    scaling into δI); ``vertices`` = B;  ``bytes_received`` = B·(8·n_max + 8) (ids, g, counts).
+``weight_grad`` (backward, every t)
+    ``grad_adds`` = Σ_b c0_in(t,b)·n (+rec Σ_b c0_own(t−1,b)·n);  ``vertices`` = 6 (one per
+    hardware worker, each with a private dW copy — memory only, see :func:`layer_memory`);
+    ``bytes_received`` = B·(n_max_in+2)·4 (+rec B·(n_max+2)·4).
+``input_grad`` (backward, t ≥ 1; layers ≥ 1 and recurrent layers only)
+    ``macs`` = Σ_b c1_in(t,b)·n (+rec Σ_b c1_own(t−1,b)·n) — partial dot products;
+    ``partial_bytes`` = 4·B·n_max_in (+rec 4·B·n_max) — the partials sent to the reduction;
+    ``reduction_adds`` = Σ_b c1_in(t,b) (+rec) — one add per partial the tile contributes;
+    ``vertices`` = B.
+``optimizer`` (once per training step; its time axis has length 1)
+    ``weights_updated`` = (N_in (+rec N))·n.
+
+Storage (memory-efficient): per phase, ``tile_totals`` int64 ``[K, n_tiles]`` (summed over
+steps) and ``step_totals`` int64 ``[K, T]`` (summed over tiles); the full ``per_step`` int32
+``[K, T, n_tiles]`` only when asked — :func:`count_work` can always rebuild it from the
+recorded :class:`Activity` without float math.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models.snn.placement import Placement
+from models.snn.spikes import SpikeList
+from tilesim.errors import require
+
+PHASES = ("state_update", "spike_detect", "state_grad", "weight_grad", "input_grad", "optimizer")
+
+COUNTER_NAMES = {
+    "state_update": ("synaptic_adds", "neurons_updated", "vertices", "bytes_received"),
+    "spike_detect": ("neurons_scanned", "spikes_kept", "entries_kept", "bytes_sent"),
+    "state_grad": ("slots_scanned", "slots_applied", "neurons_updated", "vertices", "bytes_received"),
+    "weight_grad": ("grad_adds", "vertices", "bytes_received"),
+    "input_grad": ("macs", "partial_bytes", "reduction_adds", "vertices"),
+    "optimizer": ("weights_updated",),
+}
+
+WORKERS_PER_TILE = 6
+
+
+@dataclass(frozen=True)
+class PhaseCounters:
+    """Counters of one phase of one layer.
+
+    Attributes
+    ----------
+    phase, layer : str, int
+    names : tuple of str
+        Counter names, the ``K`` rows of the arrays.
+    tile_totals : np.ndarray
+        int64 ``[K, n_tiles]``, summed over time steps.
+    step_totals : np.ndarray
+        int64 ``[K, T]`` (``[K, 1]`` for ``optimizer``), summed over tiles.
+    per_step : np.ndarray or None
+        int32 ``[K, T, n_tiles]`` when requested.
+    """
+
+    phase: str
+    layer: int
+    names: tuple
+    tile_totals: np.ndarray
+    step_totals: np.ndarray
+    per_step: np.ndarray | None = None
+
+    def row(self, name: str) -> int:
+        require(name in self.names, "counter", name, f"phase {self.phase} has {self.names}")
+        return self.names.index(name)
+
+    def tile_vector(self, name: str, t: int | None = None) -> np.ndarray:
+        """Per-tile values of ``name``: summed over steps, or of step ``t`` (needs ``per_step``)."""
+        r = self.row(name)
+        if t is None:
+            return self.tile_totals[r]
+        require(self.per_step is not None, "per_step", None,
+                "this record kept no per-step vectors", "pass per_step=True or use count_work")
+        return self.per_step[r, t]
+
+    def to_dict(self) -> dict:
+        return {"phase": self.phase, "layer": self.layer,
+                "tile_totals": {n: self.tile_totals[i].tolist() for i, n in enumerate(self.names)},
+                "step_totals": {n: self.step_totals[i].tolist() for i, n in enumerate(self.names)}}
+
+
+@dataclass(frozen=True)
+class WorkCounters:
+    """All phases of one training step: ``phases`` ordered by layer then :data:`PHASES`."""
+
+    n_tiles: int
+    timesteps: int
+    phases: tuple = field(default_factory=tuple)
+
+    def get(self, phase: str, layer: int) -> PhaseCounters:
+        for p in self.phases:
+            if p.phase == phase and p.layer == layer:
+                return p
+        raise KeyError(f"no counters for phase {phase!r} of layer {layer}")
+
+    def tile_vector(self, phase: str, layer: int, name: str, t: int | None = None) -> np.ndarray:
+        """Per-tile ``name`` of ``phase`` of ``layer``: summed over steps, or of step ``t``."""
+        return self.get(phase, layer).tile_vector(name, t)
+
+    def tile_total(self, phase: str, name: str) -> np.ndarray:
+        """int64 ``[n_tiles]``: ``name`` of ``phase`` summed over layers and steps."""
+        out = np.zeros(self.n_tiles, np.int64)
+        for p in self.phases:
+            if p.phase == phase:
+                out += p.tile_totals[p.row(name)]
+        return out
+
+    def equals(self, other: "WorkCounters") -> bool:
+        if (self.n_tiles, self.timesteps, len(self.phases)) != (other.n_tiles, other.timesteps,
+                                                                len(other.phases)):
+            return False
+        for a, b in zip(self.phases, other.phases):
+            if (a.phase, a.layer, a.names) != (b.phase, b.layer, b.names):
+                return False
+            if not (np.array_equal(a.tile_totals, b.tile_totals)
+                    and np.array_equal(a.step_totals, b.step_totals)):
+                return False
+            if a.per_step is not None and b.per_step is not None and not np.array_equal(
+                    a.per_step, b.per_step):
+                return False
+        return True
+
+    def to_dict(self) -> dict:
+        return {"n_tiles": self.n_tiles, "timesteps": self.timesteps,
+                "phases": [p.to_dict() for p in self.phases]}
+
+
+@dataclass(frozen=True)
+class Activity:
+    """Recorded activity of one training step — enough to recount work under any placement.
+
+    Attributes
+    ----------
+    layer_sizes : tuple of int
+        ``(N0, N1, …, NL)``; ``N0`` = input channels.
+    inputs : SpikeList
+        The (capped) data input list of layer 0.
+    layers : tuple of SpikeList
+        Own list of every neuron layer (ids ``[T, B, n_max]`` uint32, counts ``[T, B, 2]``).
+    initial : tuple of SpikeList
+        Step −1 list of every neuron layer (one step; empty unless fixed activity).
+    recurrent : tuple of bool
+    """
+
+    layer_sizes: tuple
+    inputs: SpikeList
+    layers: tuple
+    initial: tuple
+    recurrent: tuple
+
+    def layer_input(self, l: int) -> SpikeList:
+        """Input list of neuron layer ``l`` (delayed by one step for l ≥ 1)."""
+        return self.inputs if l == 0 else self.layers[l - 1].shifted(self.initial[l - 1])
+
+    def own_delayed(self, l: int) -> SpikeList:
+        """Own list of layer ``l`` delayed by one step (the recurrent input)."""
+        return self.layers[l].shifted(self.initial[l])
+
+
+@dataclass(frozen=True)
+class LayerWork:
+    """The per-step scalars and tallies one layer's kernels report (or :func:`count_work`
+    recomputes): everything per tile follows from these and the placement."""
+
+    rows_forward: np.ndarray      # [T] Σ_b transmitted rows gathered (input + recurrent)
+    own_tally: np.ndarray         # [2, T, n_local] own list entries per owner tile (c0, c1)
+    slots_scanned: np.ndarray     # [T] Σ_b c1_own(t, b)
+    rows_backward: np.ndarray     # [T] Σ_b rows scattered into dW (input + recurrent)
+    input_slots: np.ndarray       # [T] Σ_b gradient slots dotted (input + recurrent), 0 at t=0
+
+
+class LocalTiles:
+    """The tiles one layer occupies: ``tiles`` (global ids, ascending), ``local`` (neuron →
+    index into ``tiles``) and ``owned`` (neurons per tile)."""
+
+    def __init__(self, tile_of_neuron: np.ndarray):
+        self.tiles, self.local = np.unique(tile_of_neuron, return_inverse=True)
+        self.local = self.local.astype(np.int32)
+        self.owned = np.bincount(self.local, minlength=self.tiles.size).astype(np.int64)
+
+
+def _phase(phase, layer, local, tiles, n_tiles, per_step):
+    K, T, _ = local.shape
+    tile_totals = np.zeros((K, n_tiles), np.int64)
+    tile_totals[:, tiles.tiles] = local.sum(axis=1)
+    ps = None
+    if per_step:
+        ps = np.zeros((K, T, n_tiles), np.int32)
+        ps[:, :, tiles.tiles] = local
+    return PhaseCounters(phase, layer, COUNTER_NAMES[phase], tile_totals, local.sum(axis=2), ps)
+
+
+def layer_counters(layer: int, n_in: int, n: int, n_max_in: int, n_max: int, batch: int,
+                   recurrent: bool, has_input_grad: bool, work: LayerWork, tiles: LocalTiles,
+                   n_tiles: int, per_step: bool = False) -> list:
+    """Assemble the :class:`PhaseCounters` of one layer from its :class:`LayerWork`."""
+    T = work.rows_forward.shape[0]
+    own = tiles.owned[None, :]
+    nt = own.shape[1]
+    ones_t = np.ones((T, 1), np.int64)
+    B = batch
+    fwd_bytes = B * (n_max_in + 1) * 4 + (B * (n_max + 1) * 4 if recurrent else 0)
+    su = np.stack([work.rows_forward[:, None] * own, B * own * ones_t,
+                   np.full((T, nt), B, np.int64), np.full((T, nt), fwd_bytes, np.int64)])
+    sd = np.stack([B * own * ones_t, work.own_tally[0], work.own_tally[1], 8 * B * own * ones_t])
+    sg = np.stack([np.repeat(work.slots_scanned[:, None], nt, axis=1), work.own_tally[1],
+                   B * own * ones_t, np.full((T, nt), B, np.int64),
+                   np.full((T, nt), B * (8 * n_max + 8), np.int64)])
+    wg_bytes = B * (n_max_in + 2) * 4 + (B * (n_max + 2) * 4 if recurrent else 0)
+    wg = np.stack([work.rows_backward[:, None] * own,
+                   np.full((T, nt), WORKERS_PER_TILE, np.int64), np.full((T, nt), wg_bytes, np.int64)])
+    out = [_phase("state_update", layer, su, tiles, n_tiles, per_step),
+           _phase("spike_detect", layer, sd, tiles, n_tiles, per_step),
+           _phase("state_grad", layer, sg, tiles, n_tiles, per_step),
+           _phase("weight_grad", layer, wg, tiles, n_tiles, per_step)]
+    if has_input_grad or recurrent:
+        active = (np.arange(T) >= 1).astype(np.int64)[:, None]
+        pb = (4 * B * n_max_in if has_input_grad else 0) + (4 * B * n_max if recurrent else 0)
+        ig = np.stack([work.input_slots[:, None] * own, pb * active * np.ones((1, nt), np.int64),
+                       np.repeat(work.input_slots[:, None], nt, axis=1),
+                       B * active * np.ones((1, nt), np.int64)])
+        out.append(_phase("input_grad", layer, ig, tiles, n_tiles, per_step))
+    opt = ((n_in + (n if recurrent else 0)) * own)[None, :, :]
+    out.append(_phase("optimizer", layer, opt, tiles, n_tiles, per_step))
+    return out
+
+
+def count_work(activity: Activity, placement: Placement, per_step: bool = False) -> WorkCounters:
+    """Recount every per-tile counter of a training step from recorded activity only.
+
+    No float math and no kernels: the counts come from the lists' counts and ids (NumPy),
+    so re-timing the same step under another placement costs milliseconds. Equal to the
+    counters of the functional run that recorded ``activity`` under the same placement.
+    """
+    sizes = activity.layer_sizes
+    placement.check(sizes[1:])
+    L = len(sizes) - 1
+    T = activity.inputs.timesteps
+    B = activity.inputs.batch
+    phases = []
+    for l in range(L):
+        tiles = LocalTiles(placement.tile_of_neuron[l])
+        inp = activity.layer_input(l)
+        own = activity.layers[l]
+        rec = bool(activity.recurrent[l])
+        rows = inp.counts[..., 0].sum(axis=1, dtype=np.int64)
+        slots_in = inp.counts[..., 1].sum(axis=1, dtype=np.int64) if l >= 1 else np.zeros(T, np.int64)
+        if rec:
+            od = activity.own_delayed(l)
+            rows = rows + od.counts[..., 0].sum(axis=1, dtype=np.int64)
+            slots_in = slots_in + od.counts[..., 1].sum(axis=1, dtype=np.int64)
+        slots_in = slots_in.copy()
+        slots_in[0] = 0
+        slot = np.arange(own.n_max)[None, None, :]
+        tally = np.zeros((2, T, tiles.tiles.size), np.int64)
+        for r in range(2):
+            t_idx, b_idx, s_idx = np.nonzero(slot < own.counts[..., r][..., None])
+            loc = tiles.local[own.ids[t_idx, b_idx, s_idx].astype(np.int64)]
+            np.add.at(tally[r], (t_idx, loc), 1)
+        work = LayerWork(rows, tally, own.counts[..., 1].sum(axis=1, dtype=np.int64), rows, slots_in)
+        phases += layer_counters(l, sizes[l], sizes[l + 1], inp.n_max, own.n_max, B, rec, l >= 1,
+                                 work, tiles, placement.n_tiles, per_step)
+    return WorkCounters(placement.n_tiles, T, tuple(phases))
+
+
+def layer_memory(n_in: int, n: int, timesteps: int, batch: int, n_max_in: int,
+                 tile_of_neuron: np.ndarray, n_tiles: int, optimizer: str = "adam",
+                 recurrent: bool = False) -> dict:
+    """Per-tile bytes of one layer's variables (snn-on-ipu.md §3.2), int64 ``[n_tiles]`` each:
+    ``weights``, ``dw_worker_copies`` (6 per-worker dW copies — the IPU's race-free weight
+    gradient; the functional kernels keep one dW), ``dw_final``, ``optimizer_state`` (Adam: 2
+    copies, SGD: 0), ``state_sequence`` (v for BPTT, T·B·n), ``state`` (v, δv, δI: 3·B·n),
+    ``input_grad_partials`` (B·n_max_in)."""
+    owned = np.bincount(tile_of_neuron, minlength=n_tiles).astype(np.int64)
+    fan_in = n_in + (n if recurrent else 0)
+    has = (owned > 0).astype(np.int64)
+    return {
+        "weights": 4 * fan_in * owned,
+        "dw_worker_copies": 4 * WORKERS_PER_TILE * fan_in * owned,
+        "dw_final": 4 * fan_in * owned,
+        "optimizer_state": (8 if optimizer == "adam" else 0) * fan_in * owned,
+        "state_sequence": 4 * timesteps * batch * owned,
+        "state": 12 * batch * owned,
+        "input_grad_partials": 4 * batch * n_max_in * has,
+    }
+
+
+def save_activity(path, activity: Activity) -> None:
+    """Write recorded activity to one ``.npz`` file (re-time it later with :func:`count_work`)."""
+    arrays = {"layer_sizes": np.asarray(activity.layer_sizes, np.int64),
+              "recurrent": np.asarray(activity.recurrent, bool),
+              "inputs_ids": activity.inputs.ids, "inputs_counts": activity.inputs.counts}
+    for l, (lst, init) in enumerate(zip(activity.layers, activity.initial)):
+        arrays[f"layer{l}_ids"], arrays[f"layer{l}_counts"] = lst.ids, lst.counts
+        arrays[f"initial{l}_ids"], arrays[f"initial{l}_counts"] = init.ids, init.counts
+    np.savez_compressed(path, **arrays)
+
+
+def load_activity(path) -> Activity:
+    """Inverse of :func:`save_activity`."""
+    with np.load(path) as f:
+        sizes = tuple(int(n) for n in f["layer_sizes"])
+        L = len(sizes) - 1
+        layers = tuple(SpikeList(f[f"layer{l}_ids"], f[f"layer{l}_counts"]) for l in range(L))
+        initial = tuple(SpikeList(f[f"initial{l}_ids"], f[f"initial{l}_counts"]) for l in range(L))
+        return Activity(sizes, SpikeList(f["inputs_ids"], f["inputs_counts"]), layers, initial,
+                        tuple(bool(r) for r in f["recurrent"]))
