@@ -15,8 +15,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The SHD-shaped 2-layer paper network (700-1462-1460-20, B=48, T=100, 5 % caps) trained for a
+# few steps on a simulated GC200; writes summary.json, trace.json, memory.png, timeline.png.
 demo: $(STAMP)
-	$(BIN)/tilesim demo --out $(OUT)
+	$(BIN)/tilesim run --layers 700-1462-1460-20 --dataset shd --input-cap 48 --batch 48 \
+	    --timesteps 100 --max-activity 0.05 --machine gc200 --steps 4 --out $(OUT)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

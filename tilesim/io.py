@@ -25,12 +25,17 @@ def read_toml(path, what: str) -> dict:
 
 def atomic_write_text(path, text: str) -> Path:
     """Write ``text`` to ``path`` so that a reader never sees a half-written file."""
+    return atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_bytes(path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` via a temporary file and a rename (nothing half-written)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)

@@ -1,0 +1,60 @@
+"""Host cost of a simulated SNN training step vs the bare sparse math, in one process.
+
+N-MNIST 2-layer network 2312-1466-1466-10, B = 48, T = 100, 5 % caps, fixed activity, gc200.
+Baseline: the same Numba kernels (forward, sparse BPTT, Adam) with no per-step counters, no BSP
+program and no simulation. Measured: the full simulated step (kernels with per-step per-tile
+counters, program construction, discrete-event timing). Targets (issue 3): ratio <= 1.6,
+<= 0.4 s per step, peak memory <= 2 GiB.
+
+    python benchmarks/bench_snn_step.py [--steps 5]
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import numpy as np
+
+from models.snn.network import NetworkConfig, init_network, train_step
+from models.snn.placement import Placement, contiguous_placement
+from models.snn.timing import build_step_program
+from tilesim.engine import simulate
+from tilesim.machine import load_machine
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=5)
+    a = ap.parse_args(argv)
+    cfg = NetworkConfig(layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05, input_cap=32,
+                        activity="fixed")
+    m = load_machine("gc200")
+    pl = contiguous_placement(cfg.layers[1:], 2, 1)
+    pl = Placement(pl.tile_of_neuron, m.total_tiles)
+    rng = np.random.default_rng(0)
+    x = (rng.random((cfg.timesteps, cfg.batch, cfg.layers[0])) < 0.02).astype(np.uint8)
+    y = rng.integers(0, 10, cfg.batch)
+    bare, full = init_network(cfg, pl), init_network(cfg, pl)
+    train_step(bare, x, y)                                   # JIT warm-up (cached after the first run)
+    r = train_step(full, x, y, per_step_counters=True)
+    simulate(build_step_program(cfg, pl, r.counters, m), m)
+    tb, tf = [], []
+    for _ in range(a.steps):
+        t0 = time.perf_counter()
+        train_step(bare, x, y)
+        tb.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        r = train_step(full, x, y, per_step_counters=True)
+        sim = simulate(build_step_program(cfg, pl, r.counters, m), m)
+        tf.append(time.perf_counter() - t0)
+    b, f = float(np.median(tb)), float(np.median(tf))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(f"bare sparse math {b:.3f} s/step   simulated step {f:.3f} s/step   ratio {f / b:.2f} "
+          f"(target <= 1.6: {'PASS' if f / b <= 1.6 else 'FAIL'}); <= 0.4 s: {'PASS' if f <= 0.4 else 'FAIL'}; "
+          f"peak RSS {peak:.2f} GiB (<= 2: {'PASS' if peak <= 2 else 'FAIL'}); predicted {sim.total_s * 1e3:.2f} ms/step")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

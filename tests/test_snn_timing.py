@@ -1,0 +1,169 @@
+"""The SNN training step as a BSP program: structure, trends, memory, placement and the CLI."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from models.snn.cli import place
+from models.snn.network import NetworkConfig, compute_gradients, init_network, train_step
+from models.snn.placement import Placement, contiguous_placement
+from models.snn.timing import PHASE_LABELS, build_step_program, compaction_spread, snn_memory
+from tilesim.engine import simulate
+from tilesim.errors import MappingError, SramOverflowError
+from tilesim.machine import load_machine
+
+
+def step(layers, machine="gc200", chips=None, T=10, B=12, **kw):
+    kw.setdefault("max_activity", 0.2)
+    cfg = NetworkConfig(layers=layers, batch=B, timesteps=T, input_cap=16, **kw)
+    m = load_machine(machine, chips)
+    pl, led, npt = place(cfg, m)
+    st = init_network(cfg, pl)
+    rng = np.random.default_rng(0)
+    x = (rng.random((T, B, cfg.layers[0])) < 0.05).astype(np.uint8)
+    r = train_step(st, x, rng.integers(0, cfg.layers[-1], B), per_step_counters=True)
+    prog = build_step_program(cfg, pl, r.counters, m)
+    return cfg, m, pl, led, prog, simulate(prog, m)
+
+
+def test_program_structure_and_split():
+    cfg, m, pl, led, prog, res = step("64-40-30-4")
+    T = cfg.timesteps
+    assert prog.supersteps == 6 * T + 3
+    assert [prog.labels[i] for i in prog.label_id[:4]] == list(PHASE_LABELS[:3]) + [PHASE_LABELS[0]]
+    np.testing.assert_allclose(res.phase_s.sum(axis=1), res.time_s, rtol=1e-9)
+    owners = np.unique(np.concatenate(pl.tile_of_neuron))
+    assert (prog.compute_cycles[0, owners] > 0).all()            # every owner tile updates its neurons
+    assert prog.compute_cycles[0, 0] == 0                        # tile 0 of chip 0 is left free
+    assert res.breakdown_s()["links"] == 0
+
+
+def test_higher_caps_are_slower_and_wider_layers_slower():
+    t = [step("128-96-96-4", max_activity=a, activity="fixed")[-1].total_s for a in (0.05, 0.2, 0.5)]
+    assert t[0] < t[1] < t[2]
+    wide = step("256-120-120-4", activity="fixed", max_activity=0.1)[-1].total_s
+    narrow = step("256-48-48-48-48-48-4", activity="fixed", max_activity=0.1)[-1].total_s
+    assert wide > narrow
+
+
+def test_two_chips_use_links():
+    # three layers of 1466 neurons at 2/tile do not fit one chip: the third starts on chip 1
+    cfg = NetworkConfig(layers="64-1466-1466-1466-4", batch=6, timesteps=3, input_cap=8, activity="fixed",
+                        max_activity=0.02)
+    m = load_machine("gc200x2")
+    pl, _, _ = place(cfg, m)
+    assert pl.tile_of_neuron[2].min() >= 1472 and pl.tile_of_neuron[1].max() < 1472
+    st = init_network(cfg, pl)
+    x = (np.random.default_rng(0).random((3, 6, 64)) < 0.3).astype(np.uint8)
+    r = train_step(st, x, np.zeros(6, np.int64), per_step_counters=True)
+    res = simulate(build_step_program(cfg, pl, r.counters, m), m)
+    assert res.breakdown_s()["links"] > 0 and res.bytes_links.sum() > 0
+
+
+def test_memory_ledger_has_every_tensor():
+    cfg = NetworkConfig(layers="2312-1466-1466-10", batch=48, timesteps=100, input_cap=32)
+    m = load_machine("gc200")
+    pl = contiguous_placement(cfg.layers[1:], 2, 1)
+    led = snn_memory(cfg, Placement(pl.tile_of_neuron, m.total_tiles), m)
+    t = int(pl.tile_of_neuron[0][0])
+    cats = led.by_category(t)
+    for c in ("variables:weights", "variables:gradients", "variables:optimizer", "variables:state",
+              "variables:spikes", "exchange_buffers", "vertex_state", "vertex_code", "control_code",
+              "exchange_code", "stack"):
+        assert cats.get(c, 0) > 0, c
+    w = 4 * 2312 * 2
+    assert cats["variables:weights"] == w
+    assert cats["variables:gradients"] == 7 * w                  # 6 per-worker copies + the reduced dW
+    assert cats["variables:optimizer"] == 2 * w                  # Adam m and v
+    assert dict((e[0], e[2]) for e in led.explain_tile(t, 20))["layer 0 state sequence"] == 4 * 100 * 48 * 2
+    sgd = snn_memory(NetworkConfig(layers="2312-1466-1466-10", optimizer="sgd"),
+                     Placement(pl.tile_of_neuron, m.total_tiles), m)
+    assert "variables:optimizer" not in sgd.by_category(t)
+
+
+S1 = ["2312-1466-1466-10", "2312-978-978-976-10", "2312-734-734-732-732-10", "2312-588-586-586-586-586-10",
+      "700-1462-1460-20", "700-974-974-974-20", "700-732-730-730-730-20", "700-586-584-584-584-584-20",
+      "4608-1466-1464-11", "4608-978-976-976-11", "4608-734-732-732-732-11", "4608-586-586-586-586-586-11"]
+
+
+@pytest.mark.parametrize("layers", S1)
+def test_paper_single_chip_configs_fit(layers):
+    """S1: all 12 configurations of snn-on-ipu.md §4.2 fit one chip at 2 neurons per tile."""
+    n0 = int(layers.split("-")[0])
+    cfg = NetworkConfig(layers=layers, batch=48, timesteps=50 if n0 == 4608 else 100, max_activity=0.05,
+                        input_cap={2312: 32, 700: 48, 4608: 32}[n0])
+    pl, led, npt = place(cfg, load_machine("gc200"))
+    assert npt == 2 and led.overflow_tiles().size == 0
+    assert sum(cfg.layers[1:]) in (2942, 2941, 2943, 2944, 2940, 2939)
+
+
+def test_placement_errors():
+    m = load_machine("gc200")
+    huge = NetworkConfig(layers="20000-3000-3000-10", batch=48, timesteps=100)
+    with pytest.raises(SramOverflowError, match=r"no neurons-per-tile value fits: SRAM overflow .* fix: lower --neurons-per-tile"):
+        place(huge, m)
+    wide = NetworkConfig(layers="64-1466-1466-1466-10", batch=6, timesteps=3)
+    with pytest.raises(MappingError, match=r"needs 2 chips: machine gc200 has 1; pass --chips 2"):
+        place(wide, m, neurons_per_tile=2)
+    assert compaction_spread(1466) == 4 and compaction_spread(978) == 3 and compaction_spread(10) == 1
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "tilesim", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_cli_run_json_and_outputs(tmp_path):
+    r = run("run", "--layers", "64-40-4", "--batch", "12", "--timesteps", "20", "--input-cap", "16",
+            "--steps", "3", "--json", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    for k in ("predicted_step_s", "samples_per_s", "breakdown_s", "memory", "network", "loss", "accuracy",
+              "wall_s_per_step", "wall_s_total"):
+        assert k in s
+    assert sum(s["breakdown_s"].values()) == pytest.approx(s["predicted_step_s"], rel=1e-6) or len(s["loss"]) == 3
+    assert s["network"] == {"layers": [64, 40, 4], "neurons": 44, "weights": 64 * 40 + 40 * 4, "caps": [2, 2],
+                            "neurons_per_tile": 2}
+    assert set(s["memory"]) >= {"budget_bytes", "max_tile_bytes", "max_tile", "overflow_tiles", "by_category_bytes"}
+    for f in ("summary.json", "trace.json", "memory.png", "timeline.png"):
+        assert (tmp_path / f).stat().st_size > 500
+
+
+def test_cli_run_config_file_and_bad_input(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('layers = "64-40-4"\nbatch = 12\ntimesteps = 10\ninput_cap = 16\nsteps = 1\njson = true\n')
+    r = run("run", str(cfg), "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    for args, needle in [(["run", "--layers", "64-0-4"], "layers"),
+                         (["run", "--layers", "64-40-4", "--batch", "0"], "batch = 0"),
+                         (["run", "--layers", "100-40-4", "--dataset", "shd"], "--layers N0 = 100: must be 700"),
+                         (["run", "--layers", "64-40-4", "--mapping", "graph"], "mapping = 'graph'")]:
+        r = run(*args)
+        assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+    cfg.write_text("layerz = 3\n")
+    r = run("run", str(cfg))
+    assert r.returncode == 2 and "layerz = 3: unknown key" in r.stderr
+
+
+def test_cli_grad_matches_library(tmp_path):
+    rng = np.random.default_rng(1)
+    W0 = rng.uniform(-0.3, 0.4, (30, 20)).astype(np.float32)
+    W1 = rng.uniform(-0.3, 0.5, (20, 5)).astype(np.float32)
+    spikes = (rng.random((15, 6, 30)) < 0.2).astype(np.uint8)
+    labels = rng.integers(0, 5, 6)
+    np.savez(tmp_path / "W.npz", W0=W0, W1=W1)
+    np.savez(tmp_path / "X.npz", spikes=spikes, labels=labels)
+    r = run("grad", "--weights", str(tmp_path / "W.npz"), "--inputs", str(tmp_path / "X.npz"),
+            "--out", str(tmp_path / "G.npz"), "--caps", "20-5", "--second-threshold", "-100", "--input-cap", "30")
+    assert r.returncode == 0, r.stderr
+    G = np.load(tmp_path / "G.npz")
+    cfg = NetworkConfig(layers=(30, 20, 5), batch=6, timesteps=15, caps=(20, 5), input_cap=30, second_threshold=-100.0)
+    st = init_network(cfg)
+    st.W = [W0, W1]
+    ref = compute_gradients(st, spikes, labels)
+    assert float(G["loss"]) == pytest.approx(ref.loss)
+    np.testing.assert_allclose(G["dW0"], ref.grads[0][0], rtol=1e-6)
+    assert G["out_counts"].shape == (6, 5)
+    r = run("grad", "--weights", str(tmp_path / "X.npz"), "--inputs", str(tmp_path / "X.npz"), "--out", str(tmp_path / "G.npz"))
+    assert r.returncode == 2 and "--weights keys" in r.stderr
