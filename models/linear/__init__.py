@@ -5,6 +5,9 @@
 * :mod:`models.linear.shl` — the single-hidden-layer CIFAR-10 model with Table 4's exact counts;
 * :mod:`models.linear.planner` — matmul tile planner, BSP :class:`Phase` records, memory overheads;
 * :mod:`models.linear.schedules` — layers as sequences of phases for the timing layer;
+* :mod:`models.linear.steps` — backward passes, fastfood, circulant, element-wise phases, SGD update;
+* :mod:`models.linear.timing` — schedules -> BSP program (engine) + SRAM ledger; layer and SHL steps;
+* :mod:`models.linear.cli` — ``tilesim shl | layer | exchange-bench``;
 * :mod:`models.linear.kernels` — the Numba kernels (the only module importing numba).
 """
 from models.linear.layers import (

@@ -90,6 +90,7 @@ class SuperstepCosts:
     sync_cycles: float = 90.0               # [S] on-chip sync (measured 30-150)
     vector_bytes_per_cycle: float = 8.0     # [D] 64-bit SIMD, one instruction/cycle/tile
     vector_fixed_cycles: float = 11.0       # [S] basicOpSupervisorOverhead
+    vector_stream_bytes_per_cycle: float = 0.0  # 0 = issue-bound only; see vector_cycles
 
     def __post_init__(self):
         for f in fields(self):
@@ -104,7 +105,10 @@ class SuperstepCosts:
         """Cycles of ``ops`` element operations (0 where there is no work)."""
         ops = np.asarray(ops, dtype=np.int64)
         per_cycle = self.vector_bytes_per_cycle / element_bytes
-        cyc = self.vector_fixed_cycles + np.ceil(ops / per_cycle)
+        work = ops / per_cycle
+        if self.vector_stream_bytes_per_cycle > 0:
+            work = np.maximum(work, ops * 3 * element_bytes / self.vector_stream_bytes_per_cycle)
+        cyc = self.vector_fixed_cycles + np.ceil(work)
         return np.where(ops > 0, cyc, 0).astype(np.int64)
 
 

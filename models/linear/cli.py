@@ -1,0 +1,140 @@
+"""``tilesim shl``, ``tilesim layer`` and ``tilesim exchange-bench`` (butterfly-on-IPU study).
+
+Registered through the ``tilesim.commands`` entry point (``register(subparsers)``). Bad input raises
+:class:`~tilesim.errors.ConfigError` ("field = value: limit; fix"); the core CLI prints it and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from tilesim.errors import ConfigError, config_message
+
+__all__ = ["register", "exchange_bench"]
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    if not vals:
+        raise argparse.ArgumentTypeError(f"{text!r} names no value")
+    return vals
+
+
+def _positive(name: str, v: int, fix: str = "") -> None:
+    if v < 1:
+        raise ConfigError(config_message(name, v, "must be >= 1", fix))
+
+
+def _print_timing(t, extra: dict, as_json: bool) -> None:
+    d = {**extra, **t.to_dict()}
+    if as_json:
+        print(json.dumps(d, indent=2))
+        return
+    print(f"{t.name} on {t.machine}: {t.step_s * 1e6:.2f} us per step ({t.compute_sets} compute sets), "
+          f"{t.params:,} parameters")
+    print("  " + "  ".join(f"{k} {v * 1e6:.2f} us" for k, v in t.part_s.items()))
+    print(f"  SRAM: fullest tile {t.max_tile_bytes:,} B; fits = {t.fits}; "
+          + ", ".join(f"{k} {v:,} B" for k, v in t.memory_by_category.items()))
+    if t.host_s:
+        print(f"  host input (not in step_s): {t.host_s * 1e6:.2f} us")
+
+
+def _cmd_shl(args) -> int:
+    from models.linear.timing import time_shl
+
+    _positive("--batch", args.batch, "the paper uses 50")
+    t = time_shl(args.method, args.batch, args.machine, precision=args.precision)
+    _print_timing(t, {"method": args.method, "batch": args.batch}, args.json)
+    return 0
+
+
+def _cmd_layer(args) -> int:
+    from models.linear.timing import time_layer
+
+    _positive("--n", args.n, "the layer is n x n")
+    _positive("--batch", args.batch, "the paper uses 50")
+    t = time_layer(args.kind, args.n, args.batch, args.machine, precision=args.precision,
+                   backward=not args.forward_only)
+    _print_timing(t, {"kind": args.kind, "n": args.n, "batch": args.batch,
+                      "forward_s": t.part_s.get("forward", 0.0), "backward_s": t.part_s.get("backward", 0.0)},
+                  args.json)
+    return 0
+
+
+def exchange_bench(machine, src: int, dsts, sizes) -> list[dict]:
+    """Point-to-point transfer cycles ``src -> dst`` for every ``dst`` and size (the fabric's model)."""
+    from tilesim.fabric import make_fabric
+    from tilesim.machine import load_machine
+
+    m = load_machine(machine)
+    tiles = m.tiles_per_chip
+    for name, t in [("--src", src)] + [("--dst", d) for d in dsts]:
+        if not 0 <= t < tiles:
+            raise ConfigError(config_message(name, t, f"must be a tile in 0..{tiles - 1} ({m.name} has {tiles} tiles)",
+                                             "pick tiles of one chip"))
+    for b in sizes:
+        if b < 1:
+            raise ConfigError(config_message("--bytes", b, "must be >= 1", "message sizes are positive"))
+    fab = make_fabric(m)
+    out = []
+    for d in dsts:
+        hops = fab.hops(src, d) if hasattr(fab, "hops") else 0
+        for b in sizes:
+            cyc = float(fab.point_to_point_cycles(src, d, b))
+            out.append({"src": src, "dst": d, "bytes": b, "cycles": cyc, "seconds": cyc / m.clock_hz,
+                        "bytes_per_s": b / (cyc / m.clock_hz), "hops": hops, "machine": m.name})
+    return out
+
+
+def _cmd_exchange(args) -> int:
+    rows = exchange_bench(args.machine, args.src, args.dst, args.bytes)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'src':>5} {'dst':>5} {'hops':>4} {'bytes':>9} {'cycles':>9} {'us':>9} {'GB/s':>7}")
+    for r in rows:
+        print(f"{r['src']:>5} {r['dst']:>5} {r['hops']:>4} {r['bytes']:>9} {r['cycles']:>9.0f} "
+              f"{r['seconds'] * 1e6:>9.3f} {r['bytes_per_s'] / 1e9:>7.2f}")
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add ``shl``, ``layer`` and ``exchange-bench`` to the ``tilesim`` command line."""
+    from models.linear.shl import SHL_METHODS
+    from models.linear.timing import LAYER_KINDS
+
+    s = subparsers.add_parser("shl", help="time one training step of the paper's single-hidden-layer model")
+    s.add_argument("--method", required=True, choices=SHL_METHODS)
+    s.add_argument("--batch", type=_int, default=50, help="mini-batch (default 50, paper Table 3)")
+    s.add_argument("--machine", default="gc200", help="preset or machine TOML (default gc200)")
+    s.add_argument("--precision", choices=["fp32", "fp16"], default="fp32")
+    s.add_argument("--json", action="store_true", help="print the result as JSON")
+    s.set_defaults(func=_cmd_shl)
+
+    la = subparsers.add_parser("layer", help="time one n x n layer (forward + backward)")
+    la.add_argument("--kind", required=True, choices=LAYER_KINDS)
+    la.add_argument("--n", type=_int, required=True, help="layer width (power of two for structured kinds)")
+    la.add_argument("--batch", type=_int, default=50)
+    la.add_argument("--machine", default="gc200")
+    la.add_argument("--precision", choices=["fp32", "fp16"], default="fp32")
+    la.add_argument("--forward-only", action="store_true", help="time the forward pass only")
+    la.add_argument("--json", action="store_true")
+    la.set_defaults(func=_cmd_layer)
+
+    e = subparsers.add_parser("exchange-bench", help="point-to-point exchange cycles between tiles")
+    e.add_argument("--machine", default="gc200")
+    e.add_argument("--src", type=_int, default=0)
+    e.add_argument("--dst", type=_int_list, default=[1, 644], help="comma-separated destination tiles")
+    e.add_argument("--bytes", type=_int_list, default=[64, 4096, 65536], help="comma-separated sizes")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=_cmd_exchange)

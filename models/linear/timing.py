@@ -1,0 +1,288 @@
+"""Time layer schedules on a machine with the engine and account their SRAM like the vendor profiler.
+
+A step is a list of ``(part, LayerSchedule)``; every phase becomes one superstep labelled
+``"<part>/<phase>"`` (per-tile compute cycles, on-chip exchange bytes, sync within the chip) built
+with :class:`~tilesim.program.ProgramBuilder` and timed by :func:`~tilesim.engine.simulate`. The
+schedules are placed on chip 0 (the paper uses a single GC200).
+
+Memory (:class:`~tilesim.memory.MemoryLedger`, per tile):
+
+* ``variables:activations`` — working data: the per-tile maximum over the step's schedules of their
+  ``data_bytes`` (operand blocks, home chunks, outputs, partials, saved activations). Buffers of one
+  layer pass are not live during another (Poplar's not-always-live variables), so the peak is a max,
+  not a sum;
+* ``variables:weights`` / ``variables:gradients`` / ``variables:optimizer`` — parameters, their
+  gradients and the SGD momentum, each ``params`` words spread evenly over the tiles (training only);
+* ``vertex_state``, ``exchange_code``, ``control_code``, ``vertex_code`` —
+  :func:`~models.linear.planner.overhead_breakdown` summed over **every** phase of the step: these
+  are always-live, so they grow with the number of compute sets, vertices and exchange programs
+  (paper Observation 3; constants in ``ipu-hardware.md`` §3.3 and :class:`OverheadConstants`).
+
+``fits`` = no tile above ``sram_bytes`` (``ledger.check(mode="report")``).
+
+The superstep constants come from the machine (sync, exchange fixed cycles and bytes per cycle,
+supervisor overhead per vertex) so that the planner's objective and the engine agree: on ``gc200``
+the simulated cycles equal :func:`~models.linear.planner.phases_cycles` of the same phases.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+
+from models.linear.planner import PRECISION_BYTES, OverheadConstants, SuperstepCosts, overhead_breakdown, split_sizes
+from models.linear.schedules import (
+    LayerSchedule,
+    butterfly_schedule,
+    dense_schedule,
+    lowrank_schedule,
+    pixelfly_schedule,
+)
+from models.linear.shl import PIXELFLY_SHL, SHL_METHODS, shl_model
+from models.linear.steps import (
+    butterfly_backward_schedule,
+    circulant_schedules,
+    dense_backward_schedule,
+    elementwise_schedule,
+    fastfood_schedules,
+    lowrank_backward_schedule,
+    pixelfly_backward_schedule,
+    sgd_update_schedule,
+)
+from tilesim.engine import simulate
+from tilesim.errors import require
+from tilesim.machine import Machine, load_machine
+from tilesim.memory import MemoryLedger
+from tilesim.program import ProgramBuilder
+
+__all__ = [
+    "LAYER_KINDS",
+    "StepTiming",
+    "machine_costs",
+    "build_program",
+    "build_ledger",
+    "time_parts",
+    "layer_parts",
+    "layer_params",
+    "time_layer",
+    "time_shl",
+]
+
+LAYER_KINDS = ("dense", "low-rank", "butterfly", "pixelfly", "fastfood", "circulant")
+_OVERHEAD_CATEGORY = {"vertexInstanceState": "vertex_state", "internalExchangeCode": "exchange_code",
+                      "controlCode": "control_code", "vertexCode": "vertex_code"}
+
+
+def machine_costs(machine: Machine) -> SuperstepCosts:
+    """The superstep constants of ``machine`` (vector path: 64-bit SIMD, ``SuperstepCosts`` default)."""
+    c = machine.chip
+    return SuperstepCosts(exchange_bytes_per_cycle=float(c.exchange_bytes_per_cycle),
+                          exchange_fixed_cycles=float(c.exchange_fixed_cycles), sync_cycles=float(c.sync_cycles),
+                          vector_fixed_cycles=float(c.supervisor_overhead_cycles))
+
+
+def _flops(machine: Machine, precision: str) -> float:
+    return float(machine.chip.fp16_flops_per_cycle if precision == "fp16" else machine.chip.fp32_flops_per_cycle)
+
+
+def _pad(a, total):
+    out = np.zeros(total)
+    out[:a.shape[0]] = a
+    return out
+
+
+def build_program(parts, machine: Machine, name: str = "layer", host_bytes: float = 0.0):
+    """One superstep per phase (``"<part>/<phase>"``), chip 0; optional ``host-input`` superstep first."""
+    b = ProgramBuilder.for_machine(machine, name)
+    total = machine.total_tiles
+    if host_bytes:
+        hb = np.zeros(machine.chips)
+        hb[0] = host_bytes
+        b.superstep("host-input", 0.0, host_bytes=hb, sync="chip")
+    for part, sched in parts:
+        for p in sched.phases:
+            kw = {}
+            if p.has_exchange:
+                kw = dict(bytes_in=_pad(p.bytes_in, total), bytes_out=_pad(p.bytes_out, total))
+            b.superstep(f"{part}/{p.name}", _pad(p.compute_cycles, total), sync="chip", **kw)
+    return b.build()
+
+
+def build_ledger(parts, machine: Machine, params: int = 0, precision: str = "fp32",
+                 overheads: OverheadConstants = OverheadConstants()) -> MemoryLedger:
+    """Ledger of a step (module docstring); ``params > 0`` adds weights, gradients and momentum."""
+    ledger = MemoryLedger(machine, remedy="use fp16, a smaller batch, a structured layer with fewer "
+                                          "parameters, or a machine with more SRAM per tile")
+    tiles = np.arange(machine.tiles_per_chip)
+    data = np.max([s.data_bytes for _, s in parts], axis=0)
+    ledger.add("variables:activations", data, tiles, label="working data (peak over layer passes)")
+    if params:
+        words = split_sizes(params, machine.tiles_per_chip) * PRECISION_BYTES[precision]
+        ledger.add("variables:weights", words, tiles, label="parameters")
+        ledger.add("variables:gradients", words, tiles, label="parameter gradients")
+        ledger.add("variables:optimizer", words, tiles, label="SGD momentum")
+    every = SimpleNamespace(phases=tuple(p for _, s in parts for p in s.phases))
+    for key, arr in overhead_breakdown(every, overheads).items():
+        ledger.add(_OVERHEAD_CATEGORY[key], arr, tiles, label=f"{_OVERHEAD_CATEGORY[key]} ({len(every.phases)} "
+                                                              f"compute sets)")
+    return ledger
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """Simulated time and memory of a step. ``part_s``: seconds per part (forward, backward, ...)."""
+
+    name: str
+    machine: str
+    step_s: float
+    host_s: float
+    part_s: dict
+    compute_sets: int
+    params: int
+    max_tile_bytes: int
+    fits: bool
+    overflow_tiles: int
+    memory_by_category: dict
+    breakdown_s: dict
+    result: object
+    ledger: object
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "machine": self.machine, "params": self.params, "step_s": self.step_s,
+                "host_input_s": self.host_s, "part_s": self.part_s, "compute_sets": self.compute_sets,
+                "max_tile_bytes": self.max_tile_bytes, "fits": self.fits, "overflow_tiles": self.overflow_tiles,
+                "memory_by_category_bytes": self.memory_by_category, "breakdown_s": self.breakdown_s}
+
+
+def time_parts(parts, machine: Machine, name: str = "step", params: int = 0, precision: str = "fp32",
+               host_bytes: float = 0.0, overheads: OverheadConstants = OverheadConstants()) -> StepTiming:
+    """Simulate ``parts`` (list of ``(part, LayerSchedule)``) and account their memory."""
+    require(len(parts) >= 1, "parts", len(parts), "must hold at least one schedule", "")
+    prog = build_program(parts, machine, name, host_bytes)
+    res = simulate(prog, machine)
+    ledger = build_ledger(parts, machine, params, precision, overheads)
+    over = ledger.check(mode="report")
+    by = res.by_label()
+    host_s = by.get("host-input", {"time_s": 0.0})["time_s"]
+    part_s = {}
+    for lab, d in by.items():
+        if lab != "host-input":
+            key = lab.split("/")[0]
+            part_s[key] = part_s.get(key, 0.0) + d["time_s"]
+    used = ledger.per_tile()
+    mt = int(used.argmax())
+    bd = res.breakdown_s()
+    bd = {k: v for k, v in bd.items() if v}
+    return StepTiming(name, machine.name, res.total_s - host_s, host_s, part_s,
+                      sum(len(s.phases) for _, s in parts), int(params), int(used[mt]), not over.size,
+                      int(over.size), ledger.by_category(mt), bd, res, ledger)
+
+
+def layer_params(kind: str, n: int, rank: int = 1, pixelfly: dict | None = None) -> int:
+    """Parameter count of one ``n x n`` layer with bias (the :mod:`models.linear.layers` arrays)."""
+    require(kind in LAYER_KINDS, "kind", kind, f"must be one of {', '.join(LAYER_KINDS)}", "")
+    if kind == "dense":
+        return n * n + n
+    if kind == "low-rank":
+        return 2 * n * rank + n
+    if kind == "butterfly":
+        return 4 * (n - 1) + n
+    if kind == "fastfood":
+        return 4 * n
+    if kind == "circulant":
+        return 2 * n
+    from models.linear.layers import pixelfly_layout
+    cfg = dict(PIXELFLY_SHL if pixelfly is None else pixelfly)
+    bs = cfg["block_size"]
+    return int(pixelfly_layout(n, n, bs, cfg["butterfly_size"]).sum()) * bs * bs + 2 * n * cfg["lowrank_size"] + n
+
+
+def layer_parts(kind: str, n: int, batch: int, machine: Machine, *, precision: str = "fp32", rank: int = 1,
+                pixelfly: dict | None = None, n_out: int | None = None, backward: bool = True,
+                overheads: OverheadConstants = OverheadConstants()) -> tuple:
+    """``(forward, backward)`` schedules of one layer of ``kind`` (``n_out`` only for dense/low-rank);
+    ``backward=False`` gives ``(forward, None)``."""
+    require(kind in LAYER_KINDS, "kind", kind, f"must be one of {', '.join(LAYER_KINDS)}",
+            "dense is the baseline; the others are Table 4's structured layers")
+    for fname, v in (("n", n), ("batch", batch)):
+        require(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1, fname, v,
+                "must be a positive integer", "")
+    n_out = n if n_out is None else n_out
+    costs = machine_costs(machine)
+    tiles, sram = machine.tiles_per_chip, machine.chip.sram_bytes
+    base = dict(tiles=tiles, sram_bytes=sram, precision=precision, costs=costs, overheads=overheads)
+    amp = dict(base, flops_per_cycle=_flops(machine, precision))
+    if kind == "dense":
+        return (dense_schedule(n, n_out, batch, **amp),
+                dense_backward_schedule(n, n_out, batch, **amp) if backward else None)
+    if kind == "low-rank":
+        return (lowrank_schedule(n, n_out, rank, batch, **amp),
+                lowrank_backward_schedule(n, n_out, rank, batch, **amp) if backward else None)
+    if kind == "butterfly":
+        fwd = butterfly_schedule(n, batch, **base)
+        return fwd, butterfly_backward_schedule(fwd, n, batch, costs=costs) if backward else None
+    if kind == "fastfood":
+        pair = fastfood_schedules(n, batch, **base)
+        return pair if backward else (pair[0], None)
+    if kind == "circulant":
+        pair = circulant_schedules(n, batch, **base)
+        return pair if backward else (pair[0], None)
+    cfg = dict(PIXELFLY_SHL if pixelfly is None else pixelfly)
+    fwd = pixelfly_schedule(n, batch, cfg["block_size"], cfg["butterfly_size"], cfg["lowrank_size"], **amp)
+    if not backward:
+        return fwd, None
+    bwd = pixelfly_backward_schedule(fwd, n, batch, cfg["block_size"], cfg["butterfly_size"], cfg["lowrank_size"],
+                                     sram_bytes=sram, flops_per_cycle=amp["flops_per_cycle"], costs=costs,
+                                     overheads=overheads)
+    return fwd, bwd
+
+
+def _machine(machine) -> Machine:
+    return machine if isinstance(machine, Machine) else load_machine(machine)
+
+
+def time_layer(kind: str, n: int, batch: int = 50, machine="gc200", *, precision: str = "fp32",
+               backward: bool = True, **kw) -> StepTiming:
+    """Forward (and backward) of one ``n x n`` layer; ``part_s`` has ``forward`` and ``backward``."""
+    m = _machine(machine)
+    fwd, bwd = layer_parts(kind, n, batch, m, precision=precision, backward=backward, **kw)
+    parts = [("forward", fwd)] + ([("backward", bwd)] if backward else [])
+    return time_parts(parts, m, f"{kind} n={n} batch={batch}", layer_params(kind, n, kw.get("rank", 1),
+                      kw.get("pixelfly")), precision)
+
+
+_HIDDEN_KIND = {"baseline": "dense", "butterfly": "butterfly", "fastfood": "fastfood", "circulant": "circulant",
+                "low-rank": "low-rank", "pixelfly": "pixelfly"}
+
+
+def time_shl(method: str, batch: int = 50, machine="gc200", *, precision: str = "fp32", n: int = 1024,
+             classes: int = 10) -> StepTiming:
+    """One SGD training step of the paper's single-hidden-layer model (forward, backward, update).
+
+    Parts: ``hidden-fwd``, ``act-fwd`` (bias + ReLU), ``classifier-fwd``, ``loss`` (softmax
+    cross-entropy), ``classifier-bwd``, ``act-bwd`` (ReLU gradient), ``hidden-bwd``, ``update``;
+    ``host_s`` is the separate host-link time of the input batch (``batch · n`` words + labels).
+    """
+    require(method in SHL_METHODS, "method", method, f"must be one of {', '.join(SHL_METHODS)}",
+            "pick a Table 4 method")
+    m = _machine(machine)
+    costs = machine_costs(m)
+    tiles = m.tiles_per_chip
+    eb = PRECISION_BYTES.get(precision, 4)
+    hf, hb = layer_parts(_HIDDEN_KIND[method], n, batch, m, precision=precision)
+    cf, cb = layer_parts("dense", n, batch, m, precision=precision, n_out=classes)
+    ew = dict(tiles=tiles, precision=precision, costs=costs)
+    act_ops = 3 if method == "butterfly" else 2          # (wrapper bias) + bias + ReLU
+    parts = [("hidden-fwd", hf),
+             ("act-fwd", elementwise_schedule("bias-relu", batch * n, ops_per_element=act_ops, inputs=1, **ew)),
+             ("classifier-fwd", cf),
+             ("loss", elementwise_schedule("softmax-xent", batch * classes, ops_per_element=6, inputs=1, **ew)),
+             ("classifier-bwd", cb),
+             ("act-bwd", elementwise_schedule("relu-grad", batch * n, ops_per_element=1, inputs=2, **ew)),
+             ("hidden-bwd", hb)]
+    params = shl_model(method, n, classes).n_params if n * n <= 1 << 22 else \
+        layer_params(_HIDDEN_KIND[method], n) + n * classes + classes + (n if method == "butterfly" else 0)
+    parts.append(("update", sgd_update_schedule(params, **ew)))
+    return time_parts(parts, m, f"shl {method} batch={batch}", params, precision,
+                      host_bytes=float(batch * n * eb + batch * 4))

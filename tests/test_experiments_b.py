@@ -1,0 +1,81 @@
+"""B1–B7 experiment scripts in --quick mode: they run, write CSV + PNG, and the CSV shows the claim."""
+import importlib
+
+import pytest
+
+from experiments.b_common import read_csv
+
+SCRIPTS = ["b1_exchange_distance", "b2_skewed_matmul", "b3_memory_compute_sets", "b4_table1",
+           "b5_table4_params", "b6_butterfly_breakeven", "b7_table4_times"]
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("experiments")
+    rows = {}
+    for name in SCRIPTS:
+        mod = importlib.import_module(f"experiments.{name}")
+        assert mod.main(["--quick", "--out", str(out)]) == 0
+        assert (out / f"{name}.png").stat().st_size > 0
+        rows[name] = read_csv(out / f"{name}.csv")
+    return rows
+
+
+def test_b1_distance_independent_on_ipu_not_on_mesh(outputs):
+    rows = outputs["b1_exchange_distance"]
+    cyc = {(r["machine"], r["pair"], int(r["bytes"])): float(r["cycles"]) for r in rows}
+    sizes = {int(r["bytes"]) for r in rows}
+    for b in sizes:
+        assert cyc[("gc200", "near", b)] == cyc[("gc200", "far", b)]
+        assert cyc[("mesh-demo", "far", b)] > cyc[("mesh-demo", "near", b)]
+    assert cyc[("gc200", "near", max(sizes))] > cyc[("gc200", "near", min(sizes))]   # size matters
+
+
+def test_b2_flat_throughput_until_memory_limit(outputs):
+    rows = outputs["b2_skewed_matmul"]
+    fit = [float(r["gflops"]) for r in rows if r["fits"] == "True"]
+    assert len(fit) >= 3 and max(fit) / min(fit) < 1.1
+    assert any(r["fits"] == "False" for r in rows)            # the memory limit is reached and marked
+
+
+def test_b3_overhead_grows_with_compute_sets(outputs):
+    rows = [r for r in outputs["b3_memory_compute_sets"] if r["kind"] == "butterfly"]
+    cs = [int(r["compute_sets"]) for r in rows]
+    over = [int(r["overhead_bytes"]) for r in rows]
+    assert cs == sorted(cs) and cs[0] < cs[-1]
+    assert over == sorted(over) and over[0] < over[-1]
+    for r in outputs["b3_memory_compute_sets"]:
+        if r["fits"] == "True":
+            assert int(r["control_code_bytes"]) > 0 and int(r["vertex_state_bytes"]) > 0
+
+
+def test_b4_table1_within_five_percent(outputs):
+    for r in outputs["b4_table1"]:
+        assert abs(float(r["ratio"]) - 1) < 0.05, r
+
+
+def test_b5_counts_exact(outputs):
+    rows = outputs["b5_table4_params"]
+    assert len(rows) == 6
+    for r in rows:
+        assert int(r["params"]) == int(r["paper_params"])
+    assert round(float(next(r for r in rows if r["method"] == "butterfly")["compression_pct"]), 1) == 98.5
+
+
+def test_b6_break_even_within_factor_two(outputs):
+    from experiments.b6_butterfly_breakeven import break_even
+    be = break_even(outputs["b6_butterfly_breakeven"])
+    assert be is not None and 512 <= be <= 2048
+
+
+def test_b7_reproduced_part_of_the_order(outputs):
+    r = {row["method"]: float(row["ratio"]) for row in outputs["b7_table4_times"]}
+    assert r["pixelfly"] > r["baseline"] and r["pixelfly"] == max(r.values())
+    assert r["low-rank"] < r["baseline"] and r["circulant"] < r["baseline"]
+    assert all(row["fits"] == "True" for row in outputs["b7_table4_times"])
+
+
+@pytest.mark.xfail(strict=True, reason="model predicts butterfly < baseline on the SHL step; see experiments/README.md B7")
+def test_b7_paper_order_baseline_butterfly_pixelfly(outputs):
+    r = {row["method"]: float(row["ratio"]) for row in outputs["b7_table4_times"]}
+    assert r["baseline"] < r["butterfly"] < r["pixelfly"]

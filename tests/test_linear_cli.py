@@ -1,0 +1,55 @@
+"""``tilesim shl | layer | exchange-bench``: JSON keys, exit codes, one-line errors."""
+import json
+
+import pytest
+
+from tilesim.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_shl_json_keys(capsys):
+    code, out, _ = run(capsys, "shl", "--method", "butterfly", "--json")
+    assert code == 0
+    d = json.loads(out)
+    for key in ("params", "max_tile_bytes", "fits", "step_s"):
+        assert key in d
+    assert d["params"] == 16_390 and d["fits"] is True and d["step_s"] > 0
+    assert set(d["part_s"]) >= {"hidden-fwd", "hidden-bwd", "update"}
+
+
+def test_layer_json_and_text(capsys):
+    code, out, _ = run(capsys, "layer", "--kind", "dense", "--n", "1000", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["params"] == 1000 * 1000 + 1000
+    assert d["forward_s"] > 0 and d["backward_s"] > 0
+    code, out, _ = run(capsys, "layer", "--kind", "fastfood", "--n", "256")
+    assert code == 0 and "compute sets" in out
+
+
+def test_exchange_bench_json(capsys):
+    code, out, _ = run(capsys, "exchange-bench", "--machine", "gc200", "--src", "0", "--dst", "1,644",
+                       "--bytes", "64,4096,65536", "--json")
+    rows = json.loads(out)
+    assert code == 0 and len(rows) == 6
+    assert set(rows[0]) >= {"src", "dst", "bytes", "cycles"}
+    by = {(r["dst"], r["bytes"]): r["cycles"] for r in rows}
+    assert by[(1, 4096)] == by[(644, 4096)] == 100 + 4096 / 4
+
+
+@pytest.mark.parametrize("argv,match", [
+    (("layer", "--kind", "butterfly", "--n", "1000"), r"n = 1000: must be a power of two"),
+    (("layer", "--kind", "dense", "--n", "0"), r"--n = 0: must be >= 1"),
+    (("shl", "--method", "baseline", "--batch", "0"), r"--batch = 0: must be >= 1"),
+    (("exchange-bench", "--machine", "mesh-demo", "--dst", "1,644"), r"--dst = 644: must be a tile in 0..255"),
+    (("shl", "--method", "baseline", "--machine", "nosuch"), r"nosuch"),
+])
+def test_bad_input_exits_2_without_traceback(capsys, argv, match):
+    import re
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert "Traceback" not in err and re.search(match, err), err

@@ -1,0 +1,78 @@
+"""Timing/memory integration: engine vs planner cycles, ledger categories, step composition."""
+import numpy as np
+import pytest
+
+from models.linear.planner import SuperstepCosts, phases_cycles
+from models.linear.schedules import butterfly_schedule, dense_schedule
+from models.linear.steps import butterfly_backward_schedule, circulant_schedules, fastfood_schedules
+from models.linear.timing import layer_params, machine_costs, time_layer, time_parts, time_shl
+from models.linear.shl import TABLE4_PARAMS
+from tilesim.errors import ConfigError, SramOverflowError
+from tilesim.machine import load_machine
+
+GC200 = load_machine("gc200")
+
+
+def test_engine_matches_planner_cycles():
+    costs = machine_costs(GC200)
+    s = dense_schedule(512, 512, 50, tiles=1472, sram_bytes=638_976, flops_per_cycle=32, costs=costs)
+    t = time_parts([("fwd", s)], GC200)
+    assert t.step_s * GC200.clock_hz == pytest.approx(phases_cycles(s.phases, costs), abs=1)
+
+
+def test_butterfly_backward_counts_work():
+    costs = SuperstepCosts()
+    f = butterfly_schedule(256, 50, tiles=1472, sram_bytes=638_976)
+    b = butterfly_backward_schedule(f, 256, 50, costs=costs)
+    grad = [p for p in b.phases if p.name.startswith("butterfly-grad")]
+    assert [p.name for p in grad] == [f"butterfly-grad-{k}" for k in range(7, -1, -1)]
+    for p in grad:
+        assert int(p.macs.sum()) == 4 * 50 * 256
+
+
+def test_fastfood_and_circulant_schedules():
+    kw = dict(tiles=1472, sram_bytes=638_976)
+    ff, ffb = fastfood_schedules(1024, 50, **kw)
+    assert ff.compute_sets == 2 * 10 + 1
+    h = [p for p in ff.phases if p.name.startswith("fastfood-h")]
+    assert sum(int(p.macs.sum()) for p in h) >= 2 * 50 * 1024 * 10      # >= 2 n log2 n adds per sample
+    cf, cb = circulant_schedules(1024, 50, **kw)
+    assert cf.compute_sets == 2 * 9
+    assert cb.compute_sets > cf.compute_sets
+    with pytest.raises(ConfigError, match=r"n = 1000: must be a power of two"):
+        fastfood_schedules(1000, 50, **kw)
+
+
+def test_shl_step_memory_categories_and_params():
+    for method in ("baseline", "butterfly"):
+        t = time_shl(method)
+        assert t.params == TABLE4_PARAMS[method]
+        assert t.fits and 0 < t.max_tile_bytes <= GC200.chip.sram_bytes
+        cats = t.ledger.by_category()
+        for c in ("variables:activations", "variables:weights", "vertex_state", "vertex_code", "control_code",
+                  "exchange_code"):
+            assert cats.get(c, 0) > 0, c
+        assert t.step_s == pytest.approx(sum(t.part_s.values()))
+    assert layer_params("pixelfly", 1024) + 10_250 == TABLE4_PARAMS["pixelfly"]
+    assert layer_params("butterfly", 1024) + 1024 + 10_250 == TABLE4_PARAMS["butterfly"]
+
+
+def test_overheads_grow_with_compute_sets():
+    small, big = time_layer("butterfly", 64), time_layer("butterfly", 1024)
+    assert big.compute_sets > small.compute_sets
+    over = lambda t: sum(t.ledger.by_category().get(c, 0) for c in ("control_code", "vertex_state"))  # noqa: E731
+    assert over(big) > over(small)
+
+
+def test_report_mode_marks_overflow_instead_of_raising():
+    t = time_layer("dense", 8192, 50, backward=False)
+    assert not t.fits and t.max_tile_bytes > GC200.chip.sram_bytes and t.overflow_tiles > 0
+
+
+def test_mesh_machine_runs_and_unknown_kind():
+    t = time_shl("low-rank", machine="mesh-demo")
+    assert t.step_s > 0
+    with pytest.raises(ConfigError, match=r"kind = 'conv'"):
+        time_layer("conv", 64)
+    with pytest.raises(SramOverflowError, match="pixelfly"):
+        time_layer("pixelfly", 2048)
