@@ -221,8 +221,8 @@ def run_training(opts: dict, progress=None) -> dict:
     sim = results[med]
     n_weights = sum(w.size for w in state.W) + sum(v.size for v in state.V if v is not None)
     summary = {
-        "predicted_step_s": float(np.median(pred)),
-        "samples_per_s": config.batch / float(np.median(pred)),
+        "predicted_step_s": float(pred[med]),          # the median step (upper middle for even counts)
+        "samples_per_s": config.batch / float(pred[med]),
         "breakdown_s": sim.breakdown_s(),
         "memory": ledger.to_dict(),
         "network": {"layers": list(config.layers), "neurons": int(sum(config.layers[1:])), "weights": int(n_weights),

@@ -118,6 +118,7 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     L = config.n_layers
     nmax = config.n_max
     lay = _layout(config, placement, TPC)
+    rec = config.recurrent if isinstance(config.recurrent, tuple) else (bool(config.recurrent),) * L
     workers = machine.chip.workers_per_tile
     sup = machine.chip.supervisor_overhead_cycles
 
@@ -216,12 +217,14 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
             b2_in[:, chip_tiles] += share[:, None]
             adds = per_step("input_grad", l, "reduction_adds").sum(axis=1) / TPC
             b3[:, chip_tiles] += cycles(costs.coef("reduction_adds") * adds + costs.coef("vertex_calls") * 6, 6)[:, None]
-            g_bytes = B * (8.0 * nmax[l - 1] + 8)
-            prev = lay[l - 1]
-            b3_out[:, chip_tiles] += g_bytes / TPC
-            b3_in[:, prev.tiles] += g_bytes
-            if prev.chip != ly.chip:
-                flows_b3.append((ly.chip, prev.chip, g_bytes))
+            # the reduced slot gradients go to the layer below (and, if recurrent, to this layer)
+            dests = ([l - 1] if l > 0 else []) + ([l] if rec[l] else [])
+            for d in dests:
+                g_bytes = B * (8.0 * nmax[d] + 8)
+                b3_out[:, chip_tiles] += g_bytes / TPC
+                b3_in[:, lay[d].tiles] += g_bytes
+                if lay[d].chip != ly.chip:
+                    flows_b3.append((ly.chip, lay[d].chip, g_bytes))
         else:
             b2 += cycles(work_w, wv)
 
