@@ -1,5 +1,3 @@
-import tomllib
-
 import pytest
 
 from tilesim.errors import ConfigError
@@ -72,7 +70,7 @@ def test_bad_machine_files(tmp_path, old, new, match):
 
 def test_missing_key_and_unknown_machine(tmp_path):
     p = tmp_path / "m.toml"
-    p.write_text(tomllib.loads(preset_text("gc200")) and preset_text("gc200").replace("sync_cycles = 90", ""))
+    p.write_text(preset_text("gc200").replace("sync_cycles = 90", ""))
     with pytest.raises(ConfigError, match=r"chip.sync_cycles = None: missing"):
         load_machine(p)
     with pytest.raises(ConfigError, match="is neither a preset nor a file"):

@@ -122,10 +122,10 @@ def _simulate_file(program_path, machine_name, chips, out, as_json, trace_tiles,
         if not 0 <= t < machine.total_tiles:
             raise ConfigError(f"--trace-tiles = {t}: must be in 0..{machine.total_tiles - 1}")
     result = simulate(program, machine)
-    summary = result.to_dict()
-    summary["memory"] = ledger.to_dict()
     if out:
         summary = write_outputs(Path(out), result, program, ledger, trace_tiles)
+    else:
+        summary = {**result.to_dict(), "memory": ledger.to_dict()}
     if as_json:
         print(json.dumps(summary, indent=2))
     else:

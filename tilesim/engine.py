@@ -188,7 +188,7 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
     if S == 0:
         z = np.zeros((0, C))
         return SimResult.from_timeline(
-            program=program, machine=machine, comp=z, ex=z, sync_cost=z, crit_tile=z.astype(np.int64),
+            program=program, machine=machine, comp=z, ex=z, crit_tile=z.astype(np.int64),
             ex_tile=z.astype(np.int64), t_start=z, t_arrive=z, t_release=z, t_links=z, t_end=z,
             arriver=z.astype(np.int64), bytes_onchip=np.zeros(0), link_group_bytes={}, keep_timeline=keep_timeline)
 
@@ -322,7 +322,7 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
         arriver[starts] = arriver0[seg_of[starts]]
 
     return SimResult.from_timeline(
-        program=program, machine=machine, comp=comp, ex=ex, sync_cost=sync, crit_tile=crit_tile,
+        program=program, machine=machine, comp=comp, ex=ex, crit_tile=crit_tile,
         ex_tile=ex_tile, t_start=t_start, t_arrive=t_arrive, t_release=t_release, t_links=t_links,
         t_end=t_end, arriver=arriver, bytes_onchip=bytes_onchip,
         link_group_bytes=dict(links.group_bytes) if links else {}, keep_timeline=keep_timeline)

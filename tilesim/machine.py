@@ -226,7 +226,6 @@ class Machine:
     def derived(self) -> dict:
         """Headline figures with stable keys (documented in the README)."""
         c, s = self.chip, self.system
-        chip_link = s.links_per_chip * s.link_bytes_per_s * 2 if self.chips > 1 or s.links_per_chip else 0
         return {
             "name": self.name,
             "chips": self.chips,
@@ -242,7 +241,7 @@ class Machine:
             "peak_fp16_flops": c.fp16_flops_per_cycle * c.tiles * c.clock_hz,
             "memory_bytes_per_s": c.local_bytes_per_cycle * c.tiles * c.clock_hz,
             "exchange_bytes_per_s": c.exchange_bytes_per_cycle * c.tiles * c.clock_hz,
-            "link_bytes_per_s": chip_link,
+            "link_bytes_per_s": s.links_per_chip * s.link_bytes_per_s * 2,   # both directions
             "global_sync_cycles": self.global_sync_cycles(),
             "fabric": self.fabric.kind,
         }

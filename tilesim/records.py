@@ -46,7 +46,7 @@ class SimResult:
 
     # -------------------------------------------------------------------------------------
     @classmethod
-    def from_timeline(cls, *, program, machine, comp, ex, sync_cost, crit_tile, ex_tile, t_start,
+    def from_timeline(cls, *, program, machine, comp, ex, crit_tile, ex_tile, t_start,
                       t_arrive, t_release, t_links, t_end, arriver, bytes_onchip, link_group_bytes,
                       keep_timeline=True) -> "SimResult":
         S = program.supersteps
@@ -59,7 +59,7 @@ class SimResult:
         phases = np.stack([
             comp[idx, a],
             t_release[idx, f] - t_arrive[idx, a],
-            t_release[idx, f] * 0 + ex[idx, f],
+            ex[idx, f],
             t_links[idx, f] - (t_release[idx, f] + ex[idx, f]),
             t_end[idx, f] - t_links[idx, f],
         ], axis=1) if S else np.zeros((0, 5))

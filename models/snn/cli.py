@@ -139,17 +139,13 @@ def place(config, machine, neurons_per_tile=None, mapping="contiguous", memory_c
         pl = Placement(pl.tile_of_neuron, machine.total_tiles)
         ledger = snn_memory(config, pl, machine)
         if neurons_per_tile is None and ledger.overflow_tiles().size:
-            last_error = None
+            # more neurons per tile only adds memory per tile: stop at the first that overflows
             try:
                 ledger.check("raise")
             except SramOverflowError as exc:
-                last_error = exc
-            # more neurons per tile only adds memory per tile: stop at the first that overflows
-            break
+                raise SramOverflowError(f"no neurons-per-tile value fits: {exc}", exc.tiles, exc.report) from None
         ledger.check(memory_check)
         return pl, ledger, npt
-    if isinstance(last_error, SramOverflowError):
-        raise SramOverflowError(f"no neurons-per-tile value fits: {last_error}", last_error.tiles, last_error.report)
     raise last_error or MappingError("no placement fits")
 
 
@@ -233,15 +229,12 @@ def run_training(opts: dict, progress=None) -> dict:
         "wall_s_per_step": float(np.median(walls[1:] if len(walls) > 1 else walls)),
         "by_phase": sim.by_label(),
     }
+    summary["wall_s_total"] = time.perf_counter() - t_all
     if opts["out"]:
         from tilesim.cli import write_outputs
         used = placement.tile_of_neuron
         trace_tiles = sorted({int(used[0][0]), int(used[-1][0])})
         write_outputs(Path(opts["out"]), sim, program, ledger, trace_tiles, extra=summary)
-    summary["wall_s_total"] = time.perf_counter() - t_all
-    if opts["out"]:
-        from tilesim.io import atomic_write_text
-        atomic_write_text(Path(opts["out"]) / "summary.json", json.dumps({**sim.to_dict(), **summary}, indent=2))
     return summary
 
 

@@ -307,7 +307,7 @@ def snn_memory(config: NetworkConfig, placement: Placement, machine, ledger: Mem
                 f"layer {l} receive buffers (input list, replicated inputs, slot ids + g)")
         led.add("exchange_buffers", 4.0 * (2 * -(-config.layers[l + 1] // ly.f) + nmax[l] + 2), ly.comp_tiles,
                 f"layer {l} compaction flags and chunk list")
-        n_own = np.bincount(placement.tile_of_neuron[l] - 0, minlength=placement.n_tiles)[ly.tiles]
+        n_own = placement.neurons_owned(l)[ly.tiles]
         vertices = 3 * B + WORKERS_PER_TILE + B + B * n_own       # update, grads, flags per (neuron, sample)
         led.add("vertex_state", VERTEX_STATE_BYTES * vertices, ly.tiles, f"layer {l} vertex state")
         led.add("vertex_code", CODELET_BYTES * 6, ly.tiles, f"layer {l} codelets")
