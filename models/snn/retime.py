@@ -1,0 +1,56 @@
+"""Record once, re-time many: the predicted time of a recorded training step under any
+placement, machine or cost model — counters are recounted from the activity (no float math).
+
+>>> res = train_step(state, spikes, labels)                    # one functional run
+>>> p = retime(res.activity, config, other_placement, machine)  # milliseconds, not seconds
+>>> p.step_s, p.result.breakdown_s()
+
+With ``activity=None`` the step is timed on :func:`models.snn.activity.fixed_activity`, the
+lower bound of throughput, without training at all.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from models.snn.activity import fixed_activity
+from models.snn.counters import Activity, WorkCounters, count_work
+from models.snn.network import NetworkConfig
+from models.snn.placement import Placement
+from models.snn.timing import build_step_program
+from tilesim.costs import CostModel
+from tilesim.engine import simulate
+from tilesim.errors import require
+from tilesim.program import Program
+from tilesim.records import SimResult
+
+__all__ = ["Prediction", "retime"]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One re-timed step: ``result`` (the engine's record), its ``program`` and ``counters``."""
+
+    result: SimResult
+    program: Program
+    counters: WorkCounters
+
+    @property
+    def step_s(self) -> float:
+        return self.result.total_s
+
+
+def retime(activity: Activity | None, config: NetworkConfig, placement: Placement, machine,
+           costs: CostModel | None = None) -> Prediction:
+    """Time the step that recorded ``activity`` (or a fixed-activity step) under ``placement`` on
+    ``machine``; equal to the timing of a functional run with that placement."""
+    if activity is None:
+        activity = fixed_activity(config)
+    require(tuple(activity.layer_sizes) == tuple(config.layers), "activity layer sizes",
+            activity.layer_sizes, f"must equal the network's {tuple(config.layers)}",
+            "re-time activity recorded on the same network")
+    require(activity.inputs.timesteps == config.timesteps and activity.inputs.batch == config.batch,
+            "activity (T, B)", (activity.inputs.timesteps, activity.inputs.batch),
+            f"must equal the config's ({config.timesteps}, {config.batch})")
+    counters = count_work(activity, placement, per_step=True)
+    program = build_step_program(config, placement, counters, machine, costs)
+    return Prediction(simulate(program, machine), program, counters)
