@@ -43,7 +43,7 @@ def test_count_work_equals_functional_counters(cfg, kind):
         np.testing.assert_array_equal(p.per_step.sum(axis=1), p.tile_totals)
         np.testing.assert_array_equal(p.per_step.sum(axis=2), p.step_totals)
     su = res.counters.tile_vector("state_update", 1, "synaptic_adds", t=2)
-    assert su.shape == (placement.n_tiles,) and su.dtype == np.int32
+    assert su.shape == (placement.n_tiles,) and su.dtype == np.int64
     assert res.counters.tile_total("weight_grad", "grad_adds").sum() == sum(
         p.tile_vector("grad_adds").sum() for p in res.counters.phases if p.phase == "weight_grad")
 

@@ -33,9 +33,9 @@ second input):
 ``optimizer`` (once per training step; its time axis has length 1)
     ``weights_updated`` = (N_in (+rec N))·n.
 
-Storage (memory-efficient): per phase, ``tile_totals`` int64 ``[K, n_tiles]`` (summed over
-steps) and ``step_totals`` int64 ``[K, T]`` (summed over tiles); the full ``per_step`` int32
-``[K, T, n_tiles]`` only when asked — :func:`count_work` can always rebuild it from the
+Storage (memory-efficient): per phase, on the layer's own tiles only, ``local_totals`` int64
+``[K, n_local]`` (summed over steps) and ``step_totals`` int64 ``[K, T]`` (summed over tiles);
+the per-step ``local_steps`` int64 ``[K, T, n_local]`` only when asked — :func:`count_work` can always rebuild it from the
 recorded :class:`Activity` without float math.
 """
 from __future__ import annotations
@@ -64,44 +64,81 @@ WORKERS_PER_TILE = 6
 
 @dataclass(frozen=True)
 class PhaseCounters:
-    """Counters of one phase of one layer.
+    """Counters of one phase of one layer, stored on the tiles the layer occupies only (a
+    193-layer network on 16 chips would otherwise hold 23,552-tile vectors per layer).
 
     Attributes
     ----------
     phase, layer : str, int
     names : tuple of str
         Counter names, the ``K`` rows of the arrays.
-    tile_totals : np.ndarray
-        int64 ``[K, n_tiles]``, summed over time steps.
+    tiles : np.ndarray
+        int64 ``[n_local]`` global ids of the layer's tiles (ascending).
+    n_tiles : int
+        Tiles of the whole system (length of :attr:`tile_totals` rows).
+    local_totals : np.ndarray
+        int64 ``[K, n_local]``, summed over time steps.
     step_totals : np.ndarray
         int64 ``[K, T]`` (``[K, 1]`` for ``optimizer``), summed over tiles.
-    per_step : np.ndarray or None
-        int32 ``[K, T, n_tiles]`` when requested.
+    local_steps : np.ndarray or None
+        int64 ``[K, T, n_local]`` when per-step vectors were requested.
     """
 
     phase: str
     layer: int
     names: tuple
-    tile_totals: np.ndarray
+    tiles: np.ndarray
+    n_tiles: int
+    local_totals: np.ndarray
     step_totals: np.ndarray
-    per_step: np.ndarray | None = None
+    local_steps: np.ndarray | None = None
 
     def row(self, name: str) -> int:
         require(name in self.names, "counter", name, f"phase {self.phase} has {self.names}")
         return self.names.index(name)
 
-    def tile_vector(self, name: str, t: int | None = None) -> np.ndarray:
-        """Per-tile values of ``name``: summed over steps, or of step ``t`` (needs ``per_step``)."""
-        r = self.row(name)
-        if t is None:
-            return self.tile_totals[r]
-        require(self.per_step is not None, "per_step", None,
+    @property
+    def tile_totals(self) -> np.ndarray:
+        """int64 ``[K, n_tiles]`` summed over time steps (zero off the layer's tiles)."""
+        out = np.zeros((len(self.names), self.n_tiles), np.int64)
+        out[:, self.tiles] = self.local_totals
+        return out
+
+    @property
+    def per_step(self) -> np.ndarray | None:
+        """int64 ``[K, T, n_tiles]`` (or None when not recorded); prefer :attr:`local_steps`."""
+        if self.local_steps is None:
+            return None
+        K, T, _ = self.local_steps.shape
+        out = np.zeros((K, T, self.n_tiles), np.int64)
+        out[:, :, self.tiles] = self.local_steps
+        return out
+
+    def step_matrix(self, name: str) -> np.ndarray:
+        """float64 ``[T, n_tiles]``: per-step values of ``name`` on every tile (needs per-step vectors)."""
+        require(self.local_steps is not None, "per_step", None,
                 "this record kept no per-step vectors", "pass per_step=True or use count_work")
-        return self.per_step[r, t]
+        out = np.zeros((self.local_steps.shape[1], self.n_tiles))
+        out[:, self.tiles] = self.local_steps[self.row(name)]
+        return out
+
+    def tile_vector(self, name: str, t: int | None = None) -> np.ndarray:
+        """Per-tile values of ``name`` over all tiles: summed over steps, or of step ``t``
+        (needs per-step vectors)."""
+        r = self.row(name)
+        out = np.zeros(self.n_tiles, np.int64)
+        if t is None:
+            out[self.tiles] = self.local_totals[r]
+            return out
+        require(self.local_steps is not None, "per_step", None,
+                "this record kept no per-step vectors", "pass per_step=True or use count_work")
+        out[self.tiles] = self.local_steps[r, t]
+        return out
 
     def to_dict(self) -> dict:
+        totals = self.tile_totals
         return {"phase": self.phase, "layer": self.layer,
-                "tile_totals": {n: self.tile_totals[i].tolist() for i, n in enumerate(self.names)},
+                "tile_totals": {n: totals[i].tolist() for i, n in enumerate(self.names)},
                 "step_totals": {n: self.step_totals[i].tolist() for i, n in enumerate(self.names)}}
 
 
@@ -128,7 +165,7 @@ class WorkCounters:
         out = np.zeros(self.n_tiles, np.int64)
         for p in self.phases:
             if p.phase == phase:
-                out += p.tile_totals[p.row(name)]
+                out[p.tiles] += p.local_totals[p.row(name)]
         return out
 
     def equals(self, other: "WorkCounters") -> bool:
@@ -206,14 +243,8 @@ class LocalTiles:
 
 
 def _phase(phase, layer, local, tiles, n_tiles, per_step):
-    K, T, _ = local.shape
-    tile_totals = np.zeros((K, n_tiles), np.int64)
-    tile_totals[:, tiles.tiles] = local.sum(axis=1)
-    ps = None
-    if per_step:
-        ps = np.zeros((K, T, n_tiles), np.int32)
-        ps[:, :, tiles.tiles] = local
-    return PhaseCounters(phase, layer, COUNTER_NAMES[phase], tile_totals, local.sum(axis=2), ps)
+    return PhaseCounters(phase, layer, COUNTER_NAMES[phase], tiles.tiles, n_tiles, local.sum(axis=1),
+                         local.sum(axis=2), local if per_step else None)
 
 
 def layer_counters(layer: int, n_in: int, n: int, n_max_in: int, n_max: int, batch: int,
@@ -252,6 +283,8 @@ def layer_counters(layer: int, n_in: int, n: int, n_max_in: int, n_max: int, bat
 
 
 def count_work(activity: Activity, placement: Placement, per_step: bool = False) -> WorkCounters:
+    from models.snn.kernels import tally_entries      # the functional run's own counting kernel
+
     """Recount every per-tile counter of a training step from recorded activity only.
 
     No float math and no kernels: the counts come from the lists' counts and ids (NumPy),
@@ -277,12 +310,7 @@ def count_work(activity: Activity, placement: Placement, per_step: bool = False)
             slots_in = slots_in + od.counts[..., 1].sum(axis=1, dtype=np.int64)
         slots_in = slots_in.copy()
         slots_in[0] = 0
-        slot = np.arange(own.n_max)[None, None, :]
-        tally = np.zeros((2, T, tiles.tiles.size), np.int64)
-        for r in range(2):
-            t_idx, b_idx, s_idx = np.nonzero(slot < own.counts[..., r][..., None])
-            loc = tiles.local[own.ids[t_idx, b_idx, s_idx].astype(np.int64)]
-            np.add.at(tally[r], (t_idx, loc), 1)
+        tally = tally_entries(own, tiles.local, tiles.tiles.size)
         work = LayerWork(rows, tally, own.counts[..., 1].sum(axis=1, dtype=np.int64), rows, slots_in)
         phases += layer_counters(l, sizes[l], sizes[l + 1], inp.n_max, own.n_max, B, rec, l >= 1,
                                  work, tiles, placement.n_tiles, per_step)
