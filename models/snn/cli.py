@@ -46,7 +46,8 @@ def _add_network_flags(p, defaults_none: bool):
     p.add_argument("--chips", type=int, default=d("chips"), help="number of chips (default: the machine's)")
     p.add_argument("--neurons-per-tile", type=int, default=d("neurons_per_tile"),
                    help="neurons per tile (default: smallest even value that fits)")
-    p.add_argument("--mapping", default=d("mapping"), help="placement strategy (contiguous)")
+    p.add_argument("--mapping", default=d("mapping"),
+                   help="placement: contiguous (the paper's, default), round_robin, balanced, graph, or a mapping JSON file")
 
 
 def register(sub) -> None:
@@ -110,43 +111,12 @@ def _config(opts):
 
 
 def place(config, machine, neurons_per_tile=None, mapping="contiguous", memory_check="raise"):
-    """The paper's placement on ``machine``: with ``neurons_per_tile`` None, the smallest even
-    value for which every layer fits on its chip and every tile fits its SRAM.
-
-    Returns ``(placement, ledger, neurons_per_tile)``."""
-    from models.snn.placement import Placement, contiguous_placement
-    from models.snn.timing import snn_memory
-
-    require(mapping == "contiguous", "mapping", mapping, "only 'contiguous' is available",
-            "placement strategies come with the mapping module")
-    TPC = machine.tiles_per_chip
-    candidates = [neurons_per_tile] if neurons_per_tile else list(range(2, 4097, 2))
-    if neurons_per_tile is not None:
-        require(isinstance(neurons_per_tile, int) and neurons_per_tile >= 1, "neurons_per_tile",
-                neurons_per_tile, "must be an integer >= 1")
-    last_error = None
-    for npt in candidates:
-        try:
-            pl = contiguous_placement(config.layers[1:], npt, 1, TPC)
-        except MappingError as exc:
-            last_error = exc
-            continue
-        if pl.n_tiles > machine.total_tiles:
-            last_error = MappingError(
-                f"network at {npt} neurons/tile needs {pl.n_tiles // TPC} chips: machine {machine.name} has "
-                f"{machine.chips}; pass --chips {pl.n_tiles // TPC} or raise --neurons-per-tile")
-            continue
-        pl = Placement(pl.tile_of_neuron, machine.total_tiles)
-        ledger = snn_memory(config, pl, machine)
-        if neurons_per_tile is None and ledger.overflow_tiles().size:
-            # more neurons per tile only adds memory per tile: stop at the first that overflows
-            try:
-                ledger.check("raise")
-            except SramOverflowError as exc:
-                raise SramOverflowError(f"no neurons-per-tile value fits: {exc}", exc.tiles, exc.report) from None
-        ledger.check(memory_check)
-        return pl, ledger, npt
-    raise last_error or MappingError("no placement fits")
+    """Place ``config`` on ``machine`` (see :func:`models.snn.placing.place_network`): a strategy
+    name (with ``neurons_per_tile`` None, the smallest even value that fits), a mapping JSON
+    file or a :class:`mapping.Mapping`. Returns ``(placement, ledger, neurons_per_tile)``."""
+    from models.snn.placing import place_network
+    p = place_network(config, machine, neurons_per_tile, mapping, memory_check)
+    return p.placement, p.ledger, p.neurons_per_tile
 
 
 def _dataset(opts, config, n_samples):
@@ -189,7 +159,9 @@ def run_training(opts: dict, progress=None) -> dict:
     config = _config(opts)
     require(isinstance(opts["steps"], int) and opts["steps"] >= 1, "steps", opts["steps"], "must be an integer >= 1")
     machine = load_machine(opts["machine"], opts["chips"])
-    placement, ledger, npt = place(config, machine, opts["neurons_per_tile"], opts["mapping"], opts["memory_check"])
+    from models.snn.placing import place_network
+    placed = place_network(config, machine, opts["neurons_per_tile"], opts["mapping"], opts["memory_check"])
+    placement, ledger, npt = placed.placement, placed.ledger, placed.neurons_per_tile
     state = init_network(config, placement)
     ds = _dataset(opts, config, max(config.batch * min(opts["steps"], 20), config.batch * 2))
     rng = np.random.default_rng(config.seed + 1)
@@ -224,6 +196,7 @@ def run_training(opts: dict, progress=None) -> dict:
         "network": {"layers": list(config.layers), "neurons": int(sum(config.layers[1:])), "weights": int(n_weights),
                     "caps": list(config.n_max), "neurons_per_tile": npt},
         "machine": machine.name, "chips": machine.chips,
+        "mapping": placed.mapping.summary(),
         "loss": losses, "accuracy": accs,
         "predicted_step_s_per_step": pred,
         "wall_s_per_step": float(np.median(walls[1:] if len(walls) > 1 else walls)),
@@ -235,6 +208,7 @@ def run_training(opts: dict, progress=None) -> dict:
         used = placement.tile_of_neuron
         trace_tiles = sorted({int(used[0][0]), int(used[-1][0])})
         write_outputs(Path(opts["out"]), sim, program, ledger, trace_tiles, extra=summary)
+        placed.mapping.save(Path(opts["out"]) / "mapping.json")
     return summary
 
 

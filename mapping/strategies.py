@@ -1,0 +1,214 @@
+"""Placement strategies: pure functions of the layer sizes (and per-layer weights) and the
+machine's shape, returning a :class:`~mapping.core.Mapping`. None of them runs a kernel; a
+workload checks the result against its SRAM ledger (``models.snn.cli.place``).
+
+=============  =================================================================================
+contiguous     the paper's (snn-on-ipu.md §3.1): ``neurons_per_tile`` neurons per tile, a layer on
+               consecutive tiles, layers one after another from tile ``first_tile`` (tile 0 of
+               chip 0 left free), a layer that does not fit the rest of a chip starts the next chip
+round_robin    the same tiles as ``contiguous``, neurons dealt out cyclically (neuron k → tile
+               k mod n_tiles): a layer's low-index neurons — where capped lists concentrate —
+               spread over all its tiles
+balanced       whole layers per chip as ``contiguous``; then each chip's usable tiles are shared
+               among its layers in proportion to ``weights`` (e.g. predicted cycles per step of
+               the layer), so per-tile work is equal across layers; neurons per tile may differ
+               per layer and be fractional on average (even split)
+graph          layers are nodes of a networkx graph (node weight = tiles needed, edge weight =
+               bytes exchanged per step); a recursive Kernighan–Lin bisection assigns layers to
+               chips to cut cross-chip traffic within each chip's tile budget; contiguous within
+               a chip
+=============  =================================================================================
+
+Layers are never split across chips (:class:`~mapping.core.Mapping` refuses it).
+"""
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+
+from mapping.core import Block, Mapping, block_tiles
+from tilesim.errors import MappingError, require
+
+__all__ = ["STRATEGIES", "contiguous", "round_robin", "balanced", "graph", "pack_layers", "from_layout"]
+
+STRATEGIES = ("contiguous", "round_robin", "balanced", "graph")
+
+
+def _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile):
+    require(len(layer_sizes) >= 1 and all(int(n) >= 1 for n in layer_sizes), "layer_sizes",
+            list(layer_sizes), "need at least one layer of >= 1 neuron")
+    require(chips >= 1, "chips", chips, "must be >= 1")
+    require(tiles_per_chip >= 2, "tiles_per_chip", tiles_per_chip, "must be >= 2")
+    require(isinstance(neurons_per_tile, (int, np.integer)) and neurons_per_tile >= 1, "neurons_per_tile",
+            neurons_per_tile, "must be an integer >= 1")
+    require(0 <= first_tile < tiles_per_chip, "first_tile", first_tile, f"must be in [0, {tiles_per_chip})")
+
+
+def pack_layers(tiles_needed, chips: int, tiles_per_chip: int, first_tile: int = 1,
+                chip_of_layer=None) -> list[tuple[int, int]]:
+    """``(chip, first local tile)`` of every layer, packing layers one after another.
+
+    With ``chip_of_layer`` None a layer that does not fit the rest of the current chip starts
+    the next one (the paper's rule); otherwise each layer goes to its given chip, after the
+    layers before it there. Chip 0 starts at ``first_tile``, the others at tile 0.
+    """
+    out = []
+    nxt = {c: (first_tile if c == 0 else 0) for c in range(chips)}
+    chip = 0
+    for l, need in enumerate(tiles_needed):
+        if need > tiles_per_chip - (first_tile if chips == 1 else 0):
+            raise MappingError(f"layer {l + 1} needs {need} tiles: more than a chip ({tiles_per_chip}); "
+                               "raise neurons per tile (a layer never straddles chips)")
+        if chip_of_layer is None:
+            if nxt[chip] + need > tiles_per_chip:
+                chip += 1
+        else:
+            chip = int(chip_of_layer[l])
+        if chip >= chips or nxt[chip] + need > tiles_per_chip:
+            used = sum(tiles_needed)
+            raise MappingError(f"layers need {used} tiles in whole-layer blocks: {chips} chip(s) x "
+                               f"{tiles_per_chip} tiles (tile 0 of chip 0 free) do not hold them; "
+                               "raise neurons per tile or --chips")
+        out.append((chip, nxt[chip]))
+        nxt[chip] += need
+    return out
+
+
+def from_layout(layer_sizes, chips, tiles_per_chip, places, n_tiles, order="block",
+                neurons_per_tile=None, strategy="custom") -> Mapping:
+    """Build a mapping from per-layer ``places`` ``(chip, first tile)`` and tile counts."""
+    arrays = []
+    for l, n in enumerate(layer_sizes):
+        chip, first = places[l]
+        npt = None if neurons_per_tile is None else int(neurons_per_tile[l])
+        o = order if isinstance(order, str) else order[l]
+        blk = Block(0, int(n), chip, first, int(n_tiles[l]), npt if o == "block" else None, o)
+        arrays.append(chip * tiles_per_chip + blk.local_tiles())
+    return Mapping(tuple(layer_sizes), chips, tiles_per_chip, tuple(arrays), strategy)
+
+
+def contiguous(layer_sizes, chips: int = 1, tiles_per_chip: int = 1472, neurons_per_tile: int = 2,
+               first_tile: int = 1) -> Mapping:
+    """The paper's placement (see the module table)."""
+    _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile)
+    need = [block_tiles(int(n), neurons_per_tile) for n in layer_sizes]
+    places = pack_layers(need, chips, tiles_per_chip, first_tile)
+    return from_layout(layer_sizes, chips, tiles_per_chip, places, need, "block",
+                       [neurons_per_tile] * len(need), "contiguous")
+
+
+def round_robin(layer_sizes, chips: int = 1, tiles_per_chip: int = 1472, neurons_per_tile: int = 2,
+                first_tile: int = 1) -> Mapping:
+    """``contiguous``'s tiles with neurons dealt out cyclically."""
+    _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile)
+    need = [block_tiles(int(n), neurons_per_tile) for n in layer_sizes]
+    places = pack_layers(need, chips, tiles_per_chip, first_tile)
+    return from_layout(layer_sizes, chips, tiles_per_chip, places, need, "cyclic", None, "round_robin")
+
+
+def share_tiles(weights, sizes, budget: int) -> list[int]:
+    """Split ``budget`` tiles among layers ∝ ``weights`` (water-filling, then largest
+    remainder), each layer at least 1 tile and at most one tile per neuron."""
+    w = np.maximum(np.asarray(weights, float), 1e-12)
+    cap = np.minimum(np.asarray(sizes, np.int64), budget)
+    n = w.size
+    require(budget >= n, "tile budget", budget, f"must be >= the {n} layers sharing it")
+    share = np.zeros(n, np.int64)
+    fixed = np.zeros(n, bool)
+    while True:
+        free = budget - share[fixed].sum()
+        ideal = np.where(fixed, share, w * free / w[~fixed].sum())
+        over = ~fixed & (ideal >= cap)
+        if not over.any() or fixed.all():
+            break
+        share[over] = cap[over]
+        fixed |= over
+        if fixed.all():
+            break
+    share = np.where(fixed, share, np.clip(np.floor(ideal), 1, cap)).astype(np.int64)
+    while share.sum() > budget:               # the floor of 1 tile took too much: give back
+        share[np.argmax(np.where(share > 1, share - ideal, -np.inf))] -= 1
+    for i in np.argsort(-(ideal - share)):    # largest remainder
+        if share.sum() >= budget:
+            break
+        if share[i] < cap[i]:
+            share[i] += 1
+    return share.tolist()
+
+
+def balanced(layer_sizes, chips: int = 1, tiles_per_chip: int = 1472, weights=None, neurons_per_tile: int = 2,
+             first_tile: int = 1) -> Mapping:
+    """Whole layers per chip as ``contiguous`` at ``neurons_per_tile``; each chip's usable tiles
+    shared among its layers ∝ ``weights`` (default: the layer sizes)."""
+    _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile)
+    w = np.asarray(layer_sizes if weights is None else weights, float)
+    require(w.size == len(layer_sizes) and np.all(w >= 0), "weights", list(w),
+            f"need {len(layer_sizes)} non-negative values, one per layer")
+    need = [block_tiles(int(n), neurons_per_tile) for n in layer_sizes]
+    chip_of = [c for c, _ in pack_layers(need, chips, tiles_per_chip, first_tile)]
+    n_tiles = list(need)
+    for c in sorted(set(chip_of)):
+        ls = [l for l in range(len(need)) if chip_of[l] == c]
+        budget = tiles_per_chip - (first_tile if c == 0 else 0)
+        for l, k in zip(ls, share_tiles(w[ls], [layer_sizes[l] for l in ls], budget)):
+            n_tiles[l] = k
+    places = pack_layers(n_tiles, chips, tiles_per_chip, first_tile, chip_of)
+    return from_layout(layer_sizes, chips, tiles_per_chip, places, n_tiles, "block", None, "balanced")
+
+
+def layer_graph(layer_sizes, edge_bytes, neurons_per_tile: int = 2) -> nx.Graph:
+    """Layers as nodes (``tiles`` = tiles needed at ``neurons_per_tile``), consecutive layers
+    joined by an edge of ``bytes`` = ``edge_bytes[l]`` (layer l ↔ l+1, bytes per step)."""
+    G = nx.Graph()
+    for l, n in enumerate(layer_sizes):
+        G.add_node(l, tiles=block_tiles(int(n), neurons_per_tile))
+    for l, b in enumerate(edge_bytes):
+        if l + 1 < len(layer_sizes):
+            G.add_edge(l, l + 1, bytes=float(b))
+    return G
+
+
+def _bisect(G: nx.Graph, parts: int, capacity: int, seed: int) -> list[set]:
+    load = sum(d["tiles"] for _, d in G.nodes(data=True))
+    if parts <= 1 or load <= capacity or G.number_of_nodes() <= 1:
+        return [set(G.nodes)]
+    # best cut among Kernighan–Lin from a few starts and every contiguous split of a path
+    cands = []
+    nodes = sorted(G.nodes)
+    for i in range(1, len(nodes)):
+        cands.append((set(nodes[:i]), set(nodes[i:])))
+    for s in range(3):
+        a, b = nx.community.kernighan_lin_bisection(G, weight="bytes", seed=seed + s)
+        cands.append((set(a), set(b)))
+    pa = parts // 2
+
+    def score(ab):
+        a, b = ab
+        la = sum(G.nodes[n]["tiles"] for n in a)
+        lb = load - la
+        over = max(0, la - pa * capacity) + max(0, lb - (parts - pa) * capacity)
+        cut = nx.cut_size(G, a, b, weight="bytes")
+        return (over, cut, abs(la / pa - lb / (parts - pa)))
+
+    a, b = min(cands, key=score)
+    return _bisect(G.subgraph(a).copy(), pa, capacity, seed) + _bisect(G.subgraph(b).copy(), parts - pa, capacity, seed)
+
+
+def graph(layer_sizes, chips: int = 1, tiles_per_chip: int = 1472, edge_bytes=None, neurons_per_tile: int = 2,
+          first_tile: int = 1, seed: int = 0) -> Mapping:
+    """Layers to chips by recursive Kernighan–Lin bisection of :func:`layer_graph` (cut the
+    fewest bytes per step, fit each chip), contiguous within a chip."""
+    _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile)
+    L = len(layer_sizes)
+    eb = np.ones(max(L - 1, 0)) if edge_bytes is None else np.asarray(edge_bytes, float)
+    G = layer_graph(layer_sizes, eb, neurons_per_tile)
+    parts = _bisect(G, chips, tiles_per_chip - first_tile, seed)
+    parts.sort(key=min)                           # keep the input side on chip 0
+    chip_of = [0] * L
+    for c, part in enumerate(parts):
+        for l in part:
+            chip_of[l] = c
+    need = [G.nodes[l]["tiles"] for l in range(L)]
+    places = pack_layers(need, chips, tiles_per_chip, first_tile, chip_of)
+    return from_layout(layer_sizes, chips, tiles_per_chip, places, need, "block",
+                       [neurons_per_tile] * L, "graph")
