@@ -50,9 +50,7 @@ def _add_network_flags(p, defaults_none: bool):
                    help="placement: contiguous (the paper's, default), round_robin, balanced, graph, or a mapping JSON file")
 
 
-def register(sub) -> None:
-    r = sub.add_parser("run", help="train a sparse spiking network on a simulated tile machine",
-                       description="Train a sparse SNN (the paper's algorithm) and predict the machine's time per step.")
+def _add_run_flags(r) -> None:
     r.add_argument("config", nargs="?", help="TOML file with any of the flags below (dashes as underscores)")
     r.add_argument("--layers", help="layer sizes N0-N1-...-C (default 700-1462-1460-20, SHD 2-layer)")
     r.add_argument("--dataset", choices=DATASETS, help="data shape / generator (default synthetic)")
@@ -67,10 +65,19 @@ def register(sub) -> None:
     r.add_argument("--recurrent", action="store_const", const=True, default=None, help="recurrent weights in every layer")
     r.add_argument("--weight-mul", type=float)
     r.add_argument("--memory-check", choices=("raise", "report"))
-    r.add_argument("--out", help="directory for summary.json, trace.json, memory.png, timeline.png")
-    r.add_argument("--json", action="store_const", const=True, default=None, help="print the summary as JSON")
     _add_network_flags(r, defaults_none=True)
+
+
+def register(sub) -> None:
+    r = sub.add_parser("run", help="train a sparse spiking network on a simulated tile machine",
+                       description="Train a sparse SNN (the paper's algorithm) and predict the machine's time per step.")
+    _add_run_flags(r)
+    r.add_argument("--out", help="directory for summary.json, summary.md, trace.json, mapping.json and pictures")
+    r.add_argument("--json", action="store_const", const=True, default=None, help="print the summary as JSON")
     r.set_defaults(func=cmd_run)
+
+    from models.snn.mapsearch import register_map_search
+    register_map_search(sub, _add_run_flags)
 
     g = sub.add_parser("grad", help="loss and weight gradients of one batch (no update), for comparison with your framework")
     g.add_argument("--weights", required=True, help="W.npz with W0..W{L-1} [N_in, N_out] float32")

@@ -282,39 +282,56 @@ def layer_counters(layer: int, n_in: int, n: int, n_max_in: int, n_max: int, bat
     return out
 
 
-def count_work(activity: Activity, placement: Placement, per_step: bool = False) -> WorkCounters:
+def count_layer(activity: Activity, layer: int, tile_of_neuron: np.ndarray, n_tiles: int,
+                per_step: bool = False) -> list:
+    """The :class:`PhaseCounters` of one layer recounted from ``activity`` for the layer's
+    placement ``tile_of_neuron`` (counts and ids only: no float math)."""
     from models.snn.kernels import tally_entries      # the functional run's own counting kernel
+    sizes = activity.layer_sizes
+    l = layer
+    T = activity.inputs.timesteps
+    B = activity.inputs.batch
+    tiles = LocalTiles(tile_of_neuron)
+    inp = activity.layer_input(l)
+    own = activity.layers[l]
+    rec = bool(activity.recurrent[l])
+    rows = inp.counts[..., 0].sum(axis=1, dtype=np.int64)
+    slots_in = inp.counts[..., 1].sum(axis=1, dtype=np.int64) if l >= 1 else np.zeros(T, np.int64)
+    if rec:
+        od = activity.own_delayed(l)
+        rows = rows + od.counts[..., 0].sum(axis=1, dtype=np.int64)
+        slots_in = slots_in + od.counts[..., 1].sum(axis=1, dtype=np.int64)
+    slots_in = slots_in.copy()
+    slots_in[0] = 0
+    tally = tally_entries(own, tiles.local, tiles.tiles.size)
+    work = LayerWork(rows, tally, own.counts[..., 1].sum(axis=1, dtype=np.int64), rows, slots_in)
+    return layer_counters(l, sizes[l], sizes[l + 1], inp.n_max, own.n_max, B, rec, l >= 1,
+                          work, tiles, n_tiles, per_step)
 
+
+def count_work(activity: Activity, placement: Placement, per_step: bool = False, cache: dict | None = None) -> WorkCounters:
     """Recount every per-tile counter of a training step from recorded activity only.
 
-    No float math and no kernels: the counts come from the lists' counts and ids (NumPy),
-    so re-timing the same step under another placement costs milliseconds. Equal to the
-    counters of the functional run that recorded ``activity`` under the same placement.
+    No float math: the counts come from the lists' counts and ids, so re-timing the same step
+    under another placement costs milliseconds. Equal to the counters of the functional run
+    that recorded ``activity`` under the same placement. ``cache`` (a dict kept by the caller,
+    e.g. a mapping search) reuses the counters of layers whose placement did not change.
     """
     sizes = activity.layer_sizes
     placement.check(sizes[1:])
-    L = len(sizes) - 1
-    T = activity.inputs.timesteps
-    B = activity.inputs.batch
     phases = []
-    for l in range(L):
-        tiles = LocalTiles(placement.tile_of_neuron[l])
-        inp = activity.layer_input(l)
-        own = activity.layers[l]
-        rec = bool(activity.recurrent[l])
-        rows = inp.counts[..., 0].sum(axis=1, dtype=np.int64)
-        slots_in = inp.counts[..., 1].sum(axis=1, dtype=np.int64) if l >= 1 else np.zeros(T, np.int64)
-        if rec:
-            od = activity.own_delayed(l)
-            rows = rows + od.counts[..., 0].sum(axis=1, dtype=np.int64)
-            slots_in = slots_in + od.counts[..., 1].sum(axis=1, dtype=np.int64)
-        slots_in = slots_in.copy()
-        slots_in[0] = 0
-        tally = tally_entries(own, tiles.local, tiles.tiles.size)
-        work = LayerWork(rows, tally, own.counts[..., 1].sum(axis=1, dtype=np.int64), rows, slots_in)
-        phases += layer_counters(l, sizes[l], sizes[l + 1], inp.n_max, own.n_max, B, rec, l >= 1,
-                                 work, tiles, placement.n_tiles, per_step)
-    return WorkCounters(placement.n_tiles, T, tuple(phases))
+    for l in range(len(sizes) - 1):
+        ton = placement.tile_of_neuron[l]
+        key = (l, placement.n_tiles, per_step, ton.tobytes()) if cache is not None else None
+        got = cache.get(key) if cache is not None else None
+        if got is None:
+            got = count_layer(activity, l, ton, placement.n_tiles, per_step)
+            if cache is not None:
+                if len(cache) > 64 * (len(sizes) - 1):
+                    cache.clear()
+                cache[key] = got
+        phases += got
+    return WorkCounters(placement.n_tiles, activity.inputs.timesteps, tuple(phases))
 
 
 def layer_memory(n_in: int, n: int, timesteps: int, batch: int, n_max_in: int,

@@ -40,9 +40,10 @@ class Prediction:
 
 
 def retime(activity: Activity | None, config: NetworkConfig, placement: Placement, machine,
-           costs: CostModel | None = None) -> Prediction:
+           costs: CostModel | None = None, cache: dict | None = None) -> Prediction:
     """Time the step that recorded ``activity`` (or a fixed-activity step) under ``placement`` on
-    ``machine``; equal to the timing of a functional run with that placement."""
+    ``machine``; equal to the timing of a functional run with that placement. ``cache`` (a dict
+    the caller keeps across calls) reuses the counters of layers whose placement is unchanged."""
     if activity is None:
         activity = fixed_activity(config)
     require(tuple(activity.layer_sizes) == tuple(config.layers), "activity layer sizes",
@@ -51,6 +52,6 @@ def retime(activity: Activity | None, config: NetworkConfig, placement: Placemen
     require(activity.inputs.timesteps == config.timesteps and activity.inputs.batch == config.batch,
             "activity (T, B)", (activity.inputs.timesteps, activity.inputs.batch),
             f"must equal the config's ({config.timesteps}, {config.batch})")
-    counters = count_work(activity, placement, per_step=True)
+    counters = count_work(activity, placement, per_step=True, cache=cache)
     program = build_step_program(config, placement, counters, machine, costs)
     return Prediction(simulate(program, machine), program, counters)

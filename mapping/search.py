@@ -1,0 +1,167 @@
+"""Search placements for the fastest predicted step that fits: simulated annealing over layouts.
+
+A :class:`Layout` is what the search moves: per layer its chip, its number of tiles (so its
+neurons per tile) and how its neurons are dealt onto those tiles (``block`` = consecutive
+neurons together, ``cyclic`` = round-robin). Layers on a chip are packed one after another
+(:func:`mapping.strategies.pack_layers`). The objective — a workload's predicted step time,
+``inf`` when the mapping overflows SRAM — is a plain callable, so this module never runs a
+kernel. Moves:
+
+* give tiles to a layer from another layer on the same chip (or from the chip's free tiles),
+* take tiles from a layer,
+* switch a layer between ``block`` and ``cyclic``,
+* move a layer to another chip that has room.
+
+A move is accepted if it is faster, or with probability exp(−Δ/τ) (τ falls linearly to 0 over
+the budget); the best mapping seen is returned, never one the objective rejected.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from mapping.core import Mapping
+from mapping.strategies import from_layout, pack_layers
+from tilesim.errors import MappingError, require
+
+__all__ = ["Layout", "SearchResult", "anneal", "layout_of"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    layer_sizes: tuple
+    chips: int
+    tiles_per_chip: int
+    chip: tuple          # chip of every layer
+    n_tiles: tuple       # tiles of every layer
+    order: tuple         # "block" | "cyclic" per layer
+    first_tile: int = 1
+
+    def capacity(self, c: int) -> int:
+        return self.tiles_per_chip - (self.first_tile if c == 0 else 0)
+
+    def load(self, c: int) -> int:
+        return sum(n for n, ch in zip(self.n_tiles, self.chip) if ch == c)
+
+    def mapping(self, strategy: str = "search") -> Mapping:
+        places = pack_layers(self.n_tiles, self.chips, self.tiles_per_chip, self.first_tile, self.chip)
+        return from_layout(self.layer_sizes, self.chips, self.tiles_per_chip, places, self.n_tiles,
+                           self.order, None, strategy)
+
+
+def layout_of(m: Mapping, first_tile: int = 1) -> Layout:
+    """The layout of a mapping whose layers each sit on one run of consecutive tiles."""
+    chips, n_tiles, order = [], [], []
+    for l, a in enumerate(m.tile_of_neuron):
+        t = m.tiles_of_layer(l)
+        if t[-1] - t[0] + 1 != t.size:
+            raise MappingError(f"layer {l + 1} does not occupy consecutive tiles: the search starts from "
+                               "contiguous, round_robin, balanced or graph mappings")
+        chips.append(m.chip_of_layer(l))
+        n_tiles.append(int(t.size))
+        cyc = t.size > 1 and a.size > t.size and a[1] != a[0] and a[t.size] == a[0]
+        order.append("cyclic" if cyc else "block")
+    return Layout(m.layer_sizes, m.chips, m.tiles_per_chip, tuple(chips), tuple(n_tiles), tuple(order), first_tile)
+
+
+@dataclass
+class SearchResult:
+    best: Mapping
+    best_value: float
+    baseline_value: float
+    evaluated: int
+    accepted: int
+    wall_s: float
+    history: list = field(default_factory=list)      # (evaluation, best value so far)
+
+
+def _neighbour(lay: Layout, rng: np.random.Generator) -> Layout | None:
+    L = len(lay.layer_sizes)
+    l = int(rng.integers(L))
+    n_tiles, chip, order = list(lay.n_tiles), list(lay.chip), list(lay.order)
+    kind = rng.choice(4, p=[0.45, 0.2, 0.2, 0.15])
+    step = max(1, int(round(n_tiles[l] * rng.choice([0.01, 0.05, 0.15]))))
+    if kind == 0:                                           # give tiles to layer l
+        c = chip[l]
+        free = lay.capacity(c) - lay.load(c)
+        step = min(step, lay.layer_sizes[l] - n_tiles[l])
+        if step <= 0:
+            return None
+        if free < step:
+            donors = [k for k in range(L) if chip[k] == c and k != l and n_tiles[k] - step >= 1]
+            if not donors:
+                return None
+            n_tiles[int(rng.choice(donors))] -= step
+        n_tiles[l] += step
+    elif kind == 1:                                         # take tiles from layer l
+        if n_tiles[l] - step < 1:
+            return None
+        n_tiles[l] -= step
+    elif kind == 2:
+        order[l] = "cyclic" if order[l] == "block" else "block"
+    else:                                                   # move layer l to another chip
+        if lay.chips == 1:
+            return None
+        c = int(rng.integers(lay.chips))
+        if c == chip[l] or lay.load(c) + n_tiles[l] > lay.capacity(c):
+            return None
+        chip[l] = c
+    return replace(lay, n_tiles=tuple(n_tiles), chip=tuple(chip), order=tuple(order))
+
+
+def anneal(start: Mapping, objective, budget_s: float = 10.0, max_evals: int | None = None, seed: int = 0,
+           first_tile: int = 1, extra_starts=(), progress=None) -> SearchResult:
+    """Minimise ``objective(mapping) -> seconds`` (``inf`` = rejected) from ``start``.
+
+    ``extra_starts`` are further mappings (e.g. the other strategies) evaluated first; the
+    annealing walk starts from the best of them. Stops after ``budget_s`` seconds of wall time
+    or ``max_evals`` evaluations.
+    """
+    require(budget_s > 0, "budget_s", budget_s, "must be > 0")
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    base = float(objective(start))
+    if not math.isfinite(base):
+        raise MappingError("the starting mapping is rejected by the objective (it does not fit); "
+                           "start from a mapping that fits")
+    evaluated, accepted = 1, 0
+    cur, cur_v = layout_of(start, first_tile), base
+    best, best_v = start, base
+    for m in extra_starts:
+        v = float(objective(m))
+        evaluated += 1
+        try:
+            lay = layout_of(m, first_tile)
+        except MappingError:
+            continue
+        if v < best_v:
+            best, best_v, cur, cur_v = m, v, lay, v
+    history = [(evaluated, best_v)]
+    tau0 = 0.02 * best_v
+    while True:
+        frac = (time.perf_counter() - t0) / budget_s
+        if frac >= 1 or (max_evals is not None and evaluated >= max_evals):
+            break
+        nxt = _neighbour(cur, rng)
+        if nxt is None:
+            continue
+        try:
+            m = nxt.mapping()
+        except MappingError:
+            continue
+        v = float(objective(m))
+        evaluated += 1
+        tau = tau0 * max(1.0 - frac, 1e-9)
+        if math.isfinite(v) and (v < cur_v or rng.random() < math.exp(-(v - cur_v) / tau)):
+            cur, cur_v = nxt, v
+            accepted += 1
+            if v < best_v:
+                best, best_v = m, v
+                history.append((evaluated, best_v))
+        if progress:
+            progress(evaluated, best_v)
+    best = Mapping(best.layer_sizes, best.chips, best.tiles_per_chip, best.tile_of_neuron, "search")
+    return SearchResult(best, best_v, base, evaluated, accepted, time.perf_counter() - t0, history)
