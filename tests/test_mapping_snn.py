@@ -1,0 +1,142 @@
+"""Mappings on the SNN workload: the math never depends on them, re-timing recorded activity
+equals a functional run, the CLI takes strategies and files, the search never overflows."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mapping import STRATEGIES, Mapping
+from models.snn.network import NetworkConfig, init_network, train_step
+from models.snn.placing import place_network, strategy_mapping, to_placement
+from models.snn.retime import retime
+from models.snn.timing import build_step_program
+from tilesim.engine import simulate
+from tilesim.errors import MappingError, SramOverflowError
+from tilesim.machine import load_machine
+
+CFG = NetworkConfig("64-40-30-6", batch=4, timesteps=12, input_cap=10, max_activity=0.2, seed=3,
+                    second_threshold=0.5)
+REC = NetworkConfig("64-40-30-6", batch=4, timesteps=12, input_cap=10, max_activity=0.2, seed=3,
+                    recurrent=(False, True, False))
+
+
+def data(cfg, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.random((cfg.timesteps, cfg.batch, cfg.layers[0])) < 0.3).astype(np.uint8)
+    return x, rng.integers(0, cfg.layers[-1], cfg.batch)
+
+
+def train(cfg, placement, steps=3):
+    state = init_network(cfg, placement)
+    out = []
+    for s in range(steps):
+        x, y = data(cfg, s)
+        out.append(train_step(state, x, y, per_step_counters=True))
+    return state, out
+
+
+@pytest.mark.parametrize("cfg", [CFG, REC], ids=["feedforward", "recurrent"])
+def test_training_is_identical_under_every_strategy(cfg):
+    machine = load_machine("gc200")
+    ref_state, ref = train(cfg, place_network(cfg, machine, 2, "contiguous").placement)
+    for name in STRATEGIES[1:]:
+        state, res = train(cfg, place_network(cfg, machine, 2, name).placement)
+        for a, b in zip(ref, res):
+            assert b.loss == pytest.approx(a.loss, rel=1e-6)
+        for wa, wb in zip(ref_state.W, state.W):
+            np.testing.assert_allclose(wb, wa, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("machine_name, chips", [("gc200", None), ("gc200", 2)])
+def test_retime_equals_a_functional_run_under_each_mapping(machine_name, chips):
+    machine = load_machine(machine_name, chips)
+    cfg = CFG
+    base = place_network(cfg, machine, 2, "contiguous")
+    _, rec = train(cfg, base.placement, steps=1)
+    activity = rec[0].activity
+    maps = [strategy_mapping(n, cfg, machine, 2) for n in STRATEGIES]
+    if chips == 2:   # put the middle layer on the second chip: spike lists cross the links
+        from mapping.strategies import from_layout
+        maps.append(from_layout(cfg.layers[1:], 2, machine.tiles_per_chip, [(0, 1), (1, 0), (1, 15)],
+                                [20, 15, 3], "block", None, "hand"))
+    for m in maps:
+        placement = to_placement(m, machine)
+        _, func = train(cfg, placement, steps=1)          # same seed: same activity
+        t_func = simulate(build_step_program(cfg, placement, func[0].counters, machine), machine).total_s
+        t_re = retime(activity, cfg, placement, machine).step_s
+        assert t_re == pytest.approx(t_func, rel=0.01), m.strategy
+
+
+def test_retime_cache_gives_the_same_time():
+    machine = load_machine("gc200")
+    cache = {}
+    for name in ("contiguous", "round_robin", "contiguous"):
+        pl = to_placement(strategy_mapping(name, CFG, machine, 2), machine)
+        assert retime(None, CFG, pl, machine, cache=cache).step_s == retime(None, CFG, pl, machine).step_s
+    assert cache
+
+
+def test_mapping_file_for_another_network_or_machine_is_refused(tmp_path):
+    machine = load_machine("gc200")
+    m = strategy_mapping("contiguous", CFG, machine, 2)
+    m.save(tmp_path / "m.json")
+    other = NetworkConfig("64-41-30-6", batch=4, timesteps=12, input_cap=10, max_activity=0.2)
+    with pytest.raises(MappingError, match=r"layer sizes \[40, 30, 6\] do not match the network's \[41, 30, 6\]"):
+        place_network(other, machine, None, str(tmp_path / "m.json"))
+    with pytest.raises(MappingError, match="tiles_per_chip = 1472: machine mesh-demo"):
+        place_network(CFG, load_machine("mesh-demo"), None, str(tmp_path / "m.json"))
+
+
+def test_overflowing_mapping_file_is_refused(tmp_path):
+    machine = load_machine("gc200")
+    cfg = NetworkConfig("2312-1466-1466-10", batch=48, timesteps=100, input_cap=32)
+    bad = Mapping(cfg.layers[1:], 1, 1472, (np.full(1466, 1), np.arange(1466) // 2 + 2, np.full(10, 1000)))
+    with pytest.raises(SramOverflowError, match="tile 1"):
+        place_network(cfg, machine, None, bad)
+
+
+def test_unknown_strategy():
+    with pytest.raises(MappingError, match="no such file; give a strategy name"):
+        place_network(CFG, load_machine("gc200"), 2, "zigzag")
+
+
+def tilesim(*args):
+    return subprocess.run([sys.executable, "-m", "tilesim", *args], capture_output=True, text=True, timeout=300)
+
+
+NET = ["--layers", "64-40-30-6", "--batch", "4", "--timesteps", "12", "--input-cap", "10",
+       "--max-activity", "0.2", "--steps", "1"]
+
+
+def test_cli_run_writes_a_mapping_that_reproduces_the_run(tmp_path):
+    a = tilesim("run", *NET, "--mapping", "round_robin", "--out", str(tmp_path / "a"), "--json")
+    assert a.returncode == 0, a.stderr
+    sa = json.loads(a.stdout)
+    assert sa["mapping"]["strategy"] == "round_robin"
+    b = tilesim("run", *NET, "--mapping", str(tmp_path / "a" / "mapping.json"), "--json")
+    assert b.returncode == 0, b.stderr
+    assert json.loads(b.stdout)["predicted_step_s"] == pytest.approx(sa["predicted_step_s"], rel=1e-12)
+
+
+def test_cli_bad_mapping_exits_2_without_traceback(tmp_path):
+    (tmp_path / "m.json").write_text('{"chips": 1, "tiles_per_chip": 1472, "layers": []}')
+    r = tilesim("run", *NET, "--mapping", str(tmp_path / "m.json"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "layer sizes [] do not match the network's [40, 30, 6]" in r.stderr
+
+
+@pytest.mark.slow
+def test_cli_map_search_json_and_its_mapping_fits(tmp_path):
+    r = tilesim("map-search", *NET, "--machine", "gc200", "--chips", "2", "--budget-s", "4",
+                "--out", str(tmp_path / "best.json"), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert {"baseline", "best", "evaluated", "wall_s"} <= set(out)
+    assert out["best"]["predicted_step_s"] <= out["baseline"]["predicted_step_s"]
+    assert out["best"]["mapping_file"] == str(tmp_path / "best.json") and out["evaluated"] > 5
+    ok = tilesim("run", *NET, "--machine", "gc200", "--chips", "2", "--mapping", str(tmp_path / "best.json"),
+                 "--memory-check", "raise", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["predicted_step_s"] == pytest.approx(out["best"]["predicted_step_s"], rel=0.05)
