@@ -64,18 +64,28 @@ def test_b5_counts_exact(outputs):
 
 def test_b6_break_even_within_factor_two(outputs):
     from experiments.b6_butterfly_breakeven import break_even
-    be = break_even(outputs["b6_butterfly_breakeven"])
-    assert be is not None and 512 <= be <= 2048
+    rows = outputs["b6_butterfly_breakeven"]
+    for variant in ("", "_pt_host"):                          # fused; PopTorch op by op + host I/O (as measured)
+        be = break_even(rows, "butterfly", variant)
+        assert be is not None and 512 <= be <= 2048, (variant, be)
 
 
-def test_b7_reproduced_part_of_the_order(outputs):
+def test_b7_fused_order(outputs):
     r = {row["method"]: float(row["ratio"]) for row in outputs["b7_table4_times"]}
     assert r["pixelfly"] > r["baseline"] and r["pixelfly"] == max(r.values())
     assert r["low-rank"] < r["baseline"] and r["circulant"] < r["baseline"]
-    assert all(row["fits"] == "True" for row in outputs["b7_table4_times"])
+    assert all(row["fits"] == "True" and row["pt_fits"] == "True" for row in outputs["b7_table4_times"])
 
 
-@pytest.mark.xfail(strict=True, reason="model predicts butterfly < baseline on the SHL step; see experiments/README.md B7")
+def test_b7_poptorch_lowering_reproduces_butterfly_and_fastfood(outputs):
+    r = {row["method"]: float(row["pt_with_host_ratio"]) for row in outputs["b7_table4_times"]}
+    assert r["low-rank"] < r["baseline"] < r["butterfly"] < r["fastfood"]          # paper: 0.88 < 1 < 1.53 < 2.46
+    assert 1.0 < r["butterfly"] < 2 * 1.53 and 2.46 / 2 < r["fastfood"] < 2 * 2.46
+    assert r["pixelfly"] > r["baseline"]
+
+
+@pytest.mark.xfail(strict=True, reason="pixelfly (fused schedule, op list of its PyTorch code not modelled) is "
+                                       "predicted below butterfly; see experiments/README.md B7")
 def test_b7_paper_order_baseline_butterfly_pixelfly(outputs):
-    r = {row["method"]: float(row["ratio"]) for row in outputs["b7_table4_times"]}
+    r = {row["method"]: float(row["pt_with_host_ratio"]) for row in outputs["b7_table4_times"]}
     assert r["baseline"] < r["butterfly"] < r["pixelfly"]

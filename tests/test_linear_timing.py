@@ -76,3 +76,46 @@ def test_mesh_machine_runs_and_unknown_kind():
         time_layer("conv", 64)
     with pytest.raises(SramOverflowError, match="pixelfly"):
         time_layer("pixelfly", 2048)
+
+
+# ---- op-by-op (PopTorch) lowering -------------------------------------------------------------
+def test_poplibs_vertex_cycles_hand_computed():
+    from models.linear.lowering import PoplibsVertexCosts, poplibs_costs
+    v = PoplibsVertexCosts()
+    # 70 fp32 elements: 12 per worker (ceil 70/6) -> 6 vectors of 2 -> 11 + 6 * (29 + 3 * 6) = 293
+    assert v.cycles(np.array([70, 0]), 4).tolist() == [293, 0]
+    c = poplibs_costs(SuperstepCosts())
+    assert c.vector_fixed_cycles == 11 + 6 * 29 and c.vector_bytes_per_cycle == pytest.approx(8 / 3)
+    with pytest.raises(ConfigError, match="workers"):
+        PoplibsVertexCosts(workers=0)
+
+
+def test_poptorch_butterfly_op_count():
+    from models.linear.lowering import poptorch_layer
+    kw = dict(tiles=1472, sram_bytes=638_976, flops_per_cycle=32)
+    f, b = poptorch_layer("butterfly", 256, 50, kw)
+    # per factor: mul + pair-sum (2 x 8); two bias adds
+    assert f.compute_sets == 2 * 8 + 2
+    # per factor: expand, grad-x mul + sum, grad-t mul, grad-t sum (2 stages), pad; accumulate; 2 bias grads
+    names = [p.name for p in b.phases]
+    assert sum(n.startswith("bfly-grad-t-pad") for n in names) == 8 and "bfly-grad-t-accumulate" in names
+    _, b0 = poptorch_layer("butterfly", 256, 50, kw, input_grad=False)
+    assert len(b.phases) - len(b0.phases) == 2           # the first factor's grad-x mul and sum
+    with pytest.raises(ConfigError, match="lowering"):
+        poptorch_layer("circulant", 256, 50, kw)
+
+
+def test_poptorch_lowering_is_slower_per_factor_than_fused():
+    fused = time_layer("butterfly", 1024, 50, backward=False)
+    pt = time_layer("butterfly", 1024, 50, backward=False, lowering="poptorch", host_io=True)
+    assert pt.compute_sets > fused.compute_sets and pt.step_s > fused.step_s
+    assert pt.host_s > 0 and fused.host_s == 0
+    with pytest.raises(ConfigError, match="lowering"):
+        time_layer("dense", 64, lowering="xla")
+
+
+def test_poptorch_shl_step_parts_and_params():
+    t = time_shl("fastfood", lowering="poptorch")
+    assert t.params == TABLE4_PARAMS["fastfood"] and t.fits
+    assert set(t.part_s) == {"hidden-fwd", "act-fwd", "classifier-fwd", "loss", "classifier-bwd", "act-bwd",
+                             "hidden-bwd", "update"}

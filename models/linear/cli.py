@@ -53,8 +53,8 @@ def _cmd_shl(args) -> int:
     from models.linear.timing import time_shl
 
     _positive("--batch", args.batch, "the paper uses 50")
-    t = time_shl(args.method, args.batch, args.machine, precision=args.precision)
-    _print_timing(t, {"method": args.method, "batch": args.batch}, args.json)
+    t = time_shl(args.method, args.batch, args.machine, precision=args.precision, lowering=args.lowering)
+    _print_timing(t, {"method": args.method, "batch": args.batch, "lowering": args.lowering}, args.json)
     return 0
 
 
@@ -64,8 +64,8 @@ def _cmd_layer(args) -> int:
     _positive("--n", args.n, "the layer is n x n")
     _positive("--batch", args.batch, "the paper uses 50")
     t = time_layer(args.kind, args.n, args.batch, args.machine, precision=args.precision,
-                   backward=not args.forward_only)
-    _print_timing(t, {"kind": args.kind, "n": args.n, "batch": args.batch,
+                   backward=not args.forward_only, lowering=args.lowering)
+    _print_timing(t, {"kind": args.kind, "n": args.n, "batch": args.batch, "lowering": args.lowering,
                       "forward_s": t.part_s.get("forward", 0.0), "backward_s": t.part_s.get("backward", 0.0)},
                   args.json)
     return 0
@@ -108,6 +108,10 @@ def _cmd_exchange(args) -> int:
     return 0
 
 
+_LOWERING_HELP = ("fused (default): one compute set per butterfly factor, a hand-written Poplar program; "
+                  "poptorch: one PopLibs program per PyTorch op, as the paper ran it")
+
+
 def register(subparsers) -> None:
     """Add ``shl``, ``layer`` and ``exchange-bench`` to the ``tilesim`` command line."""
     from models.linear.shl import SHL_METHODS
@@ -118,6 +122,7 @@ def register(subparsers) -> None:
     s.add_argument("--batch", type=_int, default=50, help="mini-batch (default 50, paper Table 3)")
     s.add_argument("--machine", default="gc200", help="preset or machine TOML (default gc200)")
     s.add_argument("--precision", choices=["fp32", "fp16"], default="fp32")
+    s.add_argument("--lowering", choices=["fused", "poptorch"], default="fused", help=_LOWERING_HELP)
     s.add_argument("--json", action="store_true", help="print the result as JSON")
     s.set_defaults(func=_cmd_shl)
 
@@ -128,6 +133,7 @@ def register(subparsers) -> None:
     la.add_argument("--machine", default="gc200")
     la.add_argument("--precision", choices=["fp32", "fp16"], default="fp32")
     la.add_argument("--forward-only", action="store_true", help="time the forward pass only")
+    la.add_argument("--lowering", choices=["fused", "poptorch"], default="fused", help=_LOWERING_HELP)
     la.add_argument("--json", action="store_true")
     la.set_defaults(func=_cmd_layer)
 

@@ -122,10 +122,19 @@ class OverheadConstants:
     * ``exchange_instruction_bytes = 4``: the DynamicSlice planner's 4 B per exchange instruction
       per tile (``popops/DynamicSlice.cpp``) [S].
     * ``control_code_bytes_per_compute_set`` and ``control_code_bytes_per_exchange``: no public constant
-      exists (§3.3 "No public per-compute-set byte constant was found"); 32 B (≈ 8 instructions: call,
-      sync, branch bookkeeping) is an **uncalibrated placeholder** [U] — calibrate with libpva.
+      exists (§3.3 "No public per-compute-set byte constant was found"); 32 B (≈ 8 32-bit instructions:
+      call, sync, branch bookkeeping) is an **uncalibrated placeholder** [U] — calibrate with libpva
+      (``IPUModel.compileIPUCode``). It is charged on every tile that takes part in a compute set or an
+      exchange program, which is the mechanism of the paper's Observation 3 (memory grows with compute
+      sets); the paper gives no byte values (Fig. 5/7 are not in its text) to check the magnitude.
     * ``vertex_code_bytes``: code of each distinct codelet present on a tile, once per tile;
-      AMP 1024 B, vector 256 B are **uncalibrated placeholders** [U].
+      AMP 1024 B, vector 256 B are **uncalibrated placeholders** [U] (§3.3 lists ``vertexCode`` as a
+      category but gives no size; PopLiner's vertex-code estimate is within 0.8 % of libpva, §5, but
+      its per-codelet sizes are not in the reference).
+
+    Cross-check with §3.3's observed 2-IPU profile: it reports totals only (e.g. 55,640 B of
+    ``vertexInstanceState`` over all tiles) without vertex or compute-set counts, so it cannot
+    calibrate a per-vertex or per-compute-set constant.
     """
 
     vertex_state_base_bytes: int = 20

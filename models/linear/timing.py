@@ -31,6 +31,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from models.linear.layers import is_power_of_two
+from models.linear.lowering import LOWERINGS, POPTORCH_KINDS, poplibs_costs, poptorch_common_parts, poptorch_layer
 from models.linear.planner import PRECISION_BYTES, OverheadConstants, SuperstepCosts, overhead_breakdown, split_sizes
 from models.linear.schedules import (
     LayerSchedule,
@@ -59,7 +61,9 @@ from tilesim.program import ProgramBuilder
 __all__ = [
     "LAYER_KINDS",
     "StepTiming",
+    "LOWERINGS",
     "machine_costs",
+    "step_costs",
     "build_program",
     "build_ledger",
     "time_parts",
@@ -198,19 +202,44 @@ def layer_params(kind: str, n: int, rank: int = 1, pixelfly: dict | None = None)
     return int(pixelfly_layout(n, n, bs, cfg["butterfly_size"]).sum()) * bs * bs + 2 * n * cfg["lowrank_size"] + n
 
 
+def _require_lowering(lowering: str) -> None:
+    require(lowering in LOWERINGS, "lowering", lowering, f"must be one of {', '.join(LOWERINGS)}",
+            "'fused': one compute set per factor/stage (hand-written Poplar); 'poptorch': one program per "
+            "PyTorch op, as the paper ran it (models.linear.lowering)")
+
+
+def step_costs(machine: Machine, lowering: str = "fused") -> SuperstepCosts:
+    """Superstep constants of ``machine`` for ``lowering`` (``"poptorch"``: PopLibs vector vertices,
+    :func:`~models.linear.lowering.poplibs_costs`)."""
+    _require_lowering(lowering)
+    c = machine_costs(machine)
+    return poplibs_costs(c) if lowering == "poptorch" else c
+
+
 def layer_parts(kind: str, n: int, batch: int, machine: Machine, *, precision: str = "fp32", rank: int = 1,
                 pixelfly: dict | None = None, n_out: int | None = None, backward: bool = True,
-                overheads: OverheadConstants = OverheadConstants()) -> tuple:
+                overheads: OverheadConstants = OverheadConstants(), lowering: str = "fused",
+                input_grad: bool = True) -> tuple:
     """``(forward, backward)`` schedules of one layer of ``kind`` (``n_out`` only for dense/low-rank);
-    ``backward=False`` gives ``(forward, None)``."""
+    ``backward=False`` gives ``(forward, None)``. ``lowering="poptorch"`` lowers dense, low-rank,
+    butterfly and fastfood op by op (:mod:`models.linear.lowering`); circulant and pixelfly keep
+    their fused schedules with PopLibs vector costs. ``input_grad=False`` (op-by-op kinds only) drops
+    the input-gradient ops, as autograd does for a first layer."""
     require(kind in LAYER_KINDS, "kind", kind, f"must be one of {', '.join(LAYER_KINDS)}",
             "dense is the baseline; the others are Table 4's structured layers")
     for fname, v in (("n", n), ("batch", batch)):
         require(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1, fname, v,
                 "must be a positive integer", "")
     n_out = n if n_out is None else n_out
-    costs = machine_costs(machine)
+    costs = step_costs(machine, lowering)
     tiles, sram = machine.tiles_per_chip, machine.chip.sram_bytes
+    if lowering == "poptorch" and kind in POPTORCH_KINDS:
+        if kind in ("butterfly", "fastfood"):
+            require(is_power_of_two(n) and n >= 2, "n", n, "must be a power of two >= 2",
+                    f"{kind} needs n = 2^L; pad the layer width")
+        kw = dict(tiles=tiles, sram_bytes=sram, flops_per_cycle=_flops(machine, precision), precision=precision,
+                  costs=costs, overheads=overheads)
+        return poptorch_layer(kind, n, batch, kw, n_out=n_out, rank=rank, backward=backward, input_grad=input_grad)
     base = dict(tiles=tiles, sram_bytes=sram, precision=precision, costs=costs, overheads=overheads)
     amp = dict(base, flops_per_cycle=_flops(machine, precision))
     if kind == "dense":
@@ -243,13 +272,17 @@ def _machine(machine) -> Machine:
 
 
 def time_layer(kind: str, n: int, batch: int = 50, machine="gc200", *, precision: str = "fp32",
-               backward: bool = True, **kw) -> StepTiming:
-    """Forward (and backward) of one ``n x n`` layer; ``part_s`` has ``forward`` and ``backward``."""
+               backward: bool = True, lowering: str = "fused", host_io: bool = False, **kw) -> StepTiming:
+    """Forward (and backward) of one ``n x n`` layer; ``part_s`` has ``forward`` and ``backward``.
+    ``lowering``: ``"fused"`` (default) or ``"poptorch"`` (:func:`layer_parts`). ``host_io=True``
+    also simulates the host transfer of the input and output batches (``2 · batch · n`` words, in
+    ``host_s``, not in ``step_s``), which a PopTorch call includes."""
     m = _machine(machine)
-    fwd, bwd = layer_parts(kind, n, batch, m, precision=precision, backward=backward, **kw)
+    fwd, bwd = layer_parts(kind, n, batch, m, precision=precision, backward=backward, lowering=lowering, **kw)
     parts = [("forward", fwd)] + ([("backward", bwd)] if backward else [])
-    return time_parts(parts, m, f"{kind} n={n} batch={batch}", layer_params(kind, n, kw.get("rank", 1),
-                      kw.get("pixelfly")), precision)
+    host = float(2 * batch * n * PRECISION_BYTES.get(precision, 4)) if host_io else 0.0
+    return time_parts(parts, m, f"{kind} n={n} batch={batch} ({lowering})", layer_params(kind, n, kw.get("rank", 1),
+                      kw.get("pixelfly")), precision, host_bytes=host)
 
 
 _HIDDEN_KIND = {"baseline": "dense", "butterfly": "butterfly", "fastfood": "fastfood", "circulant": "circulant",
@@ -257,16 +290,21 @@ _HIDDEN_KIND = {"baseline": "dense", "butterfly": "butterfly", "fastfood": "fast
 
 
 def time_shl(method: str, batch: int = 50, machine="gc200", *, precision: str = "fp32", n: int = 1024,
-             classes: int = 10) -> StepTiming:
+             classes: int = 10, lowering: str = "fused") -> StepTiming:
     """One SGD training step of the paper's single-hidden-layer model (forward, backward, update).
 
     Parts: ``hidden-fwd``, ``act-fwd`` (bias + ReLU), ``classifier-fwd``, ``loss`` (softmax
     cross-entropy), ``classifier-bwd``, ``act-bwd`` (ReLU gradient), ``hidden-bwd``, ``update``;
     ``host_s`` is the separate host-link time of the input batch (``batch · n`` words + labels).
+    ``lowering="poptorch"``: every part lowered op by op as PopTorch runs the paper's PyTorch code
+    (:mod:`models.linear.lowering`; same part names, SGD as two ops per parameter tensor).
     """
     require(method in SHL_METHODS, "method", method, f"must be one of {', '.join(SHL_METHODS)}",
             "pick a Table 4 method")
+    _require_lowering(lowering)
     m = _machine(machine)
+    if lowering == "poptorch":
+        return _time_shl_poptorch(method, batch, m, precision, n, classes)
     costs = machine_costs(m)
     tiles = m.tiles_per_chip
     eb = PRECISION_BYTES.get(precision, 4)
@@ -285,4 +323,27 @@ def time_shl(method: str, batch: int = 50, machine="gc200", *, precision: str = 
         layer_params(_HIDDEN_KIND[method], n) + n * classes + classes + (n if method == "butterfly" else 0)
     parts.append(("update", sgd_update_schedule(params, **ew)))
     return time_parts(parts, m, f"shl {method} batch={batch}", params, precision,
+                      host_bytes=float(batch * n * eb + batch * 4))
+
+
+def _shl_param_tensors(method: str, n: int, classes: int) -> tuple:
+    if n * n <= 1 << 22:
+        return tuple(int(p.size) for p in shl_model(method, n, classes).params)
+    hidden = layer_params(_HIDDEN_KIND[method], n) + (n if method == "butterfly" else 0)
+    return (hidden, n * classes, classes)
+
+
+def _time_shl_poptorch(method, batch, m, precision, n, classes) -> StepTiming:
+    costs = step_costs(m, "poptorch")
+    kw = dict(tiles=m.tiles_per_chip, sram_bytes=m.chip.sram_bytes, flops_per_cycle=_flops(m, precision),
+              precision=precision, costs=costs)
+    hf, hb = layer_parts(_HIDDEN_KIND[method], n, batch, m, precision=precision, lowering="poptorch",
+                         input_grad=False)
+    tensors = _shl_param_tensors(method, n, classes)
+    common = poptorch_common_parts(n, batch, classes, tensors, kw)
+    parts = [("hidden-fwd", hf), ("act-fwd", common["act-fwd"]), ("classifier-fwd", common["classifier-fwd"]),
+             ("loss", common["loss"]), ("classifier-bwd", common["classifier-bwd"]), ("act-bwd", common["act-bwd"]),
+             ("hidden-bwd", hb), ("update", common["update"])]
+    eb = PRECISION_BYTES.get(precision, 4)
+    return time_parts(parts, m, f"shl {method} batch={batch} (poptorch)", int(sum(tensors)), precision,
                       host_bytes=float(batch * n * eb + batch * 4))
