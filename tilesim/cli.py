@@ -58,10 +58,12 @@ def format_summary(result, ledger=None) -> str:
     return "\n".join(lines)
 
 
-def write_outputs(out: Path, result, program=None, ledger=None, trace_tiles=(), extra: dict | None = None) -> dict:
-    """summary.json, trace.json, timeline.png, breakdown.png and (with a ledger) memory.png."""
-    from tilesim import plots
+def write_outputs(out: Path, result, program=None, ledger=None, trace_tiles=(), extra: dict | None = None,
+                  exchange: dict | None = None) -> dict:
+    """summary.json, trace.json, arrays.npz, summary.md and the pictures (timeline, breakdown,
+    work and — with a ledger — memory; with ``exchange`` matrices, exchange.png)."""
     from tilesim.io import atomic_write_text
+    from tilesim.report import write_run_report
     from tilesim.trace import write_trace
 
     out = Path(out)
@@ -73,13 +75,17 @@ def write_outputs(out: Path, result, program=None, ledger=None, trace_tiles=(), 
         summary.update(extra)
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     write_trace(out / "trace.json", result, program, trace_tiles)
-    plots.timeline(result, out / "timeline.png")
-    plots.breakdown_bars(result, out / "breakdown.png")
     if ledger is not None:
-        worst_chip = ledger.max_tile() // ledger.machine.tiles_per_chip
-        plots.memory_heatmap(ledger, out / "memory.png", chip=worst_chip)
         atomic_write_text(out / "memory.txt", ledger.report() + "\n")
+    write_run_report(out, result, program, ledger, exchange)
     return summary
+
+
+def _cmd_report(args) -> int:
+    from tilesim.report import render
+    written = render(Path(args.dir))
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
 
 
 def _cmd_machines(args) -> int:
@@ -131,8 +137,8 @@ def _simulate_file(program_path, machine_name, chips, out, as_json, trace_tiles,
     else:
         print(format_summary(result, ledger))
         if out:
-            print(f"  wrote {out}/summary.json, trace.json (open in https://ui.perfetto.dev), "
-                  f"timeline.png, breakdown.png, memory.png")
+            print(f"  wrote {out}/summary.md, summary.json, trace.json (open in https://ui.perfetto.dev), "
+                  f"timeline.png, breakdown.png, memory.png, work.png")
     return 0
 
 
@@ -186,6 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="out/demo", help="output directory (default out/demo)")
     d.add_argument("--json", action="store_true", help="print the summary as JSON")
     d.set_defaults(func=_cmd_demo)
+
+    r = sub.add_parser("report", help="re-render the pictures and summary.md of a stored run",
+                       description="Redraw timeline/breakdown/memory/work/exchange pictures and summary.md "
+                                   "from a run folder's summary.json and arrays.npz (no re-simulation).")
+    r.add_argument("dir", help="a folder written by `tilesim run --out` or `tilesim simulate --out`")
+    r.set_defaults(func=_cmd_report)
 
     _load_plugins(sub)
     return p

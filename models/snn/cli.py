@@ -172,7 +172,7 @@ def run_training(opts: dict, progress=None) -> dict:
     state = init_network(config, placement)
     ds = _dataset(opts, config, max(config.batch * min(opts["steps"], 20), config.batch * 2))
     rng = np.random.default_rng(config.seed + 1)
-    losses, accs, pred, walls, results = [], [], [], [], []
+    losses, accs, pred, walls, results, counters = [], [], [], [], [], []
     batches = iter(())
     program = None
     for step in range(opts["steps"]):
@@ -190,10 +190,15 @@ def run_training(opts: dict, progress=None) -> dict:
         accs.append(float(res.accuracy))
         pred.append(sim.total_s)
         results.append(sim)
+        counters.append(res.counters.totals_only())
         if progress:
             progress(step, res, sim)
     med = int(np.argsort(pred)[len(pred) // 2])
     sim = results[med]
+    from models.snn.explain import exchange_matrices, explain_critical
+    explain = explain_critical(sim, config, placement, counters[med], machine)
+    exchange = exchange_matrices(config, placement, counters[med], machine, chip=explain["chip"])
+    explain["exchange_bytes"] = exchange["totals_bytes"]
     n_weights = sum(w.size for w in state.W) + sum(v.size for v in state.V if v is not None)
     summary = {
         "predicted_step_s": float(pred[med]),          # the median step (upper middle for even counts)
@@ -208,13 +213,14 @@ def run_training(opts: dict, progress=None) -> dict:
         "predicted_step_s_per_step": pred,
         "wall_s_per_step": float(np.median(walls[1:] if len(walls) > 1 else walls)),
         "by_phase": sim.by_label(),
+        "explain": explain,
     }
     summary["wall_s_total"] = time.perf_counter() - t_all
     if opts["out"]:
         from tilesim.cli import write_outputs
         used = placement.tile_of_neuron
         trace_tiles = sorted({int(used[0][0]), int(used[-1][0])})
-        write_outputs(Path(opts["out"]), sim, program, ledger, trace_tiles, extra=summary)
+        write_outputs(Path(opts["out"]), sim, program, ledger, trace_tiles, extra=summary, exchange=exchange)
         placed.mapping.save(Path(opts["out"]) / "mapping.json")
     return summary
 
@@ -234,6 +240,7 @@ def format_run(summary: dict) -> str:
              f"SRAM: fullest tile {m['max_tile']} uses {m['max_tile_bytes']:,} of {m['budget_bytes']:,} B "
              f"({100 * m['max_tile_bytes'] / m['budget_bytes']:.0f} %), largest: "
              + ", ".join(f"{e['label']} {e['bytes']:,} B" for e in m["max_tile_entries"][:3]),
+             "  " + summary["explain"]["sentence"],
              f"loss {summary['loss'][0]:.3f} -> {summary['loss'][-1]:.3f}, accuracy {summary['accuracy'][-1]:.2f}; "
              f"host {summary['wall_s_per_step']:.3f} s per step"]
     return "\n".join(lines)
@@ -247,7 +254,8 @@ def cmd_run(args) -> int:
     else:
         print(format_run(summary))
         if opts["out"]:
-            print(f"wrote {opts['out']}/summary.json, trace.json (https://ui.perfetto.dev), memory.png, timeline.png")
+            print(f"wrote {opts['out']}/: summary.md, summary.json, trace.json (https://ui.perfetto.dev), mapping.json, "
+                  "memory.png, work.png, exchange.png, timeline.png, breakdown.png")
     return 0
 
 

@@ -40,7 +40,7 @@ recorded :class:`Activity` without float math.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -167,6 +167,11 @@ class WorkCounters:
             if p.phase == phase:
                 out[p.tiles] += p.local_totals[p.row(name)]
         return out
+
+    def totals_only(self) -> "WorkCounters":
+        """The same counters without the per-step vectors (small enough to keep per step)."""
+        return WorkCounters(self.n_tiles, self.timesteps,
+                            tuple(replace(p, local_steps=None) for p in self.phases))
 
     def equals(self, other: "WorkCounters") -> bool:
         if (self.n_tiles, self.timesteps, len(self.phases)) != (other.n_tiles, other.timesteps,
