@@ -1,0 +1,66 @@
+"""Explanations: exchange matrices, the critical tile, summary.md and `tilesim report`."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mapping.strategies import from_layout
+from models.snn.explain import exchange_flows, exchange_matrices, explain_critical
+from models.snn.network import NetworkConfig
+from models.snn.placing import place_network, to_placement
+from models.snn.retime import retime
+from tilesim.machine import load_machine
+
+CFG = NetworkConfig("64-40-30-6", batch=4, timesteps=12, input_cap=10, max_activity=0.2, activity="fixed")
+
+
+def test_exchange_matrix_conserves_bytes_and_shows_link_traffic():
+    machine = load_machine("gc200", 2)
+    m = from_layout(CFG.layers[1:], 2, machine.tiles_per_chip, [(0, 1), (1, 0), (1, 15)], [20, 15, 3], "block")
+    pl = to_placement(m, machine)
+    pred = retime(None, CFG, pl, machine)
+    ex = exchange_matrices(CFG, pl, pred.counters, machine, chip=1, groups=8)
+    total = sum(f[-1] for f in exchange_flows(CFG, pl, pred.counters, machine))
+    assert ex["chip"].sum() == pytest.approx(total)
+    assert sum(ex["totals_bytes"].values()) == pytest.approx(total)
+    assert ex["chip"][0, 1] > 0 and ex["chip"][1, 0] > 0          # layer 1 -> 2 lists, gradients back
+    assert ex["group"].sum() <= ex["chip"][1, 1] * (1 + 1e-9)
+    assert ex["group"].shape == (8, 8) and ex["edges"][-1] == machine.tiles_per_chip
+
+
+def test_critical_tile_is_explained():
+    machine = load_machine("gc200")
+    pl = place_network(CFG, machine, 2, "contiguous").placement
+    pred = retime(None, CFG, pl, machine)
+    ex = explain_critical(pred.result, CFG, pl, pred.counters, machine)
+    assert ex["phase"] in pred.result.by_label()
+    assert f"critical tile {ex['tile']}" in ex["sentence"] and ex["role"] in ("owner", "combiner", "compaction", "reduction")
+    if ex["role"] == "owner":
+        assert ex["counter"]["ratio"] >= 1.0 and np.isfinite(ex["counter"]["layer_mean"])
+
+
+def tilesim(*args):
+    return subprocess.run([sys.executable, "-m", "tilesim", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_run_out_writes_the_explanations_and_report_redraws_them(tmp_path):
+    out = tmp_path / "run"
+    r = tilesim("run", "--layers", "64-40-30-6", "--batch", "4", "--timesteps", "12", "--input-cap", "10",
+                "--max-activity", "0.2", "--steps", "1", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    md = (out / "summary.md").read_text()
+    assert "Predicted time per training step" in md and "The critical kernel" in md and "## Memory" in md
+    pictures = ("timeline.png", "breakdown.png", "memory.png", "work.png", "exchange.png")
+    for name in pictures:
+        assert (out / name).stat().st_size > 1000
+        (out / name).unlink()
+    (out / "summary.md").unlink()
+    r = tilesim("report", str(out))
+    assert r.returncode == 0, r.stderr
+    assert all((out / n).is_file() for n in pictures) and (out / "summary.md").read_text() == md
+
+
+def test_report_on_a_folder_without_a_run_exits_2(tmp_path):
+    r = tilesim("report", str(tmp_path))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "has no summary.json" in r.stderr
