@@ -140,3 +140,18 @@ def test_cli_map_search_json_and_its_mapping_fits(tmp_path):
                  "--memory-check", "raise", "--json")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["predicted_step_s"] == pytest.approx(out["best"]["predicted_step_s"], rel=0.05)
+
+
+@pytest.mark.slow
+def test_m1_experiment_quick(tmp_path):
+    from experiments import m1_mapping
+    assert m1_mapping.main(["--quick", "--out", str(tmp_path)]) == 0
+    from experiments.b_common import read_csv
+    rows = read_csv(tmp_path / "m1_mapping.csv")
+    npt = [r for r in rows if r["part"] == "npt"]
+    t = [float(r["predicted_step_s"]) for r in npt]
+    mem = [int(r["max_tile_bytes"]) for r in npt]
+    assert t == sorted(t) and mem == sorted(mem) and len(set(mem)) == len(mem)
+    four = [r for r in rows if r["part"] == "4-chip"]
+    assert float(four[-1]["predicted_step_s"]) <= float(four[0]["predicted_step_s"])
+    assert (tmp_path / "m1_mapping.png").stat().st_size > 1000

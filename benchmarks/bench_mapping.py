@@ -1,0 +1,75 @@
+"""Re-timing rate of the mapping search vs a functional run of the same step, in one process.
+
+Two networks (issue 4): the paper's N-MNIST 2-layer network 2312-1466-1466-10 (B = 48, T = 100,
+5 % caps) on one GC200, and a 12-hidden-layer network of 976-neuron layers on 4 chips (the
+weak-scaling shape of snn-on-ipu.md §4.4 at 2 neurons per tile). Natural activity: one
+functional step records the activity. Baseline: a functional run of that step under a new
+mapping (kernels with per-step counters + BSP program + simulation). Measured: the search's
+objective — SRAM ledger check + re-timing from the recorded activity — over the mappings an
+annealing run proposes. Targets: >= 20 mappings/s and >= 20x faster than the functional run.
+
+    python benchmarks/bench_mapping.py [--evals 60]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from mapping.search import anneal
+from models.snn.mapsearch import make_objective
+from models.snn.network import NetworkConfig, init_network, train_step
+from models.snn.placing import place_network, strategy_mapping, to_placement
+from models.snn.timing import build_step_program
+from tilesim.engine import simulate
+from tilesim.machine import load_machine
+
+CASES = {
+    "nmnist-2layer-1chip": (NetworkConfig(layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05,
+                                          input_cap=32, weight_mul=4.0), "gc200", None),
+    "12x976-4chips": (NetworkConfig(layers="1152-" + "-".join(["976"] * 12) + "-10", batch=48, timesteps=100,
+                                    max_activity=0.05, input_cap=32, optimizer="sgd", weight_mul=4.0), "gc200", 4),
+}
+
+
+def functional_step(cfg, placement, machine, x, y):
+    state = init_network(cfg, placement)
+    r = train_step(state, x, y, per_step_counters=True)
+    return simulate(build_step_program(cfg, placement, r.counters, machine), machine).total_s
+
+
+def bench(name, cfg, machine_name, chips, evals):
+    m = load_machine(machine_name, chips)
+    base = place_network(cfg, m, 2, "contiguous")
+    rng = np.random.default_rng(0)
+    x = (rng.random((cfg.timesteps, cfg.batch, cfg.layers[0])) < 0.03).astype(np.uint8)
+    y = rng.integers(0, cfg.layers[-1], cfg.batch)
+    functional_step(cfg, base.placement, m, x, y)                     # JIT warm-up
+    other = to_placement(strategy_mapping("round_robin", cfg, m, 2), m)
+    t0 = time.perf_counter()
+    t_func_pred = functional_step(cfg, other, m, x, y)
+    t_func = time.perf_counter() - t0
+    activity = train_step(init_network(cfg, base.placement), x, y).activity
+    objective = make_objective(cfg, m, activity)
+    t_re_pred = objective(strategy_mapping("round_robin", cfg, m, 2))
+    res = anneal(base.mapping, objective, budget_s=600, max_evals=evals, seed=0)
+    rate = res.evaluated / res.wall_s
+    per = res.wall_s / res.evaluated
+    print(f"{name:<22} functional step {t_func:.3f} s   re-time {per * 1e3:.1f} ms/mapping = {rate:.1f} mappings/s "
+          f"(>= 20: {'PASS' if rate >= 20 else 'FAIL'})   speed-up {t_func / per:.0f}x "
+          f"(>= 20x: {'PASS' if t_func / per >= 20 else 'FAIL'})   round_robin predicted: functional "
+          f"{t_func_pred * 1e3:.3f} ms, re-timed {t_re_pred * 1e3:.3f} ms")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--evals", type=int, default=60)
+    a = ap.parse_args(argv)
+    for name, (cfg, machine, chips) in CASES.items():
+        bench(name, cfg, machine, chips, a.evals)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
