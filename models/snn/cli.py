@@ -22,6 +22,7 @@ RUN_DEFAULTS = {
     "output_second_threshold": None, "caps": None, "activity": "natural", "neurons_per_tile": None,
     "mapping": "contiguous", "optimizer": "adam", "lr": 1e-3, "steps": 5, "seed": 0, "out": None,
     "json": False, "recurrent": False, "weight_mul": 2.0, "memory_check": "raise",
+    "model": None, "dt": 1e-3,
 }
 
 
@@ -65,6 +66,10 @@ def _add_run_flags(r) -> None:
     r.add_argument("--recurrent", action="store_const", const=True, default=None, help="recurrent weights in every layer")
     r.add_argument("--weight-mul", type=float)
     r.add_argument("--memory-check", choices=("raise", "report"))
+    r.add_argument("--model", help="a NIR graph (.nir): Input -> (Affine|Linear) -> LIF ... -> Output; sets "
+                                   "--layers, --recurrent, the LIF constants and the initial weights")
+    r.add_argument("--dt", type=float, help="time step of one network step in the NIR graph's time unit "
+                                            "(default 1e-3, i.e. 1 ms for tau in seconds): alpha = exp(-dt/tau)")
     _add_network_flags(r, defaults_none=True)
 
 
@@ -107,9 +112,28 @@ def _merge(args) -> dict:
     return opts
 
 
+def _nir(opts):
+    """The NIR model of ``opts['model']`` (or None), checked against ``--layers``/``--recurrent``."""
+    if not opts.get("model"):
+        return None
+    from models.snn.network import parse_layers
+    from models.snn.nir_import import load_nir
+    require(isinstance(opts["dt"], (int, float)) and opts["dt"] > 0, "dt", opts["dt"], "must be > 0")
+    model = load_nir(opts["model"], float(opts["dt"]))
+    if opts["layers"] != RUN_DEFAULTS["layers"]:
+        require(parse_layers(opts["layers"]) == tuple(model.layers), "--layers", opts["layers"],
+                f"must match the NIR graph's {'-'.join(map(str, model.layers))}", "drop --layers when using --model")
+    return model
+
+
 def _config(opts):
     from models.snn.network import NetworkConfig
-    return NetworkConfig(layers=opts["layers"], batch=opts["batch"], timesteps=opts["timesteps"],
+    model = _nir(opts)
+    extra = {}
+    if model is not None:
+        extra = {"lif": model.lif}
+        opts = {**opts, "layers": model.layers, "recurrent": model.recurrent}
+    return NetworkConfig(**extra, layers=opts["layers"], batch=opts["batch"], timesteps=opts["timesteps"],
                          max_activity=opts["max_activity"], caps=opts["caps"], input_cap=opts["input_cap"],
                          second_threshold=opts["second_threshold"],
                          output_second_threshold=opts["output_second_threshold"], activity=opts["activity"],
@@ -170,6 +194,10 @@ def run_training(opts: dict, progress=None) -> dict:
     placed = place_network(config, machine, opts["neurons_per_tile"], opts["mapping"], opts["memory_check"])
     placement, ledger, npt = placed.placement, placed.ledger, placed.neurons_per_tile
     state = init_network(config, placement)
+    model = _nir(opts)
+    if model is not None:          # the graph's weights replace the random initialisation
+        state.W = [w.copy() for w in model.weights]
+        state.V = [None if v is None else v.copy() for v in model.recurrent_weights]
     ds = _dataset(opts, config, max(config.batch * min(opts["steps"], 20), config.batch * 2))
     rng = np.random.default_rng(config.seed + 1)
     losses, accs, pred, walls, results, counters = [], [], [], [], [], []

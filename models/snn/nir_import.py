@@ -1,0 +1,319 @@
+"""Read a NIR graph (https://neuroir.org) into the sparse-spiking LIF network, exactly or not at all.
+
+Accepted graphs: ``Input → (Affine|Linear) → LIF → … → (Affine|Linear) → LIF → Output``, where
+any LIF may also have a self-loop ``LIF → (Affine|Linear) → LIF`` (recurrent weights), and
+``CubaLIF`` stands in for ``LIF`` when its synaptic current decays within one step (below).
+Everything else is refused with :class:`ConfigError` naming the node, its type and why —
+nothing is approximated.
+
+The network's neuron (``models.snn.network``, per step of length ``dt``)::
+
+    v_t = α·v_{t−1} + input_scale·(1 − α)·I_t      (v_t = input_scale·(1 − α)·I_t after a spike)
+    spike when v_t > threshold;  I_t = Σ_{j ∈ spikes in} W[j, :]  (+ Σ_{j ∈ own spikes at t−1} V[j, :])
+
+NIR's LIF, ``τ·dv/dt = (v_leak − v) + R·I``, spike when ``v > v_threshold``, then ``v = v_reset``,
+solved over one step with I held constant, is ``v_t = α·v_{t−1} + (1 − α)·(v_leak + R·I_t)``
+with ``α = exp(−dt/τ)`` (``discretization="exact"``; ``"euler"`` gives ``α = 1 − dt/τ`` and the
+same update). Hence:
+
+=====================  ===========================  =========================================
+NIR                    network                      condition (else refused)
+=====================  ===========================  =========================================
+Affine/Linear weight   ``W_l = weight.T`` float32   2-D ``[N_out, N_in]``; sizes chain
+  [N_out, N_in]        ``[N_in, N_out]``
+Affine bias            —                            all zero (the network has no bias)
+self-loop Affine/      ``V_l = weight.T``           ``[N_l, N_l]``, zero bias; one per layer
+Linear on a LIF        (``recurrent[l] = True``)
+LIF.tau                ``lif.decay = α`` (above)    one value for every neuron of every layer;
+                                                    ``dt/τ`` must give 0 < α < 1
+LIF.r                  ``lif.input_scale = R``      one value everywhere, > 0
+LIF.v_threshold        ``lif.threshold``            one value everywhere
+LIF.v_leak             —                            0 (no constant drive in the network)
+LIF.v_reset            reset to 0 (state-based)     0 (reset-to-zero, not subtractive)
+CubaLIF.tau_mem, …     as LIF.tau, r, v_*           ``exp(−dt/tau_syn) == 0`` in float64
+CubaLIF.tau_syn        — (no synaptic state)        (``tau_syn`` = 0 or ≤ dt/746), ``w_in`` = 1
+=====================  ===========================  =========================================
+
+Refused, with the reason: ``IF`` (α = 1: the network's input scale ``input_scale·(1 − α)``
+would vanish), ``LI``/``I``/``CubaLI`` (non-spiking; the output layer is a spiking LIF counted
+over time), ``Delay``, ``Conv1d``/``Conv2d``, ``Flatten``, pooling, ``Scale``, ``Threshold``,
+nested graphs, branches / skip connections, several inputs or outputs, multi-dimensional inputs.
+
+What the caller must still match (not in a NIR file):
+
+* ``NetworkConfig(lif=model.lif, recurrent=model.recurrent, layers=model.layers)`` and a
+  ``second_threshold`` below ``model.lif.threshold`` (the default 0.9 assumes threshold 1);
+  ``lif.beta`` (surrogate steepness) is a training choice and keeps its default.
+* Time: one network step is ``dt``. The network adds one step of latency per layer boundary
+  (layer l ≥ 1 sees layer l−1's spikes of step t−1: the BSP exchange of step t lands in step
+  t+1) and the recurrent input is the layer's own spikes of step t−1; NIR edges carry no delay,
+  so a delay-free simulator sees layer l's spikes l−1 steps earlier.
+* Sparsity: the network keeps at most N_max spikes per layer and step (``caps``) and
+  ``input_cap`` input spikes; with caps ≥ the layer sizes nothing is dropped.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from models.snn.network import LIFParams
+from tilesim.errors import ConfigError, config_message, require
+
+__all__ = ["NirModel", "load_nir"]
+
+_WEIGHT_TYPES = ("Affine", "Linear")
+_NEURON_TYPES = ("LIF", "CubaLIF")
+_WHY = {
+    "IF": "integrate-and-fire has no leak (alpha = 1), but the network's input scale input_scale*(1-alpha) "
+          "would then be 0; export the layer as a LIF",
+    "LI": "a non-spiking leaky integrator; the network's output layer is a spiking LIF whose spike counts "
+          "are the logits",
+    "I": "a non-spiking integrator; the network's layers are spiking LIFs",
+    "CubaLI": "a non-spiking current-based integrator; the network's layers are spiking LIFs",
+    "Delay": "the network has no per-synapse delays (only its fixed one-step latency per layer boundary)",
+    "Conv1d": "the network has dense all-to-all layers only; convolutions are not expanded to dense weights",
+    "Conv2d": "the network has dense all-to-all layers only; convolutions are not expanded to dense weights",
+    "Flatten": "the network's inputs and layers are flat vectors already; multi-dimensional shapes are not supported",
+    "SumPool2d": "the network has no pooling layers",
+    "AvgPool2d": "the network has no pooling layers",
+    "Scale": "the network has no element-wise scaling between layers",
+    "Threshold": "the network has no stand-alone threshold nodes (the LIF thresholds itself)",
+    "NIRGraph": "nested graphs are not supported; flatten the graph first",
+    "Identity": "identity nodes are not supported; remove them from the graph",
+}
+
+
+@dataclass(frozen=True)
+class NirModel:
+    """A NIR graph as the network's layers, weights and LIF constants.
+
+    Attributes
+    ----------
+    layers : tuple of int
+        ``(N0, N1, …, NL)``: inputs, then each LIF layer.
+    weights : tuple of ndarray
+        ``W_l`` float32 ``[N_l, N_{l+1}]`` (the network's layout: row = input neuron).
+    recurrent : tuple of bool
+        One flag per LIF layer.
+    recurrent_weights : tuple of (ndarray or None)
+        ``V_l`` float32 ``[N_{l+1}, N_{l+1}]`` (row = source neuron) or None.
+    lif : LIFParams
+        ``decay`` = α, ``threshold``, ``input_scale`` = R (``beta`` keeps its default).
+    dt, tau : float
+        The step length used and the graph's membrane time constant (same unit).
+    nodes : tuple of str
+        The graph's LIF node names, one per layer.
+    """
+
+    layers: tuple
+    weights: tuple
+    recurrent: tuple
+    recurrent_weights: tuple
+    lif: LIFParams
+    dt: float
+    tau: float
+    nodes: tuple = ()
+
+    def __post_init__(self):
+        L = len(self.layers) - 1
+        require(L >= 1 and all(isinstance(n, int) and n >= 1 for n in self.layers), "NirModel.layers",
+                self.layers, "needs the input size and at least one layer, all >= 1")
+        require(len(self.weights) == L and len(self.recurrent) == L and len(self.recurrent_weights) == L,
+                "NirModel", (len(self.weights), len(self.recurrent), len(self.recurrent_weights)),
+                f"needs one weight matrix, flag and recurrent entry per layer ({L})")
+        for l, w in enumerate(self.weights):
+            require(w.dtype == np.float32 and w.shape == (self.layers[l], self.layers[l + 1]),
+                    f"NirModel.weights[{l}]", (w.dtype, w.shape),
+                    f"must be float32 {(self.layers[l], self.layers[l + 1])}")
+        for l, (r, v) in enumerate(zip(self.recurrent, self.recurrent_weights)):
+            n = self.layers[l + 1]
+            require((v is None) == (not r), f"NirModel.recurrent[{l}]", r, "must match recurrent_weights")
+            if v is not None:
+                require(v.dtype == np.float32 and v.shape == (n, n), f"NirModel.recurrent_weights[{l}]",
+                        (v.dtype, v.shape), f"must be float32 {(n, n)}")
+
+    def network_kwargs(self) -> dict:
+        """``layers``, ``recurrent`` and ``lif`` for :class:`models.snn.network.NetworkConfig`."""
+        return {"layers": self.layers, "recurrent": self.recurrent, "lif": self.lif}
+
+
+def _refuse(name, node, why):
+    raise ConfigError(config_message(f"NIR node {name!r}", type(node).__name__, f"cannot be represented exactly: {why}"))
+
+
+def _uniform(name, node, field, values, where):
+    """The single value of ``field`` over every neuron (else refuse)."""
+    a = np.asarray(values, dtype=np.float64).ravel()
+    require(a.size >= 1 and np.all(np.isfinite(a)), f"NIR node {name!r} ({type(node).__name__}).{field}", where,
+            "must be finite")
+    if not np.all(a == a[0]):
+        _refuse(name, node, f"{field} varies across neurons ({a.min():g} .. {a.max():g}); the network has one "
+                            f"{field} for all neurons")
+    return float(a[0])
+
+
+def _weight(name, node, n_in, n_out):
+    """``W`` float32 [n_in, n_out] of an Affine/Linear node [n_out, n_in]."""
+    w = np.asarray(node.weight)
+    if w.ndim != 2:
+        _refuse(name, node, f"weight has shape {w.shape}; only 2-D [N_out, N_in] matrices are dense layers")
+    if n_in is not None and w.shape[1] != n_in:
+        _refuse(name, node, f"weight shape {w.shape} takes {w.shape[1]} inputs but its source has {n_in}")
+    if n_out is not None and w.shape[0] != n_out:
+        _refuse(name, node, f"weight shape {w.shape} gives {w.shape[0]} outputs but its target has {n_out}")
+    bias = getattr(node, "bias", None)
+    if bias is not None and np.any(np.asarray(bias) != 0):
+        _refuse(name, node, "its bias is nonzero; the network has no bias")
+    return np.ascontiguousarray(w.T, dtype=np.float32)
+
+
+def _neuron_params(name, node, dt, discretization):
+    """(τ, R, threshold, layer size) of a LIF/CubaLIF node, checking what the network lacks."""
+    kind = type(node).__name__
+    if kind == "CubaLIF":
+        tau_syn = np.asarray(node.tau_syn, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            a_syn = np.exp(-dt / tau_syn)
+        if np.any(a_syn != 0.0):
+            _refuse(name, node, f"tau_syn = {tau_syn.max():g} keeps a synaptic current across steps (exp(-dt/tau_syn) "
+                                f"= {a_syn.max():.3g} != 0); the network has no synaptic state; export a LIF")
+        if np.any(np.asarray(node.w_in) != 1):
+            _refuse(name, node, "w_in != 1; fold it into the preceding weights and export w_in = 1")
+        tau = node.tau_mem
+    else:
+        tau = node.tau
+    n = int(np.asarray(node.v_threshold).size)
+    v_leak = np.asarray(node.v_leak)
+    if np.any(v_leak != 0):
+        _refuse(name, node, f"v_leak = {v_leak.ravel()[np.flatnonzero(v_leak)[0]]:g} != 0; the network has no constant drive")
+    v_reset = np.asarray(node.v_reset)
+    if np.any(v_reset != 0):
+        _refuse(name, node, f"v_reset = {v_reset.ravel()[np.flatnonzero(v_reset)[0]]:g} != 0; the network resets to 0")
+    tau = _uniform(name, node, "tau" if kind == "LIF" else "tau_mem", tau, "tau")
+    r = _uniform(name, node, "r", node.r, "r")
+    th = _uniform(name, node, "v_threshold", node.v_threshold, "v_threshold")
+    if not tau > 0:
+        _refuse(name, node, f"tau = {tau:g} must be > 0")
+    if not r > 0:
+        _refuse(name, node, f"r = {r:g} must be > 0 (it is the network's input_scale)")
+    return tau, r, th, n
+
+
+def load_nir(path_or_graph, dt: float, discretization: str = "exact") -> NirModel:
+    """A NIR graph (file path or ``nir.NIRGraph``) as a :class:`NirModel`; see the module table.
+
+    Parameters
+    ----------
+    path_or_graph : str, Path or nir.NIRGraph
+    dt : float
+        Length of one network step, in the unit of the graph's time constants.
+    discretization : {"exact", "euler"}
+        α = exp(−dt/τ) (the exact solution over a step) or α = 1 − dt/τ (forward Euler).
+
+    Raises
+    ------
+    ConfigError
+        Unreadable file, bad ``dt``, or any node or structure that the network cannot
+        represent exactly (the message names the node, its type and why).
+    """
+    import nir
+
+    require(isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0, "dt", dt, "must be a number > 0")
+    require(discretization in ("exact", "euler"), "discretization", discretization, "must be 'exact' or 'euler'")
+    if isinstance(path_or_graph, (str, Path)):
+        p = Path(path_or_graph)
+        require(p.is_file(), "NIR file", str(p), "no such file")
+        try:
+            graph = nir.read(p)
+        except Exception as exc:                 # h5py/nir raise many kinds for broken files
+            raise ConfigError(config_message("NIR file", str(p), f"cannot be read ({type(exc).__name__}: {exc})",
+                                             "write it with nir.write")) from None
+    else:
+        graph = path_or_graph
+    require(isinstance(graph, nir.NIRGraph), "NIR graph", type(graph).__name__, "must be a nir.NIRGraph")
+
+    nodes, edges = dict(graph.nodes), [tuple(e) for e in graph.edges]
+    for name, node in nodes.items():
+        kind = type(node).__name__
+        if kind not in ("Input", "Output", *_WEIGHT_TYPES, *_NEURON_TYPES):
+            _refuse(name, node, _WHY.get(kind, f"the network has no {kind} nodes"))
+    for a, b in edges:
+        require(a in nodes and b in nodes, "NIR edge", (a, b), "names a node that is not in the graph")
+    succ = {n: [b for a, b in edges if a == n] for n in nodes}
+    pred = {n: [a for a, b in edges if b == n] for n in nodes}
+    inputs = [n for n, v in nodes.items() if type(v).__name__ == "Input"]
+    outputs = [n for n, v in nodes.items() if type(v).__name__ == "Output"]
+    require(len(inputs) == 1 and len(outputs) == 1, "NIR graph inputs/outputs", (inputs, outputs),
+            "needs exactly one Input and one Output node")
+
+    shape = np.asarray(nodes[inputs[0]].input_type["input"]).ravel()
+    if shape.size != 1:
+        _refuse(inputs[0], nodes[inputs[0]], f"input shape {tuple(shape)} is not flat; the network's input is a vector")
+    layers, weights, rec, rec_w, names, params = [int(shape[0])], [], [], [], [], []
+    visited = {inputs[0]}
+    cur = inputs[0]
+    while True:
+        nxt = [s for s in succ[cur] if not (type(nodes[s]).__name__ in _WEIGHT_TYPES and succ[s] == [cur])]
+        if len(nxt) != 1:
+            _refuse(cur, nodes[cur], f"it feeds {len(nxt)} nodes {nxt}; only a chain (plus self-loops) is supported")
+        (w_name,) = nxt
+        w_node = nodes[w_name]
+        if type(w_node).__name__ == "Output":
+            if not names:
+                _refuse(w_name, w_node, "the graph has no LIF layer")
+            break
+        if type(w_node).__name__ not in _WEIGHT_TYPES:
+            _refuse(w_name, w_node, f"expected an Affine or Linear node after {cur!r}")
+        if len(pred[w_name]) != 1 or len(succ[w_name]) != 1:
+            _refuse(w_name, w_node, "a weight node must have exactly one source and one target")
+        n_name = succ[w_name][0]
+        n_node = nodes[n_name]
+        if type(n_node).__name__ not in _NEURON_TYPES:
+            _refuse(n_name, n_node, f"expected a LIF or CubaLIF node after {w_name!r}")
+        tau, r, th, n = _neuron_params(n_name, n_node, float(dt), discretization)
+        weights.append(_weight(w_name, w_node, layers[-1], n))
+        loops = [s for s in succ[n_name] if type(nodes[s]).__name__ in _WEIGHT_TYPES and succ[s] == [n_name]]
+        if len(loops) > 1:
+            _refuse(n_name, n_node, f"it has {len(loops)} self-loops {loops}; the network has one recurrent matrix")
+        others = [p for p in pred[n_name] if p != w_name and p not in loops]
+        if others:
+            _refuse(n_name, n_node, f"it has extra inputs {others}; only one feed-forward input and one self-loop")
+        if loops:
+            (loop,) = loops
+            if len(pred[loop]) != 1:
+                _refuse(loop, nodes[loop], "a recurrent weight node must have exactly one source")
+            rec_w.append(_weight(loop, nodes[loop], n, n))
+            visited.add(loop)
+        else:
+            rec_w.append(None)
+        rec.append(bool(loops))
+        layers.append(n)
+        names.append(n_name)
+        params.append((n_name, n_node, tau, r, th))
+        visited |= {w_name, n_name}
+        cur = n_name
+    out_node = nodes[outputs[0]]
+    out_shape = np.asarray(out_node.output_type["output"]).ravel()
+    if out_shape.size != 1 or int(out_shape[0]) != layers[-1]:
+        _refuse(outputs[0], out_node, f"output shape {tuple(out_shape)} != the last layer's {layers[-1]} neurons")
+    visited.add(outputs[0])
+    stray = [n for n in nodes if n not in visited]
+    if stray:
+        _refuse(stray[0], nodes[stray[0]], "it is not on the Input -> Output chain (branches are not supported)")
+
+    first = params[0]
+    for field, i in (("tau", 2), ("r", 3), ("v_threshold", 4)):
+        for name, node, *vals in params[1:]:
+            if vals[i - 2] != first[i]:
+                _refuse(name, node, f"{field} = {vals[i - 2]:g} differs from {first[i]:g} in {first[0]!r}; the network "
+                                    f"has one {field} for all layers")
+    tau, r, th = first[2], first[3], first[4]
+    alpha = math.exp(-dt / tau) if discretization == "exact" else 1.0 - dt / tau
+    if not 0.0 < alpha < 1.0:
+        _refuse(first[0], first[1], f"dt/tau = {dt / tau:g} gives alpha = {alpha:g} outside (0, 1); choose a smaller dt")
+    lif = LIFParams(decay=alpha, threshold=th, input_scale=r)
+    return NirModel(layers=tuple(layers), weights=tuple(weights), recurrent=tuple(rec), recurrent_weights=tuple(rec_w),
+                    lif=lif, dt=float(dt), tau=tau, nodes=tuple(names))

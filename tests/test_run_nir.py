@@ -1,0 +1,48 @@
+"""`tilesim run --model graph.nir`: the graph's sizes, weights and LIF constants drive the run."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+nir = pytest.importorskip("nir")
+
+
+def graph(n0=40, n1=24, n2=5, tau=0.02):
+    rng = np.random.default_rng(1)
+
+    def lif(n):
+        return nir.LIF(tau=np.full(n, tau), r=np.full(n, 10.0), v_leak=np.zeros(n), v_threshold=np.ones(n))
+    return nir.NIRGraph(nodes={"in": nir.Input(np.array([n0])),
+                               "fc1": nir.Linear(weight=rng.normal(size=(n1, n0)).astype(np.float32)),
+                               "lif1": lif(n1),
+                               "fc2": nir.Linear(weight=rng.normal(size=(n2, n1)).astype(np.float32)),
+                               "lif2": lif(n2), "out": nir.Output(np.array([n2]))},
+                        edges=[("in", "fc1"), ("fc1", "lif1"), ("lif1", "fc2"), ("fc2", "lif2"), ("lif2", "out")])
+
+
+def tilesim(*args):
+    return subprocess.run([sys.executable, "-m", "tilesim", *args], capture_output=True, text=True, timeout=300)
+
+
+RUN = ["--batch", "4", "--timesteps", "10", "--input-cap", "8", "--max-activity", "0.25", "--steps", "1", "--json"]
+
+
+def test_run_takes_sizes_and_weights_from_the_graph(tmp_path):
+    nir.write(tmp_path / "g.nir", graph())
+    r = tilesim("run", "--model", str(tmp_path / "g.nir"), *RUN)
+    assert r.returncode == 0, r.stderr
+    net = json.loads(r.stdout)["network"]
+    assert net["layers"] == [40, 24, 5] and net["neurons"] == 29 and net["weights"] == 40 * 24 + 24 * 5
+
+
+def test_graph_and_layers_must_agree_and_bad_nodes_are_refused(tmp_path):
+    nir.write(tmp_path / "g.nir", graph())
+    r = tilesim("run", "--model", str(tmp_path / "g.nir"), "--layers", "40-20-5", *RUN)
+    assert r.returncode == 2 and "must match the NIR graph's 40-24-5" in r.stderr and "Traceback" not in r.stderr
+    g = graph()
+    g.nodes["lif1"] = nir.IF(r=np.full(24, 10.0), v_threshold=np.ones(24))
+    nir.write(tmp_path / "if.nir", g)
+    r = tilesim("run", "--model", str(tmp_path / "if.nir"), *RUN)
+    assert r.returncode == 2 and "lif1" in r.stderr and "Traceback" not in r.stderr
