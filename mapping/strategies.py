@@ -65,10 +65,12 @@ def pack_layers(tiles_needed, chips: int, tiles_per_chip: int, first_tile: int =
         else:
             chip = int(chip_of_layer[l])
         if chip >= chips or nxt[chip] + need > tiles_per_chip:
-            used = sum(tiles_needed)
-            raise MappingError(f"layers need {used} tiles in whole-layer blocks: {chips} chip(s) x "
-                               f"{tiles_per_chip} tiles (tile 0 of chip 0 free) do not hold them; "
-                               "raise neurons per tile or --chips")
+            if chip_of_layer is None:
+                n = 1 + pack_layers(tiles_needed, len(tiles_needed) + 1, tiles_per_chip, first_tile)[-1][0]
+                raise MappingError(f"layers in whole-layer blocks need {n} chips: machine has {chips}; "
+                                   f"pass --chips {n} or raise neurons per tile")
+            raise MappingError(f"chip {chip} gets {nxt.get(chip, 0) + need} tiles of layers: it has "
+                               f"{tiles_per_chip} (tile 0 of chip 0 free); move a layer to another chip")
         out.append((chip, nxt[chip]))
         nxt[chip] += need
     return out

@@ -61,7 +61,7 @@ def test_graph_on_one_chip_equals_contiguous():
 def test_pack_layers_errors_name_the_fix():
     with pytest.raises(MappingError, match="more than a chip"):
         pack_layers([20], 1, 10)
-    with pytest.raises(MappingError, match="raise neurons per tile or --chips"):
+    with pytest.raises(MappingError, match="need 2 chips: machine has 1"):
         pack_layers([6, 6], 1, 10)
 
 

@@ -1,35 +1,65 @@
 """One sparse-BPTT training step as a BSP program, and its per-tile SRAM, on a tile machine.
 
-The supersteps follow the IPU implementation (snn-on-ipu.md §3.3, §3.4, §7). Each superstep's
-compute comes from the per-tile work counters of the functional run (``models.snn.counters``)
-through a :class:`tilesim.costs.CostModel`; its exchange carries the data the *next* superstep
-needs. All layers advance in the same supersteps (the one-step delay between layers):
+The supersteps follow the authors' IPU implementation (snn-on-ipu.md §3.3, §3.4, §7; the
+``sparse_layer`` custom op of ``jrfinkbeiner/graphcore_snn`` as benchmarked in Sept 2022): one
+Poplar op runs the whole network and time loop; the vertex compute sets hold *all* layers at
+once (the one-step delay between layers), but the PopLibs calls around them
+(``dynamicSlice``/``dynamicUpdate`` of the sequences, ``Copy`` programs, ``poprand``,
+``mulInPlace``) are issued *per layer*, each its own compute set or exchange with its own sync.
+Each compute set's time comes from the per-tile work counters of the functional run
+(``models.snn.counters``) through a :class:`tilesim.costs.CostModel`; a superstep's exchange
+carries what the *next* superstep needs. Rows per time step, with ``L`` weight layers:
 
 Forward, for t = 0 … T−1
-  ``fwd: state update``  owner tiles: gather weight rows of the input list, LIF update, write the
-                         two dense threshold flags; exchange: the flags (8·n·B bytes per owner
-                         tile) go to the layer's compaction tiles.
-  ``fwd: compaction``    B·2·f compaction tiles per layer (f from the neuron count, §3.3 step 5)
-                         scan their chunk of flags on 6 workers; exchange: chunk lists to the
-                         per-sample combiners.
-  ``fwd: combine``       one combiner per (layer, sample) merges f lists, spikes first, up to
-                         N_max; exchange: the list is broadcast to every owner tile of the next
-                         layer (B·(N_max+1)·4 bytes each), and the data input of step t+1 to the
-                         first layer's tiles; a layer boundary that crosses chips is a link flow.
-``loss``                 output tiles turn the last layer's list dense (sparse2dense) and send
-                         the slot gradients g back to the output layer's tiles.
+  ``fwd: slice inputs``  loop counter, ``dynamicSlice`` of the data input, 2(L−1) ``Copy`` of each
+                         layer's list into the next layer's input buffer; exchange: every owner
+                         tile receives its sample lists, B·(N_max_in+1)·4 bytes (broadcast).
+  ``fwd: state update``  owner tiles: gather weight rows of the input list, LIF update (B vertices),
+                         then the dense two-threshold flags (one vertex per neuron and sample);
+                         exchange: the flags (8·n·B bytes per owner tile) go to the compaction tiles.
+  ``fwd: compaction``    L ``poprand`` calls, then B·2·f compaction tiles per layer (f from the
+                         neuron count, §3.3 step 5) scan their chunk of flags on 6 workers and merge
+                         the 6 chunk lists; exchange: tile lists to the per-sample combiners.
+  ``fwd: combine``       one combiner per (layer, sample) merges 2·f lists, spikes first, up to
+                         N_max; exchange: the list to the sequence slice and the next layer's input
+                         buffer (a link flow if that layer sits on another chip).
+  ``fwd: update sequences``  3L ``dynamicUpdate`` (v, ids, counts).
+``loss``                 output tiles turn the last layer's list dense (sparse2dense) and send the
+                         slot gradients g back.
 Backward, for t = T−1 … 0
-  ``bwd: state grad``    owner tiles scan their sample's whole slot list, apply the surrogate to
-                         their own slots, δv ← αδv, δI = 10(1−α)δv; exchange: the replicated
-                         input lists for the weight gradient.
-  ``bwd: weight+input grad``  dW += input rows × δI (6 worker vertices, private dW copies) and
+  ``bwd: slice sequences``  2 index updates and 5L+1 ``dynamicSlice``.
+  ``bwd: replicate lists``  one row per layer: 5 ``Copy`` programs replicate the layer's own list
+                         and g (state grad) and its input list (weight grad) onto every owner tile
+                         (separate programs per layer, so these exchanges add up over layers).
+                         Broadcast receives count 1/tiles_per_supertile of their bytes: both
+                         tiles of a supertile take the same data at 8 B/cycle (§3.2).
+  ``bwd: state grad``    B vertices per tile scan their sample's whole slot list, apply the
+                         surrogate to their own slots; then per layer a ``Copy`` and a
+                         ``mulInPlace`` (δI = 10(1−α)δv).
+  ``bwd: weight+input grad``  dW += input rows × δI (6 worker vertices, private dW copies), then
                          the input-gradient partials (one vertex per sample); exchange: partials
-                         to the reduction, spread over the chip's tiles.
-  ``bwd: reduce input grad``  stage-1/2 sums; exchange: g of layer l−1 to its owner tiles (a link
-                         flow if layer l−1 sits on another chip).
-``dW reduce`` (6 copies → 1) and ``optimizer`` (Adam or SGD), once per step.
+                         to the stage-1 reduction, spread over the chip's tiles.
+  ``bwd: reduce input grad``  stage-1 sums and the stage-2 ``reduceMany``.
+``dW reduce`` (zeroing, 6 copies → 1), ``optimizer`` (Adam or SGD), once per step, and
+``host: variable sync``: after every device execution of ``steps_per_execution`` steps the
+framework copies the trainable state (weights and optimizer slots) to the host; amortised per
+step: ``host_sync_cycles_per_byte`` · 4·(1 + slots)·weights on the chip / steps_per_execution.
+The input sequence (T·B·(input_cap+1)·4 bytes) arrives once per step by host infeed.
+
+Superstep overhead. A compute set costs ``compute_set_cycles`` on every tile (control code,
+vertex launch) on top of its vertices; every superstep costs the machine's sync and exchange
+fixed cycles. The PopLibs calls listed above are *folded* into the row they precede: a row
+standing for ``k`` compute sets and ``c`` exchange-only copies adds
+``k·compute_set_cycles + (k + c − 1)·(sync + exchange_fixed)`` cycles to every tile (tile 0 of
+chip 0 is left free, as in the authors' op), so the breakdown shows their syncs under compute.
 
 Multi-chip: one Poplar graph spans all chips, so every superstep syncs all chips (§3.6).
+
+Changes against the first version (which had 6 rows per time step): the per-layer PopLibs
+supersteps, the per-compute-set cost, the per-layer replicate exchanges, the dense-flag and
+tile-combine compute sets, the host infeed and the amortised variable sync were added after
+comparing with the 12 measured Bow steps (``models/snn/calibration``); the coefficients are
+fitted by ``tilesim calibrate``.
 """
 from __future__ import annotations
 
@@ -42,19 +72,28 @@ from models.snn.counters import WORKERS_PER_TILE, WorkCounters, layer_memory
 from models.snn.network import NetworkConfig
 from models.snn.placement import Placement
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
-from tilesim.errors import MappingError
+from tilesim.errors import MappingError, require
 from tilesim.memory import MemoryLedger
 from tilesim.program import Program
 
-__all__ = ["default_costs", "compaction_spread", "build_step_program", "snn_memory", "PHASE_LABELS"]
+__all__ = ["default_costs", "uncalibrated_costs", "compaction_spread", "build_step_program", "snn_memory",
+           "PHASE_LABELS", "STEPS_PER_EXECUTION"]
 
-PHASE_LABELS = ("fwd: state update", "fwd: compaction", "fwd: combine", "loss",
+PHASE_LABELS = ("fwd: slice inputs", "fwd: state update", "fwd: compaction", "fwd: combine",
+                "fwd: update sequences", "loss", "bwd: slice sequences", "bwd: replicate lists",
                 "bwd: state grad", "bwd: weight+input grad", "bwd: reduce input grad",
-                "dW reduce", "optimizer")
+                "dW reduce", "optimizer", "host: variable sync")
+STEPS_PER_EXECUTION = 52     # the calibration runs: one device execution per epoch of 52 steps
 
 
 def default_costs() -> CostModel:
-    """The shipped cost model (``models/snn/costs.toml``)."""
+    """The shipped calibrated cost model (``tilesim/presets/costs/snn.toml``)."""
+    with resources.as_file(resources.files("tilesim") / "presets" / "costs" / "snn.toml") as p:
+        return load_costs(p)
+
+
+def uncalibrated_costs() -> CostModel:
+    """Version 0: first-principles instruction counts, before any fit (``models/snn/costs.toml``)."""
     with resources.as_file(resources.files("models.snn") / "costs.toml") as p:
         return load_costs(p)
 
@@ -102,13 +141,17 @@ def _layout(config: NetworkConfig, placement: Placement, tiles_per_chip: int) ->
 
 
 def build_step_program(config: NetworkConfig, placement: Placement, counters: WorkCounters, machine,
-                       costs: CostModel | None = None, name: str = "snn training step") -> Program:
+                       costs: CostModel | None = None, name: str = "snn training step",
+                       steps_per_execution: int = STEPS_PER_EXECUTION) -> Program:
     """The BSP program of one training step, from the step's per-step counters.
 
     ``counters`` must hold per-step arrays (``train_step(..., per_step_counters=True)`` or
-    ``count_work(activity, placement, per_step=True)``).
+    ``count_work(activity, placement, per_step=True)``). ``steps_per_execution``: training steps
+    per device execution, over which the host variable sync is amortised.
     """
     costs = costs or default_costs()
+    require(isinstance(steps_per_execution, (int, np.integer)) and steps_per_execution >= 1,
+            "steps_per_execution", steps_per_execution, "must be an integer >= 1")
     C, TPC = machine.chips, machine.tiles_per_chip
     N = machine.total_tiles
     if placement.n_tiles != N:
@@ -121,6 +164,16 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     rec = config.recurrent if isinstance(config.recurrent, tuple) else (bool(config.recurrent),) * L
     workers = machine.chip.workers_per_tile
     sup = machine.chip.supervisor_overhead_cycles
+    cs_cycles = costs.coef("compute_set_cycles")
+    step_cycles = float(machine.group_sync_cycles(C) + machine.chip.exchange_fixed_cycles)
+    active = np.ones(N)
+    active[0] = 0.0                                   # tile 0 of chip 0 is outside the op's graph
+    in_graph = [any(p.phase == "input_grad" and p.layer == l for p in counters.phases) for l in range(L)]
+    any_in = any(in_graph)
+
+    def overhead(n_cs, n_copy=0):
+        """Cycles on every tile of a row standing for n_cs compute sets and n_copy copies."""
+        return active * (n_cs * cs_cycles + max(n_cs + n_copy - 1, 0) * step_cycles)
 
     def per_step(phase, layer, cname):
         pc = counters.get(phase, layer)
@@ -131,139 +184,163 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     def cycles(work, vertices):
         return barrel_tile_cycles(work, vertices, workers, sup)
 
+    vc = costs.coef("vertex_calls")
+    # a broadcast reaches both tiles of a supertile at once: 8 B/cycle per pair (§3.2)
+    pair = float(machine.chip.tiles_per_supertile)
     zeros = lambda: np.zeros((T, N))  # noqa: E731
     # ---- forward ------------------------------------------------------------------------------
+    f0_in, f0_out = zeros(), zeros()
     f1, f1_out, f1_in = zeros(), zeros(), zeros()
     f2, f2_out, f2_in = zeros(), zeros(), zeros()
     f3, f3_out, f3_in = zeros(), zeros(), zeros()
-    flows_fwd: list[tuple] = []          # (t, src chip, dst chip, bytes)
+    flows_fwd: list[tuple] = []          # (src chip, dst chip, bytes)
     for l, ly in enumerate(lay):
         n_l = config.layers[l + 1]
+        # input lists broadcast to every owner tile; the senders pay one copy, spread over the chip
+        recv = per_step("state_update", l, "bytes_received")
+        f0_in += recv / pair
+        one = recv[:, ly.tiles[0]] if ly.tiles.size else np.zeros(T)
+        f0_out[:, ly.chip * TPC:(ly.chip + 1) * TPC] += (one / TPC)[:, None]
+        vert = per_step("state_update", l, "vertices")
         work = costs.worker_cycles({
             "synaptic_adds": per_step("state_update", l, "synaptic_adds"),
-            "neurons_updated": per_step("state_update", l, "neurons_updated"),
-            "neurons_scanned": per_step("spike_detect", l, "neurons_scanned")})
-        vert = per_step("state_update", l, "vertices")
-        work += costs.coef("vertex_calls") * vert
+            "neurons_updated": per_step("state_update", l, "neurons_updated")}) + vc * vert
         f1 += cycles(work, vert)
+        # dense flags: one vertex per (neuron, sample)
+        flags = per_step("spike_detect", l, "neurons_scanned")
+        f1 += cycles(costs.coef("neurons_scanned") * flags + vc * flags, flags)
         f1_out += per_step("spike_detect", l, "bytes_sent")
-        flags_per_tile = 4.0 * -(-n_l // ly.f)          # one uint32 per neuron and threshold
+        chunk = -(-n_l // ly.f)                          # neurons per compaction tile
+        flags_per_tile = 4.0 * chunk                     # one uint32 per neuron and threshold
         np.add.at(f1_in, (slice(None), ly.comp_tiles), flags_per_tile)
-        # compaction: 6 chunk vertices per tile scan their flags
-        comp_work = costs.coef("flags_scanned") * flags_per_tile / 4 + costs.coef("vertex_calls") * 6
-        np.add.at(f2, (slice(None), ly.comp_tiles), float(cycles(comp_work, 6)))
-        chunk_list = 4.0 * (min(nmax[l], -(-n_l // ly.f)) + 1)
-        np.add.at(f2_out, (slice(None), ly.comp_tiles), chunk_list)
-        np.add.at(f2_in, (slice(None), ly.comb_tiles), chunk_list * 2 * ly.f)
+        # compaction: 6 chunk vertices per tile scan their flags, then one vertex merges them
+        comp_work = costs.coef("flags_scanned") * chunk + vc * 6
+        tile_list = min(nmax[l], chunk)
+        comb1 = costs.coef("list_entries_merged") * tile_list + vc
+        np.add.at(f2, (slice(None), ly.comp_tiles), float(cycles(comp_work, 6) + cycles(comb1, 1)))
+        np.add.at(f2_out, (slice(None), ly.comp_tiles), 4.0 * (tile_list + 1))
+        np.add.at(f2_in, (slice(None), ly.comb_tiles), 4.0 * (tile_list + 1) * 2 * ly.f)
         # combine: merge the entries actually kept (real + gradient-only) per sample
         kept = per_step("spike_detect", l, "entries_kept").sum(axis=1)          # [T] over tiles
-        comb_work = (costs.coef("list_entries_merged") * (kept / B + 2 * ly.f)
-                     + costs.coef("vertex_calls"))
+        comb_work = costs.coef("list_entries_merged") * (kept / B + 2 * ly.f) + vc
         np.add.at(f3, (slice(None), ly.comb_tiles), cycles(comb_work, 1)[:, None])
         list_bytes = 4.0 * (nmax[l] + 2)
         np.add.at(f3_out, (slice(None), ly.comb_tiles), list_bytes)
-        if l + 1 < L:
-            nxt = lay[l + 1]
-            np.add.at(f3_in, (slice(None), nxt.tiles), B * list_bytes)
-            if nxt.chip != ly.chip:
-                flows_fwd.append((ly.chip, nxt.chip, B * list_bytes))
-    # data input of the next step to layer 0's tiles (dynamicSlice of the stored input sequence)
-    in_bytes = B * 4.0 * (config.input_cap + 1)
-    f3_in[:, lay[0].tiles] += in_bytes
-    f3_out[:, lay[0].comp_tiles] += in_bytes / max(lay[0].comp_tiles.size, 1)   # multicast: one copy
+        # the list lands in the sequence slice (spread over the chip)
+        f3_in[:, ly.chip * TPC:(ly.chip + 1) * TPC] += B * list_bytes / TPC
+        if l + 1 < L and lay[l + 1].chip != ly.chip:
+            flows_fwd.append((ly.chip, lay[l + 1].chip, B * list_bytes))
+    f0 = np.broadcast_to(overhead(3, 2 * (L - 1)), (T, N))
+    f1 += overhead(2)
+    f2 += overhead(2 + L)
+    f3 += overhead(1)
+    f4 = np.broadcast_to(overhead(3 * L), (T, N))
 
     # ---- loss ---------------------------------------------------------------------------------
     out = lay[-1]
-    loss = np.zeros(N)
-    loss[out.tiles] = float(cycles(costs.coef("loss_entries") * B * nmax[-1] / out.tiles.size
-                                   + costs.coef("vertex_calls"), 1))
+    loss = overhead(3)
+    loss[out.tiles] += float(cycles(costs.coef("loss_entries") * B * nmax[-1] / out.tiles.size + vc, 1))
     loss_in = np.zeros(N)
     loss_in[out.tiles] = B * (8.0 * nmax[-1] + 8)
 
     # ---- backward -----------------------------------------------------------------------------
-    b1, b1_out, b1_in = zeros(), zeros(), zeros()
-    b2, b2_out, b2_in = zeros(), zeros(), zeros()
+    b0 = np.broadcast_to(overhead(5 * L + 3), (T, N))
+    rep = np.broadcast_to(overhead(0, 5), (L, T, N)).copy()
+    rep_in, rep_out = np.zeros((L, T, N)), np.zeros((L, T, N))
+    b1, b2, b2_out, b2_in = zeros(), zeros(), zeros(), zeros()
     b3, b3_out, b3_in = zeros(), zeros(), zeros()
-    flows_b2: list[tuple] = []
+    flows_rep: list[tuple] = []          # (layer, src chip, dst chip, bytes)
     flows_b3: list[tuple] = []
     for l, ly in enumerate(lay):
+        # replicated lists: own ids + counts + g (state grad), the input list (weight grad)
+        own = per_step("state_grad", l, "bytes_received")
+        inp = per_step("weight_grad", l, "bytes_received")
+        rep_in[l] = (own + inp) / pair
+        src = lay[l - 1] if l > 0 else ly
+        one_in = inp[:, ly.tiles[0]] if ly.tiles.size else np.zeros(T)
+        one_own = own[:, ly.tiles[0]] if ly.tiles.size else np.zeros(T)
+        rep_out[l][:, ly.chip * TPC:(ly.chip + 1) * TPC] += (one_own / TPC)[:, None]
+        rep_out[l][:, src.chip * TPC:(src.chip + 1) * TPC] += (one_in / TPC)[:, None]
+        if l > 0 and src.chip != ly.chip:
+            flows_rep.append((l, src.chip, ly.chip, float(one_in[0])))
         vert = per_step("state_grad", l, "vertices")
         work = costs.worker_cycles({
             "slots_scanned": per_step("state_grad", l, "slots_scanned"),
             "slots_applied": per_step("state_grad", l, "slots_applied"),
-            "neurons_updated": per_step("state_grad", l, "neurons_updated")}) + costs.coef("vertex_calls") * vert
+            "neurons_updated": per_step("state_grad", l, "neurons_updated")}) + vc * vert
         b1 += cycles(work, vert)
-        # replicated input lists for the weight gradient (input spikes of this layer)
-        rep = per_step("weight_grad", l, "bytes_received")
-        b1_in += rep
-        # exchange is multicast: the senders pay one copy of the B input lists, split among them
-        src = lay[l - 1] if l > 0 else lay[0]
-        one_copy = rep[:, ly.tiles[0]] if ly.tiles.size else np.zeros(T)
-        np.add.at(b1_out, (slice(None), src.comb_tiles), (one_copy / max(src.comb_tiles.size, 1))[:, None])
-        if l > 0 and lay[l - 1].chip != ly.chip:
-            flows_b2.append((lay[l - 1].chip, ly.chip, float(rep[0, ly.tiles[0]]) if ly.tiles.size else 0.0))
         wv = per_step("weight_grad", l, "vertices")
-        work_w = costs.worker_cycles({"grad_adds": per_step("weight_grad", l, "grad_adds")}) + costs.coef("vertex_calls") * wv
-        has_in = any(p.phase == "input_grad" and p.layer == l for p in counters.phases)
-        if has_in:
+        b2 += cycles(costs.worker_cycles({"grad_adds": per_step("weight_grad", l, "grad_adds")}) + vc * wv, wv)
+        if in_graph[l]:
             iv = per_step("input_grad", l, "vertices")
-            work_w = work_w + costs.worker_cycles({"macs": per_step("input_grad", l, "macs")}) + costs.coef("vertex_calls") * iv
-            b2 += cycles(work_w, wv + iv)
+            b2 += cycles(costs.worker_cycles({"macs": per_step("input_grad", l, "macs")}) + vc * iv, iv)
             partials = per_step("input_grad", l, "partial_bytes")
             b2_out += partials
-            # stage-1/2 reduction spread over every tile of the layer's chip
+            # stage-1 reduction spread over every tile of the layer's chip
             chip_tiles = np.arange(ly.chip * TPC, (ly.chip + 1) * TPC)
             share = partials.sum(axis=1) / TPC                                   # [T]
             b2_in[:, chip_tiles] += share[:, None]
             adds = per_step("input_grad", l, "reduction_adds").sum(axis=1) / TPC
-            b3[:, chip_tiles] += cycles(costs.coef("reduction_adds") * adds + costs.coef("vertex_calls") * 6, 6)[:, None]
+            b3[:, chip_tiles] += cycles(costs.coef("reduction_adds") * adds + vc * 6, 6)[:, None]
             # the reduced slot gradients go to the layer below (and, if recurrent, to this layer)
             dests = ([l - 1] if l > 0 else []) + ([l] if rec[l] else [])
             for d in dests:
                 g_bytes = B * (8.0 * nmax[d] + 8)
                 b3_out[:, chip_tiles] += g_bytes / TPC
-                b3_in[:, lay[d].tiles] += g_bytes
+                b3_in[:, lay[d].chip * TPC:(lay[d].chip + 1) * TPC] += g_bytes / TPC
                 if lay[d].chip != ly.chip:
                     flows_b3.append((ly.chip, lay[d].chip, g_bytes))
-        else:
-            b2 += cycles(work_w, wv)
+    b1 += overhead(1 + L, L)
+    b2 += overhead(1 + int(any_in))
+    b3 += overhead(3 if any_in else 0)
 
     # ---- once per step --------------------------------------------------------------------------
-    dwr = np.zeros(N)
-    opt = np.zeros(N)
+    dwr = overhead(2 + L)
+    opt = overhead(2 * L)
+    weights_on_chip = np.zeros(C)
     for l, ly in enumerate(lay):
         upd = counters.get("optimizer", l).tile_totals[0].astype(np.float64)   # weights per tile
-        dwr += cycles(costs.coef("dw_reduce_adds") * (WORKERS_PER_TILE - 1) * upd / WORKERS_PER_TILE,
+        weights_on_chip[ly.chip] += upd.sum()
+        dwr += cycles(costs.coef("dw_reduce_adds") * (WORKERS_PER_TILE - 1) * upd / WORKERS_PER_TILE
+                      + costs.coef("dw_zero_writes") * WORKERS_PER_TILE * upd / WORKERS_PER_TILE,
                       np.where(upd > 0, WORKERS_PER_TILE, 0))
         key = "adam_updates" if config.optimizer == "adam" else "sgd_updates"
         opt += cycles(costs.coef(key) * upd / WORKERS_PER_TILE, np.where(upd > 0, WORKERS_PER_TILE, 0))
+    slots = 2 if config.optimizer == "adam" else 0
+    sync_bytes = 4.0 * (1 + slots) * weights_on_chip / steps_per_execution          # per chip
+    host_sync = (costs.coef("host_sync_cycles_per_byte") * np.repeat(sync_bytes, TPC)) * active
 
-    # ---- assemble: forward t = 0..T-1, loss, backward t = T-1..0, dW reduce, optimizer ----------
+    # ---- assemble: forward t = 0..T-1, loss, backward t = T-1..0, once-per-step rows ----------
     rev = slice(None, None, -1)
-    comp_rows = [np.stack([f1, f2, f3], axis=1).reshape(3 * T, N), loss[None],
-                 np.stack([b1[rev], b2[rev], b3[rev]], axis=1).reshape(3 * T, N), dwr[None], opt[None]]
-    in_rows = [np.stack([f1_in, f2_in, f3_in], axis=1).reshape(3 * T, N), loss_in[None],
-               np.stack([b1_in[rev], b2_in[rev], b3_in[rev]], axis=1).reshape(3 * T, N),
-               np.zeros((1, N)), np.zeros((1, N))]
-    out_rows = [np.stack([f1_out, f2_out, f3_out], axis=1).reshape(3 * T, N), np.zeros((1, N)),
-                np.stack([b1_out[rev], b2_out[rev], b3_out[rev]], axis=1).reshape(3 * T, N),
-                np.zeros((1, N)), np.zeros((1, N))]
-    compute = np.concatenate(comp_rows)
-    bytes_in = np.concatenate(in_rows)
-    bytes_out = np.concatenate(out_rows)
+    RF, RB = 5, 4 + L
+    z = np.zeros((T, N))
+    fwd = lambda a: np.stack(a, axis=1).reshape(RF * T, N)                          # noqa: E731
+    bwd = lambda a, r: np.concatenate([a[0][rev, None], r.transpose(1, 0, 2)[rev], np.stack(  # noqa: E731
+        [x[rev] for x in a[1:]], axis=1)], axis=1).reshape(RB * T, N)
+    one = lambda a: a[None]                                                         # noqa: E731
+    compute = np.concatenate([fwd([f0, f1, f2, f3, f4]), one(loss), bwd([b0, b1, b2, b3], rep),
+                              one(dwr), one(opt), one(host_sync)])
+    bytes_in = np.concatenate([fwd([f0_in, f1_in, f2_in, f3_in, z]), one(loss_in), bwd([z, z, b2_in, b3_in], rep_in),
+                               np.zeros((3, N))])
+    bytes_out = np.concatenate([fwd([f0_out, f1_out, f2_out, f3_out, z]), np.zeros((1, N)),
+                                bwd([z, z, b2_out, b3_out], rep_out), np.zeros((3, N))])
     S = compute.shape[0]
-    label_id = np.concatenate([np.tile([0, 1, 2], T), [3], np.tile([4, 5, 6], T), [7, 8]]).astype(np.int32)
+    label_id = np.concatenate([np.tile([0, 1, 2, 3, 4], T), [5], np.tile([6] + [7] * L + [8, 9, 10], T),
+                               [11, 12, 13]]).astype(np.int32)
     flows = []
+    s_bwd0 = RF * T + 1
     for t in range(T):
-        flows += [(3 * t + 2, a, b, nb) for a, b, nb in flows_fwd]
-        s_bwd = 3 * T + 1 + 3 * t
-        flows += [(s_bwd, a, b, nb) for a, b, nb in flows_b2]
-        flows += [(s_bwd + 2, a, b, nb) for a, b, nb in flows_b3]
+        flows += [(RF * t + 3, a, b, nb) for a, b, nb in flows_fwd]
+        s = s_bwd0 + RB * t                     # backward iteration for time step T-1-t
+        flows += [(s + 1 + l, a, b, nb) for l, a, b, nb in flows_rep]
+        flows += [(s + RB - 1, a, b, nb) for a, b, nb in flows_b3]
     f_arr = tuple(np.asarray(x) for x in zip(*flows)) if flows else None
+    infeed = T * B * 4.0 * (config.input_cap + 1) + 4.0 * B
+    host = (np.array([0], np.int32), np.array([lay[0].chip], np.int32), np.array([infeed]))
     scope = np.full(S, 0 if C > 1 else -1, np.int32)
     return Program.from_arrays(chips=C, tiles_per_chip=TPC, compute_cycles=compute, labels=PHASE_LABELS,
                                label_id=label_id, sync_scope=scope, bytes_in=bytes_in, bytes_out=bytes_out,
-                               flows=f_arr, name=name)
+                               flows=f_arr, host=host, name=name)
 
 
 # code and bookkeeping bytes per tile (ipu-hardware.md §3.3): a vertex's state holds ~3 SPAN

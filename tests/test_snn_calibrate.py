@@ -1,0 +1,160 @@
+"""Calibration of the SNN cost model: cases CSV, `tilesim validate`, `tilesim calibrate`, LOO bands."""
+import json
+import subprocess
+import sys
+import tomllib
+
+import numpy as np
+import pytest
+
+from models.snn.calibrate import (FIT_PARAMS, CaseBasis, case_setup, prediction_band, read_cases,
+                                  shipped_cases_path)
+from models.snn.timing import default_costs, uncalibrated_costs
+from tilesim.engine import simulate
+from tilesim.errors import ConfigError
+
+HEADER = ("case,dataset,layers,batch,timesteps,input_cap,max_activity,second_threshold,output_second_threshold,"
+          "optimizer,machine,chips,neurons_per_tile,activity,measured_ms_per_step,extra_note")
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "tilesim", *args], capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    """`tilesim validate --json` on the shipped cases (run once)."""
+    r = run("validate", "--json")
+    assert r.returncode == 0, r.stderr
+    return {row["case"]: row for row in json.loads(r.stdout)}
+
+
+def test_shipped_cases_mean_error_within_10_percent(shipped):
+    cases = read_cases()
+    assert len(cases) == 12 and set(shipped) == {c.case for c in cases}     # every row reported
+    for c in cases:
+        row = shipped[c.case]
+        assert set(row) >= {"case", "predicted_ms", "measured_ms", "error_pct"}
+        assert row["measured_ms"] == c.measured_ms
+        assert row["error_pct"] == pytest.approx(100 * (row["predicted_ms"] - c.measured_ms) / c.measured_ms, abs=0.01)
+    assert np.mean([abs(r["error_pct"]) for r in shipped.values()]) <= 10.0
+
+
+def test_shipped_predictions_follow_measured_trends(shipped):
+    p = {k: v["predicted_ms"] for k, v in shipped.items()}
+    for a in ("01", "05", "10"):                      # the deeper, narrower net is faster at equal activity
+        assert p[f"nmnist-L5-a{a}-t090"] < p[f"nmnist-L2-a{a}-t090"]
+    for net in ("L2", "L5"):                          # higher caps are slower
+        assert p[f"nmnist-{net}-a01-t090"] < p[f"nmnist-{net}-a05-t090"] < p[f"nmnist-{net}-a10-t090"]
+    for row in shipped.values():                      # the leave-one-out band contains the prediction
+        assert row["band_lo_ms"] <= row["predicted_ms"] <= row["band_hi_ms"]
+        assert row["band_hi_ms"] > row["band_lo_ms"]
+
+
+def test_shipped_costs_have_provenance_and_loo_sets():
+    cm = default_costs()
+    assert cm.version == "1" and cm.name == "snn-calibrated"
+    prov = cm.provenance
+    assert set(prov["fit"]) == set(FIT_PARAMS)
+    assert len(prov["rows_used"]) == 12 and len(prov["residual_pct"]) == 12 and len(prov["loo"]) == 12
+    assert prov["mean_abs_error_pct"] <= 10.0
+    # physically plausible: exchange and sync are the machine's; the fit stays inside its bounds
+    for k in FIT_PARAMS:
+        lo, hi = prov["bounds"][k]
+        assert lo <= prov["fit"][k] <= hi
+    assert uncalibrated_costs().version == "0"
+
+
+def test_basis_is_exact():
+    """The affine decomposition C(θ) = K + Σ θ_i G_i re-times exactly like the engine."""
+    case = read_cases()[9]
+    config, machine, placement = case_setup(case)
+    b = CaseBasis(config, placement, machine)
+    th = (0.6, 30.0, 20.0, 3.0)
+    assert b.seconds(th) == pytest.approx(simulate(b.program(th), machine).total_s, rel=1e-9)
+
+
+def _user_csv(tmp_path, rows, header=HEADER):
+    p = tmp_path / "cases.csv"
+    p.write_text(header + "\n" + "\n".join(rows) + "\n")
+    return p
+
+
+USER_ROWS = [
+    "u-wide,synthetic,64-40-40-4,12,10,16,0.1,0.9,,adam,gc200,,2,fixed,0.45,x",
+    "u-wide-hi,synthetic,64-40-40-4,12,10,16,0.4,0.9,,adam,gc200,,2,fixed,0.60,x",
+    "u-deep,synthetic,64-20-20-20-20-4,12,10,16,0.2,0.9,,sgd,gc200,,2,fixed,0.50,x",
+    "u-nat,synthetic,64-40-4,12,10,16,0.2,0.9,,adam,gc200,,2,natural,0.30,x",
+]
+
+
+def test_refit_round_trips_through_out_and_validate(tmp_path):
+    csv = _user_csv(tmp_path, USER_ROWS)
+    out = tmp_path / "costs.toml"
+    r = run("calibrate", str(csv), "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    fitted = json.loads(r.stdout)
+    data = tomllib.loads(out.read_text())
+    assert data["version"] == "1" and set(data["provenance"]["fit"]) == set(FIT_PARAMS)
+    assert data["provenance"]["rows_used"] == ["u-wide", "u-wide-hi", "u-deep", "u-nat"]
+    assert len(data["provenance"]["loo"]) == 4 and "date" in data["provenance"]
+    r = run("validate", str(csv), "--costs", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [x["case"] for x in rows] == ["u-wide", "u-wide-hi", "u-deep", "u-nat"]
+    for a, b in zip(rows, fitted["rows"]):
+        assert a["predicted_ms"] == pytest.approx(b["predicted_ms"], rel=1e-3)
+        assert a["band_lo_ms"] <= a["predicted_ms"] <= a["band_hi_ms"]
+    r = run("validate", str(csv), "--costs", str(out))          # the table form
+    assert r.returncode == 0 and "mean |error|" in r.stdout and "u-nat" in r.stdout
+
+
+def test_prediction_band_brackets_mid():
+    case = read_cases()[0]
+    config, machine, placement = case_setup(case)
+    lo, mid, hi = prediction_band(config, placement, machine)
+    assert lo <= mid <= hi and lo < hi
+    assert 1e-3 < mid < 0.05
+
+
+@pytest.mark.parametrize("rows,header,needle", [
+    (["a,synthetic,64-40-4,12,10,16,0.1,0.9,,adam,gc200,,2,fixed,zero,x"], HEADER,
+     r"row 2 column measured_ms_per_step = 'zero': is not a valid float; give a number"),
+    (["a,synthetic,64-40-4,12.5,10,16,0.1,0.9,,adam,gc200,,2,fixed,1,x"], HEADER,
+     r"row 2 column batch = '12.5': is not a valid int; give a whole number"),
+    (["a,synthetic,64-40-4,12,10,16,0.1,0.9,,adam,gc200,,2,random,1,x"], HEADER,
+     r"row 2 column activity = 'random': must be fixed or natural"),
+    (["a,synthetic,64-40-4,12,10,16,0.1,0.9,,adam,gc200,,,fixed,1,x"], HEADER,
+     r"row 2 column neurons_per_tile = '': is empty; every required column needs a value"),
+    (["a,64-40-4,12,10,16,0.1,0.9,adam,gc200,2,fixed"], "case,layers,batch,timesteps,input_cap,max_activity,"
+     "second_threshold,optimizer,machine,neurons_per_tile,activity", r"missing required column 'measured_ms_per_step'"),
+])
+def test_bad_cases_raise(tmp_path, rows, header, needle):
+    with pytest.raises(ConfigError, match=needle):
+        read_cases(_user_csv(tmp_path, rows, header))
+
+
+def test_bad_case_setup_names_the_case(tmp_path):
+    csv = _user_csv(tmp_path, ["a,synthetic,64-40-4,12,10,16,0.1,0.9,,adam,nosuchmachine,,2,fixed,1,x"])
+    with pytest.raises(ConfigError, match=r"case 'a': machine = 'nosuchmachine'"):
+        case_setup(read_cases(csv)[0])
+    with pytest.raises(ConfigError, match=r"cases file = .*nope.csv': no such file"):
+        read_cases(tmp_path / "nope.csv")
+
+
+def test_cli_errors_exit_2_without_traceback(tmp_path):
+    bad = _user_csv(tmp_path, ["a,synthetic,64-40-4,12,10,16,0.1,0.9,,adam,gc200,,2,fixed,zero,x"])
+    for args, needle in [(["validate", str(bad)], "column measured_ms_per_step = 'zero'"),
+                         (["calibrate", str(bad), "--out", str(tmp_path / "o.toml")], "column measured_ms_per_step"),
+                         (["validate", "--costs", str(tmp_path / "none.toml")], "--costs = "),
+                         (["validate", str(tmp_path / "none.csv")], "no such file")]:
+        r = run(*args)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert needle in r.stderr and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "o.toml").exists()
+
+
+def test_shipped_csv_is_package_data():
+    assert shipped_cases_path().is_file()
+    assert (shipped_cases_path().parent / "README.md").is_file()
