@@ -1,8 +1,8 @@
 """Re-timing rate of the mapping search vs a functional run of the same step, in one process.
 
 Two networks (issue 4): the paper's N-MNIST 2-layer network 2312-1466-1466-10 (B = 48, T = 100,
-5 % caps) on one GC200, and a 12-hidden-layer network of 976-neuron layers on 4 chips (the
-weak-scaling shape of snn-on-ipu.md §4.4 at 2 neurons per tile). Natural activity: one
+5 % caps) on one GC200, and a 12-hidden-layer network of 976-neuron layers on 4 chips in the
+paper's multi-IPU set-up (snn-on-ipu.md §4.4: 2 neurons per tile, B = 24, T = 10, SGD, 5 % caps). Natural activity: one
 functional step records the activity. Baseline: a functional run of that step under a new
 mapping (kernels with per-step counters + BSP program + simulation). Measured: the search's
 objective — SRAM ledger check + re-timing from the recorded activity — over the mappings an
@@ -28,7 +28,7 @@ from tilesim.machine import load_machine
 CASES = {
     "nmnist-2layer-1chip": (NetworkConfig(layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05,
                                           input_cap=32, weight_mul=4.0), "gc200", None),
-    "12x976-4chips": (NetworkConfig(layers="1152-" + "-".join(["976"] * 12) + "-10", batch=48, timesteps=100,
+    "12x976-4chips": (NetworkConfig(layers="1152-" + "-".join(["976"] * 12) + "-10", batch=24, timesteps=10,
                                     max_activity=0.05, input_cap=32, optimizer="sgd", weight_mul=4.0), "gc200", 4),
 }
 

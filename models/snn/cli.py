@@ -22,7 +22,7 @@ RUN_DEFAULTS = {
     "output_second_threshold": None, "caps": None, "activity": "natural", "neurons_per_tile": None,
     "mapping": "contiguous", "optimizer": "adam", "lr": 1e-3, "steps": 5, "seed": 0, "out": None,
     "json": False, "recurrent": False, "weight_mul": 2.0, "memory_check": "raise",
-    "model": None, "dt": 1e-3,
+    "model": None, "dt": 1e-3, "steps_per_execution": 52,
 }
 
 
@@ -66,6 +66,9 @@ def _add_run_flags(r) -> None:
     r.add_argument("--recurrent", action="store_const", const=True, default=None, help="recurrent weights in every layer")
     r.add_argument("--weight-mul", type=float)
     r.add_argument("--memory-check", choices=("raise", "report"))
+    r.add_argument("--steps-per-execution", type=int,
+                   help="training steps per device execution; the host copy of weights and optimizer state "
+                        "after each execution is amortised over them (default 52, as in the calibration runs)")
     r.add_argument("--model", help="a NIR graph (.nir): Input -> (Affine|Linear) -> LIF ... -> Output; sets "
                                    "--layers, --recurrent, the LIF constants and the initial weights")
     r.add_argument("--dt", type=float, help="time step of one network step in the NIR graph's time unit "
@@ -182,6 +185,7 @@ def _dataset(opts, config, n_samples):
 def run_training(opts: dict, progress=None) -> dict:
     """Train for ``opts['steps']`` steps; returns the summary dict (and writes ``--out``)."""
     from models.snn.network import init_network, train_step
+    from models.snn.explain import label_tile_cycles
     from models.snn.timing import build_step_program
     from tilesim.engine import simulate
     from tilesim.machine import load_machine
@@ -200,7 +204,7 @@ def run_training(opts: dict, progress=None) -> dict:
         state.V = [None if v is None else v.copy() for v in model.recurrent_weights]
     ds = _dataset(opts, config, max(config.batch * min(opts["steps"], 20), config.batch * 2))
     rng = np.random.default_rng(config.seed + 1)
-    losses, accs, pred, walls, results, counters = [], [], [], [], [], []
+    losses, accs, pred, walls, results, counters, programs = [], [], [], [], [], [], []
     batches = iter(())
     program = None
     for step in range(opts["steps"]):
@@ -211,7 +215,8 @@ def run_training(opts: dict, progress=None) -> dict:
             spikes, labels = next(batches)
         t0 = time.perf_counter()
         res = train_step(state, spikes, labels, per_step_counters=True)
-        program = build_step_program(config, placement, res.counters, machine)
+        program = build_step_program(config, placement, res.counters, machine,
+                                     steps_per_execution=opts["steps_per_execution"])
         sim = simulate(program, machine)
         walls.append(time.perf_counter() - t0)
         losses.append(float(res.loss))
@@ -219,12 +224,13 @@ def run_training(opts: dict, progress=None) -> dict:
         pred.append(sim.total_s)
         results.append(sim)
         counters.append(res.counters.totals_only())
+        programs.append(label_tile_cycles(program))
         if progress:
             progress(step, res, sim)
     med = int(np.argsort(pred)[len(pred) // 2])
     sim = results[med]
     from models.snn.explain import exchange_matrices, explain_critical
-    explain = explain_critical(sim, config, placement, counters[med], machine)
+    explain = explain_critical(sim, config, placement, counters[med], machine, programs[med])
     exchange = exchange_matrices(config, placement, counters[med], machine, chip=explain["chip"])
     explain["exchange_bytes"] = exchange["totals_bytes"]
     n_weights = sum(w.size for w in state.W) + sum(v.size for v in state.V if v is not None)

@@ -327,14 +327,21 @@ def count_work(activity: Activity, placement: Placement, per_step: bool = False,
     phases = []
     for l in range(len(sizes) - 1):
         ton = placement.tile_of_neuron[l]
-        key = (l, placement.n_tiles, per_step, ton.tobytes()) if cache is not None else None
-        got = cache.get(key) if cache is not None else None
+        if cache is None:
+            phases += count_layer(activity, l, ton, placement.n_tiles, per_step)
+            continue
+        # the counters depend on which neurons share a tile, not on where the tiles are: a layer
+        # moved to other tiles (or another chip) reuses them with its new tile ids
+        tiles, local = np.unique(ton, return_inverse=True)
+        key = (l, per_step, local.astype(np.int32).tobytes())
+        got = cache.get(key)
         if got is None:
             got = count_layer(activity, l, ton, placement.n_tiles, per_step)
-            if cache is not None:
-                if len(cache) > 64 * (len(sizes) - 1):
-                    cache.clear()
-                cache[key] = got
+            if len(cache) > 64 * (len(sizes) - 1):
+                cache.clear()
+            cache[key] = got
+        else:
+            got = [replace(p, tiles=tiles.astype(np.int64), n_tiles=placement.n_tiles) for p in got]
         phases += got
     return WorkCounters(placement.n_tiles, activity.inputs.timesteps, tuple(phases))
 

@@ -21,9 +21,11 @@ from models.snn.network import NetworkConfig
 from models.snn.placement import Placement
 from models.snn.timing import _layout
 
-__all__ = ["exchange_flows", "exchange_matrices", "explain_critical"]
+__all__ = ["exchange_flows", "exchange_matrices", "explain_critical", "label_tile_cycles"]
 
 # superstep label -> (counter phase, counters that make its compute), as built in timing.py
+FIXED_ROWS = ("fwd: slice inputs", "fwd: update sequences", "bwd: slice sequences", "bwd: replicate lists",
+              "host: variable sync")
 LABEL_COUNTERS = {
     "fwd: state update": [("state_update", ("synaptic_adds", "neurons_updated")), ("spike_detect", ("neurons_scanned",))],
     "bwd: state grad": [("state_grad", ("slots_scanned", "slots_applied", "neurons_updated"))],
@@ -43,16 +45,24 @@ HINTS = {
 
 
 def exchange_flows(config: NetworkConfig, placement: Placement, counters: WorkCounters, machine) -> list:
-    """Every exchange of one step as ``(what, src tiles, src weights, dst tiles, dst weights, bytes)``."""
+    """Every exchange of one step as ``(what, src tiles, src weights, dst tiles, dst weights, bytes)``,
+    with the senders, receivers and bytes of :func:`models.snn.timing.build_step_program`
+    (broadcast receives at half their bytes: both tiles of a supertile take them at once)."""
     TPC = machine.tiles_per_chip
     T, B = config.timesteps, config.batch
     nmax = config.n_max
-    L = config.n_layers
     lay = _layout(config, placement, TPC)
     rec = config.recurrent
+    pair = float(machine.chip.tiles_per_supertile)
     owned = [placement.neurons_owned(l)[ly.tiles].astype(float) for l, ly in enumerate(lay)]
-    chip0 = np.arange(1, TPC)
     flows = []
+
+    def chip_tiles(c):
+        return np.arange(c * TPC, (c + 1) * TPC)
+
+    def total(phase, l, name):
+        pc = counters.get(phase, l)
+        return float(pc.local_totals[pc.row(name)].sum())
 
     def add(what, src, dst, nbytes, sw=None, dw=None):
         if nbytes > 0 and len(src) and len(dst):
@@ -60,26 +70,21 @@ def exchange_flows(config: NetworkConfig, placement: Placement, counters: WorkCo
 
     for l, ly in enumerate(lay):
         n = config.layers[l + 1]
-        sd = counters.get("spike_detect", l)
-        add(f"layer {l + 1} threshold flags", ly.tiles, ly.comp_tiles,
-            sd.local_totals[sd.row("bytes_sent")].sum(), sw=owned[l])
-        chunk = 4.0 * (min(nmax[l], -(-n // ly.f)) + 1)
-        add(f"layer {l + 1} chunk lists", ly.comp_tiles, ly.comb_tiles, T * ly.comp_tiles.size * chunk)
-        if l + 1 < L:
-            nxt = lay[l + 1]
-            add(f"layer {l + 1} spike lists", ly.comb_tiles, nxt.tiles, T * nxt.tiles.size * B * 4.0 * (nmax[l] + 2))
-        wg = counters.get("weight_grad", l)
-        src = lay[l - 1].comb_tiles if l > 0 else chip0
-        add(f"layer {l + 1} replicated inputs (backward)", src, ly.tiles, wg.local_totals[wg.row("bytes_received")].sum())
+        src = lay[l - 1] if l > 0 else ly
+        add(f"layer {l + 1} input lists (forward)", chip_tiles(src.chip), ly.tiles,
+            total("state_update", l, "bytes_received") / pair)
+        add(f"layer {l + 1} threshold flags", ly.tiles, ly.comp_tiles, total("spike_detect", l, "bytes_sent"), sw=owned[l])
+        tile_list = min(nmax[l], -(-n // ly.f))
+        add(f"layer {l + 1} chunk lists", ly.comp_tiles, ly.comb_tiles, T * ly.comp_tiles.size * 4.0 * (tile_list + 1))
+        add(f"layer {l + 1} sequence slices", ly.comb_tiles, chip_tiles(ly.chip), T * B * 4.0 * (nmax[l] + 2))
+        add(f"layer {l + 1} replicated lists (backward)", chip_tiles(src.chip), ly.tiles,
+            (total("state_grad", l, "bytes_received") + total("weight_grad", l, "bytes_received")) / pair)
         if any(p.phase == "input_grad" and p.layer == l for p in counters.phases):
-            ig = counters.get("input_grad", l)
-            chip_tiles = np.arange(ly.chip * TPC, (ly.chip + 1) * TPC)
-            add(f"layer {l + 1} input-gradient partials", ly.tiles, chip_tiles,
-                ig.local_totals[ig.row("partial_bytes")].sum(), sw=owned[l])
+            add(f"layer {l + 1} input-gradient partials", ly.tiles, chip_tiles(ly.chip),
+                total("input_grad", l, "partial_bytes"), sw=owned[l])
             for d in ([l - 1] if l > 0 else []) + ([l] if rec[l] else []):
-                add(f"layer {d + 1} slot gradients", chip_tiles, lay[d].tiles,
-                    T * lay[d].tiles.size * B * (8.0 * nmax[d] + 8))
-    add("data input", chip0, lay[0].tiles, T * lay[0].tiles.size * B * 4.0 * (config.input_cap + 1))
+                add(f"layer {d + 1} slot gradients", chip_tiles(ly.chip), chip_tiles(lay[d].chip),
+                    T * B * (8.0 * nmax[d] + 8))
     add("loss gradients", lay[-1].comb_tiles, lay[-1].tiles, lay[-1].tiles.size * B * (8.0 * nmax[-1] + 8))
     return flows
 
@@ -127,25 +132,53 @@ def _role(tile: int, lay, placement) -> tuple[str, int | None]:
     return "reduction", None
 
 
-def explain_critical(result, config: NetworkConfig, placement: Placement, counters: WorkCounters, machine) -> dict:
-    """The slowest phase of the step, its critical tile, and why (see the module docstring)."""
+def label_tile_cycles(program) -> np.ndarray:
+    """float64 ``[labels, tiles]``: compute cycles of each superstep label summed per tile."""
+    out = np.zeros((len(program.labels), program.compute_cycles.shape[1]))
+    for i in np.unique(program.label_id):
+        out[i] = program.compute_cycles[program.label_id == i].sum(axis=0, dtype=np.float64)
+    return out
+
+
+def explain_critical(result, config: NetworkConfig, placement: Placement, counters: WorkCounters, machine,
+                     label_cycles=None) -> dict:
+    """The slowest phase of the step, its critical tile, and why (see the module docstring).
+    ``label_cycles`` (:func:`label_tile_cycles` of the step's program) tells a phase whose cost is
+    the same on every tile (fixed per-compute-set costs) from one with a loaded tile."""
     TPC = machine.tiles_per_chip
     by = result.by_label()
     label, info = max(by.items(), key=lambda kv: kv[1]["time_s"])
     tile = info["critical_chip"] * TPC + info["critical_tile"]
     lay = _layout(config, placement, TPC)
     role, layer = _role(tile, lay, placement)
+    split = {k: v / info["time_s"] for k, v in info["breakdown_s"].items() if v > 0} if info["time_s"] > 0 else {}
     out = {"phase": label, "time_s": info["time_s"], "share": info["time_s"] / result.total_s,
            "tile": int(tile), "chip": int(info["critical_chip"]), "role": role,
-           "layer": None if layer is None else layer + 1, "counter": None}
-    what = {"owner": f"owns {int(placement.neurons_owned(layer)[tile]) if layer is not None else 0} neurons of layer "
-                     f"{None if layer is None else layer + 1}",
-            "combiner": f"merges the chunk lists of one sample of layer {None if layer is None else layer + 1}",
-            "compaction": f"turns threshold flags of layer {None if layer is None else layer + 1} into a list",
+           "layer": None if layer is None else layer + 1, "counter": None, "split": split}
+    name = None if layer is None else layer + 1
+    what = {"owner": f"owns {int(placement.neurons_owned(layer)[tile]) if layer is not None else 0} neurons of layer {name}",
+            "combiner": f"merges the chunk lists of one sample of layer {name}",
+            "compaction": f"turns threshold flags of layer {name} into a list",
             "reduction": "sums input-gradient partials (the reduction is spread over the whole chip)"}[role]
-    sentence = (f"The slowest phase is '{label}' ({info['time_s'] * 1e3:.3f} ms, {100 * out['share']:.0f} % of the step). "
-                f"Its critical tile {tile} (chip {out['chip']}) {what}.")
-    if role == "owner" and label in LABEL_COUNTERS:
+    sentence = (f"The slowest phase is '{label}' ({info['time_s'] * 1e3:.3f} ms, {100 * out['share']:.0f} % of the step: "
+                + ", ".join(f"{k} {100 * v:.0f} %" for k, v in split.items()) + ").")
+    uniform = False
+    if label_cycles is not None:
+        per_tile = label_cycles[list(result.labels).index(label)]
+        busy = per_tile[per_tile > 0]
+        uniform = busy.size > 0 and (busy.max() - np.median(busy)) <= 0.01 * busy.max()
+    if label == "host: variable sync":
+        sentence += (" After every device execution (--steps-per-execution steps) the framework copies the "
+                     "weights and optimizer state to the host; this is that copy, amortised per step (a fitted, "
+                     "unconfirmed mechanism - see tilesim/presets/costs/snn.toml). More steps per execution or "
+                     "SGD instead of Adam shorten it.")
+    elif label in FIXED_ROWS or uniform:
+        sentence += (" Every tile spends about the same there: it is the fixed cost of the phase's compute sets, "
+                     "syncs and copies (per layer and time step), not any tile's data; fewer layers or time "
+                     "steps shorten it, a different mapping does not.")
+    else:
+        sentence += f" Its critical tile {tile} (chip {out['chip']}) {what}."
+    if role == "owner" and label in LABEL_COUNTERS and not uniform:
         best = None
         for phase, names in LABEL_COUNTERS[label]:
             try:
@@ -153,17 +186,17 @@ def explain_critical(result, config: NetworkConfig, placement: Placement, counte
             except KeyError:
                 continue
             pos = int(np.searchsorted(pc.tiles, tile))
-            for name in names:
-                v = pc.local_totals[pc.row(name)]
+            for cname in names:
+                v = pc.local_totals[pc.row(cname)]
                 mean = float(v.mean()) if v.size else 0.0
                 ratio = float(v[pos]) / mean if mean > 0 else 1.0
                 if best is None or ratio > best[3]:
-                    best = (phase, name, int(v[pos]), ratio, mean)
+                    best = (phase, cname, int(v[pos]), ratio, mean)
         if best is not None:
-            phase, name, val, ratio, mean = best
-            out["counter"] = {"phase": phase, "name": name, "value": val, "layer_mean": mean, "ratio": ratio}
-            sentence += (f" It does {val:,} {name.replace('_', ' ')} per step, {ratio:.2f}x its layer's mean "
+            phase, cname, val, ratio, mean = best
+            out["counter"] = {"phase": phase, "name": cname, "value": val, "layer_mean": mean, "ratio": ratio}
+            sentence += (f" It does {val:,} {cname.replace('_', ' ')} per step, {ratio:.2f}x its layer's mean "
                          f"of {mean:,.0f}")
-            sentence += f": {HINTS[name]}." if ratio > 1.05 and name in HINTS else " (the layer is evenly loaded)."
+            sentence += f": {HINTS[cname]}." if ratio > 1.05 and cname in HINTS else " (the layer is evenly loaded)."
     out["sentence"] = sentence
     return out

@@ -37,7 +37,7 @@ def record_activity(config, placement, opts, seed_offset: int = 1):
     return train_step(state, spikes, labels).activity
 
 
-def make_objective(config, machine, activity, costs=None):
+def make_objective(config, machine, activity, costs=None, steps_per_execution: int = 52):
     """``objective(mapping) -> predicted step seconds`` (``inf`` if a tile overflows SRAM)."""
     from models.snn.placing import to_placement
     from models.snn.retime import retime
@@ -49,7 +49,7 @@ def make_objective(config, machine, activity, costs=None):
         placement = to_placement(m, machine)
         if snn_memory(config, placement, machine).overflow_tiles().size:
             return math.inf
-        return retime(activity, config, placement, machine, costs, cache).step_s
+        return retime(activity, config, placement, machine, costs, cache, steps_per_execution).step_s
 
     return objective
 
@@ -65,7 +65,7 @@ def search_mapping(opts: dict, budget_s: float, seed: int = 0, max_evals: int | 
     machine = load_machine(opts["machine"], opts["chips"])
     base = place_network(config, machine, opts["neurons_per_tile"], "contiguous", "raise")
     activity = record_activity(config, base.placement, opts)
-    objective = make_objective(config, machine, activity)
+    objective = make_objective(config, machine, activity, steps_per_execution=opts["steps_per_execution"])
     extra = []
     for name in STRATEGIES[1:]:
         try:

@@ -19,8 +19,9 @@ same update). Hence:
 =====================  ===========================  =========================================
 NIR                    network                      condition (else refused)
 =====================  ===========================  =========================================
-Affine/Linear weight   ``W_l = weight.T`` float32   2-D ``[N_out, N_in]``; sizes chain
-  [N_out, N_in]        ``[N_in, N_out]``
+Affine/Linear weight   ``W_l = weight.T`` float32   2-D ``[N_out, N_in]``; sizes chain (float64
+  [N_out, N_in]        ``[N_in, N_out]``            weights are rounded to float32, the network's
+                                                    precision: the loader's only rounding)
 Affine bias            —                            all zero (the network has no bias)
 self-loop Affine/      ``V_l = weight.T``           ``[N_l, N_l]``, zero bias; one per layer
 Linear on a LIF        (``recurrent[l] = True``)

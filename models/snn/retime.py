@@ -16,7 +16,7 @@ from models.snn.activity import fixed_activity
 from models.snn.counters import Activity, WorkCounters, count_work
 from models.snn.network import NetworkConfig
 from models.snn.placement import Placement
-from models.snn.timing import build_step_program
+from models.snn.timing import STEPS_PER_EXECUTION, build_step_program
 from tilesim.costs import CostModel
 from tilesim.engine import simulate
 from tilesim.errors import require
@@ -40,7 +40,8 @@ class Prediction:
 
 
 def retime(activity: Activity | None, config: NetworkConfig, placement: Placement, machine,
-           costs: CostModel | None = None, cache: dict | None = None) -> Prediction:
+           costs: CostModel | None = None, cache: dict | None = None,
+           steps_per_execution: int = STEPS_PER_EXECUTION) -> Prediction:
     """Time the step that recorded ``activity`` (or a fixed-activity step) under ``placement`` on
     ``machine``; equal to the timing of a functional run with that placement. ``cache`` (a dict
     the caller keeps across calls) reuses the counters of layers whose placement is unchanged."""
@@ -53,5 +54,6 @@ def retime(activity: Activity | None, config: NetworkConfig, placement: Placemen
             "activity (T, B)", (activity.inputs.timesteps, activity.inputs.batch),
             f"must equal the config's ({config.timesteps}, {config.batch})")
     counters = count_work(activity, placement, per_step=True, cache=cache)
-    program = build_step_program(config, placement, counters, machine, costs)
+    program = build_step_program(config, placement, counters, machine, costs,
+                                 steps_per_execution=steps_per_execution)
     return Prediction(simulate(program, machine), program, counters)

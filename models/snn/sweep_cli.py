@@ -1,5 +1,130 @@
-"""Placeholder: replaced by the module that registers these commands."""
+"""``tilesim sweep`` (many ``tilesim run`` points on dask, stored in SQLite) and ``tilesim results``.
+
+The generic machinery is :mod:`tilesim.sweep` and :mod:`tilesim.store`; this module supplies
+the SNN side: the option names (``RUN_DEFAULTS``), the runner :func:`run_point` and the export
+columns :func:`row_fields`.
+
+Exit status of ``sweep``: 0 when every point is ``ok``, 1 when some point failed (it is stored
+with its message; rerun the same command to retry the failed points), 2 for bad input.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from tilesim.errors import require
+
+RUNNER = "models.snn.sweep_cli:run_point"
+TEXT_COLUMNS = ("id", "status", "predicted_step_s", "samples_per_s", "max_tile_bytes", "loss_last", "error")
+FORBIDDEN = {"out": "points write no output files; export the results with `tilesim results DB --csv F`",
+             "json": "use `tilesim sweep --json` or `tilesim results DB --json`"}
+
+
+def _as_caps(v):
+    if v is None or isinstance(v, tuple):
+        return v
+    if isinstance(v, (list, int)):
+        return tuple(int(x) for x in (v if isinstance(v, list) else [v]))
+    try:
+        return tuple(int(x) for x in str(v).replace(",", "-").split("-") if x)
+    except ValueError:
+        require(False, "caps", v, "must be integers like 32-72-72-2 or a list [72, 2]")
+
+
+def compact(summary: dict) -> dict:
+    """``run_training``'s summary without per-tile lists and with phase times only."""
+    out = dict(summary)
+    mem = dict(summary["memory"])
+    tiles = mem.pop("overflow_tiles")
+    mem["overflow_tile_count"] = len(tiles)
+    mem["overflow_tiles_first"] = tiles[:8]
+    out["memory"] = mem
+    out["by_phase"] = {k: {"time_s": v["time_s"], "critical_tile": v["critical_tile"]}
+                       for k, v in summary["by_phase"].items()}
+    return out
+
+
+def run_point(config: dict) -> dict:
+    """One sweep point: ``run_training`` without outputs; returns the compact summary."""
+    from models.snn.cli import RUN_DEFAULTS, run_training
+
+    opts = {**RUN_DEFAULTS, **config, "out": None, "json": False}
+    opts["caps"] = _as_caps(opts["caps"])
+    return compact(run_training(opts))
+
+
+def row_fields(summary: dict) -> dict:
+    """The export columns of one point's summary."""
+    bd = summary.get("breakdown_s", {})
+    mem, net = summary.get("memory", {}), summary.get("network", {})
+    loss, acc = summary.get("loss") or [None], summary.get("accuracy") or [None]
+    return {"predicted_step_s": summary.get("predicted_step_s"), "samples_per_s": summary.get("samples_per_s"),
+            **{f"{k}_s": v for k, v in bd.items()},
+            "max_tile_bytes": mem.get("max_tile_bytes"), "max_tile": mem.get("max_tile"),
+            "sram_budget_bytes": mem.get("budget_bytes"), "overflow_tiles": mem.get("overflow_tile_count"),
+            "neurons": net.get("neurons"), "weights": net.get("weights"),
+            "neurons_per_tile": net.get("neurons_per_tile"),
+            "loss_first": loss[0], "loss_last": loss[-1], "accuracy_last": acc[-1],
+            "host_s_per_step": summary.get("wall_s_per_step")}
 
 
 def register(sub) -> None:
-    return None
+    s = sub.add_parser("sweep", help="run many `tilesim run` points in parallel (dask) into a results database",
+                       description="Run the Cartesian grid (and random draws) of a sweep file on a dask cluster; "
+                                   "every finished point is stored at once in an SQLite file. Rerun to resume.")
+    s.add_argument("sweep", help="sweep TOML: [base] options, [grid] lists, optional [random] ranges")
+    s.add_argument("--db", required=True, help="SQLite results file (created if missing; finished points are skipped)")
+    s.add_argument("--workers", type=int, help="local worker processes (default: number of cores)")
+    s.add_argument("--scheduler", help="address of a running dask scheduler, tcp://HOST:PORT (no local cluster)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--json", action="store_true", help="print the sweep's report as JSON (stdout only)")
+    s.set_defaults(func=cmd_sweep)
+
+    r = sub.add_parser("results", help="export a sweep's results database (one row per point)")
+    r.add_argument("db", help="SQLite results file written by `tilesim sweep`")
+    g = r.add_mutually_exclusive_group()
+    g.add_argument("--csv", help="write the table to this CSV file")
+    g.add_argument("--parquet", help="write the table to this Parquet file (needs pyarrow)")
+    r.add_argument("--json", action="store_true", help="print the rows as JSON")
+    r.set_defaults(func=cmd_results)
+
+
+def cmd_sweep(args) -> int:
+    from models.snn.cli import RUN_DEFAULTS
+    from tilesim.sweep import expand, load_sweep, run_sweep
+
+    spec = load_sweep(args.sweep, allowed=RUN_DEFAULTS, forbidden=FORBIDDEN)
+    points = expand(spec, defaults=RUN_DEFAULTS, fixed={"out": None, "json": False})
+    report = run_sweep(points, args.db, RUNNER, workers=args.workers, scheduler=args.scheduler,
+                       progress=not (args.quiet or args.json))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(f"sweep {args.sweep}: {report.points} points, {report.skipped} already done, ran {report.ran} "
+              f"({report.ok} ok, {report.failed} failed) in {report.wall_s:.1f} s; results in {args.db}")
+        for pid, swept, err in report.failures[:5]:
+            print(f"  failed {pid[:12]} {swept}: {err}", file=sys.stderr)
+    return 1 if report.failed else 0
+
+
+def cmd_results(args) -> int:
+    from tilesim.store import ResultStore, export_table, format_table, write_csv, write_parquet
+
+    with ResultStore(args.db, create=False) as store:
+        rows = store.rows()
+    columns, records = export_table(rows, flatten=row_fields)
+    swept = {k for r in rows for k in r["swept"]}
+    if args.csv:
+        write_csv(args.csv, columns, records)
+    if args.parquet:
+        write_parquet(args.parquet, columns, records)
+    if args.json:
+        print(json.dumps(records, indent=2))
+    elif args.csv or args.parquet:
+        print(f"wrote {len(records)} rows x {len(columns)} columns to {args.csv or args.parquet}")
+    else:                                        # a readable subset; --csv/--json have every column
+        keep = [c for c in columns if c in swept or c in TEXT_COLUMNS]
+        for rec in records:
+            rec["id"] = rec["id"][:12]
+        print(format_table(keep, records))
+    return 0

@@ -64,6 +64,7 @@ fitted by ``tilesim calibrate``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 
 import numpy as np
@@ -86,8 +87,9 @@ PHASE_LABELS = ("fwd: slice inputs", "fwd: state update", "fwd: compaction", "fw
 STEPS_PER_EXECUTION = 52     # the calibration runs: one device execution per epoch of 52 steps
 
 
+@lru_cache(maxsize=1)
 def default_costs() -> CostModel:
-    """The shipped calibrated cost model (``tilesim/presets/costs/snn.toml``)."""
+    """The shipped calibrated cost model (``tilesim/presets/costs/snn.toml``; read once)."""
     with resources.as_file(resources.files("tilesim") / "presets" / "costs" / "snn.toml") as p:
         return load_costs(p)
 
@@ -148,6 +150,9 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     ``counters`` must hold per-step arrays (``train_step(..., per_step_counters=True)`` or
     ``count_work(activity, placement, per_step=True)``). ``steps_per_execution``: training steps
     per device execution, over which the host variable sync is amortised.
+
+    Per-layer work is computed on the layer's own tiles and written straight into the rows of
+    the program's arrays (row views), so a re-timing costs a few passes over ``[S, tiles]``.
     """
     costs = costs or default_costs()
     require(isinstance(steps_per_execution, (int, np.integer)) and steps_per_execution >= 1,
@@ -175,163 +180,169 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
         """Cycles on every tile of a row standing for n_cs compute sets and n_copy copies."""
         return active * (n_cs * cs_cycles + max(n_cs + n_copy - 1, 0) * step_cycles)
 
-    def per_step(phase, layer, cname):
+    def loc(phase, layer, cname):
+        """float64 [T, n_local]: a per-step counter on the layer's own tiles (= ``_Layer.tiles``)."""
         pc = counters.get(phase, layer)
-        if pc.per_step is None:
+        if pc.local_steps is None:
             raise ValueError("counters need per-step arrays: use per_step_counters=True")
-        return pc.per_step[pc.row(cname)].astype(np.float64)     # [T, N]
+        return pc.local_steps[pc.row(cname)].astype(np.float64)
 
     def cycles(work, vertices):
         return barrel_tile_cycles(work, vertices, workers, sup)
 
+    def chip_cols(c):
+        return slice(c * TPC, (c + 1) * TPC)
+
+    def cols(tiles):
+        """A slice for a run of consecutive tiles (cheap views), else the index array."""
+        if tiles.size and tiles[-1] - tiles[0] + 1 == tiles.size:
+            return slice(int(tiles[0]), int(tiles[-1]) + 1)
+        return tiles
+
+    uniq: dict = {}
+
+    def spread(target, tiles, values):
+        """target[:, tiles] += values for tiles that may repeat (values [T] or scalar)."""
+        key = id(tiles)
+        if key not in uniq:
+            u, cnt = np.unique(tiles, return_counts=True)
+            uniq[key] = (cols(u), cnt.astype(np.float64))
+        u, cnt = uniq[key]
+        v = np.asarray(values, np.float64)
+        target[:, u] += (v[:, None] if v.ndim else v) * cnt[None, :]
+
     vc = costs.coef("vertex_calls")
     # a broadcast reaches both tiles of a supertile at once: 8 B/cycle per pair (§3.2)
     pair = float(machine.chip.tiles_per_supertile)
-    zeros = lambda: np.zeros((T, N))  # noqa: E731
+    RF, RB = 5, 4 + L
+    S = RF * T + 1 + RB * T + 3
+    compute = np.zeros((S, N), np.float32)      # the program's own dtype: no conversion copy
+    bytes_in = np.zeros((S, N), np.float32)
+    bytes_out = np.zeros((S, N), np.float32)
+    # row views: forward rows 5t + k; backward rows s0 + RB·(T−1−t) + k, indexed here by t
+    s0 = RF * T + 1
+    F, Fi, Fo = (a[:RF * T].reshape(T, RF, N) for a in (compute, bytes_in, bytes_out))
+    Bc, Bi, Bo = (a[s0:s0 + RB * T].reshape(T, RB, N)[::-1] for a in (compute, bytes_in, bytes_out))
+    f0_in, f0_out = Fi[:, 0], Fo[:, 0]
+    f1, f1_in, f1_out = F[:, 1], Fi[:, 1], Fo[:, 1]
+    f2, f2_in, f2_out = F[:, 2], Fi[:, 2], Fo[:, 2]
+    f3, f3_in, f3_out = F[:, 3], Fi[:, 3], Fo[:, 3]
     # ---- forward ------------------------------------------------------------------------------
-    f0_in, f0_out = zeros(), zeros()
-    f1, f1_out, f1_in = zeros(), zeros(), zeros()
-    f2, f2_out, f2_in = zeros(), zeros(), zeros()
-    f3, f3_out, f3_in = zeros(), zeros(), zeros()
     flows_fwd: list[tuple] = []          # (src chip, dst chip, bytes)
     for l, ly in enumerate(lay):
         n_l = config.layers[l + 1]
+        tl = cols(ly.tiles)
         # input lists broadcast to every owner tile; the senders pay one copy, spread over the chip
-        recv = per_step("state_update", l, "bytes_received")
-        f0_in += recv / pair
-        one = recv[:, ly.tiles[0]] if ly.tiles.size else np.zeros(T)
-        f0_out[:, ly.chip * TPC:(ly.chip + 1) * TPC] += (one / TPC)[:, None]
-        vert = per_step("state_update", l, "vertices")
+        recv = loc("state_update", l, "bytes_received")
+        f0_in[:, tl] += recv / pair
+        one = recv[:, 0] if ly.tiles.size else np.zeros(T)
+        f0_out[:, chip_cols(ly.chip)] += (one / TPC)[:, None]
+        vert = loc("state_update", l, "vertices")
         work = costs.worker_cycles({
-            "synaptic_adds": per_step("state_update", l, "synaptic_adds"),
-            "neurons_updated": per_step("state_update", l, "neurons_updated")}) + vc * vert
-        f1 += cycles(work, vert)
-        # dense flags: one vertex per (neuron, sample)
-        flags = per_step("spike_detect", l, "neurons_scanned")
-        f1 += cycles(costs.coef("neurons_scanned") * flags + vc * flags, flags)
-        f1_out += per_step("spike_detect", l, "bytes_sent")
+            "synaptic_adds": loc("state_update", l, "synaptic_adds"),
+            "neurons_updated": loc("state_update", l, "neurons_updated")}) + vc * vert
+        flags = loc("spike_detect", l, "neurons_scanned")
+        f1[:, tl] += cycles(work, vert) + cycles(costs.coef("neurons_scanned") * flags + vc * flags, flags)
+        f1_out[:, tl] += loc("spike_detect", l, "bytes_sent")
         chunk = -(-n_l // ly.f)                          # neurons per compaction tile
-        flags_per_tile = 4.0 * chunk                     # one uint32 per neuron and threshold
-        np.add.at(f1_in, (slice(None), ly.comp_tiles), flags_per_tile)
+        spread(f1_in, ly.comp_tiles, 4.0 * chunk)        # one uint32 per neuron and threshold
         # compaction: 6 chunk vertices per tile scan their flags, then one vertex merges them
         comp_work = costs.coef("flags_scanned") * chunk + vc * 6
         tile_list = min(nmax[l], chunk)
         comb1 = costs.coef("list_entries_merged") * tile_list + vc
-        np.add.at(f2, (slice(None), ly.comp_tiles), float(cycles(comp_work, 6) + cycles(comb1, 1)))
-        np.add.at(f2_out, (slice(None), ly.comp_tiles), 4.0 * (tile_list + 1))
-        np.add.at(f2_in, (slice(None), ly.comb_tiles), 4.0 * (tile_list + 1) * 2 * ly.f)
+        spread(f2, ly.comp_tiles, float(cycles(comp_work, 6) + cycles(comb1, 1)))
+        spread(f2_out, ly.comp_tiles, 4.0 * (tile_list + 1))
+        spread(f2_in, ly.comb_tiles, 4.0 * (tile_list + 1) * 2 * ly.f)
         # combine: merge the entries actually kept (real + gradient-only) per sample
-        kept = per_step("spike_detect", l, "entries_kept").sum(axis=1)          # [T] over tiles
+        kept = loc("spike_detect", l, "entries_kept").sum(axis=1)              # [T] over tiles
         comb_work = costs.coef("list_entries_merged") * (kept / B + 2 * ly.f) + vc
-        np.add.at(f3, (slice(None), ly.comb_tiles), cycles(comb_work, 1)[:, None])
+        spread(f3, ly.comb_tiles, cycles(comb_work, 1))
         list_bytes = 4.0 * (nmax[l] + 2)
-        np.add.at(f3_out, (slice(None), ly.comb_tiles), list_bytes)
+        spread(f3_out, ly.comb_tiles, list_bytes)
         # the list lands in the sequence slice (spread over the chip)
-        f3_in[:, ly.chip * TPC:(ly.chip + 1) * TPC] += B * list_bytes / TPC
+        f3_in[:, chip_cols(ly.chip)] += B * list_bytes / TPC
         if l + 1 < L and lay[l + 1].chip != ly.chip:
             flows_fwd.append((ly.chip, lay[l + 1].chip, B * list_bytes))
-    f0 = np.broadcast_to(overhead(3, 2 * (L - 1)), (T, N))
-    f1 += overhead(2)
-    f2 += overhead(2 + L)
-    f3 += overhead(1)
-    f4 = np.broadcast_to(overhead(3 * L), (T, N))
+    F += np.stack([overhead(3, 2 * (L - 1)), overhead(2), overhead(2 + L), overhead(1), overhead(3 * L)])
 
     # ---- loss ---------------------------------------------------------------------------------
     out = lay[-1]
-    loss = overhead(3)
+    loss = compute[RF * T]
+    loss += overhead(3)
     loss[out.tiles] += float(cycles(costs.coef("loss_entries") * B * nmax[-1] / out.tiles.size + vc, 1))
-    loss_in = np.zeros(N)
-    loss_in[out.tiles] = B * (8.0 * nmax[-1] + 8)
+    bytes_in[RF * T, out.tiles] = B * (8.0 * nmax[-1] + 8)
 
-    # ---- backward -----------------------------------------------------------------------------
-    b0 = np.broadcast_to(overhead(5 * L + 3), (T, N))
-    rep = np.broadcast_to(overhead(0, 5), (L, T, N)).copy()
-    rep_in, rep_out = np.zeros((L, T, N)), np.zeros((L, T, N))
-    b1, b2, b2_out, b2_in = zeros(), zeros(), zeros(), zeros()
-    b3, b3_out, b3_in = zeros(), zeros(), zeros()
+    # ---- backward: rows slice, replicate × L, state grad, weight+input grad, reduce -------------
+    b1, b2, b3 = Bc[:, 1 + L], Bc[:, 2 + L], Bc[:, 3 + L]
+    b2_in, b2_out, b3_in, b3_out = Bi[:, 2 + L], Bo[:, 2 + L], Bi[:, 3 + L], Bo[:, 3 + L]
     flows_rep: list[tuple] = []          # (layer, src chip, dst chip, bytes)
     flows_b3: list[tuple] = []
     for l, ly in enumerate(lay):
+        tl = cols(ly.tiles)
         # replicated lists: own ids + counts + g (state grad), the input list (weight grad)
-        own = per_step("state_grad", l, "bytes_received")
-        inp = per_step("weight_grad", l, "bytes_received")
-        rep_in[l] = (own + inp) / pair
+        own = loc("state_grad", l, "bytes_received")
+        inp = loc("weight_grad", l, "bytes_received")
+        Bi[:, 1 + l, tl] += (own + inp) / pair
         src = lay[l - 1] if l > 0 else ly
-        one_in = inp[:, ly.tiles[0]] if ly.tiles.size else np.zeros(T)
-        one_own = own[:, ly.tiles[0]] if ly.tiles.size else np.zeros(T)
-        rep_out[l][:, ly.chip * TPC:(ly.chip + 1) * TPC] += (one_own / TPC)[:, None]
-        rep_out[l][:, src.chip * TPC:(src.chip + 1) * TPC] += (one_in / TPC)[:, None]
+        one_in = inp[:, 0] if ly.tiles.size else np.zeros(T)
+        one_own = own[:, 0] if ly.tiles.size else np.zeros(T)
+        Bo[:, 1 + l, chip_cols(ly.chip)] += (one_own / TPC)[:, None]
+        Bo[:, 1 + l, chip_cols(src.chip)] += (one_in / TPC)[:, None]
         if l > 0 and src.chip != ly.chip:
             flows_rep.append((l, src.chip, ly.chip, float(one_in[0])))
-        vert = per_step("state_grad", l, "vertices")
+        vert = loc("state_grad", l, "vertices")
         work = costs.worker_cycles({
-            "slots_scanned": per_step("state_grad", l, "slots_scanned"),
-            "slots_applied": per_step("state_grad", l, "slots_applied"),
-            "neurons_updated": per_step("state_grad", l, "neurons_updated")}) + vc * vert
-        b1 += cycles(work, vert)
-        wv = per_step("weight_grad", l, "vertices")
-        b2 += cycles(costs.worker_cycles({"grad_adds": per_step("weight_grad", l, "grad_adds")}) + vc * wv, wv)
+            "slots_scanned": loc("state_grad", l, "slots_scanned"),
+            "slots_applied": loc("state_grad", l, "slots_applied"),
+            "neurons_updated": loc("state_grad", l, "neurons_updated")}) + vc * vert
+        b1[:, tl] += cycles(work, vert)
+        wv = loc("weight_grad", l, "vertices")
+        wg = cycles(costs.worker_cycles({"grad_adds": loc("weight_grad", l, "grad_adds")}) + vc * wv, wv)
         if in_graph[l]:
-            iv = per_step("input_grad", l, "vertices")
-            b2 += cycles(costs.worker_cycles({"macs": per_step("input_grad", l, "macs")}) + vc * iv, iv)
-            partials = per_step("input_grad", l, "partial_bytes")
-            b2_out += partials
+            iv = loc("input_grad", l, "vertices")
+            wg += cycles(costs.worker_cycles({"macs": loc("input_grad", l, "macs")}) + vc * iv, iv)
+            partials = loc("input_grad", l, "partial_bytes")
+            b2_out[:, tl] += partials
             # stage-1 reduction spread over every tile of the layer's chip
-            chip_tiles = np.arange(ly.chip * TPC, (ly.chip + 1) * TPC)
-            share = partials.sum(axis=1) / TPC                                   # [T]
-            b2_in[:, chip_tiles] += share[:, None]
-            adds = per_step("input_grad", l, "reduction_adds").sum(axis=1) / TPC
-            b3[:, chip_tiles] += cycles(costs.coef("reduction_adds") * adds + vc * 6, 6)[:, None]
+            cc = chip_cols(ly.chip)
+            b2_in[:, cc] += (partials.sum(axis=1) / TPC)[:, None]
+            adds = loc("input_grad", l, "reduction_adds").sum(axis=1) / TPC
+            b3[:, cc] += cycles(costs.coef("reduction_adds") * adds + vc * 6, 6)[:, None]
             # the reduced slot gradients go to the layer below (and, if recurrent, to this layer)
-            dests = ([l - 1] if l > 0 else []) + ([l] if rec[l] else [])
-            for d in dests:
+            for d in ([l - 1] if l > 0 else []) + ([l] if rec[l] else []):
                 g_bytes = B * (8.0 * nmax[d] + 8)
-                b3_out[:, chip_tiles] += g_bytes / TPC
-                b3_in[:, lay[d].chip * TPC:(lay[d].chip + 1) * TPC] += g_bytes / TPC
+                b3_out[:, cc] += g_bytes / TPC
+                b3_in[:, chip_cols(lay[d].chip)] += g_bytes / TPC
                 if lay[d].chip != ly.chip:
                     flows_b3.append((ly.chip, lay[d].chip, g_bytes))
-    b1 += overhead(1 + L, L)
-    b2 += overhead(1 + int(any_in))
-    b3 += overhead(3 if any_in else 0)
+        b2[:, tl] += wg
+    Bc += np.stack([overhead(5 * L + 3)] + [overhead(0, 5)] * L
+                   + [overhead(1 + L, L), overhead(1 + int(any_in)), overhead(3 if any_in else 0)])
 
     # ---- once per step --------------------------------------------------------------------------
-    dwr = overhead(2 + L)
-    opt = overhead(2 * L)
+    dwr, opt, host_sync = compute[S - 3], compute[S - 2], compute[S - 1]
+    dwr += overhead(2 + L)
+    opt += overhead(2 * L)
     weights_on_chip = np.zeros(C)
+    key = "adam_updates" if config.optimizer == "adam" else "sgd_updates"
     for l, ly in enumerate(lay):
-        upd = counters.get("optimizer", l).tile_totals[0].astype(np.float64)   # weights per tile
+        pc = counters.get("optimizer", l)
+        upd = pc.local_totals[0].astype(np.float64)                          # weights per tile
         weights_on_chip[ly.chip] += upd.sum()
-        dwr += cycles(costs.coef("dw_reduce_adds") * (WORKERS_PER_TILE - 1) * upd / WORKERS_PER_TILE
-                      + costs.coef("dw_zero_writes") * WORKERS_PER_TILE * upd / WORKERS_PER_TILE,
-                      np.where(upd > 0, WORKERS_PER_TILE, 0))
-        key = "adam_updates" if config.optimizer == "adam" else "sgd_updates"
-        opt += cycles(costs.coef(key) * upd / WORKERS_PER_TILE, np.where(upd > 0, WORKERS_PER_TILE, 0))
+        nw = np.where(upd > 0, WORKERS_PER_TILE, 0)
+        dwr[cols(pc.tiles)] += cycles(costs.coef("dw_reduce_adds") * (WORKERS_PER_TILE - 1) * upd / WORKERS_PER_TILE
+                                + costs.coef("dw_zero_writes") * WORKERS_PER_TILE * upd / WORKERS_PER_TILE, nw)
+        opt[cols(pc.tiles)] += cycles(costs.coef(key) * upd / WORKERS_PER_TILE, nw)
     slots = 2 if config.optimizer == "adam" else 0
     sync_bytes = 4.0 * (1 + slots) * weights_on_chip / steps_per_execution          # per chip
-    host_sync = (costs.coef("host_sync_cycles_per_byte") * np.repeat(sync_bytes, TPC)) * active
+    host_sync += (costs.coef("host_sync_cycles_per_byte") * np.repeat(sync_bytes, TPC)) * active
 
-    # ---- assemble: forward t = 0..T-1, loss, backward t = T-1..0, once-per-step rows ----------
-    rev = slice(None, None, -1)
-    RF, RB = 5, 4 + L
-    z = np.zeros((T, N))
-    fwd = lambda a: np.stack(a, axis=1).reshape(RF * T, N)                          # noqa: E731
-    bwd = lambda a, r: np.concatenate([a[0][rev, None], r.transpose(1, 0, 2)[rev], np.stack(  # noqa: E731
-        [x[rev] for x in a[1:]], axis=1)], axis=1).reshape(RB * T, N)
-    one = lambda a: a[None]                                                         # noqa: E731
-    compute = np.concatenate([fwd([f0, f1, f2, f3, f4]), one(loss), bwd([b0, b1, b2, b3], rep),
-                              one(dwr), one(opt), one(host_sync)])
-    bytes_in = np.concatenate([fwd([f0_in, f1_in, f2_in, f3_in, z]), one(loss_in), bwd([z, z, b2_in, b3_in], rep_in),
-                               np.zeros((3, N))])
-    bytes_out = np.concatenate([fwd([f0_out, f1_out, f2_out, f3_out, z]), np.zeros((1, N)),
-                                bwd([z, z, b2_out, b3_out], rep_out), np.zeros((3, N))])
-    S = compute.shape[0]
     label_id = np.concatenate([np.tile([0, 1, 2, 3, 4], T), [5], np.tile([6] + [7] * L + [8, 9, 10], T),
                                [11, 12, 13]]).astype(np.int32)
     flows = []
-    s_bwd0 = RF * T + 1
     for t in range(T):
         flows += [(RF * t + 3, a, b, nb) for a, b, nb in flows_fwd]
-        s = s_bwd0 + RB * t                     # backward iteration for time step T-1-t
+        s = s0 + RB * t                         # backward iteration for time step T-1-t
         flows += [(s + 1 + l, a, b, nb) for l, a, b, nb in flows_rep]
         flows += [(s + RB - 1, a, b, nb) for a, b, nb in flows_b3]
     f_arr = tuple(np.asarray(x) for x in zip(*flows)) if flows else None
