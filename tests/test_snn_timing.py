@@ -97,7 +97,7 @@ def test_memory_ledger_has_every_tensor():
     assert cats["variables:weights"] == w
     assert cats["variables:gradients"] == 7 * w                  # 6 per-worker copies + the reduced dW
     assert cats["variables:optimizer"] == 2 * w                  # Adam m and v
-    assert dict((e[0], e[2]) for e in led.explain_tile(t, 20))["layer 0 state sequence"] == 4 * 100 * 48 * 2
+    assert dict((e[0], e[2]) for e in led.explain_tile(t, 20))["layer 1 state sequence"] == 4 * 100 * 48 * 2
     sgd = snn_memory(NetworkConfig(layers="2312-1466-1466-10", optimizer="sgd"),
                      Placement(pl.tile_of_neuron, m.total_tiles), m)
     assert "variables:optimizer" not in sgd.by_category(t)

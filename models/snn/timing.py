@@ -123,7 +123,7 @@ def _layout(config: NetworkConfig, placement: Placement, tiles_per_chip: int) ->
     for l, ton in enumerate(placement.tile_of_neuron):
         chips = np.unique(ton // tiles_per_chip)
         if chips.size != 1:
-            raise MappingError(f"layer {l} spans chips {chips.tolist()}: the sparse op needs each "
+            raise MappingError(f"layer {l + 1} spans chips {chips.tolist()}: the sparse op needs each "
                                "layer on one chip; use a placement that keeps layers whole")
         chip_layers.setdefault(int(chips[0]), []).append(l)
     for l, ton in enumerate(placement.tile_of_neuron):
@@ -386,21 +386,21 @@ def snn_memory(config: NetworkConfig, placement: Placement, machine, ledger: Mem
                            placement.n_tiles, config.optimizer, bool(rec[l]))
         for key, arr in mem.items():
             if arr.any():
-                led.add(roles[key], arr[ly.tiles], ly.tiles, f"layer {l} {key.replace('_', ' ')}")
+                led.add(roles[key], arr[ly.tiles], ly.tiles, f"layer {l + 1} {key.replace('_', ' ')}")
         # spike id/count sequences [T, B, N_max] + [T, B, 2], spread over the layer's chip (tile 0 of chip 0 free)
         chip_tiles = np.arange(ly.chip * TPC + (1 if ly.chip == 0 else 0), (ly.chip + 1) * TPC)
         led.add("variables:spikes", 4.0 * T * B * (nmax[l] + 2) / chip_tiles.size, chip_tiles,
-                f"layer {l} spike sequence")
+                f"layer {l + 1} spike sequence")
         led.add("exchange_buffers", B * 4.0 * ((n_max_in + 1) + (n_max_in + 2) + 2 * nmax[l] + 2), ly.tiles,
-                f"layer {l} receive buffers (input list, replicated inputs, slot ids + g)")
+                f"layer {l + 1} receive buffers (input list, replicated inputs, slot ids + g)")
         led.add("exchange_buffers", 4.0 * (2 * -(-config.layers[l + 1] // ly.f) + nmax[l] + 2), ly.comp_tiles,
-                f"layer {l} compaction flags and chunk list")
+                f"layer {l + 1} compaction flags and chunk list")
         n_own = placement.neurons_owned(l)[ly.tiles]
         vertices = 3 * B + WORKERS_PER_TILE + B + B * n_own       # update, grads, flags per (neuron, sample)
-        led.add("vertex_state", VERTEX_STATE_BYTES * vertices, ly.tiles, f"layer {l} vertex state")
-        led.add("vertex_code", CODELET_BYTES * 6, ly.tiles, f"layer {l} codelets")
-        led.add("control_code", CONTROL_BYTES_PER_COMPUTE_SET * 8, ly.tiles, f"layer {l} compute-set control")
-        led.add("exchange_code", EXCHANGE_CODE_BYTES_PER_INSTR * (B * 6 + 16), ly.tiles, f"layer {l} exchange code")
+        led.add("vertex_state", VERTEX_STATE_BYTES * vertices, ly.tiles, f"layer {l + 1} vertex state")
+        led.add("vertex_code", CODELET_BYTES * 6, ly.tiles, f"layer {l + 1} codelets")
+        led.add("control_code", CONTROL_BYTES_PER_COMPUTE_SET * 8, ly.tiles, f"layer {l + 1} compute-set control")
+        led.add("exchange_code", EXCHANGE_CODE_BYTES_PER_INSTR * (B * 6 + 16), ly.tiles, f"layer {l + 1} exchange code")
     # the data input sequence [T, B, input_cap] ids + counts, spread over chip 0
     tiles0 = np.arange(1, TPC)
     led.add("variables:inputs", 4.0 * T * B * (config.input_cap + 1) / tiles0.size, tiles0, "input spike sequence")
