@@ -22,7 +22,7 @@ RUN_DEFAULTS = {
     "output_second_threshold": None, "caps": None, "activity": "natural", "neurons_per_tile": None,
     "mapping": "contiguous", "optimizer": "adam", "lr": 1e-3, "steps": 5, "seed": 0, "out": None,
     "json": False, "recurrent": False, "weight_mul": 2.0, "memory_check": "raise",
-    "model": None, "dt": 1e-3, "steps_per_execution": 52,
+    "model": None, "dt": 1e-3, "steps_per_execution": 52, "costs": None,
 }
 
 
@@ -69,6 +69,8 @@ def _add_run_flags(r) -> None:
     r.add_argument("--steps-per-execution", type=int,
                    help="training steps per device execution; the host copy of weights and optimizer state "
                         "after each execution is amortised over them (default 52, as in the calibration runs)")
+    r.add_argument("--costs", help="cost-model TOML (default: the shipped calibration, "
+                                   "tilesim/presets/costs/snn.toml; make your own with tilesim calibrate)")
     r.add_argument("--model", help="a NIR graph (.nir): Input -> (Affine|Linear) -> LIF ... -> Output; sets "
                                    "--layers, --recurrent, the LIF constants and the initial weights")
     r.add_argument("--dt", type=float, help="time step of one network step in the NIR graph's time unit "
@@ -127,6 +129,14 @@ def _nir(opts):
         require(parse_layers(opts["layers"]) == tuple(model.layers), "--layers", opts["layers"],
                 f"must match the NIR graph's {'-'.join(map(str, model.layers))}", "drop --layers when using --model")
     return model
+
+
+def _costs(opts):
+    """The cost model of ``opts['costs']`` (None: the shipped calibrated one)."""
+    if not opts.get("costs"):
+        return None
+    from tilesim.costs import load_costs
+    return load_costs(opts["costs"])
 
 
 def _config(opts):
@@ -197,6 +207,7 @@ def run_training(opts: dict, progress=None) -> dict:
     from models.snn.placing import place_network
     placed = place_network(config, machine, opts["neurons_per_tile"], opts["mapping"], opts["memory_check"])
     placement, ledger, npt = placed.placement, placed.ledger, placed.neurons_per_tile
+    costs = _costs(opts)
     state = init_network(config, placement)
     model = _nir(opts)
     if model is not None:          # the graph's weights replace the random initialisation
@@ -215,7 +226,7 @@ def run_training(opts: dict, progress=None) -> dict:
             spikes, labels = next(batches)
         t0 = time.perf_counter()
         res = train_step(state, spikes, labels, per_step_counters=True)
-        program = build_step_program(config, placement, res.counters, machine,
+        program = build_step_program(config, placement, res.counters, machine, costs,
                                      steps_per_execution=opts["steps_per_execution"])
         sim = simulate(program, machine)
         walls.append(time.perf_counter() - t0)

@@ -65,7 +65,8 @@ def search_mapping(opts: dict, budget_s: float, seed: int = 0, max_evals: int | 
     machine = load_machine(opts["machine"], opts["chips"])
     base = place_network(config, machine, opts["neurons_per_tile"], "contiguous", "raise")
     activity = record_activity(config, base.placement, opts)
-    objective = make_objective(config, machine, activity, steps_per_execution=opts["steps_per_execution"])
+    from models.snn.cli import _costs
+    objective = make_objective(config, machine, activity, _costs(opts), opts["steps_per_execution"])
     extra = []
     for name in STRATEGIES[1:]:
         try:
