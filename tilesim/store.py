@@ -1,0 +1,231 @@
+"""The results store of sweeps: one SQLite file, one row per point, crash-safe.
+
+The file is in WAL mode with ``synchronous = FULL``; every finished point is one transaction
+(``BEGIN IMMEDIATE … COMMIT``), so a killed driver loses no committed point and a reader never
+sees half a row. The primary key is the point's id (a hash of its full configuration and the
+package version, :func:`tilesim.sweep.point_id`), so no point is ever stored twice.
+
+Status is ``"ok"`` or ``"failed"``. An ``ok`` row is final: storing the same id again is a no-op.
+A ``failed`` row is replaced by the next attempt (``attempts`` counts them), which is how a
+rerun retries failed points.
+
+Table ``points``: ``id, status, error, swept (JSON), config (JSON), summary (JSON), version,
+wall_s, worker, attempts, finished_at``.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+from tilesim.errors import ConfigError, config_message
+
+__all__ = ["ResultStore", "STATUSES", "export_table", "default_flatten", "write_csv", "write_parquet",
+           "format_table"]
+
+STATUSES = ("ok", "failed")
+SCHEMA_VERSION = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS points (
+    id          TEXT PRIMARY KEY,
+    status      TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+    error       TEXT,
+    swept       TEXT NOT NULL,
+    config      TEXT NOT NULL,
+    summary     TEXT,
+    version     TEXT NOT NULL,
+    wall_s      REAL,
+    worker      TEXT,
+    attempts    INTEGER NOT NULL DEFAULT 1,
+    finished_at REAL NOT NULL
+);
+"""
+
+_UPSERT = """
+INSERT INTO points (id, status, error, swept, config, summary, version, wall_s, worker, attempts, finished_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)
+ON CONFLICT (id) DO UPDATE SET
+    status = excluded.status, error = excluded.error, summary = excluded.summary,
+    wall_s = excluded.wall_s, worker = excluded.worker, finished_at = excluded.finished_at,
+    attempts = points.attempts + 1
+WHERE points.status != 'ok'
+"""
+
+
+class ResultStore:
+    """An open results database (``with ResultStore(path) as db: …``).
+
+    Parameters
+    ----------
+    path : str or Path
+    create : bool
+        Create the file if missing (the sweep driver); ``False`` for readers (``tilesim
+        results``), which then raise :class:`ConfigError` for a missing file.
+
+    Raises
+    ------
+    ConfigError
+        The file is missing (``create=False``), is not an SQLite database, or is a database
+        of another program.
+    """
+
+    def __init__(self, path, create: bool = True):
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise ConfigError(config_message("results database", str(path), "no such file",
+                                             "give the --db file of a tilesim sweep"))
+        if create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+            self._db.execute("PRAGMA busy_timeout = 60000")
+            if create:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.execute("PRAGMA synchronous = FULL")
+                self._db.executescript(_SCHEMA)
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            cols = {r[1] for r in self._db.execute("PRAGMA table_info(points)")}
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(config_message("results database", str(path), f"is not an SQLite database ({exc})",
+                                             "give the --db file of a tilesim sweep, or a new file name")) from None
+        if not {"id", "status", "swept", "summary"} <= cols:
+            self._db.close()
+            raise ConfigError(config_message("results database", str(path), "has no tilesim 'points' table",
+                                             "give the --db file of a tilesim sweep, or a new file name"))
+
+    # ---- context manager ---------------------------------------------------------------------
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        self._db.close()
+
+    # ---- writes ------------------------------------------------------------------------------
+    def put(self, point_id: str, *, status: str, swept: dict, config: dict, version: str,
+            summary: dict | None = None, error: str | None = None, wall_s: float | None = None,
+            worker: str | None = None) -> bool:
+        """Store one finished point in its own transaction; False if it was already ``ok``."""
+        if status not in STATUSES:
+            raise ConfigError(config_message("point status", status, f"must be one of {STATUSES}"))
+        row = (point_id, status, error, json.dumps(swept, sort_keys=True), json.dumps(config, sort_keys=True),
+               None if summary is None else json.dumps(summary), version, wall_s, worker, time.time())
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            cur = self._db.execute(_UPSERT, row)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return cur.rowcount > 0
+
+    # ---- reads -------------------------------------------------------------------------------
+    def ok_ids(self) -> set:
+        """Ids of the finished (``ok``) points."""
+        return {r[0] for r in self._db.execute("SELECT id FROM points WHERE status = 'ok'")}
+
+    def count(self, status: str | None = None) -> int:
+        if status is None:
+            return self._db.execute("SELECT COUNT(*) FROM points").fetchone()[0]
+        return self._db.execute("SELECT COUNT(*) FROM points WHERE status = ?", (status,)).fetchone()[0]
+
+    def rows(self) -> list:
+        """Every point as a dict (JSON columns decoded), in order of completion."""
+        cur = self._db.execute("SELECT id, status, error, swept, config, summary, version, wall_s, worker, "
+                               "attempts, finished_at FROM points ORDER BY finished_at, id")
+        names = [d[0] for d in cur.description]
+        out = []
+        for r in cur:
+            d = dict(zip(names, r))
+            for k in ("swept", "config", "summary"):
+                d[k] = None if d[k] is None else json.loads(d[k])
+            out.append(d)
+        return out
+
+
+# ---- export ----------------------------------------------------------------------------------
+def default_flatten(summary: dict) -> dict:
+    """Top-level numbers and strings of a summary, plus ``a.b`` for numbers one level down."""
+    out = {}
+    for k, v in summary.items():
+        if isinstance(v, (int, float, str, bool)) or v is None:
+            out[k] = v
+        elif isinstance(v, dict):
+            out.update({f"{k}.{k2}": v2 for k2, v2 in v.items() if isinstance(v2, (int, float))})
+    return out
+
+
+def _cell(v):
+    return json.dumps(v) if isinstance(v, (list, tuple, dict)) else v
+
+
+def export_table(rows, flatten=default_flatten) -> tuple:
+    """``(columns, records)``: one record per point with ``id``, ``status``, the swept fields by
+    name (union over points, in order of first appearance), the flattened summary fields, then
+    ``attempts``, ``wall_s`` and ``error``. Lists in swept values become JSON text."""
+    swept_cols, summary_cols, records = [], [], []
+    for r in rows:
+        swept = {k: _cell(v) for k, v in r["swept"].items()}
+        flat = flatten(r["summary"]) if r["summary"] else {}
+        swept_cols += [k for k in swept if k not in swept_cols]
+        summary_cols += [k for k in flat if k not in summary_cols and k not in swept]
+        records.append({"id": r["id"], "status": r["status"], **flat, **swept, "attempts": r["attempts"],
+                        "wall_s": r["wall_s"], "error": r["error"]})
+    summary_cols = [c for c in summary_cols if c not in swept_cols]
+    columns = ["id", "status", *swept_cols, *summary_cols, "attempts", "wall_s", "error"]
+    return columns, [{c: rec.get(c) for c in columns} for rec in records]
+
+
+def write_csv(path, columns, records) -> Path:
+    """Write the table as CSV (atomically); empty cells for missing values."""
+    from tilesim.io import atomic_write_text
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    w.writeheader()
+    w.writerows(records)
+    return atomic_write_text(path, buf.getvalue())
+
+
+def write_parquet(path, columns, records) -> Path:
+    """Write the table as Parquet (atomically) with pyarrow, or pandas if pyarrow is missing.
+
+    Raises
+    ------
+    ConfigError
+        Neither pyarrow nor pandas (with a Parquet engine) is importable.
+    """
+    from tilesim.io import atomic_write_bytes
+    data = {c: [rec[c] for rec in records] for c in columns}
+    buf = io.BytesIO()
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        pa = None
+    if pa is not None:
+        pq.write_table(pa.table(data), buf)
+    else:
+        try:
+            import pandas as pd
+            pd.DataFrame(data, columns=columns).to_parquet(buf, index=False)
+        except ImportError as exc:
+            raise ConfigError(config_message("--parquet", str(path), f"needs pyarrow, which is not installed ({exc})",
+                                             "pip install pyarrow (into the tilesim environment), or export --csv")) from None
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def format_table(columns, records, max_width: int = 24) -> str:
+    """A plain aligned text table (long cells cut with '…')."""
+    def cell(v):
+        s = "" if v is None else (f"{v:.6g}" if isinstance(v, float) else str(v))
+        return s if len(s) <= max_width else s[:max_width - 1] + "…"
+    cells = [[cell(c) for c in columns]] + [[cell(rec[c]) for c in columns] for rec in records]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    return "\n".join("  ".join(s.ljust(w) for s, w in zip(row, widths)).rstrip() for row in cells)
