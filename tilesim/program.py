@@ -117,7 +117,7 @@ class Program:
                                                  f"must have one group id per chip ({self.chips})"))
         for arr, name in ((self.compute_cycles, "compute_cycles"), (self.bytes_in, "bytes_in"),
                           (self.bytes_out, "bytes_out")):
-            if arr.size and not (np.isfinite(arr).all() and arr.min() >= 0):
+            if arr.size and not (arr.min() >= 0 and np.isfinite(arr.max())):    # NaN fails the first test
                 raise ConfigError(config_message(f"program.{name}", "a negative or non-finite entry",
                                                  "every entry must be finite and >= 0"))
         F = self.flow_step.shape[0]

@@ -193,6 +193,15 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     def chip_cols(c):
         return slice(c * TPC, (c + 1) * TPC)
 
+    chip_acc: dict = {}
+
+    def chip_add(name, view, c, values):
+        """Add ``values`` ([T] or scalar) to every tile of chip ``c`` in ``view`` — collected per
+        view and chip, applied once at the end (one pass per row instead of one per layer)."""
+        if name not in chip_acc:
+            chip_acc[name] = (view, np.zeros((T, C)))
+        chip_acc[name][1][:, c] += values
+
     def cols(tiles):
         """A slice for a run of consecutive tiles (cheap views), else the index array."""
         if tiles.size and tiles[-1] - tiles[0] + 1 == tiles.size:
@@ -236,7 +245,7 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
         recv = loc("state_update", l, "bytes_received")
         f0_in[:, tl] += recv / pair
         one = recv[:, 0] if ly.tiles.size else np.zeros(T)
-        f0_out[:, chip_cols(ly.chip)] += (one / TPC)[:, None]
+        chip_add("f0_out", f0_out, ly.chip, one / TPC)
         vert = loc("state_update", l, "vertices")
         work = costs.worker_cycles({
             "synaptic_adds": loc("state_update", l, "synaptic_adds"),
@@ -260,7 +269,7 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
         list_bytes = 4.0 * (nmax[l] + 2)
         spread(f3_out, ly.comb_tiles, list_bytes)
         # the list lands in the sequence slice (spread over the chip)
-        f3_in[:, chip_cols(ly.chip)] += B * list_bytes / TPC
+        chip_add("f3_in", f3_in, ly.chip, B * list_bytes / TPC)
         if l + 1 < L and lay[l + 1].chip != ly.chip:
             flows_fwd.append((ly.chip, lay[l + 1].chip, B * list_bytes))
     F += np.stack([overhead(3, 2 * (L - 1)), overhead(2), overhead(2 + L), overhead(1), overhead(3 * L)])
@@ -286,8 +295,8 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
         src = lay[l - 1] if l > 0 else ly
         one_in = inp[:, 0] if ly.tiles.size else np.zeros(T)
         one_own = own[:, 0] if ly.tiles.size else np.zeros(T)
-        Bo[:, 1 + l, chip_cols(ly.chip)] += (one_own / TPC)[:, None]
-        Bo[:, 1 + l, chip_cols(src.chip)] += (one_in / TPC)[:, None]
+        chip_add(f"rep_out{l}", Bo[:, 1 + l], ly.chip, one_own / TPC)
+        chip_add(f"rep_out{l}", Bo[:, 1 + l], src.chip, one_in / TPC)
         if l > 0 and src.chip != ly.chip:
             flows_rep.append((l, src.chip, ly.chip, float(one_in[0])))
         vert = loc("state_grad", l, "vertices")
@@ -304,18 +313,20 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
             partials = loc("input_grad", l, "partial_bytes")
             b2_out[:, tl] += partials
             # stage-1 reduction spread over every tile of the layer's chip
-            cc = chip_cols(ly.chip)
-            b2_in[:, cc] += (partials.sum(axis=1) / TPC)[:, None]
+            chip_add("b2_in", b2_in, ly.chip, partials.sum(axis=1) / TPC)
             adds = loc("input_grad", l, "reduction_adds").sum(axis=1) / TPC
-            b3[:, cc] += cycles(costs.coef("reduction_adds") * adds + vc * 6, 6)[:, None]
+            chip_add("b3", b3, ly.chip, cycles(costs.coef("reduction_adds") * adds + vc * 6, 6))
             # the reduced slot gradients go to the layer below (and, if recurrent, to this layer)
             for d in ([l - 1] if l > 0 else []) + ([l] if rec[l] else []):
                 g_bytes = B * (8.0 * nmax[d] + 8)
-                b3_out[:, cc] += g_bytes / TPC
-                b3_in[:, chip_cols(lay[d].chip)] += g_bytes / TPC
+                chip_add("b3_out", b3_out, ly.chip, g_bytes / TPC)
+                chip_add("b3_in", b3_in, lay[d].chip, g_bytes / TPC)
                 if lay[d].chip != ly.chip:
                     flows_b3.append((ly.chip, lay[d].chip, g_bytes))
         b2[:, tl] += wg
+    for view, acc in chip_acc.values():
+        for c in np.flatnonzero(acc.any(axis=0)):
+            view[:, chip_cols(c)] += acc[:, c][:, None]
     Bc += np.stack([overhead(5 * L + 3)] + [overhead(0, 5)] * L
                    + [overhead(1 + L, L), overhead(1 + int(any_in)), overhead(3 if any_in else 0)])
 
