@@ -34,3 +34,17 @@ def round2(tmp_path):
 @pytest.fixture
 def round4(tmp_path):
     return load_machine(round_machine(tmp_path, chips=4))
+
+
+def run_quick_experiments(out: Path, scripts) -> dict:
+    """Run every script's ``--quick`` mode into ``out``; rows of each CSV by script name."""
+    import importlib
+
+    from experiments.b_common import read_csv
+    rows = {}
+    for name in scripts:
+        mod = importlib.import_module(f"experiments.{name}")
+        assert mod.main(["--quick", "--out", str(out)]) == 0
+        assert (out / f"{name}.png").stat().st_size > 0
+        rows[name] = read_csv(out / f"{name}.csv")
+    return rows

@@ -1,9 +1,8 @@
 """B1–B7 experiment scripts in --quick mode: they run, write CSV + PNG, and the CSV shows the claim."""
-import importlib
 
 import pytest
+from conftest import run_quick_experiments
 
-from experiments.b_common import read_csv
 
 SCRIPTS = ["b1_exchange_distance", "b2_skewed_matmul", "b3_memory_compute_sets", "b4_table1",
            "b5_table4_params", "b6_butterfly_breakeven", "b7_table4_times"]
@@ -11,14 +10,7 @@ SCRIPTS = ["b1_exchange_distance", "b2_skewed_matmul", "b3_memory_compute_sets",
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("experiments")
-    rows = {}
-    for name in SCRIPTS:
-        mod = importlib.import_module(f"experiments.{name}")
-        assert mod.main(["--quick", "--out", str(out)]) == 0
-        assert (out / f"{name}.png").stat().st_size > 0
-        rows[name] = read_csv(out / f"{name}.csv")
-    return rows
+    return run_quick_experiments(tmp_path_factory.mktemp("experiments"), SCRIPTS)
 
 
 def test_b1_distance_independent_on_ipu_not_on_mesh(outputs):

@@ -1,11 +1,10 @@
 """S1–S7 experiment scripts in --quick mode: they run, write CSV + PNG, and the CSV shows the claim.
 
 The five quick modes share one module fixture (~20–30 s of CPU together), so those tests are marked slow."""
-import importlib
 
 import pytest
+from conftest import run_quick_experiments
 
-from experiments.b_common import read_csv
 from experiments.s_common import (SINGLE_CHIP_LAYERS, SINGLE_CHIP_WEIGHTS_M, WEAK_SCALING_TABLE, n_weights,
                                   paper_layers)
 
@@ -16,14 +15,7 @@ MEMORY_COLUMNS = {"mem_max_tile_bytes", "mem_budget_bytes", "fits", "mem_top_cat
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("experiments_s")
-    rows = {}
-    for name in SCRIPTS:
-        mod = importlib.import_module(f"experiments.{name}")
-        assert mod.main(["--quick", "--out", str(out)]) == 0
-        assert (out / f"{name}.png").stat().st_size > 0
-        rows[name] = read_csv(out / f"{name}.csv")
-    return rows
+    return run_quick_experiments(tmp_path_factory.mktemp("experiments_s"), SCRIPTS)
 
 
 def _f(row, key):
