@@ -55,5 +55,5 @@ def retime(activity: Activity | None, config: NetworkConfig, placement: Placemen
             f"must equal the config's ({config.timesteps}, {config.batch})")
     counters = count_work(activity, placement, per_step=True, cache=cache)
     program = build_step_program(config, placement, counters, machine, costs,
-                                 steps_per_execution=steps_per_execution)
+                                 steps_per_execution=steps_per_execution, cache=cache)
     return Prediction(simulate(program, machine), program, counters)

@@ -144,12 +144,14 @@ def _layout(config: NetworkConfig, placement: Placement, tiles_per_chip: int) ->
 
 def build_step_program(config: NetworkConfig, placement: Placement, counters: WorkCounters, machine,
                        costs: CostModel | None = None, name: str = "snn training step",
-                       steps_per_execution: int = STEPS_PER_EXECUTION) -> Program:
+                       steps_per_execution: int = STEPS_PER_EXECUTION, cache: dict | None = None) -> Program:
     """The BSP program of one training step, from the step's per-step counters.
 
     ``counters`` must hold per-step arrays (``train_step(..., per_step_counters=True)`` or
     ``count_work(activity, placement, per_step=True)``). ``steps_per_execution``: training steps
-    per device execution, over which the host variable sync is amortised.
+    per device execution, over which the host variable sync is amortised. ``cache`` (a dict the
+    caller keeps, e.g. across a mapping search) reuses each layer's position-independent terms
+    while its counters are the same objects.
 
     Per-layer work is computed on the layer's own tiles and written straight into the rows of
     the program's arrays (row views), so a re-timing costs a few passes over ``[S, tiles]``.
@@ -236,23 +238,73 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     f1, f1_in, f1_out = F[:, 1], Fi[:, 1], Fo[:, 1]
     f2, f2_in, f2_out = F[:, 2], Fi[:, 2], Fo[:, 2]
     f3, f3_in, f3_out = F[:, 3], Fi[:, 3], Fo[:, 3]
-    # ---- forward ------------------------------------------------------------------------------
-    flows_fwd: list[tuple] = []          # (src chip, dst chip, bytes)
-    for l, ly in enumerate(lay):
+    def layer_terms(l, ly):
+        """Everything of layer ``l`` that does not depend on where its tiles are: per-tile
+        [T, n_local] arrays and per-step [T] vectors (cached across calls by the caller)."""
         n_l = config.layers[l + 1]
-        tl = cols(ly.tiles)
-        # input lists broadcast to every owner tile; the senders pay one copy, spread over the chip
+        d = {}
         recv = loc("state_update", l, "bytes_received")
-        f0_in[:, tl] += recv / pair
-        one = recv[:, 0] if ly.tiles.size else np.zeros(T)
-        chip_add("f0_out", f0_out, ly.chip, one / TPC)
+        d["f0_in"] = recv / pair
+        d["f0_out"] = (recv[:, 0] if ly.tiles.size else np.zeros(T)) / TPC
         vert = loc("state_update", l, "vertices")
         work = costs.worker_cycles({
             "synaptic_adds": loc("state_update", l, "synaptic_adds"),
             "neurons_updated": loc("state_update", l, "neurons_updated")}) + vc * vert
         flags = loc("spike_detect", l, "neurons_scanned")
-        f1[:, tl] += cycles(work, vert) + cycles(costs.coef("neurons_scanned") * flags + vc * flags, flags)
-        f1_out[:, tl] += loc("spike_detect", l, "bytes_sent")
+        d["f1"] = cycles(work, vert) + cycles(costs.coef("neurons_scanned") * flags + vc * flags, flags)
+        d["f1_out"] = loc("spike_detect", l, "bytes_sent")
+        # combine: merge the entries actually kept (real + gradient-only) per sample
+        kept = loc("spike_detect", l, "entries_kept").sum(axis=1)              # [T] over tiles
+        d["f3"] = cycles(costs.coef("list_entries_merged") * (kept / B + 2 * ly.f) + vc, 1)
+        # replicated lists: own ids + counts + g (state grad), the input list (weight grad)
+        own = loc("state_grad", l, "bytes_received")
+        inp = loc("weight_grad", l, "bytes_received")
+        d["rep_in"] = (own + inp) / pair
+        d["one_in"] = inp[:, 0] if ly.tiles.size else np.zeros(T)
+        d["one_own"] = own[:, 0] if ly.tiles.size else np.zeros(T)
+        vert = loc("state_grad", l, "vertices")
+        work = costs.worker_cycles({
+            "slots_scanned": loc("state_grad", l, "slots_scanned"),
+            "slots_applied": loc("state_grad", l, "slots_applied"),
+            "neurons_updated": loc("state_grad", l, "neurons_updated")}) + vc * vert
+        d["b1"] = cycles(work, vert)
+        wv = loc("weight_grad", l, "vertices")
+        wg = cycles(costs.worker_cycles({"grad_adds": loc("weight_grad", l, "grad_adds")}) + vc * wv, wv)
+        if in_graph[l]:
+            iv = loc("input_grad", l, "vertices")
+            wg += cycles(costs.worker_cycles({"macs": loc("input_grad", l, "macs")}) + vc * iv, iv)
+            partials = loc("input_grad", l, "partial_bytes")
+            d["b2_out"] = partials
+            d["b2_in"] = partials.sum(axis=1) / TPC
+            adds = loc("input_grad", l, "reduction_adds").sum(axis=1) / TPC
+            d["b3"] = cycles(costs.coef("reduction_adds") * adds + vc * 6, 6)
+        d["b2"] = wg
+        return d
+
+    def terms_of(l, ly):
+        if cache is None:
+            return layer_terms(l, ly)
+        ref = counters.get("state_update", l).local_steps
+        key = ("build", l)
+        hit = cache.get(key)
+        if hit is not None and hit[0] is ref and hit[1] is costs and hit[2] == (T, B, TPC, pair, workers, sup):
+            return hit[3]
+        d = layer_terms(l, ly)
+        cache[key] = (ref, costs, (T, B, TPC, pair, workers, sup), d)   # holding ref keeps its id unique
+        return d
+
+    # ---- forward ------------------------------------------------------------------------------
+    flows_fwd: list[tuple] = []          # (src chip, dst chip, bytes)
+    terms = [terms_of(l, ly) for l, ly in enumerate(lay)]
+    for l, ly in enumerate(lay):
+        n_l = config.layers[l + 1]
+        tl = cols(ly.tiles)
+        d = terms[l]
+        # input lists broadcast to every owner tile; the senders pay one copy, spread over the chip
+        f0_in[:, tl] += d["f0_in"]
+        chip_add("f0_out", f0_out, ly.chip, d["f0_out"])
+        f1[:, tl] += d["f1"]
+        f1_out[:, tl] += d["f1_out"]
         chunk = -(-n_l // ly.f)                          # neurons per compaction tile
         spread(f1_in, ly.comp_tiles, 4.0 * chunk)        # one uint32 per neuron and threshold
         # compaction: 6 chunk vertices per tile scan their flags, then one vertex merges them
@@ -262,10 +314,7 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
         spread(f2, ly.comp_tiles, float(cycles(comp_work, 6) + cycles(comb1, 1)))
         spread(f2_out, ly.comp_tiles, 4.0 * (tile_list + 1))
         spread(f2_in, ly.comb_tiles, 4.0 * (tile_list + 1) * 2 * ly.f)
-        # combine: merge the entries actually kept (real + gradient-only) per sample
-        kept = loc("spike_detect", l, "entries_kept").sum(axis=1)              # [T] over tiles
-        comb_work = costs.coef("list_entries_merged") * (kept / B + 2 * ly.f) + vc
-        spread(f3, ly.comb_tiles, cycles(comb_work, 1))
+        spread(f3, ly.comb_tiles, d["f3"])
         list_bytes = 4.0 * (nmax[l] + 2)
         spread(f3_out, ly.comb_tiles, list_bytes)
         # the list lands in the sequence slice (spread over the chip)
@@ -288,42 +337,27 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     flows_b3: list[tuple] = []
     for l, ly in enumerate(lay):
         tl = cols(ly.tiles)
-        # replicated lists: own ids + counts + g (state grad), the input list (weight grad)
-        own = loc("state_grad", l, "bytes_received")
-        inp = loc("weight_grad", l, "bytes_received")
-        Bi[:, 1 + l, tl] += (own + inp) / pair
+        d = terms[l]
+        Bi[:, 1 + l, tl] += d["rep_in"]
         src = lay[l - 1] if l > 0 else ly
-        one_in = inp[:, 0] if ly.tiles.size else np.zeros(T)
-        one_own = own[:, 0] if ly.tiles.size else np.zeros(T)
-        chip_add(f"rep_out{l}", Bo[:, 1 + l], ly.chip, one_own / TPC)
-        chip_add(f"rep_out{l}", Bo[:, 1 + l], src.chip, one_in / TPC)
+        chip_add(f"rep_out{l}", Bo[:, 1 + l], ly.chip, d["one_own"] / TPC)
+        chip_add(f"rep_out{l}", Bo[:, 1 + l], src.chip, d["one_in"] / TPC)
         if l > 0 and src.chip != ly.chip:
-            flows_rep.append((l, src.chip, ly.chip, float(one_in[0])))
-        vert = loc("state_grad", l, "vertices")
-        work = costs.worker_cycles({
-            "slots_scanned": loc("state_grad", l, "slots_scanned"),
-            "slots_applied": loc("state_grad", l, "slots_applied"),
-            "neurons_updated": loc("state_grad", l, "neurons_updated")}) + vc * vert
-        b1[:, tl] += cycles(work, vert)
-        wv = loc("weight_grad", l, "vertices")
-        wg = cycles(costs.worker_cycles({"grad_adds": loc("weight_grad", l, "grad_adds")}) + vc * wv, wv)
+            flows_rep.append((l, src.chip, ly.chip, float(d["one_in"][0])))
+        b1[:, tl] += d["b1"]
         if in_graph[l]:
-            iv = loc("input_grad", l, "vertices")
-            wg += cycles(costs.worker_cycles({"macs": loc("input_grad", l, "macs")}) + vc * iv, iv)
-            partials = loc("input_grad", l, "partial_bytes")
-            b2_out[:, tl] += partials
+            b2_out[:, tl] += d["b2_out"]
             # stage-1 reduction spread over every tile of the layer's chip
-            chip_add("b2_in", b2_in, ly.chip, partials.sum(axis=1) / TPC)
-            adds = loc("input_grad", l, "reduction_adds").sum(axis=1) / TPC
-            chip_add("b3", b3, ly.chip, cycles(costs.coef("reduction_adds") * adds + vc * 6, 6))
+            chip_add("b2_in", b2_in, ly.chip, d["b2_in"])
+            chip_add("b3", b3, ly.chip, d["b3"])
             # the reduced slot gradients go to the layer below (and, if recurrent, to this layer)
-            for d in ([l - 1] if l > 0 else []) + ([l] if rec[l] else []):
-                g_bytes = B * (8.0 * nmax[d] + 8)
+            for k in ([l - 1] if l > 0 else []) + ([l] if rec[l] else []):
+                g_bytes = B * (8.0 * nmax[k] + 8)
                 chip_add("b3_out", b3_out, ly.chip, g_bytes / TPC)
-                chip_add("b3_in", b3_in, lay[d].chip, g_bytes / TPC)
-                if lay[d].chip != ly.chip:
-                    flows_b3.append((ly.chip, lay[d].chip, g_bytes))
-        b2[:, tl] += wg
+                chip_add("b3_in", b3_in, lay[k].chip, g_bytes / TPC)
+                if lay[k].chip != ly.chip:
+                    flows_b3.append((ly.chip, lay[k].chip, g_bytes))
+        b2[:, tl] += d["b2"]
     for view, acc in chip_acc.values():
         for c in np.flatnonzero(acc.any(axis=0)):
             view[:, chip_cols(c)] += acc[:, c][:, None]
