@@ -372,11 +372,13 @@ def fit(cases, base: CostModel | None = None, loo: bool = True, progress=None) -
     return FitResult(theta, cases, pred, tuple(loo_th), tuple(loo_pred), base)
 
 
-def predict_cases(cases, costs: CostModel | None = None) -> list:
+def predict_cases(cases, costs: CostModel | None = None, progress=None) -> list:
     """``(mid_s, lo_s, hi_s)`` per case under ``costs`` (default: the shipped model); the band
     comes from the model's leave-one-out sets (lo = mid = hi without them)."""
     out, memo = [], {}
     for c in cases:
+        if progress:
+            progress(c)
         k = c.key()
         if k not in memo:
             config, machine, placement = case_setup(c)
@@ -439,10 +441,20 @@ def _load_costs_arg(path):
     return load_costs(p)
 
 
+def _bar(total, desc, args):
+    """A progress bar on stderr, off with --quiet or --json (stdout stays clean)."""
+    import sys
+
+    from tqdm import tqdm
+    return tqdm(total=total, desc=desc, unit=" cases", file=sys.stderr, leave=False,
+                disable=bool(getattr(args, "quiet", False) or getattr(args, "json", False)))
+
+
 def cmd_validate(args) -> int:
     costs = _load_costs_arg(args.costs)
     cases = read_cases(args.cases)
-    preds = predict_cases(cases, costs)
+    with _bar(len(cases), "validate", args) as bar:
+        preds = predict_cases(cases, costs, lambda c: bar.update(1))
     rows = []
     for c, (mid, lo, hi) in zip(cases, preds):
         err = 100.0 * (mid * 1e3 - c.measured_ms) / c.measured_ms
@@ -465,7 +477,8 @@ def cmd_calibrate(args) -> int:
     import tomli_w
     from tilesim.io import atomic_write_bytes
     cases = read_cases(args.cases)
-    res = fit(cases, loo=not args.no_loo)
+    with _bar(None, "calibrate: timing cases", args) as bar:
+        res = fit(cases, loo=not args.no_loo, progress=lambda c: bar.update(1))
     cm = res.cost_model(source=str(args.cases))
     header = ("# SNN cost model calibrated by `tilesim calibrate` (models/snn/calibrate.py).\n"
               "# coefficients: worker cycles per counter unit (compute_set_cycles: tile cycles per compute\n"
@@ -500,6 +513,7 @@ def register(sub) -> None:
     v.add_argument("cases", nargs="?", help="cases CSV (default: models/snn/calibration/nmnist_ipu_step_times.csv)")
     v.add_argument("--costs", help="cost-model TOML (default: tilesim/presets/costs/snn.toml)")
     v.add_argument("--json", action="store_true", help="print a JSON list of {case, predicted_ms, measured_ms, error_pct}")
+    v.add_argument("--quiet", action="store_true", help="no progress bar")
     v.set_defaults(func=cmd_validate)
     c = sub.add_parser("calibrate", help="fit the SNN cost coefficients to measured step times",
                        description="Least-squares fit of the cost model to a cases CSV; writes a versioned TOML.")
@@ -507,4 +521,5 @@ def register(sub) -> None:
     c.add_argument("--out", required=True, help="cost-model TOML to write")
     c.add_argument("--json", action="store_true", help="print the fit as JSON")
     c.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits")
+    c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.set_defaults(func=cmd_calibrate)

@@ -84,6 +84,7 @@ def register(sub) -> None:
     _add_run_flags(r)
     r.add_argument("--out", help="directory for summary.json, summary.md, trace.json, mapping.json and pictures")
     r.add_argument("--json", action="store_const", const=True, default=None, help="print the summary as JSON")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_run)
 
     from models.snn.mapsearch import register_map_search
@@ -292,8 +293,14 @@ def format_run(summary: dict) -> str:
 
 
 def cmd_run(args) -> int:
+    import sys
+
+    from tqdm import tqdm
     opts = _merge(args)
-    summary = run_training(opts)
+    with tqdm(total=opts["steps"], desc="training", unit=" step", file=sys.stderr, leave=False,
+              disable=bool(args.quiet or opts["json"] or opts["steps"] < 2)) as bar:
+        summary = run_training(opts, progress=lambda step, res, sim: (
+            bar.set_postfix_str(f"loss {res.loss:.3f}, {sim.total_s * 1e3:.2f} ms/step", refresh=False), bar.update(1)))
     if opts["json"]:
         print(json.dumps(summary, indent=2))
     else:
