@@ -98,7 +98,8 @@ def test_conv2d_is_refused(tmp_path):
     (lambda g: g.nodes["lif1"].tau.__setitem__(0, 0.03), r"'lif1' = 'LIF'.*tau varies across neurons"),
     (lambda g: g.nodes.__setitem__("lif2", lif(3, tau=0.05)), r"'lif2' = 'LIF'.*tau = 0.05 differs from 0.02"),
     (lambda g: g.nodes.__setitem__("lif2", lif(3, v_reset=np.full(3, -0.5))), r"'lif2'.*v_reset = -0.5 != 0"),
-    (lambda g: g.nodes.__setitem__("lif2", nir.IF(r=np.ones(3), v_threshold=np.ones(3))), r"'lif2' = 'IF'.*no leak"),
+    (lambda g: g.nodes.__setitem__("lif2", nir.IF(r=np.full(3, 10.0), v_threshold=np.ones(3))),
+     r"'lif2' = 'IF'.*tau = inf differs from 0.02"),
     (lambda g: g.nodes.__setitem__("lif2", nir.LI(tau=np.ones(3), r=np.ones(3), v_leak=np.zeros(3))),
      r"'lif2' = 'LI'.*non-spiking"),
 ])
@@ -116,3 +117,13 @@ def test_bad_dt_and_missing_file(tmp_path):
         load_nir(tmp_path / "none.nir", dt=1e-3)
     with pytest.raises(ConfigError, match=r"dt/tau = 2 gives alpha = -1 outside \(0, 1\)"):
         load_nir(two_layer(), dt=0.04, discretization="euler")
+
+
+def test_integrate_and_fire_graph(tmp_path):
+    g = two_layer()
+    for name, n in (("lif1", 8), ("lif2", 3)):
+        g.nodes[name] = nir.IF(r=np.full(n, 10.0), v_threshold=np.ones(n))
+    m = load_nir(roundtrip(tmp_path, g), dt=1e-3)
+    assert m.lif.decay == 1.0 and m.lif.scale == pytest.approx(10.0 * 1e-3) and math.isinf(m.tau)
+    cfg = NetworkConfig(layers=m.layers, batch=2, timesteps=5, max_activity=0.5, input_cap=4, **{"lif": m.lif})
+    assert cfg.lif.scale == pytest.approx(0.01)

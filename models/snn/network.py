@@ -67,24 +67,32 @@ class LIFParams:
     """LIF neuron constants (per network; not trainable).
 
     ``decay`` α, ``threshold`` ϑ1, surrogate steepness ``beta`` β and ``input_scale`` (the
-    paper's hard-coded 10) so that ``v ← α v + input_scale·(1−α)·I``.
+    paper's hard-coded 10) so that ``v ← α v + input_scale·(1−α)·I``. ``gain``, when given,
+    replaces the input factor ``input_scale·(1−α)`` (``v ← α v + gain·I``); it is how a
+    non-leaky integrate-and-fire neuron (α = 1, gain = R·dt) is written.
     """
 
     decay: float = 0.95
     threshold: float = 1.0
     beta: float = 10.0
     input_scale: float = 10.0
+    gain: float | None = None
 
     def __post_init__(self):
-        require(0.0 <= self.decay < 1.0, "LIFParams.decay", self.decay, "must be in [0, 1)")
+        if self.gain is None:
+            require(0.0 <= self.decay < 1.0, "LIFParams.decay", self.decay, "must be in [0, 1)",
+                    "or give an explicit gain (integrate-and-fire: decay 1)")
+        else:
+            require(0.0 <= self.decay <= 1.0, "LIFParams.decay", self.decay, "must be in [0, 1]")
+            require(self.gain > 0 and math.isfinite(self.gain), "LIFParams.gain", self.gain, "must be > 0")
         require(math.isfinite(self.threshold), "LIFParams.threshold", self.threshold, "must be finite")
         require(self.beta > 0, "LIFParams.beta", self.beta, "must be > 0")
         require(self.input_scale > 0, "LIFParams.input_scale", self.input_scale, "must be > 0")
 
     @property
     def scale(self) -> float:
-        """s = input_scale·(1 − α)."""
-        return self.input_scale * (1.0 - self.decay)
+        """s = input_scale·(1 − α), or ``gain`` when given."""
+        return self.input_scale * (1.0 - self.decay) if self.gain is None else float(self.gain)
 
 
 @dataclass(frozen=True)

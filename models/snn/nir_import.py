@@ -2,7 +2,8 @@
 
 Accepted graphs: ``Input → (Affine|Linear) → LIF → … → (Affine|Linear) → LIF → Output``, where
 any LIF may also have a self-loop ``LIF → (Affine|Linear) → LIF`` (recurrent weights), and
-``CubaLIF`` stands in for ``LIF`` when its synaptic current decays within one step (below).
+``CubaLIF`` stands in for ``LIF`` when its synaptic current decays within one step, and a network
+of ``IF`` neurons maps exactly too (α = 1 with an explicit input gain; below).
 Everything else is refused with :class:`ConfigError` naming the node, its type and why —
 nothing is approximated.
 
@@ -33,10 +34,11 @@ LIF.v_leak             —                            0 (no constant drive in th
 LIF.v_reset            reset to 0 (state-based)     0 (reset-to-zero, not subtractive)
 CubaLIF.tau_mem, …     as LIF.tau, r, v_*           ``exp(−dt/tau_syn) == 0`` in float64
 CubaLIF.tau_syn        — (no synaptic state)        (``tau_syn`` = 0 or ≤ dt/746), ``w_in`` = 1
+IF (``dv/dt = R·I``)   ``lif.decay = 1``,           every layer IF; ``r``, ``v_threshold`` one
+                       ``lif.gain = R·dt``          value; ``v_reset`` = 0
 =====================  ===========================  =========================================
 
-Refused, with the reason: ``IF`` (α = 1: the network's input scale ``input_scale·(1 − α)``
-would vanish), ``LI``/``I``/``CubaLI`` (non-spiking; the output layer is a spiking LIF counted
+Refused, with the reason: ``LI``/``I``/``CubaLI`` (non-spiking; the output layer is a spiking LIF counted
 over time), ``Delay``, ``Conv1d``/``Conv2d``, ``Flatten``, pooling, ``Scale``, ``Threshold``,
 nested graphs, branches / skip connections, several inputs or outputs, multi-dimensional inputs.
 
@@ -66,10 +68,8 @@ from tilesim.errors import ConfigError, config_message, require
 __all__ = ["NirModel", "load_nir"]
 
 _WEIGHT_TYPES = ("Affine", "Linear")
-_NEURON_TYPES = ("LIF", "CubaLIF")
+_NEURON_TYPES = ("LIF", "CubaLIF", "IF")
 _WHY = {
-    "IF": "integrate-and-fire has no leak (alpha = 1), but the network's input scale input_scale*(1-alpha) "
-          "would then be 0; export the layer as a LIF",
     "LI": "a non-spiking leaky integrator; the network's output layer is a spiking LIF whose spike counts "
           "are the logits",
     "I": "a non-spiking integrator; the network's layers are spiking LIFs",
@@ -184,16 +184,18 @@ def _neuron_params(name, node, dt, discretization):
         if np.any(np.asarray(node.w_in) != 1):
             _refuse(name, node, "w_in != 1; fold it into the preceding weights and export w_in = 1")
         tau = node.tau_mem
+    elif kind == "IF":
+        tau = None                                   # no leak: tau = inf below
     else:
         tau = node.tau
     n = int(np.asarray(node.v_threshold).size)
-    v_leak = np.asarray(node.v_leak)
+    v_leak = np.asarray(getattr(node, "v_leak", 0.0))
     if np.any(v_leak != 0):
         _refuse(name, node, f"v_leak = {v_leak.ravel()[np.flatnonzero(v_leak)[0]]:g} != 0; the network has no constant drive")
-    v_reset = np.asarray(node.v_reset)
+    v_reset = np.asarray(getattr(node, "v_reset", 0.0))
     if np.any(v_reset != 0):
         _refuse(name, node, f"v_reset = {v_reset.ravel()[np.flatnonzero(v_reset)[0]]:g} != 0; the network resets to 0")
-    tau = _uniform(name, node, "tau" if kind == "LIF" else "tau_mem", tau, "tau")
+    tau = math.inf if kind == "IF" else _uniform(name, node, "tau" if kind == "LIF" else "tau_mem", tau, "tau")
     r = _uniform(name, node, "r", node.r, "r")
     th = _uniform(name, node, "v_threshold", node.v_threshold, "v_threshold")
     if not tau > 0:
@@ -312,9 +314,12 @@ def load_nir(path_or_graph, dt: float, discretization: str = "exact") -> NirMode
                 _refuse(name, node, f"{field} = {vals[i - 2]:g} differs from {first[i]:g} in {first[0]!r}; the network "
                                     f"has one {field} for all layers")
     tau, r, th = first[2], first[3], first[4]
-    alpha = math.exp(-dt / tau) if discretization == "exact" else 1.0 - dt / tau
-    if not 0.0 < alpha < 1.0:
-        _refuse(first[0], first[1], f"dt/tau = {dt / tau:g} gives alpha = {alpha:g} outside (0, 1); choose a smaller dt")
-    lif = LIFParams(decay=alpha, threshold=th, input_scale=r)
+    if math.isinf(tau):                      # IF: v_t = v_{t-1} + dt·R·I_t (exact and Euler agree)
+        lif = LIFParams(decay=1.0, threshold=th, input_scale=r, gain=dt * r)
+    else:
+        alpha = math.exp(-dt / tau) if discretization == "exact" else 1.0 - dt / tau
+        if not 0.0 < alpha < 1.0:
+            _refuse(first[0], first[1], f"dt/tau = {dt / tau:g} gives alpha = {alpha:g} outside (0, 1); choose a smaller dt")
+        lif = LIFParams(decay=alpha, threshold=th, input_scale=r)
     return NirModel(layers=tuple(layers), weights=tuple(weights), recurrent=tuple(rec), recurrent_weights=tuple(rec_w),
                     lif=lif, dt=float(dt), tau=tau, nodes=tuple(names))
