@@ -182,14 +182,14 @@ def timing_fields(pred, batch: int) -> dict:
     return out
 
 
-def prediction_band(config, placement, mach, activity=None):
+def prediction_band(config, placement, mach, activity=None, steps_per_execution: int = 52):
     """``(lo_s, mid_s, hi_s)`` from ``models.snn.calibrate.prediction_band`` (leave-one-out
     refits of the cost model) when that function exists, else None."""
     try:
         from models.snn.calibrate import prediction_band as band
     except ImportError:
         return None
-    return tuple(float(x) for x in band(config, placement, mach, activity))
+    return tuple(float(x) for x in band(config, placement, mach, activity, steps_per_execution=steps_per_execution))
 
 
 def place(config, mach, npt):
@@ -200,15 +200,16 @@ def place(config, mach, npt):
     return placement, ledger
 
 
-def time_fixed(config, chips: int, npt: int, band: bool = False) -> dict:
-    """Fixed-activity step (every list at its cap) re-timed without float math; memory from the ledger."""
+def time_fixed(config, chips: int, npt: int, band: bool = False, steps_per_execution: int = 52) -> dict:
+    """Fixed-activity step (every list at its cap) re-timed without float math; memory from the ledger.
+    ``steps_per_execution``: steps per device execution, over which the host variable sync is amortised."""
     from models.snn.retime import retime
     mach = machine(chips)
     placement, ledger = place(config, mach, npt)
-    pred = retime(None, config, placement, mach)
+    pred = retime(None, config, placement, mach, steps_per_execution=steps_per_execution)
     row = {**timing_fields(pred, config.batch), **memory_fields(ledger)}
     if band:
-        b = prediction_band(config, placement, mach, None)
+        b = prediction_band(config, placement, mach, None, steps_per_execution)
         row["step_lo_ms"], row["step_hi_ms"] = (b[0] * 1e3, b[2] * 1e3) if b else ("", "")
     return row
 

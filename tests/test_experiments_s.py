@@ -110,19 +110,24 @@ def _s6(rows, npt, chips="4"):
 
 
 @pytest.mark.slow
-def test_s6_more_neurons_per_tile_scale_better_and_links_sync_share_falls_with_batch(outputs):
+@pytest.mark.xfail(strict=True, reason="S6 neurons-per-tile half not reproduced: more neurons per tile means "
+                   "more layers per chip, and every layer adds PopLibs supersteps that sync all chips "
+                   "(see experiments/README.md, S6)")
+def test_s6_more_neurons_per_tile_scale_better(outputs):
     rows = outputs["s5_s6_weak_scaling"]
     b = min(_s6(rows, "2"))
     assert _f(_s6(rows, "8")[b], "efficiency") > _f(_s6(rows, "2")[b], "efficiency")
+
+
+@pytest.mark.slow
+def test_s6_links_sync_share_falls_with_batch(outputs):
+    rows = outputs["s5_s6_weak_scaling"]
     for npt in ("2", "8"):
         sel = _s6(rows, npt)
         assert _f(sel[max(sel)], "links_sync_share") < _f(sel[min(sel)], "links_sync_share")
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="S6 batch half not reproduced: the per-layer PopLibs supersteps and "
-                   "replicate exchanges of the calibrated step grow with the layer count, i.e. with the "
-                   "chips, and the exchanges also with B (see experiments/README.md, S6)")
 def test_s6_efficiency_rises_with_batch(outputs):
     rows = outputs["s5_s6_weak_scaling"]
     for npt in ("2", "8"):
