@@ -176,6 +176,9 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
         m = scope == code
         sync[m] = sync_cost[int(code)][None, :]
 
+    sync += program.sync_extra_cycles[:, None]
+    ex += program.exchange_extra_cycles[:, None]
+
     host = np.zeros((S, C))
     if program.host_step.size:
         sysm = machine.system

@@ -69,8 +69,16 @@ class Program:
     transfer_src: np.ndarray    # int32 [X] global tile
     transfer_dst: np.ndarray    # int32 [X] global tile
     transfer_bytes: np.ndarray  # float64 [X]
+    # fixed cycles a superstep stands for beyond its own sync and exchange (e.g. several library
+    # calls folded into one row: their syncs and exchange set-ups), booked as sync / exchange
+    sync_extra_cycles: np.ndarray | None = None       # float64 [S]
+    exchange_extra_cycles: np.ndarray | None = None   # float64 [S]
 
     def __post_init__(self):
+        S = self.supersteps
+        for name in ("sync_extra_cycles", "exchange_extra_cycles"):
+            v = getattr(self, name)
+            object.__setattr__(self, name, np.zeros(S) if v is None else np.asarray(v, np.float64))
         self.validate()
 
     @property
@@ -115,8 +123,13 @@ class Program:
             if part.shape != (self.chips,):
                 raise ConfigError(config_message(f"program.partitions[{k}]", part.shape,
                                                  f"must have one group id per chip ({self.chips})"))
+        for name in ("sync_extra_cycles", "exchange_extra_cycles"):
+            if getattr(self, name).shape != (S,):
+                raise ConfigError(config_message(f"program.{name}", getattr(self, name).shape,
+                                                 f"must have shape ({S},)"))
         for arr, name in ((self.compute_cycles, "compute_cycles"), (self.bytes_in, "bytes_in"),
-                          (self.bytes_out, "bytes_out")):
+                          (self.bytes_out, "bytes_out"), (self.sync_extra_cycles, "sync_extra_cycles"),
+                          (self.exchange_extra_cycles, "exchange_extra_cycles")):
             if arr.size and not (arr.min() >= 0 and np.isfinite(arr.max())):    # NaN fails the first test
                 raise ConfigError(config_message(f"program.{name}", "a negative or non-finite entry",
                                                  "every entry must be finite and >= 0"))
@@ -188,11 +201,13 @@ class Program:
     @classmethod
     def from_arrays(cls, *, chips: int, tiles_per_chip: int, compute_cycles, labels=("step",),
                     label_id=None, sync_scope=None, partitions=(), bytes_in=None, bytes_out=None,
-                    exchange_row=None, flows=None, host=None, transfers=None, name: str = "program") -> "Program":
+                    exchange_row=None, flows=None, host=None, transfers=None, name: str = "program",
+                    sync_extra=None, exchange_extra=None) -> "Program":
         """Bulk constructor for workloads that already hold columnar arrays.
 
         ``flows`` = (step, src_chip, dst_chip, bytes) arrays; ``host`` = (step, chip, bytes);
         ``transfers`` = (step, src_tile, dst_tile, bytes). Missing exchange arrays mean none.
+        ``sync_extra`` / ``exchange_extra``: [S] fixed cycles booked as sync / exchange.
         """
         compute = np.ascontiguousarray(compute_cycles, dtype=np.float32)
         if compute.ndim != 2:
@@ -220,7 +235,8 @@ class Program:
                    host_step=np.asarray(h[0], np.int32), host_chip=np.asarray(h[1], np.int32),
                    host_bytes=np.asarray(h[2], np.float64),
                    transfer_step=np.asarray(x[0], np.int32), transfer_src=np.asarray(x[1], np.int32),
-                   transfer_dst=np.asarray(x[2], np.int32), transfer_bytes=np.asarray(x[3], np.float64))
+                   transfer_dst=np.asarray(x[2], np.int32), transfer_bytes=np.asarray(x[3], np.float64),
+                   sync_extra_cycles=sync_extra, exchange_extra_cycles=exchange_extra)
 
 
 class ProgramBuilder:
@@ -543,7 +559,7 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
     p0 = programs[0]
     labels: dict[str, int] = {}
     parts: dict[tuple, int] = {}
-    lid, scope, comp, erow, bins, bouts = [], [], [], [], [], []
+    lid, scope, comp, erow, bins, bouts, sx, ex = [], [], [], [], [], [], [], []
     fl, ho, xf = [], [], []
     s_off = e_off = 0
     for p in programs:
@@ -555,6 +571,8 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
         lid.append(lmap[p.label_id])
         scope.append(pmap[p.sync_scope + 1])
         comp.append(p.compute_cycles)
+        sx.append(p.sync_extra_cycles)
+        ex.append(p.exchange_extra_cycles)
         erow.append(np.where(p.exchange_row >= 0, p.exchange_row + e_off, -1))
         bins.append(p.bytes_in)
         bouts.append(p.bytes_out)
@@ -569,4 +587,5 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
         labels=tuple(sorted(labels, key=labels.get)), label_id=np.concatenate(lid),
         sync_scope=np.concatenate(scope), partitions=tuple(np.asarray(k, np.int32) for k in sorted(parts, key=parts.get)),
         bytes_in=np.concatenate(bins), bytes_out=np.concatenate(bouts), exchange_row=np.concatenate(erow),
-        flows=cat(fl, 4), host=cat(ho, 3), transfers=cat(xf, 4), name=name or p0.name)
+        flows=cat(fl, 4), host=cat(ho, 3), transfers=cat(xf, 4), name=name or p0.name,
+        sync_extra=np.concatenate(sx), exchange_extra=np.concatenate(ex))

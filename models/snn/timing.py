@@ -49,9 +49,10 @@ The input sequence (T·B·(input_cap+1)·4 bytes) arrives once per step by host 
 Superstep overhead. A compute set costs ``compute_set_cycles`` on every tile (control code,
 vertex launch) on top of its vertices; every superstep costs the machine's sync and exchange
 fixed cycles. The PopLibs calls listed above are *folded* into the row they precede: a row
-standing for ``k`` compute sets and ``c`` exchange-only copies adds
-``k·compute_set_cycles + (k + c − 1)·(sync + exchange_fixed)`` cycles to every tile (tile 0 of
-chip 0 is left free, as in the authors' op), so the breakdown shows their syncs under compute.
+standing for ``k`` compute sets and ``c`` exchange-only copies adds ``k·compute_set_cycles`` of
+compute to every tile (tile 0 of chip 0 is left free, as in the authors' op) and
+``(k + c − 1)·sync`` / ``(k + c − 1)·exchange_fixed`` cycles that the breakdown books as sync /
+exchange (``Program.sync_extra_cycles`` / ``exchange_extra_cycles``).
 
 Multi-chip: one Poplar graph spans all chips, so every superstep syncs all chips (§3.6).
 
@@ -172,15 +173,21 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     workers = machine.chip.workers_per_tile
     sup = machine.chip.supervisor_overhead_cycles
     cs_cycles = costs.coef("compute_set_cycles")
-    step_cycles = float(machine.group_sync_cycles(C) + machine.chip.exchange_fixed_cycles)
+    sync_c = float(machine.group_sync_cycles(C))
+    exch_c = float(machine.chip.exchange_fixed_cycles)
     active = np.ones(N)
     active[0] = 0.0                                   # tile 0 of chip 0 is outside the op's graph
     in_graph = [any(p.phase == "input_grad" and p.layer == l for p in counters.phases) for l in range(L)]
     any_in = any(in_graph)
 
     def overhead(n_cs, n_copy=0):
-        """Cycles on every tile of a row standing for n_cs compute sets and n_copy copies."""
-        return active * (n_cs * cs_cycles + max(n_cs + n_copy - 1, 0) * step_cycles)
+        """Compute cycles on every tile of a row standing for n_cs compute sets and n_copy copies
+        (their extra syncs and exchange set-ups are booked as sync / exchange: :func:`folded`)."""
+        return active * (n_cs * cs_cycles)
+
+    def folded(n_cs, n_copy=0):
+        """Supersteps folded into a row beyond the row itself."""
+        return max(n_cs + n_copy - 1, 0)
 
     def loc(phase, layer, cname):
         """float64 [T, n_local]: a per-step counter on the layer's own tiles (= ``_Layer.tiles``)."""
@@ -321,7 +328,8 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
         chip_add("f3_in", f3_in, ly.chip, B * list_bytes / TPC)
         if l + 1 < L and lay[l + 1].chip != ly.chip:
             flows_fwd.append((ly.chip, lay[l + 1].chip, B * list_bytes))
-    F += np.stack([overhead(3, 2 * (L - 1)), overhead(2), overhead(2 + L), overhead(1), overhead(3 * L)])
+    rows_f = [(3, 2 * (L - 1)), (2, 0), (2 + L, 0), (1, 0), (3 * L, 0)]
+    F += np.stack([overhead(*r) for r in rows_f])
 
     # ---- loss ---------------------------------------------------------------------------------
     out = lay[-1]
@@ -361,8 +369,8 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     for view, acc in chip_acc.values():
         for c in np.flatnonzero(acc.any(axis=0)):
             view[:, chip_cols(c)] += acc[:, c][:, None]
-    Bc += np.stack([overhead(5 * L + 3)] + [overhead(0, 5)] * L
-                   + [overhead(1 + L, L), overhead(1 + int(any_in)), overhead(3 if any_in else 0)])
+    rows_b = [(5 * L + 3, 0)] + [(0, 5)] * L + [(1 + L, L), (1 + int(any_in), 0), (3 if any_in else 0, 0)]
+    Bc += np.stack([overhead(*r) for r in rows_b])
 
     # ---- once per step --------------------------------------------------------------------------
     dwr, opt, host_sync = compute[S - 3], compute[S - 2], compute[S - 1]
@@ -384,6 +392,8 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
 
     label_id = np.concatenate([np.tile([0, 1, 2, 3, 4], T), [5], np.tile([6] + [7] * L + [8, 9, 10], T),
                                [11, 12, 13]]).astype(np.int32)
+    n_folded = np.concatenate([np.tile([folded(*r) for r in rows_f], T), [folded(3)],
+                               np.tile([folded(*r) for r in rows_b], T), [folded(2 + L), folded(2 * L), 0]])
     flows = []
     for t in range(T):
         flows += [(RF * t + 3, a, b, nb) for a, b, nb in flows_fwd]
@@ -396,7 +406,8 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     scope = np.full(S, 0 if C > 1 else -1, np.int32)
     return Program.from_arrays(chips=C, tiles_per_chip=TPC, compute_cycles=compute, labels=PHASE_LABELS,
                                label_id=label_id, sync_scope=scope, bytes_in=bytes_in, bytes_out=bytes_out,
-                               flows=f_arr, host=host, name=name)
+                               flows=f_arr, host=host, name=name,
+                               sync_extra=n_folded * sync_c, exchange_extra=n_folded * exch_c)
 
 
 # code and bookkeeping bytes per tile (ipu-hardware.md §3.3): a vertex's state holds ~3 SPAN
