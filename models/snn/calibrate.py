@@ -199,12 +199,8 @@ def case_setup(case: Case, where: str = "case"):
 
 def _natural_activity(case: Case, config, placement):
     """The activity of one functional training step on the case's dataset-shaped generator."""
-    from models.snn.cli import _dataset
-    from models.snn.network import init_network, train_step
-    ds = _dataset({"data": None, "dataset": case.dataset}, config, 2 * config.batch)
-    rng = np.random.default_rng(config.seed + 1)
-    spikes, labels = next(ds.batches(config.batch, config.timesteps, config.input_cap, rng))
-    return train_step(init_network(config, placement), spikes, labels).activity
+    from models.snn.retime import record_activity
+    return record_activity(config, placement, {"data": None, "dataset": case.dataset})
 
 
 def costs_from_theta(theta, base: CostModel, name: str = "snn", version: str = "1", provenance=None) -> CostModel:

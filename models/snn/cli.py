@@ -140,9 +140,11 @@ def _costs(opts):
     return load_costs(opts["costs"])
 
 
-def _config(opts):
+def _config(opts, model=None):
+    """The network of ``opts``; ``model`` (a loaded NIR graph, else read from ``opts['model']``)
+    sets the layers, recurrence and LIF constants."""
     from models.snn.network import NetworkConfig
-    model = _nir(opts)
+    model = model if model is not None else _nir(opts)
     extra = {}
     if model is not None:
         extra = {"lif": model.lif}
@@ -202,7 +204,8 @@ def run_training(opts: dict, progress=None) -> dict:
     from tilesim.machine import load_machine
 
     t_all = time.perf_counter()
-    config = _config(opts)
+    model = _nir(opts)
+    config = _config(opts, model)
     require(isinstance(opts["steps"], int) and opts["steps"] >= 1, "steps", opts["steps"], "must be an integer >= 1")
     machine = load_machine(opts["machine"], opts["chips"])
     from models.snn.placing import place_network
@@ -210,7 +213,6 @@ def run_training(opts: dict, progress=None) -> dict:
     placement, ledger, npt = placed.placement, placed.ledger, placed.neurons_per_tile
     costs = _costs(opts)
     state = init_network(config, placement)
-    model = _nir(opts)
     if model is not None:          # the graph's weights replace the random initialisation
         state.W = [w.copy() for w in model.weights]
         state.V = [None if v is None else v.copy() for v in model.recurrent_weights]

@@ -13,28 +13,11 @@ import math
 import time
 from pathlib import Path
 
-import numpy as np
-
 from mapping import STRATEGIES, Mapping
 from mapping.search import anneal
 from tilesim.errors import MappingError, require
 
-__all__ = ["record_activity", "make_objective", "search_mapping", "register_map_search"]
-
-
-def record_activity(config, placement, opts, seed_offset: int = 1):
-    """The activity of one training step of ``config`` (fixed: synthetic; natural: one
-    functional step on the run's data)."""
-    if config.activity == "fixed":
-        from models.snn.activity import fixed_activity
-        return fixed_activity(config)
-    from models.snn.cli import _dataset
-    from models.snn.network import init_network, train_step
-    state = init_network(config, placement)
-    ds = _dataset(opts, config, config.batch * 2)
-    rng = np.random.default_rng(config.seed + seed_offset)
-    spikes, labels = next(ds.batches(config.batch, config.timesteps, config.input_cap, rng))
-    return train_step(state, spikes, labels).activity
+__all__ = ["make_objective", "search_mapping", "register_map_search"]
 
 
 def make_objective(config, machine, activity, costs=None, steps_per_execution: int = 52):
@@ -56,16 +39,17 @@ def make_objective(config, machine, activity, costs=None, steps_per_execution: i
 
 def search_mapping(opts: dict, budget_s: float, seed: int = 0, max_evals: int | None = None, progress=None) -> dict:
     """Run the search for the ``tilesim run`` options ``opts``; returns the JSON summary."""
-    from models.snn.cli import _config
+    from models.snn.cli import _config, _costs, _nir
     from models.snn.placing import place_network, strategy_mapping
+    from models.snn.retime import record_activity
     from tilesim.machine import load_machine
 
     t0 = time.perf_counter()
-    config = _config(opts)
+    model = _nir(opts)
+    config = _config(opts, model)
     machine = load_machine(opts["machine"], opts["chips"])
     base = place_network(config, machine, opts["neurons_per_tile"], "contiguous", "raise")
-    activity = record_activity(config, base.placement, opts)
-    from models.snn.cli import _costs
+    activity = record_activity(config, base.placement, opts, model)
     objective = make_objective(config, machine, activity, _costs(opts), opts["steps_per_execution"])
     extra = []
     for name in STRATEGIES[1:]:
