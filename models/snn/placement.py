@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mapping.strategies import pack_layers
 from tilesim.errors import MappingError, require
 
 
@@ -64,16 +65,12 @@ def contiguous_placement(layer_sizes, neurons_per_tile: int = 2, first_tile: int
     """The paper's placement (snn-on-ipu.md §3.1): every layer on ⌈N/npt⌉ contiguous tiles,
     layers packed one after another from ``first_tile`` (tile 0 of chip 0 left free), a layer
     never straddling a chip; ``n_tiles`` is a whole number of chips."""
-    arrays = []
-    start = first_tile
-    for n in layer_sizes:
-        need = -(-n // neurons_per_tile)
-        if need > tiles_per_chip:
-            raise MappingError(f"layer of {n} neurons at {neurons_per_tile} neurons/tile = {need} "
+    need = [-(-n // neurons_per_tile) for n in layer_sizes]
+    for n, k in zip(layer_sizes, need):
+        if k > tiles_per_chip:
+            raise MappingError(f"layer of {n} neurons at {neurons_per_tile} neurons/tile = {k} "
                                f"tiles: more than one chip ({tiles_per_chip}); raise neurons_per_tile")
-        if start // tiles_per_chip != (start + need - 1) // tiles_per_chip:
-            start = (start // tiles_per_chip + 1) * tiles_per_chip
-        arrays.append(contiguous_tiles(n, neurons_per_tile, start))
-        start += need
-    n_chips = max(1, -(-start // tiles_per_chip))
-    return Placement(tuple(arrays), n_chips * tiles_per_chip)
+    places = pack_layers(need, len(need) + 1, tiles_per_chip, first_tile)   # as many chips as it takes
+    arrays = tuple(contiguous_tiles(n, neurons_per_tile, c * tiles_per_chip + t)
+                   for n, (c, t) in zip(layer_sizes, places))
+    return Placement(arrays, (places[-1][0] + 1) * tiles_per_chip)
