@@ -104,7 +104,7 @@ class Mapping:
         if len(self.tile_of_neuron) != len(sizes):
             _err(f"mapping has {len(self.tile_of_neuron)} layers: the network has {len(sizes)} neuron layers "
                  f"{list(sizes)}; give one entry per neuron layer (not the input)")
-        arrays, chips, owner = [], [], {}
+        arrays, chips, used_tiles = [], [], []
         n_tiles = self.n_tiles
         for l, (tiles, n) in enumerate(zip(self.tile_of_neuron, sizes)):
             a = np.asarray(tiles)
@@ -122,14 +122,19 @@ class Mapping:
             if on.size > 1:
                 _err(f"layer {l + 1} spans chips {on.tolist()}: a layer's sparse operation runs on one chip "
                      "(as on the IPU); keep each layer on one chip, e.g. raise its neurons per tile")
-            used = np.unique(a)
-            for t in used:
-                other = owner.setdefault(int(t), l)
-                if other != l:
-                    _err(f"tile {int(t)} holds neurons of layers {other + 1} and {l + 1}: each tile belongs "
-                         "to one layer (its sparse op owns the tile); move one of them to a free tile")
+            used_tiles.append(np.unique(a))
             arrays.append(a.astype(np.int32))
             chips.append(int(on[0]) if on.size else 0)
+        if used_tiles:                      # disjoint: a tile belongs to one layer
+            tiles = np.concatenate(used_tiles)
+            layer = np.repeat(np.arange(len(used_tiles)), [u.size for u in used_tiles])
+            order = np.argsort(tiles, kind="stable")
+            dup = np.flatnonzero(tiles[order][1:] == tiles[order][:-1])
+            if dup.size:
+                first = min(dup, key=lambda i: (layer[order[i + 1]], tiles[order[i]]))
+                t, a_l, b_l = int(tiles[order[first]]), int(layer[order[first]]), int(layer[order[first + 1]])
+                _err(f"tile {t} holds neurons of layers {a_l + 1} and {b_l + 1}: each tile belongs "
+                     "to one layer (its sparse op owns the tile); move one of them to a free tile")
         object.__setattr__(self, "tile_of_neuron", tuple(arrays))
         object.__setattr__(self, "_chip_of_layer", tuple(chips))
 
