@@ -46,3 +46,11 @@ def test_graph_and_layers_must_agree_and_bad_nodes_are_refused(tmp_path):
     nir.write(tmp_path / "if.nir", g)
     r = tilesim("run", "--model", str(tmp_path / "if.nir"), *RUN)
     assert r.returncode == 2 and "lif1" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_map_search_takes_the_graph(tmp_path):
+    nir.write(tmp_path / "g.nir", graph())
+    r = tilesim("map-search", "--model", str(tmp_path / "g.nir"), "--batch", "4", "--timesteps", "10",
+                "--input-cap", "8", "--max-activity", "0.25", "--budget-s", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["baseline"]["neurons_per_tile"] == [2, 2]
