@@ -10,13 +10,17 @@ Time model of superstep ``s`` on chip ``c`` (all in cycles of the chip clock)::
     end = links_end + host[s, c]
 
 Per-tile work is reduced once, vectorised (one pass per per-tile array). The event-driven part
-runs over chips. A run of supersteps with one sync scope and no flows or host transfers needs no
-events inside it: once every member of a sync group has entered the run, the group's timeline
-is a cumulative sum, computed in closed form (``release[s] = release[s-1] + max_c(exchange[s-1,c]
-+ compute[s,c]) + sync[s]``). Supersteps with flows go event by event through a fluid model of
-the link groups: every active flow gets ``min over its route of bandwidth / flows sharing``
-(Poplar's global-exchange constraint, ipu-hardware.md §3.2), recomputed whenever a flow starts
-or finishes, plus the link latency per hop.
+runs over chips. A run of supersteps with one sync scope needs no events inside it: once every
+member of a sync group has entered the run, the group's timeline is a cumulative sum, computed
+in closed form (``release[s] = release[s-1] + max_c(tail[s-1,c] + compute[s,c]) + sync[s]``,
+``tail`` = the later of exchange and link flows, plus host transfers). Cross-chip flows go
+through a fluid model of the link groups: every active flow gets ``min over its route of
+bandwidth / flows sharing`` (Poplar's global-exchange constraint, ipu-hardware.md §3.2),
+recomputed whenever a flow starts or finishes, plus the link latency per hop. Under a sync of
+all chips a superstep's flows share the links only with each other, so their completion is
+solved once per distinct set of flows (:func:`_fluid_batch`); under partial syncs, groups run
+apart and their flows may overlap in time, so those supersteps go event by event (simpy).
+:func:`makespan_s` runs the same timeline on a program already reduced to chips.
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from tilesim.machine import Machine
 from tilesim.program import SYNC_ALL, SYNC_CHIP, Program
 from tilesim.records import SimResult
 
-__all__ = ["simulate"]
+__all__ = ["simulate", "makespan_s"]
 
 
 class _FluidLinks:
@@ -117,24 +121,43 @@ def _segments(scope: np.ndarray, special: np.ndarray) -> list[_Segment]:
     return [_Segment(int(a), int(b), int(scope[a]), bool(special[a])) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) -> SimResult:
-    """Time ``program`` on ``machine``.
+def _fluid_batch(flows: list[tuple], ladder: LadderLinks) -> tuple[np.ndarray, dict]:
+    """Flows that all start together and share the link groups only with each other (a
+    superstep under a sync of all chips): each flow's completion (cycles after the start,
+    including the link latency per hop) by the same fluid rule as :class:`_FluidLinks`, and
+    the bytes per link group."""
+    remaining = np.array([f[2] for f in flows], np.float64)
+    paths = [ladder.route(f[0], f[1]) for f in flows]
+    group_bytes: dict[tuple, float] = {}
+    for f, path in zip(flows, paths):
+        for g in path:
+            group_bytes[g] = group_bytes.get(g, 0.0) + f[2]
+    done = np.zeros(len(flows))
+    now = 0.0
+    active = [i for i in range(len(flows)) if remaining[i] > 1e-6]
+    while active:
+        share: dict[tuple, int] = {}
+        for i in active:
+            for g in paths[i]:
+                share[g] = share.get(g, 0) + 1
+        rate = {i: min(ladder.bw[g] / share[g] for g in paths[i]) for i in active}
+        dt = min(remaining[i] / rate[i] for i in active)
+        now += dt
+        for i in active:
+            remaining[i] -= rate[i] * dt
+        finished = [i for i in active if remaining[i] <= 1e-9 * (1.0 + remaining[i]) or remaining[i] <= 1e-6]
+        for i in finished:
+            done[i] = now
+        active = [i for i in active if i not in finished]
+    done += ladder.latency_cycles * np.array([len(p) for p in paths], np.float64)
+    return done, group_bytes
 
-    Raises
-    ------
-    ConfigError
-        The program was built for another number of chips or tiles per chip.
-    """
+
+def _reduce_tiles(program: Program, machine: Machine):
+    """Per (superstep, chip): the slowest tile's compute and the on-chip exchange cycles, with
+    the tiles responsible, and the on-chip bytes per superstep."""
     C, T = machine.chips, machine.tiles_per_chip
-    if (program.chips, program.tiles_per_chip) != (C, T):
-        raise ConfigError(config_message(
-            "program shape", f"{program.chips} chips x {program.tiles_per_chip} tiles",
-            f"machine {machine.name} has {C} chips x {T} tiles",
-            "build the program for this machine (or pass --chips to match)"))
     S = program.supersteps
-    clock = machine.clock_hz
-
-    # ---- vectorised over tiles: one pass per per-tile array ---------------------------------
     comp3 = program.compute_cycles.reshape(S, C, T)
     crit_tile = comp3.argmax(axis=2)
     comp = np.take_along_axis(comp3, crit_tile[..., None], 2)[..., 0].astype(np.float64)
@@ -159,14 +182,69 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
         ex_tile[has_ex] = tile[rows]
         row_bytes = program.bytes_out.sum(axis=1).astype(np.float64)
         bytes_onchip[has_ex] = row_bytes[rows]
+    return comp, crit_tile, ex, ex_tile, bytes_onchip
 
-    scope = program.sync_scope.copy()
+
+def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) -> SimResult:
+    """Time ``program`` on ``machine``.
+
+    Raises
+    ------
+    ConfigError
+        The program was built for another number of chips or tiles per chip.
+    """
+    C, T = machine.chips, machine.tiles_per_chip
+    if (program.chips, program.tiles_per_chip) != (C, T):
+        raise ConfigError(config_message(
+            "program shape", f"{program.chips} chips x {program.tiles_per_chip} tiles",
+            f"machine {machine.name} has {C} chips x {T} tiles",
+            "build the program for this machine (or pass --chips to match)"))
+    comp, crit_tile, ex, ex_tile, bytes_onchip = _reduce_tiles(program, machine)
+    tl = _timeline(comp, ex, machine, program.sync_scope, program.partitions, program.sync_extra_cycles,
+                   program.exchange_extra_cycles, (program.flow_step, program.flow_src, program.flow_dst,
+                                                   program.flow_bytes),
+                   (program.host_step, program.host_chip, program.host_bytes))
+    return SimResult.from_timeline(
+        program=program, machine=machine, comp=comp, ex=tl["ex"], crit_tile=crit_tile, ex_tile=ex_tile,
+        t_start=tl["t_start"], t_arrive=tl["t_arrive"], t_release=tl["t_release"], t_links=tl["t_links"],
+        t_end=tl["t_end"], arriver=tl["arriver"], bytes_onchip=bytes_onchip,
+        link_group_bytes=tl["link_group_bytes"], keep_timeline=keep_timeline)
+
+
+def makespan_s(comp: np.ndarray, ex: np.ndarray, machine: Machine, sync_scope: np.ndarray, *,
+               partitions: tuple = (), sync_extra: np.ndarray | None = None,
+               exchange_extra: np.ndarray | None = None, flows: tuple | None = None,
+               host: tuple | None = None) -> float:
+    """Seconds of a program already reduced to chips: ``comp`` / ``ex`` [S, C] are the slowest
+    tile's compute and the on-chip exchange cycles (what :func:`simulate` derives from the tiles);
+    ``flows`` = (step, src chip, dst chip, bytes) and ``host`` = (step, chip, bytes) arrays as in
+    :class:`Program`. Same timeline as :func:`simulate`, for callers that evaluate many programs
+    (a mapping search) and need only the total."""
+    S = comp.shape[0]
+    z = np.zeros(S)
+    e = (np.zeros(0, np.int64),) * 3 + (np.zeros(0),)
+    tl = _timeline(np.asarray(comp, np.float64), np.asarray(ex, np.float64), machine, np.asarray(sync_scope),
+                   partitions, z if sync_extra is None else sync_extra, z if exchange_extra is None else exchange_extra,
+                   e if flows is None else flows, e[1:] if host is None else host)
+    return float(tl["t_end"].max()) / machine.clock_hz if S else 0.0
+
+
+def _timeline(comp, ex, machine, scope, partitions, sync_extra, exchange_extra, flows, host_tx) -> dict:
+    """The per-chip timeline ([S, C] cycle arrays) of a program reduced to chips."""
+    C = machine.chips
+    S = comp.shape[0]
+    clock = machine.clock_hz
+    flow_step, flow_src, flow_dst, flow_bytes = flows
+    host_step, host_chip, host_bytes = host_tx
+    ex = ex + np.asarray(exchange_extra, np.float64)[:, None]
+
+    scope = np.array(scope, np.int64)
     if C == 1:
         scope[:] = SYNC_CHIP
     # group id of every chip for every scope code, and the sync cost of each group
     group_of = {SYNC_CHIP: np.arange(C), SYNC_ALL: np.zeros(C, np.int64)}
-    for k, part in enumerate(program.partitions, start=1):
-        group_of[k] = part.astype(np.int64)
+    for k, part in enumerate(partitions, start=1):
+        group_of[k] = np.asarray(part).astype(np.int64)
     sync_cost = {}
     for code, g in group_of.items():
         sizes = np.bincount(g)[g]
@@ -175,25 +253,43 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
     for code in np.unique(scope):
         m = scope == code
         sync[m] = sync_cost[int(code)][None, :]
-
-    sync += program.sync_extra_cycles[:, None]
-    ex += program.exchange_extra_cycles[:, None]
+    sync += np.asarray(sync_extra, np.float64)[:, None]
 
     host = np.zeros((S, C))
-    if program.host_step.size:
+    if host_step.size:
         sysm = machine.system
-        np.add.at(host, (program.host_step, program.host_chip),
-                  program.host_bytes / sysm.host_bytes_per_s * clock)
+        np.add.at(host, (host_step, host_chip), host_bytes / sysm.host_bytes_per_s * clock)
         host[host > 0] += sysm.host_latency_s * clock
+    # flows of a superstep that syncs all chips share the links only with each other: their
+    # completion is a closed-form batch; flows under partial syncs go through the event model
+    flows_by_step: dict[int, list] = {}
+    for i in range(flow_step.size):
+        flows_by_step.setdefault(int(flow_step[i]), []).append(
+            (int(flow_src[i]), int(flow_dst[i]), float(flow_bytes[i])))
+    flow_done = np.zeros((S, C))
+    group_bytes: dict[tuple, float] = {}
     special = np.zeros(S, bool)
-    special[program.flow_step] = True
-    special[program.host_step] = True
+    ladder = LadderLinks(machine) if flows_by_step else None
+    batch_cache: dict[tuple, tuple] = {}
+    for s, fl in flows_by_step.items():
+        if scope[s] != SYNC_ALL:
+            special[s] = True
+            continue
+        key = tuple(fl)
+        if key not in batch_cache:
+            batch_cache[key] = _fluid_batch(fl, ladder)
+        done, gb = batch_cache[key]
+        for (a, b, _), d in zip(fl, done):
+            flow_done[s, a] = max(flow_done[s, a], d)
+            flow_done[s, b] = max(flow_done[s, b], d)
+        for g, v in gb.items():
+            group_bytes[g] = group_bytes.get(g, 0.0) + v
+    links_end = np.maximum(ex, flow_done)          # after the release
+    tail_of = links_end + host                     # release -> end of the superstep
     if S == 0:
         z = np.zeros((0, C))
-        return SimResult.from_timeline(
-            program=program, machine=machine, comp=z, ex=z, crit_tile=z.astype(np.int64),
-            ex_tile=z.astype(np.int64), t_start=z, t_arrive=z, t_release=z, t_links=z, t_end=z,
-            arriver=z.astype(np.int64), bytes_onchip=np.zeros(0), link_group_bytes={}, keep_timeline=keep_timeline)
+        return {"ex": z, "t_start": z, "t_arrive": z, "t_release": z, "t_links": z, "t_end": z,
+                "arriver": z.astype(np.int64), "link_group_bytes": {}}
 
     # ---- vectorised over supersteps: each run's timeline relative to its first release -------
     segs = _segments(scope, special)
@@ -204,7 +300,7 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
         seg_of[sg.s0:sg.s1] = i
         is_start[sg.s0] = True
     X = comp.copy()                      # from the previous release to this arrival
-    X[1:] += ex[:-1]
+    X[1:] += tail_of[:-1]
     Mx = np.empty((S, C))                # the group's latest arrival (relative)
     Ax = np.empty((S, C), np.int64)      # which chip arrived last
     for code in np.unique(scope):
@@ -212,6 +308,10 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
         g = group_of[int(code)]
         for gid in np.unique(g):
             members = np.flatnonzero(g == gid)
+            if members.size == 1:
+                Mx[rows, members[0]] = X[rows, members[0]]
+                Ax[rows, members[0]] = members[0]
+                continue
             sub = X[np.ix_(rows, members)]
             a = sub.argmax(axis=1)
             Mx[np.ix_(rows, members)] = sub[np.arange(rows.size), a][:, None]
@@ -221,7 +321,7 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
     first = np.array([sg.s0 for sg in segs], np.int64)
     rel = cs - cs[first[seg_of]]                            # release[s] - release[s0]
     last = np.array([sg.s1 - 1 for sg in segs], np.int64)
-    tail = rel[last] + ex[last]                             # [nseg, C]: end - release[s0]
+    tail = rel[last] + tail_of[last]                        # [nseg, C]: end - release[s0]
 
     # ---- event-driven over chips -------------------------------------------------------------
     t_start = np.zeros((S, C))
@@ -235,11 +335,7 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
     arriver0 = np.zeros((nseg, C), np.int64)
 
     env = simpy.Environment()
-    links = _FluidLinks(env, LadderLinks(machine)) if program.flow_step.size else None
-    flows_by_step: dict[int, list] = {}
-    for i in range(program.flow_step.size):
-        flows_by_step.setdefault(int(program.flow_step[i]), []).append(
-            (int(program.flow_src[i]), int(program.flow_dst[i]), float(program.flow_bytes[i])))
+    links = _FluidLinks(env, ladder) if special.any() else None
     barriers: dict[tuple, dict] = {}
     members_of = {code: [np.flatnonzero(g == g[c]) for c in range(C)] for code, g in group_of.items()}
 
@@ -304,9 +400,13 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
         if t > env.now:
             yield env.timeout(t - env.now)
 
-    for c in range(C):
-        env.process(chip(c))
-    env.run()
+    if nseg > 1 or special.any() or C > 1:
+        for c in range(C):
+            env.process(chip(c))
+        env.run()
+    else:                            # one run on one chip: no events at all
+        release0[0, 0] = comp[0, 0] + sync[0, 0]
+        arriver0[0, 0] = 0
 
     # ---- materialise the runs' timelines, vectorised -------------------------------------------
     normal = ~special
@@ -314,8 +414,8 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
         rows = np.flatnonzero(normal)
         sg = seg_of[rows]
         t_release[rows] = release0[sg] + rel[rows]
-        t_links[rows] = t_release[rows] + ex[rows]
-        t_end[rows] = t_links[rows]
+        t_links[rows] = t_release[rows] + links_end[rows]
+        t_end[rows] = t_links[rows] + host[rows]
         starts = rows[is_start[rows]]
         inner = rows[~is_start[rows]]
         t_start[starts] = entry[seg_of[starts]]
@@ -323,9 +423,8 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
         t_arrive[rows] = t_start[rows] + comp[rows]
         arriver[inner] = Ax[inner]
         arriver[starts] = arriver0[seg_of[starts]]
-
-    return SimResult.from_timeline(
-        program=program, machine=machine, comp=comp, ex=ex, crit_tile=crit_tile,
-        ex_tile=ex_tile, t_start=t_start, t_arrive=t_arrive, t_release=t_release, t_links=t_links,
-        t_end=t_end, arriver=arriver, bytes_onchip=bytes_onchip,
-        link_group_bytes=dict(links.group_bytes) if links else {}, keep_timeline=keep_timeline)
+    if links is not None:
+        for g, v in links.group_bytes.items():
+            group_bytes[g] = group_bytes.get(g, 0.0) + v
+    return {"ex": ex, "t_start": t_start, "t_arrive": t_arrive, "t_release": t_release, "t_links": t_links,
+            "t_end": t_end, "arriver": arriver, "link_group_bytes": group_bytes}
