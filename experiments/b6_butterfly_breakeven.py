@@ -10,9 +10,11 @@ Simulated: the forward pass of one ``N x N`` layer (the paper times the layer ca
 * ``fused`` (columns ``<kind>_s``): one compute set per butterfly factor — a hand-written Poplar
   program; dense = planned AMP matmul; pixelfly = block 16, butterfly size 16, rank 32 (Table 4's);
 * ``poptorch`` (columns ``<kind>_pt_s``): what the paper ran — every PyTorch op of the reference
-  code its own PopLibs program with PopLibs vertex costs; ``<kind>_pt_host_s`` adds the host transfer
-  of the input and output batch, which every PopTorch call includes (§4.1: "the time for data
-  movement cannot be directly measured in PopTorch").
+  code its own PopLibs program with PopLibs vertex costs (pixelfly: justheuristic's
+  ``butterfly_matmul``, whose ``embedding_bag`` PopTorch lowers to one gather + one reduce per bag,
+  ``N / block`` bags); ``<kind>_pt_host_s`` adds the host transfer of the input and output batch,
+  which every PopTorch call includes (§4.1: "the time for data movement cannot be directly measured
+  in PopTorch").
 
 Break-even = the smallest ``N`` of the sweep from which butterfly is faster than dense at every
 larger ``N``. Pixelfly points that do not fit 624 KiB per tile are marked.

@@ -12,7 +12,9 @@ Two lowerings (:mod:`models.linear.lowering`):
   stage, vector work at the 64-bit issue rate — a hand-written Poplar program;
 * ``poptorch`` (``pt_ratio``, ``pt_with_host_ratio``): what the paper ran — every PyTorch op of the
   reference implementations and of their autograd backward its own PopLibs program (sync, exchange,
-  PopLibs element-wise vertices), SGD as two ops per parameter tensor.
+  PopLibs element-wise / slice vertices), SGD as two ops per parameter tensor; circulant keeps its
+  fused FFT schedule (its PyTorch FFT ops cannot run under PopTorch and the paper does not say what
+  ran instead).
 
 ``*_with_host_ratio`` adds the host transfer of the input batch (the same for every method, and
 part of every PopTorch step); ``pt_with_host_ratio`` is the comparison with the paper.

@@ -76,8 +76,7 @@ def test_b7_poptorch_lowering_reproduces_butterfly_and_fastfood(outputs):
     assert r["pixelfly"] > r["baseline"]
 
 
-@pytest.mark.xfail(strict=True, reason="pixelfly (fused schedule, op list of its PyTorch code not modelled) is "
-                                       "predicted below butterfly; see experiments/README.md B7")
 def test_b7_paper_order_baseline_butterfly_pixelfly(outputs):
+    # pixelfly lowered op by op from its PyTorch code (PopTorch's per-bag embedding_bag); see README B7
     r = {row["method"]: float(row["pt_with_host_ratio"]) for row in outputs["b7_table4_times"]}
-    assert r["baseline"] < r["butterfly"] < r["pixelfly"]
+    assert r["baseline"] < r["butterfly"] < r["fastfood"] < r["pixelfly"]      # paper: 1 < 1.53 < 2.46 < 2.90

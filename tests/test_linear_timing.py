@@ -105,6 +105,30 @@ def test_poptorch_butterfly_op_count():
         poptorch_layer("circulant", 256, 50, kw)
 
 
+def test_poptorch_pixelfly_ops_follow_embedding_bag_lowering():
+    from models.linear.lowering import poptorch_layer
+    kw = dict(tiles=1472, sram_bytes=638_976, flops_per_cycle=32)
+    f, b = poptorch_layer("pixelfly", 1024, 50, kw, input_grad=False)
+    names = [p.name for p in f.phases]
+    bags = 1024 // 16                                   # Table 4 configuration: block 16 -> 64 bags
+    assert sum(n.startswith("pf-bag-gather-") for n in names) == bags
+    assert sum(n.startswith("pf-bag-sum-") and not n.endswith("partial") for n in names) == bags
+    bnames = [p.name for p in b.phases]
+    for op in ("pf-concat-grad-", "pf-bag-sum-grad-", "pf-gather-grad-zero-", "pf-gather-grad-update-"):
+        assert sum(n.startswith(op) for n in bnames) == bags, op
+    assert bnames.count("pf-gather-grad-sum") == 1
+    # the 64 full-size partial gradients (1280 blocks x 16 x 50) are live at the Sum
+    zero = next(p for p in b.phases if p.name == "pf-gather-grad-zero-0")
+    assert int(zero.macs.sum()) == 1280 * 16 * 50
+    _, b_in = poptorch_layer("pixelfly", 1024, 50, kw)
+    assert len(b_in.phases) > len(b.phases)             # input gradient: low-rank matmul + bmm
+    # fewer, larger bags are cheaper (paper Table 5: block size dominates the time)
+    t16 = time_layer("pixelfly", 1024, 50, lowering="poptorch")
+    t64 = time_layer("pixelfly", 1024, 50, lowering="poptorch",
+                     pixelfly=dict(block_size=64, butterfly_size=16, lowrank_size=32))
+    assert t64.step_s < t16.step_s and t64.compute_sets < t16.compute_sets
+
+
 def test_poptorch_lowering_is_slower_per_factor_than_fused():
     fused = time_layer("butterfly", 1024, 50, backward=False)
     pt = time_layer("butterfly", 1024, 50, backward=False, lowering="poptorch", host_io=True)

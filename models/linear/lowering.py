@@ -34,10 +34,35 @@ Op lists (per layer, batch ``B``, width ``n``, counted from the source lines, no
   is a ``mul`` and a batch ``reduce``.
 * **classifier, ReLU, loss, update** are lowered the same way for every method (bias adds, a
   four-op log-softmax + NLL, SGD with momentum as two ops per parameter tensor).
-* **circulant** and **pixelfly** keep their fused schedules: the paper reports that the IPU's FFT
-  was not usable from PyTorch, so how its circulant layer ran is unknown, and the pixelfly schedule
-  already has one phase per tensor operation of the block-sparse product. Their vector phases get
-  the same PopLibs vertex costs.
+* **pixelfly** (paper ref. [1], justheuristic's pure-torch gist ``9e4fb81381451a4bc8cbfee0a5100eba``:
+  ``PixelflyLinear.forward`` = ``lowrank_second(lowrank_first(x))`` then ``output +=
+  butterfly_matmul(x, weight, butterfly_flat_indices)``; read from a copy of the gist's functions
+  ``get_butterfly_indices`` / ``butterfly_matmul`` / ``PixelflyLinear`` in the code index; the gist
+  page itself was not reachable). ``butterfly_matmul`` is ``x.t().view(blocks, bs, B)``, one
+  ``torch.bmm`` with the ``(blocks, per_bag · bs, bs)`` weight view, a view to ``(nnz, bs · B)`` rows
+  and ``F.embedding_bag(indices (blocks, per_bag), rows, mode="sum")``, then ``.view(-1, B).t()``.
+  PopTorch's ``aten::embedding_bag`` handler (graphcore/poptorch
+  ``poptorch/source/popart_canonicalization/EmbeddingOps.cpp``, ``embeddingBagHandler``, unchanged
+  from 2021 to 2023) emits **one ``Gather`` and one ``ReduceSum`` per bag** and a ``Concat``: with
+  Table 4's block 16 that is ``n / 16 = 64`` bags of ``per_bag = 20`` rows of ``16 · B`` values.
+  PopART lowers each ``Gather`` to ``popops::multiSlice`` without a plan (``GatherOpx``) and
+  autodiff gives every bag a ``ConcatGrad`` copy, a ``ReduceSumGrad`` copy and a ``GatherGrad``
+  (``GatherGradOpx``: a **zeroed full-size** ``(nnz, 16 · B)`` gradient, created with
+  ``createGatherInput``, plus ``popops::multiUpdateAdd``); the 64 full-size partial gradients are
+  added by one ``Sum`` (``SumOpx``: a single ``popops::map``; ``decomposeGradSum`` is off by default).
+  Then the ``bmm`` weight gradient (grouped matmul) and the two low-rank matmuls' gradients. The
+  gather and update vertices cost PopLibs' ``getMultiSliceCycleEstimate`` /
+  ``getMultiUpdateOpCycleEstimate`` (:class:`PoplibsSliceCosts`); the concat is taken as inplace.
+* **circulant** keeps its fused FFT schedule. The reference (structured-nets
+  ``pytorch/structure/circulant.py``, ``circulant_multiply``: ``torch.irfft(complex_mult(
+  torch.rfft(c, 1), torch.rfft(x, 1)), 1, ...)``, used by ``Circulant`` in ``structure/layer.py``)
+  needs FFT ops that PopTorch has no handler for, and the paper says the IPU's FFT could not be used
+  from PyTorch (§4.2) without saying what ran instead. The only non-FFT formulations in the
+  reference repositories (Dao's ``butterfly`` repo, ``cnn/models/circulant1x1conv.py``:
+  ``circulant_indexing`` builds ``C = c[indices]`` and runs ``x @ C``) contain the baseline's dense
+  matmuls plus an ``n²``-element gather and its gradient, so they cannot be faster than the baseline
+  (paper: 0.88×); no op list is supported by the evidence, so none is invented. Its fused vector
+  phases get the same PopLibs vertex costs.
 
 Cost of one element-wise op (``ipu-hardware.md`` §2, §3.2; PopLibs ``popopsCycleEstimators.cpp``):
 the elements are spread over all tiles in near-equal contiguous chunks; a tile runs one
@@ -60,11 +85,11 @@ from models.linear.planner import PRECISION_BYTES, OverheadConstants, Phase, Sup
 from models.linear.schedules import LayerSchedule
 from tilesim.errors import require
 
-__all__ = ["LOWERINGS", "POPTORCH_KINDS", "PoplibsVertexCosts", "poplibs_costs", "OpBuilder", "poptorch_layer",
+__all__ = ["LOWERINGS", "POPTORCH_KINDS", "PoplibsVertexCosts", "PoplibsSliceCosts", "poplibs_costs", "OpBuilder", "poptorch_layer",
            "poptorch_common_parts"]
 
 LOWERINGS = ("fused", "poptorch")
-POPTORCH_KINDS = ("dense", "low-rank", "butterfly", "fastfood")
+POPTORCH_KINDS = ("dense", "low-rank", "butterfly", "fastfood", "pixelfly")
 
 
 @dataclass(frozen=True)
@@ -100,10 +125,54 @@ class PoplibsVertexCosts:
         cyc = self.supervisor_cycles + self.workers * (self.worker_fixed_cycles + self.worker_cycles_per_vector * vectors)
         return np.where(e > 0, cyc, 0).astype(np.int64)
 
+    def map_cycles(self, elements, element_bytes: int, inputs: int) -> np.ndarray:
+        """Tile cycles of a fused ``popops::map`` sum of ``inputs`` same-shape operands (PopART's
+        ``SumOpx``): one vertex, per 64-bit vector ``inputs - 1`` adds at ``cyclesPerLoop`` = 1 plus
+        the 2 load/store cycles of ``BinaryOp1D`` (so ``inputs = 2`` is exactly :meth:`cycles`) [S/D]."""
+        e = np.asarray(elements, dtype=np.int64)
+        width = max(1, self.vector_bytes // element_bytes)
+        vectors = -(-(-(-e // self.workers)) // width)
+        per_vector = (self.worker_cycles_per_vector - 2) * max(1, int(inputs) - 1) + 2
+        cyc = self.supervisor_cycles + self.workers * (self.worker_fixed_cycles + per_vector * vectors)
+        return np.where(e > 0, cyc, 0).astype(np.int64)
+
+    def fill_cycles(self, elements, element_bytes: int) -> np.ndarray:
+        """Tile cycles of ``popops::zero`` (a store-only vertex: one 64-bit store per cycle and worker,
+        same supervisor and worker prologue as :meth:`cycles`) [D]."""
+        e = np.asarray(elements, dtype=np.int64)
+        width = max(1, self.vector_bytes // element_bytes)
+        vectors = -(-(-(-e // self.workers)) // width)
+        cyc = self.supervisor_cycles + self.workers * (self.worker_fixed_cycles + vectors)
+        return np.where(e > 0, cyc, 0).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class PoplibsSliceCosts:
+    """PopLibs' estimates for ``multiSlice`` / ``multiUpdateAdd`` vertices, FP32
+    (``popops/PerformanceEstimation.cpp``: ``getMultiSliceCycleEstimate``,
+    ``getMultiUpdateOpCycleEstimate``) [S]. Worker cycles, multiplied by the 6 worker contexts as
+    PopLibs does (its estimate assumes one worker handles every offset).
+
+    * slice: ``30`` prologue/epilogue, ``19`` per offset in range + ``2`` per 64-bit vector copied,
+      ``8`` per offset out of range (without a plan every vertex scans every offset);
+    * update-add (scaled, FP32): ``3 + 29 + 6`` prologue, ``11 + 3 · (elements - 1)`` per offset in
+      range, ``5`` per offset out of range.
+    """
+
+    slice_fixed: int = 30
+    slice_per_offset: int = 19
+    slice_per_vector: int = 2
+    slice_out_of_range: int = 8
+    update_fixed: int = 38
+    update_per_offset: int = 11
+    update_per_element: int = 3
+    update_out_of_range: int = 5
+    workers: int = 6
+
 
 def poplibs_costs(costs: SuperstepCosts, vertex: PoplibsVertexCosts = PoplibsVertexCosts()) -> SuperstepCosts:
     """``costs`` with the vector path of PopLibs' element-wise vertices (used for every vector phase
-    of a ``"poptorch"`` step, including matmul reductions and the fused circulant/pixelfly phases):
+    of a ``"poptorch"`` step, including matmul reductions and the fused circulant phases):
     ``vector_fixed_cycles = supervisor + workers · worker_fixed`` (185) and ``vector_bytes_per_cycle
     = vector_bytes / worker_cycles_per_vector`` (8/3: six workers each finish one 64-bit vector per
     ``3 · 6`` tile cycles) [S]."""
@@ -119,9 +188,11 @@ class OpBuilder:
 
     def __init__(self, tiles: int, sram_bytes: int, flops_per_cycle: float, precision: str = "fp32",
                  costs: SuperstepCosts = SuperstepCosts(), overheads: OverheadConstants = OverheadConstants(),
-                 vertex: PoplibsVertexCosts = PoplibsVertexCosts(), fixed_cycles: float = 331.0):
+                 vertex: PoplibsVertexCosts = PoplibsVertexCosts(), fixed_cycles: float = 331.0,
+                 slice_costs: PoplibsSliceCosts = PoplibsSliceCosts()):
         self.tiles, self.sram_bytes, self.flops_per_cycle = tiles, sram_bytes, flops_per_cycle
         self.precision, self.costs, self.overheads, self.vertex = precision, costs, overheads, vertex
+        self.slice_costs = slice_costs
         self.fixed_cycles = fixed_cycles
         self.eb = PRECISION_BYTES[precision]
         self.phases: list = []
@@ -173,6 +244,88 @@ class OpBuilder:
         self.plans.append(plan)
         self.phases.extend(plan.phases)
         self._keep(plan.data_bytes)
+
+    def grouped_matmul(self, groups: int, m: int, k: int, n: int) -> None:
+        """``torch.bmm`` of ``groups`` independent ``(m, k) x (k, n)`` products: poplin gives every group
+        its own ``tiles // groups`` tiles (several groups per tile when ``groups > tiles``), so one
+        group's planned matmul is replicated over the tile groups (same phases, one compute set)."""
+        t = self.tiles
+        per_tile = -(-int(groups) // t)
+        tg = max(1, t // int(groups))
+        plan = plan_matmul(m * per_tile, k, n, tiles=tg, sram_bytes=self.sram_bytes,
+                           flops_per_cycle=self.flops_per_cycle, fixed_cycles=self.fixed_cycles,
+                           precision=self.precision, costs=self.costs, overheads=self.overheads)
+        copies = -(-int(groups) // per_tile)
+
+        def rep(a):
+            out = np.zeros(t, dtype=np.int64)
+            out[:tg * copies] = np.tile(np.asarray(a, dtype=np.int64), copies)
+            return out
+
+        self.plans.append(plan)
+        for p in plan.phases:
+            self.phases.append(Phase(f"bmm-{p.name}", p.unit, rep(p.macs), rep(p.compute_cycles), rep(p.bytes_in),
+                                     rep(p.bytes_out), rep(p.vertices), rep(p.vertex_edges),
+                                     rep(p.exchange_instructions)))
+        self._keep(rep(plan.data_bytes))
+
+    def multi_slice(self, name: str, offsets: int, slice_elements: int) -> None:
+        """PopART ``Gather`` (``popops::multiSlice``, no plan) of ``offsets`` rows of ``slice_elements``
+        values: the gathered rows are spread over the tiles in contiguous chunks (the op's output), the
+        rows are re-laid out (exchanged) to them, and every vertex scans all ``offsets``
+        (:class:`PoplibsSliceCosts`)."""
+        t, eb, c = self.tiles, self.eb, self.slice_costs
+        total = int(offsets) * int(slice_elements)
+        el = split_sizes(total, t)
+        start = np.concatenate(([0], np.cumsum(el)[:-1]))
+        in_range = np.where(el > 0, (start + el - 1) // slice_elements - start // slice_elements + 1, 0)
+        one = (el > 0).astype(np.int64)
+        cyc = c.workers * (c.slice_fixed + c.slice_per_offset * in_range + c.slice_per_vector * (-(-el // 2))
+                           + c.slice_out_of_range * (int(offsets) - in_range))
+        cyc = np.where(el > 0, cyc, 0).astype(np.int64)
+        self.phases.append(Phase(name, "vector", el, cyc, el * eb, el * eb, one, 3 * one, 2 * one * in_range))
+        self._keep(2 * el * eb)
+
+    def _columns(self, cols: int) -> np.ndarray:
+        """Columns per tile of a ``(rows, cols)`` tensor laid out by ``popops::createGatherInput``
+        (sliced along the rows: every tile holds all rows of its columns)."""
+        c = np.zeros(self.tiles, dtype=np.int64)
+        used = min(self.tiles, int(cols))
+        c[:used] = split_sizes(int(cols), used)
+        return c
+
+    def zero(self, name: str, rows: int, cols: int) -> None:
+        """``popops::zero`` of a ``createGatherInput``-laid-out ``(rows, cols)`` tensor."""
+        el = int(rows) * self._columns(cols)
+        one = (el > 0).astype(np.int64)
+        z = np.zeros(self.tiles, dtype=np.int64)
+        self.phases.append(Phase(name, "vector", el, self.vertex.fill_cycles(el, self.eb), z, z, one, one, z))
+        self._keep(el * self.eb)
+
+    def multi_update_add(self, name: str, offsets: int, rows: int, cols: int) -> None:
+        """``popops::multiUpdateAdd`` of ``offsets`` rows of ``cols`` values into a
+        ``createGatherInput``-laid-out ``(rows, cols)`` tensor (PopART ``GatherGrad``): every column
+        tile receives its columns of all the update rows and adds them (all offsets in range)."""
+        t, eb, c = self.tiles, self.eb, self.slice_costs
+        cpt = self._columns(cols)
+        one = (cpt > 0).astype(np.int64)
+        cyc = np.where(cpt > 0, c.workers * (c.update_fixed + int(offsets) * (c.update_per_offset
+                                                                              + c.update_per_element * (cpt - 1))), 0)
+        b_in = int(offsets) * cpt * eb
+        b_out = split_sizes(int(offsets) * int(cols), t) * eb
+        self.phases.append(Phase(name, "vector", int(offsets) * cpt, cyc.astype(np.int64), b_in, b_out, one, 3 * one,
+                                 2 * one))
+        self._keep(int(rows) * cpt * eb + b_in)
+
+    def sum_inputs(self, name: str, inputs: int, rows: int, cols: int) -> None:
+        """PopART ``Sum`` of ``inputs`` partial gradients of a ``createGatherInput``-laid-out
+        ``(rows, cols)`` tensor: one ``popops::map`` over the co-located inputs (no exchange)."""
+        el = int(rows) * self._columns(cols)
+        one = (el > 0).astype(np.int64)
+        z = np.zeros(self.tiles, dtype=np.int64)
+        self.phases.append(Phase(name, "vector", el * (int(inputs) - 1), self.vertex.map_cycles(el, self.eb, inputs),
+                                 z, z, one, (int(inputs) + 1) * one, z))
+        self._keep(el * self.eb * (int(inputs) + 1))     # every partial is live until the one Sum op runs
 
     def schedule(self, name: str) -> LayerSchedule:
         from models.linear.planner import phases_cycles
@@ -249,6 +402,46 @@ def _fastfood(fw: OpBuilder, bw: OpBuilder | None, n: int, batch: int, input_gra
         bw.elementwise("ff-grad-x-mul", nb, inputs=2, broadcast=n)
 
 
+def _pixelfly(fw: OpBuilder, bw: OpBuilder | None, n: int, batch: int, cfg: dict, input_grad: bool) -> None:
+    from models.linear.layers import pixelfly_layout
+    bs, rank = int(cfg["block_size"]), int(cfg["lowrank_size"])
+    nnz = int(pixelfly_layout(n, n, bs, int(cfg["butterfly_size"])).sum())
+    blocks = n // bs                               # input blocks = output blocks = bags (square layer)
+    per_bag = nnz // blocks                        # active blocks per output (= per input) block
+    row = bs * batch                               # one row of ``blocks_for_indexing``
+    nb = n * batch
+    # output = lowrank_second(lowrank_first(x))
+    fw.matmul(batch, n, rank)
+    fw.matmul(batch, rank, n)
+    fw.elementwise("pf-lowrank-bias-add", nb, inputs=2, broadcast=n)
+    # butterfly_matmul: bmm of the (blocks, per_bag * bs, bs) weight view with x^T viewed (blocks, bs, batch)
+    fw.grouped_matmul(blocks, per_bag * bs, bs, batch)
+    # F.embedding_bag(indices (blocks, per_bag), (nnz, bs * batch), mode="sum"): PopTorch's handler
+    # emits, per bag, a Gather of ``per_bag`` rows and a ReduceSum over them, then a Concat (inplace)
+    for i in range(blocks):
+        fw.multi_slice(f"pf-bag-gather-{i}", per_bag, row)
+        fw.reduce(f"pf-bag-sum-{i}", per_bag * row, row)
+    # output += aggregated.view(-1, batch).t(): the transposed operand is re-laid out
+    fw.elementwise("pf-add", nb, inputs=2, moved=nb)
+    if bw is None:
+        return
+    bw.reduce("pf-lowrank-bias-grad", nb, n)
+    bw.matmul(n, batch, rank)                      # lowrank_second.weight grad
+    bw.matmul(batch, n, rank)                      # grad of the rank-r activations
+    bw.matmul(rank, batch, n)                      # lowrank_first.weight grad
+    if input_grad:
+        bw.matmul(batch, rank, n)
+    for i in range(blocks):
+        bw.elementwise(f"pf-concat-grad-{i}", row, moved=row)          # ConcatGrad: slice + cloneNcopy
+        bw.elementwise(f"pf-bag-sum-grad-{i}", row)                    # ReduceSumGrad: cloneNcopy + broadcast
+        bw.zero(f"pf-gather-grad-zero-{i}", nnz, row)                  # GatherGrad: zeroed full-size result
+        bw.multi_update_add(f"pf-gather-grad-update-{i}", per_bag, nnz, row)
+    bw.sum_inputs("pf-gather-grad-sum", blocks, nnz, row)              # autodiff sums the per-bag gradients
+    bw.grouped_matmul(blocks, per_bag * bs, batch, bs)                 # weight grad of the bmm
+    if input_grad:
+        bw.grouped_matmul(blocks, bs, per_bag * bs, batch)
+
+
 def _dense(fw: OpBuilder, bw: OpBuilder | None, n_in: int, n_out: int, batch: int, input_grad: bool) -> None:
     fw.matmul(batch, n_in, n_out)
     fw.elementwise("bias-add", batch * n_out, inputs=2, broadcast=n_out)
@@ -276,7 +469,7 @@ def _lowrank(fw: OpBuilder, bw: OpBuilder | None, n_in: int, n_out: int, rank: i
 
 
 def poptorch_layer(kind: str, n: int, batch: int, builder_kw: dict, *, n_out: int | None = None, rank: int = 1,
-                   backward: bool = True, input_grad: bool = True) -> tuple:
+                   backward: bool = True, input_grad: bool = True, pixelfly: dict | None = None) -> tuple:
     """``(forward, backward)`` :class:`LayerSchedule` of one layer lowered op by op (``kind`` in
     :data:`POPTORCH_KINDS`; ``backward=False`` gives ``(forward, None)``). ``input_grad=False``
     drops the ops that only produce the gradient of the layer input (autograd skips them for the
@@ -292,6 +485,9 @@ def poptorch_layer(kind: str, n: int, batch: int, builder_kw: dict, *, n_out: in
         _lowrank(fw, bw, n, n_out, rank, batch, input_grad)
     elif kind == "butterfly":
         _butterfly(fw, bw, n, batch, input_grad)
+    elif kind == "pixelfly":
+        from models.linear.shl import PIXELFLY_SHL
+        _pixelfly(fw, bw, n, batch, dict(PIXELFLY_SHL if pixelfly is None else pixelfly), input_grad)
     else:
         _fastfood(fw, bw, n, batch, input_grad)
     return fw.schedule(f"{kind}-poptorch"), (bw.schedule(f"{kind}-backward-poptorch") if bw else None)

@@ -222,8 +222,8 @@ def layer_parts(kind: str, n: int, batch: int, machine: Machine, *, precision: s
                 input_grad: bool = True) -> tuple:
     """``(forward, backward)`` schedules of one layer of ``kind`` (``n_out`` only for dense/low-rank);
     ``backward=False`` gives ``(forward, None)``. ``lowering="poptorch"`` lowers dense, low-rank,
-    butterfly and fastfood op by op (:mod:`models.linear.lowering`); circulant and pixelfly keep
-    their fused schedules with PopLibs vector costs. ``input_grad=False`` (op-by-op kinds only) drops
+    butterfly, fastfood and pixelfly op by op (:mod:`models.linear.lowering`); circulant keeps its
+    fused schedule with PopLibs vector costs. ``input_grad=False`` (op-by-op kinds only) drops
     the input-gradient ops, as autograd does for a first layer."""
     require(kind in LAYER_KINDS, "kind", kind, f"must be one of {', '.join(LAYER_KINDS)}",
             "dense is the baseline; the others are Table 4's structured layers")
@@ -234,12 +234,13 @@ def layer_parts(kind: str, n: int, batch: int, machine: Machine, *, precision: s
     costs = step_costs(machine, lowering)
     tiles, sram = machine.tiles_per_chip, machine.chip.sram_bytes
     if lowering == "poptorch" and kind in POPTORCH_KINDS:
-        if kind in ("butterfly", "fastfood"):
+        if kind in ("butterfly", "fastfood", "pixelfly"):
             require(is_power_of_two(n) and n >= 2, "n", n, "must be a power of two >= 2",
                     f"{kind} needs n = 2^L; pad the layer width")
         kw = dict(tiles=tiles, sram_bytes=sram, flops_per_cycle=_flops(machine, precision), precision=precision,
                   costs=costs, overheads=overheads)
-        return poptorch_layer(kind, n, batch, kw, n_out=n_out, rank=rank, backward=backward, input_grad=input_grad)
+        return poptorch_layer(kind, n, batch, kw, n_out=n_out, rank=rank, backward=backward, input_grad=input_grad,
+                              pixelfly=pixelfly)
     base = dict(tiles=tiles, sram_bytes=sram, precision=precision, costs=costs, overheads=overheads)
     amp = dict(base, flops_per_cycle=_flops(machine, precision))
     if kind == "dense":
