@@ -118,11 +118,12 @@ class Mapping:
                 k = int(bad[0])
                 _err(f"layer {l + 1} neuron {k} on tile {int(a[k])}: out of range [0, {n_tiles}) for "
                      f"{self.chips} chip(s) x {self.tiles_per_chip} tiles; use a tile below {n_tiles} or more --chips")
-            on = np.unique(a // self.tiles_per_chip)
+            u = np.unique(a)
+            on = np.unique(u // self.tiles_per_chip)
             if on.size > 1:
                 _err(f"layer {l + 1} spans chips {on.tolist()}: a layer's sparse operation runs on one chip "
                      "(as on the IPU); keep each layer on one chip, e.g. raise its neurons per tile")
-            used_tiles.append(np.unique(a))
+            used_tiles.append(u)
             arrays.append(a.astype(np.int32))
             chips.append(int(on[0]) if on.size else 0)
         if used_tiles:                      # disjoint: a tile belongs to one layer

@@ -171,3 +171,27 @@ def test_independent_of_flow_order(m4, spec, seed):
     r2 = simulate(build(m4, shuffled), m4)
     np.testing.assert_allclose(r1.time_s, r2.time_s, rtol=1e-12)
     np.testing.assert_allclose(r1.phase_s.sum(axis=1), r1.time_s, rtol=1e-9, atol=1e-15)
+
+
+@settings(max_examples=30, deadline=None)
+@given(spec=steps)
+def test_global_flows_in_closed_form_equal_the_event_model(m4, spec):
+    """Flows of a superstep that syncs all chips are solved as one batch; the same program with
+    that sync written as a partition of one group goes event by event through simpy."""
+    from tilesim.engine import _reduce_tiles, makespan_s
+    progs = []
+    for groups in ("all", [[0, 1, 2, 3]]):
+        b = ProgramBuilder.for_machine(m4)
+        for i, (comp, ex, _, flows) in enumerate(spec):
+            exb = np.array(ex, float)
+            b.superstep(f"s{i}", np.array(comp, float), bytes_out=exb, bytes_in=exb[::-1].copy(),
+                        flows=[f for f in flows if f[0] != f[1]], sync=groups)
+        progs.append(b.build())
+    closed, events = (simulate(p, m4) for p in progs)
+    np.testing.assert_allclose(closed.time_s, events.time_s, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(closed.phase_s, events.phase_s, rtol=1e-9, atol=1e-12)
+    assert closed.link_group_bytes == pytest.approx(events.link_group_bytes)
+    p = progs[0]
+    comp, _, ex, _, _ = _reduce_tiles(p, m4)
+    assert makespan_s(comp, ex, m4, p.sync_scope, flows=(p.flow_step, p.flow_src, p.flow_dst, p.flow_bytes),
+                      host=(p.host_step, p.host_chip, p.host_bytes)) == pytest.approx(closed.total_s, rel=1e-12)

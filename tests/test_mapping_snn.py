@@ -155,3 +155,48 @@ def test_m1_experiment_quick(tmp_path):
     four = [r for r in rows if r["part"] == "4-chip"]
     assert float(four[-1]["predicted_step_s"]) <= float(four[0]["predicted_step_s"])
     assert (tmp_path / "m1_mapping.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("cfg, chips", [(CFG, None), (REC, None), (CFG, 2), (REC, 2)],
+                         ids=["ff-1chip", "rec-1chip", "ff-2chips", "rec-2chips"])
+def test_chip_reduced_step_equals_the_simulated_program(cfg, chips):
+    """predict_step_s (rows reduced to chips as they are emitted, no [S, tiles] arrays) gives the
+    engine's time of the full program, for every strategy, a layer on tile 0, and layers on two chips."""
+    from mapping.strategies import from_layout
+    from models.snn.counters import count_work
+    from models.snn.timing import predict_step_s
+    machine = load_machine("gc200", chips)
+    TPC = machine.tiles_per_chip
+    _, rec = train(cfg, place_network(cfg, machine, 2, "contiguous").placement, steps=1)
+    maps = [strategy_mapping(n, cfg, machine, 2) for n in STRATEGIES]
+    maps.append(from_layout(cfg.layers[1:], machine.chips, TPC, [(0, 0), (0, 20), (0, 35)], [20, 15, 3],
+                            "cyclic", None, "tile 0 used"))
+    if chips == 2:
+        maps.append(from_layout(cfg.layers[1:], 2, TPC, [(1, 0), (0, 1), (1, 15)], [7, 15, 3], "block", None, "hand"))
+    cache = {}
+    for m in maps:
+        pl = to_placement(m, machine)
+        counters = count_work(rec[0].activity, pl, per_step=True, cache=cache)
+        full = simulate(build_step_program(cfg, pl, counters, machine), machine).total_s
+        assert predict_step_s(cfg, pl, counters, machine, cache=cache) == pytest.approx(full, rel=1e-6), m.strategy
+        assert predict_step_s(cfg, pl, counters, machine) == pytest.approx(full, rel=1e-6), m.strategy
+
+
+def test_search_memory_totals_equal_the_ledger():
+    from models.snn.timing import snn_memory
+    from tilesim.memory import MemoryTotals
+    machine = load_machine("gc200", 2)
+    cache = {}
+    for name in STRATEGIES:
+        pl = to_placement(strategy_mapping(name, REC, machine, 2), machine)
+        full = snn_memory(REC, pl, machine)
+        for _ in range(2):                       # the second time from the cache
+            fast = snn_memory(REC, pl, machine, MemoryTotals(machine), cache)
+            np.testing.assert_array_equal(fast.per_tile(), full.per_tile())
+    from dataclasses import replace
+    m1 = load_machine("gc200")
+    tiny = replace(m1, chip=replace(m1.chip, sram_bytes=30_000))
+    pl = to_placement(strategy_mapping("contiguous", REC, tiny, 8), tiny)
+    over = snn_memory(REC, pl, tiny).overflow_tiles()
+    assert over.size
+    np.testing.assert_array_equal(snn_memory(REC, pl, tiny, MemoryTotals(tiny)).overflow_tiles(), over)

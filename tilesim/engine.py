@@ -24,6 +24,8 @@ apart and their flows may overlap in time, so those supersteps go event by event
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import simpy
 
@@ -153,6 +155,17 @@ def _fluid_batch(flows: list[tuple], ladder: LadderLinks) -> tuple[np.ndarray, d
     return done, group_bytes
 
 
+@lru_cache(maxsize=16)
+def _ladder(machine: Machine) -> LadderLinks:
+    return LadderLinks(machine)
+
+
+@lru_cache(maxsize=4096)
+def _batch(machine: Machine, flows: tuple) -> tuple:
+    """:func:`_fluid_batch` on the machine's links, remembered (a step repeats its flows)."""
+    return _fluid_batch(list(flows), _ladder(machine))
+
+
 def _reduce_tiles(program: Program, machine: Machine):
     """Per (superstep, chip): the slowest tile's compute and the on-chip exchange cycles, with
     the tiles responsible, and the on-chip bytes per superstep."""
@@ -223,21 +236,70 @@ def makespan_s(comp: np.ndarray, ex: np.ndarray, machine: Machine, sync_scope: n
     S = comp.shape[0]
     z = np.zeros(S)
     e = (np.zeros(0, np.int64),) * 3 + (np.zeros(0),)
+    scope = np.asarray(sync_scope)
+    if S and (machine.chips == 1 or (scope == SYNC_ALL).all()):
+        # every superstep syncs the whole machine: no chip runs ahead, and the timeline is the
+        # closed form of _timeline's runs: sum_s (max_c(tail[s-1, c] + comp[s, c]) + sync[s]) + max_c tail[S-1]
+        return _global_makespan(np.asarray(comp, np.float64), np.asarray(ex, np.float64), machine,
+                                z if sync_extra is None else sync_extra, z if exchange_extra is None else exchange_extra,
+                                e if flows is None else flows, e[1:] if host is None else host)
     tl = _timeline(np.asarray(comp, np.float64), np.asarray(ex, np.float64), machine, np.asarray(sync_scope),
                    partitions, z if sync_extra is None else sync_extra, z if exchange_extra is None else exchange_extra,
                    e if flows is None else flows, e[1:] if host is None else host)
     return float(tl["t_end"].max()) / machine.clock_hz if S else 0.0
 
 
-def _timeline(comp, ex, machine, scope, partitions, sync_extra, exchange_extra, flows, host_tx) -> dict:
-    """The per-chip timeline ([S, C] cycle arrays) of a program reduced to chips."""
-    C = machine.chips
-    S = comp.shape[0]
+def _tails(ex, machine, scope_all: bool, exchange_extra, flows, host_tx):
+    """Release-to-end cycles of every superstep and chip: the later of the on-chip exchange and
+    the chip's cross-chip flows (those of supersteps under a sync of all chips, solved as a
+    batch), then host transfers. Returns (ex + extra, links_end, host, flows by step, steps
+    whose flows need the event model, link group bytes)."""
+    S, C = ex.shape
     clock = machine.clock_hz
     flow_step, flow_src, flow_dst, flow_bytes = flows
     host_step, host_chip, host_bytes = host_tx
     ex = ex + np.asarray(exchange_extra, np.float64)[:, None]
+    host = np.zeros((S, C))
+    if host_step.size:
+        sysm = machine.system
+        np.add.at(host, (host_step, host_chip), host_bytes / sysm.host_bytes_per_s * clock)
+        host[host > 0] += sysm.host_latency_s * clock
+    flows_by_step: dict[int, list] = {}
+    for i in range(flow_step.size):
+        flows_by_step.setdefault(int(flow_step[i]), []).append(
+            (int(flow_src[i]), int(flow_dst[i]), float(flow_bytes[i])))
+    flow_done = np.zeros((S, C))
+    group_bytes: dict[tuple, float] = {}
+    special = np.zeros(S, bool)
+    ladder = _ladder(machine) if flows_by_step else None
+    for s, fl in flows_by_step.items():
+        if not scope_all[s]:
+            special[s] = True
+            continue
+        done, gb = _batch(machine, tuple(fl))
+        for (a, b, _), d in zip(fl, done):
+            flow_done[s, a] = max(flow_done[s, a], d)
+            flow_done[s, b] = max(flow_done[s, b], d)
+        for g, v in gb.items():
+            group_bytes[g] = group_bytes.get(g, 0.0) + v
+    return ex, np.maximum(ex, flow_done), host, flows_by_step, special, group_bytes, ladder
 
+
+def _global_makespan(comp, ex, machine, sync_extra, exchange_extra, flows, host_tx) -> float:
+    """Seconds of a program in which every superstep syncs all chips (or there is one chip)."""
+    S, C = comp.shape
+    _, links_end, host, _, _, _, _ = _tails(ex, machine, np.ones(S, bool), exchange_extra, flows, host_tx)
+    tail = links_end + host
+    X = comp.copy()
+    X[1:] += tail[:-1]
+    sync = machine.group_sync_cycles(C) + np.asarray(sync_extra, np.float64)
+    return float((X.max(axis=1) + sync).sum() + tail[-1].max()) / machine.clock_hz
+
+
+def _timeline(comp, ex, machine, scope, partitions, sync_extra, exchange_extra, flows, host_tx) -> dict:
+    """The per-chip timeline ([S, C] cycle arrays) of a program reduced to chips."""
+    C = machine.chips
+    S = comp.shape[0]
     scope = np.array(scope, np.int64)
     if C == 1:
         scope[:] = SYNC_CHIP
@@ -254,37 +316,10 @@ def _timeline(comp, ex, machine, scope, partitions, sync_extra, exchange_extra, 
         m = scope == code
         sync[m] = sync_cost[int(code)][None, :]
     sync += np.asarray(sync_extra, np.float64)[:, None]
-
-    host = np.zeros((S, C))
-    if host_step.size:
-        sysm = machine.system
-        np.add.at(host, (host_step, host_chip), host_bytes / sysm.host_bytes_per_s * clock)
-        host[host > 0] += sysm.host_latency_s * clock
     # flows of a superstep that syncs all chips share the links only with each other: their
     # completion is a closed-form batch; flows under partial syncs go through the event model
-    flows_by_step: dict[int, list] = {}
-    for i in range(flow_step.size):
-        flows_by_step.setdefault(int(flow_step[i]), []).append(
-            (int(flow_src[i]), int(flow_dst[i]), float(flow_bytes[i])))
-    flow_done = np.zeros((S, C))
-    group_bytes: dict[tuple, float] = {}
-    special = np.zeros(S, bool)
-    ladder = LadderLinks(machine) if flows_by_step else None
-    batch_cache: dict[tuple, tuple] = {}
-    for s, fl in flows_by_step.items():
-        if scope[s] != SYNC_ALL:
-            special[s] = True
-            continue
-        key = tuple(fl)
-        if key not in batch_cache:
-            batch_cache[key] = _fluid_batch(fl, ladder)
-        done, gb = batch_cache[key]
-        for (a, b, _), d in zip(fl, done):
-            flow_done[s, a] = max(flow_done[s, a], d)
-            flow_done[s, b] = max(flow_done[s, b], d)
-        for g, v in gb.items():
-            group_bytes[g] = group_bytes.get(g, 0.0) + v
-    links_end = np.maximum(ex, flow_done)          # after the release
+    ex, links_end, host, flows_by_step, special, group_bytes, ladder = _tails(
+        ex, machine, scope == SYNC_ALL, exchange_extra, flows, host_tx)
     tail_of = links_end + host                     # release -> end of the superstep
     if S == 0:
         z = np.zeros((0, C))
@@ -335,7 +370,7 @@ def _timeline(comp, ex, machine, scope, partitions, sync_extra, exchange_extra, 
     arriver0 = np.zeros((nseg, C), np.int64)
 
     env = simpy.Environment()
-    links = _FluidLinks(env, ladder) if special.any() else None
+    links = _FluidLinks(env, LadderLinks(machine)) if special.any() else None
     barriers: dict[tuple, dict] = {}
     members_of = {code: [np.flatnonzero(g == g[c]) for c in range(C)] for code, g in group_of.items()}
 

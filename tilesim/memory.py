@@ -16,7 +16,7 @@ import numpy as np
 
 from tilesim.errors import ConfigError, SramOverflowError, config_message
 
-__all__ = ["MemoryLedger", "CATEGORIES", "VARIABLE_ROLES"]
+__all__ = ["MemoryLedger", "MemoryTotals", "EntryGroup", "CATEGORIES", "VARIABLE_ROLES"]
 
 VARIABLE_ROLES = ("weights", "gradients", "optimizer", "state", "activations", "spikes", "inputs", "other")
 CATEGORIES = tuple(f"variables:{r}" for r in VARIABLE_ROLES) + (
@@ -73,6 +73,11 @@ class MemoryLedger:
         bi = np.ceil(b).astype(np.int64)
         np.add.at(self.table[self._cat_index[category]], tiles, bi)
         self.entries.append(_Entry(label or category, category, tiles, bi))
+
+    def add_group(self, entries, tiles) -> None:
+        """Charge several entries [(category, bytes aligned with tiles, label)] on the same tiles."""
+        for category, b, label in entries:
+            self.add(category, b, tiles, label)
 
     # ---- queries ---------------------------------------------------------------------------
     def per_tile(self) -> np.ndarray:
@@ -142,3 +147,49 @@ class MemoryLedger:
                 "total_by_category_bytes": self.by_category(),
                 "max_tile_entries": [{"label": lab, "category": c, "bytes": b}
                                      for lab, c, b in self.explain_tile(mt, 8)]}
+
+
+class EntryGroup(list):
+    """Entries [(category, bytes, label)] charged together on the same tiles (``add_group``);
+    :class:`MemoryTotals` keeps their rounded sum on the object, so a list reused across calls
+    (a cached layer) is summed once."""
+
+    total_bytes = None
+
+
+class MemoryTotals:
+    """Bytes per tile only (no categories, labels or entries): what a search needs to reject a
+    placement that overflows, at a fraction of :class:`MemoryLedger`'s cost. Same ``add`` (each
+    entry rounded up to whole bytes, as in the ledger) and ``overflow_tiles``; inputs are
+    trusted (they come from a workload's own memory model, already checked by the ledger)."""
+
+    def __init__(self, machine, remedy: str = ""):
+        self.budget = int(machine.chip.sram_bytes)
+        self.total_tiles = machine.total_tiles
+        self.used = np.zeros(self.total_tiles, np.int64)
+
+    def add(self, category: str, bytes_per_tile, tiles=None, label: str = "") -> None:
+        b = np.ceil(np.asarray(bytes_per_tile, np.float64)).astype(np.int64)
+        if tiles is None or isinstance(tiles, slice):
+            self.used[tiles if tiles is not None else slice(None)] += b
+        elif isinstance(tiles, np.ndarray) and tiles.size > 1 and (np.diff(tiles) > 0).all():
+            self.used[tiles] += b                       # distinct tiles: no scatter-add needed
+        else:
+            np.add.at(self.used, np.asarray(tiles).ravel(), np.broadcast_to(b, np.shape(tiles)).ravel())
+
+    def add_group(self, entries, tiles) -> None:
+        """As :meth:`MemoryLedger.add_group`; the entries' rounded sum is kept with the list (a
+        search passes the same list object while a layer's grouping is unchanged)."""
+        total = getattr(entries, "total_bytes", None)
+        if total is None:
+            total = sum(np.ceil(np.asarray(b, np.float64)).astype(np.int64) for _, b, _ in entries)
+            if isinstance(entries, EntryGroup):
+                entries.total_bytes = total
+        self.used[tiles] += total
+
+    def per_tile(self) -> np.ndarray:
+        return self.used
+
+    def overflow_tiles(self) -> np.ndarray:
+        over = np.flatnonzero(self.used > self.budget)
+        return over[np.argsort(-self.used[over], kind="stable")]

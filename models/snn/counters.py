@@ -332,16 +332,16 @@ def count_work(activity: Activity, placement: Placement, per_step: bool = False,
             continue
         # the counters depend on which neurons share a tile, not on where the tiles are: a layer
         # moved to other tiles (or another chip) reuses them with its new tile ids
-        tiles, local = np.unique(ton, return_inverse=True)
-        key = (l, per_step, local.astype(np.int32).tobytes())
+        tiles, local = placement.groupings[l]
+        key = (l, per_step, local.tobytes())
         got = cache.get(key)
         if got is None:
             got = count_layer(activity, l, ton, placement.n_tiles, per_step)
             if len(cache) > 64 * (len(sizes) - 1):
                 cache.clear()
             cache[key] = got
-        else:
-            got = [replace(p, tiles=tiles.astype(np.int64), n_tiles=placement.n_tiles) for p in got]
+        elif not (got[0].n_tiles == placement.n_tiles and np.array_equal(got[0].tiles, tiles)):
+            got = cache[key] = [replace(p, tiles=tiles, n_tiles=placement.n_tiles) for p in got]
         phases += got
     return WorkCounters(placement.n_tiles, activity.inputs.timesteps, tuple(phases))
 

@@ -469,7 +469,7 @@ def sgd_update(W, G, lr: float) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-@numba.njit(**PARALLEL)
+@numba.njit(cache=True)          # serial: a few entries per (step, sample); threads cost more than they save
 def _tally_driver(ids, counts, tile_local, out):
     T, B, _ = ids.shape
     for t in prange(T):

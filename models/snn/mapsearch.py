@@ -16,23 +16,25 @@ from pathlib import Path
 from mapping import STRATEGIES, Mapping
 from mapping.search import anneal
 from tilesim.errors import MappingError, require
+from tilesim.memory import MemoryTotals
 
 __all__ = ["make_objective", "search_mapping", "register_map_search"]
 
 
 def make_objective(config, machine, activity, costs=None, steps_per_execution: int = 52):
     """``objective(mapping) -> predicted step seconds`` (``inf`` if a tile overflows SRAM)."""
+    from models.snn.counters import count_work
     from models.snn.placing import to_placement
-    from models.snn.retime import retime
-    from models.snn.timing import snn_memory
+    from models.snn.timing import predict_step_s, snn_memory
 
     cache: dict = {}
 
     def objective(m: Mapping) -> float:
         placement = to_placement(m, machine)
-        if snn_memory(config, placement, machine).overflow_tiles().size:
+        if snn_memory(config, placement, machine, MemoryTotals(machine), cache).overflow_tiles().size:
             return math.inf
-        return retime(activity, config, placement, machine, costs, cache, steps_per_execution).step_s
+        counters = count_work(activity, placement, per_step=True, cache=cache)
+        return predict_step_s(config, placement, counters, machine, costs, steps_per_execution, cache)
 
     return objective
 

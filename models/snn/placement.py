@@ -6,6 +6,7 @@ A placement gives, for each neuron layer ``l`` (the layers after the input), an 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -54,6 +55,21 @@ class Placement:
             if tiles.size != n:
                 raise MappingError(f"tile_of_neuron[{l}] length = {tiles.size}: layer has {n} "
                                    "neurons; give one tile per neuron")
+
+    @cached_property
+    def memo(self) -> dict:
+        """Derived data kept with this placement (e.g. a step's tile layout), computed once."""
+        return {}
+
+    @cached_property
+    def groupings(self) -> tuple:
+        """Per layer ``(tiles, local)``: its tiles (global ids, ascending, int64) and every
+        neuron's index into them (int32) — computed once per placement."""
+        out = []
+        for ton in self.tile_of_neuron:
+            tiles, local = np.unique(ton, return_inverse=True)
+            out.append((tiles.astype(np.int64), local.astype(np.int32)))
+        return tuple(out)
 
     def neurons_owned(self, layer: int) -> np.ndarray:
         """int64 ``[n_tiles]``: neurons of ``layer`` owned by each tile."""

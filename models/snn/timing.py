@@ -75,10 +75,10 @@ from models.snn.network import NetworkConfig
 from models.snn.placement import Placement
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
 from tilesim.errors import MappingError, require
-from tilesim.memory import MemoryLedger
+from tilesim.memory import EntryGroup, MemoryLedger
 from tilesim.program import Program
 
-__all__ = ["default_costs", "uncalibrated_costs", "compaction_spread", "build_step_program", "snn_memory",
+__all__ = ["default_costs", "uncalibrated_costs", "compaction_spread", "build_step_program", "predict_step_s", "snn_memory",
            "PHASE_LABELS", "STEPS_PER_EXECUTION"]
 
 PHASE_LABELS = ("fwd: slice inputs", "fwd: state update", "fwd: compaction", "fwd: combine",
@@ -118,17 +118,26 @@ class _Layer:
 
 
 def _layout(config: NetworkConfig, placement: Placement, tiles_per_chip: int) -> list[_Layer]:
+    """Owner, compaction and combiner tiles of every layer (kept with the placement)."""
+    key = ("layout", config.layers, config.batch, tiles_per_chip)
+    if key not in placement.memo:
+        placement.memo[key] = _make_layout(config, placement, tiles_per_chip)
+    return placement.memo[key]
+
+
+def _make_layout(config: NetworkConfig, placement: Placement, tiles_per_chip: int) -> list[_Layer]:
     B = config.batch
     out = []
     chip_layers: dict[int, list[int]] = {}
-    for l, ton in enumerate(placement.tile_of_neuron):
-        chips = np.unique(ton // tiles_per_chip)
-        if chips.size != 1:
+    for l, (tiles, _) in enumerate(placement.groupings):
+        first, last = int(tiles[0]) // tiles_per_chip, int(tiles[-1]) // tiles_per_chip
+        if first != last:
+            chips = np.unique(tiles // tiles_per_chip)
             raise MappingError(f"layer {l + 1} spans chips {chips.tolist()}: the sparse op needs each "
                                "layer on one chip; use a placement that keeps layers whole")
-        chip_layers.setdefault(int(chips[0]), []).append(l)
-    for l, ton in enumerate(placement.tile_of_neuron):
-        chip = int(ton[0] // tiles_per_chip)
+        chip_layers.setdefault(first, []).append(l)
+    for l, (tiles, _) in enumerate(placement.groupings):
+        chip = int(tiles[0]) // tiles_per_chip
         n = config.layers[l + 1]
         f = compaction_spread(n)
         # compaction tiles of all layers on a chip are spread evenly over that chip (§3.3)
@@ -138,9 +147,215 @@ def _layout(config: NetworkConfig, placement: Placement, tiles_per_chip: int) ->
         first = sum(counts[:mine.index(l)])
         slots = (np.arange(first, first + counts[mine.index(l)]) * tiles_per_chip) // max(total, tiles_per_chip)
         comp = chip * tiles_per_chip + (slots % tiles_per_chip)
-        out.append(_Layer(chip, np.unique(ton).astype(np.int64), comp.astype(np.int64),
+        out.append(_Layer(chip, tiles, comp.astype(np.int64),
                           comp[::2 * f][:B].astype(np.int64), f))
     return out
+
+
+class _DenseRows:
+    """The program's [S, tiles] arrays, written through per-kind row views (``"F", k`` forward
+    row k of every time step, ``"B", k`` backward row k indexed by time step, and the single
+    rows ``"loss"``, ``"dwr"``, ``"opt"``, ``"host"``)."""
+
+    def __init__(self, T: int, L: int, C: int, TPC: int, active: np.ndarray):
+        RF, RB = 5, 4 + L
+        N = C * TPC
+        self.S = RF * T + 1 + RB * T + 3
+        self.C, self.TPC, self.active = C, TPC, active
+        self.arrays = {a: np.zeros((self.S, N), np.float32) for a in ("compute", "in", "out")}
+        s0 = RF * T + 1
+        self.views = {}
+        for a, arr in self.arrays.items():
+            fwd = arr[:RF * T].reshape(T, RF, N)
+            bwd = arr[s0:s0 + RB * T].reshape(T, RB, N)[::-1]
+            self.views.update({(a, ("F", k)): fwd[:, k] for k in range(RF)})
+            self.views.update({(a, ("B", k)): bwd[:, k] for k in range(RB)})
+            self.views.update({(a, "loss"): arr[RF * T], (a, "dwr"): arr[self.S - 3],
+                               (a, "opt"): arr[self.S - 2], (a, "host"): arr[self.S - 1]})
+        self.acc: dict = {}
+        self.uniq: dict = {}
+
+    @staticmethod
+    def _cols(tiles):
+        """A slice for a run of consecutive tiles (cheap views), else the index array."""
+        if tiles.size and tiles[-1] - tiles[0] + 1 == tiles.size:
+            return slice(int(tiles[0]), int(tiles[-1]) + 1)
+        return tiles
+
+    def local(self, a, kind, tiles, values, memo=None, key=None):
+        """Add ``values`` ([T, n] or [n]) to the distinct ``tiles`` of one chip."""
+        v = self.views[a, kind]
+        c = self._cols(tiles)
+        if v.ndim == 2:
+            v[:, c] += values
+        else:
+            v[c] += values
+
+    def chip(self, a, kind, c, values, masked=False):
+        """Add ``values`` ([T] or scalar) to every tile of chip ``c`` (not tile 0 of chip 0 if
+        ``masked``); collected and applied once per row kind."""
+        v = self.views[a, kind]
+        k = (a, kind, masked)
+        if k not in self.acc:
+            self.acc[k] = (v, np.zeros((v.shape[0] if v.ndim == 2 else 1, self.C)))
+        self.acc[k][1][:, c] += values
+
+    def spread(self, a, kind, tiles, values):
+        """Add ``values`` ([T] or scalar) to ``tiles``, once per occurrence (tiles may repeat)."""
+        key = id(tiles)
+        if key not in self.uniq:
+            u, cnt = np.unique(tiles, return_counts=True)
+            self.uniq[key] = (tiles, self._cols(u), cnt.astype(np.float64))    # holding tiles keeps id unique
+        _, u, cnt = self.uniq[key]
+        v = self.views[a, kind]
+        val = np.asarray(values, np.float64)
+        if v.ndim == 2:
+            v[:, u] += (val[:, None] if val.ndim else val) * cnt[None, :]
+        else:
+            v[u] += val * cnt
+
+    def overhead(self, kind, cycles):
+        """``cycles`` of compute on every tile in the op's graph (all but tile 0 of chip 0)."""
+        self.views["compute", kind][...] += self.active * cycles
+
+    def finish(self):
+        TPC = self.TPC
+        for (a, kind, masked), (v, acc) in self.acc.items():
+            for c in np.flatnonzero(acc.any(axis=0)):
+                cols = slice(c * TPC, (c + 1) * TPC)
+                add = acc[:, c][:, None] if v.ndim == 2 else acc[0, c]
+                v[..., cols] += add * self.active[cols] if masked else add
+        return self.arrays
+
+
+class _ChipRows:
+    """The same rows reduced to chips without the [S, tiles] arrays: per row kind and chip the
+    maximum over the chip's tiles of (chip-wide terms + per-tile terms), which is all the engine
+    takes from a row on an all-to-all fabric (slowest tile's compute; busiest port in and out).
+    Per-tile terms of one row kind that may overlap on a tile (spread terms) are summed on their
+    tiles first; owner-tile terms of different layers never overlap (a tile holds one layer)."""
+
+    def __init__(self, T: int, L: int, C: int, TPC: int, memo: dict | None = None):
+        self.T, self.L, self.C, self.TPC = T, L, C, TPC
+        self.memo = {} if memo is None else memo      # tile sets of spread terms -> (tiles, counts)
+        self.uu: dict = {}          # (a, kind) -> [T', C] chip-wide, every tile
+        self.um: dict = {}          # (a, kind) -> [T', C] chip-wide, not tile 0 of chip 0
+        self.vmax: dict = {}        # (a, kind) -> [T', C] owner-tile terms: max over tiles but global tile 0
+        self.v0: dict = {}          # (a, kind) -> [T', 1] owner-tile terms on global tile 0
+        self.parts: dict = {}       # (a, kind) -> [(tiles, values)] spread terms, reduced at the end
+
+    def _rows(self, kind):
+        return self.T if isinstance(kind, tuple) else 1
+
+    def _acc(self, d, a, kind):
+        if (a, kind) not in d:
+            d[a, kind] = np.zeros((self._rows(kind), self.C))
+        return d[a, kind]
+
+    def local(self, a, kind, tiles, values, memo=None, key=None):
+        m, z = self._owner_max(tiles, values, memo, key)
+        c = int(tiles[0]) // self.TPC
+        vm = self._acc(self.vmax, a, kind)
+        vm[:, c] = np.maximum(vm[:, c], m)            # owner tiles of different layers never overlap
+        if z is not None:
+            self._acc(self.v0, a, kind)[:, 0] += z
+
+    def chip(self, a, kind, c, values, masked=False):
+        self._acc(self.um if masked else self.uu, a, kind)[:, c] += values
+
+    def spread(self, a, kind, tiles, values):
+        self.parts.setdefault((a, kind), []).append((tiles, values))
+
+    def overhead(self, kind, cycles):
+        self._acc(self.um, "compute", kind)[:] += cycles
+
+    def _owner_max(self, tiles, values, memo, key):
+        """(max over the tiles but global tile 0 [T'], value on tile 0 [T'] or None)."""
+        v = np.asarray(values, np.float64).reshape(-1, tiles.size)
+        has0 = bool(tiles[0] == 0)
+        if memo is not None and (key, has0) in memo:
+            return memo[key, has0]
+        rest = v[:, 1:] if has0 else v
+        out = (rest.max(axis=1) if rest.shape[1] else np.zeros(v.shape[0]), v[:, 0] if has0 else None)
+        if memo is not None:
+            memo[key, has0] = out
+        return out
+
+    def reduce(self, a, kind):
+        """[T', C]: the row kind's maximum over every chip's tiles."""
+        R, C, TPC = self._rows(kind), self.C, self.TPC
+        zero = np.zeros((R, C))
+        vmax = self.vmax.get((a, kind), zero).copy()
+        v0 = self.v0.get((a, kind), zero)[:, 0].copy()
+        by_chip: dict = {}
+        for p in self.parts.get((a, kind), []):
+            by_chip.setdefault(int(p[0][0]) // TPC, []).append(p)
+        for c, ps in by_chip.items():
+            # spread terms: one value per part (scalar or per step) on tiles that may repeat and
+            # overlap; per tile, sum_parts value x multiplicity = V @ M, with M kept per tile sets
+            key = tuple(p[0].tobytes() for p in ps)
+            hit = self.memo.get(key)
+            if hit is None:
+                tiles = np.concatenate([p[0] for p in ps])
+                u, inv = np.unique(tiles, return_inverse=True)
+                M = np.zeros((len(ps), u.size))
+                for i, (lo, hi) in enumerate(_runs([p[0].size for p in ps])):
+                    np.add.at(M[i], inv[lo:hi], 1.0)
+                if len(self.memo) > 4096:
+                    self.memo.clear()
+                hit = self.memo[key] = (u, M)
+            u, M = hit
+            V = np.stack([np.broadcast_to(np.asarray(p[1], np.float64).reshape(-1), (R,)) for p in ps], axis=1)
+            tot = V @ M
+            if u[0] == 0:
+                v0 += tot[:, 0]
+                tot = tot[:, 1:]
+            if tot.shape[1]:
+                vmax[:, c] = np.maximum(vmax[:, c], tot.max(axis=1))
+        uu = self.uu.get((a, kind), zero)
+        um = self.um.get((a, kind), zero)
+        out = uu + um + vmax
+        if TPC > 1:
+            out[:, 0] = np.maximum(out[:, 0], uu[:, 0] + v0)
+        else:
+            out[:, 0] = uu[:, 0] + v0
+        return out
+
+    def finish(self):
+        T, L, C = self.T, self.L, self.C
+        RF, RB = 5, 4 + L
+        S = RF * T + 1 + RB * T + 3
+        s0 = RF * T + 1
+        out = {}
+        filled = set(self.uu) | set(self.um) | set(self.vmax) | set(self.v0) | set(self.parts)
+        for a in ("compute", "in", "out"):
+            arr = np.zeros((S, C))
+            fwd = arr[:RF * T].reshape(T, RF, C)
+            bwd = arr[s0:s0 + RB * T].reshape(T, RB, C)[::-1]
+            for k in range(RF):
+                if (a, ("F", k)) in filled:
+                    fwd[:, k] = self.reduce(a, ("F", k))
+            for k in range(RB):
+                if (a, ("B", k)) in filled:
+                    bwd[:, k] = self.reduce(a, ("B", k))
+            for i, kind in ((RF * T, "loss"), (S - 3, "dwr"), (S - 2, "opt"), (S - 1, "host")):
+                if (a, kind) in filled:
+                    arr[i] = self.reduce(a, kind)[0]
+            out[a] = arr
+        return out
+
+
+def _runs(sizes):
+    ends = np.cumsum(sizes)
+    return list(zip((ends - np.asarray(sizes)).tolist(), ends.tolist()))
+
+
+def _check_step_args(config, placement, machine, steps_per_execution):
+    require(isinstance(steps_per_execution, (int, np.integer)) and steps_per_execution >= 1,
+            "steps_per_execution", steps_per_execution, "must be an integer >= 1")
+    if placement.n_tiles != machine.total_tiles:
+        raise MappingError(f"placement n_tiles = {placement.n_tiles}: machine {machine.name} has "
+                           f"{machine.total_tiles} tiles; build the placement for this machine")
 
 
 def build_step_program(config: NetworkConfig, placement: Placement, counters: WorkCounters, machine,
@@ -157,14 +372,48 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     Per-layer work is computed on the layer's own tiles and written straight into the rows of
     the program's arrays (row views), so a re-timing costs a few passes over ``[S, tiles]``.
     """
-    costs = costs or default_costs()
-    require(isinstance(steps_per_execution, (int, np.integer)) and steps_per_execution >= 1,
-            "steps_per_execution", steps_per_execution, "must be an integer >= 1")
+    _check_step_args(config, placement, machine, steps_per_execution)
+    active = np.ones(machine.total_tiles)
+    active[0] = 0.0                                   # tile 0 of chip 0 is outside the op's graph
+    rows = _DenseRows(config.timesteps, config.n_layers, machine.chips, machine.tiles_per_chip, active)
+    meta = _emit(config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows)
+    arr = rows.finish()
+    return Program.from_arrays(chips=machine.chips, tiles_per_chip=machine.tiles_per_chip,
+                               compute_cycles=arr["compute"], labels=PHASE_LABELS, label_id=meta["label_id"],
+                               sync_scope=meta["scope"], bytes_in=arr["in"], bytes_out=arr["out"],
+                               flows=meta["flows"], host=meta["host"], name=name,
+                               sync_extra=meta["sync_extra"], exchange_extra=meta["exchange_extra"])
+
+
+def predict_step_s(config: NetworkConfig, placement: Placement, counters: WorkCounters, machine,
+                   costs: CostModel | None = None, steps_per_execution: int = STEPS_PER_EXECUTION,
+                   cache: dict | None = None) -> float:
+    """Seconds of the step :func:`build_step_program` describes, without building it: every row
+    is reduced to chips as it is emitted (:class:`_ChipRows`) and timed by
+    :func:`tilesim.engine.makespan_s` — the same number as ``simulate(build_step_program(...))``
+    on an all-to-all fabric, at a fraction of the cost (the mapping search's objective)."""
+    from tilesim.engine import makespan_s
+    from tilesim.fabric import make_fabric
+
+    require(machine.fabric.kind != "mesh", "machine fabric", machine.fabric.kind,
+            "the chip-reduced step needs an all-to-all exchange", "use build_step_program + simulate")
+    _check_step_args(config, placement, machine, steps_per_execution)
+    C = machine.chips
+    memo = None if cache is None else cache.setdefault(("chip rows",), {})
+    rows = _ChipRows(config.timesteps, config.n_layers, C, machine.tiles_per_chip, memo)
+    meta = _emit(config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows)
+    arr = rows.finish()
+    S = arr["compute"].shape[0]
+    ex, _ = make_fabric(machine).exchange_cycles(arr["in"].reshape(S, C, 1), arr["out"].reshape(S, C, 1))
+    return makespan_s(arr["compute"], ex, machine, meta["scope"], sync_extra=meta["sync_extra"],
+                      exchange_extra=meta["exchange_extra"],
+                      flows=meta["flows"] or None, host=meta["host"])
+
+
+def _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rows) -> dict:
+    """Write every term of the step into ``rows`` (a :class:`_DenseRows` or :class:`_ChipRows`);
+    return the rest of the program: labels, sync scopes, folded supersteps, flows, host infeed."""
     C, TPC = machine.chips, machine.tiles_per_chip
-    N = machine.total_tiles
-    if placement.n_tiles != N:
-        raise MappingError(f"placement n_tiles = {placement.n_tiles}: machine {machine.name} has {N} tiles; "
-                           "build the placement for this machine")
     T, B = config.timesteps, config.batch
     L = config.n_layers
     nmax = config.n_max
@@ -175,18 +424,13 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     cs_cycles = costs.coef("compute_set_cycles")
     sync_c = float(machine.group_sync_cycles(C))
     exch_c = float(machine.chip.exchange_fixed_cycles)
-    active = np.ones(N)
-    active[0] = 0.0                                   # tile 0 of chip 0 is outside the op's graph
-    in_graph = [any(p.phase == "input_grad" and p.layer == l for p in counters.phases) for l in range(L)]
+    with_input_grad = {p.layer for p in counters.phases if p.phase == "input_grad"}
+    in_graph = [l in with_input_grad for l in range(L)]
     any_in = any(in_graph)
 
-    def overhead(n_cs, n_copy=0):
-        """Compute cycles on every tile of a row standing for n_cs compute sets and n_copy copies
-        (their extra syncs and exchange set-ups are booked as sync / exchange: :func:`folded`)."""
-        return active * (n_cs * cs_cycles)
-
     def folded(n_cs, n_copy=0):
-        """Supersteps folded into a row beyond the row itself."""
+        """Supersteps folded into a row beyond the row itself (their syncs and exchange set-ups
+        are booked as sync / exchange; their compute sets as compute, :meth:`overhead`)."""
         return max(n_cs + n_copy - 1, 0)
 
     def loc(phase, layer, cname):
@@ -199,56 +443,18 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     def cycles(work, vertices):
         return barrel_tile_cycles(work, vertices, workers, sup)
 
-    def chip_cols(c):
-        return slice(c * TPC, (c + 1) * TPC)
-
-    chip_acc: dict = {}
-
-    def chip_add(name, view, c, values):
-        """Add ``values`` ([T] or scalar) to every tile of chip ``c`` in ``view`` — collected per
-        view and chip, applied once at the end (one pass per row instead of one per layer)."""
-        if name not in chip_acc:
-            chip_acc[name] = (view, np.zeros((T, C)))
-        chip_acc[name][1][:, c] += values
-
-    def cols(tiles):
-        """A slice for a run of consecutive tiles (cheap views), else the index array."""
-        if tiles.size and tiles[-1] - tiles[0] + 1 == tiles.size:
-            return slice(int(tiles[0]), int(tiles[-1]) + 1)
-        return tiles
-
-    uniq: dict = {}
-
-    def spread(target, tiles, values):
-        """target[:, tiles] += values for tiles that may repeat (values [T] or scalar)."""
-        key = id(tiles)
-        if key not in uniq:
-            u, cnt = np.unique(tiles, return_counts=True)
-            uniq[key] = (cols(u), cnt.astype(np.float64))
-        u, cnt = uniq[key]
-        v = np.asarray(values, np.float64)
-        target[:, u] += (v[:, None] if v.ndim else v) * cnt[None, :]
-
     vc = costs.coef("vertex_calls")
     # a broadcast reaches both tiles of a supertile at once: 8 B/cycle per pair (§3.2)
     pair = float(machine.chip.tiles_per_supertile)
     RF, RB = 5, 4 + L
     S = RF * T + 1 + RB * T + 3
-    compute = np.zeros((S, N), np.float32)      # the program's own dtype: no conversion copy
-    bytes_in = np.zeros((S, N), np.float32)
-    bytes_out = np.zeros((S, N), np.float32)
-    # row views: forward rows 5t + k; backward rows s0 + RB·(T−1−t) + k, indexed here by t
     s0 = RF * T + 1
-    F, Fi, Fo = (a[:RF * T].reshape(T, RF, N) for a in (compute, bytes_in, bytes_out))
-    Bc, Bi, Bo = (a[s0:s0 + RB * T].reshape(T, RB, N)[::-1] for a in (compute, bytes_in, bytes_out))
-    f0_in, f0_out = Fi[:, 0], Fo[:, 0]
-    f1, f1_in, f1_out = F[:, 1], Fi[:, 1], Fo[:, 1]
-    f2, f2_in, f2_out = F[:, 2], Fi[:, 2], Fo[:, 2]
-    f3, f3_in, f3_out = F[:, 3], Fi[:, 3], Fo[:, 3]
+    F = [("F", k) for k in range(RF)]
+    Bk = [("B", k) for k in range(RB)]
+
     def layer_terms(l, ly):
         """Everything of layer ``l`` that does not depend on where its tiles are: per-tile
         [T, n_local] arrays and per-step [T] vectors (cached across calls by the caller)."""
-        n_l = config.layers[l + 1]
         d = {}
         recv = loc("state_update", l, "bytes_received")
         d["f0_in"] = recv / pair
@@ -286,6 +492,22 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
             adds = loc("input_grad", l, "reduction_adds").sum(axis=1) / TPC
             d["b3"] = cycles(costs.coef("reduction_adds") * adds + vc * 6, 6)
         d["b2"] = wg
+        # once per step: dW reduction (zeroing, 6 copies -> 1) and the optimizer on the weights per tile
+        upd = counters.get("optimizer", l).local_totals[0].astype(np.float64)
+        nw = np.where(upd > 0, WORKERS_PER_TILE, 0)
+        d["weights"] = upd.sum()
+        d["dwr"] = cycles(costs.coef("dw_reduce_adds") * (WORKERS_PER_TILE - 1) * upd / WORKERS_PER_TILE
+                          + costs.coef("dw_zero_writes") * WORKERS_PER_TILE * upd / WORKERS_PER_TILE, nw)
+        key = "adam_updates" if config.optimizer == "adam" else "sgd_updates"
+        d["opt"] = cycles(costs.coef(key) * upd / WORKERS_PER_TILE, nw)
+        # compaction: 6 chunk vertices per tile scan their flags, then one vertex merges them
+        chunk = -(-config.layers[l + 1] // ly.f)           # neurons per compaction tile
+        tile_list = min(nmax[l], chunk)
+        comp_work = costs.coef("flags_scanned") * chunk + vc * 6
+        comb1 = costs.coef("list_entries_merged") * tile_list + vc
+        d["chunk"], d["tile_list"] = chunk, tile_list
+        d["f2"] = float(cycles(comp_work, 6) + cycles(comb1, 1))
+        d["memo"] = {}            # chip reductions of these arrays (:class:`_ChipRows`)
         return d
 
     def terms_of(l, ly):
@@ -294,101 +516,94 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
         ref = counters.get("state_update", l).local_steps
         key = ("build", l)
         hit = cache.get(key)
-        if hit is not None and hit[0] is ref and hit[1] is costs and hit[2] == (T, B, TPC, pair, workers, sup):
+        sig = (T, B, TPC, pair, workers, sup, config.optimizer)
+        if hit is not None and hit[0] is ref and hit[1] is costs and hit[2] == sig:
             return hit[3]
         d = layer_terms(l, ly)
-        cache[key] = (ref, costs, (T, B, TPC, pair, workers, sup), d)   # holding ref keeps its id unique
+        cache[key] = (ref, costs, sig, d)          # holding ref keeps its id unique
         return d
+
+    def local(a, kind, ly, d, name):
+        rows.local(a, kind, ly.tiles, d[name], d["memo"], (a, kind, name))
 
     # ---- forward ------------------------------------------------------------------------------
     flows_fwd: list[tuple] = []          # (src chip, dst chip, bytes)
     terms = [terms_of(l, ly) for l, ly in enumerate(lay)]
     for l, ly in enumerate(lay):
-        n_l = config.layers[l + 1]
-        tl = cols(ly.tiles)
         d = terms[l]
         # input lists broadcast to every owner tile; the senders pay one copy, spread over the chip
-        f0_in[:, tl] += d["f0_in"]
-        chip_add("f0_out", f0_out, ly.chip, d["f0_out"])
-        f1[:, tl] += d["f1"]
-        f1_out[:, tl] += d["f1_out"]
-        chunk = -(-n_l // ly.f)                          # neurons per compaction tile
-        spread(f1_in, ly.comp_tiles, 4.0 * chunk)        # one uint32 per neuron and threshold
-        # compaction: 6 chunk vertices per tile scan their flags, then one vertex merges them
-        comp_work = costs.coef("flags_scanned") * chunk + vc * 6
-        tile_list = min(nmax[l], chunk)
-        comb1 = costs.coef("list_entries_merged") * tile_list + vc
-        spread(f2, ly.comp_tiles, float(cycles(comp_work, 6) + cycles(comb1, 1)))
-        spread(f2_out, ly.comp_tiles, 4.0 * (tile_list + 1))
-        spread(f2_in, ly.comb_tiles, 4.0 * (tile_list + 1) * 2 * ly.f)
-        spread(f3, ly.comb_tiles, d["f3"])
+        local("in", F[0], ly, d, "f0_in")
+        rows.chip("out", F[0], ly.chip, d["f0_out"])
+        local("compute", F[1], ly, d, "f1")
+        local("out", F[1], ly, d, "f1_out")
+        chunk, tile_list = d["chunk"], d["tile_list"]
+        rows.spread("in", F[1], ly.comp_tiles, 4.0 * chunk)        # one uint32 per neuron and threshold
+        rows.spread("compute", F[2], ly.comp_tiles, d["f2"])
+        rows.spread("out", F[2], ly.comp_tiles, 4.0 * (tile_list + 1))
+        rows.spread("in", F[2], ly.comb_tiles, 4.0 * (tile_list + 1) * 2 * ly.f)
+        rows.spread("compute", F[3], ly.comb_tiles, d["f3"])
         list_bytes = 4.0 * (nmax[l] + 2)
-        spread(f3_out, ly.comb_tiles, list_bytes)
+        rows.spread("out", F[3], ly.comb_tiles, list_bytes)
         # the list lands in the sequence slice (spread over the chip)
-        chip_add("f3_in", f3_in, ly.chip, B * list_bytes / TPC)
+        rows.chip("in", F[3], ly.chip, B * list_bytes / TPC)
         if l + 1 < L and lay[l + 1].chip != ly.chip:
             flows_fwd.append((ly.chip, lay[l + 1].chip, B * list_bytes))
     rows_f = [(3, 2 * (L - 1)), (2, 0), (2 + L, 0), (1, 0), (3 * L, 0)]
-    F += np.stack([overhead(*r) for r in rows_f])
+    for kind, (n_cs, _) in zip(F, rows_f):
+        rows.overhead(kind, n_cs * cs_cycles)
 
     # ---- loss ---------------------------------------------------------------------------------
     out = lay[-1]
-    loss = compute[RF * T]
-    loss += overhead(3)
-    loss[out.tiles] += float(cycles(costs.coef("loss_entries") * B * nmax[-1] / out.tiles.size + vc, 1))
-    bytes_in[RF * T, out.tiles] = B * (8.0 * nmax[-1] + 8)
+    rows.overhead("loss", 3 * cs_cycles)
+    n_out = out.tiles.size
+    rows.local("compute", "loss", out.tiles,
+               np.full(n_out, float(cycles(costs.coef("loss_entries") * B * nmax[-1] / n_out + vc, 1))))
+    rows.local("in", "loss", out.tiles, np.full(n_out, B * (8.0 * nmax[-1] + 8)))
 
     # ---- backward: rows slice, replicate × L, state grad, weight+input grad, reduce -------------
-    b1, b2, b3 = Bc[:, 1 + L], Bc[:, 2 + L], Bc[:, 3 + L]
-    b2_in, b2_out, b3_in, b3_out = Bi[:, 2 + L], Bo[:, 2 + L], Bi[:, 3 + L], Bo[:, 3 + L]
+    b1, b2, b3 = Bk[1 + L], Bk[2 + L], Bk[3 + L]
     flows_rep: list[tuple] = []          # (layer, src chip, dst chip, bytes)
     flows_b3: list[tuple] = []
     for l, ly in enumerate(lay):
-        tl = cols(ly.tiles)
         d = terms[l]
-        Bi[:, 1 + l, tl] += d["rep_in"]
+        local("in", Bk[1 + l], ly, d, "rep_in")
         src = lay[l - 1] if l > 0 else ly
-        chip_add(f"rep_out{l}", Bo[:, 1 + l], ly.chip, d["one_own"] / TPC)
-        chip_add(f"rep_out{l}", Bo[:, 1 + l], src.chip, d["one_in"] / TPC)
+        rows.chip("out", Bk[1 + l], ly.chip, d["one_own"] / TPC)
+        rows.chip("out", Bk[1 + l], src.chip, d["one_in"] / TPC)
         if l > 0 and src.chip != ly.chip:
             flows_rep.append((l, src.chip, ly.chip, float(d["one_in"][0])))
-        b1[:, tl] += d["b1"]
+        local("compute", b1, ly, d, "b1")
         if in_graph[l]:
-            b2_out[:, tl] += d["b2_out"]
+            local("out", b2, ly, d, "b2_out")
             # stage-1 reduction spread over every tile of the layer's chip
-            chip_add("b2_in", b2_in, ly.chip, d["b2_in"])
-            chip_add("b3", b3, ly.chip, d["b3"])
+            rows.chip("in", b2, ly.chip, d["b2_in"])
+            rows.chip("compute", b3, ly.chip, d["b3"])
             # the reduced slot gradients go to the layer below (and, if recurrent, to this layer)
             for k in ([l - 1] if l > 0 else []) + ([l] if rec[l] else []):
                 g_bytes = B * (8.0 * nmax[k] + 8)
-                chip_add("b3_out", b3_out, ly.chip, g_bytes / TPC)
-                chip_add("b3_in", b3_in, lay[k].chip, g_bytes / TPC)
+                rows.chip("out", b3, ly.chip, g_bytes / TPC)
+                rows.chip("in", b3, lay[k].chip, g_bytes / TPC)
                 if lay[k].chip != ly.chip:
                     flows_b3.append((ly.chip, lay[k].chip, g_bytes))
-        b2[:, tl] += d["b2"]
-    for view, acc in chip_acc.values():
-        for c in np.flatnonzero(acc.any(axis=0)):
-            view[:, chip_cols(c)] += acc[:, c][:, None]
+        local("compute", b2, ly, d, "b2")
     rows_b = [(5 * L + 3, 0)] + [(0, 5)] * L + [(1 + L, L), (1 + int(any_in), 0), (3 if any_in else 0, 0)]
-    Bc += np.stack([overhead(*r) for r in rows_b])
+    for kind, (n_cs, _) in zip(Bk, rows_b):
+        rows.overhead(kind, n_cs * cs_cycles)
 
     # ---- once per step --------------------------------------------------------------------------
-    dwr, opt, host_sync = compute[S - 3], compute[S - 2], compute[S - 1]
-    dwr += overhead(2 + L)
-    opt += overhead(2 * L)
+    rows.overhead("dwr", (2 + L) * cs_cycles)
+    rows.overhead("opt", 2 * L * cs_cycles)
     weights_on_chip = np.zeros(C)
-    key = "adam_updates" if config.optimizer == "adam" else "sgd_updates"
     for l, ly in enumerate(lay):
-        pc = counters.get("optimizer", l)
-        upd = pc.local_totals[0].astype(np.float64)                          # weights per tile
-        weights_on_chip[ly.chip] += upd.sum()
-        nw = np.where(upd > 0, WORKERS_PER_TILE, 0)
-        dwr[cols(pc.tiles)] += cycles(costs.coef("dw_reduce_adds") * (WORKERS_PER_TILE - 1) * upd / WORKERS_PER_TILE
-                                + costs.coef("dw_zero_writes") * WORKERS_PER_TILE * upd / WORKERS_PER_TILE, nw)
-        opt[cols(pc.tiles)] += cycles(costs.coef(key) * upd / WORKERS_PER_TILE, nw)
+        d = terms[l]
+        weights_on_chip[ly.chip] += d["weights"]
+        pc_tiles = counters.get("optimizer", l).tiles
+        rows.local("compute", "dwr", pc_tiles, d["dwr"], d["memo"], "dwr")
+        rows.local("compute", "opt", pc_tiles, d["opt"], d["memo"], "opt")
     slots = 2 if config.optimizer == "adam" else 0
     sync_bytes = 4.0 * (1 + slots) * weights_on_chip / steps_per_execution          # per chip
-    host_sync += (costs.coef("host_sync_cycles_per_byte") * np.repeat(sync_bytes, TPC)) * active
+    for c in range(C):
+        rows.chip("compute", "host", c, costs.coef("host_sync_cycles_per_byte") * sync_bytes[c], masked=True)
 
     label_id = np.concatenate([np.tile([0, 1, 2, 3, 4], T), [5], np.tile([6] + [7] * L + [8, 9, 10], T),
                                [11, 12, 13]]).astype(np.int32)
@@ -403,11 +618,8 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     f_arr = tuple(np.asarray(x) for x in zip(*flows)) if flows else None
     infeed = T * B * 4.0 * (config.input_cap + 1) + 4.0 * B
     host = (np.array([0], np.int32), np.array([lay[0].chip], np.int32), np.array([infeed]))
-    scope = np.full(S, 0 if C > 1 else -1, np.int32)
-    return Program.from_arrays(chips=C, tiles_per_chip=TPC, compute_cycles=compute, labels=PHASE_LABELS,
-                               label_id=label_id, sync_scope=scope, bytes_in=bytes_in, bytes_out=bytes_out,
-                               flows=f_arr, host=host, name=name,
-                               sync_extra=n_folded * sync_c, exchange_extra=n_folded * exch_c)
+    return {"label_id": label_id, "scope": np.full(S, 0 if C > 1 else -1, np.int32), "flows": f_arr, "host": host,
+            "sync_extra": n_folded * sync_c, "exchange_extra": n_folded * exch_c}
 
 
 # code and bookkeeping bytes per tile (ipu-hardware.md §3.3): a vertex's state holds ~3 SPAN
@@ -420,8 +632,38 @@ EXCHANGE_CODE_BYTES_PER_INSTR = 4    # [S] DynamicSlice planner (§3.3)
 STACK_BYTES = 6 * 512 + 1024     # [U] worker stacks + supervisor stack
 
 
-def snn_memory(config: NetworkConfig, placement: Placement, machine, ledger: MemoryLedger | None = None) -> MemoryLedger:
-    """Per-tile SRAM of the training step: every tensor of §3.2 plus buffers, vertex state and code."""
+def _owner_memory(config: NetworkConfig, placement: Placement, l: int, n_max_in: int, recurrent: bool) -> list:
+    """The entries of layer ``l`` on its own tiles, [(category, bytes [n_local], label)]: its
+    variables (§3.2), receive buffers, vertex state and code. They depend on how many neurons
+    each tile owns, not on where the tiles are."""
+    T, B = config.timesteps, config.batch
+    _, local = placement.groupings[l]
+    n_local = int(local.max()) + 1 if local.size else 0
+    roles = {"weights": "variables:weights", "dw_worker_copies": "variables:gradients",
+             "dw_final": "variables:gradients", "optimizer_state": "variables:optimizer",
+             "state_sequence": "variables:state", "state": "variables:state",
+             "input_grad_partials": "variables:activations"}
+    mem = layer_memory(config.layers[l], config.layers[l + 1], T, B, n_max_in, local, n_local,
+                       config.optimizer, recurrent)
+    out = [(roles[key], arr, f"layer {l + 1} {key.replace('_', ' ')}") for key, arr in mem.items() if arr.any()]
+    n_own = np.bincount(local, minlength=n_local).astype(np.int64)
+    vertices = 3 * B + WORKERS_PER_TILE + B + B * n_own       # update, grads, flags per (neuron, sample)
+    const = np.ones(n_local)
+    out += [("exchange_buffers", B * 4.0 * ((n_max_in + 1) + (n_max_in + 2) + 2 * config.n_max[l] + 2) * const,
+             f"layer {l + 1} receive buffers (input list, replicated inputs, slot ids + g)"),
+            ("vertex_state", VERTEX_STATE_BYTES * vertices, f"layer {l + 1} vertex state"),
+            ("vertex_code", CODELET_BYTES * 6 * const, f"layer {l + 1} codelets"),
+            ("control_code", CONTROL_BYTES_PER_COMPUTE_SET * 8 * const, f"layer {l + 1} compute-set control"),
+            ("exchange_code", EXCHANGE_CODE_BYTES_PER_INSTR * (B * 6 + 16) * const, f"layer {l + 1} exchange code")]
+    return EntryGroup(out)
+
+
+def snn_memory(config: NetworkConfig, placement: Placement, machine, ledger: MemoryLedger | None = None,
+               cache: dict | None = None) -> MemoryLedger:
+    """Per-tile SRAM of the training step: every tensor of §3.2 plus buffers, vertex state and code.
+    ``ledger``: a :class:`MemoryLedger` (default) or a :class:`tilesim.memory.MemoryTotals` for a
+    search; ``cache`` (a dict the caller keeps) reuses the owner-tile entries of layers whose
+    neuron grouping is unchanged."""
     led = ledger or MemoryLedger(machine, remedy=(
         "lower --neurons-per-tile (the 6 per-worker dW copies grow with fan-in x neurons per tile), "
         "reduce --batch or --timesteps (the state history is T x B x n), use SGD instead of Adam, "
@@ -431,35 +673,30 @@ def snn_memory(config: NetworkConfig, placement: Placement, machine, ledger: Mem
     nmax = config.n_max
     lay = _layout(config, placement, TPC)
     rec = config.recurrent if isinstance(config.recurrent, tuple) else (bool(config.recurrent),) * config.n_layers
-    roles = {"weights": "variables:weights", "dw_worker_copies": "variables:gradients",
-             "dw_final": "variables:gradients", "optimizer_state": "variables:optimizer",
-             "state_sequence": "variables:state", "state": "variables:state",
-             "input_grad_partials": "variables:activations"}
     for l, ly in enumerate(lay):
-        n_in = config.layers[l]
         n_max_in = config.input_cap if l == 0 else nmax[l - 1]
-        mem = layer_memory(n_in, config.layers[l + 1], T, B, n_max_in, placement.tile_of_neuron[l],
-                           placement.n_tiles, config.optimizer, bool(rec[l]))
-        for key, arr in mem.items():
-            if arr.any():
-                led.add(roles[key], arr[ly.tiles], ly.tiles, f"layer {l + 1} {key.replace('_', ' ')}")
+        if cache is None:
+            entries = _owner_memory(config, placement, l, n_max_in, bool(rec[l]))
+        else:
+            key = ("memory", l, placement.groupings[l][1].tobytes(), config)
+            entries = cache.get(key)
+            if entries is None:
+                if len(cache) > 256:
+                    for k in [k for k in cache if k[0] == "memory"]:
+                        del cache[k]
+                entries = cache[key] = _owner_memory(config, placement, l, n_max_in, bool(rec[l]))
+        led.add_group(entries, ly.tiles)
         # spike id/count sequences [T, B, N_max] + [T, B, 2], spread over the layer's chip (tile 0 of chip 0 free)
-        chip_tiles = np.arange(ly.chip * TPC + (1 if ly.chip == 0 else 0), (ly.chip + 1) * TPC)
-        led.add("variables:spikes", 4.0 * T * B * (nmax[l] + 2) / chip_tiles.size, chip_tiles,
+        chip_tiles = slice(ly.chip * TPC + (1 if ly.chip == 0 else 0), (ly.chip + 1) * TPC)
+        led.add("variables:spikes", 4.0 * T * B * (nmax[l] + 2) / (chip_tiles.stop - chip_tiles.start), chip_tiles,
                 f"layer {l + 1} spike sequence")
-        led.add("exchange_buffers", B * 4.0 * ((n_max_in + 1) + (n_max_in + 2) + 2 * nmax[l] + 2), ly.tiles,
-                f"layer {l + 1} receive buffers (input list, replicated inputs, slot ids + g)")
         led.add("exchange_buffers", 4.0 * (2 * -(-config.layers[l + 1] // ly.f) + nmax[l] + 2), ly.comp_tiles,
                 f"layer {l + 1} compaction flags and chunk list")
-        n_own = placement.neurons_owned(l)[ly.tiles]
-        vertices = 3 * B + WORKERS_PER_TILE + B + B * n_own       # update, grads, flags per (neuron, sample)
-        led.add("vertex_state", VERTEX_STATE_BYTES * vertices, ly.tiles, f"layer {l + 1} vertex state")
-        led.add("vertex_code", CODELET_BYTES * 6, ly.tiles, f"layer {l + 1} codelets")
-        led.add("control_code", CONTROL_BYTES_PER_COMPUTE_SET * 8, ly.tiles, f"layer {l + 1} compute-set control")
-        led.add("exchange_code", EXCHANGE_CODE_BYTES_PER_INSTR * (B * 6 + 16), ly.tiles, f"layer {l + 1} exchange code")
     # the data input sequence [T, B, input_cap] ids + counts, spread over chip 0
-    tiles0 = np.arange(1, TPC)
-    led.add("variables:inputs", 4.0 * T * B * (config.input_cap + 1) / tiles0.size, tiles0, "input spike sequence")
-    used = np.unique(np.concatenate([ly.tiles for ly in lay] + [ly.comp_tiles for ly in lay]))
-    led.add("stack", STACK_BYTES, used, "worker and supervisor stacks")
+    led.add("variables:inputs", 4.0 * T * B * (config.input_cap + 1) / (TPC - 1), slice(1, TPC), "input spike sequence")
+    used = np.zeros(machine.total_tiles, bool)
+    for ly in lay:
+        used[ly.tiles] = True
+        used[ly.comp_tiles] = True
+    led.add("stack", STACK_BYTES, np.flatnonzero(used), "worker and supervisor stacks")
     return led
