@@ -119,8 +119,9 @@ class Mapping:
                 _err(f"layer {l + 1} neuron {k} on tile {int(a[k])}: out of range [0, {n_tiles}) for "
                      f"{self.chips} chip(s) x {self.tiles_per_chip} tiles; use a tile below {n_tiles} or more --chips")
             u = np.unique(a)
-            on = np.unique(u // self.tiles_per_chip)
-            if on.size > 1:
+            on = u[[0, -1]] // self.tiles_per_chip if u.size else u
+            if on.size and on[0] != on[1]:
+                on = np.unique(u // self.tiles_per_chip)
                 _err(f"layer {l + 1} spans chips {on.tolist()}: a layer's sparse operation runs on one chip "
                      "(as on the IPU); keep each layer on one chip, e.g. raise its neurons per tile")
             used_tiles.append(u)
