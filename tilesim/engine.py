@@ -38,6 +38,19 @@ from tilesim.records import SimResult
 __all__ = ["simulate", "makespan_s"]
 
 
+_DRAINED_BYTES = 1e-6            # a flow with this little left has finished (float round-off)
+
+
+def _fair_rates(paths: list, bw: dict) -> list:
+    """Bytes per cycle of each flow (given by its route of link groups): every group's bandwidth
+    split evenly among the flows on it, a flow limited by its busiest group."""
+    share: dict[tuple, int] = {}
+    for path in paths:
+        for g in path:
+            share[g] = share.get(g, 0) + 1
+    return [min(bw[g] / share[g] for g in path) for path in paths]
+
+
 class _FluidLinks:
     """Flows sharing directed link groups; bandwidth split evenly among the flows on a group."""
 
@@ -89,19 +102,15 @@ class _FluidLinks:
                 self.wake = self.env.event()
                 continue
             self._advance()
-            for fid in [k for k, f in self.active.items() if f[0] <= 1e-9 * (1.0 + abs(f[0])) or f[0] <= 1e-6]:
+            for fid in [k for k, f in self.active.items() if f[0] <= _DRAINED_BYTES]:
                 f = self.active.pop(fid)
                 self._finish(f[2], len(f[1]))
             if not self.active:
                 continue
-            share: dict[tuple, int] = {}
-            for f in self.active.values():
-                for g in f[1]:
-                    share[g] = share.get(g, 0) + 1
-            t_next = np.inf
-            for f in self.active.values():
-                f[3] = min(self.ladder.bw[g] / share[g] for g in f[1])
-                t_next = min(t_next, f[0] / f[3])
+            flows = list(self.active.values())
+            for f, rate in zip(flows, _fair_rates([f[1] for f in flows], self.ladder.bw)):
+                f[3] = rate
+            t_next = min(f[0] / f[3] for f in flows)
             res = yield self.env.any_of([self.wake, self.env.timeout(t_next)])
             if self.wake in res:
                 self.wake = self.env.event()
@@ -136,21 +145,15 @@ def _fluid_batch(flows: list[tuple], ladder: LadderLinks) -> tuple[np.ndarray, d
             group_bytes[g] = group_bytes.get(g, 0.0) + f[2]
     done = np.zeros(len(flows))
     now = 0.0
-    active = [i for i in range(len(flows)) if remaining[i] > 1e-6]
+    active = [i for i in range(len(flows)) if remaining[i] > _DRAINED_BYTES]
     while active:
-        share: dict[tuple, int] = {}
-        for i in active:
-            for g in paths[i]:
-                share[g] = share.get(g, 0) + 1
-        rate = {i: min(ladder.bw[g] / share[g] for g in paths[i]) for i in active}
-        dt = min(remaining[i] / rate[i] for i in active)
+        rates = _fair_rates([paths[i] for i in active], ladder.bw)
+        dt = min(remaining[i] / r for i, r in zip(active, rates))
         now += dt
-        for i in active:
-            remaining[i] -= rate[i] * dt
-        finished = [i for i in active if remaining[i] <= 1e-9 * (1.0 + remaining[i]) or remaining[i] <= 1e-6]
-        for i in finished:
-            done[i] = now
-        active = [i for i in active if i not in finished]
+        for i, r in zip(active, rates):
+            remaining[i] -= r * dt
+        done[[i for i in active if remaining[i] <= _DRAINED_BYTES]] = now
+        active = [i for i in active if remaining[i] > _DRAINED_BYTES]
     done += ladder.latency_cycles * np.array([len(p) for p in paths], np.float64)
     return done, group_bytes
 
