@@ -152,26 +152,33 @@ def _make_layout(config: NetworkConfig, placement: Placement, tiles_per_chip: in
     return out
 
 
+def _row_views(arr: np.ndarray, T: int, L: int) -> dict:
+    """Views of the step's rows in ``arr`` ([S, ...]) by row kind: ``("F", k)`` forward row k of
+    every time step (rows 5t + k), ``("B", k)`` backward row k indexed by time step (the backward
+    pass runs t = T−1 … 0: rows s0 + RB·(T−1−t) + k), and the single rows ``"loss"``, ``"dwr"``,
+    ``"opt"``, ``"host"``. Writing through a view writes ``arr``."""
+    RF, RB = 5, 4 + L
+    S, s0 = RF * T + 1 + RB * T + 3, RF * T + 1
+    fwd = arr[:RF * T].reshape((T, RF) + arr.shape[1:])
+    bwd = arr[s0:s0 + RB * T].reshape((T, RB) + arr.shape[1:])[::-1]
+    views = {("F", k): fwd[:, k] for k in range(RF)}
+    views.update({("B", k): bwd[:, k] for k in range(RB)})
+    views.update({"loss": arr[RF * T], "dwr": arr[S - 3], "opt": arr[S - 2], "host": arr[S - 1]})
+    return views
+
+
+def _supersteps(T: int, L: int) -> int:
+    return 5 * T + 1 + (4 + L) * T + 3
+
+
 class _DenseRows:
-    """The program's [S, tiles] arrays, written through per-kind row views (``"F", k`` forward
-    row k of every time step, ``"B", k`` backward row k indexed by time step, and the single
-    rows ``"loss"``, ``"dwr"``, ``"opt"``, ``"host"``)."""
+    """The program's [S, tiles] arrays, written through per-kind row views (:func:`_row_views`)."""
 
     def __init__(self, T: int, L: int, C: int, TPC: int, active: np.ndarray):
-        RF, RB = 5, 4 + L
-        N = C * TPC
-        self.S = RF * T + 1 + RB * T + 3
+        S = _supersteps(T, L)
         self.C, self.TPC, self.active = C, TPC, active
-        self.arrays = {a: np.zeros((self.S, N), np.float32) for a in ("compute", "in", "out")}
-        s0 = RF * T + 1
-        self.views = {}
-        for a, arr in self.arrays.items():
-            fwd = arr[:RF * T].reshape(T, RF, N)
-            bwd = arr[s0:s0 + RB * T].reshape(T, RB, N)[::-1]
-            self.views.update({(a, ("F", k)): fwd[:, k] for k in range(RF)})
-            self.views.update({(a, ("B", k)): bwd[:, k] for k in range(RB)})
-            self.views.update({(a, "loss"): arr[RF * T], (a, "dwr"): arr[self.S - 3],
-                               (a, "opt"): arr[self.S - 2], (a, "host"): arr[self.S - 1]})
+        self.arrays = {a: np.zeros((S, C * TPC), np.float32) for a in ("compute", "in", "out")}
+        self.views = {(a, kind): v for a, arr in self.arrays.items() for kind, v in _row_views(arr, T, L).items()}
         self.acc: dict = {}
         self.uniq: dict = {}
 
@@ -322,26 +329,13 @@ class _ChipRows:
         return out
 
     def finish(self):
-        T, L, C = self.T, self.L, self.C
-        RF, RB = 5, 4 + L
-        S = RF * T + 1 + RB * T + 3
-        s0 = RF * T + 1
-        out = {}
         filled = set(self.uu) | set(self.um) | set(self.vmax) | set(self.v0) | set(self.parts)
+        out = {}
         for a in ("compute", "in", "out"):
-            arr = np.zeros((S, C))
-            fwd = arr[:RF * T].reshape(T, RF, C)
-            bwd = arr[s0:s0 + RB * T].reshape(T, RB, C)[::-1]
-            for k in range(RF):
-                if (a, ("F", k)) in filled:
-                    fwd[:, k] = self.reduce(a, ("F", k))
-            for k in range(RB):
-                if (a, ("B", k)) in filled:
-                    bwd[:, k] = self.reduce(a, ("B", k))
-            for i, kind in ((RF * T, "loss"), (S - 3, "dwr"), (S - 2, "opt"), (S - 1, "host")):
+            out[a] = arr = np.zeros((_supersteps(self.T, self.L), self.C))
+            for kind, view in _row_views(arr, self.T, self.L).items():
                 if (a, kind) in filled:
-                    arr[i] = self.reduce(a, kind)[0]
-            out[a] = arr
+                    view[...] = self.reduce(a, kind) if view.ndim == 2 else self.reduce(a, kind)[0]
         return out
 
 
@@ -350,7 +344,7 @@ def _runs(sizes):
     return list(zip((ends - np.asarray(sizes)).tolist(), ends.tolist()))
 
 
-def _check_step_args(config, placement, machine, steps_per_execution):
+def _check_step_args(placement, machine, steps_per_execution):
     require(isinstance(steps_per_execution, (int, np.integer)) and steps_per_execution >= 1,
             "steps_per_execution", steps_per_execution, "must be an integer >= 1")
     if placement.n_tiles != machine.total_tiles:
@@ -372,7 +366,7 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     Per-layer work is computed on the layer's own tiles and written straight into the rows of
     the program's arrays (row views), so a re-timing costs a few passes over ``[S, tiles]``.
     """
-    _check_step_args(config, placement, machine, steps_per_execution)
+    _check_step_args(placement, machine, steps_per_execution)
     active = np.ones(machine.total_tiles)
     active[0] = 0.0                                   # tile 0 of chip 0 is outside the op's graph
     rows = _DenseRows(config.timesteps, config.n_layers, machine.chips, machine.tiles_per_chip, active)
@@ -397,7 +391,7 @@ def predict_step_s(config: NetworkConfig, placement: Placement, counters: WorkCo
 
     require(machine.fabric.kind != "mesh", "machine fabric", machine.fabric.kind,
             "the chip-reduced step needs an all-to-all exchange", "use build_step_program + simulate")
-    _check_step_args(config, placement, machine, steps_per_execution)
+    _check_step_args(placement, machine, steps_per_execution)
     C = machine.chips
     memo = None if cache is None else cache.setdefault(("chip rows",), {})
     rows = _ChipRows(config.timesteps, config.n_layers, C, machine.tiles_per_chip, memo)
@@ -407,7 +401,7 @@ def predict_step_s(config: NetworkConfig, placement: Placement, counters: WorkCo
     ex, _ = make_fabric(machine).exchange_cycles(arr["in"].reshape(S, C, 1), arr["out"].reshape(S, C, 1))
     return makespan_s(arr["compute"], ex, machine, meta["scope"], sync_extra=meta["sync_extra"],
                       exchange_extra=meta["exchange_extra"],
-                      flows=meta["flows"] or None, host=meta["host"])
+                      flows=meta["flows"], host=meta["host"])
 
 
 def _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rows) -> dict:
@@ -446,9 +440,8 @@ def _emit(config, placement, counters, machine, costs, steps_per_execution, cach
     vc = costs.coef("vertex_calls")
     # a broadcast reaches both tiles of a supertile at once: 8 B/cycle per pair (§3.2)
     pair = float(machine.chip.tiles_per_supertile)
-    RF, RB = 5, 4 + L
-    S = RF * T + 1 + RB * T + 3
-    s0 = RF * T + 1
+    RF, RB = 5, 4 + L                   # rows per forward / backward time step (:func:`_row_views`)
+    S, s0 = _supersteps(T, L), RF * T + 1
     F = [("F", k) for k in range(RF)]
     Bk = [("B", k) for k in range(RB)]
 
@@ -678,13 +671,13 @@ def snn_memory(config: NetworkConfig, placement: Placement, machine, ledger: Mem
         if cache is None:
             entries = _owner_memory(config, placement, l, n_max_in, bool(rec[l]))
         else:
-            key = ("memory", l, placement.groupings[l][1].tobytes(), config)
-            entries = cache.get(key)
+            mine = cache.setdefault(("memory",), {})
+            key = (l, placement.groupings[l][1].tobytes(), config)
+            entries = mine.get(key)
             if entries is None:
-                if len(cache) > 256:
-                    for k in [k for k in cache if k[0] == "memory"]:
-                        del cache[k]
-                entries = cache[key] = _owner_memory(config, placement, l, n_max_in, bool(rec[l]))
+                if len(mine) > 64 * config.n_layers:
+                    mine.clear()
+                entries = mine[key] = _owner_memory(config, placement, l, n_max_in, bool(rec[l]))
         led.add_group(entries, ly.tiles)
         # spike id/count sequences [T, B, N_max] + [T, B, 2], spread over the layer's chip (tile 0 of chip 0 free)
         chip_tiles = slice(ly.chip * TPC + (1 if ly.chip == 0 else 0), (ly.chip + 1) * TPC)
