@@ -182,6 +182,15 @@ def test_chip_reduced_step_equals_the_simulated_program(cfg, chips):
         assert predict_step_s(cfg, pl, counters, machine) == pytest.approx(full, rel=1e-6), m.strategy
 
 
+def test_map_search_on_a_mesh_machine(tmp_path):
+    """The chip-reduced step needs an all-to-all fabric; on a mesh the search times full programs."""
+    r = tilesim("map-search", "--layers", "64-40-30-6", "--batch", "4", "--timesteps", "6", "--max-activity", "0.2",
+                "--input-cap", "10", "--machine", "mesh-demo", "--max-evals", "8", "--budget-s", "30", "--json", "--quiet")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["best"]["predicted_step_s"] <= out["baseline"]["predicted_step_s"]
+
+
 def test_search_memory_totals_equal_the_ledger():
     from models.snn.timing import snn_memory
     from tilesim.memory import MemoryTotals
