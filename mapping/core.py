@@ -69,6 +69,38 @@ def block_tiles(count: int, neurons_per_tile: int) -> int:
     return -(-count // neurons_per_tile)
 
 
+_GROUPS: dict = {}                 # tile-id bytes -> (tiles, local): group_tiles's memo
+_GROUPS_BUDGET = [32 << 20]        # bytes it may still hold (keys + values); cleared when spent
+
+
+def group_tiles(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(tiles, local)`` of an array of tile ids: the distinct tiles ascending (int64) and each
+    entry's index into them (int32) — ``np.unique(a, return_inverse=True)`` by counting over the
+    ids' range instead of sorting (a layer's tiles span at most a few chips). Remembered by
+    content (a search asks again for every unchanged layer of every candidate); read-only."""
+    a = np.asarray(a)
+    key = (a.dtype.str, a.tobytes())
+    hit = _GROUPS.get(key)
+    if hit is not None:
+        return hit
+    if not a.size:
+        tiles, local = np.zeros(0, np.int64), np.zeros(0, np.int32)
+    else:
+        lo = int(a.min())
+        seen = np.bincount(a - lo) > 0
+        rank = np.cumsum(seen, dtype=np.int32) - 1
+        tiles, local = np.flatnonzero(seen).astype(np.int64) + lo, rank[a - lo]
+    tiles.flags.writeable = local.flags.writeable = False
+    size = len(key[1]) + tiles.nbytes + local.nbytes
+    if size > _GROUPS_BUDGET[0]:
+        _GROUPS.clear()
+        _GROUPS_BUDGET[0] = 32 << 20
+    if size <= _GROUPS_BUDGET[0]:
+        _GROUPS[key] = (tiles, local)
+        _GROUPS_BUDGET[0] -= size
+    return tiles, local
+
+
 def _err(msg: str):
     raise MappingError(msg)
 
@@ -118,7 +150,7 @@ class Mapping:
                 k = int(bad[0])
                 _err(f"layer {l + 1} neuron {k} on tile {int(a[k])}: out of range [0, {n_tiles}) for "
                      f"{self.chips} chip(s) x {self.tiles_per_chip} tiles; use a tile below {n_tiles} or more --chips")
-            u = np.unique(a)
+            u = group_tiles(a)[0]
             on = u[[0, -1]] // self.tiles_per_chip if u.size else u
             if on.size and on[0] != on[1]:
                 on = np.unique(u // self.tiles_per_chip)
@@ -127,8 +159,8 @@ class Mapping:
             used_tiles.append(u)
             arrays.append(a.astype(np.int32))
             chips.append(int(on[0]) if on.size else 0)
-        if used_tiles:                      # disjoint: a tile belongs to one layer
-            tiles = np.concatenate(used_tiles)
+        tiles = np.concatenate(used_tiles) if used_tiles else np.zeros(0, np.int64)
+        if tiles.size and np.bincount(tiles).max() > 1:          # disjoint: a tile belongs to one layer
             layer = np.repeat(np.arange(len(used_tiles)), [u.size for u in used_tiles])
             order = np.argsort(tiles, kind="stable")
             dup = np.flatnonzero(tiles[order][1:] == tiles[order][:-1])
@@ -155,7 +187,7 @@ class Mapping:
 
     def tiles_of_layer(self, layer: int) -> np.ndarray:
         """Global ids of the tiles the layer occupies (ascending)."""
-        return np.unique(self.tile_of_neuron[layer])
+        return group_tiles(self.tile_of_neuron[layer])[0]
 
     def neurons_per_tile(self) -> list[int]:
         """Most neurons any tile holds, per layer."""

@@ -41,9 +41,11 @@ recorded :class:`Activity` without float math.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
+from mapping.core import group_tiles
 from models.snn.placement import Placement
 from models.snn.spikes import SpikeList
 from tilesim.errors import require
@@ -151,10 +153,14 @@ class WorkCounters:
     phases: tuple = field(default_factory=tuple)
 
     def get(self, phase: str, layer: int) -> PhaseCounters:
-        for p in self.phases:
-            if p.phase == phase and p.layer == layer:
-                return p
-        raise KeyError(f"no counters for phase {phase!r} of layer {layer}")
+        try:
+            return self._index[phase, layer]
+        except KeyError:
+            raise KeyError(f"no counters for phase {phase!r} of layer {layer}") from None
+
+    @cached_property
+    def _index(self) -> dict:
+        return {(p.phase, p.layer): p for p in reversed(self.phases)}      # the first of duplicates
 
     def tile_vector(self, phase: str, layer: int, name: str, t: int | None = None) -> np.ndarray:
         """Per-tile ``name`` of ``phase`` of ``layer``: summed over steps, or of step ``t``."""
@@ -242,8 +248,7 @@ class LocalTiles:
     index into ``tiles``) and ``owned`` (neurons per tile)."""
 
     def __init__(self, tile_of_neuron: np.ndarray):
-        self.tiles, self.local = np.unique(tile_of_neuron, return_inverse=True)
-        self.local = self.local.astype(np.int32)
+        self.tiles, self.local = group_tiles(tile_of_neuron)
         self.owned = np.bincount(self.local, minlength=self.tiles.size).astype(np.int64)
 
 

@@ -10,6 +10,7 @@ from functools import cached_property
 
 import numpy as np
 
+from mapping.core import group_tiles
 from mapping.strategies import pack_layers
 from tilesim.errors import MappingError, require
 
@@ -65,11 +66,7 @@ class Placement:
     def groupings(self) -> tuple:
         """Per layer ``(tiles, local)``: its tiles (global ids, ascending, int64) and every
         neuron's index into them (int32) — computed once per placement."""
-        out = []
-        for ton in self.tile_of_neuron:
-            tiles, local = np.unique(ton, return_inverse=True)
-            out.append((tiles.astype(np.int64), local.astype(np.int32)))
-        return tuple(out)
+        return tuple(group_tiles(ton) for ton in self.tile_of_neuron)
 
     def neurons_owned(self, layer: int) -> np.ndarray:
         """int64 ``[n_tiles]``: neurons of ``layer`` owned by each tile."""

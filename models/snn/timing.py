@@ -138,17 +138,27 @@ def _make_layout(config: NetworkConfig, placement: Placement, tiles_per_chip: in
         chip_layers.setdefault(first, []).append(l)
     for l, (tiles, _) in enumerate(placement.groupings):
         chip = int(tiles[0]) // tiles_per_chip
-        n = config.layers[l + 1]
-        f = compaction_spread(n)
-        # compaction tiles of all layers on a chip are spread evenly over that chip (§3.3)
         mine = chip_layers[chip]
-        counts = [B * 2 * compaction_spread(config.layers[k + 1]) for k in mine]
-        total = sum(counts)
-        first = sum(counts[:mine.index(l)])
-        slots = (np.arange(first, first + counts[mine.index(l)]) * tiles_per_chip) // max(total, tiles_per_chip)
-        comp = chip * tiles_per_chip + (slots % tiles_per_chip)
-        out.append(_Layer(chip, tiles, comp.astype(np.int64),
-                          comp[::2 * f][:B].astype(np.int64), f))
+        spreads = tuple(compaction_spread(config.layers[k + 1]) for k in mine)
+        comp, comb = _compaction_tiles(chip, spreads, B, tiles_per_chip)[mine.index(l)]
+        out.append(_Layer(chip, tiles, comp, comb, spreads[mine.index(l)]))
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _compaction_tiles(chip: int, spreads: tuple, B: int, tiles_per_chip: int) -> list:
+    """Per layer of a chip (compaction spreads ``f`` in order): its compaction tiles (B·2·f) and
+    combiner tiles (B), spread evenly over the chip (§3.3). Read-only arrays (cached)."""
+    counts = [B * 2 * f for f in spreads]
+    total = sum(counts)
+    out, first = [], 0
+    for f, n in zip(spreads, counts):
+        slots = (np.arange(first, first + n) * tiles_per_chip) // max(total, tiles_per_chip)
+        comp = (chip * tiles_per_chip + (slots % tiles_per_chip)).astype(np.int64)
+        comb = comp[::2 * f][:B].copy()
+        comp.flags.writeable = comb.flags.writeable = False
+        out.append((comp, comb))
+        first += n
     return out
 
 
@@ -235,113 +245,123 @@ class _DenseRows:
         return self.arrays
 
 
+@lru_cache(maxsize=16)
+def _row_index(T: int, L: int):
+    """The row kinds in a fixed order, their positions, and the rows they cover: per-step kinds
+    ``[Kp, T]`` (row of every time step) and single kinds ``[Ks]`` (:func:`_row_views` of the
+    row numbers themselves)."""
+    views = _row_views(np.arange(_supersteps(T, L)), T, L)
+    per = [k for k in views if isinstance(k, tuple)]
+    single = [k for k in views if not isinstance(k, tuple)]
+    kinds = per + single
+    return ({k: i for i, k in enumerate(kinds)}, len(per),
+            np.stack([views[k] for k in per]), np.array([int(views[k]) for k in single]))
+
+
+_ARRAYS = {"compute": 0, "in": 1, "out": 2}
+
+
 class _ChipRows:
     """The same rows reduced to chips without the [S, tiles] arrays: per row kind and chip the
     maximum over the chip's tiles of (chip-wide terms + per-tile terms), which is all the engine
     takes from a row on an all-to-all fabric (slowest tile's compute; busiest port in and out).
     Per-tile terms of one row kind that may overlap on a tile (spread terms) are summed on their
-    tiles first; owner-tile terms of different layers never overlap (a tile holds one layer)."""
+    tiles first; owner-tile terms of different layers never overlap (a tile holds one layer).
+
+    Every row kind of every array is one slot of ``[3 · kinds, T, C]`` accumulators (a single
+    row uses time step 0), so the reduction is a few whole-array operations."""
 
     def __init__(self, T: int, L: int, C: int, TPC: int, memo: dict | None = None):
         self.T, self.L, self.C, self.TPC = T, L, C, TPC
         self.memo = {} if memo is None else memo      # tile sets of spread terms -> (tiles, counts)
-        self.uu: dict = {}          # (a, kind) -> [T', C] chip-wide, every tile
-        self.um: dict = {}          # (a, kind) -> [T', C] chip-wide, not tile 0 of chip 0
-        self.vmax: dict = {}        # (a, kind) -> [T', C] owner-tile terms: max over tiles but global tile 0
-        self.v0: dict = {}          # (a, kind) -> [T', 1] owner-tile terms on global tile 0
-        self.parts: dict = {}       # (a, kind) -> [(tiles, values)] spread terms, reduced at the end
+        self.kind_of, self.n_per, self.per_rows, self.single_rows = _row_index(T, L)
+        K = len(self.kind_of)
+        self.K = K
+        shape = (3 * K, T, C)
+        self.uu = np.zeros(shape)      # chip-wide, every tile
+        self.um = np.zeros(shape)      # chip-wide, not tile 0 of chip 0
+        self.vmax = np.zeros(shape)    # owner-tile terms: max over the chip's tiles but global tile 0
+        self.v0 = np.zeros((3 * K, T))  # owner-tile terms on global tile 0
+        self.parts: dict = {}          # (slot, chip) -> [(tiles, values)] spread terms
 
-    def _rows(self, kind):
-        return self.T if isinstance(kind, tuple) else 1
-
-    def _acc(self, d, a, kind):
-        if (a, kind) not in d:
-            d[a, kind] = np.zeros((self._rows(kind), self.C))
-        return d[a, kind]
+    def _slot(self, a, kind):
+        return _ARRAYS[a] * self.K + self.kind_of[kind]
 
     def local(self, a, kind, tiles, values, memo=None, key=None):
         m, z = self._owner_max(tiles, values, memo, key)
-        c = int(tiles[0]) // self.TPC
-        vm = self._acc(self.vmax, a, kind)
-        vm[:, c] = np.maximum(vm[:, c], m)            # owner tiles of different layers never overlap
+        i, c = self._slot(a, kind), int(tiles[0]) // self.TPC
+        col = self.vmax[i, :m.size, c]
+        np.maximum(col, m, out=col)                   # owner tiles of different layers never overlap
         if z is not None:
-            self._acc(self.v0, a, kind)[:, 0] += z
+            self.v0[i, :z.size] += z
 
     def chip(self, a, kind, c, values, masked=False):
-        self._acc(self.um if masked else self.uu, a, kind)[:, c] += values
+        i = self._slot(a, kind)
+        acc = self.um if masked else self.uu
+        if isinstance(kind, tuple):
+            acc[i, :, c] += values
+        else:
+            acc[i, 0, c] += values
 
     def spread(self, a, kind, tiles, values):
-        self.parts.setdefault((a, kind), []).append((tiles, values))
+        self.parts.setdefault((self._slot(a, kind), int(tiles[0]) // self.TPC), []).append((tiles, values))
 
     def overhead(self, kind, cycles):
-        self._acc(self.um, "compute", kind)[:] += cycles
+        self.um[self._slot("compute", kind)] += cycles
 
     def _owner_max(self, tiles, values, memo, key):
         """(max over the tiles but global tile 0 [T'], value on tile 0 [T'] or None)."""
-        v = np.asarray(values, np.float64).reshape(-1, tiles.size)
         has0 = bool(tiles[0] == 0)
         if memo is not None and (key, has0) in memo:
             return memo[key, has0]
+        v = np.asarray(values, np.float64).reshape(-1, tiles.size)
         rest = v[:, 1:] if has0 else v
         out = (rest.max(axis=1) if rest.shape[1] else np.zeros(v.shape[0]), v[:, 0] if has0 else None)
         if memo is not None:
             memo[key, has0] = out
         return out
 
-    def reduce(self, a, kind):
-        """[T', C]: the row kind's maximum over every chip's tiles."""
-        R, C, TPC = self._rows(kind), self.C, self.TPC
-        zero = np.zeros((R, C))
-        vmax = self.vmax.get((a, kind), zero).copy()
-        v0 = self.v0.get((a, kind), zero)[:, 0].copy()
-        by_chip: dict = {}
-        for p in self.parts.get((a, kind), []):
-            by_chip.setdefault(int(p[0][0]) // TPC, []).append(p)
-        for c, ps in by_chip.items():
-            # spread terms: one value per part (scalar or per step) on tiles that may repeat and
-            # overlap; per tile, sum_parts value x multiplicity = V @ M, with M kept per tile sets
+    def _spread_max(self):
+        """Fold the spread terms into ``vmax`` / ``v0``: per tile, the sum over parts of value ×
+        multiplicity (tiles may repeat and overlap) = V @ M, with M kept per tile sets."""
+        T = self.T
+        for (i, c), ps in self.parts.items():
             key = tuple(p[0].tobytes() for p in ps)
             hit = self.memo.get(key)
             if hit is None:
                 tiles = np.concatenate([p[0] for p in ps])
                 u, inv = np.unique(tiles, return_inverse=True)
                 M = np.zeros((len(ps), u.size))
-                for i, (lo, hi) in enumerate(_runs([p[0].size for p in ps])):
-                    np.add.at(M[i], inv[lo:hi], 1.0)
+                part = np.repeat(np.arange(len(ps)), [p[0].size for p in ps])
+                np.add.at(M, (part, inv), 1.0)
                 if len(self.memo) > 4096:
                     self.memo.clear()
                 hit = self.memo[key] = (u, M)
             u, M = hit
-            V = np.stack([np.broadcast_to(np.asarray(p[1], np.float64).reshape(-1), (R,)) for p in ps], axis=1)
+            V = np.empty((T, len(ps)))
+            for j, p in enumerate(ps):
+                V[:, j] = p[1]
             tot = V @ M
             if u[0] == 0:
-                v0 += tot[:, 0]
+                self.v0[i] += tot[:, 0]
                 tot = tot[:, 1:]
             if tot.shape[1]:
-                vmax[:, c] = np.maximum(vmax[:, c], tot.max(axis=1))
-        uu = self.uu.get((a, kind), zero)
-        um = self.um.get((a, kind), zero)
-        out = uu + um + vmax
-        if TPC > 1:
-            out[:, 0] = np.maximum(out[:, 0], uu[:, 0] + v0)
-        else:
-            out[:, 0] = uu[:, 0] + v0
-        return out
+                col = self.vmax[i, :, c]
+                np.maximum(col, tot.max(axis=1), out=col)
 
     def finish(self):
-        filled = set(self.uu) | set(self.um) | set(self.vmax) | set(self.v0) | set(self.parts)
-        out = {}
-        for a in ("compute", "in", "out"):
-            out[a] = arr = np.zeros((_supersteps(self.T, self.L), self.C))
-            for kind, view in _row_views(arr, self.T, self.L).items():
-                if (a, kind) in filled:
-                    view[...] = self.reduce(a, kind) if view.ndim == 2 else self.reduce(a, kind)[0]
-        return out
-
-
-def _runs(sizes):
-    ends = np.cumsum(sizes)
-    return list(zip((ends - np.asarray(sizes)).tolist(), ends.tolist()))
+        self._spread_max()
+        out = self.uu + self.um + self.vmax
+        first = self.uu[:, :, 0] + self.v0
+        out[:, :, 0] = np.maximum(out[:, :, 0], first) if self.TPC > 1 else first
+        S, K, P = _supersteps(self.T, self.L), self.K, self.n_per
+        arrays = {}
+        for a, j in _ARRAYS.items():
+            arr = arrays[a] = np.zeros((S, self.C))
+            blk = out[j * K:(j + 1) * K]
+            arr[self.per_rows] = blk[:P]
+            arr[self.single_rows] = blk[P:, 0]
+        return arrays
 
 
 def _check_step_args(placement, machine, steps_per_execution):
