@@ -268,23 +268,33 @@ def _tails(ex, machine, scope_all: bool, exchange_extra, flows, host_tx):
         np.add.at(host, (host_step, host_chip), host_bytes / sysm.host_bytes_per_s * clock)
         host[host > 0] += sysm.host_latency_s * clock
     flows_by_step: dict[int, list] = {}
-    for i in range(flow_step.size):
-        flows_by_step.setdefault(int(flow_step[i]), []).append(
-            (int(flow_src[i]), int(flow_dst[i]), float(flow_bytes[i])))
+    order = np.argsort(flow_step, kind="stable")
+    steps = np.asarray(flow_step)[order].tolist()
+    every = list(zip(np.asarray(flow_src)[order].tolist(), np.asarray(flow_dst)[order].tolist(),
+                     np.asarray(flow_bytes, np.float64)[order].tolist()))
+    lo = 0
+    for hi in range(1, len(steps) + 1):
+        if hi == len(steps) or steps[hi] != steps[lo]:
+            flows_by_step[steps[lo]] = every[lo:hi]
+            lo = hi
     flow_done = np.zeros((S, C))
     group_bytes: dict[tuple, float] = {}
     special = np.zeros(S, bool)
     ladder = _ladder(machine) if flows_by_step else None
+    at_s, at_c, at_d = [], [], []
     for s, fl in flows_by_step.items():
         if not scope_all[s]:
             special[s] = True
             continue
         done, gb = _batch(machine, tuple(fl))
         for (a, b, _), d in zip(fl, done):
-            flow_done[s, a] = max(flow_done[s, a], d)
-            flow_done[s, b] = max(flow_done[s, b], d)
+            at_s += (s, s)
+            at_c += (a, b)
+            at_d += (d, d)
         for g, v in gb.items():
             group_bytes[g] = group_bytes.get(g, 0.0) + v
+    if at_s:
+        np.maximum.at(flow_done, (np.array(at_s), np.array(at_c)), np.array(at_d, np.float64))
     return ex, np.maximum(ex, flow_done), host, flows_by_step, special, group_bytes, ladder
 
 

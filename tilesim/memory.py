@@ -174,6 +174,8 @@ class MemoryTotals:
             self.used[tiles if tiles is not None else slice(None)] += b
         elif isinstance(tiles, np.ndarray) and tiles.size > 1 and (np.diff(tiles) > 0).all():
             self.used[tiles] += b                       # distinct tiles: no scatter-add needed
+        elif b.ndim == 0:
+            self.used += np.bincount(np.asarray(tiles).ravel(), minlength=self.total_tiles) * b
         else:
             np.add.at(self.used, np.asarray(tiles).ravel(), np.broadcast_to(b, np.shape(tiles)).ravel())
 

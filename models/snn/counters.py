@@ -264,28 +264,31 @@ def layer_counters(layer: int, n_in: int, n: int, n_max_in: int, n_max: int, bat
     T = work.rows_forward.shape[0]
     own = tiles.owned[None, :]
     nt = own.shape[1]
-    ones_t = np.ones((T, 1), np.int64)
     B = batch
+
+    def block(*rows):
+        """int64 [K, T, nt]: each row broadcast from a scalar, a [T, 1] or [1, nt] factor or a
+        [T, nt] array (filled in place: no per-row temporaries)."""
+        out = np.empty((len(rows), T, nt), np.int64)
+        for k, r in enumerate(rows):
+            out[k] = r
+        return out
+
+    col = lambda v: v[:, None]                     # noqa: E731  [T] -> [T, 1]
     fwd_bytes = B * (n_max_in + 1) * 4 + (B * (n_max + 1) * 4 if recurrent else 0)
-    su = np.stack([work.rows_forward[:, None] * own, B * own * ones_t,
-                   np.full((T, nt), B, np.int64), np.full((T, nt), fwd_bytes, np.int64)])
-    sd = np.stack([B * own * ones_t, work.own_tally[0], work.own_tally[1], 8 * B * own * ones_t])
-    sg = np.stack([np.repeat(work.slots_scanned[:, None], nt, axis=1), work.own_tally[1],
-                   B * own * ones_t, np.full((T, nt), B, np.int64),
-                   np.full((T, nt), B * (8 * n_max + 8), np.int64)])
+    su = block(col(work.rows_forward) * own, B * own, B, fwd_bytes)
+    sd = block(B * own, work.own_tally[0], work.own_tally[1], 8 * B * own)
+    sg = block(col(work.slots_scanned), work.own_tally[1], B * own, B, B * (8 * n_max + 8))
     wg_bytes = B * (n_max_in + 2) * 4 + (B * (n_max + 2) * 4 if recurrent else 0)
-    wg = np.stack([work.rows_backward[:, None] * own,
-                   np.full((T, nt), WORKERS_PER_TILE, np.int64), np.full((T, nt), wg_bytes, np.int64)])
+    wg = block(col(work.rows_backward) * own, WORKERS_PER_TILE, wg_bytes)
     out = [_phase("state_update", layer, su, tiles, n_tiles, per_step),
            _phase("spike_detect", layer, sd, tiles, n_tiles, per_step),
            _phase("state_grad", layer, sg, tiles, n_tiles, per_step),
            _phase("weight_grad", layer, wg, tiles, n_tiles, per_step)]
     if has_input_grad or recurrent:
-        active = (np.arange(T) >= 1).astype(np.int64)[:, None]
+        active = col((np.arange(T) >= 1).astype(np.int64))
         pb = (4 * B * n_max_in if has_input_grad else 0) + (4 * B * n_max if recurrent else 0)
-        ig = np.stack([work.input_slots[:, None] * own, pb * active * np.ones((1, nt), np.int64),
-                       np.repeat(work.input_slots[:, None], nt, axis=1),
-                       B * active * np.ones((1, nt), np.int64)])
+        ig = block(col(work.input_slots) * own, pb * active, col(work.input_slots), B * active)
         out.append(_phase("input_grad", layer, ig, tiles, n_tiles, per_step))
     opt = ((n_in + (n if recurrent else 0)) * own)[None, :, :]
     out.append(_phase("optimizer", layer, opt, tiles, n_tiles, per_step))
@@ -345,7 +348,7 @@ def count_work(activity: Activity, placement: Placement, per_step: bool = False,
             if len(cache) > 64 * (len(sizes) - 1):
                 cache.clear()
             cache[key] = got
-        elif not (got[0].n_tiles == placement.n_tiles and np.array_equal(got[0].tiles, tiles)):
+        elif not (got[0].n_tiles == placement.n_tiles and (got[0].tiles is tiles or np.array_equal(got[0].tiles, tiles))):
             got = cache[key] = [replace(p, tiles=tiles, n_tiles=placement.n_tiles) for p in got]
         phases += got
     return WorkCounters(placement.n_tiles, activity.inputs.timesteps, tuple(phases))

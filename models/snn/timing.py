@@ -288,20 +288,18 @@ class _ChipRows:
         return _ARRAYS[a] * self.K + self.kind_of[kind]
 
     def local(self, a, kind, tiles, values, memo=None, key=None):
-        m, z = self._owner_max(tiles, values, memo, key)
-        i, c = self._slot(a, kind), int(tiles[0]) // self.TPC
-        col = self.vmax[i, :m.size, c]
+        t0 = int(tiles[0])
+        hit = None if memo is None else memo.get((key, t0 == 0))
+        m, z = hit if hit is not None else self._owner_max(tiles, values, memo, key)
+        i = _ARRAYS[a] * self.K + self.kind_of[kind]
+        col = self.vmax[i, :m.size, t0 // self.TPC]
         np.maximum(col, m, out=col)                   # owner tiles of different layers never overlap
         if z is not None:
             self.v0[i, :z.size] += z
 
     def chip(self, a, kind, c, values, masked=False):
-        i = self._slot(a, kind)
-        acc = self.um if masked else self.uu
-        if isinstance(kind, tuple):
-            acc[i, :, c] += values
-        else:
-            acc[i, 0, c] += values
+        i = _ARRAYS[a] * self.K + self.kind_of[kind]
+        (self.um if masked else self.uu)[i, :self.T if kind.__class__ is tuple else 1, c] += values
 
     def spread(self, a, kind, tiles, values):
         self.parts.setdefault((self._slot(a, kind), int(tiles[0]) // self.TPC), []).append((tiles, values))
@@ -528,14 +526,17 @@ def _emit(config, placement, counters, machine, costs, steps_per_execution, cach
     def terms_of(l, ly):
         if cache is None:
             return layer_terms(l, ly)
+        # keyed by the counters' identity: a search returning to a layer's earlier grouping gets
+        # the same counter objects back from count_work's cache, and with them these terms
         ref = counters.get("state_update", l).local_steps
-        key = ("build", l)
-        hit = cache.get(key)
-        sig = (T, B, TPC, pair, workers, sup, config.optimizer)
-        if hit is not None and hit[0] is ref and hit[1] is costs and hit[2] == sig:
-            return hit[3]
+        mine = cache.setdefault(("build", T, B, TPC, pair, workers, sup, config.optimizer, id(costs)), {})
+        hit = mine.get((l, id(ref)))
+        if hit is not None and hit[0] is ref and hit[1] is costs:
+            return hit[2]
+        if len(mine) > 64 * L:
+            mine.clear()
         d = layer_terms(l, ly)
-        cache[key] = (ref, costs, sig, d)          # holding ref keeps its id unique
+        mine[l, id(ref)] = (ref, costs, d)          # holding ref and costs keeps their ids unique
         return d
 
     def local(a, kind, ly, d, name):
