@@ -281,20 +281,20 @@ def _tails(ex, machine, scope_all: bool, exchange_extra, flows, host_tx):
     group_bytes: dict[tuple, float] = {}
     special = np.zeros(S, bool)
     ladder = _ladder(machine) if flows_by_step else None
-    at_s, at_c, at_d = [], [], []
+    same: dict[tuple, list] = {}            # a step's flows -> the steps that have them (time steps repeat)
     for s, fl in flows_by_step.items():
-        if not scope_all[s]:
+        if scope_all[s]:
+            same.setdefault(tuple(fl), []).append(s)
+        else:
             special[s] = True
-            continue
-        done, gb = _batch(machine, tuple(fl))
+    for fl, steps in same.items():
+        done, gb = _batch(machine, fl)
+        ss = np.array(steps)
         for (a, b, _), d in zip(fl, done):
-            at_s += (s, s)
-            at_c += (a, b)
-            at_d += (d, d)
+            for c in (a, b):
+                flow_done[ss, c] = np.maximum(flow_done[ss, c], d)
         for g, v in gb.items():
-            group_bytes[g] = group_bytes.get(g, 0.0) + v
-    if at_s:
-        np.maximum.at(flow_done, (np.array(at_s), np.array(at_c)), np.array(at_d, np.float64))
+            group_bytes[g] = group_bytes.get(g, 0.0) + v * len(steps)
     return ex, np.maximum(ex, flow_done), host, flows_by_step, special, group_bytes, ladder
 
 

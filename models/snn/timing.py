@@ -199,7 +199,13 @@ class _DenseRows:
             return slice(int(tiles[0]), int(tiles[-1]) + 1)
         return tiles
 
-    def local(self, a, kind, tiles, values, memo=None, key=None):
+    def owner(self, tiles, d, table):
+        """Add the layer terms ``d[name]`` ([T, n] or [n], on the layer's ``tiles``) to the rows
+        of ``table`` ``((array, row kind, name), ...)``."""
+        for a, kind, name in table:
+            self.local(a, kind, tiles, d[name])
+
+    def local(self, a, kind, tiles, values):
         """Add ``values`` ([T, n] or [n]) to the distinct ``tiles`` of one chip."""
         v = self.views[a, kind]
         c = self._cols(tiles)
@@ -287,12 +293,33 @@ class _ChipRows:
     def _slot(self, a, kind):
         return _ARRAYS[a] * self.K + self.kind_of[kind]
 
-    def local(self, a, kind, tiles, values, memo=None, key=None):
+    def owner(self, tiles, d, table):
+        """As :meth:`_DenseRows.owner`: per row of ``table`` the maximum over the tiles (but
+        global tile 0) and the value on tile 0, kept in ``d["memo"]`` (they do not depend on
+        where the tiles are, only on whether tile 0 is one of them)."""
         t0 = int(tiles[0])
-        hit = None if memo is None else memo.get((key, t0 == 0))
-        m, z = hit if hit is not None else self._owner_max(tiles, values, memo, key)
-        i = _ARRAYS[a] * self.K + self.kind_of[kind]
-        col = self.vmax[i, :m.size, t0 // self.TPC]
+        key = (table, t0 == 0)
+        hit = d["memo"].get(key)
+        if hit is None:
+            slots = np.array([self._slot(a, kind) for a, kind, _ in table])
+            M = np.zeros((len(table), self.T))
+            Z = np.zeros((len(table), self.T)) if t0 == 0 else None
+            for j, (_, _, name) in enumerate(table):
+                m, z = self._owner_max(tiles, d[name])
+                M[j, :m.size] = m
+                if z is not None:
+                    Z[j, :z.size] = z
+            hit = d["memo"][key] = (slots, M, Z)
+        slots, M, Z = hit
+        c = t0 // self.TPC
+        self.vmax[slots, :, c] = np.maximum(self.vmax[slots, :, c], M)   # one layer per tile: max
+        if Z is not None:
+            self.v0[slots] += Z
+
+    def local(self, a, kind, tiles, values):
+        m, z = self._owner_max(tiles, values)
+        i = self._slot(a, kind)
+        col = self.vmax[i, :m.size, int(tiles[0]) // self.TPC]
         np.maximum(col, m, out=col)                   # owner tiles of different layers never overlap
         if z is not None:
             self.v0[i, :z.size] += z
@@ -307,17 +334,13 @@ class _ChipRows:
     def overhead(self, kind, cycles):
         self.um[self._slot("compute", kind)] += cycles
 
-    def _owner_max(self, tiles, values, memo, key):
+    @staticmethod
+    def _owner_max(tiles, values):
         """(max over the tiles but global tile 0 [T'], value on tile 0 [T'] or None)."""
         has0 = bool(tiles[0] == 0)
-        if memo is not None and (key, has0) in memo:
-            return memo[key, has0]
         v = np.asarray(values, np.float64).reshape(-1, tiles.size)
         rest = v[:, 1:] if has0 else v
-        out = (rest.max(axis=1) if rest.shape[1] else np.zeros(v.shape[0]), v[:, 0] if has0 else None)
-        if memo is not None:
-            memo[key, has0] = out
-        return out
+        return rest.max(axis=1) if rest.shape[1] else np.zeros(v.shape[0]), v[:, 0] if has0 else None
 
     def _spread_max(self):
         """Fold the spread terms into ``vmax`` / ``v0``: per tile, the sum over parts of value ×
@@ -539,19 +562,27 @@ def _emit(config, placement, counters, machine, costs, steps_per_execution, cach
         mine[l, id(ref)] = (ref, costs, d)          # holding ref and costs keeps their ids unique
         return d
 
-    def local(a, kind, ly, d, name):
-        rows.local(a, kind, ly.tiles, d[name], d["memo"], (a, kind, name))
+    b1, b2, b3 = Bk[1 + L], Bk[2 + L], Bk[3 + L]
+    terms = [terms_of(l, ly) for l, ly in enumerate(lay)]
+    # ---- each layer on its own tiles: (array, row, term) -----------------------------------------
+    for l, ly in enumerate(lay):
+        rows.owner(ly.tiles, terms[l], (
+            ("in", F[0], "f0_in"),            # input lists broadcast to every owner tile
+            ("compute", F[1], "f1"),          # state update + spike detection
+            ("out", F[1], "f1_out"),          # threshold flags to the compaction tiles
+            ("in", Bk[1 + l], "rep_in"),      # replicated lists: own ids + g, the layer's input
+            ("compute", b1, "b1"),            # state gradient
+            ("compute", b2, "b2"),            # weight (+ input) gradient
+            ("compute", "dwr", "dwr"),        # dW reduction over the worker copies
+            ("compute", "opt", "opt"),        # optimizer
+        ) + ((("out", b2, "b2_out"),) if in_graph[l] else ()))   # input-gradient partials out
 
     # ---- forward ------------------------------------------------------------------------------
     flows_fwd: list[tuple] = []          # (src chip, dst chip, bytes)
-    terms = [terms_of(l, ly) for l, ly in enumerate(lay)]
     for l, ly in enumerate(lay):
         d = terms[l]
-        # input lists broadcast to every owner tile; the senders pay one copy, spread over the chip
-        local("in", F[0], ly, d, "f0_in")
+        # the senders of the input lists pay one copy, spread over the chip
         rows.chip("out", F[0], ly.chip, d["f0_out"])
-        local("compute", F[1], ly, d, "f1")
-        local("out", F[1], ly, d, "f1_out")
         chunk, tile_list = d["chunk"], d["tile_list"]
         rows.spread("in", F[1], ly.comp_tiles, 4.0 * chunk)        # one uint32 per neuron and threshold
         rows.spread("compute", F[2], ly.comp_tiles, d["f2"])
@@ -577,20 +608,16 @@ def _emit(config, placement, counters, machine, costs, steps_per_execution, cach
     rows.local("in", "loss", out.tiles, np.full(n_out, B * (8.0 * nmax[-1] + 8)))
 
     # ---- backward: rows slice, replicate × L, state grad, weight+input grad, reduce -------------
-    b1, b2, b3 = Bk[1 + L], Bk[2 + L], Bk[3 + L]
     flows_rep: list[tuple] = []          # (layer, src chip, dst chip, bytes)
     flows_b3: list[tuple] = []
     for l, ly in enumerate(lay):
         d = terms[l]
-        local("in", Bk[1 + l], ly, d, "rep_in")
         src = lay[l - 1] if l > 0 else ly
         rows.chip("out", Bk[1 + l], ly.chip, d["one_own"] / TPC)
         rows.chip("out", Bk[1 + l], src.chip, d["one_in"] / TPC)
         if l > 0 and src.chip != ly.chip:
             flows_rep.append((l, src.chip, ly.chip, float(d["one_in"][0])))
-        local("compute", b1, ly, d, "b1")
         if in_graph[l]:
-            local("out", b2, ly, d, "b2_out")
             # stage-1 reduction spread over every tile of the layer's chip
             rows.chip("in", b2, ly.chip, d["b2_in"])
             rows.chip("compute", b3, ly.chip, d["b3"])
@@ -601,7 +628,6 @@ def _emit(config, placement, counters, machine, costs, steps_per_execution, cach
                 rows.chip("in", b3, lay[k].chip, g_bytes / TPC)
                 if lay[k].chip != ly.chip:
                     flows_b3.append((ly.chip, lay[k].chip, g_bytes))
-        local("compute", b2, ly, d, "b2")
     rows_b = [(5 * L + 3, 0)] + [(0, 5)] * L + [(1 + L, L), (1 + int(any_in), 0), (3 if any_in else 0, 0)]
     for kind, (n_cs, _) in zip(Bk, rows_b):
         rows.overhead(kind, n_cs * cs_cycles)
@@ -611,11 +637,7 @@ def _emit(config, placement, counters, machine, costs, steps_per_execution, cach
     rows.overhead("opt", 2 * L * cs_cycles)
     weights_on_chip = np.zeros(C)
     for l, ly in enumerate(lay):
-        d = terms[l]
-        weights_on_chip[ly.chip] += d["weights"]
-        pc_tiles = counters.get("optimizer", l).tiles
-        rows.local("compute", "dwr", pc_tiles, d["dwr"], d["memo"], "dwr")
-        rows.local("compute", "opt", pc_tiles, d["opt"], d["memo"], "opt")
+        weights_on_chip[ly.chip] += terms[l]["weights"]
     slots = 2 if config.optimizer == "adam" else 0
     sync_bytes = 4.0 * (1 + slots) * weights_on_chip / steps_per_execution          # per chip
     for c in range(C):
