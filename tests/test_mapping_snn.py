@@ -209,3 +209,25 @@ def test_search_memory_totals_equal_the_ledger():
     over = snn_memory(REC, pl, tiny).overflow_tiles()
     assert over.size
     np.testing.assert_array_equal(snn_memory(REC, pl, tiny, MemoryTotals(tiny)).overflow_tiles(), over)
+
+
+@pytest.mark.parametrize("budget", [1, 40_000], ids=["nothing-kept", "some-evicted"])
+def test_search_caches_stay_within_their_byte_budget(monkeypatch, budget):
+    """The objective's counter and layer-term caches drop least recently used entries beyond
+    their byte budget (a value larger than the whole budget is not kept) and give the same
+    times as uncached runs."""
+    import models.snn.counters as counters_mod
+    import models.snn.timing as timing_mod
+    from models.snn.mapsearch import make_objective
+    monkeypatch.setattr(counters_mod, "CACHE_BYTES", budget)
+    monkeypatch.setattr(timing_mod, "CACHE_BYTES", budget)
+    machine = load_machine("gc200", 2)
+    _, rec = train(CFG, place_network(CFG, machine, 2, "contiguous").placement, steps=1)
+    objective = make_objective(CFG, machine, rec[0].activity)
+    fresh = lambda m: make_objective(CFG, machine, rec[0].activity)(m)     # noqa: E731  no cache carried over
+    maps = [strategy_mapping(n, CFG, machine, npt) for n in ("contiguous", "round_robin") for npt in (1, 2, 3)]
+    for m in maps + maps[::-1]:
+        assert objective(m) == fresh(m), m.strategy
+    lru = [v for v in objective.cache.values() if hasattr(v, "currsize")]
+    assert len(lru) == 2 and all(c.currsize <= budget for c in lru)
+    assert (budget == 1) == all(len(c) == 0 for c in lru)

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
+from cachetools import LRUCache
 
 from mapping.core import group_tiles
 from models.snn.placement import Placement
@@ -322,6 +323,18 @@ def count_layer(activity: Activity, layer: int, tile_of_neuron: np.ndarray, n_ti
                           work, tiles, n_tiles, per_step)
 
 
+CACHE_BYTES = 128 << 20
+"""Bytes of counters :func:`count_work` keeps in a caller's cache, and of layer terms the step
+timing keeps (least recently used dropped first). Unbounded, a search over a T = 100 network
+held gigabytes of per-step arrays, and touching fresh memory for every candidate made it
+several times slower than recounting in reused memory."""
+
+
+def _nbytes(phases) -> int:
+    return sum(p.local_totals.nbytes + p.step_totals.nbytes +
+               (p.local_steps.nbytes if p.local_steps is not None else 0) for p in phases)
+
+
 def count_work(activity: Activity, placement: Placement, per_step: bool = False, cache: dict | None = None) -> WorkCounters:
     """Recount every per-tile counter of a training step from recorded activity only.
 
@@ -341,15 +354,22 @@ def count_work(activity: Activity, placement: Placement, per_step: bool = False,
         # the counters depend on which neurons share a tile, not on where the tiles are: a layer
         # moved to other tiles (or another chip) reuses them with its new tile ids
         tiles, local = placement.groupings[l]
-        key = (l, per_step, local.tobytes())
-        got = cache.get(key)
+        mine = cache.get(("counts", per_step))
+        if mine is None:
+            mine = cache[("counts", per_step)] = LRUCache(CACHE_BYTES, getsizeof=_nbytes)
+        key = (l, local.tobytes())
+        got = mine.get(key)
         if got is None:
             got = count_layer(activity, l, ton, placement.n_tiles, per_step)
-            if len(cache) > 64 * (len(sizes) - 1):
-                cache.clear()
-            cache[key] = got
-        elif not (got[0].n_tiles == placement.n_tiles and (got[0].tiles is tiles or np.array_equal(got[0].tiles, tiles))):
-            got = cache[key] = [replace(p, tiles=tiles, n_tiles=placement.n_tiles) for p in got]
+        elif got[0].n_tiles == placement.n_tiles and (got[0].tiles is tiles or np.array_equal(got[0].tiles, tiles)):
+            phases += got
+            continue
+        else:
+            got = [replace(p, tiles=tiles, n_tiles=placement.n_tiles) for p in got]
+        try:
+            mine[key] = got
+        except ValueError:          # larger than the whole budget: not kept
+            pass
         phases += got
     return WorkCounters(placement.n_tiles, activity.inputs.timesteps, tuple(phases))
 

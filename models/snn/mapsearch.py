@@ -36,6 +36,7 @@ def make_objective(config, machine, activity, costs=None, steps_per_execution: i
         counters = count_work(activity, placement, per_step=True, cache=cache)
         return predict_step_s(config, placement, counters, machine, costs, steps_per_execution, cache)
 
+    objective.cache = cache          # what it keeps between candidates (byte-bounded LRUs inside)
     return objective
 
 

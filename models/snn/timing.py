@@ -69,8 +69,9 @@ from functools import lru_cache
 from importlib import resources
 
 import numpy as np
+from cachetools import LRUCache
 
-from models.snn.counters import WORKERS_PER_TILE, WorkCounters, layer_memory
+from models.snn.counters import CACHE_BYTES, WORKERS_PER_TILE, WorkCounters, layer_memory
 from models.snn.network import NetworkConfig
 from models.snn.placement import Placement
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
@@ -160,6 +161,11 @@ def _compaction_tiles(chip: int, spreads: tuple, B: int, tiles_per_chip: int) ->
         out.append((comp, comb))
         first += n
     return out
+
+
+def _nbytes(terms: dict) -> int:
+    """Bytes of a layer's terms (its arrays; the chip reductions in ``memo`` are small)."""
+    return sum(v.nbytes for v in terms.values() if isinstance(v, np.ndarray))
 
 
 def _row_views(arr: np.ndarray, T: int, L: int) -> dict:
@@ -552,14 +558,18 @@ def _emit(config, placement, counters, machine, costs, steps_per_execution, cach
         # keyed by the counters' identity: a search returning to a layer's earlier grouping gets
         # the same counter objects back from count_work's cache, and with them these terms
         ref = counters.get("state_update", l).local_steps
-        mine = cache.setdefault(("build", T, B, TPC, pair, workers, sup, config.optimizer, id(costs)), {})
+        kind = ("build", T, B, TPC, pair, workers, sup, config.optimizer, id(costs))
+        mine = cache.get(kind)
+        if mine is None:
+            mine = cache[kind] = LRUCache(CACHE_BYTES, getsizeof=lambda hit: _nbytes(hit[2]))
         hit = mine.get((l, id(ref)))
         if hit is not None and hit[0] is ref and hit[1] is costs:
             return hit[2]
-        if len(mine) > 64 * L:
-            mine.clear()
         d = layer_terms(l, ly)
-        mine[l, id(ref)] = (ref, costs, d)          # holding ref and costs keeps their ids unique
+        try:
+            mine[l, id(ref)] = (ref, costs, d)          # holding ref and costs keeps their ids unique
+        except ValueError:                           # larger than the whole budget: not kept
+            pass
         return d
 
     b1, b2, b3 = Bk[1 + L], Bk[2 + L], Bk[3 + L]
