@@ -35,6 +35,7 @@ import numpy as np
 
 from tilesim.errors import MappingError
 from tilesim.io import atomic_write_text
+from tilesim.memo import BytesLRU
 
 __all__ = ["Mapping", "Block", "FORMAT", "load_mapping", "block_tiles"]
 
@@ -69,8 +70,8 @@ def block_tiles(count: int, neurons_per_tile: int) -> int:
     return -(-count // neurons_per_tile)
 
 
-_GROUPS: dict = {}                 # tile-id bytes -> (tiles, local): group_tiles's memo
-_GROUPS_BUDGET = [32 << 20]        # bytes it may still hold (keys + values); cleared when spent
+# tile-id bytes -> (tiles, local): group_tiles's memo (keys are about as large as ``local``)
+_GROUPS = BytesLRU(32 << 20, getsizeof=lambda v: v[0].nbytes + 2 * v[1].nbytes)
 
 
 def group_tiles(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -91,13 +92,7 @@ def group_tiles(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rank = np.cumsum(seen, dtype=np.int32) - 1
         tiles, local = np.flatnonzero(seen).astype(np.int64) + lo, rank[a - lo]
     tiles.flags.writeable = local.flags.writeable = False
-    size = len(key[1]) + tiles.nbytes + local.nbytes
-    if size > _GROUPS_BUDGET[0]:
-        _GROUPS.clear()
-        _GROUPS_BUDGET[0] = 32 << 20
-    if size <= _GROUPS_BUDGET[0]:
-        _GROUPS[key] = (tiles, local)
-        _GROUPS_BUDGET[0] -= size
+    _GROUPS[key] = (tiles, local)
     return tiles, local
 
 

@@ -34,12 +34,8 @@ def barrel_tile_cycles(worker_cycles, vertices, workers: int = 6, supervisor_ove
     ``vertices == 0`` means the tile runs nothing (0 cycles).
     """
     v = np.asarray(vertices, np.float64)
-    if v.ndim == 0 and np.ndim(worker_cycles) == 0:
-        v = float(v)
-        return np.float64(float(worker_cycles) * workers / min(max(v, 1.0), workers)
-                          + supervisor_overhead_cycles * math.ceil(v / workers) if v > 0 else 0.0)
     out = np.asarray(worker_cycles, np.float64) * workers / np.minimum(np.maximum(v, 1.0), workers)
-    out += np.ceil(v / workers) * supervisor_overhead_cycles       # out has the broadcast shape
+    out += np.ceil(v / workers) * supervisor_overhead_cycles     # in place on the broadcast shape
     out *= v > 0
     return out
 

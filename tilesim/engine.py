@@ -268,15 +268,9 @@ def _tails(ex, machine, scope_all: bool, exchange_extra, flows, host_tx):
         np.add.at(host, (host_step, host_chip), host_bytes / sysm.host_bytes_per_s * clock)
         host[host > 0] += sysm.host_latency_s * clock
     flows_by_step: dict[int, list] = {}
-    order = np.argsort(flow_step, kind="stable")
-    steps = np.asarray(flow_step)[order].tolist()
-    every = list(zip(np.asarray(flow_src)[order].tolist(), np.asarray(flow_dst)[order].tolist(),
-                     np.asarray(flow_bytes, np.float64)[order].tolist()))
-    lo = 0
-    for hi in range(1, len(steps) + 1):
-        if hi == len(steps) or steps[hi] != steps[lo]:
-            flows_by_step[steps[lo]] = every[lo:hi]
-            lo = hi
+    every = zip(np.asarray(flow_src).tolist(), np.asarray(flow_dst).tolist(), np.asarray(flow_bytes, np.float64).tolist())
+    for s, f in zip(np.asarray(flow_step).tolist(), every):
+        flows_by_step.setdefault(s, []).append(f)
     flow_done = np.zeros((S, C))
     group_bytes: dict[tuple, float] = {}
     special = np.zeros(S, bool)

@@ -44,12 +44,12 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
-from cachetools import LRUCache
 
 from mapping.core import group_tiles
 from models.snn.placement import Placement
 from models.snn.spikes import SpikeList
 from tilesim.errors import require
+from tilesim.memo import lru_in
 
 PHASES = ("state_update", "spike_detect", "state_grad", "weight_grad", "input_grad", "optimizer")
 
@@ -346,6 +346,7 @@ def count_work(activity: Activity, placement: Placement, per_step: bool = False,
     sizes = activity.layer_sizes
     placement.check(sizes[1:])
     phases = []
+    mine = None if cache is None else lru_in(cache, ("counts", per_step), CACHE_BYTES, _nbytes)
     for l in range(len(sizes) - 1):
         ton = placement.tile_of_neuron[l]
         if cache is None:
@@ -354,22 +355,12 @@ def count_work(activity: Activity, placement: Placement, per_step: bool = False,
         # the counters depend on which neurons share a tile, not on where the tiles are: a layer
         # moved to other tiles (or another chip) reuses them with its new tile ids
         tiles, local = placement.groupings[l]
-        mine = cache.get(("counts", per_step))
-        if mine is None:
-            mine = cache[("counts", per_step)] = LRUCache(CACHE_BYTES, getsizeof=_nbytes)
         key = (l, local.tobytes())
         got = mine.get(key)
         if got is None:
-            got = count_layer(activity, l, ton, placement.n_tiles, per_step)
-        elif got[0].n_tiles == placement.n_tiles and (got[0].tiles is tiles or np.array_equal(got[0].tiles, tiles)):
-            phases += got
-            continue
-        else:
-            got = [replace(p, tiles=tiles, n_tiles=placement.n_tiles) for p in got]
-        try:
-            mine[key] = got
-        except ValueError:          # larger than the whole budget: not kept
-            pass
+            got = mine[key] = count_layer(activity, l, ton, placement.n_tiles, per_step)
+        elif not (got[0].n_tiles == placement.n_tiles and (got[0].tiles is tiles or np.array_equal(got[0].tiles, tiles))):
+            got = mine[key] = [replace(p, tiles=tiles, n_tiles=placement.n_tiles) for p in got]
         phases += got
     return WorkCounters(placement.n_tiles, activity.inputs.timesteps, tuple(phases))
 

@@ -69,13 +69,14 @@ from functools import lru_cache
 from importlib import resources
 
 import numpy as np
-from cachetools import LRUCache
 
+from mapping.core import group_tiles
 from models.snn.counters import CACHE_BYTES, WORKERS_PER_TILE, WorkCounters, layer_memory
 from models.snn.network import NetworkConfig
 from models.snn.placement import Placement
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
 from tilesim.errors import MappingError, require
+from tilesim.memo import lru_in
 from tilesim.memory import EntryGroup, MemoryLedger
 from tilesim.program import Program
 
@@ -331,8 +332,7 @@ class _ChipRows:
             self.v0[i, :z.size] += z
 
     def chip(self, a, kind, c, values, masked=False):
-        i = _ARRAYS[a] * self.K + self.kind_of[kind]
-        (self.um if masked else self.uu)[i, :self.T if kind.__class__ is tuple else 1, c] += values
+        (self.um if masked else self.uu)[self._slot(a, kind), :self.T if isinstance(kind, tuple) else 1, c] += values
 
     def spread(self, a, kind, tiles, values):
         self.parts.setdefault((self._slot(a, kind), int(tiles[0]) // self.TPC), []).append((tiles, values))
@@ -356,8 +356,7 @@ class _ChipRows:
             key = tuple(p[0].tobytes() for p in ps)
             hit = self.memo.get(key)
             if hit is None:
-                tiles = np.concatenate([p[0] for p in ps])
-                u, inv = np.unique(tiles, return_inverse=True)
+                u, inv = group_tiles(np.concatenate([p[0] for p in ps]))
                 M = np.zeros((len(ps), u.size))
                 part = np.repeat(np.arange(len(ps)), [p[0].size for p in ps])
                 np.add.at(M, (part, inv), 1.0)
@@ -558,18 +557,13 @@ def _emit(config, placement, counters, machine, costs, steps_per_execution, cach
         # keyed by the counters' identity: a search returning to a layer's earlier grouping gets
         # the same counter objects back from count_work's cache, and with them these terms
         ref = counters.get("state_update", l).local_steps
-        kind = ("build", T, B, TPC, pair, workers, sup, config.optimizer, id(costs))
-        mine = cache.get(kind)
-        if mine is None:
-            mine = cache[kind] = LRUCache(CACHE_BYTES, getsizeof=lambda hit: _nbytes(hit[2]))
+        mine = lru_in(cache, ("build", T, B, TPC, pair, workers, sup, config.optimizer, id(costs)),
+                      CACHE_BYTES, lambda hit: _nbytes(hit[2]))
         hit = mine.get((l, id(ref)))
         if hit is not None and hit[0] is ref and hit[1] is costs:
             return hit[2]
         d = layer_terms(l, ly)
-        try:
-            mine[l, id(ref)] = (ref, costs, d)          # holding ref and costs keeps their ids unique
-        except ValueError:                           # larger than the whole budget: not kept
-            pass
+        mine[l, id(ref)] = (ref, costs, d)          # holding ref and costs keeps their ids unique
         return d
 
     b1, b2, b3 = Bk[1 + L], Bk[2 + L], Bk[3 + L]
