@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from experiments.s_common import (DATASETS, MEASURED_NMNIST_MS, SINGLE_CHIP_WEIGHTS_M, dataset_for,
-                                  n_weights, pyplot, single_chip_config, standard_main, time_fixed,
-                                  time_natural)
+from experiments.s_common import SINGLE_CHIP_WEIGHTS_M, n_weights, pyplot, standard_main, time_both_activities
 
 MAX_ACTIVITY = 0.05              # the paper's main cap (N_max = 2·⌊0.05·N/2⌋)
 BATCH = 48                       # samples per step
@@ -33,21 +31,13 @@ def run(quick: bool = False) -> list[dict]:
     steps = QUICK_NATURAL_STEPS if quick else NATURAL_STEPS
     data = {}
     for dataset, hidden in (QUICK_CONFIGS if quick else CONFIGS):
-        if dataset not in data:
-            data[dataset] = dataset_for(dataset, BATCH * steps, DATASETS[dataset].n_inputs)
-        for activity in ("fixed", "natural"):
-            cfg = single_chip_config(dataset, hidden, MAX_ACTIVITY, BATCH, activity=activity)
-            row = {"dataset": dataset, "hidden_layers": hidden, "activity": activity,
-                   "layers": "-".join(map(str, cfg.layers)), "neurons": sum(cfg.layers[1:]),
-                   "weights": n_weights(cfg.layers), "weights_doc_M": SINGLE_CHIP_WEIGHTS_M[(dataset, hidden)],
-                   "caps": "-".join(map(str, cfg.n_max)), "timesteps": cfg.timesteps, "batch": BATCH}
-            if activity == "fixed":
-                row.update(time_fixed(cfg, 1, NEURONS_PER_TILE))
-            else:
-                row.update(time_natural(cfg, 1, NEURONS_PER_TILE, data[dataset], steps))
-            measured = MEASURED_NMNIST_MS.get((hidden, MAX_ACTIVITY)) if dataset == "nmnist" else None
-            row["measured_ms"] = measured if measured is not None and activity == "fixed" else ""
-            rows.append(row)
+        runs = time_both_activities(dataset, hidden, MAX_ACTIVITY, BATCH, NEURONS_PER_TILE, steps, data)
+        for activity, (cfg, timing) in runs.items():
+            rows.append({"dataset": dataset, "hidden_layers": hidden, "activity": activity,
+                         "layers": "-".join(map(str, cfg.layers)), "neurons": sum(cfg.layers[1:]),
+                         "weights": n_weights(cfg.layers), "weights_doc_M": SINGLE_CHIP_WEIGHTS_M[(dataset, hidden)],
+                         "caps": "-".join(map(str, cfg.n_max)), "timesteps": cfg.timesteps, "batch": BATCH,
+                         **timing})
     return rows
 
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from experiments.s_common import (DATASETS, MEASURED_NMNIST_MS, dataset_for, pyplot, single_chip_config,
-                                  standard_main, time_fixed, time_natural)
+from experiments.s_common import DATASETS, pyplot, standard_main, time_both_activities
 
 MAX_ACTIVITIES = (0.005, 0.01, 0.02, 0.025, 0.05, 0.1, 0.2, 0.25, 0.5)   # fraction of N per step
 BATCH = 48
@@ -33,22 +32,12 @@ def run(quick: bool = False) -> list[dict]:
     steps = QUICK_NATURAL_STEPS if quick else NATURAL_STEPS
     data = {}
     for dataset, hidden in (QUICK_CONFIGS if quick else CONFIGS):
-        if dataset not in data:
-            data[dataset] = dataset_for(dataset, BATCH * steps, DATASETS[dataset].n_inputs)
         for a in (QUICK_MAX_ACTIVITIES if quick else MAX_ACTIVITIES):
-            pair = {}
-            for activity in ("fixed", "natural"):
-                cfg = single_chip_config(dataset, hidden, a, BATCH, activity=activity)
-                row = {"dataset": dataset, "hidden_layers": hidden, "max_activity": a, "activity": activity,
-                       "caps": "-".join(map(str, cfg.n_max)), "timesteps": cfg.timesteps, "batch": BATCH}
-                if activity == "fixed":
-                    row.update(time_fixed(cfg, 1, NEURONS_PER_TILE))
-                    row["cap_fill"] = 1.0
-                else:
-                    row.update(time_natural(cfg, 1, NEURONS_PER_TILE, data[dataset], steps))
-                meas = MEASURED_NMNIST_MS.get((hidden, a)) if dataset == "nmnist" else None
-                row["measured_ms"] = meas if meas is not None and activity == "fixed" else ""
-                pair[activity] = row
+            pair = {activity: {"dataset": dataset, "hidden_layers": hidden, "max_activity": a, "activity": activity,
+                               "caps": "-".join(map(str, cfg.n_max)), "timesteps": cfg.timesteps, "batch": BATCH,
+                               **timing}
+                    for activity, (cfg, timing) in time_both_activities(dataset, hidden, a, BATCH, NEURONS_PER_TILE,
+                                                                        steps, data).items()}
             ratio = pair["natural"]["samples_per_s"] / pair["fixed"]["samples_per_s"]
             for r in pair.values():
                 r["natural_over_fixed"] = ratio

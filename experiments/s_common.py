@@ -248,3 +248,24 @@ def time_natural(config, chips: int, npt: int, ds, steps: int) -> dict:
     row["cap_fill"] = float(np.mean(fill[med][:-1])) if len(fill[med]) > 1 else float(fill[med][0])
     row["loss"] = float(losses[med])
     return row
+
+
+def time_both_activities(dataset: str, hidden: int, max_activity: float, batch: int, npt: int, steps: int,
+                         data: dict) -> dict:
+    """One single-chip configuration at fixed and at natural activity: ``{"fixed" | "natural":
+    (config, row)}``, each row the timing and memory fields, ``cap_fill`` (1 at fixed activity) and
+    ``measured_ms`` (the §5.2 log; fixed N-MNIST rows only). ``data``, a dict the caller keeps,
+    holds one dataset-shaped data set per dataset (``batch · steps`` samples)."""
+    if dataset not in data:
+        data[dataset] = dataset_for(dataset, batch * steps, DATASETS[dataset].n_inputs)
+    out = {}
+    for activity in ("fixed", "natural"):
+        cfg = single_chip_config(dataset, hidden, max_activity, batch, activity=activity)
+        if activity == "fixed":
+            row = {**time_fixed(cfg, 1, npt), "cap_fill": 1.0}
+            measured = MEASURED_NMNIST_MS.get((hidden, max_activity)) if dataset == "nmnist" else None
+        else:
+            row, measured = time_natural(cfg, 1, npt, data[dataset], steps), None
+        row["measured_ms"] = "" if measured is None else measured
+        out[activity] = (cfg, row)
+    return out
