@@ -231,3 +231,18 @@ def test_search_caches_stay_within_their_byte_budget(monkeypatch, budget):
     lru = [v for v in objective.cache.values() if hasattr(v, "currsize")]
     assert len(lru) == 2 and all(c.currsize <= budget for c in lru)
     assert (budget == 1) == all(len(c) == 0 for c in lru)
+
+
+def test_map_search_starts_from_a_mapping_file(tmp_path):
+    """``map-search --mapping FILE`` evaluates that placement too (a search can resume from its
+    own best), so it never reports worse; a missing file is one clear error, exit 2."""
+    net = ("--layers", "64-40-30-6", "--batch", "4", "--timesteps", "6", "--max-activity", "0.2", "--input-cap", "10")
+    first = tilesim("map-search", *net, "--max-evals", "40", "--out", str(tmp_path / "best.json"), "--json", "--quiet")
+    assert first.returncode == 0, first.stderr
+    best = json.loads(first.stdout)["best"]["predicted_step_s"]
+    again = tilesim("map-search", *net, "--mapping", str(tmp_path / "best.json"), "--max-evals", "5",
+                    "--json", "--quiet")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["best"]["predicted_step_s"] <= best
+    bad = tilesim("map-search", *net, "--mapping", str(tmp_path / "missing.json"), "--quiet")
+    assert bad.returncode == 2 and "no such file" in bad.stderr and "Traceback" not in bad.stderr

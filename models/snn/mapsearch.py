@@ -4,7 +4,7 @@ One functional training step records the activity (or, with ``--activity fixed``
 fixed-activity lists are built without training); every candidate mapping is then timed by
 :func:`models.snn.retime.retime` — counters recounted from the activity, no float math — and
 checked against the SRAM ledger. The search itself is :func:`mapping.search.anneal`, seeded
-with the paper's ``contiguous`` placement and the other strategies.
+with the paper's ``contiguous`` placement, the other strategies and a ``--mapping FILE`` if given.
 """
 from __future__ import annotations
 
@@ -55,6 +55,8 @@ def search_mapping(opts: dict, budget_s: float, seed: int = 0, max_evals: int | 
     activity = record_activity(config, base.placement, opts, model)
     objective = make_objective(config, machine, activity, _costs(opts), opts["steps_per_execution"])
     extra = []
+    if opts.get("mapping") not in (None, *STRATEGIES):       # --mapping FILE: start from it too
+        extra.append(place_network(config, machine, opts["neurons_per_tile"], opts["mapping"], "raise").mapping)
     for name in STRATEGIES[1:]:
         try:
             extra.append(strategy_mapping(name, config, machine, base.neurons_per_tile))
@@ -122,7 +124,8 @@ def cmd_map_search(args) -> int:
 def register_map_search(sub, add_run_flags) -> None:
     p = sub.add_parser("map-search", help="search neuron-to-tile placements for the fastest predicted step",
                        description="Record one training step, then re-time it under many placements "
-                                   "(annealing from the paper's contiguous mapping); never returns a mapping that overflows SRAM.")
+                                   "(annealing from the paper's contiguous mapping, the other strategies and a --mapping FILE "
+                                   "if given); never returns a mapping that overflows SRAM.")
     add_run_flags(p)
     p.add_argument("--budget-s", type=float, default=10.0, help="wall-clock budget of the search (default 10)")
     p.add_argument("--max-evals", type=int, help="stop after this many mappings")
