@@ -2,7 +2,6 @@
 import json
 import subprocess
 import sys
-import tomllib
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ from models.snn.calibrate import (FIT_PARAMS, CaseBasis, case_setup, prediction_
 from models.snn.timing import default_costs, uncalibrated_costs
 from tilesim.engine import simulate
 from tilesim.errors import ConfigError
+from tilesim.io import loads_toml
 
 HEADER = ("case,dataset,layers,batch,timesteps,input_cap,max_activity,second_threshold,output_second_threshold,"
           "optimizer,machine,chips,neurons_per_tile,activity,measured_ms_per_step,extra_note")
@@ -94,7 +94,7 @@ def test_refit_round_trips_through_out_and_validate(tmp_path):
     r = run("calibrate", str(csv), "--out", str(out), "--json")
     assert r.returncode == 0, r.stderr
     fitted = json.loads(r.stdout)
-    data = tomllib.loads(out.read_text())
+    data = loads_toml(out.read_text())
     assert data["version"] == "1" and set(data["provenance"]["fit"]) == set(FIT_PARAMS)
     assert data["provenance"]["rows_used"] == ["u-wide", "u-wide-hi", "u-deep", "u-nat"]
     assert len(data["provenance"]["loo"]) == 4 and "date" in data["provenance"]

@@ -2,11 +2,21 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
-import tomllib
 from pathlib import Path
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as ``tomli`` before it joined the standard library
+    import tomli as tomllib
+
 from tilesim.errors import ConfigError, config_message
+
+
+def loads_toml(text: str) -> dict:
+    """Parse TOML text (``tomllib`` on Python 3.11+, ``tomli`` on 3.10); raises ``TOMLDecodeError``."""
+    return tomllib.loads(text)
 
 
 def read_toml(path, what: str) -> dict:

@@ -10,13 +10,12 @@ IPU-Link bandwidth (claim B4 of ``seed-claims.md``).
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
 
 from tilesim.errors import ConfigError, config_message
-from tilesim.io import read_toml
+from tilesim.io import loads_toml, read_toml
 
 __all__ = ["Chip", "Fabric", "System", "Machine", "load_machine", "preset_names", "preset_text"]
 
@@ -307,7 +306,7 @@ def load_machine(name_or_path: "str | Path | Machine", chips: int | None = None)
         text_name = str(name_or_path)
         path = Path(text_name)
         if text_name in preset_names():
-            data = tomllib.loads(preset_text(text_name))
+            data = loads_toml(preset_text(text_name))
             machine = machine_from_dict(data, text_name)
         elif path.suffix == ".toml" or path.exists():
             if not path.is_file():
