@@ -84,3 +84,19 @@ def test_missing_key_and_unknown_machine(tmp_path):
 def test_mesh_grid_must_cover_tiles(tmp_path):
     with pytest.raises(ConfigError, match=r"fabric.cols\*rows = 240: must equal chip.tiles = 256"):
         load_machine(edited(tmp_path, "cols = 16", "cols = 15", base="mesh-demo"))
+
+
+def test_preset_evidence_ships_with_the_package_and_headers_name_their_machine():
+    """Issue 20: evidence tags pointed to ../shared/, which a package user does not have, and the bow
+    preset's header said GC200."""
+    from importlib import resources
+
+    from tilesim.machine import preset_names, preset_text
+
+    evidence = resources.files("tilesim").joinpath("presets/EVIDENCE.md").read_text()
+    assert "§1.3" in evidence and "[S]" in evidence
+    for name in preset_names():
+        text = preset_text(name)
+        assert "../shared" not in text, name
+    assert "Bow" in preset_text("bow").splitlines()[0]
+    assert "POD64" in preset_text("pod64").splitlines()[0]
