@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 OUT     ?= out/demo
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast test-pythons lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,8 +27,21 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
+# The oldest and the newest supported Python, each in its own venv (CI runs this too); any other
+# interpreter with `make test PY=python3.12 VENV=.venv-3.12`, or all of them with `nox -s tests`.
+OLDEST  ?= 3.10
+NEWEST  ?= 3.13
+test-pythons:
+	@for v in $(OLDEST) $(NEWEST); do \
+	  py=$$(ls -d $$HOME/.pyenv/versions/$$v*/bin/python$$v 2>/dev/null | tail -1); \
+	  [ -n "$$py" ] || py=$$(command -v python$$v 2>/dev/null); \
+	  if [ -z "$$py" ] || ! $$py --version >/dev/null 2>&1; then \
+	    echo "python$$v not found: install it (e.g. pyenv install $$v)"; exit 2; fi; \
+	  echo "== Python $$v ($$py)"; $(MAKE) --no-print-directory test PY=$$py VENV=.venv-$$v || exit 1; \
+	done
+
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) out .pytest_cache
+	rm -rf $(VENV) .venv-3.* out .pytest_cache .nox
