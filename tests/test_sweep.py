@@ -95,20 +95,13 @@ def test_results_reader_errors(tmp_path):
         ResultStore(bad, create=False)
 
 
-def test_parquet_needs_pyarrow_or_writes(tmp_path):
-    cols, recs = ["id", "x"], [{"id": "a", "x": 1.0}]
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        try:
-            import pandas  # noqa: F401
-        except ImportError:
-            with pytest.raises(ConfigError, match="needs pyarrow.*pip install pyarrow"):
-                write_parquet(tmp_path / "r.parquet", cols, recs)
-            assert not (tmp_path / "r.parquet").exists()
-            return
+def test_parquet_writes_a_table_pandas_reads_back(tmp_path):
+    """Issue 20: `results --parquet` failed without pandas/pyarrow; both are dependencies now."""
+    import pandas as pd
+    cols, recs = ["id", "x"], [{"id": "a", "x": 1.0}, {"id": "b", "x": 2.5}]
     write_parquet(tmp_path / "r.parquet", cols, recs)
-    assert (tmp_path / "r.parquet").stat().st_size > 0
+    df = pd.read_parquet(tmp_path / "r.parquet")
+    assert list(df.columns) == cols and df["x"].tolist() == [1.0, 2.5]
 
 
 def test_bad_toml_exits_2_with_message(tmp_path):

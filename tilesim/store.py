@@ -194,30 +194,13 @@ def write_csv(path, columns, records) -> Path:
 
 
 def write_parquet(path, columns, records) -> Path:
-    """Write the table as Parquet (atomically) with pyarrow, or pandas if pyarrow is missing.
+    """Write the table as Parquet (atomically, with pyarrow): one column per field."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    Raises
-    ------
-    ConfigError
-        Neither pyarrow nor pandas (with a Parquet engine) is importable.
-    """
     from tilesim.io import atomic_write_bytes
-    data = {c: [rec[c] for rec in records] for c in columns}
     buf = io.BytesIO()
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        pa = None
-    if pa is not None:
-        pq.write_table(pa.table(data), buf)
-    else:
-        try:
-            import pandas as pd
-            pd.DataFrame(data, columns=columns).to_parquet(buf, index=False)
-        except ImportError as exc:
-            raise ConfigError(config_message("--parquet", str(path), f"needs pyarrow, which is not installed ({exc})",
-                                             "pip install pyarrow (into the tilesim environment), or export --csv")) from None
+    pq.write_table(pa.table({c: [rec[c] for rec in records] for c in columns}), buf)
     return atomic_write_bytes(path, buf.getvalue())
 
 
