@@ -42,6 +42,7 @@ more there (home chunks only shrink), more tiles never predict more cycles.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, fields
 
@@ -57,6 +58,9 @@ __all__ = [
     "MatmulPlan",
     "plan_matmul",
     "build_matmul_plan",
+    "explain_plan",
+    "DEFAULT_MEMORY_PROPORTION",
+    "MAX_SERIAL_SPLIT",
     "phases_cycles",
     "overhead_breakdown",
     "overhead_bytes_per_tile",
@@ -165,7 +169,10 @@ class Phase:
 
     Per-tile arrays (int64, length ``tiles``): ``macs`` (AMP MACs or vector element operations),
     ``compute_cycles``, ``bytes_in``, ``bytes_out``, ``vertices``, ``vertex_edges`` (edge pointers of
-    those vertices) and ``exchange_instructions`` (estimated send + receive instructions).
+    those vertices) and ``exchange_instructions`` (estimated send + receive instructions), all for
+    **one** execution. ``repeat`` > 1 is the body of a Poplar ``Repeat`` loop (a serially split
+    matmul): the superstep runs ``repeat`` times, but its compute set, vertices and exchange code
+    exist once in memory.
     """
 
     name: str
@@ -177,9 +184,11 @@ class Phase:
     vertices: np.ndarray
     vertex_edges: np.ndarray
     exchange_instructions: np.ndarray
+    repeat: int = 1
 
     def __post_init__(self):
         require(self.unit in ("amp", "vector"), "phase unit", self.unit, "must be 'amp' or 'vector'", "")
+        _require_int("phase repeat", self.repeat)
         tiles = np.asarray(self.macs).shape[0] if np.ndim(self.macs) == 1 else -1
         require(tiles >= 1, "phase macs", np.shape(self.macs), "must be a 1-D per-tile array", "")
         for name in ("macs", "compute_cycles", "bytes_in", "bytes_out", "vertices", "vertex_edges",
@@ -201,8 +210,9 @@ class Phase:
         return int(costs.exchange_fixed_cycles + math.ceil(peak / costs.exchange_bytes_per_cycle))
 
     def cycles(self, costs: SuperstepCosts) -> int:
-        """``sync + exchange + max compute`` of this superstep (the planner's estimate)."""
-        return int(costs.sync_cycles) + self.exchange_cycles(costs) + int(self.compute_cycles.max())
+        """``repeat · (sync + exchange + max compute)`` of this superstep (the planner's estimate)."""
+        once = int(costs.sync_cycles) + self.exchange_cycles(costs) + int(self.compute_cycles.max())
+        return self.repeat * once
 
 
 def phases_cycles(phases, costs: SuperstepCosts) -> int:
@@ -279,18 +289,31 @@ def block_pieces(rows, cols, row_len: int, chunk: int, max_pieces: int) -> np.nd
     return np.where(rows * cols > 0, pieces, 0)
 
 
+DEFAULT_MEMORY_PROPORTION = 0.6
+"""poplin ``ConvOptions::availableMemoryProportion`` default (``lib/poplin/ConvOptions.hpp``) [S]."""
+
+MAX_SERIAL_SPLIT = 64
+"""Search bound on ``serial_k · serial_n`` (a planner limit, not a hardware one)."""
+
+
 @dataclass(frozen=True)
 class MatmulPlan:
     """A partition of ``C (m x n) = A (m x k) · B (k x n)`` over ``tiles`` tiles and its per-tile costs.
 
-    Scalars: the problem, ``split_m/k/n`` (``P_m, P_k, P_n``), ``predicted_cycles``.
+    Scalars: the problem, ``split_m/k/n`` (``P_m, P_k, P_n``), the serial splits ``serial_k``,
+    ``serial_n`` (``S_k, S_n``: the problem runs as ``S_k S_n`` passes of ``(m, k/S_k, n/S_n)``),
+    ``predicted_cycles``, ``memory_proportion`` and ``within_proportion`` (the temporary bytes meet
+    ``memory_proportion · sram_bytes``; False when the planner fell back to the least-temporary plan).
     Per-tile int64 arrays (length ``tiles``; idle tiles hold zeros except their home chunks):
-    ``rows, depth, cols`` (``m_t, k_t, n_t``), ``macs``, ``amp_cycles``, ``bytes_in``/``bytes_out``
-    (operand exchange), ``reduce_bytes_in``/``reduce_bytes_out``, ``reduce_adds``, ``reduce_cycles``,
-    memory ``operand_bytes`` (received A and B blocks), ``home_bytes`` (home chunks of A and B),
-    ``output_bytes`` (final C elements), ``partial_bytes`` (partials + reduction receive buffer),
-    ``data_bytes`` (their sum: peak, all counted live at once), and the counts ``compute_sets``,
-    ``vertices``, ``exchange_programs``. ``phases`` are the supersteps for the timing layer.
+    ``rows, depth, cols`` (``m_t, k_t, n_t`` of one pass); work summed over the passes: ``macs``,
+    ``amp_cycles``, ``bytes_in``/``bytes_out`` (operand exchange), ``reduce_bytes_in``/``reduce_bytes_out``,
+    ``reduce_adds``, ``reduce_cycles``; memory (peak): ``operand_bytes`` (received A and B blocks of one
+    pass), ``home_bytes`` (home chunks of A and B), ``output_bytes`` (final C elements), ``partial_bytes``
+    (partials + reduction receive buffer of one pass), ``slice_bytes`` (on-tile copy of a pass's slice of
+    the home chunks, serial plans only), ``accumulator_bytes`` (running sum over ``S_k`` passes, in the
+    partials type), ``data_bytes`` (their sum: all counted live at once); derived ``temp_bytes`` (everything
+    but the home chunks and the result: what ``availableMemoryProportion`` bounds), and the counts
+    ``compute_sets``, ``vertices``, ``exchange_programs``. ``phases`` are the supersteps for the timing layer.
     """
 
     m: int
@@ -320,11 +343,21 @@ class MatmulPlan:
     data_bytes: np.ndarray
     phases: tuple
     predicted_cycles: int
+    serial_k: int = 1
+    serial_n: int = 1
+    slice_bytes: np.ndarray = None
+    accumulator_bytes: np.ndarray = None
+    memory_proportion: float = DEFAULT_MEMORY_PROPORTION
+    within_proportion: bool = True
     compute_sets: np.ndarray = field(init=False)
     vertices: np.ndarray = field(init=False)
     exchange_programs: np.ndarray = field(init=False)
+    temp_bytes: np.ndarray = field(init=False)
 
     def __post_init__(self):
+        for name in ("slice_bytes", "accumulator_bytes"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.zeros(self.tiles, dtype=np.int64))
         for f in fields(self):
             v = getattr(self, f.name, None)
             if f.init and isinstance(v, np.ndarray):
@@ -337,10 +370,17 @@ class MatmulPlan:
         object.__setattr__(self, "vertices", _as_tile_array("vertices", vertices_per_tile(self.phases), self.tiles))
         object.__setattr__(self, "exchange_programs",
                            _as_tile_array("exchange_programs", exchange_programs_per_tile(self.phases), self.tiles))
+        temp = self.operand_bytes + self.partial_bytes + self.slice_bytes + self.accumulator_bytes
+        object.__setattr__(self, "temp_bytes", _as_tile_array("temp_bytes", temp, self.tiles))
 
     @property
     def split(self) -> tuple:
         return (self.split_m, self.split_k, self.split_n)
+
+    @property
+    def serial(self) -> tuple:
+        """``(S_k, S_n)``: serial passes over slices of ``k`` and of ``n``."""
+        return (self.serial_k, self.serial_n)
 
     @property
     def tiles_used(self) -> int:
@@ -349,6 +389,41 @@ class MatmulPlan:
     def memory_bytes(self, constants: OverheadConstants = OverheadConstants()) -> np.ndarray:
         """Per-tile ``data_bytes + overhead_bytes_per_tile``."""
         return self.data_bytes + overhead_bytes_per_tile(self, constants)
+
+    def memory_by_category(self, tile: int, constants: OverheadConstants = OverheadConstants()) -> dict:
+        """Bytes on ``tile`` by category: the data arrays and :func:`overhead_breakdown`."""
+        d = {name: int(getattr(self, name)[tile]) for name in
+             ("home_bytes", "output_bytes", "operand_bytes", "slice_bytes", "partial_bytes", "accumulator_bytes")}
+        d.update({k: int(v[tile]) for k, v in overhead_breakdown(self, constants).items()})
+        return d
+
+
+def explain_plan(plan, costs: SuperstepCosts = SuperstepCosts(), sram_bytes: int | None = None,
+                 constants: OverheadConstants = OverheadConstants()) -> str:
+    """Human-readable plan of a :class:`MatmulPlan` (or anything with ``phases``, ``memory_by_category``):
+    partition, serial splits, per-tile bytes by category on the fullest tile, cycles by phase."""
+    mem = plan.memory_bytes(constants)
+    t = int(mem.argmax())
+    lines = [getattr(plan, "title", None) or
+             f"matmul (m, k, n) = ({plan.m}, {plan.k}, {plan.n}) {plan.precision}, partials {plan.partials_precision}"]
+    lines.append("  " + plan.partition_text() if hasattr(plan, "partition_text") else
+                 f"  partition (P_m, P_k, P_n) = {plan.split} on {plan.tiles_used} of {plan.tiles} tiles; "
+                 f"serial splits (S_k, S_n) = {plan.serial} ({plan.serial_k * plan.serial_n} passes)")
+    bound = f"{plan.memory_proportion:g} x sram" if sram_bytes is None else \
+        f"{plan.memory_proportion:g} x {sram_bytes} = {int(plan.memory_proportion * sram_bytes)} B"
+    lines.append(f"  temporary bytes (fullest tile) {int(plan.temp_bytes[t]):,} vs availableMemoryProportion bound "
+                 f"{bound}: {'met' if plan.within_proportion else 'NOT met (least-temporary plan taken)'}")
+    cats = plan.memory_by_category(t, constants)
+    lines.append(f"  tile {t} bytes: total {int(mem[t]):,}" + (f" of {sram_bytes:,}" if sram_bytes else "") + "; "
+                 + ", ".join(f"{k} {v:,}" for k, v in cats.items() if v))
+    total = 0
+    for p in plan.phases:
+        c = p.cycles(costs)
+        total += c
+        lines.append(f"  phase {p.name:<14} x{p.repeat:<3} {c:>10,} cycles (sync {int(costs.sync_cycles)}, exchange "
+                     f"{p.exchange_cycles(costs):,}, compute {int(p.compute_cycles.max()):,} per pass)")
+    lines.append(f"  predicted {total:,} cycles")
+    return "\n".join(lines)
 
 
 def _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles):
@@ -359,15 +434,33 @@ def _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles):
     require(fixed_cycles >= 0, "fixed_cycles", fixed_cycles, "must be >= 0", "the Bow fit gives 331")
 
 
+def _check_proportion(p) -> None:
+    require(isinstance(p, (int, float)) and not isinstance(p, bool) and 0.0 <= p <= 1.0, "memory_proportion", p,
+            "must be in [0, 1]", "PopLibs' availableMemoryProportion: 0.6 by default; 0 = least temporary memory")
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
 def build_matmul_plan(m: int, k: int, n: int, split: tuple, *, tiles: int, flops_per_cycle: float,
                       fixed_cycles: float = 331.0, precision: str = "fp32", partials_precision: str = "fp32",
-                      costs: SuperstepCosts = SuperstepCosts()) -> MatmulPlan:
-    """Per-tile plan of one given partition ``split = (P_m, P_k, P_n)`` (no memory check)."""
+                      costs: SuperstepCosts = SuperstepCosts(), serial: tuple = (1, 1),
+                      memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
+                      within_proportion: bool = True) -> MatmulPlan:
+    """Per-tile plan of one given partition ``split = (P_m, P_k, P_n)`` of each of the
+    ``serial = (S_k, S_n)`` passes (no memory check; ``S_k`` must divide ``k``, ``S_n`` divide ``n``)."""
     _check_problem(m, k, n, tiles, 1, flops_per_cycle, fixed_cycles)
+    _check_proportion(memory_proportion)
     eb = _require_precision("precision", precision)
     pb = _require_precision("partials_precision", partials_precision)
+    sk, sn = (int(s) for s in serial)
+    for name, s, dim in (("serial_k", sk, k), ("serial_n", sn, n)):
+        require(s >= 1 and dim % s == 0, name, s, f"must be >= 1 and divide {dim}",
+                "serial passes are equal slices; pick a divisor")
+    ks, ns, passes = k // sk, n // sn, sk * sn
     pm, pk, pn = (int(s) for s in split)
-    for name, s, lim in (("split_m", pm, m), ("split_k", pk, k), ("split_n", pn, n)):
+    for name, s, lim in (("split_m", pm, m), ("split_k", pk, ks), ("split_n", pn, ns)):
         require(1 <= s <= lim, name, s, f"must be in [1, {lim}]", "a dimension cannot be cut finer than 1")
     used = pm * pk * pn
     require(used <= tiles, "split", (pm, pk, pn), f"uses {used} tiles > tiles = {tiles}", "split less")
@@ -380,16 +473,18 @@ def build_matmul_plan(m: int, k: int, n: int, split: tuple, *, tiles: int, flops
     inn, im = rest % pn, rest // pn
     zero = np.zeros(tiles, dtype=np.int64)
     rows = np.where(active, split_sizes(m, pm)[im], 0)
-    depth = np.where(active, split_sizes(k, pk)[ik], 0)
-    cols = np.where(active, split_sizes(n, pn)[inn], 0)
+    depth = np.where(active, split_sizes(ks, pk)[ik], 0)
+    cols = np.where(active, split_sizes(ns, pn)[inn], 0)
 
     macs = rows * depth * cols
     amp = np.where(macs > 0, fixed_cycles + np.ceil(macs / macs_per_cycle), 0).astype(np.int64)
 
     home_a, home_b = split_sizes(m * k, tiles), split_sizes(k * n, tiles)
     chunk_a, chunk_b = int(home_a.max()), int(home_b.max())
+    # one pass sends its slice of every home chunk: A's k-slice, B's (k, n) block
+    send_a, send_b = _cdiv(home_a, sk), _cdiv(home_b, passes)
     bytes_in = (rows * depth + depth * cols) * eb
-    bytes_out = (home_a + home_b) * eb
+    bytes_out = (send_a + send_b) * eb
     pieces_a = block_pieces(rows, depth, k, chunk_a, tiles)
     pieces_b = block_pieces(depth, cols, n, chunk_b, tiles)
     # distinct blocks are sent once: A blocks by (i_m, i_k) (tiles with i_n = 0), B by (i_k, i_n) (i_m = 0)
@@ -398,95 +493,186 @@ def build_matmul_plan(m: int, k: int, n: int, split: tuple, *, tiles: int, flops
     operand_instr = pieces_a + pieces_b + send_instr
 
     out_block = rows * cols
+    one = active.astype(np.int64)
     phases = []
+    if passes > 1:
+        # dynamic slice: each home tile copies this pass's slice of its chunks to a send buffer
+        copy = send_a + send_b
+        phases.append(Phase("serial-slice", "vector", copy, costs.vector_cycles(copy, eb), zero, zero,
+                            (copy > 0).astype(np.int64), 2 * (copy > 0), zero, passes))
+        slice_bytes = copy * eb
+    else:
+        slice_bytes = zero
     if pk > 1:
-        slice_sizes = out_block // pk + (ik < out_block % pk).astype(np.int64)
-        red_in = (pk - 1) * slice_sizes * pb
-        red_out = (out_block - slice_sizes) * pb
-        red_adds = (pk - 1) * slice_sizes
+        owned = out_block // pk + (ik < out_block % pk).astype(np.int64)
+        red_in = (pk - 1) * owned * pb
+        red_out = (out_block - owned) * pb
+        red_adds = (pk - 1 + (sk > 1)) * owned
         red_cycles = costs.vector_cycles(red_adds, pb)
-        output_bytes = slice_sizes * eb
         partial_bytes = out_block * pb + red_in
         red_instr = np.where(active, 2 * (pk - 1), 0)
     else:
+        owned = out_block
         red_in = red_out = red_adds = red_cycles = red_instr = zero
-        output_bytes = out_block * eb
-        partial_bytes = zero
+        partial_bytes = out_block * pb if sk > 1 else zero
+    output_bytes = sn * owned * eb
+    accumulator_bytes = owned * pb if sk > 1 else zero
     phases.append(Phase("matmul", "amp", macs, amp, bytes_in, bytes_out, (macs > 0).astype(np.int64),
-                        3 * (macs > 0), operand_instr))
+                        3 * (macs > 0), operand_instr, passes))
     if pk > 1:
         has = red_adds > 0
         phases.append(Phase("reduce", "vector", red_adds, red_cycles, red_in, red_out, has.astype(np.int64),
-                            (pk + 1) * has, red_instr))
-    operand_bytes = bytes_in
-    home_bytes = bytes_out
-    data = operand_bytes + home_bytes + output_bytes + partial_bytes
+                            (pk + 1) * has, red_instr, passes))
+    elif sk > 1:
+        phases.append(Phase("accumulate", "vector", out_block, costs.vector_cycles(out_block, pb), zero, zero,
+                            (out_block > 0).astype(np.int64), 2 * (out_block > 0), zero, passes))
+    if sk > 1 and pb != eb:
+        phases.append(Phase("cast", "vector", owned, costs.vector_cycles(owned, pb), zero, zero,
+                            (owned > 0).astype(np.int64), 2 * (owned > 0), zero, sn))
+    home_bytes = (home_a + home_b) * eb
+    data = bytes_in + home_bytes + output_bytes + partial_bytes + slice_bytes + accumulator_bytes
     phases = tuple(phases)
-    return MatmulPlan(m, k, n, tiles, precision, partials_precision, pm, pk, pn, rows, depth, cols, macs, amp,
-                      bytes_in, bytes_out, red_in, red_out, red_adds, red_cycles, operand_bytes, home_bytes,
-                      output_bytes, partial_bytes, data, phases, phases_cycles(phases, costs))
+    return MatmulPlan(m, k, n, tiles, precision, partials_precision, pm, pk, pn, rows, depth, cols, macs * passes,
+                      amp * passes, bytes_in * passes, bytes_out * passes, red_in * passes, red_out * passes,
+                      red_adds * passes, red_cycles * passes, bytes_in, home_bytes, output_bytes, partial_bytes, data,
+                      phases, phases_cycles(phases, costs), sk, sn, slice_bytes, accumulator_bytes,
+                      float(memory_proportion), bool(within_proportion))
+
+
+@functools.lru_cache(maxsize=8)
+def _triples(tiles: int) -> tuple:
+    """Every ``(P_m, P_k, P_n)`` with ``P_m P_k P_n <= tiles`` (read-only arrays, cached per tile count)."""
+    pm = np.arange(1, tiles + 1)
+    pn_max = tiles // pm
+    pm2 = np.repeat(pm, pn_max)
+    pn2 = np.concatenate([np.arange(1, c + 1) for c in pn_max])
+    pk_max = tiles // (pm2 * pn2)
+    pm3, pn3 = np.repeat(pm2, pk_max), np.repeat(pn2, pk_max)
+    starts = np.repeat(np.cumsum(pk_max) - pk_max, pk_max)
+    pk3 = np.arange(pm3.size) - starts + 1
+    out = (pm3, pk3, pn3)
+    for a in out:
+        a.setflags(write=False)
+    return out
 
 
 def _candidates(m, k, n, tiles):
-    pms, pns, pks = [], [], []
-    for pm in range(1, min(m, tiles) + 1):
-        for pn in range(1, min(n, tiles // pm) + 1):
-            top = min(k, tiles // (pm * pn))
-            pks.append(np.arange(1, top + 1))
-            pms.append(np.full(top, pm))
-            pns.append(np.full(top, pn))
-    return np.concatenate(pms), np.concatenate(pks), np.concatenate(pns)
+    pm, pk, pn = _triples(int(tiles))
+    keep = (pm <= m) & (pk <= k) & (pn <= n)
+    return pm[keep], pk[keep], pn[keep]
 
 
-def _cdiv(a, b):
-    return -(-a // b)
+def _divisors(x: int, limit: int) -> list:
+    return [d for d in range(1, min(x, limit) + 1) if x % d == 0]
+
+
+def _serial_pairs(k: int, n: int, limit: int) -> list:
+    """``(S_k, S_n)`` with ``S_k | k``, ``S_n | n``, ``S_k S_n <= limit``, fewest passes first."""
+    pairs = [(a, b) for a in _divisors(k, limit) for b in _divisors(n, limit) if a * b <= limit]
+    return sorted(pairs, key=lambda p: (p[0] * p[1], p[0]))
+
+
+def _closed_form(m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, costs):
+    """Predicted cycles, temporary bytes and data bytes of every partition of the ``(S_k, S_n)`` passes.
+
+    Tile 0 holds the largest block, home chunk and reduction slice of every balanced split, so these
+    closed forms are the per-tile maxima the phases of :func:`build_matmul_plan` reduce over."""
+    ks, ns, passes = k // sk, n // sn, sk * sn
+    pm, pk, pn = _candidates(m, ks, ns, tiles)
+    cm, ck, cn = _cdiv(m, pm), _cdiv(ks, pk), _cdiv(ns, pn)
+    macs0 = cm * ck * cn
+    amp0 = fixed_cycles + np.ceil(macs0 / (flops_per_cycle / 2.0))
+    in0 = (cm * ck + ck * cn) * eb
+    send0 = _cdiv(_cdiv(m * k, tiles), sk) + _cdiv(_cdiv(k * n, tiles), passes)
+    base = costs.sync_cycles + costs.exchange_fixed_cycles
+    step = base + np.ceil(np.maximum(in0, send0 * eb) / costs.exchange_bytes_per_cycle) + amp0
+    blk = cm * cn
+    sl = np.where(pk > 1, _cdiv(blk, pk), blk)
+    red_in = (pk - 1) * sl * pb
+    red_out = (blk - blk // pk) * pb
+    red_cyc = costs.vector_cycles((pk - 1 + (sk > 1)) * sl, pb)
+    step = step + np.where(pk > 1, base + np.ceil(np.maximum(red_in, red_out) / costs.exchange_bytes_per_cycle)
+                           + red_cyc, 0)
+    if sk > 1:
+        step = step + np.where(pk > 1, 0, costs.sync_cycles + costs.vector_cycles(blk, pb))
+    if passes > 1:
+        step = step + costs.sync_cycles + int(costs.vector_cycles(send0, eb))
+    total = passes * step
+    if sk > 1 and pb != eb:
+        total = total + sn * (costs.sync_cycles + costs.vector_cycles(sl, pb))
+    partial = np.where(pk > 1, blk * pb + red_in, blk * pb if sk > 1 else 0)
+    temp0 = in0 + partial + (send0 * eb if passes > 1 else 0) + (sl * pb if sk > 1 else 0)
+    data0 = temp0 + (_cdiv(m * k, tiles) + _cdiv(k * n, tiles)) * eb + sn * sl * eb
+    return pm, pk, pn, total, temp0, data0
 
 
 def plan_matmul(m: int, k: int, n: int, *, tiles: int, sram_bytes: int, flops_per_cycle: float,
                 fixed_cycles: float = 331.0, precision: str = "fp32", partials_precision: str = "fp32",
                 costs: SuperstepCosts = SuperstepCosts(),
-                overheads: OverheadConstants = OverheadConstants()) -> MatmulPlan:
-    """Cheapest partition of ``(m, k) x (k, n)`` over ``tiles`` tiles that fits ``sram_bytes`` per tile.
+                overheads: OverheadConstants = OverheadConstants(),
+                memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
+                max_serial: int = MAX_SERIAL_SPLIT) -> MatmulPlan:
+    """Cheapest plan of ``(m, k) x (k, n)`` over ``tiles`` tiles, as PopLibs' convolution planner chooses it.
 
-    See the module docstring for the cost model. Raises :class:`~tilesim.errors.ConfigError` for bad
-    arguments and :class:`~tilesim.errors.SramOverflowError` if no partition fits.
+    Candidates: every parallel partition ``(P_m, P_k, P_n)`` of every serial split ``(S_k, S_n)``
+    (``S_k | k``, ``S_n | n``, ``S_k S_n <= max_serial``; poplin's ``inChanSplit.serial`` and
+    ``outChanSplit.serial``, ``lib/poplin/ConvPlan.hpp``). A serial plan runs ``S_k S_n`` passes of
+    ``(m, k/S_k, n/S_n)`` in a ``Repeat`` loop: per pass a dynamic slice of the home chunks, the
+    exchange of the operand blocks, the AMP, the ``P_k`` reduction, and for ``S_k > 1`` an in-place add
+    into an accumulator in the partials type and a final cast (PopLibs' ``addInPlace`` and
+    ``outputCast`` estimates, ``lib/poplin/ConvModel.cpp``). Cycles = passes x per-pass cycles (+ casts).
+
+    Memory, as poplin bounds it (``ConvModel.cpp``: ``totalTempBytes <= availableMemoryProportion x
+    bytesPerTile``): the *temporary* bytes (:attr:`MatmulPlan.temp_bytes`) must not exceed
+    ``memory_proportion · sram_bytes``, and everything (data + overheads) must fit ``sram_bytes``. The
+    fastest plan meeting both is returned (ties: fewer passes, fewer tiles, smaller ``P_m``, ``P_n``);
+    if none meets the proportion, the plan with least temporary memory that fits (poplin replans
+    "minimising temporary memory"; ``within_proportion = False``). ``memory_proportion = 0`` asks
+    for that plan directly. Raises :class:`~tilesim.errors.ConfigError` for bad arguments and
+    :class:`~tilesim.errors.SramOverflowError` (naming the smallest plan's bytes) if nothing fits.
     """
     _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles)
+    _check_proportion(memory_proportion)
+    _require_int("max_serial", max_serial)
     eb = _require_precision("precision", precision)
     pb = _require_precision("partials_precision", partials_precision)
-    pm, pk, pn = _candidates(m, k, n, tiles)
-    # Tile 0 holds the largest block, home chunk and reduction slice of every balanced split, so
-    # these closed forms are the per-tile maxima the phases reduce over.
-    cm, ck, cn = _cdiv(m, pm), _cdiv(k, pk), _cdiv(n, pn)
-    macs0 = cm * ck * cn
-    amp0 = fixed_cycles + np.ceil(macs0 / (flops_per_cycle / 2.0))
-    in0 = (cm * ck + ck * cn) * eb
-    home0 = (_cdiv(m * k, tiles) + _cdiv(k * n, tiles)) * eb
-    base = costs.sync_cycles + costs.exchange_fixed_cycles
-    ph1 = base + np.ceil(np.maximum(in0, home0) / costs.exchange_bytes_per_cycle) + amp0
-    blk = cm * cn
-    sl = _cdiv(blk, pk)
-    red_in = (pk - 1) * sl * pb
-    red_out = (blk - blk // pk) * pb
-    red_cyc = costs.vector_fixed_cycles + np.ceil((pk - 1) * sl / (costs.vector_bytes_per_cycle / pb))
-    ph2 = np.where(pk > 1, base + np.ceil(np.maximum(red_in, red_out) / costs.exchange_bytes_per_cycle) + red_cyc, 0)
-    total = ph1 + ph2
-    data0 = in0 + home0 + np.where(pk > 1, sl * eb + blk * pb + red_in, blk * eb)
-    order = np.lexsort((pn, pm, pm * pk * pn, total))
-    fits = data0[order] <= sram_bytes
-    tried = 0
-    for idx in order[fits]:
-        plan = build_matmul_plan(m, k, n, (int(pm[idx]), int(pk[idx]), int(pn[idx])), tiles=tiles,
-                                 flops_per_cycle=flops_per_cycle, fixed_cycles=fixed_cycles, precision=precision,
-                                 partials_precision=partials_precision, costs=costs)
-        if int(plan.memory_bytes(overheads).max()) <= sram_bytes:
-            return plan
-        tried += 1
-        if tried >= 64:
-            break
-    best = int(np.argmin(data0))
+    bound = memory_proportion * sram_bytes
+    cols = {key: [] for key in ("pm", "pk", "pn", "sk", "sn", "total", "temp", "data")}
+    for sk, sn in _serial_pairs(k, n, max_serial):
+        pm, pk, pn, total, temp0, data0 = _closed_form(m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle,
+                                                       fixed_cycles, costs)
+        for key, v in zip(cols, (pm, pk, pn, np.full(pm.shape, sk), np.full(pm.shape, sn), total, temp0, data0)):
+            cols[key].append(v)
+        if sk * sn == 1:
+            fit = data0 <= sram_bytes
+            ok = fit & (temp0 <= bound)
+            # one pass is never slower than several with the same partition: stop if the bound does not bind
+            if ok.any() and total[ok].min() == total[fit].min():
+                break
+    c = {key: np.concatenate(v) for key, v in cols.items()}
+    passes = c["sk"] * c["sn"]
+    used = c["pm"] * c["pk"] * c["pn"]
+    fit = c["data"] <= sram_bytes
+    kw = dict(tiles=tiles, flops_per_cycle=flops_per_cycle, fixed_cycles=fixed_cycles, precision=precision,
+              partials_precision=partials_precision, costs=costs, memory_proportion=memory_proportion)
+    within = fit & (c["temp"] <= bound)
+    for mask, primary, ok in ((within, c["total"], True), (fit, c["temp"], False)):
+        secondary = c["total"] if not ok else c["temp"]
+        order = np.lexsort((c["pn"], c["pm"], used, passes, secondary, primary))
+        tried = 0
+        for idx in order[mask[order]]:
+            plan = build_matmul_plan(m, k, n, (int(c["pm"][idx]), int(c["pk"][idx]), int(c["pn"][idx])),
+                                     serial=(int(c["sk"][idx]), int(c["sn"][idx])), within_proportion=ok, **kw)
+            if int(plan.memory_bytes(overheads).max()) <= sram_bytes:
+                return plan
+            tried += 1
+            if tried >= 64:
+                break
+    best = int(np.argmin(c["data"]))
     raise SramOverflowError(
-        f"matmul (m, k, n) = ({m}, {k}, {n}) {precision} on {tiles} tiles: no partition fits; the smallest, "
-        f"(P_m, P_k, P_n) = ({int(pm[best])}, {int(pk[best])}, {int(pn[best])}), needs {int(data0[best])} B "
-        f"of data on tile 0 > sram_bytes = {sram_bytes} B; use more tiles, fp16, or split the problem",
-        tiles=[0])
+        f"matmul (m, k, n) = ({m}, {k}, {n}) {precision} on {tiles} tiles: no plan fits, even with serial splits "
+        f"(S_k S_n <= {max_serial}); the smallest, (P_m, P_k, P_n) = ({int(c['pm'][best])}, {int(c['pk'][best])}, "
+        f"{int(c['pn'][best])}) with (S_k, S_n) = ({int(c['sk'][best])}, {int(c['sn'][best])}), needs "
+        f"{int(c['data'][best])} B of data on tile 0 > sram_bytes = {sram_bytes} B; the operands and result alone "
+        f"are {int((_cdiv(m * k, tiles) + _cdiv(k * n, tiles)) * eb + _cdiv(m * n, tiles) * eb)} B per tile: use more "
+        f"tiles (chips), fp16, or a smaller batch", tiles=[0])
