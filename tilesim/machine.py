@@ -130,7 +130,10 @@ class System:
     Ladder: chip ``i`` sits on rung ``i // 2``, side ``i % 2``. Rung partners share ``pair_links``
     links per direction; neighbours on a side share ``vertical_links``; ``wrap_links`` join the
     last rung to the first (the ring wrap-around) when there are more than two rungs.
-    Global sync cycles = ceil(global_sync_ns_per_hop · f · hops · 2) with hops = 1 + ⌊⌊N/2⌋/2⌋.
+    Global sync cycles = global_sync_fixed_cycles + ceil(global_sync_ns_per_hop · f · hops · 2) with
+    hops = 1 + ⌊⌊N/2⌋/2⌋. ``global_sync_fixed_cycles`` is the part of a cross-chip sync that does not
+    grow with the hop count (sync-link handshake and the chips' external-sync entry and exit); 0 unless a
+    preset gives measured evidence (gc2x16: measured multi-IPU stencil, ``calibration/multi-ipu/``).
     """
 
     chips: int
@@ -145,6 +148,7 @@ class System:
     global_sync_ns_per_hop: float
     host_bytes_per_s: float
     host_latency_s: float
+    global_sync_fixed_cycles: int = 0
 
     def __post_init__(self):
         if self.topology not in TOPOLOGIES:
@@ -153,9 +157,9 @@ class System:
         _positive("system", self, ["chips", "link_bytes_per_s", "link_efficiency",
                                    "host_bytes_per_s", "link_latency_s", "host_latency_s",
                                    "pair_links", "vertical_links", "wrap_links", "links_per_chip",
-                                   "global_sync_ns_per_hop"],
-                  allow_zero=("link_latency_s", "host_latency_s", "wrap_links",
-                              "global_sync_ns_per_hop", "links_per_chip"))
+                                   "global_sync_ns_per_hop", "global_sync_fixed_cycles"],
+                  allow_zero=("link_latency_s", "host_latency_s", "wrap_links", "global_sync_ns_per_hop",
+                              "links_per_chip", "global_sync_fixed_cycles"))
         if self.link_efficiency > 1:
             raise ConfigError(config_message("system.link_efficiency", self.link_efficiency,
                                              "must be in (0, 1]"))
@@ -205,12 +209,15 @@ class Machine:
         return replace(self, name=f"{self.name}[{chips} chips]", system=replace(self.system, chips=chips))
 
     def global_sync_cycles(self, chips: int | None = None) -> int:
-        """Cycles of a sync across ``chips`` chips (Poplar's IPUModel hops rule, §1.3)."""
+        """Cycles of a sync across ``chips`` chips: the preset's fixed part plus Poplar's IPUModel
+        hops rule (§1.3). This is the one function the engine's sync costs come from (through
+        :meth:`group_sync_cycles`)."""
         n = self.chips if chips is None else chips
         if n <= 1:
             return self.chip.sync_cycles
         hops = 1 + (n // 2) // 2
-        return math.ceil(self.system.global_sync_ns_per_hop * 1e-9 * self.clock_hz * hops * 2 - 1e-9)
+        return self.system.global_sync_fixed_cycles + math.ceil(
+            self.system.global_sync_ns_per_hop * 1e-9 * self.clock_hz * hops * 2 - 1e-9)
 
     def group_sync_cycles(self, chips: int) -> int:
         """A sync across ``chips`` chips: each chip's internal sync plus the Sync-Link round trip.

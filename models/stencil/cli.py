@@ -1,0 +1,97 @@
+"""``tilesim stencil``: time (and optionally run) the 3×3 Gaussian blur on 1-16 GC2 IPUs.
+
+Registered through the ``tilesim.commands`` entry point. Bad input raises
+:class:`~tilesim.errors.ConfigError`; the core CLI prints it on one line and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tilesim.errors import ConfigError, config_message
+
+__all__ = ["register", "parse_pair"]
+
+
+def parse_pair(text: str, field: str, sep: str = "x") -> tuple[int, int]:
+    """``"2200x1122"`` → (2200, 1122); :class:`ConfigError` naming ``field`` otherwise."""
+    parts = str(text).lower().split(sep)
+    try:
+        a, b = (int(p) for p in parts)
+    except ValueError:
+        raise ConfigError(config_message(field, text, f"must be two integers like 6{sep}6")) from None
+    if a < 1 or b < 1:
+        raise ConfigError(config_message(field, text, "both numbers must be >= 1"))
+    return a, b
+
+
+def _cmd_stencil(args) -> int:
+    from models.stencil.workload import StencilConfig, blur_image, run_stencil
+    from tilesim.machine import load_machine
+
+    if args.image_size is None and args.image is None:
+        raise ConfigError(config_message("--image-size", None, "missing", "give --image-size WxH or --image PNG"))
+    img = None
+    if args.image is not None:
+        from models.stencil.plots import read_png
+        img = read_png(args.image)
+        size = (img.shape[1], img.shape[0])
+        if args.image_size is not None and parse_pair(args.image_size, "--image-size") != size:
+            raise ConfigError(config_message("--image-size", args.image_size, f"differs from the PNG ({size[0]}x{size[1]})",
+                                             "drop --image-size or give the PNG's size"))
+    else:
+        size = parse_pair(args.image_size, "--image-size")
+    rows, cols = parse_pair(args.min_partition, "--min-partition")
+    if not 1 <= args.ipus <= 16:
+        raise ConfigError(config_message("--ipus", args.ipus, "must be in 1..16", "the GC2 system had 16 IPUs"))
+    cfg = StencilConfig(height=size[1], width=size[0], dtype=args.dtype, ipus=args.ipus, min_rows=rows,
+                        min_cols=cols, iterations=args.iterations)
+    machine = load_machine(args.machine, args.ipus)
+    run = run_stencil(cfg, machine)
+    summary = run.to_dict()
+    if args.out:
+        from tilesim.cli import write_outputs
+        out = Path(args.out)
+        write_outputs(out, run.result, run.program, run.ledger, extra={"stencil": summary})
+        if img is not None:
+            from models.stencil.plots import write_png
+            blurred = blur_image(img, cfg, machine.tiles_per_chip, machine.chip.workers_per_tile)
+            write_png(out / "blurred.png", blurred)
+            summary["blurred_png"] = str(out / "blurred.png")
+    elif img is not None:
+        raise ConfigError(config_message("--image", args.image, "needs --out", "give --out DIR for blurred.png"))
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print(f"stencil {summary['image']} {cfg.dtype} on {args.ipus} IPU(s) ({machine.name}), min partition "
+          f"{summary['min_partition']}, {cfg.iterations} iterations: {run.us_per_iteration:.2f} us per iteration")
+    print("  per superstep (cycles): " + ", ".join(f"{k} {v:,.0f}" for k, v in run.phases.items()))
+    print(f"  SRAM: fullest tile {summary['max_tile_bytes']:,} B of {summary['sram_bytes']:,} B; "
+          f"fits = {summary['fits']}; tiles used {summary['tiles_used']:,} of {machine.total_tiles:,}")
+    if args.out:
+        print(f"  wrote {args.out}/summary.json, summary.md, trace.json (Perfetto), pictures"
+              + (", blurred.png" if img is not None else ""))
+    return 0
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def register(subparsers) -> None:
+    """Add ``stencil`` to the ``tilesim`` command line."""
+    s = subparsers.add_parser("stencil", help="3x3 Gaussian blur (Louw & McIntosh-Smith) on 1-16 GC2 IPUs")
+    s.add_argument("--image-size", help="WIDTHxHEIGHT in pixels, e.g. 2200x1122")
+    s.add_argument("--image", help="a PNG to blur for real (needs --out)")
+    s.add_argument("--dtype", default="float", help="float, float2 or half4 (default float)")
+    s.add_argument("--ipus", type=_int, default=1, help="1..16 (default 1)")
+    s.add_argument("--min-partition", default="6x6", help="minimum ROWSxCOLS per tile (default 6x6)")
+    s.add_argument("--iterations", type=_int, default=100)
+    s.add_argument("--machine", default="gc2x16", help="preset or TOML, resized to --ipus (default gc2x16)")
+    s.add_argument("--out", help="directory for summary, trace, pictures and blurred.png")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_cmd_stencil)

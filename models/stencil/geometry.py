@@ -1,0 +1,124 @@
+"""Per-tile counts of a stencil partition: pixels per worker, halo traffic and on-tile copies.
+
+Every worker vertex reads its slice plus eight halos (top/bottom rows, left/right columns, four
+corners) taken from the whole image, with the authors' edge rule (``Halos::forSliceTopIs0NoWrap``
+in ``main/StencilUtils.hpp``): a halo exists only if its row/column index is strictly inside
+``1 .. size-2`` on the far side (top needs ``r0 - 1 > 0``, left ``c0 - 1 > 0``, bottom
+``r1 < rows - 1``, right ``c1 < cols - 1``); a missing halo reads zeros. Halo pixels held by the
+worker's own tile are on-tile copies; those of another tile of the same IPU are on-chip exchange;
+those of another IPU cross IPU-Links. A message is a contiguous run: along a row halo, pixels of
+one source tile; every pixel of a column halo is its own run (the image is row-major).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.stencil.partition import Blocks
+
+__all__ = ["HaloCounts", "halo_counts", "owner_map"]
+
+
+@dataclass(frozen=True, eq=False)
+class HaloCounts:
+    """Per global tile (``ipu * tiles_per_ipu + tile``) counts, in pixels and runs."""
+
+    tiles_per_ipu: int
+    ipus: int
+    max_worker_pixels: np.ndarray   # [N] largest worker slice
+    tile_pixels: np.ndarray         # [N]
+    tile_rows: np.ndarray           # [N] row segments of all worker slices (in/out copy regions)
+    onchip_in_px: np.ndarray        # [N] halo pixels received from other tiles of the same IPU
+    onchip_out_px: np.ndarray       # [N] halo pixels sent to other tiles of the same IPU
+    onchip_in_runs: np.ndarray      # [N]
+    local_halo_px: np.ndarray       # [N] halo pixels copied on the tile itself
+    local_halo_runs: np.ndarray     # [N]
+    link_in_px: np.ndarray          # [N] halo pixels received from other IPUs
+    link_in_runs: np.ndarray        # [N]
+    flows_px: dict                  # {(src_ipu, dst_ipu): pixels}
+    flows_runs: dict                # {(src_ipu, dst_ipu): messages}
+
+
+def owner_map(blocks: Blocks, tiles_per_ipu: int) -> np.ndarray:
+    """Global tile id of every pixel, shape (height, width)."""
+    own = np.full((blocks.height, blocks.width), -1, np.int64)
+    g = blocks.ipu * tiles_per_ipu + blocks.tile
+    for i in range(blocks.count):
+        own[blocks.r0[i]:blocks.r1[i], blocks.c0[i]:blocks.c1[i]] = g[i]
+    return own
+
+
+def _segments(starts_r, starts_c, lengths, horizontal: bool):
+    """Pixel coordinates of row (horizontal) or column segments, and the segment of each pixel."""
+    seg = np.repeat(np.arange(lengths.size), lengths)
+    offs = np.arange(seg.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    rr = starts_r[seg] + (0 if horizontal else offs)
+    cc = starts_c[seg] + (offs if horizontal else 0)
+    return rr, cc, seg
+
+
+def halo_counts(blocks: Blocks, tiles_per_ipu: int) -> HaloCounts:
+    """Count every tile's halo traffic and copies for one stencil compute set."""
+    H, W = blocks.height, blocks.width
+    ipus = int(blocks.ipu.max()) + 1
+    N = ipus * tiles_per_ipu
+    own = owner_map(blocks, tiles_per_ipu)
+    gt = blocks.ipu * tiles_per_ipu + blocks.tile
+    r0, r1, c0, c1 = blocks.r0, blocks.r1, blocks.c0, blocks.c1
+    h, w = r1 - r0, c1 - c0
+    top, left = r0 - 1 > 0, c0 - 1 > 0
+    bottom, right = r1 < H - 1, c1 < W - 1
+    # (dst worker index, pixel rows, pixel cols, run id, is_column)
+    pieces = []
+    for exists, rs, cs, lens, horiz in (
+            (top, r0 - 1, c0, w, True), (bottom, r1, c0, w, True),
+            (left, r0, c0 - 1, h, False), (right, r0, c1, h, False),
+            (top & left, r0 - 1, c0 - 1, np.ones_like(h), True), (top & right, r0 - 1, c1, np.ones_like(h), True),
+            (bottom & left, r1, c0 - 1, np.ones_like(h), True), (bottom & right, r1, c1, np.ones_like(h), True)):
+        idx = np.flatnonzero(exists)
+        if not idx.size:
+            continue
+        rr, cc, seg = _segments(rs[idx], cs[idx], lens[idx], horiz)
+        pieces.append((idx[seg], rr, cc, seg, horiz))
+    z = lambda: np.zeros(N)  # noqa: E731
+    onchip_in, onchip_out, onchip_runs, local_px, local_runs, link_in, link_runs = (z() for _ in range(7))
+    flows: dict = {}
+    flow_runs: dict = {}
+    for widx, rr, cc, seg, horiz in pieces:
+        dst = gt[widx]
+        src = own[rr, cc]
+        if horiz:       # a new run starts where the segment or the source tile changes
+            new = np.ones(src.size, bool)
+            new[1:] = (seg[1:] != seg[:-1]) | (src[1:] != src[:-1])
+        else:
+            new = np.ones(src.size, bool)
+        same_tile = src == dst
+        same_ipu = (src // tiles_per_ipu) == (dst // tiles_per_ipu)
+        onchip = same_ipu & ~same_tile
+        link = ~same_ipu
+        local_px += np.bincount(dst[same_tile], minlength=N)
+        local_runs += np.bincount(dst[same_tile & new], minlength=N)
+        onchip_in += np.bincount(dst[onchip], minlength=N)
+        onchip_out += np.bincount(src[onchip], minlength=N)
+        onchip_runs += np.bincount(dst[onchip & new], minlength=N)
+        link_in += np.bincount(dst[link], minlength=N)
+        link_runs += np.bincount(dst[link & new], minlength=N)
+        if link.any():
+            pair = (src[link] // tiles_per_ipu) * ipus + dst[link] // tiles_per_ipu
+            for p, n in zip(*np.unique(pair, return_counts=True)):
+                key = (int(p) // ipus, int(p) % ipus)
+                flows[key] = flows.get(key, 0) + int(n)
+            runs = new[link]
+            for p, n in zip(*np.unique(pair[runs], return_counts=True)):
+                key = (int(p) // ipus, int(p) % ipus)
+                flow_runs[key] = flow_runs.get(key, 0) + int(n)
+    px = blocks.pixels()
+    maxw = np.zeros(N)
+    np.maximum.at(maxw, gt, px)
+    return HaloCounts(tiles_per_ipu=tiles_per_ipu, ipus=ipus, max_worker_pixels=maxw,
+                      tile_pixels=np.bincount(gt, weights=px, minlength=N),
+                      tile_rows=np.bincount(gt, weights=h, minlength=N).astype(np.float64),
+                      onchip_in_px=onchip_in, onchip_out_px=onchip_out, onchip_in_runs=onchip_runs,
+                      local_halo_px=local_px, local_halo_runs=local_runs, link_in_px=link_in,
+                      link_in_runs=link_runs, flows_px=flows, flows_runs=flow_runs)
