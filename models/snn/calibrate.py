@@ -181,7 +181,7 @@ def read_cases(path=None) -> tuple:
 
 def case_setup(case: Case, where: str = "case"):
     """``(config, machine, placement)`` of a case; errors name the case."""
-    from models.snn.cli import place
+    from models.snn.placing import place
     from models.snn.network import NetworkConfig
     from tilesim.machine import load_machine
     try:
@@ -199,8 +199,8 @@ def case_setup(case: Case, where: str = "case"):
 
 def _natural_activity(case: Case, config, placement):
     """The activity of one functional training step on the case's dataset-shaped generator."""
-    from models.snn.retime import record_activity
-    return record_activity(config, placement, {"data": None, "dataset": case.dataset})
+    from models.snn.run import record_activity
+    return record_activity(config, placement, case.dataset)
 
 
 def costs_from_theta(theta, base: CostModel, name: str = "snn", version: str = "1", provenance=None) -> CostModel:
@@ -504,13 +504,7 @@ def cmd_calibrate(args) -> int:
 
 
 def register(sub) -> None:
-    v = sub.add_parser("validate", help="predicted vs measured SNN step times (default: the shipped IPU cases)",
-                       description="Time every case of a measured-cases CSV with the cost model and compare.")
-    v.add_argument("cases", nargs="?", help="cases CSV (default: models/snn/calibration/nmnist_ipu_step_times.csv)")
-    v.add_argument("--costs", help="cost-model TOML (default: tilesim/presets/costs/snn.toml)")
-    v.add_argument("--json", action="store_true", help="print a JSON list of {case, predicted_ms, measured_ms, error_pct}")
-    v.add_argument("--quiet", action="store_true", help="no progress bar")
-    v.set_defaults(func=cmd_validate)
+    """Add ``calibrate`` (``validate`` for every workload is :mod:`models.validate`)."""
     c = sub.add_parser("calibrate", help="fit the SNN cost coefficients to measured step times",
                        description="Least-squares fit of the cost model to a cases CSV; writes a versioned TOML.")
     c.add_argument("cases", help="cases CSV (columns as in models/snn/calibration/nmnist_ipu_step_times.csv)")

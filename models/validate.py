@@ -1,0 +1,94 @@
+"""``tilesim validate``: predicted vs measured for every workload's measured cases.
+
+A cases CSV carries a ``workload`` column (``snn``, ``stencil``); a file without one is an SNN
+file (the column was added later). With no file, every shipped case file of every workload is
+checked. Registered through the ``tilesim.commands`` entry point; ``tilesim calibrate`` stays in
+:mod:`models.snn.calibrate`.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+from tilesim.errors import ConfigError, config_message
+
+__all__ = ["register", "cmd_validate", "workload_of", "WORKLOADS"]
+
+WORKLOADS = ("snn", "stencil")
+
+
+def workload_of(path) -> str:
+    """The workload named by a cases CSV's ``workload`` column (``snn`` if it has none)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(config_message("cases file", str(p), "no such file", "give a cases CSV"))
+    with open(p, newline="") as fh:
+        reader = csv.DictReader(fh)
+        names = {(r.get("workload") or "snn").strip() for r in reader} if "workload" in (reader.fieldnames or []) \
+            else {"snn"}
+    bad = names - set(WORKLOADS)
+    if bad or len(names) != 1:
+        raise ConfigError(config_message(f"{p} column workload", ",".join(sorted(names)),
+                                         f"must be one of {', '.join(WORKLOADS)}, the same on every row",
+                                         "split the file by workload"))
+    return names.pop()
+
+
+def _snn_rows(path, costs) -> list[dict]:
+    from models.snn.calibrate import _load_costs_arg, predict_cases, read_cases
+
+    cases = read_cases(path)
+    preds = predict_cases(cases, _load_costs_arg(costs))
+    # the *_ms keys are the SNN validate's JSON fields before this module (kept for scripts)
+    return [{"workload": "snn", "case": c.case, "quantity": "ms_per_step", "predicted": mid * 1e3,
+             "measured": c.measured_ms, "error_pct": round(100.0 * (round(mid * 1e3, 4) - c.measured_ms) / c.measured_ms, 2),
+             "predicted_ms": round(mid * 1e3, 4), "measured_ms": c.measured_ms,
+             "band_lo_ms": round(lo * 1e3, 4), "band_hi_ms": round(hi * 1e3, 4)}
+            for c, (mid, lo, hi) in zip(cases, preds)]
+
+
+def _files(args) -> list[Path]:
+    if args.cases:
+        return [Path(c) for c in args.cases]
+    from models.snn.calibrate import shipped_cases_path
+    from models.stencil.measured import shipped_stencil_cases
+    return [shipped_cases_path(), *shipped_stencil_cases()]
+
+
+def cmd_validate(args) -> int:
+    """Validate every file; print a table per file (or one JSON list) and the mean |error|."""
+    from models.stencil.measured import validate_stencil
+
+    report = []
+    for f in _files(args):
+        wl = workload_of(f)
+        rows = _snn_rows(f, args.costs) if wl == "snn" else validate_stencil(f, machine=args.machine)
+        report.append((f, wl, rows))
+    if args.json:
+        print(json.dumps([dict(r, file=f.name) for f, _, rows in report for r in rows], indent=2))
+        return 0
+    for f, wl, rows in report:
+        print(f"{wl}: {f.name}")
+        w = max(len(r["case"]) for r in rows)
+        print(f"  {'case':<{w}}  {'quantity':<20}  {'predicted':>11}  {'measured':>11}  {'error %':>8}")
+        for r in rows:
+            err = "n/a" if r["error_pct"] is None else f"{r['error_pct']:+.1f}"
+            print(f"  {r['case']:<{w}}  {r['quantity']:<20}  {r['predicted']:>11.3f}  {r['measured']:>11.3f}  {err:>8}")
+        errs = [abs(r["error_pct"]) for r in rows if r["error_pct"] is not None]
+        print(f"  mean |error| {np.mean(errs):.1f} %, max {np.max(errs):.1f} % over {len(errs)} rows")
+    return 0
+
+
+def register(sub) -> None:
+    """Add ``validate`` to the ``tilesim`` command line."""
+    v = sub.add_parser("validate", help="predicted vs measured for every workload (default: all shipped cases)",
+                       description="Time every row of measured-cases CSVs (column workload = snn or stencil).")
+    v.add_argument("cases", nargs="*", help="cases CSVs (default: the shipped SNN and stencil cases)")
+    v.add_argument("--costs", help="SNN cost-model TOML (default: tilesim/presets/costs/snn.toml)")
+    v.add_argument("--machine", default="gc2x16", help="machine for stencil cases (default gc2x16)")
+    v.add_argument("--json", action="store_true", help="print one JSON list of rows")
+    v.add_argument("--quiet", action="store_true", help="no progress bar")
+    v.set_defaults(func=cmd_validate)
