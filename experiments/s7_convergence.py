@@ -73,7 +73,7 @@ def _evaluate(state, test, T):
 
 def train_mode(layers, T, a, seed, epochs, train, test, mach, lr=LR, schedule=None):
     """Rows of one (mode, seed) run: epoch 0 = before training, then one row per epoch."""
-    from models.snn.cli import place
+    from models.snn.placing import place
     from models.snn.network import NetworkConfig, init_network, train_step
     from models.snn.retime import retime
     schedule = a is not None if schedule is None else schedule

@@ -195,7 +195,7 @@ def prediction_band(config, placement, mach, activity=None, steps_per_execution:
 def place(config, mach, npt):
     """The paper's contiguous placement at ``npt`` neurons/tile; the ledger in report mode (never raises
     on overflow, so the experiments can show where SRAM runs out)."""
-    from models.snn.cli import place as _place
+    from models.snn.placing import place as _place
     placement, ledger, _ = _place(config, mach, npt, "contiguous", "report")
     return placement, ledger
 

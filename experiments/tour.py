@@ -35,7 +35,7 @@ def _cfg(layers=SHD, batch=48, timesteps=100, **kw):
 
 
 def _place(cfg, machine, npt=None):
-    from models.snn.cli import place
+    from models.snn.placing import place
     return place(cfg, machine, npt, "contiguous", "report")
 
 

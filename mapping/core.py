@@ -10,7 +10,7 @@ validated on construction:
   is refused with the fix named;
 * **disjoint** — a tile belongs to one layer (each layer's sparse op owns its tiles).
 
-Fitting SRAM is checked by the workload's ledger (``models.snn.cli.place``), not here.
+Fitting SRAM is checked by the workload's ledger (``models.snn.placing.place``), not here.
 
 JSON form (``format = "tilesim-mapping/1"``), written by :meth:`Mapping.save` and easy to write
 by hand — each layer is a list of blocks of consecutive neurons::
@@ -238,7 +238,7 @@ class Mapping:
             _err(f"{where}: format = {data.get('format')!r}: expected {FORMAT!r}")
         for key in ("chips", "tiles_per_chip", "layers"):
             if key not in data:
-                _err(f"{where}: missing key {key!r}; see the JSON form in mapping/core.py or save one with --save-mapping")
+                _err(f"{where}: missing key {key!r}; see the JSON form in mapping/core.py or save one with `tilesim run --out DIR` (DIR/mapping.json)")
         chips, tpc = data["chips"], data["tiles_per_chip"]
         if not (isinstance(chips, int) and isinstance(tpc, int) and chips >= 1 and tpc >= 1):
             _err(f"{where}: chips = {chips!r}, tiles_per_chip = {tpc!r}: both must be integers >= 1")

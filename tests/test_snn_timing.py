@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from models.snn.cli import place
+from models.snn.placing import place
 from models.snn.network import NetworkConfig, compute_gradients, init_network, train_step
 from models.snn.placement import Placement, contiguous_placement
 from models.snn.timing import PHASE_LABELS, build_step_program, compaction_spread, snn_memory

@@ -115,6 +115,28 @@ def test_bad_toml_exits_2_with_message(tmp_path):
     assert not (tmp_path / "r.db").exists()                       # refused before anything ran
 
 
+@pytest.mark.parametrize("grid,needle", [
+    ("batch = [0, 4]", "[grid] batch = 0: must be >= 1; write e.g. batch = 48"),
+    ('batch = ["abc"]', "[grid] batch = 'abc': must be an integer; write e.g. batch = 48"),
+    ("batch = [[4, 8]]", "[grid] batch = [4, 8]: must be an integer; write e.g. batch = 48"),
+    ('layers = ["32-16-4", "32-x-4"]', "[grid] layers = '32-x-4': must be positive integers joined by '-'"),
+    ("caps = [[8, 2], [8, 8, 2]]", "[grid] caps = '8-8-2': needs one cap per neuron layer (2 for layers 32-16-4)"),
+    ("lr = [1e-3, -1.0]", "[grid] lr = -1.0: must be > 0"),
+])
+def test_bad_grid_value_is_refused_before_any_point_runs(tmp_path, capsys, grid, needle):
+    sweep, db = write(tmp_path, TINY + "[grid]\n" + grid + "\n"), tmp_path / "r.db"
+    assert main(["sweep", str(sweep), "--db", str(db), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{sweep}: {needle}" in err, err
+    assert not db.exists()                                        # nothing ran, nothing stored
+
+
+def test_bad_base_value_names_the_base_table(tmp_path, capsys):
+    sweep = write(tmp_path, TINY.replace("steps = 1", "steps = true") + "[grid]\nbatch = [4]\n")
+    assert main(["sweep", str(sweep), "--db", str(tmp_path / "r.db")]) == 2
+    assert f"{sweep}: [base] steps = True: must be an integer" in capsys.readouterr().err
+
+
 # ---- running on a local cluster ---------------------------------------------------------------
 def test_twelve_point_sweep_on_two_workers_and_export(tmp_path, capsys):
     sweep, db = write(tmp_path, GRID12), tmp_path / "r.db"
@@ -146,18 +168,18 @@ def test_twelve_point_sweep_on_two_workers_and_export(tmp_path, capsys):
 
 
 def test_failing_point_is_stored_and_others_finish(tmp_path, capsys):
-    sweep = write(tmp_path, TINY + '[grid]\nlayers = ["32-16-4", "32-x-4", "32-8-4"]\n')
+    sweep = write(tmp_path, TINY + '[grid]\nmachine = ["gc200", "gc9000", "mesh-demo"]\n')
     db = tmp_path / "r.db"
     assert main(["sweep", str(sweep), "--db", str(db), "--workers", "2", "--quiet"]) == 1
     captured = capsys.readouterr()
     assert "3 points" in captured.out and "2 ok, 1 failed" in captured.out
-    assert "32-x-4" in captured.err
+    assert "gc9000" in captured.err
     with ResultStore(db, create=False) as store:
         cols, recs = export_table(store.rows())
-    by_layers = {r["layers"]: r for r in recs}
-    assert by_layers["32-16-4"]["status"] == by_layers["32-8-4"]["status"] == "ok"
-    bad = by_layers["32-x-4"]
-    assert bad["status"] == "failed" and bad["error"].startswith("ConfigError: layers = '32-x-4'")
+    by_machine = {r["machine"]: r for r in recs}
+    assert by_machine["gc200"]["status"] == by_machine["mesh-demo"]["status"] == "ok"
+    bad = by_machine["gc9000"]
+    assert bad["status"] == "failed" and bad["error"].startswith("ConfigError: machine = 'gc9000'")
 
 
 @pytest.mark.slow

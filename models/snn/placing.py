@@ -17,10 +17,11 @@ from mapping import STRATEGIES, Mapping, load_mapping
 from mapping import strategies as S
 from models.snn.network import NetworkConfig
 from models.snn.placement import Placement
+from models.snn.timing import snn_memory
 from tilesim.errors import MappingError, SramOverflowError, require
 from tilesim.memory import MemoryLedger
 
-__all__ = ["Placed", "place_network", "layer_weights", "edge_bytes", "strategy_mapping", "to_placement"]
+__all__ = ["Placed", "place", "place_network", "layer_weights", "edge_bytes", "strategy_mapping", "to_placement"]
 
 
 @dataclass(frozen=True)
@@ -66,15 +67,17 @@ def strategy_mapping(name: str, config: NetworkConfig, machine, neurons_per_tile
 
 
 def to_placement(mapping: Mapping, machine) -> Placement:
+    """The kernel-side :class:`Placement` (tile of every neuron) of ``mapping`` on ``machine``."""
     return Placement(mapping.tile_of_neuron, machine.total_tiles)
 
 
 def _ledger(config, mapping, machine):
-    from models.snn.timing import snn_memory
     return snn_memory(config, to_placement(mapping, machine), machine)
 
 
 def check_file_mapping(mapping: Mapping, config: NetworkConfig, machine, source: str) -> Mapping:
+    """``mapping`` (read from ``source``) checked against the network and the machine, resized to
+    the machine's chips; MappingError naming ``source`` if it does not fit."""
     sizes = tuple(config.layers[1:])
     if mapping.layer_sizes != sizes:
         raise MappingError(f"{source}: layer sizes {list(mapping.layer_sizes)} do not match the network's "
@@ -124,3 +127,11 @@ def place_network(config: NetworkConfig, machine, neurons_per_tile: int | None =
         ledger.check(memory_check)
         return Placed(m, to_placement(m, machine), ledger, max(m.neurons_per_tile()))
     raise last_error or MappingError("no placement fits")
+
+
+def place(config: NetworkConfig, machine, neurons_per_tile: int | None = None, mapping="contiguous",
+          memory_check: str = "raise"):
+    """:func:`place_network` as a tuple ``(placement, ledger, neurons_per_tile)`` — for callers that
+    need only the kernel-side placement and the SRAM ledger (experiments, calibration, tests)."""
+    p = place_network(config, machine, neurons_per_tile, mapping, memory_check)
+    return p.placement, p.ledger, p.neurons_per_tile

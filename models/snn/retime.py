@@ -6,13 +6,12 @@ placement, machine or cost model — counters are recounted from the activity (n
 >>> p.step_s, p.result.breakdown_s()
 
 With ``activity=None`` the step is timed on :func:`models.snn.activity.fixed_activity`, the
-lower bound of throughput, without training at all.
+lower bound of throughput, without training at all. The activity of one functional step of a
+run's data is :func:`models.snn.run.record_activity`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
 
 from models.snn.activity import fixed_activity
 from models.snn.counters import Activity, WorkCounters, count_work
@@ -25,7 +24,7 @@ from tilesim.errors import require
 from tilesim.program import Program
 from tilesim.records import SimResult
 
-__all__ = ["Prediction", "retime", "record_activity"]
+__all__ = ["Prediction", "retime"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +37,8 @@ class Prediction:
 
     @property
     def step_s(self) -> float:
+        """The predicted seconds of the step."""
+        """The predicted seconds of the step."""
         return self.result.total_s
 
 
@@ -59,21 +60,3 @@ def retime(activity: Activity | None, config: NetworkConfig, placement: Placemen
     program = build_step_program(config, placement, counters, machine, costs,
                                  steps_per_execution=steps_per_execution, cache=cache)
     return Prediction(simulate(program, machine), program, counters)
-
-
-def record_activity(config: NetworkConfig, placement: Placement, opts: dict, model=None) -> Activity:
-    """The activity of one training step of ``config``: fixed activity is built without training;
-    natural activity comes from one functional step on the first batch of the run's data
-    (``opts['dataset']`` / ``opts['data']``), with a NIR ``model``'s weights if given."""
-    if config.activity == "fixed":
-        return fixed_activity(config)
-    from models.snn.cli import _dataset
-    from models.snn.network import init_network, train_step
-    state = init_network(config, placement)
-    if model is not None:
-        state.W = [w.copy() for w in model.weights]
-        state.V = [None if v is None else v.copy() for v in model.recurrent_weights]
-    ds = _dataset(opts, config, config.batch * 2)
-    rng = np.random.default_rng(config.seed + 1)
-    spikes, labels = next(ds.batches(config.batch, config.timesteps, config.input_cap, rng))
-    return train_step(state, spikes, labels).activity

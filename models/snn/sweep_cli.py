@@ -1,8 +1,9 @@
 """``tilesim sweep`` (many ``tilesim run`` points on dask, stored in SQLite) and ``tilesim results``.
 
 The generic machinery is :mod:`tilesim.sweep` and :mod:`tilesim.store`; this module supplies
-the SNN side: the option names (``RUN_DEFAULTS``), the runner :func:`run_point` and the export
-columns :func:`row_fields`.
+the SNN side: the option names and defaults (:class:`models.snn.options.RunOptions`), the check of
+every point before anything runs (:func:`check_points`), the runner :func:`run_point` and the
+export columns :func:`row_fields`.
 
 Exit status of ``sweep``: 0 when every point is ``ok``, 1 when some point failed (it is stored
 with its message; rerun the same command to retry the failed points), 2 for bad input.
@@ -12,23 +13,15 @@ from __future__ import annotations
 import json
 import sys
 
-from tilesim.errors import require
+from models.snn.options import option_names, options_dict, options_from_mapping
+from models.snn.run import run_training
+from tilesim.store import ResultStore, export_table, format_table, write_csv, write_parquet
+from tilesim.sweep import expand, load_sweep, run_sweep
 
 RUNNER = "models.snn.sweep_cli:run_point"
 TEXT_COLUMNS = ("id", "status", "predicted_step_s", "samples_per_s", "max_tile_bytes", "loss_last", "error")
 FORBIDDEN = {"out": "points write no output files; export the results with `tilesim results DB --csv F`",
              "json": "use `tilesim sweep --json` or `tilesim results DB --json`"}
-
-
-def _as_caps(v):
-    if v is None or isinstance(v, tuple):
-        return v
-    if isinstance(v, (list, int)):
-        return tuple(int(x) for x in (v if isinstance(v, list) else [v]))
-    try:
-        return tuple(int(x) for x in str(v).replace(",", "-").split("-") if x)
-    except ValueError:
-        require(False, "caps", v, "must be integers like 32-72-72-2 or a list [72, 2]")
 
 
 def compact(summary: dict) -> dict:
@@ -45,12 +38,20 @@ def compact(summary: dict) -> dict:
 
 
 def run_point(config: dict) -> dict:
-    """One sweep point: ``run_training`` without outputs; returns the compact summary."""
-    from models.snn.cli import RUN_DEFAULTS, run_training
+    """One sweep point: ``run_training`` of the options ``config`` (a dict of option values; out
+    and json are ignored) without outputs; returns the compact summary."""
+    options = options_from_mapping({**config, "out": None, "json": False}, "sweep point")
+    return compact(run_training(options).to_dict())
 
-    opts = {**RUN_DEFAULTS, **config, "out": None, "json": False}
-    opts["caps"] = _as_caps(opts["caps"])
-    return compact(run_training(opts))
+
+def check_points(points, spec, where: str) -> None:
+    """Validate every point's options before any work; the first bad one raises ConfigError naming
+    the table and key it came from (``[grid] batch = 0: must be >= 1; ...``)."""
+    tables = {**{k: "base" for k in spec.base}, **{k: "grid" for k, _ in spec.grid},
+              **{k: "random" for k, _ in spec.random}}
+    labels = {k: f"{where}: [{t}] {k}" for k, t in tables.items()}
+    for p in points:
+        options_from_mapping(p.config, labels=labels)
 
 
 def row_fields(summary: dict) -> dict:
@@ -69,6 +70,8 @@ def row_fields(summary: dict) -> dict:
 
 
 def register(sub) -> None:
+    """Add ``sweep`` and ``results`` to the ``tilesim`` sub-command parsers ``sub``."""
+    """Add ``sweep`` and ``results`` to the ``tilesim`` sub-command parsers ``sub``."""
     s = sub.add_parser("sweep", help="run many `tilesim run` points in parallel (dask) into a results database",
                        description="Run the Cartesian grid (and random draws) of a sweep file on a dask cluster; "
                                    "every finished point is stored at once in an SQLite file. Rerun to resume.")
@@ -90,11 +93,10 @@ def register(sub) -> None:
 
 
 def cmd_sweep(args) -> int:
-    from models.snn.cli import RUN_DEFAULTS
-    from tilesim.sweep import expand, load_sweep, run_sweep
-
-    spec = load_sweep(args.sweep, allowed=RUN_DEFAULTS, forbidden=FORBIDDEN)
-    points = expand(spec, defaults=RUN_DEFAULTS, fixed={"out": None, "json": False})
+    """``tilesim sweep``: validate the file and every point, then run the points on dask."""
+    spec = load_sweep(args.sweep, allowed=option_names(), forbidden=FORBIDDEN)
+    points = expand(spec, defaults=options_dict(), fixed={"out": None, "json": False})
+    check_points(points, spec, str(args.sweep))
     report = run_sweep(points, args.db, RUNNER, workers=args.workers, scheduler=args.scheduler,
                        progress=not (args.quiet or args.json))
     if args.json:
@@ -108,7 +110,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_results(args) -> int:
-    from tilesim.store import ResultStore, export_table, format_table, write_csv, write_parquet
+    """``tilesim results``: export a sweep's database as CSV, Parquet, JSON or a table."""
 
     with ResultStore(args.db, create=False) as store:
         rows = store.rows()

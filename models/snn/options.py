@@ -1,0 +1,372 @@
+"""The options of one SNN training run (``tilesim run``), typed and validated once.
+
+:class:`RunOptions` is a frozen pydantic dataclass in strict mode: a value of the wrong type
+(``true`` for an integer, ``4.5`` for an integer, ``"4"`` for a number, ``"no"`` for a flag), a
+value out of range, a non-finite number or an inconsistent pair of values is refused on
+construction with a :class:`tilesim.errors.ConfigError` of one line — field, value, limit and fix.
+
+The three ways in build the same object:
+
+* Python: ``RunOptions(batch=16, layers=(32, 16, 4))``
+* TOML: ``options_from_mapping(read_toml(path), where=path)`` (keys are the field names)
+* the command line: the flags are derived from the fields (:func:`add_option_flags`,
+  ``--name-with-dashes``, help text and default from the field), then :func:`options_from_args`.
+
+Adding an option is one declaration below: its type, default, limits and ``help``. Fields with
+``network=True`` in their ``json_schema_extra`` are passed by name to
+:class:`models.snn.network.NetworkConfig` (see :func:`models.snn.run.network_config`).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import os
+import re
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
+
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic.dataclasses import dataclass
+from pydantic_core import PydanticCustomError
+
+from tilesim.errors import ConfigError, config_message
+from tilesim.io import read_toml
+
+__all__ = ["RunOptions", "DATASETS", "DATASET_CHANNELS", "option_names", "options_from_mapping",
+           "options_from_args", "add_option_flags", "options_dict", "translate_error"]
+
+DATASETS = ("synthetic", "shd", "nmnist", "dvsgesture")
+# Input channels N0 of the dataset-shaped generators (models/snn/data.py: SHD 700 cochlea channels,
+# N-MNIST 2x34x34 polarity pixels, DVS Gesture 2x48x48 after 128->48 pooling).
+DATASET_CHANNELS = {"shd": 700, "nmnist": 2312, "dvsgesture": 4608}
+DEFAULT_LAYERS = (700, 1462, 1460, 20)
+
+
+def _sizes(value, what: str):
+    """``"72-72-2"`` → ``(72, 72, 2)``; a list → a tuple (elements still checked strictly);
+    a single integer → a 1-tuple. Anything else is left for the strict tuple check to refuse."""
+    if isinstance(value, str):
+        parts = value.strip().replace(",", "-").split("-")
+        if not all(re.fullmatch(r"\d+", p.strip()) for p in parts):
+            raise PydanticCustomError("sizes", "must be positive integers joined by '-'", {"what": what})
+        return tuple(int(p) for p in parts)
+    if isinstance(value, list):
+        return tuple(value)
+    if isinstance(value, int) and not isinstance(value, bool) and what == "caps":
+        return (value,)
+    return value
+
+
+Sizes = Annotated[tuple[Annotated[int, Field(ge=1)], ...], BeforeValidator(lambda v: _sizes(v, "layers"))]
+Caps = Annotated[Optional[tuple[Annotated[int, Field(ge=1)], ...]], BeforeValidator(lambda v: _sizes(v, "caps"))]
+
+
+def _opt(default, help: str, example=None, network: bool = False, **limits):
+    """A field: ``default``, ``help`` (flag help and docs), ``example`` (shown in the fix of an
+    error; default: the default value), ``network`` (passed to NetworkConfig), pydantic limits."""
+    extra = {"example": default if example is None else example, "network": network}
+    return Field(default, description=help, json_schema_extra=extra, **limits)
+
+
+_CONFIG = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, arbitrary_types_allowed=False)
+
+
+@dataclass(frozen=True, config=_CONFIG)
+class RunOptions:
+    """Everything ``tilesim run`` takes; see each field's ``help`` (``tilesim run --help``)."""
+
+    machine: str = _opt("gc200", "machine preset or TOML file", min_length=1)
+    chips: Optional[int] = _opt(None, "number of chips (default: the machine's)", example=4, ge=1, le=4096)
+    layers: Sizes = _opt(DEFAULT_LAYERS, "layer sizes N0-N1-...-C (SHD 2-layer)", example="700-256-20",
+                         network=True)
+    dataset: Literal[DATASETS] = _opt("synthetic", "data shape / generator: " + ", ".join(DATASETS))
+    data: Optional[str] = _opt(None, "a real data file/folder: SHD/SSC .h5 or an N-MNIST folder",
+                               example="shd_train.h5", min_length=1)
+    batch: int = _opt(48, "samples per training step", ge=1, network=True)
+    timesteps: int = _opt(100, "time steps per sample", ge=1, network=True)
+    max_activity: float = _opt(0.05, "cap fraction a: N_max = 2*floor(a*N/2) per layer", gt=0, le=1,
+                               network=True)
+    caps: Caps = _opt(None, "explicit N_max per neuron layer, e.g. 72-72-2", example="72-72-2", network=True)
+    input_cap: int = _opt(48, "max input spikes per step and sample", ge=1, network=True)
+    second_threshold: float = _opt(0.9, "theta2: gradient-only entries need theta2 < v <= theta1",
+                                   network=True)
+    output_second_threshold: Optional[float] = _opt(None, "theta2 of the output layer (the paper's early runs: "
+                                                          "-100)", example=-100.0, network=True)
+    activity: Literal["natural", "fixed"] = _opt("natural", "natural (trained) or fixed (every list at its cap)",
+                                                 network=True)
+    neurons_per_tile: Optional[int] = _opt(None, "neurons per tile (default: smallest even value that fits)",
+                                           example=8, ge=1)
+    mapping: str = _opt("contiguous", "placement: contiguous (the paper's), round_robin, balanced, graph, "
+                                      "or a mapping JSON file", min_length=1)
+    optimizer: Literal["adam", "sgd"] = _opt("adam", "adam or sgd", network=True)
+    lr: float = _opt(1e-3, "learning rate", gt=0, network=True)
+    steps: int = _opt(5, "training steps", ge=1, le=1_000_000)
+    seed: int = _opt(0, "seeds the weights, the data and the input dropping", ge=0, le=2**32 - 2,
+                     network=True)
+    out: Optional[str] = _opt(None, "directory for summary.json, summary.md, trace.json, mapping.json and "
+                                    "pictures", example="out/run", min_length=1)
+    json: bool = _opt(False, "print the summary as JSON", example=True)
+    recurrent: bool = _opt(False, "recurrent weights in every layer", example=True, network=True)
+    weight_mul: float = _opt(2.0, "init bound a = sqrt(6/fan_in)*weight_mul", gt=0, network=True)
+    memory_check: Literal["raise", "report"] = _opt("raise", "stop on SRAM overflow (raise) or report it")
+    model: Optional[str] = _opt(None, "a NIR graph (.nir): Input -> (Affine|Linear) -> LIF ... -> Output; sets "
+                                      "the layers, recurrence, LIF constants and initial weights",
+                                example="net.nir", min_length=1)
+    dt: float = _opt(1e-3, "time step of one network step in the NIR graph's time unit: alpha = exp(-dt/tau)",
+                     gt=0)
+    steps_per_execution: int = _opt(52, "training steps per device execution (the host copy of weights and "
+                                        "optimizer state is amortised over them)", ge=1)
+    costs: Optional[str] = _opt(None, "cost-model TOML (default: the shipped calibration; make one with "
+                                      "tilesim calibrate)", example="costs.toml", min_length=1)
+
+    @model_validator(mode="after")
+    def _cross_field(self):
+        L = len(self.layers) - 1
+        if L < 1:
+            _fail("layers", self.layers, "needs the input size and at least one layer")
+        if self.model is None:
+            if self.caps is not None and len(self.caps) != L:
+                fit = tuple(self.caps[:L]) + (self.caps[-1],) * (L - len(self.caps))
+                _fail("caps", self.caps, f"needs one cap per neuron layer ({L} for layers {_dash(self.layers)})",
+                      fix_example=_dash(fit))
+            n0 = DATASET_CHANNELS.get(self.dataset)
+            if self.data is None and n0 is not None and self.layers[0] != n0:
+                _fail("layers", self.layers[0], f"must be {n0} for dataset {self.dataset}",
+                      fix_example=f"{n0}-{_dash(self.layers[1:])}", part=" N0")
+        need, have = _host_bytes(self), _host_memory()
+        if have and need > have:
+            _fail("batch", self.batch, f"one batch of input lists needs {need / 2**30:,.1f} GiB "
+                  f"(timesteps {self.timesteps} x batch x (4 x input_cap {self.input_cap} + 8) B), more than the "
+                  f"host's {have / 2**30:,.1f} GiB", fix_example=48)
+        return self
+
+
+def _dash(sizes) -> str:
+    return "-".join(map(str, sizes))
+
+
+def _fail(field: str, value, limit: str, fix_example=None, part: str = ""):
+    """Refuse a combination of values: ``field`` (``part`` of it, e.g. " N0") is ``value``."""
+    raise PydanticCustomError("cross_field", "{limit}", {"field": field, "value": value, "limit": limit,
+                                                         "fix_example": fix_example, "part": part})
+
+
+def _host_bytes(o: RunOptions) -> int:
+    """Lower bound of the host memory of one batch: the input spike lists of
+    :meth:`models.snn.data.SpikeDataset.batches` (uint32 ids [T, B, input_cap] + int32 counts [T, B, 2])."""
+    return o.timesteps * o.batch * (4 * o.input_cap + 8)
+
+
+def _host_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):      # not a POSIX host: no check
+        return 0
+
+
+# ---- field metadata ----------------------------------------------------------------------------
+def _info(name: str):
+    return RunOptions.__pydantic_fields__[name]
+
+
+def option_names() -> tuple:
+    """The option names in declaration order (the TOML keys; flags are ``--`` + dashes)."""
+    return tuple(RunOptions.__pydantic_fields__)
+
+
+def network_fields() -> tuple:
+    """The names passed unchanged to :class:`models.snn.network.NetworkConfig`."""
+    return tuple(n for n in option_names() if _info(n).json_schema_extra["network"])
+
+
+def _kind(name: str):
+    """The scalar type a flag's text converts to: int, float, bool, str (str also for sizes)."""
+    ann = _info(name).annotation
+    args = [a for a in get_args(ann) if a is not type(None)] if get_origin(ann) in (Union,) else [ann]
+    base = args[0] if args else ann
+    if get_origin(base) is Literal:
+        return str
+    return base if base in (int, float, bool) else str
+
+
+def _choices(name: str):
+    ann = _info(name).annotation
+    return get_args(ann) if get_origin(ann) is Literal else None
+
+
+def _show(v) -> str:
+    if isinstance(v, tuple):
+        return _dash(v)
+    if isinstance(v, bool):
+        return str(v).lower()
+    return str(v)
+
+
+# ---- errors ------------------------------------------------------------------------------------
+_LIMITS = {
+    "int_type": "must be an integer", "int_from_float": "must be an integer", "float_type": "must be a number",
+    "string_type": "must be a string", "bool_type": "must be true or false", "finite_number": "must be finite",
+    "tuple_type": "must be sizes joined by '-' or a list of integers", "none_required": "must be empty",
+    "dataclass_type": "must be a table", "missing": "is required",
+}
+
+
+def _example_text(name: str, label: str, example, toml: bool) -> str:
+    if toml:
+        ex = f'"{_show(example)}"' if isinstance(example, (str, tuple)) else _show(example)
+        return f"write e.g. {name} = {ex}"
+    if _kind(name) is bool:
+        return f"pass {label} (no value) or leave it out"
+    return f"e.g. {label} {_show(example)}"
+
+
+def translate_error(exc: ValidationError, labels: dict | None = None, toml: bool = False) -> ConfigError:
+    """The first error of a pydantic ``ValidationError`` as our one-line :class:`ConfigError`:
+    ``<label> = <value>: <limit>; <fix>``. ``labels`` maps option names to how the user wrote them
+    (``--batch``, ``run.toml: batch``); ``toml`` picks the fix's syntax."""
+    labels = labels or {}
+    err = exc.errors(include_url=False)[0]
+    ctx = err.get("ctx") or {}
+    loc = [p for p in err["loc"] if isinstance(p, str)]
+    name = ctx.get("field") or (loc[0] if loc else "options")
+    value = ctx.get("value", err.get("input"))
+    label = labels.get(name, name if toml else "--" + name.replace("_", "-"))
+    label += ctx.get("part", "")
+    if isinstance(value, tuple) and name in ("layers", "caps"):
+        value = _dash(value)
+    kind = err["type"]
+    if kind in ("unexpected_keyword_argument", "extra_forbidden"):
+        return ConfigError(config_message(label, value, "unknown option",
+                                          f"allowed: {', '.join(option_names())}"))
+    if kind in ("cross_field", "sizes"):
+        limit = ctx.get("limit") or err["msg"]
+    elif kind == "literal_error":
+        limit = f"must be one of {', '.join(map(str, _choices(name) or ()))}"
+    elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
+        bound = next(v for k, v in ctx.items() if k in ("ge", "gt", "le", "lt"))
+        limit = f"must be {op} {bound}"
+        if len(err["loc"]) > 1:                         # an element of layers / caps
+            limit = f"every size {limit}"
+    elif kind == "too_short":
+        limit = "must not be empty"
+    else:
+        limit = _LIMITS.get(kind, err["msg"].lower())
+    if name in RunOptions.__pydantic_fields__:
+        example = ctx.get("fix_example")
+        fix = _example_text(name, label, _info(name).json_schema_extra["example"] if example is None else example,
+                            toml)
+    else:
+        fix = ""
+    return ConfigError(config_message(label, value, limit, fix))
+
+
+# ---- building ----------------------------------------------------------------------------------
+def _build(values: dict, labels: dict, toml: bool) -> RunOptions:
+    unknown = [k for k in values if k not in RunOptions.__pydantic_fields__]
+    if unknown:
+        k = unknown[0]
+        close = difflib.get_close_matches(str(k), option_names(), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise ConfigError(config_message(labels.get(k, k), values[k], "unknown option",
+                                         f"{hint}allowed: {', '.join(option_names())}"))
+    try:
+        return RunOptions(**values)
+    except ValidationError as exc:
+        raise _with_whole_value(translate_error(exc, labels, toml), exc, values, labels) from None
+
+
+def _with_whole_value(err: ConfigError, exc: ValidationError, values: dict, labels: dict) -> ConfigError:
+    """For an element of a list (``layers = ["20", "x"]``) name the whole value the user wrote."""
+    first = exc.errors(include_url=False)[0]
+    loc = first["loc"]
+    if len(loc) > 1 and isinstance(loc[0], str) and loc[0] in values:
+        name = loc[0]
+        msg = str(err)
+        label = labels.get(name, name)
+        head = f"{label} = {first.get('input')!r}:"
+        if msg.startswith(head):
+            limit = msg[len(head):].strip()
+            if not limit.startswith("every"):
+                limit = "every size " + limit
+            return ConfigError(f"{label} = {values[name]!r}: {limit}")
+    return err
+
+
+def options_from_mapping(data: dict, where: str = "", base: RunOptions | None = None,
+                         labels: dict | None = None) -> RunOptions:
+    """RunOptions from a parsed TOML table (or any dict) whose keys are option names; values not
+    given come from ``base`` (default: the defaults). Errors name the key as ``<where>: key`` (a file
+    name) or as ``labels[key]`` when given."""
+    if not isinstance(data, dict):
+        raise ConfigError(config_message(where or "options", data, "must be a table of options",
+                                         "write key = value lines"))
+    labels = {**{k: f"{where}: {k}" if where else str(k) for k in data}, **(labels or {})}
+    start = options_dict(base, json_safe=False) if base is not None else {}
+    return _build({**start, **data}, labels, toml=True)
+
+
+def options_dict(options: RunOptions | None = None, json_safe: bool = True) -> dict:
+    """The options as a dict of field values (defaults if ``options`` is None); with ``json_safe``
+    tuples become lists (for JSON, TOML and sweep point ids)."""
+    options = RunOptions() if options is None else options
+    out = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+    if json_safe:
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+    return out
+
+
+# ---- command line ------------------------------------------------------------------------------
+def add_option_flags(parser: argparse.ArgumentParser, names=None) -> None:
+    """Add ``--name`` for each option in ``names`` (default: all), help and default taken from the
+    field. The flags keep the text (default None = not given); :func:`options_from_args` converts
+    and validates it, so every bad value is the same one-line ConfigError as in a TOML file."""
+    for name in names or option_names():
+        info = _info(name)
+        flag = "--" + name.replace("_", "-")
+        default = "" if info.default is None else f" (default {_show(info.default)})"
+        if _kind(name) is bool:
+            parser.add_argument(flag, action="store_const", const=True, default=None,
+                                help=info.description + default)
+            continue
+        choices = _choices(name)
+        metavar = "{" + ",".join(choices) + "}" if choices else name.upper()
+        parser.add_argument(flag, default=None, metavar=metavar, help=info.description + default)
+
+
+def _convert(name: str, text, label: str):
+    """A flag's text → the field's scalar type (the range checks are RunOptions')."""
+    kind = _kind(name)
+    if not isinstance(text, str) or kind in (str, bool):
+        return text
+    ok = re.fullmatch(r"[+-]?\d+", text.strip()) if kind is int else _is_float(text)
+    if not ok:
+        what = "an integer" if kind is int else "a number"
+        example = _info(name).json_schema_extra["example"]
+        raise ConfigError(config_message(label, text, f"must be {what}", f"e.g. {label} {_show(example)}"))
+    return int(text) if kind is int else float(text)
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def options_from_args(args: argparse.Namespace, names=None, given: dict | None = None,
+                      config_key: str = "config") -> RunOptions:
+    """RunOptions from parsed flags: the defaults, then the TOML file ``args.<config_key>`` (if
+    any), then ``given`` (values the command derives itself, e.g. layers from a weights file), then
+    the flags given on the command line (they win). ``names`` restricts the flags read."""
+    path = getattr(args, config_key, None)
+    base = options_from_mapping(read_toml(path, "run config file"), str(path)) if path else None
+    values = {**(options_dict(base, json_safe=False) if base is not None else {}), **(given or {})}
+    labels = {}
+    for name in names or option_names():
+        text = getattr(args, name, None)
+        if text is not None:
+            labels[name] = "--" + name.replace("_", "-")
+            values[name] = _convert(name, text, labels[name])
+    return _build(values, labels, toml=False)

@@ -1,0 +1,242 @@
+"""One SNN training run from :class:`models.snn.options.RunOptions`: the library behind ``tilesim run``.
+
+>>> summary = run_training(RunOptions(layers=(32, 16, 4), batch=4, timesteps=8, steps=2))
+>>> summary.predicted_step_s, summary.to_dict()["breakdown_s"]
+
+The pieces are plain functions the other commands and the experiments share:
+:func:`load_model` (a NIR graph), :func:`load_cost_model`, :func:`network_config`,
+:func:`make_dataset`, :func:`record_activity` and :func:`models.snn.placing.place`.
+Nothing here parses arguments or prints; the command lines are ``models/snn/*cli.py``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+
+from models.snn import data as D
+from models.snn.activity import fixed_activity
+from models.snn.counters import Activity
+from models.snn.explain import exchange_matrices, explain_critical, label_tile_cycles
+from models.snn.network import NetworkConfig, init_network, parse_layers, train_step
+from models.snn.nir_import import NirModel, load_nir
+from models.snn.options import DATASET_CHANNELS, DEFAULT_LAYERS, RunOptions, network_fields
+from models.snn.placement import Placement
+from models.snn.placing import Placed, place, place_network
+from models.snn.timing import build_step_program
+from tilesim.costs import CostModel, load_costs
+from tilesim.engine import simulate
+from tilesim.errors import ConfigError, config_message, require
+from tilesim.machine import load_machine
+
+__all__ = ["RunSummary", "RunArtifacts", "run_training", "load_model", "load_cost_model", "network_config",
+           "make_dataset", "record_activity", "place"]
+
+_GENERATORS = {"shd": D.shd_like, "nmnist": D.nmnist_like, "dvsgesture": D.dvsgesture_like}
+
+
+def load_model(options: RunOptions) -> NirModel | None:
+    """The NIR graph of ``options.model`` (None without one). ``options.layers``, when not the
+    default, must equal the graph's layers (ConfigError otherwise)."""
+    if not options.model:
+        return None
+    model = load_nir(options.model, float(options.dt))
+    if options.layers != DEFAULT_LAYERS:
+        require(parse_layers(options.layers) == tuple(model.layers), "--layers", "-".join(map(str, options.layers)),
+                f"must match the NIR graph's {'-'.join(map(str, model.layers))}", "drop --layers when using --model")
+    return model
+
+
+def load_cost_model(options: RunOptions) -> CostModel | None:
+    """The cost model of ``options.costs`` (None: the shipped calibrated one)."""
+    return load_costs(options.costs) if options.costs else None
+
+
+def network_config(options: RunOptions, model: NirModel | None = None) -> NetworkConfig:
+    """The network of ``options``: every option marked ``network`` passed by name; a NIR ``model``
+    (loaded by the caller) sets the layers, the recurrence and the LIF constants."""
+    kw = {name: getattr(options, name) for name in network_fields()}
+    if model is not None:
+        kw.update(layers=model.layers, recurrent=model.recurrent, lif=model.lif)
+    return NetworkConfig(**kw)
+
+
+def _real_dataset(path: Path, config: NetworkConfig):
+    require(path.exists(), "--data", str(path), "no such file or folder", "give an SHD/SSC .h5 file or an N-MNIST folder")
+    if path.suffix in (".h5", ".hdf5"):
+        ds = D.read_shd(path, n_channels=config.layers[0])
+    elif path.is_dir():
+        ds = D.read_nmnist_folder(path)
+    else:
+        raise ConfigError(config_message("--data", str(path), "unknown format",
+                                         "give an SHD/SSC .h5 file or an N-MNIST folder"))
+    require(ds.n_channels == config.layers[0], "--layers N0", config.layers[0],
+            f"must equal the data's {ds.n_channels} channels", f"use --layers {ds.n_channels}-...")
+    require(ds.n_classes <= config.layers[-1], "--layers classes", config.layers[-1],
+            f"must be >= the data's {ds.n_classes} classes", f"use --layers ...-{ds.n_classes}")
+    return ds
+
+
+def make_dataset(config: NetworkConfig, n_samples: int, dataset: str = "synthetic", data: str | None = None):
+    """The training data: the file or folder ``data`` if given, else the generator ``dataset``
+    (``synthetic`` is sized from ``config.layers``; the others need their own N0). ConfigError
+    if the network's input or class count does not fit the data."""
+    if data:
+        return _real_dataset(Path(data), config)
+    if dataset == "synthetic":
+        return D.synthetic(config.layers, n_samples, config.timesteps, seed=config.seed)
+    require(dataset in _GENERATORS, "--dataset", dataset, f"must be one of synthetic, {', '.join(_GENERATORS)}")
+    n0 = DATASET_CHANNELS[dataset]
+    require(config.layers[0] == n0, "--layers N0", config.layers[0], f"must be {n0} for --dataset {dataset}",
+            f"use --layers {n0}-...")
+    ds = _GENERATORS[dataset](n_samples, seed=config.seed)
+    require(ds.n_classes <= config.layers[-1], "--layers classes", config.layers[-1],
+            f"must be >= {ds.n_classes} for --dataset {dataset}", f"use --layers ...-{ds.n_classes}")
+    return ds
+
+
+def _load_weights(state, model: NirModel | None) -> None:
+    if model is not None:          # the graph's weights replace the random initialisation
+        state.W = [w.copy() for w in model.weights]
+        state.V = [None if v is None else v.copy() for v in model.recurrent_weights]
+
+
+def record_activity(config: NetworkConfig, placement: Placement, dataset: str = "synthetic",
+                    data: str | None = None, model: NirModel | None = None) -> Activity:
+    """The activity of one training step of ``config``: fixed activity is built without training;
+    natural activity comes from one functional step on the first batch of the data
+    (:func:`make_dataset` of ``dataset`` / ``data``), with a NIR ``model``'s weights if given."""
+    if config.activity == "fixed":
+        return fixed_activity(config)
+    state = init_network(config, placement)
+    _load_weights(state, model)
+    ds = make_dataset(config, config.batch * 2, dataset, data)
+    rng = np.random.default_rng(config.seed + 1)
+    spikes, labels = next(ds.batches(config.batch, config.timesteps, config.input_cap, rng))
+    return train_step(state, spikes, labels).activity
+
+
+@dataclass(frozen=True)
+class RunArtifacts:
+    """The objects behind a summary (not part of its JSON): the median step's engine record
+    ``result`` and ``program``, the SRAM ``ledger``, the ``exchange`` matrices, the placement
+    ``mapping`` and the ``trace_tiles`` worth a trace track (first and last neuron's tiles)."""
+
+    result: object
+    program: object
+    ledger: object
+    exchange: dict
+    mapping: object
+    trace_tiles: tuple
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What :func:`run_training` measured; :meth:`to_dict` is the ``--json`` / summary.json form."""
+
+    predicted_step_s: float              # the median step (upper middle for even counts)
+    samples_per_s: float
+    breakdown_s: dict
+    memory: dict
+    network: dict
+    machine: str
+    chips: int
+    mapping: dict
+    loss: list
+    accuracy: list
+    predicted_step_s_per_step: list
+    wall_s_per_step: float
+    by_phase: dict
+    explain: dict
+    wall_s_total: float
+    artifacts: RunArtifacts | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        """The JSON summary (every field but ``artifacts``, in declaration order)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "artifacts"}
+
+
+@dataclass
+class _Steps:
+    losses: list = field(default_factory=list)
+    accs: list = field(default_factory=list)
+    pred: list = field(default_factory=list)
+    walls: list = field(default_factory=list)
+    results: list = field(default_factory=list)
+    counters: list = field(default_factory=list)
+    programs: list = field(default_factory=list)
+    last_program: object = None          # the last step's program (written to trace.json, as before)
+
+
+def _train(options, config, machine, placement, costs, state, ds, progress) -> _Steps:
+    """``options.steps`` functional steps, each timed on the machine."""
+    rng = np.random.default_rng(config.seed + 1)
+    out, batches = _Steps(), iter(())
+    for step in range(options.steps):
+        try:
+            spikes, labels = next(batches)
+        except StopIteration:
+            batches = ds.batches(config.batch, config.timesteps, config.input_cap, rng)
+            spikes, labels = next(batches)
+        t0 = time.perf_counter()
+        res = train_step(state, spikes, labels, per_step_counters=True)
+        program = build_step_program(config, placement, res.counters, machine, costs,
+                                     steps_per_execution=options.steps_per_execution)
+        sim = simulate(program, machine)
+        out.walls.append(time.perf_counter() - t0)
+        out.losses.append(float(res.loss))
+        out.accs.append(float(res.accuracy))
+        out.pred.append(sim.total_s)
+        out.results.append(sim)
+        out.counters.append(res.counters.totals_only())
+        out.programs.append(label_tile_cycles(program))
+        out.last_program = program
+        if progress:
+            progress(step, res, sim)
+    return out
+
+
+def _summarize(config, machine, placed: Placed, state, s: _Steps, t_all: float) -> RunSummary:
+    med = int(np.argsort(s.pred)[len(s.pred) // 2])
+    sim, placement = s.results[med], placed.placement
+    explain = explain_critical(sim, config, placement, s.counters[med], machine, s.programs[med])
+    exchange = exchange_matrices(config, placement, s.counters[med], machine, chip=explain["chip"])
+    explain["exchange_bytes"] = exchange["totals_bytes"]
+    n_weights = sum(w.size for w in state.W) + sum(v.size for v in state.V if v is not None)
+    used = placement.tile_of_neuron
+    artifacts = RunArtifacts(sim, s.last_program, placed.ledger, exchange,
+                             placed.mapping, tuple(sorted({int(used[0][0]), int(used[-1][0])})))
+    return RunSummary(
+        predicted_step_s=float(s.pred[med]), samples_per_s=config.batch / float(s.pred[med]),
+        breakdown_s=sim.breakdown_s(), memory=placed.ledger.to_dict(),
+        network={"layers": list(config.layers), "neurons": int(sum(config.layers[1:])), "weights": int(n_weights),
+                 "caps": list(config.n_max), "neurons_per_tile": placed.neurons_per_tile},
+        machine=machine.name, chips=machine.chips, mapping=placed.mapping.summary(),
+        loss=s.losses, accuracy=s.accs, predicted_step_s_per_step=s.pred,
+        wall_s_per_step=float(np.median(s.walls[1:] if len(s.walls) > 1 else s.walls)),
+        by_phase=sim.by_label(), explain=explain, wall_s_total=time.perf_counter() - t_all, artifacts=artifacts)
+
+
+def run_training(options: RunOptions, progress=None) -> RunSummary:
+    """Train ``options.steps`` steps of the network of ``options`` on its machine and time every
+    step; the summary's ``predicted_step_s`` is the median step. ``progress(step, result, sim)``
+    is called after each step. Writes nothing (``models.snn.cli`` writes ``options.out``).
+
+    Raises ConfigError / MappingError / SramOverflowError (``memory_check = "raise"``) for input
+    that cannot run."""
+    require(isinstance(options, RunOptions), "options", type(options).__name__, "must be a RunOptions",
+            "build one with RunOptions(...) or options_from_mapping(dict)")
+    t_all = time.perf_counter()
+    model = load_model(options)
+    config = network_config(options, model)
+    machine = load_machine(options.machine, options.chips)
+    placed = place_network(config, machine, options.neurons_per_tile, options.mapping, options.memory_check)
+    costs = load_cost_model(options)
+    state = init_network(config, placed.placement)
+    _load_weights(state, model)
+    ds = make_dataset(config, max(config.batch * min(options.steps, 20), config.batch * 2), options.dataset,
+                      options.data)
+    steps = _train(options, config, machine, placed.placement, costs, state, ds, progress)
+    return _summarize(config, machine, placed, state, steps, t_all)
