@@ -53,3 +53,40 @@ def test_bad_input_exits_2_without_traceback(capsys, argv, match):
     code, _, err = run(capsys, *argv)
     assert code == 2
     assert "Traceback" not in err and re.search(match, err), err
+
+
+# ---- issue 21 / issue 20 -----------------------------------------------------------------------------
+@pytest.mark.parametrize("batch,precision", [("2048", "fp16"), ("1024", "fp32")])
+def test_issue21_layers_fit_with_a_plan(capsys, batch, precision):
+    code, out, _ = run(capsys, "layer", "--kind", "dense", "--n", "4096", "--batch", batch, "--machine", "bow",
+                       "--precision", precision, "--forward-only", "--json", "--explain")
+    d = json.loads(out)
+    assert code == 0 and d["fits"] is True
+    text = "\n".join(d["explain"])
+    assert "serial splits (S_k, S_n)" in text and "phase matmul" in text
+
+
+def test_layer_block_sparse_and_options(capsys):
+    code, out, _ = run(capsys, "layer", "--kind", "block-sparse", "--n", "4096", "--batch", "2048", "--machine", "bow",
+                       "--precision", "fp16", "--density", "1/16", "--block", "16", "--forward-only", "--explain")
+    assert code == 0 and "static block-sparse matmul" in out and "fits = True" in out
+    code, _, err = run(capsys, "layer", "--kind", "dense", "--n", "256", "--density", "0.5")
+    assert code == 2 and "--density/--block = 0.5: only apply to --kind block-sparse" in err
+    code, _, err = run(capsys, "layer", "--kind", "dense", "--n", "256", "--memory-proportion", "2")
+    assert code == 2 and "memory_proportion = 2.0: must be in [0, 1]" in err
+
+
+def test_layer_that_exceeds_the_chip_is_a_clear_error(capsys):
+    code, _, err = run(capsys, "layer", "--kind", "dense", "--n", "65536", "--batch", "4096", "--machine", "bow",
+                       "--precision", "fp16", "--forward-only")
+    assert code == 2 and "Traceback" not in err
+    assert "no plan fits, even with serial splits" in err and "the smallest" in err and "use more tiles" in err
+
+
+def test_shl_dense_is_the_baseline(capsys):
+    code, out, err = run(capsys, "shl", "--method", "dense", "--json")
+    d_dense = json.loads(out)
+    assert code == 0 and err == ""
+    code, out, err = run(capsys, "shl", "--method", "baseline", "--json")
+    assert code == 0 and "paper's name of 'dense'" in err
+    assert json.loads(out)["step_s"] == d_dense["step_s"]

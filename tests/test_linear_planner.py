@@ -127,3 +127,73 @@ def test_schedule_errors():
         butterfly_schedule(1024, 8, tiles=2, sram_bytes=100)
     with pytest.raises(ConfigError, match=r"block_size = 5: must be a power of two"):
         pixelfly_schedule(64, 8, 5, 4, 2, tiles=16, **GC200)
+
+
+# ---- issue 21: serial splits, availableMemoryProportion, partials type ------------------------------
+BOW_FP16 = dict(tiles=1472, sram_bytes=638_976, flops_per_cycle=128, precision="fp16")
+
+
+@pytest.mark.parametrize("m,k,n,kw", [(2048, 4096, 4096, BOW_FP16),
+                                      (1024, 4096, 4096, dict(BOW_FP16, flops_per_cycle=32, precision="fp32"))])
+def test_published_matmuls_fit_with_serial_splits(m, k, n, kw):
+    plan = plan_matmul(m, k, n, **kw)
+    assert plan.serial_k * plan.serial_n > 1
+    assert int(plan.macs.sum()) == m * k * n
+    assert plan.within_proportion and int(plan.temp_bytes.max()) <= 0.6 * kw["sram_bytes"]
+    assert int(plan.memory_bytes().max()) <= kw["sram_bytes"]
+    assert plan.predicted_cycles == sum(p.cycles(SuperstepCosts()) for p in plan.phases)
+    assert any(p.repeat == plan.serial_k * plan.serial_n for p in plan.phases)
+
+
+@pytest.mark.parametrize("split,serial,partials", [((3, 2, 5), (1, 1), "fp32"), ((4, 3, 2), (2, 1), "fp32"),
+                                                   ((2, 1, 3), (4, 2), "fp16"), ((5, 1, 1), (2, 1), "fp32"),
+                                                   ((1, 4, 4), (1, 4), "fp16")])
+def test_closed_form_matches_built_plan(split, serial, partials):
+    from models.linear.planner import _closed_form
+    m, k, n, tiles = 100, 96, 64, 60
+    costs = SuperstepCosts()
+    plan = build_matmul_plan(m, k, n, split, tiles=tiles, flops_per_cycle=128, precision="fp16",
+                             partials_precision=partials, serial=serial, costs=costs)
+    pm, pk, pn, total, temp, data = _closed_form(m, k, n, serial[0], serial[1], tiles, 2, 2 if partials == "fp16" else 4,
+                                                 128, 331.0, costs)
+    i = int(np.flatnonzero((pm == split[0]) & (pk == split[1]) & (pn == split[2]))[0])
+    assert int(total[i]) == plan.predicted_cycles
+    assert int(temp[i]) == int(plan.temp_bytes.max())
+    assert int(data[i]) == int(plan.data_bytes.max())
+    assert int(plan.macs.sum()) == m * k * n
+
+
+def test_memory_proportion_bounds_temporary_bytes():
+    kw = dict(tiles=64, sram_bytes=200_000, flops_per_cycle=32)
+    loose = plan_matmul(512, 512, 512, memory_proportion=1.0, **kw)
+    tight = plan_matmul(512, 512, 512, memory_proportion=0.2, **kw)
+    assert int(tight.temp_bytes.max()) <= 0.2 * 200_000 < int(loose.temp_bytes.max())
+    assert tight.predicted_cycles >= loose.predicted_cycles and tight.within_proportion
+    least = plan_matmul(512, 512, 512, memory_proportion=0.0, **kw)       # PopLibs: 0 = least temporary memory
+    assert not least.within_proportion and int(least.temp_bytes.max()) <= int(tight.temp_bytes.max())
+    with pytest.raises(ConfigError, match=r"memory_proportion = 1.5: must be in \[0, 1\]"):
+        plan_matmul(64, 64, 64, memory_proportion=1.5, **kw)
+
+
+def test_fp16_partials_halve_partial_bytes():
+    a = build_matmul_plan(64, 256, 64, (2, 4, 2), tiles=16, flops_per_cycle=128, precision="fp16")
+    b = build_matmul_plan(64, 256, 64, (2, 4, 2), tiles=16, flops_per_cycle=128, precision="fp16",
+                          partials_precision="fp16")
+    assert int(b.partial_bytes.max()) * 2 == int(a.partial_bytes.max())
+    assert b.predicted_cycles < a.predicted_cycles
+
+
+def test_matmul_beyond_chip_sram_names_smallest_plan_and_fix():
+    # 2 GB of fp32 operands: more than 1472 x 624 KiB in every plan
+    with pytest.raises(SramOverflowError, match=r"\(2097152, 256, 2\) fp32 on 1472 tiles: no plan fits, even with serial "
+                                                r"splits.*the smallest.*needs \d+ B of data on tile 0 > sram_bytes = "
+                                                r"638976 B; the operands and result alone are \d+ B per tile: use more"):
+        plan_matmul(2097152, 256, 2, tiles=1472, **GC200)
+
+
+def test_explain_lists_partition_serial_categories_and_phases():
+    from models.linear.planner import explain_plan
+    text = explain_plan(plan_matmul(2048, 4096, 4096, **BOW_FP16), SuperstepCosts(), 638_976)
+    for piece in ("(P_m, P_k, P_n)", "serial splits (S_k, S_n)", "availableMemoryProportion", "home_bytes",
+                  "operand_bytes", "phase matmul", "predicted"):
+        assert piece in text

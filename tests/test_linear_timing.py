@@ -79,20 +79,42 @@ def test_mesh_machine_runs_and_unknown_kind():
 
 
 # ---- op-by-op (PopTorch) lowering -------------------------------------------------------------
+def _vertices():
+    from models.linear.lowering import PoplibsSliceCosts, PoplibsVertexCosts
+    from tilesim.machine import load_machine
+    m = load_machine("gc200")
+    return dict(vertex=PoplibsVertexCosts.for_machine(m), slice_costs=PoplibsSliceCosts.for_machine(m))
+
+
+def test_poplibs_vertex_constants_follow_the_machine():
+    """Issue 14: supervisor overhead and worker count come from the machine, not from lowering.py."""
+    from dataclasses import replace
+
+    from models.linear.timing import step_costs
+    from tilesim.machine import load_machine
+    m = load_machine("gc200")
+    m2 = replace(m, chip=replace(m.chip, supervisor_overhead_cycles=20, workers_per_tile=4))
+    assert step_costs(m, "poptorch").vector_fixed_cycles == 11 + 6 * 29
+    assert step_costs(m2, "poptorch").vector_fixed_cycles == 20 + 4 * 29
+
+
+
 def test_poplibs_vertex_cycles_hand_computed():
     from models.linear.lowering import PoplibsVertexCosts, poplibs_costs
-    v = PoplibsVertexCosts()
+    from tilesim.machine import load_machine
+    v = PoplibsVertexCosts.for_machine(load_machine("gc200"))
+    assert (v.supervisor_cycles, v.workers) == (11, 6)        # from the machine file, their one home
     # 70 fp32 elements: 12 per worker (ceil 70/6) -> 6 vectors of 2 -> 11 + 6 * (29 + 3 * 6) = 293
     assert v.cycles(np.array([70, 0]), 4).tolist() == [293, 0]
-    c = poplibs_costs(SuperstepCosts())
+    c = poplibs_costs(SuperstepCosts(), v)
     assert c.vector_fixed_cycles == 11 + 6 * 29 and c.vector_bytes_per_cycle == pytest.approx(8 / 3)
     with pytest.raises(ConfigError, match="workers"):
-        PoplibsVertexCosts(workers=0)
+        PoplibsVertexCosts(supervisor_cycles=11, workers=0)
 
 
 def test_poptorch_butterfly_op_count():
     from models.linear.lowering import poptorch_layer
-    kw = dict(tiles=1472, sram_bytes=638_976, flops_per_cycle=32)
+    kw = dict(tiles=1472, sram_bytes=638_976, flops_per_cycle=32, **_vertices())
     f, b = poptorch_layer("butterfly", 256, 50, kw)
     # per factor: mul + pair-sum (2 x 8); two bias adds
     assert f.compute_sets == 2 * 8 + 2
@@ -107,7 +129,7 @@ def test_poptorch_butterfly_op_count():
 
 def test_poptorch_pixelfly_ops_follow_embedding_bag_lowering():
     from models.linear.lowering import poptorch_layer
-    kw = dict(tiles=1472, sram_bytes=638_976, flops_per_cycle=32)
+    kw = dict(tiles=1472, sram_bytes=638_976, flops_per_cycle=32, **_vertices())
     f, b = poptorch_layer("pixelfly", 1024, 50, kw, input_grad=False)
     names = [p.name for p in f.phases]
     bags = 1024 // 16                                   # Table 4 configuration: block 16 -> 64 bags
@@ -143,3 +165,24 @@ def test_poptorch_shl_step_parts_and_params():
     assert t.params == TABLE4_PARAMS["fastfood"] and t.fits
     assert set(t.part_s) == {"hidden-fwd", "act-fwd", "classifier-fwd", "loss", "classifier-bwd", "act-bwd",
                              "hidden-bwd", "update"}
+
+
+# ---- issue 21: dense matmul throughput on Bow from counted work ------------------------------------
+@pytest.mark.parametrize("batch", [1024, 2048])
+def test_dense_fp16_4096_throughput_on_bow(batch):
+    t = time_layer("dense", 4096, batch, "bow", precision="fp16", backward=False)
+    tflops = 2 * batch * 4096 * 4096 / t.step_s / 1e12
+    assert t.fits and 150 < tflops < 260                      # peak 1472 x 128 x 1.85 GHz = 349 TFLOP/s
+
+
+def test_serial_plan_engine_time_equals_predicted_cycles():
+    from models.linear.planner import plan_matmul
+    from models.linear.timing import machine_costs, time_parts
+    from tilesim.machine import load_machine
+    m = load_machine("bow")
+    plan = plan_matmul(2048, 4096, 4096, tiles=m.tiles_per_chip, sram_bytes=m.chip.sram_bytes,
+                       flops_per_cycle=m.chip.fp16_flops_per_cycle, precision="fp16", costs=machine_costs(m))
+    assert plan.serial_k * plan.serial_n > 1
+    t = time_parts([("mm", plan)], m)
+    assert t.step_s * m.clock_hz == pytest.approx(plan.predicted_cycles, rel=1e-9)
+    assert t.compute_sets == len(plan.phases)                 # a Repeat body is one compute set

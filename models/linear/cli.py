@@ -49,25 +49,71 @@ def _print_timing(t, extra: dict, as_json: bool) -> None:
         print(f"  host input (not in step_s): {t.host_s * 1e6:.2f} us")
 
 
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def _fraction(text: str) -> float:
+    """A number or ``a/b`` (``1/16``)."""
+    if "/" in text:
+        a, _, b = text.partition("/")
+        try:
+            return float(a) / float(b)
+        except (ValueError, ZeroDivisionError):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a fraction such as 1/16") from None
+    return _float(text)
+
+
 def _cmd_shl(args) -> int:
-    from models.linear.timing import time_shl
+    import sys
+
+    from models.linear.timing import SHL_DENSE_ALIASES, time_shl
 
     _positive("--batch", args.batch, "the paper uses 50")
+    if args.method in SHL_DENSE_ALIASES.values():
+        print(f"tilesim shl: note: --method {args.method} is the paper's name of 'dense' (as tilesim layer "
+              f"--kind dense); both are accepted", file=sys.stderr)
     t = time_shl(args.method, args.batch, args.machine, precision=args.precision, lowering=args.lowering)
     _print_timing(t, {"method": args.method, "batch": args.batch, "lowering": args.lowering}, args.json)
     return 0
 
 
 def _cmd_layer(args) -> int:
-    from models.linear.timing import time_layer
+    from models.linear.timing import BlockSparseConfig, MatmulOptions, explain_step, time_layer
 
     _positive("--n", args.n, "the layer is n x n")
     _positive("--batch", args.batch, "the paper uses 50")
+    if args.kind != "block-sparse" and (args.density is not None or args.block is not None):
+        raise ConfigError(config_message("--density/--block", args.density if args.density is not None else args.block,
+                                         "only apply to --kind block-sparse", "drop them or use --kind block-sparse"))
+    if args.lowering == "poptorch" and args.kind in ("dense", "block-sparse") and (
+            args.memory_proportion is not None or args.partials != "fp32"):
+        raise ConfigError(config_message("--lowering", "poptorch", "takes PopTorch's planner defaults",
+                                         "drop --memory-proportion/--partials or use --lowering fused"))
+    if args.kind == "block-sparse" and args.lowering != "fused":
+        raise ConfigError(config_message("--lowering", args.lowering, "block-sparse has the fused (PopSparse) "
+                                         "lowering only", "use --lowering fused"))
+    opts = MatmulOptions(**({} if args.memory_proportion is None else {"memory_proportion": args.memory_proportion}),
+                         partials_precision=args.partials)
+    kw = {"matmul": opts} if args.lowering == "fused" else {}
+    if args.kind == "block-sparse":
+        bs = {k: v for k, v in (("density", args.density), ("block", args.block)) if v is not None}
+        kw["block_sparse"] = BlockSparseConfig(**bs)
     t = time_layer(args.kind, args.n, args.batch, args.machine, precision=args.precision,
-                   backward=not args.forward_only, lowering=args.lowering)
-    _print_timing(t, {"kind": args.kind, "n": args.n, "batch": args.batch, "lowering": args.lowering,
-                      "forward_s": t.part_s.get("forward", 0.0), "backward_s": t.part_s.get("backward", 0.0)},
-                  args.json)
+                   backward=not args.forward_only, lowering=args.lowering, **kw)
+    extra = {"kind": args.kind, "n": args.n, "batch": args.batch, "lowering": args.lowering,
+             "forward_s": t.part_s.get("forward", 0.0), "backward_s": t.part_s.get("backward", 0.0)}
+    if args.kind == "block-sparse":
+        extra.update(density=kw["block_sparse"].density, block=kw["block_sparse"].block)
+    text = explain_step(t, args.machine, args.lowering) if args.explain else ""
+    if args.explain and args.json:
+        extra["explain"] = text.splitlines()
+    _print_timing(t, extra, args.json)
+    if args.explain and not args.json:
+        print(text)
     return 0
 
 
@@ -112,13 +158,19 @@ _LOWERING_HELP = ("fused (default): one compute set per butterfly factor, a hand
                   "poptorch: one PopLibs program per PyTorch op, as the paper ran it")
 
 
+def _shl_choices(methods) -> list:
+    return ["dense"] + list(methods)
+
+
 def register(subparsers) -> None:
     """Add ``shl``, ``layer`` and ``exchange-bench`` to the ``tilesim`` command line."""
     from models.linear.shl import SHL_METHODS
     from models.linear.timing import LAYER_KINDS
 
     s = subparsers.add_parser("shl", help="time one training step of the paper's single-hidden-layer model")
-    s.add_argument("--method", required=True, choices=SHL_METHODS)
+    s.add_argument("--method", required=True, choices=_shl_choices(SHL_METHODS),
+                   help="hidden layer; 'dense' (as tilesim layer --kind dense) is also accepted as 'baseline', "
+                        "the paper's Table 4 name")
     s.add_argument("--batch", type=_int, default=50, help="mini-batch (default 50, paper Table 3)")
     s.add_argument("--machine", default="gc200", help="preset or machine TOML (default gc200)")
     s.add_argument("--precision", choices=["fp32", "fp16"], default="fp32")
@@ -134,6 +186,15 @@ def register(subparsers) -> None:
     la.add_argument("--precision", choices=["fp32", "fp16"], default="fp32")
     la.add_argument("--forward-only", action="store_true", help="time the forward pass only")
     la.add_argument("--lowering", choices=["fused", "poptorch"], default="fused", help=_LOWERING_HELP)
+    la.add_argument("--density", type=_fraction, default=None,
+                    help="block-sparse: fraction of non-zero blocks, e.g. 1/16 (default 1/16)")
+    la.add_argument("--block", type=_int, default=None, help="block-sparse: block size 4, 8 or 16 (default 16)")
+    la.add_argument("--memory-proportion", type=_float, default=None,
+                    help="PopLibs availableMemoryProportion: fraction of tile SRAM a matmul's temporary data may "
+                         "use (default 0.6; 0 = least temporary memory)")
+    la.add_argument("--partials", choices=["fp32", "fp16"], default="fp32", help="matmul partials type (default fp32)")
+    la.add_argument("--explain", action="store_true",
+                    help="print each matmul plan: partition, serial splits, bytes per tile by category, cycles by phase")
     la.add_argument("--json", action="store_true")
     la.set_defaults(func=_cmd_layer)
 

@@ -132,3 +132,52 @@ def csr_sddmm(indptr, indices, gt, xt, grad_data):
                 acc += gt[r, c] * xt[col, c]
             grad_data[e] = acc
     return grad_data
+
+
+@nb.njit(**PARALLEL_JIT_FLAGS)
+def block_sparse_matmul(row_ptr, block_cols, blocks, x, out):
+    """``out = x W^T`` for a block-sparse ``W`` (``R·B x C·B``) stored by block rows (BSR).
+
+    ``row_ptr`` (``R + 1``): blocks of block row ``r`` are ``row_ptr[r] .. row_ptr[r + 1] - 1``;
+    ``block_cols[e]`` its block column, ``blocks[e]`` (``B x B``) its values; ``x``: ``(batch, C·B)``;
+    ``out``: ``(batch, R·B)``::
+
+        out[b, r B + i] = Σ_{e in row r} Σ_j blocks[e, i, j] · x[b, block_cols[e] B + j]
+
+    Parallel over block rows (each output column range is written by one thread).
+    """
+    rows = row_ptr.shape[0] - 1
+    bs = blocks.shape[1]
+    batch = x.shape[0]
+    for r in nb.prange(rows):
+        for b in range(batch):
+            for i in range(bs):
+                out[b, r * bs + i] = 0.0
+        for e in range(row_ptr[r], row_ptr[r + 1]):
+            c0 = block_cols[e] * bs
+            for b in range(batch):
+                for i in range(bs):
+                    acc = 0.0
+                    for j in range(bs):
+                        acc += blocks[e, i, j] * x[b, c0 + j]
+                    out[b, r * bs + i] += acc
+    return out
+
+
+@nb.njit(**PARALLEL_JIT_FLAGS)
+def block_sparse_grad_blocks(block_rows, block_cols, gy, x, grad_blocks):
+    """Gradient of the non-zero blocks: ``grad_blocks[e] = gy[:, rows(e)]^T x[:, cols(e)]`` (block SDDMM),
+    ``gy``: ``(batch, R·B)``, ``x``: ``(batch, C·B)``; parallel over blocks."""
+    nnz = block_rows.shape[0]
+    bs = grad_blocks.shape[1]
+    batch = x.shape[0]
+    for e in nb.prange(nnz):
+        r0 = block_rows[e] * bs
+        c0 = block_cols[e] * bs
+        for i in range(bs):
+            for j in range(bs):
+                acc = 0.0
+                for b in range(batch):
+                    acc += gy[b, r0 + i] * x[b, c0 + j]
+                grad_blocks[e, i, j] = acc
+    return grad_blocks

@@ -35,6 +35,8 @@ __all__ = [
     "ButterflyLinear",
     "PixelflyLinear",
     "CsrLinear",
+    "BlockSparseLinear",
+    "random_block_layout",
     "hadamard_matrix",
     "pixelfly_layout",
     "butterfly_factor_matrices",
@@ -682,6 +684,120 @@ class CsrLinear(_LayerBase):
         grad_data = np.empty(self.nnz)
         kernels.csr_sddmm(self.indptr, self.indices, gt, xt, grad_data)
         return gxt.T.astype(self.dtype), (grad_data.astype(self.dtype),) + self._bias_grad(grad_y)
+
+
+# --------------------------------------------------------------------------------------------
+# Static block-sparse (PopSparse static sparse matmul)
+# --------------------------------------------------------------------------------------------
+def random_block_layout(n_out: int, n_in: int, block: int, density: float, seed: int = 0) -> np.ndarray:
+    """Bool block mask ``(n_out / block, n_in / block)`` with exactly ``max(1, round(density · blocks))``
+    non-zero blocks at uniformly random positions (sampled without replacement from ``seed``)."""
+    _require_pos_int("n_out", n_out)
+    _require_pos_int("n_in", n_in)
+    _require_pos_int("block", block, "PopSparse's static block codelets use block 4, 8 or 16")
+    require(isinstance(density, (int, float)) and not isinstance(density, bool) and 0.0 < density <= 1.0,
+            "density", density, "must be in (0, 1]", "density 1/16 keeps one block in sixteen")
+    for name, v in (("n_out", n_out), ("n_in", n_in)):
+        require(v % block == 0, name, v, f"must be a multiple of block = {block}", "pick a block that divides the width")
+    nbr, nbc = n_out // block, n_in // block
+    nnz = max(1, int(round(density * nbr * nbc)))
+    rng = np.random.default_rng(seed)
+    mask = np.zeros(nbr * nbc, dtype=bool)
+    mask[rng.choice(nbr * nbc, size=nnz, replace=False)] = True
+    return mask.reshape(nbr, nbc)
+
+
+@dataclass(frozen=True)
+class BlockSparseLinear(_LayerBase):
+    """Static block-sparse layer ``y = x W^T + b``: ``W`` keeps only the ``block x block`` blocks of a
+    fixed ``layout`` (pattern known at compile time, as PopSparse's static sparse matmul; Li et al. 2023,
+    arXiv:2303.16999). ``layout=None`` draws :func:`random_block_layout` at ``density``.
+
+    Forward ``nnz_blocks · block²`` MACs per sample (Numba, blocks stored by block row);
+    backward ``grad_x = g W`` (the same kernel on the transposed pattern) and
+    ``grad_blocks[e] = g[:, rows(e)]^T x[:, cols(e)]`` (block SDDMM). Parameters ``nnz_blocks · block²``
+    (+ ``n_out`` bias). :meth:`dense_matrix` assembles ``W`` for the NumPy twin ``x @ W.T``.
+    """
+
+    n_in: int
+    n_out: int
+    block: int
+    density: float = 1.0
+    layout: np.ndarray | None = field(default=None, repr=False)
+    bias: bool = True
+    seed: int = 0
+    dtype: type = np.float64
+    block_rows: np.ndarray = field(init=False, repr=False)
+    block_cols: np.ndarray = field(init=False, repr=False)
+    blocks: np.ndarray = field(init=False, repr=False)
+    b: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self):
+        if self.layout is None:
+            layout = random_block_layout(self.n_out, self.n_in, self.block, self.density, self.seed)
+        else:
+            _require_pos_int("block", self.block)
+            layout = np.asarray(self.layout, dtype=bool)
+            want = (self.n_out // self.block, self.n_in // self.block)
+            require(layout.shape == want and self.n_out % self.block == 0 and self.n_in % self.block == 0,
+                    "layout shape", layout.shape, f"must be {want} (n_out/block, n_in/block)", "pass a block mask")
+            require(bool(layout.any()), "layout", "all zero", "must hold at least one block", "")
+        rows, cols = np.nonzero(layout)                  # row-major: sorted by row, then column
+        rng = np.random.default_rng(self.seed + 1)
+        per_row = np.bincount(rows, minlength=layout.shape[0])
+        fan_in = max(1.0, float(per_row.max()) * self.block)
+        set_ = object.__setattr__
+        set_(self, "layout", layout)
+        set_(self, "block_rows", rows.astype(np.int64))
+        set_(self, "block_cols", cols.astype(np.int64))
+        set_(self, "blocks", rng.normal(0, 1.0 / math.sqrt(fan_in), (rows.size, self.block, self.block))
+             .astype(self.dtype))
+        set_(self, "b", np.zeros(self.n_out, dtype=self.dtype) if self.bias else None)
+
+    @property
+    def nnz_blocks(self) -> int:
+        return int(self.block_rows.size)
+
+    @property
+    def params(self):
+        return (self.blocks,) + ((self.b,) if self.bias else ())
+
+    @property
+    def param_names(self):
+        return ("blocks",) + (("b",) if self.bias else ())
+
+    def dense_matrix(self):
+        bs = self.block
+        w = np.zeros((self.n_out, self.n_in))
+        for blk, r, c in zip(self.blocks, self.block_rows, self.block_cols):
+            w[r * bs:(r + 1) * bs, c * bs:(c + 1) * bs] = blk
+        return w
+
+    @staticmethod
+    def _row_ptr(rows, n_rows):
+        ptr = np.zeros(n_rows + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=n_rows), out=ptr[1:])
+        return ptr
+
+    def forward(self, x):
+        x = _check_input(x, self.n_in, "BlockSparseLinear")
+        xf = np.ascontiguousarray(x, dtype=np.float64)
+        out = np.empty((x.shape[0], self.n_out))
+        kernels.block_sparse_matmul(self._row_ptr(self.block_rows, self.layout.shape[0]), self.block_cols,
+                                    np.ascontiguousarray(self.blocks, dtype=np.float64), xf, out)
+        return self._add_bias(out.astype(self.dtype)), xf
+
+    def backward(self, grad_y, cache):
+        xf = cache
+        g = np.ascontiguousarray(grad_y, dtype=np.float64)
+        order = np.lexsort((self.block_rows, self.block_cols))      # transpose: by column, then row
+        t_blocks = np.ascontiguousarray(np.transpose(self.blocks[order], (0, 2, 1)), dtype=np.float64)
+        grad_x = np.empty((g.shape[0], self.n_in))
+        kernels.block_sparse_matmul(self._row_ptr(self.block_cols[order], self.layout.shape[1]),
+                                    self.block_rows[order], t_blocks, g, grad_x)
+        grad_blocks = np.empty(self.blocks.shape)
+        kernels.block_sparse_grad_blocks(self.block_rows, self.block_cols, g, xf, grad_blocks)
+        return grad_x.astype(self.dtype), (grad_blocks.astype(self.dtype),) + self._bias_grad(grad_y)
 
 
 # --------------------------------------------------------------------------------------------

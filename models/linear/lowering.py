@@ -96,19 +96,28 @@ POPTORCH_KINDS = ("dense", "low-rank", "butterfly", "fastfood", "pixelfly")
 class PoplibsVertexCosts:
     """Cycles of a PopLibs element-wise MultiVertex (FP32 ``BinaryOp1D``), from PopLibs' estimators [S].
 
-    * ``supervisor_cycles = 11``: ``basicOpSupervisorOverhead`` (``popops/PerformanceEstimation.cpp``);
+    * ``supervisor_cycles``: ``basicOpSupervisorOverhead`` (``popops/PerformanceEstimation.cpp``; 11 on
+      GC2/GC200/Bow), the machine's ``chip.supervisor_overhead_cycles`` (:meth:`for_machine`);
     * ``worker_fixed_cycles = 29``: ``BinaryOp1D`` FLOAT worker prologue (``popopsCycleEstimators.cpp``);
     * ``worker_cycles_per_vector = 3``: ``cyclesPerLoop = 1`` for ADD/SUB/MUL FLOAT plus 2 cycles of
       load/store and loop decision per 64-bit vector (``binaryOpInnerLoopCycles``);
     * ``vector_bytes = 8``: the 64-bit data path (2 FP32 or 4 FP16 per vector);
-    * ``workers = 6``: barrel-threaded worker contexts; a worker's cycle is one tile issue slot of six.
+    * ``workers``: barrel-threaded worker contexts (6 on the IPU), the machine's ``chip.workers_per_tile``;
+      a worker's cycle is one tile issue slot of ``workers``.
+
+    ``supervisor_cycles`` and ``workers`` have no default: their one home is the machine description.
     """
 
-    supervisor_cycles: int = 11
+    supervisor_cycles: int
+    workers: int
     worker_fixed_cycles: int = 29
     worker_cycles_per_vector: int = 3
     vector_bytes: int = 8
-    workers: int = 6
+
+    @classmethod
+    def for_machine(cls, machine, **kw) -> "PoplibsVertexCosts":
+        """The PopLibs constants with the supervisor overhead and worker count of ``machine``."""
+        return cls(int(machine.chip.supervisor_overhead_cycles), int(machine.chip.workers_per_tile), **kw)
 
     def __post_init__(self):
         for f in fields(self):
@@ -150,8 +159,9 @@ class PoplibsVertexCosts:
 class PoplibsSliceCosts:
     """PopLibs' estimates for ``multiSlice`` / ``multiUpdateAdd`` vertices, FP32
     (``popops/PerformanceEstimation.cpp``: ``getMultiSliceCycleEstimate``,
-    ``getMultiUpdateOpCycleEstimate``) [S]. Worker cycles, multiplied by the 6 worker contexts as
-    PopLibs does (its estimate assumes one worker handles every offset).
+    ``getMultiUpdateOpCycleEstimate``) [S]. Worker cycles, multiplied by the ``workers`` worker contexts
+    (the machine's ``chip.workers_per_tile``, :meth:`for_machine`) as PopLibs does (its estimate assumes
+    one worker handles every offset).
 
     * slice: ``30`` prologue/epilogue, ``19`` per offset in range + ``2`` per 64-bit vector copied,
       ``8`` per offset out of range (without a plan every vertex scans every offset);
@@ -159,6 +169,7 @@ class PoplibsSliceCosts:
       range, ``5`` per offset out of range.
     """
 
+    workers: int
     slice_fixed: int = 30
     slice_per_offset: int = 19
     slice_per_vector: int = 2
@@ -167,10 +178,13 @@ class PoplibsSliceCosts:
     update_per_offset: int = 11
     update_per_element: int = 3
     update_out_of_range: int = 5
-    workers: int = 6
+
+    @classmethod
+    def for_machine(cls, machine, **kw) -> "PoplibsSliceCosts":
+        return cls(int(machine.chip.workers_per_tile), **kw)
 
 
-def poplibs_costs(costs: SuperstepCosts, vertex: PoplibsVertexCosts = PoplibsVertexCosts()) -> SuperstepCosts:
+def poplibs_costs(costs: SuperstepCosts, vertex: PoplibsVertexCosts) -> SuperstepCosts:
     """``costs`` with the vector path of PopLibs' element-wise vertices (used for every vector phase
     of a ``"poptorch"`` step, including matmul reductions and the fused circulant phases):
     ``vector_fixed_cycles = supervisor + workers · worker_fixed`` (185) and ``vector_bytes_per_cycle
@@ -186,10 +200,9 @@ def poplibs_costs(costs: SuperstepCosts, vertex: PoplibsVertexCosts = PoplibsVer
 class OpBuilder:
     """Collects the phases of op-by-op lowered code (module docstring) for one part of a step."""
 
-    def __init__(self, tiles: int, sram_bytes: int, flops_per_cycle: float, precision: str = "fp32",
-                 costs: SuperstepCosts = SuperstepCosts(), overheads: OverheadConstants = OverheadConstants(),
-                 vertex: PoplibsVertexCosts = PoplibsVertexCosts(), fixed_cycles: float = 331.0,
-                 slice_costs: PoplibsSliceCosts = PoplibsSliceCosts()):
+    def __init__(self, tiles: int, sram_bytes: int, flops_per_cycle: float, *, vertex: PoplibsVertexCosts,
+                 slice_costs: PoplibsSliceCosts, precision: str = "fp32", costs: SuperstepCosts = SuperstepCosts(),
+                 overheads: OverheadConstants = OverheadConstants(), fixed_cycles: float = 331.0):
         self.tiles, self.sram_bytes, self.flops_per_cycle = tiles, sram_bytes, flops_per_cycle
         self.precision, self.costs, self.overheads, self.vertex = precision, costs, overheads, vertex
         self.slice_costs = slice_costs

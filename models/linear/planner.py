@@ -658,9 +658,14 @@ def plan_matmul(m: int, k: int, n: int, *, tiles: int, sram_bytes: int, flops_pe
     within = fit & (c["temp"] <= bound)
     for mask, primary, ok in ((within, c["total"], True), (fit, c["temp"], False)):
         secondary = c["total"] if not ok else c["temp"]
-        order = np.lexsort((c["pn"], c["pm"], used, passes, secondary, primary))
+        idx_ok = np.flatnonzero(mask)
+        if idx_ok.size > 64:     # only the 64 best primaries (and their ties) can be tried
+            cut = np.partition(primary[idx_ok], 63)[63]
+            idx_ok = idx_ok[primary[idx_ok] <= cut]
+        order = idx_ok[np.lexsort((c["pn"][idx_ok], c["pm"][idx_ok], used[idx_ok], passes[idx_ok],
+                                   secondary[idx_ok], primary[idx_ok]))]
         tried = 0
-        for idx in order[mask[order]]:
+        for idx in order:
             plan = build_matmul_plan(m, k, n, (int(c["pm"][idx]), int(c["pk"][idx]), int(c["pn"][idx])),
                                      serial=(int(c["sk"][idx]), int(c["sn"][idx])), within_proportion=ok, **kw)
             if int(plan.memory_bytes(overheads).max()) <= sram_bytes:
@@ -675,4 +680,4 @@ def plan_matmul(m: int, k: int, n: int, *, tiles: int, sram_bytes: int, flops_pe
         f"{int(c['pn'][best])}) with (S_k, S_n) = ({int(c['sk'][best])}, {int(c['sn'][best])}), needs "
         f"{int(c['data'][best])} B of data on tile 0 > sram_bytes = {sram_bytes} B; the operands and result alone "
         f"are {int((_cdiv(m * k, tiles) + _cdiv(k * n, tiles)) * eb + _cdiv(m * n, tiles) * eb)} B per tile: use more "
-        f"tiles (chips), fp16, or a smaller batch", tiles=[0])
+        f"tiles (chips){'' if precision == 'fp16' else ', fp16'} or a smaller batch", tiles=[0])

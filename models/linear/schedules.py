@@ -31,6 +31,7 @@ import numpy as np
 
 from models.linear.layers import is_power_of_two, pixelfly_layout
 from models.linear.planner import (
+    DEFAULT_MEMORY_PROPORTION,
     OverheadConstants,
     Phase,
     SuperstepCosts,
@@ -70,8 +71,8 @@ class LayerSchedule:
 
     @property
     def ops(self) -> int:
-        """Total work over all phases: AMP MACs plus vector operations (reduction adds, 2x2 MACs)."""
-        return int(sum(int(p.macs.sum()) for p in self.phases))
+        """Total work over all phases (times their ``repeat``): AMP MACs plus vector operations."""
+        return int(sum(int(p.macs.sum()) * p.repeat for p in self.phases))
 
     @property
     def compute_sets(self) -> int:
@@ -95,11 +96,14 @@ def _from_plans(name, plans, tiles, precision, costs):
 
 def dense_schedule(n_in: int, n_out: int, batch: int, *, tiles: int, sram_bytes: int, flops_per_cycle: float,
                    fixed_cycles: float = 331.0, precision: str = "fp32", costs: SuperstepCosts = SuperstepCosts(),
-                   overheads: OverheadConstants = OverheadConstants()) -> LayerSchedule:
-    """Dense layer forward: ``(batch, n_in) x (n_in, n_out)`` planned by :func:`plan_matmul`."""
+                   overheads: OverheadConstants = OverheadConstants(), partials_precision: str = "fp32",
+                   memory_proportion: float = DEFAULT_MEMORY_PROPORTION) -> LayerSchedule:
+    """Dense layer forward: ``(batch, n_in) x (n_in, n_out)`` planned by :func:`plan_matmul` (serial
+    splits, ``memory_proportion`` = PopLibs' availableMemoryProportion, partials type)."""
     _common(batch, tiles, sram_bytes, precision)
     plan = plan_matmul(batch, n_in, n_out, tiles=tiles, sram_bytes=sram_bytes, flops_per_cycle=flops_per_cycle,
-                       fixed_cycles=fixed_cycles, precision=precision, costs=costs, overheads=overheads)
+                       fixed_cycles=fixed_cycles, precision=precision, costs=costs, overheads=overheads,
+                       partials_precision=partials_precision, memory_proportion=memory_proportion)
     return _from_plans("dense", [plan], tiles, precision, costs)
 
 

@@ -51,6 +51,7 @@ import numpy as np
 
 from models.linear.layers import is_power_of_two, pixelfly_layout
 from models.linear.planner import (
+    DEFAULT_MEMORY_PROPORTION,
     OverheadConstants,
     Phase,
     SuperstepCosts,
@@ -134,10 +135,13 @@ def _mm(m, k, n, kw, costs):
 def dense_backward_schedule(n_in: int, n_out: int, batch: int, *, tiles: int, sram_bytes: int,
                             flops_per_cycle: float, fixed_cycles: float = 331.0, precision: str = "fp32",
                             costs: SuperstepCosts = SuperstepCosts(),
-                            overheads: OverheadConstants = OverheadConstants()) -> LayerSchedule:
-    """``grad_x``, ``grad_W`` (planned matmuls) and ``bias-grad``."""
+                            overheads: OverheadConstants = OverheadConstants(), partials_precision: str = "fp32",
+                            memory_proportion: float = DEFAULT_MEMORY_PROPORTION) -> LayerSchedule:
+    """``grad_x``, ``grad_W`` (planned matmuls, :func:`~models.linear.planner.plan_matmul` options) and
+    ``bias-grad``."""
     kw = dict(tiles=tiles, sram_bytes=sram_bytes, flops_per_cycle=flops_per_cycle, fixed_cycles=fixed_cycles,
-              precision=precision, overheads=overheads)
+              precision=precision, overheads=overheads, partials_precision=partials_precision,
+              memory_proportion=memory_proportion)
     parts = [_mm(batch, n_out, n_in, kw, costs), _mm(n_out, batch, n_in, kw, costs),
              _bias_grad(n_out, batch, tiles, precision, costs)]
     return _combine("dense-backward", parts, tiles, precision, costs)

@@ -32,8 +32,27 @@ from types import SimpleNamespace
 import numpy as np
 
 from models.linear.layers import is_power_of_two
-from models.linear.lowering import LOWERINGS, POPTORCH_KINDS, poplibs_costs, poptorch_common_parts, poptorch_layer
-from models.linear.planner import PRECISION_BYTES, OverheadConstants, SuperstepCosts, overhead_breakdown, split_sizes
+from models.linear.lowering import (
+    LOWERINGS,
+    POPTORCH_KINDS,
+    PoplibsSliceCosts,
+    PoplibsVertexCosts,
+    poplibs_costs,
+    poptorch_common_parts,
+    poptorch_layer,
+)
+from models.linear.blocksparse import SUPPORTED_BLOCKS, block_sparse_schedules
+from models.linear.planner import (
+    DEFAULT_MEMORY_PROPORTION,
+    PRECISION_BYTES,
+    OverheadConstants,
+    SuperstepCosts,
+    _check_proportion,
+    _require_precision,
+    explain_plan,
+    overhead_breakdown,
+    split_sizes,
+)
 from models.linear.schedules import (
     LayerSchedule,
     butterfly_schedule,
@@ -60,6 +79,8 @@ from tilesim.program import ProgramBuilder
 
 __all__ = [
     "LAYER_KINDS",
+    "MatmulOptions",
+    "BlockSparseConfig",
     "StepTiming",
     "LOWERINGS",
     "machine_costs",
@@ -71,11 +92,46 @@ __all__ = [
     "layer_params",
     "time_layer",
     "time_shl",
+    "explain_step",
 ]
 
-LAYER_KINDS = ("dense", "low-rank", "butterfly", "pixelfly", "fastfood", "circulant")
+LAYER_KINDS = ("dense", "low-rank", "butterfly", "pixelfly", "fastfood", "circulant", "block-sparse")
 _OVERHEAD_CATEGORY = {"vertexInstanceState": "vertex_state", "internalExchangeCode": "exchange_code",
                       "controlCode": "control_code", "vertexCode": "vertex_code"}
+
+
+@dataclass(frozen=True)
+class MatmulOptions:
+    """Options of the planned dense matmuls, PopLibs' names in brackets: ``memory_proportion``
+    (availableMemoryProportion, default 0.6, bounds temporary bytes per tile) and ``partials_precision``
+    (partialsType, default fp32). See :func:`~models.linear.planner.plan_matmul`."""
+
+    memory_proportion: float = DEFAULT_MEMORY_PROPORTION
+    partials_precision: str = "fp32"
+
+    def __post_init__(self):
+        _check_proportion(self.memory_proportion)
+        _require_precision("partials_precision", self.partials_precision)
+
+
+@dataclass(frozen=True)
+class BlockSparseConfig:
+    """A static block-sparse ``n x n`` layer: ``density`` of non-zero ``block x block`` blocks at random
+    positions drawn from ``seed`` (:func:`~models.linear.layers.random_block_layout`)."""
+
+    density: float = 1.0 / 16
+    block: int = 16
+    seed: int = 0
+
+    def __post_init__(self):
+        require(self.block in SUPPORTED_BLOCKS, "block", self.block, f"must be one of {SUPPORTED_BLOCKS}",
+                "PopSparse's static block codelets exist for 4x4, 8x8 and 16x16 blocks")
+        require(isinstance(self.density, (int, float)) and 0.0 < self.density <= 1.0, "density", self.density,
+                "must be in (0, 1]", "density 1/16 keeps one block in sixteen")
+
+    def layout(self, n: int):
+        from models.linear.layers import random_block_layout
+        return random_block_layout(n, n, self.block, self.density, self.seed)
 
 
 def machine_costs(machine: Machine) -> SuperstepCosts:
@@ -109,7 +165,7 @@ def build_program(parts, machine: Machine, name: str = "layer", host_bytes: floa
             kw = {}
             if p.has_exchange:
                 kw = dict(bytes_in=_pad(p.bytes_in, total), bytes_out=_pad(p.bytes_out, total))
-            b.superstep(f"{part}/{p.name}", _pad(p.compute_cycles, total), sync="chip", **kw)
+            b.superstep(f"{part}/{p.name}", _pad(p.compute_cycles, total), sync="chip", repeat=p.repeat, **kw)
     return b.build()
 
 
@@ -135,7 +191,8 @@ def build_ledger(parts, machine: Machine, params: int = 0, precision: str = "fp3
 
 @dataclass(frozen=True)
 class StepTiming:
-    """Simulated time and memory of a step. ``part_s``: seconds per part (forward, backward, ...)."""
+    """Simulated time and memory of a step. ``part_s``: seconds per part (forward, backward, ...);
+    ``schedules``: the ``(part, LayerSchedule)`` pairs that were timed (their ``parts`` hold the plans)."""
 
     name: str
     machine: str
@@ -151,6 +208,7 @@ class StepTiming:
     breakdown_s: dict
     result: object
     ledger: object
+    schedules: tuple = ()
 
     def to_dict(self) -> dict:
         return {"name": self.name, "machine": self.machine, "params": self.params, "step_s": self.step_s,
@@ -180,12 +238,16 @@ def time_parts(parts, machine: Machine, name: str = "step", params: int = 0, pre
     bd = {k: v for k, v in bd.items() if v}
     return StepTiming(name, machine.name, res.total_s - host_s, host_s, part_s,
                       sum(len(s.phases) for _, s in parts), int(params), int(used[mt]), not over.size,
-                      int(over.size), ledger.by_category(mt), bd, res, ledger)
+                      int(over.size), ledger.by_category(mt), bd, res, ledger, tuple(parts))
 
 
-def layer_params(kind: str, n: int, rank: int = 1, pixelfly: dict | None = None) -> int:
+def layer_params(kind: str, n: int, rank: int = 1, pixelfly: dict | None = None,
+                 block_sparse: BlockSparseConfig | None = None) -> int:
     """Parameter count of one ``n x n`` layer with bias (the :mod:`models.linear.layers` arrays)."""
     require(kind in LAYER_KINDS, "kind", kind, f"must be one of {', '.join(LAYER_KINDS)}", "")
+    if kind == "block-sparse":
+        cfg = block_sparse or BlockSparseConfig()
+        return int(cfg.layout(n).sum()) * cfg.block ** 2 + n
     if kind == "dense":
         return n * n + n
     if kind == "low-rank":
@@ -213,18 +275,26 @@ def step_costs(machine: Machine, lowering: str = "fused") -> SuperstepCosts:
     :func:`~models.linear.lowering.poplibs_costs`)."""
     _require_lowering(lowering)
     c = machine_costs(machine)
-    return poplibs_costs(c) if lowering == "poptorch" else c
+    return poplibs_costs(c, PoplibsVertexCosts.for_machine(machine)) if lowering == "poptorch" else c
+
+
+def _poplibs_vertices(machine: Machine) -> dict:
+    """The PopLibs vertex-cost records of ``machine`` (supervisor overhead and workers from its chip)."""
+    return dict(vertex=PoplibsVertexCosts.for_machine(machine), slice_costs=PoplibsSliceCosts.for_machine(machine))
 
 
 def layer_parts(kind: str, n: int, batch: int, machine: Machine, *, precision: str = "fp32", rank: int = 1,
                 pixelfly: dict | None = None, n_out: int | None = None, backward: bool = True,
                 overheads: OverheadConstants = OverheadConstants(), lowering: str = "fused",
-                input_grad: bool = True) -> tuple:
+                input_grad: bool = True, matmul: MatmulOptions = MatmulOptions(),
+                block_sparse: BlockSparseConfig | None = None) -> tuple:
     """``(forward, backward)`` schedules of one layer of ``kind`` (``n_out`` only for dense/low-rank);
     ``backward=False`` gives ``(forward, None)``. ``lowering="poptorch"`` lowers dense, low-rank,
     butterfly, fastfood and pixelfly op by op (:mod:`models.linear.lowering`); circulant keeps its
     fused schedule with PopLibs vector costs. ``input_grad=False`` (op-by-op kinds only) drops
-    the input-gradient ops, as autograd does for a first layer."""
+    the input-gradient ops, as autograd does for a first layer. ``matmul``: planner options of the
+    dense matmuls (fused lowering); ``block_sparse``: density, block and seed of ``"block-sparse"``
+    (:mod:`models.linear.blocksparse`, fused lowering only)."""
     require(kind in LAYER_KINDS, "kind", kind, f"must be one of {', '.join(LAYER_KINDS)}",
             "dense is the baseline; the others are Table 4's structured layers")
     for fname, v in (("n", n), ("batch", batch)):
@@ -238,14 +308,21 @@ def layer_parts(kind: str, n: int, batch: int, machine: Machine, *, precision: s
             require(is_power_of_two(n) and n >= 2, "n", n, "must be a power of two >= 2",
                     f"{kind} needs n = 2^L; pad the layer width")
         kw = dict(tiles=tiles, sram_bytes=sram, flops_per_cycle=_flops(machine, precision), precision=precision,
-                  costs=costs, overheads=overheads)
+                  costs=costs, overheads=overheads, **_poplibs_vertices(machine))
         return poptorch_layer(kind, n, batch, kw, n_out=n_out, rank=rank, backward=backward, input_grad=input_grad,
                               pixelfly=pixelfly)
     base = dict(tiles=tiles, sram_bytes=sram, precision=precision, costs=costs, overheads=overheads)
     amp = dict(base, flops_per_cycle=_flops(machine, precision))
     if kind == "dense":
-        return (dense_schedule(n, n_out, batch, **amp),
-                dense_backward_schedule(n, n_out, batch, **amp) if backward else None)
+        mm = dict(amp, partials_precision=matmul.partials_precision, memory_proportion=matmul.memory_proportion)
+        return (dense_schedule(n, n_out, batch, **mm),
+                dense_backward_schedule(n, n_out, batch, **mm) if backward else None)
+    if kind == "block-sparse":
+        cfg = block_sparse or BlockSparseConfig()
+        return block_sparse_schedules(cfg.layout(n), batch, tiles=tiles, sram_bytes=sram, block=cfg.block,
+                                      precision=precision, partials_precision=matmul.partials_precision,
+                                      workers=machine.chip.workers_per_tile, costs=costs, overheads=overheads,
+                                      memory_proportion=matmul.memory_proportion, backward=backward)
     if kind == "low-rank":
         return (lowrank_schedule(n, n_out, rank, batch, **amp),
                 lowrank_backward_schedule(n, n_out, rank, batch, **amp) if backward else None)
@@ -268,6 +345,18 @@ def layer_parts(kind: str, n: int, batch: int, machine: Machine, *, precision: s
     return fwd, bwd
 
 
+def explain_step(t: StepTiming, machine, lowering: str = "fused") -> str:
+    """:func:`~models.linear.planner.explain_plan` of every planned matmul of a timed step, by part."""
+    m = _machine(machine)
+    costs = step_costs(m, lowering)
+    out = []
+    for part, sched in t.schedules:
+        for plan in sched.parts:
+            if hasattr(plan, "temp_bytes"):
+                out.append(f"[{part}] " + explain_plan(plan, costs, m.chip.sram_bytes))
+    return "\n".join(out) if out else "(no planned matmul in this step)"
+
+
 def _machine(machine) -> Machine:
     return machine if isinstance(machine, Machine) else load_machine(machine)
 
@@ -283,8 +372,11 @@ def time_layer(kind: str, n: int, batch: int = 50, machine="gc200", *, precision
     parts = [("forward", fwd)] + ([("backward", bwd)] if backward else [])
     host = float(2 * batch * n * PRECISION_BYTES.get(precision, 4)) if host_io else 0.0
     return time_parts(parts, m, f"{kind} n={n} batch={batch} ({lowering})", layer_params(kind, n, kw.get("rank", 1),
-                      kw.get("pixelfly")), precision, host_bytes=host)
+                      kw.get("pixelfly"), kw.get("block_sparse")), precision, host_bytes=host)
 
+
+SHL_DENSE_ALIASES = {"dense": "baseline"}
+"""``time_shl`` method names accepted for a paper method: ``dense`` (as ``tilesim layer`` says) is ``baseline``."""
 
 _HIDDEN_KIND = {"baseline": "dense", "butterfly": "butterfly", "fastfood": "fastfood", "circulant": "circulant",
                 "low-rank": "low-rank", "pixelfly": "pixelfly"}
@@ -299,7 +391,10 @@ def time_shl(method: str, batch: int = 50, machine="gc200", *, precision: str = 
     ``host_s`` is the separate host-link time of the input batch (``batch · n`` words + labels).
     ``lowering="poptorch"``: every part lowered op by op as PopTorch runs the paper's PyTorch code
     (:mod:`models.linear.lowering`; same part names, SGD as two ops per parameter tensor).
+    ``method="dense"`` is the dense hidden layer, the paper's ``"baseline"`` (both names are accepted;
+    ``tilesim layer --kind dense`` uses the same word).
     """
+    method = SHL_DENSE_ALIASES.get(method, method)
     require(method in SHL_METHODS, "method", method, f"must be one of {', '.join(SHL_METHODS)}",
             "pick a Table 4 method")
     _require_lowering(lowering)
@@ -337,7 +432,7 @@ def _shl_param_tensors(method: str, n: int, classes: int) -> tuple:
 def _time_shl_poptorch(method, batch, m, precision, n, classes) -> StepTiming:
     costs = step_costs(m, "poptorch")
     kw = dict(tiles=m.tiles_per_chip, sram_bytes=m.chip.sram_bytes, flops_per_cycle=_flops(m, precision),
-              precision=precision, costs=costs)
+              precision=precision, costs=costs, **_poplibs_vertices(m))
     hf, hb = layer_parts(_HIDDEN_KIND[method], n, batch, m, precision=precision, lowering="poptorch",
                          input_grad=False)
     tensors = _shl_param_tensors(method, n, classes)

@@ -1,0 +1,392 @@
+"""Static block-sparse x dense matmul on tiles, modelled on PopSparse's static sparse matmul.
+
+``Y^T (m x n) = W (m x k, block-sparse, pattern known at compile time) · X^T (k x n)``; for a layer
+``m = n_out``, ``k = n_in``, ``n = batch``. PopSparse (``lib/popsparse/StaticMatMulPartitioner.cpp``;
+Li et al. 2023, arXiv:2303.16999) partitions by **non-zero blocks**: the block columns of ``W`` are
+cut into ``S_k`` contiguous *bands*, the dense columns ``n`` into ``S_n`` parts, and each (band, part)
+gets ``T_g = tiles // (S_k S_n)`` tiles. (PopSparse allocates tiles to bands in proportion to their
+non-zero blocks; equal groups are used here, which is the same for uniformly random patterns.) A
+band's non-zero blocks, in row-major order, are cut into ``T_g`` near-equal contiguous chunks; tile
+``t = (j S_k + b) T_g + c`` holds chunk ``c`` of band ``b`` for part ``j``.
+
+Phases (supersteps):
+
+* ``sparse-mm``: a tile receives the dense rows of ``X^T`` its blocks touch (``k_sparse · B · n_j``
+  elements; ``k_sparse`` distinct block columns) and, if ``S_n > 1`` and ``j > 0``, its non-zero values
+  (their home is the ``j = 0`` tile, as PopSparse's ``exchangeNZDataCycles`` charges for ``S_n > 1``); home
+  tiles send their flat chunk of ``X``. Compute: PopSparse's estimate of its static block codelets
+  (:class:`StaticBlockCosts`) plus partials zeroing for FP32 partials.
+* ``sparse-reduce`` (if a block row is split over tiles): every tile but the first holding a block row
+  sends its ``B · n_j`` partials (partials type) to that first tile, which adds them (vector unit).
+
+Memory per tile: non-zero values and the ``X`` home chunk and owned output rows (persistent), the received
+rows, values and partials and the reduction buffer (temporary; bounded by ``memory_proportion``). No serial
+splits (PopSparse's static partitioner has none); the search is over powers of two ``S_k``, ``S_n``.
+Per-vertex worklists (metadata) are not counted.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from models.linear.planner import (
+    DEFAULT_MEMORY_PROPORTION,
+    OverheadConstants,
+    Phase,
+    SuperstepCosts,
+    _as_tile_array,
+    _check_proportion,
+    _require_precision,
+    overhead_breakdown,
+    overhead_bytes_per_tile,
+    phases_cycles,
+    split_sizes,
+)
+from tilesim.errors import SramOverflowError, require
+
+__all__ = ["StaticBlockCosts", "BlockSparsePlan", "plan_block_sparse", "block_sparse_schedules", "SUPPORTED_BLOCKS"]
+
+SUPPORTED_BLOCKS = (4, 8, 16)
+"""Block sizes of PopSparse's static block codelets (``StaticBlock{4x4,8x8,16x16}SparseDenseMatMul``)."""
+
+
+@dataclass(frozen=True)
+class StaticBlockCosts:
+    """Cycles of one PopSparse static block-sparse x dense vertex, PopSparse's own estimate
+    (``matmulComputeCycles``, ``lib/popsparse/StaticMatMulPartitioner.cpp``) [S]::
+
+        cycles = 30 + h W + rows (x W + 17 + blocks_per_row (16 + B² bytes / 8 + y(n_w) W))
+
+    ``W = 6`` workers, ``rows`` the distinct block rows on the tile, ``blocks_per_row = ceil(blocks / rows)``,
+    ``n_w = ceil(n_j / W)`` dense columns per worker, ``B² bytes / 8`` the 64-bit weight loads; ``h``, ``x``
+    and ``y(n)`` per block size and type (the table in :meth:`cycles`). Zeroing of FP32 partials
+    (PopSparse's ``zeroingCycles``, skipped for block 4): ``W (12 + ceil(bytes · 8 / 64 / W))`` [S].
+    For FP16 block 16 the inner loop is ``4 n_w`` worker cycles per block: 64 MAC/cycle/tile, the AMP rate.
+    """
+
+    fixed_cycles: int = 30
+    row_cycles: int = 17
+    block_cycles: int = 16
+    weight_load_bytes_per_cycle: int = 8
+    data_path_bits: int = 64
+    zeroing_worker_cycles: int = 12
+
+    def y_cycles(self, block: int, element_bytes: int, n_w):
+        n_w = np.asarray(n_w, dtype=np.int64)
+        half = element_bytes == 2
+        if block == 4:
+            return np.where(n_w <= 2, 7 + n_w, 13 + n_w) if half else 12 + 4 * (n_w - 1)
+        if block == 8:
+            return 14 + 2 * (n_w - 1) if half else 19 + 8 * (n_w - 1)
+        return 19 + 4 * (n_w - 1) if half else np.where(n_w == 1, 58, 2 * (37 + 8 * (n_w - 1)))
+
+    def header_cycles(self, block: int, element_bytes: int) -> tuple:
+        """``(h, x)`` of the table (block 4: 17/13, 1; block 8: 13, 1/4; block 16: 13/16, 1/4; FP16/FP32)."""
+        half = element_bytes == 2
+        if block == 4:
+            return (17 if half else 13), 1
+        if block == 8:
+            return 13, (1 if half else 4)
+        return (13 if half else 16), (1 if half else 4)
+
+    def cycles(self, rows, blocks, n_j, block: int, element_bytes: int, workers: int, partials_bytes: int):
+        """Per-tile vertex cycles (0 where a tile has no block)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        blocks = np.asarray(blocks, dtype=np.int64)
+        n_j = np.asarray(n_j, dtype=np.int64)
+        h, x = self.header_cycles(block, element_bytes)
+        per_row = -(-blocks // np.maximum(rows, 1))
+        n_w = np.maximum(-(-n_j // workers), 1)
+        load = block * block * element_bytes // self.weight_load_bytes_per_cycle
+        cyc = (self.fixed_cycles + h * workers
+               + rows * (x * workers + self.row_cycles
+                         + per_row * (self.block_cycles + load + self.y_cycles(block, element_bytes, n_w) * workers)))
+        if partials_bytes == 4 and block != 4:
+            zero_bytes = rows * block * n_j * partials_bytes
+            cyc = cyc + workers * (self.zeroing_worker_cycles + -(-(zero_bytes * 8 // self.data_path_bits) // workers))
+        return np.where(blocks > 0, cyc, 0).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class BlockSparsePlan:
+    """A partition of a static block-sparse x dense matmul (module docstring) and its per-tile costs.
+
+    Scalars: ``m, k, n``, ``block``, ``nnz_blocks``, ``bands`` (``S_k``), ``n_split`` (``S_n``),
+    ``tiles_per_group`` (``T_g``), ``predicted_cycles``, ``memory_proportion``, ``within_proportion``.
+    Per-tile int64 arrays: ``blocks`` (non-zero blocks), ``rows``/``cols`` (distinct block rows/columns
+    they touch), ``part_cols`` (``n_j``, dense columns of the tile's part), ``macs``; memory ``weight_bytes``, ``home_bytes``
+    (``X`` home chunk), ``output_bytes`` (owned output rows), ``operand_bytes`` (received rows and values),
+    ``partial_bytes`` (partials + reduction buffer), ``data_bytes`` (sum), ``temp_bytes`` (operand +
+    partial).
+    """
+
+    m: int
+    k: int
+    n: int
+    tiles: int
+    block: int
+    precision: str
+    partials_precision: str
+    nnz_blocks: int
+    bands: int
+    n_split: int
+    tiles_per_group: int
+    blocks: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+    part_cols: np.ndarray
+    macs: np.ndarray
+    weight_bytes: np.ndarray
+    home_bytes: np.ndarray
+    output_bytes: np.ndarray
+    operand_bytes: np.ndarray
+    partial_bytes: np.ndarray
+    phases: tuple
+    predicted_cycles: int
+    memory_proportion: float = DEFAULT_MEMORY_PROPORTION
+    within_proportion: bool = True
+    data_bytes: np.ndarray = field(init=False)
+    temp_bytes: np.ndarray = field(init=False)
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name, None)
+            if f.init and isinstance(v, np.ndarray):
+                object.__setattr__(self, f.name, _as_tile_array(f.name, v, self.tiles))
+        require(int(self.macs.sum()) == self.nnz_blocks * self.block ** 2 * self.n, "plan MACs", int(self.macs.sum()),
+                f"must equal nnz_blocks B² n = {self.nnz_blocks * self.block ** 2 * self.n}", "")
+        data = self.weight_bytes + self.home_bytes + self.output_bytes + self.operand_bytes + self.partial_bytes
+        object.__setattr__(self, "data_bytes", _as_tile_array("data_bytes", data, self.tiles))
+        object.__setattr__(self, "temp_bytes", _as_tile_array("temp_bytes", self.operand_bytes + self.partial_bytes,
+                                                              self.tiles))
+
+    @property
+    def title(self) -> str:
+        return (f"static block-sparse matmul (m, k, n) = ({self.m}, {self.k}, {self.n}), block {self.block}, "
+                f"{self.nnz_blocks} non-zero blocks (density {self.density:.4g}), {self.precision}, "
+                f"partials {self.partials_precision}")
+
+    @property
+    def density(self) -> float:
+        return self.nnz_blocks * self.block ** 2 / (self.m * self.k)
+
+    @property
+    def tiles_used(self) -> int:
+        return self.bands * self.n_split * self.tiles_per_group
+
+    def partition_text(self) -> str:
+        return (f"partition: {self.bands} column bands (S_k) x {self.n_split} dense-column parts (S_n) x "
+                f"{self.tiles_per_group} tiles each = {self.tiles_used} of {self.tiles} tiles; at most "
+                f"{int(self.blocks.max())} non-zero blocks per tile")
+
+    def memory_bytes(self, constants: OverheadConstants = OverheadConstants()) -> np.ndarray:
+        return self.data_bytes + overhead_bytes_per_tile(self, constants)
+
+    def memory_by_category(self, tile: int, constants: OverheadConstants = OverheadConstants()) -> dict:
+        d = {name: int(getattr(self, name)[tile]) for name in
+             ("weight_bytes", "home_bytes", "output_bytes", "operand_bytes", "partial_bytes")}
+        d.update({k: int(v[tile]) for k, v in overhead_breakdown(self, constants).items()})
+        return d
+
+
+def _chunk_stats(rows, cols, group, groups):
+    """Per group: blocks, distinct rows, distinct columns."""
+    nblk = np.bincount(group, minlength=groups)
+    big = int(max(rows.max(initial=0), cols.max(initial=0))) + 1
+    urows = np.unique(group * big + rows) // big
+    ucols = np.unique(group * big + cols) // big
+    return nblk, np.bincount(urows, minlength=groups), np.bincount(ucols, minlength=groups)
+
+
+def _build(layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vertex, memory_proportion, within):
+    nbr, nbc = layout.shape
+    m, k = nbr * block, nbc * block
+    rows, cols = np.nonzero(layout)
+    tg = tiles // (bands * n_split)
+    band_sizes = split_sizes(nbc, bands)
+    band_of_col = np.repeat(np.arange(bands), band_sizes)
+    band = band_of_col[cols]
+    order = np.lexsort((cols, rows, band))              # by band, then row-major inside the band
+    rows, cols, band = rows[order], cols[order], band[order]
+    count = np.bincount(band, minlength=bands)
+    pos = np.arange(rows.size) - np.repeat(np.cumsum(count) - count, count)
+    # chunk c of band b: near-equal contiguous split of the band's count into tg chunks
+    base, rem = count[band] // tg, count[band] % tg
+    big_len = base + 1
+    chunk = np.where(pos < rem * big_len, pos // np.maximum(big_len, 1),
+                     rem + (pos - rem * big_len) // np.maximum(base, 1))
+    group = band * tg + chunk
+    groups = bands * tg
+    nblk, nrows, ncols = _chunk_stats(rows, cols, group, groups)
+
+    used = groups * n_split
+    t = np.arange(tiles)
+    active = t < used
+    g = np.where(active, t % groups, 0)
+    j = np.where(active, t // groups, 0)
+    n_j = np.where(active, split_sizes(n, n_split)[j], 0)
+    blocks_t = np.where(active, nblk[g], 0)
+    rows_t = np.where(active, nrows[g], 0)
+    cols_t = np.where(active, ncols[g], 0)
+    macs = blocks_t * block * block * n_j
+    compute = vertex.cycles(rows_t, blocks_t, n_j, block, eb, workers, pb)
+    home = split_sizes(n * k, tiles)
+    weight_bytes = np.where(j == 0, blocks_t, 0) * block * block * eb
+    recv_vals = np.where((j > 0) & active, blocks_t, 0) * block * block * eb if n_split > 1 else np.zeros(tiles, np.int64)
+    send_vals = weight_bytes if n_split > 1 else np.zeros(tiles, np.int64)
+    rows_in = cols_t * block * n_j * eb
+    bytes_in = rows_in + recv_vals
+    bytes_out = home * eb + send_vals
+    one = (blocks_t > 0).astype(np.int64)
+    phases = [Phase("sparse-mm", "amp", macs, compute, bytes_in, bytes_out, one, (3 + 2 * rows_t) * one,
+                    cols_t + (recv_vals > 0) + split_sizes(int((cols_t + (recv_vals > 0)).sum()), tiles))]
+    # reduction: block row r of part j is held by every group that has a block in it; the first one owns it
+    pairs = np.unique(group * nbr + rows)
+    pg, pr = pairs // nbr, pairs % nbr
+    first = np.ones(pairs.size, dtype=bool)
+    by_row = np.lexsort((pg, pr))
+    pr_sorted = pr[by_row]
+    first_sorted = np.r_[True, pr_sorted[1:] != pr_sorted[:-1]]
+    first[by_row] = first_sorted
+    owner_of_row = np.full(nbr, -1)
+    owner_of_row[pr[first]] = pg[first]
+    senders = np.bincount(pg[~first], minlength=groups)              # rows a group sends
+    received = np.bincount(owner_of_row[pr[~first]], minlength=groups) if (~first).any() else np.zeros(groups, np.int64)
+    owned = np.bincount(pg[first], minlength=groups)
+    out_rows = np.where(active, owned[g], 0)
+    output_bytes = out_rows * block * n_j * eb
+    partial = rows_t * block * n_j * pb
+    operand_bytes = bytes_in
+    if (~first).any():
+        red_in = np.where(active, received[g], 0) * block * n_j * pb
+        red_out = np.where(active, senders[g], 0) * block * n_j * pb
+        adds = np.where(active, received[g], 0) * block * n_j
+        has = (adds > 0).astype(np.int64)
+        phases.append(Phase("sparse-reduce", "vector", adds, costs.vector_cycles(adds, pb), red_in, red_out, has,
+                            3 * has, 2 * (red_in > 0) + 2 * (red_out > 0)))
+        partial = partial + red_in
+    phases = tuple(phases)
+    return BlockSparsePlan(m, k, n, tiles, block, {2: "fp16", 4: "fp32"}[eb], {2: "fp16", 4: "fp32"}[pb],
+                           int(layout.sum()), bands, n_split, tg, blocks_t, rows_t, cols_t, n_j, macs, weight_bytes, home * eb,
+                           output_bytes, operand_bytes, partial, phases, phases_cycles(phases, costs),
+                           float(memory_proportion), bool(within))
+
+
+def _powers_of_two(limit: int) -> list:
+    return [1 << i for i in range(int(math.log2(max(limit, 1))) + 1)]
+
+
+def plan_block_sparse(layout, n: int, *, tiles: int, sram_bytes: int, block: int, precision: str = "fp32",
+                      partials_precision: str = "fp32", workers: int,
+                      costs: SuperstepCosts = SuperstepCosts(), vertex: StaticBlockCosts = StaticBlockCosts(),
+                      overheads: OverheadConstants = OverheadConstants(),
+                      memory_proportion: float = DEFAULT_MEMORY_PROPORTION) -> BlockSparsePlan:
+    """Fastest (band, part) partition of ``W (layout, block) · X^T (k x n)`` whose temporary bytes meet
+    ``memory_proportion · sram_bytes`` and whose memory fits ``sram_bytes``; else the least-temporary plan
+    that fits (``within_proportion = False``); else :class:`~tilesim.errors.SramOverflowError` naming the
+    smallest plan's bytes. ``layout``: bool block mask ``(m / block, k / block)``; ``workers``: the chip's
+    worker contexts per tile (``machine.chip.workers_per_tile``)."""
+    layout = np.asarray(layout, dtype=bool)
+    require(layout.ndim == 2 and layout.any(), "layout", layout.shape, "must be a 2-D block mask with a block",
+            "use models.linear.layers.random_block_layout")
+    require(block in SUPPORTED_BLOCKS, "block", block, f"must be one of {SUPPORTED_BLOCKS}",
+            "PopSparse's static block codelets exist for 4x4, 8x8 and 16x16 blocks")
+    for name, v in (("n", n), ("tiles", tiles), ("sram_bytes", sram_bytes), ("workers", workers)):
+        require(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1, name, v,
+                "must be a positive integer", "")
+    _check_proportion(memory_proportion)
+    eb = _require_precision("precision", precision)
+    pb = _require_precision("partials_precision", partials_precision)
+    bound = memory_proportion * sram_bytes
+    nbc = layout.shape[1]
+    found = []
+    for bands in _powers_of_two(min(nbc, tiles)):
+        for n_split in _powers_of_two(min(n, tiles // bands)):
+            plan = _build(layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vertex,
+                          memory_proportion, True)
+            mem = int(plan.memory_bytes(overheads).max())
+            found.append((plan.predicted_cycles, int(plan.temp_bytes.max()), mem, bands, n_split, plan))
+    within = [f for f in found if f[2] <= sram_bytes and f[1] <= bound]
+    if within:
+        return min(within, key=lambda f: (f[0], f[3] * f[4], f[3]))[5]
+    fit = [f for f in found if f[2] <= sram_bytes]
+    if fit:
+        best = min(fit, key=lambda f: (f[1], f[0]))
+        return _build(layout, n, best[3], best[4], tiles, block, eb, pb, workers, costs, vertex, memory_proportion,
+                      False)
+    small = min(found, key=lambda f: f[2])
+    raise SramOverflowError(
+        f"block-sparse matmul (m, k, n) = ({layout.shape[0] * block}, {nbc * block}, {n}), block {block}, "
+        f"{int(layout.sum())} blocks, {precision} on {tiles} tiles: no partition fits; the smallest ({small[3]} bands "
+        f"x {small[4]} parts) needs {small[2]} B on its fullest tile > sram_bytes = {sram_bytes} B; use more tiles, "
+        f"fp16, a lower density or a smaller batch", tiles=[int(np.argmax(small[5].memory_bytes(overheads)))])
+
+
+def _weight_grad_phases(fwd: BlockSparsePlan, eb: int, pb: int, workers: int, costs: SuperstepCosts,
+                        vertex: StaticBlockCosts):
+    """Weight gradient ``grad_blocks = g^T x`` on the forward partition: a tile computes its blocks over its
+    part's ``n_j`` columns (receiving the ``g`` rows and ``x`` rows its blocks touch; the same codelet
+    loop structure and estimate as the forward, an assumption [D]: PopSparse's static API has no
+    weight-gradient codelet), then the ``S_n`` partial gradients of each block are reduced, every tile
+    adding one ``1/S_n`` slice."""
+    bsq = fwd.block * fwd.block
+    b_in = (fwd.rows + fwd.cols) * fwd.block * fwd.part_cols * eb
+    home = split_sizes(fwd.n * (fwd.m + fwd.k), fwd.tiles) * eb
+    one = (fwd.blocks > 0).astype(np.int64)
+    cyc = vertex.cycles(fwd.rows, fwd.blocks, fwd.part_cols, fwd.block, eb, workers, pb)
+    phases = [Phase("sparse-wgrad", "amp", fwd.macs, cyc, b_in, home, one, (3 + 2 * fwd.cols) * one,
+                    (fwd.rows + fwd.cols) * one + split_sizes(int(((fwd.rows + fwd.cols) * one).sum()), fwd.tiles))]
+    data = b_in + fwd.blocks * bsq * pb + home
+    if fwd.n_split > 1:
+        # the S_n tiles holding the same blocks each own 1/S_n of their gradient elements and add the
+        # other S_n - 1 copies of that slice (as the P_k reduction of a dense matmul)
+        elems = fwd.blocks * bsq
+        active = np.arange(fwd.tiles) < fwd.tiles_used
+        own = np.where(active, -(-elems // fwd.n_split), 0)
+        recv = (fwd.n_split - 1) * own * pb
+        send = np.maximum(elems - own, 0) * pb
+        adds = (fwd.n_split - 1) * own
+        has = (adds > 0).astype(np.int64)
+        phases.append(Phase("sparse-wgrad-reduce", "vector", adds, costs.vector_cycles(adds, pb), recv, send, has,
+                            (fwd.n_split + 1) * has, 2 * (fwd.n_split - 1) * has))
+        data = data + recv
+    return tuple(phases), data
+
+
+def block_sparse_schedules(layout, batch: int, *, tiles: int, sram_bytes: int, block: int, precision: str = "fp32",
+                           partials_precision: str = "fp32", workers: int,
+                           costs: SuperstepCosts = SuperstepCosts(), vertex: StaticBlockCosts = StaticBlockCosts(),
+                           overheads: OverheadConstants = OverheadConstants(),
+                           memory_proportion: float = DEFAULT_MEMORY_PROPORTION, backward: bool = True):
+    """``(forward, backward)`` :class:`~models.linear.schedules.LayerSchedule` of a static block-sparse layer
+    ``y = x W^T`` (``layout``: ``(n_out / block, n_in / block)``). Forward: :func:`plan_block_sparse` of
+    ``W · x^T``; backward: ``grad_x^T = W^T g^T`` (planned on the transposed layout) and the weight
+    gradient on the forward partition (:func:`_weight_grad_phases`). ``backward=False``: ``(forward, None)``.
+    The backward's data peak is the larger of its two parts (their buffers are not live together)."""
+    from models.linear.schedules import LayerSchedule
+
+    layout = np.asarray(layout, dtype=bool)
+    kw = dict(tiles=tiles, sram_bytes=sram_bytes, block=block, precision=precision,
+              partials_precision=partials_precision, workers=workers, costs=costs, vertex=vertex, overheads=overheads,
+              memory_proportion=memory_proportion)
+    fwd = plan_block_sparse(layout, batch, **kw)
+    fs = LayerSchedule("block-sparse", tiles, precision, fwd.phases, fwd.data_bytes, fwd.predicted_cycles, (fwd,),
+                       {"bands": fwd.bands, "parts": fwd.n_split, "tiles_per_group": fwd.tiles_per_group})
+    if not backward:
+        return fs, None
+    gx = plan_block_sparse(layout.T, batch, **kw)
+    eb = _require_precision("precision", precision)
+    pb = _require_precision("partials_precision", partials_precision)
+    wg_phases, wg_data = _weight_grad_phases(fwd, eb, pb, workers, costs, vertex)
+    phases = gx.phases + wg_phases
+    data = np.maximum(gx.data_bytes, wg_data)
+    bs = LayerSchedule("block-sparse-backward", tiles, precision, phases, data, phases_cycles(phases, costs), (gx,))
+    peak = int(bs.memory_bytes(overheads).max())
+    if peak > sram_bytes:
+        raise SramOverflowError(
+            f"block-sparse backward, batch = {batch}, {precision} on {tiles} tiles: peak tile memory {peak} B > "
+            f"sram_bytes = {sram_bytes} B; use a lower density, a smaller batch{'' if precision == 'fp16' else ' or fp16'}",
+            tiles=[int(np.argmax(bs.memory_bytes(overheads)))])
+    return fs, bs

@@ -1,0 +1,69 @@
+"""Static block-sparse layer (PopSparse-style): kernels against the dense NumPy twin, planner, times."""
+import numpy as np
+import pytest
+
+from models.linear.blocksparse import StaticBlockCosts, plan_block_sparse
+from models.linear.layers import BlockSparseLinear, random_block_layout
+from tilesim.errors import ConfigError
+
+BOW = dict(tiles=1472, sram_bytes=638_976, workers=6)
+
+
+@pytest.mark.parametrize("block,density,seed", [(4, 0.3, 0), (8, 0.125, 1), (16, 1.0, 2), (16, 0.02, 3)])
+def test_forward_backward_match_dense_twin(block, density, seed):
+    layer = BlockSparseLinear(64, 48, block, density=density, seed=seed)
+    rng = np.random.default_rng(seed)
+    x, g = rng.standard_normal((7, 64)), rng.standard_normal((7, 48))
+    w = layer.dense_matrix()
+    y, cache = layer.forward(x)
+    np.testing.assert_allclose(y, x @ w.T, rtol=1e-12, atol=1e-12)
+    gx, (gb, gbias) = layer.backward(g, cache)
+    np.testing.assert_allclose(gx, g @ w, rtol=1e-12, atol=1e-12)
+    gw = g.T @ x
+    ref = np.stack([gw[r * block:(r + 1) * block, c * block:(c + 1) * block]
+                    for r, c in zip(layer.block_rows, layer.block_cols)])
+    np.testing.assert_allclose(gb, ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gbias, g.sum(axis=0))
+    assert layer.n_params == layer.nnz_blocks * block * block + 48
+
+
+def test_layout_has_exact_block_count_and_clear_errors():
+    lay = random_block_layout(256, 256, 16, 1 / 16, seed=5)
+    assert lay.shape == (16, 16) and int(lay.sum()) == 16
+    with pytest.raises(ConfigError, match=r"density = 0: must be in \(0, 1\]"):
+        random_block_layout(64, 64, 16, 0)
+    with pytest.raises(ConfigError, match=r"n_out = 60: must be a multiple of block = 16"):
+        random_block_layout(60, 64, 16, 0.5)
+    with pytest.raises(ConfigError, match=r"block = 5: must be one of \(4, 8, 16\)"):
+        plan_block_sparse(np.ones((4, 4), bool), 8, block=5, **BOW)
+
+
+def test_static_block_cycles_hand_computed():
+    v = StaticBlockCosts()
+    # fp16 block 16, one row, one block, 6 columns (1 per worker): 30 + 13*6 + (1*6 + 17 + (16 + 64 + 19*6)) = 325
+    assert v.cycles([1], [1], [6], 16, 2, 6, 2).tolist() == [325]
+    # fp32 partials add PopSparse's zeroing: 16*6*4 B = 48 64-bit stores -> 6 * (12 + 8)
+    assert v.cycles([1], [1], [6], 16, 2, 6, 4).tolist() == [325 + 120]
+    assert v.cycles([0], [0], [6], 16, 2, 6, 2).tolist() == [0]
+
+
+def test_plan_accounts_every_block_and_time_falls_with_density():
+    times = []
+    for density in (1 / 4, 1 / 16, 1 / 64):
+        lay = random_block_layout(4096, 4096, 16, density, seed=0)
+        plan = plan_block_sparse(lay, 2048, block=16, precision="fp16", **BOW)
+        assert int(plan.macs.sum()) == int(lay.sum()) * 256 * 2048
+        assert int(plan.blocks.sum()) == int(lay.sum()) * plan.n_split
+        assert int(plan.memory_bytes().max()) <= BOW["sram_bytes"]
+        times.append(plan.predicted_cycles)
+    assert times[0] > times[1] > times[2]
+
+
+def test_layer_density_one_sixteenth_fits_and_is_faster_than_dense():
+    from models.linear.timing import BlockSparseConfig, time_layer
+    sparse = time_layer("block-sparse", 4096, 2048, "bow", precision="fp16", backward=False,
+                        block_sparse=BlockSparseConfig(density=1 / 16, block=16))
+    dense = time_layer("dense", 4096, 2048, "bow", precision="fp16", backward=False)
+    assert sparse.fits and dense.fits
+    assert sparse.step_s < dense.step_s / 2
+    assert sparse.params == 4096 * 16 * 16 + 4096          # 4096 non-zero blocks of 16 x 16 + bias
