@@ -1,0 +1,19 @@
+"""`tilesim validate` dispatches on the cases file's workload column."""
+import pytest
+
+from models.validate import workload_of
+from tilesim.errors import ConfigError
+
+
+def test_workload_column(tmp_path):
+    from models.snn.calibrate import shipped_cases_path
+    from models.stencil.measured import shipped_stencil_cases
+    assert workload_of(shipped_cases_path()) == "snn"
+    assert {workload_of(p) for p in shipped_stencil_cases()} == {"stencil"}
+    legacy = tmp_path / "old.csv"
+    legacy.write_text("case,measured_ms_per_step\na,1\n")
+    assert workload_of(legacy) == "snn"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("case,workload\na,lbm\n")
+    with pytest.raises(ConfigError, match="column workload = 'lbm'"):
+        workload_of(bad)
