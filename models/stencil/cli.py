@@ -9,21 +9,10 @@ import argparse
 import json
 from pathlib import Path
 
+from models.stencil.workload import parse_pair
 from tilesim.errors import ConfigError, config_message
 
-__all__ = ["register", "parse_pair"]
-
-
-def parse_pair(text: str, field: str, sep: str = "x") -> tuple[int, int]:
-    """``"2200x1122"`` → (2200, 1122); :class:`ConfigError` naming ``field`` otherwise."""
-    parts = str(text).lower().split(sep)
-    try:
-        a, b = (int(p) for p in parts)
-    except ValueError:
-        raise ConfigError(config_message(field, text, f"must be two integers like 6{sep}6")) from None
-    if a < 1 or b < 1:
-        raise ConfigError(config_message(field, text, "both numbers must be >= 1"))
-    return a, b
+__all__ = ["register"]
 
 
 def _cmd_stencil(args) -> int:

@@ -39,8 +39,7 @@ def validate_stencil(path, machine: str = "gc2x16", iterations: int = 10) -> lis
     ``iterations``: simulated iterations per row (the time per iteration does not depend on it
     beyond the first exchange and the tail; the measured runs used 100).
     """
-    from models.stencil.cli import parse_pair
-    from models.stencil.workload import StencilConfig, run_stencil
+    from models.stencil.workload import StencilConfig, parse_pair, run_stencil
     from tilesim.machine import load_machine
 
     p = Path(path)

@@ -27,7 +27,7 @@ from tilesim.memory import MemoryLedger
 from tilesim.program import Program, ProgramBuilder
 
 __all__ = ["StencilConfig", "StencilPlan", "StencilRun", "plan_stencil", "build_program", "stencil_ledger",
-           "run_stencil", "blur_image", "PHASE_NAMES"]
+           "run_stencil", "blur_image", "parse_pair", "PHASE_NAMES"]
 
 PHASE_NAMES = ("sync", "exchange", "globExchange", "pre", "post", "compute")
 VERTEX_STATE_BYTES = 48     # 10 field pointers (4 B) + width + height (4 B each), per vertex
@@ -80,6 +80,18 @@ class StencilPlan:
 
     def tile_mean(self, arr) -> float:
         return float(np.asarray(arr)[self.used].mean())
+
+
+def parse_pair(text: str, field: str, sep: str = "x") -> tuple[int, int]:
+    """``"2200x1122"`` → (2200, 1122); :class:`ConfigError` naming ``field`` otherwise."""
+    parts = str(text).lower().split(sep)
+    try:
+        a, b = (int(p) for p in parts)
+    except ValueError:
+        raise ConfigError(config_message(field, text, f"must be two integers like 6{sep}6")) from None
+    if a < 1 or b < 1:
+        raise ConfigError(config_message(field, text, "both numbers must be >= 1"))
+    return a, b
 
 
 def plan_stencil(config: StencilConfig, machine: Machine, copy: CopyCosts = COPY) -> StencilPlan:
