@@ -213,9 +213,9 @@ def test_search_memory_totals_equal_the_ledger():
 
 @pytest.mark.parametrize("budget", [1, 40_000], ids=["nothing-kept", "some-evicted"])
 def test_search_caches_stay_within_their_byte_budget(monkeypatch, budget):
-    """The objective's counter and layer-term caches drop least recently used entries beyond
-    their byte budget (a value larger than the whole budget is not kept) and give the same
-    times as uncached runs."""
+    """The objective's caches (counters, layer terms, chip-row tile sets, memory entries) drop
+    least recently used entries beyond their byte budget (a value larger than the whole budget
+    is not kept) and give the same times as uncached runs."""
     import models.snn.counters as counters_mod
     import models.snn.timing as timing_mod
     from models.snn.mapsearch import make_objective
@@ -229,7 +229,7 @@ def test_search_caches_stay_within_their_byte_budget(monkeypatch, budget):
     for m in maps + maps[::-1]:
         assert objective(m) == fresh(m), m.strategy
     lru = [v for v in objective.cache.values() if hasattr(v, "currsize")]
-    assert len(lru) == 2 and all(c.currsize <= budget for c in lru)
+    assert len(lru) == 4 and all(c.currsize <= budget for c in lru)    # counters, layer terms, chip rows, memory
     assert (budget == 1) == all(len(c) == 0 for c in lru)
 
 

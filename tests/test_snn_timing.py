@@ -196,3 +196,83 @@ def test_cli_grad_matches_library(tmp_path):
     assert G["out_counts"].shape == (6, 5)
     r = run("grad", "--weights", str(tmp_path / "X.npz"), "--inputs", str(tmp_path / "X.npz"), "--out", str(tmp_path / "G.npz"))
     assert r.returncode == 2 and "--weights keys" in r.stderr
+
+
+def test_the_step_table_drives_the_program():
+    """Rows, labels and folded calls come from STEP_ROWS: the row count, each superstep's label
+    and its extra syncs follow from the table (not restated), and every term a row writes is a
+    field of LayerTerms."""
+    from dataclasses import fields
+
+    from models.snn.timing import STEP_ROWS, LayerTerms, step_shape
+    cfg, m, pl, led, prog, res = step("64-40-30-4", T=4)
+    T, L = cfg.timesteps, cfg.n_layers
+    shape = step_shape(T, L)
+    per_t = sum(L if r.per_layer else 1 for r in STEP_ROWS if r.loop != "once")
+    once = sum(1 for r in STEP_ROWS if r.loop == "once")
+    assert prog.supersteps == shape.supersteps == per_t * T + once
+    assert PHASE_LABELS == tuple(r.label for r in STEP_ROWS)
+    # forward rows run t = 0..T-1, backward rows t = T-1..0: the replicate row of layer l at time
+    # step t sits right after the slice row of the same time step
+    rep = [k for k, j in enumerate(shape.row) if STEP_ROWS[j].per_layer]
+    assert [shape.layer[k] for k in rep] == list(range(L))
+    for k in rep:
+        rows = shape.rows_of(k)
+        assert (np.diff(rows) < 0).all()                        # backward in time
+        assert all(prog.labels[prog.label_id[r]] == "bwd: replicate lists" for r in rows)
+        assert all(prog.labels[prog.label_id[r - 1 - shape.layer[k]]] == "bwd: slice sequences" for r in rows)
+    names = {f.name for f in fields(LayerTerms)}
+    assert all(w.term in names for r in STEP_ROWS for w in r.writes)
+    j = PHASE_LABELS.index("bwd: state grad")
+    assert STEP_ROWS[j].folded(L, True) == (1 + L) + L - 1                 # 1 + L compute sets, L copies
+
+
+def test_both_row_sinks_follow_the_protocol_and_agree():
+    """_DenseRows and _ChipRows implement RowSink, and the chip reduction of the dense arrays is
+    what _ChipRows builds (max over each chip's tiles)."""
+    from models.snn.counters import count_work
+    from models.snn.activity import fixed_activity
+    from models.snn.timing import RowSink, _ChipRows, _DenseRows, _emit, default_costs, step_shape
+    for sink in (_DenseRows, _ChipRows):
+        for name in ("owner", "local", "chip", "spread", "overhead", "finish"):
+            assert callable(getattr(sink, name)), (sink, name)
+            assert name in RowSink.__dict__
+    cfg = NetworkConfig(layers="64-40-30-4", batch=4, timesteps=5, input_cap=10, max_activity=0.2, activity="fixed")
+    m = load_machine("gc200", 2)
+    pl, _, _ = place(cfg, m)
+    cnt = count_work(fixed_activity(cfg, 1), pl, per_step=True)
+    shape = step_shape(cfg.timesteps, cfg.n_layers)
+    active = np.ones(m.total_tiles)
+    active[0] = 0
+    dense, chips = _DenseRows(shape, m.chips, m.tiles_per_chip, active), _ChipRows(shape, m.chips, m.tiles_per_chip)
+    for rows in (dense, chips):
+        _emit(cfg, pl, cnt, m, default_costs(), 52, None, rows)
+    d, c = dense.finish(), chips.finish()
+    for a in ("compute", "in", "out"):
+        per_chip = d[a].reshape(shape.supersteps, m.chips, m.tiles_per_chip).max(axis=2)
+        np.testing.assert_allclose(c[a], per_chip, rtol=1e-6, atol=1e-3)
+
+
+def test_layer_terms_are_cached_by_content():
+    """A search's cache keeps each layer's terms under the counters' source (activity digest,
+    grouping), not their identity: recounting the same activity into a fresh counters cache
+    finds the terms; another activity does not."""
+    from models.snn.activity import fixed_activity
+    from models.snn.counters import count_work
+    from models.snn.timing import predict_step_s
+    cfg = NetworkConfig(layers="64-40-30-4", batch=4, timesteps=5, input_cap=10, max_activity=0.2, activity="fixed")
+    m = load_machine("gc200")
+    pl, _, _ = place(cfg, m)
+    act = fixed_activity(cfg, 1)
+    cache = {}
+    t0 = predict_step_s(cfg, pl, count_work(act, pl, per_step=True, cache=cache), m, cache=cache)
+    terms = cache[("layer terms",)]
+    assert len(terms) == cfg.n_layers
+    del cache[("counts", True)]                                  # new counter objects, same content
+    again = count_work(act, pl, per_step=True, cache=cache)
+    assert all(p.source is not None for p in again.phases)
+    assert predict_step_s(cfg, pl, again, m, cache=cache) == t0 and len(terms) == cfg.n_layers
+    other = count_work(fixed_activity(cfg, 2), pl, per_step=True, cache=cache)
+    predict_step_s(cfg, pl, other, m, cache=cache)
+    assert len(terms) == 2 * cfg.n_layers
+    assert count_work(act, pl, per_step=True).phases[0].source is None          # no cache: not stamped

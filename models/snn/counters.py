@@ -40,6 +40,7 @@ recorded :class:`Activity` without float math.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -85,6 +86,10 @@ class PhaseCounters:
         int64 ``[K, T]`` (``[K, 1]`` for ``optimizer``), summed over tiles.
     local_steps : np.ndarray or None
         int64 ``[K, T, n_local]`` when per-step vectors were requested.
+    source : tuple or None
+        What the counts were recounted from, as a content key (:func:`count_work`: the
+        activity's digest, per-step or not, the layer, its neuron grouping); equal sources mean
+        equal counts, so caches of derived terms key on it. None: not known (a functional run).
     """
 
     phase: str
@@ -95,6 +100,7 @@ class PhaseCounters:
     local_totals: np.ndarray
     step_totals: np.ndarray
     local_steps: np.ndarray | None = None
+    source: tuple | None = None
 
     def row(self, name: str) -> int:
         require(name in self.names, "counter", name, f"phase {self.phase} has {self.names}")
@@ -178,7 +184,7 @@ class WorkCounters:
     def totals_only(self) -> "WorkCounters":
         """The same counters without the per-step vectors (small enough to keep per step)."""
         return WorkCounters(self.n_tiles, self.timesteps,
-                            tuple(replace(p, local_steps=None) for p in self.phases))
+                            tuple(replace(p, local_steps=None, source=None) for p in self.phases))
 
     def equals(self, other: "WorkCounters") -> bool:
         if (self.n_tiles, self.timesteps, len(self.phases)) != (other.n_tiles, other.timesteps,
@@ -230,6 +236,17 @@ class Activity:
     def own_delayed(self, l: int) -> SpikeList:
         """Own list of layer ``l`` delayed by one step (the recurrent input)."""
         return self.layers[l].shifted(self.initial[l])
+
+    @cached_property
+    def digest(self) -> str:
+        """A content key of the activity: BLAKE2b of its layer sizes, recurrence and every
+        list's arrays (computed once per object)."""
+        h = hashlib.blake2b(repr((self.layer_sizes, self.recurrent)).encode(), digest_size=16)
+        for lst in (self.inputs, *self.layers, *self.initial):
+            for a in (lst.ids, lst.counts):
+                h.update(repr((a.dtype.str, a.shape)).encode())
+                h.update(np.ascontiguousarray(a).data)
+        return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -341,7 +358,8 @@ def count_work(activity: Activity, placement: Placement, per_step: bool = False,
     No float math: the counts come from the lists' counts and ids, so re-timing the same step
     under another placement costs milliseconds. Equal to the counters of the functional run
     that recorded ``activity`` under the same placement. ``cache`` (a dict kept by the caller,
-    e.g. a mapping search) reuses the counters of layers whose placement did not change.
+    e.g. a mapping search) reuses the counters of layers whose placement did not change; those
+    counters carry their ``source`` (a content key that caches of derived terms use).
     """
     sizes = activity.layer_sizes
     placement.check(sizes[1:])
@@ -349,18 +367,19 @@ def count_work(activity: Activity, placement: Placement, per_step: bool = False,
     mine = None if cache is None else lru_in(cache, ("counts", per_step), CACHE_BYTES, _nbytes)
     for l in range(len(sizes) - 1):
         ton = placement.tile_of_neuron[l]
+        # the counters depend on which neurons share a tile, not on where the tiles are: a layer
+        # moved to other tiles (or another chip) reuses them with its new tile ids
         if cache is None:
             phases += count_layer(activity, l, ton, placement.n_tiles, per_step)
             continue
-        # the counters depend on which neurons share a tile, not on where the tiles are: a layer
-        # moved to other tiles (or another chip) reuses them with its new tile ids
         tiles, local = placement.groupings[l]
-        key = (l, local.tobytes())
-        got = mine.get(key)
+        source = (activity.digest, per_step, l, local.tobytes())
+        got = mine.get(source)
         if got is None:
-            got = mine[key] = count_layer(activity, l, ton, placement.n_tiles, per_step)
+            got = mine[source] = [replace(p, source=source)
+                                  for p in count_layer(activity, l, ton, placement.n_tiles, per_step)]
         elif not (got[0].n_tiles == placement.n_tiles and (got[0].tiles is tiles or np.array_equal(got[0].tiles, tiles))):
-            got = mine[key] = [replace(p, tiles=tiles, n_tiles=placement.n_tiles) for p in got]
+            got = mine[source] = [replace(p, tiles=tiles, n_tiles=placement.n_tiles) for p in got]
         phases += got
     return WorkCounters(placement.n_tiles, activity.inputs.timesteps, tuple(phases))
 

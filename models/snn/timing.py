@@ -8,7 +8,10 @@ once (the one-step delay between layers), but the PopLibs calls around them
 ``mulInPlace``) are issued *per layer*, each its own compute set or exchange with its own sync.
 Each compute set's time comes from the per-tile work counters of the functional run
 (``models.snn.counters``) through a :class:`tilesim.costs.CostModel`; a superstep's exchange
-carries what the *next* superstep needs. Rows per time step, with ``L`` weight layers:
+carries what the *next* superstep needs. The rows are data: :data:`STEP_ROWS` lists every row
+kind with what it writes where (:class:`Write` of a :class:`LayerTerms` field), its folded PopLibs
+calls and its link flows; :func:`step_shape` places them in the program, and :func:`_emit` is a
+loop over the table into a :class:`RowSink`. Rows per time step, with ``L`` weight layers:
 
 Forward, for t = 0 … T−1
   ``fwd: slice inputs``  loop counter, ``dynamicSlice`` of the data input, 2(L−1) ``Copy`` of each
@@ -64,14 +67,20 @@ fitted by ``tilesim calibrate``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
+from typing import Protocol
 
 import numpy as np
 
 from mapping.core import group_tiles
-from models.snn.counters import CACHE_BYTES, WORKERS_PER_TILE, WorkCounters, layer_memory
+from models.snn.counters import (
+    CACHE_BYTES,
+    WORKERS_PER_TILE,
+    WorkCounters,
+    layer_memory,
+)
 from models.snn.network import NetworkConfig
 from models.snn.placement import Placement
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
@@ -81,12 +90,9 @@ from tilesim.memory import EntryGroup, MemoryLedger
 from tilesim.program import Program
 
 __all__ = ["default_costs", "uncalibrated_costs", "compaction_spread", "build_step_program", "predict_step_s", "snn_memory",
-           "PHASE_LABELS", "STEPS_PER_EXECUTION"]
+           "PHASE_LABELS", "STEPS_PER_EXECUTION", "STEP_ROWS", "StepRow", "Write", "Flow", "Calls", "LayerTerms",
+           "StepShape", "step_shape", "RowSink", "layer_terms"]
 
-PHASE_LABELS = ("fwd: slice inputs", "fwd: state update", "fwd: compaction", "fwd: combine",
-                "fwd: update sequences", "loss", "bwd: slice sequences", "bwd: replicate lists",
-                "bwd: state grad", "bwd: weight+input grad", "bwd: reduce input grad",
-                "dW reduce", "optimizer", "host: variable sync")
 STEPS_PER_EXECUTION = 52     # the calibration runs: one device execution per epoch of 52 steps
 
 
@@ -108,6 +114,7 @@ def compaction_spread(n: int) -> int:
     (§3.3 step 5: w = ⌊n/64⌋ + [n mod 64 > 32] workers; f = max(⌊w/6⌋ + [w mod 6 ≥ 2], 1))."""
     w = n // 64 + int(n % 64 > 32)
     return max(w // 6 + int(w % 6 >= 2), 1)
+
 
 
 @dataclass(frozen=True)
@@ -164,93 +171,348 @@ def _compaction_tiles(chip: int, spreads: tuple, B: int, tiles_per_chip: int) ->
     return out
 
 
-def _nbytes(terms: dict) -> int:
-    """Bytes of a layer's terms (its arrays; the chip reductions in ``memo`` are small)."""
-    return sum(v.nbytes for v in terms.values() if isinstance(v, np.ndarray))
+# ---- the step as data ---------------------------------------------------------------------------
+# The program's per-tile arrays a term is added to: compute cycles, bytes received, bytes sent.
+COMPUTE, IN, OUT = "compute", "in", "out"
+ARRAYS = (COMPUTE, IN, OUT)
+
+# Where a term of layer l lands.
+OWNER = "owner tiles"              # the layer's own tiles; the term is [T, n_local] (or [n_local] once per step)
+CHIP = "layer chip"                # every tile of the layer's chip, each the term ([T] or a scalar)
+INPUT_CHIP = "input chip"          # every tile of the chip of the layer's input list (layer l-1; layer 1: its own)
+COMPACTION = "compaction tiles"    # each of the layer's B·2·f compaction tiles (a tile may occur twice)
+COMBINER = "combiner tiles"        # each of the layer's B combiner tiles
+OUTPUT_TILES = "output tiles"      # the layer's own tiles, the same scalar on each (the loss)
+GRAD_SENDER = "gradient sender"    # the layer's chip, once per layer it sends slot gradients to (that layer's term)
+GRAD_TARGET = "gradient targets"   # the chip of each layer it sends slot gradients to (that layer's term)
+HOST_SYNC = "host sync"            # the op's tiles of each chip: the term summed over the chip's layers, as bytes
+PLACES = (OWNER, CHIP, INPUT_CHIP, COMPACTION, COMBINER, OUTPUT_TILES, GRAD_SENDER, GRAD_TARGET, HOST_SYNC)
+
+# Which layers a term or a link flow applies to.
+EVERY_LAYER, WITH_INPUT_GRAD, OUTPUT_LAYER = "every layer", "layers with input gradients", "output layer"
+
+# Link flows between chips: (sender chip, receiver chip) of layer l.
+TO_NEXT_LAYER = "to the next layer"           # l's chip -> layer l+1's chip (the spike list)
+FROM_INPUT_LAYER = "from the input layer"     # layer l-1's chip -> l's chip (replicated input list)
+TO_GRAD_TARGETS = "to the gradient targets"   # l's chip -> chip of each layer it sends slot gradients to
+
+# How a row repeats: every time step forward (t ascending), backward (t descending), or once per step.
+FORWARD, BACKWARD, ONCE = "forward", "backward", "once"
+# What a row is: vertices computing, PopLibs copies/slices only, an exchange of copies, the host copy.
+KIND_COMPUTE, KIND_COPY, KIND_EXCHANGE, KIND_HOST = "compute", "copy", "exchange", "host"
 
 
-def _row_views(arr: np.ndarray, T: int, L: int) -> dict:
-    """Views of the step's rows in ``arr`` ([S, ...]) by row kind: ``("F", k)`` forward row k of
-    every time step (rows 5t + k), ``("B", k)`` backward row k indexed by time step (the backward
-    pass runs t = T−1 … 0: rows s0 + RB·(T−1−t) + k), and the single rows ``"loss"``, ``"dwr"``,
-    ``"opt"``, ``"host"``. Writing through a view writes ``arr``."""
-    RF, RB = 5, 4 + L
-    S, s0 = RF * T + 1 + RB * T + 3, RF * T + 1
-    fwd = arr[:RF * T].reshape((T, RF) + arr.shape[1:])
-    bwd = arr[s0:s0 + RB * T].reshape((T, RB) + arr.shape[1:])[::-1]
-    views = {("F", k): fwd[:, k] for k in range(RF)}
-    views.update({("B", k): bwd[:, k] for k in range(RB)})
-    views.update({"loss": arr[RF * T], "dwr": arr[S - 3], "opt": arr[S - 2], "host": arr[S - 1]})
-    return views
+@dataclass(frozen=True)
+class Calls:
+    """A number of PopLibs calls a row stands for: ``const + per_layer·L + if_input_grad`` (the
+    last only when some layer computes input gradients)."""
+
+    const: int = 0
+    per_layer: int = 0
+    if_input_grad: int = 0
+
+    def count(self, L: int, any_input_grad: bool) -> int:
+        """The number for a network of ``L`` weight layers."""
+        return self.const + self.per_layer * L + self.if_input_grad * int(any_input_grad)
+
+
+@dataclass(frozen=True)
+class Write:
+    """One layer term added to one array of a row: ``term`` (a :class:`LayerTerms` field) on
+    ``where`` (one of :data:`PLACES`), for the layers ``only`` names."""
+
+    array: str
+    where: str
+    term: str
+    only: str = EVERY_LAYER
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A link flow of the row (bytes ``term`` of a :class:`LayerTerms`) along ``route``, when
+    its sender and receiver chips differ."""
+
+    term: str
+    route: str
+    only: str = EVERY_LAYER
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One row kind of the training step (see the module docstring).
+
+    ``compute_sets`` and ``copies``: the PopLibs compute sets and exchange-only copies folded
+    into the row (each compute set adds ``compute_set_cycles`` to every tile of the op; all
+    but one of them add a sync and an exchange set-up). ``writes`` are applied in order, layer
+    by layer; the compute-set cycles come after them, or before them if ``sets_first``.
+    ``per_layer``: one row per layer (layer l's terms only). ``counters``: the work counters
+    (phase, names) its compute is made of."""
+
+    label: str
+    kind: str
+    loop: str
+    compute_sets: Calls
+    copies: Calls = Calls()
+    writes: tuple = ()
+    flows: tuple = ()
+    per_layer: bool = False
+    sets_first: bool = False
+    counters: tuple = ()
+
+    def folded(self, L: int, any_input_grad: bool) -> int:
+        """Supersteps folded into the row beyond the row itself (their syncs and exchange
+        set-ups are booked as sync / exchange)."""
+        return max(self.compute_sets.count(L, any_input_grad) + self.copies.count(L, any_input_grad) - 1, 0)
+
+
+STEP_ROWS = (
+    StepRow("fwd: slice inputs", KIND_COPY, FORWARD, Calls(3), Calls(-2, 2),
+            writes=(Write(IN, OWNER, "lists_in"), Write(OUT, CHIP, "lists_copy"))),
+    StepRow("fwd: state update", KIND_COMPUTE, FORWARD, Calls(2),
+            writes=(Write(COMPUTE, OWNER, "update"), Write(OUT, OWNER, "flags_out"),
+                    Write(IN, COMPACTION, "flags_in")),
+            counters=(("state_update", ("synaptic_adds", "neurons_updated")), ("spike_detect", ("neurons_scanned",)))),
+    StepRow("fwd: compaction", KIND_COMPUTE, FORWARD, Calls(2, 1),
+            writes=(Write(COMPUTE, COMPACTION, "compaction"), Write(OUT, COMPACTION, "chunk_out"),
+                    Write(IN, COMBINER, "chunks_in"))),
+    StepRow("fwd: combine", KIND_COMPUTE, FORWARD, Calls(1),
+            writes=(Write(COMPUTE, COMBINER, "combine"), Write(OUT, COMBINER, "list_out"),
+                    Write(IN, CHIP, "sequence_in")),
+            flows=(Flow("list_link", TO_NEXT_LAYER),)),
+    StepRow("fwd: update sequences", KIND_COPY, FORWARD, Calls(0, 3)),
+    StepRow("loss", KIND_COMPUTE, ONCE, Calls(3), sets_first=True,
+            writes=(Write(COMPUTE, OUTPUT_TILES, "loss", OUTPUT_LAYER), Write(IN, OUTPUT_TILES, "loss_in", OUTPUT_LAYER))),
+    StepRow("bwd: slice sequences", KIND_COPY, BACKWARD, Calls(3, 5)),
+    StepRow("bwd: replicate lists", KIND_EXCHANGE, BACKWARD, Calls(0), Calls(5), per_layer=True,
+            writes=(Write(IN, OWNER, "replicas_in"), Write(OUT, CHIP, "own_copy"), Write(OUT, INPUT_CHIP, "input_copy")),
+            flows=(Flow("input_link", FROM_INPUT_LAYER),)),
+    StepRow("bwd: state grad", KIND_COMPUTE, BACKWARD, Calls(1, 1), Calls(0, 1),
+            writes=(Write(COMPUTE, OWNER, "state_grad"),),
+            counters=(("state_grad", ("slots_scanned", "slots_applied", "neurons_updated")),)),
+    StepRow("bwd: weight+input grad", KIND_COMPUTE, BACKWARD, Calls(1, 0, 1),
+            writes=(Write(COMPUTE, OWNER, "weight_grad"), Write(OUT, OWNER, "partials_out", WITH_INPUT_GRAD),
+                    Write(IN, CHIP, "partials_in", WITH_INPUT_GRAD)),
+            counters=(("weight_grad", ("grad_adds",)), ("input_grad", ("macs",)))),
+    StepRow("bwd: reduce input grad", KIND_COMPUTE, BACKWARD, Calls(0, 0, 3),
+            writes=(Write(COMPUTE, CHIP, "reduce", WITH_INPUT_GRAD), Write(OUT, GRAD_SENDER, "slot_grads", WITH_INPUT_GRAD),
+                    Write(IN, GRAD_TARGET, "slot_grads", WITH_INPUT_GRAD)),
+            flows=(Flow("slot_grads_link", TO_GRAD_TARGETS, WITH_INPUT_GRAD),)),
+    StepRow("dW reduce", KIND_COMPUTE, ONCE, Calls(2, 1), writes=(Write(COMPUTE, OWNER, "dw_reduce"),),
+            counters=(("optimizer", ("weights_updated",)),)),
+    StepRow("optimizer", KIND_COMPUTE, ONCE, Calls(0, 2), writes=(Write(COMPUTE, OWNER, "optimizer"),),
+            counters=(("optimizer", ("weights_updated",)),)),
+    StepRow("host: variable sync", KIND_HOST, ONCE, Calls(0), writes=(Write(COMPUTE, HOST_SYNC, "weights"),)),
+)
+"""The training step's rows in program order (the module docstring says what each does)."""
+
+PHASE_LABELS = tuple(row.label for row in STEP_ROWS)
+
+
+@dataclass(frozen=True)
+class LayerTerms:
+    """Everything one layer adds to the step that does not depend on where its tiles are
+    (cached across re-timings while its counters are the same). ``[T, n]``: per time step and
+    owner tile; ``[T]``: per time step, on each tile of a place; ``[n]``: once per step;
+    bytes unless named cycles. ``None``: the layer computes no input gradient."""
+
+    lists_in: np.ndarray        # [T, n] input lists received (÷ tiles per supertile: a broadcast)
+    lists_copy: np.ndarray      # [T] the senders' copy of one input list, spread over the chip
+    update: np.ndarray          # [T, n] cycles: state update + dense threshold flags
+    flags_out: np.ndarray       # [T, n] threshold flags to the compaction tiles
+    flags_in: float             # per compaction tile: one uint32 per neuron of its chunk
+    compaction: float           # cycles per compaction tile: 6 chunk scans + the merge
+    chunk_out: float            # per compaction tile: its chunk list
+    chunks_in: float            # per combiner: the 2·f chunk lists
+    combine: np.ndarray         # [T] cycles per combiner
+    list_out: float             # per combiner: the merged list
+    sequence_in: float          # per chip tile: the layer's B lists landing in the sequence slice
+    list_link: float            # the B lists to the next layer's chip
+    replicas_in: np.ndarray     # [T, n] replicated lists: own ids + g, the layer's input list
+    own_copy: np.ndarray        # [T] per chip tile: the copy of the layer's own list
+    input_copy: np.ndarray      # [T] per tile of the input chip: the copy of the input list
+    input_link: float           # the input list to this layer's chip
+    state_grad: np.ndarray      # [T, n] cycles
+    weight_grad: np.ndarray     # [T, n] cycles: weight (+ input) gradient
+    partials_out: np.ndarray | None   # [T, n] input-gradient partials
+    partials_in: np.ndarray | None    # [T] per chip tile: stage-1 reduction input
+    reduce: np.ndarray | None         # [T] cycles per chip tile: stage-1 sums + reduceMany
+    slot_grads: float           # per tile of a chip: slot gradients g *of this layer* (÷ tiles per chip)
+    slot_grads_link: float      # g of this layer over a link
+    dw_reduce: np.ndarray       # [n] cycles: dW zeroing and 6 copies -> 1
+    optimizer: np.ndarray       # [n] cycles
+    weights: float              # weights of the layer (the host variable sync)
+    loss: float                 # cycles per tile of the layer if it is the output layer
+    loss_in: float              # bytes per tile of the layer if it is the output layer: the g it gets back
+    memo: dict = field(default_factory=dict, compare=False, repr=False)   # chip reductions (:class:`_ChipRows`)
+
+    def nbytes(self) -> int:
+        """Bytes of the terms' arrays (the reductions in ``memo`` are small)."""
+        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+
+
+def _check_table() -> None:
+    names = {f.name for f in fields(LayerTerms)}
+    for row in STEP_ROWS:
+        for w in row.writes:
+            if w.array not in ARRAYS or w.where not in PLACES or w.term not in names:
+                raise AssertionError(f"STEP_ROWS row {row.label!r}: bad write {w}")
+        for f in row.flows:
+            if f.term not in names:
+                raise AssertionError(f"STEP_ROWS row {row.label!r}: bad flow {f}")
+
+
+_check_table()
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """Where the rows of :data:`STEP_ROWS` sit in the program of ``T`` time steps and ``L``
+    layers. A *slot* is one row of the table (per layer for ``per_layer`` rows): ``row[k]``
+    its index in the table, ``layer[k]`` its layer (−1: all), and its superstep at time step
+    ``t`` is ``start[k] + stride[k]·t`` (``stride`` 0: once per step)."""
+
+    T: int
+    L: int
+    supersteps: int
+    row: tuple
+    layer: tuple
+    start: tuple
+    stride: tuple
+
+    def slots_of(self, j: int) -> list:
+        """The slots of table row ``j``."""
+        return [k for k, r in enumerate(self.row) if r == j]
+
+    def slot(self, j: int, l: int = -1) -> int:
+        """The slot of table row ``j`` (for layer ``l`` of a per-layer row)."""
+        return next(k for k, (r, y) in enumerate(zip(self.row, self.layer)) if r == j and y in (l, -1))
+
+    def rows_of(self, k: int) -> np.ndarray:
+        """int64 [T] (per time step) or [1] (once): the supersteps of slot ``k``, by time step."""
+        if self.stride[k] == 0:
+            return np.array([self.start[k]])
+        return self.start[k] + self.stride[k] * np.arange(self.T)
+
+    def view(self, arr: np.ndarray, k: int) -> np.ndarray:
+        """A view of slot ``k``'s rows of ``arr`` ([S, ...]): [T, ...] by time step, or [...]."""
+        s, d = self.start[k], self.stride[k]
+        if d == 0:
+            return arr[s]
+        if d > 0:
+            return arr[s:s + d * self.T:d]
+        return arr[s + d * (self.T - 1):s + 1:-d][::-1]
+
+
+@lru_cache(maxsize=64)
+def step_shape(T: int, L: int) -> StepShape:
+    """The :class:`StepShape` of ``T`` time steps and ``L`` layers: consecutive rows of the
+    table with the same ``loop`` form a block, repeated T times (forward: t ascending,
+    backward: t descending) or once."""
+    row, layer, start, stride = [], [], [], []
+    s = 0
+    j = 0
+    while j < len(STEP_ROWS):
+        loop = STEP_ROWS[j].loop
+        block = []
+        while j < len(STEP_ROWS) and STEP_ROWS[j].loop == loop:
+            block += [(j, l) for l in (range(L) if STEP_ROWS[j].per_layer else [-1])]
+            j += 1
+        n = len(block)
+        for i, (r, l) in enumerate(block):
+            row.append(r)
+            layer.append(l)
+            start.append(s + i + (n * (T - 1) if loop == BACKWARD else 0))
+            stride.append({FORWARD: n, BACKWARD: -n, ONCE: 0}[loop])
+        s += n * (1 if loop == ONCE else T)
+    return StepShape(T, L, s, tuple(row), tuple(layer), tuple(start), tuple(stride))
 
 
 def _supersteps(T: int, L: int) -> int:
-    return 5 * T + 1 + (4 + L) * T + 3
+    return step_shape(T, L).supersteps
+
+
+class RowSink(Protocol):
+    """What :func:`_emit` writes the step's terms into, slot by slot (:class:`StepShape`):
+    the dense ``[S, tiles]`` arrays (:class:`_DenseRows`) or their per-chip reduction
+    (:class:`_ChipRows`). ``array`` is one of :data:`ARRAYS`; ``values`` are [T] for a
+    per-time-step slot or a scalar for a once-per-step slot (owner terms: [T, n] or [n])."""
+
+    def owner(self, tiles: np.ndarray, terms: LayerTerms, table: tuple) -> None:
+        """Add a layer's terms on its own ``tiles``: ``table`` = ((array, slot, term name), ...)."""
+
+    def local(self, array: str, slot: int, tiles: np.ndarray, values) -> None:
+        """Add ``values`` ([T, n] or [n]) to the distinct ``tiles`` of one chip."""
+
+    def chip(self, array: str, slot: int, chip: int, values, masked: bool = False) -> None:
+        """Add ``values`` to every tile of ``chip`` (not tile 0 of chip 0 if ``masked``)."""
+
+    def spread(self, array: str, slot: int, tiles: np.ndarray, values) -> None:
+        """Add ``values`` to ``tiles`` once per occurrence (tiles may repeat)."""
+
+    def overhead(self, slot: int, cycles: float) -> None:
+        """Add ``cycles`` of compute to every tile of the op (all but tile 0 of chip 0)."""
+
+    def finish(self) -> dict:
+        """The three arrays by name: float ``[S, tiles]`` or ``[S, chips]``."""
+
+
+def _cols(tiles):
+    """A slice for a run of consecutive tiles (cheap views), else the index array."""
+    if tiles.size and tiles[-1] - tiles[0] + 1 == tiles.size:
+        return slice(int(tiles[0]), int(tiles[-1]) + 1)
+    return tiles
 
 
 class _DenseRows:
-    """The program's [S, tiles] arrays, written through per-kind row views (:func:`_row_views`)."""
+    """The program's [S, tiles] arrays, written through per-slot row views (:meth:`StepShape.view`)
+    (a :class:`RowSink`)."""
 
-    def __init__(self, T: int, L: int, C: int, TPC: int, active: np.ndarray):
-        S = _supersteps(T, L)
+    def __init__(self, shape: StepShape, C: int, TPC: int, active: np.ndarray):
         self.C, self.TPC, self.active = C, TPC, active
-        self.arrays = {a: np.zeros((S, C * TPC), np.float32) for a in ("compute", "in", "out")}
-        self.views = {(a, kind): v for a, arr in self.arrays.items() for kind, v in _row_views(arr, T, L).items()}
+        self.arrays = {a: np.zeros((shape.supersteps, C * TPC), np.float32) for a in ARRAYS}
+        self.views = {(a, k): shape.view(arr, k) for a, arr in self.arrays.items() for k in range(len(shape.row))}
         self.acc: dict = {}
-        self.uniq: dict = {}
+        self.uniq: dict = {}             # tile set (bytes) -> (distinct tiles, multiplicities)
 
-    @staticmethod
-    def _cols(tiles):
-        """A slice for a run of consecutive tiles (cheap views), else the index array."""
-        if tiles.size and tiles[-1] - tiles[0] + 1 == tiles.size:
-            return slice(int(tiles[0]), int(tiles[-1]) + 1)
-        return tiles
+    def owner(self, tiles, terms, table):
+        for a, k, name in table:
+            self.local(a, k, tiles, getattr(terms, name))
 
-    def owner(self, tiles, d, table):
-        """Add the layer terms ``d[name]`` ([T, n] or [n], on the layer's ``tiles``) to the rows
-        of ``table`` ``((array, row kind, name), ...)``."""
-        for a, kind, name in table:
-            self.local(a, kind, tiles, d[name])
-
-    def local(self, a, kind, tiles, values):
-        """Add ``values`` ([T, n] or [n]) to the distinct ``tiles`` of one chip."""
-        v = self.views[a, kind]
-        c = self._cols(tiles)
+    def local(self, a, k, tiles, values):
+        v = self.views[a, k]
+        c = _cols(tiles)
         if v.ndim == 2:
             v[:, c] += values
         else:
             v[c] += values
 
-    def chip(self, a, kind, c, values, masked=False):
-        """Add ``values`` ([T] or scalar) to every tile of chip ``c`` (not tile 0 of chip 0 if
-        ``masked``); collected and applied once per row kind."""
-        v = self.views[a, kind]
-        k = (a, kind, masked)
-        if k not in self.acc:
-            self.acc[k] = (v, np.zeros((v.shape[0] if v.ndim == 2 else 1, self.C)))
-        self.acc[k][1][:, c] += values
+    def chip(self, a, k, c, values, masked=False):
+        """Collected per slot and applied once, in :meth:`finish`."""
+        v = self.views[a, k]
+        key = (a, k, masked)
+        if key not in self.acc:
+            self.acc[key] = (v, np.zeros((v.shape[0] if v.ndim == 2 else 1, self.C)))
+        self.acc[key][1][:, c] += values
 
-    def spread(self, a, kind, tiles, values):
-        """Add ``values`` ([T] or scalar) to ``tiles``, once per occurrence (tiles may repeat)."""
-        key = id(tiles)
+    def spread(self, a, k, tiles, values):
+        key = tiles.tobytes()
         if key not in self.uniq:
             u, cnt = np.unique(tiles, return_counts=True)
-            self.uniq[key] = (tiles, self._cols(u), cnt.astype(np.float64))    # holding tiles keeps id unique
-        _, u, cnt = self.uniq[key]
-        v = self.views[a, kind]
+            self.uniq[key] = (_cols(u), cnt.astype(np.float64))
+        u, cnt = self.uniq[key]
+        v = self.views[a, k]
         val = np.asarray(values, np.float64)
         if v.ndim == 2:
             v[:, u] += (val[:, None] if val.ndim else val) * cnt[None, :]
         else:
             v[u] += val * cnt
 
-    def overhead(self, kind, cycles):
-        """``cycles`` of compute on every tile in the op's graph (all but tile 0 of chip 0)."""
-        self.views["compute", kind][...] += self.active * cycles
+    def overhead(self, k, cycles):
+        self.views[COMPUTE, k][...] += self.active * cycles
 
     def finish(self):
         TPC = self.TPC
-        for (a, kind, masked), (v, acc) in self.acc.items():
+        for (a, k, masked), (v, acc) in self.acc.items():
             for c in np.flatnonzero(acc.any(axis=0)):
                 cols = slice(c * TPC, (c + 1) * TPC)
                 add = acc[:, c][:, None] if v.ndim == 2 else acc[0, c]
@@ -258,87 +520,76 @@ class _DenseRows:
         return self.arrays
 
 
-@lru_cache(maxsize=16)
-def _row_index(T: int, L: int):
-    """The row kinds in a fixed order, their positions, and the rows they cover: per-step kinds
-    ``[Kp, T]`` (row of every time step) and single kinds ``[Ks]`` (:func:`_row_views` of the
-    row numbers themselves)."""
-    views = _row_views(np.arange(_supersteps(T, L)), T, L)
-    per = [k for k in views if isinstance(k, tuple)]
-    single = [k for k in views if not isinstance(k, tuple)]
-    kinds = per + single
-    return ({k: i for i, k in enumerate(kinds)}, len(per),
-            np.stack([views[k] for k in per]), np.array([int(views[k]) for k in single]))
-
-
-_ARRAYS = {"compute": 0, "in": 1, "out": 2}
+def _memo_nbytes(hit) -> int:
+    return sum(a.nbytes for a in hit)
 
 
 class _ChipRows:
-    """The same rows reduced to chips without the [S, tiles] arrays: per row kind and chip the
-    maximum over the chip's tiles of (chip-wide terms + per-tile terms), which is all the engine
-    takes from a row on an all-to-all fabric (slowest tile's compute; busiest port in and out).
-    Per-tile terms of one row kind that may overlap on a tile (spread terms) are summed on their
-    tiles first; owner-tile terms of different layers never overlap (a tile holds one layer).
+    """The same rows reduced to chips without the [S, tiles] arrays (a :class:`RowSink`): per
+    slot and chip the maximum over the chip's tiles of (chip-wide terms + per-tile terms),
+    which is all the engine takes from a row on an all-to-all fabric (slowest tile's compute;
+    busiest port in and out). Per-tile terms of one slot that may overlap on a tile (spread
+    terms) are summed on their tiles first; owner-tile terms of different layers never
+    overlap (a tile holds one layer).
 
-    Every row kind of every array is one slot of ``[3 · kinds, T, C]`` accumulators (a single
-    row uses time step 0), so the reduction is a few whole-array operations."""
+    Every slot of every array is one row of ``[3 · slots, T, C]`` accumulators (a once-per-step
+    slot uses time step 0), so the reduction is a few whole-array operations. ``memo``: where
+    to keep the tile sets of spread terms (a :class:`BytesLRU` a search keeps), or None."""
 
-    def __init__(self, T: int, L: int, C: int, TPC: int, memo: dict | None = None):
-        self.T, self.L, self.C, self.TPC = T, L, C, TPC
-        self.memo = {} if memo is None else memo      # tile sets of spread terms -> (tiles, counts)
-        self.kind_of, self.n_per, self.per_rows, self.single_rows = _row_index(T, L)
-        K = len(self.kind_of)
-        self.K = K
-        shape = (3 * K, T, C)
-        self.uu = np.zeros(shape)      # chip-wide, every tile
-        self.um = np.zeros(shape)      # chip-wide, not tile 0 of chip 0
-        self.vmax = np.zeros(shape)    # owner-tile terms: max over the chip's tiles but global tile 0
-        self.v0 = np.zeros((3 * K, T))  # owner-tile terms on global tile 0
+    def __init__(self, shape: StepShape, C: int, TPC: int, memo=None):
+        self.T, self.C, self.TPC, self.shape = shape.T, C, TPC, shape
+        self.memo = {} if memo is None else memo     # tile sets of spread terms -> (tiles, counts)
+        K = self.K = len(shape.row)
+        self.per_step = np.array(shape.stride) != 0
+        shape3 = (3 * K, self.T, C)
+        self.uu = np.zeros(shape3)      # chip-wide, every tile
+        self.um = np.zeros(shape3)      # chip-wide, not tile 0 of chip 0
+        self.vmax = np.zeros(shape3)    # owner-tile terms: max over the chip's tiles but global tile 0
+        self.v0 = np.zeros((3 * K, self.T))  # owner-tile terms on global tile 0
         self.parts: dict = {}          # (slot, chip) -> [(tiles, values)] spread terms
 
-    def _slot(self, a, kind):
-        return _ARRAYS[a] * self.K + self.kind_of[kind]
+    def _slot(self, a, k):
+        return ARRAYS.index(a) * self.K + k
 
-    def owner(self, tiles, d, table):
-        """As :meth:`_DenseRows.owner`: per row of ``table`` the maximum over the tiles (but
-        global tile 0) and the value on tile 0, kept in ``d["memo"]`` (they do not depend on
-        where the tiles are, only on whether tile 0 is one of them)."""
+    def owner(self, tiles, terms, table):
+        """Per row of ``table`` the maximum over the tiles (but global tile 0) and the value on
+        tile 0, kept in ``terms.memo`` (they do not depend on where the tiles are, only on
+        whether tile 0 is one of them)."""
         t0 = int(tiles[0])
         key = (table, t0 == 0)
-        hit = d["memo"].get(key)
+        hit = terms.memo.get(key)
         if hit is None:
-            slots = np.array([self._slot(a, kind) for a, kind, _ in table])
+            slots = np.array([self._slot(a, k) for a, k, _ in table])
             M = np.zeros((len(table), self.T))
             Z = np.zeros((len(table), self.T)) if t0 == 0 else None
             for j, (_, _, name) in enumerate(table):
-                m, z = self._owner_max(tiles, d[name])
+                m, z = self._owner_max(tiles, getattr(terms, name))
                 M[j, :m.size] = m
                 if z is not None:
                     Z[j, :z.size] = z
-            hit = d["memo"][key] = (slots, M, Z)
+            hit = terms.memo[key] = (slots, M, Z)
         slots, M, Z = hit
         c = t0 // self.TPC
         self.vmax[slots, :, c] = np.maximum(self.vmax[slots, :, c], M)   # one layer per tile: max
         if Z is not None:
             self.v0[slots] += Z
 
-    def local(self, a, kind, tiles, values):
+    def local(self, a, k, tiles, values):
         m, z = self._owner_max(tiles, values)
-        i = self._slot(a, kind)
+        i = self._slot(a, k)
         col = self.vmax[i, :m.size, int(tiles[0]) // self.TPC]
         np.maximum(col, m, out=col)                   # owner tiles of different layers never overlap
         if z is not None:
             self.v0[i, :z.size] += z
 
-    def chip(self, a, kind, c, values, masked=False):
-        (self.um if masked else self.uu)[self._slot(a, kind), :self.T if isinstance(kind, tuple) else 1, c] += values
+    def chip(self, a, k, c, values, masked=False):
+        (self.um if masked else self.uu)[self._slot(a, k), :self.T if self.per_step[k] else 1, c] += values
 
-    def spread(self, a, kind, tiles, values):
-        self.parts.setdefault((self._slot(a, kind), int(tiles[0]) // self.TPC), []).append((tiles, values))
+    def spread(self, a, k, tiles, values):
+        self.parts.setdefault((self._slot(a, k), int(tiles[0]) // self.TPC), []).append((tiles, values))
 
-    def overhead(self, kind, cycles):
-        self.um[self._slot("compute", kind)] += cycles
+    def overhead(self, k, cycles):
+        self.um[self._slot(COMPUTE, k)] += cycles
 
     @staticmethod
     def _owner_max(tiles, values):
@@ -360,8 +611,6 @@ class _ChipRows:
                 M = np.zeros((len(ps), u.size))
                 part = np.repeat(np.arange(len(ps)), [p[0].size for p in ps])
                 np.add.at(M, (part, inv), 1.0)
-                if len(self.memo) > 4096:
-                    self.memo.clear()
                 hit = self.memo[key] = (u, M)
             u, M = hit
             V = np.empty((T, len(ps)))
@@ -380,14 +629,25 @@ class _ChipRows:
         out = self.uu + self.um + self.vmax
         first = self.uu[:, :, 0] + self.v0
         out[:, :, 0] = np.maximum(out[:, :, 0], first) if self.TPC > 1 else first
-        S, K, P = _supersteps(self.T, self.L), self.K, self.n_per
+        per, once = _slot_rows(self.shape.T, self.shape.L)
+        K = self.K
         arrays = {}
-        for a, j in _ARRAYS.items():
-            arr = arrays[a] = np.zeros((S, self.C))
+        for j, a in enumerate(ARRAYS):
+            arr = arrays[a] = np.zeros((self.shape.supersteps, self.C))
             blk = out[j * K:(j + 1) * K]
-            arr[self.per_rows] = blk[:P]
-            arr[self.single_rows] = blk[P:, 0]
+            arr[per[1]] = blk[per[0]]
+            arr[once[1]] = blk[once[0], 0]
         return arrays
+
+
+@lru_cache(maxsize=64)
+def _slot_rows(T: int, L: int) -> tuple:
+    """((per-step slots [P], their supersteps [P, T]), (once slots [Q], their supersteps [Q]))."""
+    shape = step_shape(T, L)
+    per = [k for k in range(len(shape.row)) if shape.stride[k] != 0]
+    once = [k for k in range(len(shape.row)) if shape.stride[k] == 0]
+    return ((np.array(per, np.int64), np.stack([shape.rows_of(k) for k in per])),
+            (np.array(once, np.int64), np.array([shape.start[k] for k in once], np.int64)))
 
 
 def _check_step_args(placement, machine, steps_per_execution):
@@ -407,7 +667,7 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     ``count_work(activity, placement, per_step=True)``). ``steps_per_execution``: training steps
     per device execution, over which the host variable sync is amortised. ``cache`` (a dict the
     caller keeps, e.g. across a mapping search) reuses each layer's position-independent terms
-    while its counters are the same objects.
+    (:class:`LayerTerms`) for counters with the same ``source`` (:func:`count_work`).
 
     Per-layer work is computed on the layer's own tiles and written straight into the rows of
     the program's arrays (row views), so a re-timing costs a few passes over ``[S, tiles]``.
@@ -415,12 +675,13 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     _check_step_args(placement, machine, steps_per_execution)
     active = np.ones(machine.total_tiles)
     active[0] = 0.0                                   # tile 0 of chip 0 is outside the op's graph
-    rows = _DenseRows(config.timesteps, config.n_layers, machine.chips, machine.tiles_per_chip, active)
+    shape = step_shape(config.timesteps, config.n_layers)
+    rows = _DenseRows(shape, machine.chips, machine.tiles_per_chip, active)
     meta = _emit(config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows)
     arr = rows.finish()
     return Program.from_arrays(chips=machine.chips, tiles_per_chip=machine.tiles_per_chip,
-                               compute_cycles=arr["compute"], labels=PHASE_LABELS, label_id=meta["label_id"],
-                               sync_scope=meta["scope"], bytes_in=arr["in"], bytes_out=arr["out"],
+                               compute_cycles=arr[COMPUTE], labels=PHASE_LABELS, label_id=meta["label_id"],
+                               sync_scope=meta["scope"], bytes_in=arr[IN], bytes_out=arr[OUT],
                                flows=meta["flows"], host=meta["host"], name=name,
                                sync_extra=meta["sync_extra"], exchange_extra=meta["exchange_extra"])
 
@@ -431,247 +692,315 @@ def predict_step_s(config: NetworkConfig, placement: Placement, counters: WorkCo
     """Seconds of the step :func:`build_step_program` describes, without building it: every row
     is reduced to chips as it is emitted (:class:`_ChipRows`) and timed by
     :func:`tilesim.engine.makespan_s` — the same number as ``simulate(build_step_program(...))``
-    at a fraction of the cost (the mapping search's objective). On a mesh fabric, whose exchange
-    time depends on which tiles talk, the full program is built and simulated."""
+    at a fraction of the cost (the mapping search's objective). On a fabric whose exchange
+    time depends on which tiles talk (a mesh), the full program is built and simulated."""
     from tilesim.engine import makespan_s, simulate
     from tilesim.fabric import make_fabric
 
-    if machine.fabric.kind == "mesh":
+    fabric = make_fabric(machine)
+    if getattr(fabric, "needs_transfers", machine.fabric.kind == "mesh"):
         return simulate(build_step_program(config, placement, counters, machine, costs,
                                            steps_per_execution=steps_per_execution, cache=cache), machine).total_s
     _check_step_args(placement, machine, steps_per_execution)
     C = machine.chips
-    memo = None if cache is None else cache.setdefault(("chip rows",), {})
-    rows = _ChipRows(config.timesteps, config.n_layers, C, machine.tiles_per_chip, memo)
+    memo = None if cache is None else lru_in(cache, ("chip rows",), CACHE_BYTES, _memo_nbytes)
+    rows = _ChipRows(step_shape(config.timesteps, config.n_layers), C, machine.tiles_per_chip, memo)
     meta = _emit(config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows)
     arr = rows.finish()
-    S = arr["compute"].shape[0]
-    ex, _ = make_fabric(machine).exchange_cycles(arr["in"].reshape(S, C, 1), arr["out"].reshape(S, C, 1))
-    return makespan_s(arr["compute"], ex, machine, meta["scope"], sync_extra=meta["sync_extra"],
+    S = arr[COMPUTE].shape[0]
+    ex, _ = fabric.exchange_cycles(arr[IN].reshape(S, C, 1), arr[OUT].reshape(S, C, 1))
+    return makespan_s(arr[COMPUTE], ex, machine, meta["scope"], sync_extra=meta["sync_extra"],
                       exchange_extra=meta["exchange_extra"],
                       flows=meta["flows"], host=meta["host"])
 
 
-def _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rows) -> dict:
-    """Write every term of the step into ``rows`` (a :class:`_DenseRows` or :class:`_ChipRows`);
-    return the rest of the program: labels, sync scopes, folded supersteps, flows, host infeed."""
-    C, TPC = machine.chips, machine.tiles_per_chip
-    T, B = config.timesteps, config.batch
-    L = config.n_layers
-    nmax = config.n_max
-    lay = _layout(config, placement, TPC)
-    rec = config.recurrent if isinstance(config.recurrent, tuple) else (bool(config.recurrent),) * L
-    workers = machine.chip.workers_per_tile
-    sup = machine.chip.supervisor_overhead_cycles
-    cs_cycles = costs.coef("compute_set_cycles")
-    sync_c = float(machine.group_sync_cycles(C))
-    exch_c = float(machine.chip.exchange_fixed_cycles)
-    with_input_grad = {p.layer for p in counters.phases if p.phase == "input_grad"}
-    in_graph = [l in with_input_grad for l in range(L)]
-    any_in = any(in_graph)
+@dataclass(frozen=True)
+class _Step:
+    """What every term of one step is computed from (built once per :func:`_emit`)."""
 
-    def folded(n_cs, n_copy=0):
-        """Supersteps folded into a row beyond the row itself (their syncs and exchange set-ups
-        are booked as sync / exchange; their compute sets as compute, :meth:`overhead`)."""
-        return max(n_cs + n_copy - 1, 0)
+    config: NetworkConfig
+    counters: WorkCounters
+    costs: CostModel
+    lay: list                 # :class:`_Layer` per layer
+    C: int
+    TPC: int
+    workers: int
+    sup: float                # supervisor overhead cycles
+    pair: float               # tiles per supertile: a broadcast reaches both at 8 B/cycle (§3.2)
+    rec: tuple                # recurrent per layer
+    in_graph: tuple           # per layer: computes input gradients
+    steps_per_execution: int
+    sync_cycles: float        # one sync of all the step's chips
+    exchange_fixed_cycles: float
 
-    def loc(phase, layer, cname):
+    def cycles(self, work, vertices):
+        """Tile cycles of ``work`` worker cycles over ``vertices`` vertices (barrel scheduling)."""
+        return barrel_tile_cycles(work, vertices, self.workers, self.sup)
+
+    def loc(self, phase: str, layer: int, cname: str) -> np.ndarray:
         """float64 [T, n_local]: a per-step counter on the layer's own tiles (= ``_Layer.tiles``)."""
-        pc = counters.get(phase, layer)
+        pc = self.counters.get(phase, layer)
         if pc.local_steps is None:
             raise ValueError("counters need per-step arrays: use per_step_counters=True")
         return pc.local_steps[pc.row(cname)].astype(np.float64)
 
-    def cycles(work, vertices):
-        return barrel_tile_cycles(work, vertices, workers, sup)
+    def grad_targets(self, l: int) -> list:
+        """Layers layer ``l`` sends reduced slot gradients to: the layer below, itself if recurrent."""
+        return ([l - 1] if l > 0 else []) + ([l] if self.rec[l] else [])
 
+
+def _step(config, placement, counters, machine, costs, steps_per_execution) -> _Step:
+    L = config.n_layers
+    with_input_grad = {p.layer for p in counters.phases if p.phase == "input_grad"}
+    return _Step(config, counters, costs, _layout(config, placement, machine.tiles_per_chip), machine.chips,
+                 machine.tiles_per_chip, machine.chip.workers_per_tile, machine.chip.supervisor_overhead_cycles,
+                 float(machine.chip.tiles_per_supertile),
+                 config.recurrent if isinstance(config.recurrent, tuple) else (bool(config.recurrent),) * L,
+                 tuple(l in with_input_grad for l in range(L)), steps_per_execution,
+                 float(machine.group_sync_cycles(machine.chips)), float(machine.chip.exchange_fixed_cycles))
+
+
+def _forward_terms(s: _Step, l: int) -> dict:
+    """The forward-pass fields of :class:`LayerTerms` for layer ``l``."""
+    ly, T, B, TPC, costs = s.lay[l], s.config.timesteps, s.config.batch, s.TPC, s.costs
     vc = costs.coef("vertex_calls")
-    # a broadcast reaches both tiles of a supertile at once: 8 B/cycle per pair (§3.2)
-    pair = float(machine.chip.tiles_per_supertile)
-    RF, RB = 5, 4 + L                   # rows per forward / backward time step (:func:`_row_views`)
-    S, s0 = _supersteps(T, L), RF * T + 1
-    F = [("F", k) for k in range(RF)]
-    Bk = [("B", k) for k in range(RB)]
+    recv = s.loc("state_update", l, "bytes_received")
+    vert = s.loc("state_update", l, "vertices")
+    work = costs.worker_cycles({
+        "synaptic_adds": s.loc("state_update", l, "synaptic_adds"),
+        "neurons_updated": s.loc("state_update", l, "neurons_updated")}) + vc * vert
+    flags = s.loc("spike_detect", l, "neurons_scanned")
+    # combine: merge the entries actually kept (real + gradient-only) per sample
+    kept = s.loc("spike_detect", l, "entries_kept").sum(axis=1)              # [T] over tiles
+    # compaction: 6 chunk vertices per tile scan their flags, then one vertex merges them
+    chunk = -(-s.config.layers[l + 1] // ly.f)           # neurons per compaction tile
+    tile_list = min(s.config.n_max[l], chunk)
+    comp_work = costs.coef("flags_scanned") * chunk + vc * 6
+    comb1 = costs.coef("list_entries_merged") * tile_list + vc
+    list_bytes = 4.0 * (s.config.n_max[l] + 2)
+    return {
+        "lists_in": recv / s.pair,
+        "lists_copy": (recv[:, 0] if ly.tiles.size else np.zeros(T)) / TPC,
+        "update": s.cycles(work, vert) + s.cycles(costs.coef("neurons_scanned") * flags + vc * flags, flags),
+        "flags_out": s.loc("spike_detect", l, "bytes_sent"),
+        "flags_in": 4.0 * chunk,                             # one uint32 per neuron and threshold
+        "compaction": float(s.cycles(comp_work, 6) + s.cycles(comb1, 1)),
+        "chunk_out": 4.0 * (tile_list + 1),
+        "chunks_in": 4.0 * (tile_list + 1) * 2 * ly.f,
+        "combine": s.cycles(costs.coef("list_entries_merged") * (kept / B + 2 * ly.f) + vc, 1),
+        "list_out": list_bytes,
+        "sequence_in": B * list_bytes / TPC,
+        "list_link": B * list_bytes}
 
-    def layer_terms(l, ly):
-        """Everything of layer ``l`` that does not depend on where its tiles are: per-tile
-        [T, n_local] arrays and per-step [T] vectors (cached across calls by the caller)."""
-        d = {}
-        recv = loc("state_update", l, "bytes_received")
-        d["f0_in"] = recv / pair
-        d["f0_out"] = (recv[:, 0] if ly.tiles.size else np.zeros(T)) / TPC
-        vert = loc("state_update", l, "vertices")
-        work = costs.worker_cycles({
-            "synaptic_adds": loc("state_update", l, "synaptic_adds"),
-            "neurons_updated": loc("state_update", l, "neurons_updated")}) + vc * vert
-        flags = loc("spike_detect", l, "neurons_scanned")
-        d["f1"] = cycles(work, vert) + cycles(costs.coef("neurons_scanned") * flags + vc * flags, flags)
-        d["f1_out"] = loc("spike_detect", l, "bytes_sent")
-        # combine: merge the entries actually kept (real + gradient-only) per sample
-        kept = loc("spike_detect", l, "entries_kept").sum(axis=1)              # [T] over tiles
-        d["f3"] = cycles(costs.coef("list_entries_merged") * (kept / B + 2 * ly.f) + vc, 1)
-        # replicated lists: own ids + counts + g (state grad), the input list (weight grad)
-        own = loc("state_grad", l, "bytes_received")
-        inp = loc("weight_grad", l, "bytes_received")
-        d["rep_in"] = (own + inp) / pair
-        d["one_in"] = inp[:, 0] if ly.tiles.size else np.zeros(T)
-        d["one_own"] = own[:, 0] if ly.tiles.size else np.zeros(T)
-        vert = loc("state_grad", l, "vertices")
-        work = costs.worker_cycles({
-            "slots_scanned": loc("state_grad", l, "slots_scanned"),
-            "slots_applied": loc("state_grad", l, "slots_applied"),
-            "neurons_updated": loc("state_grad", l, "neurons_updated")}) + vc * vert
-        d["b1"] = cycles(work, vert)
-        wv = loc("weight_grad", l, "vertices")
-        wg = cycles(costs.worker_cycles({"grad_adds": loc("weight_grad", l, "grad_adds")}) + vc * wv, wv)
-        if in_graph[l]:
-            iv = loc("input_grad", l, "vertices")
-            wg += cycles(costs.worker_cycles({"macs": loc("input_grad", l, "macs")}) + vc * iv, iv)
-            partials = loc("input_grad", l, "partial_bytes")
-            d["b2_out"] = partials
-            d["b2_in"] = partials.sum(axis=1) / TPC
-            adds = loc("input_grad", l, "reduction_adds").sum(axis=1) / TPC
-            d["b3"] = cycles(costs.coef("reduction_adds") * adds + vc * 6, 6)
-        d["b2"] = wg
-        # once per step: dW reduction (zeroing, 6 copies -> 1) and the optimizer on the weights per tile
-        upd = counters.get("optimizer", l).local_totals[0].astype(np.float64)
-        nw = np.where(upd > 0, WORKERS_PER_TILE, 0)
-        d["weights"] = upd.sum()
-        d["dwr"] = cycles(costs.coef("dw_reduce_adds") * (WORKERS_PER_TILE - 1) * upd / WORKERS_PER_TILE
-                          + costs.coef("dw_zero_writes") * WORKERS_PER_TILE * upd / WORKERS_PER_TILE, nw)
-        key = "adam_updates" if config.optimizer == "adam" else "sgd_updates"
-        d["opt"] = cycles(costs.coef(key) * upd / WORKERS_PER_TILE, nw)
-        # compaction: 6 chunk vertices per tile scan their flags, then one vertex merges them
-        chunk = -(-config.layers[l + 1] // ly.f)           # neurons per compaction tile
-        tile_list = min(nmax[l], chunk)
-        comp_work = costs.coef("flags_scanned") * chunk + vc * 6
-        comb1 = costs.coef("list_entries_merged") * tile_list + vc
-        d["chunk"], d["tile_list"] = chunk, tile_list
-        d["f2"] = float(cycles(comp_work, 6) + cycles(comb1, 1))
-        d["memo"] = {}            # chip reductions of these arrays (:class:`_ChipRows`)
-        return d
 
-    def terms_of(l, ly):
-        if cache is None:
-            return layer_terms(l, ly)
-        # keyed by the counters' identity: a search returning to a layer's earlier grouping gets
-        # the same counter objects back from count_work's cache, and with them these terms
-        ref = counters.get("state_update", l).local_steps
-        mine = lru_in(cache, ("build", T, B, TPC, pair, workers, sup, config.optimizer, id(costs)),
-                      CACHE_BYTES, lambda hit: _nbytes(hit[2]))
-        hit = mine.get((l, id(ref)))
-        if hit is not None and hit[0] is ref and hit[1] is costs:
-            return hit[2]
-        d = layer_terms(l, ly)
-        mine[l, id(ref)] = (ref, costs, d)          # holding ref and costs keeps their ids unique
-        return d
+def _backward_terms(s: _Step, l: int) -> dict:
+    """The backward-pass and once-per-step fields of :class:`LayerTerms` for layer ``l``."""
+    ly, T, B, TPC, costs, nmax = s.lay[l], s.config.timesteps, s.config.batch, s.TPC, s.costs, s.config.n_max
+    vc, W = costs.coef("vertex_calls"), WORKERS_PER_TILE
+    # replicated lists: own ids + counts + g (state grad), the input list (weight grad)
+    own = s.loc("state_grad", l, "bytes_received")
+    inp = s.loc("weight_grad", l, "bytes_received")
+    one_in = inp[:, 0] if ly.tiles.size else np.zeros(T)
+    vert = s.loc("state_grad", l, "vertices")
+    work = costs.worker_cycles({
+        "slots_scanned": s.loc("state_grad", l, "slots_scanned"),
+        "slots_applied": s.loc("state_grad", l, "slots_applied"),
+        "neurons_updated": s.loc("state_grad", l, "neurons_updated")}) + vc * vert
+    wv = s.loc("weight_grad", l, "vertices")
+    wg = s.cycles(costs.worker_cycles({"grad_adds": s.loc("weight_grad", l, "grad_adds")}) + vc * wv, wv)
+    partials = partials_in = reduce = None
+    if s.in_graph[l]:
+        iv = s.loc("input_grad", l, "vertices")
+        wg += s.cycles(costs.worker_cycles({"macs": s.loc("input_grad", l, "macs")}) + vc * iv, iv)
+        partials = s.loc("input_grad", l, "partial_bytes")
+        partials_in = partials.sum(axis=1) / TPC         # stage-1 reduction spread over the chip
+        adds = s.loc("input_grad", l, "reduction_adds").sum(axis=1) / TPC
+        reduce = s.cycles(costs.coef("reduction_adds") * adds + vc * 6, 6)
+    # once per step: dW reduction (zeroing, 6 copies -> 1) and the optimizer on the weights per tile
+    upd = s.counters.get("optimizer", l).local_totals[0].astype(np.float64)
+    nw = np.where(upd > 0, W, 0)
+    opt = "adam_updates" if s.config.optimizer == "adam" else "sgd_updates"
+    g_bytes = B * (8.0 * nmax[l] + 8)
+    return {
+        "replicas_in": (own + inp) / s.pair,
+        "own_copy": (own[:, 0] if ly.tiles.size else np.zeros(T)) / TPC,
+        "input_copy": one_in / TPC,
+        "input_link": float(one_in[0]),
+        "state_grad": s.cycles(work, vert),
+        "weight_grad": wg, "partials_out": partials, "partials_in": partials_in, "reduce": reduce,
+        "slot_grads": g_bytes / TPC, "slot_grads_link": g_bytes,
+        "dw_reduce": s.cycles(costs.coef("dw_reduce_adds") * (W - 1) * upd / W
+                           + costs.coef("dw_zero_writes") * W * upd / W, nw),
+        "optimizer": s.cycles(costs.coef(opt) * upd / W, nw),
+        "weights": upd.sum(),
+        "loss": float(s.cycles(costs.coef("loss_entries") * B * nmax[l] / ly.tiles.size + vc, 1)),
+        "loss_in": B * (8.0 * nmax[l] + 8)}
 
-    b1, b2, b3 = Bk[1 + L], Bk[2 + L], Bk[3 + L]
-    terms = [terms_of(l, ly) for l, ly in enumerate(lay)]
-    # ---- each layer on its own tiles: (array, row, term) -----------------------------------------
-    for l, ly in enumerate(lay):
-        rows.owner(ly.tiles, terms[l], (
-            ("in", F[0], "f0_in"),            # input lists broadcast to every owner tile
-            ("compute", F[1], "f1"),          # state update + spike detection
-            ("out", F[1], "f1_out"),          # threshold flags to the compaction tiles
-            ("in", Bk[1 + l], "rep_in"),      # replicated lists: own ids + g, the layer's input
-            ("compute", b1, "b1"),            # state gradient
-            ("compute", b2, "b2"),            # weight (+ input) gradient
-            ("compute", "dwr", "dwr"),        # dW reduction over the worker copies
-            ("compute", "opt", "opt"),        # optimizer
-        ) + ((("out", b2, "b2_out"),) if in_graph[l] else ()))   # input-gradient partials out
 
-    # ---- forward ------------------------------------------------------------------------------
-    flows_fwd: list[tuple] = []          # (src chip, dst chip, bytes)
-    for l, ly in enumerate(lay):
-        d = terms[l]
-        # the senders of the input lists pay one copy, spread over the chip
-        rows.chip("out", F[0], ly.chip, d["f0_out"])
-        chunk, tile_list = d["chunk"], d["tile_list"]
-        rows.spread("in", F[1], ly.comp_tiles, 4.0 * chunk)        # one uint32 per neuron and threshold
-        rows.spread("compute", F[2], ly.comp_tiles, d["f2"])
-        rows.spread("out", F[2], ly.comp_tiles, 4.0 * (tile_list + 1))
-        rows.spread("in", F[2], ly.comb_tiles, 4.0 * (tile_list + 1) * 2 * ly.f)
-        rows.spread("compute", F[3], ly.comb_tiles, d["f3"])
-        list_bytes = 4.0 * (nmax[l] + 2)
-        rows.spread("out", F[3], ly.comb_tiles, list_bytes)
-        # the list lands in the sequence slice (spread over the chip)
-        rows.chip("in", F[3], ly.chip, B * list_bytes / TPC)
-        if l + 1 < L and lay[l + 1].chip != ly.chip:
-            flows_fwd.append((ly.chip, lay[l + 1].chip, B * list_bytes))
-    rows_f = [(3, 2 * (L - 1)), (2, 0), (2 + L, 0), (1, 0), (3 * L, 0)]
-    for kind, (n_cs, _) in zip(F, rows_f):
-        rows.overhead(kind, n_cs * cs_cycles)
+def layer_terms(s: _Step, l: int) -> LayerTerms:
+    """The :class:`LayerTerms` of layer ``l``: everything of it that does not depend on where
+    its tiles are (per-tile arrays on its own tiles, per-step vectors, scalars)."""
+    return LayerTerms(**_forward_terms(s, l), **_backward_terms(s, l))
 
-    # ---- loss ---------------------------------------------------------------------------------
-    out = lay[-1]
-    rows.overhead("loss", 3 * cs_cycles)
-    n_out = out.tiles.size
-    rows.local("compute", "loss", out.tiles,
-               np.full(n_out, float(cycles(costs.coef("loss_entries") * B * nmax[-1] / n_out + vc, 1))))
-    rows.local("in", "loss", out.tiles, np.full(n_out, B * (8.0 * nmax[-1] + 8)))
 
-    # ---- backward: rows slice, replicate × L, state grad, weight+input grad, reduce -------------
-    flows_rep: list[tuple] = []          # (layer, src chip, dst chip, bytes)
-    flows_b3: list[tuple] = []
-    for l, ly in enumerate(lay):
-        d = terms[l]
-        src = lay[l - 1] if l > 0 else ly
-        rows.chip("out", Bk[1 + l], ly.chip, d["one_own"] / TPC)
-        rows.chip("out", Bk[1 + l], src.chip, d["one_in"] / TPC)
-        if l > 0 and src.chip != ly.chip:
-            flows_rep.append((l, src.chip, ly.chip, float(d["one_in"][0])))
-        if in_graph[l]:
-            # stage-1 reduction spread over every tile of the layer's chip
-            rows.chip("in", b2, ly.chip, d["b2_in"])
-            rows.chip("compute", b3, ly.chip, d["b3"])
-            # the reduced slot gradients go to the layer below (and, if recurrent, to this layer)
-            for k in ([l - 1] if l > 0 else []) + ([l] if rec[l] else []):
-                g_bytes = B * (8.0 * nmax[k] + 8)
-                rows.chip("out", b3, ly.chip, g_bytes / TPC)
-                rows.chip("in", b3, lay[k].chip, g_bytes / TPC)
-                if lay[k].chip != ly.chip:
-                    flows_b3.append((ly.chip, lay[k].chip, g_bytes))
-    rows_b = [(5 * L + 3, 0)] + [(0, 5)] * L + [(1 + L, L), (1 + int(any_in), 0), (3 if any_in else 0, 0)]
-    for kind, (n_cs, _) in zip(Bk, rows_b):
-        rows.overhead(kind, n_cs * cs_cycles)
+def _costs_key(costs: CostModel) -> tuple:
+    return (costs.name, costs.version, tuple(sorted(costs.coefficients.items())))
 
-    # ---- once per step --------------------------------------------------------------------------
-    rows.overhead("dwr", (2 + L) * cs_cycles)
-    rows.overhead("opt", 2 * L * cs_cycles)
-    weights_on_chip = np.zeros(C)
-    for l, ly in enumerate(lay):
-        weights_on_chip[ly.chip] += terms[l]["weights"]
-    slots = 2 if config.optimizer == "adam" else 0
-    sync_bytes = 4.0 * (1 + slots) * weights_on_chip / steps_per_execution          # per chip
-    for c in range(C):
-        rows.chip("compute", "host", c, costs.coef("host_sync_cycles_per_byte") * sync_bytes[c], masked=True)
 
-    label_id = np.concatenate([np.tile([0, 1, 2, 3, 4], T), [5], np.tile([6] + [7] * L + [8, 9, 10], T),
-                               [11, 12, 13]]).astype(np.int32)
-    n_folded = np.concatenate([np.tile([folded(*r) for r in rows_f], T), [folded(3)],
-                               np.tile([folded(*r) for r in rows_b], T), [folded(2 + L), folded(2 * L), 0]])
+def _all_terms(s: _Step, cache: dict | None) -> list:
+    """Every layer's :class:`LayerTerms`; with a ``cache``, kept in a :class:`BytesLRU` under
+    a content key: the step's settings and the counters' ``source`` (what they were counted
+    from). Counters without a source (a functional run) are not cached."""
+    L = s.config.n_layers
+    if cache is None:
+        return [layer_terms(s, l) for l in range(L)]
+    mine = lru_in(cache, ("layer terms",), CACHE_BYTES, LayerTerms.nbytes)
+    base = (s.config, _costs_key(s.costs), s.TPC, s.pair, s.workers, s.sup)
+    out = []
+    for l in range(L):
+        source = s.counters.get("state_update", l).source
+        key = None if source is None else base + (l, source)
+        hit = None if key is None else mine.get(key)
+        if hit is None:
+            hit = layer_terms(s, l)
+            if key is not None:
+                mine[key] = hit
+        out.append(hit)
+    return out
+
+
+def _applies(s: _Step, only: str, l: int) -> bool:
+    return only == EVERY_LAYER or (only == WITH_INPUT_GRAD and s.in_graph[l]) or \
+        (only == OUTPUT_LAYER and l == len(s.lay) - 1)
+
+
+@lru_cache(maxsize=1024)
+def _owner_table(T: int, L: int, l: int, with_input_grad: bool, output: bool) -> tuple:
+    """((array, slot, term), ...): the :data:`OWNER` writes of layer ``l`` in the step."""
+    shape = step_shape(T, L)
+    only = {EVERY_LAYER: True, WITH_INPUT_GRAD: with_input_grad, OUTPUT_LAYER: output}
+    return tuple((w.array, shape.slot(j, l), w.term) for j, row in enumerate(STEP_ROWS)
+                 for w in row.writes if w.where == OWNER and only[w.only])
+
+
+def _write(s: _Step, terms: list, rows: RowSink, w: Write, k: int, l: int) -> None:
+    """Add the term ``w`` of layer ``l`` to slot ``k`` of ``rows`` (any place but OWNER, HOST_SYNC)."""
+    ly = s.lay[l]
+    if w.where == CHIP:
+        rows.chip(w.array, k, ly.chip, getattr(terms[l], w.term))
+    elif w.where == INPUT_CHIP:
+        rows.chip(w.array, k, s.lay[l - 1].chip if l > 0 else ly.chip, getattr(terms[l], w.term))
+    elif w.where in (COMPACTION, COMBINER):
+        rows.spread(w.array, k, ly.comp_tiles if w.where == COMPACTION else ly.comb_tiles, getattr(terms[l], w.term))
+    elif w.where == OUTPUT_TILES:
+        rows.local(w.array, k, ly.tiles, np.full(ly.tiles.size, getattr(terms[l], w.term)))
+    else:
+        for t in s.grad_targets(l):
+            rows.chip(w.array, k, ly.chip if w.where == GRAD_SENDER else s.lay[t].chip, getattr(terms[t], w.term))
+
+
+def _host_sync(s: _Step, terms: list, rows: RowSink, w: Write, k: int) -> None:
+    """After every device execution the framework copies the trainable state (weights and
+    optimizer slots) of each chip to the host; amortised per step, on the op's tiles."""
+    on_chip = np.zeros(s.C)
+    for l, ly in enumerate(s.lay):
+        on_chip[ly.chip] += getattr(terms[l], w.term)
+    slots = 2 if s.config.optimizer == "adam" else 0
+    sync_bytes = 4.0 * (1 + slots) * on_chip / s.steps_per_execution          # per chip
+    for c in range(s.C):
+        rows.chip(w.array, k, c, s.costs.coef("host_sync_cycles_per_byte") * sync_bytes[c], masked=True)
+
+
+def _links(s: _Step, terms: list, f: Flow, l: int) -> list:
+    """(src chip, dst chip, bytes) of flow ``f`` of layer ``l`` that cross chips."""
+    if not _applies(s, f.only, l):
+        return []
+    lay = s.lay
+    if f.route == TO_NEXT_LAYER:
+        ends = [(lay[l].chip, lay[l + 1].chip, l)] if l + 1 < len(lay) else []
+    elif f.route == FROM_INPUT_LAYER:
+        ends = [(lay[l - 1].chip, lay[l].chip, l)] if l > 0 else []
+    else:
+        ends = [(lay[l].chip, lay[t].chip, t) for t in s.grad_targets(l)]
+    return [(a, b, getattr(terms[t], f.term)) for a, b, t in ends if a != b]
+
+
+def _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rows: RowSink) -> dict:
+    """Write every term of the step into ``rows`` (a :class:`RowSink`), row by row of
+    :data:`STEP_ROWS`; return the rest of the program: labels, sync scopes, folded supersteps,
+    link flows, host infeed."""
+    s = _step(config, placement, counters, machine, costs, steps_per_execution)
+    T, L, cs_cycles = config.timesteps, config.n_layers, costs.coef("compute_set_cycles")
+    shape = step_shape(T, L)
+    terms = _all_terms(s, cache)
+    for l, ly in enumerate(s.lay):                       # each layer on its own tiles
+        rows.owner(ly.tiles, terms[l], _owner_table(T, L, l, s.in_graph[l], l == L - 1))
+    any_in = any(s.in_graph)
+    links = []                                           # per slot: [(src chip, dst chip, bytes)]
+    for k, (j, lk) in enumerate(zip(shape.row, shape.layer)):
+        row = STEP_ROWS[j]
+        sets = row.compute_sets.count(L, any_in) * cs_cycles
+        if row.sets_first:
+            rows.overhead(k, sets)
+        links.append([])
+        for l in (range(L) if lk < 0 else [lk]):
+            for w in row.writes:
+                if w.where not in (OWNER, HOST_SYNC) and _applies(s, w.only, l):
+                    _write(s, terms, rows, w, k, l)
+            for f in row.flows:
+                links[k] += _links(s, terms, f, l)
+        for w in row.writes:
+            if w.where == HOST_SYNC:
+                _host_sync(s, terms, rows, w, k)
+        if not row.sets_first and sets:
+            rows.overhead(k, sets)
+    return _meta(s, shape, links, any_in)
+
+
+def _meta(s: _Step, shape: StepShape, links: list, any_in: bool) -> dict:
+    """Labels, folded supersteps and sync scope per superstep; link flows in superstep order
+    within each time step; the host infeed."""
+    T, L, C, B = shape.T, shape.L, s.C, s.config.batch
+    S = shape.supersteps
+    label_id = np.zeros(S, np.int32)
+    n_folded = np.zeros(S, np.int64)
+    for k, j in enumerate(shape.row):
+        at = shape.rows_of(k)
+        label_id[at] = j
+        n_folded[at] = STEP_ROWS[j].folded(L, any_in)
     flows = []
-    for t in range(T):
-        flows += [(RF * t + 3, a, b, nb) for a, b, nb in flows_fwd]
-        s = s0 + RB * t                         # backward iteration for time step T-1-t
-        flows += [(s + 1 + l, a, b, nb) for l, a, b, nb in flows_rep]
-        flows += [(s + RB - 1, a, b, nb) for a, b, nb in flows_b3]
+    for i in range(T):                                   # the i-th forward and the i-th backward iteration
+        for k in range(len(shape.row)):
+            if links[k]:
+                step = shape.start[k] + shape.stride[k] * (i if shape.stride[k] > 0 else T - 1 - i)
+                flows += [(step, a, b, nb) for a, b, nb in links[k]]
     f_arr = tuple(np.asarray(x) for x in zip(*flows)) if flows else None
-    infeed = T * B * 4.0 * (config.input_cap + 1) + 4.0 * B
-    host = (np.array([0], np.int32), np.array([lay[0].chip], np.int32), np.array([infeed]))
+    infeed = T * B * 4.0 * (s.config.input_cap + 1) + 4.0 * B
+    host = (np.array([0], np.int32), np.array([s.lay[0].chip], np.int32), np.array([infeed]))
     return {"label_id": label_id, "scope": np.full(S, 0 if C > 1 else -1, np.int32), "flows": f_arr, "host": host,
-            "sync_extra": n_folded * sync_c, "exchange_extra": n_folded * exch_c}
+            "sync_extra": n_folded * s.sync_cycles, "exchange_extra": n_folded * s.exchange_fixed_cycles}
 
 
 # code and bookkeeping bytes per tile (ipu-hardware.md §3.3): a vertex's state holds ~3 SPAN
-# edges (8 B each) + 4 B; each codelet's machine code; control code per compute set the tile takes
-# part in; 4 B per exchange instruction; worker + supervisor stacks.
-VERTEX_STATE_BYTES = 28          # [S]-based: 3 x SPAN (8 B) + 4 B scalar
+# edges + a 4 B scalar; each codelet's machine code; control code per compute set the tile
+# takes part in; exchange code per instruction; worker + supervisor stacks. The per-edge,
+# per-compute-set and per-exchange-instruction bytes are those of
+# :class:`models.linear.planner.OverheadConstants` (their one home, with their sources).
+VERTEX_EDGES = 3                 # [S]-based: the SNN vertices' SPAN edges (list, weights/state, output)
+VERTEX_SCALAR_BYTES = 4          # [S] one 32-bit scalar field
 CODELET_BYTES = 600              # [U] order of a compiled C++ codelet; not published
-CONTROL_BYTES_PER_COMPUTE_SET = 32   # [U] no public constant (§3.3); to be calibrated
-EXCHANGE_CODE_BYTES_PER_INSTR = 4    # [S] DynamicSlice planner (§3.3)
 STACK_BYTES = 6 * 512 + 1024     # [U] worker stacks + supervisor stack
+
+
+@lru_cache(maxsize=1)
+def _code_bytes() -> tuple:
+    """(vertex state, control code per compute set, exchange code per instruction) bytes."""
+    from models.linear.planner import (
+        OverheadConstants,  # deferred: the linear package is big
+    )
+    o = OverheadConstants()
+    return (VERTEX_EDGES * o.vertex_edge_bytes + VERTEX_SCALAR_BYTES, o.control_code_bytes_per_compute_set,
+            o.exchange_instruction_bytes)
 
 
 def _owner_memory(config: NetworkConfig, placement: Placement, l: int, n_max_in: int, recurrent: bool) -> list:
@@ -691,13 +1020,18 @@ def _owner_memory(config: NetworkConfig, placement: Placement, l: int, n_max_in:
     n_own = np.bincount(local, minlength=n_local).astype(np.int64)
     vertices = 3 * B + WORKERS_PER_TILE + B + B * n_own       # update, grads, flags per (neuron, sample)
     const = np.ones(n_local)
+    state_bytes, control_bytes, exchange_bytes = _code_bytes()
     out += [("exchange_buffers", B * 4.0 * ((n_max_in + 1) + (n_max_in + 2) + 2 * config.n_max[l] + 2) * const,
              f"layer {l + 1} receive buffers (input list, replicated inputs, slot ids + g)"),
-            ("vertex_state", VERTEX_STATE_BYTES * vertices, f"layer {l + 1} vertex state"),
+            ("vertex_state", state_bytes * vertices, f"layer {l + 1} vertex state"),
             ("vertex_code", CODELET_BYTES * 6 * const, f"layer {l + 1} codelets"),
-            ("control_code", CONTROL_BYTES_PER_COMPUTE_SET * 8 * const, f"layer {l + 1} compute-set control"),
-            ("exchange_code", EXCHANGE_CODE_BYTES_PER_INSTR * (B * 6 + 16) * const, f"layer {l + 1} exchange code")]
+            ("control_code", control_bytes * 8 * const, f"layer {l + 1} compute-set control"),
+            ("exchange_code", exchange_bytes * (B * 6 + 16) * const, f"layer {l + 1} exchange code")]
     return EntryGroup(out)
+
+
+def _entries_nbytes(entries) -> int:
+    return sum(np.asarray(e[1]).nbytes for e in entries)
 
 
 def snn_memory(config: NetworkConfig, placement: Placement, machine, ledger: MemoryLedger | None = None,
@@ -705,7 +1039,7 @@ def snn_memory(config: NetworkConfig, placement: Placement, machine, ledger: Mem
     """Per-tile SRAM of the training step: every tensor of §3.2 plus buffers, vertex state and code.
     ``ledger``: a :class:`MemoryLedger` (default) or a :class:`tilesim.memory.MemoryTotals` for a
     search; ``cache`` (a dict the caller keeps) reuses the owner-tile entries of layers whose
-    neuron grouping is unchanged."""
+    neuron grouping is unchanged (a :class:`BytesLRU` keyed by layer, grouping and config)."""
     led = ledger or MemoryLedger(machine, remedy=(
         "lower --neurons-per-tile (the 6 per-worker dW copies grow with fan-in x neurons per tile), "
         "reduce --batch or --timesteps (the state history is T x B x n), use SGD instead of Adam, "
@@ -715,18 +1049,15 @@ def snn_memory(config: NetworkConfig, placement: Placement, machine, ledger: Mem
     nmax = config.n_max
     lay = _layout(config, placement, TPC)
     rec = config.recurrent if isinstance(config.recurrent, tuple) else (bool(config.recurrent),) * config.n_layers
+    mine = None if cache is None else lru_in(cache, ("memory",), CACHE_BYTES, _entries_nbytes)
     for l, ly in enumerate(lay):
         n_max_in = config.input_cap if l == 0 else nmax[l - 1]
-        if cache is None:
+        key = None if mine is None else (l, placement.groupings[l][1].tobytes(), config)
+        entries = None if key is None else mine.get(key)
+        if entries is None:
             entries = _owner_memory(config, placement, l, n_max_in, bool(rec[l]))
-        else:
-            mine = cache.setdefault(("memory",), {})
-            key = (l, placement.groupings[l][1].tobytes(), config)
-            entries = mine.get(key)
-            if entries is None:
-                if len(mine) > 64 * config.n_layers:
-                    mine.clear()
-                entries = mine[key] = _owner_memory(config, placement, l, n_max_in, bool(rec[l]))
+            if key is not None:
+                mine[key] = entries
         led.add_group(entries, ly.tiles)
         # spike id/count sequences [T, B, N_max] + [T, B, 2], spread over the layer's chip (tile 0 of chip 0 free)
         chip_tiles = slice(ly.chip * TPC + (1 if ly.chip == 0 else 0), (ly.chip + 1) * TPC)
