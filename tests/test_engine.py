@@ -9,6 +9,8 @@ from tilesim.errors import ConfigError
 from tilesim.machine import load_machine
 from tilesim.program import ProgramBuilder, concat_programs
 
+from tests.naive_engine import naive_simulate
+
 
 def cycles(r, m):
     return np.round(r.time_s * m.clock_hz, 6)
@@ -141,7 +143,8 @@ def build(m, spec, extra_bytes=None, scope_override=None):
 @pytest.fixture(scope="module")
 def m4(tmp_path_factory):
     from tests.conftest import round_machine
-    return load_machine(round_machine(tmp_path_factory.mktemp("m"), chips=4, tiles=2, link_latency_s=1e-7))
+    return load_machine(round_machine(tmp_path_factory.mktemp("m"), chips=4, tiles=2, link_latency_s=1e-7,
+                                      host_latency_s=5e-8))
 
 
 @settings(max_examples=40, deadline=None)
@@ -173,25 +176,108 @@ def test_independent_of_flow_order(m4, spec, seed):
     np.testing.assert_allclose(r1.phase_s.sum(axis=1), r1.time_s, rtol=1e-9, atol=1e-15)
 
 
+def assert_same_timeline(r, ref, m, rtol=1e-9):
+    """simulate's result ``r`` against the naive all-event reference ``ref`` (cycles)."""
+    scale = max(float(ref.end.max()), 1.0) if ref.end.size else 1.0
+    for key, want in (("start", ref.start), ("arrive", ref.arrive), ("release", ref.release),
+                      ("links_end", ref.links_end), ("end", ref.end)):
+        np.testing.assert_allclose(r.timeline[key], want, rtol=rtol, atol=rtol * scale, err_msg=key)
+    np.testing.assert_allclose(r.time_s * m.clock_hz, ref.step_cycles(), rtol=rtol, atol=rtol * scale)
+    np.testing.assert_allclose(r.phase_s.sum(axis=1), r.time_s, rtol=1e-9, atol=1e-15)
+    assert r.link_group_bytes == pytest.approx(ref.link_group_bytes, rel=1e-12)
+
+
+def makespan_of(p, m):
+    """makespan_s of ``p`` reduced to chips (the mapping search's entry point)."""
+    from tilesim.engine import makespan_s, reduce_tiles
+    w = reduce_tiles(p, m)
+    return makespan_s(w.compute, w.exchange, m, p.sync_scope, partitions=p.partitions,
+                      sync_extra=p.sync_extra_cycles, exchange_extra=p.exchange_extra_cycles,
+                      flows=(p.flow_step, p.flow_src, p.flow_dst, p.flow_bytes),
+                      host=(p.host_step, p.host_chip, p.host_bytes))
+
+
 @settings(max_examples=30, deadline=None)
 @given(spec=steps)
-def test_global_flows_in_closed_form_equal_the_event_model(m4, spec):
-    """Flows of a superstep that syncs all chips are solved as one batch; the same program with
-    that sync written as a partition of one group goes event by event through simpy."""
-    from tilesim.engine import _reduce_tiles, makespan_s
-    progs = []
-    for groups in ("all", [[0, 1, 2, 3]]):
-        b = ProgramBuilder.for_machine(m4)
-        for i, (comp, ex, _, flows) in enumerate(spec):
-            exb = np.array(ex, float)
-            b.superstep(f"s{i}", np.array(comp, float), bytes_out=exb, bytes_in=exb[::-1].copy(),
-                        flows=[f for f in flows if f[0] != f[1]], sync=groups)
-        progs.append(b.build())
-    closed, events = (simulate(p, m4) for p in progs)
-    np.testing.assert_allclose(closed.time_s, events.time_s, rtol=1e-9, atol=1e-15)
-    np.testing.assert_allclose(closed.phase_s, events.phase_s, rtol=1e-9, atol=1e-12)
-    assert closed.link_group_bytes == pytest.approx(events.link_group_bytes)
-    p = progs[0]
-    comp, _, ex, _, _ = _reduce_tiles(p, m4)
-    assert makespan_s(comp, ex, m4, p.sync_scope, flows=(p.flow_step, p.flow_src, p.flow_dst, p.flow_bytes),
-                      host=(p.host_step, p.host_chip, p.host_bytes)) == pytest.approx(closed.total_s, rel=1e-12)
+def test_global_syncs_in_closed_form_equal_the_naive_event_model(m4, spec):
+    """Every superstep syncs all chips: simulate and makespan_s take the closed form (one fluid
+    batch per superstep's flows, a cumulative sum over supersteps) and never start an event;
+    the naive reference runs every chip, sync and flow as simpy events."""
+    p = build(m4, spec, scope_override="all")
+    ref = naive_simulate(p, m4)
+    r = simulate(p, m4)
+    assert_same_timeline(r, ref, m4)
+    assert makespan_of(p, m4) * m4.clock_hz == pytest.approx(ref.end.max(), rel=1e-12)
+
+
+SYNCS = {"chip": "chip", "all": "all", "pairs": [[0, 1], [2, 3]], "evens": [[0, 2], [1, 3]],
+         "one+three": [[0], [1, 2, 3]]}
+mixed_steps = st.lists(st.tuples(st.lists(st.integers(0, 5000), min_size=8, max_size=8),
+                                 st.one_of(st.none(), st.lists(st.integers(0, 4000), min_size=8, max_size=8)),
+                                 st.sampled_from(sorted(SYNCS)),
+                                 st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 50000)),
+                                          max_size=4),
+                                 st.one_of(st.none(), st.lists(st.integers(0, 3000), min_size=4, max_size=4)),
+                                 st.integers(1, 3)),
+                       min_size=1, max_size=7)
+
+
+def build_mixed(m, spec, extras=None):
+    """A program from ``mixed_steps``: partial, chip and all syncs, flows inside the sync groups,
+    host transfers, repeats; ``extras`` = (sync_extra, exchange_extra) cycles per superstep."""
+    import dataclasses
+    b = ProgramBuilder.for_machine(m)
+    for i, (comp, ex, sync, flows, host, repeat) in enumerate(spec):
+        groups = SYNCS[sync]
+        group_of = {c: g for g, cs in enumerate(groups) for c in cs} if isinstance(groups, list) else None
+        fl = [(a, bb, n) for a, bb, n in flows if a != bb and
+              (sync == "all" or (group_of is not None and group_of[a] == group_of[bb]))]
+        kw = {} if ex is None else {"bytes_out": np.array(ex, float), "bytes_in": np.array(ex[::-1], float)}
+        b.superstep(f"s{i % 3}", np.array(comp, float), flows=fl, sync=groups, repeat=repeat,
+                    host_bytes=None if host is None else np.array(host, float), **kw)
+    p = b.build()
+    if extras is not None:
+        S = p.supersteps
+        p = dataclasses.replace(p, sync_extra_cycles=np.resize(np.array(extras[0], float), S),
+                                exchange_extra_cycles=np.resize(np.array(extras[1], float), S))
+    return p
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec=mixed_steps, extras=st.one_of(st.none(), st.tuples(
+    st.lists(st.integers(0, 400), min_size=1, max_size=5), st.lists(st.integers(0, 400), min_size=1, max_size=5))))
+def test_simulate_equals_the_naive_event_model(m4, spec, extras):
+    """Random programs mixing partial sync groups with chip and all syncs, flows, host transfers
+    and repeats: every chip's timeline, the per-superstep times and the link bytes of simulate
+    (closed-form runs and batches, events only where needed) equal the naive all-event model."""
+    p = build_mixed(m4, spec, extras)
+    ref = naive_simulate(p, m4)
+    assert_same_timeline(simulate(p, m4), ref, m4)
+    assert makespan_of(p, m4) * m4.clock_hz == pytest.approx(ref.end.max(), rel=1e-9)
+
+
+def test_naive_reference_reproduces_the_hand_computed_timelines(round2, round4):
+    """The reference itself on the exact cases above (two flows sharing a link; sync groups)."""
+    b = ProgramBuilder.for_machine(round2)
+    b.superstep("x", 0, sync="all", flows=[(0, 1, 1000), (0, 1, 3000)])
+    assert list(naive_simulate(b.build(), round2).step_cycles()) == [120 + 4000]
+    T = round4.tiles_per_chip
+    b = ProgramBuilder.for_machine(round4)
+    c = b.zeros()
+    for chip, cyc in enumerate([100, 300, 50, 60]):
+        c[chip * T] = cyc
+    b.superstep("pipeline stages", c, sync=[[0, 1], [2, 3]])
+    b.superstep("join", 10, sync="all")
+    ref = naive_simulate(b.build(), round4)
+    assert list(ref.release[0]) == [420, 420, 180, 180] and list(ref.end[1]) == [580] * 4
+
+
+def test_mesh_transfers_equal_the_naive_event_model():
+    """On a mesh the engine passes each superstep's explicit transfers to the fabric."""
+    m = load_machine("mesh-demo")
+    b = ProgramBuilder.for_machine(m)
+    b.superstep("shared", 5, transfers=[(0, 3, 8000), (1, 2, 8000)], host_bytes=100)
+    b.superstep("far", 7, transfers=[(0, 255, 64)], sync="all", repeat=2)
+    b.superstep("plain", 3, bytes_out=16, bytes_in=16)
+    p = b.build()
+    assert_same_timeline(simulate(p, m), naive_simulate(p, m), m)

@@ -2,7 +2,7 @@
 import numpy as np
 
 from tilesim.engine import simulate
-from tilesim.fabric import make_fabric
+from tilesim.fabric import grid_shape, make_fabric
 from tilesim.machine import load_machine
 from tilesim.program import ProgramBuilder
 
@@ -39,3 +39,23 @@ def test_mesh_link_contention():
     b.superstep("disjoint", 0, transfers=[(0, 1, 8000), (16, 17, 8000)])
     r = simulate(b.build(), m)
     assert r.phase_s[0, 2] > r.phase_s[1, 2]
+
+
+def test_fabrics_say_whether_they_route_transfers_and_their_grid():
+    ipu, mesh = load_machine("gc200"), load_machine("mesh-demo")
+    assert make_fabric(ipu).needs_transfers is False and grid_shape(ipu) is None
+    assert make_fabric(mesh).needs_transfers is True
+    assert grid_shape(mesh) == (mesh.fabric.rows, mesh.fabric.cols)
+    rows, cols = grid_shape(mesh)
+    f = make_fabric(mesh)
+    # tile t sits at row t // cols, column t % cols: the last tile is a full diagonal away
+    assert f.hops(0, rows * cols - 1) == (rows - 1) + (cols - 1)
+
+
+def test_engine_passes_transfers_only_to_a_fabric_that_routes_them():
+    """Same bytes per tile port, different partners: only the mesh's time changes."""
+    for name, differs in (("gc200", False), ("mesh-demo", True)):
+        m = load_machine(name)
+        near = p2p(m, 0, 1, 4096)
+        far = p2p(m, 0, m.tiles_per_chip - 1, 4096)
+        assert (near != far) == differs, name

@@ -27,7 +27,7 @@ import numpy as np
 
 from tilesim.machine import Machine
 
-__all__ = ["AllToAllFabric", "MeshFabric", "LadderLinks", "make_fabric"]
+__all__ = ["AllToAllFabric", "MeshFabric", "LadderLinks", "make_fabric", "grid_shape"]
 
 
 def _port_peak(bytes_in: np.ndarray, bytes_out: np.ndarray):
@@ -41,6 +41,9 @@ def _port_peak(bytes_in: np.ndarray, bytes_out: np.ndarray):
 
 class AllToAllFabric:
     """Distance-independent exchange (Graphcore IPU)."""
+
+    needs_transfers = False      # per-tile byte totals fix the exchange time; who talks to whom does not
+    grid = None                  # no physical tile grid: exchange cost has no distance
 
     def __init__(self, machine: Machine):
         self.fixed = float(machine.chip.exchange_fixed_cycles)
@@ -58,9 +61,12 @@ class AllToAllFabric:
 class MeshFabric:
     """2-D mesh with dimension-ordered (XY) routing; cost grows with hop distance."""
 
+    needs_transfers = True       # explicit tile-to-tile transfers are routed (link loads, hops)
+
     def __init__(self, machine: Machine):
         f = machine.fabric
         self.cols, self.rows = f.cols, f.rows
+        self.grid = (self.rows, self.cols)           # tile t sits at row t // cols, column t % cols
         self.hop = float(f.hop_cycles)
         self.link_bpc = float(f.link_bytes_per_cycle)
         self.fixed = float(machine.chip.exchange_fixed_cycles)
@@ -111,8 +117,17 @@ class MeshFabric:
 
 
 def make_fabric(machine: Machine):
-    """The on-chip fabric model named by ``machine.fabric.kind``."""
+    """The on-chip fabric model named by ``machine.fabric.kind``: an object with
+    ``exchange_cycles``, ``point_to_point_cycles``, ``needs_transfers`` (True when explicit
+    tile-to-tile transfers change the exchange time, so a program's transfers must be passed)
+    and ``grid`` ((rows, cols) of the tiles' physical grid, or None when there is none)."""
     return MeshFabric(machine) if machine.fabric.kind == "mesh" else AllToAllFabric(machine)
+
+
+def grid_shape(machine: Machine) -> tuple[int, int] | None:
+    """(rows, cols) of the physical tile grid of ``machine``'s fabric (tile ``t`` at row
+    ``t // cols``, column ``t % cols``), or None when the fabric has no distance (all-to-all)."""
+    return make_fabric(machine).grid
 
 
 class LadderLinks:

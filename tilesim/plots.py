@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tilesim.fabric import grid_shape
 from tilesim.records import PHASES
 
 PHASE_COLOURS = {"compute": "#4c72b0", "sync": "#c44e52", "exchange": "#55a868", "links": "#dd8452",
@@ -27,8 +28,7 @@ def _grid(n: int, cols: int | None = None) -> tuple[int, int]:
 
 def tile_grid(machine) -> tuple[int, int]:
     """Rows and columns to draw one chip's tiles (the mesh's own grid, else near-square)."""
-    fab = machine.fabric
-    return (fab.rows, fab.cols) if fab.kind == "mesh" else _grid(machine.tiles_per_chip)
+    return grid_shape(machine) or _grid(machine.tiles_per_chip)
 
 
 def tile_heatmap(values, path, rows: int, cols: int, title: str, label: str, vmax=None, over=None):

@@ -15,9 +15,41 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["SimResult", "PHASES"]
+__all__ = ["SimResult", "ChipWork", "ChipTimeline", "PHASES"]
 
 PHASES = ("compute", "sync", "exchange", "links", "host")
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class ChipWork:
+    """A program's tiles reduced to chips. Arrays are ``[S, C]`` (superstep, chip) unless noted."""
+
+    compute: np.ndarray          # cycles of the chip's slowest tile
+    critical_tile: np.ndarray    # that tile (index on the chip)
+    exchange: np.ndarray         # on-chip exchange cycles (0 = no exchange phase)
+    exchange_tile: np.ndarray    # the tile whose port bounds the exchange
+    bytes_onchip: np.ndarray     # [S] bytes sent over the on-chip fabric
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class ChipTimeline:
+    """When every chip passes each point of every superstep: ``[S, C]`` arrays in cycles of the
+    chip clock (see :mod:`tilesim.engine` for the time model)."""
+
+    exchange: np.ndarray         # exchange phase cycles, including the program's exchange extra
+    start: np.ndarray            # the chip starts computing
+    arrive: np.ndarray           # the chip arrives at the sync
+    release: np.ndarray          # the sync releases the chip
+    links_end: np.ndarray        # on-chip exchange and the chip's cross-chip flows are done
+    end: np.ndarray              # host transfers done: the superstep ends on this chip
+    arriver: np.ndarray          # int: the chip of the sync group that arrived last
+    link_group_bytes: dict       # bytes per directed link group (:class:`tilesim.fabric.LadderLinks`)
+
+    @classmethod
+    def empty(cls, chips: int) -> "ChipTimeline":
+        """The timeline of a program without supersteps."""
+        z = np.zeros((0, chips))
+        return cls(z, z, z, z, z, z, z.astype(np.int64), {})
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,10 +78,15 @@ class SimResult:
 
     # -------------------------------------------------------------------------------------
     @classmethod
-    def from_timeline(cls, *, program, machine, comp, ex, crit_tile, ex_tile, t_start,
-                      t_arrive, t_release, t_links, t_end, arriver, bytes_onchip, link_group_bytes,
-                      keep_timeline=True) -> "SimResult":
+    def from_timeline(cls, *, program, machine, work: ChipWork, timeline: ChipTimeline,
+                      keep_timeline: bool = True) -> "SimResult":
+        """The result of ``program`` on ``machine`` from its chip reduction and chip timeline:
+        every superstep's time and critical-path attribution (module docstring). With
+        ``keep_timeline`` the per-chip arrays are kept (as :attr:`timeline`) for traces and plots."""
         S = program.supersteps
+        comp, crit_tile, ex_tile, bytes_onchip = work.compute, work.critical_tile, work.exchange_tile, work.bytes_onchip
+        ex, t_start, t_arrive, t_release = timeline.exchange, timeline.start, timeline.arrive, timeline.release
+        t_links, t_end, arriver = timeline.links_end, timeline.end, timeline.arriver
         clock = machine.clock_hz
         idx = np.arange(S)
         frontier = t_end.max(axis=1) if S else np.zeros(0)
@@ -78,9 +115,9 @@ class SimResult:
         bh = np.zeros(S)
         if program.host_step.size:
             np.add.at(bh, program.host_step, program.host_bytes)
-        timeline = None
+        arrays = None
         if keep_timeline:
-            timeline = {"start": t_start, "arrive": t_arrive, "release": t_release, "links_end": t_links,
+            arrays = {"start": t_start, "arrive": t_arrive, "release": t_release, "links_end": t_links,
                         "end": t_end, "exchange_cycles": ex, "compute_cycles": comp}
         return cls(program_name=program.name, machine_name=machine.name, clock_hz=clock, chips=machine.chips,
                    tiles_per_chip=machine.tiles_per_chip, labels=tuple(program.labels),
@@ -89,7 +126,7 @@ class SimResult:
                    critical_tile=crit_tile[idx, a] if S else np.zeros(0, np.int64),
                    exchange_critical_tile=ex_tile[idx, f] if S else np.zeros(0, np.int64),
                    bytes_onchip=bytes_onchip, bytes_links=bl, bytes_host=bh,
-                   link_group_bytes=link_group_bytes, timeline=timeline)
+                   link_group_bytes=timeline.link_group_bytes, timeline=arrays)
 
     # -------------------------------------------------------------------------------------
     @property

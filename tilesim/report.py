@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.fabric import grid_shape
 from tilesim.io import atomic_write_bytes, atomic_write_text
 
 __all__ = ["write_run_report", "render", "summary_markdown"]
@@ -35,8 +36,7 @@ def write_run_report(out, result, program, ledger, exchange: dict | None = None)
         arrays["memory_bytes"] = ledger.per_tile()
         arrays["memory_by_category"] = ledger.table
         arrays["memory_budget"] = np.int64(ledger.budget)
-        fab = ledger.machine.fabric
-        arrays["grid"] = np.asarray((fab.rows, fab.cols) if fab.kind == "mesh" else (0, 0))
+        arrays["grid"] = np.asarray(grid_shape(ledger.machine) or (0, 0))
     if exchange is not None:
         arrays["exchange_chip"] = exchange["chip"]
         arrays["exchange_group"] = exchange["group"]
