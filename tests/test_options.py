@@ -34,7 +34,7 @@ TOML_CASES = [
     ('recurrent = "no"', "recurrent = 'no': must be true or false"),
     ('json = "yes"', "json = 'yes': must be true or false"),
     ("batch = 0", "batch = 0: must be >= 1"),
-    ("batchsize = 4", "batchsize = 4: unknown option; did you mean batch? allowed: machine, chips"),
+    ("batchsize = 4", "batchsize = 4: unknown key; did you mean batch? allowed: machine, chips"),
 ]
 FLAG_CASES = [
     (["--seed", "-1"], "--seed = -1: must be >= 0"),

@@ -236,7 +236,7 @@ def translate_error(exc: ValidationError, labels: dict | None = None, toml: bool
         value = _dash(value)
     kind = err["type"]
     if kind in ("unexpected_keyword_argument", "extra_forbidden"):
-        return ConfigError(config_message(label, value, "unknown option",
+        return ConfigError(config_message(label, value, "unknown key",
                                           f"allowed: {', '.join(option_names())}"))
     if kind in ("cross_field", "sizes"):
         limit = ctx.get("limit") or err["msg"]
@@ -268,7 +268,7 @@ def _build(values: dict, labels: dict, toml: bool) -> RunOptions:
         k = unknown[0]
         close = difflib.get_close_matches(str(k), option_names(), n=1)
         hint = f"did you mean {close[0]}? " if close else ""
-        raise ConfigError(config_message(labels.get(k, k), values[k], "unknown option",
+        raise ConfigError(config_message(labels.get(k, k), values[k], "unknown key",
                                          f"{hint}allowed: {', '.join(option_names())}"))
     try:
         return RunOptions(**values)
