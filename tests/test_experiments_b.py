@@ -1,11 +1,11 @@
-"""B1–B7 experiment scripts in --quick mode: they run, write CSV + PNG, and the CSV shows the claim."""
+"""B1–B8 experiment scripts in --quick mode: they run, write CSV + PNG, and the CSV shows the claim."""
 
 import pytest
 from conftest import run_quick_experiments
 
 
 SCRIPTS = ["b1_exchange_distance", "b2_skewed_matmul", "b3_memory_compute_sets", "b4_table1",
-           "b5_table4_params", "b6_butterfly_breakeven", "b7_table4_times"]
+           "b5_table4_params", "b6_butterfly_breakeven", "b7_table4_times", "b8_matmul_fit"]
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +80,15 @@ def test_b7_paper_order_baseline_butterfly_pixelfly(outputs):
     # pixelfly lowered op by op from its PyTorch code (PopTorch's per-bag embedding_bag); see README B7
     r = {row["method"]: float(row["pt_with_host_ratio"]) for row in outputs["b7_table4_times"]}
     assert r["baseline"] < r["butterfly"] < r["fastfood"] < r["pixelfly"]      # paper: 1 < 1.53 < 2.46 < 2.90
+
+
+def test_b8_4096_layer_fits_and_runs_near_published_rates(outputs):
+    rows = outputs["b8_matmul_fit"]
+    mb = {(r["precision"], float(r["memory_proportion"])): r for r in rows if r["panel"] == "max_batch"}
+    assert int(mb[("fp16", 0.6)]["max_batch_within_proportion"]) >= 2048     # PopLibs runs (2048, 4096, 4096) fp16
+    assert int(mb[("fp32", 0.6)]["max_batch_within_proportion"]) >= 1024     # and (1024, 4096, 4096) fp32
+    tf = {int(r["batch"]): float(r["tflops"]) for r in rows if r["panel"] == "batch" and r["precision"] == "fp16"}
+    assert 150 < tf[1024] < 260 and 150 < tf[2048] < 260
+    sparse = sorted((float(r["density"]), float(r["time_s"])) for r in rows if r["panel"] == "density")
+    assert all(r["fits"] == "True" for r in rows if r["panel"] == "density")
+    assert [t for _, t in sparse] == sorted(t for _, t in sparse) and sparse[0][1] < sparse[-1][1]

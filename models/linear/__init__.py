@@ -3,7 +3,9 @@
 * :mod:`models.linear.layers` — dense, low-rank, circulant, fastfood, butterfly, pixelfly, CSR
   sparse layers (forward/backward, assembled dense matrix) and the skewed-shape matmul;
 * :mod:`models.linear.shl` — the single-hidden-layer CIFAR-10 model with Table 4's exact counts;
-* :mod:`models.linear.planner` — matmul tile planner, BSP :class:`Phase` records, memory overheads;
+* :mod:`models.linear.planner` — matmul tile planner (parallel and serial splits, availableMemoryProportion,
+  partials type, ``explain_plan``), BSP :class:`Phase` records, memory overheads;
+* :mod:`models.linear.blocksparse` — static block-sparse x dense matmul planned by non-zero blocks (PopSparse);
 * :mod:`models.linear.schedules` — layers as sequences of phases for the timing layer;
 * :mod:`models.linear.steps` — backward passes, fastfood, circulant, element-wise phases, SGD update;
 * :mod:`models.linear.lowering` — op-by-op (PopTorch) lowering of the reference PyTorch code, PopLibs vertex costs;
@@ -12,11 +14,13 @@
 * :mod:`models.linear.kernels` — the Numba kernels (the only module importing numba).
 """
 from models.linear.layers import (
-    ButterflyLinear, CirculantLinear, CsrLinear, DenseLinear, FastfoodLinear, LowRankLinear, PixelflyLinear,
-    matmul, pixelfly_layout, random_csr, skewed_shape,
+    BlockSparseLinear, ButterflyLinear, CirculantLinear, CsrLinear, DenseLinear, FastfoodLinear, LowRankLinear,
+    PixelflyLinear, matmul, pixelfly_layout, random_block_layout, random_csr, skewed_shape,
 )
+from models.linear.blocksparse import BlockSparsePlan, plan_block_sparse
 from models.linear.planner import (
-    MatmulPlan, OverheadConstants, Phase, SuperstepCosts, overhead_breakdown, overhead_bytes_per_tile, plan_matmul,
+    MatmulPlan, OverheadConstants, Phase, SuperstepCosts, explain_plan, overhead_breakdown, overhead_bytes_per_tile,
+    plan_matmul,
 )
 from models.linear.schedules import (
     LayerSchedule, butterfly_schedule, dense_schedule, lowrank_schedule, pixelfly_schedule,
@@ -24,6 +28,7 @@ from models.linear.schedules import (
 from models.linear.shl import PIXELFLY_SHL, SHL_METHODS, TABLE4_PARAMS, SHLModel, compression_ratio, shl_model
 
 __all__ = [
+    "BlockSparseLinear", "random_block_layout", "BlockSparsePlan", "plan_block_sparse", "explain_plan",
     "ButterflyLinear", "CirculantLinear", "CsrLinear", "DenseLinear", "FastfoodLinear", "LowRankLinear",
     "PixelflyLinear", "matmul", "pixelfly_layout", "random_csr", "skewed_shape",
     "MatmulPlan", "OverheadConstants", "Phase", "SuperstepCosts", "overhead_breakdown", "overhead_bytes_per_tile",

@@ -34,11 +34,33 @@ contiguous near-equal chunks. Phase ``matmul``: every working tile receives its 
 (``(P_k - 1) |slice|`` adds) — the "partial-sum reduction when k is split". Partials are kept in
 ``partials_precision`` (fp32 by default, as PopLibs does even for fp16 inputs).
 
-The search enumerates all ``(P_m, P_n, P_k)`` and returns the one with the fewest predicted cycles
-(ties: fewer tiles, then smaller ``P_m``, ``P_n``) whose peak tile memory (data + overhead, see
-:func:`overhead_bytes_per_tile`) fits ``sram_bytes``; otherwise :class:`SramOverflowError`.
-Because a partition that fits on ``T`` tiles is also a candidate on ``T' > T`` tiles and costs no
-more there (home chunks only shrink), more tiles never predict more cycles.
+**Serial splits** (poplin's ``inChanSplit.serial`` / ``outChanSplit.serial``): the problem may run as
+``S_k S_n`` passes of ``(m, k/S_k, n/S_n)`` (``S_k | k``, ``S_n | n``) in a Poplar ``Repeat`` loop, each
+pass partitioned as above; per pass a ``serial-slice`` phase (home tiles copy the pass's slice of their
+chunks, PopLibs' dynamic slice), the ``matmul`` and ``reduce`` phases, for ``S_k > 1`` an in-place add
+into an accumulator in the partials type (``accumulate``, or folded into ``reduce``) and, once per
+``n`` slice, a ``cast`` to the output type (PopLibs' ``addInPlace`` and ``outputCast`` estimates in
+``lib/poplin/ConvModel.cpp``). Serial passes trade cycles for temporary memory.
+
+**Memory proportion** (poplin ``availableMemoryProportion``, default 0.6, ``ConvOptions.hpp``): the plan's
+*temporary* bytes per tile — received operand blocks, slice copies, partials, reduction buffer and
+accumulator — must not exceed ``memory_proportion · sram_bytes`` (``ConvModel.cpp``: ``totalTempBytes <=
+availableMemoryProportion x bytesPerTile``); the operands' and result's home storage is not temporary.
+The search (:func:`plan_matmul`) returns the fastest plan meeting that bound whose total memory (data +
+:func:`overhead_bytes_per_tile`) fits ``sram_bytes`` (ties: fewer passes, fewer tiles, smaller ``P_m``,
+``P_n``); if none meets it, the plan with least temporary memory that fits (poplin replans minimising
+temporary memory); otherwise :class:`SramOverflowError` naming the smallest plan's bytes. Because a
+partition that fits on ``T`` tiles is also a candidate on ``T' > T`` tiles and costs no more there
+(home chunks only shrink), more tiles never predict more cycles.
+
+**Where the constants come from** (nothing here is fitted to a matmul benchmark time; the measured
+PopLibs/PopSparse times are not used): sync 90, exchange 100 + bytes / 4, vector supervisor 11 and
+``availableMemoryProportion`` 0.6 are PopLibs constants [S]; the AMP rate (``flops_per_cycle / 2`` MAC/cycle,
+64 for FP16 on GC200/Bow) is the chip's [V][S]; the AMP vertex overhead 331 cycles is **fitted** on the
+tessellate-ipu ``[N,16] @ [16,16]`` Bow measurements (``331 + 4 N``) [M] — a per-vertex constant, not a
+per-case factor; the 64-bit vector path (slice copies, adds, casts) is derived [D]. The AMP rate is the
+same for FP16 and FP32 partials (the preset has one FP16 rate); partials type changes partial memory,
+reduction exchange and vector work.
 """
 from __future__ import annotations
 

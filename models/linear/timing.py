@@ -170,8 +170,9 @@ def build_program(parts, machine: Machine, name: str = "layer", host_bytes: floa
 
 
 def build_ledger(parts, machine: Machine, params: int = 0, precision: str = "fp32",
-                 overheads: OverheadConstants = OverheadConstants()) -> MemoryLedger:
-    """Ledger of a step (module docstring); ``params > 0`` adds weights, gradients and momentum."""
+                 overheads: OverheadConstants = OverheadConstants(), training: bool = True) -> MemoryLedger:
+    """Ledger of a step (module docstring); ``params > 0`` adds weights and, if ``training``, their
+    gradients and momentum (a forward-only step has neither)."""
     ledger = MemoryLedger(machine, remedy="use fp16, a smaller batch, a structured layer with fewer "
                                           "parameters, or a machine with more SRAM per tile")
     tiles = np.arange(machine.tiles_per_chip)
@@ -180,8 +181,9 @@ def build_ledger(parts, machine: Machine, params: int = 0, precision: str = "fp3
     if params:
         words = split_sizes(params, machine.tiles_per_chip) * PRECISION_BYTES[precision]
         ledger.add("variables:weights", words, tiles, label="parameters")
-        ledger.add("variables:gradients", words, tiles, label="parameter gradients")
-        ledger.add("variables:optimizer", words, tiles, label="SGD momentum")
+        if training:
+            ledger.add("variables:gradients", words, tiles, label="parameter gradients")
+            ledger.add("variables:optimizer", words, tiles, label="SGD momentum")
     every = SimpleNamespace(phases=tuple(p for _, s in parts for p in s.phases))
     for key, arr in overhead_breakdown(every, overheads).items():
         ledger.add(_OVERHEAD_CATEGORY[key], arr, tiles, label=f"{_OVERHEAD_CATEGORY[key]} ({len(every.phases)} "
@@ -218,12 +220,14 @@ class StepTiming:
 
 
 def time_parts(parts, machine: Machine, name: str = "step", params: int = 0, precision: str = "fp32",
-               host_bytes: float = 0.0, overheads: OverheadConstants = OverheadConstants()) -> StepTiming:
-    """Simulate ``parts`` (list of ``(part, LayerSchedule)``) and account their memory."""
+               host_bytes: float = 0.0, overheads: OverheadConstants = OverheadConstants(),
+               training: bool = True) -> StepTiming:
+    """Simulate ``parts`` (list of ``(part, LayerSchedule)``) and account their memory
+    (``training=False``: no parameter gradients or momentum in the ledger)."""
     require(len(parts) >= 1, "parts", len(parts), "must hold at least one schedule", "")
     prog = build_program(parts, machine, name, host_bytes)
     res = simulate(prog, machine)
-    ledger = build_ledger(parts, machine, params, precision, overheads)
+    ledger = build_ledger(parts, machine, params, precision, overheads, training)
     over = ledger.check(mode="report")
     by = res.by_label()
     host_s = by.get("host-input", {"time_s": 0.0})["time_s"]
@@ -364,6 +368,7 @@ def _machine(machine) -> Machine:
 def time_layer(kind: str, n: int, batch: int = 50, machine="gc200", *, precision: str = "fp32",
                backward: bool = True, lowering: str = "fused", host_io: bool = False, **kw) -> StepTiming:
     """Forward (and backward) of one ``n x n`` layer; ``part_s`` has ``forward`` and ``backward``.
+    ``backward=False`` is inference: the ledger holds the weights but no gradients or momentum.
     ``lowering``: ``"fused"`` (default) or ``"poptorch"`` (:func:`layer_parts`). ``host_io=True``
     also simulates the host transfer of the input and output batches (``2 · batch · n`` words, in
     ``host_s``, not in ``step_s``), which a PopTorch call includes."""
@@ -372,7 +377,7 @@ def time_layer(kind: str, n: int, batch: int = 50, machine="gc200", *, precision
     parts = [("forward", fwd)] + ([("backward", bwd)] if backward else [])
     host = float(2 * batch * n * PRECISION_BYTES.get(precision, 4)) if host_io else 0.0
     return time_parts(parts, m, f"{kind} n={n} batch={batch} ({lowering})", layer_params(kind, n, kw.get("rank", 1),
-                      kw.get("pixelfly"), kw.get("block_sparse")), precision, host_bytes=host)
+                      kw.get("pixelfly"), kw.get("block_sparse")), precision, host_bytes=host, training=backward)
 
 
 SHL_DENSE_ALIASES = {"dense": "baseline"}
