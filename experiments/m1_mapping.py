@@ -23,9 +23,10 @@ from models.snn.retime import retime
 from tilesim.machine import load_machine
 
 ONE_CHIP = dict(layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05, input_cap=32,
-                weight_mul=4.0, seed=SEED)
+                weight_mul=4.0, seed=SEED, output_second_threshold=None, second_threshold_schedule=None)
 FOUR_CHIP = dict(layers="1152-" + "-".join(["976"] * 12) + "-10", batch=48, timesteps=100, max_activity=0.05,
-                 input_cap=32, optimizer="sgd", weight_mul=4.0, seed=SEED)
+                 input_cap=32, optimizer="sgd", weight_mul=4.0, seed=SEED, output_second_threshold=None,
+                 second_threshold_schedule=None)
 NPT = (2, 4, 6, 8, 10, 12, 14, 16)
 SEARCH_BUDGET_S = 120.0
 

@@ -134,7 +134,8 @@ def single_chip_config(dataset: str, hidden: int, max_activity: float = 0.05, ba
     return NetworkConfig(layers=SINGLE_CHIP_LAYERS[(dataset, hidden)], batch=batch,
                          timesteps=timesteps or spec.timesteps, max_activity=max_activity,
                          input_cap=spec.input_cap, second_threshold=0.9, activity=activity,
-                         optimizer="adam", lr=1e-3, seed=SEED, weight_mul=2.0)
+                         optimizer="adam", lr=1e-3, seed=SEED, weight_mul=2.0,
+                         output_second_threshold=None, second_threshold_schedule=None)   # ϑ2 0.9 everywhere, constant
 
 
 def weak_config(dataset: str, npt: int, chips: int, batch: int = 24, max_activity: float = 0.05,
@@ -144,7 +145,8 @@ def weak_config(dataset: str, npt: int, chips: int, batch: int = 24, max_activit
     spec = DATASETS[dataset]
     return NetworkConfig(layers=paper_layers(dataset, npt, chips, n_hidden), batch=batch,
                          timesteps=timesteps, max_activity=max_activity, input_cap=spec.input_cap,
-                         second_threshold=0.9, optimizer="sgd", lr=3e-5, seed=SEED, weight_mul=2.0)
+                         second_threshold=0.9, optimizer="sgd", lr=3e-5, seed=SEED, weight_mul=2.0,
+                         output_second_threshold=None, second_threshold_schedule=None)
 
 
 def memory_fields(ledger) -> dict:

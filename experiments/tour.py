@@ -150,7 +150,8 @@ def spike_lists(img: Path, quick: bool) -> dict:
     from tilesim.machine import load_machine
 
     layers, T, B = "100-64-10", 30, 2
-    cfg = NetworkConfig(layers=layers, batch=B, timesteps=T, caps=(8, 2), input_cap=16, seed=SEED, weight_mul=4.0)
+    cfg = NetworkConfig(layers=layers, batch=B, timesteps=T, caps=(8, 2), input_cap=16, seed=SEED, weight_mul=4.0,
+                        output_second_threshold=None, second_threshold_schedule=None)
     pl, _, _ = _place(cfg, load_machine("gc200"))
     state = init_network(cfg, pl)
     ds = D.synthetic(cfg.layers, 4, T, seed=SEED)

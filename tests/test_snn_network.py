@@ -48,7 +48,7 @@ def test_lif_params():
 def test_init_weights_bounds():
     cfg = NetworkConfig("600-400-10", recurrent=(True, False))
     W, V = init_weights(cfg, np.random.default_rng(0))
-    a = math.sqrt(6 / 600) * 2.0
+    a = math.sqrt(6 / 600) * cfg.weight_mul
     assert W[0].dtype == np.float32 and W[0].shape == (600, 400)
     assert W[0].min() >= -a + 0.001 - 1e-6 and W[0].max() <= a + 0.001 + 1e-6
     assert W[0].max() > 0.9 * a

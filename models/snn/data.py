@@ -126,18 +126,30 @@ def _template_dataset(name, n_channels, n_classes, n_samples, duration_ms, rng, 
     return EventDataset(name, n_channels, n_classes, tuple(samples), labels.astype(np.int64))
 
 
+#: spikes per active template channel and ms of the synthetic task: with 20 % active channels,
+#: 1 % of all channels fire per 1 ms step, the order of SHD's ≈ 10 events/ms on 700 channels (1.4 %)
+SYNTHETIC_CHANNEL_RATE = 0.05
+
+
 def synthetic(layers, n_samples: int, timesteps: int, seed: int = 0, active_fraction: float = 0.2,
-              spikes_per_channel: int = 2, keep_prob: float = 0.9, jitter_ms: float = 1.0,
+              spikes_per_channel: int | None = None, keep_prob: float = 0.9, jitter_ms: float = 1.0,
               noise_per_ms: float | None = None) -> EventDataset:
     """A learnable task sized from a layer string ``"N0-…-C"``: every class has a template in
     which a random ``active_fraction`` of the N0 channels fire ``spikes_per_channel`` times at
     class-specific times in ``[0, timesteps)`` ms; samples drop events (``keep_prob``), jitter
-    them (Gaussian, ``jitter_ms``) and add uniform noise (default 2 % of the template rate)."""
+    them (Gaussian, ``jitter_ms``) and add uniform noise (default 2 % of the template rate).
+
+    ``spikes_per_channel`` defaults to ``max(1, round(SYNTHETIC_CHANNEL_RATE · timesteps))`` (2 at
+    T = 40, 5 at T = 100), so the input drive per time step — what decides whether the first
+    layer fires — does not fall as T grows."""
     from models.snn.network import parse_layers
     sizes = parse_layers(layers)
     n_ch, n_cls = sizes[0], sizes[-1]
     require(n_samples >= 1, "n_samples", n_samples, "must be >= 1")
     require(0 < active_fraction <= 1, "active_fraction", active_fraction, "must be in (0, 1]")
+    if spikes_per_channel is None:
+        spikes_per_channel = max(1, int(round(SYNTHETIC_CHANNEL_RATE * timesteps)))
+    require(spikes_per_channel >= 1, "spikes_per_channel", spikes_per_channel, "must be >= 1")
     rng = np.random.default_rng(seed)
     templates = []
     for _ in range(n_cls):

@@ -14,6 +14,10 @@ Forward, per layer l and step t (``s = 10(1−α)``, ``v_{−1} = 0``)::
     list_t = ids with v_t > ϑ1 ascending, then ϑ2 < v_t ≤ ϑ1 ascending, cut at N_max;
              count0 = kept real spikes (transmitted), count1 = kept entries (gradient slots)
 
+ϑ2 of a layer may follow a :class:`SecondThresholdSchedule` (the authors' accuracy runs,
+snn-on-ipu.md §1.2): after k updates ϑ2 = target + (start − target)·(1 − rate)^k, so a step with
+``state.step = k`` uses :meth:`NetworkConfig.second_thresholds_at` ``(k)``.
+
 Loss: ``C[b, k]`` = kept real spikes of output neuron k summed over t; ``L = mean_b CE(softmax(C_b),
 y_b)``; accuracy = mean(argmax_k C[b, k] = y_b).
 
@@ -36,11 +40,12 @@ layers ≥ 1 (and recurrent layers) receive N_max spikes already at t = 0.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from models.snn import kernels as K
+from models.snn.diagnose import layer_stats
 from models.snn.counters import (Activity, LayerWork, LocalTiles, WorkCounters, layer_counters)
 from models.snn.placement import Placement, contiguous_placement
 from models.snn.spikes import SpikeList, dense_to_input_list, initial_list
@@ -96,6 +101,28 @@ class LIFParams:
 
 
 @dataclass(frozen=True)
+class SecondThresholdSchedule:
+    """ϑ2 of every layer moves from ``start`` towards the layer's own target ϑ2 after every batch:
+    ϑ2 ← ϑ2 + rate·(target − ϑ2), i.e. ϑ2(k) = target + (start − target)·(1 − rate)^k after k
+    updates. The authors' JAX accuracy sweeps start at −100 with rate 0.5 and target 0.9
+    (snn-on-ipu.md §1.2): every neuron is gradient-eligible (up to its cap) while the network
+    still learns to spike, and after ~10 batches ϑ2 is within 0.1 of the target. A layer whose
+    target equals ``start`` (e.g. an output layer at −100) stays constant."""
+
+    start: float = -100.0
+    rate: float = 0.5
+
+    def __post_init__(self):
+        require(math.isfinite(self.start), "SecondThresholdSchedule.start", self.start, "must be finite")
+        require(0.0 < self.rate <= 1.0, "SecondThresholdSchedule.rate", self.rate, "must be in (0, 1]",
+                "0.5 is the authors' value; 1 jumps to the target after one batch")
+
+    def value(self, target: float, step: int) -> float:
+        """ϑ2 after ``step`` updates for a layer whose final value is ``target``."""
+        return float(target + (self.start - target) * (1.0 - self.rate) ** max(int(step), 0))
+
+
+@dataclass(frozen=True)
 class NetworkConfig:
     """A sparse-spiking LIF network and its training set-up; validates on construction.
 
@@ -111,9 +138,16 @@ class NetworkConfig:
     input_cap : int
         Maximum input spikes per (t, sample); extra ones are dropped at random.
     second_threshold : float
-        ϑ2 of every layer (gradient-only entries need ϑ2 < v ≤ ϑ1).
+        ϑ2 of every hidden layer (gradient-only entries need ϑ2 < v ≤ ϑ1); with a schedule, the
+        value it moves to.
     output_second_threshold : float or None
-        ϑ2 of the output layer if different (the paper's earlier runs used −100).
+        ϑ2 of the output layer (None: ``second_threshold``). Default −100, as in the Sept-2022
+        benchmark log (snn-on-ipu.md §5.2): every output neuron in the cap gets a gradient, so a
+        network whose output does not spike yet still learns. With 0.9 an untrained output layer
+        that never reaches 0.9 gets no gradient at all and the loss stays at ln C.
+    second_threshold_schedule : SecondThresholdSchedule or None
+        Moves every layer's ϑ2 from ``start`` to its target (default: the authors' −100, rate
+        0.5); None keeps ϑ2 constant (the calibrated step-time cases).
     activity : {"natural", "fixed"}
     optimizer : {"adam", "sgd"}
     lr : float
@@ -122,7 +156,10 @@ class NetworkConfig:
     recurrent : bool or tuple of bool
         Recurrent weights V_l [N_l, N_l] for all layers or per layer.
     weight_mul : float
-        Init bound a = √(6/fan_in)·weight_mul (+100 if fixed); W ~ U(−a, a) + 0.001.
+        Init bound a = √(6/fan_in)·weight_mul (+100 if fixed); W ~ U(−a, a) + 0.001. Default 4.0
+        (the Sept-2022 log and the calibrated cases, snn-on-ipu.md §5.2): with the final runs'
+        2.0 a layer driven by ~1 % of its inputs per step barely fires and the next layer is
+        silent, so sparse input never reaches the output.
     lif : LIFParams
     adam_beta1, adam_beta2, adam_eps : float
         Adam constants (PyTorch defaults 0.9, 0.999, 1e-8).
@@ -135,13 +172,14 @@ class NetworkConfig:
     caps: tuple | None = None
     input_cap: int = 32
     second_threshold: float = 0.9
-    output_second_threshold: float | None = None
+    output_second_threshold: float | None = -100.0
+    second_threshold_schedule: SecondThresholdSchedule | None = field(default_factory=SecondThresholdSchedule)
     activity: str = "natural"
     optimizer: str = "adam"
     lr: float = 1e-3
     seed: int = 0
     recurrent: object = False
-    weight_mul: float = 2.0
+    weight_mul: float = 4.0
     lif: LIFParams = field(default_factory=LIFParams)
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
@@ -168,6 +206,12 @@ class NetworkConfig:
         if self.output_second_threshold is not None:
             require(self.output_second_threshold < self.lif.threshold, "output_second_threshold",
                     self.output_second_threshold, f"must be below the threshold {self.lif.threshold}")
+        sched = self.second_threshold_schedule
+        if sched is not None:
+            require(isinstance(sched, SecondThresholdSchedule), "second_threshold_schedule", sched,
+                    "must be a SecondThresholdSchedule or None")
+            require(sched.start < self.lif.threshold, "second_threshold_schedule.start", sched.start,
+                    f"must be below the threshold {self.lif.threshold}")
         require(0 < self.adam_beta1 < 1 and 0 < self.adam_beta2 < 1, "adam betas",
                 (self.adam_beta1, self.adam_beta2), "must be in (0, 1)")
         require(self.adam_eps > 0, "adam_eps", self.adam_eps, "must be > 0")
@@ -208,10 +252,27 @@ class NetworkConfig:
 
     @property
     def second_thresholds(self) -> tuple:
+        """Target ϑ2 of every neuron layer (the values a schedule moves to)."""
         th = [self.second_threshold] * self.n_layers
         if self.output_second_threshold is not None:
             th[-1] = self.output_second_threshold
         return tuple(th)
+
+    def second_thresholds_at(self, step: int) -> tuple:
+        """ϑ2 of every neuron layer in the training step after ``step`` updates."""
+        sched = self.second_threshold_schedule
+        if sched is None:
+            return self.second_thresholds
+        return tuple(sched.value(th, step) for th in self.second_thresholds)
+
+    def at_step(self, step: int) -> "NetworkConfig":
+        """This configuration with ϑ2 fixed at the values of step ``step`` and no schedule (what
+        that step computes with and is timed with)."""
+        if self.second_threshold_schedule is None:
+            return self
+        th = self.second_thresholds_at(step)
+        return replace(self, second_threshold=th[0], output_second_threshold=th[-1],
+                       second_threshold_schedule=None)
 
 
 def init_weights(config: NetworkConfig, rng: np.random.Generator | None = None):
@@ -279,7 +340,9 @@ class StepResult:
 
     ``loss`` and ``accuracy`` of the batch *before* the update; ``logits`` = output spike
     counts ``[B, C]``; ``grads`` = ``(dW list, dV list)`` when requested; ``activity`` the
-    recorded lists; ``counters`` the per-tile work (:mod:`models.snn.counters`)."""
+    recorded lists; ``counters`` the per-tile work (:mod:`models.snn.counters`);
+    ``layer_stats`` one :class:`models.snn.diagnose.LayerStats` per neuron layer (spikes, entries,
+    what the cap cut, the ϑ2 used)."""
 
     loss: float
     accuracy: float
@@ -287,6 +350,7 @@ class StepResult:
     activity: Activity
     counters: WorkCounters
     grads: tuple | None = None
+    layer_stats: tuple = ()
 
 
 def prepare_inputs(config: NetworkConfig, batch_spikes, rng: np.random.Generator) -> SpikeList:
@@ -347,16 +411,18 @@ def compute_gradients(state: NetworkState, batch_spikes, labels, *, per_step_cou
     initial = [initial_list(cfg.batch, n, fixed) for n in cfg.n_max]
     tiles = [LocalTiles(placement.tile_of_neuron[l]) for l in range(L)]
 
-    v_seqs, lists, layer_in, rows_fwd, tallies = [], [], [], [], []
+    theta2 = cfg.second_thresholds_at(state.step)
+    v_seqs, lists, layer_in, rows_fwd, tallies, stats = [], [], [], [], [], []
     for l in range(L):
         inp = inputs if l == 0 else lists[l - 1].shifted(initial[l - 1])
         if cfg.recurrent[l]:
             v, own, rows = K.lif_forward_recurrent(
                 state.W[l], state.V[l], inp, initial[l], lif.decay, lif.scale, lif.threshold,
-                cfg.second_thresholds[l], cfg.n_max[l])
+                theta2[l], cfg.n_max[l])
         else:
             v, rows = K.lif_forward(state.W[l], inp, lif.decay, lif.scale, lif.threshold)
-            own = K.compact_spikes(v, lif.threshold, cfg.second_thresholds[l], cfg.n_max[l])
+            own = K.compact_spikes(v, lif.threshold, theta2[l], cfg.n_max[l])
+        stats.append(layer_stats(l, v, own, lif.threshold, theta2[l], cfg.n_max[l]))
         v_seqs.append(v)
         lists.append(own)
         layer_in.append(inp)
@@ -397,7 +463,7 @@ def compute_gradients(state: NetworkState, batch_spikes, labels, *, per_step_cou
     counters = WorkCounters(placement.n_tiles, cfg.timesteps,
                             tuple(p for layer in reversed(phases) for p in layer))
     activity = Activity(sizes, inputs, tuple(lists), tuple(initial), cfg.recurrent)
-    return StepResult(loss, acc, logits, activity, counters, (dW, dV))
+    return StepResult(loss, acc, logits, activity, counters, (dW, dV), tuple(stats))
 
 
 def apply_gradients(state: NetworkState, dW, dV) -> None:
@@ -441,4 +507,54 @@ def train_step(state: NetworkState, batch_spikes, labels, *, return_grads: bool 
     apply_gradients(state, dW, dV)
     if return_grads:
         return res
-    return StepResult(res.loss, res.accuracy, res.logits, res.activity, res.counters, None)
+    return StepResult(res.loss, res.accuracy, res.logits, res.activity, res.counters, None, res.layer_stats)
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """What :func:`train` returns: the trained ``state``, one
+    :class:`models.snn.diagnose.StepRecord` per step (loss, accuracy, per-layer activity) and the
+    :func:`models.snn.diagnose.diagnose` findings of the whole run."""
+
+    state: NetworkState
+    history: tuple
+    findings: tuple
+
+    @property
+    def losses(self) -> np.ndarray:
+        return np.array([r.loss for r in self.history])
+
+    @property
+    def accuracies(self) -> np.ndarray:
+        return np.array([r.accuracy for r in self.history])
+
+
+def train(config: NetworkConfig, dataset, steps: int, placement: Placement | None = None,
+          on_step=None, state: NetworkState | None = None) -> TrainingRun:
+    """Train ``config`` for ``steps`` steps on an event ``dataset``
+    (:class:`models.snn.data.EventDataset`), cycling over shuffled epochs of full batches
+    (shuffle and input dropping seeded with ``config.seed + 1``), ϑ2 following the config's
+    schedule.
+
+    ``on_step(step, result)`` is called after every step with the :class:`StepResult` (e.g. to
+    time its counters: ``result.counters`` hold the lists of that step's caps and ϑ2). A given
+    ``state`` continues training (its ``step`` goes on counting)."""
+    from models.snn.diagnose import StepRecord, diagnose
+    require(isinstance(steps, (int, np.integer)) and steps >= 1, "steps", steps, "must be an integer >= 1")
+    require(len(dataset) >= config.batch, "dataset size", len(dataset),
+            f"must hold at least one batch of {config.batch} samples")
+    state = init_network(config, placement) if state is None else state
+    rng = np.random.default_rng(config.seed + 1)
+    batches, history = iter(()), []
+    for _ in range(int(steps)):
+        try:
+            spikes, labels = next(batches)
+        except StopIteration:
+            batches = dataset.batches(config.batch, config.timesteps, config.input_cap, rng)
+            spikes, labels = next(batches)
+        step = state.step
+        res = train_step(state, spikes, labels, placement=placement)
+        history.append(StepRecord.from_result(step, res))
+        if on_step is not None:
+            on_step(step, res)
+    return TrainingRun(state, tuple(history), diagnose(history, config))

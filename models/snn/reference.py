@@ -45,12 +45,14 @@ def surrogate(v, threshold, beta):
     return 1.0 / (beta * np.abs(v - threshold) + 1.0) ** 2
 
 
-def reference_step(config, W, V, inputs_dense, labels) -> ReferenceResult:
+def reference_step(config, W, V, inputs_dense, labels, step: int = 0) -> ReferenceResult:
     """Loss, accuracy and gradients of one batch in float64.
 
     ``inputs_dense [T, B, N0]``: the data spikes *after* input capping (0/1);
-    ``W``, ``V``: weights as in :func:`models.snn.network.init_weights`.
+    ``W``, ``V``: weights as in :func:`models.snn.network.init_weights`; ``step``: updates done
+    so far (selects ϑ2 of a scheduled configuration, as ``state.step`` does).
     """
+    theta2 = config.second_thresholds_at(step)
     lif = config.lif
     alpha, thr, s, beta = lif.decay, lif.threshold, lif.scale, lif.beta
     T, B = inputs_dense.shape[:2]
@@ -86,7 +88,7 @@ def reference_step(config, W, V, inputs_dense, labels) -> ReferenceResult:
                 current = current + own_prev(l, t) @ V[l]
             v = np.where(v > thr, s * current, alpha * v + s * current)
             v_all[l][t] = v
-            S[l][t], M[l][t] = cap_masks(v, thr, config.second_thresholds[l], config.n_max[l])
+            S[l][t], M[l][t] = cap_masks(v, thr, theta2[l], config.n_max[l])
 
     logits = S[-1].sum(axis=0).astype(np.float64)
     z = logits - logits.max(axis=1, keepdims=True)
