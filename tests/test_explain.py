@@ -70,3 +70,42 @@ def test_run_out_writes_the_explanations_and_report_redraws_them(tmp_path):
 def test_report_on_a_folder_without_a_run_exits_2(tmp_path):
     r = tilesim("report", str(tmp_path))
     assert r.returncode == 2 and "Traceback" not in r.stderr and "has no summary.json" in r.stderr
+
+
+def test_exchange_flows_follow_the_step_table():
+    """Senders and receivers come from the step's table, so per exchanging row the chips that
+    send (receive) bytes in the timed program are those of its flows; FIXED_ROWS and
+    LABEL_COUNTERS are read from the same table."""
+    from models.snn.explain import FIXED_ROWS, LABEL_COUNTERS
+    from models.snn.timing import STEP_ROWS, build_step_program
+    machine = load_machine("gc200", 2)
+    TPC = machine.tiles_per_chip
+    m = from_layout(CFG.layers[1:], 2, TPC, [(0, 1), (1, 0), (1, 15)], [20, 15, 3], "block")
+    pl = to_placement(m, machine)
+    pred = retime(None, CFG, pl, machine)
+    prog = build_step_program(CFG, pl, pred.counters, machine)
+    label_of = {row.exchange: row.label for row in STEP_ROWS if row.exchange}
+    sends, gets = {}, {}
+    for what, src, _, dst, _, _ in exchange_flows(CFG, pl, pred.counters, machine):
+        label = label_of[what.split(" ", 2)[-1]]
+        sends.setdefault(label, set()).update((np.asarray(src) // TPC).tolist())
+        gets.setdefault(label, set()).update((np.asarray(dst) // TPC).tolist())
+    assert set(sends) == set(label_of.values())
+    for label, senders in sends.items():
+        at = prog.label_id == prog.labels.index(label)
+        chips_in = set(np.flatnonzero(prog.bytes_in[at].reshape(-1, 2, TPC).sum(axis=(0, 2))).tolist())
+        assert gets[label] == chips_in, label
+        if label != "loss":                               # the loss gradients' senders pay nothing
+            chips_out = set(np.flatnonzero(prog.bytes_out[at].reshape(-1, 2, TPC).sum(axis=(0, 2))).tolist())
+            assert senders == chips_out, label
+    # the per-layer replicate rows, layer by layer: layer 2 (chip 1) copies its own list on chip 1
+    # and its input list (layer 1's) on chip 0
+    rep = np.flatnonzero(prog.label_id == prog.labels.index("bwd: replicate lists"))
+    L = CFG.n_layers
+    for l in range(L):
+        flow = [f for f in exchange_flows(CFG, pl, pred.counters, machine)
+                if f[0] == f"layer {l + 1} replicated lists (backward)"]
+        out = prog.bytes_out[rep[l::L]].reshape(-1, 2, TPC).sum(axis=(0, 2))
+        assert set((flow[0][1] // TPC).tolist()) == set(np.flatnonzero(out).tolist()), l
+    assert "bwd: replicate lists" in FIXED_ROWS and "fwd: state update" not in FIXED_ROWS
+    assert set(LABEL_COUNTERS) == {row.label for row in STEP_ROWS if row.counters}

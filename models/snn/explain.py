@@ -1,12 +1,13 @@
 """Why a training step costs what it costs: exchange matrices and the critical tile.
 
-``exchange_matrices`` spreads every exchange of the step (the same senders, receivers and bytes
-as :mod:`models.snn.timing`: flags to the compaction tiles, chunk lists to the combiners, spike
-lists to the next layer, replicated inputs, input-gradient partials to the reduction tiles,
-slot gradients back to the layer below) over chip × chip and, for one chip, tile-group ×
-tile-group; bytes are counted at the receiver (a multicast counts once per receiving tile).
-Within one exchange, each sender's and each receiver's share is proportional to its part of
-the data (owned neurons for flags and partials, equal otherwise).
+``exchange_matrices`` spreads every exchange of the step over chip × chip and, for one chip,
+tile-group × tile-group. Who sends to whom is read from the step's table
+(:data:`models.snn.timing.STEP_ROWS`: each exchanging row's ``out`` and ``in`` places — input
+lists, flags to the compaction tiles, chunk lists to the combiners, lists to the sequence
+slices, loss gradients, replicated lists, input-gradient partials to the reduction tiles, slot
+gradients back to the layer below); bytes are counted at the receiver (a multicast counts once
+per receiving tile). Within one exchange, each sender's and each receiver's share is
+proportional to its part of the data (owned neurons for owner-tile senders, equal otherwise).
 
 ``explain_critical`` names the slowest phase, its critical tile, what that tile is (an owner
 tile of which layer, or a compaction / combiner / reduction tile) and the work counter in which
@@ -19,20 +20,25 @@ import numpy as np
 from models.snn.counters import WorkCounters
 from models.snn.network import NetworkConfig
 from models.snn.placement import Placement
-from models.snn.timing import _layout
+from models.snn.timing import (
+    GRAD_TARGET,
+    IN,
+    KIND_COMPUTE,
+    OUT,
+    OWNER,
+    STEP_ROWS,
+    _layout,
+    applies,
+    grad_targets,
+    place_tiles,
+)
 
 __all__ = ["exchange_flows", "exchange_matrices", "explain_critical", "label_tile_cycles"]
 
-# superstep label -> (counter phase, counters that make its compute), as built in timing.py
-FIXED_ROWS = ("fwd: slice inputs", "fwd: update sequences", "bwd: slice sequences", "bwd: replicate lists",
-              "host: variable sync")
-LABEL_COUNTERS = {
-    "fwd: state update": [("state_update", ("synaptic_adds", "neurons_updated")), ("spike_detect", ("neurons_scanned",))],
-    "bwd: state grad": [("state_grad", ("slots_scanned", "slots_applied", "neurons_updated"))],
-    "bwd: weight+input grad": [("weight_grad", ("grad_adds",)), ("input_grad", ("macs",))],
-    "dW reduce": [("optimizer", ("weights_updated",))],
-    "optimizer": [("optimizer", ("weights_updated",))],
-}
+# rows whose cost is the same on every tile, and the counters that make each compute row's work
+# (both read from the step's table, :data:`models.snn.timing.STEP_ROWS`)
+FIXED_ROWS = tuple(row.label for row in STEP_ROWS if row.kind != KIND_COMPUTE)
+LABEL_COUNTERS = {row.label: list(row.counters) for row in STEP_ROWS if row.counters}
 HINTS = {
     "slots_applied": "a capped list keeps the lowest neuron ids first, so the kept entries pile up on the "
                      "layer's first tiles; --mapping round_robin deals those neurons over all tiles",
@@ -44,48 +50,69 @@ HINTS = {
 }
 
 
-def exchange_flows(config: NetworkConfig, placement: Placement, counters: WorkCounters, machine) -> list:
-    """Every exchange of one step as ``(what, src tiles, src weights, dst tiles, dst weights, bytes)``,
-    with the senders, receivers and bytes of :func:`models.snn.timing.build_step_program`
-    (broadcast receives at half their bytes: both tiles of a supertile take them at once)."""
-    TPC = machine.tiles_per_chip
-    T, B = config.timesteps, config.batch
-    nmax = config.n_max
-    lay = _layout(config, placement, TPC)
-    rec = config.recurrent
-    pair = float(machine.chip.tiles_per_supertile)
-    owned = [placement.neurons_owned(l)[ly.tiles].astype(float) for l, ly in enumerate(lay)]
-    flows = []
-
-    def chip_tiles(c):
-        return np.arange(c * TPC, (c + 1) * TPC)
+def _exchange_bytes(config: NetworkConfig, counters: WorkCounters, lay, pair: float) -> dict:
+    """Per exchanging row of the table, bytes of one step for (layer l, target layer t), from
+    the counters' totals (no per-step vectors needed): the same bytes the row's terms add up
+    to over the step, counted at the receivers (flags and partials: at the senders)."""
+    T, B, nmax = config.timesteps, config.batch, config.n_max
 
     def total(phase, l, name):
         pc = counters.get(phase, l)
         return float(pc.local_totals[pc.row(name)].sum())
 
-    def add(what, src, dst, nbytes, sw=None, dw=None):
-        if nbytes > 0 and len(src) and len(dst):
-            flows.append((what, np.asarray(src), sw, np.asarray(dst), dw, float(nbytes)))
+    def tile_list(l):
+        return min(nmax[l], -(-config.layers[l + 1] // lay[l].f))
 
-    for l, ly in enumerate(lay):
-        n = config.layers[l + 1]
-        src = lay[l - 1] if l > 0 else ly
-        add(f"layer {l + 1} input lists (forward)", chip_tiles(src.chip), ly.tiles,
-            total("state_update", l, "bytes_received") / pair)
-        add(f"layer {l + 1} threshold flags", ly.tiles, ly.comp_tiles, total("spike_detect", l, "bytes_sent"), sw=owned[l])
-        tile_list = min(nmax[l], -(-n // ly.f))
-        add(f"layer {l + 1} chunk lists", ly.comp_tiles, ly.comb_tiles, T * ly.comp_tiles.size * 4.0 * (tile_list + 1))
-        add(f"layer {l + 1} sequence slices", ly.comb_tiles, chip_tiles(ly.chip), T * B * 4.0 * (nmax[l] + 2))
-        add(f"layer {l + 1} replicated lists (backward)", chip_tiles(src.chip), ly.tiles,
-            (total("state_grad", l, "bytes_received") + total("weight_grad", l, "bytes_received")) / pair)
-        if any(p.phase == "input_grad" and p.layer == l for p in counters.phases):
-            add(f"layer {l + 1} input-gradient partials", ly.tiles, chip_tiles(ly.chip),
-                total("input_grad", l, "partial_bytes"), sw=owned[l])
-            for d in ([l - 1] if l > 0 else []) + ([l] if rec[l] else []):
-                add(f"layer {d + 1} slot gradients", chip_tiles(ly.chip), chip_tiles(lay[d].chip),
-                    T * B * (8.0 * nmax[d] + 8))
-    add("loss gradients", lay[-1].comb_tiles, lay[-1].tiles, lay[-1].tiles.size * B * (8.0 * nmax[-1] + 8))
+    return {
+        "fwd: slice inputs": lambda l, t: total("state_update", l, "bytes_received") / pair,
+        "fwd: state update": lambda l, t: total("spike_detect", l, "bytes_sent"),
+        "fwd: compaction": lambda l, t: T * lay[l].comp_tiles.size * 4.0 * (tile_list(l) + 1),
+        "fwd: combine": lambda l, t: T * B * 4.0 * (nmax[l] + 2),
+        "loss": lambda l, t: lay[l].tiles.size * B * (8.0 * nmax[l] + 8),
+        "bwd: replicate lists": lambda l, t: (total("state_grad", l, "bytes_received")
+                                              + total("weight_grad", l, "bytes_received")) / pair,
+        "bwd: weight+input grad": lambda l, t: total("input_grad", l, "partial_bytes"),
+        "bwd: reduce input grad": lambda l, t: T * B * (8.0 * nmax[t] + 8),
+    }
+
+
+def _union(parts: list) -> np.ndarray:
+    """One place's tiles as they are (repeats count); several places: their distinct tiles."""
+    return parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+
+
+def exchange_flows(config: NetworkConfig, placement: Placement, counters: WorkCounters, machine) -> list:
+    """Every exchange of one step as ``(what, src tiles, src weights, dst tiles, dst weights, bytes)``,
+    layer by layer in the order of the step's table (:data:`models.snn.timing.STEP_ROWS`): a
+    row's senders are the places of its ``out`` writes (or its ``sent_from``), its receivers
+    those of its ``in`` writes (a gradient row: one flow per receiving layer). Senders that are
+    owner tiles weigh by owned neurons, all others equally; bytes from the counters' totals
+    (broadcast receives at half their bytes: both tiles of a supertile take them at once)."""
+    TPC = machine.tiles_per_chip
+    L = config.n_layers
+    lay = _layout(config, placement, TPC)
+    rec = config.recurrent if isinstance(config.recurrent, tuple) else (bool(config.recurrent),) * L
+    in_graph = [any(p.phase == "input_grad" and p.layer == l for p in counters.phases) for l in range(L)]
+    nbytes = _exchange_bytes(config, counters, lay, float(machine.chip.tiles_per_supertile))
+    owned = [placement.neurons_owned(l)[ly.tiles].astype(float) for l, ly in enumerate(lay)]
+    flows = []
+    for l in range(L):
+        for row in STEP_ROWS:
+            if not row.exchange:
+                continue
+            writes = [w for w in row.writes if applies(w.only, l, L, in_graph[l])]
+            sends = [w.where for w in writes if w.array == OUT] or ([row.sent_from] if row.sent_from else [])
+            gets = [w.where for w in writes if w.array == IN]
+            if not sends or not gets:
+                continue
+            targets = grad_targets(rec, l) if GRAD_TARGET in gets else [l]
+            for t in targets:
+                src = _union([place_tiles(w, lay, l, TPC, t) for w in sends])
+                dst = _union([place_tiles(w, lay, l, TPC, t) for w in gets])
+                b = nbytes[row.label](l, t)
+                if b > 0 and len(src) and len(dst):
+                    weights = owned[l] if sends == [OWNER] else None
+                    flows.append((f"layer {t + 1} {row.exchange}", np.asarray(src), weights, np.asarray(dst), None, float(b)))
     return flows
 
 

@@ -91,7 +91,7 @@ from tilesim.program import Program
 
 __all__ = ["default_costs", "uncalibrated_costs", "compaction_spread", "build_step_program", "predict_step_s", "snn_memory",
            "PHASE_LABELS", "STEPS_PER_EXECUTION", "STEP_ROWS", "StepRow", "Write", "Flow", "Calls", "LayerTerms",
-           "StepShape", "step_shape", "RowSink", "layer_terms"]
+           "StepShape", "step_shape", "RowSink", "layer_terms", "place_tiles", "grad_targets", "applies"]
 
 STEPS_PER_EXECUTION = 52     # the calibration runs: one device execution per epoch of 52 steps
 
@@ -246,7 +246,9 @@ class StepRow:
     but one of them add a sync and an exchange set-up). ``writes`` are applied in order, layer
     by layer; the compute-set cycles come after them, or before them if ``sets_first``.
     ``per_layer``: one row per layer (layer l's terms only). ``counters``: the work counters
-    (phase, names) its compute is made of."""
+    (phase, names) its compute is made of. ``exchange``: what the row's exchange carries (its
+    senders are the places of its ``out`` writes, its receivers those of its ``in`` writes, or
+    ``sent_from`` when the senders pay nothing: :mod:`models.snn.explain` reads these)."""
 
     label: str
     kind: str
@@ -258,6 +260,8 @@ class StepRow:
     per_layer: bool = False
     sets_first: bool = False
     counters: tuple = ()
+    exchange: str = ""
+    sent_from: str = ""
 
     def folded(self, L: int, any_input_grad: bool) -> int:
         """Supersteps folded into the row beyond the row itself (their syncs and exchange
@@ -267,36 +271,41 @@ class StepRow:
 
 STEP_ROWS = (
     StepRow("fwd: slice inputs", KIND_COPY, FORWARD, Calls(3), Calls(-2, 2),
-            writes=(Write(IN, OWNER, "lists_in"), Write(OUT, CHIP, "lists_copy"))),
+            writes=(Write(IN, OWNER, "lists_in"), Write(OUT, CHIP, "lists_copy")), exchange="input lists (forward)"),
     StepRow("fwd: state update", KIND_COMPUTE, FORWARD, Calls(2),
             writes=(Write(COMPUTE, OWNER, "update"), Write(OUT, OWNER, "flags_out"),
                     Write(IN, COMPACTION, "flags_in")),
-            counters=(("state_update", ("synaptic_adds", "neurons_updated")), ("spike_detect", ("neurons_scanned",)))),
+            counters=(("state_update", ("synaptic_adds", "neurons_updated")), ("spike_detect", ("neurons_scanned",))),
+            exchange="threshold flags"),
     StepRow("fwd: compaction", KIND_COMPUTE, FORWARD, Calls(2, 1),
             writes=(Write(COMPUTE, COMPACTION, "compaction"), Write(OUT, COMPACTION, "chunk_out"),
-                    Write(IN, COMBINER, "chunks_in"))),
+                    Write(IN, COMBINER, "chunks_in")), exchange="chunk lists"),
     StepRow("fwd: combine", KIND_COMPUTE, FORWARD, Calls(1),
             writes=(Write(COMPUTE, COMBINER, "combine"), Write(OUT, COMBINER, "list_out"),
                     Write(IN, CHIP, "sequence_in")),
-            flows=(Flow("list_link", TO_NEXT_LAYER),)),
+            flows=(Flow("list_link", TO_NEXT_LAYER),), exchange="sequence slices"),
     StepRow("fwd: update sequences", KIND_COPY, FORWARD, Calls(0, 3)),
     StepRow("loss", KIND_COMPUTE, ONCE, Calls(3), sets_first=True,
-            writes=(Write(COMPUTE, OUTPUT_TILES, "loss", OUTPUT_LAYER), Write(IN, OUTPUT_TILES, "loss_in", OUTPUT_LAYER))),
+            writes=(Write(COMPUTE, OUTPUT_TILES, "loss", OUTPUT_LAYER),
+                    Write(IN, OUTPUT_TILES, "loss_in", OUTPUT_LAYER)),
+            exchange="loss gradients", sent_from=COMBINER),
     StepRow("bwd: slice sequences", KIND_COPY, BACKWARD, Calls(3, 5)),
     StepRow("bwd: replicate lists", KIND_EXCHANGE, BACKWARD, Calls(0), Calls(5), per_layer=True,
-            writes=(Write(IN, OWNER, "replicas_in"), Write(OUT, CHIP, "own_copy"), Write(OUT, INPUT_CHIP, "input_copy")),
-            flows=(Flow("input_link", FROM_INPUT_LAYER),)),
+            writes=(Write(IN, OWNER, "replicas_in"), Write(OUT, CHIP, "own_copy"),
+                    Write(OUT, INPUT_CHIP, "input_copy")),
+            flows=(Flow("input_link", FROM_INPUT_LAYER),), exchange="replicated lists (backward)"),
     StepRow("bwd: state grad", KIND_COMPUTE, BACKWARD, Calls(1, 1), Calls(0, 1),
             writes=(Write(COMPUTE, OWNER, "state_grad"),),
             counters=(("state_grad", ("slots_scanned", "slots_applied", "neurons_updated")),)),
     StepRow("bwd: weight+input grad", KIND_COMPUTE, BACKWARD, Calls(1, 0, 1),
             writes=(Write(COMPUTE, OWNER, "weight_grad"), Write(OUT, OWNER, "partials_out", WITH_INPUT_GRAD),
                     Write(IN, CHIP, "partials_in", WITH_INPUT_GRAD)),
-            counters=(("weight_grad", ("grad_adds",)), ("input_grad", ("macs",)))),
+            counters=(("weight_grad", ("grad_adds",)), ("input_grad", ("macs",))), exchange="input-gradient partials"),
     StepRow("bwd: reduce input grad", KIND_COMPUTE, BACKWARD, Calls(0, 0, 3),
-            writes=(Write(COMPUTE, CHIP, "reduce", WITH_INPUT_GRAD), Write(OUT, GRAD_SENDER, "slot_grads", WITH_INPUT_GRAD),
+            writes=(Write(COMPUTE, CHIP, "reduce", WITH_INPUT_GRAD),
+                    Write(OUT, GRAD_SENDER, "slot_grads", WITH_INPUT_GRAD),
                     Write(IN, GRAD_TARGET, "slot_grads", WITH_INPUT_GRAD)),
-            flows=(Flow("slot_grads_link", TO_GRAD_TARGETS, WITH_INPUT_GRAD),)),
+            flows=(Flow("slot_grads_link", TO_GRAD_TARGETS, WITH_INPUT_GRAD),), exchange="slot gradients"),
     StepRow("dW reduce", KIND_COMPUTE, ONCE, Calls(2, 1), writes=(Write(COMPUTE, OWNER, "dw_reduce"),),
             counters=(("optimizer", ("weights_updated",)),)),
     StepRow("optimizer", KIND_COMPUTE, ONCE, Calls(0, 2), writes=(Write(COMPUTE, OWNER, "optimizer"),),
@@ -348,6 +357,31 @@ class LayerTerms:
     def nbytes(self) -> int:
         """Bytes of the terms' arrays (the reductions in ``memo`` are small)."""
         return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+
+
+def grad_targets(recurrent: tuple, l: int) -> list:
+    """Layers layer ``l`` sends reduced slot gradients to: the layer below, itself if recurrent."""
+    return ([l - 1] if l > 0 else []) + ([l] if recurrent[l] else [])
+
+
+def place_tiles(where: str, lay: list, l: int, tiles_per_chip: int, target: int | None = None) -> np.ndarray:
+    """The tiles (global ids; a compaction tile may occur twice) of place ``where`` for layer
+    ``l`` of layout ``lay`` (``target``: the receiving layer of a gradient place); for
+    :data:`HOST_SYNC` every tile of the layer's chip."""
+    def chip(c):
+        return np.arange(c * tiles_per_chip, (c + 1) * tiles_per_chip)
+    ly = lay[l]
+    if where in (OWNER, OUTPUT_TILES):
+        return ly.tiles
+    if where == COMPACTION:
+        return ly.comp_tiles
+    if where == COMBINER:
+        return ly.comb_tiles
+    if where == INPUT_CHIP:
+        return chip(lay[l - 1].chip if l > 0 else ly.chip)
+    if where == GRAD_TARGET:
+        return chip(lay[target].chip)
+    return chip(ly.chip)                                  # CHIP, GRAD_SENDER, HOST_SYNC
 
 
 def _check_table() -> None:
@@ -745,8 +779,8 @@ class _Step:
         return pc.local_steps[pc.row(cname)].astype(np.float64)
 
     def grad_targets(self, l: int) -> list:
-        """Layers layer ``l`` sends reduced slot gradients to: the layer below, itself if recurrent."""
-        return ([l - 1] if l > 0 else []) + ([l] if self.rec[l] else [])
+        """Layers layer ``l`` sends reduced slot gradients to (:func:`grad_targets`)."""
+        return grad_targets(self.rec, l)
 
 
 def _step(config, placement, counters, machine, costs, steps_per_execution) -> _Step:
@@ -869,9 +903,15 @@ def _all_terms(s: _Step, cache: dict | None) -> list:
     return out
 
 
+def applies(only: str, l: int, n_layers: int, input_grad: bool) -> bool:
+    """Whether a :class:`Write` or :class:`Flow` for the layers ``only`` names applies to layer
+    ``l`` of ``n_layers`` (``input_grad``: the layer computes input gradients)."""
+    return (only == EVERY_LAYER or (only == WITH_INPUT_GRAD and input_grad)
+            or (only == OUTPUT_LAYER and l == n_layers - 1))
+
+
 def _applies(s: _Step, only: str, l: int) -> bool:
-    return only == EVERY_LAYER or (only == WITH_INPUT_GRAD and s.in_graph[l]) or \
-        (only == OUTPUT_LAYER and l == len(s.lay) - 1)
+    return applies(only, l, len(s.lay), s.in_graph[l])
 
 
 @lru_cache(maxsize=1024)
