@@ -461,10 +461,6 @@ def step_shape(T: int, L: int) -> StepShape:
     return StepShape(T, L, s, tuple(row), tuple(layer), tuple(start), tuple(stride))
 
 
-def _supersteps(T: int, L: int) -> int:
-    return step_shape(T, L).supersteps
-
-
 class RowSink(Protocol):
     """What :func:`_emit` writes the step's terms into, slot by slot (:class:`StepShape`):
     the dense ``[S, tiles]`` arrays (:class:`_DenseRows`) or their per-chip reduction
@@ -732,7 +728,7 @@ def predict_step_s(config: NetworkConfig, placement: Placement, counters: WorkCo
     from tilesim.fabric import make_fabric
 
     fabric = make_fabric(machine)
-    if getattr(fabric, "needs_transfers", machine.fabric.kind == "mesh"):
+    if fabric.needs_transfers:
         return simulate(build_step_program(config, placement, counters, machine, costs,
                                            steps_per_execution=steps_per_execution, cache=cache), machine).total_s
     _check_step_args(placement, machine, steps_per_execution)
