@@ -32,7 +32,7 @@ from tilesim.fabric import LadderLinks, make_fabric
 from tilesim.machine import Machine
 from tilesim.program import SYNC_ALL, SYNC_CHIP, Program
 from tilesim.records import ChipTimeline, ChipWork, SimResult
-from tilesim.timeline import Flow
+from tilesim.timeline import Flow, StepFlows
 
 __all__ = ["simulate", "makespan_s", "reduce_tiles", "chip_timeline"]
 
@@ -167,7 +167,8 @@ class _ChipEvents:
             arr = np.array([b.arrived[m] for m in members.tolist()])
             tl.arriver[s, members] = members[int(arr.argmax())]
             mset = set(members.tolist())
-            group_flows = tuple(f for f in self.tails.flows.get(s, ()) if f.src_chip in mset)
+            step_flows = self.tails.flows.get(s)
+            group_flows = step_flows.from_chips(mset).flows() if step_flows is not None else ()
             events = self.links.start_later(self.sync[s, c], group_flows) if group_flows else []
             b.flow_events = {m: [ev for f, ev in zip(group_flows, events) if m in (f.src_chip, f.dst_chip)]
                              for m in members.tolist()}
@@ -298,7 +299,7 @@ def makespan_s(comp: np.ndarray, ex: np.ndarray, machine: Machine, sync_scope: n
 
 
 def chip_timeline(comp: np.ndarray, ex: np.ndarray, machine: Machine, scope: np.ndarray, partitions: tuple,
-                  sync_extra, exchange_extra, flows: dict[int, tuple[Flow, ...]], host_tx: tuple) -> ChipTimeline:
+                  sync_extra, exchange_extra, flows: dict[int, StepFlows], host_tx: tuple) -> ChipTimeline:
     """The per-chip :class:`ChipTimeline` of a program reduced to chips: ``comp`` / ``ex`` [S, C]
     cycles, ``scope`` [S] and ``partitions`` as in :class:`Program`, ``sync_extra`` /
     ``exchange_extra`` [S] cycles, ``flows`` by superstep (:func:`tilesim.timeline.flows_by_step`),
