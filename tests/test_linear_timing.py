@@ -65,7 +65,7 @@ def test_overheads_grow_with_compute_sets():
 
 
 def test_report_mode_marks_overflow_instead_of_raising():
-    t = time_layer("dense", 8192, 50, backward=False)
+    t = time_layer("dense", 8192, 50)          # training: weights, gradients and momentum of 67M parameters
     assert not t.fits and t.max_tile_bytes > GC200.chip.sram_bytes and t.overflow_tiles > 0
 
 
@@ -186,3 +186,14 @@ def test_serial_plan_engine_time_equals_predicted_cycles():
     t = time_parts([("mm", plan)], m)
     assert t.step_s * m.clock_hz == pytest.approx(plan.predicted_cycles, rel=1e-9)
     assert t.compute_sets == len(plan.phases)                 # a Repeat body is one compute set
+
+
+def test_forward_only_ledger_counts_weights_once_and_no_gradients_or_momentum():
+    inference = time_layer("dense", 256, 50, backward=False)
+    training = time_layer("dense", 256, 50)
+    plan = inference.schedules[0][1].parts[0]               # the weights are the matmul's B home chunks
+    assert inference.memory_by_category["variables:activations"] >= int(plan.home_bytes.max())
+    assert "variables:weights" not in inference.memory_by_category
+    assert "variables:gradients" not in inference.memory_by_category
+    assert "variables:optimizer" not in inference.memory_by_category
+    assert "variables:gradients" in training.memory_by_category and "variables:optimizer" in training.memory_by_category

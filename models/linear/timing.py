@@ -12,7 +12,9 @@ Memory (:class:`~tilesim.memory.MemoryLedger`, per tile):
   layer pass are not live during another (Poplar's not-always-live variables), so the peak is a max,
   not a sum;
 * ``variables:weights`` / ``variables:gradients`` / ``variables:optimizer`` — parameters, their
-  gradients and the SGD momentum, each ``params`` words spread evenly over the tiles (training only);
+  gradients and the SGD momentum, each ``params`` words spread evenly over the tiles (training only; the
+  weights are then counted twice, here and as the schedules' operand home chunks — an upper bound kept
+  so that earlier training figures do not move);
 * ``vertex_state``, ``exchange_code``, ``control_code``, ``vertex_code`` —
   :func:`~models.linear.planner.overhead_breakdown` summed over **every** phase of the step: these
   are always-live, so they grow with the number of compute sets, vertices and exchange programs
@@ -171,19 +173,19 @@ def build_program(parts, machine: Machine, name: str = "layer", host_bytes: floa
 
 def build_ledger(parts, machine: Machine, params: int = 0, precision: str = "fp32",
                  overheads: OverheadConstants = OverheadConstants(), training: bool = True) -> MemoryLedger:
-    """Ledger of a step (module docstring); ``params > 0`` adds weights and, if ``training``, their
-    gradients and momentum (a forward-only step has neither)."""
+    """Ledger of a step (module docstring); ``params > 0`` with ``training`` adds weights, gradients and
+    momentum. A forward-only step (``training=False``) adds none: its parameters are the schedules' operand
+    home chunks, already in ``variables:activations``, and it has no gradients or momentum."""
     ledger = MemoryLedger(machine, remedy="use fp16, a smaller batch, a structured layer with fewer "
                                           "parameters, or a machine with more SRAM per tile")
     tiles = np.arange(machine.tiles_per_chip)
     data = np.max([s.data_bytes for _, s in parts], axis=0)
     ledger.add("variables:activations", data, tiles, label="working data (peak over layer passes)")
-    if params:
+    if params and training:
         words = split_sizes(params, machine.tiles_per_chip) * PRECISION_BYTES[precision]
         ledger.add("variables:weights", words, tiles, label="parameters")
-        if training:
-            ledger.add("variables:gradients", words, tiles, label="parameter gradients")
-            ledger.add("variables:optimizer", words, tiles, label="SGD momentum")
+        ledger.add("variables:gradients", words, tiles, label="parameter gradients")
+        ledger.add("variables:optimizer", words, tiles, label="SGD momentum")
     every = SimpleNamespace(phases=tuple(p for _, s in parts for p in s.phases))
     for key, arr in overhead_breakdown(every, overheads).items():
         ledger.add(_OVERHEAD_CATEGORY[key], arr, tiles, label=f"{_OVERHEAD_CATEGORY[key]} ({len(every.phases)} "
@@ -322,6 +324,8 @@ def layer_parts(kind: str, n: int, batch: int, machine: Machine, *, precision: s
         return (dense_schedule(n, n_out, batch, **mm),
                 dense_backward_schedule(n, n_out, batch, **mm) if backward else None)
     if kind == "block-sparse":
+        require(lowering == "fused", "lowering", lowering, "block-sparse has the fused (PopSparse) lowering only",
+                "use lowering='fused'")
         cfg = block_sparse or BlockSparseConfig()
         return block_sparse_schedules(cfg.layout(n), batch, tiles=tiles, sram_bytes=sram, block=cfg.block,
                                       precision=precision, partials_precision=matmul.partials_precision,
@@ -368,7 +372,8 @@ def _machine(machine) -> Machine:
 def time_layer(kind: str, n: int, batch: int = 50, machine="gc200", *, precision: str = "fp32",
                backward: bool = True, lowering: str = "fused", host_io: bool = False, **kw) -> StepTiming:
     """Forward (and backward) of one ``n x n`` layer; ``part_s`` has ``forward`` and ``backward``.
-    ``backward=False`` is inference: the ledger holds the weights but no gradients or momentum.
+    ``backward=False`` is inference: no gradients or momentum, and the weights are counted once, as the
+    schedules' operand home chunks (:func:`build_ledger`).
     ``lowering``: ``"fused"`` (default) or ``"poptorch"`` (:func:`layer_parts`). ``host_io=True``
     also simulates the host transfer of the input and output batches (``2 · batch · n`` words, in
     ``host_s``, not in ``step_s``), which a PopTorch call includes."""
