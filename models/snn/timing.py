@@ -906,10 +906,6 @@ def applies(only: str, l: int, n_layers: int, input_grad: bool) -> bool:
             or (only == OUTPUT_LAYER and l == n_layers - 1))
 
 
-def _applies(s: _Step, only: str, l: int) -> bool:
-    return applies(only, l, len(s.lay), s.in_graph[l])
-
-
 @lru_cache(maxsize=1024)
 def _owner_table(T: int, L: int, l: int, with_input_grad: bool, output: bool) -> tuple:
     """((array, slot, term), ...): the :data:`OWNER` writes of layer ``l`` in the step."""
@@ -948,9 +944,7 @@ def _host_sync(s: _Step, terms: list, rows: RowSink, w: Write, k: int) -> None:
 
 
 def _links(s: _Step, terms: list, f: Flow, l: int) -> list:
-    """(src chip, dst chip, bytes) of flow ``f`` of layer ``l`` that cross chips."""
-    if not _applies(s, f.only, l):
-        return []
+    """(src chip, dst chip, bytes) of flow ``f`` of layer ``l`` (one that applies to it) that cross chips."""
     lay = s.lay
     if f.route == TO_NEXT_LAYER:
         ends = [(lay[l].chip, lay[l + 1].chip, l)] if l + 1 < len(lay) else []
@@ -961,49 +955,68 @@ def _links(s: _Step, terms: list, f: Flow, l: int) -> list:
     return [(a, b, getattr(terms[t], f.term)) for a, b, t in ends if a != b]
 
 
+@lru_cache(maxsize=256)
+def _plan(T: int, L: int, in_graph: tuple) -> tuple:
+    """The table unrolled for ``T`` time steps and layers ``in_graph`` (computing input
+    gradients or not): per slot, in order, ``(slot, sets first, [(layer, Write)], [host
+    Writes], [(layer, Flow)])`` with only the writes and flows that apply to each layer."""
+    shape = step_shape(T, L)
+    out = []
+    for k, (j, lk) in enumerate(zip(shape.row, shape.layer)):
+        row = STEP_ROWS[j]
+        layers = range(L) if lk < 0 else [lk]
+        writes = tuple((l, w) for l in layers for w in row.writes
+                       if w.where not in (OWNER, HOST_SYNC) and applies(w.only, l, L, in_graph[l]))
+        flows = tuple((l, f) for l in layers for f in row.flows if applies(f.only, l, L, in_graph[l]))
+        host = tuple(w for w in row.writes if w.where == HOST_SYNC)
+        out.append((k, row, writes, host, flows))
+    return tuple(out)
+
+
 def _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rows: RowSink) -> dict:
     """Write every term of the step into ``rows`` (a :class:`RowSink`), row by row of
     :data:`STEP_ROWS`; return the rest of the program: labels, sync scopes, folded supersteps,
     link flows, host infeed."""
     s = _step(config, placement, counters, machine, costs, steps_per_execution)
     T, L, cs_cycles = config.timesteps, config.n_layers, costs.coef("compute_set_cycles")
-    shape = step_shape(T, L)
     terms = _all_terms(s, cache)
     for l, ly in enumerate(s.lay):                       # each layer on its own tiles
         rows.owner(ly.tiles, terms[l], _owner_table(T, L, l, s.in_graph[l], l == L - 1))
     any_in = any(s.in_graph)
     links = []                                           # per slot: [(src chip, dst chip, bytes)]
-    for k, (j, lk) in enumerate(zip(shape.row, shape.layer)):
-        row = STEP_ROWS[j]
+    for k, row, writes, host, flows in _plan(T, L, s.in_graph):
         sets = row.compute_sets.count(L, any_in) * cs_cycles
         if row.sets_first:
             rows.overhead(k, sets)
-        links.append([])
-        for l in (range(L) if lk < 0 else [lk]):
-            for w in row.writes:
-                if w.where not in (OWNER, HOST_SYNC) and _applies(s, w.only, l):
-                    _write(s, terms, rows, w, k, l)
-            for f in row.flows:
-                links[k] += _links(s, terms, f, l)
-        for w in row.writes:
-            if w.where == HOST_SYNC:
-                _host_sync(s, terms, rows, w, k)
+        for l, w in writes:                              # layer by layer, in the row's order
+            _write(s, terms, rows, w, k, l)
+        for w in host:
+            _host_sync(s, terms, rows, w, k)
         if not row.sets_first and sets:
             rows.overhead(k, sets)
-    return _meta(s, shape, links, any_in)
+        links.append([x for l, f in flows for x in _links(s, terms, f, l)])
+    return _meta(s, step_shape(T, L), links, any_in)
+
+
+@lru_cache(maxsize=256)
+def _row_meta(T: int, L: int, any_in: bool) -> tuple:
+    """Per superstep: the label id and the supersteps folded into it (read-only arrays)."""
+    shape = step_shape(T, L)
+    label_id = np.zeros(shape.supersteps, np.int32)
+    n_folded = np.zeros(shape.supersteps, np.int64)
+    for k, j in enumerate(shape.row):
+        at = shape.rows_of(k)
+        label_id[at] = j
+        n_folded[at] = STEP_ROWS[j].folded(L, any_in)
+    label_id.flags.writeable = n_folded.flags.writeable = False
+    return label_id, n_folded
 
 
 def _meta(s: _Step, shape: StepShape, links: list, any_in: bool) -> dict:
     """Labels, folded supersteps and sync scope per superstep; link flows in superstep order
     within each time step; the host infeed."""
-    T, L, C, B = shape.T, shape.L, s.C, s.config.batch
-    S = shape.supersteps
-    label_id = np.zeros(S, np.int32)
-    n_folded = np.zeros(S, np.int64)
-    for k, j in enumerate(shape.row):
-        at = shape.rows_of(k)
-        label_id[at] = j
-        n_folded[at] = STEP_ROWS[j].folded(L, any_in)
+    T, C, B = shape.T, s.C, s.config.batch
+    label_id, n_folded = _row_meta(T, shape.L, any_in)
     flows = []
     for i in range(T):                                   # the i-th forward and the i-th backward iteration
         for k in range(len(shape.row)):
@@ -1013,7 +1026,8 @@ def _meta(s: _Step, shape: StepShape, links: list, any_in: bool) -> dict:
     f_arr = tuple(np.asarray(x) for x in zip(*flows)) if flows else None
     infeed = T * B * 4.0 * (s.config.input_cap + 1) + 4.0 * B
     host = (np.array([0], np.int32), np.array([s.lay[0].chip], np.int32), np.array([infeed]))
-    return {"label_id": label_id, "scope": np.full(S, 0 if C > 1 else -1, np.int32), "flows": f_arr, "host": host,
+    return {"label_id": label_id.copy(), "scope": np.full(shape.supersteps, 0 if C > 1 else -1, np.int32),
+            "flows": f_arr, "host": host,
             "sync_extra": n_folded * s.sync_cycles, "exchange_extra": n_folded * s.exchange_fixed_cycles}
 
 
