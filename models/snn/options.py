@@ -76,7 +76,7 @@ class RunOptions:
     """Everything ``tilesim run`` takes; see each field's ``help`` (``tilesim run --help``)."""
 
     machine: str = _opt("gc200", "machine preset or TOML file", min_length=1)
-    chips: Optional[int] = _opt(None, "number of chips (default: the machine's)", example=4, ge=1, le=4096)
+    chips: Optional[int] = _opt(None, "number of chips (default: the machine's)", example=4, ge=1)
     layers: Sizes = _opt(DEFAULT_LAYERS, "layer sizes N0-N1-...-C (SHD 2-layer)", example="700-256-20",
                          network=True)
     dataset: Literal[DATASETS] = _opt("synthetic", "data shape / generator: " + ", ".join(DATASETS))
@@ -100,9 +100,8 @@ class RunOptions:
                                       "or a mapping JSON file", min_length=1)
     optimizer: Literal["adam", "sgd"] = _opt("adam", "adam or sgd", network=True)
     lr: float = _opt(1e-3, "learning rate", gt=0, network=True)
-    steps: int = _opt(5, "training steps", ge=1, le=1_000_000)
-    seed: int = _opt(0, "seeds the weights, the data and the input dropping", ge=0, le=2**32 - 2,
-                     network=True)
+    steps: int = _opt(5, "training steps", ge=1)
+    seed: int = _opt(0, "seeds the weights, the data and the input dropping", ge=0, network=True)
     out: Optional[str] = _opt(None, "directory for summary.json, summary.md, trace.json, mapping.json and "
                                     "pictures", example="out/run", min_length=1)
     json: bool = _opt(False, "print the summary as JSON", example=True)
@@ -126,7 +125,7 @@ class RunOptions:
             _fail("layers", self.layers, "needs the input size and at least one layer")
         if self.model is None:
             if self.caps is not None and len(self.caps) != L:
-                fit = tuple(self.caps[:L]) + (self.caps[-1],) * (L - len(self.caps))
+                fit = (tuple(self.caps) + (self.caps[-1:] or (8,)) * L)[:L]
                 _fail("caps", self.caps, f"needs one cap per neuron layer ({L} for layers {_dash(self.layers)})",
                       fix_example=_dash(fit))
             n0 = DATASET_CHANNELS.get(self.dataset)
@@ -141,6 +140,20 @@ class RunOptions:
         return self
 
 
+_validated_init = RunOptions.__init__
+
+
+def _init(self, *args, **kwargs):
+    """``RunOptions(...)`` from Python: the same validation, errors as one-line ConfigErrors."""
+    try:
+        _validated_init(self, *args, **kwargs)
+    except ValidationError as exc:
+        raise _with_whole_value(translate_error(exc, style="python"), exc, kwargs, {}) from None
+
+
+RunOptions.__init__ = _init
+
+
 def _dash(sizes) -> str:
     return "-".join(map(str, sizes))
 
@@ -153,11 +166,12 @@ def _fail(field: str, value, limit: str, fix_example=None, part: str = ""):
 
 def _host_bytes(o: RunOptions) -> int:
     """Lower bound of the host memory of one batch: the input spike lists of
-    :meth:`models.snn.data.SpikeDataset.batches` (uint32 ids [T, B, input_cap] + int32 counts [T, B, 2])."""
+    :meth:`models.snn.data.EventDataset.batches` (uint32 ids [T, B, input_cap] + int32 counts [T, B, 2])."""
     return o.timesteps * o.batch * (4 * o.input_cap + 8)
 
 
 def _host_memory() -> int:
+    """Physical memory of this host in bytes (0 when the OS does not say)."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):      # not a POSIX host: no check
@@ -211,33 +225,34 @@ _LIMITS = {
 }
 
 
-def _example_text(name: str, label: str, example, toml: bool) -> str:
-    if toml:
+def _example_text(name: str, label: str, example, style: str) -> str:
+    if style in ("toml", "python"):
         ex = f'"{_show(example)}"' if isinstance(example, (str, tuple)) else _show(example)
+        if style == "python":
+            return f"e.g. RunOptions({name}={ex if not isinstance(example, bool) else example})"
         return f"write e.g. {name} = {ex}"
     if _kind(name) is bool:
         return f"pass {label} (no value) or leave it out"
     return f"e.g. {label} {_show(example)}"
 
 
-def translate_error(exc: ValidationError, labels: dict | None = None, toml: bool = False) -> ConfigError:
+def translate_error(exc: ValidationError, labels: dict | None = None, style: str = "flag") -> ConfigError:
     """The first error of a pydantic ``ValidationError`` as our one-line :class:`ConfigError`:
     ``<label> = <value>: <limit>; <fix>``. ``labels`` maps option names to how the user wrote them
-    (``--batch``, ``run.toml: batch``); ``toml`` picks the fix's syntax."""
+    (``--batch``, ``run.toml: batch``); ``style`` (flag, toml, python) picks the fix's syntax."""
     labels = labels or {}
     err = exc.errors(include_url=False)[0]
     ctx = err.get("ctx") or {}
     loc = [p for p in err["loc"] if isinstance(p, str)]
     name = ctx.get("field") or (loc[0] if loc else "options")
     value = ctx.get("value", err.get("input"))
-    label = labels.get(name, name if toml else "--" + name.replace("_", "-"))
+    label = labels.get(name, "--" + name.replace("_", "-") if style == "flag" else name)
     label += ctx.get("part", "")
     if isinstance(value, tuple) and name in ("layers", "caps"):
         value = _dash(value)
     kind = err["type"]
     if kind in ("unexpected_keyword_argument", "extra_forbidden"):
-        return ConfigError(config_message(label, value, "unknown key",
-                                          f"allowed: {', '.join(option_names())}"))
+        return _unknown(label, name, value)
     if kind in ("cross_field", "sizes"):
         limit = ctx.get("limit") or err["msg"]
     elif kind == "literal_error":
@@ -255,25 +270,29 @@ def translate_error(exc: ValidationError, labels: dict | None = None, toml: bool
     if name in RunOptions.__pydantic_fields__:
         example = ctx.get("fix_example")
         fix = _example_text(name, label, _info(name).json_schema_extra["example"] if example is None else example,
-                            toml)
+                            style)
     else:
         fix = ""
     return ConfigError(config_message(label, value, limit, fix))
 
 
+def _unknown(label: str, key, value) -> ConfigError:
+    close = difflib.get_close_matches(str(key), option_names(), n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return ConfigError(config_message(label, value, "unknown key", f"{hint}allowed: {', '.join(option_names())}"))
+
+
 # ---- building ----------------------------------------------------------------------------------
-def _build(values: dict, labels: dict, toml: bool) -> RunOptions:
+def _build(values: dict, labels: dict, style: str) -> RunOptions:
     unknown = [k for k in values if k not in RunOptions.__pydantic_fields__]
     if unknown:
-        k = unknown[0]
-        close = difflib.get_close_matches(str(k), option_names(), n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
-        raise ConfigError(config_message(labels.get(k, k), values[k], "unknown key",
-                                         f"{hint}allowed: {', '.join(option_names())}"))
+        raise _unknown(labels.get(unknown[0], unknown[0]), unknown[0], values[unknown[0]])
+    options = RunOptions.__new__(RunOptions)
     try:
-        return RunOptions(**values)
+        _validated_init(options, **values)
     except ValidationError as exc:
-        raise _with_whole_value(translate_error(exc, labels, toml), exc, values, labels) from None
+        raise _with_whole_value(translate_error(exc, labels, style), exc, values, labels) from None
+    return options
 
 
 def _with_whole_value(err: ConfigError, exc: ValidationError, values: dict, labels: dict) -> ConfigError:
@@ -303,7 +322,7 @@ def options_from_mapping(data: dict, where: str = "", base: RunOptions | None = 
                                          "write key = value lines"))
     labels = {**{k: f"{where}: {k}" if where else str(k) for k in data}, **(labels or {})}
     start = options_dict(base, json_safe=False) if base is not None else {}
-    return _build({**start, **data}, labels, toml=True)
+    return _build({**start, **data}, labels, style="toml")
 
 
 def options_dict(options: RunOptions | None = None, json_safe: bool = True) -> dict:
@@ -369,4 +388,4 @@ def options_from_args(args: argparse.Namespace, names=None, given: dict | None =
         if text is not None:
             labels[name] = "--" + name.replace("_", "-")
             values[name] = _convert(name, text, labels[name])
-    return _build(values, labels, toml=False)
+    return _build(values, labels, style="flag")
