@@ -82,7 +82,7 @@ bytes = 64
 @pytest.mark.parametrize("text,match", [
     ("[[superstep]]\ncompute_cycles = -5\n", r"superstep\[0\].compute_cycles = -5: must be a finite number >= 0"),
     ("[[superstep]]\ncycles = 5\n", r"superstep\[0\].cycles = 5: unknown key"),
-    ("[[superstep]]\n[[superstep.compute]]\ntiles = \"0-5000\"\ncycles = 1\n", r"= 1472: is out of range 0..1471"),
+    ("[[superstep]]\n[[superstep.compute]]\ntiles = \"0-5000\"\ncycles = 1\n", r"tiles = 5000: is out of range 0..1471; give"),
     ("[[superstep]]\nsync = \"all\"\n[[superstep.flows]]\nsrc = 0\ndst = 3\nbytes = 1\n", r"flow dst chip = 3"),
     ("[[superstep]]\n[[superstep.flows]]\nsrc = 0\ndst = 1\nbytes = 1\n", r"crosses sync groups"),
     ("[[memory]]\ncategory = \"weights\"\nbytes = 1\n[[superstep]]\n", None),
@@ -99,3 +99,31 @@ def test_program_file_errors(tmp_path, text, match):
         return
     with pytest.raises(ConfigError, match=match):
         load_program(write(tmp_path, text), m)
+
+
+# issue 19: malformed program entries are one-line ConfigErrors naming the fix (tracebacks or a
+# runaway range expansion on the old code)
+@pytest.mark.parametrize("text,match", [
+    ("[[superstep]]\ncompute = [5]\n", r"superstep\[0\].compute = \[5\]: must be a list of tables; write each"),
+    ("[[superstep]]\nsync = 3\n", r"superstep\[0\].sync = 3: must be 'chip', 'all' or a list of chip groups; e.g."),
+    ("[[superstep]]\nsync = [3]\n", r"superstep\[0\].sync = \[3\]: must be"),
+    ("[[superstep]]\n[[superstep.compute]]\ntiles = \"0-99999999999\"\ncycles = 1\n",
+     r"tiles = 99999999999: is out of range 0..1471"),
+    ("[[superstep]]\n[[superstep.compute]]\ntiles = [[1]]\ncycles = 1\n", r"must be a non-empty list of integer"),
+    ("[[superstep]]\nexchange_bytes = 1\nexchange = 7\n", r"superstep\[0\].exchange = 7: must be a list of tables"),
+    ("[[superstep]]\nflows = \"x\"\n", r"flows = 'x': must be a list of tables"),
+    ("memory = 5\n[[superstep]]\n", r"memory = 5: must be a list of tables"),
+    ("[[superstep]]\nrepeat = 2.5\n", r"repeat = 2.5: must be an integer >= 1; e.g."),
+    ("[[superstep]]\ncompute_cycles = 1e300\n", r"compute_cycles = 1e\+300: must be a finite number >= 0 and at most"),
+])
+def test_malformed_program_entries_are_one_line_errors(tmp_path, text, match):
+    with pytest.raises(ConfigError, match=match):
+        load_program(write(tmp_path, text), load_machine("gc200x2"))
+
+
+def test_program_size_is_estimated_without_building():
+    from tilesim.program import program_size
+    m = load_machine("gc200x2")
+    data = {"superstep": [{"repeat": 10 ** 9}, {"exchange_bytes": 1, "repeat": 2}]}
+    S, nbytes = program_size(data, m)
+    assert S == 10 ** 9 + 2 and nbytes == 2 * 4 * (10 ** 9 + 3 * 2) * m.total_tiles

@@ -23,9 +23,9 @@ def _positive_int(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; give a whole number such as 2") from None
     if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} must be >= 1")
+        raise argparse.ArgumentTypeError(f"{v} must be >= 1; give a whole number such as 2")
     return v
 
 
@@ -33,7 +33,7 @@ def _tile_list(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of tile ids") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of tile ids (e.g. 0,736)") from None
 
 
 def format_summary(result, ledger=None) -> str:
@@ -59,15 +59,20 @@ def format_summary(result, ledger=None) -> str:
 
 
 def write_outputs(out: Path, result, program=None, ledger=None, trace_tiles=(), extra: dict | None = None,
-                  exchange: dict | None = None) -> dict:
+                  exchange: dict | None = None, files: dict | None = None) -> dict:
     """summary.json, trace.json, arrays.npz, summary.md and the pictures (timeline, breakdown,
-    work and — with a ledger — memory; with ``exchange`` matrices, exchange.png)."""
-    from tilesim.io import atomic_write_text
-    from tilesim.report import write_run_report
+    work and — with a ledger — memory; with ``exchange`` matrices, exchange.png), and ``files``
+    ({name: bytes}, e.g. mapping.json). The folder's manifest is removed first and written last
+    (:func:`tilesim.report.seal_run_folder`), so an interrupted write never passes for a run."""
+    from tilesim.io import atomic_write_bytes, atomic_write_text
+    from tilesim.report import begin_run_folder, seal_run_folder, write_run_report
     from tilesim.trace import write_trace
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = begin_run_folder(out)
+    sealed = ["summary.json", "trace.json", "arrays.npz"]
+    for name, data in (files or {}).items():
+        atomic_write_bytes(out / name, data)
+        sealed.append(name)
     summary = result.to_dict()
     if ledger is not None:
         summary["memory"] = ledger.to_dict()
@@ -77,13 +82,15 @@ def write_outputs(out: Path, result, program=None, ledger=None, trace_tiles=(), 
     write_trace(out / "trace.json", result, program, trace_tiles)
     if ledger is not None:
         atomic_write_text(out / "memory.txt", ledger.report() + "\n")
+        sealed.append("memory.txt")
     write_run_report(out, result, program, ledger, exchange)
+    seal_run_folder(out, sealed)
     return summary
 
 
 def _cmd_report(args) -> int:
     from tilesim.report import render
-    written = render(Path(args.dir))
+    written = render(Path(args.dir), verify=True)
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
 
@@ -112,21 +119,41 @@ def _cmd_machines(args) -> int:
     return 0
 
 
-def _simulate_file(program_path, machine_name, chips, out, as_json, trace_tiles, memory_check) -> int:
+def check_program_size(data: dict, machine, force: bool = False) -> None:
+    """Refuse a program table whose build would not fit in memory, or (without ``force``) take
+    longer than :data:`tilesim.limits.TIME_LIMIT_S`; estimated before anything is built."""
+    from tilesim.limits import SIM_NS_PER_TILE_STEP, check_memory, check_time
+    from tilesim.program import program_size
+
+    steps, nbytes = program_size(data, machine)
+    fix = "lower the repeat counts (a loop's time scales linearly: simulate fewer iterations and multiply)"
+    check_memory(f"program of {steps:,} supersteps x {machine.total_tiles:,} tiles", nbytes, fix)
+    check_time(f"program of {steps:,} supersteps x {machine.total_tiles:,} tiles",
+               steps * machine.total_tiles * SIM_NS_PER_TILE_STEP * 1e-9, force, fix)
+
+
+def _simulate_file(program_path, machine_name, chips, out, as_json, trace_tiles, memory_check,
+                   force: bool = False) -> int:
     from tilesim.engine import simulate
+    from tilesim.io import check_output_path, read_toml
     from tilesim.machine import load_machine
     from tilesim.memory import MemoryLedger
-    from tilesim.program import load_program
+    from tilesim.program import program_from_dict
 
+    if out:
+        check_output_path(out, "--out", "dir")
     machine = load_machine(machine_name, chips)
-    program, memory = load_program(program_path, machine)
+    for t in trace_tiles:
+        if not 0 <= t < machine.total_tiles:
+            raise ConfigError(f"--trace-tiles = {t}: must be in 0..{machine.total_tiles - 1}; "
+                              "give global tile ids (chip * tiles_per_chip + tile)")
+    data = read_toml(program_path, "program file")
+    check_program_size(data, machine, force)
+    program, memory = program_from_dict(data, machine, str(program_path))
     ledger = MemoryLedger(machine)
     for cat, tiles, nbytes, label in memory:
         ledger.add(cat, nbytes, tiles, label)
     ledger.check(memory_check)
-    for t in trace_tiles:
-        if not 0 <= t < machine.total_tiles:
-            raise ConfigError(f"--trace-tiles = {t}: must be in 0..{machine.total_tiles - 1}")
     result = simulate(program, machine)
     if out:
         summary = write_outputs(Path(out), result, program, ledger, trace_tiles)
@@ -144,7 +171,7 @@ def _simulate_file(program_path, machine_name, chips, out, as_json, trace_tiles,
 
 def _cmd_simulate(args) -> int:
     return _simulate_file(args.program, args.machine, args.chips, args.out, args.json, args.trace_tiles,
-                          args.memory_check)
+                          args.memory_check, args.force)
 
 
 def _cmd_demo(args) -> int:
@@ -185,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--trace-tiles", type=_tile_list, default=[], help="global tile ids with own trace tracks")
     s.add_argument("--memory-check", choices=["raise", "report"], default="raise",
                    help="stop on SRAM overflow (raise) or mark the tiles and go on (report)")
+    s.add_argument("--force", action="store_true",
+                   help="run a program estimated to take longer than an hour (memory limits still apply)")
     s.set_defaults(func=_cmd_simulate)
 
     d = sub.add_parser("demo", help="time the built-in example program and write its outputs")
@@ -217,6 +246,15 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # output piped into `head` and closed early
         sys.stderr.close()
         return 0
+    except MemoryError:
+        print("tilesim: error: out of memory; make the problem smaller (fewer supersteps, tiles or points)",
+              file=sys.stderr)
+        return 2
+    except OSError as exc:   # the file system refused a write the up-front checks could not foresee
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"tilesim: error: cannot access{where}: {exc.strerror or exc}; check the path, its permissions "
+              "and the free disk space", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("tilesim: interrupted", file=sys.stderr)
         return 130

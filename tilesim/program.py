@@ -419,33 +419,35 @@ def parse_tiles(spec, n: int, where: str) -> np.ndarray:
         return np.arange(n)
     if isinstance(spec, bool):
         raise ConfigError(config_message(where, spec, "must be 'all', an index, a range 'a-b' or a list"))
+    fix = f"give 'all', an index, a range like '0-{n - 1}' or a list of indices in 0..{n - 1}"
+
+    def in_range(v):
+        if not 0 <= v < n:
+            raise ConfigError(config_message(where, v, f"is out of range 0..{n - 1}", fix))
+        return v
+
     if isinstance(spec, int):
-        idx = [spec]
-    elif isinstance(spec, list):
-        idx = spec
-    elif isinstance(spec, str):
-        idx = []
-        for part in spec.split(","):
-            part = part.strip()
-            try:
-                if "-" in part:
-                    a, b = (int(x) for x in part.split("-", 1))
-                    if b < a:
-                        raise ValueError
-                    idx.extend(range(a, b + 1))
-                else:
-                    idx.append(int(part))
-            except ValueError:
-                raise ConfigError(config_message(where, spec, "is not a tile range like '0-735' or '0-9,20-29'")) from None
-    else:
-        raise ConfigError(config_message(where, spec, "must be 'all', an index, a range 'a-b' or a list"))
-    arr = np.asarray(idx)
-    if arr.size == 0 or arr.dtype.kind not in "iu":
-        raise ConfigError(config_message(where, spec, "must name at least one integer index"))
-    if arr.min() < 0 or arr.max() >= n:
-        bad = int(arr[(arr < 0) | (arr >= n)][0])
-        raise ConfigError(config_message(where, bad, f"is out of range 0..{n - 1}"))
-    return arr
+        return np.asarray([in_range(spec)])
+    if isinstance(spec, list):
+        if not spec or not all(isinstance(v, int) and not isinstance(v, bool) for v in spec):
+            raise ConfigError(config_message(where, spec, "must be a non-empty list of integer indices", fix))
+        return np.asarray([in_range(v) for v in spec], np.int64)
+    if not isinstance(spec, str):
+        raise ConfigError(config_message(where, spec, "must be 'all', an index, a range 'a-b' or a list", fix))
+    parts = []
+    for part in spec.split(","):
+        part = part.strip()
+        try:
+            a, sep, b = part.partition("-")
+            a, b = int(a), (int(b) if sep else int(a))
+            if b < a:
+                raise ValueError
+        except ValueError:
+            raise ConfigError(config_message(where, spec, "is not a tile range like '0-735' or '0-9,20-29'",
+                                             fix)) from None
+        in_range(a), in_range(b)          # checked before a range is expanded
+        parts.append(np.arange(a, b + 1, dtype=np.int64))
+    return np.concatenate(parts)
 
 
 _STEP_KEYS = {"label", "repeat", "sync", "compute_cycles", "compute", "exchange_bytes",
@@ -459,10 +461,57 @@ def _selection(entry: dict, machine, where: str) -> np.ndarray:
     return (chips[:, None] * machine.tiles_per_chip + tiles[None, :]).ravel()
 
 
+# cycles and bytes beyond 2**53 (the largest integer a float64 holds exactly) are not meaningful
+MAX_QUANTITY = float(2 ** 53)
+
+
 def _number(v, where):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise ConfigError(config_message(where, v, "must be a finite number >= 0"))
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= MAX_QUANTITY:
+        raise ConfigError(config_message(where, v, "must be a finite number >= 0 and at most 2**53",
+                                         "give a plain number such as 1000"))
     return float(v)
+
+
+def _tables(value, where: str, example: str) -> list:
+    """``value`` as a list of tables (TOML ``[[...]]``), else one-line ConfigError."""
+    if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+        raise ConfigError(config_message(where, value, "must be a list of tables",
+                                         f"write each entry as [[{example}]] with its keys below"))
+    return value
+
+
+def _repeat(v, where):
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(config_message(where, v, "must be an integer >= 1", "e.g. repeat = 8"))
+    return v
+
+
+def _sync(v, where, chips: int):
+    """'chip', 'all' or a list of chip groups (lists of chip indices)."""
+    if v in ("chip", "all"):
+        return v
+    ok = isinstance(v, list) and v and all(
+        isinstance(g, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in g) for g in v)
+    if not ok:
+        raise ConfigError(config_message(where, v, "must be 'chip', 'all' or a list of chip groups",
+                                         f"e.g. sync = [[0, 1], [2, 3]] (chips 0..{chips - 1})"))
+    return v
+
+
+def program_size(data: dict, machine) -> tuple:
+    """``(supersteps, bytes)`` a program table would build to, without building it: the
+    per-tile rows (float32 compute and, for supersteps with exchange, bytes in and out), twice
+    (the rows and their stacked copy). Malformed entries count as one superstep."""
+    steps = data.get("superstep", [])
+    S = rows = 0
+    for st in steps if isinstance(steps, list) else []:
+        r = st.get("repeat", 1) if isinstance(st, dict) else 1
+        r = r if isinstance(r, int) and not isinstance(r, bool) and r >= 1 else 1
+        ex = isinstance(st, dict) and any(k in st for k in ("exchange_bytes", "exchange_in_bytes",
+                                                               "exchange_out_bytes", "exchange", "transfers"))
+        S += r
+        rows += r * (3 if ex else 1)
+    return S, 2 * 4 * rows * machine.total_tiles
 
 
 def program_from_dict(data: dict, machine, source: str = "program"):
@@ -486,7 +535,7 @@ def program_from_dict(data: dict, machine, source: str = "program"):
                 raise ConfigError(config_message(f"{where}.{k}", st[k], "unknown key",
                                                  f"allowed: {', '.join(sorted(_STEP_KEYS))}"))
         comp = np.full(N, _number(st.get("compute_cycles", 0), f"{where}.compute_cycles"))
-        for j, e in enumerate(st.get("compute", [])):
+        for j, e in enumerate(_tables(st.get("compute", []), f"{where}.compute", "superstep.compute")):
             w = f"{where}.compute[{j}]"
             for k in e:
                 if k not in {"tiles", "chips", "cycles"}:
@@ -497,7 +546,7 @@ def program_from_dict(data: dict, machine, source: str = "program"):
             both = _number(st.get("exchange_bytes", 0), f"{where}.exchange_bytes")
             bin_ = np.full(N, _number(st.get("exchange_in_bytes", both), f"{where}.exchange_in_bytes"))
             bout = np.full(N, _number(st.get("exchange_out_bytes", both), f"{where}.exchange_out_bytes"))
-            for j, e in enumerate(st.get("exchange", [])):
+            for j, e in enumerate(_tables(st.get("exchange", []), f"{where}.exchange", "superstep.exchange")):
                 w = f"{where}.exchange[{j}]"
                 for k in e:
                     if k not in {"tiles", "chips", "in_bytes", "out_bytes"}:
@@ -507,13 +556,13 @@ def program_from_dict(data: dict, machine, source: str = "program"):
                 bin_[sel] = _number(e.get("in_bytes", 0), f"{w}.in_bytes")
                 bout[sel] = _number(e.get("out_bytes", 0), f"{w}.out_bytes")
         flows = []
-        for j, f in enumerate(st.get("flows", [])):
+        for j, f in enumerate(_tables(st.get("flows", []), f"{where}.flows", "superstep.flows")):
             w = f"{where}.flows[{j}]"
             if not isinstance(f, dict) or set(f) != {"src", "dst", "bytes"}:
                 raise ConfigError(config_message(w, f, "must be a table with exactly src, dst, bytes"))
             flows.append((f["src"], f["dst"], _number(f["bytes"], f"{w}.bytes")))
         xfers = []
-        for j, t in enumerate(st.get("transfers", [])):
+        for j, t in enumerate(_tables(st.get("transfers", []), f"{where}.transfers", "superstep.transfers")):
             w = f"{where}.transfers[{j}]"
             if not isinstance(t, dict) or not {"src_tile", "dst_tile", "bytes"} <= set(t) or \
                     not set(t) <= {"src_tile", "dst_tile", "bytes", "chip"}:
@@ -531,9 +580,10 @@ def program_from_dict(data: dict, machine, source: str = "program"):
         host = st.get("host_bytes")
         b.superstep(str(st.get("label", f"step{i}")), comp, bytes_out=bout, bytes_in=bin_, flows=flows,
                     transfers=xfers, host_bytes=None if host is None else _number(host, f"{where}.host_bytes"),
-                    sync=st.get("sync", "chip"), repeat=st.get("repeat", 1))
+                    sync=_sync(st.get("sync", "chip"), f"{where}.sync", machine.chips),
+                    repeat=_repeat(st.get("repeat", 1), f"{where}.repeat"))
     memory = []
-    for j, m in enumerate(data.get("memory", [])):
+    for j, m in enumerate(_tables(data.get("memory", []), "memory", "memory")):
         w = f"memory[{j}]"
         if not isinstance(m, dict):
             raise ConfigError(config_message(w, m, "must be a table"))

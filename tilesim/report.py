@@ -18,7 +18,80 @@ from tilesim.errors import ConfigError, config_message
 from tilesim.fabric import grid_shape
 from tilesim.io import atomic_write_bytes, atomic_write_text
 
-__all__ = ["write_run_report", "render", "summary_markdown"]
+__all__ = ["write_run_report", "render", "summary_markdown", "begin_run_folder", "seal_run_folder",
+           "verify_run_folder", "MANIFEST"]
+
+# A run folder is complete only with this file: written last, it lists every file of the run with
+# its size and SHA-256. Writing a run first deletes it, so a run killed half-way (a new summary.json
+# beside an old arrays.npz) has no manifest, or one that does not match, and `report` refuses it.
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = 1
+_FIX = "re-run the command with --out to write the folder again"
+# what render() reads: summary.json keys, arrays.npz keys
+SUMMARY_KEYS = ("machine", "breakdown_s")
+ARRAY_KEYS = ("time_s", "label_id", "labels", "clock_hz", "work_cycles", "tiles_per_chip")
+TIMELINE_KEYS = tuple(f"timeline_{k}" for k in ("start", "arrive", "release", "exchange_cycles", "links_end", "end"))
+MEMORY_KEYS = ("memory_bytes", "memory_budget")
+EXCHANGE_KEYS = ("exchange_chip", "exchange_group", "exchange_edges", "exchange_chip_index")
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def begin_run_folder(out) -> Path:
+    """Create ``out`` and remove its manifest: from here until :func:`seal_run_folder` the folder
+    is marked incomplete (the user's other files are kept)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST).unlink(missing_ok=True)
+    return out
+
+
+def seal_run_folder(out, names) -> Path:
+    """Write the manifest (size and SHA-256 of each of ``names``) last, atomically."""
+    out = Path(out)
+    files = {n: {"bytes": (out / n).stat().st_size, "sha256": _digest(out / n)} for n in names}
+    return atomic_write_text(out / MANIFEST, json.dumps({"format": MANIFEST_FORMAT, "files": files}, indent=2))
+
+
+def _broken(out, why: str, fix: str = _FIX) -> ConfigError:
+    return ConfigError(config_message("run directory", str(out), why, fix))
+
+
+def verify_run_folder(out) -> None:
+    """Raise :class:`ConfigError` unless ``out`` holds one complete run: a manifest whose every
+    file is present with its recorded size and SHA-256."""
+    out = Path(out)
+    if not out.is_dir():
+        raise _broken(out, "is not a folder", "give a folder written by `tilesim run --out` or `tilesim simulate --out`")
+    m = out / MANIFEST
+    if not m.is_file():
+        why = ("has no manifest.json: the run that wrote it was interrupted, or it was written by an older tilesim"
+               if (out / "summary.json").exists() else "has no summary.json and no manifest.json (holds no run)")
+        raise _broken(out, why, _FIX if (out / "summary.json").exists()
+                      else "give a folder written by `tilesim run --out` or `tilesim simulate --out`")
+    try:
+        man = json.loads(m.read_text())
+        files = man["files"]
+        if not isinstance(files, dict) or not files:
+            raise TypeError
+        for name, rec in files.items():
+            f = out / name
+            if not isinstance(name, str) or "/" in name or not f.is_file():
+                raise _broken(out, f"misses {name} listed in its manifest (a mixed or damaged run)")
+            if f.stat().st_size != int(rec["bytes"]) or _digest(f) != rec["sha256"]:
+                raise _broken(out, f"has a {name} that differs from the one its run wrote "
+                                   "(changed, truncated or from another run)")
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, KeyError, OSError, UnicodeDecodeError):
+        raise _broken(out, "has an unreadable manifest.json") from None
 
 
 def write_run_report(out, result, program, ledger, exchange: dict | None = None) -> None:
@@ -45,21 +118,33 @@ def write_run_report(out, result, program, ledger, exchange: dict | None = None)
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     atomic_write_bytes(out / "arrays.npz", buf.getvalue())
-    render(out)
+    render(out, verify=False)
 
 
 def _load(out: Path):
+    """summary.json and arrays.npz, checked for everything :func:`render` reads."""
+    import zipfile
     s, a = out / "summary.json", out / "arrays.npz"
     for p in (s, a):
         if not p.is_file():
-            raise ConfigError(config_message("run directory", str(out), f"has no {p.name}",
-                                             "give a folder written by `tilesim run --out`"))
+            raise _broken(out, f"has no {p.name}")
     try:
         summary = json.loads(s.read_text())
-        arrays = dict(np.load(a))
-    except (ValueError, OSError) as exc:
-        raise ConfigError(config_message("run directory", str(out), f"files cannot be read ({exc})",
-                                         "re-run `tilesim run --out` to rewrite them")) from None
+        with np.load(a, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (ValueError, OSError, EOFError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
+        raise _broken(out, f"has files that cannot be read ({type(exc).__name__}: {str(exc)[:80]})") from None
+    if not isinstance(summary, dict) or not all(k in summary for k in SUMMARY_KEYS):
+        raise _broken(out, f"has a summary.json without {', '.join(SUMMARY_KEYS)}")
+    need = list(ARRAY_KEYS)
+    if any(k.startswith("timeline_") for k in arrays):
+        need += TIMELINE_KEYS
+    for group in (MEMORY_KEYS, EXCHANGE_KEYS):
+        if any(k in arrays for k in group):
+            need += group
+    missing = [k for k in need if k not in arrays]
+    if missing:
+        raise _broken(out, f"has an arrays.npz without {', '.join(missing)}")
     return summary, arrays
 
 
@@ -69,11 +154,26 @@ def _grid(arrays, tpc):
     return g if g[0] else near_square(tpc)
 
 
-def render(out) -> list[Path]:
-    """Draw every picture and write ``summary.md`` from ``summary.json`` + ``arrays.npz``."""
+def render(out, verify: bool = True) -> list[Path]:
+    """Draw every picture and write ``summary.md`` from ``summary.json`` + ``arrays.npz``.
+
+    With ``verify`` (``tilesim report``) the folder must first pass :func:`verify_run_folder`
+    and be writable; a broken or mixed folder raises :class:`ConfigError` (one line)."""
     from tilesim import plots
+    from tilesim.io import check_output_path
     out = Path(out)
+    if verify:
+        verify_run_folder(out)
+        check_output_path(out, "run directory", "dir")
     summary, a = _load(out)
+    try:
+        return _draw(out, summary, a, plots)
+    except (KeyError, IndexError, ValueError, TypeError) as exc:    # arrays of the wrong shape or type
+        raise _broken(out, f"has arrays.npz/summary.json contents that do not fit together "
+                           f"({type(exc).__name__}: {str(exc)[:80]})") from None
+
+
+def _draw(out, summary, a, plots) -> list[Path]:
     tpc = int(a["tiles_per_chip"])
     written = []
     labels = [str(x) for x in a["labels"]]
