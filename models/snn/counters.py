@@ -341,8 +341,9 @@ def count_layer(activity: Activity, layer: int, tile_of_neuron: np.ndarray, n_ti
 
 
 CACHE_BYTES = 128 << 20
-"""Bytes of counters :func:`count_work` keeps in a caller's cache, and of layer terms the step
-timing keeps (least recently used dropped first). Unbounded, a search over a T = 100 network
+"""Bytes of counters :func:`count_work` keeps in a caller's cache, and of each cache the step
+timing keeps there (layer terms, chip-row tile sets, owner-tile memory entries; least recently
+used dropped first). Unbounded, a search over a T = 100 network
 held gigabytes of per-step arrays, and touching fresh memory for every candidate made it
 several times slower than recounting in reused memory."""
 
