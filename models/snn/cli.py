@@ -9,7 +9,6 @@ The work is :mod:`models.snn.run` and :mod:`models.snn.mapsearch`.
 """
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import sys
@@ -19,14 +18,11 @@ import numpy as np
 from tqdm import tqdm
 
 from models.snn.mapsearch import search_mapping
-from models.snn.network import NetworkConfig, compute_gradients, init_network
 from models.snn.options import add_option_flags, option_names, options_from_args
-from models.snn.placing import place
-from models.snn.run import RunSummary, run_training
+from models.snn.run import RunSummary, batch_gradients, run_training
 from tilesim.cli import write_outputs
 from tilesim.errors import ConfigError, config_message, require
 from tilesim.io import atomic_write_bytes
-from tilesim.machine import load_machine
 
 # the options `tilesim grad` takes (the network's caps and thresholds and its placement)
 GRAD_OPTIONS = ("max_activity", "caps", "input_cap", "second_threshold", "output_second_threshold", "machine",
@@ -178,20 +174,10 @@ def cmd_grad(args) -> int:
             f"must be [T, B, {Ws[0].shape[0]}]", "save spikes as [time, batch, inputs]")
     layers = tuple([int(Ws[0].shape[0])] + [int(w.shape[1]) for w in Ws])
     T, B = (int(n) for n in spikes.shape[:2])
-    o = options_from_args(args, GRAD_OPTIONS, given={"layers": layers, "batch": B, "timesteps": T})
-    cfg = NetworkConfig(layers=layers, batch=B, timesteps=T, max_activity=o.max_activity, caps=o.caps,
-                        input_cap=o.input_cap, second_threshold=o.second_threshold,
-                        output_second_threshold=o.output_second_threshold)
-    machine = load_machine(o.machine, o.chips)
-    placement, _, _ = place(cfg, machine, o.neurons_per_tile, o.mapping, "report")
-    state = init_network(cfg, placement)
-    state.W = Ws
-    res = compute_gradients(state, spikes.astype(np.uint8), labels.astype(np.int64))
-    dW, _ = res.grads
-    out = {"loss": np.float64(res.loss), "out_counts": res.logits}
-    out.update({f"dW{i}": g for i, g in enumerate(dW)})
+    options = options_from_args(args, GRAD_OPTIONS, given={"layers": layers, "batch": B, "timesteps": T})
+    out = batch_gradients(Ws, spikes, labels, options)
     buf = io.BytesIO()
     np.savez(buf, **out)
     atomic_write_bytes(args.out, buf.getvalue())
-    print(f"loss {res.loss:.6f}; wrote {args.out} ({', '.join(out)})")
+    print(f"loss {out['loss']:.6f}; wrote {args.out} ({', '.join(out)})")
     return 0

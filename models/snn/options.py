@@ -23,7 +23,7 @@ import dataclasses
 import difflib
 import os
 import re
-from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
+from typing import Annotated, Literal, Optional, Union, get_args, get_origin
 
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic.dataclasses import dataclass

@@ -20,7 +20,7 @@ from models.snn import data as D
 from models.snn.activity import fixed_activity
 from models.snn.counters import Activity
 from models.snn.explain import exchange_matrices, explain_critical, label_tile_cycles
-from models.snn.network import NetworkConfig, init_network, parse_layers, train_step
+from models.snn.network import NetworkConfig, compute_gradients, init_network, parse_layers, train_step
 from models.snn.nir_import import NirModel, load_nir
 from models.snn.options import DATASET_CHANNELS, DEFAULT_LAYERS, RunOptions, network_fields
 from models.snn.placement import Placement
@@ -32,7 +32,7 @@ from tilesim.errors import ConfigError, config_message, require
 from tilesim.machine import load_machine
 
 __all__ = ["RunSummary", "RunArtifacts", "run_training", "load_model", "load_cost_model", "network_config",
-           "make_dataset", "record_activity", "place"]
+           "make_dataset", "record_activity", "place", "batch_gradients"]
 
 _GENERATORS = {"shd": D.shd_like, "nmnist": D.nmnist_like, "dvsgesture": D.dvsgesture_like}
 
@@ -240,3 +240,23 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
                       options.data)
     steps = _train(options, config, machine, placed.placement, costs, state, ds, progress)
     return _summarize(config, machine, placed, state, steps, t_all)
+
+
+def batch_gradients(weights: list, spikes: np.ndarray, labels: np.ndarray, options: RunOptions) -> dict:
+    """Loss and weight gradients of one batch, no update (``tilesim grad``): ``weights`` W0..W{L-1}
+    float32 [N_in, N_out], ``spikes`` [T, B, N0] 0/1, ``labels`` [B]; the caps, thresholds and
+    placement from ``options``. Returns ``{"loss", "out_counts", "dW0", ...}`` (arrays)."""
+    T, B, _ = spikes.shape
+    layers = [weights[0].shape[0]] + [w.shape[1] for w in weights]
+    cfg = NetworkConfig(layers=layers, batch=B, timesteps=T, max_activity=options.max_activity, caps=options.caps,
+                        input_cap=options.input_cap, second_threshold=options.second_threshold,
+                        output_second_threshold=options.output_second_threshold)
+    machine = load_machine(options.machine, options.chips)
+    placement, _, _ = place(cfg, machine, options.neurons_per_tile, options.mapping, "report")
+    state = init_network(cfg, placement)
+    state.W = list(weights)
+    res = compute_gradients(state, spikes.astype(np.uint8), labels.astype(np.int64))
+    dW, _ = res.grads
+    out = {"loss": np.float64(res.loss), "out_counts": res.logits}
+    out.update({f"dW{i}": g for i, g in enumerate(dW)})
+    return out
