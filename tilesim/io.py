@@ -101,7 +101,7 @@ def check_output_path(path, flag: str, kind: str = "file") -> Path:
         if p.exists():
             if kind == "file" and p.is_dir():
                 raise ConfigError(config_message(flag, text, "is a directory, a file is expected",
-                                                 f"give a file name, e.g. {p / 'results'}"))
+                                                 "give the path of a file (inside it or elsewhere)"))
             if kind == "dir" and not p.is_dir():
                 raise ConfigError(config_message(flag, text, "is an existing file, a folder is expected",
                                                  "give a new or existing folder name"))

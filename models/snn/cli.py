@@ -65,14 +65,17 @@ def register(sub) -> None:
 def write_run_outputs(out, summary: RunSummary) -> None:
     """summary.json, summary.md, trace.json, the pictures and mapping.json of a run into ``out``."""
     a = summary.artifacts
+    mapping = (json.dumps(a.mapping.to_dict(), indent=1) + "\n").encode()     # as Mapping.save writes it
     write_outputs(Path(out), a.result, a.program, a.ledger, list(a.trace_tiles), extra=summary.to_dict(),
-                  exchange=a.exchange)
-    a.mapping.save(Path(out) / "mapping.json")
+                  exchange=a.exchange, files={"mapping.json": mapping})
 
 
 def cmd_run(args) -> int:
     """``tilesim run``: options from the TOML file and the flags, train, print (and write --out)."""
     options = options_from_args(args)
+    if options.out:                              # before the training, not after it
+        from tilesim.io import check_output_path
+        check_output_path(options.out, "--out", "dir")
     with tqdm(total=options.steps, desc="training", unit=" step", file=sys.stderr, leave=False,
               disable=bool(args.quiet or options.json or options.steps < 2)) as bar:
         summary = run_training(options, progress=lambda step, res, sim: (
@@ -93,6 +96,9 @@ def cmd_map_search(args) -> int:
     """``tilesim map-search``: options as for ``run``, then the search; prints its result."""
     require(args.budget_s > 0, "--budget-s", args.budget_s, "must be > 0", "e.g. --budget-s 10")
     options = options_from_args(args, SEARCH_OPTIONS)
+    if args.out:
+        from tilesim.io import check_output_path
+        check_output_path(args.out, "--out", "file")
     bar, progress = None, None
     if not args.json and not args.quiet:
         bar = tqdm(total=None, unit=" mappings", desc="map-search", leave=False)
@@ -150,28 +156,17 @@ def _npz(path, what):
 
 
 def _grad_weights(path) -> list:
-    W = _npz(path, "--weights")
-    keys = sorted((k for k in W if k.startswith("W") and k[1:].isdigit()), key=lambda k: int(k[1:]))
-    require(keys and keys == [f"W{i}" for i in range(len(keys))], "--weights keys", sorted(W),
-            "must be W0, W1, ... W{L-1}", "save the arrays as W0=..., W1=...")
-    Ws = [np.asarray(W[k], np.float32) for k in keys]
-    for i, w in enumerate(Ws):
-        require(w.ndim == 2, f"W{i}.shape", w.shape, "must be 2-D [N_in, N_out]", "save W as [inputs, outputs]")
-        if i:
-            require(w.shape[0] == Ws[i - 1].shape[1], f"W{i}.shape", w.shape,
-                    f"must start with {Ws[i - 1].shape[1]} (the outputs of W{i - 1})", "check the layer order")
-    return Ws
+    from models.snn.grad_inputs import grad_weights
+    return grad_weights(_npz(path, "--weights"))
 
 
 def cmd_grad(args) -> int:
     """``tilesim grad``: loss and weight gradients of one batch from W.npz and X.npz into G.npz."""
+    from models.snn.grad_inputs import grad_batch
+    from tilesim.io import check_output_path
+    check_output_path(args.out, "--out", "file")
     Ws = _grad_weights(args.weights)
-    X = _npz(args.inputs, "--inputs")
-    require("spikes" in X and "labels" in X, "--inputs keys", sorted(X), "must contain 'spikes' and 'labels'",
-            "save them as spikes=..., labels=...")
-    spikes, labels = np.asarray(X["spikes"]), np.asarray(X["labels"])
-    require(spikes.ndim == 3 and spikes.shape[2] == Ws[0].shape[0], "spikes.shape", spikes.shape,
-            f"must be [T, B, {Ws[0].shape[0]}]", "save spikes as [time, batch, inputs]")
+    spikes, labels = grad_batch(_npz(args.inputs, "--inputs"), int(Ws[0].shape[0]), int(Ws[-1].shape[1]))
     layers = tuple([int(Ws[0].shape[0])] + [int(w.shape[1]) for w in Ws])
     T, B = (int(n) for n in spikes.shape[:2])
     options = options_from_args(args, GRAD_OPTIONS, given={"layers": layers, "batch": B, "timesteps": T})
