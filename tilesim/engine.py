@@ -32,7 +32,7 @@ from tilesim.fabric import LadderLinks, make_fabric
 from tilesim.machine import Machine
 from tilesim.program import SYNC_ALL, SYNC_CHIP, Program
 from tilesim.records import ChipTimeline, ChipWork, SimResult
-from tilesim.timeline import Flow, StepFlows
+from tilesim.timeline import Flow
 
 __all__ = ["simulate", "makespan_s", "reduce_tiles", "chip_timeline"]
 
@@ -158,6 +158,8 @@ class _ChipEvents:
         return b
 
     def _event_step(self, s: int, c: int, members: np.ndarray):
+        """Chip ``c`` through superstep ``s`` (sync group ``members``), every phase an event; the
+        last member to arrive starts the group's flows on the shared links at the release."""
         env, tl = self.env, self.tl
         tl.start[s, c] = env.now
         yield env.timeout(self.comp[s, c])
@@ -167,8 +169,7 @@ class _ChipEvents:
             arr = np.array([b.arrived[m] for m in members.tolist()])
             tl.arriver[s, members] = members[int(arr.argmax())]
             mset = set(members.tolist())
-            step_flows = self.tails.flows.get(s)
-            group_flows = step_flows.from_chips(mset).flows() if step_flows is not None else ()
+            group_flows = tuple(f for f in self.tails.flows.get(s, ()) if f.src_chip in mset)
             events = self.links.start_later(self.sync[s, c], group_flows) if group_flows else []
             b.flow_events = {m: [ev for f, ev in zip(group_flows, events) if m in (f.src_chip, f.dst_chip)]
                              for m in members.tolist()}
@@ -183,6 +184,8 @@ class _ChipEvents:
         tl.end[s, c] = env.now
 
     def _chip(self, c: int):
+        """Chip ``c`` through every run: wait at the run's first sync (if its group has other
+        members), then jump to the run's end by its closed-form offset."""
         env, st = self.env, self.starts
         t = 0.0                      # this chip's clock; simpy time catches up before any barrier
         for i, r in enumerate(self.rs):
@@ -299,7 +302,7 @@ def makespan_s(comp: np.ndarray, ex: np.ndarray, machine: Machine, sync_scope: n
 
 
 def chip_timeline(comp: np.ndarray, ex: np.ndarray, machine: Machine, scope: np.ndarray, partitions: tuple,
-                  sync_extra, exchange_extra, flows: dict[int, StepFlows], host_tx: tuple) -> ChipTimeline:
+                  sync_extra, exchange_extra, flows: dict[int, tuple[Flow, ...]], host_tx: tuple) -> ChipTimeline:
     """The per-chip :class:`ChipTimeline` of a program reduced to chips: ``comp`` / ``ex`` [S, C]
     cycles, ``scope`` [S] and ``partitions`` as in :class:`Program`, ``sync_extra`` /
     ``exchange_extra`` [S] cycles, ``flows`` by superstep (:func:`tilesim.timeline.flows_by_step`),

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import repeat
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,63 +36,33 @@ from tilesim.machine import Machine
 from tilesim.program import SYNC_ALL, SYNC_CHIP
 from tilesim.records import ChipTimeline
 
-__all__ = ["Flow", "StepFlows", "Tails", "Run", "RunOffsets", "RunStarts", "DRAINED_BYTES", "fair_rates", "fluid_batch",
+__all__ = ["Flow", "Tails", "Run", "RunOffsets", "RunStarts", "DRAINED_BYTES", "fair_rates", "fluid_batch",
            "flows_by_step", "sync_groups", "sync_cycles", "tails", "global_makespan_cycles", "runs",
            "run_offsets", "fill_runs"]
 
 DRAINED_BYTES = 1e-6            # a flow with this little left has finished (float round-off)
 
 
-@dataclass(frozen=True, slots=True)
-class Flow:
-    """Bytes sent from one chip to another over the links in one superstep."""
+class Flow(NamedTuple):
+    """Bytes sent from one chip to another over the links in one superstep. A named tuple: made,
+    hashed and compared in C, so that supersteps with equal flows share one solution cheaply (a
+    mapping search times thousands of programs); read it by name."""
 
     src_chip: int
     dst_chip: int
     nbytes: float
 
 
-@dataclass(frozen=True, slots=True)
-class StepFlows:
-    """The cross-chip flows of one superstep, as columns in program order (hashable: supersteps
-    with equal flows share one solution)."""
-
-    src_chip: tuple[int, ...]
-    dst_chip: tuple[int, ...]
-    nbytes: tuple[float, ...]
-
-    def __len__(self) -> int:
-        return len(self.nbytes)
-
-    def flows(self) -> tuple[Flow, ...]:
-        """One :class:`Flow` per flow."""
-        return tuple(Flow(a, b, n) for a, b, n in zip(self.src_chip, self.dst_chip, self.nbytes))
-
-    def from_chips(self, chips: set) -> "StepFlows":
-        """The flows whose source chip is in ``chips``."""
-        keep = [i for i, a in enumerate(self.src_chip) if a in chips]
-        return StepFlows(tuple(self.src_chip[i] for i in keep), tuple(self.dst_chip[i] for i in keep),
-                         tuple(self.nbytes[i] for i in keep))
-
-
-def flows_by_step(step, src, dst, nbytes) -> dict[int, StepFlows]:
+def flows_by_step(step, src, dst, nbytes) -> dict[int, tuple[Flow, ...]]:
     """The flows of :class:`~tilesim.program.Program` (its ``flow_*`` columns: superstep, source
-    chip, destination chip, bytes) grouped by superstep, supersteps in order of first appearance."""
-    step = np.asarray(step)
-    if step.size == 0:
-        return {}
-    order = np.argsort(step, kind="stable")
-    ss = step[order]
-    bounds = np.concatenate([[0], np.flatnonzero(ss[1:] != ss[:-1]) + 1, [ss.size]])
-    a = np.asarray(src)[order].tolist()
-    b = np.asarray(dst)[order].tolist()
-    n = np.asarray(nbytes, np.float64)[order].tolist()
-    first_seen = order[bounds[:-1]]                # where each superstep's first flow sits
-    out = {}
-    for k in np.argsort(first_seen, kind="stable").tolist():
-        i, j = int(bounds[k]), int(bounds[k + 1])
-        out[int(ss[i])] = StepFlows(tuple(a[i:j]), tuple(b[i:j]), tuple(n[i:j]))
-    return out
+    chip, destination chip, bytes) grouped by superstep: supersteps in order of first
+    appearance, each superstep's flows in program order."""
+    every = zip(np.asarray(src).tolist(), np.asarray(dst).tolist(), np.asarray(nbytes, np.float64).tolist())
+    flows = list(map(tuple.__new__, repeat(Flow), every))    # Flow(a, b, n) without a Python call each
+    out: dict[int, list[Flow]] = {}
+    for s, f in zip(np.asarray(step).tolist(), flows):
+        out.setdefault(s, []).append(f)
+    return {s: tuple(fl) for s, fl in out.items()}
 
 
 def fair_rates(routes: list[tuple], bw: dict) -> list[float]:
@@ -103,17 +75,17 @@ def fair_rates(routes: list[tuple], bw: dict) -> list[float]:
     return [min(bw[g] / share[g] for g in route) for route in routes]
 
 
-def fluid_batch(flows: StepFlows, ladder: LadderLinks) -> tuple[np.ndarray, dict]:
+def fluid_batch(flows: tuple[Flow, ...], ladder: LadderLinks) -> tuple[np.ndarray, dict]:
     """Flows that all start together and share the link groups only with each other.
 
     Returns each flow's completion in cycles after the start (the fluid rule of the module
     docstring, plus ``ladder.latency_cycles`` per hop) and the bytes per link group."""
-    remaining = np.array(flows.nbytes, np.float64)
-    routes = [ladder.route(a, b) for a, b in zip(flows.src_chip, flows.dst_chip)]
+    remaining = np.array([f.nbytes for f in flows], np.float64)
+    routes = [ladder.route(f.src_chip, f.dst_chip) for f in flows]
     group_bytes: dict[tuple, float] = {}
-    for nb, route in zip(flows.nbytes, routes):
+    for f, route in zip(flows, routes):
         for g in route:
-            group_bytes[g] = group_bytes.get(g, 0.0) + nb
+            group_bytes[g] = group_bytes.get(g, 0.0) + f.nbytes
     done = np.zeros(len(flows))
     now = 0.0
     active = [i for i in range(len(flows)) if remaining[i] > DRAINED_BYTES]
@@ -136,7 +108,7 @@ def ladder_of(machine: Machine) -> LadderLinks:
 
 
 @lru_cache(maxsize=4096)
-def _batch(machine: Machine, flows: StepFlows) -> tuple[np.ndarray, dict]:
+def _batch(machine: Machine, flows: tuple[Flow, ...]) -> tuple[np.ndarray, dict]:
     """:func:`fluid_batch` on the machine's links, remembered (a step repeats its flows)."""
     return fluid_batch(flows, ladder_of(machine))
 
@@ -173,7 +145,7 @@ class Tails:
     exchange: np.ndarray          # on-chip exchange, including the program's exchange extra
     links_end: np.ndarray         # release -> exchange and the chip's batch-solved flows done
     host: np.ndarray              # host transfers after that
-    flows: dict                   # superstep -> StepFlows
+    flows: dict                   # superstep -> tuple[Flow, ...]
     events: np.ndarray            # bool [S]: flows under a partial sync, left to the event model
     link_group_bytes: dict        # bytes per link group of the batch-solved flows
 
@@ -184,7 +156,7 @@ class Tails:
 
 
 def tails(ex: np.ndarray, machine: Machine, scope_all: np.ndarray, exchange_extra,
-          flows: dict[int, StepFlows], host_tx: tuple) -> Tails:
+          flows: dict[int, tuple[Flow, ...]], host_tx: tuple) -> Tails:
     """The :class:`Tails` of a program reduced to chips: ``ex`` [S, C] on-chip exchange cycles,
     ``scope_all`` [S] which supersteps sync all chips (their flows are solved as batches),
     ``exchange_extra`` [S] cycles, ``flows`` by superstep (:func:`flows_by_step`) and ``host_tx``
@@ -210,8 +182,8 @@ def tails(ex: np.ndarray, machine: Machine, scope_all: np.ndarray, exchange_extr
     for fl, steps in same.items():
         done, gb = _batch(machine, fl)
         ss = np.array(steps)
-        for a, b, d in zip(fl.src_chip, fl.dst_chip, done):
-            for c in (a, b):
+        for f, d in zip(fl, done):
+            for c in (f.src_chip, f.dst_chip):
                 flow_done[ss, c] = np.maximum(flow_done[ss, c], d)
         for g, v in gb.items():
             group_bytes[g] = group_bytes.get(g, 0.0) + v * len(steps)
