@@ -107,11 +107,11 @@ def test_structured_schedules_work_and_memory():
     kw = dict(tiles=1472, **GC200)
     d = dense_schedule(1024, 1024, 50, **kw)
     lr = lowrank_schedule(1024, 1024, 1, 50, **kw)
-    p = pixelfly_schedule(1024, 50, 16, 16, 32, **kw)
+    p = pixelfly_schedule(1024, 50, 16, 16, 32, workers=6, **kw)
     assert int(d.parts[0].macs.sum()) == 50 * 1024 * 1024
     assert d.ops >= 50 * 1024 * 1024
     assert sum(int(part.macs.sum()) for part in lr.parts) == 2 * 50 * 1024
-    assert p.phases[0].name == "pixelfly-blocks" and p.phases[-1].name == "pixelfly-sum"
+    assert p.phases[0].name == "sparse-mm" and p.phases[-1].name == "pixelfly-sum"     # PopSparse static matmul
     assert int(p.phases[0].macs.sum()) == 50 * 327_680
     assert int(p.memory_bytes().max()) <= GC200["sram_bytes"]
     # more compute sets -> more always-live control code (paper Observation 3)
@@ -126,7 +126,9 @@ def test_schedule_errors():
     with pytest.raises(SramOverflowError, match=r"butterfly n = 1024.*sram_bytes = 100 B"):
         butterfly_schedule(1024, 8, tiles=2, sram_bytes=100)
     with pytest.raises(ConfigError, match=r"block_size = 5: must be a power of two"):
-        pixelfly_schedule(64, 8, 5, 4, 2, tiles=16, **GC200)
+        pixelfly_schedule(64, 8, 5, 4, 2, tiles=16, workers=6, **GC200)
+    with pytest.raises(ConfigError, match=r"block_size = 2: must be one of \(4, 8, 16\) or a multiple of 16"):
+        pixelfly_schedule(64, 8, 2, 4, 2, tiles=16, workers=6, **GC200)
 
 
 # ---- issue 21: serial splits, availableMemoryProportion, partials type ------------------------------

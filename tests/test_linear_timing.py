@@ -74,8 +74,9 @@ def test_mesh_machine_runs_and_unknown_kind():
     assert t.step_s > 0
     with pytest.raises(ConfigError, match=r"kind = 'conv'"):
         time_layer("conv", 64)
-    with pytest.raises(SramOverflowError, match="pixelfly"):
-        time_layer("pixelfly", 2048)
+    from models.linear.schedules import pixelfly_schedule
+    with pytest.raises(SramOverflowError, match=r"block-sparse matmul \(m, k, n\) = \(1024, 1024, 50\).*no partition fits"):
+        pixelfly_schedule(1024, 50, 16, 16, 32, tiles=4, sram_bytes=100_000, flops_per_cycle=32, workers=6)
 
 
 # ---- op-by-op (PopTorch) lowering -------------------------------------------------------------

@@ -46,7 +46,7 @@ from models.linear.planner import (
 )
 from tilesim.errors import SramOverflowError, require
 
-__all__ = ["StaticBlockCosts", "BlockSparsePlan", "plan_block_sparse", "block_sparse_schedules", "SUPPORTED_BLOCKS"]
+__all__ = ["StaticBlockCosts", "BlockSparsePlan", "plan_block_sparse", "weight_grad_phases", "SUPPORTED_BLOCKS"]
 
 SUPPORTED_BLOCKS = (4, 8, 16)
 """Block sizes of PopSparse's static block codelets (``StaticBlock{4x4,8x8,16x16}SparseDenseMatMul``)."""
@@ -324,8 +324,8 @@ def plan_block_sparse(layout, n: int, *, tiles: int, sram_bytes: int, block: int
         f"fp16, a lower density or a smaller batch", tiles=[int(np.argmax(small[5].memory_bytes(overheads)))])
 
 
-def _weight_grad_phases(fwd: BlockSparsePlan, eb: int, pb: int, workers: int, costs: SuperstepCosts,
-                        vertex: StaticBlockCosts):
+def weight_grad_phases(fwd: BlockSparsePlan, eb: int, pb: int, workers: int, costs: SuperstepCosts,
+                       vertex: StaticBlockCosts):
     """Weight gradient ``grad_blocks = g^T x`` on the forward partition: a tile computes its blocks over its
     part's ``n_j`` columns (receiving the ``g`` rows and ``x`` rows its blocks touch; the same codelet
     loop structure and estimate as the forward, an assumption [D]: PopSparse's static API has no
@@ -353,40 +353,3 @@ def _weight_grad_phases(fwd: BlockSparsePlan, eb: int, pb: int, workers: int, co
                             (fwd.n_split + 1) * has, 2 * (fwd.n_split - 1) * has))
         data = data + recv
     return tuple(phases), data
-
-
-def block_sparse_schedules(layout, batch: int, *, tiles: int, sram_bytes: int, block: int, precision: str = "fp32",
-                           partials_precision: str = "fp32", workers: int,
-                           costs: SuperstepCosts = SuperstepCosts(), vertex: StaticBlockCosts = StaticBlockCosts(),
-                           overheads: OverheadConstants = OverheadConstants(),
-                           memory_proportion: float = DEFAULT_MEMORY_PROPORTION, backward: bool = True):
-    """``(forward, backward)`` :class:`~models.linear.schedules.LayerSchedule` of a static block-sparse layer
-    ``y = x W^T`` (``layout``: ``(n_out / block, n_in / block)``). Forward: :func:`plan_block_sparse` of
-    ``W · x^T``; backward: ``grad_x^T = W^T g^T`` (planned on the transposed layout) and the weight
-    gradient on the forward partition (:func:`_weight_grad_phases`). ``backward=False``: ``(forward, None)``.
-    The backward's data peak is the larger of its two parts (their buffers are not live together)."""
-    from models.linear.schedules import LayerSchedule
-
-    layout = np.asarray(layout, dtype=bool)
-    kw = dict(tiles=tiles, sram_bytes=sram_bytes, block=block, precision=precision,
-              partials_precision=partials_precision, workers=workers, costs=costs, vertex=vertex, overheads=overheads,
-              memory_proportion=memory_proportion)
-    fwd = plan_block_sparse(layout, batch, **kw)
-    fs = LayerSchedule("block-sparse", tiles, precision, fwd.phases, fwd.data_bytes, fwd.predicted_cycles, (fwd,),
-                       {"bands": fwd.bands, "parts": fwd.n_split, "tiles_per_group": fwd.tiles_per_group})
-    if not backward:
-        return fs, None
-    gx = plan_block_sparse(layout.T, batch, **kw)
-    eb = _require_precision("precision", precision)
-    pb = _require_precision("partials_precision", partials_precision)
-    wg_phases, wg_data = _weight_grad_phases(fwd, eb, pb, workers, costs, vertex)
-    phases = gx.phases + wg_phases
-    data = np.maximum(gx.data_bytes, wg_data)
-    bs = LayerSchedule("block-sparse-backward", tiles, precision, phases, data, phases_cycles(phases, costs), (gx,))
-    peak = int(bs.memory_bytes(overheads).max())
-    if peak > sram_bytes:
-        raise SramOverflowError(
-            f"block-sparse backward, batch = {batch}, {precision} on {tiles} tiles: peak tile memory {peak} B > "
-            f"sram_bytes = {sram_bytes} B; use a lower density, a smaller batch{'' if precision == 'fp16' else ' or fp16'}",
-            tiles=[int(np.argmax(bs.memory_bytes(overheads)))])
-    return fs, bs

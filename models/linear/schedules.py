@@ -12,10 +12,12 @@ Forward pass of a layer on ``batch`` samples, per-tile work and exchange bytes, 
   exchanges the whole ``rows x f`` block both ways (the permutation exchange between factors);
   otherwise it is tile-local. Compute: 2 MACs per output element on the vector unit (2x2 blocks
   are too small for the AMP). Phase 0 also receives the input block from its home layout.
-* pixelfly (Chen, Dao et al. 2022): phase ``pixelfly-blocks`` (block-sparse product on the AMP,
-  block rows split into ``P_r`` groups, batch into ``P_b``; a tile receives the input blocks of
-  every column its rows touch), the two low-rank matmuls, and ``pixelfly-sum`` (the low-rank output
-  is exchanged to the block-output layout and added on the vector unit).
+* static block-sparse (:func:`block_sparse_schedules`): PopSparse's static sparse matmul,
+  :func:`~models.linear.blocksparse.plan_block_sparse` (partitioned by non-zero blocks);
+* pixelfly (Chen, Dao et al. 2022): its flat block butterfly as that static block-sparse matmul
+  (phases ``sparse-mm`` [+ ``sparse-reduce``]; blocks above 16 as 16 x 16 sub-blocks), the two low-rank
+  matmuls, and ``pixelfly-sum`` (the low-rank output is exchanged to the block-output layout and added
+  on the vector unit).
 
 Each schedule chooses its own partition by minimising predicted cycles subject to the per-tile
 ``sram_bytes`` budget (data + :func:`~models.linear.planner.overhead_bytes_per_tile`), like
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from models.linear.blocksparse import SUPPORTED_BLOCKS, StaticBlockCosts, weight_grad_phases, plan_block_sparse
 from models.linear.layers import is_power_of_two, pixelfly_layout
 from models.linear.planner import (
     DEFAULT_MEMORY_PROPORTION,
@@ -44,7 +47,8 @@ from models.linear.planner import (
 )
 from tilesim.errors import SramOverflowError, require
 
-__all__ = ["LayerSchedule", "dense_schedule", "lowrank_schedule", "butterfly_schedule", "pixelfly_schedule"]
+__all__ = ["LayerSchedule", "dense_schedule", "lowrank_schedule", "butterfly_schedule", "pixelfly_schedule",
+           "popsparse_layout", "block_sparse_schedules"]
 
 
 @dataclass(frozen=True)
@@ -189,66 +193,36 @@ def butterfly_schedule(n: int, batch: int, *, tiles: int, sram_bytes: int, preci
         f"sram_bytes = {sram_bytes} B; use more tiles, fp16 or a smaller batch", tiles=[0])
 
 
-def pixelfly_schedule(n: int, batch: int, block_size: int, butterfly_size: int, lowrank_size: int, *, tiles: int,
-                      sram_bytes: int, flops_per_cycle: float, fixed_cycles: float = 331.0, precision: str = "fp32",
-                      costs: SuperstepCosts = SuperstepCosts(),
-                      overheads: OverheadConstants = OverheadConstants()) -> LayerSchedule:
-    """Pixelfly forward: block-sparse AMP phase, low-rank matmuls, sum phase (see module docstring).
+def popsparse_layout(layout: np.ndarray, block_size: int) -> tuple:
+    """``(block, layout)`` as PopSparse's static codelets take it: blocks of 4, 8 or 16 as they are; a larger
+    power-of-two block as ``(block_size / 16)²`` blocks of 16 (a user's only way to run it)."""
+    if block_size in SUPPORTED_BLOCKS:
+        return block_size, layout
+    require(block_size > 16 and block_size % 16 == 0, "block_size", block_size,
+            f"must be one of {SUPPORTED_BLOCKS} or a multiple of 16 for PopSparse's static block codelets",
+            "use a block size of 4, 8, 16 or a multiple of 16")
+    r = block_size // 16
+    return 16, np.kron(layout, np.ones((r, r), dtype=bool)).astype(bool)
 
-    One AMP vertex per tile covers all its blocks: ``fixed_cycles + ceil(MACs / macs_per_cycle)``.
+
+def pixelfly_schedule(n: int, batch: int, block_size: int, butterfly_size: int, lowrank_size: int, *, tiles: int,
+                      sram_bytes: int, flops_per_cycle: float, workers: int, fixed_cycles: float = 331.0,
+                      precision: str = "fp32", costs: SuperstepCosts = SuperstepCosts(),
+                      overheads: OverheadConstants = OverheadConstants()) -> LayerSchedule:
+    """Pixelfly forward: the flat block butterfly as a static block-sparse matmul
+    (:func:`~models.linear.blocksparse.plan_block_sparse`, PopSparse's partition and codelet costs;
+    :func:`popsparse_layout` for blocks above 16), the two low-rank matmuls, and ``pixelfly-sum`` (the
+    low-rank output is exchanged to the block-sparse output layout and added on the vector unit).
+    ``parts[0]`` is the block-sparse plan, the backward pass reuses its partition.
     """
     eb = _common(batch, tiles, sram_bytes, precision)
-    layout = pixelfly_layout(n, n, block_size, butterfly_size)
-    nbr = layout.shape[0]
-    bs = block_size
-    mpc = flops_per_cycle / 2.0
-    home = split_sizes(batch * n, tiles)
-    home_max = int(home.max()) * eb
-    lay = layout.astype(np.int64)
-    best = None
-    for pr in range(1, min(nbr, tiles) + 1):
-        sizes = split_sizes(nbr, pr)
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        grp = np.add.reduceat(lay, starts, axis=0)
-        nblk = grp.sum(axis=1)
-        dcols = (grp > 0).sum(axis=1)
-        for pb in range(1, min(batch, tiles // pr) + 1):
-            cb = -(-batch // pb)
-            amp = fixed_cycles + np.ceil(cb * nblk * bs * bs / mpc)
-            b_in = cb * dcols * bs * eb
-            ph1 = costs.sync_cycles + costs.exchange_fixed_cycles + math.ceil(
-                max(int(b_in.max()), home_max) / costs.exchange_bytes_per_cycle) + amp.max()
-            out_el = cb * sizes * bs
-            ph2 = costs.sync_cycles + costs.exchange_fixed_cycles + math.ceil(
-                int(out_el.max()) * eb / costs.exchange_bytes_per_cycle) + int(costs.vector_cycles(int(out_el.max()), eb))
-            data0 = int((nblk * bs * bs * eb + b_in + 2 * out_el * eb).max()) + home_max
-            key = (ph1 + ph2, pr * pb, pr)
-            if data0 <= sram_bytes and (best is None or key < best[0]):
-                best = (key, pr, pb)
-    if best is None:
-        raise SramOverflowError(
-            f"pixelfly n = {n}, batch = {batch}, block {bs}, {precision} on {tiles} tiles: no block-row split fits "
-            f"sram_bytes = {sram_bytes} B; use more tiles, fp16 or a smaller batch", tiles=[0])
-    _, pr, pb = best
-    t = np.arange(tiles)
-    active = t < pr * pb
-    ir, ib = np.where(active, t % pr, 0), np.where(active, t // pr, 0)
-    sizes = split_sizes(nbr, pr)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    grp = np.add.reduceat(lay, starts, axis=0)
-    rows = np.where(active, split_sizes(batch, pb)[ib], 0)
-    nblk = np.where(active, grp.sum(axis=1)[ir], 0)
-    dcols = np.where(active, (grp > 0).sum(axis=1)[ir], 0)
-    feat = np.where(active, sizes[ir] * bs, 0)
-    macs = rows * nblk * bs * bs
-    amp = np.where(macs > 0, fixed_cycles + np.ceil(macs / mpc), 0).astype(np.int64)
-    one = (macs > 0).astype(np.int64)
-    b_in = rows * dcols * bs * eb
-    in_pieces = rows * dcols * (dcols < n // bs) + (dcols == n // bs) * (rows > 0)
-    send = split_sizes(int(in_pieces.sum()), tiles)
-    blocks = Phase("pixelfly-blocks", "amp", macs, amp, b_in, home * eb, one, (1 + 2 * nblk) * one, in_pieces + send)
-    out_el = rows * feat
+    sub, layout = popsparse_layout(pixelfly_layout(n, n, block_size, butterfly_size), block_size)
+    blocks = plan_block_sparse(layout, batch, tiles=tiles, sram_bytes=sram_bytes, block=sub, precision=precision,
+                               workers=workers, costs=costs, overheads=overheads)
+    out_el = blocks.output_bytes // eb
+    one = (out_el > 0).astype(np.int64)
     plans = []
+    phases = blocks.phases
     if lowrank_size:
         kw = dict(tiles=tiles, sram_bytes=sram_bytes, flops_per_cycle=flops_per_cycle, fixed_cycles=fixed_cycles,
                   precision=precision, costs=costs, overheads=overheads)
@@ -256,15 +230,50 @@ def pixelfly_schedule(n: int, batch: int, block_size: int, butterfly_size: int, 
         lr_out = plans[1].output_bytes
         sum_phase = Phase("pixelfly-sum", "vector", out_el, costs.vector_cycles(out_el, eb), out_el * eb, lr_out,
                           one, 3 * one, 2 * one)
-        phases = (blocks,) + plans[0].phases + plans[1].phases + (sum_phase,)
-    else:
-        phases = (blocks,)
-    data = nblk * bs * bs * eb + b_in + 2 * out_el * eb + home * eb + sum(p.data_bytes for p in plans)
-    sched = LayerSchedule("pixelfly", tiles, precision, phases, data, phases_cycles(phases, costs), tuple(plans),
-                          {"block_rows": pr, "batch": pb})
+        phases = phases + plans[0].phases + plans[1].phases + (sum_phase,)
+    data = blocks.data_bytes + out_el * eb * (lowrank_size > 0) + sum(p.data_bytes for p in plans)
+    sched = LayerSchedule("pixelfly", tiles, precision, phases, data, phases_cycles(phases, costs),
+                          (blocks,) + tuple(plans),
+                          {"bands": blocks.bands, "parts": blocks.n_split, "tiles_per_group": blocks.tiles_per_group})
     if int(sched.memory_bytes(overheads).max()) > sram_bytes:
         raise SramOverflowError(
             f"pixelfly n = {n}, batch = {batch}, {precision} on {tiles} tiles: peak tile memory "
             f"{int(sched.memory_bytes(overheads).max())} B > sram_bytes = {sram_bytes} B; use more tiles or fp16",
             tiles=[int(np.argmax(sched.memory_bytes(overheads)))])
     return sched
+
+
+def block_sparse_schedules(layout, batch: int, *, tiles: int, sram_bytes: int, block: int, precision: str = "fp32",
+                           partials_precision: str = "fp32", workers: int,
+                           costs: SuperstepCosts = SuperstepCosts(), vertex=None,
+                           overheads: OverheadConstants = OverheadConstants(),
+                           memory_proportion: float = DEFAULT_MEMORY_PROPORTION, backward: bool = True):
+    """``(forward, backward)`` :class:`~models.linear.schedules.LayerSchedule` of a static block-sparse layer
+    ``y = x W^T`` (``layout``: ``(n_out / block, n_in / block)``). Forward: :func:`plan_block_sparse` of
+    ``W · x^T``; backward: ``grad_x^T = W^T g^T`` (planned on the transposed layout) and the weight
+    gradient on the forward partition (:func:`~models.linear.blocksparse.weight_grad_phases`). ``backward=False``: ``(forward, None)``.
+    The backward's data peak is the larger of its two parts (their buffers are not live together)."""
+    layout = np.asarray(layout, dtype=bool)
+    vertex = StaticBlockCosts() if vertex is None else vertex
+    kw = dict(tiles=tiles, sram_bytes=sram_bytes, block=block, precision=precision,
+              partials_precision=partials_precision, workers=workers, costs=costs, vertex=vertex, overheads=overheads,
+              memory_proportion=memory_proportion)
+    fwd = plan_block_sparse(layout, batch, **kw)
+    fs = LayerSchedule("block-sparse", tiles, precision, fwd.phases, fwd.data_bytes, fwd.predicted_cycles, (fwd,),
+                       {"bands": fwd.bands, "parts": fwd.n_split, "tiles_per_group": fwd.tiles_per_group})
+    if not backward:
+        return fs, None
+    gx = plan_block_sparse(layout.T, batch, **kw)
+    eb = _require_precision("precision", precision)
+    pb = _require_precision("partials_precision", partials_precision)
+    wg_phases, wg_data = weight_grad_phases(fwd, eb, pb, workers, costs, vertex)
+    phases = gx.phases + wg_phases
+    data = np.maximum(gx.data_bytes, wg_data)
+    bs = LayerSchedule("block-sparse-backward", tiles, precision, phases, data, phases_cycles(phases, costs), (gx,))
+    peak = int(bs.memory_bytes(overheads).max())
+    if peak > sram_bytes:
+        raise SramOverflowError(
+            f"block-sparse backward, batch = {batch}, {precision} on {tiles} tiles: peak tile memory {peak} B > "
+            f"sram_bytes = {sram_bytes} B; use a lower density, a smaller batch{'' if precision == 'fp16' else ' or fp16'}",
+            tiles=[int(np.argmax(bs.memory_bytes(overheads)))])
+    return fs, bs

@@ -15,11 +15,10 @@ Backward passes (``grad_y`` arrives in the layout the forward pass produced ``y`
   exchanges; then ``twiddle-reduce``: the per-tile partial twiddle and bias gradients
   (``2 f log2 n + 2 f`` coefficients per feature group) are summed over the ``P_b`` batch groups
   (tile ``i`` of the group owns slice ``i``, receives the other ``P_b - 1`` copies of it);
-* pixelfly: ``pixelfly-grad-x`` (block-sparse transpose product, AMP, same MACs as forward;
-  receives the ``grad_y`` rows of its block rows), ``pixelfly-grad-w`` (block gradients, AMP, same
-  MACs), ``pixelfly-scatter-add`` (the backward of the forward's input-block gather: every partial
-  ``grad_x`` block goes back to the input's home tile and is summed there), ``pixelfly-block-reduce``
-  (block gradients summed over batch groups), the low-rank backward and ``bias-grad``.
+* pixelfly: the block-sparse part as a static block-sparse layer
+  (:func:`~models.linear.schedules.block_sparse_schedules`: ``grad_x`` planned on the transposed
+  layout, ``sparse-wgrad`` on the forward's partition and its reduction over the dense-column parts),
+  the low-rank backward and ``bias-grad``.
 
 Transforms on a radix-2 layout (features in ``P_f`` groups of ``f``, batch in ``P_b`` groups, as the
 butterfly schedule; stage ``k`` pairs element ``i`` with ``i XOR 2^k`` and exchanges the block when
@@ -50,8 +49,10 @@ import math
 import numpy as np
 
 from models.linear.layers import is_power_of_two, pixelfly_layout
+from models.linear.blocksparse import StaticBlockCosts, weight_grad_phases, plan_block_sparse
 from models.linear.planner import (
     DEFAULT_MEMORY_PROPORTION,
+    PRECISION_BYTES,
     OverheadConstants,
     Phase,
     SuperstepCosts,
@@ -61,7 +62,7 @@ from models.linear.planner import (
     plan_matmul,
     split_sizes,
 )
-from models.linear.schedules import LayerSchedule
+from models.linear.schedules import LayerSchedule, popsparse_layout
 from tilesim.errors import SramOverflowError, require
 
 __all__ = [
@@ -258,55 +259,26 @@ def butterfly_backward_schedule(forward: LayerSchedule, n: int, batch: int, *,
     return _schedule("butterfly-backward", phases, data, tiles, forward.precision, costs, (), forward.partition)
 
 
-def _pixelfly_arrays(n, batch, block_size, butterfly_size, pr, pb, tiles):
-    lay = pixelfly_layout(n, n, block_size, butterfly_size).astype(np.int64)
-    sizes = split_sizes(lay.shape[0], pr)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    grp = np.add.reduceat(lay, starts, axis=0)
-    t = np.arange(tiles)
-    active = t < pr * pb
-    ir, ib = np.where(active, t % pr, 0), np.where(active, t // pr, 0)
-    rows = np.where(active, split_sizes(batch, pb)[ib], 0)
-    nblk = np.where(active, grp.sum(axis=1)[ir], 0)
-    dcols = np.where(active, (grp > 0).sum(axis=1)[ir], 0)
-    feat = np.where(active, sizes[ir] * block_size, 0)
-    return rows, nblk, dcols, feat
-
-
 def pixelfly_backward_schedule(forward: LayerSchedule, n: int, batch: int, block_size: int, butterfly_size: int,
-                               lowrank_size: int, *, sram_bytes: int, flops_per_cycle: float,
+                               lowrank_size: int, *, sram_bytes: int, flops_per_cycle: float, workers: int,
                                fixed_cycles: float = 331.0, costs: SuperstepCosts = SuperstepCosts(),
                                overheads: OverheadConstants = OverheadConstants()) -> LayerSchedule:
-    """Backward of a :func:`pixelfly_schedule` forward on its partition (module docstring)."""
+    """Backward of a :func:`~models.linear.schedules.pixelfly_schedule` forward: the block-sparse part as
+    :func:`~models.linear.schedules.block_sparse_schedules` does it (``grad_x`` planned on the transposed
+    layout, the weight gradient on the forward's partition), then the low-rank backward."""
     require(forward.name == "pixelfly", "forward schedule", forward.name, "must be a pixelfly schedule", "")
     precision = forward.precision
     eb = _require_precision("precision", precision)
     tiles = forward.tiles
-    bs = block_size
-    pr, pb = forward.partition["block_rows"], forward.partition["batch"]
-    rows, nblk, dcols, feat = _pixelfly_arrays(n, batch, bs, butterfly_size, pr, pb, tiles)
-    mpc = flops_per_cycle / 2.0
-    macs = rows * nblk * bs * bs
-    amp = np.where(macs > 0, fixed_cycles + np.ceil(macs / mpc), 0).astype(np.int64)
-    one = (macs > 0).astype(np.int64)
-    out_el = rows * feat
-    home = split_sizes(batch * n, tiles)
-    z = _zeros(tiles)
-    gx = Phase("pixelfly-grad-x", "amp", macs, amp, out_el * eb, home * eb, one, (1 + 2 * nblk) * one,
-               2 * one + split_sizes(int(one.sum()), tiles))
-    gw = Phase("pixelfly-grad-w", "amp", macs, amp, z, z, one, (1 + 2 * nblk) * one, z)
-    partial = rows * dcols * bs                           # partial grad_x words per tile
-    recv = split_sizes(int(partial.sum()), tiles)          # summed at the input's home tiles
-    hone = (recv > 0).astype(np.int64)
-    pieces = rows * dcols
-    scatter = Phase("pixelfly-scatter-add", "vector", recv, costs.vector_cycles(recv, eb), recv * eb, partial * eb,
-                    hone, 3 * hone, pieces + split_sizes(int(pieces.sum()), tiles))
-    phases = [gx, gw, scatter]
-    red = group_reduce_phase("pixelfly-block-reduce", nblk * bs * bs, pb, eb, costs)
-    if red is not None:
-        phases.append(red)
-    data = forward.data_bytes + out_el * eb + 2 * nblk * bs * bs * eb + partial * eb
-    parts = [_schedule("pixelfly-blocks-backward", phases, data, tiles, precision, costs)]
+    fwd = forward.parts[0]
+    sub, layout = popsparse_layout(pixelfly_layout(n, n, block_size, butterfly_size), block_size)
+    gx = plan_block_sparse(layout.T, batch, tiles=tiles, sram_bytes=sram_bytes, block=sub, precision=precision,
+                           workers=workers, costs=costs, overheads=overheads)
+    wg_phases, wg_data = weight_grad_phases(fwd, eb, PRECISION_BYTES[fwd.partials_precision], workers, costs,
+                                             StaticBlockCosts())
+    phases = gx.phases + wg_phases
+    parts = [_schedule("pixelfly-blocks-backward", list(phases), np.maximum(gx.data_bytes, wg_data), tiles, precision,
+                       costs, (gx,))]
     if lowrank_size:
         parts.append(lowrank_backward_schedule(n, n, lowrank_size, batch, tiles=tiles, sram_bytes=sram_bytes,
                                                flops_per_cycle=flops_per_cycle, fixed_cycles=fixed_cycles,

@@ -43,7 +43,7 @@ from models.linear.lowering import (
     poptorch_common_parts,
     poptorch_layer,
 )
-from models.linear.blocksparse import SUPPORTED_BLOCKS, block_sparse_schedules
+from models.linear.blocksparse import SUPPORTED_BLOCKS
 from models.linear.planner import (
     DEFAULT_MEMORY_PROPORTION,
     PRECISION_BYTES,
@@ -57,6 +57,7 @@ from models.linear.planner import (
 )
 from models.linear.schedules import (
     LayerSchedule,
+    block_sparse_schedules,
     butterfly_schedule,
     dense_schedule,
     lowrank_schedule,
@@ -344,11 +345,13 @@ def layer_parts(kind: str, n: int, batch: int, machine: Machine, *, precision: s
         pair = circulant_schedules(n, batch, **base)
         return pair if backward else (pair[0], None)
     cfg = dict(PIXELFLY_SHL if pixelfly is None else pixelfly)
-    fwd = pixelfly_schedule(n, batch, cfg["block_size"], cfg["butterfly_size"], cfg["lowrank_size"], **amp)
+    workers = machine.chip.workers_per_tile
+    fwd = pixelfly_schedule(n, batch, cfg["block_size"], cfg["butterfly_size"], cfg["lowrank_size"], workers=workers,
+                            **amp)
     if not backward:
         return fwd, None
     bwd = pixelfly_backward_schedule(fwd, n, batch, cfg["block_size"], cfg["butterfly_size"], cfg["lowrank_size"],
-                                     sram_bytes=sram, flops_per_cycle=amp["flops_per_cycle"], costs=costs,
+                                     sram_bytes=sram, flops_per_cycle=amp["flops_per_cycle"], workers=workers, costs=costs,
                                      overheads=overheads)
     return fwd, bwd
 
