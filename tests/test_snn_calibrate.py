@@ -158,3 +158,15 @@ def test_cli_errors_exit_2_without_traceback(tmp_path):
 def test_shipped_csv_is_package_data():
     assert shipped_cases_path().is_file()
     assert (shipped_cases_path().parent / "README.md").is_file()
+
+
+def test_cases_are_timed_with_their_own_recorded_settings():
+    """Every shipped case records what it was measured with (output ϑ2 −100, weight_mul 4.0) and is
+    built from those columns with a constant ϑ2 — not from NetworkConfig's learning defaults."""
+    for case in read_cases():
+        assert case.output_second_threshold == -100.0 and case.weight_mul == 4.0
+        config, _, _ = case_setup(case)
+        assert config.second_threshold_schedule is None
+        assert config.second_thresholds_at(0) == config.second_thresholds_at(50)
+        assert config.second_thresholds[-1] == -100.0 and config.weight_mul == 4.0
+        assert config.second_thresholds[0] == case.second_threshold
