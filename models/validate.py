@@ -1,12 +1,15 @@
-"""``tilesim validate``: predicted vs measured for every workload's measured cases.
+"""``tilesim validate`` and ``tilesim calibrate`` for every workload's measured cases.
 
 A cases CSV carries a ``workload`` column (``snn``, ``stencil``); a file without one is an SNN
-file (the column was added later). With no file, every shipped case file of every workload is
-checked. Registered through the ``tilesim.commands`` entry point; ``tilesim calibrate`` stays in
-:mod:`models.snn.calibrate`.
+file (the column was added later). ``validate`` with no file checks every shipped case file of
+every workload. ``calibrate`` dispatches on the same column: SNN cases fit the SNN cost model
+(:func:`models.snn.calibrate.cmd_calibrate`); stencil cases fit the multi-chip machine constants
+(:func:`models.stencil.calibrate.fit_stencil`) and write them as a ``[system]`` TOML fragment.
+Registered through the ``tilesim.commands`` entry point.
 """
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 from pathlib import Path
@@ -15,7 +18,7 @@ import numpy as np
 
 from tilesim.errors import ConfigError, config_message
 
-__all__ = ["register", "cmd_validate", "workload_of", "WORKLOADS"]
+__all__ = ["register", "cmd_validate", "cmd_calibrate", "workload_of", "WORKLOADS"]
 
 WORKLOADS = ("snn", "stencil")
 
@@ -82,8 +85,40 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def cmd_calibrate(args) -> int:
+    """Fit the SNN cost model (one SNN file) or the multi-chip constants (stencil files)."""
+    kinds = {workload_of(f) for f in args.cases}
+    if len(kinds) != 1:
+        raise ConfigError(config_message("cases", ", ".join(args.cases), "mix workloads", "calibrate one workload at a time"))
+    if kinds == {"snn"}:
+        if len(args.cases) != 1:
+            raise ConfigError(config_message("cases", ", ".join(args.cases), "SNN calibration takes one file"))
+        from models.snn.calibrate import cmd_calibrate as snn_calibrate
+        return snn_calibrate(argparse.Namespace(**{**vars(args), "cases": args.cases[0]}))
+    import tomli_w
+
+    from models.stencil.calibrate import fit_stencil
+    from tilesim.io import atomic_write_bytes
+    res = fit_stencil(args.cases, machine=args.machine)
+    header = ("# Multi-chip constants fitted by `tilesim calibrate` (models/stencil/calibrate.py) on\n"
+              f"# {', '.join(Path(c).name for c in args.cases)}; paste into a machine TOML's [system].\n"
+              f"# mean |error| {res.mean_abs_error_pct_start:.1f} % -> {res.mean_abs_error_pct:.1f} % over "
+              f"{len(res.rows)} multi-IPU rows.\n")
+    atomic_write_bytes(args.out, (header + tomli_w.dumps({"system": res.values})).encode())
+    if args.json:
+        print(json.dumps({"out": str(args.out), "fit": res.values, "start": res.start,
+                          "mean_abs_error_pct": res.mean_abs_error_pct,
+                          "rows": [dict(zip(("case", "measured", "start", "fitted"), r)) for r in res.rows]}, indent=2))
+        return 0
+    print(f"fitted {len(res.rows)} multi-IPU stencil rows -> {args.out}")
+    for k, v in res.values.items():
+        print(f"  {k:<26} {v:.6g}   (was {res.start[k]:.6g})")
+    print(f"mean |error| {res.mean_abs_error_pct_start:.1f} % -> {res.mean_abs_error_pct:.1f} %")
+    return 0
+
+
 def register(sub) -> None:
-    """Add ``validate`` to the ``tilesim`` command line."""
+    """Add ``validate`` and ``calibrate`` to the ``tilesim`` command line."""
     v = sub.add_parser("validate", help="predicted vs measured for every workload (default: all shipped cases)",
                        description="Time every row of measured-cases CSVs (column workload = snn or stencil).")
     v.add_argument("cases", nargs="*", help="cases CSVs (default: the shipped SNN and stencil cases)")
@@ -92,3 +127,13 @@ def register(sub) -> None:
     v.add_argument("--json", action="store_true", help="print one JSON list of rows")
     v.add_argument("--quiet", action="store_true", help="no progress bar")
     v.set_defaults(func=cmd_validate)
+    c = sub.add_parser("calibrate", help="fit a workload's physical constants to measured cases",
+                       description="SNN cases: least-squares fit of the SNN cost model (writes a versioned TOML). "
+                                   "Stencil cases: fit the multi-chip sync, link latency and per-message constants.")
+    c.add_argument("cases", nargs="+", help="cases CSV(s): one SNN file, or stencil files")
+    c.add_argument("--out", required=True, help="TOML to write")
+    c.add_argument("--machine", default="gc2x16", help="machine whose constants are fitted (stencil; default gc2x16)")
+    c.add_argument("--json", action="store_true", help="print the fit as JSON")
+    c.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits (SNN)")
+    c.add_argument("--quiet", action="store_true", help="no progress bar")
+    c.set_defaults(func=cmd_calibrate)

@@ -50,7 +50,7 @@ def test_existing_presets_sync_unchanged_and_gc2x16_grows_with_chips():
     assert [load_machine("gc2").group_sync_cycles(n) for n in (1, 2, 4, 16)] == [90, 138, 186, 330]
     m = load_machine("gc2x16")
     s = [m.group_sync_cycles(n) for n in (1, 2, 4, 8, 16)]
-    assert s == sorted(s) and s[0] == 90 and s[-1] == 504
+    assert s == sorted(s) and s[0] == 90 and s[-1] == 90 + 156 + 240     # chip + fixed [F] + 5 hops x 15 ns x 2
 
 
 def test_bad_config_errors():
@@ -83,3 +83,37 @@ def test_m2_quick(tmp_path):
     assert (tmp_path / "m2_stencil_scaling.png").stat().st_size > 0
     rows = m2.run(quick=True)
     assert sum(r["kind"] == "scaling" for r in rows) == 45
+
+
+def test_png_run_writes_the_real_blur(tmp_path):
+    import matplotlib.image as mpimg
+
+    from models.stencil.plots import read_png
+    from models.stencil.workload import blur_image
+    rng = np.random.default_rng(3)
+    mpimg.imsave(tmp_path / "in.png", rng.random((30, 41, 4)).astype(np.float32))
+    r = subprocess.run([sys.executable, "-m", "tilesim", "stencil", "--image", str(tmp_path / "in.png"), "--ipus", "2",
+                        "--min-partition", "2x2", "--iterations", "2", "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    got = read_png(tmp_path / "o" / "blurred.png")
+    want = blur_image(read_png(tmp_path / "in.png"), StencilConfig(30, 41, "float", 2, 2, 2, 2), 1216)
+    np.testing.assert_allclose(got, want, atol=1 / 255 + 1e-6)
+    assert (tmp_path / "o" / "trace.json").is_file() and (tmp_path / "o" / "timeline.png").is_file()
+
+
+def test_calibrate_prediction_matches_the_workload():
+    """The fit's fast re-timing path gives the same numbers as run_stencil at the preset's values."""
+    from models.stencil.calibrate import _SCALE, _predict, _targets
+    from models.stencil.measured import shipped_stencil_cases
+    from models.stencil.workload import plan_stencil
+    targets = [t for t in _targets(shipped_stencil_cases()) if t[0] in ("leaf float 4 IPU", "cheese float 16 IPU globExchange")]
+    assert len(targets) == 2
+    base = load_machine("gc2x16")
+    s = base.system
+    x = np.array([s.global_sync_fixed_cycles, s.link_latency_s, s.link_message_bytes]) / _SCALE
+    plans = [plan_stencil(cfg, base.with_chips(cfg.ipus)) for _, cfg, _, _ in targets]
+    got = _predict(targets, plans, base, x)
+    want = [run_stencil(targets[0][1], base.with_chips(4), keep_timeline=False).us_per_iteration,
+            run_stencil(targets[1][1], base, keep_timeline=False).phases["globExchange"]]
+    np.testing.assert_allclose(got, want, rtol=1e-9)

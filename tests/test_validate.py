@@ -17,3 +17,15 @@ def test_workload_column(tmp_path):
     bad.write_text("case,workload\na,lbm\n")
     with pytest.raises(ConfigError, match="column workload = 'lbm'"):
         workload_of(bad)
+
+
+def test_calibrate_refuses_mixed_workloads(tmp_path):
+    import subprocess
+    import sys
+
+    from models.snn.calibrate import shipped_cases_path
+    from models.stencil.measured import shipped_stencil_cases
+    r = subprocess.run([sys.executable, "-m", "tilesim", "calibrate", str(shipped_cases_path()),
+                        str(shipped_stencil_cases()[0]), "--out", str(tmp_path / "o.toml")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "mix workloads" in r.stderr and len(r.stderr.strip().splitlines()) == 1

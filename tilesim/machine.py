@@ -134,6 +134,9 @@ class System:
     hops = 1 + ⌊⌊N/2⌋/2⌋. ``global_sync_fixed_cycles`` is the part of a cross-chip sync that does not
     grow with the hop count (sync-link handshake and the chips' external-sync entry and exit); 0 unless a
     preset gives measured evidence (gc2x16: measured multi-IPU stencil, ``calibration/multi-ipu/``).
+    ``link_message_bytes``: link time one message (a contiguous region sent to one tile of another
+    chip) occupies beyond its payload, in bytes at the link rate; workloads that count messages add
+    it to their flows' bytes. 0 unless a preset gives measured evidence.
     """
 
     chips: int
@@ -149,6 +152,7 @@ class System:
     host_bytes_per_s: float
     host_latency_s: float
     global_sync_fixed_cycles: int = 0
+    link_message_bytes: float = 0.0
 
     def __post_init__(self):
         if self.topology not in TOPOLOGIES:
@@ -157,9 +161,11 @@ class System:
         _positive("system", self, ["chips", "link_bytes_per_s", "link_efficiency",
                                    "host_bytes_per_s", "link_latency_s", "host_latency_s",
                                    "pair_links", "vertical_links", "wrap_links", "links_per_chip",
-                                   "global_sync_ns_per_hop", "global_sync_fixed_cycles"],
+                                   "global_sync_ns_per_hop", "global_sync_fixed_cycles",
+                                   "link_message_bytes"],
                   allow_zero=("link_latency_s", "host_latency_s", "wrap_links", "global_sync_ns_per_hop",
-                              "links_per_chip", "global_sync_fixed_cycles"))
+                              "links_per_chip", "global_sync_fixed_cycles",
+                              "link_message_bytes"))
         if self.link_efficiency > 1:
             raise ConfigError(config_message("system.link_efficiency", self.link_efficiency,
                                              "must be in (0, 1]"))

@@ -42,7 +42,7 @@ from tilesim.costs import CostModel, load_costs
 from tilesim.errors import ConfigError, TileSimError, config_message
 
 __all__ = ["Case", "read_cases", "shipped_cases_path", "case_setup", "CaseBasis", "fit", "FitResult",
-           "predict_cases", "prediction_band", "costs_from_theta", "FIT_PARAMS", "register"]
+           "predict_cases", "prediction_band", "costs_from_theta", "FIT_PARAMS"]
 
 FIT_PARAMS = ("work_scale", "vertex_calls", "compute_set_cycles", "host_sync_cycles_per_byte")
 # physically plausible ranges (ipu-hardware.md §1.1, §2, §3.2)
@@ -508,15 +508,3 @@ def cmd_calibrate(args) -> int:
         print(f"  LOO {r['case']:<20} {r['loo_predicted_ms']:7.3f} ms ({r['loo_error_pct']:+.1f} %)  "
               f"band {r['band_lo_ms']:.2f}-{r['band_hi_ms']:.2f} ms")
     return 0
-
-
-def register(sub) -> None:
-    """Add ``calibrate`` (``validate`` for every workload is :mod:`models.validate`)."""
-    c = sub.add_parser("calibrate", help="fit the SNN cost coefficients to measured step times",
-                       description="Least-squares fit of the cost model to a cases CSV; writes a versioned TOML.")
-    c.add_argument("cases", help="cases CSV (columns as in models/snn/calibration/nmnist_ipu_step_times.csv)")
-    c.add_argument("--out", required=True, help="cost-model TOML to write")
-    c.add_argument("--json", action="store_true", help="print the fit as JSON")
-    c.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits")
-    c.add_argument("--quiet", action="store_true", help="no progress bar")
-    c.set_defaults(func=cmd_calibrate)

@@ -6,8 +6,10 @@ in ``main/StencilUtils.hpp``): a halo exists only if its row/column index is str
 ``1 .. size-2`` on the far side (top needs ``r0 - 1 > 0``, left ``c0 - 1 > 0``, bottom
 ``r1 < rows - 1``, right ``c1 < cols - 1``); a missing halo reads zeros. Halo pixels held by the
 worker's own tile are on-tile copies; those of another tile of the same IPU are on-chip exchange;
-those of another IPU cross IPU-Links. A message is a contiguous run: along a row halo, pixels of
-one source tile; every pixel of a column halo is its own run (the image is row-major).
+those of another IPU cross IPU-Links. A tile receives each remote pixel once, however many of its
+workers read it. A message is a contiguous run in the source tile's memory: adjacent pixels of one
+image row held by one source tile; every pixel of a column halo is its own message (the image is
+row-major). On-tile copy regions are counted per worker halo.
 """
 from __future__ import annotations
 
@@ -37,15 +39,18 @@ class HaloCounts:
     link_in_px: np.ndarray          # [N] halo pixels received from other IPUs
     link_in_runs: np.ndarray        # [N]
     flows_px: dict                  # {(src_ipu, dst_ipu): pixels}
-    flows_runs: dict                # {(src_ipu, dst_ipu): messages}
+    flows_runs: dict                # {(src_ipu, dst_ipu): messages (contiguous source regions per destination tile)}
 
 
 def owner_map(blocks: Blocks, tiles_per_ipu: int) -> np.ndarray:
     """Global tile id of every pixel, shape (height, width)."""
-    own = np.full((blocks.height, blocks.width), -1, np.int64)
     g = blocks.ipu * tiles_per_ipu + blocks.tile
-    for i in range(blocks.count):
-        own[blocks.r0[i]:blocks.r1[i], blocks.c0[i]:blocks.c1[i]] = g[i]
+    h, w = blocks.r1 - blocks.r0, blocks.c1 - blocks.c0
+    n = h * w
+    k = np.repeat(np.arange(blocks.count), n)
+    off = np.arange(k.size) - np.repeat(np.cumsum(n) - n, n)
+    own = np.full((blocks.height, blocks.width), -1, np.int64)
+    own[blocks.r0[k] + off // w[k], blocks.c0[k] + off % w[k]] = g[k]
     return own
 
 
@@ -82,37 +87,40 @@ def halo_counts(blocks: Blocks, tiles_per_ipu: int) -> HaloCounts:
         rr, cc, seg = _segments(rs[idx], cs[idx], lens[idx], horiz)
         pieces.append((idx[seg], rr, cc, seg, horiz))
     z = lambda: np.zeros(N)  # noqa: E731
-    onchip_in, onchip_out, onchip_runs, local_px, local_runs, link_in, link_runs = (z() for _ in range(7))
-    flows: dict = {}
-    flow_runs: dict = {}
+    local_px, local_runs = z(), z()
+    remote = []
     for widx, rr, cc, seg, horiz in pieces:
         dst = gt[widx]
         src = own[rr, cc]
-        if horiz:       # a new run starts where the segment or the source tile changes
-            new = np.ones(src.size, bool)
-            new[1:] = (seg[1:] != seg[:-1]) | (src[1:] != src[:-1])
-        else:
-            new = np.ones(src.size, bool)
         same_tile = src == dst
-        same_ipu = (src // tiles_per_ipu) == (dst // tiles_per_ipu)
-        onchip = same_ipu & ~same_tile
-        link = ~same_ipu
+        new = np.ones(src.size, bool)           # on-tile copy regions, per worker halo
+        if horiz:
+            new[1:] = (seg[1:] != seg[:-1]) | (src[1:] != src[:-1])
         local_px += np.bincount(dst[same_tile], minlength=N)
         local_runs += np.bincount(dst[same_tile & new], minlength=N)
-        onchip_in += np.bincount(dst[onchip], minlength=N)
-        onchip_out += np.bincount(src[onchip], minlength=N)
-        onchip_runs += np.bincount(dst[onchip & new], minlength=N)
-        link_in += np.bincount(dst[link], minlength=N)
-        link_runs += np.bincount(dst[link & new], minlength=N)
-        if link.any():
-            pair = (src[link] // tiles_per_ipu) * ipus + dst[link] // tiles_per_ipu
-            for p, n in zip(*np.unique(pair, return_counts=True)):
-                key = (int(p) // ipus, int(p) % ipus)
-                flows[key] = flows.get(key, 0) + int(n)
-            runs = new[link]
-            for p, n in zip(*np.unique(pair[runs], return_counts=True)):
-                key = (int(p) // ipus, int(p) % ipus)
-                flow_runs[key] = flow_runs.get(key, 0) + int(n)
+        remote.append(np.stack([dst[~same_tile], rr[~same_tile], cc[~same_tile]], axis=1))
+    # a tile receives each remote pixel once, however many of its workers read it; a message is
+    # a contiguous run of one source tile's row (adjacent pixels of one row, same source)
+    rem = np.concatenate(remote) if remote else np.zeros((0, 3), np.int64)
+    key = np.unique((rem[:, 0] * H + rem[:, 1]) * W + rem[:, 2])      # sorted by (dst, row, col)
+    dst, rc = np.divmod(key, H * W)
+    rr, cc = np.divmod(rc, W)
+    src = own[rr, cc]
+    new = np.ones(src.size, bool)
+    new[1:] = (dst[1:] != dst[:-1]) | (src[1:] != src[:-1]) | (rr[1:] != rr[:-1]) | (cc[1:] != cc[:-1] + 1)
+    onchip = (src // tiles_per_ipu) == (dst // tiles_per_ipu)
+    link = ~onchip
+    flows: dict = {}
+    flow_runs: dict = {}
+    pair = (src[link] // tiles_per_ipu) * ipus + dst[link] // tiles_per_ipu
+    for table, sel in ((flows, np.ones(pair.size, bool)), (flow_runs, new[link])):
+        for p, n in zip(*np.unique(pair[sel], return_counts=True)):
+            table[(int(p) // ipus, int(p) % ipus)] = int(n)
+    onchip_in = np.bincount(dst[onchip], minlength=N).astype(np.float64)
+    onchip_out = np.bincount(src[onchip], minlength=N).astype(np.float64)
+    onchip_runs = np.bincount(dst[onchip & new], minlength=N).astype(np.float64)
+    link_in = np.bincount(dst[link], minlength=N).astype(np.float64)
+    link_runs = np.bincount(dst[link & new], minlength=N).astype(np.float64)
     px = blocks.pixels()
     maxw = np.zeros(N)
     np.maximum.at(maxw, gt, px)

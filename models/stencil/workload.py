@@ -118,7 +118,8 @@ def plan_stencil(config: StencilConfig, machine: Machine, copy: CopyCosts = COPY
                   + (c.tile_pixels + c.local_halo_px) * B / copy.bytes_per_cycle)
     post = used * (copy.post_fixed_cycles + copy.post_per_row_cycles * c.tile_rows
                    + c.tile_pixels * B / copy.bytes_per_cycle)
-    flows = tuple((a, b, float(px * B)) for (a, b), px in sorted(c.flows_px.items()))
+    msg = machine.system.link_message_bytes
+    flows = tuple((a, b, float(px * B + msg * c.flows_runs[(a, b)])) for (a, b), px in sorted(c.flows_px.items()))
     return StencilPlan(config=config, machine_name=machine.name, codelet=cod, blocks=blocks, counts=c,
                        compute_cycles=compute, pre_cycles=pre, post_cycles=post,
                        exchange_in_bytes=c.onchip_in_px * B, exchange_out_bytes=c.onchip_out_px * B,
