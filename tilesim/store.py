@@ -11,12 +11,24 @@ rerun retries failed points.
 
 Table ``points``: ``id, status, error, swept (JSON), config (JSON), summary (JSON), version,
 wall_s, worker, attempts, finished_at``.
+
+Leases (table ``leases``: ``id, claimed_by, claimed_at``): a sweep claims a point before it runs
+it, in one transaction that skips points already ``ok`` or claimed by another live sweep, and
+drops the lease in the transaction that stores the result. A lease expires after
+:data:`LEASE_S` without renewal (the driver renews its leases while it runs), or at once when its
+owner was a process on this host that no longer exists (a killed sweep); an expired lease may be
+claimed again. So two sweeps on one database never compute the same point.
+
+The file is marked with ``PRAGMA application_id`` (:data:`APPLICATION_ID`); a database of another
+program (another application id, or other tables) is refused before anything is written to it.
 """
 from __future__ import annotations
 
 import csv
 import io
 import json
+import os
+import socket
 import sqlite3
 import time
 from pathlib import Path
@@ -24,10 +36,18 @@ from pathlib import Path
 from tilesim.errors import ConfigError, config_message
 
 __all__ = ["ResultStore", "STATUSES", "export_table", "default_flatten", "write_csv", "write_parquet",
-           "format_table"]
+           "format_table", "lease_owner", "lease_expired", "APPLICATION_ID", "LEASE_S"]
 
 STATUSES = ("ok", "failed")
 SCHEMA_VERSION = "1"
+# "TSim" in ASCII: marks an SQLite file as a tilesim results store (PRAGMA application_id)
+APPLICATION_ID = 0x5453696D
+# a lease not renewed for this long is free again (the driver renews every LEASE_S / 4)
+LEASE_S = 600.0
+_TABLES = {"meta", "points", "leases"}
+_COLUMNS = ("id", "status", "error", "swept", "config", "summary", "version", "wall_s", "worker", "attempts",
+            "finished_at")
+_FIX = "give the --db file of a tilesim sweep, or a new file name"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -43,6 +63,11 @@ CREATE TABLE IF NOT EXISTS points (
     worker      TEXT,
     attempts    INTEGER NOT NULL DEFAULT 1,
     finished_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS leases (
+    id          TEXT PRIMARY KEY,
+    claimed_by  TEXT NOT NULL,
+    claimed_at  REAL NOT NULL
 );
 """
 
@@ -80,23 +105,54 @@ class ResultStore:
             raise ConfigError(config_message("results database", str(path), "no such file",
                                              "give the --db file of a tilesim sweep"))
         if create:
+            from tilesim.io import check_output_path
+            check_output_path(self.path, "--db", "file")
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ConfigError(config_message("results database", str(path), f"cannot be opened ({exc})", _FIX)) from None
+        try:
             self._db.execute("PRAGMA busy_timeout = 60000")
+            self._check_owner()                  # before anything is written to the file
             if create:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = FULL")
                 self._db.executescript(_SCHEMA)
+                self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
-            cols = {r[1] for r in self._db.execute("PRAGMA table_info(points)")}
+            cols = [r[1] for r in self._db.execute("PRAGMA table_info(points)")]
         except sqlite3.DatabaseError as exc:
-            raise ConfigError(config_message("results database", str(path), f"is not an SQLite database ({exc})",
-                                             "give the --db file of a tilesim sweep, or a new file name")) from None
-        if not {"id", "status", "swept", "summary"} <= cols:
             self._db.close()
-            raise ConfigError(config_message("results database", str(path), "has no tilesim 'points' table",
-                                             "give the --db file of a tilesim sweep, or a new file name"))
+            what = (f"is not an SQLite database ({exc})" if "not a database" in str(exc) or "malformed" in str(exc)
+                    else f"cannot be used ({exc})")
+            raise ConfigError(config_message("results database", str(path), what,
+                                             _FIX + " (a read-only folder needs a writable copy)")) from None
+        except ConfigError:
+            self._db.close()
+            raise
+        missing = [c for c in _COLUMNS if c not in cols]
+        if missing:
+            self._db.close()
+            what = "has no tilesim 'points' table" if not cols else \
+                f"has a 'points' table without the column(s) {', '.join(missing)} (damaged or from another program)"
+            raise ConfigError(config_message("results database", str(path), what, _FIX))
+
+    def _check_owner(self) -> None:
+        """Refuse a database that belongs to another program: another application id, or tables
+        other than a tilesim store's (an empty file or a new one is fine)."""
+        app = self._db.execute("PRAGMA application_id").fetchone()[0]
+        if app == APPLICATION_ID:
+            return
+        if app != 0:
+            raise ConfigError(config_message("results database", str(self.path),
+                                             f"belongs to another program (application id {app:#x})", _FIX))
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        other = sorted(tables - _TABLES)
+        if other or (tables and "points" not in tables):
+            raise ConfigError(config_message("results database", str(self.path),
+                                             f"is not a tilesim results store (it has the table(s) "
+                                             f"{', '.join(other or sorted(tables))})", _FIX))
 
     # ---- context manager ---------------------------------------------------------------------
     def __enter__(self):
@@ -112,7 +168,8 @@ class ResultStore:
     def put(self, point_id: str, *, status: str, swept: dict, config: dict, version: str,
             summary: dict | None = None, error: str | None = None, wall_s: float | None = None,
             worker: str | None = None) -> bool:
-        """Store one finished point in its own transaction; False if it was already ``ok``."""
+        """Store one finished point and drop its lease, in one transaction; False if it was
+        already ``ok``."""
         if status not in STATUSES:
             raise ConfigError(config_message("point status", status, f"must be one of {STATUSES}"))
         row = (point_id, status, error, json.dumps(swept, sort_keys=True), json.dumps(config, sort_keys=True),
@@ -120,11 +177,44 @@ class ResultStore:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             cur = self._db.execute(_UPSERT, row)
+            self._db.execute("DELETE FROM leases WHERE id = ?", (point_id,))
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         return cur.rowcount > 0
+
+    # ---- leases ------------------------------------------------------------------------------
+    def claim(self, ids, owner: str, lease_s: float = LEASE_S) -> list:
+        """Claim the points ``ids`` for ``owner`` in one transaction; returns the ids claimed: not
+        ``ok`` yet, and unclaimed or claimed under an expired lease (:func:`lease_expired`)."""
+        ids = list(ids)
+        if not ids:
+            return []
+        now, got = time.time(), []
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for pid in ids:
+                if self._db.execute("SELECT 1 FROM points WHERE id = ? AND status = 'ok'", (pid,)).fetchone():
+                    continue
+                row = self._db.execute("SELECT claimed_by, claimed_at FROM leases WHERE id = ?", (pid,)).fetchone()
+                if row is not None and not lease_expired(row[0], row[1], now, lease_s):
+                    continue
+                self._db.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (pid, owner, now))
+                got.append(pid)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return got
+
+    def renew(self, owner: str) -> None:
+        """Renew every lease of ``owner``."""
+        self._db.execute("UPDATE leases SET claimed_at = ? WHERE claimed_by = ?", (time.time(), owner))
+
+    def release(self, owner: str) -> None:
+        """Drop every lease of ``owner`` (a sweep ending, cleanly or not)."""
+        self._db.execute("DELETE FROM leases WHERE claimed_by = ?", (owner,))
 
     # ---- reads -------------------------------------------------------------------------------
     def ok_ids(self) -> set:
@@ -145,9 +235,38 @@ class ResultStore:
         for r in cur:
             d = dict(zip(names, r))
             for k in ("swept", "config", "summary"):
-                d[k] = None if d[k] is None else json.loads(d[k])
+                try:
+                    d[k] = None if d[k] is None else json.loads(d[k])
+                except (TypeError, ValueError):
+                    d[k] = ...
+                if not (isinstance(d[k], dict) or (k == "summary" and d[k] is None)):
+                    raise ConfigError(config_message(f"results database {self.path}: point {str(d['id'])[:12]} {k}",
+                                                     str(r[names.index(k)])[:40], "is not a JSON object (damaged row)",
+                                                     "delete the row (it is run again by the next sweep) or use a backup"))
             out.append(d)
         return out
+
+
+def lease_owner() -> str:
+    """A lease owner name for this process: ``host:pid:random``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+
+
+def lease_expired(owner: str, claimed_at: float, now: float, lease_s: float = LEASE_S) -> bool:
+    """True when a lease may be taken over: older than ``lease_s``, or held by a process of this
+    host that no longer runs (a killed sweep)."""
+    if now - claimed_at > lease_s:
+        return True
+    host, _, rest = str(owner).partition(":")
+    pid = rest.partition(":")[0]
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except (PermissionError, OverflowError, OSError):    # alive but someone else's, or unknowable
+            return False
+    return False
 
 
 # ---- export ----------------------------------------------------------------------------------

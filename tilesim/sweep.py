@@ -58,8 +58,8 @@ import numpy as np
 from tilesim.errors import ConfigError, config_message, require
 
 __all__ = ["RandomRange", "SweepSpec", "Point", "SweepReport", "load_sweep", "sweep_from_dict",
-           "point_id", "expand", "resolve_runner", "run_point", "run_sweep", "start_local_cluster",
-           "package_version"]
+           "point_id", "expand", "iter_expand", "resolve_runner", "run_point", "run_sweep", "start_local_cluster",
+           "check_workers", "package_version"]
 
 _SCALARS = (bool, int, float, str)
 
@@ -124,26 +124,42 @@ class SweepSpec:
         for n, vals in self.grid:
             require(isinstance(vals, tuple) and len(vals) >= 1, f"[grid] {n}", vals, "must be a non-empty list")
         require(isinstance(self.samples, int) and not isinstance(self.samples, bool) and self.samples >= 0,
-                "[random] samples", self.samples, "must be an integer >= 0")
+                "[random] samples", self.samples, "must be an integer >= 0", "e.g. samples = 8")
         require(isinstance(self.seed, int) and not isinstance(self.seed, bool), "[random] seed", self.seed,
-                "must be an integer")
+                "must be an integer", "e.g. seed = 0")
         if self.random:
-            require(self.samples >= 1, "[random] samples", self.samples, "must be >= 1 when ranges are given")
+            require(self.samples >= 1, "[random] samples", self.samples, "must be >= 1 when ranges are given",
+                    "e.g. samples = 8")
+        from tilesim.limits import MAX_SWEEP_POINTS
+        require(self.samples <= MAX_SWEEP_POINTS, "[random] samples", self.samples,
+                f"must be at most {MAX_SWEEP_POINTS:,} (the draws are made up front)", "draw fewer samples")
+
+    def count(self) -> int:
+        """How many points :meth:`iter_points` yields, computed without expanding the grid."""
+        n = math.prod(len(vals) for _, vals in self.grid)
+        return n * self.samples if self.random else n
+
+    def iter_points(self):
+        """The swept values of every point (dicts), grid-major, then the random draws — lazily
+        (a grid of millions of points costs no memory until its points are taken)."""
+        names = [n for n, _ in self.grid]
+        draws = [{}]
+        if self.random:
+            rng = np.random.default_rng(self.seed)
+            draws = []
+            for _ in range(self.samples):
+                d = {}
+                for name, r in self.random:
+                    d[name] = r.draw(rng) if isinstance(r, RandomRange) else r[int(rng.integers(len(r)))]
+                draws.append(d)
+        for combo in itertools.product(*(vals for _, vals in self.grid)):
+            g = dict(zip(names, combo))
+            for d in draws:
+                yield {**g, **d}
 
     def points(self) -> list:
         """The swept values of every point (dicts), grid-major, then the random draws."""
-        grid = [dict(zip([n for n, _ in self.grid], combo))
-                for combo in itertools.product(*(vals for _, vals in self.grid))]
-        if not self.random:
-            return grid
-        rng = np.random.default_rng(self.seed)
-        draws = []
-        for _ in range(self.samples):
-            d = {}
-            for name, r in self.random:
-                d[name] = r.draw(rng) if isinstance(r, RandomRange) else r[int(rng.integers(len(r)))]
-            draws.append(d)
-        return [{**g, **d} for g in grid for d in draws]
+        return list(self.iter_points())
 
 
 def _check_value(where: str, v):
@@ -239,21 +255,27 @@ class Point:
     config: dict
 
 
+def iter_expand(spec: SweepSpec, defaults: dict | None = None, fixed: dict | None = None,
+                version: str | None = None):
+    """:func:`expand`, lazily: yields the points one by one (duplicates once, first-seen order)."""
+    version = package_version() if version is None else version
+    seen = set()
+    for swept in spec.iter_points():
+        config = {**(defaults or {}), **spec.base, **swept, **(fixed or {})}
+        pid = point_id(config, version)
+        key = int(pid[:16], 16)                  # 64 bits of the id: a small set even for millions
+        if key not in seen:
+            seen.add(key)
+            yield Point(pid, swept, config)
+
+
 def expand(spec: SweepSpec, defaults: dict | None = None, fixed: dict | None = None,
            version: str | None = None) -> list:
     """The sweep's points with full configurations ``defaults ∪ base ∪ point ∪ fixed``.
 
     Duplicate points (same id) are kept once, in first-seen order.
     """
-    version = package_version() if version is None else version
-    out, seen = [], set()
-    for swept in spec.points():
-        config = {**(defaults or {}), **spec.base, **swept, **(fixed or {})}
-        pid = point_id(config, version)
-        if pid not in seen:
-            seen.add(pid)
-            out.append(Point(pid, swept, config))
-    return out
+    return list(iter_expand(spec, defaults, fixed, version))
 
 
 # ---- running ---------------------------------------------------------------------------------
@@ -299,16 +321,17 @@ class SweepReport:
 
     db: str
     points: int
-    skipped: int
-    ran: int
+    skipped: int                # already ok in the database
+    ran: int                    # computed by this invocation
     ok: int
     failed: int
     wall_s: float
     failures: tuple = ()        # ((id, swept, error), …)
+    busy: int = 0               # claimed by another sweep running on the same database
 
     def to_dict(self) -> dict:
-        return {"db": self.db, "points": self.points, "skipped": self.skipped, "ran": self.ran, "ok": self.ok,
-                "failed": self.failed, "wall_s": self.wall_s,
+        return {"db": self.db, "points": self.points, "skipped": self.skipped, "busy": self.busy, "ran": self.ran,
+                "ok": self.ok, "failed": self.failed, "wall_s": self.wall_s,
                 "failures": [{"id": i, "swept": s, "error": e} for i, s, e in self.failures]}
 
 
@@ -319,6 +342,17 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+def check_workers(workers: int) -> int:
+    """``workers`` for a local cluster: an integer >= 1 (else ConfigError), capped at this
+    machine's cores with a message on stderr (more processes than cores only slow the points)."""
+    require(isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1, "--workers", workers,
+            "must be an integer >= 1", f"e.g. --workers {_cores()} (this machine's cores)")
+    if workers > _cores():
+        print(f"tilesim: --workers {workers} capped at {_cores()}, the cores this process may use", file=sys.stderr)
+        return _cores()
+    return workers
+
+
 def start_local_cluster(workers: int | None = None, quiet: bool = True, numba_threads: int | None = None):
     """A ``LocalCluster`` of ``workers`` processes (default: the number of cores), one task
     thread each; the cores are shared out as numba/OpenMP threads (``numba_threads`` per worker,
@@ -326,8 +360,7 @@ def start_local_cluster(workers: int | None = None, quiet: bool = True, numba_th
     import dask
     from distributed import LocalCluster
 
-    n = _cores() if workers is None else workers
-    require(isinstance(n, int) and not isinstance(n, bool) and n >= 1, "--workers", n, "must be an integer >= 1")
+    n = _cores() if workers is None else check_workers(workers)
     threads = str(numba_threads or max(1, _cores() // n))
     # distributed's nanny sets MALLOC_TRIM_THRESHOLD_ in new workers, which turns off glibc's dynamic
     # mmap threshold: every large numpy array is then mmap'ed and faulted in afresh (points ran 3-5x slower)
@@ -355,52 +388,114 @@ def _connect(workers, scheduler, quiet):
     return Client(cluster), cluster
 
 
+def _renewer(db, owner: str, every_s: float):
+    """A daemon thread renewing ``owner``'s leases every ``every_s`` seconds; ``.stop()`` ends it."""
+    import threading
+
+    from tilesim.store import ResultStore
+    stop = threading.Event()
+
+    def loop():
+        with ResultStore(db, create=False) as store:
+            while not stop.wait(every_s):
+                store.renew(owner)
+
+    t = threading.Thread(target=loop, name="tilesim-lease-renewer", daemon=True)
+    t.start()
+    t.stop = stop.set
+    return t
+
+
 def run_sweep(points, db, runner: str, *, workers: int | None = None, scheduler: str | None = None,
-              progress: bool = True, version: str | None = None) -> SweepReport:
+              progress: bool = True, version: str | None = None, total: int | None = None,
+              lease_s: float | None = None) -> SweepReport:
     """Run the points not yet stored as ``ok`` and store each result as it completes.
+
+    Points are taken lazily from ``points`` and claimed in small batches with a lease in the
+    database (:meth:`tilesim.store.ResultStore.claim`), so two sweeps on one database share
+    the work and never compute the same point; points another live sweep holds are counted as
+    ``busy`` and left to it.
 
     Parameters
     ----------
-    points : list of Point
-        From :func:`expand`.
+    points : iterable of Point
+        From :func:`expand` or :func:`iter_expand`.
     db : str or Path
         The SQLite results file (created if missing).
     runner : str
         ``"module:function"``, importable on the driver and on every worker.
     workers : int or None
-        Worker processes of the local cluster (default: the number of cores).
+        Worker processes of the local cluster (default: the number of cores; more are capped).
     scheduler : str or None
         Address of a running dask scheduler (``tcp://HOST:PORT``) instead of a local cluster.
     progress : bool
         A tqdm bar (points done, ETA) on stderr.
+    total : int or None
+        The number of points, for the progress bar (default ``len(points)`` when it has one).
+    lease_s : float or None
+        Lease lifetime (default :data:`tilesim.store.LEASE_S`); renewed every quarter of it.
 
     Raises
     ------
     ConfigError
         Unresolvable runner, bad worker count, unreachable scheduler, unusable database file.
     """
-    from tilesim.store import ResultStore
+    from tilesim.store import LEASE_S, ResultStore, lease_owner
 
     resolve_runner(runner)                       # fail fast, before any cluster starts
+    if workers is not None and not scheduler:
+        workers = check_workers(workers)
     version = package_version() if version is None else version
+    lease_s = LEASE_S if lease_s is None else float(lease_s)
+    total = total if total is not None else (len(points) if hasattr(points, "__len__") else None)
     t0 = time.perf_counter()
+    owner = lease_owner()
+    it = iter(points)
+    seen = skipped = busy = ok = failed = 0
+    failures = []
     with ResultStore(db) as store:
         done = store.ok_ids()
-        todo = [p for p in points if p.id not in done]
-        ok = failed = 0
-        failures = []
-        if todo:
+        window = max(4, 2 * (workers or _cores()))
+
+        def take(k: int) -> list:
+            """Up to ``k`` points claimed by this sweep (fewer only when ``points`` runs out)."""
+            nonlocal seen, skipped, busy
+            got = []
+            while len(got) < k:
+                chunk = list(itertools.islice(it, k - len(got)))
+                if not chunk:
+                    break
+                seen += len(chunk)
+                todo = [p for p in chunk if p.id not in done]
+                skipped += len(chunk) - len(todo)
+                claimed = set(store.claim([p.id for p in todo], owner, lease_s))
+                busy += len(todo) - len(claimed)
+                got += [p for p in todo if p.id in claimed]
+            return got
+
+        first = take(window)
+        if first:
             from distributed import as_completed
             from tqdm import tqdm
 
-            client, cluster = _connect(workers, scheduler, quiet=not progress)
-            bar = tqdm(total=len(points), initial=len(points) - len(todo), unit="pt", desc="sweep",
-                       file=sys.stderr, disable=not progress, dynamic_ncols=True)
+            renewer = _renewer(db, owner, lease_s / 4)
+            client = cluster = None
+            bar = tqdm(total=total, initial=skipped, unit="pt", desc="sweep", file=sys.stderr,
+                       disable=not progress, dynamic_ncols=True)
             try:
-                futures = {client.submit(run_point, runner, p.config, pure=False,
-                                         key=f"tilesim-point-{p.id[:12]}-{uuid.uuid4().hex[:8]}"): p
-                           for p in todo}
-                for fut in as_completed(futures):
+                client, cluster = _connect(workers, scheduler, quiet=not progress)
+                futures = {}
+                pending = as_completed()
+
+                def submit(batch):
+                    for p in batch:
+                        fut = client.submit(run_point, runner, p.config, pure=False,
+                                            key=f"tilesim-point-{p.id[:12]}-{uuid.uuid4().hex[:8]}")
+                        futures[fut] = p
+                        pending.add(fut)
+
+                submit(first)
+                for fut in pending:
                     p = futures.pop(fut)
                     try:
                         out = fut.result()
@@ -415,12 +510,19 @@ def run_sweep(points, db, runner: str, *, workers: int | None = None, scheduler:
                     else:
                         failed += 1
                         failures.append((p.id, p.swept, out["error"]))
-                    bar.update(1)
-                    bar.set_postfix(ok=ok, failed=failed, refresh=False)
+                    submit(take(window - len(futures)))
+                    bar.n = skipped + ok + failed
+                    bar.set_postfix(ok=ok, failed=failed, busy=busy, refresh=False)
+                    bar.update(0)
             finally:
                 bar.close()
-                client.close()
+                renewer.stop()
+                store.release(owner)
+                if client is not None:
+                    client.close()
                 if cluster is not None:
                     cluster.close()
-    return SweepReport(db=str(Path(db)), points=len(points), skipped=len(points) - len(todo), ran=ok + failed,
-                       ok=ok, failed=failed, wall_s=time.perf_counter() - t0, failures=tuple(failures))
+        else:
+            store.release(owner)
+    return SweepReport(db=str(Path(db)), points=seen, skipped=skipped, ran=ok + failed, ok=ok, failed=failed,
+                       wall_s=time.perf_counter() - t0, failures=tuple(failures), busy=busy)

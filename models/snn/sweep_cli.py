@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from models.snn.options import option_names, options_dict, options_from_mapping
 from models.snn.run import run_training
+from tilesim.errors import require
+from tilesim.io import check_output_path
+from tilesim.limits import MAX_SWEEP_POINTS
 from tilesim.store import ResultStore, export_table, format_table, write_csv, write_parquet
-from tilesim.sweep import expand, load_sweep, run_sweep
+from tilesim.sweep import check_workers, iter_expand, load_sweep, run_sweep
 
 RUNNER = "models.snn.sweep_cli:run_point"
 TEXT_COLUMNS = ("id", "status", "predicted_step_s", "samples_per_s", "max_tile_bytes", "loss_last", "error")
@@ -54,6 +58,11 @@ def check_points(points, spec, where: str) -> None:
         options_from_mapping(p.config, labels=labels)
 
 
+def _first(iterable, n: int) -> list:
+    import itertools
+    return list(itertools.islice(iterable, n))
+
+
 def row_fields(summary: dict) -> dict:
     """The export columns of one point's summary."""
     bd = summary.get("breakdown_s", {})
@@ -81,6 +90,8 @@ def register(sub) -> None:
     s.add_argument("--scheduler", help="address of a running dask scheduler, tcp://HOST:PORT (no local cluster)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.add_argument("--json", action="store_true", help="print the sweep's report as JSON (stdout only)")
+    s.add_argument("--force", action="store_true",
+                   help=f"run a sweep of more than {MAX_SWEEP_POINTS:,} points (only the first ones are checked up front)")
     s.set_defaults(func=cmd_sweep)
 
     r = sub.add_parser("results", help="export a sweep's results database (one row per point)")
@@ -94,15 +105,23 @@ def register(sub) -> None:
 
 def cmd_sweep(args) -> int:
     """``tilesim sweep``: validate the file and every point, then run the points on dask."""
+    check_output_path(args.db, "--db", "file")
+    if Path(args.db).is_file():                  # another program's database is refused untouched
+        ResultStore(args.db, create=False).close()
+    workers = None if args.workers is None or args.scheduler else check_workers(args.workers)
     spec = load_sweep(args.sweep, allowed=option_names(), forbidden=FORBIDDEN)
-    points = expand(spec, defaults=options_dict(), fixed={"out": None, "json": False})
-    check_points(points, spec, str(args.sweep))
-    report = run_sweep(points, args.db, RUNNER, workers=args.workers, scheduler=args.scheduler,
-                       progress=not (args.quiet or args.json))
+    n = spec.count()
+    require(n <= MAX_SWEEP_POINTS or args.force, f"sweep {args.sweep}", f"{n:,} points",
+            f"exceeds the limit of {MAX_SWEEP_POINTS:,}", "split the grid into several sweeps, or pass --force")
+    points = lambda: iter_expand(spec, defaults=options_dict(), fixed={"out": None, "json": False})  # noqa: E731
+    check_points(_first(points(), MAX_SWEEP_POINTS), spec, str(args.sweep))
+    report = run_sweep(points(), args.db, RUNNER, workers=workers, scheduler=args.scheduler,
+                       progress=not (args.quiet or args.json), total=n)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
-        print(f"sweep {args.sweep}: {report.points} points, {report.skipped} already done, ran {report.ran} "
+        busy = f", {report.busy} done or running in another sweep on this database" if report.busy else ""
+        print(f"sweep {args.sweep}: {report.points} points, {report.skipped} already done{busy}, ran {report.ran} "
               f"({report.ok} ok, {report.failed} failed) in {report.wall_s:.1f} s; results in {args.db}")
         for pid, swept, err in report.failures[:5]:
             print(f"  failed {pid[:12]} {swept}: {err}", file=sys.stderr)
@@ -111,7 +130,9 @@ def cmd_sweep(args) -> int:
 
 def cmd_results(args) -> int:
     """``tilesim results``: export a sweep's database as CSV, Parquet, JSON or a table."""
-
+    for flag, path in (("--csv", args.csv), ("--parquet", args.parquet)):
+        if path:
+            check_output_path(path, flag, "file")
     with ResultStore(args.db, create=False) as store:
         rows = store.rows()
     columns, records = export_table(rows, flatten=row_fields)
