@@ -95,10 +95,11 @@ def check_file_mapping(mapping: Mapping, config: NetworkConfig, machine, source:
 def place_network(config: NetworkConfig, machine, neurons_per_tile: int | None = None,
                   mapping="contiguous", memory_check: str = "raise") -> Placed:
     """Place ``config`` on ``machine`` with a strategy name, a :class:`Mapping` or a JSON file."""
-    require(memory_check in ("raise", "report"), "memory_check", memory_check, "must be 'raise' or 'report'")
+    require(memory_check in ("raise", "report"), "memory_check", memory_check, "must be 'raise' or 'report'",
+            "use 'report' to mark overflowing tiles and go on")
     if neurons_per_tile is not None:
         require(isinstance(neurons_per_tile, (int, np.integer)) and neurons_per_tile >= 1, "neurons_per_tile",
-                neurons_per_tile, "must be an integer >= 1")
+                neurons_per_tile, "must be an integer >= 1", "or None for the smallest even value that fits")
     if isinstance(mapping, Mapping) or (isinstance(mapping, (str, Path)) and str(mapping) not in STRATEGIES):
         if isinstance(mapping, Mapping):
             m, src = mapping, "mapping"

@@ -55,7 +55,8 @@ def retime(activity: Activity | None, config: NetworkConfig, placement: Placemen
             "re-time activity recorded on the same network")
     require(activity.inputs.timesteps == config.timesteps and activity.inputs.batch == config.batch,
             "activity (T, B)", (activity.inputs.timesteps, activity.inputs.batch),
-            f"must equal the config's ({config.timesteps}, {config.batch})")
+            f"must equal the config's ({config.timesteps}, {config.batch})",
+            "re-time activity recorded with the same timesteps and batch")
     counters = count_work(activity, placement, per_step=True, cache=cache)
     program = build_step_program(config, placement, counters, machine, costs,
                                  steps_per_execution=steps_per_execution, cache=cache)

@@ -87,7 +87,8 @@ def make_dataset(config: NetworkConfig, n_samples: int, dataset: str = "syntheti
         return _real_dataset(Path(data), config)
     if dataset == "synthetic":
         return D.synthetic(config.layers, n_samples, config.timesteps, seed=config.seed)
-    require(dataset in _GENERATORS, "--dataset", dataset, f"must be one of synthetic, {', '.join(_GENERATORS)}")
+    require(dataset in _GENERATORS, "--dataset", dataset, f"must be one of synthetic, {', '.join(_GENERATORS)}",
+            "e.g. --dataset shd")
     n0 = DATASET_CHANNELS[dataset]
     require(config.layers[0] == n0, "--layers N0", config.layers[0], f"must be {n0} for --dataset {dataset}",
             f"use --layers {n0}-...")
