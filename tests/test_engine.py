@@ -7,12 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.naive_engine import naive_simulate
 from tilesim.engine import simulate
 from tilesim.errors import ConfigError
 from tilesim.machine import load_machine
 from tilesim.program import ProgramBuilder, concat_programs
-
-from tests.naive_engine import naive_simulate
 
 
 def cycles(r, m):

@@ -319,7 +319,7 @@ def chip_timeline(comp: np.ndarray, ex: np.ndarray, machine: Machine, scope: np.
         return ChipTimeline.empty(C)
     rs = closed.runs(scope, tails.events)
     off = closed.run_offsets(comp, sync, tails.after_release, scope, group_of, rs)
-    z = lambda: np.zeros((S, C))        # noqa: E731
+    z = lambda: np.zeros((S, C))
     tl = ChipTimeline(tails.exchange, z(), z(), z(), z(), z(), np.zeros((S, C), np.int64),
                       dict(tails.link_group_bytes))
     starts = closed.RunStarts.zeros(len(rs), C)

@@ -46,7 +46,7 @@ class ChipTimeline:
     link_group_bytes: dict       # bytes per directed link group (:class:`tilesim.fabric.LadderLinks`)
 
     @classmethod
-    def empty(cls, chips: int) -> "ChipTimeline":
+    def empty(cls, chips: int) -> ChipTimeline:
         """The timeline of a program without supersteps."""
         z = np.zeros((0, chips))
         return cls(z, z, z, z, z, z, z.astype(np.int64), {})
@@ -79,7 +79,7 @@ class SimResult:
     # -------------------------------------------------------------------------------------
     @classmethod
     def from_timeline(cls, *, program, machine, work: ChipWork, timeline: ChipTimeline,
-                      keep_timeline: bool = True) -> "SimResult":
+                      keep_timeline: bool = True) -> SimResult:
         """The result of ``program`` on ``machine`` from its chip reduction and chip timeline:
         every superstep's time and critical-path attribution (module docstring). With
         ``keep_timeline`` the per-chip arrays are kept (as :attr:`timeline`) for traces and plots."""

@@ -276,7 +276,7 @@ class RunStarts:
     arriver: np.ndarray           # int: the chip that arrived last at that sync
 
     @classmethod
-    def zeros(cls, nruns: int, chips: int) -> "RunStarts":
+    def zeros(cls, nruns: int, chips: int) -> RunStarts:
         """Arrays to fill."""
         return cls(np.zeros((nruns, chips)), np.zeros((nruns, chips)), np.zeros((nruns, chips), np.int64))
 
