@@ -250,3 +250,33 @@ def test_sigkill_of_a_worker_loses_no_point(tmp_path):
         th.join()
     rows = db_rows(tmp_path / "r.db")
     assert rep.ok == 8 and len(rows) == 8 and all(r[1] == "ok" for r in rows)
+
+
+def test_two_sweeps_on_one_database_share_the_points(tmp_path):
+    """Issue 19: on the old code both sweeps computed all 12 points and both said "ran 12"."""
+    sweep = write(tmp_path, TINY.replace("timesteps = 8", "timesteps = 60").replace("steps = 1", "steps = 3")
+                  + "[grid]\nseed = [0, 1, 2, 3, 4, 5]\nlr = [1e-3, 2e-3]\n")
+    db = tmp_path / "r.db"
+    cmd = [sys.executable, "-m", "tilesim", "sweep", str(sweep), "--db", str(db), "--workers", "1", "--json"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [e for _, e in outs]
+    reps = [json.loads(o) for o, _ in outs]
+    assert sum(r["ran"] for r in reps) == 12
+    assert all(r["ran"] + r["skipped"] + r["busy"] == 12 for r in reps)
+    rows = db_rows(db)
+    assert len(rows) == 12 and all(status == "ok" and attempts == 1 for _, status, _, attempts in rows)
+
+
+def test_huge_grid_is_refused_at_once_and_workers_capped(tmp_path, capsys):
+    """Issue 19: a 2.56M-point grid expanded for minutes; now its size is known without expanding."""
+    grid = "[grid]\n" + "\n".join(f"{k} = {list(range(1, 41))}" for k in ("batch", "seed", "steps", "timesteps"))
+    sweep = write(tmp_path, "[base]\nlayers = \"32-16-4\"\n" + grid + "\n")
+    t0 = time.monotonic()
+    assert main(["sweep", str(sweep), "--db", str(tmp_path / "r.db")]) == 2
+    err = capsys.readouterr().err
+    assert time.monotonic() - t0 < 5 and "2,560,000 points" in err and "--force" in err
+    assert not (tmp_path / "r.db").exists()
+    from tilesim.sweep import check_workers
+    assert check_workers(1000) == len(os.sched_getaffinity(0))
+    assert "capped at" in capsys.readouterr().err

@@ -118,9 +118,9 @@ class ResultStore:
             if create:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = FULL")
-                self._db.executescript(_SCHEMA)
-                self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+                # one transaction: another process never sees half a schema
+                self._db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
+                                       f"INSERT OR IGNORE INTO meta VALUES ('schema', '{SCHEMA_VERSION}'); COMMIT;")
             cols = [r[1] for r in self._db.execute("PRAGMA table_info(points)")]
         except sqlite3.DatabaseError as exc:
             self._db.close()

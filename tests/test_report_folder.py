@@ -1,0 +1,123 @@
+"""Issue 19: a run folder is written under a manifest (written last, SHA-256 of every file), so a
+run killed half-way never passes for a run; `tilesim report` refuses broken folders in one line."""
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tilesim.cli import main
+
+PROGRAM = '[[superstep]]\nlabel = "{label}"\ncompute_cycles = {cycles}\nexchange_bytes = 64\n'
+
+
+def simulate(tmp_path, out, cycles=100, label="a"):
+    p = tmp_path / f"p{cycles}.toml"
+    p.write_text(PROGRAM.format(cycles=cycles, label=label))
+    return main(["simulate", str(p), "--machine", "gc200", "--out", str(out)])
+
+
+def report(out, capsys):
+    rc = main(["report", str(out)])
+    err = capsys.readouterr().err
+    return rc, err
+
+
+def test_complete_folder_reports(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert simulate(tmp_path, out) == 0
+    man = json.loads((out / "manifest.json").read_text())
+    assert {"summary.json", "arrays.npz", "trace.json"} <= set(man["files"])
+    (out / "notes.txt").write_text("the user's own file")
+    rc, err = report(out, capsys)
+    assert rc == 0 and err == ""
+    assert (out / "notes.txt").read_text() == "the user's own file"
+
+
+def test_run_killed_after_summary_leaves_no_mix(tmp_path, capsys, monkeypatch):
+    """Old code: the new summary.json beside the old arrays.npz, and `report` drew the mix (exit 0)."""
+    out = tmp_path / "run"
+    assert simulate(tmp_path, out, cycles=100) == 0
+    import tilesim.trace
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(tilesim.trace, "write_trace", killed)
+    assert simulate(tmp_path, out, cycles=999, label="b") == 130
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert json.loads((out / "summary.json").read_text())["by_label"].keys() == {"b"}   # the new summary is there
+    rc, err = report(out, capsys)
+    assert rc == 2 and err.count("\n") == 1 and "interrupted" in err and "re-run" in err
+
+
+def test_summary_from_another_run_is_refused(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert simulate(tmp_path, a, cycles=100) == 0 and simulate(tmp_path, b, cycles=999) == 0
+    (a / "summary.json").write_bytes((b / "summary.json").read_bytes())
+    rc, err = report(a, capsys)
+    assert rc == 2 and "summary.json that differs from the one its run wrote" in err
+
+
+@pytest.mark.parametrize("damage,needle", [
+    ("truncate", "arrays.npz that differs"),
+    ("summary []", "summary.json that differs"),
+    ("summary {}", "summary.json that differs"),
+    ("no manifest", "has no manifest.json"),
+    ("manifest junk", "unreadable manifest.json"),
+])
+def test_damaged_folders_are_refused(tmp_path, capsys, damage, needle):
+    out = tmp_path / "run"
+    assert simulate(tmp_path, out) == 0
+    if damage == "truncate":
+        data = (out / "arrays.npz").read_bytes()
+        (out / "arrays.npz").write_bytes(data[: len(data) // 2])
+    elif damage.startswith("summary"):
+        (out / "summary.json").write_text(damage.split()[1])
+    elif damage == "no manifest":
+        (out / "manifest.json").unlink()
+    else:
+        (out / "manifest.json").write_text("[1, 2")
+    rc, err = report(out, capsys)
+    assert rc == 2 and err.count("\n") == 1 and needle in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("damage,needle", [
+    ("drop time_s", "arrays.npz without time_s"),
+    ("drop timeline_end", "arrays.npz without timeline_end"),
+    ("summary []", "summary.json without machine"),
+    ("summary {}", "summary.json without machine"),
+    ("truncate", "cannot be read"),
+])
+def test_contents_are_checked_even_under_a_matching_manifest(tmp_path, capsys, damage, needle):
+    """A folder re-sealed after damage (or written by hand) is still checked for what report reads."""
+    from tilesim.report import seal_run_folder
+    out = tmp_path / "run"
+    assert simulate(tmp_path, out) == 0
+    if damage.startswith("drop"):
+        a = dict(np.load(out / "arrays.npz"))
+        del a[damage.split()[1]]
+        buf = io.BytesIO()
+        np.savez(buf, **a)
+        (out / "arrays.npz").write_bytes(buf.getvalue())
+    elif damage == "truncate":
+        data = (out / "arrays.npz").read_bytes()
+        (out / "arrays.npz").write_bytes(data[: len(data) // 2])
+    else:
+        (out / "summary.json").write_text(damage.split()[1])
+    seal_run_folder(out, json.loads((out / "manifest.json").read_text())["files"])
+    rc, err = report(out, capsys)
+    assert rc == 2 and err.count("\n") == 1 and needle in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_folder_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert simulate(tmp_path, out) == 0
+    out.chmod(0o555)
+    try:
+        rc, err = report(out, capsys)
+    finally:
+        out.chmod(0o755)
+    assert rc == 2 and "read-only" in err
