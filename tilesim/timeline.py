@@ -38,7 +38,7 @@ from tilesim.records import ChipTimeline
 
 __all__ = ["Flow", "Tails", "Run", "RunOffsets", "RunStarts", "DRAINED_BYTES", "fair_rates", "fluid_batch",
            "flows_by_step", "sync_groups", "sync_cycles", "tails", "global_makespan_cycles", "runs",
-           "run_offsets", "fill_runs"]
+           "run_offsets", "fill_runs", "ladder_of"]
 
 DRAINED_BYTES = 1e-6            # a flow with this little left has finished (float round-off)
 
