@@ -123,3 +123,18 @@ def test_calibrate_prediction_matches_the_workload():
     want = [run_stencil(targets[0][1], base.with_chips(4), keep_timeline=False).us_per_iteration,
             run_stencil(targets[1][1], base, keep_timeline=False).phases["globExchange"]]
     np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
+@pytest.mark.parametrize("old,new,match", [
+    ("global_sync_fixed_cycles = 156", "global_sync_fixed_cycles = -1", r"system.global_sync_fixed_cycles = -1: must be >= 0"),
+    ("global_sync_fixed_cycles = 156", "global_sync_fixed_cycles = 1.5", r"system.global_sync_fixed_cycles = 1.5: must be an integer"),
+    ("link_message_bytes = 56.0", "link_message_bytes = -8.0", r"system.link_message_bytes = -8.0: must be >= 0"),
+])
+def test_multi_chip_fields_are_validated(tmp_path, old, new, match):
+    from tilesim.machine import preset_text
+    text = preset_text("gc2x16")
+    assert old in text
+    p = tmp_path / "m.toml"
+    p.write_text(text.replace(old, new, 1))
+    with pytest.raises(ConfigError, match=match):
+        load_machine(p)
