@@ -91,7 +91,7 @@ from tilesim.program import Program
 
 __all__ = ["default_costs", "uncalibrated_costs", "compaction_spread", "build_step_program", "predict_step_s", "snn_memory",
            "PHASE_LABELS", "STEPS_PER_EXECUTION", "STEP_ROWS", "StepRow", "Write", "Flow", "Calls", "LayerTerms",
-           "StepShape", "step_shape", "RowSink", "layer_terms", "place_tiles", "grad_targets", "applies"]
+           "StepShape", "step_shape", "RowSink", "place_tiles", "grad_targets", "applies"]
 
 STEPS_PER_EXECUTION = 52     # the calibration runs: one device execution per epoch of 52 steps
 
@@ -867,7 +867,7 @@ def _backward_terms(s: _Step, l: int) -> dict:
         "loss_in": B * (8.0 * nmax[l] + 8)}
 
 
-def layer_terms(s: _Step, l: int) -> LayerTerms:
+def _layer_terms(s: _Step, l: int) -> LayerTerms:
     """The :class:`LayerTerms` of layer ``l``: everything of it that does not depend on where
     its tiles are (per-tile arrays on its own tiles, per-step vectors, scalars)."""
     return LayerTerms(**_forward_terms(s, l), **_backward_terms(s, l))
@@ -883,7 +883,7 @@ def _all_terms(s: _Step, cache: dict | None) -> list:
     from). Counters without a source (a functional run) are not cached."""
     L = s.config.n_layers
     if cache is None:
-        return [layer_terms(s, l) for l in range(L)]
+        return [_layer_terms(s, l) for l in range(L)]
     mine = lru_in(cache, ("layer terms",), CACHE_BYTES, LayerTerms.nbytes)
     base = (s.config, _costs_key(s.costs), s.TPC, s.pair, s.workers, s.sup)
     out = []
@@ -892,7 +892,7 @@ def _all_terms(s: _Step, cache: dict | None) -> list:
         key = None if source is None else base + (l, source)
         hit = None if key is None else mine.get(key)
         if hit is None:
-            hit = layer_terms(s, l)
+            hit = _layer_terms(s, l)
             if key is not None:
                 mine[key] = hit
         out.append(hit)
