@@ -51,7 +51,8 @@ The input sequence (T·B·(input_cap+1)·4 bytes) arrives once per step by host 
 
 Superstep overhead. A compute set costs ``compute_set_cycles`` on every tile (control code,
 vertex launch) on top of its vertices; every superstep costs the machine's sync and exchange
-fixed cycles. The PopLibs calls listed above are *folded* into the row they precede: a row
+fixed cycles. The PopLibs calls listed above are *folded* into the row they precede
+(:attr:`StepRow.compute_sets`, :attr:`StepRow.copies`): a row
 standing for ``k`` compute sets and ``c`` exchange-only copies adds ``k·compute_set_cycles`` of
 compute to every tile (tile 0 of chip 0 is left free, as in the authors' op) and
 ``(k + c − 1)·sync`` / ``(k + c − 1)·exchange_fixed`` cycles that the breakdown books as sync /
