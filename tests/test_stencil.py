@@ -138,3 +138,9 @@ def test_multi_chip_fields_are_validated(tmp_path, old, new, match):
     p.write_text(text.replace(old, new, 1))
     with pytest.raises(ConfigError, match=match):
         load_machine(p)
+
+
+def test_too_many_iterations_refused_before_building(monkeypatch):
+    monkeypatch.setenv("TILESIM_MEMORY_LIMIT", "1e8")
+    with pytest.raises(ConfigError, match=r"--iterations = '~0.2 GB of memory': exceeds the limit"):
+        run_stencil(StencilConfig(1122, 2200, "float", 16, 6, 6, 100), load_machine("gc2x16"))

@@ -128,13 +128,19 @@ def plan_stencil(config: StencilConfig, machine: Machine, copy: CopyCosts = COPY
 
 def build_program(plan: StencilPlan, machine: Machine) -> Program:
     """The BSP program of ``plan.config.iterations`` iterations (module docstring)."""
+    from tilesim.limits import check_memory
+
     cfg = plan.config
+    sets = 2 * cfg.iterations
+    per_tile_row = 4 * machine.total_tiles               # one float32 row of the program
+    # compute rows (1 or 2 per set) and exchange rows (in + out), x3 for the engine's working copies
+    check_memory("--iterations", 3.0 * sets * per_tile_row * (1 + (machine.chips > 1) + 2),
+                 "simulate fewer iterations: the time per iteration does not depend on the count")
     b = ProgramBuilder.for_machine(machine, name=f"stencil {cfg.width}x{cfg.height} {cfg.dtype}")
     first = plan.pre_cycles
     steady = plan.post_cycles + plan.compute_cycles + plan.pre_cycles
     onchip = bool(plan.exchange_in_bytes.any() or plan.exchange_out_bytes.any())
     ex = dict(bytes_in=plan.exchange_in_bytes, bytes_out=plan.exchange_out_bytes) if onchip else {}
-    sets = 2 * cfg.iterations
     for k in range(sets):
         b.superstep("exchange", first if k == 0 else steady, sync="chip", **ex)
         if machine.chips > 1:
