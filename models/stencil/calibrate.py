@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 
