@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numba as nb
 
-from models.linear._jit import PARALLEL_JIT_FLAGS
+from models.jit import PARALLEL_EXACT
 
 
-@nb.njit(**PARALLEL_JIT_FLAGS)
+@nb.njit(**PARALLEL_EXACT)
 def fwht_rows(x):
     """Unnormalised Walsh–Hadamard transform of every row, in place: ``x <- x H_n``.
 
@@ -31,7 +31,7 @@ def fwht_rows(x):
     return x
 
 
-@nb.njit(**PARALLEL_JIT_FLAGS)
+@nb.njit(**PARALLEL_EXACT)
 def butterfly_forward(tw, x, out):
     """Apply ``log2 n`` butterfly factors with increasing stride; keep every intermediate.
 
@@ -61,7 +61,7 @@ def butterfly_forward(tw, x, out):
     return out
 
 
-@nb.njit(**PARALLEL_JIT_FLAGS)
+@nb.njit(**PARALLEL_EXACT)
 def butterfly_backward(tw, inter, grad_out, grad_tw):
     """Backward of :func:`butterfly_forward`.
 
@@ -103,7 +103,7 @@ def butterfly_backward(tw, inter, grad_out, grad_tw):
     return grad_out
 
 
-@nb.njit(**PARALLEL_JIT_FLAGS)
+@nb.njit(**PARALLEL_EXACT)
 def csr_rows_matmul(indptr, indices, data, xt, out):
     """``out = W @ xt`` for CSR ``W`` (rows x cols) and dense ``xt`` (cols x batch)."""
     rows = indptr.shape[0] - 1
@@ -119,7 +119,7 @@ def csr_rows_matmul(indptr, indices, data, xt, out):
     return out
 
 
-@nb.njit(**PARALLEL_JIT_FLAGS)
+@nb.njit(**PARALLEL_EXACT)
 def csr_sddmm(indptr, indices, gt, xt, grad_data):
     """Gradient of the CSR values: ``grad_data[e] = <gt[row(e), :], xt[col(e), :]>`` (sampled dense-dense)."""
     rows = indptr.shape[0] - 1
@@ -134,7 +134,7 @@ def csr_sddmm(indptr, indices, gt, xt, grad_data):
     return grad_data
 
 
-@nb.njit(**PARALLEL_JIT_FLAGS)
+@nb.njit(**PARALLEL_EXACT)
 def block_sparse_matmul(row_ptr, block_cols, blocks, x, out):
     """``out = x W^T`` for a block-sparse ``W`` (``R·B x C·B``) stored by block rows (BSR).
 
@@ -164,7 +164,7 @@ def block_sparse_matmul(row_ptr, block_cols, blocks, x, out):
     return out
 
 
-@nb.njit(**PARALLEL_JIT_FLAGS)
+@nb.njit(**PARALLEL_EXACT)
 def block_sparse_grad_blocks(block_rows, block_cols, gy, x, grad_blocks):
     """Gradient of the non-zero blocks: ``grad_blocks[e] = gy[:, rows(e)]^T x[:, cols(e)]`` (block SDDMM),
     ``gy``: ``(batch, R·B)``, ``x``: ``(batch, C·B)``; parallel over blocks."""

@@ -1,22 +1,14 @@
-"""JIT flags for every SNN kernel, in one place (STUMPY's ``config`` module pattern).
-
-Kernel modules import :data:`SERIAL` / :data:`PARALLEL` and decorate with
-``numba.njit(**SERIAL)`` or ``numba.njit(**PARALLEL)``; nothing else in the code base
-imports numba.
-
-``fastmath`` allows re-association and contraction only (no ``nnan``/``ninf``), so that
-float32 sums and dot products vectorise while NaN checks still work. Results are still
-deterministic: the reduction order is fixed at compile time and never depends on the number
-of threads or on the neuron-to-tile mapping.
+"""JIT settings of the SNN kernels: the flags come from :mod:`models.jit` (one home for every
+workload); the SNN kernels use its re-associable policy (``FAST``).
 """
 from __future__ import annotations
 
-FASTMATH = frozenset({"reassoc", "contract", "nsz", "arcp"})
+from models.jit import FAST, PARALLEL_FAST
 
-SERIAL = dict(cache=True, nogil=True, fastmath=set(FASTMATH), error_model="numpy")
+SERIAL = FAST
 """Flags of the serial inner loops (``@njit(**SERIAL)``)."""
 
-PARALLEL = dict(SERIAL, parallel=True)
+PARALLEL = PARALLEL_FAST
 """Flags of the drivers that ``prange`` over samples, time steps or column blocks."""
 
 COLUMN_ALIGN = 16

@@ -15,10 +15,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-JIT = {"cache": True, "nogil": True, "fastmath": False}
+from models.jit import EXACT, PARALLEL_EXACT
 
 
-@nb.njit(**JIT)
+@nb.njit(**EXACT)
 def _slice(src, dst, r0, r1, c0, c1):
     rows, cols = src.shape[0], src.shape[1]
     top, bottom = r0 - 1 > 0, r1 < rows - 1
@@ -45,7 +45,7 @@ def _slice(src, dst, r0, r1, c0, c1):
                 dst[r, c, ch] = acc
 
 
-@nb.njit(parallel=True, **JIT)
+@nb.njit(**PARALLEL_EXACT)
 def blur_slices(src, dst, r0, r1, c0, c1):
     """One compute set: blur every slice ``i`` of ``src`` into ``dst`` (parallel over slices)."""
     for i in nb.prange(r0.shape[0]):
