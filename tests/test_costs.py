@@ -10,7 +10,7 @@ def test_barrel_rule():
     assert barrel_tile_cycles(100, 1, 6, 0).item() == 600
     assert barrel_tile_cycles(600, 6, 6, 0).item() == 600
     assert barrel_tile_cycles(600, 12, 6, 11).item() == 600 + 22
-    assert barrel_tile_cycles([5, 0], [0, 0]).tolist() == [0, 0]
+    assert barrel_tile_cycles([5, 0], [0, 0], 6, 11).tolist() == [0, 0]
 
 
 def test_cost_model(tmp_path):

@@ -28,10 +28,12 @@ from tilesim.io import read_toml
 __all__ = ["CostModel", "barrel_tile_cycles", "load_costs"]
 
 
-def barrel_tile_cycles(worker_cycles, vertices, workers: int = 6, supervisor_overhead_cycles: float = 11.0):
+def barrel_tile_cycles(worker_cycles, vertices, workers: int, supervisor_overhead_cycles: float):
     """Tile cycles for ``worker_cycles`` of work split over ``vertices`` vertices (per tile arrays).
 
-    ``vertices == 0`` means the tile runs nothing (0 cycles).
+    ``workers`` and ``supervisor_overhead_cycles`` are the machine's (``chip.workers_per_tile``,
+    ``chip.supervisor_overhead_cycles``): they have no defaults here, so the machine file is their
+    one home. ``vertices == 0`` means the tile runs nothing (0 cycles).
     """
     v = np.asarray(vertices, np.float64)
     out = np.asarray(worker_cycles, np.float64) * workers / np.minimum(np.maximum(v, 1.0), workers)
