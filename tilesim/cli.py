@@ -190,8 +190,16 @@ def _load_plugins(sub) -> None:
         register(sub)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the house error form: one line naming the problem and where help is, exit 2
+    (sub-command parsers, including the plug-ins', are of this class too)."""
+
+    def error(self, message):
+        self.exit(2, f"tilesim: error: {self.prog}: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tilesim", description=__doc__.split("\n")[0])
+    p = _Parser(prog="tilesim", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"tilesim {metadata.version('tilesim')}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 

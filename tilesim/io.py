@@ -23,14 +23,14 @@ def read_toml(path, what: str) -> dict:
     """Parse a TOML file; a missing file or broken syntax is a :class:`ConfigError` naming ``what``."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(config_message(what, str(path), "no such file"))
+        raise ConfigError(config_message(what, str(path), "no such file", "check the path"))
     try:
         return tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(config_message(what, str(path), f"is not valid TOML ({exc})",
                                          "fix the syntax at the position given")) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(config_message(what, str(path), f"cannot be read ({exc})")) from None
+        raise ConfigError(config_message(what, str(path), f"cannot be read ({exc})", "check its permissions and that it is UTF-8 text")) from None
 
 
 def atomic_write_text(path, text: str) -> Path:

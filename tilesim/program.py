@@ -24,7 +24,7 @@ import numpy as np
 from tilesim.errors import ConfigError, config_message
 from tilesim.io import read_toml
 
-__all__ = ["Program", "ProgramBuilder", "SYNC_CHIP", "SYNC_ALL", "load_program", "parse_tiles"]
+__all__ = ["Program", "CompactProgram", "ProgramBuilder", "SYNC_CHIP", "SYNC_ALL", "load_program", "parse_tiles"]
 
 SYNC_CHIP = -1
 SYNC_ALL = 0
@@ -36,10 +36,10 @@ def _as_row(value, n: int, what: str, step: str) -> np.ndarray:
         arr = np.full(n, float(arr))
     if arr.shape != (n,):
         raise ConfigError(config_message(f"{step}: {what}", f"array of shape {arr.shape}",
-                                         f"must be a scalar or have length {n} (one per tile of the system)"))
+                                         f"must be a scalar or have length {n} (one per tile of the system)", "give one number for every tile, or a single number for all"))
     if not np.all(np.isfinite(arr)) or (arr < 0).any():
         bad = arr[~np.isfinite(arr) | (arr < 0)][0]
-        raise ConfigError(config_message(f"{step}: {what}", float(bad), "must be finite and >= 0"))
+        raise ConfigError(config_message(f"{step}: {what}", float(bad), "must be finite and >= 0", "give finite numbers >= 0"))
     return arr
 
 
@@ -97,51 +97,51 @@ class Program:
         S, N = self.supersteps, self.total_tiles
         if self.chips < 1 or self.tiles_per_chip < 1:
             raise ConfigError(config_message("program chips/tiles", (self.chips, self.tiles_per_chip),
-                                             "must be >= 1"))
+                                             "must be >= 1", "build the program for a machine with >= 1 chip and tile"))
         if self.compute_cycles.shape != (S, N):
             raise ConfigError(config_message("program.compute_cycles", self.compute_cycles.shape,
-                                             f"must have shape ({S}, {N})"))
+                                             f"must have shape ({S}, {N})", "give one row of per-tile cycles per superstep"))
         E = self.bytes_in.shape[0]
         if self.bytes_in.shape != (E, N) or self.bytes_out.shape != (E, N):
             raise ConfigError(config_message("program.bytes_in/bytes_out",
                                              (self.bytes_in.shape, self.bytes_out.shape),
-                                             f"must both have shape (E, {N})"))
+                                             f"must both have shape (E, {N})", "give one column per tile of the system"))
         for name in ("label_id", "sync_scope", "exchange_row"):
             if getattr(self, name).shape != (S,):
                 raise ConfigError(config_message(f"program.{name}", getattr(self, name).shape,
-                                                 f"must have shape ({S},)"))
+                                                 f"must have shape ({S},)", "give one value per superstep"))
         if S and ((self.exchange_row < -1).any() or (self.exchange_row >= E).any()):
             raise ConfigError(config_message("program.exchange_row", int(self.exchange_row.max()),
-                                             f"must be -1 or a row index below {E}"))
+                                             f"must be -1 or a row index below {E}", "use -1 for no exchange or an existing row"))
         if S and ((self.label_id < 0).any() or (self.label_id >= len(self.labels)).any()):
             raise ConfigError(config_message("program.label_id", int(self.label_id.max()),
-                                             f"must index the {len(self.labels)} labels"))
+                                             f"must index the {len(self.labels)} labels", "use an index into labels"))
         if S and ((self.sync_scope < -1).any() or (self.sync_scope > len(self.partitions)).any()):
             raise ConfigError(config_message("program.sync_scope", int(self.sync_scope.max()),
-                                             f"must be -1, 0 or 1..{len(self.partitions)}"))
+                                             f"must be -1, 0 or 1..{len(self.partitions)}", "use -1 (chip), 0 (all) or a partition number"))
         for k, part in enumerate(self.partitions):
             if part.shape != (self.chips,):
                 raise ConfigError(config_message(f"program.partitions[{k}]", part.shape,
-                                                 f"must have one group id per chip ({self.chips})"))
+                                                 f"must have one group id per chip ({self.chips})", "give one group id per chip"))
         for name in ("sync_extra_cycles", "exchange_extra_cycles"):
             if getattr(self, name).shape != (S,):
                 raise ConfigError(config_message(f"program.{name}", getattr(self, name).shape,
-                                                 f"must have shape ({S},)"))
+                                                 f"must have shape ({S},)", "give one value per superstep"))
         for arr, name in ((self.compute_cycles, "compute_cycles"), (self.bytes_in, "bytes_in"),
                           (self.bytes_out, "bytes_out"), (self.sync_extra_cycles, "sync_extra_cycles"),
                           (self.exchange_extra_cycles, "exchange_extra_cycles")):
             if arr.size and not (arr.min() >= 0 and np.isfinite(arr.max())):    # NaN fails the first test
                 raise ConfigError(config_message(f"program.{name}", "a negative or non-finite entry",
-                                                 "every entry must be finite and >= 0"))
+                                                 "every entry must be finite and >= 0", "give finite numbers >= 0"))
         F = self.flow_step.shape[0]
         for name in ("flow_src", "flow_dst", "flow_bytes"):
             if getattr(self, name).shape != (F,):
                 raise ConfigError(config_message(f"program.{name}", getattr(self, name).shape,
-                                                 f"must have shape ({F},) like flow_step"))
+                                                 f"must have shape ({F},) like flow_step", "give one value per flow"))
         if F:
             if (self.flow_step < 0).any() or (self.flow_step >= S).any():
                 raise ConfigError(config_message("flow superstep", int(self.flow_step.max()),
-                                                 f"must be in 0..{S - 1}"))
+                                                 f"must be in 0..{S - 1}", "use the index of an existing superstep"))
             for name in ("flow_src", "flow_dst"):
                 a = getattr(self, name)
                 if (a < 0).any() or (a >= self.chips).any():
@@ -157,7 +157,7 @@ class Program:
                                                  "use on-chip exchange bytes for traffic inside a chip"))
             if not (np.isfinite(self.flow_bytes).all() and (self.flow_bytes >= 0).all()):
                 raise ConfigError(config_message("flow bytes", "a negative or non-finite value",
-                                                 "must be finite and >= 0"))
+                                                 "must be finite and >= 0", "give finite byte counts >= 0"))
             scope = self.sync_scope[self.flow_step]
             for i in np.flatnonzero(scope != SYNC_ALL):
                 s, a, b = int(self.flow_step[i]), int(self.flow_src[i]), int(self.flow_dst[i])
@@ -170,18 +170,18 @@ class Program:
         H = self.host_step.shape[0]
         if H:
             if (self.host_step < 0).any() or (self.host_step >= S).any():
-                raise ConfigError(config_message("host superstep", int(self.host_step.max()), f"must be in 0..{S - 1}"))
+                raise ConfigError(config_message("host superstep", int(self.host_step.max()), f"must be in 0..{S - 1}", "use the index of an existing superstep"))
             if (self.host_chip < 0).any() or (self.host_chip >= self.chips).any():
-                raise ConfigError(config_message("host chip", int(self.host_chip.max()), f"must be in 0..{self.chips - 1}"))
+                raise ConfigError(config_message("host chip", int(self.host_chip.max()), f"must be in 0..{self.chips - 1}", "use a chip of the machine (or --chips)"))
             if not (np.isfinite(self.host_bytes).all() and (self.host_bytes >= 0).all()):
-                raise ConfigError(config_message("host bytes", "a negative or non-finite value", "must be finite and >= 0"))
+                raise ConfigError(config_message("host bytes", "a negative or non-finite value", "must be finite and >= 0", "give finite byte counts >= 0"))
         X = self.transfer_step.shape[0]
         if X:
             for name in ("transfer_src", "transfer_dst"):
                 a = getattr(self, name)
                 if (a < 0).any() or (a >= N).any():
                     bad = int(a[(a < 0) | (a >= N)][0])
-                    raise ConfigError(config_message(f"transfer {name[9:]} tile", bad, f"must be in 0..{N - 1}"))
+                    raise ConfigError(config_message(f"transfer {name[9:]} tile", bad, f"must be in 0..{N - 1}", "use a tile of the machine"))
             cross = (self.transfer_src // self.tiles_per_chip) != (self.transfer_dst // self.tiles_per_chip)
             if cross.any():
                 i = int(np.argmax(cross))
@@ -211,7 +211,7 @@ class Program:
         """
         compute = np.ascontiguousarray(compute_cycles, dtype=np.float32)
         if compute.ndim != 2:
-            raise ConfigError(config_message("compute_cycles", compute.shape, "must be 2-D (supersteps, tiles)"))
+            raise ConfigError(config_message("compute_cycles", compute.shape, "must be 2-D (supersteps, tiles)", "pass a [supersteps, tiles] array"))
         S, N = compute.shape
         i32 = lambda a, fill: (np.full(S, fill, np.int32) if a is None else np.asarray(a, np.int32))  # noqa: E731
         if bytes_in is None and bytes_out is None:
@@ -239,6 +239,84 @@ class Program:
                    sync_extra_cycles=sync_extra, exchange_extra_cycles=exchange_extra)
 
 
+@dataclass(frozen=True, eq=False)
+class CompactProgram:
+    """A program too big for ``[S, all tiles]`` arrays, kept reduced to chips: what the engine takes
+    from the tiles (:class:`tilesim.records.ChipWork`: per superstep and chip the slowest tile's
+    compute and the exchange cycles of ``machine_name``'s fabric, with the tiles responsible),
+    per tile and label the compute summed over the program (the heat maps), the bytes each chip
+    sends per superstep, and ``chip_rows(c)`` -> (compute, bytes in, bytes out) ``[S, tiles of a
+    chip]`` float32 rebuilt on demand for the tiles a person looks at. Everything else (labels,
+    syncs, flows, host transfers, extras) as in :class:`Program`. Built chip by chip from the
+    same rows as the dense form (e.g. :func:`models.snn.timing.build_step_program` with
+    ``compact=True``), so :func:`tilesim.engine.simulate` gives the same result."""
+
+    name: str
+    chips: int
+    tiles_per_chip: int
+    machine_name: str
+    labels: tuple
+    label_id: np.ndarray        # int32 [S]
+    sync_scope: np.ndarray      # int32 [S]
+    partitions: tuple
+    work: object                # tilesim.records.ChipWork, [S, chips] arrays
+    label_tile_cycles: np.ndarray   # float64 [labels, chips*tiles]
+    onchip_bytes: np.ndarray    # float64 [S, chips] bytes sent on each chip's exchange fabric
+    flow_step: np.ndarray
+    flow_src: np.ndarray
+    flow_dst: np.ndarray
+    flow_bytes: np.ndarray
+    host_step: np.ndarray
+    host_chip: np.ndarray
+    host_bytes: np.ndarray
+    sync_extra_cycles: np.ndarray
+    exchange_extra_cycles: np.ndarray
+    chip_rows: object = None    # callable chip -> (compute, bytes_in, bytes_out) [S, tiles_per_chip]
+
+    transfer_step = transfer_src = transfer_dst = np.zeros(0, np.int32)   # no explicit transfers
+    transfer_bytes = np.zeros(0)
+
+    @property
+    def supersteps(self) -> int:
+        return int(self.label_id.shape[0])
+
+    @property
+    def total_tiles(self) -> int:
+        return self.chips * self.tiles_per_chip
+
+    def label_of(self, s: int) -> str:
+        return self.labels[int(self.label_id[s])]
+
+    def nbytes(self) -> int:
+        """Bytes held (the chip reduction and per-tile sums; rows rebuilt on demand not counted)."""
+        w = self.work
+        return (sum(getattr(self, f).nbytes for f in self.__dataclass_fields__ if isinstance(getattr(self, f), np.ndarray))
+                + sum(getattr(w, f).nbytes for f in w.__slots__))
+
+    def summary(self) -> dict:
+        return {"name": self.name, "chips": self.chips, "tiles_per_chip": self.tiles_per_chip,
+                "supersteps": self.supersteps, "exchange_supersteps": int((self.work.exchange > 0).any(axis=1).sum()),
+                "flows": int(self.flow_step.shape[0]), "host_transfers": int(self.host_step.shape[0]),
+                "labels": list(self.labels), "compact": True}
+
+    def work_cycles(self) -> np.ndarray:
+        """float64 [chips*tiles]: compute cycles per tile over the program."""
+        return self.label_tile_cycles.sum(axis=0)
+
+    def tile_compute(self, tiles) -> np.ndarray:
+        """float64 [S, len(tiles)]: the compute cycles of global ``tiles`` per superstep (each
+        chip's rows rebuilt once)."""
+        tiles = [int(t) for t in tiles]
+        out = np.zeros((self.supersteps, len(tiles)))
+        T = self.tiles_per_chip
+        for c in sorted({t // T for t in tiles}):
+            comp = self.chip_rows(c)[0]
+            for j, t in enumerate(tiles):
+                if t // T == c:
+                    out[:, j] = comp[:, t % T]
+        return out
+
+
 class ProgramBuilder:
     """Append supersteps one at a time (or ``repeat`` times), then :meth:`build`.
 
@@ -251,7 +329,7 @@ class ProgramBuilder:
     def __init__(self, chips: int, tiles_per_chip: int, name: str = "program"):
         for fname, v in (("chips", chips), ("tiles_per_chip", tiles_per_chip)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ConfigError(config_message(fname, v, "must be an integer >= 1"))
+                raise ConfigError(config_message(fname, v, "must be an integer >= 1", "e.g. 1"))
         self.chips, self.tiles_per_chip, self.name = int(chips), int(tiles_per_chip), name
         self.total_tiles = self.chips * self.tiles_per_chip
         self._labels: dict[str, int] = {}
@@ -280,15 +358,15 @@ class ProgramBuilder:
         if sync == "all":
             return SYNC_ALL
         if isinstance(sync, str):
-            raise ConfigError(config_message(f"{where}: sync", sync, "must be 'chip', 'all' or a list of chip groups"))
+            raise ConfigError(config_message(f"{where}: sync", sync, "must be 'chip', 'all' or a list of chip groups", 'e.g. sync = "all" or sync = [[0, 1], [2, 3]]'))
         groups = [list(g) for g in sync]
         ids = np.full(self.chips, -1, np.int32)
         for gi, g in enumerate(groups):
             for c in g:
                 if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= c < self.chips:
-                    raise ConfigError(config_message(f"{where}: sync group chip", c, f"must be in 0..{self.chips - 1}"))
+                    raise ConfigError(config_message(f"{where}: sync group chip", c, f"must be in 0..{self.chips - 1}", "use chips of the machine (or --chips)"))
                 if ids[c] != -1:
-                    raise ConfigError(config_message(f"{where}: sync group chip", int(c), "appears in two groups"))
+                    raise ConfigError(config_message(f"{where}: sync group chip", int(c), "appears in two groups", "put each chip in one group only"))
                 ids[c] = gi
         missing = np.flatnonzero(ids < 0)
         for c in missing:            # chips not named sync alone
@@ -323,9 +401,9 @@ class ProgramBuilder:
         """
         where = f"superstep {len(self._label_id)} ({label})"
         if not isinstance(label, str):
-            raise ConfigError(config_message(f"{where}: label", label, "must be a string"))
+            raise ConfigError(config_message(f"{where}: label", label, "must be a string", "give the label as text"))
         if isinstance(repeat, bool) or not isinstance(repeat, (int, np.integer)) or repeat < 1:
-            raise ConfigError(config_message(f"{where}: repeat", repeat, "must be an integer >= 1"))
+            raise ConfigError(config_message(f"{where}: repeat", repeat, "must be an integer >= 1", "e.g. repeat = 8"))
         N = self.total_tiles
         comp = _as_row(compute_cycles, N, "compute_cycles", where)
         scope = self._scope_code(sync, where)
@@ -336,33 +414,33 @@ class ProgramBuilder:
             bin_ = _as_row(0.0 if bytes_in is None else bytes_in, N, "bytes_in", where)
             for t in xfers:
                 if len(t) != 3:
-                    raise ConfigError(config_message(f"{where}: transfer", t, "must be (src_tile, dst_tile, bytes)"))
+                    raise ConfigError(config_message(f"{where}: transfer", t, "must be (src_tile, dst_tile, bytes)", "give transfers as (src_tile, dst_tile, bytes)"))
                 src, dst, nb = t
                 for nm, v in (("src_tile", src), ("dst_tile", dst)):
                     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < N:
-                        raise ConfigError(config_message(f"{where}: transfer {nm}", v, f"must be in 0..{N - 1}"))
+                        raise ConfigError(config_message(f"{where}: transfer {nm}", v, f"must be in 0..{N - 1}", "use a tile of the machine"))
                 if not (isinstance(nb, (int, float, np.number)) and math.isfinite(nb) and nb >= 0):
-                    raise ConfigError(config_message(f"{where}: transfer bytes", nb, "must be finite and >= 0"))
+                    raise ConfigError(config_message(f"{where}: transfer bytes", nb, "must be finite and >= 0", "give finite byte counts >= 0"))
                 bout[src] += nb
                 bin_[dst] += nb
         fl = []
         for f in flows:
             if len(f) != 3:
-                raise ConfigError(config_message(f"{where}: flow", f, "must be (src_chip, dst_chip, bytes)"))
+                raise ConfigError(config_message(f"{where}: flow", f, "must be (src_chip, dst_chip, bytes)", "give flows as (src_chip, dst_chip, bytes)"))
             src, dst, nb = f
             for nm, v in (("src", src), ("dst", dst)):
                 if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < self.chips:
                     raise ConfigError(config_message(f"{where}: flow {nm} chip", v, f"must be in 0..{self.chips - 1}",
                                                      "use a machine with more chips (--chips)"))
             if not (isinstance(nb, (int, float, np.number)) and math.isfinite(nb) and nb >= 0):
-                raise ConfigError(config_message(f"{where}: flow bytes", nb, "must be finite and >= 0"))
+                raise ConfigError(config_message(f"{where}: flow bytes", nb, "must be finite and >= 0", "give finite byte counts >= 0"))
             fl.append((int(src), int(dst), float(nb)))
         if host_bytes is not None:
             hb = np.asarray(host_bytes, np.float64)
             hb = np.full(self.chips, float(hb)) if hb.ndim == 0 else hb
             if hb.shape != (self.chips,) or not np.isfinite(hb).all() or (hb < 0).any():
                 raise ConfigError(config_message(f"{where}: host_bytes", host_bytes,
-                                                 f"must be a scalar or {self.chips} finite values >= 0"))
+                                                 f"must be a scalar or {self.chips} finite values >= 0", "give one number, or one per chip"))
         lid = self._labels.setdefault(label, len(self._labels))
         comp32 = comp.astype(np.float32)
         for _ in range(int(repeat)):
@@ -418,7 +496,7 @@ def parse_tiles(spec, n: int, where: str) -> np.ndarray:
     if spec == "all":
         return np.arange(n)
     if isinstance(spec, bool):
-        raise ConfigError(config_message(where, spec, "must be 'all', an index, a range 'a-b' or a list"))
+        raise ConfigError(config_message(where, spec, "must be 'all', an index, a range 'a-b' or a list", 'e.g. tiles = "0-735"'))
     fix = f"give 'all', an index, a range like '0-{n - 1}' or a list of indices in 0..{n - 1}"
 
     def in_range(v):
@@ -523,13 +601,13 @@ def program_from_dict(data: dict, machine, source: str = "program"):
                                              f"allowed: {', '.join(sorted(allowed))}"))
     steps = data.get("superstep", [])
     if not isinstance(steps, list) or not steps:
-        raise ConfigError(config_message(f"{source}: [[superstep]]", steps, "needs at least one superstep"))
+        raise ConfigError(config_message(f"{source}: [[superstep]]", steps, "needs at least one superstep", "add a [[superstep]] table with e.g. compute_cycles = 1000"))
     b = ProgramBuilder.for_machine(machine, str(data.get("name", Path(source).stem)))
     N = machine.total_tiles
     for i, st in enumerate(steps):
         where = f"superstep[{i}]"
         if not isinstance(st, dict):
-            raise ConfigError(config_message(where, st, "must be a table"))
+            raise ConfigError(config_message(where, st, "must be a table", "write each superstep as a [[superstep]] table"))
         for k in st:
             if k not in _STEP_KEYS:
                 raise ConfigError(config_message(f"{where}.{k}", st[k], "unknown key",
@@ -559,22 +637,22 @@ def program_from_dict(data: dict, machine, source: str = "program"):
         for j, f in enumerate(_tables(st.get("flows", []), f"{where}.flows", "superstep.flows")):
             w = f"{where}.flows[{j}]"
             if not isinstance(f, dict) or set(f) != {"src", "dst", "bytes"}:
-                raise ConfigError(config_message(w, f, "must be a table with exactly src, dst, bytes"))
+                raise ConfigError(config_message(w, f, "must be a table with exactly src, dst, bytes", "e.g. {src = 0, dst = 1, bytes = 4096}"))
             flows.append((f["src"], f["dst"], _number(f["bytes"], f"{w}.bytes")))
         xfers = []
         for j, t in enumerate(_tables(st.get("transfers", []), f"{where}.transfers", "superstep.transfers")):
             w = f"{where}.transfers[{j}]"
             if not isinstance(t, dict) or not {"src_tile", "dst_tile", "bytes"} <= set(t) or \
                     not set(t) <= {"src_tile", "dst_tile", "bytes", "chip"}:
-                raise ConfigError(config_message(w, t, "must be a table with src_tile, dst_tile, bytes (and optional chip)"))
+                raise ConfigError(config_message(w, t, "must be a table with src_tile, dst_tile, bytes (and optional chip)", "e.g. {src_tile = 0, dst_tile = 5, bytes = 256}"))
             chip = t.get("chip", 0)
             chip_ok = isinstance(chip, int) and not isinstance(chip, bool) and 0 <= chip < machine.chips
             if not chip_ok:
-                raise ConfigError(config_message(f"{w}.chip", chip, f"must be in 0..{machine.chips - 1}"))
+                raise ConfigError(config_message(f"{w}.chip", chip, f"must be in 0..{machine.chips - 1}", "use a chip of the machine (or --chips)"))
             for k in ("src_tile", "dst_tile"):
                 v = t[k]
                 if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < machine.tiles_per_chip:
-                    raise ConfigError(config_message(f"{w}.{k}", v, f"must be in 0..{machine.tiles_per_chip - 1}"))
+                    raise ConfigError(config_message(f"{w}.{k}", v, f"must be in 0..{machine.tiles_per_chip - 1}", "use a tile index of one chip"))
             base = chip * machine.tiles_per_chip
             xfers.append((base + t["src_tile"], base + t["dst_tile"], _number(t["bytes"], f"{w}.bytes")))
         host = st.get("host_bytes")
@@ -586,12 +664,12 @@ def program_from_dict(data: dict, machine, source: str = "program"):
     for j, m in enumerate(_tables(data.get("memory", []), "memory", "memory")):
         w = f"memory[{j}]"
         if not isinstance(m, dict):
-            raise ConfigError(config_message(w, m, "must be a table"))
+            raise ConfigError(config_message(w, m, "must be a table", "write each entry as a [[memory]] table"))
         for k in m:
             if k not in _MEM_KEYS:
                 raise ConfigError(config_message(f"{w}.{k}", m[k], "unknown key", f"allowed: {', '.join(sorted(_MEM_KEYS))}"))
         if "category" not in m or "bytes" not in m:
-            raise ConfigError(config_message(w, m, "needs 'category' and 'bytes'"))
+            raise ConfigError(config_message(w, m, "needs 'category' and 'bytes'", 'e.g. category = "variables:weights" and bytes = 4096'))
         memory.append((str(m["category"]), _selection(m, machine, w), _number(m["bytes"], f"{w}.bytes"),
                        str(m.get("label", m["category"]))))
     return b.build(), memory
@@ -605,7 +683,7 @@ def load_program(path, machine):
 def concat_programs(programs: Sequence[Program], name: str | None = None) -> Program:
     """Concatenate programs of the same shape (e.g. repeated training steps)."""
     if not programs:
-        raise ConfigError(config_message("programs", [], "needs at least one program"))
+        raise ConfigError(config_message("programs", [], "needs at least one program", "pass at least one program"))
     p0 = programs[0]
     labels: dict[str, int] = {}
     parts: dict[tuple, int] = {}
@@ -615,7 +693,7 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
     for p in programs:
         if (p.chips, p.tiles_per_chip) != (p0.chips, p0.tiles_per_chip):
             raise ConfigError(config_message("program shape", (p.chips, p.tiles_per_chip),
-                                             f"must match ({p0.chips}, {p0.tiles_per_chip})"))
+                                             f"must match ({p0.chips}, {p0.tiles_per_chip})", "concatenate programs built for the same machine"))
         lmap = np.array([labels.setdefault(l, len(labels)) for l in p.labels], np.int32)
         pmap = np.array([-1, 0] + [parts.setdefault(tuple(a.tolist()), len(parts) + 1) for a in p.partitions], np.int32)
         lid.append(lmap[p.label_id])

@@ -171,7 +171,7 @@ class ResultStore:
         """Store one finished point and drop its lease, in one transaction; False if it was
         already ``ok``."""
         if status not in STATUSES:
-            raise ConfigError(config_message("point status", status, f"must be one of {STATUSES}"))
+            raise ConfigError(config_message("point status", status, f"must be one of {STATUSES}", "use ok or failed"))
         row = (point_id, status, error, json.dumps(swept, sort_keys=True), json.dumps(config, sort_keys=True),
                None if summary is None else json.dumps(summary), version, wall_s, worker, time.time())
         self._db.execute("BEGIN IMMEDIATE")

@@ -86,11 +86,11 @@ class RandomRange:
         for k in ("low", "high"):
             v = getattr(self, k)
             require(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-                    f"[random] {self.name}.{k}", v, "must be a finite number")
-        require(self.low <= self.high, f"[random] {self.name}", (self.low, self.high), "needs low <= high")
-        require(isinstance(self.log, bool), f"[random] {self.name}.log", self.log, "must be true or false")
+                    f"[random] {self.name}.{k}", v, "must be a finite number", "e.g. {low = 1e-4, high = 1e-2}")
+        require(self.low <= self.high, f"[random] {self.name}", (self.low, self.high), "needs low <= high", "swap low and high")
+        require(isinstance(self.log, bool), f"[random] {self.name}.log", self.log, "must be true or false", "e.g. log = true")
         if self.log:
-            require(self.low > 0, f"[random] {self.name}.low", self.low, "must be > 0 with log = true")
+            require(self.low > 0, f"[random] {self.name}.low", self.low, "must be > 0 with log = true", "use low > 0, or drop log = true")
 
     @property
     def integer(self) -> bool:
@@ -122,7 +122,7 @@ class SweepSpec:
         dup = sorted({n for n in names if names.count(n) > 1})
         require(not dup, "sweep keys", dup, "appear in both [grid] and [random]", "keep each in one table")
         for n, vals in self.grid:
-            require(isinstance(vals, tuple) and len(vals) >= 1, f"[grid] {n}", vals, "must be a non-empty list")
+            require(isinstance(vals, tuple) and len(vals) >= 1, f"[grid] {n}", vals, "must be a non-empty list", "give at least one value")
         require(isinstance(self.samples, int) and not isinstance(self.samples, bool) and self.samples >= 0,
                 "[random] samples", self.samples, "must be an integer >= 0", "e.g. samples = 8")
         require(isinstance(self.seed, int) and not isinstance(self.seed, bool), "[random] seed", self.seed,
@@ -164,7 +164,7 @@ class SweepSpec:
 
 def _check_value(where: str, v):
     ok = isinstance(v, _SCALARS) or (isinstance(v, list) and all(isinstance(x, _SCALARS) for x in v))
-    require(ok, where, v, "must be a number, string, boolean or a list of them")
+    require(ok, where, v, "must be a number, string, boolean or a list of them", 'e.g. batch = 8, layers = "32-16-4" or lr = [1e-3, 1e-2]')
     return v
 
 
@@ -220,7 +220,7 @@ def sweep_from_dict(data: dict, allowed=None, forbidden=None, where: str = "swee
             continue
         check_key("random", k)
         if isinstance(v, list):
-            require(len(v) >= 1, f"{where}: [random] {k}", v, "must be a non-empty list of choices")
+            require(len(v) >= 1, f"{where}: [random] {k}", v, "must be a non-empty list of choices", 'e.g. optimizer = ["adam", "sgd"]')
             rnd.append((k, tuple(_check_value(f"{where}: [random] {k}", x) for x in v)))
         elif isinstance(v, dict):
             bad = sorted(set(v) - {"low", "high", "log"})
@@ -288,15 +288,15 @@ def resolve_runner(text: str):
         Malformed text, a module that cannot be imported, or a missing / non-callable attribute.
     """
     mod, _, attr = str(text).partition(":")
-    require(bool(mod) and bool(attr), "runner", text, "must look like 'package.module:function'")
+    require(bool(mod) and bool(attr), "runner", text, "must look like 'package.module:function'", "e.g. models.snn.sweep_cli:run_point")
     try:
         fn = getattr(importlib.import_module(mod), attr)
     except ImportError as exc:
         raise ConfigError(config_message("runner", text, f"cannot import module {mod!r} ({exc})",
                                          "install the package on every worker")) from None
     except AttributeError:
-        raise ConfigError(config_message("runner", text, f"module {mod!r} has no attribute {attr!r}")) from None
-    require(callable(fn), "runner", text, "is not callable")
+        raise ConfigError(config_message("runner", text, f"module {mod!r} has no attribute {attr!r}", "check the function name")) from None
+    require(callable(fn), "runner", text, "is not callable", "name a function")
     return fn
 
 
