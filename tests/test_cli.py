@@ -20,7 +20,7 @@ def test_demo_writes_outputs(tmp_path):
     assert s["chips"] == 4 and s["supersteps"] == 21
     assert sum(s["breakdown_s"].values()) == pytest.approx(s["total_s"])
     trace = json.loads((tmp_path / "trace.json").read_text())
-    phases = {e["name"] for e in trace["traceEvents"] if e["ph"] == "X"}
+    phases = {e["cat"] for e in trace["traceEvents"] if e["ph"] == "X"}
     assert {"compute", "sync", "exchange", "links", "host"} <= phases
     assert any(e.get("tid", 0) > 0 for e in trace["traceEvents"] if e["ph"] == "X")   # per-tile tracks
 

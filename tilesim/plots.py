@@ -10,8 +10,19 @@ import numpy as np
 from tilesim.fabric import grid_shape
 from tilesim.records import PHASES
 
+# One palette for every picture (run reports, the tour, the experiments): a phase of the BSP
+# step always has the same colour, and chips / series use SERIES_COLOURS in order.
 PHASE_COLOURS = {"compute": "#4c72b0", "sync": "#c44e52", "exchange": "#55a868", "links": "#dd8452",
                  "host": "#8172b3"}
+SERIES_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
+                  "#ccb974", "#64b5cd")
+# tiles drawn per row when the fabric has no grid of its own (the IPU's exchange is all-to-all):
+# the chip's floorplan is not in the reference material (ipu-hardware.md), so tiles are drawn in
+# their id order as supertile pairs (2 tiles share an exchange port, ipu-hardware.md §2), 32
+# pairs per row: GC200 1472 tiles = 23 rows, GC2 1216 = 19 rows.
+TILES_PER_ROW = 64
+# chips drawn tile by tile; above this one chip is drawn and every chip as a summary strip
+MAX_CHIP_PANELS = 4
 
 
 def _plt():
@@ -22,72 +33,139 @@ def _plt():
 
 
 def _grid(n: int, cols: int | None = None) -> tuple[int, int]:
-    cols = cols or int(math.ceil(math.sqrt(n * 1.5)))
+    cols = cols or (TILES_PER_ROW if n >= 4 * TILES_PER_ROW else int(math.ceil(math.sqrt(n * 1.5))))
     return int(math.ceil(n / cols)), cols
 
 
 def tile_grid(machine) -> tuple[int, int]:
-    """Rows and columns to draw one chip's tiles (the mesh's own grid, else near-square)."""
+    """Rows and columns to draw one chip's tiles: the mesh's own grid, else :data:`TILES_PER_ROW`
+    tiles (supertile pairs) per row in tile-id order."""
     return grid_shape(machine) or _grid(machine.tiles_per_chip)
 
 
-def tile_heatmap(values, path, rows: int, cols: int, title: str, label: str, vmax=None, over=None):
-    """One value per tile of a chip as a grid; ``over`` (bool per tile) is outlined in red."""
-    plt = _plt()
-    values = np.asarray(values, float)
+def _chip_image(values, rows, cols):
     img = np.full(rows * cols, np.nan)
     img[:values.size] = values
-    fig, ax = plt.subplots(figsize=(9, 9 * rows / cols + 1.2))
-    top = float(np.nanmax(img)) if np.isfinite(img).any() else 1.0
-    im = ax.imshow(img.reshape(rows, cols), cmap="viridis", vmin=0, vmax=vmax if vmax is not None else max(top, 1e-12),
-                   interpolation="nearest")
-    if over is not None and np.any(over):
-        idx = np.flatnonzero(over)
-        ax.scatter(idx % cols, idx // cols, s=12, facecolors="none", edgecolors="red", linewidths=0.8,
-                   label=f"{idx.size} tiles over budget")
-        ax.legend(loc="upper right", fontsize=8)
-    ax.set_title(title)
-    ax.set_xlabel(f"tile index mod {cols}")
-    ax.set_ylabel(f"tile index // {cols}")
-    fig.colorbar(im, ax=ax, fraction=0.03, label=label)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    return img.reshape(rows, cols)
+
+
+def _mark_layers(ax, layer, rows, cols):
+    """Outline the tiles of each neuron layer (``layer`` int per tile, 0 = none) and name it."""
+    if layer is None or not np.any(layer):
+        return
+    img = _chip_image(np.asarray(layer, float), rows, cols)
+    ids = [int(v) for v in np.unique(layer) if v > 0]
+    for v in ids:
+        m = np.nan_to_num(img) == v
+        ax.contour(m.astype(float), levels=[0.5], colors="white", linewidths=0.9)
+        ys, xs = np.nonzero(m)
+        ax.text(float(np.median(xs)), float(np.median(ys)), f"L{v}", color="white", fontsize=8, ha="center",
+                va="center", fontweight="bold",
+                bbox={"boxstyle": "round,pad=0.15", "fc": "black", "alpha": 0.45, "lw": 0})
+
+
+def tile_heatmap(values, path, rows: int, cols: int, title: str, label: str, vmax=None, over=None,
+                 tiles_per_chip: int | None = None, tile_layer=None, chip_names=None):
+    """One value per tile as grids, one per chip (``values`` of every chip, ``tiles_per_chip``
+    each; default one chip). Up to :data:`MAX_CHIP_PANELS` chips side by side on one colour
+    scale; more: the chip with the largest value drawn tile by tile beside a strip of every
+    chip's max and mean. ``over`` (bool per tile) is outlined in red; ``tile_layer`` (int per
+    tile, 0 = none) outlines and names the neuron layers."""
+    plt = _plt()
+    values = np.asarray(values, float)
+    tpc = tiles_per_chip or values.size
+    C = max(1, values.size // tpc)
+    finite = values[np.isfinite(values)]
+    top = vmax if vmax is not None else max(float(finite.max()) if finite.size else 1.0, 1e-12)
+    if C <= MAX_CHIP_PANELS:
+        shown = list(range(C))
+    else:
+        shown = [int(np.nanargmax(values)) // tpc]
+    n = len(shown) + (C > MAX_CHIP_PANELS)
+    pw = 9.0 if n == 1 else 5.2                     # inches per panel
+    fig, axes = plt.subplots(1, n, figsize=(pw * n + 0.8, pw * rows / cols + 1.6), squeeze=False)
+    axes = axes[0]
+    im = None
+    for ax, c in zip(axes, shown):
+        v = values[c * tpc:(c + 1) * tpc]
+        im = ax.imshow(_chip_image(v, rows, cols), cmap="viridis", vmin=0, vmax=top, interpolation="nearest",
+                       aspect="equal")
+        if over is not None:
+            o = np.asarray(over)[c * tpc:(c + 1) * tpc] if np.size(over) == values.size else np.asarray(over)
+            idx = np.flatnonzero(o)
+            if idx.size:
+                ax.scatter(idx % cols, idx // cols, s=12, facecolors="none", edgecolors="red", linewidths=0.8,
+                           label=f"{idx.size} tiles over budget")
+                ax.legend(loc="upper right", fontsize=7)
+        if tile_layer is not None:
+            _mark_layers(ax, np.asarray(tile_layer)[c * tpc:(c + 1) * tpc], rows, cols)
+        name = chip_names[c] if chip_names else f"chip {c}"
+        ax.set_title(f"{name}: max {np.nanmax(v):.3g}, mean {np.nanmean(v):.3g}", fontsize=9)
+        ax.set_xlabel(f"tile id mod {cols}")
+        ax.set_ylabel(f"tile id // {cols}")
+    if C > MAX_CHIP_PANELS:
+        ax = axes[-1]
+        per = values[:C * tpc].reshape(C, tpc)
+        ax.barh(range(C), np.nanmax(per, axis=1), color=SERIES_COLOURS[0], label="max tile")
+        ax.barh(range(C), np.nanmean(per, axis=1), color=SERIES_COLOURS[1], height=0.5, label="mean tile")
+        ax.set_yticks(range(0, C, max(1, C // 16)))
+        ax.invert_yaxis()
+        ax.set_ylabel("chip")
+        ax.set_xlabel(label)
+        ax.set_title(f"all {C} chips", fontsize=9)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(title, fontsize=10)
+    fig.colorbar(im, ax=list(axes[:len(shown)]), fraction=0.03 if n == 1 else 0.02, label=label)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return Path(path)
 
 
-def memory_heatmap(ledger, path, chip: int = 0, title: str | None = None):
-    """All tiles of one chip as a grid coloured by bytes used / budget; overflow tiles outlined."""
+def memory_heatmap(ledger, path, chip: int | None = None, title: str | None = None, tile_layer=None):
+    """Every tile coloured by bytes used / budget (one panel per chip, or the fullest chip and a
+    per-chip strip on many chips; ``chip`` = draw that chip only); overflow tiles outlined."""
     T = ledger.machine.tiles_per_chip
-    used = ledger.per_tile()[chip * T:(chip + 1) * T] / ledger.budget
+    used = ledger.per_tile() / ledger.budget
+    if chip is not None:
+        used = used[chip * T:(chip + 1) * T]
+        tile_layer = None if tile_layer is None else np.asarray(tile_layer)[chip * T:(chip + 1) * T]
     rows, cols = tile_grid(ledger.machine)
+    where = f"chip {chip}" if chip is not None else f"{ledger.machine.chips} chip(s)"
     return tile_heatmap(used, path, rows, cols,
-                        title or f"SRAM per tile, chip {chip} ({ledger.machine.name}); budget {ledger.budget:,} B",
-                        "used / budget", vmax=max(1.0, float(used.max())), over=used > 1)
+                        title or f"SRAM per tile, {where} ({ledger.machine.name}); budget {ledger.budget:,} B",
+                        "used / budget", vmax=max(1.0, float(used.max())), over=used > 1, tiles_per_chip=T,
+                        tile_layer=tile_layer, chip_names=None if chip is None else [f"chip {chip}"])
 
 
 def exchange_matrices(chip_bytes, group_bytes, group_edges, path, chip: int = 0, title: str | None = None,
                       totals: dict | None = None):
-    """Bytes exchanged per training step: chip x chip (left; on one chip, the bytes of each kind of
-    exchange in ``totals`` instead) and, on one chip, tile group x tile group (right;
-    ``group_edges`` = first tile of every group plus the end)."""
+    """Bytes exchanged per training step: chip x chip (left; diagonal = bytes sent on each chip's
+    fabric, off it = bytes over the links from row chip to column chip; on one chip, the bytes
+    of each kind of exchange in ``totals`` instead) and, on chip ``chip``, tile group x tile
+    group (right; ``group_edges`` = first tile of every group plus the end). Titles state the
+    totals, which are the run's ``bytes.onchip`` / ``bytes.links``."""
     plt = _plt()
     from matplotlib.colors import LogNorm
     chip_bytes = np.asarray(chip_bytes, float)
     group_bytes = np.asarray(group_bytes, float)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5.4), gridspec_kw={"width_ratios": [1, 1.3]})
+    C = chip_bytes.shape[0]
+    onchip = float(np.trace(chip_bytes))
+    links = float(chip_bytes.sum() - onchip)
+    fig, axes = plt.subplots(1, 2, figsize=(12.5, 5.6), gridspec_kw={"width_ratios": [1, 1.3]})
     panels = [(axes[1], group_bytes, "tile group")]
-    if chip_bytes.shape[0] > 1 or not totals:
+    if C > 1 or not totals:
         panels.insert(0, (axes[0], chip_bytes, "chip"))
-        C = chip_bytes.shape[0]
-        axes[0].set_xticks(range(C))
-        axes[0].set_yticks(range(C))
+        step = max(1, C // 16)
+        axes[0].set_xticks(range(0, C, step))
+        axes[0].set_yticks(range(0, C, step))
     else:
         kinds = sorted(totals, key=lambda k: -totals[k])
-        axes[0].barh(range(len(kinds)), [totals[k] / 1e6 for k in kinds], color="#55a868")
+        vals = [totals[k] / 1e6 for k in kinds]
+        bars = axes[0].barh(range(len(kinds)), vals, color=PHASE_COLOURS["exchange"])
+        label_bars(axes[0], bars, "{:,.1f}")
         axes[0].set_yticks(range(len(kinds)), kinds, fontsize=8)
         axes[0].invert_yaxis()
-        axes[0].set_xlabel("MB per step (counted at each receiving tile)")
+        axes[0].set_xlabel("MB per step sent on the chip's fabric (a multicast once)")
     for ax, m, what in panels:
         pos = m[m > 0]
         norm = LogNorm(vmin=max(pos.min(), 1.0), vmax=max(pos.max(), 10.0)) if pos.size else None
@@ -95,12 +173,23 @@ def exchange_matrices(chip_bytes, group_bytes, group_edges, path, chip: int = 0,
         ax.set_xlabel(f"to {what}")
         ax.set_ylabel(f"from {what}")
         fig.colorbar(im, ax=ax, fraction=0.046, label="bytes per step")
+        if what == "chip" and C <= 8:
+            for i in range(C):
+                for j in range(C):
+                    if m[i, j] > 0:
+                        ax.text(j, i, _mb(m[i, j]), ha="center", va="center", fontsize=8,
+                                color="white" if i == j else "black")
     n = len(group_edges) - 1
     step = max(1, n // 8)
     axes[1].set_xticks(range(0, n, step), [str(group_edges[i]) for i in range(0, n, step)], fontsize=7)
     axes[1].set_yticks(range(0, n, step), [str(group_edges[i]) for i in range(0, n, step)], fontsize=7)
-    axes[0].set_title("between chips (diagonal: on-chip)" if len(panels) == 2 else "one chip: bytes by kind of exchange")
-    axes[1].set_title(f"chip {chip}: tile groups (labels = first tile)")
+    if len(panels) == 2:
+        axes[0].set_title(f"chip x chip: diagonal {_mb(onchip)} sent on chip,\noff it {_mb(links)} over the links",
+                          fontsize=9)
+    else:
+        axes[0].set_title(f"one chip: {_mb(onchip)} sent on chip, by kind", fontsize=9)
+    axes[1].set_title(f"chip {chip}: tile groups (labels = first tile), {_mb(group_bytes.sum())} sent within the chip",
+                      fontsize=9)
     fig.suptitle(title or "exchange bytes per training step")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -108,55 +197,106 @@ def exchange_matrices(chip_bytes, group_bytes, group_edges, path, chip: int = 0,
     return Path(path)
 
 
-def timeline(result, path, max_supersteps: int = 40, title: str | None = None):
-    """Gantt chart of the first supersteps: one row per chip, phases coloured."""
+def _mb(b: float) -> str:
+    return f"{b / 1e9:.2f} GB" if b >= 1e9 else f"{b / 1e6:.2f} MB" if b >= 1e4 else f"{b:,.0f} B"
+
+
+def label_bars(ax, bars, fmt: str = "{:.3g}", fontsize: int = 7):
+    """Write each bar's value at its end (``bars`` from ``ax.bar`` or ``ax.barh``)."""
+    horizontal = getattr(bars, "orientation", "vertical") == "horizontal"
+    for b in bars:
+        w, h = b.get_width(), b.get_height()
+        if horizontal:
+            ax.annotate(fmt.format(w), (b.get_x() + w, b.get_y() + h / 2), xytext=(2, 0),
+                        textcoords="offset points", va="center", fontsize=fontsize)
+        else:
+            ax.annotate(fmt.format(h), (b.get_x() + w / 2, b.get_y() + h), xytext=(0, 2),
+                        textcoords="offset points", ha="center", fontsize=fontsize)
+
+
+def _spans(tl, s, c):
+    """(phase, start, end) cycles of chip ``c`` in superstep ``s`` of a per-chip timeline."""
+    rel = tl["release"][s, c]
+    exe = rel + tl["exchange_cycles"][s, c]
+    return (("compute", tl["start"][s, c], tl["arrive"][s, c]), ("sync", tl["arrive"][s, c], rel),
+            ("exchange", rel, exe), ("links", exe, tl["links_end"][s, c]),
+            ("host", tl["links_end"][s, c], tl["end"][s, c]))
+
+
+def timeline(result, path, max_supersteps: int | None = None, title: str | None = None, host_steps=None):
+    """The whole step as a Gantt chart, one row per chip, phases coloured (``max_supersteps``:
+    only the first that many). With more than 60 supersteps a second panel adds up the time per
+    superstep label, split by phase. ``host_steps`` (bool [S], default the result's host-booked
+    supersteps) draws those supersteps' compute as host. Legend outside the axes."""
     plt = _plt()
     tl = result.timeline
-    S = min(result.supersteps, max_supersteps)
+    S = result.supersteps if not max_supersteps else min(result.supersteps, max_supersteps)
     C = result.chips
     us = 1e6 / result.clock_hz
-    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.5 * C))
-    for c in range(C):
+    if host_steps is None and hasattr(result, "is_host_step"):
+        host_steps = result.is_host_step()
+    host_steps = np.zeros(S, bool) if host_steps is None else np.asarray(host_steps, bool)
+    agg = S > 60 and hasattr(result, "by_label")
+    by = result.by_label() if agg else {}
+    labels = sorted(by, key=lambda k: -by[k]["time_s"])[:14]
+    h_top = 1.0 + 0.42 * min(C, 16)
+    fig = plt.figure(figsize=(12, h_top + (0.7 + 0.3 * len(labels) if agg else 0) + 0.6))
+    gs = fig.add_gridspec(2 if agg else 1, 1, height_ratios=[h_top, 0.7 + 0.3 * len(labels)] if agg else [1])
+    ax = fig.add_subplot(gs[0])
+    rows = list(range(C)) if C <= 16 else sorted({0, C - 1, *np.linspace(0, C - 1, 14).astype(int).tolist()})
+    for y, c in enumerate(rows):
+        segs = {p: [] for p in PHASES}
         for s in range(S):
-            rel = tl["release"][s, c]
-            exe = rel + tl["exchange_cycles"][s, c]
-            spans = [("compute", tl["start"][s, c], tl["arrive"][s, c]), ("sync", tl["arrive"][s, c], rel),
-                     ("exchange", rel, exe), ("links", exe, tl["links_end"][s, c]),
-                     ("host", tl["links_end"][s, c], tl["end"][s, c])]
-            for ph, a, b in spans:
+            for ph, a, b in _spans(tl, s, c):
                 if b > a:
-                    ax.barh(c, (b - a) * us, left=a * us, color=PHASE_COLOURS[ph], height=0.7,
-                            edgecolor="white", linewidth=0.3)
-    for ph in PHASES:
-        ax.barh(-10, 0, color=PHASE_COLOURS[ph], label=ph)
-    ax.set_ylim(-0.6, C - 0.4)
-    ax.set_yticks(range(C), [f"chip {c}" for c in range(C)])
+                    segs["host" if (ph == "compute" and s < host_steps.size and host_steps[s]) else ph].append(
+                        (a * us, (b - a) * us))
+        for ph, sg in segs.items():
+            if sg:
+                ax.broken_barh(sg, (y - 0.35, 0.7), facecolors=PHASE_COLOURS[ph], linewidth=0)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_yticks(range(len(rows)), [f"chip {c}" for c in rows], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("time (µs)")
-    ax.set_title(title or f"BSP timeline, first {S} of {result.supersteps} supersteps ({result.machine_name})")
-    ax.legend(ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=8, frameon=False)
+    end = max(float(tl["end"][:S].max()) * us, 1e-9) if S else 1.0
+    ax.set_xlim(0, end)
+    what = f"all {S} supersteps" if S == result.supersteps else f"first {S} of {result.supersteps} supersteps"
+    ax.set_title(title or f"BSP timeline of one step: {what} ({result.machine_name})"
+                 + ("" if len(rows) == C else f"; {len(rows)} of {C} chips shown"), fontsize=10)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=PHASE_COLOURS[p]) for p in PHASES]
+    ax.legend(handles, PHASES, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    if agg:
+        ax2 = fig.add_subplot(gs[1])
+        _phase_bars(ax2, by, labels)
+        ax2.set_title(f"the same step added up per superstep label ({len(by)} labels)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return Path(path)
 
 
+def _phase_bars(ax, by: dict, labels: list):
+    left = np.zeros(len(labels))
+    for ph in PHASES:
+        vals = np.array([by[lab]["breakdown_s"].get(ph, 0.0) for lab in labels]) * 1e3
+        ax.barh(range(len(labels)), vals, left=left, color=PHASE_COLOURS[ph], label=ph)
+        left += vals
+    for i, v in enumerate(left):
+        ax.annotate(f"{v:.3f}", (v, i), xytext=(2, 0), textcoords="offset points", va="center", fontsize=7)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("time (ms)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+
+
 def breakdown_bars(result, path, title: str | None = None):
-    """Time per label, stacked by phase."""
+    """Time per label, stacked by phase, with each label's total."""
     plt = _plt()
     by = result.by_label()
     labels = sorted(by, key=lambda k: -by[k]["time_s"])[:15]
-    fig, ax = plt.subplots(figsize=(9, 0.8 + 0.35 * len(labels)))
-    left = np.zeros(len(labels))
-    for ph in PHASES:
-        vals = np.array([by[l]["breakdown_s"][ph] for l in labels]) * 1e3
-        ax.barh(range(len(labels)), vals, left=left, color=PHASE_COLOURS[ph], label=ph)
-        left += vals
-    ax.set_yticks(range(len(labels)), labels)
-    ax.invert_yaxis()
-    ax.set_xlabel("time (ms)")
+    fig, ax = plt.subplots(figsize=(10, 0.9 + 0.35 * len(labels)))
+    _phase_bars(ax, by, labels)
     ax.set_title(title or "time per superstep label")
-    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["SimResult", "ChipWork", "ChipTimeline", "PHASES"]
+__all__ = ["SimResult", "ChipWork", "ChipTimeline", "ProgramDigest", "PHASES", "by_phase_frame", "critical_tiles"]
 
 PHASES = ("compute", "sync", "exchange", "links", "host")
 
@@ -75,6 +75,7 @@ class SimResult:
     bytes_host: np.ndarray
     link_group_bytes: dict = field(default_factory=dict)
     timeline: dict | None = None      # per-chip [S, C] arrays (cycles) for traces and pictures
+    host_labels: tuple = ()           # labels whose compute phase is host work (:meth:`book_as_host`)
 
     # -------------------------------------------------------------------------------------
     @classmethod
@@ -127,6 +128,27 @@ class SimResult:
                    exchange_critical_tile=ex_tile[idx, f] if S else np.zeros(0, np.int64),
                    bytes_onchip=bytes_onchip, bytes_links=bl, bytes_host=bh,
                    link_group_bytes=timeline.link_group_bytes, timeline=arrays)
+
+    def book_as_host(self, labels) -> SimResult:
+        """The same result with the compute phase of every superstep labelled one of ``labels``
+        booked as host time: work the tiles do for the host (e.g. copying the variables to it),
+        which the engine times as compute. Only the attribution moves; times and totals stay.
+        Pictures and traces draw those supersteps' compute as host (:attr:`host_labels`)."""
+        from dataclasses import replace
+        ids = [i for i, lab in enumerate(self.labels) if lab in set(labels)]
+        if not ids:
+            return self
+        m = np.isin(self.label_id, ids)
+        ph = self.phase_s.copy()
+        ci, hi = PHASES.index("compute"), PHASES.index("host")
+        ph[m, hi] += ph[m, ci]
+        ph[m, ci] = 0.0
+        return replace(self, phase_s=ph, host_labels=tuple(self.labels[i] for i in ids))
+
+    def is_host_step(self) -> np.ndarray:
+        """bool [S]: supersteps whose compute is booked as host (:meth:`book_as_host`)."""
+        ids = [i for i, lab in enumerate(self.labels) if lab in set(self.host_labels)]
+        return np.isin(self.label_id, ids)
 
     # -------------------------------------------------------------------------------------
     @property
@@ -189,15 +211,121 @@ class SimResult:
         return text
 
     def to_dataframe(self):
-        """One row per superstep (requires pandas)."""
-        try:
-            import pandas as pd
-        except ImportError:  # pragma: no cover - depends on the environment
-            from tilesim.errors import ConfigError
-            raise ConfigError("to_dataframe needs pandas: pip install pandas") from None
-        cols = {"label": [self.labels[i] for i in self.label_id], "start_s": self.start_s, "time_s": self.time_s}
+        """One row per superstep (pandas): label, start and time, seconds per phase, the
+        critical chip and tile, bytes on chip / over links / to the host."""
+        pd = _pandas()
+        cols = {"superstep": np.arange(self.supersteps), "label": [self.labels[i] for i in self.label_id],
+                "start_s": self.start_s, "time_s": self.time_s}
         for i, p in enumerate(PHASES):
             cols[f"{p}_s"] = self.phase_s[:, i]
-        cols.update(critical_chip=self.critical_chip, critical_tile=self.critical_tile,
-                    bytes_onchip=self.bytes_onchip, bytes_links=self.bytes_links, bytes_host=self.bytes_host)
+        cols.update(critical_chip=self.critical_chip, compute_critical_chip=self.compute_critical_chip,
+                    critical_tile=self.critical_tile, bytes_onchip=self.bytes_onchip,
+                    bytes_links=self.bytes_links, bytes_host=self.bytes_host)
         return pd.DataFrame(cols)
+
+    def by_label_frame(self):
+        """:meth:`by_label` as rows (pandas), slowest first: label, supersteps, seconds, seconds
+        per phase, critical chip and tile."""
+        return by_phase_frame(self.by_label())
+
+
+def _pandas():
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is a dependency
+        from tilesim.errors import ConfigError
+        raise ConfigError("pandas: not installed; results as tables need it: pip install pandas") from None
+    return pd
+
+
+def by_phase_frame(by: dict):
+    """A ``by_label`` / ``by_phase`` dict (label -> supersteps, time_s, breakdown_s, critical chip
+    and tile; :meth:`SimResult.by_label`) as a DataFrame, one row per label, slowest first."""
+    pd = _pandas()
+    rows = []
+    for lab, v in by.items():
+        row = {"label": lab, "supersteps": int(v["supersteps"]), "time_s": float(v["time_s"])}
+        row.update({f"{p}_s": float(v["breakdown_s"].get(p, 0.0)) for p in PHASES})
+        row.update(critical_chip=int(v["critical_chip"]), critical_tile=int(v["critical_tile"]))
+        rows.append(row)
+    cols = ["label", "supersteps", "time_s"] + [f"{p}_s" for p in PHASES] + ["critical_chip", "critical_tile"]
+    return pd.DataFrame(rows, columns=cols).sort_values("time_s", ascending=False, kind="stable").reset_index(drop=True)
+
+
+@dataclass(frozen=True, eq=False)
+class ProgramDigest:
+    """What the pictures, the trace and the totals need of a :class:`tilesim.program.Program`,
+    without its ``[S, tiles]`` arrays (small enough to keep for every step of a run).
+
+    Bytes follow one definition everywhere: *on chip* = bytes each sending tile puts on its
+    chip's exchange fabric (a multicast counts once, as the engine times it:
+    :attr:`SimResult.bytes_onchip`); *links* = bytes over the chip-to-chip links (each flow once).
+    """
+
+    work_cycles: np.ndarray      # float64 [C*T] compute cycles per tile over the program
+    tiles: tuple                 # global tiles with their own cycles below
+    tile_cycles: np.ndarray      # float64 [S, len(tiles)] compute cycles of those tiles
+    onchip_bytes: np.ndarray     # float64 [S, C] bytes sent on each chip in each superstep
+    label_chip_bytes: np.ndarray  # float64 [labels, C] the same summed per superstep label
+    link_bytes: np.ndarray       # float64 [C, C] bytes over the links, sender chip x receiver chip
+    flows: tuple                 # (step, src chip, dst chip, bytes) arrays of the link flows
+    tile_group: np.ndarray | None = None   # int [C*T] the workload's group of each tile (SNN: neuron
+                                           # layer, 1-based; 0 = none), outlined in the pictures
+
+    @classmethod
+    def of(cls, program, tiles=()) -> ProgramDigest:
+        """The digest of ``program`` keeping the compute of global ``tiles`` per superstep."""
+        if isinstance(program, ProgramDigest):
+            return program
+        if hasattr(program, "tile_compute"):        # a CompactProgram: no [S, tiles] arrays to read
+            return cls._of_compact(program, tiles)
+        S, C, T = program.supersteps, program.chips, program.tiles_per_chip
+        tiles = tuple(int(t) for t in tiles)
+        onchip = np.zeros((S, C))
+        has = program.exchange_row >= 0
+        if has.any():
+            bo = program.bytes_out.reshape(-1, C, T).sum(axis=2, dtype=np.float64)
+            onchip[has] = bo[program.exchange_row[has]]
+        per_label = np.zeros((len(program.labels), C))
+        np.add.at(per_label, program.label_id, onchip)
+        links = np.zeros((C, C))
+        np.add.at(links, (program.flow_src, program.flow_dst), program.flow_bytes)
+        return cls(work_cycles=program.compute_cycles.sum(axis=0, dtype=np.float64), tiles=tiles,
+                   tile_cycles=program.compute_cycles[:, list(tiles)].astype(np.float64),
+                   onchip_bytes=onchip, label_chip_bytes=per_label, link_bytes=links,
+                   flows=(program.flow_step.copy(), program.flow_src.copy(), program.flow_dst.copy(),
+                          program.flow_bytes.copy()))
+
+    @classmethod
+    def _of_compact(cls, program, tiles) -> ProgramDigest:
+        """:meth:`of` a :class:`tilesim.program.CompactProgram` (same numbers, from its chip sums)."""
+        C = program.chips
+        tiles = tuple(int(t) for t in tiles)
+        per_label = np.zeros((len(program.labels), C))
+        np.add.at(per_label, program.label_id, program.onchip_bytes)
+        links = np.zeros((C, C))
+        np.add.at(links, (program.flow_src, program.flow_dst), program.flow_bytes)
+        return cls(work_cycles=program.work_cycles(), tiles=tiles, tile_cycles=program.tile_compute(tiles),
+                   onchip_bytes=program.onchip_bytes.copy(), label_chip_bytes=per_label, link_bytes=links,
+                   flows=(program.flow_step.copy(), program.flow_src.copy(), program.flow_dst.copy(),
+                          program.flow_bytes.copy()))
+
+    def chip_matrix(self) -> np.ndarray:
+        """[C, C] bytes per step: the diagonal the bytes sent on each chip, off it the link bytes
+        from sender chip (row) to receiver chip (column)."""
+        m = self.link_bytes.copy()
+        np.fill_diagonal(m, 0.0)
+        return m + np.diag(self.onchip_bytes.sum(axis=0))
+
+
+def critical_tiles(result: SimResult, k: int = 4) -> tuple:
+    """The global tiles on the step's critical path: the (chip, tile) pairs that were the
+    slowest tile of the last-arriving chip, ranked by the compute time they bound."""
+    if not result.supersteps:
+        return ()
+    g = result.compute_critical_chip * result.tiles_per_chip + result.critical_tile
+    w = np.bincount(g, weights=result.phase_s[:, PHASES.index("compute")])
+    if not (w > 0).any():
+        w = np.bincount(g).astype(float)
+    order = np.argsort(-w, kind="stable")
+    return tuple(int(t) for t in order[:k] if w[t] > 0)

@@ -97,14 +97,20 @@ def verify_run_folder(out) -> None:
 def write_run_report(out, result, program, ledger, exchange: dict | None = None) -> None:
     """Store the arrays a report needs in ``out/arrays.npz`` and render everything."""
     import io
+    from tilesim.records import ProgramDigest
     out = Path(out)
+    digest = ProgramDigest.of(program)
     arrays = {f"timeline_{k}": np.asarray(v) for k, v in (result.timeline or {}).items()}
     arrays["time_s"] = result.time_s
     arrays["label_id"] = result.label_id
     arrays["labels"] = np.asarray(result.labels)
     arrays["clock_hz"] = np.float64(result.clock_hz)
-    arrays["work_cycles"] = program.compute_cycles.sum(axis=0, dtype=np.float64)
-    arrays["tiles_per_chip"] = np.int64(program.tiles_per_chip)
+    arrays["work_cycles"] = digest.work_cycles
+    arrays["tiles_per_chip"] = np.int64(result.tiles_per_chip)
+    if hasattr(result, "is_host_step"):
+        arrays["host_steps"] = result.is_host_step()
+    if digest.tile_group is not None:
+        arrays["tile_group"] = np.asarray(digest.tile_group, np.int64)
     if ledger is not None:
         arrays["memory_bytes"] = ledger.per_tile()
         arrays["memory_by_category"] = ledger.table
@@ -179,25 +185,26 @@ def _draw(out, summary, a, plots) -> list[Path]:
     labels = [str(x) for x in a["labels"]]
     if "timeline_start" in a:
         tl = {k[len("timeline_"):]: v for k, v in a.items() if k.startswith("timeline_")}
+        by = summary.get("by_phase") or summary["by_label"]
         shim = SimpleNamespace(timeline=tl, supersteps=int(a["time_s"].shape[0]), chips=tl["start"].shape[1],
                                clock_hz=float(a["clock_hz"]), machine_name=summary.get("machine", ""),
-                               by_label=lambda: summary["by_label"])
-        written.append(plots.timeline(shim, out / "timeline.png"))
+                               by_label=lambda: by)
+        written.append(plots.timeline(shim, out / "timeline.png", host_steps=a.get("host_steps")))
         written.append(plots.breakdown_bars(shim, out / "breakdown.png"))
     rows, cols = _grid(a, tpc)
     if "memory_bytes" in a:
         mem = a["memory_bytes"].astype(float)
         budget = float(a["memory_budget"])
-        chip = int(np.argmax(mem)) // tpc
-        used = mem[chip * tpc:(chip + 1) * tpc] / budget
+        used = mem / budget
         written.append(plots.tile_heatmap(used, out / "memory.png", rows, cols,
-                                          f"SRAM per tile, chip {chip} ({summary.get('machine', '')}); budget {budget:,.0f} B",
-                                          "used / budget", vmax=max(1.0, float(used.max())), over=used > 1))
+                                          f"SRAM per tile ({summary.get('machine', '')}); budget {budget:,.0f} B; "
+                                          f"{_layout_note(a)}", "used / budget", vmax=max(1.0, float(used.max())),
+                                          over=used > 1, tiles_per_chip=tpc, tile_layer=a.get("tile_group")))
     work = a["work_cycles"]
-    chip = int(np.argmax(work)) // tpc
-    written.append(plots.tile_heatmap(work[chip * tpc:(chip + 1) * tpc] / 1e6, out / "work.png", rows, cols,
-                                      f"compute per tile over one step, chip {chip} (labels: {', '.join(labels[:3])}, ...)",
-                                      "million cycles"))
+    written.append(plots.tile_heatmap(work / 1e6, out / "work.png", rows, cols,
+                                      f"compute cycles per tile over one step ({len(labels)} superstep labels); "
+                                      f"{_layout_note(a)}", "million cycles", tiles_per_chip=tpc,
+                                      tile_layer=a.get("tile_group")))
     if "exchange_chip" in a:
         written.append(plots.exchange_matrices(a["exchange_chip"], a["exchange_group"], a["exchange_edges"].tolist(),
                                                out / "exchange.png", chip=int(a["exchange_chip_index"]),
@@ -205,6 +212,13 @@ def _draw(out, summary, a, plots) -> list[Path]:
     atomic_write_text(out / "summary.md", summary_markdown(summary))
     written.append(out / "summary.md")
     return written
+
+
+def _layout_note(a) -> str:
+    g = tuple(int(x) for x in a.get("grid", (0, 0)))
+    return ("tiles on the mesh's grid" if g[0] else
+            "tiles in id order, supertile pairs side by side (floorplan not modelled)") + (
+            "; L1, L2, ...: neuron layers" if "tile_group" in a else "")
 
 
 def _ms(x):
@@ -221,6 +235,7 @@ def summary_markdown(s: dict) -> str:
                      f"weights, caps {net['caps']}, up to {net['neurons_per_tile']} neurons per tile, on "
                      f"{s.get('machine')} ({s.get('chips')} chip(s)); mapping `{s.get('mapping', {}).get('strategy', '?')}`.")
         lines.append("")
+    b = s.get("bytes")
     lines += [f"**Predicted time per training step: {_ms(total)}**"
               + (f" ({s['samples_per_s']:,.0f} samples/s)." if "samples_per_s" in s else "."), ""]
     bd = s.get("breakdown_s", {})
@@ -228,6 +243,10 @@ def summary_markdown(s: dict) -> str:
         lines += ["| where the time goes | ms | share |", "|---|---:|---:|"]
         lines += [f"| {k} | {v * 1e3:.3f} | {100 * v / total:.1f} % |" for k, v in bd.items()]
         lines.append("")
+    if isinstance(b, dict):
+        lines += [f"Bytes per step: {b.get('onchip', 0) / 1e6:,.1f} MB sent on chip (each byte once, as the "
+                  f"sending tiles put it on the exchange), {b.get('links', 0) / 1e6:,.1f} MB over the chip-to-chip "
+                  f"links, {b.get('host', 0) / 1e6:,.3f} MB to/from the host.", ""]
     by = s.get("by_phase") or s.get("by_label") or {}
     if by:
         lines += ["| phase (superstep label) | supersteps | ms | critical tile |", "|---|---:|---:|---:|"]
@@ -239,9 +258,14 @@ def summary_markdown(s: dict) -> str:
     if ex:
         lines += ["## The critical kernel", "", ex["sentence"], ""]
         if ex.get("exchange_bytes"):
-            lines += ["| exchanged per step | MB |", "|---|---:|"]
-            lines += [f"| {k} | {v / 1e6:,.1f} |" for k, v in sorted(ex["exchange_bytes"].items(), key=lambda kv: -kv[1])]
-            lines.append("")
+            rec = ex.get("exchange_received_bytes") or {}
+            lines += ["| exchanged per step | MB sent | MB received (a multicast once per receiving tile) |",
+                      "|---|---:|---:|"]
+            lines += [f"| {k} | {v / 1e6:,.1f} | {rec[k] / 1e6:,.1f} |" if k in rec else f"| {k} | {v / 1e6:,.1f} | |"
+                      for k, v in sorted(ex["exchange_bytes"].items(), key=lambda kv: -kv[1])]
+            lines += [f"| **total** | {sum(ex['exchange_bytes'].values()) / 1e6:,.1f} | "
+                      f"{sum(rec.values()) / 1e6:,.1f} |" if rec else f"| **total** | "
+                      f"{sum(ex['exchange_bytes'].values()) / 1e6:,.1f} | |", ""]
     m = s.get("memory")
     if m:
         lines += ["## Memory", "",

@@ -1,8 +1,13 @@
 """Chrome trace-event JSON (opens in Perfetto / chrome://tracing).
 
-One process per chip, one thread track for its BSP phases (compute, sync, exchange, links,
-host as complete "X" slices named after the superstep's label), counters for bytes moved, and
-optional per-tile tracks showing each chosen tile's own compute time in every superstep.
+One process per chip. Its "BSP phases" track holds a complete ("X") slice per phase of every
+superstep, named ``<superstep label> · <phase>`` (e.g. ``fwd: state update · compute``), so the
+timeline reads as the program; the phase is also the slice's category. Per chip, a ``bytes``
+counter track: bytes the chip sends on its own exchange fabric, over its links and to the host
+in each superstep (the definitions of :class:`tilesim.records.ProgramDigest`; their sums are the
+run's ``bytes`` totals). Every IPU-Link transfer is a flow arrow (``ph`` s/f) from the sending
+chip's ``links`` slice to the receiving chip's. Tile tracks show chosen tiles' own compute in
+every superstep; by default the step's critical tiles (:func:`tilesim.records.critical_tiles`).
 """
 from __future__ import annotations
 
@@ -11,56 +16,96 @@ import json
 import numpy as np
 
 from tilesim.io import atomic_write_text
-from tilesim.records import SimResult
+from tilesim.records import PHASES, ProgramDigest, SimResult, critical_tiles
 
-__all__ = ["trace_events", "write_trace"]
+__all__ = ["trace_events", "write_trace", "MAX_FLOW_ARROWS"]
+
+# flow arrows drawn at most (a 64-chip step can have ~10^5 link transfers; Perfetto slows down)
+MAX_FLOW_ARROWS = 20000
+_EPS_US = 1e-3          # flow ends sit this far inside their slices so that they bind to them
+
+
+def _phase_bounds(tl, s, c):
+    rel = tl["release"][s, c]
+    exe = rel + tl["exchange_cycles"][s, c]
+    return (("compute", tl["start"][s, c], tl["arrive"][s, c]), ("sync", tl["arrive"][s, c], rel),
+            ("exchange", rel, exe), ("links", exe, tl["links_end"][s, c]),
+            ("host", tl["links_end"][s, c], tl["end"][s, c]))
 
 
 def trace_events(result: SimResult, program=None, tiles=(), max_supersteps: int = 20000) -> dict:
-    """Build the trace document. ``tiles`` are global tile ids given their own tracks."""
+    """Build the trace document of ``result``; ``program`` (a :class:`tilesim.program.Program`
+    or its :class:`ProgramDigest`) adds per-chip byte counters, link flow arrows and tile
+    tracks for global ``tiles`` (default: the step's critical tiles)."""
     tl = result.timeline
     if tl is None:
         raise ValueError("the result has no timeline: simulate with keep_timeline=True")
     us = 1e6 / result.clock_hz
     S = min(result.supersteps, max_supersteps)
+    C, T = result.chips, result.tiles_per_chip
+    tiles = tuple(int(t) for t in tiles) or critical_tiles(result)
+    digest = None if program is None else ProgramDigest.of(program, tiles)
+    host_step = result.is_host_step()
     ev = []
-    for c in range(result.chips):
+    for c in range(C):
         ev.append({"ph": "M", "name": "process_name", "pid": c, "args": {"name": f"chip {c}"}})
+        ev.append({"ph": "M", "name": "process_sort_index", "pid": c, "args": {"sort_index": c}})
         ev.append({"ph": "M", "name": "thread_name", "pid": c, "tid": 0, "args": {"name": "BSP phases"}})
-    bounds = [("compute", "start", "arrive"), ("sync", "arrive", "release"), ("exchange", "release", None),
-              ("links", None, "links_end"), ("host", "links_end", "end")]
-    ex = tl["exchange_cycles"]
     for s in range(S):
         label = result.labels[int(result.label_id[s])]
-        for c in range(result.chips):
-            rel = tl["release"][s, c]
-            t = {"start": tl["start"][s, c], "arrive": tl["arrive"][s, c], "release": rel,
-                 "links_end": tl["links_end"][s, c], "end": tl["end"][s, c]}
-            for phase, a, b in bounds:
-                t0 = t[a] if a else rel + ex[s, c]
-                t1 = t[b] if b else rel + ex[s, c]
+        for c in range(C):
+            for phase, t0, t1 in _phase_bounds(tl, s, c):
                 if t1 - t0 > 0:
-                    ev.append({"ph": "X", "name": f"{phase}", "cat": phase, "pid": c, "tid": 0,
+                    ph = "host" if phase == "compute" and host_step[s] else phase
+                    ev.append({"ph": "X", "name": f"{label} · {ph}", "cat": ph, "pid": c, "tid": 0,
                                "ts": t0 * us, "dur": (t1 - t0) * us,
-                               "args": {"superstep": s, "label": label}})
-        ts = result.start_s[s] * 1e6
-        ev.append({"ph": "C", "name": "bytes", "pid": 0, "ts": ts,
-                   "args": {"onchip": float(result.bytes_onchip[s]), "links": float(result.bytes_links[s]),
-                            "host": float(result.bytes_host[s])}})
-    if tiles and program is not None:
-        T = result.tiles_per_chip
-        for g in tiles:
+                               "args": {"superstep": s, "label": label, "phase": ph}})
+    # counters: per chip when the program says which chip sent what, else the system's total on chip 0
+    if digest is not None:
+        sent_links = np.zeros((result.supersteps, C))
+        fs, fsrc, _, fb = digest.flows
+        np.add.at(sent_links, (fs, fsrc), fb)
+        for s in range(S):
+            for c in range(C):
+                ev.append({"ph": "C", "name": "bytes", "pid": c, "ts": tl["start"][s, c] * us,
+                           "args": {"onchip": float(digest.onchip_bytes[s, c]), "links": float(sent_links[s, c])}})
+    else:
+        for s in range(S):
+            ev.append({"ph": "C", "name": "bytes (all chips)", "pid": 0, "ts": result.start_s[s] * 1e6,
+                       "args": {"onchip": float(result.bytes_onchip[s]), "links": float(result.bytes_links[s])}})
+    hs = np.flatnonzero(result.bytes_host[:S] > 0)
+    for s in hs:
+        ev.append({"ph": "C", "name": "host bytes", "pid": 0, "ts": tl["links_end"][s].min() * us,
+                   "args": {"host": float(result.bytes_host[s])}})
+    n_arrows = 0
+    if digest is not None:
+        fs, fsrc, fdst, fb = digest.flows
+        for i in np.flatnonzero(fs < S)[:MAX_FLOW_ARROWS]:
+            s, a, b = int(fs[i]), int(fsrc[i]), int(fdst[i])
+            t_send = (tl["release"][s, a] + tl["exchange_cycles"][s, a]) * us
+            t_recv = tl["links_end"][s, b] * us
+            label = result.labels[int(result.label_id[s])]
+            common = {"name": f"{label}: {fb[i]:,.0f} B chip {a} -> {b}", "cat": "ipu-link", "id": int(i)}
+            ev.append({**common, "ph": "s", "pid": a, "tid": 0, "ts": t_send + _EPS_US})
+            ev.append({**common, "ph": "f", "bp": "e", "pid": b, "tid": 0, "ts": max(t_recv - _EPS_US, t_send)})
+            n_arrows += 1
+        crit = set(critical_tiles(result))
+        for k, g in enumerate(digest.tiles):
             c, t = divmod(int(g), T)
             tid = 1 + t
-            ev.append({"ph": "M", "name": "thread_name", "pid": c, "tid": tid, "args": {"name": f"tile {t}"}})
-            cyc = program.compute_cycles[:S, g]
+            ev.append({"ph": "M", "name": "thread_name", "pid": c, "tid": tid,
+                       "args": {"name": f"tile {t}" + (" (critical)" if g in crit else "")}})
+            cyc = digest.tile_cycles[:S, k]
             for s in np.flatnonzero(cyc > 0):
                 ev.append({"ph": "X", "name": result.labels[int(result.label_id[s])], "cat": "tile",
                            "pid": c, "tid": tid, "ts": tl["start"][s, c] * us, "dur": float(cyc[s]) * us})
-    meta = {"supersteps_in_trace": S, "supersteps_total": result.supersteps, "machine": result.machine_name}
+    meta = {"supersteps_in_trace": S, "supersteps_total": result.supersteps, "machine": result.machine_name,
+            "tile_tracks": [int(t) for t in (digest.tiles if digest is not None else ())],
+            "flow_arrows": n_arrows, "phases": list(PHASES)}
     return {"traceEvents": ev, "displayTimeUnit": "ns", "otherData": meta}
 
 
 def write_trace(path, result: SimResult, program=None, tiles=(), max_supersteps: int = 20000):
+    """Write :func:`trace_events` to ``path`` (atomically)."""
     atomic_write_text(path, json.dumps(trace_events(result, program, tiles, max_supersteps)))
     return path

@@ -115,7 +115,9 @@ def cmd_map_search(args) -> int:
         print(json.dumps(out, indent=2))
     else:
         b, o = out["baseline"], out["best"]
-        print(f"contiguous (paper): {b['predicted_step_s'] * 1e3:.3f} ms/step, neurons/tile {b['neurons_per_tile']}")
+        print(f"contiguous (paper): {b['predicted_step_s'] * 1e3:.3f} ms/step, neurons/tile {b['neurons_per_tile']} "
+              "(the first training step's activity: `tilesim run` prints the median of its steps, "
+              "its predicted_step_s_per_step[0] is this step)")
         print(f"best found:         {o['predicted_step_s'] * 1e3:.3f} ms/step ({out['speedup']:.3f}x), "
               f"neurons/tile {o['neurons_per_tile']}, chips {o['chip_of_layer']}")
         print(f"{out['evaluated']} mappings evaluated in {out['wall_s']:.1f} s "
@@ -141,7 +143,7 @@ def format_run(summary: dict) -> str:
              + ", ".join(f"{e['label']} {e['bytes']:,} B" for e in m["max_tile_entries"][:3]),
              "  " + summary["explain"]["sentence"],
              f"loss {summary['loss'][0]:.3f} -> {summary['loss'][-1]:.3f}, accuracy {summary['accuracy'][-1]:.2f}; "
-             f"host {summary['wall_s_per_step']:.3f} s per step"]
+             f"simulator wall time {summary['wall_s_per_step']:.3f} s per step"]
     return "\n".join(lines)
 
 

@@ -122,16 +122,24 @@ def _share(tiles, w, key, n_keys):
 
 
 def exchange_matrices(config: NetworkConfig, placement: Placement, counters: WorkCounters, machine,
-                      chip: int = 0, groups: int = 32) -> dict:
+                      chip: int = 0, groups: int = 32, digest=None) -> dict:
     """``chip`` [C, C] and ``group`` [G, G] bytes per step (rows send, columns receive), the
-    group ``edges`` (first chip-local tile of each group, then the end) and the flows' totals."""
+    group ``edges`` (first chip-local tile of each group, then the end), ``totals_bytes`` per kind
+    of exchange and ``received_bytes`` (the same counted at every receiving tile).
+
+    With the step program's ``digest`` (:class:`tilesim.records.ProgramDigest`) every number
+    follows the engine's definitions: the chip matrix's diagonal is the bytes sent on each chip
+    (a multicast once; their sum is the result's ``bytes.onchip``), off the diagonal the bytes
+    the IPU-Links carry (sum = ``bytes.links``); ``totals_bytes`` are the sent bytes per kind;
+    the group matrix keeps who-sends-to-whom from the step's table, scaled per kind to the
+    bytes the program sends on ``chip``. Without it, bytes are counted at the receivers."""
     TPC, C = machine.tiles_per_chip, machine.chips
     G = max(1, min(groups, TPC))
     edges = [(g * TPC) // G for g in range(G + 1)]
     group_of = np.searchsorted(edges, np.arange(TPC), side="right") - 1
     chip_m = np.zeros((C, C))
-    group_m = np.zeros((G, G))
-    totals = {}
+    per_kind = {}                 # kind -> [G, G] on ``chip``
+    received = {}
     on_chip = lambda t: t // TPC  # noqa: E731
 
     def grp(t):
@@ -141,10 +149,26 @@ def exchange_matrices(config: NetworkConfig, placement: Placement, counters: Wor
     for what, src, sw, dst, dw, nbytes in exchange_flows(config, placement, counters, machine):
         chip_m += nbytes * np.outer(_share(src, sw, on_chip, C), _share(dst, dw, on_chip, C))
         gs, gd = _share(src, sw, grp, G + 1)[:G], _share(dst, dw, grp, G + 1)[:G]
-        group_m += nbytes * np.outer(gs, gd)
         key = what.split(" ", 2)[-1] if what.startswith("layer") else what
-        totals[key] = totals.get(key, 0.0) + nbytes
-    return {"chip": chip_m, "group": group_m, "edges": edges, "chip_index": chip, "totals_bytes": totals}
+        per_kind[key] = per_kind.get(key, np.zeros((G, G))) + nbytes * np.outer(gs, gd)
+        received[key] = received.get(key, 0.0) + nbytes
+    totals = dict(received)
+    if digest is not None:
+        labels = [row.label for row in STEP_ROWS]
+        kind_of = {row.label: row.exchange for row in STEP_ROWS if row.exchange}
+        sent = {}
+        for j, lab in enumerate(labels):
+            if j < digest.label_chip_bytes.shape[0] and digest.label_chip_bytes[j].sum() > 0:
+                k = kind_of.get(lab, lab)
+                sent[k] = sent.get(k, np.zeros(C)) + digest.label_chip_bytes[j]
+        totals = {k: float(v.sum()) for k, v in sent.items()}
+        for k, m in per_kind.items():
+            want = float(sent.get(k, np.zeros(C))[chip])
+            per_kind[k] = m * (want / m.sum()) if m.sum() > 0 else m
+        chip_m = digest.chip_matrix()
+    group_m = sum(per_kind.values()) if per_kind else np.zeros((G, G))
+    return {"chip": chip_m, "group": group_m, "edges": edges, "chip_index": chip, "totals_bytes": totals,
+            "received_bytes": received}
 
 
 def _role(tile: int, lay, placement) -> tuple[str, int | None]:
@@ -161,6 +185,8 @@ def _role(tile: int, lay, placement) -> tuple[str, int | None]:
 
 def label_tile_cycles(program) -> np.ndarray:
     """float64 ``[labels, tiles]``: compute cycles of each superstep label summed per tile."""
+    if getattr(program, "label_tile_cycles", None) is not None:      # a CompactProgram keeps them
+        return program.label_tile_cycles
     out = np.zeros((len(program.labels), program.compute_cycles.shape[1]))
     for i in np.unique(program.label_id):
         out[i] = program.compute_cycles[program.label_id == i].sum(axis=0, dtype=np.float64)

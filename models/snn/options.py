@@ -59,6 +59,7 @@ def _sizes(value, what: str):
 
 Sizes = Annotated[tuple[Annotated[int, Field(ge=1)], ...], BeforeValidator(lambda v: _sizes(v, "layers"))]
 Caps = Annotated[Optional[tuple[Annotated[int, Field(ge=1)], ...]], BeforeValidator(lambda v: _sizes(v, "caps"))]
+Tiles = Annotated[tuple[Annotated[int, Field(ge=0)], ...], BeforeValidator(lambda v: _sizes(v, "caps"))]
 
 
 def _opt(default, help: str, example=None, network: bool = False, **limits):
@@ -117,6 +118,8 @@ class RunOptions:
                                         "optimizer state is amortised over them)", ge=1)
     costs: Optional[str] = _opt(None, "cost-model TOML (default: the shipped calibration; make one with "
                                       "tilesim calibrate)", example="costs.toml", min_length=1)
+    trace_tiles: Tiles = _opt((), "global tile ids given their own track in trace.json, e.g. 0-1471 "
+                                  "(default: the step's critical tiles)", example="0-1471")
 
     @model_validator(mode="after")
     def _cross_field(self):
@@ -343,7 +346,7 @@ def add_option_flags(parser: argparse.ArgumentParser, names=None) -> None:
     for name in names or option_names():
         info = _info(name)
         flag = "--" + name.replace("_", "-")
-        default = "" if info.default is None else f" (default {_show(info.default)})"
+        default = "" if info.default in (None, ()) else f" (default {_show(info.default)})"
         if _kind(name) is bool:
             parser.add_argument(flag, action="store_const", const=True, default=None,
                                 help=info.description + default)

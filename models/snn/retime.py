@@ -17,7 +17,7 @@ from models.snn.activity import fixed_activity
 from models.snn.counters import Activity, WorkCounters, count_work
 from models.snn.network import NetworkConfig
 from models.snn.placement import Placement
-from models.snn.timing import STEPS_PER_EXECUTION, build_step_program
+from models.snn.timing import HOST_LABELS, STEPS_PER_EXECUTION, build_step_program
 from tilesim.costs import CostModel
 from tilesim.engine import simulate
 from tilesim.errors import require
@@ -60,4 +60,4 @@ def retime(activity: Activity | None, config: NetworkConfig, placement: Placemen
     counters = count_work(activity, placement, per_step=True, cache=cache)
     program = build_step_program(config, placement, counters, machine, costs,
                                  steps_per_execution=steps_per_execution, cache=cache)
-    return Prediction(simulate(program, machine), program, counters)
+    return Prediction(simulate(program, machine).book_as_host(HOST_LABELS), program, counters)

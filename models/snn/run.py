@@ -11,7 +11,7 @@ Nothing here parses arguments or prints; the command lines are ``models/snn/*cli
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -19,22 +19,27 @@ import numpy as np
 from models.snn import data as D
 from models.snn.activity import fixed_activity
 from models.snn.counters import Activity
+from models.snn.hostmem import check_host_memory, estimate_host_memory, peak_rss_bytes
 from models.snn.explain import exchange_matrices, explain_critical, label_tile_cycles
 from models.snn.network import NetworkConfig, compute_gradients, init_network, parse_layers, train_step
 from models.snn.nir_import import NirModel, load_nir
 from models.snn.options import DATASET_CHANNELS, DEFAULT_LAYERS, RunOptions, network_fields
 from models.snn.placement import Placement
 from models.snn.placing import Placed, place, place_network
-from models.snn.timing import build_step_program
+from models.snn.timing import HOST_LABELS, build_step_program
 from tilesim.costs import CostModel, load_costs
 from tilesim.engine import simulate
 from tilesim.errors import ConfigError, config_message, require
 from tilesim.machine import load_machine
+from tilesim.records import ProgramDigest, critical_tiles
 
 __all__ = ["RunSummary", "RunArtifacts", "run_training", "load_model", "load_cost_model", "network_config",
            "make_dataset", "record_activity", "place", "batch_gradients"]
 
 _GENERATORS = {"shd": D.shd_like, "nmnist": D.nmnist_like, "dvsgesture": D.dvsgesture_like}
+# A generated data set holds this many batches whatever --steps is (steps cycle through it), so the
+# first steps, their loss and their timing do not depend on how many steps are run.
+DATASET_BATCHES = 20
 
 
 def load_model(options: RunOptions) -> NirModel | None:
@@ -113,7 +118,7 @@ def record_activity(config: NetworkConfig, placement: Placement, dataset: str = 
         return fixed_activity(config)
     state = init_network(config, placement)
     _load_weights(state, model)
-    ds = make_dataset(config, config.batch * 2, dataset, data)
+    ds = make_dataset(config, config.batch * DATASET_BATCHES, dataset, data)     # as run_training
     rng = np.random.default_rng(config.seed + 1)
     spikes, labels = next(ds.batches(config.batch, config.timesteps, config.input_cap, rng))
     return train_step(state, spikes, labels).activity
@@ -122,8 +127,10 @@ def record_activity(config: NetworkConfig, placement: Placement, dataset: str = 
 @dataclass(frozen=True)
 class RunArtifacts:
     """The objects behind a summary (not part of its JSON): the median step's engine record
-    ``result`` and ``program``, the SRAM ``ledger``, the ``exchange`` matrices, the placement
-    ``mapping`` and the ``trace_tiles`` worth a trace track (first and last neuron's tiles)."""
+    ``result`` and its ``program`` (a :class:`tilesim.records.ProgramDigest`), the SRAM ``ledger``,
+    the ``exchange`` matrices, the placement ``mapping``, the ``trace_tiles`` given a trace track
+    (``--trace-tiles``, else the step's critical tiles) and ``tile_layer`` (int [C*T]: the neuron
+    layer, 1-based, whose neurons each tile owns; 0 = none)."""
 
     result: object
     program: object
@@ -131,6 +138,7 @@ class RunArtifacts:
     exchange: dict
     mapping: object
     trace_tiles: tuple
+    tile_layer: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +160,7 @@ class RunSummary:
     by_phase: dict
     explain: dict
     wall_s_total: float
+    host_memory: dict = field(default_factory=dict)   # the guard's estimate and the measured peak RSS, bytes
     artifacts: RunArtifacts | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
@@ -168,7 +177,7 @@ class _Steps:
     results: list = field(default_factory=list)
     counters: list = field(default_factory=list)
     programs: list = field(default_factory=list)
-    last_program: object = None          # the last step's program (written to trace.json, as before)
+    digests: list = field(default_factory=list)    # per step: ProgramDigest (pictures, trace, totals)
 
 
 def _train(options, config, machine, placement, costs, state, ds, progress) -> _Steps:
@@ -184,8 +193,8 @@ def _train(options, config, machine, placement, costs, state, ds, progress) -> _
         t0 = time.perf_counter()
         res = train_step(state, spikes, labels, per_step_counters=True)
         program = build_step_program(config, placement, res.counters, machine, costs,
-                                     steps_per_execution=options.steps_per_execution)
-        sim = simulate(program, machine)
+                                     steps_per_execution=options.steps_per_execution, compact=True)
+        sim = simulate(program, machine).book_as_host(HOST_LABELS)
         out.walls.append(time.perf_counter() - t0)
         out.losses.append(float(res.loss))
         out.accs.append(float(res.accuracy))
@@ -193,22 +202,31 @@ def _train(options, config, machine, placement, costs, state, ds, progress) -> _
         out.results.append(sim)
         out.counters.append(res.counters.totals_only())
         out.programs.append(label_tile_cycles(program))
-        out.last_program = program
+        out.digests.append(ProgramDigest.of(program, options.trace_tiles or critical_tiles(sim)))
         if progress:
             progress(step, res, sim)
     return out
 
 
+def _tile_layer(placement: Placement, machine) -> np.ndarray:
+    """int [C*T]: the (1-based) neuron layer whose neurons each tile owns, 0 for none."""
+    out = np.zeros(machine.chips * machine.tiles_per_chip, np.int64)
+    for l, tiles in enumerate(placement.tile_of_neuron):
+        out[np.unique(np.asarray(tiles))] = l + 1
+    return out
+
+
 def _summarize(config, machine, placed: Placed, state, s: _Steps, t_all: float) -> RunSummary:
     med = int(np.argsort(s.pred)[len(s.pred) // 2])
-    sim, placement = s.results[med], placed.placement
+    sim, placement, digest = s.results[med], placed.placement, s.digests[med]
     explain = explain_critical(sim, config, placement, s.counters[med], machine, s.programs[med])
-    exchange = exchange_matrices(config, placement, s.counters[med], machine, chip=explain["chip"])
+    exchange = exchange_matrices(config, placement, s.counters[med], machine, chip=explain["chip"], digest=digest)
     explain["exchange_bytes"] = exchange["totals_bytes"]
+    explain["exchange_received_bytes"] = exchange["received_bytes"]
     n_weights = sum(w.size for w in state.W) + sum(v.size for v in state.V if v is not None)
-    used = placement.tile_of_neuron
-    artifacts = RunArtifacts(sim, s.last_program, placed.ledger, exchange,
-                             placed.mapping, tuple(sorted({int(used[0][0]), int(used[-1][0])})))
+    tile_layer = _tile_layer(placement, machine)
+    digest = replace(digest, tile_group=tile_layer)
+    artifacts = RunArtifacts(sim, digest, placed.ledger, exchange, placed.mapping, digest.tiles, tile_layer)
     return RunSummary(
         predicted_step_s=float(s.pred[med]), samples_per_s=config.batch / float(s.pred[med]),
         breakdown_s=sim.breakdown_s(), memory=placed.ledger.to_dict(),
@@ -233,14 +251,22 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
     model = load_model(options)
     config = network_config(options, model)
     machine = load_machine(options.machine, options.chips)
+    n_tiles = machine.chips * machine.tiles_per_chip
+    bad = [t for t in options.trace_tiles if t >= n_tiles]
+    require(not bad, "--trace-tiles", bad[0] if bad else 0, f"must be below the machine's {n_tiles} tiles",
+            f"give global tile ids 0..{n_tiles - 1}")
+    estimate = estimate_host_memory(config, machine)
+    check_host_memory(estimate)                          # before anything big is allocated
     placed = place_network(config, machine, options.neurons_per_tile, options.mapping, options.memory_check)
     costs = load_cost_model(options)
     state = init_network(config, placed.placement)
     _load_weights(state, model)
-    ds = make_dataset(config, max(config.batch * min(options.steps, 20), config.batch * 2), options.dataset,
-                      options.data)
+    ds = make_dataset(config, config.batch * DATASET_BATCHES, options.dataset, options.data)
     steps = _train(options, config, machine, placed.placement, costs, state, ds, progress)
-    return _summarize(config, machine, placed, state, steps, t_all)
+    summary = _summarize(config, machine, placed, state, steps, t_all)
+    return replace(summary, host_memory={"estimate_bytes": estimate.total_bytes,
+                                         "estimate_parts_bytes": estimate.to_dict()["parts_bytes"],
+                                         "peak_rss_bytes": peak_rss_bytes()})
 
 
 def batch_gradients(weights: list, spikes: np.ndarray, labels: np.ndarray, options: RunOptions) -> dict:

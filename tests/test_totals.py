@@ -1,0 +1,104 @@
+"""One definition of every total (issue 20): bytes on chip, bytes over the links and time by
+phase agree between summary.json, summary.md, arrays.npz (the pictures), trace.json and the
+printed summary of a two-chip run; the host's variable copy is booked as host everywhere."""
+import json
+
+import numpy as np
+import pytest
+
+from models.snn.cli import format_run, write_run_outputs
+from models.snn.options import RunOptions
+from models.snn.run import run_training
+from models.snn.timing import HOST_LABELS
+
+
+@pytest.fixture(scope="module")
+def gc200x2(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gc200x2")
+    summary = run_training(RunOptions(machine="gc200x2", layers="700-1466-1466-1466-20", steps=1, batch=8,
+                                      timesteps=20))
+    write_run_outputs(out, summary)
+    return out, summary
+
+
+def test_bytes_agree_everywhere(gc200x2):
+    out, _ = gc200x2
+    s = json.loads((out / "summary.json").read_text())
+    onchip, links = s["bytes"]["onchip"], s["bytes"]["links"]
+    assert onchip > 0 and links > 0
+    # the exchange table (JSON and markdown) adds up to the on-chip total
+    assert sum(s["explain"]["exchange_bytes"].values()) == pytest.approx(onchip, rel=1e-3)
+    # exchange.png's chip x chip panel: diagonal = on chip, off it = the links
+    a = np.load(out / "arrays.npz")
+    m = a["exchange_chip"]
+    assert np.trace(m) == pytest.approx(onchip, rel=1e-3)
+    assert m.sum() - np.trace(m) == pytest.approx(links, rel=1e-3)
+    # its tile-group panel: what the shown chip sends within itself
+    chip = int(a["exchange_chip_index"])
+    assert a["exchange_group"].sum() <= m[chip, chip] * 1.001
+    # trace.json: per-chip counters add up to the same totals, one flow arrow per link transfer
+    tr = json.loads((out / "trace.json").read_text())["traceEvents"]
+    cnt = [e for e in tr if e["ph"] == "C" and e["name"] == "bytes"]
+    assert {e["pid"] for e in cnt} == {0, 1}
+    assert sum(e["args"]["onchip"] for e in cnt) == pytest.approx(onchip, rel=1e-3)
+    assert sum(e["args"]["links"] for e in cnt) == pytest.approx(links, rel=1e-3)
+    # summary.md states the same numbers
+    md = (out / "summary.md").read_text()
+    assert f"{onchip / 1e6:,.1f} MB sent on chip" in md
+    assert f"{links / 1e6:,.1f} MB over the chip-to-chip links" in md
+    assert f"| **total** | {onchip / 1e6:,.1f} |" in md
+
+
+def test_time_by_phase_agrees_and_host_copy_is_host(gc200x2):
+    out, summary = gc200x2
+    s = json.loads((out / "summary.json").read_text())
+    total = s["predicted_step_s"]
+    assert sum(s["breakdown_s"].values()) == pytest.approx(total, rel=1e-9)
+    assert sum(v["time_s"] for v in s["by_phase"].values()) == pytest.approx(total, rel=1e-9)
+    for p in s["breakdown_s"]:           # the phase totals are the per-label phases added up
+        assert sum(v["breakdown_s"][p] for v in s["by_phase"].values()) == pytest.approx(
+            s["breakdown_s"][p], rel=1e-6, abs=1e-12)
+    (host_label,) = HOST_LABELS
+    copy = s["by_phase"][host_label]
+    assert copy["breakdown_s"]["compute"] == 0.0
+    assert copy["breakdown_s"]["host"] == pytest.approx(copy["time_s"] - copy["breakdown_s"]["sync"], rel=1e-6)
+    assert s["breakdown_s"]["host"] >= copy["breakdown_s"]["host"]
+    # the printed headline's host share is the JSON's
+    head = format_run(s).splitlines()[1]
+    assert f"host {s['breakdown_s']['host'] / total * 100:.0f}%" in head
+    # the trace names the copy's slices host, by label
+    tr = json.loads((out / "trace.json").read_text())["traceEvents"]
+    names = {e["name"] for e in tr if e["ph"] == "X" and e["tid"] == 0}
+    assert f"{host_label} · host" in names and f"{host_label} · compute" not in names
+
+
+def test_booking_keeps_the_predicted_total():
+    from models.snn.retime import retime
+    from models.snn.network import NetworkConfig
+    from models.snn.placing import place
+    from tilesim.engine import simulate
+    from tilesim.machine import load_machine
+    cfg = NetworkConfig(layers=(64, 32, 4), batch=4, timesteps=6, activity="fixed", caps=(8, 2))
+    m = load_machine("gc200")
+    placement, _, _ = place(cfg, m, None, "contiguous", "report")
+    p = retime(None, cfg, placement, m)
+    raw = simulate(p.program, m)
+    assert p.result.total_s == raw.total_s
+    assert np.array_equal(p.result.time_s, raw.time_s)
+    assert p.result.breakdown_s()["host"] > raw.breakdown_s()["host"]
+
+
+def test_first_step_does_not_depend_on_steps():
+    kw = dict(layers="40-24-4", caps="8-2", batch=4, timesteps=8, memory_check="report")
+    one = run_training(RunOptions(steps=1, **kw))
+    three = run_training(RunOptions(steps=3, **kw))
+    assert one.loss[0] == three.loss[0]
+    assert one.predicted_step_s_per_step[0] == three.predicted_step_s_per_step[0]
+
+
+def test_map_search_baseline_is_run_first_step():
+    from models.snn.mapsearch import search_mapping
+    kw = dict(layers="40-24-4", caps="8-2", batch=4, timesteps=8, memory_check="report")
+    run = run_training(RunOptions(steps=3, **kw))
+    out, _ = search_mapping(RunOptions(steps=3, **kw), 0.5, 0, 2, None)
+    assert out["baseline"]["predicted_step_s"] == pytest.approx(run.predicted_step_s_per_step[0], rel=1e-9)
