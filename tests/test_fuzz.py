@@ -463,6 +463,10 @@ HAND = [
     ("grad --out dir", lambda t: _grad_files(t) + ["--out", t], "is a directory"),
     ("grad ok", lambda t: _grad_files(t) + ["--out", t / "G.npz"], None),
     ("argparse", lambda t: ["simulate", "--chips", "x", "p.toml"], "see `tilesim simulate --help`"),
+    ("run 160 GB of weights", lambda t: ["run", "--layers", "100000-100000-10", "--memory-check", "report"],
+     "GB of memory"),
+    ("sweep point 160 GB", lambda t: ["sweep", _sweep(t, '[grid]\nlayers = ["32-16-4", "100000-100000-10"]\n'),
+                                      "--db", t / "r.db"], "GB of memory"),
     ("workers 0", lambda t: ["sweep", _sweep(t, "[base]\nsteps = 1\n"), "--db", t / "r.db", "--workers", "0"],
      "--workers = 0"),
 ]

@@ -73,6 +73,8 @@ def write_run_outputs(out, summary: RunSummary) -> None:
 def cmd_run(args) -> int:
     """``tilesim run``: options from the TOML file and the flags, train, print (and write --out)."""
     options = options_from_args(args)
+    from models.snn.budget import check_run_memory
+    check_run_memory(options)                    # refused before anything is allocated
     if options.out:                              # before the training, not after it
         from tilesim.io import check_output_path
         check_output_path(options.out, "--out", "dir")

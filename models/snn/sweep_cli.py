@@ -54,8 +54,9 @@ def check_points(points, spec, where: str) -> None:
     tables = {**{k: "base" for k in spec.base}, **{k: "grid" for k, _ in spec.grid},
               **{k: "random" for k, _ in spec.random}}
     labels = {k: f"{where}: [{t}] {k}" for k, t in tables.items()}
+    from models.snn.budget import check_run_memory
     for p in points:
-        options_from_mapping(p.config, labels=labels)
+        check_run_memory(options_from_mapping(p.config, labels=labels), f"{where}: point {p.swept}")
 
 
 def _first(iterable, n: int) -> list:
