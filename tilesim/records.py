@@ -281,17 +281,22 @@ class ProgramDigest:
             return cls._of_compact(program, tiles)
         S, C, T = program.supersteps, program.chips, program.tiles_per_chip
         tiles = tuple(int(t) for t in tiles)
-        onchip = np.zeros((S, C))
-        has = program.exchange_row >= 0
-        if has.any():
-            bo = program.bytes_out.reshape(-1, C, T).sum(axis=2, dtype=np.float64)
-            onchip[has] = bo[program.exchange_row[has]]
+        if not hasattr(program, "compute_cycles"):      # a compact program (no [S, tiles] arrays)
+            work, tile_cycles = program.work_cycles(), program.tile_compute(tiles)
+            onchip = np.asarray(program.onchip_bytes, np.float64)
+        else:
+            work = program.compute_cycles.sum(axis=0, dtype=np.float64)
+            tile_cycles = program.compute_cycles[:, list(tiles)].astype(np.float64)
+            onchip = np.zeros((S, C))
+            has = program.exchange_row >= 0
+            if has.any():
+                bo = program.bytes_out.reshape(-1, C, T).sum(axis=2, dtype=np.float64)
+                onchip[has] = bo[program.exchange_row[has]]
         per_label = np.zeros((len(program.labels), C))
         np.add.at(per_label, program.label_id, onchip)
         links = np.zeros((C, C))
         np.add.at(links, (program.flow_src, program.flow_dst), program.flow_bytes)
-        return cls(work_cycles=program.compute_cycles.sum(axis=0, dtype=np.float64), tiles=tiles,
-                   tile_cycles=program.compute_cycles[:, list(tiles)].astype(np.float64),
+        return cls(work_cycles=work, tiles=tiles, tile_cycles=tile_cycles,
                    onchip_bytes=onchip, label_chip_bytes=per_label, link_bytes=links,
                    flows=(program.flow_step.copy(), program.flow_src.copy(), program.flow_dst.copy(),
                           program.flow_bytes.copy()))
