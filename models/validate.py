@@ -87,6 +87,8 @@ def cmd_validate(args) -> int:
 
 def cmd_calibrate(args) -> int:
     """Fit the SNN cost model (one SNN file) or the multi-chip constants (stencil files)."""
+    from tilesim.io import check_output_path
+    check_output_path(args.out, "--out", "file")            # before the fit, not after it
     kinds = {workload_of(f) for f in args.cases}
     if len(kinds) != 1:
         raise ConfigError(config_message("cases", ", ".join(args.cases), "mix workloads", "calibrate one workload at a time"))

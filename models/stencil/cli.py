@@ -17,7 +17,11 @@ __all__ = ["register"]
 
 def _cmd_stencil(args) -> int:
     from models.stencil.workload import StencilConfig, blur_image, run_stencil
+    from tilesim.io import check_output_path
     from tilesim.machine import load_machine
+
+    if args.out:
+        check_output_path(args.out, "--out", "dir")
 
     if args.image_size is None and args.image is None:
         raise ConfigError(config_message("--image-size", None, "missing", "give --image-size WxH or --image PNG"))
