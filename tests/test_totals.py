@@ -102,3 +102,20 @@ def test_map_search_baseline_is_run_first_step():
     run = run_training(RunOptions(steps=3, **kw))
     out, _ = search_mapping(RunOptions(steps=3, **kw), 0.5, 0, 2, None)
     assert out["baseline"]["predicted_step_s"] == pytest.approx(run.predicted_step_s_per_step[0], rel=1e-9)
+
+
+def test_results_as_dataframes(gc200x2, tmp_path):
+    _, summary = gc200x2
+    df = summary.artifacts.result.to_dataframe()
+    assert len(df) == summary.artifacts.result.supersteps
+    assert df["time_s"].sum() == pytest.approx(summary.predicted_step_s, rel=1e-9)
+    assert df[[f"{p}_s" for p in summary.breakdown_s]].sum().sum() == pytest.approx(summary.predicted_step_s)
+    rows = summary.by_phase_frame()
+    assert list(rows["label"])[0] == max(summary.by_phase, key=lambda k: summary.by_phase[k]["time_s"])
+    assert rows["host_s"].sum() == pytest.approx(summary.breakdown_s["host"])
+    from tilesim.store import ResultStore
+    with ResultStore(tmp_path / "r.db") as db:
+        db.put("a", status="ok", swept={"batch": 8}, config={"batch": 8}, version="x",
+               summary={"predicted_step_s": 1.5, "breakdown_s": {"host": 0.5}}, wall_s=0.1)
+        frame = db.to_dataframe()
+    assert frame.loc[0, "batch"] == 8 and frame.loc[0, "breakdown_s.host"] == 0.5

@@ -226,6 +226,10 @@ class ResultStore:
             return self._db.execute("SELECT COUNT(*) FROM points").fetchone()[0]
         return self._db.execute("SELECT COUNT(*) FROM points WHERE status = ?", (status,)).fetchone()[0]
 
+    def to_dataframe(self, flatten=None):
+        """Every point as one row of a pandas DataFrame (:func:`to_dataframe`)."""
+        return to_dataframe(self.rows(), flatten or default_flatten)
+
     def rows(self) -> list:
         """Every point as a dict (JSON columns decoded), in order of completion."""
         cur = self._db.execute("SELECT id, status, error, swept, config, summary, version, wall_s, worker, "
@@ -300,6 +304,14 @@ def export_table(rows, flatten=default_flatten) -> tuple:
     summary_cols = [c for c in summary_cols if c not in swept_cols]
     columns = ["id", "status", *swept_cols, *summary_cols, "attempts", "wall_s", "error"]
     return columns, [{c: rec.get(c) for c in columns} for rec in records]
+
+
+def to_dataframe(rows, flatten=default_flatten):
+    """The sweep's results (:meth:`ResultStore.rows`) as a pandas DataFrame: the columns and
+    records of :func:`export_table`, one row per point (``tilesim.store.ResultStore(db).to_dataframe()``)."""
+    import pandas as pd
+    columns, records = export_table(rows, flatten)
+    return pd.DataFrame(records, columns=columns)
 
 
 def write_csv(path, columns, records) -> Path:

@@ -30,7 +30,7 @@ from tilesim.costs import CostModel, load_costs
 from tilesim.engine import simulate
 from tilesim.errors import ConfigError, config_message, require
 from tilesim.machine import load_machine
-from tilesim.records import ProgramDigest, critical_tiles
+from tilesim.records import ProgramDigest, by_phase_frame, critical_tiles
 
 __all__ = ["RunSummary", "RunArtifacts", "run_training", "load_model", "load_cost_model", "network_config",
            "make_dataset", "record_activity", "place", "batch_gradients"]
@@ -160,6 +160,10 @@ class RunSummary:
     explain: dict
     wall_s_total: float
     artifacts: RunArtifacts | None = field(default=None, repr=False, compare=False)
+
+    def by_phase_frame(self):
+        """:attr:`by_phase` as a pandas DataFrame, one row per superstep label, slowest first."""
+        return by_phase_frame(self.by_phase)
 
     def to_dict(self) -> dict:
         """The JSON summary (every field but ``artifacts``, in declaration order)."""
