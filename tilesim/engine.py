@@ -30,7 +30,7 @@ from tilesim import timeline as closed
 from tilesim.errors import ConfigError, config_message
 from tilesim.fabric import LadderLinks, make_fabric
 from tilesim.machine import Machine
-from tilesim.program import SYNC_ALL, SYNC_CHIP, Program
+from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program
 from tilesim.records import ChipTimeline, ChipWork, SimResult
 from tilesim.timeline import Flow
 
@@ -249,7 +249,7 @@ def reduce_tiles(program: Program, machine: Machine) -> ChipWork:
     return ChipWork(comp, crit_tile, ex, ex_tile, bytes_onchip)
 
 
-def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) -> SimResult:
+def simulate(program: Program | CompactProgram, machine: Machine, *, keep_timeline: bool = True) -> SimResult:
     """Time ``program`` on ``machine``: the :class:`SimResult` (per-superstep times and their
     critical-path attribution; with ``keep_timeline`` also the per-chip timeline arrays).
 
@@ -264,7 +264,14 @@ def simulate(program: Program, machine: Machine, *, keep_timeline: bool = True) 
             "program shape", f"{program.chips} chips x {program.tiles_per_chip} tiles",
             f"machine {machine.name} has {C} chips x {T} tiles",
             "build the program for this machine (or pass --chips to match)"))
-    work = reduce_tiles(program, machine)
+    if isinstance(program, CompactProgram):          # already reduced to chips, on its machine's fabric
+        if program.machine_name != machine.name:
+            raise ConfigError(config_message(
+                "program machine", program.machine_name, f"a compact program is reduced on its machine's fabric, "
+                f"not {machine.name}", "build the program for this machine"))
+        work = program.work
+    else:
+        work = reduce_tiles(program, machine)
     tl = chip_timeline(work.compute, work.exchange, machine, program.sync_scope, program.partitions,
                        program.sync_extra_cycles, program.exchange_extra_cycles,
                        closed.flows_by_step(program.flow_step, program.flow_src, program.flow_dst,

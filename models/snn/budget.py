@@ -17,31 +17,23 @@ and left out, so the estimate is a lower bound of what a run touches.
 """
 from __future__ import annotations
 
-from tilesim.limits import check_memory
-
 __all__ = ["run_memory_bytes", "check_run_memory"]
-
-FLOAT32_BYTES = 4
-
 
 def run_memory_bytes(options) -> float:
     """Estimated host bytes of a run of ``options`` (a :class:`models.snn.options.RunOptions`);
-    0 for a NIR model (its layers are known only after the file is read)."""
-    if getattr(options, "model", None):
-        return 0.0
-    sizes = [int(n) for n in options.layers]
-    weights = sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
-    if options.recurrent:
-        weights += sum(n * n for n in sizes[1:])
-    copies = 4 if options.optimizer == "adam" else 2
-    neurons = sum(sizes[1:]) + max(sizes[1:])       # all v_seq + one transient of the largest layer
-    sequences = float(options.timesteps) * float(options.batch) * neurons
-    return FLOAT32_BYTES * (copies * float(weights) + sequences)
+    0 for a NIR model (its layers are known only after the file is read). The one estimate is
+    :func:`models.snn.hostmem.estimate_host_memory` (issue 15: by part, checked against the memory
+    actually available)."""
+    from models.snn.hostmem import estimate_for_options
+    est = estimate_for_options(options)
+    return 0.0 if est is None else est.total_bytes
 
 
 def check_run_memory(options, what: str = "run") -> None:
-    """Refuse a run whose :func:`run_memory_bytes` exceeds the machine's limit (ConfigError)."""
-    layers = "-".join(map(str, options.layers))
-    check_memory(f"{what} (layers {layers}, batch {options.batch}, timesteps {options.timesteps})",
-                 run_memory_bytes(options),
-                 "use fewer or smaller layers, a smaller --batch or fewer --timesteps")
+    """Refuse a run whose estimate exceeds the memory available (ConfigError, one line naming
+    the estimate, its largest part, what is available and the fix)."""
+    from models.snn.hostmem import check_host_memory, estimate_for_options
+    est = estimate_for_options(options)
+    if est is not None:
+        layers = "-".join(map(str, options.layers))
+        check_host_memory(est, what=f"{what} (layers {layers}, batch {options.batch}, timesteps {options.timesteps})")

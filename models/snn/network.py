@@ -394,8 +394,13 @@ def spike_count_loss(out: SpikeList, n_classes: int, labels: np.ndarray):
 
 
 def compute_gradients(state: NetworkState, batch_spikes, labels, *, per_step_counters: bool = False,
-                      placement: Placement | None = None):
-    """Forward and backward of one batch without updating: a :class:`StepResult` with grads."""
+                      placement: Placement | None = None, update: bool = False):
+    """Forward and backward of one batch without updating: a :class:`StepResult` with grads.
+
+    ``update``: apply the optimizer step instead, each layer as soon as its gradients are known
+    (the backward pass never reads a layer's weights again after its own input gradient), so
+    only one layer's gradients exist at a time; the result then has no grads. Same weights as
+    :func:`apply_gradients` after the whole backward pass."""
     cfg = state.config
     lif = cfg.lif
     L = cfg.n_layers
@@ -438,6 +443,8 @@ def compute_gradients(state: NetworkState, batch_spikes, labels, *, per_step_cou
 
     dW, dV = [None] * L, [None] * L
     phases = []
+    if update:
+        state.step += 1
     for l in reversed(range(L)):
         V = state.V[l] if cfg.recurrent[l] else None
         dI, slots_scanned = K.state_grad(v_seqs[l], lists[l], g, lif.decay, lif.scale,
@@ -460,26 +467,34 @@ def compute_gradients(state: NetworkState, batch_spikes, labels, *, per_step_cou
                                      cfg.batch, cfg.recurrent[l], l >= 1, work, tiles[l],
                                      placement.n_tiles, per_step_counters))
         del dI
+        if update:
+            _update_layer(state, l, dW[l], dV[l])
+            dW[l] = dV[l] = None
     counters = WorkCounters(placement.n_tiles, cfg.timesteps,
                             tuple(p for layer in reversed(phases) for p in layer))
     activity = Activity(sizes, inputs, tuple(lists), tuple(initial), cfg.recurrent)
-    return StepResult(loss, acc, logits, activity, counters, (dW, dV), tuple(stats))
+    return StepResult(loss, acc, logits, activity, counters, None if update else (dW, dV), tuple(stats))
+
+
+def _update_layer(state: NetworkState, l: int, dW, dV) -> None:
+    """The optimizer step of layer ``l`` in place, at update number ``state.step``."""
+    cfg = state.config
+    pairs = [(state.W[l], dW, "W")]
+    if state.V[l] is not None:
+        pairs.append((state.V[l], dV, "V"))
+    for P, G, name in pairs:
+        if cfg.optimizer == "adam":
+            K.adam_update(P, G, state.opt["m" + name][l], state.opt["v" + name][l], cfg.lr,
+                          state.step, cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps)
+        else:
+            K.sgd_update(P, G, cfg.lr)
 
 
 def apply_gradients(state: NetworkState, dW, dV) -> None:
     """One optimizer step in place (Adam or SGD per ``config.optimizer``)."""
-    cfg = state.config
     state.step += 1
-    for l in range(cfg.n_layers):
-        pairs = [(state.W[l], dW[l], "W")]
-        if state.V[l] is not None:
-            pairs.append((state.V[l], dV[l], "V"))
-        for P, G, name in pairs:
-            if cfg.optimizer == "adam":
-                K.adam_update(P, G, state.opt["m" + name][l], state.opt["v" + name][l], cfg.lr,
-                              state.step, cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps)
-            else:
-                K.sgd_update(P, G, cfg.lr)
+    for l in range(state.config.n_layers):
+        _update_layer(state, l, dW[l], dV[l])
 
 
 def train_step(state: NetworkState, batch_spikes, labels, *, return_grads: bool = False,
@@ -501,13 +516,14 @@ def train_step(state: NetworkState, batch_spikes, labels, *, return_grads: bool 
     ConfigError
         On shapes, labels or ids out of range.
     """
+    if not return_grads:                 # each layer updated as soon as its gradients are known
+        return compute_gradients(state, batch_spikes, labels, per_step_counters=per_step_counters,
+                                 placement=placement, update=True)
     res = compute_gradients(state, batch_spikes, labels, per_step_counters=per_step_counters,
                             placement=placement)
     dW, dV = res.grads
     apply_gradients(state, dW, dV)
-    if return_grads:
-        return res
-    return StepResult(res.loss, res.accuracy, res.logits, res.activity, res.counters, None, res.layer_stats)
+    return res
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from models.snn.timing import HOST_LABELS, STEPS_PER_EXECUTION, build_step_progr
 from tilesim.costs import CostModel
 from tilesim.engine import simulate
 from tilesim.errors import require
-from tilesim.program import Program
+from tilesim.program import CompactProgram, Program
 from tilesim.records import SimResult
 
 __all__ = ["Prediction", "retime"]
@@ -32,7 +32,7 @@ class Prediction:
     """One re-timed step: ``result`` (the engine's record), its ``program`` and ``counters``."""
 
     result: SimResult
-    program: Program
+    program: Program | CompactProgram
     counters: WorkCounters
 
     @property
@@ -58,6 +58,6 @@ def retime(activity: Activity | None, config: NetworkConfig, placement: Placemen
             f"must equal the config's ({config.timesteps}, {config.batch})",
             "re-time activity recorded with the same timesteps and batch")
     counters = count_work(activity, placement, per_step=True, cache=cache)
-    program = build_step_program(config, placement, counters, machine, costs,
-                                 steps_per_execution=steps_per_execution, cache=cache)
+    program = build_step_program(config, placement, counters, machine, costs,       # chip by chip (issue 15)
+                                 steps_per_execution=steps_per_execution, cache=cache, compact=True)
     return Prediction(simulate(program, machine).book_as_host(HOST_LABELS), program, counters)

@@ -19,6 +19,7 @@ import numpy as np
 from models.snn import data as D
 from models.snn.activity import fixed_activity
 from models.snn.counters import Activity
+from models.snn.hostmem import check_host_memory, estimate_host_memory, peak_rss_bytes
 from models.snn.explain import exchange_matrices, explain_critical, label_tile_cycles
 from models.snn.network import NetworkConfig, compute_gradients, init_network, parse_layers, train_step
 from models.snn.nir_import import NirModel, load_nir
@@ -159,6 +160,7 @@ class RunSummary:
     by_phase: dict
     explain: dict
     wall_s_total: float
+    host_memory: dict = field(default_factory=dict)   # the guard's estimate and the measured peak RSS, bytes
     artifacts: RunArtifacts | None = field(default=None, repr=False, compare=False)
 
     def by_phase_frame(self):
@@ -195,7 +197,7 @@ def _train(options, config, machine, placement, costs, state, ds, progress) -> _
         t0 = time.perf_counter()
         res = train_step(state, spikes, labels, per_step_counters=True)
         program = build_step_program(config, placement, res.counters, machine, costs,
-                                     steps_per_execution=options.steps_per_execution)
+                                     steps_per_execution=options.steps_per_execution, compact=True)
         sim = simulate(program, machine).book_as_host(HOST_LABELS)
         out.walls.append(time.perf_counter() - t0)
         out.losses.append(float(res.loss))
@@ -257,13 +259,18 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
     bad = [t for t in options.trace_tiles if t >= n_tiles]
     require(not bad, "--trace-tiles", bad[0] if bad else 0, f"must be below the machine's {n_tiles} tiles",
             f"give global tile ids 0..{n_tiles - 1}")
+    estimate = estimate_host_memory(config, machine)
+    check_host_memory(estimate)                          # before anything big is allocated
     placed = place_network(config, machine, options.neurons_per_tile, options.mapping, options.memory_check)
     costs = load_cost_model(options)
     state = init_network(config, placed.placement)
     _load_weights(state, model)
     ds = make_dataset(config, config.batch * DATASET_BATCHES, options.dataset, options.data)
     steps = _train(options, config, machine, placed.placement, costs, state, ds, progress)
-    return _summarize(config, machine, placed, state, steps, t_all)
+    summary = _summarize(config, machine, placed, state, steps, t_all)
+    return replace(summary, host_memory={"estimate_bytes": estimate.total_bytes,
+                                         "estimate_parts_bytes": estimate.to_dict()["parts_bytes"],
+                                         "peak_rss_bytes": peak_rss_bytes()})
 
 
 def batch_gradients(weights: list, spikes: np.ndarray, labels: np.ndarray, options: RunOptions) -> dict:

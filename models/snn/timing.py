@@ -88,7 +88,7 @@ from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
 from tilesim.errors import MappingError, require
 from tilesim.memo import lru_in
 from tilesim.memory import EntryGroup, MemoryLedger
-from tilesim.program import Program
+from tilesim.program import CompactProgram, Program
 
 __all__ = ["default_costs", "uncalibrated_costs", "compaction_spread", "build_step_program", "predict_step_s", "snn_memory",
            "PHASE_LABELS", "STEPS_PER_EXECUTION", "STEP_ROWS", "StepRow", "Write", "Flow", "Calls", "LayerTerms",
@@ -501,8 +501,9 @@ class _DenseRows:
     """The program's [S, tiles] arrays, written through per-slot row views (:meth:`StepShape.view`)
     (a :class:`RowSink`)."""
 
-    def __init__(self, shape: StepShape, C: int, TPC: int, active: np.ndarray):
+    def __init__(self, shape: StepShape, C: int, TPC: int, active: np.ndarray, first_chip: int = 0):
         self.C, self.TPC, self.active = C, TPC, active
+        self.c0, self.off = first_chip, first_chip * TPC   # a window of C chips from ``first_chip``
         self.arrays = {a: np.zeros((shape.supersteps, C * TPC), np.float32) for a in ARRAYS}
         self.views = {(a, k): shape.view(arr, k) for a, arr in self.arrays.items() for k in range(len(shape.row))}
         self.acc: dict = {}
@@ -514,7 +515,7 @@ class _DenseRows:
 
     def local(self, a, k, tiles, values):
         v = self.views[a, k]
-        c = _cols(tiles)
+        c = _cols(tiles - self.off if self.off else tiles)
         if v.ndim == 2:
             v[:, c] += values
         else:
@@ -526,12 +527,12 @@ class _DenseRows:
         key = (a, k, masked)
         if key not in self.acc:
             self.acc[key] = (v, np.zeros((v.shape[0] if v.ndim == 2 else 1, self.C)))
-        self.acc[key][1][:, c] += values
+        self.acc[key][1][:, c - self.c0] += values
 
     def spread(self, a, k, tiles, values):
         key = tiles.tobytes()
         if key not in self.uniq:
-            u, cnt = np.unique(tiles, return_counts=True)
+            u, cnt = np.unique(tiles - self.off if self.off else tiles, return_counts=True)
             self.uniq[key] = (_cols(u), cnt.astype(np.float64))
         u, cnt = self.uniq[key]
         v = self.views[a, k]
@@ -552,6 +553,49 @@ class _DenseRows:
                 add = acc[:, c][:, None] if v.ndim == 2 else acc[0, c]
                 v[..., cols] += add * self.active[cols] if masked else add
         return self.arrays
+
+
+class _ChipCalls:
+    """A :class:`RowSink` that only records its calls, per chip they touch, in order; replayed
+    chip by chip into a one-chip :class:`_DenseRows` window (:func:`_chip_rows`), every tile of
+    that chip gets the very additions, in the same order, as in the whole-machine arrays."""
+
+    def __init__(self, C: int, TPC: int):
+        self.TPC = TPC
+        self.calls: list = [[] for _ in range(C)]
+
+    def owner(self, tiles, terms, table):
+        self.calls[int(tiles[0]) // self.TPC].append(("owner", tiles, terms, table))
+
+    def local(self, a, k, tiles, values):
+        self.calls[int(tiles[0]) // self.TPC].append(("local", a, k, tiles, values))
+
+    def chip(self, a, k, c, values, masked=False):
+        self.calls[c].append(("chip", a, k, c, values, masked))
+
+    def spread(self, a, k, tiles, values):
+        chips = tiles // self.TPC
+        if chips[0] == chips[-1] and (chips == chips[0]).all():
+            self.calls[int(chips[0])].append(("spread", a, k, tiles, values))
+            return
+        for c in np.unique(chips):
+            self.calls[int(c)].append(("spread", a, k, tiles[chips == c], values))
+
+    def overhead(self, k, cycles):
+        for calls in self.calls:
+            calls.append(("overhead", k, cycles))
+
+    def finish(self):
+        return self.calls
+
+
+def _chip_rows(shape: StepShape, calls: list, c: int, TPC: int, active: np.ndarray) -> dict:
+    """The three ``[S, TPC]`` float32 arrays of chip ``c``: its recorded calls replayed into a
+    one-chip window (equal, bit for bit, to that chip's columns of the dense arrays)."""
+    rows = _DenseRows(shape, 1, TPC, active[c * TPC:(c + 1) * TPC], first_chip=c)
+    for name, *args in calls:
+        getattr(rows, name)(*args)
+    return rows.finish()
 
 
 def _memo_nbytes(hit) -> int:
@@ -694,7 +738,8 @@ def _check_step_args(placement, machine, steps_per_execution):
 
 def build_step_program(config: NetworkConfig, placement: Placement, counters: WorkCounters, machine,
                        costs: CostModel | None = None, name: str = "snn training step",
-                       steps_per_execution: int = STEPS_PER_EXECUTION, cache: dict | None = None) -> Program:
+                       steps_per_execution: int = STEPS_PER_EXECUTION, cache: dict | None = None,
+                       compact: bool = False) -> Program | CompactProgram:
     """The BSP program of one training step, from the step's per-step counters.
 
     ``counters`` must hold per-step arrays (``train_step(..., per_step_counters=True)`` or
@@ -705,11 +750,20 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
 
     Per-layer work is computed on the layer's own tiles and written straight into the rows of
     the program's arrays (row views), so a re-timing costs a few passes over ``[S, tiles]``.
+
+    ``compact``: a :class:`tilesim.program.CompactProgram` instead, which never holds
+    ``[S, all tiles]``: the same rows are recorded per chip (:class:`_ChipCalls`) and built one
+    chip at a time, reduced to what the engine needs (:func:`tilesim.engine.reduce_tiles`), the
+    per-tile label sums and the chip's sent bytes; ``simulate`` gives the same times, breakdowns
+    and critical tiles as for the dense program (tests/test_scale.py).
     """
     _check_step_args(placement, machine, steps_per_execution)
     active = np.ones(machine.total_tiles)
     active[0] = 0.0                                   # tile 0 of chip 0 is outside the op's graph
     shape = step_shape(config.timesteps, config.n_layers)
+    if compact:
+        return _compact_program(config, placement, counters, machine, costs or default_costs(), name,
+                                steps_per_execution, cache, shape, active)
     rows = _DenseRows(shape, machine.chips, machine.tiles_per_chip, active)
     meta = _emit(config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows)
     arr = rows.finish()
@@ -718,6 +772,55 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
                                sync_scope=meta["scope"], bytes_in=arr[IN], bytes_out=arr[OUT],
                                flows=meta["flows"], host=meta["host"], name=name,
                                sync_extra=meta["sync_extra"], exchange_extra=meta["exchange_extra"])
+
+
+def _compact_program(config, placement, counters, machine, costs, name, steps_per_execution, cache, shape,
+                     active) -> CompactProgram:
+    """:func:`build_step_program` with ``compact``: the rows chip by chip (see there)."""
+    from tilesim.engine import reduce_tiles
+    from tilesim.records import ChipWork
+    C, TPC, S = machine.chips, machine.tiles_per_chip, shape.supersteps
+    rec = _ChipCalls(C, TPC)
+    meta = _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rec)
+    calls = rec.finish()
+    one = machine.with_chips(1)                          # the fabric of one chip (reduce_tiles)
+    comp, crit = np.zeros((S, C)), np.zeros((S, C), np.int64)
+    ex, ex_tile = np.zeros((S, C)), np.zeros((S, C), np.int64)
+    onchip = np.zeros((S, C))
+    n_labels = len(PHASE_LABELS)
+    label_tiles = np.zeros((n_labels, C * TPC))
+    label_id = meta["label_id"]
+    present = np.unique(label_id)
+    for c in range(C):
+        arr = _chip_rows(shape, calls[c], c, TPC, active)
+        part = Program.from_arrays(chips=1, tiles_per_chip=TPC, compute_cycles=arr[COMPUTE], labels=PHASE_LABELS,
+                                   label_id=label_id, bytes_in=arr[IN], bytes_out=arr[OUT])
+        w = reduce_tiles(part, one)
+        comp[:, c], crit[:, c], ex[:, c], ex_tile[:, c] = w.compute[:, 0], w.critical_tile[:, 0], \
+            w.exchange[:, 0], w.exchange_tile[:, 0]
+        onchip[:, c] = arr[OUT].sum(axis=1, dtype=np.float64)
+        cols = slice(c * TPC, (c + 1) * TPC)
+        for i in present:
+            label_tiles[i, cols] = arr[COMPUTE][label_id == i].sum(axis=0, dtype=np.float64)
+        del arr, part
+
+    def chip_rows(c: int, _calls=calls, _shape=shape, _tpc=TPC, _active=active):
+        arr = _chip_rows(_shape, _calls[c], c, _tpc, _active)
+        return arr[COMPUTE], arr[IN], arr[OUT]
+
+    flows = meta["flows"]
+    z32, z64 = np.zeros(0, np.int32), np.zeros(0)
+    f = flows if flows is not None else (z32, z32, z32, z64)
+    h = meta["host"]
+    return CompactProgram(
+        name=name, chips=C, tiles_per_chip=TPC, machine_name=machine.name, labels=PHASE_LABELS,
+        label_id=np.asarray(label_id, np.int32), sync_scope=np.asarray(meta["scope"], np.int32), partitions=(),
+        work=ChipWork(comp, crit, ex, ex_tile, onchip.sum(axis=1)), label_tile_cycles=label_tiles,
+        onchip_bytes=onchip, flow_step=np.asarray(f[0], np.int32), flow_src=np.asarray(f[1], np.int32),
+        flow_dst=np.asarray(f[2], np.int32), flow_bytes=np.asarray(f[3], np.float64),
+        host_step=np.asarray(h[0], np.int32), host_chip=np.asarray(h[1], np.int32),
+        host_bytes=np.asarray(h[2], np.float64), sync_extra_cycles=np.asarray(meta["sync_extra"], np.float64),
+        exchange_extra_cycles=np.asarray(meta["exchange_extra"], np.float64), chip_rows=chip_rows)
 
 
 def predict_step_s(config: NetworkConfig, placement: Placement, counters: WorkCounters, machine,

@@ -1,0 +1,131 @@
+"""Issue 15: big systems. The compact (chip by chip) program gives the dense program's timing;
+the fused per-layer update gives the same weights; a run that cannot fit in host memory is
+refused at once with one line."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from models.snn import data as D
+from models.snn.explain import label_tile_cycles
+from models.snn.hostmem import check_host_memory, estimate_host_memory
+from models.snn.network import NetworkConfig, apply_gradients, compute_gradients, init_network, train_step
+from models.snn.placing import place
+from models.snn.retime import retime
+from models.snn.timing import build_step_program
+from tilesim.engine import simulate
+from tilesim.errors import ConfigError
+from tilesim.machine import load_machine
+from tilesim.program import CompactProgram
+from tilesim.records import ProgramDigest
+
+
+def _step(layers, chips, recurrent=False, optimizer="adam"):
+    cfg = NetworkConfig(layers=layers, batch=4, timesteps=6, max_activity=0.1, input_cap=16,
+                        recurrent=recurrent, optimizer=optimizer)
+    m = load_machine("bow", chips)
+    pl, _, _ = place(cfg, m, 8, "contiguous", "report")
+    st = init_network(cfg, pl)
+    sp, lab = next(D.synthetic(cfg.layers, 8, cfg.timesteps, seed=0).batches(
+        cfg.batch, cfg.timesteps, cfg.input_cap, np.random.default_rng(1)))
+    return cfg, m, pl, st, sp, lab
+
+
+@pytest.mark.parametrize("layers,chips,recurrent", [((64, 200, 150, 120, 100, 10), 2, False),
+                                                    ((64, 96, 80, 80, 60, 40, 30, 10), 4, True),
+                                                    ((32, 40, 20, 4), 1, False)])
+def test_compact_program_times_like_dense(layers, chips, recurrent):
+    cfg, m, pl, st, sp, lab = _step(layers, chips, recurrent)
+    res = train_step(st, sp, lab, per_step_counters=True)
+    dense = build_step_program(cfg, pl, res.counters, m)
+    comp = build_step_program(cfg, pl, res.counters, m, compact=True)
+    assert isinstance(comp, CompactProgram)
+    # nothing of size supersteps x all tiles is kept
+    assert all(getattr(comp, f).size < dense.supersteps * dense.total_tiles
+               for f in comp.__dataclass_fields__ if isinstance(getattr(comp, f), np.ndarray))
+    a, b = simulate(dense, m), simulate(comp, m)
+    assert b.total_s == pytest.approx(a.total_s, rel=1e-9)
+    np.testing.assert_allclose(b.phase_s, a.phase_s, rtol=1e-9, atol=1e-15)
+    np.testing.assert_array_equal(b.critical_tile, a.critical_tile)
+    np.testing.assert_array_equal(b.compute_critical_chip, a.compute_critical_chip)
+    np.testing.assert_array_equal(b.exchange_critical_tile, a.exchange_critical_tile)
+    np.testing.assert_allclose(b.bytes_onchip, a.bytes_onchip, rtol=1e-6)
+    assert b.by_label().keys() == a.by_label().keys()
+    for lab_, v in a.by_label().items():
+        w = b.by_label()[lab_]
+        assert (w["critical_chip"], w["critical_tile"], w["supersteps"]) == \
+            (v["critical_chip"], v["critical_tile"], v["supersteps"])
+        assert w["time_s"] == pytest.approx(v["time_s"], rel=1e-9)
+        assert w["breakdown_s"] == pytest.approx(v["breakdown_s"], rel=1e-9, abs=1e-15)
+    np.testing.assert_array_equal(label_tile_cycles(comp), label_tile_cycles(dense))
+    tiles = (1, m.total_tiles - 1, int(pl.tile_of_neuron[-1][0]))
+    da, db = ProgramDigest.of(dense, tiles), ProgramDigest.of(comp, tiles)
+    np.testing.assert_array_equal(db.tile_cycles, da.tile_cycles)
+    np.testing.assert_allclose(db.work_cycles, da.work_cycles, rtol=1e-12)
+    np.testing.assert_allclose(db.onchip_bytes, da.onchip_bytes, rtol=1e-6)
+
+
+def test_compact_program_refuses_another_machine():
+    cfg, m, pl, st, sp, lab = _step((64, 200, 150, 120, 100, 10), 2)
+    comp = retime(None, cfg, pl, m).program
+    other = load_machine("gc200", 2)
+    with pytest.raises(ConfigError, match="program machine"):
+        simulate(comp, other)
+
+
+def test_retime_fixed_is_compact_and_equal():
+    cfg, m, pl, *_ = _step((64, 200, 150, 120, 100, 10), 2)
+    p = retime(None, cfg, pl, m)
+    from models.snn.activity import fixed_activity
+    from models.snn.counters import count_work
+    counters = count_work(fixed_activity(cfg), pl, per_step=True)
+    dense = simulate(build_step_program(cfg, pl, counters, m), m)
+    assert isinstance(p.program, CompactProgram)
+    assert p.step_s == pytest.approx(dense.total_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("optimizer,recurrent", [("adam", False), ("sgd", True)])
+def test_fused_update_gives_the_weights_of_the_two_pass_update(optimizer, recurrent):
+    cfg, m, pl, st, sp, lab = _step((32, 40, 20, 4), 1, recurrent, optimizer)
+    st2 = init_network(cfg, pl)
+    for _ in range(2):
+        r1 = train_step(st, sp, lab)
+        r2 = compute_gradients(st2, sp, lab)
+        apply_gradients(st2, *r2.grads)
+        assert r1.loss == r2.loss and r1.grads is None
+    assert st.step == st2.step == 2
+    for a, b in zip(st.W + [v for v in st.V if v is not None], st2.W + [v for v in st2.V if v is not None]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_host_memory_estimate_parts():
+    cfg = NetworkConfig(layers=(700, 4000, 4000, 20), batch=24, timesteps=10, optimizer="adam")
+    est = estimate_host_memory(cfg, load_machine("bow", 1))
+    parts = dict(est.parts)
+    w = 4.0 * (700 * 4000 + 4000 * 4000 + 4000 * 20)
+    assert parts["weights"] == w and parts["optimizer slots"] == 2 * w
+    assert parts["gradients"] == 4.0 * 4000 * 4000           # one layer at a time
+    sgd = estimate_host_memory(NetworkConfig(layers=(700, 4000, 4000, 20), batch=24, timesteps=10,
+                                             optimizer="sgd"), load_machine("bow", 1))
+    assert dict(sgd.parts)["optimizer slots"] == 0
+    with pytest.raises(ConfigError, match=r"host memory .* GB of memory estimated \(largest part: optimizer slots.*available"):
+        check_host_memory(est, available=est.total_bytes - 1)
+    check_host_memory(est, available=est.total_bytes + 1)
+
+
+def test_a_run_that_cannot_fit_is_refused_at_once():
+    """~100 GB of weights: one line naming estimate, availability, largest part and fix; exit 2, < 5 s."""
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "tilesim", "run", "--layers", "700-160000-160000-20", "--chips", "16",
+                        "--neurons-per-tile", "8", "--steps", "1", "--optimizer", "sgd"],
+                       capture_output=True, text=True, timeout=60)
+    wall = time.perf_counter() - t0
+    assert p.returncode == 2, p.stderr
+    lines = [x for x in p.stderr.strip().splitlines() if x]
+    assert len(lines) == 1 and "Traceback" not in p.stderr
+    assert "GB of memory estimated" in lines[0] and "available" in lines[0] and "weights" in lines[0], lines[0]
+    assert wall < 5.0
