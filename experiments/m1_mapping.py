@@ -21,6 +21,7 @@ from models.snn.network import NetworkConfig, init_network, train_step
 from models.snn.placing import place_network, strategy_mapping
 from models.snn.retime import retime
 from tilesim.machine import load_machine
+from tilesim.plots import SERIES_COLOURS, label_bars
 
 ONE_CHIP = dict(layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05, input_cap=32,
                 weight_mul=4.0, seed=SEED, output_second_threshold=None, second_threshold_schedule=None)
@@ -91,13 +92,16 @@ def plot(rows, path):
     axes[0].set_xlabel("neurons per tile")
     axes[0].set_ylabel("predicted ms per step")
     axes[0].set_title("one GC200: step time")
-    axes[1].plot(x, [r["max_tile_bytes"] / 1024 for r in npt], "o-", color="#c44e52")
+    axes[1].plot(x, [r["max_tile_bytes"] / 1024 for r in npt], "o-", color=SERIES_COLOURS[1])
     axes[1].axhline(npt[0]["budget_bytes"] / 1024, color="k", ls="--", lw=1, label="SRAM per tile")
     axes[1].set_xlabel("neurons per tile")
     axes[1].set_ylabel("fullest tile (KiB)")
     axes[1].set_title("one GC200: memory")
     axes[1].legend()
-    axes[2].barh([r["mapping"] for r in four], [r["predicted_step_s"] * 1e3 for r in four], color="#4c72b0")
+    bars = axes[2].barh([r["mapping"] for r in four], [r["predicted_step_s"] * 1e3 for r in four],
+                        color=SERIES_COLOURS[0])
+    label_bars(axes[2], bars, "{:.3f} ms")
+    axes[2].set_xlim(0, max(r["predicted_step_s"] for r in four) * 1e3 * 1.25)
     axes[2].invert_yaxis()
     axes[2].set_xlabel("predicted ms per step")
     axes[2].set_title("4 x GC200: strategies and search")

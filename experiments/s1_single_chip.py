@@ -63,8 +63,8 @@ def plot(rows, path):
     x = range(len(fixed))
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
     bottom = [0.0] * len(fixed)
-    for key, colour in (("compute", "tab:blue"), ("sync", "tab:orange"), ("exchange", "tab:green"),
-                        ("links", "tab:red")):
+    from tilesim.plots import PHASE_COLOURS
+    for key, colour in PHASE_COLOURS.items():            # the one palette; host = the variable copy
         vals = [r[f"{key}_ms"] for r in fixed]
         ax.bar(x, vals, bottom=bottom, color=colour, label=f"{key} (fixed)")
         bottom = [b + v for b, v in zip(bottom, vals)]

@@ -27,6 +27,7 @@ import sys
 
 from experiments.s_common import (BREAKDOWN_KEYS, WEAK_SCALING_TABLE, n_weights, pyplot, standard_main,
                                   time_fixed, weak_config)
+from tilesim.plots import PHASE_COLOURS
 
 MAX_ACTIVITY = 0.05
 CHIPS = (1, 2, 4, 8, 16)
@@ -152,21 +153,27 @@ def plot(rows, path):
         ax.set_xlabel("chips")
         ax.set_ylabel("weak-scaling efficiency")
         ax.legend(fontsize=8)
-    cmax = max(r["chips"] for r in rows)
+    # the step split at the most chips the SHD rows reach (a --quick run stops SHD before 16 chips)
+    split_ds = "shd" if any(r["dataset"] == "shd" for r in rows) else rows[0]["dataset"]
+    cmax = max(r["chips"] for r in rows if r["dataset"] == split_ds)
     ax = axes[1][0]
-    sel = sorted((r for r in rows if r["dataset"] == "shd" and r["chips"] == cmax),
+    sel = sorted((r for r in rows if r["dataset"] == split_ds and r["chips"] == cmax),
                  key=lambda r: (r["neurons_per_tile"], r["batch"]))
     names = [f"npt {r['neurons_per_tile']}\nB {r['batch']}" for r in sel]
     bottom = [0.0] * len(sel)
-    for key in BREAKDOWN_KEYS[:4]:
+    for key in BREAKDOWN_KEYS:
         vals = [r[f"{key}_ms"] / r["step_ms"] for r in sel]
-        ax.bar(range(len(sel)), vals, bottom=bottom, label=key)
+        ax.bar(range(len(sel)), vals, bottom=bottom, label=key, color=PHASE_COLOURS[key])
         bottom = [a + v for a, v in zip(bottom, vals)]
+    for i, r in enumerate(sel):
+        ax.annotate(f"{r['step_ms']:.2f} ms", (i, 1.0), xytext=(0, 2), textcoords="offset points", ha="center",
+                    fontsize=7)
+    ax.set_ylim(0, 1.12)
     ax.set_xticks(range(len(sel)))
     ax.set_xticklabels(names, fontsize=7)
     ax.set_ylabel("share of the step")
-    ax.set_title(f"SHD step split at {cmax} chips")
-    ax.legend(fontsize=8)
+    ax.set_title(f"{split_ds.upper()} step split at {cmax} chips (labels: step time)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     ax = axes[1][1]
     for npt in sorted({r["neurons_per_tile"] for r in rows if r["dataset"] == "shd"}):
         for b in sorted({r["batch"] for r in rows if r["dataset"] == "shd" and r["neurons_per_tile"] == npt}):
