@@ -4,12 +4,16 @@ Core commands: ``machines``, ``simulate``, ``demo``. Workloads add commands thro
 ``tilesim.commands`` entry-point group (a callable ``register(subparsers)`` that adds a parser
 whose ``func(args) -> int`` runs it), so the core never imports ``models`` or ``mapping``.
 
-Bad input prints one line ``tilesim: error: ...`` and exits 2; never a traceback.
+Bad input prints one line ``tilesim: error: ...`` and exits 2; never a traceback. Every
+command's ``--help`` lists each flag with its default. ``-v`` / ``-vv`` / ``-q`` before the
+command set the log level (INFO / DEBUG / errors only; default WARNING) of the ``tilesim`` and
+``models`` loggers, which report progress and warnings on stderr.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from importlib import metadata, resources
 from pathlib import Path
@@ -17,6 +21,8 @@ from pathlib import Path
 from tilesim.errors import ConfigError, TileSimError
 
 __all__ = ["main", "write_outputs", "format_summary"]
+
+log = logging.getLogger("tilesim")
 
 
 def _positive_int(text: str) -> int:
@@ -185,14 +191,31 @@ def _load_plugins(sub) -> None:
         try:
             register = ep.load()
         except Exception as exc:  # a broken plug-in must not break the core commands
-            print(f"tilesim: warning: command plug-in {ep.name!r} failed to load: {exc}", file=sys.stderr)
+            log.warning("command plug-in %r failed to load: %s", ep.name, exc)
             continue
         register(sub)
 
 
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Help that shows every flag's default (unless its help already names one)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        d = action.default
+        if (action.option_strings and "default" not in text and "%(default)" not in text
+                and d not in (None, False, [], ()) and d is not argparse.SUPPRESS):
+            text += " (default: %(default)s)"
+        return text
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with the house error form: one line naming the problem and where help is, exit 2
-    (sub-command parsers, including the plug-ins', are of this class too)."""
+    (sub-command parsers, including the plug-ins', are of this class too), and help that shows
+    the defaults."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _DefaultsFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(2, f"tilesim: error: {self.prog}: {message}; see `{self.prog} --help`\n")
@@ -201,6 +224,10 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tilesim", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"tilesim {metadata.version('tilesim')}")
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="log progress (-v: INFO, -vv: DEBUG) on stderr; put it before the command")
+    p.add_argument("-q", "--quiet", dest="log_quiet", action="store_true",
+                   help="log errors only (no warnings); put it before the command")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     m = sub.add_parser("machines", help="list machine presets, or describe one")
@@ -240,9 +267,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def set_log_level(verbose: int = 0, quiet: bool = False) -> int:
+    """Send the ``tilesim`` and ``models`` loggers to stderr at the level ``-v`` / ``-q`` ask for."""
+    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s: %(levelname)s: %(message)s"))
+    for name in ("tilesim", "models"):
+        lg = logging.getLogger(name)
+        lg.handlers[:] = [handler]
+        lg.setLevel(level)
+        lg.propagate = False
+    return level
+
+
 def main(argv=None) -> int:
+    set_log_level(*_log_flags(argv))               # plug-ins that fail to load are logged
     parser = build_parser()
     args = parser.parse_args(argv)
+    set_log_level(args.verbose, args.log_quiet)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -266,6 +308,20 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("tilesim: interrupted", file=sys.stderr)
         return 130
+
+
+def _log_flags(argv) -> tuple:
+    """``-v``/``-q`` before the command, read before the parser is built."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    verbose, quiet = 0, False
+    for a in argv:
+        if not a.startswith("-"):
+            break
+        if a in ("-q", "--quiet"):
+            quiet = True
+        elif a == "--verbose" or (a.startswith("-v") and set(a[1:]) == {"v"}):
+            verbose += 1 if a == "--verbose" else len(a) - 1
+    return verbose, quiet
 
 
 if __name__ == "__main__":  # pragma: no cover

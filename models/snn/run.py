@@ -10,6 +10,7 @@ Nothing here parses arguments or prints; the command lines are ``models/snn/*cli
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -37,6 +38,7 @@ __all__ = ["RunSummary", "RunArtifacts", "run_training", "load_model", "load_cos
            "make_dataset", "record_activity", "place", "batch_gradients"]
 
 _GENERATORS = {"shd": D.shd_like, "nmnist": D.nmnist_like, "dvsgesture": D.dvsgesture_like}
+log = logging.getLogger(__name__)
 # A generated data set holds this many batches whatever --steps is (steps cycle through it), so the
 # first steps, their loss and their timing do not depend on how many steps are run.
 DATASET_BATCHES = 20
@@ -207,6 +209,8 @@ def _train(options, config, machine, placement, costs, state, ds, progress) -> _
         out.counters.append(res.counters.totals_only())
         out.programs.append(label_tile_cycles(program))
         out.digests.append(ProgramDigest.of(program, options.trace_tiles or critical_tiles(sim)))
+        log.info("step %d/%d: loss %.4f, predicted %.3f ms on %s, %.2f s of simulator time", step + 1,
+                 options.steps, float(res.loss), sim.total_s * 1e3, machine.name, out.walls[-1])
         if progress:
             progress(step, res, sim)
     return out
