@@ -345,3 +345,46 @@ def from_structured(events, sensor_size, spatial_factor: float = 1.0):
     ok = (x >= 0) & (x < w) & (y >= 0) & (y < h) & (p >= 0) & (p < P)
     ch = (p[ok] * h + y[ok]) * w + x[ok]
     return (ch.astype(np.int32), events["t"][ok].astype(np.float64) / 1e3), P * h * w
+
+
+NPZ_FORMAT = ("an events .npz holds `events` (tonic's structured events, fields x, y, p, t in µs, every sample "
+              "one after the other), `offsets` (int, n_samples + 1 boundaries into events), `labels` (int, "
+              "n_samples) and `sensor_size` (W, H, P); write it with numpy.savez")
+
+
+def read_events_npz(path) -> EventDataset:
+    """A tonic-style event file (:data:`NPZ_FORMAT`): sample ``i`` is
+    ``events[offsets[i]:offsets[i+1]]``, its channel ``p·H·W + y·W + x`` (:func:`from_structured`).
+
+    Raises
+    ------
+    ConfigError
+        If a key is missing, the offsets do not bound the events, or the labels do not match.
+    """
+    def bad(what, value, limit):
+        return ConfigError(f"--data {os.path.basename(str(path))}: {what} = {value}: {limit}; {NPZ_FORMAT}")
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = [k for k in ("events", "offsets", "labels", "sensor_size") if k not in z.files]
+            if missing:
+                raise bad("keys", sorted(z.files), f"misses {', '.join(missing)}")
+            events, offsets, labels, size = z["events"], z["offsets"], z["labels"], z["sensor_size"]
+    except (ValueError, OSError, EOFError) as exc:
+        raise bad("file", "unreadable", f"is not a numpy .npz ({str(exc)[:60]})") from None
+    offsets = np.asarray(offsets, np.int64)
+    labels = np.asarray(labels, np.int64)
+    if offsets.ndim != 1 or offsets.size < 2 or offsets[0] != 0 or offsets[-1] != len(events) \
+            or np.any(np.diff(offsets) < 0):
+        raise bad("offsets", f"{offsets.size} values ending at {offsets[-1] if offsets.size else '-'}",
+                  f"must rise from 0 to the {len(events)} events")
+    if labels.shape != (offsets.size - 1,) or (labels < 0).any():
+        raise bad("labels", f"shape {labels.shape}", f"must be {offsets.size - 1} whole numbers >= 0")
+    if np.asarray(size).shape != (3,):
+        raise bad("sensor_size", list(np.asarray(size).ravel()), "must be (W, H, P)")
+    samples, n_channels = [], 0
+    for i in range(offsets.size - 1):
+        sample, n_channels = from_structured(events[offsets[i]:offsets[i + 1]], size)
+        samples.append(sample)
+    return EventDataset(os.path.basename(str(path)), int(n_channels), int(labels.max()) + 1 if labels.size else 0,
+                        tuple(samples), labels)

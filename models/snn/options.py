@@ -81,7 +81,8 @@ class RunOptions:
     layers: Sizes = _opt(DEFAULT_LAYERS, "layer sizes N0-N1-...-C (SHD 2-layer)", example="700-256-20",
                          network=True)
     dataset: Literal[DATASETS] = _opt("synthetic", "data shape / generator: " + ", ".join(DATASETS))
-    data: Optional[str] = _opt(None, "a real data file/folder: SHD/SSC .h5 or an N-MNIST folder",
+    data: Optional[str] = _opt(None, "a real data file/folder: SHD/SSC .h5, an N-MNIST folder or a tonic-style "
+                                     "events .npz (events, offsets, labels, sensor_size)",
                                example="shd_train.h5", min_length=1)
     batch: int = _opt(48, "samples per training step", ge=1, network=True)
     timesteps: int = _opt(100, "time steps per sample", ge=1, network=True)

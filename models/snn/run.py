@@ -71,14 +71,17 @@ def network_config(options: RunOptions, model: NirModel | None = None) -> Networ
 
 
 def _real_dataset(path: Path, config: NetworkConfig):
-    require(path.exists(), "--data", str(path), "no such file or folder", "give an SHD/SSC .h5 file or an N-MNIST folder")
+    require(path.exists(), "--data", str(path), "no such file or folder",
+            "give an SHD/SSC .h5 file, an N-MNIST folder or an events .npz")
     if path.suffix in (".h5", ".hdf5"):
         ds = D.read_shd(path, n_channels=config.layers[0])
+    elif path.suffix == ".npz":
+        ds = D.read_events_npz(path)
     elif path.is_dir():
         ds = D.read_nmnist_folder(path)
     else:
         raise ConfigError(config_message("--data", str(path), "unknown format",
-                                         "give an SHD/SSC .h5 file or an N-MNIST folder"))
+                                         "give an SHD/SSC .h5 file, an N-MNIST folder or an events .npz"))
     require(ds.n_channels == config.layers[0], "--layers N0", config.layers[0],
             f"must equal the data's {ds.n_channels} channels", f"use --layers {ds.n_channels}-...")
     require(ds.n_classes <= config.layers[-1], "--layers classes", config.layers[-1],
