@@ -129,3 +129,18 @@ def test_a_run_that_cannot_fit_is_refused_at_once():
     assert len(lines) == 1 and "Traceback" not in p.stderr
     assert "GB of memory estimated" in lines[0] and "available" in lines[0] and "weights" in lines[0], lines[0]
     assert wall < 5.0
+
+
+def test_init_weights_are_numpy_uniform_bit_for_bit():
+    """The scratch-buffer initialisation draws exactly rng.uniform(-a, a) + 0.001 in float32."""
+    import math
+
+    from models.snn.network import init_weights
+    cfg = NetworkConfig(layers=(32, 40, 20, 4), recurrent=True, max_activity=0.1)
+    W, V = init_weights(cfg)
+    rng = np.random.default_rng(cfg.seed)
+    for l, (n_in, n) in enumerate(zip(cfg.layers, cfg.layers[1:])):
+        a = math.sqrt(6.0 / n_in) * cfg.weight_mul
+        np.testing.assert_array_equal(W[l], (rng.uniform(-a, a, (n_in, n)) + 0.001).astype(np.float32))
+        a = math.sqrt(6.0 / n) * cfg.weight_mul
+        np.testing.assert_array_equal(V[l], (rng.uniform(-a, a, (n, n)) + 0.001).astype(np.float32))

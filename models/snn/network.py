@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -240,9 +241,10 @@ class NetworkConfig:
         """Number of neuron layers L (the input is not a layer)."""
         return len(self.layers) - 1
 
-    @property
+    @cached_property
     def n_max(self) -> tuple:
-        """Capacity N_max of every neuron layer's list (≤ N)."""
+        """Capacity N_max of every neuron layer's list (≤ N); computed once (the step reads it per
+        layer, which was quadratic in the layers for a 770-layer network)."""
         sizes = self.layers[1:]
         if self.caps is not None:
             return tuple(min(c, n) for c, n in zip(self.caps, sizes))
@@ -282,16 +284,31 @@ def init_weights(config: NetworkConfig, rng: np.random.Generator | None = None):
     rng = np.random.default_rng(config.seed) if rng is None else rng
     offset = 100.0 if config.activity == "fixed" else 0.0
     sizes = config.layers
+    scratch = np.empty(max(sizes[l] * sizes[l + 1] + (sizes[l + 1] ** 2 if config.recurrent[l] else 0)
+                           for l in range(config.n_layers)))
     W, V = [], []
     for l in range(config.n_layers):
         a = math.sqrt(6.0 / sizes[l]) * config.weight_mul + offset
-        W.append((rng.uniform(-a, a, (sizes[l], sizes[l + 1])) + 0.001).astype(np.float32))
+        W.append(_uniform_f32(rng, a, (sizes[l], sizes[l + 1]), scratch))
         if config.recurrent[l]:
             a = math.sqrt(6.0 / sizes[l + 1]) * config.weight_mul + offset
-            V.append((rng.uniform(-a, a, (sizes[l + 1], sizes[l + 1])) + 0.001).astype(np.float32))
+            V.append(_uniform_f32(rng, a, (sizes[l + 1], sizes[l + 1]), scratch))
         else:
             V.append(None)
     return W, V
+
+
+def _uniform_f32(rng: np.random.Generator, a: float, shape: tuple, scratch: np.ndarray) -> np.ndarray:
+    """float32 ``rng.uniform(-a, a, shape) + 0.001``, bit for bit (NumPy's uniform is
+    ``low + (high - low)·random()``), computed in a reused float64 ``scratch`` buffer: a
+    740M-weight network otherwise maps and zero-fills two fresh float64 arrays per layer."""
+    low, high = -a, a
+    buf = scratch[:shape[0] * shape[1]].reshape(shape)
+    rng.random(out=buf)
+    buf *= high - low
+    buf += low
+    buf += 0.001
+    return buf.astype(np.float32)
 
 
 @dataclass
