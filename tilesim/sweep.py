@@ -29,6 +29,10 @@ workload. Points run on a ``dask.distributed`` ``LocalCluster`` (N worker proces
 thread each) or on an existing scheduler; the driver stores every result as it completes
 (``as_completed``), one SQLite transaction per point (:class:`tilesim.store.ResultStore`).
 
+Points are expanded lazily (:func:`iter_expand`; :meth:`SweepSpec.count` sizes a grid without
+expanding it) and claimed in small batches with a lease in the database before they run, so two
+sweeps on one database share the work and never compute the same point (:mod:`tilesim.store`).
+
 Resuming: points already stored as ``ok`` are skipped; points stored as ``failed`` are run again
 (a failure may have been a killed worker; a deterministic one just fails again, quickly).
 A point whose runner raises is stored as ``failed`` with ``"<ExceptionType>: <message>"`` and
