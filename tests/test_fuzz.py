@@ -403,6 +403,15 @@ def _damaged(tmp, how):
     return out
 
 
+def _extreme_machine(tmp):
+    import re
+
+    from tilesim.machine import preset_text
+    m = tmp / "m.toml"
+    m.write_text(re.sub(r"(?m)^link_bytes_per_s = .*$", "link_bytes_per_s = 1e-300", preset_text("m2000")))
+    return m
+
+
 def _sweep(tmp, text):
     p = tmp / "s.toml"
     p.write_text(text)
@@ -462,6 +471,9 @@ HAND = [
     ("grad --out under file", lambda t: _grad_files(t) + ["--out", _prog(t, "", "f") / "G.npz"], "not a folder"),
     ("grad --out dir", lambda t: _grad_files(t) + ["--out", t], "is a directory"),
     ("grad ok", lambda t: _grad_files(t) + ["--out", t / "G.npz"], None),
+    ("infinite simulated time", lambda t: ["simulate", _prog(t, 'sync = "all"\n[[superstep.flows]]\nsrc = 0\ndst = 1\n'
+                                                             'bytes = 100'), "--machine", _extreme_machine(t), "--json"],
+     "the simulated time is not finite"),
     ("argparse", lambda t: ["simulate", "--chips", "x", "p.toml"], "see `tilesim simulate --help`"),
     ("run 160 GB of weights", lambda t: ["run", "--layers", "100000-100000-10", "--memory-check", "report"],
      "GB of memory"),

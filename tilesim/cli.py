@@ -18,6 +18,8 @@ import sys
 from importlib import metadata, resources
 from pathlib import Path
 
+import numpy as np
+
 from tilesim.errors import ConfigError, TileSimError
 
 __all__ = ["main", "write_outputs", "format_summary"]
@@ -160,7 +162,12 @@ def _simulate_file(program_path, machine_name, chips, out, as_json, trace_tiles,
     for cat, tiles, nbytes, label in memory:
         ledger.add(cat, nbytes, tiles, label)
     ledger.check(memory_check)
-    result = simulate(program, machine)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):   # checked just below
+        result = simulate(program, machine)
+    if not (np.isfinite(result.total_s) and np.isfinite(list(result.breakdown_s().values())).all()):
+        raise ConfigError(f"machine {machine.name!r}: the simulated time is not finite ({result.total_s}): a rate "
+                          "or latency of the machine is too extreme; give rates and latencies of real hardware "
+                          "(see `tilesim machines gc200 --toml`)")
     if out:
         summary = write_outputs(Path(out), result, program, ledger, trace_tiles)
     else:
