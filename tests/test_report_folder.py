@@ -121,3 +121,19 @@ def test_read_only_folder_is_refused(tmp_path, capsys):
     finally:
         out.chmod(0o755)
     assert rc == 2 and "read-only" in err
+
+
+def test_read_only_paths_are_refused_even_as_root(tmp_path, capsys, monkeypatch):
+    """The same check with the permission answer forced (root may write anywhere): every command's
+    output path goes through tilesim.io.check_output_path before any work."""
+    import tilesim.io
+    out = tmp_path / "run"
+    assert simulate(tmp_path, out) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(tilesim.io.os, "access", lambda *a, **k: False)
+    rc, err = report(out, capsys)
+    assert rc == 2 and "is a read-only folder" in err and err.count("\n") == 1
+    p = tmp_path / "p.toml"
+    p.write_text(PROGRAM.format(cycles=1, label="a"))
+    assert main(["simulate", str(p), "--out", str(tmp_path / "new")]) == 2
+    assert "is read-only; give a path under a folder you can write to" in capsys.readouterr().err
