@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ def graph(n0=40, n1=24, n2=5, tau=0.02):
 
 
 def tilesim(*args):
-    return subprocess.run([sys.executable, "-m", "tilesim", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "tilesim", *args], capture_output=True, text=True, timeout=300, check=False)
 
 
 RUN = ["--batch", "4", "--timesteps", "10", "--input-cap", "8", "--max-activity", "0.25", "--steps", "1", "--json"]
@@ -54,3 +55,40 @@ def test_map_search_takes_the_graph(tmp_path):
                 "--input-cap", "8", "--max-activity", "0.25", "--budget-s", "1", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["baseline"]["neurons_per_tile"] == [2, 2]
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "nir"      # written by snnTorch 1.0 / Norse 1.1 (make_fixtures.py)
+
+
+def test_snntorch_graph_warns_once_and_runs_at_its_own_step():
+    r = tilesim("run", "--model", str(FIXTURES / "snntorch_leaky.nir"), *RUN)
+    assert r.returncode == 0, r.stderr
+    warned = [line for line in r.stderr.splitlines() if "warning" in line]
+    assert len(warned) == 1 and warned[0].startswith("tilesim: warning: NIR layer '1' (and every layer): alpha = ")
+    assert "--dt 0.0001 --discretization euler" in warned[0]
+    nir_summary = json.loads(r.stdout)["network"]["nir"]
+    assert nir_summary["warnings"] == [warned[0].removeprefix("tilesim: warning: ")]
+    assert (nir_summary["dt_s"], nir_summary["dt_source"]) == (1e-3, "default")
+    r = tilesim("run", "--model", str(FIXTURES / "snntorch_leaky.nir"), "--dt", "1e-4", "--discretization", "euler", *RUN)
+    assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stderr
+    nir_summary = json.loads(r.stdout)["network"]["nir"]
+    assert nir_summary["warnings"] == [] and abs(nir_summary["alpha"] - 0.9) < 1e-6
+
+
+def test_norse_graph_with_a_batch_dimension_runs():
+    r = tilesim("run", "--model", str(FIXTURES / "norse_lif_batch.nir"), *RUN)
+    assert r.returncode == 0, r.stderr
+    net = json.loads(r.stdout)["network"]
+    assert net["layers"] == [12, 8, 3] and net["nir"]["graph_batch"] == 4 and len(net["nir"]["warnings"]) == 1
+
+
+def test_dt_that_contradicts_the_graph_is_refused(tmp_path):
+    g = graph()
+    g.metadata = {"dt": 1e-4}
+    nir.write(tmp_path / "g.nir", g)
+    r = tilesim("run", "--model", str(tmp_path / "g.nir"), "--dt", "1e-3", *RUN)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == ("tilesim: error: dt = 0.001: differs from the NIR graph's metadata "
+                                                 "dt = 0.0001 s; drop --dt to use the graph's step (or change "
+                                                 "graph.metadata['dt'])")

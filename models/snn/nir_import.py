@@ -2,8 +2,12 @@
 
 Accepted graphs: ``Input → (Affine|Linear) → LIF → … → (Affine|Linear) → LIF → Output``, where
 any LIF may also have a self-loop ``LIF → (Affine|Linear) → LIF`` (recurrent weights), and
-``CubaLIF`` stands in for ``LIF`` when its synaptic current decays within one step, and a network
-of ``IF`` neurons maps exactly too (α = 1 with an explicit input gain; below).
+``CubaLIF`` stands in for ``LIF`` when its synaptic current vanishes within one step, and a network
+of ``IF`` neurons maps exactly too (α = 1 with an explicit input gain; below). The Input and
+Output types may carry a leading batch dimension (``(B, N)``, as snnTorch's and Norse's exporters
+write when given a batched sample); the graph is then read without nir's own type check (which
+rejects ``(1, N) → Linear [N]``) and checked here instead. Neuron parameters may be per neuron
+(``[N]``) or 0-d (one value for the layer, sized by the preceding weights).
 Everything else is refused with :class:`ConfigError` naming the node, its type and why —
 nothing is approximated.
 
@@ -32,15 +36,36 @@ LIF.r                  ``lif.input_scale = R``      one value everywhere, > 0
 LIF.v_threshold        ``lif.threshold``            one value everywhere
 LIF.v_leak             —                            0 (no constant drive in the network)
 LIF.v_reset            reset to 0 (state-based)     0 (reset-to-zero, not subtractive)
-CubaLIF.tau_mem, …     as LIF.tau, r, v_*           ``exp(−dt/tau_syn) == 0`` in float64
-CubaLIF.tau_syn        — (no synaptic state)        (``tau_syn`` = 0 or ≤ dt/746), ``w_in`` = 1
+CubaLIF.tau_mem, …     as LIF.tau, r, v_*           ``exp(−dt/tau_syn) ≤ 2⁻²⁴`` (below)
+CubaLIF.tau_syn        — (no synaptic state)        (``tau_syn`` = 0 or ≤ dt/16.6), ``w_in`` = 1
 IF (``dv/dt = R·I``)   ``lif.decay = 1``,           every layer IF; ``r``, ``v_threshold`` one
                        ``lif.gain = R·dt``          value; ``v_reset`` = 0
 =====================  ===========================  =========================================
 
+A CubaLIF's synaptic current carries a fraction ``a = exp(−dt/tau_syn)`` of itself into the next
+step. The network has no synaptic state, so the graph is accepted when ``a ≤ 2⁻²⁴``
+(:data:`SYNAPSE_TOLERANCE`): the carried current is then below float32's unit roundoff relative
+to a current of the same size, so it cannot change the network's float32 membrane update
+(Norse 1.1 exports its ``LIFCell`` with ``tau_syn = 5e-6`` s: ``a = exp(−200)`` at dt = 1 ms).
+
+Time step: NIR time constants are in seconds and a NIR file stores no step length; one network
+step is ``dt`` = the caller's, else ``graph.metadata["dt"]`` (a graph may carry one there; a
+caller's dt that differs from it is refused), else :data:`DEFAULT_DT_S` = 1 ms. Exporters encode
+their own step in the constants: snnTorch 1.0 writes ``tau = 1e-4/(1 − β)`` and ``r = tau/1e-4``,
+so ``dt = 1e-4`` with ``discretization="euler"`` gives α = β and unit input gain. An α outside
+:data:`ALPHA_RANGE` = (0.5, 0.9999) is kept but reported in :attr:`NirModel.warnings`: below 0.5
+the membrane loses more than half its potential every step (τ < 1.44 steps: snnTorch's β = 0.9
+read at dt = 1 ms gives α = exp(−1) = 0.37; Norse 1.1's ``LIFBoxCell`` exports τ = 1e-5 s, so
+α = exp(−100) ≈ 0), above 0.9999 the leak is under 1 % over 100 steps (τ > 10⁴ steps) — both
+usually mean a dt or time unit other than the one the graph was trained with. (Norse's own
+step, α = 1 − 1e-3·tau_mem_inv, is what forward Euler at dt = 1e-6 gives from its exported
+τ = 1e-3/tau_mem_inv; the warning says so for a LIF graph with Norse's r = 1 and τ < dt. Its
+``LIFCell`` at that dt keeps a synaptic current, exp(−1e-6/5e-6) = 0.82 per step, and is refused.)
+
 Refused, with the reason: ``LI``/``I``/``CubaLI`` (non-spiking; the output layer is a spiking LIF counted
 over time), ``Delay``, ``Conv1d``/``Conv2d``, ``Flatten``, pooling, ``Scale``, ``Threshold``,
-nested graphs, branches / skip connections, several inputs or outputs, multi-dimensional inputs.
+nested graphs, branches / skip connections, several inputs or outputs, inputs with more than one
+dimension besides a leading batch dimension.
 
 What the caller must still match (not in a NIR file):
 
@@ -56,6 +81,7 @@ What the caller must still match (not in a NIR file):
 """
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +91,22 @@ import numpy as np
 from models.snn.network import LIFParams
 from tilesim.errors import ConfigError, config_message, require
 
-__all__ = ["NirModel", "load_nir"]
+__all__ = ["ALPHA_RANGE", "DEFAULT_DT_S", "SYNAPSE_TOLERANCE", "NirModel", "load_nir"]
+
+#: One network step when neither the caller nor the graph gives one, in seconds: the 1 ms bins
+#: the event data are cut into (``models.snn.data``, ``dt_ms = 1.0``).
+DEFAULT_DT_S = 1e-3
+#: α = exp(−dt/τ) outside this open interval is reported (module docstring: τ < 1.44 steps or
+#: τ > 10⁴ steps).
+ALPHA_RANGE = (0.5, 0.9999)
+#: The largest synaptic carry-over exp(−dt/tau_syn) of a CubaLIF read as a LIF: float32's unit
+#: roundoff 2⁻²⁴ (IEEE 754 binary32, 24-bit significand), the network's precision.
+SYNAPSE_TOLERANCE = 2.0 ** -24
+#: snnTorch 1.0's export step (snntorch/export_nir.py: ``dt = 1e-4``; tau = dt/(1 − β), r = tau/dt).
+SNNTORCH_EXPORT_DT_S = 1e-4
+#: Norse 1.1's export step (norse/torch/utils/export_nir.py: ``dt = 0.001``; tau = dt/tau_mem_inv,
+#: i.e. dt x Norse's tau, r = 1).
+NORSE_EXPORT_DT_S = 1e-3
 
 _WEIGHT_TYPES = ("Affine", "Linear")
 _NEURON_TYPES = ("LIF", "CubaLIF", "IF")
@@ -107,6 +148,13 @@ class NirModel:
         The step length used and the graph's membrane time constant (same unit).
     nodes : tuple of str
         The graph's LIF node names, one per layer.
+    dt_source : str
+        Where ``dt`` came from: ``"caller"``, ``"graph"`` (``metadata["dt"]``) or ``"default"``.
+    warnings : tuple of str
+        One-line warnings (α outside :data:`ALPHA_RANGE`), for stderr and the run summary.
+    graph_batch : int or None
+        The leading batch dimension of the graph's Input type, if it has one (the exporter's
+        sample size; the run's batch is its own ``--batch``).
     """
 
     layers: tuple
@@ -117,6 +165,9 @@ class NirModel:
     dt: float
     tau: float
     nodes: tuple = ()
+    dt_source: str = "caller"
+    warnings: tuple = ()
+    graph_batch: int | None = None
 
     def __post_init__(self):
         L = len(self.layers) - 1
@@ -139,6 +190,11 @@ class NirModel:
     def network_kwargs(self) -> dict:
         """``layers``, ``recurrent`` and ``lif`` for :class:`models.snn.network.NetworkConfig`."""
         return {"layers": self.layers, "recurrent": self.recurrent, "lif": self.lif}
+
+    def summary(self) -> dict:
+        """The JSON form for a run summary: step, its source, τ, α and the warnings."""
+        return {"dt_s": self.dt, "dt_source": self.dt_source, "tau_s": self.tau, "alpha": self.lif.decay,
+                "graph_batch": self.graph_batch, "nodes": list(self.nodes), "warnings": list(self.warnings)}
 
 
 def _refuse(name, node, why):
@@ -171,16 +227,30 @@ def _weight(name, node, n_in, n_out):
     return np.ascontiguousarray(w.T, dtype=np.float32)
 
 
+_PARAMS = ("tau", "tau_mem", "tau_syn", "r", "v_threshold", "v_leak", "v_reset", "w_in")
+
+
+def _layer_size(name, node):
+    """The neuron count the node's parameters give, or None when all are 0-d (one value for the
+    layer; the preceding weights give its size)."""
+    shapes = {f: np.shape(getattr(node, f)) for f in _PARAMS if getattr(node, f, None) is not None}
+    sizes = {int(np.prod(s)) for s in shapes.values() if s != ()}
+    if len(sizes) > 1:
+        _refuse(name, node, f"its parameters have different sizes {shapes}")
+    return sizes.pop() if sizes else None
+
+
 def _neuron_params(name, node, dt, discretization):
-    """(τ, R, threshold, layer size) of a LIF/CubaLIF node, checking what the network lacks."""
+    """(τ, R, threshold, layer size or None) of a LIF/CubaLIF/IF node, checking what the network lacks."""
     kind = type(node).__name__
     if kind == "CubaLIF":
         tau_syn = np.asarray(node.tau_syn, dtype=np.float64)
         with np.errstate(divide="ignore"):
             a_syn = np.exp(-dt / tau_syn)
-        if np.any(a_syn != 0.0):
+        if np.any(a_syn > SYNAPSE_TOLERANCE):
             _refuse(name, node, f"tau_syn = {tau_syn.max():g} keeps a synaptic current across steps (exp(-dt/tau_syn) "
-                                f"= {a_syn.max():.3g} != 0); the network has no synaptic state; export a LIF")
+                                f"= {a_syn.max():.3g} > 2^-24 = {SYNAPSE_TOLERANCE:.3g}, the float32 resolution); the "
+                                f"network has no synaptic state; export a LIF or use tau_syn <= dt/16.6")
         if np.any(np.asarray(node.w_in) != 1):
             _refuse(name, node, "w_in != 1; fold it into the preceding weights and export w_in = 1")
         tau = node.tau_mem
@@ -188,7 +258,7 @@ def _neuron_params(name, node, dt, discretization):
         tau = None                                   # no leak: tau = inf below
     else:
         tau = node.tau
-    n = int(np.asarray(node.v_threshold).size)
+    n = _layer_size(name, node)
     v_leak = np.asarray(getattr(node, "v_leak", 0.0))
     if np.any(v_leak != 0):
         _refuse(name, node, f"v_leak = {v_leak.ravel()[np.flatnonzero(v_leak)[0]]:g} != 0; the network has no constant drive")
@@ -205,16 +275,93 @@ def _neuron_params(name, node, dt, discretization):
     return tau, r, th, n
 
 
-def load_nir(path_or_graph, dt: float, discretization: str = "exact") -> NirModel:
+def _graph_dt(graph):
+    """``graph.metadata["dt"]`` as a float in seconds, or None when the graph carries none."""
+    meta = getattr(graph, "metadata", None)
+    if not isinstance(meta, dict) or "dt" not in meta:
+        return None
+    try:
+        dt = float(np.asarray(meta["dt"], dtype=np.float64))
+    except (TypeError, ValueError):
+        dt = math.nan
+    require(math.isfinite(dt) and dt > 0, "NIR graph metadata dt", meta["dt"], "must be a number > 0 (seconds)",
+            "write graph.metadata['dt'] = <step in seconds> before nir.write")
+    return dt
+
+
+def _step(dt, graph):
+    """(dt, source) of one network step: the caller's, else the graph's, else the default."""
+    g_dt = _graph_dt(graph)
+    if dt is None:
+        return (g_dt, "graph") if g_dt is not None else (DEFAULT_DT_S, "default")
+    require(isinstance(dt, (int, float)) and not isinstance(dt, bool) and math.isfinite(dt) and dt > 0, "dt", dt,
+            "must be a number > 0")
+    require(g_dt is None or math.isclose(dt, g_dt, rel_tol=1e-6), "dt", dt,
+            f"differs from the NIR graph's metadata dt = {g_dt!r} s",
+            "drop --dt to use the graph's step (or change graph.metadata['dt'])")
+    return float(dt), "caller"
+
+
+def _flat_size(name, node, shape, kind):
+    """N of an Input/Output type ``(N,)`` or ``(B, N)`` (a leading batch dimension), and B or None."""
+    shape = tuple(int(x) for x in np.asarray(shape).ravel())
+    if len(shape) not in (1, 2) or min(shape) < 1:
+        _refuse(name, node, f"{kind} shape {shape} is not (N,) or (batch, N); the network's {kind} is a vector")
+    return shape[-1], (shape[0] if len(shape) == 2 else None)
+
+
+def _alpha_warning(name, kind, dt, tau, alpha, r, discretization):
+    """The one-line warning for α outside :data:`ALPHA_RANGE` ('' inside)."""
+    lo, hi = ALPHA_RANGE
+    if lo < alpha < hi:
+        return ""
+    what = (f"tau = {tau:g} s is {tau / dt:.3g} steps of dt = {dt:g} s, so the membrane keeps "
+            f"{'almost nothing' if alpha < 1e-3 else 'less than half'} of its potential each step" if alpha <= lo else
+            f"tau = {tau:g} s is {tau / dt:.3g} steps of dt = {dt:g} s, so the leak is under 1 % per 100 steps")
+    fix = "check that --dt is the step the graph was trained with (NIR time constants are in seconds)"
+    if kind == "LIF" and r == 1.0 and tau < dt:     # Norse 1.1's LIFBoxCell: r = 1, tau = 1e-3 s x its tau
+        fix += (f"; a Norse 1.1 graph writes tau = 1e-3 s x its tau: --dt {NORSE_EXPORT_DT_S ** 2:g} "
+                f"--discretization euler reproduces Norse's step (alpha = {1 - NORSE_EXPORT_DT_S ** 2 / tau:.4g})")
+    if math.isclose(tau / r, SNNTORCH_EXPORT_DT_S, rel_tol=1e-3) and (dt, discretization) != (SNNTORCH_EXPORT_DT_S, "euler"):
+        fix = (f"tau/r = {tau / r:g} s is snnTorch 1.0's export step: --dt {SNNTORCH_EXPORT_DT_S:g} "
+               f"--discretization euler gives alpha = snnTorch's beta = {1 - SNNTORCH_EXPORT_DT_S / tau:.4g}")
+    formula = "exp(-dt/tau)" if discretization == "exact" else "1 - dt/tau"
+    return (f"NIR layer {name!r} (and every layer): alpha = {formula} = {alpha:.3g} is outside ({lo:g}, {hi:g}): "
+            f"{what}; {fix}")
+
+
+def _read(p):
+    """The graph in file ``p``, read without nir's type check (it rejects a leading batch
+    dimension; the shapes are checked by :func:`load_nir`)."""
+    import nir
+    require(p.is_file(), "NIR file", str(p), "no such file")
+    unchecked = "type_check" in inspect.signature(nir.read).parameters      # nir >= 1.0.7
+    try:
+        return nir.read(p, type_check=False) if unchecked else nir.read(p)
+    except Exception as exc:  # noqa: BLE001 -- h5py/nir raise many kinds for broken files
+        fix = "write it with nir.write" + ("" if unchecked else "; nir < 1.0.7 type-checks on reading, which refuses "
+                                                                 "a batch dimension: pip install 'nir>=1.0.7'")
+        raise ConfigError(config_message("NIR file", str(p), f"cannot be read ({type(exc).__name__}: {exc})",
+                                         fix)) from None
+
+
+def load_nir(path_or_graph, dt: float | None = None, discretization: str = "exact") -> NirModel:
     """A NIR graph (file path or ``nir.NIRGraph``) as a :class:`NirModel`; see the module table.
 
     Parameters
     ----------
     path_or_graph : str, Path or nir.NIRGraph
-    dt : float
-        Length of one network step, in the unit of the graph's time constants.
+    dt : float or None
+        Length of one network step in seconds (the unit of NIR time constants). None: the
+        graph's ``metadata["dt"]`` if it has one, else :data:`DEFAULT_DT_S`. A dt that differs
+        from the graph's is refused.
     discretization : {"exact", "euler"}
         α = exp(−dt/τ) (the exact solution over a step) or α = 1 − dt/τ (forward Euler).
+
+    Returns
+    -------
+    NirModel
+        With ``warnings`` (one line each) when α is outside :data:`ALPHA_RANGE`.
 
     Raises
     ------
@@ -224,19 +371,13 @@ def load_nir(path_or_graph, dt: float, discretization: str = "exact") -> NirMode
     """
     import nir
 
-    require(isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0, "dt", dt, "must be a number > 0")
     require(discretization in ("exact", "euler"), "discretization", discretization, "must be 'exact' or 'euler'")
     if isinstance(path_or_graph, (str, Path)):
-        p = Path(path_or_graph)
-        require(p.is_file(), "NIR file", str(p), "no such file")
-        try:
-            graph = nir.read(p)
-        except Exception as exc:                 # h5py/nir raise many kinds for broken files
-            raise ConfigError(config_message("NIR file", str(p), f"cannot be read ({type(exc).__name__}: {exc})",
-                                             "write it with nir.write")) from None
+        graph = _read(Path(path_or_graph))
     else:
         graph = path_or_graph
     require(isinstance(graph, nir.NIRGraph), "NIR graph", type(graph).__name__, "must be a nir.NIRGraph")
+    dt, dt_source = _step(dt, graph)
 
     nodes, edges = dict(graph.nodes), [tuple(e) for e in graph.edges]
     for name, node in nodes.items():
@@ -252,10 +393,8 @@ def load_nir(path_or_graph, dt: float, discretization: str = "exact") -> NirMode
     require(len(inputs) == 1 and len(outputs) == 1, "NIR graph inputs/outputs", (inputs, outputs),
             "needs exactly one Input and one Output node")
 
-    shape = np.asarray(nodes[inputs[0]].input_type["input"]).ravel()
-    if shape.size != 1:
-        _refuse(inputs[0], nodes[inputs[0]], f"input shape {tuple(shape)} is not flat; the network's input is a vector")
-    layers, weights, rec, rec_w, names, params = [int(shape[0])], [], [], [], [], []
+    n0, graph_batch = _flat_size(inputs[0], nodes[inputs[0]], nodes[inputs[0]].input_type["input"], "input")
+    layers, weights, rec, rec_w, names, params = [n0], [], [], [], [], []
     visited = {inputs[0]}
     cur = inputs[0]
     while True:
@@ -278,6 +417,7 @@ def load_nir(path_or_graph, dt: float, discretization: str = "exact") -> NirMode
             _refuse(n_name, n_node, f"expected a LIF or CubaLIF node after {w_name!r}")
         tau, r, th, n = _neuron_params(n_name, n_node, float(dt), discretization)
         weights.append(_weight(w_name, w_node, layers[-1], n))
+        n = weights[-1].shape[1]                         # the layer size (0-d parameters: from the weights)
         loops = [s for s in succ[n_name] if type(nodes[s]).__name__ in _WEIGHT_TYPES and succ[s] == [n_name]]
         if len(loops) > 1:
             _refuse(n_name, n_node, f"it has {len(loops)} self-loops {loops}; the network has one recurrent matrix")
@@ -299,9 +439,9 @@ def load_nir(path_or_graph, dt: float, discretization: str = "exact") -> NirMode
         visited |= {w_name, n_name}
         cur = n_name
     out_node = nodes[outputs[0]]
-    out_shape = np.asarray(out_node.output_type["output"]).ravel()
-    if out_shape.size != 1 or int(out_shape[0]) != layers[-1]:
-        _refuse(outputs[0], out_node, f"output shape {tuple(out_shape)} != the last layer's {layers[-1]} neurons")
+    n_out, _ = _flat_size(outputs[0], out_node, out_node.output_type["output"], "output")
+    if n_out != layers[-1]:
+        _refuse(outputs[0], out_node, f"output size {n_out} != the last layer's {layers[-1]} neurons")
     visited.add(outputs[0])
     stray = [n for n in nodes if n not in visited]
     if stray:
@@ -314,6 +454,7 @@ def load_nir(path_or_graph, dt: float, discretization: str = "exact") -> NirMode
                 _refuse(name, node, f"{field} = {vals[i - 2]:g} differs from {first[i]:g} in {first[0]!r}; the network "
                                     f"has one {field} for all layers")
     tau, r, th = first[2], first[3], first[4]
+    warnings = []
     if math.isinf(tau):                      # IF: v_t = v_{t-1} + dt·R·I_t (exact and Euler agree)
         lif = LIFParams(decay=1.0, threshold=th, input_scale=r, gain=dt * r)
     else:
@@ -321,5 +462,7 @@ def load_nir(path_or_graph, dt: float, discretization: str = "exact") -> NirMode
         if not 0.0 < alpha < 1.0:
             _refuse(first[0], first[1], f"dt/tau = {dt / tau:g} gives alpha = {alpha:g} outside (0, 1); choose a smaller dt")
         lif = LIFParams(decay=alpha, threshold=th, input_scale=r)
+        warnings = [w for w in [_alpha_warning(first[0], type(first[1]).__name__, dt, tau, alpha, r, discretization)] if w]
     return NirModel(layers=tuple(layers), weights=tuple(weights), recurrent=tuple(rec), recurrent_weights=tuple(rec_w),
-                    lif=lif, dt=float(dt), tau=tau, nodes=tuple(names))
+                    lif=lif, dt=float(dt), tau=tau, nodes=tuple(names), dt_source=dt_source,
+                    warnings=tuple(warnings), graph_batch=graph_batch)

@@ -113,8 +113,11 @@ class RunOptions:
     model: Optional[str] = _opt(None, "a NIR graph (.nir): Input -> (Affine|Linear) -> LIF ... -> Output; sets "
                                       "the layers, recurrence, LIF constants and initial weights",
                                 example="net.nir", min_length=1)
-    dt: float = _opt(1e-3, "time step of one network step in the NIR graph's time unit: alpha = exp(-dt/tau)",
-                     gt=0)
+    dt: Optional[float] = _opt(None, "one network step of a NIR graph, in seconds: alpha = exp(-dt/tau) (default: "
+                                     "the graph's metadata dt, else 1e-3; snnTorch 1.0 graphs: 1e-4 with "
+                                     "--discretization euler)", example=1e-4, gt=0)
+    discretization: Literal["exact", "euler"] = _opt("exact", "NIR LIF step: exact, alpha = exp(-dt/tau), or euler, "
+                                                              "alpha = 1 - dt/tau (snnTorch's export convention)")
     steps_per_execution: int = _opt(52, "training steps per device execution (the host copy of weights and "
                                         "optimizer state is amortised over them)", ge=1)
     costs: Optional[str] = _opt(None, "cost-model TOML (default: the shipped calibration; make one with "

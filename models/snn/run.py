@@ -6,11 +6,13 @@
 The pieces are plain functions the other commands and the experiments share:
 :func:`load_model` (a NIR graph), :func:`load_cost_model`, :func:`network_config`,
 :func:`make_dataset`, :func:`record_activity` and :func:`models.snn.placing.place`.
-Nothing here parses arguments or prints; the command lines are ``models/snn/*cli.py``.
+Nothing here parses arguments or prints (but :func:`load_model`'s one-line NIR warnings on stderr,
+which are also in the summary's ``network["nir"]``); the command lines are ``models/snn/*cli.py``.
 """
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -49,7 +51,9 @@ def load_model(options: RunOptions) -> NirModel | None:
     default, must equal the graph's layers (ConfigError otherwise)."""
     if not options.model:
         return None
-    model = load_nir(options.model, float(options.dt))
+    model = load_nir(options.model, None if options.dt is None else float(options.dt), options.discretization)
+    for warning in model.warnings:            # the one print of this module: the graph may not mean what it says
+        print(f"tilesim: warning: {warning}", file=sys.stderr)
     if options.layers != DEFAULT_LAYERS:
         require(parse_layers(options.layers) == tuple(model.layers), "--layers", "-".join(map(str, options.layers)),
                 f"must match the NIR graph's {'-'.join(map(str, model.layers))}", "drop --layers when using --model")
@@ -275,6 +279,8 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
     ds = make_dataset(config, config.batch * DATASET_BATCHES, options.dataset, options.data)
     steps = _train(options, config, machine, placed.placement, costs, state, ds, progress)
     summary = _summarize(config, machine, placed, state, steps, t_all)
+    if model is not None:
+        summary = replace(summary, network={**summary.network, "nir": model.summary()})
     return replace(summary, host_memory={"estimate_bytes": estimate.total_bytes,
                                          "estimate_parts_bytes": estimate.to_dict()["parts_bytes"],
                                          "peak_rss_bytes": peak_rss_bytes()})
