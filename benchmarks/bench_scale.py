@@ -10,7 +10,8 @@ is that case's peak):
 * ``fixed``: the same step re-timed at fixed activity without float math
   (:func:`models.snn.retime.retime` with ``activity=None``, placement included).
 
-Printed: wall seconds (whole call, and the step alone for ``natural``), peak RSS, and the
+Printed: wall seconds (whole call, and the step alone for ``natural``), CPU seconds of the call
+(user + system: on a shared machine the wall time also counts waiting for a core), peak RSS, and the
 growth factor of each per 4× chips (ideal weak scaling of the host cost: 4.0, the work grows
 with the neurons). Targets (issue 15): 64 chips natural <= 60 s and <= 8 GiB, fixed <= 10 s.
 
@@ -35,6 +36,8 @@ def _child(kind: str, chips: int) -> dict:
     cfg = weak_config("shd", 8, chips, batch=24, max_activity=0.05)
     imports = time.perf_counter() - t0
     t0 = time.perf_counter()
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    cpu0 = ru.ru_utime + ru.ru_stime
     if kind == "natural":
         from models.snn.options import RunOptions
         from models.snn.run import run_training
@@ -53,7 +56,9 @@ def _child(kind: str, chips: int) -> dict:
         placement, _ = place(cfg, mach, 8)
         p = retime(None, cfg, placement, mach, steps_per_execution=1000)
         out = {"predicted_ms": p.step_s * 1e3}
+    ru = resource.getrusage(resource.RUSAGE_SELF)
     out.update(kind=kind, chips=chips, wall_s=time.perf_counter() - t0, imports_s=imports,
+               cpu_s=ru.ru_utime + ru.ru_stime - cpu0,
                peak_rss_bytes=peak_rss_bytes(), maxrss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     return out
 
@@ -89,7 +94,7 @@ def main(argv=None) -> int:
             rows[kind, chips] = r = _run_case(kind, chips)
             if "error" in r:
                 print(f"{kind:8s} {chips:3d} chips: FAILED: {r['error']}")
-    print(f"{'case':8s} {'chips':>5s} {'neurons':>9s} {'wall s':>8s} {'step s':>8s} {'x/4x':>6s} "
+    print(f"{'case':8s} {'chips':>5s} {'neurons':>9s} {'wall s':>8s} {'cpu s':>7s} {'step s':>8s} {'x/4x':>6s} "
           f"{'peak GiB':>9s} {'x/4x':>6s} {'est GiB':>8s} {'pred ms':>9s}")
     for kind in ("natural", "fixed"):
         prev = None
@@ -103,7 +108,7 @@ def main(argv=None) -> int:
                 g_rss = f"{r['peak_rss_bytes'] / prev['peak_rss_bytes']:.2f}"
             step = f"{r['step_s']:.2f}" if "step_s" in r else ""
             est = f"{r['estimate_bytes'] / 2**30:.2f}" if "estimate_bytes" in r else ""
-            print(f"{kind:8s} {chips:5d} {r.get('neurons', ''):>9} {r['wall_s']:8.2f} {step:>8s} {g_wall:>6s} "
+            print(f"{kind:8s} {chips:5d} {r.get('neurons', ''):>9} {r['wall_s']:8.2f} {r['cpu_s']:7.2f} {step:>8s} {g_wall:>6s} "
                   f"{r['peak_rss_bytes'] / 2**30:9.2f} {g_rss:>6s} {est:>8s} {r['predicted_ms']:9.3f}")
             prev = r
     big = rows.get(("natural", 64))
