@@ -479,6 +479,7 @@ HAND = [
      "GB of memory"),
     ("sweep point 160 GB", lambda t: ["sweep", _sweep(t, '[grid]\nlayers = ["32-16-4", "100000-100000-10"]\n'),
                                       "--db", t / "r.db"], "GB of memory"),
+    ("run 1e9 steps", lambda t: ["run", "--steps", "1000000000", "--layers", "32-16-4"], "s of work"),
     ("workers 0", lambda t: ["sweep", _sweep(t, "[base]\nsteps = 1\n"), "--db", t / "r.db", "--workers", "0"],
      "--workers = 0"),
 ]

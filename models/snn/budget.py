@@ -17,7 +17,15 @@ and left out, so the estimate is a lower bound of what a run touches.
 """
 from __future__ import annotations
 
-__all__ = ["run_memory_bytes", "check_run_memory"]
+from tilesim.limits import check_time
+
+__all__ = ["run_memory_bytes", "check_run_memory", "check_run_time", "STEP_FLOOR_S"]
+
+# host time of one training step, at least: the smallest network (4-4-2, batch 1, 1 time step)
+# took 0.09-0.12 s per step on the 2-core development VM (2026-11; the step's timing simulation
+# dominates); half of that is the floor for a faster host
+STEP_FLOOR_S = 0.05
+
 
 def run_memory_bytes(options) -> float:
     """Estimated host bytes of a run of ``options`` (a :class:`models.snn.options.RunOptions`);
@@ -37,3 +45,10 @@ def check_run_memory(options, what: str = "run") -> None:
     if est is not None:
         layers = "-".join(map(str, options.layers))
         check_host_memory(est, what=f"{what} (layers {layers}, batch {options.batch}, timesteps {options.timesteps})")
+
+
+def check_run_time(options, force: bool = False) -> None:
+    """Refuse (without ``force``) a run whose steps take longer than the time limit even at
+    :data:`STEP_FLOOR_S` each — a lower bound, so only what surely cannot finish is refused."""
+    check_time(f"--steps {options.steps:,}", options.steps * STEP_FLOOR_S, force,
+               "run fewer steps (the predicted step time does not depend on how many are run)")

@@ -38,6 +38,7 @@ def register(sub) -> None:
     r.add_argument("config", nargs="?", help="TOML file with any of the options below (dashes as underscores)")
     add_option_flags(r)
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--force", action="store_true", help="run more steps than fit in an hour (memory limits still apply)")
     r.set_defaults(func=cmd_run)
 
     p = sub.add_parser("map-search", help="search neuron-to-tile placements for the fastest predicted step",
@@ -73,8 +74,9 @@ def write_run_outputs(out, summary: RunSummary) -> None:
 def cmd_run(args) -> int:
     """``tilesim run``: options from the TOML file and the flags, train, print (and write --out)."""
     options = options_from_args(args)
-    from models.snn.budget import check_run_memory
+    from models.snn.budget import check_run_memory, check_run_time
     check_run_memory(options)                    # refused before anything is allocated
+    check_run_time(options, args.force)
     if options.out:                              # before the training, not after it
         from tilesim.io import check_output_path
         check_output_path(options.out, "--out", "dir")
