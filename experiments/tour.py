@@ -1,9 +1,13 @@
 """The tour: the architecture explained with the simulator's own pictures (``docs/tour.md``).
 
-Seven sections — a tile and its SRAM, one BSP superstep, exchange distance on the IPU vs a mesh,
-sparse spike lists, BPTT memory vs T × B, 2 vs 16 neurons per tile, a multi-chip run turning
-communication-bound. Each writes one or two PNGs to ``OUT/tour/`` and a section of
-``OUT/tour.md`` whose numbers come from this run (so they follow the cost model).
+Sections: a tile and its SRAM; the six workers and the supervisor; vertices, codelets and
+compute sets; one BSP superstep; one superstep tile by tile (fast tiles idle at the barrier);
+the exchange schedule and supertiles (distance on the IPU vs a mesh); sparse spike lists; BPTT
+memory vs T × B; 2 vs 16 neurons per tile; a multi-chip run turning communication-bound; the
+IPU-Link ladder and multi-chip sync; the host link. Then three exercises whose answers the
+simulator computes, a glossary and what is not modelled. Each section writes its PNGs to
+``OUT/tour/`` and its text to ``OUT/tour.md`` with numbers from this run (so they follow the
+cost model).
 
     python -m experiments.tour [--out docs] [--quick]
 """
@@ -18,6 +22,7 @@ import numpy as np
 
 from experiments.b_common import SEED, pyplot
 from tilesim.io import atomic_write_text
+from tilesim.plots import PHASE_COLOURS, SERIES_COLOURS
 
 DPI = 100
 SHD = "700-1462-1460-20"
@@ -112,6 +117,8 @@ def bsp_superstep(img: Path, quick: bool) -> dict:
 # ---- 3. exchange distance -------------------------------------------------------------------
 def exchange_distance(img: Path, quick: bool) -> dict:
     from models.linear.cli import exchange_bench
+    from tilesim.machine import load_machine
+    ipu = load_machine("gc200")
     sizes = [4, 256, 16384, 1048576] if quick else [4 * 4 ** i for i in range(10)]
     pairs = {"gc200": (0, [1, 644]), "mesh-demo": (0, [1, 255])}
     plt = pyplot()
@@ -136,8 +143,17 @@ def exchange_distance(img: Path, quick: bool) -> dict:
             f"use a 2-D mesh where a message hops from router to router; the `mesh-demo` preset (16 × 16 tiles, XY "
             f"routing) pays per hop, so the far corner costs {ratio['mesh-demo']:.2f}× the neighbour for small "
             f"messages, while for large ones bandwidth hides the hops. This is why a mapping on the IPU "
-            f"only has to balance bytes per tile, while on a mesh it must also keep talkers close.")
-    return {"title": "Why exchange is distance-independent on the IPU but not on a mesh", "text": text,
+            f"only has to balance bytes per tile, while on a mesh it must also keep talkers close.\n\n"
+            f"The exchange itself is a *schedule* the compiler fixed: after the sync every tile sends and "
+            f"receives at {ipu.chip.exchange_bytes_per_cycle:g} B/cycle on its own port, in an order known at compile "
+            f"time, so nothing is arbitrated at run time and the exchange lasts as long as its busiest port "
+            f"(plus a fixed set-up of {ipu.chip.exchange_fixed_cycles} cycles). Two neighbouring tiles form a "
+            f"*supertile* ({ipu.chip.tiles_per_supertile} tiles) sharing an exchange bus: when both receive the same "
+            f"data (a broadcast, like a spike list every tile of a layer needs) they take it at once, "
+            f"{ipu.chip.tiles_per_supertile * ipu.chip.exchange_bytes_per_cycle:g} B/cycle for the pair — the "
+            f"simulator counts broadcast receives at 1/{ipu.chip.tiles_per_supertile} of their bytes.")
+    return {"title": "The exchange schedule, supertiles, and why distance does not matter on the IPU (but does "
+                     "on a mesh)", "text": text,
             "images": [path],
             "command": "tilesim exchange-bench --machine gc200 --src 0 --dst 1,644 --bytes 4,256,16384,1048576 --json\n"
                        "tilesim exchange-bench --machine mesh-demo --src 0 --dst 1,255 --bytes 4,256,16384,1048576 --json"}
@@ -245,8 +261,12 @@ def neurons_per_tile(img: Path, quick: bool) -> dict:
         used = ledger.per_tile()
         n_tiles = np.unique(np.concatenate([np.asarray(t) for t in pl.tile_of_neuron])).size
         stats[npt] = (int(used.max()), int((used > ledger.budget).sum()), int(n_tiles))
-        out.append(plots.memory_heatmap(ledger, img / f"memory-npt{npt}.png",
-                                        title=f"{SHD}, B {B}, T {T}: {npt} neurons per tile (used / budget)"))
+        layer = np.zeros(m.chips * m.tiles_per_chip, np.int64)
+        for k, tiles in enumerate(pl.tile_of_neuron):
+            layer[np.unique(np.asarray(tiles))] = k + 1
+        out.append(plots.memory_heatmap(ledger, img / f"memory-npt{npt}.png", tile_layer=layer,
+                                        title=f"{SHD}, B {B}, T {T}: {npt} neurons per tile (used / budget; "
+                                              f"L1-L3: neuron layers; tiles in id order, 64 per row)"))
     (u2, o2, n2), (u16, o16, n16) = stats[2], stats[16]
     text = (f"How many neurons go on one tile is the main mapping decision. With 2 per tile the network spreads over "
             f"{n2} tiles and the fullest uses {_kib(u2)} ({100 * u2 / m.chip.sram_bytes:.0f} % of its SRAM). With 16 "
@@ -314,10 +334,313 @@ def multichip(img: Path, quick: bool) -> dict:
                        "--steps 1 --json   # breakdown_s; the picture uses models.snn.retime.retime(None, ...)"}
 
 
-SECTIONS = (tile_sram, bsp_superstep, exchange_distance, spike_lists, bptt_memory, neurons_per_tile, multichip)
+# ---- workers and the supervisor ---------------------------------------------------------------
+def workers(img: Path, quick: bool) -> dict:
+    from tilesim.costs import barrel_tile_cycles
+    from tilesim.machine import load_machine
+    m = load_machine("gc200")
+    W, sup = m.chip.workers_per_tile, m.chip.supervisor_overhead_cycles
+    work = 6000.0                                       # worker cycles of one tile's job, however split
+    v = np.arange(1, 3 * W + 1)
+    cyc = barrel_tile_cycles(work / v * v, v, W, sup)    # the same total work in v vertices
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    bars = ax.bar(v, cyc, color=[SERIES_COLOURS[0] if k % W == 0 else SERIES_COLOURS[7] for k in v])
+    ax.axhline(work + sup, color="k", ls=":", lw=1, label="all six workers busy")
+    ax.set_xticks(v)
+    ax.set_xlabel("vertices the job is split into")
+    ax.set_ylabel("tile cycles")
+    ax.set_title(f"{work:,.0f} worker cycles of work on one tile ({W} workers, "
+                 f"{sup} supervisor cycles per round of vertices)", fontsize=9)
+    ax.legend(fontsize=8)
+    from tilesim.plots import label_bars
+    label_bars(ax, bars[:1], "{:,.0f}")
+    path = _save(fig, img / "workers.png")
+    text = (f"A tile is one processor with {W} hardware *worker* threads and a *supervisor*. The core issues "
+            f"one instruction per cycle, round-robin over the {W} workers (a barrel), so one worker alone gets "
+            f"every {W}th cycle: a job given to a single vertex takes {cyc[0]:,.0f} cycles, the same job in {W} "
+            f"vertices {cyc[W - 1]:,.0f}. The supervisor launches the vertices, {sup} cycles per round of {W} "
+            f"(the preset's `supervisor_overhead_cycles`), so splitting finer than needed costs a little "
+            f"(12 vertices: {cyc[2 * W - 1]:,.0f}). The simulator times every tile this way "
+            f"(`tilesim.costs.barrel_tile_cycles`).")
+    return {"title": "Six workers and the supervisor", "text": text, "images": [path],
+            "command": "tilesim machines gc200 --json   # workers_per_tile, supervisor_overhead_cycles"}
 
 
-def render(sections, quick: bool, seconds: float) -> str:
+# ---- vertices, codelets, compute sets ------------------------------------------------------------
+def compute_sets(img: Path, quick: bool) -> dict:
+    from models.snn.timing import STEP_ROWS, step_shape
+    from tilesim.machine import load_machine
+    B, T = (16, 20) if quick else (48, 100)
+    cfg = _cfg(batch=B, timesteps=T)
+    L = cfg.n_layers
+    shape = step_shape(T, L)
+    sets = sum(r.compute_sets.count(L, True) for r in STEP_ROWS)
+    rows = [(r.label, r.kind, r.loop, r.compute_sets.count(L, True), r.copies.count(L, True)) for r in STEP_ROWS]
+    per_step = sum((T if loop != "once" else 1) * (cs + cp) * (L if r.per_layer else 1)
+                   for r, (_, _, loop, cs, cp) in zip(STEP_ROWS, rows))
+    m = load_machine("gc200")
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    y = np.arange(len(rows))
+    ax.barh(y, [r[3] for r in rows], color=PHASE_COLOURS["compute"], label="compute sets")
+    ax.barh(y, [r[4] for r in rows], left=[r[3] for r in rows], color=PHASE_COLOURS["exchange"],
+            label="copies (exchange only)")
+    ax.set_yticks(y, [f"{r[0]}  ({'×T' if r[2] != 'once' else 'once'})" for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"PopLibs calls per row ({L} layers)")
+    ax.set_title("the SNN training step as rows (models/snn/timing.py STEP_ROWS)", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    path = _save(fig, img / "compute-sets.png")
+    text = (f"Poplar programs are made of *vertices* — small objects, each an instance of a *codelet* (a C++ or "
+            f"assembly kernel) bound to the tensors it reads and writes on one tile. A *compute set* is a group "
+            f"of vertices that run together in one superstep, on as many tiles as the data spans; the compiler "
+            f"puts a sync and an exchange between compute sets. The SNN training step of this tour ({'-'.join(map(str, cfg.layers))}, "
+            f"T = {T}) is a table of {len(rows)} rows; a forward row runs once per time step, a backward row once "
+            f"per time step backwards; together they issue {per_step:,} compute sets and copies per step — "
+            f"{shape.supersteps:,} supersteps in the simulator's program, the rest folded in as their syncs "
+            f"and exchange set-ups. Each compute set also costs every tile it touches a fixed "
+            f"`compute_set_cycles` (calibrated), which is why steps with many small layers are slow even when "
+            f"no tile has much to do.")
+    return {"title": "Vertices, codelets and compute sets", "text": text, "images": [path],
+            "command": f"tilesim run --layers {SHD} --batch {B} --timesteps {T} --steps 1 --json   # by_phase: "
+                       "supersteps and time per row"}
+
+
+# ---- one superstep, tile by tile ---------------------------------------------------------------
+def superstep_tiles(img: Path, quick: bool) -> dict:
+    from models.snn.retime import retime
+    from tilesim.machine import load_machine
+    B, T = (16, 20) if quick else (48, 100)
+    m = load_machine("gc200")
+    cfg = _cfg(batch=B, timesteps=T)
+    pl, _, npt = _place(cfg, m)
+    p = retime(None, cfg, pl, m)
+    res, prog = p.result, p.program
+    lab = list(res.labels).index("bwd: weight+input grad")
+    s = int(np.flatnonzero(res.label_id == lab)[0])
+    us = 1e6 / m.clock_hz
+    if hasattr(prog, "compute_cycles"):
+        comp = prog.compute_cycles[s, :m.tiles_per_chip].astype(float) * us
+    else:                                                # a compact program rebuilds its rows on demand
+        comp = prog.tile_compute(range(m.tiles_per_chip))[s] * us
+    st = res.superstep(s)
+    top = comp.max()
+    sync_us, ex_us = st["breakdown_s"]["sync"] * 1e6, st["breakdown_s"]["exchange"] * 1e6
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(10, 4))
+    x = np.arange(comp.size)
+    ax.bar(x, comp, width=1.0, color=PHASE_COLOURS["compute"], label="compute")
+    ax.bar(x, top - comp, bottom=comp, width=1.0, color="#e8e8e8", label="waiting at the barrier")
+    ax.bar(x, np.full(comp.size, sync_us), bottom=top, width=1.0, color=PHASE_COLOURS["sync"], label="sync")
+    ax.bar(x, np.full(comp.size, ex_us), bottom=top + sync_us, width=1.0, color=PHASE_COLOURS["exchange"],
+           label="exchange")
+    ax.set_xlim(0, comp.size)
+    ax.set_xlabel("tile (chip 0)")
+    ax.set_ylabel("µs")
+    ax.set_title(f"superstep {s} ('{st['label']}') tile by tile", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    path = _save(fig, img / "superstep-tiles.png")
+    busy = comp[comp > 0]
+    idle = 1 - busy.sum() / (top * busy.size) if busy.size else 0.0
+    lo = int(np.argmin(np.where(comp > 0, comp, np.inf)))
+    n_idle = int((comp == 0).sum())
+    text = (f"The same idea tile by tile: in superstep {s} of the SHD step ('{st['label']}', {npt} neurons per "
+            f"tile, fixed activity) the busiest tile, {int(np.argmax(comp))}, computes {top:.2f} µs; tile {lo} only "
+            f"{comp[lo]:.2f} µs — it holds neurons of a layer with a smaller fan-in — and then *waits at the "
+            f"barrier*: {100 * idle:.0f} % of the working tiles' time in this superstep is waiting"
+            + (f", and {n_idle} tile(s) with nothing to do wait all of it" if n_idle else "") + ". "
+            f"Then every tile syncs ({sync_us:.3f} µs) and exchanges ({ex_us:.2f} µs). "
+            f"Balancing the slowest tile, not the average, is what a mapping is for (`tilesim map-search`).")
+    return {"title": "One superstep tile by tile: fast tiles idle at the barrier", "text": text, "images": [path],
+            "command": f"tilesim run --layers {SHD} --batch {B} --timesteps {T} --activity fixed --steps 1 "
+                       "--out out/tour-step   # trace.json: the critical tiles' own tracks"}
+
+
+# ---- the IPU-Link ladder and multi-chip sync ------------------------------------------------------
+def ladder(img: Path, quick: bool) -> dict:
+    from models.snn.retime import retime
+    from tilesim.fabric import LadderLinks
+    from tilesim.machine import load_machine
+    C = 4 if quick else 8
+    B, T = (8, 20) if quick else (16, 50)
+    m = load_machine("gc200", C)
+    layers = "-".join(["700"] + ["1466"] * (2 * C) + ["20"])
+    cfg = _cfg(layers, batch=B, timesteps=T, activity="fixed")
+    pl, _, _ = _place(cfg, m)
+    res = retime(None, cfg, pl, m).result
+    lk = LadderLinks(m)
+    used = res.link_group_bytes
+    plt = pyplot()
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1, 1.2]})
+    pos = {c: (c % 2, -(c // 2)) for c in range(C)}
+    top = max(used.values()) if used else 1.0
+    for g, bw in lk.bw.items():
+        if g[0] == "pair":
+            a, b = 2 * g[1] + g[2], 2 * g[1] + 1 - g[2]
+        else:
+            a, b = 2 * g[2] + g[1], 2 * g[3] + g[1]
+        (x0, y0), (x1, y1) = pos[a], pos[b]
+        off = 0.04 if a < b else -0.04
+        nb = used.get(g, 0.0)
+        ax.annotate("", (x1 + (off if g[0] == "rail" else 0), y1 + (off if g[0] == "pair" else 0)),
+                    (x0 + (off if g[0] == "rail" else 0), y0 + (off if g[0] == "pair" else 0)),
+                    arrowprops={"arrowstyle": "-|>", "lw": 0.5 + 4 * nb / top,
+                                "color": PHASE_COLOURS["links"] if nb else "#cccccc",
+                                "shrinkA": 14, "shrinkB": 14})
+    for c, (x, y) in pos.items():
+        ax.text(x, y, f"chip {c}", ha="center", va="center", fontsize=9,
+                bbox={"boxstyle": "round", "fc": "white", "ec": PHASE_COLOURS["compute"]})
+    ax.set_xlim(-0.6, 1.6)
+    ax.set_ylim(-(C // 2) + 0.4, 0.6)
+    ax.axis("off")
+    busiest = max(used, key=used.get) if used else None
+    ax.set_title(f"IPU-Link ladder, {C} chips: arrow width = bytes per step\n"
+                 f"({m.system.pair_links} links within a rung, {m.system.vertical_links} up/down per side)",
+                 fontsize=9)
+    chips = np.arange(1, 65 if not quick else 17)
+    sync = [load_machine("gc200", int(c)).group_sync_cycles(int(c)) / m.clock_hz * 1e9 for c in chips]
+    ax2.plot(chips, sync, "o-", ms=3, color=PHASE_COLOURS["sync"])
+    ax2.set_xlabel("chips in the sync")
+    ax2.set_ylabel("one sync [ns]")
+    ax2.set_title("multi-chip sync: on-chip sync + a Sync-Link round trip that grows with the ladder", fontsize=9)
+    path = _save(fig, img / "ladder.png")
+    total = sum(used.values())
+    text = (f"Chips are joined by IPU-Links in Poplar's *ladder*: chips 2r and 2r+1 form rung r "
+            f"({m.system.pair_links} links between them), each side climbs to the next rung with "
+            f"{m.system.vertical_links} links (a wrap-around closes the ladder on bigger systems). A transfer "
+            f"climbs its side's rail and crosses at its destination rung; every link is "
+            f"{m.system.link_bytes_per_s / 1e9:.0f} GB/s at {100 * m.system.link_efficiency:.0f} % efficiency. In a "
+            f"{C}-chip step ({layers}, B {B}, T {T}) the links carry {total / 1e6:.2f} MB per step, the busiest "
+            f"group {busiest} {used.get(busiest, 0) / 1e6:.2f} MB. Every superstep of one Poplar graph syncs "
+            f"*all* chips over the Sync-Links: {sync[0]:.0f} ns on one chip, {sync[min(len(sync), 16) - 1]:.0f} ns across "
+            f"{min(len(sync), 16)} — the round trip grows by a hop per rung, and a step has thousands of syncs.")
+    return {"title": "The IPU-Link ladder and multi-chip sync", "text": text, "images": [path],
+            "command": f"tilesim run --layers {layers} --machine gc200 --chips {C} --activity fixed --batch {B} "
+                       f"--timesteps {T} --steps 1 --out out/tour-ladder   # exchange.png, trace.json flow arrows"}
+
+
+# ---- the host link ---------------------------------------------------------------------------------
+def host_link(img: Path, quick: bool) -> dict:
+    from models.snn.retime import retime
+    from models.snn.timing import HOST_LABELS
+    from tilesim.machine import load_machine
+    B, T = (16, 20) if quick else (48, 100)
+    m = load_machine("gc200")
+    cfg = _cfg(batch=B, timesteps=T)
+    pl, _, _ = _place(cfg, m)
+    spe = (1, 4, 16, 52, 208)
+    rows = []
+    for k in spe:
+        r = retime(None, cfg, pl, m, steps_per_execution=k).result
+        by = r.by_label()
+        copy = sum(by[h]["time_s"] for h in HOST_LABELS if h in by)
+        rows.append((k, r.total_s, copy, r.breakdown_s()["host"] - copy))
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    x = np.arange(len(rows))
+    ax.bar(x, [(r[1] - r[2] - r[3]) * 1e3 for r in rows], color=PHASE_COLOURS["compute"], label="the rest of the step")
+    ax.bar(x, [r[2] * 1e3 for r in rows], bottom=[(r[1] - r[2] - r[3]) * 1e3 for r in rows],
+           color=PHASE_COLOURS["host"], label="host: variable copy")
+    for i, r in enumerate(rows):
+        ax.annotate(f"{r[1] * 1e3:.2f}", (i, r[1] * 1e3), xytext=(0, 2), textcoords="offset points", ha="center",
+                    fontsize=8)
+    ax.set_xticks(x, [str(r[0]) for r in rows])
+    ax.set_xlabel("--steps-per-execution")
+    ax.set_ylabel("ms per step")
+    ax.set_title(f"{SHD}, B {B}, T {T}: the host's share", fontsize=9)
+    ax.legend(fontsize=8)
+    path = _save(fig, img / "host-link.png")
+    infeed = T * B * 4.0 * (cfg.input_cap + 1) + 4.0 * B
+    text = (f"The host (the server running the framework) talks to the chips over PCIe: "
+            f"{m.system.host_bytes_per_s / 1e9:.0f} GB/s and {m.system.host_latency_s * 1e6:.1f} µs per transfer "
+            f"in the preset. Every step the input spike lists arrive by host infeed ({infeed / 1e3:,.0f} kB here, "
+            f"booked as host at the first superstep). After every device execution of `--steps-per-execution` "
+            f"steps the framework copies the weights and optimizer state back to the host; the tiles do that "
+            f"copy, and the simulator books it as **host** time (a fitted, unconfirmed mechanism: "
+            f"`host_sync_cycles_per_byte`). Amortised over 1 step it costs {rows[0][2] * 1e3:.2f} ms of a "
+            f"{rows[0][1] * 1e3:.2f} ms step; over 52 (the default) {rows[3][2] * 1e3:.3f} ms of "
+            f"{rows[3][1] * 1e3:.2f} ms.")
+    return {"title": "The host link", "text": text, "images": [path],
+            "command": f"tilesim run --layers {SHD} --batch {B} --timesteps {T} --steps 1 --steps-per-execution 1"}
+
+
+# ---- exercises, glossary, what is not modelled ------------------------------------------------------
+def exercises(quick: bool) -> list:
+    """Three questions and the simulator's answers (computed now)."""
+    from models.snn.retime import retime
+    from tilesim.machine import load_machine
+    B, T = (16, 20) if quick else (48, 100)
+    m = load_machine("gc200")
+    out = []
+    cfg = _cfg(batch=B, timesteps=T, activity="fixed")
+    pl, _, _ = _place(cfg, m)
+    adam = retime(None, cfg, pl, m).step_s
+    sgd_cfg = _cfg(batch=B, timesteps=T, activity="fixed", optimizer="sgd")
+    sgd = retime(None, sgd_cfg, _place(sgd_cfg, m)[0], m).step_s
+    out.append((f"The SHD network ({SHD}, B {B}, T {T}, fixed activity) trains with Adam. How much shorter is "
+                f"the step with plain SGD, and why?",
+                f"{adam * 1e3:.3f} ms → {sgd * 1e3:.3f} ms ({100 * (1 - sgd / adam):.1f} % shorter): SGD has no "
+                f"moment slots, so the optimizer writes less and the host variable copy moves a third of the "
+                f"bytes.", f"tilesim run --layers {SHD} --batch {B} --timesteps {T} --activity fixed --steps 1 "
+                           f"--optimizer sgd"))
+    fits = []
+    for npt in (2, 4, 8, 12, 16, 24):
+        _, ledger, _ = _place(cfg, m, npt)
+        fits.append((npt, int(ledger.per_tile().max()) <= ledger.budget))
+    last = max([n for n, ok in fits if ok], default=None)
+    first_bad = min([n for n, ok in fits if not ok], default=None)
+    out.append(("Of 2, 4, 8, 12, 16 and 24 neurons per tile, which is the largest at which that network still "
+                "fits in SRAM?",
+                f"{last} neurons per tile fit; {first_bad} overflow (weights and the six per-worker gradient copies "
+                f"grow with neurons per tile)." if first_bad else f"all of them fit, up to {last}.",
+                f"tilesim run --layers {SHD} --batch {B} --timesteps {T} --neurons-per-tile {first_bad or last} "
+                f"--steps 1 --memory-check report"))
+    cfg2 = _cfg("700-1466-1466-20", batch=B, timesteps=T, activity="fixed")
+    one = retime(None, cfg2, _place(cfg2, m)[0], m).result
+    m2 = load_machine("gc200", 2)
+    two = retime(None, cfg2, _place(cfg2, m2)[0], m2).result
+    out.append(("Put the network 700-1466-1466-20 on two chips instead of one (same batch and T). Is the step "
+                "faster? What grows?",
+                f"one chip {one.total_s * 1e3:.3f} ms, two chips {two.total_s * 1e3:.3f} ms; sync "
+                f"{one.breakdown_s()['sync'] * 1e3:.3f} → {two.breakdown_s()['sync'] * 1e3:.3f} ms and links "
+                f"{one.breakdown_s()['links'] * 1e3:.3f} → {two.breakdown_s()['links'] * 1e3:.3f} ms: every superstep "
+                f"now syncs both chips and the lists that cross the chip boundary ride the IPU-Links.",
+                f"tilesim run --layers 700-1466-1466-20 --batch {B} --timesteps {T} --activity fixed --steps 1 "
+                f"--chips 2"))
+    return out
+
+
+GLOSSARY = (
+    ("tile", "one processor core with its own SRAM (624 KiB on a GC200) and no shared memory"),
+    ("worker / supervisor", "the six hardware threads that run vertices, round-robin; the thread that launches them"),
+    ("vertex / codelet", "a small piece of work bound to tensors on one tile / the kernel a vertex runs"),
+    ("compute set", "vertices that run together in one superstep (a sync and an exchange follow)"),
+    ("superstep (BSP)", "compute, then sync, then exchange: bulk-synchronous parallel execution"),
+    ("sync", "every tile (on several chips: every chip) waits for the slowest before exchanging"),
+    ("exchange", "tiles copy data into other tiles' SRAM on a compile-time schedule, 4 B/cycle per tile"),
+    ("supertile", "two tiles sharing an exchange port; both can receive the same data at once (8 B/cycle)"),
+    ("IPU-Link / ladder", "chip-to-chip links; Poplar's ladder of rungs of two chips"),
+    ("host link", "PCIe to the server: input infeed, the variable copy after each execution"),
+    ("steps per execution", "training steps the device runs before returning to the host"),
+    ("critical tile", "the slowest tile of a superstep (the one everybody waits for)"),
+    ("N_max", "the most neuron ids a layer's spike list may carry per time step and sample"),
+)
+
+NOT_MODELLED = (
+    "the chip's floorplan: tile pictures draw tiles in id order (the exchange is all-to-all, distance-independent)",
+    "memory bank conflicts and the Mk2 interleaved-memory layout; instruction-level pipeline stalls",
+    "exact Poplar compiler choices: the step is the paper's program as a table of rows, not a compiled graph",
+    "overlap of host I/O with compute (prefetch), and host-side framework time beyond the fitted variable copy",
+    "IPU-Link contention finer than per link group; GW-Links between pods; clock throttling and power",
+)
+
+
+SECTIONS = (tile_sram, workers, compute_sets, bsp_superstep, superstep_tiles, exchange_distance, spike_lists,
+            bptt_memory, neurons_per_tile, multichip, ladder, host_link)
+
+
+def render(sections, quick: bool, seconds: float, exercises_=()) -> str:
     lines = ["# A tour of tilesim", "",
              "The architecture of a tile machine, explained with the simulator's own pictures. Every number below "
              "was computed by the run that drew the pictures (`python -m experiments.tour"
@@ -326,6 +649,15 @@ def render(sections, quick: bool, seconds: float) -> str:
         lines += [f"## {i}. {s['title']}", "", s["text"], ""]
         lines += [f"![{s['title']}](tour/{Path(p).name})" for p in s["images"]]
         lines += ["", "```sh", s["command"], "```", ""]
+    if exercises_:
+        lines += ["## Exercises", "", "Try each with the command shown, then open the answer (computed by the run "
+                  "that wrote this page).", ""]
+        for i, (q, a, cmd) in enumerate(exercises_, 1):
+            lines += [f"{i}. {q}", "", f"   `{cmd}`", "", f"   <details><summary>answer</summary>{a}</details>", ""]
+    lines += ["## Glossary", "", "| term | meaning |", "|---|---|"]
+    lines += [f"| {t} | {d} |" for t, d in GLOSSARY]
+    lines += ["", "## What is not modelled", ""]
+    lines += ["> " + "\n> ".join(f"* {x}" for x in NOT_MODELLED), ""]
     return "\n".join(lines)
 
 
@@ -342,7 +674,8 @@ def main(argv=None) -> int:
     for fn in SECTIONS:
         sections.append(fn(img, a.quick))
         print(f"  {fn.__name__}: {', '.join(Path(p).name for p in sections[-1]['images'])}")
-    md = atomic_write_text(out / "tour.md", render(sections, a.quick, time.perf_counter() - t0))
+    ex = exercises(a.quick)
+    md = atomic_write_text(out / "tour.md", render(sections, a.quick, time.perf_counter() - t0, ex))
     print(f"wrote {md} and {len(sum((s['images'] for s in sections), []))} pictures in {img}")
     return 0
 
