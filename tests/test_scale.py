@@ -144,3 +144,26 @@ def test_init_weights_are_numpy_uniform_bit_for_bit():
         np.testing.assert_array_equal(W[l], (rng.uniform(-a, a, (n_in, n)) + 0.001).astype(np.float32))
         a = math.sqrt(6.0 / n) * cfg.weight_mul
         np.testing.assert_array_equal(V[l], (rng.uniform(-a, a, (n, n)) + 0.001).astype(np.float32))
+
+
+def test_trace_of_a_big_step_is_bounded_and_keeps_the_critical_chip():
+    """Above the slice budget only the critical chips keep per-superstep phases; the other chips
+    get one slice per run of one label, covering the same time."""
+    from tilesim.trace import detail_chips, trace_events
+    cfg, m, pl, *_ = _step((64, 96, 80, 80, 60, 40, 30, 10), 4)
+    p = retime(None, cfg, pl, m)
+    full = trace_events(p.result, p.program)
+    S = p.result.supersteps
+    small = trace_events(p.result, p.program, max_slices=4 * S)
+    keep = detail_chips(p.result, S, 4 * S)
+    assert len(keep) == 1 and small["otherData"]["chips_with_phase_slices"] == list(keep)
+    crit = int(np.bincount(p.result.compute_critical_chip, weights=p.result.time_s).argmax())
+    assert keep == (crit,)
+    x_full = [e for e in full["traceEvents"] if e["ph"] == "X" and e.get("cat") != "tile"]
+    x_small = [e for e in small["traceEvents"] if e["ph"] == "X" and e.get("cat") != "tile"]
+    assert len(x_small) < len(x_full) / 2
+    for c in range(m.chips):
+        mine = [e for e in x_small if e["pid"] == c]
+        assert mine, c
+        end = max(e["ts"] + e["dur"] for e in mine)
+        assert end == pytest.approx(max(e["ts"] + e["dur"] for e in x_full if e["pid"] == c), rel=1e-9)

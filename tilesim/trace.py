@@ -18,10 +18,12 @@ import numpy as np
 from tilesim.io import atomic_write_text
 from tilesim.records import PHASES, ProgramDigest, SimResult, critical_tiles
 
-__all__ = ["trace_events", "write_trace", "MAX_FLOW_ARROWS"]
+__all__ = ["trace_events", "write_trace", "detail_chips", "MAX_FLOW_ARROWS", "MAX_PHASE_SLICES"]
 
 # flow arrows drawn at most (a 64-chip step can have ~10^5 link transfers; Perfetto slows down)
 MAX_FLOW_ARROWS = 20000
+# phase slices at most (~120 B of JSON each): beyond, only the critical chips get every superstep's phases
+MAX_PHASE_SLICES = 400_000
 _EPS_US = 1e-3          # flow ends sit this far inside their slices so that they bind to them
 
 
@@ -33,10 +35,40 @@ def _phase_bounds(tl, s, c):
             ("host", tl["links_end"][s, c], tl["end"][s, c]))
 
 
-def trace_events(result: SimResult, program=None, tiles=(), max_supersteps: int = 20000) -> dict:
+def _label_runs(label_id: np.ndarray) -> list:
+    """(first, last + 1) of every run of consecutive supersteps with one label."""
+    if not label_id.size:
+        return []
+    cut = np.flatnonzero(np.diff(label_id) != 0) + 1
+    starts = np.concatenate([[0], cut])
+    ends = np.concatenate([cut, [label_id.size]])
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+def detail_chips(result: SimResult, S: int, max_slices: int) -> tuple:
+    """The chips whose every superstep gets its phase slices within ``max_slices`` slices (4 per
+    superstep and chip): all of them if they fit, else the chips the step's critical path runs
+    through (by compute time bound, then chip 0)."""
+    C = result.chips
+    per_chip = 4 * max(S, 1)
+    if per_chip * C <= max_slices:
+        return tuple(range(C))
+    k = max(1, max_slices // per_chip)
+    w = np.bincount(result.compute_critical_chip[:S], weights=result.time_s[:S], minlength=C)
+    order = [int(c) for c in np.argsort(-w, kind="stable")]
+    return tuple(sorted(order[:k]))
+
+
+def trace_events(result: SimResult, program=None, tiles=(), max_supersteps: int = 20000,
+                 max_slices: int = MAX_PHASE_SLICES) -> dict:
     """Build the trace document of ``result``; ``program`` (a :class:`tilesim.program.Program`
     or its :class:`ProgramDigest`) adds per-chip byte counters, link flow arrows and tile
-    tracks for global ``tiles`` (default: the step's critical tiles)."""
+    tracks for global ``tiles`` (default: the step's critical tiles).
+
+    Size bound (a 64-chip step has ~7,700 supersteps x 64 chips): phase slices for every
+    superstep go to :func:`detail_chips` only, within ``max_slices``; every other chip gets one
+    slice per run of supersteps with one label (its start to its end, all phases), and its byte
+    counters summed per run."""
     tl = result.timeline
     if tl is None:
         raise ValueError("the result has no timeline: simulate with keep_timeline=True")
@@ -46,14 +78,26 @@ def trace_events(result: SimResult, program=None, tiles=(), max_supersteps: int 
     tiles = tuple(int(t) for t in tiles) or critical_tiles(result)
     digest = None if program is None else ProgramDigest.of(program, tiles)
     host_step = result.is_host_step()
+    detail = detail_chips(result, S, max_slices)
+    coarse = [c for c in range(C) if c not in set(detail)]
+    runs = _label_runs(result.label_id[:S]) if coarse else []
     ev = []
     for c in range(C):
-        ev.append({"ph": "M", "name": "process_name", "pid": c, "args": {"name": f"chip {c}"}})
+        ev.append({"ph": "M", "name": "process_name", "pid": c,
+                   "args": {"name": f"chip {c}" + ("" if c in detail else " (runs of one label)")}})
         ev.append({"ph": "M", "name": "process_sort_index", "pid": c, "args": {"sort_index": c}})
         ev.append({"ph": "M", "name": "thread_name", "pid": c, "tid": 0, "args": {"name": "BSP phases"}})
+    for s0, s1 in runs:
+        label = result.labels[int(result.label_id[s0])]
+        for c in coarse:
+            t0, t1 = tl["start"][s0, c], tl["end"][s1 - 1, c]
+            if t1 - t0 > 0:
+                ev.append({"ph": "X", "name": f"{label} x {s1 - s0}", "cat": "run", "pid": c, "tid": 0,
+                           "ts": t0 * us, "dur": (t1 - t0) * us,
+                           "args": {"supersteps": f"{s0}..{s1 - 1}", "label": label}})
     for s in range(S):
         label = result.labels[int(result.label_id[s])]
-        for c in range(C):
+        for c in detail:
             for phase, t0, t1 in _phase_bounds(tl, s, c):
                 if t1 - t0 > 0:
                     ph = "host" if phase == "compute" and host_step[s] else phase
@@ -66,9 +110,14 @@ def trace_events(result: SimResult, program=None, tiles=(), max_supersteps: int 
         fs, fsrc, _, fb = digest.flows
         np.add.at(sent_links, (fs, fsrc), fb)
         for s in range(S):
-            for c in range(C):
+            for c in detail:
                 ev.append({"ph": "C", "name": "bytes", "pid": c, "ts": tl["start"][s, c] * us,
                            "args": {"onchip": float(digest.onchip_bytes[s, c]), "links": float(sent_links[s, c])}})
+        for s0, s1 in runs:
+            for c in coarse:
+                ev.append({"ph": "C", "name": "bytes", "pid": c, "ts": tl["start"][s0, c] * us,
+                           "args": {"onchip": float(digest.onchip_bytes[s0:s1, c].sum()),
+                                    "links": float(sent_links[s0:s1, c].sum())}})
     else:
         for s in range(S):
             ev.append({"ph": "C", "name": "bytes (all chips)", "pid": 0, "ts": result.start_s[s] * 1e6,
@@ -100,6 +149,7 @@ def trace_events(result: SimResult, program=None, tiles=(), max_supersteps: int 
                 ev.append({"ph": "X", "name": result.labels[int(result.label_id[s])], "cat": "tile",
                            "pid": c, "tid": tid, "ts": tl["start"][s, c] * us, "dur": float(cyc[s]) * us})
     meta = {"supersteps_in_trace": S, "supersteps_total": result.supersteps, "machine": result.machine_name,
+            "chips_with_phase_slices": list(detail),
             "tile_tracks": [int(t) for t in (digest.tiles if digest is not None else ())],
             "flow_arrows": n_arrows, "phases": list(PHASES)}
     return {"traceEvents": ev, "displayTimeUnit": "ns", "otherData": meta}
