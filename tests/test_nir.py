@@ -174,7 +174,7 @@ def test_snntorch_leaky_is_read_at_its_export_step(tmp_path):
 @pytest.mark.parametrize("name,batch", [("norse_lifbox_batch.nir", 1), ("norse_lif_batch.nir", 4),
                                         ("norse_lifbox_scalar.nir", None)])
 def test_norse_graphs_load_with_a_warning(tmp_path, name, batch):
-    m = load_nir(exported(name, tmp_path))
+    m = load_nir(exported(name, tmp_path), dt=1e-3)
     assert m.layers == (12, 8, 3) and m.graph_batch == batch and m.lif.input_scale == 1.0
     assert m.tau == pytest.approx(1e-5) and m.lif.decay < 1e-40     # Norse writes dt * its 10 ms
     (w,) = m.warnings
@@ -199,14 +199,29 @@ def test_alpha_warning_bounds():
 def test_cubalif_synaptic_term_vanishes_within_float32():
     g, n = two_layer(), 8
 
-    def cuba(tau_syn):
+    def cuba(tau_syn, discretization="exact"):
         g.nodes["lif1"] = nir.CubaLIF(tau_syn=np.full(n, tau_syn), tau_mem=np.full(n, 0.02), r=np.full(n, 10.0),
                                       v_leak=np.zeros(n), v_threshold=np.ones(n), w_in=np.ones(n))
-        return load_nir(g, dt=1e-3)
+        return load_nir(g, dt=1e-3, discretization=discretization)
     assert cuba(5e-6).layers == (12, 8, 3)                  # Norse 1.1's LIFCell: exp(-200)
     assert cuba(1e-3 / 17).layers == (12, 8, 3)             # exp(-17) = 4.1e-8 <= 2^-24
-    with pytest.raises(ConfigError, match=r"exp\(-dt/tau_syn\) = 1.13e-07 > 2\^-24 = 5.96e-08"):
+    assert cuba(0.0).layers == (12, 8, 3)
+    with pytest.raises(ConfigError, match=r"exp\(-dt/tau_syn\) = 1.13e-07, \|.\| > 2\^-24 = 5.96e-08"):
         cuba(1e-3 / 16)
+    assert cuba(1e-3, "euler").layers == (12, 8, 3)         # Euler at tau_syn = dt: I_t = x_t exactly
+    assert cuba(0.0, "euler").layers == (12, 8, 3)
+    for tau_syn, a in ((2e-3, "0.5"), (5e-6, "-199")):      # a slower synapse; Euler overshooting a faster one
+        with pytest.raises(ConfigError, match=rf"\(1 - dt/tau_syn = {a}, .*use tau_syn = dt"):
+            cuba(tau_syn, "euler")
+
+
+def test_snntorch_synaptic_without_synaptic_memory_is_a_leaky(tmp_path):
+    path = exported("snntorch_synaptic.nir", tmp_path)
+    m = load_nir(path, dt=1e-4, discretization="euler")    # alpha = 0: tau_syn = dt, w_in = 1
+    assert m.layers == (12, 8, 3) and m.warnings == () and m.lif.decay == pytest.approx(0.9, abs=1e-6)
+    with pytest.raises(ConfigError, match=r"'1' = 'CubaLIF'.*tau_syn = 0.0001 keeps a synaptic current across "
+                                          r"steps \(exp\(-dt/tau_syn\) = 4.54e-05"):
+        load_nir(path)
 
 
 def test_batch_dimension_and_shapes(tmp_path):

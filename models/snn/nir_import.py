@@ -36,17 +36,23 @@ LIF.r                  ``lif.input_scale = R``      one value everywhere, > 0
 LIF.v_threshold        ``lif.threshold``            one value everywhere
 LIF.v_leak             —                            0 (no constant drive in the network)
 LIF.v_reset            reset to 0 (state-based)     0 (reset-to-zero, not subtractive)
-CubaLIF.tau_mem, …     as LIF.tau, r, v_*           ``exp(−dt/tau_syn) ≤ 2⁻²⁴`` (below)
-CubaLIF.tau_syn        — (no synaptic state)        (``tau_syn`` = 0 or ≤ dt/16.6), ``w_in`` = 1
+CubaLIF.tau_mem, …     as LIF.tau, r, v_*           carry-over ``|a| ≤ 2⁻²⁴`` (below; exact:
+CubaLIF.tau_syn        — (no synaptic state)        ``tau_syn`` = 0 or ≤ dt/16.6), ``w_in`` = 1
 IF (``dv/dt = R·I``)   ``lif.decay = 1``,           every layer IF; ``r``, ``v_threshold`` one
                        ``lif.gain = R·dt``          value; ``v_reset`` = 0
 =====================  ===========================  =========================================
 
-A CubaLIF's synaptic current carries a fraction ``a = exp(−dt/tau_syn)`` of itself into the next
-step. The network has no synaptic state, so the graph is accepted when ``a ≤ 2⁻²⁴``
+A CubaLIF, stepped like the LIF (each stage with its input held over the step), is
+``I_t = a·I_{t−1} + (1 − a)·w_in·x_t`` then the LIF update with ``I_t``, where ``a = exp(−dt/tau_syn)``
+(exact) or ``1 − dt/tau_syn`` (Euler) is the fraction of the synaptic current carried into the next
+step. The network has no synaptic state, so the graph is accepted when ``|a| ≤ 2⁻²⁴``
 (:data:`SYNAPSE_TOLERANCE`): the carried current is then below float32's unit roundoff relative
-to a current of the same size, so it cannot change the network's float32 membrane update
-(Norse 1.1 exports its ``LIFCell`` with ``tau_syn = 5e-6`` s: ``a = exp(−200)`` at dt = 1 ms).
+to a current of the same size, so it cannot change the network's float32 membrane update.
+Norse 1.1 exports its ``LIFCell`` with ``tau_syn = 5e-6`` s: ``a = exp(−200)`` at dt = 1 ms;
+snnTorch 1.0 exports ``Synaptic(alpha)`` with ``tau_syn = 1e-4/(1 − alpha)`` and ``w_in = 1/(1 − alpha)``,
+so ``alpha = 0`` at its dt = 1e-4 with Euler is ``a = 0``, ``w_in = 1``: a ``Leaky``. (Solved
+continuously instead, a synapse this fast would still delay the current by about ``tau_syn``
+within the step, ≈ tau_syn/dt of the step's charge; this loader does not model that lag.)
 
 Time step: NIR time constants are in seconds and a NIR file stores no step length; one network
 step is ``dt`` = the caller's, else ``graph.metadata["dt"]`` (a graph may carry one there; a
@@ -244,13 +250,18 @@ def _neuron_params(name, node, dt, discretization):
     """(τ, R, threshold, layer size or None) of a LIF/CubaLIF/IF node, checking what the network lacks."""
     kind = type(node).__name__
     if kind == "CubaLIF":
-        tau_syn = np.asarray(node.tau_syn, dtype=np.float64)
-        with np.errstate(divide="ignore"):
-            a_syn = np.exp(-dt / tau_syn)
-        if np.any(a_syn > SYNAPSE_TOLERANCE):
-            _refuse(name, node, f"tau_syn = {tau_syn.max():g} keeps a synaptic current across steps (exp(-dt/tau_syn) "
-                                f"= {a_syn.max():.3g} > 2^-24 = {SYNAPSE_TOLERANCE:.3g}, the float32 resolution); the "
-                                f"network has no synaptic state; export a LIF or use tau_syn <= dt/16.6")
+        tau_syn = np.asarray(node.tau_syn)
+        ft = np.result_type(tau_syn.dtype, np.float32)       # dt/tau_syn in the graph's precision: a float32
+        with np.errstate(divide="ignore"):                   # tau_syn = 1e-4 is dt = 1e-4 (1 - x = 0, not 5e-8)
+            x = (np.asarray(dt, ft) / tau_syn.astype(ft)).astype(np.float64)   # inf for tau_syn = 0: no carry-over
+        a_syn = np.exp(-x) if discretization == "exact" else np.where(np.isinf(x), 0.0, 1.0 - x)
+        if np.any(np.abs(a_syn) > SYNAPSE_TOLERANCE):
+            i = int(np.argmax(np.abs(a_syn)))
+            formula, fix = (("exp(-dt/tau_syn)", "tau_syn <= dt/16.6") if discretization == "exact" else
+                            ("1 - dt/tau_syn", "tau_syn = dt"))
+            _refuse(name, node, f"tau_syn = {tau_syn.ravel()[i]:g} keeps a synaptic current across steps ({formula} = "
+                                f"{a_syn.ravel()[i]:.3g}, |.| > 2^-24 = {SYNAPSE_TOLERANCE:.3g}, the float32 resolution); "
+                                f"the network has no synaptic state; export a LIF or use {fix}")
         if np.any(np.asarray(node.w_in) != 1):
             _refuse(name, node, "w_in != 1; fold it into the preceding weights and export w_in = 1")
         tau = node.tau_mem
