@@ -167,3 +167,27 @@ def test_trace_of_a_big_step_is_bounded_and_keeps_the_critical_chip():
         assert mine, c
         end = max(e["ts"] + e["dur"] for e in mine)
         assert end == pytest.approx(max(e["ts"] + e["dur"] for e in x_full if e["pid"] == c), rel=1e-9)
+
+
+def test_racks_beyond_64_chips_are_joined_by_gw_links():
+    """A Bow Pod64 is one IPU-Link ladder; 128 chips are two such racks joined by GW-Links at each
+    IPU-Machine; a flow between racks is bound by the GW-Link (12.5 GB/s) rather than the IPU-Links."""
+    from dataclasses import replace
+
+    from tilesim.fabric import LadderLinks
+    from tilesim.timeline import Flow, fluid_batch
+    m64 = load_machine("bow", 64)
+    one = replace(m64, system=replace(m64.system, chips_per_rack=0))
+    a, b = LadderLinks(m64), LadderLinks(one)
+    assert a.bw == b.bw and all(a.route(i, j) == b.route(i, j) for i in range(0, 64, 7) for j in range(0, 64, 5))
+    m = load_machine("bow", 128)
+    links = LadderLinks(m)
+    r = links.route(5, 64 + 40)
+    assert r[0] == ("gw", 1, 0, 1) and all(g[0] != "gw" for g in r[1:])
+    assert links.route(64 + 40, 5)[0] == ("gw", 10, 1, 0)
+    nbytes = 1e6
+    done, _ = fluid_batch((Flow(5, 64 + 40, nbytes),), links)
+    gw = m.system.gw_link_bytes_per_s * m.system.link_efficiency / m.clock_hz
+    assert done[0] == pytest.approx(nbytes / gw + links.latency_cycles * len(r))
+    with pytest.raises(ConfigError, match="chips_per_rack"):
+        replace(m.system, chips_per_rack=6)

@@ -131,7 +131,8 @@ def grid_shape(machine: Machine) -> tuple[int, int] | None:
 
 
 class LadderLinks:
-    """Directed IPU-Link groups of Poplar's ladder model and shortest routes over them.
+    """Directed IPU-Link groups of Poplar's ladder model and shortest routes over them; racks of
+    ladders joined by GW-Links.
 
     Chip ``i``: rung ``i // 2``, side ``i % 2``. Groups (per direction):
     ``("pair", rung, from_side)`` with ``pair_links`` links; ``("rail", side, rung_from, rung_to)``
@@ -139,54 +140,103 @@ class LadderLinks:
     ``R-1 -> 0`` with ``wrap_links`` links when there are more than two rungs. A route climbs or
     descends the source's rail (the shorter way round when a wrap exists), then crosses its
     destination rung if the sides differ.
+
+    Racks (``system.chips_per_rack`` > 0 and fewer than the chips): each rack of
+    ``chips_per_rack`` chips is such a ladder, with its own wrap-around (rungs numbered globally);
+    machine ``m`` of a rack (rungs ``2m, 2m+1`` of it: 4 chips, one IPU-Machine) has one GW-Link
+    to machine ``m`` of the next and of the previous rack, a ring of racks (Graphcore's Bow Pod256
+    cabling: east/west GW-Link ports; ipu-hardware.md §1.2): groups ``("gw", m, rack_from,
+    rack_to)`` of ``gw_link_bytes_per_s``. A route between racks first crosses the racks at the
+    source's machine (the shorter way round), landing on the chip at the source's place in the
+    destination rack, then follows that rack's ladder.
     """
 
     def __init__(self, machine: Machine):
         s = machine.system
         self.chips = machine.chips
-        self.rungs = (self.chips + 1) // 2
+        per_rack = getattr(s, "chips_per_rack", 0) or 0
+        self.rack_chips = per_rack if 0 < per_rack < self.chips else self.chips
+        self.racks = -(-self.chips // self.rack_chips)
+        self.rungs = (self.rack_chips + 1) // 2            # rungs per rack
         per_link = s.link_bytes_per_s * s.link_efficiency / machine.clock_hz  # bytes per cycle
         self.latency_cycles = s.link_latency_s * machine.clock_hz
         self.bw = {}
-        for r in range(self.rungs):
-            if 2 * r + 1 < self.chips:
-                self.bw[("pair", r, 0)] = self.bw[("pair", r, 1)] = s.pair_links * per_link
-        for side in (0, 1):
-            for r in range(self.rungs - 1):
-                if 2 * (r + 1) + side < self.chips:
-                    self.bw[("rail", side, r, r + 1)] = self.bw[("rail", side, r + 1, r)] = s.vertical_links * per_link
-            if self.rungs > 2 and s.wrap_links > 0 and 2 * (self.rungs - 1) + side < self.chips:
-                last = self.rungs - 1
-                self.bw[("rail", side, last, 0)] = self.bw[("rail", side, 0, last)] = s.wrap_links * per_link
+        for k in range(self.racks):
+            first = k * self.rack_chips
+            n = min(self.rack_chips, self.chips - first)    # chips in this rack
+            g0 = k * self.rungs                              # global number of its first rung
+            rungs = (n + 1) // 2
+            for r in range(rungs):
+                if 2 * r + 1 < n:
+                    self.bw[("pair", g0 + r, 0)] = self.bw[("pair", g0 + r, 1)] = s.pair_links * per_link
+            for side in (0, 1):
+                for r in range(rungs - 1):
+                    if 2 * (r + 1) + side < n:
+                        self.bw[("rail", side, g0 + r, g0 + r + 1)] = \
+                            self.bw[("rail", side, g0 + r + 1, g0 + r)] = s.vertical_links * per_link
+                if rungs > 2 and s.wrap_links > 0 and 2 * (rungs - 1) + side < n:
+                    last = g0 + rungs - 1
+                    self.bw[("rail", side, last, g0)] = self.bw[("rail", side, g0, last)] = s.wrap_links * per_link
+        if self.racks > 1:
+            gw = getattr(s, "gw_link_bytes_per_s", 0.0) * s.link_efficiency / machine.clock_hz
+            for m in range(-(-self.rungs // 2)):
+                for k in range(self.racks):
+                    for nxt in ((k + 1) % self.racks, (k - 1) % self.racks):
+                        if nxt != k:
+                            self.bw[("gw", m, k, nxt)] = gw
         self._routes: dict[tuple, tuple] = {}
 
     def route(self, src: int, dst: int) -> tuple:
         key = (src, dst)
         if key in self._routes:
             return self._routes[key]
-        r0, side = divmod(src, 2)
-        r1, side1 = divmod(dst, 2)
-        # a missing chip on side 1 of the last rung: travel on side 0
-        if 2 * r1 + side >= self.chips or 2 * r0 + side >= self.chips:
-            side = 0
+        ka, kb = src // self.rack_chips, dst // self.rack_chips
         path = []
-        if side != src % 2:
-            path.append(("pair", r0, src % 2))
-        up = (r1 - r0) % self.rungs
-        down = (r0 - r1) % self.rungs
-        wrap = ("rail", side, self.rungs - 1, 0) in self.bw
-        if wrap:
-            step = 1 if up <= down else -1
-            n = min(up, down)
-        else:
-            step = 1 if r1 >= r0 else -1
-            n = abs(r1 - r0)
-        r = r0
-        for _ in range(n):
-            nr = (r + step) % self.rungs
-            path.append(("rail", side, r, nr))
-            r = nr
-        if side != side1:
-            path.append(("pair", r1, side))
+        if ka != kb:                                          # GW-Links at the source's machine
+            m = (src % self.rack_chips) // 4
+            up, down = (kb - ka) % self.racks, (ka - kb) % self.racks
+            step, n = (1, up) if up <= down else (-1, down)
+            k = ka
+            for _ in range(n):
+                nk = (k + step) % self.racks
+                path.append(("gw", m, k, nk))
+                k = nk
+            src = kb * self.rack_chips + src % self.rack_chips
+            if src >= self.chips:                             # a shorter last rack: its last chip
+                src = self.chips - 1
+        path += self._in_rack(src, dst)
         self._routes[key] = tuple(path)
         return self._routes[key]
+
+    def _in_rack(self, src: int, dst: int) -> list:
+        """The ladder route between two chips of one rack (global rung numbers)."""
+        k = src // self.rack_chips
+        base = k * self.rack_chips
+        n = min(self.rack_chips, self.chips - base)
+        rungs, g0 = (n + 1) // 2, k * self.rungs
+        a, b = src - base, dst - base
+        r0, side = divmod(a, 2)
+        r1, side1 = divmod(b, 2)
+        # a missing chip on side 1 of the last rung: travel on side 0
+        if 2 * r1 + side >= n or 2 * r0 + side >= n:
+            side = 0
+        path = []
+        if side != a % 2:
+            path.append(("pair", g0 + r0, a % 2))
+        up = (r1 - r0) % rungs
+        down = (r0 - r1) % rungs
+        wrap = ("rail", side, g0 + rungs - 1, g0) in self.bw
+        if wrap:
+            step = 1 if up <= down else -1
+            steps = min(up, down)
+        else:
+            step = 1 if r1 >= r0 else -1
+            steps = abs(r1 - r0)
+        r = r0
+        for _ in range(steps):
+            nr = (r + step) % rungs
+            path.append(("rail", side, g0 + r, g0 + nr))
+            r = nr
+        if side != side1:
+            path.append(("pair", g0 + r1, side))
+        return path

@@ -137,6 +137,9 @@ class System:
     ``link_message_bytes``: link time one message (a contiguous region sent to one tile of another
     chip) occupies beyond its payload, in bytes at the link rate; workloads that count messages add
     it to their flows' bytes. 0 unless a preset gives measured evidence.
+    ``chips_per_rack`` / ``gw_link_bytes_per_s``: beyond ``chips_per_rack`` chips the ladders of
+    the racks are joined by GW-Links (a ring of racks, one link per IPU-Machine and direction;
+    :class:`tilesim.fabric.LadderLinks`); 0: one ladder over every chip.
     """
 
     chips: int
@@ -153,6 +156,8 @@ class System:
     host_latency_s: float
     global_sync_fixed_cycles: int = 0
     link_message_bytes: float = 0.0
+    chips_per_rack: int = 0            # chips joined by IPU-Links in one rack; 0: every chip (tilesim.fabric.LadderLinks)
+    gw_link_bytes_per_s: float = 0.0   # one GW-Link between racks, per direction
 
     def __post_init__(self):
         if self.topology not in TOPOLOGIES:
@@ -162,10 +167,15 @@ class System:
                                    "host_bytes_per_s", "link_latency_s", "host_latency_s",
                                    "pair_links", "vertical_links", "wrap_links", "links_per_chip",
                                    "global_sync_ns_per_hop", "global_sync_fixed_cycles",
-                                   "link_message_bytes"],
+                                   "link_message_bytes", "chips_per_rack", "gw_link_bytes_per_s"],
                   allow_zero=("link_latency_s", "host_latency_s", "wrap_links", "global_sync_ns_per_hop",
                               "links_per_chip", "global_sync_fixed_cycles",
-                              "link_message_bytes"))
+                              "link_message_bytes", "chips_per_rack", "gw_link_bytes_per_s"))
+        if 0 < self.chips_per_rack < self.chips and (self.chips_per_rack % 4 or self.gw_link_bytes_per_s <= 0):
+            raise ConfigError(config_message("system.chips_per_rack", self.chips_per_rack,
+                                             "must be a multiple of 4 (whole IPU-Machines) with gw_link_bytes_per_s > 0 "
+                                             f"when the system's {self.chips} chips span racks",
+                                             "set system.gw_link_bytes_per_s (e.g. 12.5e9: one 100 Gbps GW-Link)"))
         if self.link_efficiency > 1:
             raise ConfigError(config_message("system.link_efficiency", self.link_efficiency,
                                              "must be in (0, 1]"))
