@@ -66,7 +66,8 @@ read at dt = 1 ms gives α = exp(−1) = 0.37; Norse 1.1's ``LIFBoxCell`` export
 usually mean a dt or time unit other than the one the graph was trained with. (Norse's own
 step, α = 1 − 1e-3·tau_mem_inv, is what forward Euler at dt = 1e-6 gives from its exported
 τ = 1e-3/tau_mem_inv; the warning says so for a LIF graph with Norse's r = 1 and τ < dt. Its
-``LIFCell`` at that dt keeps a synaptic current, exp(−1e-6/5e-6) = 0.82 per step, and is refused.)
+``LIFCell`` at that dt keeps a synaptic current, 1 − 1e-6/5e-6 = 0.8 per step (Norse's own
+synaptic decay), and is refused.)
 
 Refused, with the reason: ``LI``/``I``/``CubaLI`` (non-spiking; the output layer is a spiking LIF counted
 over time), ``Delay``, ``Conv1d``/``Conv2d``, ``Flatten``, pooling, ``Scale``, ``Threshold``,
