@@ -39,3 +39,20 @@ def test_slices_counters_flows_and_tiles(round2):
     assert doc["otherData"]["tile_tracks"][0] == round2.tiles_per_chip + 2
     tracks = [e for e in ev if e["ph"] == "M" and e["name"] == "thread_name" and e["tid"] > 0]
     assert any(e["pid"] == 1 and "tile 2 (critical)" == e["args"]["name"] for e in tracks)
+
+
+def test_run_trace_tiles_option():
+    import pytest
+
+    from models.snn.options import RunOptions
+    from models.snn.run import run_training
+    from tilesim.errors import ConfigError
+    kw = dict(layers="40-24-4", caps="8-2", batch=4, timesteps=8, steps=1, memory_check="report")
+    s = run_training(RunOptions(trace_tiles="5-7", **kw))
+    assert s.artifacts.trace_tiles == (5, 7)
+    doc = trace_events(s.artifacts.result, s.artifacts.program, s.artifacts.trace_tiles)
+    assert doc["otherData"]["tile_tracks"] == [5, 7]
+    default = run_training(RunOptions(**kw)).artifacts
+    assert default.trace_tiles == critical_tiles(default.result)
+    with pytest.raises(ConfigError, match="--trace-tiles"):
+        run_training(RunOptions(trace_tiles="99999", **kw))
