@@ -83,7 +83,8 @@ def tile_heatmap(values, path, rows: int, cols: int, title: str, label: str, vma
         shown = [int(np.nanargmax(values)) // tpc]
     n = len(shown) + (C > MAX_CHIP_PANELS)
     pw = 9.0 if n == 1 else 5.2                     # inches per panel
-    fig, axes = plt.subplots(1, n, figsize=(pw * n + 0.8, pw * rows / cols + 1.6), squeeze=False)
+    fig, axes = plt.subplots(1, n, figsize=(pw * n + 0.8, pw * rows / cols + 1.6), squeeze=False,
+                             layout="constrained")
     axes = axes[0]
     im = None
     for ax, c in zip(axes, shown):
