@@ -82,10 +82,13 @@ def tile_heatmap(values, path, rows: int, cols: int, title: str, label: str, vma
     else:
         shown = [int(np.nanargmax(values)) // tpc]
     n = len(shown) + (C > MAX_CHIP_PANELS)
-    pw = 9.0 if n == 1 else 5.2                     # inches per panel
-    fig, axes = plt.subplots(1, n, figsize=(pw * n + 0.8, pw * rows / cols + 1.6), squeeze=False,
+    pw = 9.0 if n == 1 else 5.6                     # inches per panel; 3-4 chips as a 2 x 2 grid
+    gr, gc = (2, 2) if n > 2 else (1, n)
+    fig, axes = plt.subplots(gr, gc, figsize=(pw * gc + 0.8, gr * (pw * rows / cols + 0.75) + 0.5), squeeze=False,
                              layout="constrained")
-    axes = axes[0]
+    axes = axes.ravel()
+    for ax in axes[n:]:
+        ax.axis("off")
     im = None
     for ax, c in zip(axes, shown):
         v = values[c * tpc:(c + 1) * tpc]
@@ -116,7 +119,7 @@ def tile_heatmap(values, path, rows: int, cols: int, title: str, label: str, vma
         ax.set_title(f"all {C} chips", fontsize=9)
         ax.legend(fontsize=7, loc="lower right")
     fig.suptitle(title, fontsize=10)
-    fig.colorbar(im, ax=list(axes[:len(shown)]), fraction=0.03 if n == 1 else 0.02, label=label)
+    fig.colorbar(im, ax=list(axes[:len(shown)]), fraction=0.03 if n == 1 else 0.025, label=label)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return Path(path)
