@@ -30,6 +30,7 @@ from models.snn.timing import (
     _layout,
     applies,
     grad_targets,
+    label_sums,
     place_tiles,
 )
 
@@ -187,10 +188,7 @@ def label_tile_cycles(program) -> np.ndarray:
     """float64 ``[labels, tiles]``: compute cycles of each superstep label summed per tile."""
     if getattr(program, "label_tile_cycles", None) is not None:      # a CompactProgram keeps them
         return program.label_tile_cycles
-    out = np.zeros((len(program.labels), program.compute_cycles.shape[1]))
-    for i in np.unique(program.label_id):
-        out[i] = program.compute_cycles[program.label_id == i].sum(axis=0, dtype=np.float64)
-    return out
+    return label_sums(program.compute_cycles, program.label_id, len(program.labels))
 
 
 def explain_critical(result, config: NetworkConfig, placement: Placement, counters: WorkCounters, machine,

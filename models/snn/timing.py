@@ -69,7 +69,7 @@ fitted by ``tilesim calibrate``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Protocol
 
@@ -92,7 +92,7 @@ from tilesim.program import CompactProgram, Program
 
 __all__ = ["default_costs", "uncalibrated_costs", "compaction_spread", "build_step_program", "predict_step_s", "snn_memory",
            "PHASE_LABELS", "STEPS_PER_EXECUTION", "STEP_ROWS", "StepRow", "Write", "Flow", "Calls", "LayerTerms",
-           "StepShape", "step_shape", "RowSink", "place_tiles", "grad_targets", "applies"]
+           "StepShape", "step_shape", "RowSink", "place_tiles", "grad_targets", "applies", "label_sums"]
 
 STEPS_PER_EXECUTION = 52     # the calibration runs: one device execution per epoch of 52 steps
 
@@ -423,7 +423,17 @@ class StepShape:
 
     def slot(self, j: int, l: int = -1) -> int:
         """The slot of table row ``j`` (for layer ``l`` of a per-layer row)."""
-        return next(k for k, (r, y) in enumerate(zip(self.row, self.layer)) if r == j and y in (l, -1))
+        idx = self._slot_index
+        k = idx.get((j, l))
+        return idx[j, -1] if k is None else k
+
+    @cached_property
+    def _slot_index(self) -> dict:
+        """(table row, layer or -1) -> slot (the first, as a search in slot order finds)."""
+        out: dict = {}
+        for k, (r, y) in enumerate(zip(self.row, self.layer)):
+            out.setdefault((r, y), k)
+        return out
 
     def rows_of(self, k: int) -> np.ndarray:
         """int64 [T] (per time step) or [1] (once): the supersteps of slot ``k``, by time step."""
@@ -587,6 +597,32 @@ class _ChipCalls:
 
     def finish(self):
         return self.calls
+
+
+def label_sums(compute: np.ndarray, label_id: np.ndarray, n_labels: int) -> np.ndarray:
+    """float64 ``[n_labels, tiles]``: the rows of ``compute`` ``[S, tiles]`` summed per label: each
+    run of consecutive rows with one label summed in float64 (a view: no copy), the runs of a
+    label added in order. The dense and the compact program use this one sum."""
+    out = np.zeros((n_labels, compute.shape[1]))
+    if not compute.shape[0]:
+        return out
+    cut = np.flatnonzero(np.diff(label_id) != 0) + 1
+    starts = np.concatenate([[0], cut]).tolist()
+    ends = np.concatenate([cut, [compute.shape[0]]]).tolist()
+    for a, b in zip(starts, ends):
+        out[int(label_id[a])] += compute[a:b].sum(axis=0, dtype=np.float64)
+    return out
+
+
+class _RowsView:
+    """The attributes :func:`tilesim.engine.reduce_tiles` reads of a one-chip program (its rows
+    are built here, not read from a file: no validation pass over them)."""
+
+    def __init__(self, arr: dict, S: int):
+        self.supersteps = S
+        self.compute_cycles, self.bytes_in, self.bytes_out = arr[COMPUTE], arr[IN], arr[OUT]
+        self.exchange_row = np.arange(S, dtype=np.int32)
+        self.transfer_step = np.zeros(0, np.int32)
 
 
 def _chip_rows(shape: StepShape, calls: list, c: int, TPC: int, active: np.ndarray) -> dict:
@@ -790,19 +826,14 @@ def _compact_program(config, placement, counters, machine, costs, name, steps_pe
     n_labels = len(PHASE_LABELS)
     label_tiles = np.zeros((n_labels, C * TPC))
     label_id = meta["label_id"]
-    present = np.unique(label_id)
     for c in range(C):
         arr = _chip_rows(shape, calls[c], c, TPC, active)
-        part = Program.from_arrays(chips=1, tiles_per_chip=TPC, compute_cycles=arr[COMPUTE], labels=PHASE_LABELS,
-                                   label_id=label_id, bytes_in=arr[IN], bytes_out=arr[OUT])
-        w = reduce_tiles(part, one)
+        w = reduce_tiles(_RowsView(arr, S), one)
         comp[:, c], crit[:, c], ex[:, c], ex_tile[:, c] = w.compute[:, 0], w.critical_tile[:, 0], \
             w.exchange[:, 0], w.exchange_tile[:, 0]
         onchip[:, c] = arr[OUT].sum(axis=1, dtype=np.float64)
-        cols = slice(c * TPC, (c + 1) * TPC)
-        for i in present:
-            label_tiles[i, cols] = arr[COMPUTE][label_id == i].sum(axis=0, dtype=np.float64)
-        del arr, part
+        label_tiles[:, c * TPC:(c + 1) * TPC] = label_sums(arr[COMPUTE], label_id, n_labels)
+        del arr
 
     def chip_rows(c: int, _calls=calls, _shape=shape, _tpc=TPC, _active=active):
         arr = _chip_rows(_shape, _calls[c], c, _tpc, _active)
