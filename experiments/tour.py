@@ -370,16 +370,13 @@ def workers(img: Path, quick: bool) -> dict:
 # ---- vertices, codelets, compute sets ------------------------------------------------------------
 def compute_sets(img: Path, quick: bool) -> dict:
     from models.snn.timing import STEP_ROWS, step_shape
-    from tilesim.machine import load_machine
     B, T = (16, 20) if quick else (48, 100)
     cfg = _cfg(batch=B, timesteps=T)
     L = cfg.n_layers
     shape = step_shape(T, L)
-    sets = sum(r.compute_sets.count(L, True) for r in STEP_ROWS)
     rows = [(r.label, r.kind, r.loop, r.compute_sets.count(L, True), r.copies.count(L, True)) for r in STEP_ROWS]
     per_step = sum((T if loop != "once" else 1) * (cs + cp) * (L if r.per_layer else 1)
                    for r, (_, _, loop, cs, cp) in zip(STEP_ROWS, rows))
-    m = load_machine("gc200")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.2))
     y = np.arange(len(rows))
@@ -475,7 +472,7 @@ def ladder(img: Path, quick: bool) -> dict:
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1, 1.2]})
     pos = {c: (c % 2, -(c // 2)) for c in range(C)}
     top = max(used.values()) if used else 1.0
-    for g, bw in lk.bw.items():
+    for g in lk.bw:
         if g[0] == "pair":
             a, b = 2 * g[1] + g[2], 2 * g[1] + 1 - g[2]
         else:

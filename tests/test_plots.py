@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 matplotlib.use("Agg")
-from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.figure import Figure
 
-from tilesim import plots  # noqa: E402
-from tilesim.engine import simulate  # noqa: E402
-from tilesim.program import ProgramBuilder  # noqa: E402
+from tilesim import plots
+from tilesim.engine import simulate
+from tilesim.program import ProgramBuilder
 
 
 @pytest.fixture

@@ -50,7 +50,7 @@ def test_bytes_agree_everywhere(gc200x2):
 
 
 def test_time_by_phase_agrees_and_host_copy_is_host(gc200x2):
-    out, summary = gc200x2
+    out, _ = gc200x2
     s = json.loads((out / "summary.json").read_text())
     total = s["predicted_step_s"]
     assert sum(s["breakdown_s"].values()) == pytest.approx(total, rel=1e-9)
@@ -73,9 +73,9 @@ def test_time_by_phase_agrees_and_host_copy_is_host(gc200x2):
 
 
 def test_booking_keeps_the_predicted_total():
-    from models.snn.retime import retime
     from models.snn.network import NetworkConfig
     from models.snn.placing import place
+    from models.snn.retime import retime
     from tilesim.engine import simulate
     from tilesim.machine import load_machine
     cfg = NetworkConfig(layers=(64, 32, 4), batch=4, timesteps=6, activity="fixed", caps=(8, 2))
