@@ -24,6 +24,7 @@ import os
 import resource
 import sys
 from dataclasses import dataclass
+from functools import lru_cache
 
 from models.snn.network import NetworkConfig
 from tilesim.errors import ConfigError, config_message
@@ -109,13 +110,19 @@ def estimate_for_options(options) -> HostMemoryEstimate | None:
     if getattr(options, "model", None):
         return None
     from models.snn.options import network_fields
-    from tilesim.machine import load_machine
     try:
         config = NetworkConfig(**{name: getattr(options, name) for name in network_fields()})
-        machine = load_machine(options.machine, options.chips)
+        machine = _machine(options.machine, options.chips)
     except ConfigError:
         return None
     return estimate_host_memory(config, machine)
+
+
+@lru_cache(maxsize=64)
+def _machine(name, chips):
+    """The machine of a run's options (a sweep checks every point: read each file once)."""
+    from tilesim.machine import load_machine
+    return load_machine(name, chips)
 
 
 def _meminfo_available() -> float | None:
