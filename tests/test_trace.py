@@ -56,3 +56,16 @@ def test_run_trace_tiles_option():
     assert default.trace_tiles == critical_tiles(default.result)
     with pytest.raises(ConfigError, match="--trace-tiles"):
         run_training(RunOptions(trace_tiles="99999", **kw))
+
+
+def test_digest_work_leaves_host_booked_supersteps_out(round2):
+    from tilesim.records import ProgramDigest
+    b = ProgramBuilder(round2.chips, round2.tiles_per_chip, "work and host copy")
+    n = round2.chips * round2.tiles_per_chip
+    b.superstep("work", compute_cycles=np.full(n, 10.0), sync="all")
+    b.superstep("host: copy", compute_cycles=np.full(n, 1000.0), sync="all")
+    p = b.build()
+    assert ProgramDigest.of(p).work_cycles.tolist() == [1010.0] * n
+    assert ProgramDigest.of(p, host_labels=("host: copy",)).work_cycles.tolist() == [10.0] * n
+    res = simulate(p, round2).book_as_host(("host: copy",))
+    assert res.breakdown_s()["compute"] * round2.clock_hz == 10.0 and res.total_s == simulate(p, round2).total_s

@@ -273,25 +273,24 @@ class ProgramDigest:
                                            # layer, 1-based; 0 = none), outlined in the pictures
 
     @classmethod
-    def of(cls, program, tiles=()) -> ProgramDigest:
-        """The digest of ``program`` keeping the compute of global ``tiles`` per superstep."""
+    def of(cls, program, tiles=(), host_labels=()) -> ProgramDigest:
+        """The digest of ``program`` keeping the compute of global ``tiles`` per superstep.
+        ``work_cycles`` leaves out the supersteps labelled one of ``host_labels`` (their compute
+        is booked as host time: :meth:`SimResult.book_as_host`, :attr:`SimResult.host_labels`)."""
         if isinstance(program, ProgramDigest):
             return program
+        host_ids = [i for i, lab in enumerate(program.labels) if lab in set(host_labels)]
         if hasattr(program, "tile_compute"):        # a CompactProgram: no [S, tiles] arrays to read
-            return cls._of_compact(program, tiles)
+            return cls._of_compact(program, tiles, host_ids)
         S, C, T = program.supersteps, program.chips, program.tiles_per_chip
         tiles = tuple(int(t) for t in tiles)
-        if not hasattr(program, "compute_cycles"):      # a compact program (no [S, tiles] arrays)
-            work, tile_cycles = program.work_cycles(), program.tile_compute(tiles)
-            onchip = np.asarray(program.onchip_bytes, np.float64)
-        else:
-            work = program.compute_cycles.sum(axis=0, dtype=np.float64)
-            tile_cycles = program.compute_cycles[:, list(tiles)].astype(np.float64)
-            onchip = np.zeros((S, C))
-            has = program.exchange_row >= 0
-            if has.any():
-                bo = program.bytes_out.reshape(-1, C, T).sum(axis=2, dtype=np.float64)
-                onchip[has] = bo[program.exchange_row[has]]
+        work = program.compute_cycles[~np.isin(program.label_id, host_ids)].sum(axis=0, dtype=np.float64)
+        tile_cycles = program.compute_cycles[:, list(tiles)].astype(np.float64)
+        onchip = np.zeros((S, C))
+        has = program.exchange_row >= 0
+        if has.any():
+            bo = program.bytes_out.reshape(-1, C, T).sum(axis=2, dtype=np.float64)
+            onchip[has] = bo[program.exchange_row[has]]
         per_label = np.zeros((len(program.labels), C))
         np.add.at(per_label, program.label_id, onchip)
         links = np.zeros((C, C))
@@ -302,15 +301,17 @@ class ProgramDigest:
                           program.flow_bytes.copy()))
 
     @classmethod
-    def _of_compact(cls, program, tiles) -> ProgramDigest:
+    def _of_compact(cls, program, tiles, host_ids=()) -> ProgramDigest:
         """:meth:`of` a :class:`tilesim.program.CompactProgram` (same numbers, from its chip sums)."""
         C = program.chips
+        per_label_work = np.array(program.label_tile_cycles, np.float64, copy=True)
+        per_label_work[list(host_ids)] = 0.0
         tiles = tuple(int(t) for t in tiles)
         per_label = np.zeros((len(program.labels), C))
         np.add.at(per_label, program.label_id, program.onchip_bytes)
         links = np.zeros((C, C))
         np.add.at(links, (program.flow_src, program.flow_dst), program.flow_bytes)
-        return cls(work_cycles=program.work_cycles(), tiles=tiles, tile_cycles=program.tile_compute(tiles),
+        return cls(work_cycles=per_label_work.sum(axis=0), tiles=tiles, tile_cycles=program.tile_compute(tiles),
                    onchip_bytes=program.onchip_bytes.copy(), label_chip_bytes=per_label, link_bytes=links,
                    flows=(program.flow_step.copy(), program.flow_src.copy(), program.flow_dst.copy(),
                           program.flow_bytes.copy()))

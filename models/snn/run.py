@@ -215,7 +215,7 @@ def _train(options, config, machine, placement, costs, state, ds, progress) -> _
         out.results.append(sim)
         out.counters.append(res.counters.totals_only())
         out.programs.append(label_tile_cycles(program))
-        out.digests.append(ProgramDigest.of(program, options.trace_tiles or critical_tiles(sim)))
+        out.digests.append(ProgramDigest.of(program, options.trace_tiles or critical_tiles(sim), sim.host_labels))
         log.info("step %d/%d: loss %.4f, predicted %.3f ms on %s, %.2f s of simulator time", step + 1,
                  options.steps, float(res.loss), sim.total_s * 1e3, machine.name, out.walls[-1])
         if progress:
