@@ -19,7 +19,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -1,6 +1,5 @@
 """Issue 19: the results store refuses other programs' databases untouched, reports damaged ones in
 one line, and leases points so two sweeps never compute the same one."""
-import os
 import sqlite3
 import subprocess
 import sys

@@ -138,6 +138,24 @@ class ResultStore:
                 f"has a 'points' table without the column(s) {', '.join(missing)} (damaged or from another program)"
             raise ConfigError(config_message("results database", str(path), what, _FIX))
 
+    @classmethod
+    def check_file(cls, path) -> None:
+        """Refuse an existing file that is not SQLite or belongs to another program, without
+        writing to it (a store being created by another sweep right now passes)."""
+        self = cls.__new__(cls)
+        self.path = Path(path)
+        try:
+            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=60.0)
+        except sqlite3.Error as exc:
+            raise ConfigError(config_message("results database", str(path), f"cannot be opened ({exc})", _FIX)) from None
+        try:
+            self._check_owner()
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(config_message("results database", str(path), f"is not an SQLite database ({exc})",
+                                             _FIX)) from None
+        finally:
+            self._db.close()
+
     def _check_owner(self) -> None:
         """Refuse a database that belongs to another program: another application id, or tables
         other than a tilesim store's (an empty file or a new one is fine)."""
@@ -149,7 +167,7 @@ class ResultStore:
                                              f"belongs to another program (application id {app:#x})", _FIX))
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
         other = sorted(tables - _TABLES)
-        if other or (tables and "points" not in tables):
+        if other or (tables - {"meta"} and "points" not in tables):
             raise ConfigError(config_message("results database", str(self.path),
                                              f"is not a tilesim results store (it has the table(s) "
                                              f"{', '.join(other or sorted(tables))})", _FIX))

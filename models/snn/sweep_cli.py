@@ -108,7 +108,7 @@ def cmd_sweep(args) -> int:
     """``tilesim sweep``: validate the file and every point, then run the points on dask."""
     check_output_path(args.db, "--db", "file")
     if Path(args.db).is_file():                  # another program's database is refused untouched
-        ResultStore(args.db, create=False).close()
+        ResultStore.check_file(args.db)
     workers = None if args.workers is None or args.scheduler else check_workers(args.workers)
     spec = load_sweep(args.sweep, allowed=option_names(), forbidden=FORBIDDEN)
     n = spec.count()
