@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 from models.snn import data as D
-from models.snn.diagnose import (Finding, LayerStats, StepRecord, check_depth, diagnose)
-from models.snn.network import (NetworkConfig, SecondThresholdSchedule, compute_gradients, init_network,
-                                train)
+from models.snn.diagnose import Finding, LayerStats, StepRecord, check_depth, diagnose
+from models.snn.network import NetworkConfig, SecondThresholdSchedule, compute_gradients, init_network, train
 from tilesim.errors import ConfigError
 
 ISSUE = dict(batch=16, timesteps=40, max_activity=0.2, input_cap=24, optimizer="adam", lr=0.003)
@@ -33,7 +32,7 @@ def test_defaults_learn(layers, seed):
     """Last 5 steps' mean loss >= 40 % below the first 5, training accuracy of the last 5 >= 0.6
     (with the old defaults — output ϑ2 0.9, weight_mul 2, no schedule — the issue's run stays at
     ln 5 for all 80 steps)."""
-    cfg, run = _run(layers, seed)
+    _, run = _run(layers, seed)
     loss, acc = run.losses, run.accuracies
     assert loss[-5:].mean() <= 0.6 * loss[:5].mean(), (loss[:5], loss[-5:])
     assert acc[-5:].mean() >= 0.6, acc[-5:]
@@ -43,7 +42,7 @@ def test_defaults_learn(layers, seed):
 def test_dead_output_is_diagnosed_once_with_layer_activity_theta_and_fix():
     """The issue's failure (output ϑ2 0.9, weight_mul 2.0, constant ϑ2): the output never spikes and
     has no gradient entry, the loss stays at ln 5; one finding each, naming layer, ϑ2 and the fix."""
-    cfg, run = _run("120-96-64-5", 1, steps=12, output_second_threshold=0.9, weight_mul=2.0,
+    _, run = _run("120-96-64-5", 1, steps=12, output_second_threshold=0.9, weight_mul=2.0,
                     second_threshold_schedule=None)
     assert np.allclose(run.losses, math.log(5))
     kinds = [f.kind for f in run.findings]

@@ -148,7 +148,7 @@ def synthetic(layers, n_samples: int, timesteps: int, seed: int = 0, active_frac
     require(n_samples >= 1, "n_samples", n_samples, "must be >= 1")
     require(0 < active_fraction <= 1, "active_fraction", active_fraction, "must be in (0, 1]")
     if spikes_per_channel is None:
-        spikes_per_channel = max(1, int(round(SYNTHETIC_CHANNEL_RATE * timesteps)))
+        spikes_per_channel = max(1, round(SYNTHETIC_CHANNEL_RATE * timesteps))
     require(spikes_per_channel >= 1, "spikes_per_channel", spikes_per_channel, "must be >= 1")
     rng = np.random.default_rng(seed)
     templates = []

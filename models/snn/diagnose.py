@@ -25,7 +25,7 @@ import numpy as np
 
 from tilesim.errors import require
 
-__all__ = ["LayerStats", "StepRecord", "Finding", "layer_stats", "check_depth", "diagnose"]
+__all__ = ["Finding", "LayerStats", "StepRecord", "check_depth", "diagnose", "layer_stats"]
 
 #: consecutive steps a layer must be silent (or saturated) before it is reported
 WINDOW = 5
@@ -104,7 +104,7 @@ class StepRecord:
     layers: tuple
 
     @classmethod
-    def from_result(cls, step: int, result) -> "StepRecord":
+    def from_result(cls, step: int, result) -> StepRecord:
         """The record of a :class:`models.snn.network.StepResult`."""
         return cls(int(step), float(result.loss), float(result.accuracy), tuple(result.layer_stats))
 
@@ -240,7 +240,7 @@ def diagnose(history, config=None, window: int = WINDOW) -> tuple:
                 break
     losses = np.array([r.loss for r in hist])
     if len(hist) >= window:
-        for i in range(0, len(hist) - window + 1):
+        for i in range(len(hist) - window + 1):
             tail = losses[i:]
             if np.ptp(tail) < FLAT_LOSS and tail[0] > 0.01:      # 0: learned, not stuck
                 n_classes = config.layers[-1] if config is not None else None

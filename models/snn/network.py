@@ -46,8 +46,8 @@ from functools import cached_property
 import numpy as np
 
 from models.snn import kernels as K
+from models.snn.counters import Activity, LayerWork, LocalTiles, WorkCounters, layer_counters
 from models.snn.diagnose import layer_stats
-from models.snn.counters import (Activity, LayerWork, LocalTiles, WorkCounters, layer_counters)
 from models.snn.placement import Placement, contiguous_placement
 from models.snn.spikes import SpikeList, dense_to_input_list, initial_list
 from tilesim.errors import MappingError, require
@@ -120,7 +120,7 @@ class SecondThresholdSchedule:
 
     def value(self, target: float, step: int) -> float:
         """ϑ2 after ``step`` updates for a layer whose final value is ``target``."""
-        return float(target + (self.start - target) * (1.0 - self.rate) ** max(int(step), 0))
+        return float(target + (self.start - target) * (1.0 - self.rate) ** max(step, 0))
 
 
 @dataclass(frozen=True)
@@ -267,7 +267,7 @@ class NetworkConfig:
             return self.second_thresholds
         return tuple(sched.value(th, step) for th in self.second_thresholds)
 
-    def at_step(self, step: int) -> "NetworkConfig":
+    def at_step(self, step: int) -> NetworkConfig:
         """This configuration with ϑ2 fixed at the values of step ``step`` and no schedule (what
         that step computes with and is timed with)."""
         if self.second_threshold_schedule is None:
