@@ -507,6 +507,19 @@ def _cols(tiles):
     return tiles
 
 
+class _SlotViews(dict):
+    """(array, slot) -> the slot's row view of that array (:meth:`StepShape.view`), made on first use."""
+
+    def __init__(self, shape: StepShape, arrays: dict):
+        super().__init__()
+        self.shape, self.arrays = shape, arrays
+
+    def __missing__(self, key):
+        a, k = key
+        v = self[key] = self.shape.view(self.arrays[a], k)
+        return v
+
+
 class _DenseRows:
     """The program's [S, tiles] arrays, written through per-slot row views (:meth:`StepShape.view`)
     (a :class:`RowSink`)."""
@@ -515,7 +528,7 @@ class _DenseRows:
         self.C, self.TPC, self.active = C, TPC, active
         self.c0, self.off = first_chip, first_chip * TPC   # a window of C chips from ``first_chip``
         self.arrays = {a: np.zeros((shape.supersteps, C * TPC), np.float32) for a in ARRAYS}
-        self.views = {(a, k): shape.view(arr, k) for a, arr in self.arrays.items() for k in range(len(shape.row))}
+        self.views = _SlotViews(shape, self.arrays)   # made on first use: a chip window touches few slots
         self.acc: dict = {}
         self.uniq: dict = {}             # tile set (bytes) -> (distinct tiles, multiplicities)
 
