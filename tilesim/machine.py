@@ -23,10 +23,22 @@ FABRIC_KINDS = ("all-to-all", "mesh")
 TOPOLOGIES = ("ladder",)
 
 
+def _example(field: str) -> str:
+    """The fix for a bad machine field: the value a shipped preset uses (gc200; mesh-demo for mesh
+    fields), and how to print a whole valid file."""
+    section, _, name = field.partition(".")
+    for preset in ("gc200", "mesh-demo"):
+        value = loads_toml(preset_text(preset)).get(section, {}).get(name)
+        if value is not None:
+            return (f"e.g. {name} = {value!r} as in the {preset} preset "
+                    f"(tilesim machines {preset} --toml prints a valid file)")
+    return "see tilesim machines gc200 --toml for a valid file"
+
+
 def _check_fields(cls, section: str, data: dict) -> dict:
     """Reject unknown and missing keys, and values of the wrong type, naming the field."""
     if not isinstance(data, dict):
-        raise ConfigError(config_message(section, data, "must be a table"))
+        raise ConfigError(config_message(section, data, "must be a table", f"write it as a [{section}] table"))
     known = {f.name: f for f in fields(cls)}
     for key in data:
         if key not in known:
@@ -47,16 +59,16 @@ def _check_fields(cls, section: str, data: dict) -> dict:
                 if isinstance(value, float) and value.is_integer():
                     value = int(value)
                 else:
-                    raise ConfigError(config_message(f"{section}.{name}", value, "must be an integer"))
+                    raise ConfigError(config_message(f"{section}.{name}", value, "must be an integer", _example(f"{section}.{name}")))
         elif kind in ("float", float):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(config_message(f"{section}.{name}", value, "must be a number"))
+                raise ConfigError(config_message(f"{section}.{name}", value, "must be a number", _example(f"{section}.{name}")))
             value = float(value)
             if not math.isfinite(value):
-                raise ConfigError(config_message(f"{section}.{name}", value, "must be finite"))
+                raise ConfigError(config_message(f"{section}.{name}", value, "must be finite", _example(f"{section}.{name}")))
         elif kind in ("str", str):
             if not isinstance(value, str):
-                raise ConfigError(config_message(f"{section}.{name}", value, "must be a string"))
+                raise ConfigError(config_message(f"{section}.{name}", value, "must be a string", _example(f"{section}.{name}")))
         out[name] = value
     return out
 
@@ -66,9 +78,9 @@ def _positive(section: str, obj, names, allow_zero=()):
         v = getattr(obj, n)
         if n in allow_zero:
             if v < 0:
-                raise ConfigError(config_message(f"{section}.{n}", v, "must be >= 0"))
+                raise ConfigError(config_message(f"{section}.{n}", v, "must be >= 0", _example(f"{section}.{n}")))
         elif v <= 0:
-            raise ConfigError(config_message(f"{section}.{n}", v, "must be > 0"))
+            raise ConfigError(config_message(f"{section}.{n}", v, "must be > 0", _example(f"{section}.{n}")))
 
 
 @dataclass(frozen=True)
@@ -96,7 +108,7 @@ class Chip:
                                  "exchange_fixed_cycles", "sync_cycles"],
                   allow_zero=("supervisor_overhead_cycles", "exchange_fixed_cycles", "sync_cycles"))
         if self.tiles > 1 << 20:
-            raise ConfigError(config_message("chip.tiles", self.tiles, "must be <= 1048576"))
+            raise ConfigError(config_message("chip.tiles", self.tiles, "must be <= 1048576", _example("chip.tiles")))
 
 
 @dataclass(frozen=True)
@@ -117,7 +129,7 @@ class Fabric:
     def __post_init__(self):
         if self.kind not in FABRIC_KINDS:
             raise ConfigError(config_message("fabric.kind", self.kind,
-                                             f"must be one of {', '.join(FABRIC_KINDS)}"))
+                                             f"must be one of {', '.join(FABRIC_KINDS)}", "e.g. kind = \"all-to-all\" (the IPU)"))
         if self.kind == "mesh":
             _positive("fabric", self, ["cols", "rows", "link_bytes_per_cycle", "hop_cycles"],
                       allow_zero=("hop_cycles",))
@@ -162,7 +174,7 @@ class System:
     def __post_init__(self):
         if self.topology not in TOPOLOGIES:
             raise ConfigError(config_message("system.topology", self.topology,
-                                             f"must be one of {', '.join(TOPOLOGIES)}"))
+                                             f"must be one of {', '.join(TOPOLOGIES)}", "write topology = \"ladder\""))
         _positive("system", self, ["chips", "link_bytes_per_s", "link_efficiency",
                                    "host_bytes_per_s", "link_latency_s", "host_latency_s",
                                    "pair_links", "vertical_links", "wrap_links", "links_per_chip",
@@ -178,9 +190,9 @@ class System:
                                              "set system.gw_link_bytes_per_s (e.g. 12.5e9: one 100 Gbps GW-Link)"))
         if self.link_efficiency > 1:
             raise ConfigError(config_message("system.link_efficiency", self.link_efficiency,
-                                             "must be in (0, 1]"))
+                                             "must be in (0, 1]", _example("system.link_efficiency")))
         if self.chips > 4096:
-            raise ConfigError(config_message("system.chips", self.chips, "must be <= 4096"))
+            raise ConfigError(config_message("system.chips", self.chips, "must be <= 4096", "e.g. chips = 64 (an IPU-POD64)"))
 
 
 @dataclass(frozen=True)
@@ -219,7 +231,7 @@ class Machine:
     def with_chips(self, chips: int) -> "Machine":
         """The same machine with ``chips`` chips (a longer or shorter ladder)."""
         if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1 or chips > 4096:
-            raise ConfigError(config_message("chips", chips, "must be an integer in 1..4096"))
+            raise ConfigError(config_message("chips", chips, "must be an integer in 1..4096", "e.g. --chips 16"))
         if chips == self.chips:
             return self
         return replace(self, name=f"{self.name}[{chips} chips]", system=replace(self.system, chips=chips))
@@ -295,7 +307,8 @@ def preset_text(name: str) -> str:
 def machine_from_dict(data: dict, source: str = "machine") -> Machine:
     """Build a :class:`Machine` from a parsed TOML table; raises :class:`ConfigError`."""
     if not isinstance(data, dict):
-        raise ConfigError(config_message(source, data, "must be a table"))
+        raise ConfigError(config_message(source, data, "must be a table",
+                                         "tilesim machines gc200 --toml prints a valid file"))
     allowed = {"name", "description", "chip", "fabric", "system"}
     for key in data:
         if key not in allowed:
@@ -307,7 +320,7 @@ def machine_from_dict(data: dict, source: str = "machine") -> Machine:
                                              "print a preset with 'tilesim machines gc200 --toml' and edit it"))
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name:
-        raise ConfigError(config_message("name", name, "must be a non-empty string"))
+        raise ConfigError(config_message("name", name, "must be a non-empty string", "e.g. name = \"mychip\""))
     chip = Chip(**_check_fields(Chip, "chip", data["chip"]))
     fabric = Fabric(**_check_fields(Fabric, "fabric", data["fabric"]))
     system = System(**_check_fields(System, "system", data["system"]))
