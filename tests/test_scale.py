@@ -191,3 +191,31 @@ def test_racks_beyond_64_chips_are_joined_by_gw_links():
     assert done[0] == pytest.approx(nbytes / gw + links.latency_cycles * len(r))
     with pytest.raises(ConfigError, match="chips_per_rack"):
         replace(m.system, chips_per_rack=6)
+
+
+def test_small_layers_run_on_one_thread_with_the_same_result():
+    """Below PARALLEL_MIN_ENTRIES per layer the step runs its kernels on one thread (the thread
+    count is restored after); gradients are bit-identical to every thread's."""
+    import numba
+
+    from models.snn import kernels as K
+    from models.snn.network import _compute_gradients
+    cfg, m, pl, st, sp, lab = _step((64, 200, 150, 120, 100, 10), 1, True, "sgd")
+    before = numba.get_num_threads()
+    seen = []
+    orig = K.lif_forward_recurrent
+
+    def spy(*a, **k):
+        seen.append(numba.get_num_threads())
+        return orig(*a, **k)
+    K.lif_forward_recurrent = spy
+    try:
+        r1 = compute_gradients(st, sp, lab)
+    finally:
+        K.lif_forward_recurrent = orig
+    assert seen and set(seen) == {1} and numba.get_num_threads() == before
+    st2 = init_network(cfg, pl)
+    r2 = _compute_gradients(st2, sp, lab)                    # every thread
+    for a, b in zip(r1.grads[0] + [v for v in r1.grads[1] if v is not None],
+                    r2.grads[0] + [v for v in r2.grads[1] if v is not None]):
+        np.testing.assert_array_equal(a, b)

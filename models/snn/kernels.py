@@ -17,6 +17,8 @@ counters. Notation (one layer, ``N_in`` inputs, ``N`` neurons, list capacity ``n
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numba
 import numpy as np
 from numba import prange
@@ -24,6 +26,31 @@ from numba import prange
 from models.snn.jit import COLUMN_ALIGN, PARALLEL, SERIAL
 from models.snn.spikes import SpikeList
 from tilesim.errors import require
+
+# Entries (time steps x samples x neurons) a layer must have for its kernels to run on every
+# thread: below, a parallel region's fork and join cost more than the work. Measured on the
+# 2-core development machine (2026-11, issue 15): a 770-layer network of 984-neuron layers at
+# T 10, B 24 (236k entries per layer) took 3.4 s per step on one thread, the same on two idle
+# cores, and 21 s on two threads while another process held one core (every region waits for
+# its descheduled thread). The 2-layer demo (100 x 48 x 1460 = 7M entries) keeps every thread.
+PARALLEL_MIN_ENTRIES = 1_000_000
+
+
+@contextmanager
+def threads_for(entries: int):
+    """``with threads_for(entries):`` the kernels called inside use every thread if ``entries``
+    (the largest layer's T x B x N) reaches :data:`PARALLEL_MIN_ENTRIES`, else one; the thread
+    count is restored afterwards. The kernels' results do not depend on it (fixed summation
+    order, no write races)."""
+    before = numba.get_num_threads()
+    if entries < PARALLEL_MIN_ENTRIES and before > 1:
+        numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if numba.get_num_threads() != before:
+            numba.set_num_threads(before)
+
 
 def column_block(n_columns: int) -> int:
     """Columns per work item of the weight-gradient scatter: one share per thread, rounded up
