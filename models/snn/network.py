@@ -413,7 +413,7 @@ def spike_count_loss(out: SpikeList, n_classes: int, labels: np.ndarray):
 def compute_gradients(state: NetworkState, batch_spikes, labels, *, per_step_counters: bool = False,
                       placement: Placement | None = None, update: bool = False):
     """Forward and backward of one batch (see :func:`_compute_gradients`); kernels of small layers
-    run on one thread (:class:`models.snn.kernels.threads_for`)."""
+    run on one thread (:func:`models.snn.kernels.threads_for`)."""
     cfg = state.config
     with K.threads_for(cfg.timesteps * cfg.batch * max(cfg.layers[1:])):
         return _compute_gradients(state, batch_spikes, labels, per_step_counters=per_step_counters,
