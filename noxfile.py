@@ -3,6 +3,7 @@
 ``nox -s tests`` runs every interpreter found on the machine; ``nox -s tests-3.10`` one of them.
 Each session installs the package with its ``dev`` extra into its own virtual environment.
 """
+
 import nox
 
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]

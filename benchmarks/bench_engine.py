@@ -6,6 +6,7 @@ in this process. Target (issue 2): ratio <= 3 - the engine adds little over touc
 
     python benchmarks/bench_engine.py [--supersteps 20000] [--chips 16] [--repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,15 +30,22 @@ def make_program(machine, S: int, seed: int = 0) -> Program:
     bytes_out = rng.random((S, N), dtype=np.float32)
     bytes_out *= 512
     scope = np.full(S, SYNC_ALL, np.int32)
-    scope[(np.arange(S) // 10) % 4 == 3] = SYNC_CHIP           # runs of chip-local supersteps
+    scope[(np.arange(S) // 10) % 4 == 3] = SYNC_CHIP  # runs of chip-local supersteps
     flow_steps = np.flatnonzero((np.arange(S) % 50 == 0) & (scope == SYNC_ALL))
     fs = np.repeat(flow_steps, C)
     src = np.tile(np.arange(C), flow_steps.size)
     dst = (src + 1) % C
     fb = np.full(fs.size, 64 * 1024.0)
-    return Program.from_arrays(chips=C, tiles_per_chip=T, compute_cycles=compute, sync_scope=scope,
-                               bytes_in=bytes_in, bytes_out=bytes_out,
-                               flows=(fs, src, dst, fb), name="bench")
+    return Program.from_arrays(
+        chips=C,
+        tiles_per_chip=T,
+        compute_cycles=compute,
+        sync_scope=scope,
+        bytes_in=bytes_in,
+        bytes_out=bytes_out,
+        flows=(fs, src, dst, fb),
+        name="bench",
+    )
 
 
 def baseline(p: Program) -> float:
@@ -58,8 +66,10 @@ def main(argv=None) -> int:
     m = load_machine("pod16", chips=a.chips)
     t0 = time.perf_counter()
     p = make_program(m, a.supersteps)
-    print(f"program: {p.supersteps} supersteps x {m.chips} chips x {m.tiles_per_chip} tiles, "
-          f"{p.flow_step.size} flows, {p.nbytes() / 2**30:.2f} GiB, built in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"program: {p.supersteps} supersteps x {m.chips} chips x {m.tiles_per_chip} tiles, "
+        f"{p.flow_step.size} flows, {p.nbytes() / 2**30:.2f} GiB, built in {time.perf_counter() - t0:.1f} s"
+    )
     ratios = []
     for _ in range(a.repeats):
         tb = baseline(p)
@@ -67,11 +77,15 @@ def main(argv=None) -> int:
         r = simulate(p, m)
         te = time.perf_counter() - t0
         ratios.append(te / tb)
-        print(f"  engine {te:.3f} s   numpy reduction {tb:.3f} s   ratio {te / tb:.2f}   "
-              f"(simulated {r.total_s * 1e3:.2f} ms)")
+        print(
+            f"  engine {te:.3f} s   numpy reduction {tb:.3f} s   ratio {te / tb:.2f}   "
+            f"(simulated {r.total_s * 1e3:.2f} ms)"
+        )
     best = min(ratios)
-    print(f"bench_engine: ratio engine/numpy = {best:.2f} (median {np.median(ratios):.2f}); target <= 3: "
-          f"{'PASS' if best <= 3 else 'FAIL'}")
+    print(
+        f"bench_engine: ratio engine/numpy = {best:.2f} (median {np.median(ratios):.2f}); target <= 3: "
+        f"{'PASS' if best <= 3 else 'FAIL'}"
+    )
     return 0
 
 

@@ -12,6 +12,7 @@ mappings (caches kept, as in a long search) and the median ratio is reported.
 
     python benchmarks/bench_mapping.py [--evals 60] [--rounds 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,10 +29,26 @@ from tilesim.engine import simulate
 from tilesim.machine import load_machine
 
 CASES = {
-    "nmnist-2layer-1chip": (NetworkConfig(layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05,
-                                          input_cap=32, weight_mul=4.0), "gc200", None),
-    "12x976-4chips": (NetworkConfig(layers="1152-" + "-".join(["976"] * 12) + "-10", batch=24, timesteps=10,
-                                    max_activity=0.05, input_cap=32, optimizer="sgd", weight_mul=4.0), "gc200", 4),
+    "nmnist-2layer-1chip": (
+        NetworkConfig(
+            layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05, input_cap=32, weight_mul=4.0
+        ),
+        "gc200",
+        None,
+    ),
+    "12x976-4chips": (
+        NetworkConfig(
+            layers="1152-" + "-".join(["976"] * 12) + "-10",
+            batch=24,
+            timesteps=10,
+            max_activity=0.05,
+            input_cap=32,
+            optimizer="sgd",
+            weight_mul=4.0,
+        ),
+        "gc200",
+        4,
+    ),
 }
 
 
@@ -47,7 +64,7 @@ def bench(name, cfg, machine_name, chips, evals, rounds):
     rng = np.random.default_rng(0)
     x = (rng.random((cfg.timesteps, cfg.batch, cfg.layers[0])) < 0.03).astype(np.uint8)
     y = rng.integers(0, cfg.layers[-1], cfg.batch)
-    functional_step(cfg, base.placement, m, x, y)                     # JIT warm-up
+    functional_step(cfg, base.placement, m, x, y)  # JIT warm-up
     other = to_placement(strategy_mapping("round_robin", cfg, m, 2), m)
     activity = train_step(init_network(cfg, base.placement), x, y).activity
     objective = make_objective(cfg, m, activity)
@@ -61,14 +78,20 @@ def bench(name, cfg, machine_name, chips, evals, rounds):
         res = anneal(base.mapping, objective, budget_s=600, max_evals=evals, seed=r)
         per = res.wall_s / res.evaluated
         ratios.append(t_func / per)
-        print(f"  round {r}: functional step {t_func:.3f} s, {res.evaluated} mappings in {res.wall_s:.2f} s "
-              f"= {t_func / per:.0f}x", flush=True)
+        print(
+            f"  round {r}: functional step {t_func:.3f} s, {res.evaluated} mappings in {res.wall_s:.2f} s "
+            f"= {t_func / per:.0f}x",
+            flush=True,
+        )
         rates.append(1.0 / per)
     rate, ratio = float(np.median(rates)), float(np.median(ratios))
-    print(f"{name:<22} functional step {t_func:.3f} s   re-time {1e3 / rate:.1f} ms/mapping = {rate:.1f} mappings/s "
-          f"(>= 20: {'PASS' if rate >= 20 else 'FAIL'})   speed-up {ratio:.0f}x, rounds {min(ratios):.0f}-{max(ratios):.0f}x "
-          f"(>= 20x: {'PASS' if ratio >= 20 else 'FAIL'})   round_robin predicted: functional "
-          f"{t_func_pred * 1e3:.3f} ms, re-timed {t_re_pred * 1e3:.3f} ms")
+    print(
+        f"{name:<22} functional step {t_func:.3f} s   re-time {1e3 / rate:.1f} ms/mapping = {rate:.1f} mappings/s "
+        f"(>= 20: {'PASS' if rate >= 20 else 'FAIL'})   speed-up {ratio:.0f}x, "
+        f"rounds {min(ratios):.0f}-{max(ratios):.0f}x "
+        f"(>= 20x: {'PASS' if ratio >= 20 else 'FAIL'})   round_robin predicted: functional "
+        f"{t_func_pred * 1e3:.3f} ms, re-timed {t_re_pred * 1e3:.3f} ms"
+    )
 
 
 def main(argv=None) -> int:

@@ -8,6 +8,7 @@ counters, program construction, discrete-event timing). Targets (issue 3): ratio
 
     python benchmarks/bench_snn_step.py [--steps 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=5)
     a = ap.parse_args(argv)
-    cfg = NetworkConfig(layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05, input_cap=32,
-                        activity="fixed")
+    cfg = NetworkConfig(
+        layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05, input_cap=32, activity="fixed"
+    )
     m = load_machine("gc200")
     pl = contiguous_placement(cfg.layers[1:], 2, 1)
     pl = Placement(pl.tile_of_neuron, m.total_tiles)
@@ -36,7 +38,7 @@ def main(argv=None) -> int:
     x = (rng.random((cfg.timesteps, cfg.batch, cfg.layers[0])) < 0.02).astype(np.uint8)
     y = rng.integers(0, 10, cfg.batch)
     bare, full = init_network(cfg, pl), init_network(cfg, pl)
-    train_step(bare, x, y)                                   # JIT warm-up (cached after the first run)
+    train_step(bare, x, y)  # JIT warm-up (cached after the first run)
     r = train_step(full, x, y, per_step_counters=True)
     simulate(build_step_program(cfg, pl, r.counters, m), m)
     tb, tf = [], []
@@ -50,9 +52,11 @@ def main(argv=None) -> int:
         tf.append(time.perf_counter() - t0)
     b, f = float(np.median(tb)), float(np.median(tf))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    print(f"bare sparse math {b:.3f} s/step   simulated step {f:.3f} s/step   ratio {f / b:.2f} "
-          f"(target <= 1.6: {'PASS' if f / b <= 1.6 else 'FAIL'}); <= 0.4 s: {'PASS' if f <= 0.4 else 'FAIL'}; "
-          f"peak RSS {peak:.2f} GiB (<= 2: {'PASS' if peak <= 2 else 'FAIL'}); predicted {sim.total_s * 1e3:.2f} ms/step")
+    print(
+        f"bare sparse math {b:.3f} s/step   simulated step {f:.3f} s/step   ratio {f / b:.2f} "
+        f"(target <= 1.6: {'PASS' if f / b <= 1.6 else 'FAIL'}); <= 0.4 s: {'PASS' if f <= 0.4 else 'FAIL'}; "
+        f"peak RSS {peak:.2f} GiB (<= 2: {'PASS' if peak <= 2 else 'FAIL'}); predicted {sim.total_s * 1e3:.2f} ms/step"
+    )
     return 0
 
 

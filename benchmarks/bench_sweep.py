@@ -3,12 +3,14 @@
 Each run starts a local cluster the way ``tilesim sweep`` does (one task thread per worker), but
 with one numba thread per worker in both runs, so that the ratio measures the sweep's parallel
 scaling and not numba's (``--numba-threads 0``: cores // workers, as ``tilesim sweep`` does).
-It warms every worker up (imports and JIT cache, one point each), then times, best of ``--repeats``, ``run_sweep`` over the same points into a fresh results database (driver, dask
+It warms every worker up (imports and JIT cache, one point each), then times, best of ``--repeats``,
+``run_sweep`` over the same points into a fresh results database (driver, dask
 scheduling and one SQLite transaction per point included). Prints the ratio
 2-worker / 1-worker points per minute. Target (issue 7): ratio >= 1.6 on a machine with >= 2 free cores.
 
     python benchmarks/bench_sweep.py [--points 24] [--layers 128-64-10] [--steps 3] [--repeats 2] [--numba-threads 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,6 +27,7 @@ RUNNER = "models.snn.sweep_cli:run_point"
 
 def _warm(config):
     from models.snn.sweep_cli import run_point
+
     run_point(config)
     return True
 
@@ -38,8 +41,9 @@ def points_per_minute(points, workers: int, tmp: Path, numba_threads: int | None
         t_start = time.perf_counter() - t0
         for r in range(repeats):
             t1 = time.perf_counter()
-            rep = run_sweep(points, tmp / f"w{workers}-{r}.db", RUNNER, scheduler=cluster.scheduler_address,
-                            progress=False)
+            rep = run_sweep(
+                points, tmp / f"w{workers}-{r}.db", RUNNER, scheduler=cluster.scheduler_address, progress=False
+            )
             assert rep.ok == len(points), rep.failures[:1]
             best = max(best, len(points) / (time.perf_counter() - t1) * 60.0)
     return best, t_start
@@ -55,9 +59,19 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=2, help="warm sweeps per worker count (best is kept)")
     ap.add_argument("--numba-threads", type=int, default=1, help="per worker; 0 = cores // workers")
     a = ap.parse_args(argv)
-    spec = sweep_from_dict({"base": {"layers": a.layers, "batch": a.batch, "timesteps": a.timesteps, "steps": a.steps,
-                                     "max_activity": 0.1, "input_cap": 16},
-                            "grid": {"seed": list(range(a.points))}})
+    spec = sweep_from_dict(
+        {
+            "base": {
+                "layers": a.layers,
+                "batch": a.batch,
+                "timesteps": a.timesteps,
+                "steps": a.steps,
+                "max_activity": 0.1,
+                "input_cap": 16,
+            },
+            "grid": {"seed": list(range(a.points))},
+        }
+    )
     points = expand(spec, fixed={"out": None, "json": False})
     print(f"sweep: {len(points)} points of {a.layers}, batch {a.batch}, T {a.timesteps}, {a.steps} steps each")
     rates = {}

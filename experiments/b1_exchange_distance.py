@@ -9,6 +9,7 @@ pair is the opposite corner (0, 255).
 Model: ``tilesim.fabric.make_fabric(machine).point_to_point_cycles(src, dst, bytes)`` — on the IPU
 ``100 cycles + ceil(bytes / 4 B per cycle)`` [S]; on the mesh ``20 + ceil(bytes / 8) + 3 · hops``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -16,8 +17,8 @@ import sys
 from experiments.b_common import SEED, pyplot, standard_main  # noqa: F401  (SEED: deterministic)
 from models.linear.cli import exchange_bench
 
-PAIRS = {"gc200": (0, [1, 644]), "mesh-demo": (0, [1, 255])}   # (src, [near dst, far dst])
-SIZES_BYTES = [4 * 4 ** i for i in range(10)]                   # 4 B … 1 MiB
+PAIRS = {"gc200": (0, [1, 644]), "mesh-demo": (0, [1, 255])}  # (src, [near dst, far dst])
+SIZES_BYTES = [4 * 4**i for i in range(10)]  # 4 B … 1 MiB
 QUICK_SIZES_BYTES = [4, 256, 16384, 1048576]
 
 
@@ -37,8 +38,10 @@ def far_over_near(rows, machine) -> list[float]:
 
 def summary(rows) -> str:
     g, m = far_over_near(rows, "gc200"), far_over_near(rows, "mesh-demo")
-    return (f"B1: far/near latency ratio gc200 {min(g):.3f}..{max(g):.3f} (distance-independent); "
-            f"mesh-demo {min(m):.3f}..{max(m):.3f}")
+    return (
+        f"B1: far/near latency ratio gc200 {min(g):.3f}..{max(g):.3f} (distance-independent); "
+        f"mesh-demo {min(m):.3f}..{max(m):.3f}"
+    )
 
 
 def plot(rows, path):
@@ -47,8 +50,12 @@ def plot(rows, path):
     for ax, machine in zip(axes, PAIRS):
         for pair, style in (("near", "o-"), ("far", "x--")):
             sel = [r for r in rows if r["machine"] == machine and r["pair"] == pair]
-            ax.loglog([r["bytes"] for r in sel], [r["seconds"] * 1e6 for r in sel], style,
-                      label=f"{pair}: tiles {sel[0]['src']}->{sel[0]['dst']} ({sel[0]['hops']} hops)")
+            ax.loglog(
+                [r["bytes"] for r in sel],
+                [r["seconds"] * 1e6 for r in sel],
+                style,
+                label=f"{pair}: tiles {sel[0]['src']}->{sel[0]['dst']} ({sel[0]['hops']} hops)",
+            )
         ax.set_title(f"{machine}")
         ax.set_xlabel("message size [B]")
         ax.set_ylabel("transfer time [us]")

@@ -7,6 +7,7 @@ stops when the operands no longer fit its on-chip SRAM. Sweep: ``m n = 2^22`` ou
 :func:`models.linear.planner.plan_matmul` (best partition that fits 638,976 B per tile) and timed by
 the engine. Shapes where no partition fits are marked ``fits = False`` (the memory limit).
 """
+
 from __future__ import annotations
 
 import sys
@@ -18,8 +19,8 @@ from models.linear.timing import machine_costs, time_parts
 from tilesim.errors import SramOverflowError
 from tilesim.machine import load_machine
 
-MN_ELEMENTS = 2 ** 22            # output elements m·n
-K_DEPTH = 256                    # inner dimension
+MN_ELEMENTS = 2**22  # output elements m·n
+K_DEPTH = 256  # inner dimension
 LOG2_RATIOS = list(range(-20, 21, 2))
 QUICK_LOG2_RATIOS = [-20, -10, -4, 0, 4, 10, 20]
 
@@ -30,19 +31,40 @@ def run(quick: bool = False) -> list[dict]:
     peak = m_.derived()["peak_fp32_flops"]
     rows = []
     for lr in QUICK_LOG2_RATIOS if quick else LOG2_RATIOS:
-        m, k, n = skewed_shape(MN_ELEMENTS, K_DEPTH, 2.0 ** lr)
-        row = {"log2_aspect": lr, "aspect_ratio": m / n, "m": m, "k": k, "n": n,
-               "operand_bytes": 4 * (m * k + k * n + m * n)}
+        m, k, n = skewed_shape(MN_ELEMENTS, K_DEPTH, 2.0**lr)
+        row = {
+            "log2_aspect": lr,
+            "aspect_ratio": m / n,
+            "m": m,
+            "k": k,
+            "n": n,
+            "operand_bytes": 4 * (m * k + k * n + m * n),
+        }
         try:
-            plan = plan_matmul(m, k, n, tiles=m_.tiles_per_chip, sram_bytes=m_.chip.sram_bytes,
-                               flops_per_cycle=m_.chip.fp32_flops_per_cycle, costs=costs)
+            plan = plan_matmul(
+                m,
+                k,
+                n,
+                tiles=m_.tiles_per_chip,
+                sram_bytes=m_.chip.sram_bytes,
+                flops_per_cycle=m_.chip.fp32_flops_per_cycle,
+                costs=costs,
+            )
         except SramOverflowError:
             rows.append({**row, "fits": False, "time_s": "", "gflops": "", "peak_fraction": "", "split": ""})
             continue
         t = time_parts([("matmul", plan)], m_, f"mm {m}x{k}x{n}")
         fl = 2.0 * m * k * n
-        rows.append({**row, "fits": t.fits, "time_s": t.step_s, "gflops": fl / t.step_s / 1e9,
-                     "peak_fraction": fl / t.step_s / peak, "split": "x".join(map(str, plan.split))})
+        rows.append(
+            {
+                **row,
+                "fits": t.fits,
+                "time_s": t.step_s,
+                "gflops": fl / t.step_s / 1e9,
+                "peak_fraction": fl / t.step_s / peak,
+                "split": "x".join(map(str, plan.split)),
+            }
+        )
     return rows
 
 
@@ -50,16 +72,23 @@ def summary(rows) -> str:
     ok = [r for r in rows if r["fits"]]
     g = [float(r["gflops"]) for r in ok]
     lim = [r["log2_aspect"] for r in rows if not r["fits"]]
-    return (f"B2: {len(ok)} shapes fit, GFLOP/s {min(g):.0f}..{max(g):.0f} (max/min {max(g) / min(g):.2f}); "
-            f"memory limit at log2(m/n) in {lim}")
+    return (
+        f"B2: {len(ok)} shapes fit, GFLOP/s {min(g):.0f}..{max(g):.0f} (max/min {max(g) / min(g):.2f}); "
+        f"memory limit at log2(m/n) in {lim}"
+    )
 
 
 def plot(rows, path):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     ok = [r for r in rows if r["fits"]]
-    ax.semilogx([r["aspect_ratio"] for r in ok], [float(r["gflops"]) for r in ok], "o-", base=2,
-                label=f"gc200 FP32, m n = 2^22, k = {K_DEPTH}")
+    ax.semilogx(
+        [r["aspect_ratio"] for r in ok],
+        [float(r["gflops"]) for r in ok],
+        "o-",
+        base=2,
+        label=f"gc200 FP32, m n = 2^22, k = {K_DEPTH}",
+    )
     for r in rows:
         if not r["fits"]:
             ax.axvline(r["aspect_ratio"], color="r", ls=":", lw=1)

@@ -12,6 +12,7 @@ batch 50, FP32, ``gc200``, ``N = 2^6 … 2^12``; record compute sets, vertices a
 totals over all tiles: data (``variables:*``) vs overhead (vertex state, vertex code, control
 code, exchange code).
 """
+
 from __future__ import annotations
 
 import sys
@@ -31,7 +32,7 @@ def run(quick: bool = False) -> list[dict]:
     rows = []
     for kind in KINDS:
         for ln in QUICK_LOG2_N if quick else LOG2_N:
-            n = 2 ** ln
+            n = 2**ln
             try:
                 t = time_layer(kind, n, BATCH)
             except SramOverflowError as exc:
@@ -41,16 +42,28 @@ def run(quick: bool = False) -> list[dict]:
             over = sum(cat.get(c, 0) for c in OVERHEAD)
             data = sum(v for c, v in cat.items() if c.startswith("variables:"))
             vertices = sum(int(p.vertices.sum()) for p in _phases(kind, n))
-            rows.append({"kind": kind, "n": n, "fits": t.fits, "compute_sets": t.compute_sets, "vertices": vertices,
-                         "data_bytes": data, "overhead_bytes": over, "overhead_per_compute_set": over / t.compute_sets,
-                         **{f"{c}_bytes": cat.get(c, 0) for c in OVERHEAD},
-                         "max_tile_bytes": t.max_tile_bytes, "note": ""})
+            rows.append(
+                {
+                    "kind": kind,
+                    "n": n,
+                    "fits": t.fits,
+                    "compute_sets": t.compute_sets,
+                    "vertices": vertices,
+                    "data_bytes": data,
+                    "overhead_bytes": over,
+                    "overhead_per_compute_set": over / t.compute_sets,
+                    **{f"{c}_bytes": cat.get(c, 0) for c in OVERHEAD},
+                    "max_tile_bytes": t.max_tile_bytes,
+                    "note": "",
+                }
+            )
     return rows
 
 
 def _phases(kind, n):
     from models.linear.timing import layer_parts
     from tilesim.machine import load_machine
+
     f, b = layer_parts(kind, n, BATCH, load_machine("gc200"))
     return f.phases + b.phases
 
@@ -61,8 +74,10 @@ def summary(rows) -> str:
     for kind in KINDS:
         sel = [r for r in ok if r["kind"] == kind]
         if sel:
-            parts.append(f"{kind}: compute sets {sel[0]['compute_sets']}->{sel[-1]['compute_sets']}, overhead "
-                         f"{sel[0]['overhead_bytes'] / 1e3:.0f}->{sel[-1]['overhead_bytes'] / 1e3:.0f} kB")
+            parts.append(
+                f"{kind}: compute sets {sel[0]['compute_sets']}->{sel[-1]['compute_sets']}, overhead "
+                f"{sel[0]['overhead_bytes'] / 1e3:.0f}->{sel[-1]['overhead_bytes'] / 1e3:.0f} kB"
+            )
     return "B3: " + "; ".join(parts)
 
 
@@ -73,10 +88,12 @@ def plot(rows, path):
     for kind, mk in zip(KINDS, "osd"):
         sel = [r for r in ok if r["kind"] == kind]
         axes[0].plot([r["compute_sets"] for r in sel], [r["overhead_bytes"] / 1e6 for r in sel], mk + "-", label=kind)
-        axes[1].loglog([r["n"] for r in sel], [r["data_bytes"] / 1e6 for r in sel], mk + "-", base=2,
-                       label=f"{kind} data")
-        axes[1].loglog([r["n"] for r in sel], [r["overhead_bytes"] / 1e6 for r in sel], mk + ":", base=2,
-                       label=f"{kind} overhead")
+        axes[1].loglog(
+            [r["n"] for r in sel], [r["data_bytes"] / 1e6 for r in sel], mk + "-", base=2, label=f"{kind} data"
+        )
+        axes[1].loglog(
+            [r["n"] for r in sel], [r["overhead_bytes"] / 1e6 for r in sel], mk + ":", base=2, label=f"{kind} overhead"
+        )
     axes[0].set_xlabel("compute sets (forward + backward)")
     axes[0].set_ylabel("overhead memory, all tiles [MB]")
     axes[0].legend()

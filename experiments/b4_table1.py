@@ -6,6 +6,7 @@ derived figures (``Machine.derived()``) must reproduce them. Units: bytes, B/s, 
 Not checkable from the preset: off-chip memory (64 GB streaming memory, 20 GB/s) and power (150 W)
 — the simulator models neither streaming memory capacity nor power.
 """
+
 from __future__ import annotations
 
 import sys
@@ -15,7 +16,7 @@ from tilesim.machine import load_machine
 
 PAPER_TABLE1 = [  # (quantity, paper value, unit, derived key)
     ("cores", 1472, "tiles", "tiles"),
-    ("on-chip memory", 900 * 2 ** 20, "B", "total_sram_bytes"),  # vendor "900 MB" = 897 MiB: MiB
+    ("on-chip memory", 900 * 2**20, "B", "total_sram_bytes"),  # vendor "900 MB" = 897 MiB: MiB
     ("on-chip memory bandwidth", 47.5e12, "B/s", "memory_bytes_per_s"),
     ("inter-chip bandwidth", 320e9, "B/s", "link_bytes_per_s"),
     ("FP32 peak", 62.5e12, "FLOP/s", "peak_fp32_flops"),
@@ -25,8 +26,10 @@ PAPER_TABLE1 = [  # (quantity, paper value, unit, derived key)
 
 def run(quick: bool = False) -> list[dict]:
     d = load_machine("gc200").derived()
-    return [{"quantity": q, "unit": u, "paper": p, "simulator": float(d[k]), "ratio": float(d[k]) / p}
-            for q, p, u, k in PAPER_TABLE1]
+    return [
+        {"quantity": q, "unit": u, "paper": p, "simulator": float(d[k]), "ratio": float(d[k]) / p}
+        for q, p, u, k in PAPER_TABLE1
+    ]
 
 
 def summary(rows) -> str:

@@ -6,6 +6,7 @@ low-rank 13,322; pixelfly 404,490; butterfly compression 98.5 %. The counts are
 hidden, 10 classes). Pixelfly: block 16, butterfly size 16, rank 32, one bias — the configuration
 that gives 404,490 (``models/linear/shl.py`` explains why it is unique up to blocking).
 """
+
 from __future__ import annotations
 
 import sys
@@ -18,17 +19,26 @@ def run(quick: bool = False) -> list[dict]:
     rows = []
     for method in SHL_METHODS:
         m = shl_model(method)
-        rows.append({"method": method, "paper_params": TABLE4_PARAMS[method], "params": m.n_params,
-                     "hidden_params": m.n_hidden_params, "exact": m.n_params == TABLE4_PARAMS[method],
-                     "compression_pct": round(100 * compression_ratio(method), 2),
-                     "config": str(PIXELFLY_SHL) if method == "pixelfly" else ""})
+        rows.append(
+            {
+                "method": method,
+                "paper_params": TABLE4_PARAMS[method],
+                "params": m.n_params,
+                "hidden_params": m.n_hidden_params,
+                "exact": m.n_params == TABLE4_PARAMS[method],
+                "compression_pct": round(100 * compression_ratio(method), 2),
+                "config": str(PIXELFLY_SHL) if method == "pixelfly" else "",
+            }
+        )
     return rows
 
 
 def summary(rows) -> str:
     bf = next(r for r in rows if r["method"] == "butterfly")
-    return (f"B5: {sum(r['exact'] for r in rows)}/{len(rows)} Table 4 counts exact; butterfly compression "
-            f"{bf['compression_pct']} % (paper 98.5 %)")
+    return (
+        f"B5: {sum(r['exact'] for r in rows)}/{len(rows)} Table 4 counts exact; butterfly compression "
+        f"{bf['compression_pct']} % (paper 98.5 %)"
+    )
 
 
 def plot(rows, path):

@@ -19,6 +19,7 @@ Simulated: the forward pass of one ``N x N`` layer (the paper times the layer ca
 Break-even = the smallest ``N`` of the sweep from which butterfly is faster than dense at every
 larger ``N``. Pixelfly points that do not fit 624 KiB per tile are marked.
 """
+
 from __future__ import annotations
 
 import sys
@@ -28,19 +29,19 @@ from models.linear.timing import time_layer
 from tilesim.errors import SramOverflowError
 
 BATCH = 50
-PAPER_BREAK_EVEN_N = 2 ** 10
+PAPER_BREAK_EVEN_N = 2**10
 KINDS = ("dense", "butterfly", "pixelfly")
 LOG2_N = list(range(6, 14))
 QUICK_LOG2_N = [8, 9, 10, 11, 12]
 
 
-VARIANTS = ("", "_pt", "_pt_host")   # fused, poptorch, poptorch + host I/O
+VARIANTS = ("", "_pt", "_pt_host")  # fused, poptorch, poptorch + host I/O
 
 
 def run(quick: bool = False) -> list[dict]:
     rows = []
     for ln in QUICK_LOG2_N if quick else LOG2_N:
-        n = 2 ** ln
+        n = 2**ln
         row = {"n": n}
         for kind in KINDS:
             for lowering, suffix in (("fused", ""), ("poptorch", "_pt")):
@@ -78,20 +79,29 @@ def summary(rows) -> str:
     for v, label in (("", "fused"), ("_pt", "poptorch"), ("_pt_host", "poptorch + host I/O")):
         for kind in ("butterfly", "pixelfly"):
             sp = [float(r[f"{kind}{v}_speedup"]) for r in rows if r[f"{kind}{v}_speedup"] != ""]
-            out.append(f"{label} {kind}: break-even N = {break_even(rows, kind, v)}, worst slowdown "
-                       f"{1 / min(sp):.2f}x, best speedup {max(sp):.2f}x")
+            out.append(
+                f"{label} {kind}: break-even N = {break_even(rows, kind, v)}, worst slowdown "
+                f"{1 / min(sp):.2f}x, best speedup {max(sp):.2f}x"
+            )
     return f"B6 (paper: butterfly break-even {PAPER_BREAK_EVEN_N}, 1.4x / 1.6x): " + "; ".join(out)
 
 
 def plot(rows, path):
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for ax, v, title in ((axes[0], "", "fused (hand-written Poplar)"),
-                         (axes[1], "_pt_host", "PopTorch op by op + host I/O (as measured)")):
+    for ax, v, title in (
+        (axes[0], "", "fused (hand-written Poplar)"),
+        (axes[1], "_pt_host", "PopTorch op by op + host I/O (as measured)"),
+    ):
         for kind, mk in zip(KINDS, "osd"):
             sel = [r for r in rows if r[f"{kind}{v}_s"] != ""]
-            ax.loglog([int(r["n"]) for r in sel], [float(r[f"{kind}{v}_s"]) * 1e6 for r in sel], mk + "-", base=2,
-                      label=kind if kind != "dense" else "dense (torch.nn.Linear)")
+            ax.loglog(
+                [int(r["n"]) for r in sel],
+                [float(r[f"{kind}{v}_s"]) * 1e6 for r in sel],
+                mk + "-",
+                base=2,
+                label=kind if kind != "dense" else "dense (torch.nn.Linear)",
+            )
         be = break_even(rows, "butterfly", v)
         if be:
             ax.axvline(be, color="g", ls=":", label=f"simulated break-even N = {be}")

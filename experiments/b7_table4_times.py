@@ -19,6 +19,7 @@ Two lowerings (:mod:`models.linear.lowering`):
 ``*_with_host_ratio`` adds the host transfer of the input batch (the same for every method, and
 part of every PopTorch step); ``pt_with_host_ratio`` is the comparison with the paper.
 """
+
 from __future__ import annotations
 
 import sys
@@ -28,8 +29,14 @@ from models.linear.shl import SHL_METHODS
 from models.linear.timing import time_shl
 
 BATCH = 50
-PAPER_IPU_S = {"baseline": 24.69, "butterfly": 37.73, "fastfood": 60.70, "circulant": 21.82,
-               "low-rank": 21.75, "pixelfly": 71.62}
+PAPER_IPU_S = {
+    "baseline": 24.69,
+    "butterfly": 37.73,
+    "fastfood": 60.70,
+    "circulant": 21.82,
+    "low-rank": 21.75,
+    "pixelfly": 71.62,
+}
 
 
 def run(quick: bool = False) -> list[dict]:
@@ -40,12 +47,27 @@ def run(quick: bool = False) -> list[dict]:
     rows = []
     for m in SHL_METHODS:
         t, p = ts[m], pt[m]
-        rows.append({"method": m, "params": t.params, "step_s": t.step_s, "host_input_s": t.host_s,
-                     "compute_sets": t.compute_sets, "max_tile_bytes": t.max_tile_bytes, "fits": t.fits,
-                     "ratio": t.step_s / base, "with_host_ratio": (t.step_s + t.host_s) / base_h,
-                     "pt_step_s": p.step_s, "pt_compute_sets": p.compute_sets, "pt_max_tile_bytes": p.max_tile_bytes,
-                     "pt_fits": p.fits, "pt_ratio": p.step_s / pbase, "pt_with_host_ratio": (p.step_s + p.host_s) / pbase_h,
-                     "paper_ipu_s": PAPER_IPU_S[m], "paper_ratio": PAPER_IPU_S[m] / PAPER_IPU_S["baseline"]})
+        rows.append(
+            {
+                "method": m,
+                "params": t.params,
+                "step_s": t.step_s,
+                "host_input_s": t.host_s,
+                "compute_sets": t.compute_sets,
+                "max_tile_bytes": t.max_tile_bytes,
+                "fits": t.fits,
+                "ratio": t.step_s / base,
+                "with_host_ratio": (t.step_s + t.host_s) / base_h,
+                "pt_step_s": p.step_s,
+                "pt_compute_sets": p.compute_sets,
+                "pt_max_tile_bytes": p.max_tile_bytes,
+                "pt_fits": p.fits,
+                "pt_ratio": p.step_s / pbase,
+                "pt_with_host_ratio": (p.step_s + p.host_s) / pbase_h,
+                "paper_ipu_s": PAPER_IPU_S[m],
+                "paper_ratio": PAPER_IPU_S[m] / PAPER_IPU_S["baseline"],
+            }
+        )
     return rows
 
 
@@ -56,18 +78,37 @@ def order(rows, key):
 def summary(rows) -> str:
     def fmt(key):
         return ", ".join(f"{r['method']} {float(r[key]):.2f}" for r in rows)
-    return ("B7: paper order " + " < ".join(order(rows, "paper_ratio")) + " (" + fmt("paper_ratio") + ")"
-            + "; poptorch + host " + " < ".join(order(rows, "pt_with_host_ratio")) + " (" + fmt("pt_with_host_ratio")
-            + "); poptorch device " + fmt("pt_ratio") + "; fused device " + " < ".join(order(rows, "ratio"))
-            + " (" + fmt("ratio") + ")")
+
+    return (
+        "B7: paper order "
+        + " < ".join(order(rows, "paper_ratio"))
+        + " ("
+        + fmt("paper_ratio")
+        + ")"
+        + "; poptorch + host "
+        + " < ".join(order(rows, "pt_with_host_ratio"))
+        + " ("
+        + fmt("pt_with_host_ratio")
+        + "); poptorch device "
+        + fmt("pt_ratio")
+        + "; fused device "
+        + " < ".join(order(rows, "ratio"))
+        + " ("
+        + fmt("ratio")
+        + ")"
+    )
 
 
 def plot(rows, path):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 4))
     x = range(len(rows))
-    bars = (("paper_ratio", "paper Table 4 (IPU, PopTorch)"), ("pt_with_host_ratio", "simulated, PopTorch op by op + host"),
-            ("pt_ratio", "simulated, PopTorch op by op (device)"), ("ratio", "simulated, fused (device)"))
+    bars = (
+        ("paper_ratio", "paper Table 4 (IPU, PopTorch)"),
+        ("pt_with_host_ratio", "simulated, PopTorch op by op + host"),
+        ("pt_ratio", "simulated, PopTorch op by op (device)"),
+        ("ratio", "simulated, fused (device)"),
+    )
     w = 0.2
     for i, (key, label) in enumerate(bars):
         ax.bar([j + (i - 1.5) * w for j in x], [float(r[key]) for r in rows], w, label=label)

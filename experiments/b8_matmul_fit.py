@@ -15,6 +15,7 @@ time and useful TFLOP/s against density (block-sparse, FP16, batch 2048). "Fits"
 answer (plan found and the SRAM ledger within 624 KiB per tile); ``within_proportion`` says whether the
 plan met the proportion or was poplin's least-temporary fallback.
 """
+
 from __future__ import annotations
 
 import sys
@@ -39,8 +40,15 @@ BLOCK = 16
 def _dense(batch: int, precision: str, proportion: float):
     """``(fits, within_proportion, step_s, plan)`` of the forward dense layer; not fitting is ``(False, ...)``."""
     try:
-        t = time_layer("dense", N, batch, MACHINE, precision=precision, backward=False,
-                       matmul=MatmulOptions(memory_proportion=proportion))
+        t = time_layer(
+            "dense",
+            N,
+            batch,
+            MACHINE,
+            precision=precision,
+            backward=False,
+            matmul=MatmulOptions(memory_proportion=proportion),
+        )
     except SramOverflowError:
         return False, False, None, None
     plan = t.schedules[0][1].parts[0]
@@ -72,46 +80,86 @@ def largest_batch(precision: str, proportion: float, quick: bool) -> tuple:
 
 def run(quick: bool = False) -> list[dict]:
     m = load_machine(MACHINE)
-    peak = {"fp16": m.tiles_per_chip * m.chip.fp16_flops_per_cycle * m.clock_hz,
-            "fp32": m.tiles_per_chip * m.chip.fp32_flops_per_cycle * m.clock_hz}
+    peak = {
+        "fp16": m.tiles_per_chip * m.chip.fp16_flops_per_cycle * m.clock_hz,
+        "fp32": m.tiles_per_chip * m.chip.fp32_flops_per_cycle * m.clock_hz,
+    }
     rows = []
     for precision in ("fp16", "fp32"):
         for p in QUICK_PROPORTIONS if quick else PROPORTIONS:
             fits, within = largest_batch(precision, p, quick)
-            rows.append({"panel": "max_batch", "kind": "dense", "precision": precision, "memory_proportion": p,
-                         "max_batch": fits, "max_batch_within_proportion": within})
+            rows.append(
+                {
+                    "panel": "max_batch",
+                    "kind": "dense",
+                    "precision": precision,
+                    "memory_proportion": p,
+                    "max_batch": fits,
+                    "max_batch_within_proportion": within,
+                }
+            )
     for precision in ("fp16", "fp32"):
         for b in QUICK_BATCHES if quick else BATCHES:
             fits, within, step_s, plan = _dense(b, precision, 0.6)
-            row = {"panel": "batch", "kind": "dense", "precision": precision, "memory_proportion": 0.6, "batch": b,
-                   "fits": fits}
+            row = {
+                "panel": "batch",
+                "kind": "dense",
+                "precision": precision,
+                "memory_proportion": 0.6,
+                "batch": b,
+                "fits": fits,
+            }
             if fits:
                 fl = 2.0 * b * N * N
-                row.update(within_proportion=within, time_s=step_s, tflops=fl / step_s / 1e12,
-                           peak_fraction=fl / step_s / peak[precision], split="x".join(map(str, plan.split)),
-                           serial="x".join(map(str, plan.serial)))
+                row.update(
+                    within_proportion=within,
+                    time_s=step_s,
+                    tflops=fl / step_s / 1e12,
+                    peak_fraction=fl / step_s / peak[precision],
+                    split="x".join(map(str, plan.split)),
+                    serial="x".join(map(str, plan.serial)),
+                )
             rows.append(row)
     for d in QUICK_DENSITIES if quick else DENSITIES:
         cfg = BlockSparseConfig(density=d, block=BLOCK)
         t = time_layer("block-sparse", N, SPARSE_BATCH, MACHINE, precision="fp16", backward=False, block_sparse=cfg)
         plan = t.schedules[0][1].parts[0]
         fl = 2.0 * plan.nnz_blocks * BLOCK * BLOCK * SPARSE_BATCH
-        rows.append({"panel": "density", "kind": "block-sparse", "precision": "fp16", "memory_proportion": 0.6,
-                     "batch": SPARSE_BATCH, "density": d, "block": BLOCK, "fits": t.fits,
-                     "within_proportion": plan.within_proportion, "time_s": t.step_s, "tflops": fl / t.step_s / 1e12,
-                     "dense_equivalent_tflops": 2.0 * SPARSE_BATCH * N * N / t.step_s / 1e12,
-                     "split": f"{plan.bands}x{plan.n_split}x{plan.tiles_per_group}"})
+        rows.append(
+            {
+                "panel": "density",
+                "kind": "block-sparse",
+                "precision": "fp16",
+                "memory_proportion": 0.6,
+                "batch": SPARSE_BATCH,
+                "density": d,
+                "block": BLOCK,
+                "fits": t.fits,
+                "within_proportion": plan.within_proportion,
+                "time_s": t.step_s,
+                "tflops": fl / t.step_s / 1e12,
+                "dense_equivalent_tflops": 2.0 * SPARSE_BATCH * N * N / t.step_s / 1e12,
+                "split": f"{plan.bands}x{plan.n_split}x{plan.tiles_per_group}",
+            }
+        )
     return rows
 
 
 def summary(rows) -> str:
-    mb = {(r["precision"], float(r["memory_proportion"])): int(r["max_batch"]) for r in rows if r["panel"] == "max_batch"}
-    tf = {int(r["batch"]): float(r["tflops"]) for r in rows
-          if r["panel"] == "batch" and r["precision"] == "fp16" and str(r["fits"]) == "True"}
+    mb = {
+        (r["precision"], float(r["memory_proportion"])): int(r["max_batch"]) for r in rows if r["panel"] == "max_batch"
+    }
+    tf = {
+        int(r["batch"]): float(r["tflops"])
+        for r in rows
+        if r["panel"] == "batch" and r["precision"] == "fp16" and str(r["fits"]) == "True"
+    }
     sp = [(float(r["density"]), float(r["time_s"]) * 1e6) for r in rows if r["panel"] == "density"]
-    return (f"B8: largest batch that fits {mb}; dense fp16 TFLOP/s by batch "
-            f"{ {b: round(v) for b, v in tf.items()} }; block-sparse fp16 batch {SPARSE_BATCH} us by density "
-            f"{ {round(d, 4): round(us, 1) for d, us in sp} }")
+    return (
+        f"B8: largest batch that fits {mb}; dense fp16 TFLOP/s by batch "
+        f"{ {b: round(v) for b, v in tf.items()} }; block-sparse fp16 batch {SPARSE_BATCH} us by density "
+        f"{ {round(d, 4): round(us, 1) for d, us in sp} }"
+    )
 
 
 def plot(rows, path):

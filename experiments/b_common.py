@@ -3,6 +3,7 @@
 Every script: ``run(quick) -> list of row dicts``, ``plot(rows, path)``, ``main(argv)`` with
 ``--out DIR`` (CSV + PNG written there) and ``--quick`` (the reduced sweep the tests run).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,10 @@ def read_csv(path) -> list[dict]:
 
 def pyplot():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 

@@ -8,6 +8,7 @@ per-worker dW copies grow with fan-in × neurons per tile); (b) on a 4-chip syst
 that overflows. Both parts re-time ONE recorded natural-activity step (record once, re-time many:
 the math never depends on the mapping). Units: seconds per step, bytes per tile. Seed 0.
 """
+
 from __future__ import annotations
 
 import sys
@@ -23,11 +24,29 @@ from models.snn.retime import retime
 from tilesim.machine import load_machine
 from tilesim.plots import SERIES_COLOURS, label_bars
 
-ONE_CHIP = dict(layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05, input_cap=32,
-                weight_mul=4.0, seed=SEED, output_second_threshold=None, second_threshold_schedule=None)
-FOUR_CHIP = dict(layers="1152-" + "-".join(["976"] * 12) + "-10", batch=48, timesteps=100, max_activity=0.05,
-                 input_cap=32, optimizer="sgd", weight_mul=4.0, seed=SEED, output_second_threshold=None,
-                 second_threshold_schedule=None)
+ONE_CHIP = dict(
+    layers="2312-1466-1466-10",
+    batch=48,
+    timesteps=100,
+    max_activity=0.05,
+    input_cap=32,
+    weight_mul=4.0,
+    seed=SEED,
+    output_second_threshold=None,
+    second_threshold_schedule=None,
+)
+FOUR_CHIP = dict(
+    layers="1152-" + "-".join(["976"] * 12) + "-10",
+    batch=48,
+    timesteps=100,
+    max_activity=0.05,
+    input_cap=32,
+    optimizer="sgd",
+    weight_mul=4.0,
+    seed=SEED,
+    output_second_threshold=None,
+    second_threshold_schedule=None,
+)
 NPT = (2, 4, 6, 8, 10, 12, 14, 16)
 SEARCH_BUDGET_S = 120.0
 
@@ -45,28 +64,59 @@ def run(quick: bool = False) -> list[dict]:
     cfg = NetworkConfig(**{**ONE_CHIP, **scale})
     m = load_machine("gc200")
     activity = _record(cfg, place_network(cfg, m, 2).placement)
-    for npt in (NPT[:3] if quick else NPT):
+    for npt in NPT[:3] if quick else NPT:
         p = place_network(cfg, m, npt, "contiguous", "report")
         pred = retime(activity, cfg, p.placement, m)
         led = p.ledger.to_dict()
-        rows.append({"part": "npt", "system": "gc200 x1", "mapping": f"contiguous npt={npt}", "neurons_per_tile": npt,
-                     "tiles_used": p.mapping.tiles_used(), "predicted_step_s": pred.step_s,
-                     "max_tile_bytes": led["max_tile_bytes"], "budget_bytes": led["budget_bytes"],
-                     "fits": not led["overflow_tiles"], **{f"{k}_s": v for k, v in pred.result.breakdown_s().items()}})
-    cfg4 = NetworkConfig(**{**FOUR_CHIP, **(dict(layers="1152-" + "-".join(["976"] * 12) + "-10", batch=8,
-                                                  timesteps=10) if quick else {})})
+        rows.append(
+            {
+                "part": "npt",
+                "system": "gc200 x1",
+                "mapping": f"contiguous npt={npt}",
+                "neurons_per_tile": npt,
+                "tiles_used": p.mapping.tiles_used(),
+                "predicted_step_s": pred.step_s,
+                "max_tile_bytes": led["max_tile_bytes"],
+                "budget_bytes": led["budget_bytes"],
+                "fits": not led["overflow_tiles"],
+                **{f"{k}_s": v for k, v in pred.result.breakdown_s().items()},
+            }
+        )
+    cfg4 = NetworkConfig(
+        **{
+            **FOUR_CHIP,
+            **(dict(layers="1152-" + "-".join(["976"] * 12) + "-10", batch=8, timesteps=10) if quick else {}),
+        }
+    )
     m4 = load_machine("gc200", 4)
     base = place_network(cfg4, m4, 2, "contiguous")
     objective = make_objective(cfg4, m4, _record(cfg4, base.placement))
     extra = [strategy_mapping(n, cfg4, m4, 2) for n in ("round_robin", "balanced", "graph")]
     for mp in [base.mapping] + extra:
-        rows.append({"part": "4-chip", "system": "gc200 x4", "mapping": mp.strategy, "neurons_per_tile": max(mp.neurons_per_tile()),
-                     "tiles_used": mp.tiles_used(), "predicted_step_s": objective(mp), "fits": True})
+        rows.append(
+            {
+                "part": "4-chip",
+                "system": "gc200 x4",
+                "mapping": mp.strategy,
+                "neurons_per_tile": max(mp.neurons_per_tile()),
+                "tiles_used": mp.tiles_used(),
+                "predicted_step_s": objective(mp),
+                "fits": True,
+            }
+        )
     res = anneal(base.mapping, objective, budget_s=6.0 if quick else SEARCH_BUDGET_S, seed=SEED, extra_starts=extra)
-    rows.append({"part": "4-chip", "system": "gc200 x4", "mapping": f"search ({res.evaluated} evaluated)",
-                 "neurons_per_tile": max(res.best.neurons_per_tile()), "tiles_used": res.best.tiles_used(),
-                 "predicted_step_s": res.best_value, "fits": True,
-                 "chip_of_layer": " ".join(map(str, res.best.summary()["chip_of_layer"]))})
+    rows.append(
+        {
+            "part": "4-chip",
+            "system": "gc200 x4",
+            "mapping": f"search ({res.evaluated} evaluated)",
+            "neurons_per_tile": max(res.best.neurons_per_tile()),
+            "tiles_used": res.best.tiles_used(),
+            "predicted_step_s": res.best_value,
+            "fits": True,
+            "chip_of_layer": " ".join(map(str, res.best.summary()["chip_of_layer"])),
+        }
+    )
     return rows
 
 
@@ -76,10 +126,12 @@ def summary(rows) -> str:
     base = four[0]["predicted_step_s"]
     best = four[-1]["predicted_step_s"]
     fit = [r["neurons_per_tile"] for r in npt if r["fits"]]
-    return (f"M1: 1 chip, npt {npt[0]['neurons_per_tile']}->{npt[-1]['neurons_per_tile']}: step "
-            f"{npt[0]['predicted_step_s'] * 1e3:.2f} -> {npt[-1]['predicted_step_s'] * 1e3:.2f} ms, fullest tile "
-            f"{npt[0]['max_tile_bytes']:,} -> {npt[-1]['max_tile_bytes']:,} B (fits up to npt {max(fit)}); "
-            f"4 chips: contiguous {base * 1e3:.3f} ms, search {best * 1e3:.3f} ms ({base / best:.3f}x)")
+    return (
+        f"M1: 1 chip, npt {npt[0]['neurons_per_tile']}->{npt[-1]['neurons_per_tile']}: step "
+        f"{npt[0]['predicted_step_s'] * 1e3:.2f} -> {npt[-1]['predicted_step_s'] * 1e3:.2f} ms, fullest tile "
+        f"{npt[0]['max_tile_bytes']:,} -> {npt[-1]['max_tile_bytes']:,} B (fits up to npt {max(fit)}); "
+        f"4 chips: contiguous {base * 1e3:.3f} ms, search {best * 1e3:.3f} ms ({base / best:.3f}x)"
+    )
 
 
 def plot(rows, path):
@@ -98,8 +150,9 @@ def plot(rows, path):
     axes[1].set_ylabel("fullest tile (KiB)")
     axes[1].set_title("one GC200: memory")
     axes[1].legend()
-    bars = axes[2].barh([r["mapping"] for r in four], [r["predicted_step_s"] * 1e3 for r in four],
-                        color=SERIES_COLOURS[0])
+    bars = axes[2].barh(
+        [r["mapping"] for r in four], [r["predicted_step_s"] * 1e3 for r in four], color=SERIES_COLOURS[0]
+    )
     label_bars(axes[2], bars, "{:.3f} ms")
     axes[2].set_xlim(0, max(r["predicted_step_s"] for r in four) * 1e3 * 1.25)
     axes[2].invert_yaxis()

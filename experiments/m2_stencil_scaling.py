@@ -12,6 +12,7 @@ Model: ``models.stencil.workload.run_stencil`` on ``gc2x16`` resized to the IPU 
 rows from ``models/stencil/cases`` (copies of calibration/multi-ipu). ``--quick`` simulates 2
 iterations per row instead of 10 (the time per iteration barely depends on the count).
 """
+
 from __future__ import annotations
 
 import sys
@@ -27,11 +28,19 @@ def run(quick: bool = False) -> list[dict]:
     for path in shipped_stencil_cases():
         for r in validate_stencil(path, iterations=2 if quick else 10):
             case = r["case"].split()
-            rows.append({"kind": "scaling" if r["quantity"] == "us_per_iteration" else "phase",
-                         "image": case[0], "dtype": case[1], "ipus": int(case[2]),
-                         "phase": case[4] if len(case) > 4 else "total", "quantity": r["quantity"],
-                         "predicted": round(r["predicted"], 3), "measured": r["measured"],
-                         "error_pct": None if r["error_pct"] is None else round(r["error_pct"], 2)})
+            rows.append(
+                {
+                    "kind": "scaling" if r["quantity"] == "us_per_iteration" else "phase",
+                    "image": case[0],
+                    "dtype": case[1],
+                    "ipus": int(case[2]),
+                    "phase": case[4] if len(case) > 4 else "total",
+                    "quantity": r["quantity"],
+                    "predicted": round(r["predicted"], 3),
+                    "measured": r["measured"],
+                    "error_pct": None if r["error_pct"] is None else round(r["error_pct"], 2),
+                }
+            )
     return rows
 
 
@@ -50,13 +59,21 @@ def speedups(rows) -> list[tuple]:
 
 def summary(rows) -> str:
     sc = [abs(float(r["error_pct"])) for r in rows if r["kind"] == "scaling"]
-    ph16 = [r for r in rows if r["kind"] == "phase" and int(r["ipus"]) == 16
-            and r["phase"] in ("sync", "exchange", "globExchange")]
+    ph16 = [
+        r
+        for r in rows
+        if r["kind"] == "phase" and int(r["ipus"]) == 16 and r["phase"] in ("sync", "exchange", "globExchange")
+    ]
     lines = [f"strong scaling: mean |error| {np.mean(sc):.1f} %, max {np.max(sc):.1f} % over {len(sc)} rows"]
-    lines += [f"  speed-up 1->16 {img} {dt}: predicted {p:.2f}x measured {m:.2f}x ({e:+.1f} %)"
-              for img, dt, p, m, e in speedups(rows)]
-    lines += [f"  16 IPUs {r['dtype']} {r['phase']}: predicted {float(r['predicted']):.0f} measured "
-              f"{float(r['measured']):.0f} ({float(r['error_pct']):+.1f} %)" for r in ph16]
+    lines += [
+        f"  speed-up 1->16 {img} {dt}: predicted {p:.2f}x measured {m:.2f}x ({e:+.1f} %)"
+        for img, dt, p, m, e in speedups(rows)
+    ]
+    lines += [
+        f"  16 IPUs {r['dtype']} {r['phase']}: predicted {float(r['predicted']):.0f} measured "
+        f"{float(r['measured']):.0f} ({float(r['error_pct']):+.1f} %)"
+        for r in ph16
+    ]
     return "\n".join(lines)
 
 
@@ -67,16 +84,24 @@ def plot(rows, path):
     marks = {"half4": "o", "float2": "s", "float": "^"}
     for img in colours:
         for dt in marks:
-            rs = sorted((r for r in rows if r["kind"] == "scaling" and r["image"] == img and r["dtype"] == dt),
-                        key=lambda r: int(r["ipus"]))
+            rs = sorted(
+                (r for r in rows if r["kind"] == "scaling" and r["image"] == img and r["dtype"] == dt),
+                key=lambda r: int(r["ipus"]),
+            )
             if not rs:
                 continue
             x = [int(r["ipus"]) for r in rs]
             a.plot(x, [float(r["measured"]) for r in rs], marks[dt], color=colours[img], mfc="none")
-            a.plot(x, [float(r["predicted"]) for r in rs], "-" + marks[dt], color=colours[img], ms=3,
-                   label=f"{img} {dt}")
-    a.set(xscale="log", yscale="log", xlabel="IPUs (GC2)", ylabel="µs per iteration",
-          title="strong scaling: predicted (lines) vs measured (open)")
+            a.plot(
+                x, [float(r["predicted"]) for r in rs], "-" + marks[dt], color=colours[img], ms=3, label=f"{img} {dt}"
+            )
+    a.set(
+        xscale="log",
+        yscale="log",
+        xlabel="IPUs (GC2)",
+        ylabel="µs per iteration",
+        title="strong scaling: predicted (lines) vs measured (open)",
+    )
     a.set_xticks([1, 2, 4, 8, 16], ["1", "2", "4", "8", "16"])
     a.legend(fontsize=6, ncol=3)
     ph = [r for r in rows if r["kind"] == "phase"]
@@ -86,10 +111,21 @@ def plot(rows, path):
     for j, which in enumerate(("measured", "predicted")):
         bottom = np.zeros(len(groups))
         for k, name in enumerate(names):
-            v = np.array([sum(float(r[which]) for r in ph if int(r["ipus"]) == n and r["dtype"] == dt
-                              and r["phase"] == name) for n, dt in groups])
-            b.bar(xs + (j - 0.5) * 0.4, v, 0.38, bottom=bottom, color=f"C{k}", label=name if j == 0 else None,
-                  hatch="//" if which == "predicted" else None)
+            v = np.array(
+                [
+                    sum(float(r[which]) for r in ph if int(r["ipus"]) == n and r["dtype"] == dt and r["phase"] == name)
+                    for n, dt in groups
+                ]
+            )
+            b.bar(
+                xs + (j - 0.5) * 0.4,
+                v,
+                0.38,
+                bottom=bottom,
+                color=f"C{k}",
+                label=name if j == 0 else None,
+                hatch="//" if which == "predicted" else None,
+            )
             bottom += v
     b.set(yscale="log", ylabel="cycles per superstep", title="phase split, cheese: measured | predicted (hatched)")
     b.set_xticks(xs, [f"{n} IPU\n{dt}" for n, dt in groups], fontsize=7)

@@ -10,16 +10,17 @@ lower bound of throughput) and natural activity (a few Adam steps on dataset-sha
 data, the median step re-timed). For N-MNIST with 2 and 5 hidden layers the measured step times
 of the authors' Sept-2022 log (calibration CSV) are given for comparison.
 """
+
 from __future__ import annotations
 
 import sys
 
 from experiments.s_common import SINGLE_CHIP_WEIGHTS_M, n_weights, pyplot, standard_main, time_both_activities
 
-MAX_ACTIVITY = 0.05              # the paper's main cap (N_max = 2·⌊0.05·N/2⌋)
-BATCH = 48                       # samples per step
+MAX_ACTIVITY = 0.05  # the paper's main cap (N_max = 2·⌊0.05·N/2⌋)
+BATCH = 48  # samples per step
 NEURONS_PER_TILE = 2
-NATURAL_STEPS = 3                # training steps per natural-activity config (median re-timed)
+NATURAL_STEPS = 3  # training steps per natural-activity config (median re-timed)
 HIDDEN = (2, 3, 4, 5)
 CONFIGS = [(d, h) for d in ("shd", "nmnist", "dvsgesture") for h in HIDDEN]
 QUICK_CONFIGS = [("shd", 2), ("nmnist", 5)]
@@ -30,14 +31,24 @@ def run(quick: bool = False) -> list[dict]:
     rows = []
     steps = QUICK_NATURAL_STEPS if quick else NATURAL_STEPS
     data = {}
-    for dataset, hidden in (QUICK_CONFIGS if quick else CONFIGS):
+    for dataset, hidden in QUICK_CONFIGS if quick else CONFIGS:
         runs = time_both_activities(dataset, hidden, MAX_ACTIVITY, BATCH, NEURONS_PER_TILE, steps, data)
         for activity, (cfg, timing) in runs.items():
-            rows.append({"dataset": dataset, "hidden_layers": hidden, "activity": activity,
-                         "layers": "-".join(map(str, cfg.layers)), "neurons": sum(cfg.layers[1:]),
-                         "weights": n_weights(cfg.layers), "weights_doc_M": SINGLE_CHIP_WEIGHTS_M[(dataset, hidden)],
-                         "caps": "-".join(map(str, cfg.n_max)), "timesteps": cfg.timesteps, "batch": BATCH,
-                         **timing})
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "hidden_layers": hidden,
+                    "activity": activity,
+                    "layers": "-".join(map(str, cfg.layers)),
+                    "neurons": sum(cfg.layers[1:]),
+                    "weights": n_weights(cfg.layers),
+                    "weights_doc_M": SINGLE_CHIP_WEIGHTS_M[(dataset, hidden)],
+                    "caps": "-".join(map(str, cfg.n_max)),
+                    "timesteps": cfg.timesteps,
+                    "batch": BATCH,
+                    **timing,
+                }
+            )
     return rows
 
 
@@ -45,13 +56,17 @@ def summary(rows) -> str:
     fixed = [r for r in rows if r["activity"] == "fixed"]
     nat = [r for r in rows if r["activity"] == "natural"]
     fit = sum(bool(r["fits"]) for r in rows)
-    lines = [f"S1: {len(fixed)} configurations, {fit}/{len(rows)} runs fit in SRAM (max tile "
-             f"{max(r['mem_max_tile_bytes'] for r in rows):,} of {rows[0]['mem_budget_bytes']:,} B)"]
+    lines = [
+        f"S1: {len(fixed)} configurations, {fit}/{len(rows)} runs fit in SRAM (max tile "
+        f"{max(r['mem_max_tile_bytes'] for r in rows):,} of {rows[0]['mem_budget_bytes']:,} B)"
+    ]
     for f, n in zip(fixed, nat):
         m = f"  measured {f['measured_ms']:.0f} ms" if f["measured_ms"] != "" else ""
-        lines.append(f"  {f['dataset']:10s} L{f['hidden_layers']}: fixed {f['step_ms']:.2f} ms "
-                     f"({f['samples_per_s']:,.0f}/s, compute {f['compute_ms'] / f['step_ms']:.0%}), "
-                     f"natural {n['step_ms']:.2f} ms ({n['samples_per_s']:,.0f}/s){m}")
+        lines.append(
+            f"  {f['dataset']:10s} L{f['hidden_layers']}: fixed {f['step_ms']:.2f} ms "
+            f"({f['samples_per_s']:,.0f}/s, compute {f['compute_ms'] / f['step_ms']:.0%}), "
+            f"natural {n['step_ms']:.2f} ms ({n['samples_per_s']:,.0f}/s){m}"
+        )
     return "\n".join(lines)
 
 
@@ -64,16 +79,19 @@ def plot(rows, path):
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
     bottom = [0.0] * len(fixed)
     from tilesim.plots import PHASE_COLOURS
-    for key, colour in PHASE_COLOURS.items():            # the one palette; host = the variable copy
+
+    for key, colour in PHASE_COLOURS.items():  # the one palette; host = the variable copy
         vals = [r[f"{key}_ms"] for r in fixed]
         ax.bar(x, vals, bottom=bottom, color=colour, label=f"{key} (fixed)")
         bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.plot(x, [nat[(r["dataset"], r["hidden_layers"])]["step_ms"] for r in fixed], "kD",
-            label="natural activity (total)")
+    ax.plot(
+        x, [nat[(r["dataset"], r["hidden_layers"])]["step_ms"] for r in fixed], "kD", label="natural activity (total)"
+    )
     meas = [(i, r["measured_ms"]) for i, r in zip(x, fixed) if r["measured_ms"] != ""]
     if meas:
-        ax.errorbar([i for i, _ in meas], [m for _, m in meas], yerr=0.5, fmt="r*", ms=10,
-                    label="measured (Sept-2022 log)")
+        ax.errorbar(
+            [i for i, _ in meas], [m for _, m in meas], yerr=0.5, fmt="r*", ms=10, label="measured (Sept-2022 log)"
+        )
     ax.set_xticks(list(x))
     ax.set_xticklabels(names, fontsize=8)
     ax.set_ylabel("predicted time per training step [ms]")

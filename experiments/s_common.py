@@ -13,6 +13,7 @@ padded to whole tiles on the last chip (§4.2, §4.4). Times come from two paths
 * natural activity: a few real training steps (:func:`models.snn.network.train_step`) on the
   dataset-shaped generators of :mod:`models.snn.data`, each step's recorded activity re-timed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -72,9 +73,18 @@ SINGLE_CHIP_LAYERS = {
     ("dvsgesture", 5): "4608-586-586-586-586-586-11",
 }
 SINGLE_CHIP_WEIGHTS_M = {  # §4.2 "#weights" column (millions, 2 decimals)
-    ("nmnist", 2): 5.55, ("nmnist", 3): 4.18, ("nmnist", 4): 3.32, ("nmnist", 5): 2.74,
-    ("shd", 2): 3.19, ("shd", 3): 2.60, ("shd", 4): 2.13, ("shd", 5): 1.79,
-    ("dvsgesture", 2): 8.92, ("dvsgesture", 3): 6.42, ("dvsgesture", 4): 5.00, ("dvsgesture", 5): 4.08,
+    ("nmnist", 2): 5.55,
+    ("nmnist", 3): 4.18,
+    ("nmnist", 4): 3.32,
+    ("nmnist", 5): 2.74,
+    ("shd", 2): 3.19,
+    ("shd", 3): 2.60,
+    ("shd", 4): 2.13,
+    ("shd", 5): 1.79,
+    ("dvsgesture", 2): 8.92,
+    ("dvsgesture", 3): 6.42,
+    ("dvsgesture", 4): 5.00,
+    ("dvsgesture", 5): 4.08,
 }
 WEAK_SCALING_TABLE = {  # §4.4: (npt, chips) -> (layers, neurons NMNIST, SHD, weights NMNIST, SHD in M)
     (2, 1): (4, 2942, 2942, 3.05, 2.60),
@@ -90,8 +100,12 @@ WEAK_SCALING_TABLE = {  # §4.4: (npt, chips) -> (layers, neurons NMNIST, SHD, w
 MEASURED_NMNIST_MS = {
     # calibration/nmnist_ipu_step_times.csv (Sept-2022 log, theta2 0.9, 1 IPU, B 48, T 100):
     # (hidden layers, max activity) -> measured ms per training step (±0.5 ms rounding)
-    (2, 0.01): 6.0, (2, 0.05): 9.0, (2, 0.10): 10.0,
-    (5, 0.01): 4.0, (5, 0.05): 6.0, (5, 0.10): 7.0,
+    (2, 0.01): 6.0,
+    (2, 0.05): 9.0,
+    (2, 0.10): 10.0,
+    (5, 0.01): 4.0,
+    (5, 0.05): 6.0,
+    (5, 0.10): 7.0,
 }
 
 
@@ -102,8 +116,7 @@ def hidden_sizes(total: int, n_hidden: int, npt: int) -> list[int]:
     return [npt * (total // block + int(total % block > npt * i)) for i in range(n_hidden)]
 
 
-def paper_layers(dataset: str, npt: int, chips: int, n_hidden: int | None = None,
-                 weak: bool = True) -> tuple:
+def paper_layers(dataset: str, npt: int, chips: int, n_hidden: int | None = None, weak: bool = True) -> tuple:
     """Layer sizes of the paper's networks: per chip ``1471·npt`` neurons in ``n_hidden`` layers
     (default ``3·npt/2``, the weak-scaling rule), the layer block repeated on every chip, and the
     last chip's block shrunk by the output layer padded to whole tiles (§4.2, §4.4)."""
@@ -112,8 +125,12 @@ def paper_layers(dataset: str, npt: int, chips: int, n_hidden: int | None = None
     per_chip = TILES_USED_PER_CHIP * npt
     out_pad = -(-spec.n_classes // npt) * npt
     n0 = spec.n_inputs_weak if weak else spec.n_inputs
-    return (n0, *hidden_sizes(per_chip, H, npt) * (chips - 1),
-            *hidden_sizes(per_chip - out_pad, H, npt), spec.n_classes)
+    return (
+        n0,
+        *hidden_sizes(per_chip, H, npt) * (chips - 1),
+        *hidden_sizes(per_chip - out_pad, H, npt),
+        spec.n_classes,
+    )
 
 
 def n_weights(layers) -> int:
@@ -123,30 +140,66 @@ def n_weights(layers) -> int:
 
 def machine(chips: int = 1):
     from tilesim.machine import load_machine
+
     return load_machine(MACHINE, chips)
 
 
-def single_chip_config(dataset: str, hidden: int, max_activity: float = 0.05, batch: int = 48,
-                       timesteps: int | None = None, activity: str = "natural"):
+def single_chip_config(
+    dataset: str,
+    hidden: int,
+    max_activity: float = 0.05,
+    batch: int = 48,
+    timesteps: int | None = None,
+    activity: str = "natural",
+):
     """The §4.2 configuration: 2942 neurons on one IPU, Adam 1e-3, theta2 0.9, weight_mul 2.0."""
     from models.snn.network import NetworkConfig
+
     spec = DATASETS[dataset]
-    return NetworkConfig(layers=SINGLE_CHIP_LAYERS[(dataset, hidden)], batch=batch,
-                         timesteps=timesteps or spec.timesteps, max_activity=max_activity,
-                         input_cap=spec.input_cap, second_threshold=0.9, activity=activity,
-                         optimizer="adam", lr=1e-3, seed=SEED, weight_mul=2.0,
-                         output_second_threshold=None, second_threshold_schedule=None)   # ϑ2 0.9 everywhere, constant
+    return NetworkConfig(
+        layers=SINGLE_CHIP_LAYERS[(dataset, hidden)],
+        batch=batch,
+        timesteps=timesteps or spec.timesteps,
+        max_activity=max_activity,
+        input_cap=spec.input_cap,
+        second_threshold=0.9,
+        activity=activity,
+        optimizer="adam",
+        lr=1e-3,
+        seed=SEED,
+        weight_mul=2.0,
+        output_second_threshold=None,
+        second_threshold_schedule=None,
+    )  # ϑ2 0.9 everywhere, constant
 
 
-def weak_config(dataset: str, npt: int, chips: int, batch: int = 24, max_activity: float = 0.05,
-                timesteps: int = 10, n_hidden: int | None = None):
+def weak_config(
+    dataset: str,
+    npt: int,
+    chips: int,
+    batch: int = 24,
+    max_activity: float = 0.05,
+    timesteps: int = 10,
+    n_hidden: int | None = None,
+):
     """The §4.4 ``multi_neuron`` configuration: T = 10, SGD 3e-5, theta2 0.9."""
     from models.snn.network import NetworkConfig
+
     spec = DATASETS[dataset]
-    return NetworkConfig(layers=paper_layers(dataset, npt, chips, n_hidden), batch=batch,
-                         timesteps=timesteps, max_activity=max_activity, input_cap=spec.input_cap,
-                         second_threshold=0.9, optimizer="sgd", lr=3e-5, seed=SEED, weight_mul=2.0,
-                         output_second_threshold=None, second_threshold_schedule=None)
+    return NetworkConfig(
+        layers=paper_layers(dataset, npt, chips, n_hidden),
+        batch=batch,
+        timesteps=timesteps,
+        max_activity=max_activity,
+        input_cap=spec.input_cap,
+        second_threshold=0.9,
+        optimizer="sgd",
+        lr=3e-5,
+        seed=SEED,
+        weight_mul=2.0,
+        output_second_threshold=None,
+        second_threshold_schedule=None,
+    )
 
 
 def memory_fields(ledger) -> dict:
@@ -154,22 +207,35 @@ def memory_fields(ledger) -> dict:
     d = ledger.to_dict()
     cats = d["by_category_bytes"]
     top = max(cats, key=cats.get) if cats else ""
-    out = {"mem_max_tile_bytes": int(d["max_tile_bytes"]), "mem_budget_bytes": int(d["budget_bytes"]),
-           "fits": not d["overflow_tiles"], "overflow_tiles": len(d["overflow_tiles"]),
-           "mem_top_category": top}
-    for c in ("variables:weights", "variables:gradients", "variables:optimizer", "variables:state",
-              "variables:activations", "exchange_buffers", "vertex_state"):
+    out = {
+        "mem_max_tile_bytes": int(d["max_tile_bytes"]),
+        "mem_budget_bytes": int(d["budget_bytes"]),
+        "fits": not d["overflow_tiles"],
+        "overflow_tiles": len(d["overflow_tiles"]),
+        "mem_top_category": top,
+    }
+    for c in (
+        "variables:weights",
+        "variables:gradients",
+        "variables:optimizer",
+        "variables:state",
+        "variables:activations",
+        "exchange_buffers",
+        "vertex_state",
+    ):
         out["mem_" + c.split(":")[-1]] = int(cats.get(c, 0))
-    out["mem_other"] = int(d["max_tile_bytes"]) - sum(v for k, v in out.items()
-                                                      if k.startswith("mem_") and k not in
-                                                      ("mem_max_tile_bytes", "mem_budget_bytes",
-                                                       "mem_top_category"))
+    out["mem_other"] = int(d["max_tile_bytes"]) - sum(
+        v
+        for k, v in out.items()
+        if k.startswith("mem_") and k not in ("mem_max_tile_bytes", "mem_budget_bytes", "mem_top_category")
+    )
     return out
 
 
 def cost_model_id() -> str:
     """Name and version of the shipped SNN cost model the predictions used (it changes with calibration)."""
     from models.snn.timing import default_costs
+
     c = default_costs()
     return f"{c.name} v{c.version}"
 
@@ -198,6 +264,7 @@ def place(config, mach, npt):
     """The paper's contiguous placement at ``npt`` neurons/tile; the ledger in report mode (never raises
     on overflow, so the experiments can show where SRAM runs out)."""
     from models.snn.placing import place as _place
+
     placement, ledger, _ = _place(config, mach, npt, "contiguous", "report")
     return placement, ledger
 
@@ -206,6 +273,7 @@ def time_fixed(config, chips: int, npt: int, band: bool = False, steps_per_execu
     """Fixed-activity step (every list at its cap) re-timed without float math; memory from the ledger.
     ``steps_per_execution``: steps per device execution, over which the host variable sync is amortised."""
     from models.snn.retime import retime
+
     mach = machine(chips)
     placement, ledger = place(config, mach, npt)
     pred = retime(None, config, placement, mach, steps_per_execution=steps_per_execution)
@@ -219,6 +287,7 @@ def time_fixed(config, chips: int, npt: int, band: bool = False, steps_per_execu
 def dataset_for(dataset: str, n_samples: int, n_inputs: int, seed: int = SEED):
     """Dataset-shaped event data: the generators of :mod:`models.snn.data` (no downloads)."""
     from models.snn import data as D
+
     gen = getattr(D, DATASETS[dataset].generator)
     ds = gen(n_samples, seed=seed)
     if ds.n_channels != n_inputs:
@@ -231,6 +300,7 @@ def time_natural(config, chips: int, npt: int, ds, steps: int) -> dict:
     median step, with the mean fraction of each layer's cap that real spikes used."""
     from models.snn.network import init_network, train_step
     from models.snn.retime import retime
+
     mach = machine(chips)
     placement, ledger = place(config, mach, npt)
     state = init_network(config, placement)
@@ -242,8 +312,7 @@ def time_natural(config, chips: int, npt: int, ds, steps: int) -> dict:
         res = train_step(state, spikes, labels)
         preds.append(retime(res.activity, config, placement, mach))
         losses.append(res.loss)
-        fill.append([float(lst.counts[..., 0].mean()) / max(n, 1)
-                     for lst, n in zip(res.activity.layers, config.n_max)])
+        fill.append([float(lst.counts[..., 0].mean()) / max(n, 1) for lst, n in zip(res.activity.layers, config.n_max)])
     order = np.argsort([p.step_s for p in preds])
     med = int(order[len(order) // 2])
     row = {**timing_fields(preds[med], config.batch), **memory_fields(ledger)}
@@ -252,8 +321,9 @@ def time_natural(config, chips: int, npt: int, ds, steps: int) -> dict:
     return row
 
 
-def time_both_activities(dataset: str, hidden: int, max_activity: float, batch: int, npt: int, steps: int,
-                         data: dict) -> dict:
+def time_both_activities(
+    dataset: str, hidden: int, max_activity: float, batch: int, npt: int, steps: int, data: dict
+) -> dict:
     """One single-chip configuration at fixed and at natural activity: ``{"fixed" | "natural":
     (config, row)}``, each row the timing and memory fields, ``cap_fill`` (1 at fixed activity) and
     ``measured_ms`` (the §5.2 log; fixed N-MNIST rows only). ``data``, a dict the caller keeps,

@@ -2,8 +2,8 @@
 
 Pure functions over numpy/networkx; nothing here runs a kernel (architecture.md).
 """
+
 from mapping.core import FORMAT, Block, Mapping, load_mapping
 from mapping.strategies import STRATEGIES, balanced, contiguous, graph, round_robin
 
-__all__ = ["FORMAT", "Block", "Mapping", "load_mapping", "STRATEGIES", "contiguous", "round_robin",
-           "balanced", "graph"]
+__all__ = ["FORMAT", "Block", "Mapping", "load_mapping", "STRATEGIES", "contiguous", "round_robin", "balanced", "graph"]

@@ -25,6 +25,7 @@ paper's rule) or spread evenly over ``n_tiles`` tiles (k → first_tile + k·n_t
 ``"order": "cyclic"`` deals them round-robin instead (k → first_tile + k mod n_tiles). A layer
 may instead give ``"tiles": [t0, t1, …]``: the global tile of every neuron.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,8 @@ class Block:
     chip: int
     first_tile: int
     n_tiles: int
-    neurons_per_tile: int | None = None     # the paper's rule k // npt (else even split)
-    order: str = "block"                    # or "cyclic"
+    neurons_per_tile: int | None = None  # the paper's rule k // npt (else even split)
+    order: str = "block"  # or "cyclic"
 
     def local_tiles(self) -> np.ndarray:
         """int64 ``[count]``: chip-local tile of each neuron of the block."""
@@ -129,8 +130,10 @@ class Mapping:
         if self.chips < 1 or self.tiles_per_chip < 1:
             _err(f"mapping chips = {self.chips}, tiles_per_chip = {self.tiles_per_chip}: both must be >= 1")
         if len(self.tile_of_neuron) != len(sizes):
-            _err(f"mapping has {len(self.tile_of_neuron)} layers: the network has {len(sizes)} neuron layers "
-                 f"{list(sizes)}; give one entry per neuron layer (not the input)")
+            _err(
+                f"mapping has {len(self.tile_of_neuron)} layers: the network has {len(sizes)} neuron layers "
+                f"{list(sizes)}; give one entry per neuron layer (not the input)"
+            )
         arrays, chips, used_tiles = [], [], []
         n_tiles = self.n_tiles
         for l, (tiles, n) in enumerate(zip(self.tile_of_neuron, sizes)):
@@ -143,27 +146,33 @@ class Mapping:
             bad = np.nonzero((a < 0) | (a >= n_tiles))[0]
             if bad.size:
                 k = int(bad[0])
-                _err(f"layer {l + 1} neuron {k} on tile {int(a[k])}: out of range [0, {n_tiles}) for "
-                     f"{self.chips} chip(s) x {self.tiles_per_chip} tiles; use a tile below {n_tiles} or more --chips")
+                _err(
+                    f"layer {l + 1} neuron {k} on tile {int(a[k])}: out of range [0, {n_tiles}) for "
+                    f"{self.chips} chip(s) x {self.tiles_per_chip} tiles; use a tile below {n_tiles} or more --chips"
+                )
             u = group_tiles(a)[0]
             on = u[[0, -1]] // self.tiles_per_chip if u.size else u
             if on.size and on[0] != on[1]:
                 on = np.unique(u // self.tiles_per_chip)
-                _err(f"layer {l + 1} spans chips {on.tolist()}: a layer's sparse operation runs on one chip "
-                     "(as on the IPU); keep each layer on one chip, e.g. raise its neurons per tile")
+                _err(
+                    f"layer {l + 1} spans chips {on.tolist()}: a layer's sparse operation runs on one chip "
+                    "(as on the IPU); keep each layer on one chip, e.g. raise its neurons per tile"
+                )
             used_tiles.append(u)
             arrays.append(a.astype(np.int32))
             chips.append(int(on[0]) if on.size else 0)
         tiles = np.concatenate(used_tiles) if used_tiles else np.zeros(0, np.int64)
-        if tiles.size and np.bincount(tiles).max() > 1:          # disjoint: a tile belongs to one layer
+        if tiles.size and np.bincount(tiles).max() > 1:  # disjoint: a tile belongs to one layer
             layer = np.repeat(np.arange(len(used_tiles)), [u.size for u in used_tiles])
             order = np.argsort(tiles, kind="stable")
             dup = np.flatnonzero(tiles[order][1:] == tiles[order][:-1])
             if dup.size:
                 first = min(dup, key=lambda i: (layer[order[i + 1]], tiles[order[i]]))
                 t, a_l, b_l = int(tiles[order[first]]), int(layer[order[first]]), int(layer[order[first + 1]])
-                _err(f"tile {t} holds neurons of layers {a_l + 1} and {b_l + 1}: each tile belongs "
-                     "to one layer (its sparse op owns the tile); move one of them to a free tile")
+                _err(
+                    f"tile {t} holds neurons of layers {a_l + 1} and {b_l + 1}: each tile belongs "
+                    "to one layer (its sparse op owns the tile); move one of them to a free tile"
+                )
         object.__setattr__(self, "tile_of_neuron", tuple(arrays))
         object.__setattr__(self, "_chip_of_layer", tuple(chips))
 
@@ -195,14 +204,19 @@ class Mapping:
         """int64 ``[n_tiles]``: neurons per tile over all layers."""
         return np.bincount(np.concatenate(self.tile_of_neuron), minlength=self.n_tiles).astype(np.int64)
 
-    def with_chips(self, chips: int) -> "Mapping":
+    def with_chips(self, chips: int) -> Mapping:
         """The same placement on a system of ``chips`` chips (tiles must stay in range)."""
         return Mapping(self.layer_sizes, chips, self.tiles_per_chip, self.tile_of_neuron, self.strategy)
 
     def summary(self) -> dict:
-        return {"strategy": self.strategy, "chips": self.chips, "tiles_per_chip": self.tiles_per_chip,
-                "tiles_used": self.tiles_used(), "neurons_per_tile": self.neurons_per_tile(),
-                "chip_of_layer": list(self._chip_of_layer)}
+        return {
+            "strategy": self.strategy,
+            "chips": self.chips,
+            "tiles_per_chip": self.tiles_per_chip,
+            "tiles_used": self.tiles_used(),
+            "neurons_per_tile": self.neurons_per_tile(),
+            "chip_of_layer": list(self._chip_of_layer),
+        }
 
     # ---- JSON ---------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -220,25 +234,36 @@ class Mapping:
                 if blk.order != "block":
                     d["order"] = blk.order
                 layers.append({"neurons": int(a.size), "blocks": [d]})
-        return {"format": FORMAT, "strategy": self.strategy, "chips": self.chips,
-                "tiles_per_chip": self.tiles_per_chip, "layers": layers}
+        return {
+            "format": FORMAT,
+            "strategy": self.strategy,
+            "chips": self.chips,
+            "tiles_per_chip": self.tiles_per_chip,
+            "layers": layers,
+        }
 
     def save(self, path) -> Path:
         """Write the mapping as JSON (atomically)."""
         return atomic_write_text(path, json.dumps(self.to_dict(), indent=1) + "\n")
 
     @classmethod
-    def from_dict(cls, data: dict, where: str = "mapping") -> "Mapping":
+    def from_dict(cls, data: dict, where: str = "mapping") -> Mapping:
         if not isinstance(data, dict):
             _err(f"{where}: top level is {type(data).__name__}: must be a JSON object with 'layers'")
         unknown = set(data) - {"format", "strategy", "chips", "tiles_per_chip", "layers", "note"}
         if unknown:
-            _err(f"{where}: unknown key(s) {sorted(unknown)}; allowed: format, strategy, chips, tiles_per_chip, layers, note")
+            _err(
+                f"{where}: unknown key(s) {sorted(unknown)}; "
+                "allowed: format, strategy, chips, tiles_per_chip, layers, note"
+            )
         if data.get("format", FORMAT) != FORMAT:
             _err(f"{where}: format = {data.get('format')!r}: expected {FORMAT!r}")
         for key in ("chips", "tiles_per_chip", "layers"):
             if key not in data:
-                _err(f"{where}: missing key {key!r}; see the JSON form in mapping/core.py or save one with `tilesim run --out DIR` (DIR/mapping.json)")
+                _err(
+                    f"{where}: missing key {key!r}; see the JSON form in mapping/core.py "
+                    "or save one with `tilesim run --out DIR` (DIR/mapping.json)"
+                )
         chips, tpc = data["chips"], data["tiles_per_chip"]
         if not (isinstance(chips, int) and isinstance(tpc, int) and chips >= 1 and tpc >= 1):
             _err(f"{where}: chips = {chips!r}, tiles_per_chip = {tpc!r}: both must be integers >= 1")
@@ -296,19 +321,25 @@ def _layer_from_dict(entry, layer, chips, tpc, where):
         if nt is not None and nt > count:
             _err(f"{what}: n_tiles = {nt} > count = {count}: a tile would get no neuron; lower n_tiles")
         if ft + n_tiles > tpc:
-            _err(f"{what}: tiles [{ft}, {ft + n_tiles}) out of range [0, {tpc}) on chip {chip}; "
-                 "start earlier, raise neurons_per_tile or use another chip")
+            _err(
+                f"{what}: tiles [{ft}, {ft + n_tiles}) out of range [0, {tpc}) on chip {chip}; "
+                "start earlier, raise neurons_per_tile or use another chip"
+            )
         blk = Block(first, count, chip, ft, n_tiles, npt if nt is None else None, order)
-        seg = out[first:first + count]
+        seg = out[first : first + count]
         if (seg >= 0).any():
             k = first + int(np.argmax(seg >= 0))
-            _err(f"{what}: neuron {k} is already mapped by an earlier block (overlap); make the blocks' "
-                 "neuron ranges disjoint")
-        out[first:first + count] = chip * tpc + blk.local_tiles()
+            _err(
+                f"{what}: neuron {k} is already mapped by an earlier block (overlap); make the blocks' "
+                "neuron ranges disjoint"
+            )
+        out[first : first + count] = chip * tpc + blk.local_tiles()
     missing = np.nonzero(out < 0)[0]
     if missing.size:
-        _err(f"{where}: layer {layer} neuron {int(missing[0])} (and {missing.size - 1} more) not mapped: "
-             "the blocks must cover every neuron")
+        _err(
+            f"{where}: layer {layer} neuron {int(missing[0])} (and {missing.size - 1} more) not mapped: "
+            "the blocks must cover every neuron"
+        )
     return n, out
 
 
@@ -321,9 +352,11 @@ def _as_block(a: np.ndarray, tpc: int) -> Block | None:
     local = a.astype(np.int64) - chip * tpc
     n_tiles = int(np.unique(local).size)
     npt = int(np.bincount(local - first).max())
-    cands = [Block(0, n, chip, first, block_tiles(n, npt), npt, "block"),
-             Block(0, n, chip, first, n_tiles, None, "block"),
-             Block(0, n, chip, first, n_tiles, None, "cyclic")]
+    cands = [
+        Block(0, n, chip, first, block_tiles(n, npt), npt, "block"),
+        Block(0, n, chip, first, n_tiles, None, "block"),
+        Block(0, n, chip, first, n_tiles, None, "cyclic"),
+    ]
     for c in cands:
         if c.first_tile + c.n_tiles <= tpc and np.array_equal(c.local_tiles(), local):
             return c
@@ -334,8 +367,10 @@ def load_mapping(path) -> Mapping:
     """Read a mapping JSON file; any problem is a :class:`MappingError` naming the file."""
     p = Path(path)
     if not p.is_file():
-        _err(f"mapping file {str(path)!r}: no such file; give a strategy name "
-             "(contiguous, round_robin, balanced, graph) or a JSON file")
+        _err(
+            f"mapping file {str(path)!r}: no such file; give a strategy name "
+            "(contiguous, round_robin, balanced, graph) or a JSON file"
+        )
     try:
         data = json.loads(p.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -15,6 +15,7 @@ kernel. Moves:
 A move is accepted if it is faster, or with probability exp(−Δ/τ) (τ falls linearly to 0 over
 the budget); the best mapping seen is returned, never one the objective rejected.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,9 +36,9 @@ class Layout:
     layer_sizes: tuple
     chips: int
     tiles_per_chip: int
-    chip: tuple          # chip of every layer
-    n_tiles: tuple       # tiles of every layer
-    order: tuple         # "block" | "cyclic" per layer
+    chip: tuple  # chip of every layer
+    n_tiles: tuple  # tiles of every layer
+    order: tuple  # "block" | "cyclic" per layer
     first_tile: int = 1
 
     def capacity(self, c: int) -> int:
@@ -48,8 +49,9 @@ class Layout:
 
     def mapping(self, strategy: str = "search") -> Mapping:
         places = pack_layers(self.n_tiles, self.chips, self.tiles_per_chip, self.first_tile, self.chip)
-        return from_layout(self.layer_sizes, self.chips, self.tiles_per_chip, places, self.n_tiles,
-                           self.order, None, strategy)
+        return from_layout(
+            self.layer_sizes, self.chips, self.tiles_per_chip, places, self.n_tiles, self.order, None, strategy
+        )
 
 
 def layout_of(m: Mapping, first_tile: int = 1) -> Layout:
@@ -58,8 +60,10 @@ def layout_of(m: Mapping, first_tile: int = 1) -> Layout:
     for l, a in enumerate(m.tile_of_neuron):
         t = m.tiles_of_layer(l)
         if t[-1] - t[0] + 1 != t.size:
-            raise MappingError(f"layer {l + 1} does not occupy consecutive tiles: the search starts from "
-                               "contiguous, round_robin, balanced or graph mappings")
+            raise MappingError(
+                f"layer {l + 1} does not occupy consecutive tiles: the search starts from "
+                "contiguous, round_robin, balanced or graph mappings"
+            )
         chips.append(m.chip_of_layer(l))
         n_tiles.append(int(t.size))
         cyc = t.size > 1 and a.size > t.size and a[1] != a[0] and a[t.size] == a[0]
@@ -75,7 +79,7 @@ class SearchResult:
     evaluated: int
     accepted: int
     wall_s: float
-    history: list = field(default_factory=list)      # (evaluation, best value so far)
+    history: list = field(default_factory=list)  # (evaluation, best value so far)
 
 
 def _neighbour(lay: Layout, rng: np.random.Generator) -> Layout | None:
@@ -84,7 +88,7 @@ def _neighbour(lay: Layout, rng: np.random.Generator) -> Layout | None:
     n_tiles, chip, order = list(lay.n_tiles), list(lay.chip), list(lay.order)
     kind = rng.choice(4, p=[0.45, 0.2, 0.2, 0.15])
     step = max(1, int(round(n_tiles[l] * rng.choice([0.01, 0.05, 0.15]))))
-    if kind == 0:                                           # give tiles to layer l
+    if kind == 0:  # give tiles to layer l
         c = chip[l]
         free = lay.capacity(c) - lay.load(c)
         step = min(step, lay.layer_sizes[l] - n_tiles[l])
@@ -96,13 +100,13 @@ def _neighbour(lay: Layout, rng: np.random.Generator) -> Layout | None:
                 return None
             n_tiles[int(rng.choice(donors))] -= step
         n_tiles[l] += step
-    elif kind == 1:                                         # take tiles from layer l
+    elif kind == 1:  # take tiles from layer l
         if n_tiles[l] - step < 1:
             return None
         n_tiles[l] -= step
     elif kind == 2:
         order[l] = "cyclic" if order[l] == "block" else "block"
-    else:                                                   # move layer l to another chip
+    else:  # move layer l to another chip
         if lay.chips == 1:
             return None
         c = int(rng.integers(lay.chips))
@@ -112,8 +116,16 @@ def _neighbour(lay: Layout, rng: np.random.Generator) -> Layout | None:
     return replace(lay, n_tiles=tuple(n_tiles), chip=tuple(chip), order=tuple(order))
 
 
-def anneal(start: Mapping, objective, budget_s: float = 10.0, max_evals: int | None = None, seed: int = 0,
-           first_tile: int = 1, extra_starts=(), progress=None) -> SearchResult:
+def anneal(
+    start: Mapping,
+    objective,
+    budget_s: float = 10.0,
+    max_evals: int | None = None,
+    seed: int = 0,
+    first_tile: int = 1,
+    extra_starts=(),
+    progress=None,
+) -> SearchResult:
     """Minimise ``objective(mapping) -> seconds`` (``inf`` = rejected) from ``start``.
 
     ``extra_starts`` are further mappings (e.g. the other strategies) evaluated first; the
@@ -125,8 +137,9 @@ def anneal(start: Mapping, objective, budget_s: float = 10.0, max_evals: int | N
     rng = np.random.default_rng(seed)
     base = float(objective(start))
     if not math.isfinite(base):
-        raise MappingError("the starting mapping is rejected by the objective (it does not fit); "
-                           "start from a mapping that fits")
+        raise MappingError(
+            "the starting mapping is rejected by the objective (it does not fit); start from a mapping that fits"
+        )
     evaluated, accepted = 1, 0
     cur, cur_v = layout_of(start, first_tile), base
     best, best_v = start, base

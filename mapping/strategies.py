@@ -21,6 +21,7 @@ graph          layers are nodes of a networkx graph (node weight = tiles needed,
 
 Layers are never split across chips (:class:`~mapping.core.Mapping` refuses it).
 """
+
 from __future__ import annotations
 
 import networkx as nx
@@ -35,17 +36,26 @@ STRATEGIES = ("contiguous", "round_robin", "balanced", "graph")
 
 
 def _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile):
-    require(len(layer_sizes) >= 1 and all(int(n) >= 1 for n in layer_sizes), "layer_sizes",
-            list(layer_sizes), "need at least one layer of >= 1 neuron")
+    require(
+        len(layer_sizes) >= 1 and all(int(n) >= 1 for n in layer_sizes),
+        "layer_sizes",
+        list(layer_sizes),
+        "need at least one layer of >= 1 neuron",
+    )
     require(chips >= 1, "chips", chips, "must be >= 1")
     require(tiles_per_chip >= 2, "tiles_per_chip", tiles_per_chip, "must be >= 2")
-    require(isinstance(neurons_per_tile, (int, np.integer)) and neurons_per_tile >= 1, "neurons_per_tile",
-            neurons_per_tile, "must be an integer >= 1")
+    require(
+        isinstance(neurons_per_tile, (int, np.integer)) and neurons_per_tile >= 1,
+        "neurons_per_tile",
+        neurons_per_tile,
+        "must be an integer >= 1",
+    )
     require(0 <= first_tile < tiles_per_chip, "first_tile", first_tile, f"must be in [0, {tiles_per_chip})")
 
 
-def pack_layers(tiles_needed, chips: int, tiles_per_chip: int, first_tile: int = 1,
-                chip_of_layer=None) -> list[tuple[int, int]]:
+def pack_layers(
+    tiles_needed, chips: int, tiles_per_chip: int, first_tile: int = 1, chip_of_layer=None
+) -> list[tuple[int, int]]:
     """``(chip, first local tile)`` of every layer, packing layers one after another.
 
     With ``chip_of_layer`` None a layer that does not fit the rest of the current chip starts
@@ -57,8 +67,10 @@ def pack_layers(tiles_needed, chips: int, tiles_per_chip: int, first_tile: int =
     chip = 0
     for l, need in enumerate(tiles_needed):
         if need > tiles_per_chip - (first_tile if chips == 1 else 0):
-            raise MappingError(f"layer {l + 1} needs {need} tiles: more than a chip ({tiles_per_chip}); "
-                               "raise neurons per tile (a layer never straddles chips)")
+            raise MappingError(
+                f"layer {l + 1} needs {need} tiles: more than a chip ({tiles_per_chip}); "
+                "raise neurons per tile (a layer never straddles chips)"
+            )
         if chip_of_layer is None:
             if nxt[chip] + need > tiles_per_chip:
                 chip += 1
@@ -67,17 +79,22 @@ def pack_layers(tiles_needed, chips: int, tiles_per_chip: int, first_tile: int =
         if chip >= chips or nxt[chip] + need > tiles_per_chip:
             if chip_of_layer is None:
                 n = 1 + pack_layers(tiles_needed, len(tiles_needed) + 1, tiles_per_chip, first_tile)[-1][0]
-                raise MappingError(f"layers in whole-layer blocks need {n} chips: machine has {chips}; "
-                                   f"pass --chips {n} or raise neurons per tile")
-            raise MappingError(f"chip {chip} gets {nxt.get(chip, 0) + need} tiles of layers: it has "
-                               f"{tiles_per_chip} (tile 0 of chip 0 free); move a layer to another chip")
+                raise MappingError(
+                    f"layers in whole-layer blocks need {n} chips: machine has {chips}; "
+                    f"pass --chips {n} or raise neurons per tile"
+                )
+            raise MappingError(
+                f"chip {chip} gets {nxt.get(chip, 0) + need} tiles of layers: it has "
+                f"{tiles_per_chip} (tile 0 of chip 0 free); move a layer to another chip"
+            )
         out.append((chip, nxt[chip]))
         nxt[chip] += need
     return out
 
 
-def from_layout(layer_sizes, chips, tiles_per_chip, places, n_tiles, order="block",
-                neurons_per_tile=None, strategy="custom") -> Mapping:
+def from_layout(
+    layer_sizes, chips, tiles_per_chip, places, n_tiles, order="block", neurons_per_tile=None, strategy="custom"
+) -> Mapping:
     """Build a mapping from per-layer ``places`` ``(chip, first tile)`` and tile counts."""
     arrays = []
     for l, n in enumerate(layer_sizes):
@@ -89,18 +106,21 @@ def from_layout(layer_sizes, chips, tiles_per_chip, places, n_tiles, order="bloc
     return Mapping(tuple(layer_sizes), chips, tiles_per_chip, tuple(arrays), strategy)
 
 
-def contiguous(layer_sizes, chips: int = 1, tiles_per_chip: int = 1472, neurons_per_tile: int = 2,
-               first_tile: int = 1) -> Mapping:
+def contiguous(
+    layer_sizes, chips: int = 1, tiles_per_chip: int = 1472, neurons_per_tile: int = 2, first_tile: int = 1
+) -> Mapping:
     """The paper's placement (see the module table)."""
     _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile)
     need = [block_tiles(int(n), neurons_per_tile) for n in layer_sizes]
     places = pack_layers(need, chips, tiles_per_chip, first_tile)
-    return from_layout(layer_sizes, chips, tiles_per_chip, places, need, "block",
-                       [neurons_per_tile] * len(need), "contiguous")
+    return from_layout(
+        layer_sizes, chips, tiles_per_chip, places, need, "block", [neurons_per_tile] * len(need), "contiguous"
+    )
 
 
-def round_robin(layer_sizes, chips: int = 1, tiles_per_chip: int = 1472, neurons_per_tile: int = 2,
-                first_tile: int = 1) -> Mapping:
+def round_robin(
+    layer_sizes, chips: int = 1, tiles_per_chip: int = 1472, neurons_per_tile: int = 2, first_tile: int = 1
+) -> Mapping:
     """``contiguous``'s tiles with neurons dealt out cyclically."""
     _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile)
     need = [block_tiles(int(n), neurons_per_tile) for n in layer_sizes]
@@ -128,9 +148,9 @@ def share_tiles(weights, sizes, budget: int) -> list[int]:
         if fixed.all():
             break
     share = np.where(fixed, share, np.clip(np.floor(ideal), 1, cap)).astype(np.int64)
-    while share.sum() > budget:               # the floor of 1 tile took too much: give back
+    while share.sum() > budget:  # the floor of 1 tile took too much: give back
         share[np.argmax(np.where(share > 1, share - ideal, -np.inf))] -= 1
-    for i in np.argsort(-(ideal - share)):    # largest remainder
+    for i in np.argsort(-(ideal - share)):  # largest remainder
         if share.sum() >= budget:
             break
         if share[i] < cap[i]:
@@ -138,14 +158,24 @@ def share_tiles(weights, sizes, budget: int) -> list[int]:
     return share.tolist()
 
 
-def balanced(layer_sizes, chips: int = 1, tiles_per_chip: int = 1472, weights=None, neurons_per_tile: int = 2,
-             first_tile: int = 1) -> Mapping:
+def balanced(
+    layer_sizes,
+    chips: int = 1,
+    tiles_per_chip: int = 1472,
+    weights=None,
+    neurons_per_tile: int = 2,
+    first_tile: int = 1,
+) -> Mapping:
     """Whole layers per chip as ``contiguous`` at ``neurons_per_tile``; each chip's usable tiles
     shared among its layers ∝ ``weights`` (default: the layer sizes)."""
     _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile)
     w = np.asarray(layer_sizes if weights is None else weights, float)
-    require(w.size == len(layer_sizes) and np.all(w >= 0), "weights", list(w),
-            f"need {len(layer_sizes)} non-negative values, one per layer")
+    require(
+        w.size == len(layer_sizes) and np.all(w >= 0),
+        "weights",
+        list(w),
+        f"need {len(layer_sizes)} non-negative values, one per layer",
+    )
     need = [block_tiles(int(n), neurons_per_tile) for n in layer_sizes]
     chip_of = [c for c, _ in pack_layers(need, chips, tiles_per_chip, first_tile)]
     n_tiles = list(need)
@@ -196,8 +226,15 @@ def _bisect(G: nx.Graph, parts: int, capacity: int, seed: int) -> list[set]:
     return _bisect(G.subgraph(a).copy(), pa, capacity, seed) + _bisect(G.subgraph(b).copy(), parts - pa, capacity, seed)
 
 
-def graph(layer_sizes, chips: int = 1, tiles_per_chip: int = 1472, edge_bytes=None, neurons_per_tile: int = 2,
-          first_tile: int = 1, seed: int = 0) -> Mapping:
+def graph(
+    layer_sizes,
+    chips: int = 1,
+    tiles_per_chip: int = 1472,
+    edge_bytes=None,
+    neurons_per_tile: int = 2,
+    first_tile: int = 1,
+    seed: int = 0,
+) -> Mapping:
     """Layers to chips by recursive Kernighan–Lin bisection of :func:`layer_graph` (cut the
     fewest bytes per step, fit each chip), contiguous within a chip."""
     _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile)
@@ -205,12 +242,11 @@ def graph(layer_sizes, chips: int = 1, tiles_per_chip: int = 1472, edge_bytes=No
     eb = np.ones(max(L - 1, 0)) if edge_bytes is None else np.asarray(edge_bytes, float)
     G = layer_graph(layer_sizes, eb, neurons_per_tile)
     parts = _bisect(G, chips, tiles_per_chip - first_tile, seed)
-    parts.sort(key=min)                           # keep the input side on chip 0
+    parts.sort(key=min)  # keep the input side on chip 0
     chip_of = [0] * L
     for c, part in enumerate(parts):
         for l in part:
             chip_of[l] = c
     need = [G.nodes[l]["tiles"] for l in range(L)]
     places = pack_layers(need, chips, tiles_per_chip, first_tile, chip_of)
-    return from_layout(layer_sizes, chips, tiles_per_chip, places, need, "block",
-                       [neurons_per_tile] * L, "graph")
+    return from_layout(layer_sizes, chips, tiles_per_chip, places, need, "block", [neurons_per_tile] * L, "graph")

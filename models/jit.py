@@ -14,6 +14,7 @@ forms; nothing else chooses flags. Two policies, each for a stated reason:
 
 This module does not import numba.
 """
+
 from __future__ import annotations
 
 FASTMATH = frozenset({"reassoc", "contract", "nsz", "arcp"})

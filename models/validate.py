@@ -7,6 +7,7 @@ every workload. ``calibrate`` dispatches on the same column: SNN cases fit the S
 (:func:`models.stencil.calibrate.fit_stencil`) and write them as a ``[system]`` TOML fragment.
 Registered through the ``tilesim.commands`` entry point.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,13 +31,21 @@ def workload_of(path) -> str:
         raise ConfigError(config_message("cases file", str(p), "no such file", "give a cases CSV"))
     with open(p, newline="") as fh:
         reader = csv.DictReader(fh)
-        names = {(r.get("workload") or "snn").strip() for r in reader} if "workload" in (reader.fieldnames or []) \
+        names = (
+            {(r.get("workload") or "snn").strip() for r in reader}
+            if "workload" in (reader.fieldnames or [])
             else {"snn"}
+        )
     bad = names - set(WORKLOADS)
     if bad or len(names) != 1:
-        raise ConfigError(config_message(f"{p} column workload", ",".join(sorted(names)),
-                                         f"must be one of {', '.join(WORKLOADS)}, the same on every row",
-                                         "split the file by workload"))
+        raise ConfigError(
+            config_message(
+                f"{p} column workload",
+                ",".join(sorted(names)),
+                f"must be one of {', '.join(WORKLOADS)}, the same on every row",
+                "split the file by workload",
+            )
+        )
     return names.pop()
 
 
@@ -46,11 +55,21 @@ def _snn_rows(path, costs) -> list[dict]:
     cases = read_cases(path)
     preds = predict_cases(cases, _load_costs_arg(costs))
     # the *_ms keys are the SNN validate's JSON fields before this module (kept for scripts)
-    return [{"workload": "snn", "case": c.case, "quantity": "ms_per_step", "predicted": mid * 1e3,
-             "measured": c.measured_ms, "error_pct": round(100.0 * (round(mid * 1e3, 4) - c.measured_ms) / c.measured_ms, 2),
-             "predicted_ms": round(mid * 1e3, 4), "measured_ms": c.measured_ms,
-             "band_lo_ms": round(lo * 1e3, 4), "band_hi_ms": round(hi * 1e3, 4)}
-            for c, (mid, lo, hi) in zip(cases, preds)]
+    return [
+        {
+            "workload": "snn",
+            "case": c.case,
+            "quantity": "ms_per_step",
+            "predicted": mid * 1e3,
+            "measured": c.measured_ms,
+            "error_pct": round(100.0 * (round(mid * 1e3, 4) - c.measured_ms) / c.measured_ms, 2),
+            "predicted_ms": round(mid * 1e3, 4),
+            "measured_ms": c.measured_ms,
+            "band_lo_ms": round(lo * 1e3, 4),
+            "band_hi_ms": round(hi * 1e3, 4),
+        }
+        for c, (mid, lo, hi) in zip(cases, preds)
+    ]
 
 
 def _files(args) -> list[Path]:
@@ -58,6 +77,7 @@ def _files(args) -> list[Path]:
         return [Path(c) for c in args.cases]
     from models.snn.calibrate import shipped_cases_path
     from models.stencil.measured import shipped_stencil_cases
+
     return [shipped_cases_path(), *shipped_stencil_cases()]
 
 
@@ -88,29 +108,45 @@ def cmd_validate(args) -> int:
 def cmd_calibrate(args) -> int:
     """Fit the SNN cost model (one SNN file) or the multi-chip constants (stencil files)."""
     from tilesim.io import check_output_path
-    check_output_path(args.out, "--out", "file")            # before the fit, not after it
+
+    check_output_path(args.out, "--out", "file")  # before the fit, not after it
     kinds = {workload_of(f) for f in args.cases}
     if len(kinds) != 1:
-        raise ConfigError(config_message("cases", ", ".join(args.cases), "mix workloads", "calibrate one workload at a time"))
+        raise ConfigError(
+            config_message("cases", ", ".join(args.cases), "mix workloads", "calibrate one workload at a time")
+        )
     if kinds == {"snn"}:
         if len(args.cases) != 1:
             raise ConfigError(config_message("cases", ", ".join(args.cases), "SNN calibration takes one file"))
         from models.snn.calibrate import cmd_calibrate as snn_calibrate
+
         return snn_calibrate(argparse.Namespace(**{**vars(args), "cases": args.cases[0]}))
     import tomli_w
 
     from models.stencil.calibrate import fit_stencil
     from tilesim.io import atomic_write_bytes
+
     res = fit_stencil(args.cases, machine=args.machine)
-    header = ("# Multi-chip constants fitted by `tilesim calibrate` (models/stencil/calibrate.py) on\n"
-              f"# {', '.join(Path(c).name for c in args.cases)}; paste into a machine TOML's [system].\n"
-              f"# mean |error| {res.mean_abs_error_pct_start:.1f} % -> {res.mean_abs_error_pct:.1f} % over "
-              f"{len(res.rows)} multi-IPU rows.\n")
+    header = (
+        "# Multi-chip constants fitted by `tilesim calibrate` (models/stencil/calibrate.py) on\n"
+        f"# {', '.join(Path(c).name for c in args.cases)}; paste into a machine TOML's [system].\n"
+        f"# mean |error| {res.mean_abs_error_pct_start:.1f} % -> {res.mean_abs_error_pct:.1f} % over "
+        f"{len(res.rows)} multi-IPU rows.\n"
+    )
     atomic_write_bytes(args.out, (header + tomli_w.dumps({"system": res.values})).encode())
     if args.json:
-        print(json.dumps({"out": str(args.out), "fit": res.values, "start": res.start,
-                          "mean_abs_error_pct": res.mean_abs_error_pct,
-                          "rows": [dict(zip(("case", "measured", "start", "fitted"), r)) for r in res.rows]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "out": str(args.out),
+                    "fit": res.values,
+                    "start": res.start,
+                    "mean_abs_error_pct": res.mean_abs_error_pct,
+                    "rows": [dict(zip(("case", "measured", "start", "fitted"), r)) for r in res.rows],
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"fitted {len(res.rows)} multi-IPU stencil rows -> {args.out}")
     for k, v in res.values.items():
@@ -121,17 +157,23 @@ def cmd_calibrate(args) -> int:
 
 def register(sub) -> None:
     """Add ``validate`` and ``calibrate`` to the ``tilesim`` command line."""
-    v = sub.add_parser("validate", help="predicted vs measured for every workload (default: all shipped cases)",
-                       description="Time every row of measured-cases CSVs (column workload = snn or stencil).")
+    v = sub.add_parser(
+        "validate",
+        help="predicted vs measured for every workload (default: all shipped cases)",
+        description="Time every row of measured-cases CSVs (column workload = snn or stencil).",
+    )
     v.add_argument("cases", nargs="*", help="cases CSVs (default: the shipped SNN and stencil cases)")
     v.add_argument("--costs", help="SNN cost-model TOML (default: tilesim/presets/costs/snn.toml)")
     v.add_argument("--machine", default="gc2x16", help="machine for stencil cases (default gc2x16)")
     v.add_argument("--json", action="store_true", help="print one JSON list of rows")
     v.add_argument("--quiet", action="store_true", help="no progress bar")
     v.set_defaults(func=cmd_validate)
-    c = sub.add_parser("calibrate", help="fit a workload's physical constants to measured cases",
-                       description="SNN cases: least-squares fit of the SNN cost model (writes a versioned TOML). "
-                                   "Stencil cases: fit the multi-chip sync, link latency and per-message constants.")
+    c = sub.add_parser(
+        "calibrate",
+        help="fit a workload's physical constants to measured cases",
+        description="SNN cases: least-squares fit of the SNN cost model (writes a versioned TOML). "
+        "Stencil cases: fit the multi-chip sync, link latency and per-message constants.",
+    )
     c.add_argument("cases", nargs="+", help="cases CSV(s): one SNN file, or stencil files")
     c.add_argument("--out", required=True, help="TOML to write")
     c.add_argument("--machine", default="gc2x16", help="machine whose constants are fitted (stencil; default gc2x16)")

@@ -6,6 +6,7 @@ model (tilesim/engine.py docstring) says.
 Shared with the engine only what is not the engine: the fabric models (on-chip exchange cycles
 of one superstep, link routes and bandwidths) and the machine's sync costs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ import simpy
 from tilesim.fabric import LadderLinks, make_fabric
 from tilesim.program import SYNC_ALL, SYNC_CHIP
 
-DRAINED = 1e-6                 # bytes left that count as delivered (float round-off), as in the engine
+DRAINED = 1e-6  # bytes left that count as delivered (float round-off), as in the engine
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,7 +44,7 @@ class NaiveLinks:
 
     def __init__(self, env: simpy.Environment, ladder: LadderLinks):
         self.env, self.ladder = env, ladder
-        self.flows: list[list] = []          # [bytes left, route, delivered event]
+        self.flows: list[list] = []  # [bytes left, route, delivered event]
         self.t = 0.0
         self.changed = env.event()
         self.group_bytes: dict = {}
@@ -104,7 +105,7 @@ def _chip_costs(program, machine):
     clock = machine.clock_hz
     for s in range(S):
         for c in range(C):
-            comp[s, c] = float(program.compute_cycles[s, c * T:(c + 1) * T].max())
+            comp[s, c] = float(program.compute_cycles[s, c * T : (c + 1) * T].max())
         row = int(program.exchange_row[s])
         if row >= 0:
             mine = program.transfer_step == s
@@ -112,8 +113,9 @@ def _chip_costs(program, machine):
             if fabric.needs_transfers and mine.any():
                 src, dst = program.transfer_src[mine], program.transfer_dst[mine]
                 transfers = {0: (src // T, src % T, dst % T, program.transfer_bytes[mine])}
-            cyc, _ = fabric.exchange_cycles(program.bytes_in[row].reshape(1, C, T),
-                                            program.bytes_out[row].reshape(1, C, T), transfers)
+            cyc, _ = fabric.exchange_cycles(
+                program.bytes_in[row].reshape(1, C, T), program.bytes_out[row].reshape(1, C, T), transfers
+            )
             ex[s] = cyc[0]
         if program.exchange_extra_cycles is not None:
             ex[s] += program.exchange_extra_cycles[s]
@@ -144,9 +146,14 @@ def naive_simulate(program, machine) -> NaiveTimeline:
     links = NaiveLinks(env, LadderLinks(machine))
     times = {k: np.zeros((S, C)) for k in ("start", "arrive", "release", "links_end", "end")}
     barriers: dict = {}
-    flows = [[(int(a), int(b), float(n)) for st, a, b, n in
-              zip(program.flow_step, program.flow_src, program.flow_dst, program.flow_bytes) if st == s]
-             for s in range(S)]
+    flows = [
+        [
+            (int(a), int(b), float(n))
+            for st, a, b, n in zip(program.flow_step, program.flow_src, program.flow_dst, program.flow_bytes)
+            if st == s
+        ]
+        for s in range(S)
+    ]
 
     def start_flows(delay, group_flows, events):
         yield env.timeout(delay)

@@ -22,14 +22,22 @@ def test_demo_writes_outputs(tmp_path):
     trace = json.loads((tmp_path / "trace.json").read_text())
     phases = {e["cat"] for e in trace["traceEvents"] if e["ph"] == "X"}
     assert {"compute", "sync", "exchange", "links", "host"} <= phases
-    assert any(e.get("tid", 0) > 0 for e in trace["traceEvents"] if e["ph"] == "X")   # per-tile tracks
+    assert any(e.get("tid", 0) > 0 for e in trace["traceEvents"] if e["ph"] == "X")  # per-tile tracks
 
 
 def test_machines_json_keys(capsys):
     assert main(["machines", "gc200", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    for k in ("tiles", "sram_bytes", "total_sram_bytes", "clock_hz", "peak_fp32_flops", "peak_fp16_flops",
-              "exchange_bytes_per_s", "link_bytes_per_s"):
+    for k in (
+        "tiles",
+        "sram_bytes",
+        "total_sram_bytes",
+        "clock_hz",
+        "peak_fp32_flops",
+        "peak_fp16_flops",
+        "exchange_bytes_per_s",
+        "link_bytes_per_s",
+    ):
         assert k in d
 
 
@@ -43,12 +51,15 @@ def test_machines_toml_edit_and_use(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["sram_bytes"] == 1048576
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["machines", "gc9000"], "machine = 'gc9000': is neither a preset nor a file"),
-    (["machines", "gc200", "--chips", "0"], "must be >= 1"),
-    (["simulate", "nope.toml"], "program file = 'nope.toml': no such file"),
-    (["frobnicate"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["machines", "gc9000"], "machine = 'gc9000': is neither a preset nor a file"),
+        (["machines", "gc200", "--chips", "0"], "must be >= 1"),
+        (["simulate", "nope.toml"], "program file = 'nope.toml': no such file"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
 def test_bad_input_exits_2_without_traceback(args, needle):
     r = run(*args)
     assert r.returncode == 2
@@ -58,8 +69,9 @@ def test_bad_input_exits_2_without_traceback(args, needle):
 
 def test_simulate_overflow_and_report_mode(tmp_path):
     prog = tmp_path / "p.toml"
-    prog.write_text('[[superstep]]\ncompute_cycles = 10\n[[memory]]\ncategory = "variables:weights"\n'
-                    'tiles = "3"\nbytes = 700000\n')
+    prog.write_text(
+        '[[superstep]]\ncompute_cycles = 10\n[[memory]]\ncategory = "variables:weights"\ntiles = "3"\nbytes = 700000\n'
+    )
     r = run("simulate", str(prog))
     assert r.returncode == 2 and "SRAM overflow on 1 tile(s): tile 3 needs 700,000 B" in r.stderr
     assert "Traceback" not in r.stderr

@@ -1,5 +1,6 @@
 """Every command's --help shows a line and the default of each flag; -v/-q set the log level
 (issue 20)."""
+
 import argparse
 import subprocess
 import sys
@@ -31,9 +32,31 @@ def test_every_flag_has_help_and_default():
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "tilesim", *args, "run", "--layers", "40-24-4", "--caps", "8-2",
-                           "--batch", "4", "--timesteps", "8", "--steps", "2", "--quiet", "--memory-check", "report"],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tilesim",
+            *args,
+            "run",
+            "--layers",
+            "40-24-4",
+            "--caps",
+            "8-2",
+            "--batch",
+            "4",
+            "--timesteps",
+            "8",
+            "--steps",
+            "2",
+            "--quiet",
+            "--memory-check",
+            "report",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_verbose_logs_steps_quiet_does_not():

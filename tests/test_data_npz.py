@@ -1,4 +1,5 @@
 """`tilesim run --data FILE.npz` (issue 20: the help promised tonic .npz, the CLI refused it)."""
+
 import numpy as np
 import pytest
 
@@ -17,7 +18,7 @@ def _write(path, n=12, W=4, H=4, P=2, classes=3, **over):
         k = 40
         ev = np.zeros(k, DTYPE)
         ev["x"], ev["y"], ev["p"] = rng.integers(0, W, k), rng.integers(0, H, k), rng.integers(0, P, k)
-        ev["t"] = np.sort(rng.integers(0, 8000, k))          # µs: 8 time steps of 1 ms
+        ev["t"] = np.sort(rng.integers(0, 8000, k))  # µs: 8 time steps of 1 ms
         parts.append(ev)
         labels.append(i % classes)
     offsets = np.r_[0, np.cumsum([len(p) for p in parts])]
@@ -33,14 +34,20 @@ def test_run_trains_on_an_events_npz(tmp_path):
     assert (ds.n_channels, ds.n_classes, len(ds)) == (32, 3, 12)
     ch, t_ms = ds.samples[0]
     assert ch.max() < 32 and t_ms.max() < 8.0
-    s = run_training(RunOptions(data=str(p), layers="32-16-3", caps="8-2", batch=4, timesteps=8, steps=1,
-                                memory_check="report"))
+    s = run_training(
+        RunOptions(data=str(p), layers="32-16-3", caps="8-2", batch=4, timesteps=8, steps=1, memory_check="report")
+    )
     assert np.isfinite(s.loss[0]) and s.predicted_step_s > 0
 
 
-@pytest.mark.parametrize("over,needle", [({"offsets": np.array([0, 5])}, "offsets"),
-                                         ({"labels": np.array([1, 2])}, "labels"),
-                                         ({"sensor_size": np.array([4, 4])}, "sensor_size")])
+@pytest.mark.parametrize(
+    "over,needle",
+    [
+        ({"offsets": np.array([0, 5])}, "offsets"),
+        ({"labels": np.array([1, 2])}, "labels"),
+        ({"sensor_size": np.array([4, 4])}, "sensor_size"),
+    ],
+)
 def test_bad_npz_is_one_line(tmp_path, over, needle):
     p = _write(tmp_path / "bad.npz", **over)
     with pytest.raises(ConfigError, match=needle) as e:

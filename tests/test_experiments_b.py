@@ -3,9 +3,16 @@
 import pytest
 from conftest import run_quick_experiments
 
-
-SCRIPTS = ["b1_exchange_distance", "b2_skewed_matmul", "b3_memory_compute_sets", "b4_table1",
-           "b5_table4_params", "b6_butterfly_breakeven", "b7_table4_times", "b8_matmul_fit"]
+SCRIPTS = [
+    "b1_exchange_distance",
+    "b2_skewed_matmul",
+    "b3_memory_compute_sets",
+    "b4_table1",
+    "b5_table4_params",
+    "b6_butterfly_breakeven",
+    "b7_table4_times",
+    "b8_matmul_fit",
+]
 
 
 @pytest.fixture(scope="module")
@@ -20,14 +27,14 @@ def test_b1_distance_independent_on_ipu_not_on_mesh(outputs):
     for b in sizes:
         assert cyc[("gc200", "near", b)] == cyc[("gc200", "far", b)]
         assert cyc[("mesh-demo", "far", b)] > cyc[("mesh-demo", "near", b)]
-    assert cyc[("gc200", "near", max(sizes))] > cyc[("gc200", "near", min(sizes))]   # size matters
+    assert cyc[("gc200", "near", max(sizes))] > cyc[("gc200", "near", min(sizes))]  # size matters
 
 
 def test_b2_flat_throughput_until_memory_limit(outputs):
     rows = outputs["b2_skewed_matmul"]
     fit = [float(r["gflops"]) for r in rows if r["fits"] == "True"]
     assert len(fit) >= 3 and max(fit) / min(fit) < 1.1
-    assert any(r["fits"] == "False" for r in rows)            # the memory limit is reached and marked
+    assert any(r["fits"] == "False" for r in rows)  # the memory limit is reached and marked
 
 
 def test_b3_overhead_grows_with_compute_sets(outputs):
@@ -56,8 +63,9 @@ def test_b5_counts_exact(outputs):
 
 def test_b6_break_even_within_factor_two(outputs):
     from experiments.b6_butterfly_breakeven import break_even
+
     rows = outputs["b6_butterfly_breakeven"]
-    for variant in ("", "_pt_host"):                          # fused; PopTorch op by op + host I/O (as measured)
+    for variant in ("", "_pt_host"):  # fused; PopTorch op by op + host I/O (as measured)
         be = break_even(rows, "butterfly", variant)
         assert be is not None and 512 <= be <= 2048, (variant, be)
 
@@ -71,7 +79,7 @@ def test_b7_fused_order(outputs):
 
 def test_b7_poptorch_lowering_reproduces_butterfly_and_fastfood(outputs):
     r = {row["method"]: float(row["pt_with_host_ratio"]) for row in outputs["b7_table4_times"]}
-    assert r["low-rank"] < r["baseline"] < r["butterfly"] < r["fastfood"]          # paper: 0.88 < 1 < 1.53 < 2.46
+    assert r["low-rank"] < r["baseline"] < r["butterfly"] < r["fastfood"]  # paper: 0.88 < 1 < 1.53 < 2.46
     assert 1.0 < r["butterfly"] < 2 * 1.53 and 2.46 / 2 < r["fastfood"] < 2 * 2.46
     assert r["pixelfly"] > r["baseline"]
 
@@ -79,14 +87,14 @@ def test_b7_poptorch_lowering_reproduces_butterfly_and_fastfood(outputs):
 def test_b7_paper_order_baseline_butterfly_pixelfly(outputs):
     # pixelfly lowered op by op from its PyTorch code (PopTorch's per-bag embedding_bag); see README B7
     r = {row["method"]: float(row["pt_with_host_ratio"]) for row in outputs["b7_table4_times"]}
-    assert r["baseline"] < r["butterfly"] < r["fastfood"] < r["pixelfly"]      # paper: 1 < 1.53 < 2.46 < 2.90
+    assert r["baseline"] < r["butterfly"] < r["fastfood"] < r["pixelfly"]  # paper: 1 < 1.53 < 2.46 < 2.90
 
 
 def test_b8_4096_layer_fits_and_runs_near_published_rates(outputs):
     rows = outputs["b8_matmul_fit"]
     mb = {(r["precision"], float(r["memory_proportion"])): r for r in rows if r["panel"] == "max_batch"}
-    assert int(mb[("fp16", 0.6)]["max_batch_within_proportion"]) >= 2048     # PopLibs runs (2048, 4096, 4096) fp16
-    assert int(mb[("fp32", 0.6)]["max_batch_within_proportion"]) >= 1024     # and (1024, 4096, 4096) fp32
+    assert int(mb[("fp16", 0.6)]["max_batch_within_proportion"]) >= 2048  # PopLibs runs (2048, 4096, 4096) fp16
+    assert int(mb[("fp32", 0.6)]["max_batch_within_proportion"]) >= 1024  # and (1024, 4096, 4096) fp32
     tf = {int(r["batch"]): float(r["tflops"]) for r in rows if r["panel"] == "batch" and r["precision"] == "fp16"}
     assert 150 < tf[1024] < 260 and 150 < tf[2048] < 260
     sparse = sorted((float(r["density"]), float(r["time_s"])) for r in rows if r["panel"] == "density")

@@ -1,4 +1,5 @@
 """Explanations: exchange matrices, the critical tile, summary.md and `tilesim report`."""
+
 import subprocess
 import sys
 
@@ -24,7 +25,7 @@ def test_exchange_matrix_conserves_bytes_and_shows_link_traffic():
     total = sum(f[-1] for f in exchange_flows(CFG, pl, pred.counters, machine))
     assert ex["chip"].sum() == pytest.approx(total)
     assert sum(ex["totals_bytes"].values()) == pytest.approx(total)
-    assert ex["chip"][0, 1] > 0 and ex["chip"][1, 0] > 0          # layer 1 -> 2 lists, gradients back
+    assert ex["chip"][0, 1] > 0 and ex["chip"][1, 0] > 0  # layer 1 -> 2 lists, gradients back
     assert ex["group"].sum() <= ex["chip"][1, 1] * (1 + 1e-9)
     assert ex["group"].shape == (8, 8) and ex["edges"][-1] == machine.tiles_per_chip
 
@@ -34,10 +35,12 @@ def test_critical_tile_is_explained():
     pl = place_network(CFG, machine, 2, "contiguous").placement
     pred = retime(None, CFG, pl, machine)
     from models.snn.explain import label_tile_cycles
+
     ex = explain_critical(pred.result, CFG, pl, pred.counters, machine, label_tile_cycles(pred.program))
     assert ex["phase"] in pred.result.by_label()
     assert ex["role"] in ("owner", "combiner", "compaction", "reduction")
     from models.snn.explain import FIXED_ROWS
+
     if ex["phase"] in FIXED_ROWS:
         assert "host" in ex["sentence"] or "fixed cost" in ex["sentence"]
     else:
@@ -52,8 +55,23 @@ def tilesim(*args):
 
 def test_run_out_writes_the_explanations_and_report_redraws_them(tmp_path):
     out = tmp_path / "run"
-    r = tilesim("run", "--layers", "64-40-30-6", "--batch", "4", "--timesteps", "12", "--input-cap", "10",
-                "--max-activity", "0.2", "--steps", "1", "--out", str(out))
+    r = tilesim(
+        "run",
+        "--layers",
+        "64-40-30-6",
+        "--batch",
+        "4",
+        "--timesteps",
+        "12",
+        "--input-cap",
+        "10",
+        "--max-activity",
+        "0.2",
+        "--steps",
+        "1",
+        "--out",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     md = (out / "summary.md").read_text()
     assert "Predicted time per training step" in md and "The critical kernel" in md and "## Memory" in md
@@ -78,6 +96,7 @@ def test_exchange_flows_follow_the_step_table():
     LABEL_COUNTERS are read from the same table."""
     from models.snn.explain import FIXED_ROWS, LABEL_COUNTERS
     from models.snn.timing import STEP_ROWS, build_step_program
+
     machine = load_machine("gc200", 2)
     TPC = machine.tiles_per_chip
     m = from_layout(CFG.layers[1:], 2, TPC, [(0, 1), (1, 0), (1, 15)], [20, 15, 3], "block")
@@ -95,7 +114,7 @@ def test_exchange_flows_follow_the_step_table():
         at = prog.label_id == prog.labels.index(label)
         chips_in = set(np.flatnonzero(prog.bytes_in[at].reshape(-1, 2, TPC).sum(axis=(0, 2))).tolist())
         assert gets[label] == chips_in, label
-        if label != "loss":                               # the loss gradients' senders pay nothing
+        if label != "loss":  # the loss gradients' senders pay nothing
             chips_out = set(np.flatnonzero(prog.bytes_out[at].reshape(-1, 2, TPC).sum(axis=(0, 2))).tolist())
             assert senders == chips_out, label
     # the per-layer replicate rows, layer by layer: layer 2 (chip 1) copies its own list on chip 1
@@ -103,8 +122,11 @@ def test_exchange_flows_follow_the_step_table():
     rep = np.flatnonzero(prog.label_id == prog.labels.index("bwd: replicate lists"))
     L = CFG.n_layers
     for l in range(L):
-        flow = [f for f in exchange_flows(CFG, pl, pred.counters, machine)
-                if f[0] == f"layer {l + 1} replicated lists (backward)"]
+        flow = [
+            f
+            for f in exchange_flows(CFG, pl, pred.counters, machine)
+            if f[0] == f"layer {l + 1} replicated lists (backward)"
+        ]
         out = prog.bytes_out[rep[l::L]].reshape(-1, 2, TPC).sum(axis=(0, 2))
         assert set((flow[0][1] // TPC).tolist()) == set(np.flatnonzero(out).tolist()), l
     assert "bwd: replicate lists" in FIXED_ROWS and "fwd: state update" not in FIXED_ROWS

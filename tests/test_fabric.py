@@ -1,5 +1,4 @@
 """Claim B1: on the IPU exchange time depends on bytes, not distance; on a mesh it does not."""
-import numpy as np
 
 from tilesim.engine import simulate
 from tilesim.fabric import grid_shape, make_fabric
@@ -24,7 +23,7 @@ def test_ipu_exchange_is_distance_independent():
 
 def test_mesh_exchange_grows_with_distance():
     m = load_machine("mesh-demo")
-    times = [p2p(m, 0, dst, 4096) for dst in (1, 17, 255)]      # 1, 2 and 30 hops
+    times = [p2p(m, 0, dst, 4096) for dst in (1, 17, 255)]  # 1, 2 and 30 hops
     assert times[0] < times[1] < times[2]
     assert times[2] - times[0] == 29 * m.fabric.hop_cycles
     f = make_fabric(m)

@@ -1,4 +1,5 @@
 """The architecture's import rules, read from the source (architecture.md)."""
+
 import ast
 from pathlib import Path
 

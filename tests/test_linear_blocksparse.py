@@ -1,4 +1,5 @@
 """Static block-sparse layer (PopSparse-style): kernels against the dense NumPy twin, planner, times."""
+
 import numpy as np
 import pytest
 
@@ -20,8 +21,12 @@ def test_forward_backward_match_dense_twin(block, density, seed):
     gx, (gb, gbias) = layer.backward(g, cache)
     np.testing.assert_allclose(gx, g @ w, rtol=1e-12, atol=1e-12)
     gw = g.T @ x
-    ref = np.stack([gw[r * block:(r + 1) * block, c * block:(c + 1) * block]
-                    for r, c in zip(layer.block_rows, layer.block_cols)])
+    ref = np.stack(
+        [
+            gw[r * block : (r + 1) * block, c * block : (c + 1) * block]
+            for r, c in zip(layer.block_rows, layer.block_cols)
+        ]
+    )
     np.testing.assert_allclose(gb, ref, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(gbias, g.sum(axis=0))
     assert layer.n_params == layer.nnz_blocks * block * block + 48
@@ -61,9 +66,17 @@ def test_plan_accounts_every_block_and_time_falls_with_density():
 
 def test_layer_density_one_sixteenth_fits_and_is_faster_than_dense():
     from models.linear.timing import BlockSparseConfig, time_layer
-    sparse = time_layer("block-sparse", 4096, 2048, "bow", precision="fp16", backward=False,
-                        block_sparse=BlockSparseConfig(density=1 / 16, block=16))
+
+    sparse = time_layer(
+        "block-sparse",
+        4096,
+        2048,
+        "bow",
+        precision="fp16",
+        backward=False,
+        block_sparse=BlockSparseConfig(density=1 / 16, block=16),
+    )
     dense = time_layer("dense", 4096, 2048, "bow", precision="fp16", backward=False)
     assert sparse.fits and dense.fits
     assert sparse.step_s < dense.step_s / 2
-    assert sparse.params == 4096 * 16 * 16 + 4096          # 4096 non-zero blocks of 16 x 16 + bias
+    assert sparse.params == 4096 * 16 * 16 + 4096  # 4096 non-zero blocks of 16 x 16 + bias

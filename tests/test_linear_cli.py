@@ -1,4 +1,5 @@
 """``tilesim shl | layer | exchange-bench``: JSON keys, exit codes, one-line errors."""
+
 import json
 
 import pytest
@@ -32,8 +33,19 @@ def test_layer_json_and_text(capsys):
 
 
 def test_exchange_bench_json(capsys):
-    code, out, _ = run(capsys, "exchange-bench", "--machine", "gc200", "--src", "0", "--dst", "1,644",
-                       "--bytes", "64,4096,65536", "--json")
+    code, out, _ = run(
+        capsys,
+        "exchange-bench",
+        "--machine",
+        "gc200",
+        "--src",
+        "0",
+        "--dst",
+        "1,644",
+        "--bytes",
+        "64,4096,65536",
+        "--json",
+    )
     rows = json.loads(out)
     assert code == 0 and len(rows) == 6
     assert set(rows[0]) >= {"src", "dst", "bytes", "cycles"}
@@ -41,15 +53,19 @@ def test_exchange_bench_json(capsys):
     assert by[(1, 4096)] == by[(644, 4096)] == 100 + 4096 / 4
 
 
-@pytest.mark.parametrize("argv,match", [
-    (("layer", "--kind", "butterfly", "--n", "1000"), r"n = 1000: must be a power of two"),
-    (("layer", "--kind", "dense", "--n", "0"), r"--n = 0: must be >= 1"),
-    (("shl", "--method", "baseline", "--batch", "0"), r"--batch = 0: must be >= 1"),
-    (("exchange-bench", "--machine", "mesh-demo", "--dst", "1,644"), r"--dst = 644: must be a tile in 0..255"),
-    (("shl", "--method", "baseline", "--machine", "nosuch"), r"nosuch"),
-])
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (("layer", "--kind", "butterfly", "--n", "1000"), r"n = 1000: must be a power of two"),
+        (("layer", "--kind", "dense", "--n", "0"), r"--n = 0: must be >= 1"),
+        (("shl", "--method", "baseline", "--batch", "0"), r"--batch = 0: must be >= 1"),
+        (("exchange-bench", "--machine", "mesh-demo", "--dst", "1,644"), r"--dst = 644: must be a tile in 0..255"),
+        (("shl", "--method", "baseline", "--machine", "nosuch"), r"nosuch"),
+    ],
+)
 def test_bad_input_exits_2_without_traceback(capsys, argv, match):
     import re
+
     code, _, err = run(capsys, *argv)
     assert code == 2
     assert "Traceback" not in err and re.search(match, err), err
@@ -58,8 +74,23 @@ def test_bad_input_exits_2_without_traceback(capsys, argv, match):
 # ---- issue 21 / issue 20 -----------------------------------------------------------------------------
 @pytest.mark.parametrize("batch,precision", [("2048", "fp16"), ("1024", "fp32")])
 def test_issue21_layers_fit_with_a_plan(capsys, batch, precision):
-    code, out, _ = run(capsys, "layer", "--kind", "dense", "--n", "4096", "--batch", batch, "--machine", "bow",
-                       "--precision", precision, "--forward-only", "--json", "--explain")
+    code, out, _ = run(
+        capsys,
+        "layer",
+        "--kind",
+        "dense",
+        "--n",
+        "4096",
+        "--batch",
+        batch,
+        "--machine",
+        "bow",
+        "--precision",
+        precision,
+        "--forward-only",
+        "--json",
+        "--explain",
+    )
     d = json.loads(out)
     assert code == 0 and d["fits"] is True
     text = "\n".join(d["explain"])
@@ -67,8 +98,26 @@ def test_issue21_layers_fit_with_a_plan(capsys, batch, precision):
 
 
 def test_layer_block_sparse_and_options(capsys):
-    code, out, _ = run(capsys, "layer", "--kind", "block-sparse", "--n", "4096", "--batch", "2048", "--machine", "bow",
-                       "--precision", "fp16", "--density", "1/16", "--block", "16", "--forward-only", "--explain")
+    code, out, _ = run(
+        capsys,
+        "layer",
+        "--kind",
+        "block-sparse",
+        "--n",
+        "4096",
+        "--batch",
+        "2048",
+        "--machine",
+        "bow",
+        "--precision",
+        "fp16",
+        "--density",
+        "1/16",
+        "--block",
+        "16",
+        "--forward-only",
+        "--explain",
+    )
     assert code == 0 and "static block-sparse matmul" in out and "fits = True" in out
     code, _, err = run(capsys, "layer", "--kind", "dense", "--n", "256", "--density", "0.5")
     assert code == 2 and "--density/--block = 0.5: only apply to --kind block-sparse" in err
@@ -77,8 +126,21 @@ def test_layer_block_sparse_and_options(capsys):
 
 
 def test_layer_that_exceeds_the_chip_is_a_clear_error(capsys):
-    code, _, err = run(capsys, "layer", "--kind", "dense", "--n", "65536", "--batch", "4096", "--machine", "bow",
-                       "--precision", "fp16", "--forward-only")
+    code, _, err = run(
+        capsys,
+        "layer",
+        "--kind",
+        "dense",
+        "--n",
+        "65536",
+        "--batch",
+        "4096",
+        "--machine",
+        "bow",
+        "--precision",
+        "fp16",
+        "--forward-only",
+    )
     assert code == 2 and "Traceback" not in err
     assert "no plan fits, even with serial splits" in err and "the smallest" in err and "use more tiles" in err
 

@@ -1,11 +1,25 @@
 """Layer kernels of models.linear against dense NumPy twins (forward, backward, assembled matrix)."""
+
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from models.linear.layers import (
-    ButterflyLinear, CirculantLinear, CsrLinear, DenseLinear, FastfoodLinear, LowRankLinear, PixelflyLinear,
-    butterfly_factor_matrices, hadamard_matrix, matmul, matmul_backward, pixelfly_layout, random_csr, skewed_shape,
+    ButterflyLinear,
+    CirculantLinear,
+    CsrLinear,
+    DenseLinear,
+    FastfoodLinear,
+    LowRankLinear,
+    PixelflyLinear,
+    butterfly_factor_matrices,
+    hadamard_matrix,
+    matmul,
+    matmul_backward,
+    pixelfly_layout,
+    random_csr,
+    skewed_shape,
 )
 from tilesim.errors import ConfigError
 
@@ -69,7 +83,7 @@ def test_layer_matches_assembled_dense_matrix_and_gradients(make):
 @settings(max_examples=25, deadline=None)
 @given(log_n=st.integers(1, 6), tied=st.booleans(), batch=st.integers(1, 7), seed=st.integers(0, 2**16))
 def test_butterfly_equals_product_of_factors(log_n, tied, batch, seed):
-    layer = _randomise(ButterflyLinear(2 ** log_n, tied=tied, seed=seed), seed)
+    layer = _randomise(ButterflyLinear(2**log_n, tied=tied, seed=seed), seed)
     mats = butterfly_factor_matrices(layer.untied_twiddle())
     assert len(mats) == log_n
     for m in mats:  # every factor has exactly two nonzeros per row (2x2 blocks)
@@ -85,8 +99,8 @@ def test_butterfly_parameter_counts():
 def test_tied_butterfly_shares_twiddles_across_blocks():
     layer = _randomise(ButterflyLinear(8, tied=True))
     tw = layer.untied_twiddle()
-    np.testing.assert_array_equal(tw[0, 0], tw[0, 3])          # stride 1: one 2x2 for all 4 pairs
-    np.testing.assert_array_equal(tw[1, 0], tw[1, 2])          # stride 2: pairs j=0 of blocks 0 and 1
+    np.testing.assert_array_equal(tw[0, 0], tw[0, 3])  # stride 1: one 2x2 for all 4 pairs
+    np.testing.assert_array_equal(tw[1, 0], tw[1, 2])  # stride 2: pairs j=0 of blocks 0 and 1
 
 
 def test_fastfood_is_S_H_G_Pi_H_B():
@@ -107,7 +121,7 @@ def test_circulant_structure():
 
 def test_pixelfly_layout_is_flat_butterfly():
     lay = pixelfly_layout(16, 16, block_size=1, butterfly_size=16)
-    assert lay.sum(axis=1).tolist() == [5] * 16                # I + 4 factors
+    assert lay.sum(axis=1).tolist() == [5] * 16  # I + 4 factors
     i = np.arange(16)
     assert lay[i, i ^ 4].all() and lay[i, i].all()
     big = pixelfly_layout(1024, 1024, block_size=16, butterfly_size=16)
@@ -122,7 +136,7 @@ def test_csr_sparsity_levels(density, sparsity):
     assert indptr[-1] == indices.size == round(density * 200 * 100)
     assert 1 - indices.size / (200 * 100) == pytest.approx(sparsity)
     for r in range(200):
-        row = indices[indptr[r]:indptr[r + 1]]
+        row = indices[indptr[r] : indptr[r + 1]]
         assert (np.diff(row) > 0).all()
     layer = _randomise(CsrLinear(100, 200, density, seed=3))
     _check_against_dense(layer, batch=4, fd=False)
@@ -133,10 +147,10 @@ def test_csr_sparsity_levels(density, sparsity):
 def test_skewed_shape_and_matmul(log_mn, log_ratio, k):
     if abs(log_ratio) > log_mn:
         with pytest.raises(ConfigError, match="aspect_ratio"):
-            skewed_shape(2 ** log_mn, k, 2.0 ** log_ratio)
+            skewed_shape(2**log_mn, k, 2.0**log_ratio)
         return
-    m, kk, n = skewed_shape(2 ** log_mn, k, 2.0 ** log_ratio)
-    assert m * n == 2 ** log_mn and kk == k
+    m, kk, n = skewed_shape(2**log_mn, k, 2.0**log_ratio)
+    assert m * n == 2**log_mn and kk == k
     assert abs(np.log2(m / n) - log_ratio) <= 1
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
@@ -147,20 +161,23 @@ def test_skewed_shape_and_matmul(log_mn, log_ratio, k):
     np.testing.assert_allclose(gb, a.T @ g)
 
 
-@pytest.mark.parametrize("make,match", [
-    (lambda: ButterflyLinear(6), r"n = 6: must be a power of two"),
-    (lambda: ButterflyLinear(0), r"n = 0: must be a positive integer"),
-    (lambda: FastfoodLinear(12), r"n = 12: must be a power of two"),
-    (lambda: LowRankLinear(8, 4, rank=5), r"rank = 5: must be <= min"),
-    (lambda: PixelflyLinear(32, 32, 3, 8, 1), r"block_size = 3: must be a power of two"),
-    (lambda: PixelflyLinear(32, 32, 64, 8, 1), r"n_out = 32: must be a multiple of block_size = 64"),
-    (lambda: PixelflyLinear(24, 24, 8, 16, 1), r"n_out = 24: must be a multiple of butterfly_size = 16"),
-    (lambda: PixelflyLinear(32, 32, 4, 8, 1, n_factors=4), r"n_factors = 4: must be in \[1, log2"),
-    (lambda: PixelflyLinear(32, 32, 4, 8, 40), r"lowrank_size = 40"),
-    (lambda: CsrLinear(8, 8, density=0.0), r"density = 0.0: must be in \(0, 1\]"),
-    (lambda: matmul(np.ones((2, 3)), np.ones((4, 2))), r"matmul inner dimensions = \(3, 4\)"),
-    (lambda: DenseLinear(4, 3).forward(np.ones((2, 5))), r"input features = 5: must equal n_in = 4"),
-])
+@pytest.mark.parametrize(
+    "make,match",
+    [
+        (lambda: ButterflyLinear(6), r"n = 6: must be a power of two"),
+        (lambda: ButterflyLinear(0), r"n = 0: must be a positive integer"),
+        (lambda: FastfoodLinear(12), r"n = 12: must be a power of two"),
+        (lambda: LowRankLinear(8, 4, rank=5), r"rank = 5: must be <= min"),
+        (lambda: PixelflyLinear(32, 32, 3, 8, 1), r"block_size = 3: must be a power of two"),
+        (lambda: PixelflyLinear(32, 32, 64, 8, 1), r"n_out = 32: must be a multiple of block_size = 64"),
+        (lambda: PixelflyLinear(24, 24, 8, 16, 1), r"n_out = 24: must be a multiple of butterfly_size = 16"),
+        (lambda: PixelflyLinear(32, 32, 4, 8, 1, n_factors=4), r"n_factors = 4: must be in \[1, log2"),
+        (lambda: PixelflyLinear(32, 32, 4, 8, 40), r"lowrank_size = 40"),
+        (lambda: CsrLinear(8, 8, density=0.0), r"density = 0.0: must be in \(0, 1\]"),
+        (lambda: matmul(np.ones((2, 3)), np.ones((4, 2))), r"matmul inner dimensions = \(3, 4\)"),
+        (lambda: DenseLinear(4, 3).forward(np.ones((2, 5))), r"input features = 5: must equal n_in = 4"),
+    ],
+)
 def test_bad_shapes_raise_config_error(make, match):
     with pytest.raises(ConfigError, match=match):
         make()

@@ -1,17 +1,22 @@
 """Matmul tile planner and layer phase schedules: invariants, AMP fit, memory budget, errors."""
-import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from models.linear.planner import (
-    OverheadConstants, SuperstepCosts, build_matmul_plan, overhead_breakdown, overhead_bytes_per_tile, plan_matmul,
+    OverheadConstants,
+    SuperstepCosts,
+    build_matmul_plan,
+    overhead_breakdown,
+    overhead_bytes_per_tile,
+    plan_matmul,
 )
 from models.linear.schedules import butterfly_schedule, dense_schedule, lowrank_schedule, pixelfly_schedule
 from tilesim.errors import ConfigError, SramOverflowError
 
-GC200 = dict(sram_bytes=638_976, flops_per_cycle=32)       # fp32 AMP: 32 flop/cycle/tile
+GC200 = dict(sram_bytes=638_976, flops_per_cycle=32)  # fp32 AMP: 32 flop/cycle/tile
 
 
 def test_amp_fit_is_reproduced_for_fp16_blocks():
@@ -22,10 +27,18 @@ def test_amp_fit_is_reproduced_for_fp16_blocks():
 
 def test_plan_shapes_and_totals():
     plan = plan_matmul(1024, 1024, 1024, tiles=1472, **GC200)
-    for name in ("macs", "amp_cycles", "bytes_in", "bytes_out", "data_bytes", "compute_sets", "vertices",
-                 "exchange_programs"):
+    for name in (
+        "macs",
+        "amp_cycles",
+        "bytes_in",
+        "bytes_out",
+        "data_bytes",
+        "compute_sets",
+        "vertices",
+        "exchange_programs",
+    ):
         assert getattr(plan, name).shape == (1472,)
-    assert int(plan.macs.sum()) == 1024 ** 3
+    assert int(plan.macs.sum()) == 1024**3
     assert plan.tiles_used <= 1472
     assert int(plan.memory_bytes().max()) <= GC200["sram_bytes"]
     assert plan.predicted_cycles == sum(p.cycles(SuperstepCosts()) for p in plan.phases)
@@ -36,8 +49,14 @@ def test_plan_shapes_and_totals():
 
 
 @settings(max_examples=30, deadline=None)
-@given(m=st.integers(1, 300), k=st.integers(1, 300), n=st.integers(1, 300), tiles=st.integers(1, 40),
-       extra=st.integers(1, 40), fp16=st.booleans())
+@given(
+    m=st.integers(1, 300),
+    k=st.integers(1, 300),
+    n=st.integers(1, 300),
+    tiles=st.integers(1, 40),
+    extra=st.integers(1, 40),
+    fp16=st.booleans(),
+)
 def test_planner_invariants(m, k, n, tiles, extra, fp16):
     kw = dict(sram_bytes=200_000, flops_per_cycle=128 if fp16 else 32, precision="fp16" if fp16 else "fp32")
     try:
@@ -60,16 +79,25 @@ def test_precision_changes_bytes():
 
 
 def test_overflow_is_a_clear_error():
-    with pytest.raises(SramOverflowError, match=r"no plan fits, even with serial splits.*the smallest.*needs \d+ B .*> sram_bytes = 1000 B.*use more tiles"):
+    with pytest.raises(
+        SramOverflowError,
+        match=r"no plan fits, even with serial splits.*the smallest.*needs \d+ B "
+        r".*> sram_bytes = 1000 B.*use more tiles",
+    ):
         plan_matmul(256, 256, 256, tiles=4, sram_bytes=1000, flops_per_cycle=32)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(m=0, k=4, n=4, tiles=4, sram_bytes=10**6, flops_per_cycle=32), r"m = 0: must be an integer >= 1"),
-    (dict(m=4, k=4, n=4, tiles=4, sram_bytes=10**6, flops_per_cycle=0), r"flops_per_cycle = 0: must be > 0"),
-    (dict(m=4, k=4, n=4, tiles=4, sram_bytes=10**6, flops_per_cycle=32, precision="fp8"),
-     r"precision = 'fp8': must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(m=0, k=4, n=4, tiles=4, sram_bytes=10**6, flops_per_cycle=32), r"m = 0: must be an integer >= 1"),
+        (dict(m=4, k=4, n=4, tiles=4, sram_bytes=10**6, flops_per_cycle=0), r"flops_per_cycle = 0: must be > 0"),
+        (
+            dict(m=4, k=4, n=4, tiles=4, sram_bytes=10**6, flops_per_cycle=32, precision="fp8"),
+            r"precision = 'fp8': must be one of",
+        ),
+    ],
+)
 def test_bad_planner_arguments(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         plan_matmul(kwargs.pop("m"), kwargs.pop("k"), kwargs.pop("n"), **kwargs)
@@ -111,12 +139,14 @@ def test_structured_schedules_work_and_memory():
     assert int(d.parts[0].macs.sum()) == 50 * 1024 * 1024
     assert d.ops >= 50 * 1024 * 1024
     assert sum(int(part.macs.sum()) for part in lr.parts) == 2 * 50 * 1024
-    assert p.phases[0].name == "sparse-mm" and p.phases[-1].name == "pixelfly-sum"     # PopSparse static matmul
+    assert p.phases[0].name == "sparse-mm" and p.phases[-1].name == "pixelfly-sum"  # PopSparse static matmul
     assert int(p.phases[0].macs.sum()) == 50 * 327_680
     assert int(p.memory_bytes().max()) <= GC200["sram_bytes"]
     # more compute sets -> more always-live control code (paper Observation 3)
-    control = [int(overhead_breakdown(butterfly_schedule(n, 50, tiles=1472, sram_bytes=638_976))["controlCode"].max())
-               for n in (64, 256, 1024)]
+    control = [
+        int(overhead_breakdown(butterfly_schedule(n, 50, tiles=1472, sram_bytes=638_976))["controlCode"].max())
+        for n in (64, 256, 1024)
+    ]
     assert control[0] < control[1] < control[2]
 
 
@@ -135,8 +165,9 @@ def test_schedule_errors():
 BOW_FP16 = dict(tiles=1472, sram_bytes=638_976, flops_per_cycle=128, precision="fp16")
 
 
-@pytest.mark.parametrize("m,k,n,kw", [(2048, 4096, 4096, BOW_FP16),
-                                      (1024, 4096, 4096, dict(BOW_FP16, flops_per_cycle=32, precision="fp32"))])
+@pytest.mark.parametrize(
+    "m,k,n,kw", [(2048, 4096, 4096, BOW_FP16), (1024, 4096, 4096, dict(BOW_FP16, flops_per_cycle=32, precision="fp32"))]
+)
 def test_published_matmuls_fit_with_serial_splits(m, k, n, kw):
     plan = plan_matmul(m, k, n, **kw)
     assert plan.serial_k * plan.serial_n > 1
@@ -147,17 +178,36 @@ def test_published_matmuls_fit_with_serial_splits(m, k, n, kw):
     assert any(p.repeat == plan.serial_k * plan.serial_n for p in plan.phases)
 
 
-@pytest.mark.parametrize("split,serial,partials", [((3, 2, 5), (1, 1), "fp32"), ((4, 3, 2), (2, 1), "fp32"),
-                                                   ((2, 1, 3), (4, 2), "fp16"), ((5, 1, 1), (2, 1), "fp32"),
-                                                   ((1, 4, 4), (1, 4), "fp16")])
+@pytest.mark.parametrize(
+    "split,serial,partials",
+    [
+        ((3, 2, 5), (1, 1), "fp32"),
+        ((4, 3, 2), (2, 1), "fp32"),
+        ((2, 1, 3), (4, 2), "fp16"),
+        ((5, 1, 1), (2, 1), "fp32"),
+        ((1, 4, 4), (1, 4), "fp16"),
+    ],
+)
 def test_closed_form_matches_built_plan(split, serial, partials):
     from models.linear.planner import _closed_form
+
     m, k, n, tiles = 100, 96, 64, 60
     costs = SuperstepCosts()
-    plan = build_matmul_plan(m, k, n, split, tiles=tiles, flops_per_cycle=128, precision="fp16",
-                             partials_precision=partials, serial=serial, costs=costs)
-    pm, pk, pn, total, temp, data = _closed_form(m, k, n, serial[0], serial[1], tiles, 2, 2 if partials == "fp16" else 4,
-                                                 128, 331.0, costs)
+    plan = build_matmul_plan(
+        m,
+        k,
+        n,
+        split,
+        tiles=tiles,
+        flops_per_cycle=128,
+        precision="fp16",
+        partials_precision=partials,
+        serial=serial,
+        costs=costs,
+    )
+    pm, pk, pn, total, temp, data = _closed_form(
+        m, k, n, serial[0], serial[1], tiles, 2, 2 if partials == "fp16" else 4, 128, 331.0, costs
+    )
     i = int(np.flatnonzero((pm == split[0]) & (pk == split[1]) & (pn == split[2]))[0])
     assert int(total[i]) == plan.predicted_cycles
     assert int(temp[i]) == int(plan.temp_bytes.max())
@@ -171,7 +221,7 @@ def test_memory_proportion_bounds_temporary_bytes():
     tight = plan_matmul(512, 512, 512, memory_proportion=0.2, **kw)
     assert int(tight.temp_bytes.max()) <= 0.2 * 200_000 < int(loose.temp_bytes.max())
     assert tight.predicted_cycles >= loose.predicted_cycles and tight.within_proportion
-    least = plan_matmul(512, 512, 512, memory_proportion=0.0, **kw)       # PopLibs: 0 = least temporary memory
+    least = plan_matmul(512, 512, 512, memory_proportion=0.0, **kw)  # PopLibs: 0 = least temporary memory
     assert not least.within_proportion and int(least.temp_bytes.max()) <= int(tight.temp_bytes.max())
     with pytest.raises(ConfigError, match=r"memory_proportion = 1.5: must be in \[0, 1\]"):
         plan_matmul(64, 64, 64, memory_proportion=1.5, **kw)
@@ -179,23 +229,35 @@ def test_memory_proportion_bounds_temporary_bytes():
 
 def test_fp16_partials_halve_partial_bytes():
     a = build_matmul_plan(64, 256, 64, (2, 4, 2), tiles=16, flops_per_cycle=128, precision="fp16")
-    b = build_matmul_plan(64, 256, 64, (2, 4, 2), tiles=16, flops_per_cycle=128, precision="fp16",
-                          partials_precision="fp16")
+    b = build_matmul_plan(
+        64, 256, 64, (2, 4, 2), tiles=16, flops_per_cycle=128, precision="fp16", partials_precision="fp16"
+    )
     assert int(b.partial_bytes.max()) * 2 == int(a.partial_bytes.max())
     assert b.predicted_cycles < a.predicted_cycles
 
 
 def test_matmul_beyond_chip_sram_names_smallest_plan_and_fix():
     # 2 GB of fp32 operands: more than 1472 x 624 KiB in every plan
-    with pytest.raises(SramOverflowError, match=r"\(2097152, 256, 2\) fp32 on 1472 tiles: no plan fits, even with serial "
-                                                r"splits.*the smallest.*needs \d+ B of data on tile 0 > sram_bytes = "
-                                                r"638976 B; the operands and result alone are \d+ B per tile: use more"):
+    with pytest.raises(
+        SramOverflowError,
+        match=r"\(2097152, 256, 2\) fp32 on 1472 tiles: no plan fits, even with serial "
+        r"splits.*the smallest.*needs \d+ B of data on tile 0 > sram_bytes = "
+        r"638976 B; the operands and result alone are \d+ B per tile: use more",
+    ):
         plan_matmul(2097152, 256, 2, tiles=1472, **GC200)
 
 
 def test_explain_lists_partition_serial_categories_and_phases():
     from models.linear.planner import explain_plan
+
     text = explain_plan(plan_matmul(2048, 4096, 4096, **BOW_FP16), SuperstepCosts(), 638_976)
-    for piece in ("(P_m, P_k, P_n)", "serial splits (S_k, S_n)", "availableMemoryProportion", "home_bytes",
-                  "operand_bytes", "phase matmul", "predicted"):
+    for piece in (
+        "(P_m, P_k, P_n)",
+        "serial splits (S_k, S_n)",
+        "availableMemoryProportion",
+        "home_bytes",
+        "operand_bytes",
+        "phase matmul",
+        "predicted",
+    ):
         assert piece in text

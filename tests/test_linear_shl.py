@@ -1,4 +1,5 @@
 """Exact Table 4 parameter counts of the SHL CIFAR-10 model (claim B5) and its training step."""
+
 import numpy as np
 import pytest
 
@@ -26,11 +27,11 @@ def test_pixelfly_configuration_is_unique_up_to_blocking():
     hits = set()
     for log_b in range(0, 7):
         for log_s in range(1, 11):
-            nnz = int(pixelfly_layout(1024, 1024, 2 ** log_b, 2 ** log_s).sum()) * 4 ** log_b
+            nnz = int(pixelfly_layout(1024, 1024, 2**log_b, 2**log_s).sum()) * 4**log_b
             for log_r in range(0, 11):
                 for biases in range(0, 3):
-                    if nnz + 2048 * 2 ** log_r + 1024 * biases + 10250 == 404_490:
-                        hits.add((nnz, 2 ** log_r, biases))
+                    if nnz + 2048 * 2**log_r + 1024 * biases + 10250 == 404_490:
+                        hits.add((nnz, 2**log_r, biases))
     assert hits == {(327_680, 32, 1)}
     assert PIXELFLY_SHL == {"block_size": 16, "butterfly_size": 16, "lowrank_size": 32}
 

@@ -1,12 +1,13 @@
 """Timing/memory integration: engine vs planner cycles, ledger categories, step composition."""
+
 import numpy as np
 import pytest
 
 from models.linear.planner import SuperstepCosts, phases_cycles
 from models.linear.schedules import butterfly_schedule, dense_schedule
+from models.linear.shl import TABLE4_PARAMS
 from models.linear.steps import butterfly_backward_schedule, circulant_schedules, fastfood_schedules
 from models.linear.timing import layer_params, machine_costs, time_layer, time_parts, time_shl
-from models.linear.shl import TABLE4_PARAMS
 from tilesim.errors import ConfigError, SramOverflowError
 from tilesim.machine import load_machine
 
@@ -35,7 +36,7 @@ def test_fastfood_and_circulant_schedules():
     ff, ffb = fastfood_schedules(1024, 50, **kw)
     assert ff.compute_sets == 2 * 10 + 1
     h = [p for p in ff.phases if p.name.startswith("fastfood-h")]
-    assert sum(int(p.macs.sum()) for p in h) >= 2 * 50 * 1024 * 10      # >= 2 n log2 n adds per sample
+    assert sum(int(p.macs.sum()) for p in h) >= 2 * 50 * 1024 * 10  # >= 2 n log2 n adds per sample
     cf, cb = circulant_schedules(1024, 50, **kw)
     assert cf.compute_sets == 2 * 9
     assert cb.compute_sets > cf.compute_sets
@@ -49,8 +50,14 @@ def test_shl_step_memory_categories_and_params():
         assert t.params == TABLE4_PARAMS[method]
         assert t.fits and 0 < t.max_tile_bytes <= GC200.chip.sram_bytes
         cats = t.ledger.by_category()
-        for c in ("variables:activations", "variables:weights", "vertex_state", "vertex_code", "control_code",
-                  "exchange_code"):
+        for c in (
+            "variables:activations",
+            "variables:weights",
+            "vertex_state",
+            "vertex_code",
+            "control_code",
+            "exchange_code",
+        ):
             assert cats.get(c, 0) > 0, c
         assert t.step_s == pytest.approx(sum(t.part_s.values()))
     assert layer_params("pixelfly", 1024) + 10_250 == TABLE4_PARAMS["pixelfly"]
@@ -65,7 +72,7 @@ def test_overheads_grow_with_compute_sets():
 
 
 def test_report_mode_marks_overflow_instead_of_raising():
-    t = time_layer("dense", 8192, 50)          # training: weights, gradients and momentum of 67M parameters
+    t = time_layer("dense", 8192, 50)  # training: weights, gradients and momentum of 67M parameters
     assert not t.fits and t.max_tile_bytes > GC200.chip.sram_bytes and t.overflow_tiles > 0
 
 
@@ -75,7 +82,10 @@ def test_mesh_machine_runs_and_unknown_kind():
     with pytest.raises(ConfigError, match=r"kind = 'conv'"):
         time_layer("conv", 64)
     from models.linear.schedules import pixelfly_schedule
-    with pytest.raises(SramOverflowError, match=r"block-sparse matmul \(m, k, n\) = \(1024, 1024, 50\).*no partition fits"):
+
+    with pytest.raises(
+        SramOverflowError, match=r"block-sparse matmul \(m, k, n\) = \(1024, 1024, 50\).*no partition fits"
+    ):
         pixelfly_schedule(1024, 50, 16, 16, 32, tiles=4, sram_bytes=100_000, flops_per_cycle=32, workers=6)
 
 
@@ -83,6 +93,7 @@ def test_mesh_machine_runs_and_unknown_kind():
 def _vertices():
     from models.linear.lowering import PoplibsSliceCosts, PoplibsVertexCosts
     from tilesim.machine import load_machine
+
     m = load_machine("gc200")
     return dict(vertex=PoplibsVertexCosts.for_machine(m), slice_costs=PoplibsSliceCosts.for_machine(m))
 
@@ -93,18 +104,19 @@ def test_poplibs_vertex_constants_follow_the_machine():
 
     from models.linear.timing import step_costs
     from tilesim.machine import load_machine
+
     m = load_machine("gc200")
     m2 = replace(m, chip=replace(m.chip, supervisor_overhead_cycles=20, workers_per_tile=4))
     assert step_costs(m, "poptorch").vector_fixed_cycles == 11 + 6 * 29
     assert step_costs(m2, "poptorch").vector_fixed_cycles == 20 + 4 * 29
 
 
-
 def test_poplibs_vertex_cycles_hand_computed():
     from models.linear.lowering import PoplibsVertexCosts, poplibs_costs
     from tilesim.machine import load_machine
+
     v = PoplibsVertexCosts.for_machine(load_machine("gc200"))
-    assert (v.supervisor_cycles, v.workers) == (11, 6)        # from the machine file, their one home
+    assert (v.supervisor_cycles, v.workers) == (11, 6)  # from the machine file, their one home
     # 70 fp32 elements: 12 per worker (ceil 70/6) -> 6 vectors of 2 -> 11 + 6 * (29 + 3 * 6) = 293
     assert v.cycles(np.array([70, 0]), 4).tolist() == [293, 0]
     c = poplibs_costs(SuperstepCosts(), v)
@@ -115,6 +127,7 @@ def test_poplibs_vertex_cycles_hand_computed():
 
 def test_poptorch_butterfly_op_count():
     from models.linear.lowering import poptorch_layer
+
     kw = dict(tiles=1472, sram_bytes=638_976, flops_per_cycle=32, **_vertices())
     f, b = poptorch_layer("butterfly", 256, 50, kw)
     # per factor: mul + pair-sum (2 x 8); two bias adds
@@ -123,17 +136,18 @@ def test_poptorch_butterfly_op_count():
     names = [p.name for p in b.phases]
     assert sum(n.startswith("bfly-grad-t-pad") for n in names) == 8 and "bfly-grad-t-accumulate" in names
     _, b0 = poptorch_layer("butterfly", 256, 50, kw, input_grad=False)
-    assert len(b.phases) - len(b0.phases) == 2           # the first factor's grad-x mul and sum
+    assert len(b.phases) - len(b0.phases) == 2  # the first factor's grad-x mul and sum
     with pytest.raises(ConfigError, match="lowering"):
         poptorch_layer("circulant", 256, 50, kw)
 
 
 def test_poptorch_pixelfly_ops_follow_embedding_bag_lowering():
     from models.linear.lowering import poptorch_layer
+
     kw = dict(tiles=1472, sram_bytes=638_976, flops_per_cycle=32, **_vertices())
     f, b = poptorch_layer("pixelfly", 1024, 50, kw, input_grad=False)
     names = [p.name for p in f.phases]
-    bags = 1024 // 16                                   # Table 4 configuration: block 16 -> 64 bags
+    bags = 1024 // 16  # Table 4 configuration: block 16 -> 64 bags
     assert sum(n.startswith("pf-bag-gather-") for n in names) == bags
     assert sum(n.startswith("pf-bag-sum-") and not n.endswith("partial") for n in names) == bags
     bnames = [p.name for p in b.phases]
@@ -144,11 +158,12 @@ def test_poptorch_pixelfly_ops_follow_embedding_bag_lowering():
     zero = next(p for p in b.phases if p.name == "pf-gather-grad-zero-0")
     assert int(zero.macs.sum()) == 1280 * 16 * 50
     _, b_in = poptorch_layer("pixelfly", 1024, 50, kw)
-    assert len(b_in.phases) > len(b.phases)             # input gradient: low-rank matmul + bmm
+    assert len(b_in.phases) > len(b.phases)  # input gradient: low-rank matmul + bmm
     # fewer, larger bags are cheaper (paper Table 5: block size dominates the time)
     t16 = time_layer("pixelfly", 1024, 50, lowering="poptorch")
-    t64 = time_layer("pixelfly", 1024, 50, lowering="poptorch",
-                     pixelfly=dict(block_size=64, butterfly_size=16, lowrank_size=32))
+    t64 = time_layer(
+        "pixelfly", 1024, 50, lowering="poptorch", pixelfly=dict(block_size=64, butterfly_size=16, lowrank_size=32)
+    )
     assert t64.step_s < t16.step_s and t64.compute_sets < t16.compute_sets
 
 
@@ -164,8 +179,16 @@ def test_poptorch_lowering_is_slower_per_factor_than_fused():
 def test_poptorch_shl_step_parts_and_params():
     t = time_shl("fastfood", lowering="poptorch")
     assert t.params == TABLE4_PARAMS["fastfood"] and t.fits
-    assert set(t.part_s) == {"hidden-fwd", "act-fwd", "classifier-fwd", "loss", "classifier-bwd", "act-bwd",
-                             "hidden-bwd", "update"}
+    assert set(t.part_s) == {
+        "hidden-fwd",
+        "act-fwd",
+        "classifier-fwd",
+        "loss",
+        "classifier-bwd",
+        "act-bwd",
+        "hidden-bwd",
+        "update",
+    }
 
 
 # ---- issue 21: dense matmul throughput on Bow from counted work ------------------------------------
@@ -173,26 +196,35 @@ def test_poptorch_shl_step_parts_and_params():
 def test_dense_fp16_4096_throughput_on_bow(batch):
     t = time_layer("dense", 4096, batch, "bow", precision="fp16", backward=False)
     tflops = 2 * batch * 4096 * 4096 / t.step_s / 1e12
-    assert t.fits and 150 < tflops < 260                      # peak 1472 x 128 x 1.85 GHz = 349 TFLOP/s
+    assert t.fits and 150 < tflops < 260  # peak 1472 x 128 x 1.85 GHz = 349 TFLOP/s
 
 
 def test_serial_plan_engine_time_equals_predicted_cycles():
     from models.linear.planner import plan_matmul
     from models.linear.timing import machine_costs, time_parts
     from tilesim.machine import load_machine
+
     m = load_machine("bow")
-    plan = plan_matmul(2048, 4096, 4096, tiles=m.tiles_per_chip, sram_bytes=m.chip.sram_bytes,
-                       flops_per_cycle=m.chip.fp16_flops_per_cycle, precision="fp16", costs=machine_costs(m))
+    plan = plan_matmul(
+        2048,
+        4096,
+        4096,
+        tiles=m.tiles_per_chip,
+        sram_bytes=m.chip.sram_bytes,
+        flops_per_cycle=m.chip.fp16_flops_per_cycle,
+        precision="fp16",
+        costs=machine_costs(m),
+    )
     assert plan.serial_k * plan.serial_n > 1
     t = time_parts([("mm", plan)], m)
     assert t.step_s * m.clock_hz == pytest.approx(plan.predicted_cycles, rel=1e-9)
-    assert t.compute_sets == len(plan.phases)                 # a Repeat body is one compute set
+    assert t.compute_sets == len(plan.phases)  # a Repeat body is one compute set
 
 
 def test_forward_only_ledger_counts_weights_once_and_no_gradients_or_momentum():
     inference = time_layer("dense", 256, 50, backward=False)
     training = time_layer("dense", 256, 50)
-    plan = inference.schedules[0][1].parts[0]               # the weights are the matmul's B home chunks
+    plan = inference.schedules[0][1].parts[0]  # the weights are the matmul's B home chunks
     assert inference.memory_by_category["variables:activations"] >= int(plan.home_bytes.max())
     assert "variables:weights" not in inference.memory_by_category
     assert "variables:gradients" not in inference.memory_by_category

@@ -25,7 +25,7 @@ def test_gc200_reproduces_table1_of_butterfly_paper():
     """Claim B4: 1472 cores, ~900 MB, 47.5 TB/s, 320 GB/s, 62.5 TFLOPS FP32, 1.33 GHz."""
     d = load_machine("gc200").derived()
     assert d["tiles"] == 1472
-    assert d["total_sram_bytes"] == 940_572_672                 # 897 MiB ~ "900 MB"
+    assert d["total_sram_bytes"] == 940_572_672  # 897 MiB ~ "900 MB"
     assert d["clock_hz"] == 1.33e9
     assert d["peak_fp32_flops"] == pytest.approx(62.5e12, rel=0.01)
     assert d["memory_bytes_per_s"] == pytest.approx(47.5e12, rel=0.02)
@@ -55,16 +55,19 @@ def edited(tmp_path, old, new, base="gc200"):
     return p
 
 
-@pytest.mark.parametrize("old,new,match", [
-    ("tiles = 1472", "tiles = 0", r"chip.tiles = 0: must be > 0"),
-    ("tiles = 1472", "tiles = -3", r"chip.tiles = -3: must be > 0"),
-    ("tiles = 1472", 'tiles = "many"', r"chip.tiles = 'many': must be an integer"),
-    ("clock_hz = 1.33e9", "clock_hz = 1.33e9\nturbo = true", r"chip.turbo = True: unknown key"),
-    ("link_efficiency = 0.85", "link_efficiency = 1.5", r"link_efficiency = 1.5: must be in \(0, 1\]"),
-    ('kind = "all-to-all"', 'kind = "torus"', r"fabric.kind = 'torus': must be one of"),
-    ("sram_bytes = 638976", "sram_bytes = [1]", r"chip.sram_bytes = \[1\]: must be an integer"),
-    ("[system]", "[system\n", r"is not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "old,new,match",
+    [
+        ("tiles = 1472", "tiles = 0", r"chip.tiles = 0: must be > 0"),
+        ("tiles = 1472", "tiles = -3", r"chip.tiles = -3: must be > 0"),
+        ("tiles = 1472", 'tiles = "many"', r"chip.tiles = 'many': must be an integer"),
+        ("clock_hz = 1.33e9", "clock_hz = 1.33e9\nturbo = true", r"chip.turbo = True: unknown key"),
+        ("link_efficiency = 0.85", "link_efficiency = 1.5", r"link_efficiency = 1.5: must be in \(0, 1\]"),
+        ('kind = "all-to-all"', 'kind = "torus"', r"fabric.kind = 'torus': must be one of"),
+        ("sram_bytes = 638976", "sram_bytes = [1]", r"chip.sram_bytes = \[1\]: must be an integer"),
+        ("[system]", "[system\n", r"is not valid TOML"),
+    ],
+)
 def test_bad_machine_files(tmp_path, old, new, match):
     with pytest.raises(ConfigError, match=match):
         load_machine(edited(tmp_path, old, new))
@@ -105,9 +108,22 @@ def test_preset_evidence_ships_with_the_package_and_headers_name_their_machine()
 
 
 @settings(max_examples=150, deadline=None)
-@given(section=st.sampled_from(["chip", "system", "fabric"]), data=st.data(),
-       value=st.one_of(st.just(0), st.just(-1), st.just(0.0), st.just(float("nan")), st.just(float("inf")),
-                       st.just("x"), st.just(True), st.just(99999999999), st.just([1]), st.just(1e-300)))
+@given(
+    section=st.sampled_from(["chip", "system", "fabric"]),
+    data=st.data(),
+    value=st.one_of(
+        st.just(0),
+        st.just(-1),
+        st.just(0.0),
+        st.just(float("nan")),
+        st.just(float("inf")),
+        st.just("x"),
+        st.just(True),
+        st.just(99999999999),
+        st.just([1]),
+        st.just(1e-300),
+    ),
+)
 def test_every_bad_machine_field_names_a_fix(section, data, value):
     """Issue 19: 131 of 300 mutated machine files got a message with no fix."""
     from tilesim.io import loads_toml

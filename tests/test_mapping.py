@@ -1,4 +1,5 @@
 """mapping/: the Mapping object, its JSON form, the strategies and the search (no kernels)."""
+
 import json
 import math
 
@@ -47,7 +48,7 @@ def test_share_tiles_respects_caps_and_budget():
 
 def test_graph_cuts_the_lightest_edge_between_chips():
     edge = [1.0] * 19
-    edge[10] = 0.1                                   # layers 10 | 11 exchange little
+    edge[10] = 0.1  # layers 10 | 11 exchange little
     m = graph([984] * 20, chips=2, tiles_per_chip=1472, edge_bytes=edge, neurons_per_tile=8)
     assert [m.chip_of_layer(l) for l in range(20)] == [0] * 11 + [1] * 9
 
@@ -89,9 +90,14 @@ def test_validation_layer_across_chips():
 
 
 # ---- JSON ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("make", [lambda: contiguous([7, 5, 3], 2, 6, 2),
-                                  lambda: round_robin([7, 5], 1, 10, 3),
-                                  lambda: balanced([9, 4], 1, 12, [1, 3], 2)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: contiguous([7, 5, 3], 2, 6, 2),
+        lambda: round_robin([7, 5], 1, 10, 3),
+        lambda: balanced([9, 4], 1, 12, [1, 3], 2),
+    ],
+)
 def test_json_round_trip(tmp_path, make):
     m = make()
     m.save(tmp_path / "m.json")
@@ -101,28 +107,46 @@ def test_json_round_trip(tmp_path, make):
 
 
 def test_hand_written_json(tmp_path):
-    doc = {"chips": 1, "tiles_per_chip": 16, "layers": [
-        {"neurons": 6, "blocks": [{"first_neuron": 0, "count": 4, "first_tile": 1, "neurons_per_tile": 2},
-                                  {"first_neuron": 4, "count": 2, "first_tile": 3, "n_tiles": 2}]},
-        {"neurons": 3, "tiles": [8, 8, 9]}]}
+    doc = {
+        "chips": 1,
+        "tiles_per_chip": 16,
+        "layers": [
+            {
+                "neurons": 6,
+                "blocks": [
+                    {"first_neuron": 0, "count": 4, "first_tile": 1, "neurons_per_tile": 2},
+                    {"first_neuron": 4, "count": 2, "first_tile": 3, "n_tiles": 2},
+                ],
+            },
+            {"neurons": 3, "tiles": [8, 8, 9]},
+        ],
+    }
     (tmp_path / "h.json").write_text(json.dumps(doc))
     m = load_mapping(tmp_path / "h.json")
     assert m.tile_of_neuron[0].tolist() == [1, 1, 2, 2, 3, 4]
     assert m.tile_of_neuron[1].tolist() == [8, 8, 9]
 
 
-@pytest.mark.parametrize("change, match", [
-    (lambda d: d["layers"][0]["blocks"].append({"first_neuron": 2, "count": 2, "first_tile": 9, "n_tiles": 1}),
-     "neuron 2 is already mapped.*overlap"),
-    (lambda d: d["layers"][0]["blocks"][0].update(count=3), "neuron 3 .* not mapped"),
-    (lambda d: d["layers"][0]["blocks"][0].update(first_tile=15), r"tiles \[15, 17\) out of range"),
-    (lambda d: d["layers"][0]["blocks"][0].update(chip=2), r"chip = 2: out of range \[0, 1\)"),
-    (lambda d: d["layers"][0]["blocks"][0].update(tile=3), r"unknown key\(s\) \['tile'\]"),
-    (lambda d: d.pop("tiles_per_chip"), "missing key 'tiles_per_chip'"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (
+            lambda d: d["layers"][0]["blocks"].append({"first_neuron": 2, "count": 2, "first_tile": 9, "n_tiles": 1}),
+            "neuron 2 is already mapped.*overlap",
+        ),
+        (lambda d: d["layers"][0]["blocks"][0].update(count=3), "neuron 3 .* not mapped"),
+        (lambda d: d["layers"][0]["blocks"][0].update(first_tile=15), r"tiles \[15, 17\) out of range"),
+        (lambda d: d["layers"][0]["blocks"][0].update(chip=2), r"chip = 2: out of range \[0, 1\)"),
+        (lambda d: d["layers"][0]["blocks"][0].update(tile=3), r"unknown key\(s\) \['tile'\]"),
+        (lambda d: d.pop("tiles_per_chip"), "missing key 'tiles_per_chip'"),
+    ],
+)
 def test_bad_json_is_a_clear_error(tmp_path, change, match):
-    doc = {"chips": 1, "tiles_per_chip": 16, "layers": [
-        {"neurons": 4, "blocks": [{"first_neuron": 0, "count": 4, "first_tile": 1, "neurons_per_tile": 2}]}]}
+    doc = {
+        "chips": 1,
+        "tiles_per_chip": 16,
+        "layers": [{"neurons": 4, "blocks": [{"first_neuron": 0, "count": 4, "first_tile": 1, "neurons_per_tile": 2}]}],
+    }
     change(doc)
     (tmp_path / "b.json").write_text(json.dumps(doc))
     with pytest.raises(MappingError, match=match):
@@ -137,8 +161,11 @@ def test_not_json(tmp_path):
 
 # ---- search -------------------------------------------------------------------------------------
 def test_layout_round_trip():
-    for m in (contiguous([30, 20, 5], 1, 40, 2), round_robin([30, 20, 5], 1, 40, 2),
-              balanced([30, 20, 5], 1, 40, [1, 3, 1], 2)):
+    for m in (
+        contiguous([30, 20, 5], 1, 40, 2),
+        round_robin([30, 20, 5], 1, 40, 2),
+        balanced([30, 20, 5], 1, 40, [1, 3, 1], 2),
+    ):
         back = layout_of(m).mapping()
         assert all(np.array_equal(a, b) for a, b in zip(back.tile_of_neuron, m.tile_of_neuron))
 
@@ -153,7 +180,7 @@ def test_anneal_finds_the_optimum_of_a_known_objective_and_never_returns_a_rejec
     res = anneal(start, objective, budget_s=5, max_evals=600, seed=1)
     assert res.best_value <= objective(start)
     assert math.isfinite(objective(res.best)) and res.best.tiles_of_layer(0).size <= 20
-    assert res.best.neurons_per_tile()[0] == 2                   # 40 neurons on 20 tiles
+    assert res.best.neurons_per_tile()[0] == 2  # 40 neurons on 20 tiles
     assert res.evaluated >= 100 and res.best.strategy == "search"
 
 

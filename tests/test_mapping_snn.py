@@ -1,5 +1,6 @@
 """Mappings on the SNN workload: the math never depends on them, re-timing recorded activity
 equals a functional run, the CLI takes strategies and files, the search never overflows."""
+
 import json
 import subprocess
 import sys
@@ -16,10 +17,10 @@ from tilesim.engine import simulate
 from tilesim.errors import MappingError, SramOverflowError
 from tilesim.machine import load_machine
 
-CFG = NetworkConfig("64-40-30-6", batch=4, timesteps=12, input_cap=10, max_activity=0.2, seed=3,
-                    second_threshold=0.5)
-REC = NetworkConfig("64-40-30-6", batch=4, timesteps=12, input_cap=10, max_activity=0.2, seed=3,
-                    recurrent=(False, True, False))
+CFG = NetworkConfig("64-40-30-6", batch=4, timesteps=12, input_cap=10, max_activity=0.2, seed=3, second_threshold=0.5)
+REC = NetworkConfig(
+    "64-40-30-6", batch=4, timesteps=12, input_cap=10, max_activity=0.2, seed=3, recurrent=(False, True, False)
+)
 
 
 def data(cfg, seed):
@@ -57,13 +58,17 @@ def test_retime_equals_a_functional_run_under_each_mapping(machine_name, chips):
     _, rec = train(cfg, base.placement, steps=1)
     activity = rec[0].activity
     maps = [strategy_mapping(n, cfg, machine, 2) for n in STRATEGIES]
-    if chips == 2:   # put the middle layer on the second chip: spike lists cross the links
+    if chips == 2:  # put the middle layer on the second chip: spike lists cross the links
         from mapping.strategies import from_layout
-        maps.append(from_layout(cfg.layers[1:], 2, machine.tiles_per_chip, [(0, 1), (1, 0), (1, 15)],
-                                [20, 15, 3], "block", None, "hand"))
+
+        maps.append(
+            from_layout(
+                cfg.layers[1:], 2, machine.tiles_per_chip, [(0, 1), (1, 0), (1, 15)], [20, 15, 3], "block", None, "hand"
+            )
+        )
     for m in maps:
         placement = to_placement(m, machine)
-        _, func = train(cfg, placement, steps=1)          # same seed: same activity
+        _, func = train(cfg, placement, steps=1)  # same seed: same activity
         t_func = simulate(build_step_program(cfg, placement, func[0].counters, machine), machine).total_s
         t_re = retime(activity, cfg, placement, machine).step_s
         assert t_re == pytest.approx(t_func, rel=0.01), m.strategy
@@ -106,8 +111,20 @@ def tilesim(*args):
     return subprocess.run([sys.executable, "-m", "tilesim", *args], capture_output=True, text=True, timeout=300)
 
 
-NET = ["--layers", "64-40-30-6", "--batch", "4", "--timesteps", "12", "--input-cap", "10",
-       "--max-activity", "0.2", "--steps", "1"]
+NET = [
+    "--layers",
+    "64-40-30-6",
+    "--batch",
+    "4",
+    "--timesteps",
+    "12",
+    "--input-cap",
+    "10",
+    "--max-activity",
+    "0.2",
+    "--steps",
+    "1",
+]
 
 
 def test_cli_run_writes_a_mapping_that_reproduces_the_run(tmp_path):
@@ -129,15 +146,37 @@ def test_cli_bad_mapping_exits_2_without_traceback(tmp_path):
 
 @pytest.mark.slow
 def test_cli_map_search_json_and_its_mapping_fits(tmp_path):
-    r = tilesim("map-search", *NET, "--machine", "gc200", "--chips", "2", "--budget-s", "4",
-                "--out", str(tmp_path / "best.json"), "--json")
+    r = tilesim(
+        "map-search",
+        *NET,
+        "--machine",
+        "gc200",
+        "--chips",
+        "2",
+        "--budget-s",
+        "4",
+        "--out",
+        str(tmp_path / "best.json"),
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert {"baseline", "best", "evaluated", "wall_s"} <= set(out)
     assert out["best"]["predicted_step_s"] <= out["baseline"]["predicted_step_s"]
     assert out["best"]["mapping_file"] == str(tmp_path / "best.json") and out["evaluated"] > 5
-    ok = tilesim("run", *NET, "--machine", "gc200", "--chips", "2", "--mapping", str(tmp_path / "best.json"),
-                 "--memory-check", "raise", "--json")
+    ok = tilesim(
+        "run",
+        *NET,
+        "--machine",
+        "gc200",
+        "--chips",
+        "2",
+        "--mapping",
+        str(tmp_path / "best.json"),
+        "--memory-check",
+        "raise",
+        "--json",
+    )
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["predicted_step_s"] == pytest.approx(out["best"]["predicted_step_s"], rel=0.05)
 
@@ -145,8 +184,10 @@ def test_cli_map_search_json_and_its_mapping_fits(tmp_path):
 @pytest.mark.slow
 def test_m1_experiment_quick(tmp_path):
     from experiments import m1_mapping
+
     assert m1_mapping.main(["--quick", "--out", str(tmp_path)]) == 0
     from experiments.b_common import read_csv
+
     rows = read_csv(tmp_path / "m1_mapping.csv")
     npt = [r for r in rows if r["part"] == "npt"]
     t = [float(r["predicted_step_s"]) for r in npt]
@@ -157,20 +198,27 @@ def test_m1_experiment_quick(tmp_path):
     assert (tmp_path / "m1_mapping.png").stat().st_size > 1000
 
 
-@pytest.mark.parametrize("cfg, chips", [(CFG, None), (REC, None), (CFG, 2), (REC, 2)],
-                         ids=["ff-1chip", "rec-1chip", "ff-2chips", "rec-2chips"])
+@pytest.mark.parametrize(
+    "cfg, chips",
+    [(CFG, None), (REC, None), (CFG, 2), (REC, 2)],
+    ids=["ff-1chip", "rec-1chip", "ff-2chips", "rec-2chips"],
+)
 def test_chip_reduced_step_equals_the_simulated_program(cfg, chips):
     """predict_step_s (rows reduced to chips as they are emitted, no [S, tiles] arrays) gives the
     engine's time of the full program, for every strategy, a layer on tile 0, and layers on two chips."""
     from mapping.strategies import from_layout
     from models.snn.counters import count_work
     from models.snn.timing import predict_step_s
+
     machine = load_machine("gc200", chips)
     TPC = machine.tiles_per_chip
     _, rec = train(cfg, place_network(cfg, machine, 2, "contiguous").placement, steps=1)
     maps = [strategy_mapping(n, cfg, machine, 2) for n in STRATEGIES]
-    maps.append(from_layout(cfg.layers[1:], machine.chips, TPC, [(0, 0), (0, 20), (0, 35)], [20, 15, 3],
-                            "cyclic", None, "tile 0 used"))
+    maps.append(
+        from_layout(
+            cfg.layers[1:], machine.chips, TPC, [(0, 0), (0, 20), (0, 35)], [20, 15, 3], "cyclic", None, "tile 0 used"
+        )
+    )
     if chips == 2:
         maps.append(from_layout(cfg.layers[1:], 2, TPC, [(1, 0), (0, 1), (1, 15)], [7, 15, 3], "block", None, "hand"))
     cache = {}
@@ -184,8 +232,27 @@ def test_chip_reduced_step_equals_the_simulated_program(cfg, chips):
 
 def test_map_search_on_a_mesh_machine(tmp_path):
     """The chip-reduced step needs an all-to-all fabric; on a mesh the search times full programs."""
-    r = tilesim("map-search", "--layers", "64-40-30-6", "--batch", "4", "--timesteps", "6", "--max-activity", "0.2",
-                "--input-cap", "10", "--machine", "mesh-demo", "--max-evals", "8", "--budget-s", "30", "--json", "--quiet")
+    r = tilesim(
+        "map-search",
+        "--layers",
+        "64-40-30-6",
+        "--batch",
+        "4",
+        "--timesteps",
+        "6",
+        "--max-activity",
+        "0.2",
+        "--input-cap",
+        "10",
+        "--machine",
+        "mesh-demo",
+        "--max-evals",
+        "8",
+        "--budget-s",
+        "30",
+        "--json",
+        "--quiet",
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["best"]["predicted_step_s"] <= out["baseline"]["predicted_step_s"]
@@ -194,15 +261,17 @@ def test_map_search_on_a_mesh_machine(tmp_path):
 def test_search_memory_totals_equal_the_ledger():
     from models.snn.timing import snn_memory
     from tilesim.memory import MemoryTotals
+
     machine = load_machine("gc200", 2)
     cache = {}
     for name in STRATEGIES:
         pl = to_placement(strategy_mapping(name, REC, machine, 2), machine)
         full = snn_memory(REC, pl, machine)
-        for _ in range(2):                       # the second time from the cache
+        for _ in range(2):  # the second time from the cache
             fast = snn_memory(REC, pl, machine, MemoryTotals(machine), cache)
             np.testing.assert_array_equal(fast.per_tile(), full.per_tile())
     from dataclasses import replace
+
     m1 = load_machine("gc200")
     tiny = replace(m1, chip=replace(m1.chip, sram_bytes=30_000))
     pl = to_placement(strategy_mapping("contiguous", REC, tiny, 8), tiny)
@@ -219,17 +288,18 @@ def test_search_caches_stay_within_their_byte_budget(monkeypatch, budget):
     import models.snn.counters as counters_mod
     import models.snn.timing as timing_mod
     from models.snn.mapsearch import make_objective
+
     monkeypatch.setattr(counters_mod, "CACHE_BYTES", budget)
     monkeypatch.setattr(timing_mod, "CACHE_BYTES", budget)
     machine = load_machine("gc200", 2)
     _, rec = train(CFG, place_network(CFG, machine, 2, "contiguous").placement, steps=1)
     objective = make_objective(CFG, machine, rec[0].activity)
-    fresh = lambda m: make_objective(CFG, machine, rec[0].activity)(m)     # noqa: E731  no cache carried over
+    fresh = lambda m: make_objective(CFG, machine, rec[0].activity)(m)  # noqa: E731  no cache carried over
     maps = [strategy_mapping(n, CFG, machine, npt) for n in ("contiguous", "round_robin") for npt in (1, 2, 3)]
     for m in maps + maps[::-1]:
         assert objective(m) == fresh(m), m.strategy
     lru = [v for v in objective.cache.values() if hasattr(v, "currsize")]
-    assert len(lru) == 4 and all(c.currsize <= budget for c in lru)    # counters, layer terms, chip rows, memory
+    assert len(lru) == 4 and all(c.currsize <= budget for c in lru)  # counters, layer terms, chip rows, memory
     assert (budget == 1) == all(len(c) == 0 for c in lru)
 
 
@@ -240,8 +310,9 @@ def test_map_search_starts_from_a_mapping_file(tmp_path):
     first = tilesim("map-search", *net, "--max-evals", "40", "--out", str(tmp_path / "best.json"), "--json", "--quiet")
     assert first.returncode == 0, first.stderr
     best = json.loads(first.stdout)["best"]["predicted_step_s"]
-    again = tilesim("map-search", *net, "--mapping", str(tmp_path / "best.json"), "--max-evals", "5",
-                    "--json", "--quiet")
+    again = tilesim(
+        "map-search", *net, "--mapping", str(tmp_path / "best.json"), "--max-evals", "5", "--json", "--quiet"
+    )
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["best"]["predicted_step_s"] <= best
     bad = tilesim("map-search", *net, "--mapping", str(tmp_path / "missing.json"), "--quiet")

@@ -26,9 +26,12 @@ def test_overflow_raises_with_tile_bytes_categories_and_fix():
     led = MemoryLedger(m)
     led.add("variables:weights", 400_000, label="W")
     led.add("variables:gradients", 300_000, tiles=[735, 736], label="dW per-worker copies")
-    with pytest.raises(SramOverflowError, match=r"SRAM overflow on 2 tile\(s\): tile 735 needs 700,000 B of "
-                                                r"638,976 B budget \(\+9.6 %\); largest there: W \[variables:weights\] "
-                                                r"400,000 B, dW per-worker copies .* fix: ") as exc:
+    with pytest.raises(
+        SramOverflowError,
+        match=r"SRAM overflow on 2 tile\(s\): tile 735 needs 700,000 B of "
+        r"638,976 B budget \(\+9.6 %\); largest there: W \[variables:weights\] "
+        r"400,000 B, dW per-worker copies .* fix: ",
+    ) as exc:
         led.check()
     assert exc.value.tiles == [735, 736]
     assert "OVERFLOW" in exc.value.report
@@ -46,12 +49,19 @@ def test_ledger_input_errors():
         led.add("stack", -1)
     with pytest.raises(ConfigError, match=r"memory check mode = 'warn'"):
         led.check("warn")
-    assert set(CATEGORIES) >= {"exchange_buffers", "vertex_state", "vertex_code", "control_code",
-                               "exchange_code", "stack"}
+    assert set(CATEGORIES) >= {
+        "exchange_buffers",
+        "vertex_state",
+        "vertex_code",
+        "control_code",
+        "exchange_code",
+        "stack",
+    }
 
 
 def test_heatmap(tmp_path):
     from tilesim.plots import memory_heatmap
+
     led = MemoryLedger(load_machine("mesh-demo"))
     led.add("variables:state", np.linspace(0, 200_000, 256), label="v")
     p = memory_heatmap(led, tmp_path / "m.png")

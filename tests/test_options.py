@@ -1,5 +1,6 @@
 """RunOptions: one typed, validated set of run options for TOML, the command line and Python
 (issue 14 part 1, issue 19 part 1). Every bad value is exit 2 and one line: field, value, limit, fix."""
+
 import argparse
 import dataclasses
 import math
@@ -11,11 +12,17 @@ from hypothesis import strategies as st
 
 try:
     import tomllib
-except ImportError:                       # Python 3.10
+except ImportError:  # Python 3.10
     import tomli as tomllib
 
-from models.snn.options import (RunOptions, add_option_flags, option_names, options_dict, options_from_args,
-                                options_from_mapping)
+from models.snn.options import (
+    RunOptions,
+    add_option_flags,
+    option_names,
+    options_dict,
+    options_from_args,
+    options_from_mapping,
+)
 from tilesim.cli import main
 from tilesim.errors import ConfigError
 
@@ -66,7 +73,7 @@ def test_bad_toml_value_is_exit_2_one_line_with_fix(tmp_path, capsys, line, need
     assert main(["run", str(cfg), "--quiet"]) == 2
     err = capsys.readouterr().err
     one_line_with_fix(err, f"{cfg}: {needle}")
-    assert "write e.g." in err or "did you mean batch?" in err      # the fix, in TOML syntax
+    assert "write e.g." in err or "did you mean batch?" in err  # the fix, in TOML syntax
 
 
 @pytest.mark.parametrize("args,needle", FLAG_CASES)
@@ -81,7 +88,7 @@ def test_python_api_refuses_the_same_values(line, needle):
     with pytest.raises(ConfigError, match=re.escape(needle)):
         options_from_mapping(data)
     with pytest.raises(ConfigError, match=re.escape(needle)) as info:
-        RunOptions(**data)                                # the constructor itself: ConfigError, not pydantic's
+        RunOptions(**data)  # the constructor itself: ConfigError, not pydantic's
     assert "; e.g. RunOptions(" in str(info.value) or "did you mean" in str(info.value)
 
 
@@ -93,7 +100,7 @@ def test_constructor_is_strict_and_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         o.batch = 8
     with pytest.raises(ConfigError, match="batch = 0: must be >= 1"):
-        dataclasses.replace(o, batch=0)                   # a changed copy is validated too
+        dataclasses.replace(o, batch=0)  # a changed copy is validated too
     assert RunOptions(layers="32-16-4") == RunOptions(layers=[32, 16, 4])
 
 
@@ -120,26 +127,40 @@ def test_flags_win_over_the_toml_file(tmp_path):
 def test_defaults_are_the_demo_configuration():
     o = RunOptions()
     assert (o.layers, o.batch, o.timesteps, o.max_activity, o.input_cap, o.machine) == (
-        (700, 1462, 1460, 20), 48, 100, 0.05, 48, "gc200")
+        (700, 1462, 1460, 20),
+        48,
+        100,
+        0.05,
+        48,
+        "gc200",
+    )
 
 
 # ---- any TOML table: valid options or a ConfigError, never another exception -------------------
-_scalars = st.one_of(st.booleans(), st.integers(), st.integers(min_value=-10, max_value=10**6),
-                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
-                     st.sampled_from(["32-16-4", "8-2", "-8-2", "synthetic", "shd", "adam", "fixed", "gc200"]),
-                     st.datetimes())
-_values = st.recursive(_scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                         st.dictionaries(st.text(max_size=5), inner, max_size=3)),
-                       max_leaves=8)
-_keys = st.one_of(st.sampled_from(option_names()),
-                  st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), max_size=10))
+_scalars = st.one_of(
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=-10, max_value=10**6),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(["32-16-4", "8-2", "-8-2", "synthetic", "shd", "adam", "fixed", "gc200"]),
+    st.datetimes(),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    max_leaves=8,
+)
+_keys = st.one_of(
+    st.sampled_from(option_names()), st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), max_size=10)
+)
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.dictionaries(_keys, _values, max_size=6))
 def test_any_toml_table_gives_options_or_config_error(data):
     try:
-        RunOptions(**data)                                # the Python API: the same two outcomes
+        RunOptions(**data)  # the Python API: the same two outcomes
     except ConfigError as exc:
         assert "\n" not in str(exc)
     try:

@@ -1,5 +1,6 @@
 """Pictures (issue 20): every chip shown, layers marked, the whole step in the timeline with
 its legend outside the axes, one palette."""
+
 import matplotlib
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ def figures(monkeypatch):
     def keep(self, *a, **k):
         seen.append(self)
         return real(self, *a, **k)
+
     monkeypatch.setattr(Figure, "savefig", keep)
     return seen
 
@@ -34,15 +36,15 @@ def test_every_chip_and_layers(tmp_path, figures):
     layer = np.r_[np.full(T // 2, 1), np.full(T // 2, 2), np.full(T, 3)]
     plots.tile_heatmap(v, tmp_path / "two.png", 4, 64, "t", "x", tiles_per_chip=T, tile_layer=layer)
     fig = figures[-1]
-    assert len(_images(fig)) == 2                                   # both chips, tile by tile
+    assert len(_images(fig)) == 2  # both chips, tile by tile
     texts = {t.get_text() for ax in fig.axes for t in ax.texts}
-    assert {"L1", "L2", "L3"} <= texts                              # layers named
+    assert {"L1", "L2", "L3"} <= texts  # layers named
     many = np.random.default_rng(0).random(64 * T)
     plots.tile_heatmap(many, tmp_path / "many.png", 4, 64, "t", "x", tiles_per_chip=T)
     fig = figures[-1]
-    assert len(_images(fig)) == 1                                   # one chip drawn ...
+    assert len(_images(fig)) == 1  # one chip drawn ...
     strip = [ax for ax in fig.axes if ax.patches and not ax.images]
-    assert strip and len(strip[0].patches) == 2 * 64                # ... and every chip's max and mean
+    assert strip and len(strip[0].patches) == 2 * 64  # ... and every chip's max and mean
     assert plots.tile_grid.__doc__ and plots.TILES_PER_ROW == 64
 
 
@@ -56,11 +58,11 @@ def test_timeline_whole_step_legend_outside(round2, tmp_path, figures):
     fig = figures[-1]
     gantt = fig.axes[0]
     assert "all 200 supersteps" in gantt.get_title()
-    assert gantt.get_xlim()[1] == pytest.approx(res.total_s * 1e6, rel=1e-6)   # the whole step
-    assert len(fig.axes) == 2 and len(fig.axes[1].get_yticklabels()) == 3      # per label
+    assert gantt.get_xlim()[1] == pytest.approx(res.total_s * 1e6, rel=1e-6)  # the whole step
+    assert len(fig.axes) == 2 and len(fig.axes[1].get_yticklabels()) == 3  # per label
     leg = gantt.get_legend()
     fig.canvas.draw()
     lb, ab = leg.get_window_extent(), gantt.get_window_extent()
-    assert lb.x0 >= ab.x1 - 1                                       # outside the axes
+    assert lb.x0 >= ab.x1 - 1  # outside the axes
     colours = {p.get_facecolor()[:3] for p in leg.get_patches()}
     assert colours == {matplotlib.colors.to_rgb(c) for c in plots.PHASE_COLOURS.values()}

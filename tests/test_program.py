@@ -1,4 +1,3 @@
-import numpy as np
 import pytest
 
 from tilesim.errors import ConfigError
@@ -53,7 +52,10 @@ def write(tmp_path, text):
 
 def test_program_file(tmp_path):
     m = load_machine("gc200x2")
-    prog, mem = load_program(write(tmp_path, """
+    prog, mem = load_program(
+        write(
+            tmp_path,
+            """
 name = "t"
 [[superstep]]
 label = "a"
@@ -73,26 +75,36 @@ bytes = 100
 category = "variables:weights"
 tiles = "0-3"
 bytes = 64
-"""), m)
+""",
+        ),
+        m,
+    )
     assert prog.supersteps == 3 and prog.flow_step.tolist() == [0, 1, 2]
     assert prog.compute_cycles[0, 1472:1482].tolist() == [99] * 10 and prog.compute_cycles[0, 0] == 10
     assert mem[0][0] == "variables:weights" and len(mem[0][1]) == 8
 
 
-@pytest.mark.parametrize("text,match", [
-    ("[[superstep]]\ncompute_cycles = -5\n", r"superstep\[0\].compute_cycles = -5: must be a finite number >= 0"),
-    ("[[superstep]]\ncycles = 5\n", r"superstep\[0\].cycles = 5: unknown key"),
-    ("[[superstep]]\n[[superstep.compute]]\ntiles = \"0-5000\"\ncycles = 1\n", r"tiles = 5000: is out of range 0..1471; give"),
-    ("[[superstep]]\nsync = \"all\"\n[[superstep.flows]]\nsrc = 0\ndst = 3\nbytes = 1\n", r"flow dst chip = 3"),
-    ("[[superstep]]\n[[superstep.flows]]\nsrc = 0\ndst = 1\nbytes = 1\n", r"crosses sync groups"),
-    ("[[memory]]\ncategory = \"weights\"\nbytes = 1\n[[superstep]]\n", None),
-    ("title = 3\n", r"title = 3: unknown key"),
-    ("[[superstep\n", r"is not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("[[superstep]]\ncompute_cycles = -5\n", r"superstep\[0\].compute_cycles = -5: must be a finite number >= 0"),
+        ("[[superstep]]\ncycles = 5\n", r"superstep\[0\].cycles = 5: unknown key"),
+        (
+            '[[superstep]]\n[[superstep.compute]]\ntiles = "0-5000"\ncycles = 1\n',
+            r"tiles = 5000: is out of range 0..1471; give",
+        ),
+        ('[[superstep]]\nsync = "all"\n[[superstep.flows]]\nsrc = 0\ndst = 3\nbytes = 1\n', r"flow dst chip = 3"),
+        ("[[superstep]]\n[[superstep.flows]]\nsrc = 0\ndst = 1\nbytes = 1\n", r"crosses sync groups"),
+        ('[[memory]]\ncategory = "weights"\nbytes = 1\n[[superstep]]\n', None),
+        ("title = 3\n", r"title = 3: unknown key"),
+        ("[[superstep\n", r"is not valid TOML"),
+    ],
+)
 def test_program_file_errors(tmp_path, text, match):
     m = load_machine("gc200x2")
-    if match is None:          # unknown memory category is caught by the ledger
+    if match is None:  # unknown memory category is caught by the ledger
         from tilesim.memory import MemoryLedger
+
         _, mem = load_program(write(tmp_path, text), m)
         with pytest.raises(ConfigError, match=r"memory category = 'weights': is unknown"):
             MemoryLedger(m).add(*mem[0][:3])
@@ -103,19 +115,27 @@ def test_program_file_errors(tmp_path, text, match):
 
 # issue 19: malformed program entries are one-line ConfigErrors naming the fix (tracebacks or a
 # runaway range expansion on the old code)
-@pytest.mark.parametrize("text,match", [
-    ("[[superstep]]\ncompute = [5]\n", r"superstep\[0\].compute = \[5\]: must be a list of tables; write each"),
-    ("[[superstep]]\nsync = 3\n", r"superstep\[0\].sync = 3: must be 'chip', 'all' or a list of chip groups; e.g."),
-    ("[[superstep]]\nsync = [3]\n", r"superstep\[0\].sync = \[3\]: must be"),
-    ("[[superstep]]\n[[superstep.compute]]\ntiles = \"0-99999999999\"\ncycles = 1\n",
-     r"tiles = 99999999999: is out of range 0..1471"),
-    ("[[superstep]]\n[[superstep.compute]]\ntiles = [[1]]\ncycles = 1\n", r"must be a non-empty list of integer"),
-    ("[[superstep]]\nexchange_bytes = 1\nexchange = 7\n", r"superstep\[0\].exchange = 7: must be a list of tables"),
-    ("[[superstep]]\nflows = \"x\"\n", r"flows = 'x': must be a list of tables"),
-    ("memory = 5\n[[superstep]]\n", r"memory = 5: must be a list of tables"),
-    ("[[superstep]]\nrepeat = 2.5\n", r"repeat = 2.5: must be an integer >= 1; e.g."),
-    ("[[superstep]]\ncompute_cycles = 1e300\n", r"compute_cycles = 1e\+300: must be a finite number >= 0 and at most"),
-])
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("[[superstep]]\ncompute = [5]\n", r"superstep\[0\].compute = \[5\]: must be a list of tables; write each"),
+        ("[[superstep]]\nsync = 3\n", r"superstep\[0\].sync = 3: must be 'chip', 'all' or a list of chip groups; e.g."),
+        ("[[superstep]]\nsync = [3]\n", r"superstep\[0\].sync = \[3\]: must be"),
+        (
+            '[[superstep]]\n[[superstep.compute]]\ntiles = "0-99999999999"\ncycles = 1\n',
+            r"tiles = 99999999999: is out of range 0..1471",
+        ),
+        ("[[superstep]]\n[[superstep.compute]]\ntiles = [[1]]\ncycles = 1\n", r"must be a non-empty list of integer"),
+        ("[[superstep]]\nexchange_bytes = 1\nexchange = 7\n", r"superstep\[0\].exchange = 7: must be a list of tables"),
+        ('[[superstep]]\nflows = "x"\n', r"flows = 'x': must be a list of tables"),
+        ("memory = 5\n[[superstep]]\n", r"memory = 5: must be a list of tables"),
+        ("[[superstep]]\nrepeat = 2.5\n", r"repeat = 2.5: must be an integer >= 1; e.g."),
+        (
+            "[[superstep]]\ncompute_cycles = 1e300\n",
+            r"compute_cycles = 1e\+300: must be a finite number >= 0 and at most",
+        ),
+    ],
+)
 def test_malformed_program_entries_are_one_line_errors(tmp_path, text, match):
     with pytest.raises(ConfigError, match=match):
         load_program(write(tmp_path, text), load_machine("gc200x2"))
@@ -123,7 +143,8 @@ def test_malformed_program_entries_are_one_line_errors(tmp_path, text, match):
 
 def test_program_size_is_estimated_without_building():
     from tilesim.program import program_size
+
     m = load_machine("gc200x2")
-    data = {"superstep": [{"repeat": 10 ** 9}, {"exchange_bytes": 1, "repeat": 2}]}
+    data = {"superstep": [{"repeat": 10**9}, {"exchange_bytes": 1, "repeat": 2}]}
     S, nbytes = program_size(data, m)
-    assert S == 10 ** 9 + 2 and nbytes == 2 * 4 * (10 ** 9 + 3 * 2) * m.total_tiles
+    assert S == 10**9 + 2 and nbytes == 2 * 4 * (10**9 + 3 * 2) * m.total_tiles

@@ -1,5 +1,6 @@
 """Issue 19: a run folder is written under a manifest (written last, SHA-256 of every file), so a
 run killed half-way never passes for a run; `tilesim report` refuses broken folders in one line."""
+
 import io
 import json
 import os
@@ -43,11 +44,12 @@ def test_run_killed_after_summary_leaves_no_mix(tmp_path, capsys, monkeypatch):
 
     def killed(*a, **k):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(tilesim.trace, "write_trace", killed)
     assert simulate(tmp_path, out, cycles=999, label="b") == 130
     monkeypatch.undo()
     capsys.readouterr()
-    assert json.loads((out / "summary.json").read_text())["by_label"].keys() == {"b"}   # the new summary is there
+    assert json.loads((out / "summary.json").read_text())["by_label"].keys() == {"b"}  # the new summary is there
     rc, err = report(out, capsys)
     assert rc == 2 and err.count("\n") == 1 and "interrupted" in err and "re-run" in err
 
@@ -60,13 +62,16 @@ def test_summary_from_another_run_is_refused(tmp_path, capsys):
     assert rc == 2 and "summary.json that differs from the one its run wrote" in err
 
 
-@pytest.mark.parametrize("damage,needle", [
-    ("truncate", "arrays.npz that differs"),
-    ("summary []", "summary.json that differs"),
-    ("summary {}", "summary.json that differs"),
-    ("no manifest", "has no manifest.json"),
-    ("manifest junk", "unreadable manifest.json"),
-])
+@pytest.mark.parametrize(
+    "damage,needle",
+    [
+        ("truncate", "arrays.npz that differs"),
+        ("summary []", "summary.json that differs"),
+        ("summary {}", "summary.json that differs"),
+        ("no manifest", "has no manifest.json"),
+        ("manifest junk", "unreadable manifest.json"),
+    ],
+)
 def test_damaged_folders_are_refused(tmp_path, capsys, damage, needle):
     out = tmp_path / "run"
     assert simulate(tmp_path, out) == 0
@@ -83,16 +88,20 @@ def test_damaged_folders_are_refused(tmp_path, capsys, damage, needle):
     assert rc == 2 and err.count("\n") == 1 and needle in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("damage,needle", [
-    ("drop time_s", "arrays.npz without time_s"),
-    ("drop timeline_end", "arrays.npz without timeline_end"),
-    ("summary []", "summary.json without machine"),
-    ("summary {}", "summary.json without machine"),
-    ("truncate", "cannot be read"),
-])
+@pytest.mark.parametrize(
+    "damage,needle",
+    [
+        ("drop time_s", "arrays.npz without time_s"),
+        ("drop timeline_end", "arrays.npz without timeline_end"),
+        ("summary []", "summary.json without machine"),
+        ("summary {}", "summary.json without machine"),
+        ("truncate", "cannot be read"),
+    ],
+)
 def test_contents_are_checked_even_under_a_matching_manifest(tmp_path, capsys, damage, needle):
     """A folder re-sealed after damage (or written by hand) is still checked for what report reads."""
     from tilesim.report import seal_run_folder
+
     out = tmp_path / "run"
     assert simulate(tmp_path, out) == 0
     if damage.startswith("drop"):
@@ -127,6 +136,7 @@ def test_read_only_paths_are_refused_even_as_root(tmp_path, capsys, monkeypatch)
     """The same check with the permission answer forced (root may write anywhere): every command's
     output path goes through tilesim.io.check_output_path before any work."""
     import tilesim.io
+
     out = tmp_path / "run"
     assert simulate(tmp_path, out) == 0
     capsys.readouterr()

@@ -1,4 +1,5 @@
 """`tilesim run --model graph.nir`: the graph's sizes, weights and LIF constants drive the run."""
+
 import json
 import subprocess
 import sys
@@ -15,16 +16,24 @@ def graph(n0=40, n1=24, n2=5, tau=0.02):
 
     def lif(n):
         return nir.LIF(tau=np.full(n, tau), r=np.full(n, 10.0), v_leak=np.zeros(n), v_threshold=np.ones(n))
-    return nir.NIRGraph(nodes={"in": nir.Input(np.array([n0])),
-                               "fc1": nir.Linear(weight=rng.normal(size=(n1, n0)).astype(np.float32)),
-                               "lif1": lif(n1),
-                               "fc2": nir.Linear(weight=rng.normal(size=(n2, n1)).astype(np.float32)),
-                               "lif2": lif(n2), "out": nir.Output(np.array([n2]))},
-                        edges=[("in", "fc1"), ("fc1", "lif1"), ("lif1", "fc2"), ("fc2", "lif2"), ("lif2", "out")])
+
+    return nir.NIRGraph(
+        nodes={
+            "in": nir.Input(np.array([n0])),
+            "fc1": nir.Linear(weight=rng.normal(size=(n1, n0)).astype(np.float32)),
+            "lif1": lif(n1),
+            "fc2": nir.Linear(weight=rng.normal(size=(n2, n1)).astype(np.float32)),
+            "lif2": lif(n2),
+            "out": nir.Output(np.array([n2])),
+        },
+        edges=[("in", "fc1"), ("fc1", "lif1"), ("lif1", "fc2"), ("fc2", "lif2"), ("lif2", "out")],
+    )
 
 
 def tilesim(*args):
-    return subprocess.run([sys.executable, "-m", "tilesim", *args], capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "tilesim", *args], capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 RUN = ["--batch", "4", "--timesteps", "10", "--input-cap", "8", "--max-activity", "0.25", "--steps", "1", "--json"]
@@ -51,13 +60,27 @@ def test_graph_and_layers_must_agree_and_bad_nodes_are_refused(tmp_path):
 
 def test_map_search_takes_the_graph(tmp_path):
     nir.write(tmp_path / "g.nir", graph())
-    r = tilesim("map-search", "--model", str(tmp_path / "g.nir"), "--batch", "4", "--timesteps", "10",
-                "--input-cap", "8", "--max-activity", "0.25", "--budget-s", "1", "--json")
+    r = tilesim(
+        "map-search",
+        "--model",
+        str(tmp_path / "g.nir"),
+        "--batch",
+        "4",
+        "--timesteps",
+        "10",
+        "--input-cap",
+        "8",
+        "--max-activity",
+        "0.25",
+        "--budget-s",
+        "1",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["baseline"]["neurons_per_tile"] == [2, 2]
 
 
-FIXTURES = Path(__file__).parent / "fixtures" / "nir"      # written by snnTorch 1.0 / Norse 1.1 (make_fixtures.py)
+FIXTURES = Path(__file__).parent / "fixtures" / "nir"  # written by snnTorch 1.0 / Norse 1.1 (make_fixtures.py)
 
 
 def test_snntorch_graph_warns_once_and_runs_at_its_own_step():
@@ -69,7 +92,9 @@ def test_snntorch_graph_warns_once_and_runs_at_its_own_step():
     nir_summary = json.loads(r.stdout)["network"]["nir"]
     assert nir_summary["warnings"] == [warned[0].removeprefix("tilesim: warning: ")]
     assert (nir_summary["dt_s"], nir_summary["dt_source"]) == (1e-3, "default")
-    r = tilesim("run", "--model", str(FIXTURES / "snntorch_leaky.nir"), "--dt", "1e-4", "--discretization", "euler", *RUN)
+    r = tilesim(
+        "run", "--model", str(FIXTURES / "snntorch_leaky.nir"), "--dt", "1e-4", "--discretization", "euler", *RUN
+    )
     assert r.returncode == 0, r.stderr
     assert "warning" not in r.stderr
     nir_summary = json.loads(r.stdout)["network"]["nir"]
@@ -89,6 +114,8 @@ def test_dt_that_contradicts_the_graph_is_refused(tmp_path):
     nir.write(tmp_path / "g.nir", g)
     r = tilesim("run", "--model", str(tmp_path / "g.nir"), "--dt", "1e-3", *RUN)
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr.strip().splitlines()[-1] == ("tilesim: error: dt = 0.001: differs from the NIR graph's metadata "
-                                                 "dt = 0.0001 s; drop --dt to use the graph's step (or change "
-                                                 "graph.metadata['dt'])")
+    assert r.stderr.strip().splitlines()[-1] == (
+        "tilesim: error: dt = 0.001: differs from the NIR graph's metadata "
+        "dt = 0.0001 s; drop --dt to use the graph's step (or change "
+        "graph.metadata['dt'])"
+    )

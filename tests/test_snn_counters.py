@@ -1,10 +1,11 @@
 """Per-tile work counters: recounting from recorded activity, placement invariants, hand cases."""
+
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from models.snn.counters import (COUNTER_NAMES, count_work, layer_memory, load_activity,
-                                 save_activity)
+from models.snn.counters import COUNTER_NAMES, count_work, layer_memory, load_activity, save_activity
 from models.snn.network import NetworkConfig, compute_gradients, init_network
 from models.snn.placement import Placement, contiguous_placement, contiguous_tiles
 from tilesim.errors import ConfigError, MappingError
@@ -23,19 +24,31 @@ def random_placement(sizes, n_tiles, seed):
     return Placement(tuple(rng.integers(0, n_tiles, n).astype(np.int32) for n in sizes), n_tiles)
 
 
-CFGS = [NetworkConfig("30-20-16-5", batch=6, timesteps=9, input_cap=8, caps=(5, 4, 2), seed=1),
-        NetworkConfig("30-20-16-5", batch=6, timesteps=9, input_cap=8, caps=(5, 4, 2), seed=1,
-                      recurrent=(False, True, True), second_threshold=0.3),
-        NetworkConfig("40-24-6", batch=6, timesteps=7, input_cap=10, max_activity=0.25,
-                      activity="fixed")]
+CFGS = [
+    NetworkConfig("30-20-16-5", batch=6, timesteps=9, input_cap=8, caps=(5, 4, 2), seed=1),
+    NetworkConfig(
+        "30-20-16-5",
+        batch=6,
+        timesteps=9,
+        input_cap=8,
+        caps=(5, 4, 2),
+        seed=1,
+        recurrent=(False, True, True),
+        second_threshold=0.3,
+    ),
+    NetworkConfig("40-24-6", batch=6, timesteps=7, input_cap=10, max_activity=0.25, activity="fixed"),
+]
 
 
 @pytest.mark.parametrize("cfg", CFGS, ids=["capped", "recurrent", "fixed"])
 @pytest.mark.parametrize("kind", ["contiguous", "random"])
 def test_count_work_equals_functional_counters(cfg, kind):
     sizes = cfg.layers[1:]
-    placement = (contiguous_placement(sizes, 3, first_tile=1, tiles_per_chip=40) if kind == "contiguous"
-                 else random_placement(sizes, 50, 7))
+    placement = (
+        contiguous_placement(sizes, 3, first_tile=1, tiles_per_chip=40)
+        if kind == "contiguous"
+        else random_placement(sizes, 50, 7)
+    )
     _, res = run(cfg, placement)
     again = count_work(res.activity, placement, per_step=True)
     assert again.equals(res.counters)
@@ -45,7 +58,8 @@ def test_count_work_equals_functional_counters(cfg, kind):
     su = res.counters.tile_vector("state_update", 1, "synaptic_adds", t=2)
     assert su.shape == (placement.n_tiles,) and su.dtype == np.int64
     assert res.counters.tile_total("weight_grad", "grad_adds").sum() == sum(
-        p.tile_vector("grad_adds").sum() for p in res.counters.phases if p.phase == "weight_grad")
+        p.tile_vector("grad_adds").sum() for p in res.counters.phases if p.phase == "weight_grad"
+    )
 
 
 @settings(max_examples=15, deadline=None)
@@ -61,28 +75,35 @@ def test_math_and_placement_invariant_totals(seed, n_tiles):
             np.testing.assert_array_equal(ga, gb)
     for pa in a.counters.phases:
         pb = b.counters.get(pa.phase, pa.layer)
-        for name in ("synaptic_adds", "neurons_updated", "spikes_kept", "entries_kept",
-                     "slots_applied", "grad_adds", "macs", "weights_updated"):
+        for name in (
+            "synaptic_adds",
+            "neurons_updated",
+            "spikes_kept",
+            "entries_kept",
+            "slots_applied",
+            "grad_adds",
+            "macs",
+            "weights_updated",
+        ):
             if name in pa.names:
                 assert pa.tile_vector(name).sum() == pb.tile_vector(name).sum(), (pa.phase, name)
 
 
 def test_counters_by_hand():
     """layers 6-4-2, B = 2, T = 2, two neurons per tile starting at tile 1: hand-checked."""
-    cfg = NetworkConfig("6-4-2", batch=2, timesteps=2, input_cap=3, caps=(2, 2),
-                        second_threshold=-100.0)
+    cfg = NetworkConfig("6-4-2", batch=2, timesteps=2, input_cap=3, caps=(2, 2), second_threshold=-100.0)
     placement = contiguous_placement((4, 2), 2, first_tile=1, tiles_per_chip=8)
     assert [t.tolist() for t in placement.tile_of_neuron] == [[1, 1, 2, 2], [3, 3]]
     state, res = run(cfg, placement)
     act = res.activity
-    c_in = act.inputs.counts[..., 0]                 # [T, B]
+    c_in = act.inputs.counts[..., 0]  # [T, B]
     c0, c1 = act.layers[0].counts[..., 0], act.layers[0].counts[..., 1]
     C = res.counters
     su0 = C.get("state_update", 0)
     np.testing.assert_array_equal(su0.tile_vector("synaptic_adds")[1:3], [2 * c_in.sum()] * 2)
     np.testing.assert_array_equal(su0.tile_vector("neurons_updated"), [0, 8, 8, 0, 0, 0, 0, 0])  # T·B·n
     np.testing.assert_array_equal(su0.tile_vector("vertices"), [0, 4, 4, 0, 0, 0, 0, 0])
-    assert su0.tile_vector("bytes_received")[1] == 2 * 2 * (3 + 1) * 4     # T·B·(n_max_in+1)·4
+    assert su0.tile_vector("bytes_received")[1] == 2 * 2 * (3 + 1) * 4  # T·B·(n_max_in+1)·4
     # layer 1 receives layer 0's list of t−1: only step 0 of layer 0 reaches it
     su1 = C.get("state_update", 1)
     assert su1.tile_vector("synaptic_adds")[3] == 2 * c0[0].sum()
@@ -103,7 +124,7 @@ def test_counters_by_hand():
     np.testing.assert_array_equal(opt.tile_vector("weights_updated"), [0, 0, 0, 8, 0, 0, 0, 0])
     assert opt.step_totals.shape == (1, 1)
     with pytest.raises(KeyError):
-        C.get("input_grad", 0)                       # layer 0 has no input gradient
+        C.get("input_grad", 0)  # layer 0 has no input gradient
     assert set(COUNTER_NAMES) == {p.phase for p in C.phases}
 
 
@@ -122,8 +143,8 @@ def test_memory_of_paper_layer():
     tiles = contiguous_tiles(1466, 2, 1)
     mem = layer_memory(2312, 1466, 100, 48, 32, tiles, 1472)
     assert mem["weights"][1] == 2312 * 2 * 4 and mem["weights"][0] == 0
-    assert mem["dw_worker_copies"][1] == 6 * 2312 * 2 * 4         # 111 KB
-    assert mem["state_sequence"][733] == 100 * 48 * 2 * 4        # 38.4 KB
+    assert mem["dw_worker_copies"][1] == 6 * 2312 * 2 * 4  # 111 KB
+    assert mem["state_sequence"][733] == 100 * 48 * 2 * 4  # 38.4 KB
 
 
 def test_placement_errors():

@@ -1,4 +1,5 @@
 """Datasets: binning with the input cap, synthetic generators, readers of real file formats."""
+
 import numpy as np
 import pytest
 
@@ -9,7 +10,7 @@ from tilesim.errors import ConfigError
 def test_binning_by_hand():
     samples = [(np.array([3, 1, 3, 7, 2]), np.array([0.2, 0.9, 0.7, 1.5, 5.0]))]
     lst = data.events_to_input_list(samples, 3, 4, np.random.default_rng(0))
-    assert lst.counts[:, 0, 0].tolist() == [2, 1, 0]        # duplicates merged; t = 5 ms dropped
+    assert lst.counts[:, 0, 0].tolist() == [2, 1, 0]  # duplicates merged; t = 5 ms dropped
     assert lst.ids[0, 0, :2].tolist() == [1, 3] and lst.ids[1, 0, 0] == 7
     lst = data.events_to_input_list(samples, 3, 4, np.random.default_rng(0), dt_ms=2.0)
     assert lst.ids[0, 0, :3].tolist() == [1, 3, 7]
@@ -29,11 +30,14 @@ def test_binning_caps_at_random_but_seeded():
         data.events_to_input_list(samples, 1, 8, np.random.default_rng(0), n_channels=10)
 
 
-@pytest.mark.parametrize("fn, channels, classes, T, lo, hi", [
-    (data.shd_like, 700, 20, 100, 4, 20),
-    (data.nmnist_like, 2312, 10, 100, 5, 25),
-    (data.dvsgesture_like, 4608, 11, 50, 25, 120),
-])
+@pytest.mark.parametrize(
+    "fn, channels, classes, T, lo, hi",
+    [
+        (data.shd_like, 700, 20, 100, 4, 20),
+        (data.nmnist_like, 2312, 10, 100, 5, 25),
+        (data.dvsgesture_like, 4608, 11, 50, 25, 120),
+    ],
+)
 def test_shaped_generators(fn, channels, classes, T, lo, hi):
     ds = fn(24, seed=0)
     assert (ds.n_channels, ds.n_classes, len(ds)) == (channels, classes, 24)
@@ -43,14 +47,14 @@ def test_shaped_generators(fn, channels, classes, T, lo, hi):
         assert ch.min() >= 0 and ch.max() < channels and tm.min() >= 0 and tm.max() < T
     lst, y = ds.batch(np.arange(8), T, 32, np.random.default_rng(0))
     assert lst.ids.shape == (T, 8, 32) and y.shape == (8,)
-    assert fn(24, seed=0).samples[3][0].tolist() == ds.samples[3][0].tolist()   # seeded
+    assert fn(24, seed=0).samples[3][0].tolist() == ds.samples[3][0].tolist()  # seeded
 
 
 def test_synthetic_is_sized_from_layers_and_class_specific():
     ds = data.synthetic("50-30-3", 60, 20, seed=0)
     assert (ds.n_channels, ds.n_classes) == (50, 3)
     lst, y = ds.batch(np.arange(60), 20, 50, np.random.default_rng(0))
-    dense = lst.to_dense(50).sum(axis=0).astype(float)           # [B, 50] channel counts
+    dense = lst.to_dense(50).sum(axis=0).astype(float)  # [B, 50] channel counts
     means = np.stack([dense[y == c].mean(axis=0) for c in range(3)])
     same = np.mean([np.corrcoef(dense[i], means[y[i]])[0, 1] for i in range(60)])
     other = np.mean([np.corrcoef(dense[i], means[(y[i] + 1) % 3])[0, 1] for i in range(60)])

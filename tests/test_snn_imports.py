@@ -1,5 +1,6 @@
 """Import rules of models/snn (architecture.md): numba only in kernel modules; no simpy anywhere
 in the workload, matplotlib only in modules named *plot* (e.g. activity_plot.py)."""
+
 import ast
 import pathlib
 
@@ -22,6 +23,6 @@ def test_import_rules():
         mods = set(imported_modules(f))
         assert "simpy" not in mods, f
         if "matplotlib" in mods:
-            assert "plot" in f.stem, f        # as tests/test_imports.py: only in modules named *plot*
+            assert "plot" in f.stem, f  # as tests/test_imports.py: only in modules named *plot*
         if "numba" in mods:
             assert f.name == "jit.py" or f.name.startswith("kernels"), f

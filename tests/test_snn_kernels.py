@@ -1,7 +1,9 @@
 """Every SNN kernel against its slow NumPy twin (models.snn.reference.naive_*)."""
+
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from models.snn import kernels as K
 from models.snn import reference as R
@@ -26,8 +28,14 @@ def random_list(rng, T, B, n_ids, n_max, real_frac=0.7):
     return SpikeList(ids, counts)
 
 
-dims = st.tuples(st.integers(1, 6), st.integers(1, 4), st.integers(1, 40), st.integers(1, 37),
-                 st.integers(1, 12), st.integers(0, 2**31 - 1))
+dims = st.tuples(
+    st.integers(1, 6),
+    st.integers(1, 4),
+    st.integers(1, 40),
+    st.integers(1, 37),
+    st.integers(1, 12),
+    st.integers(0, 2**31 - 1),
+)
 
 
 @SETTINGS
@@ -47,12 +55,18 @@ def test_lif_forward_matches_twin(d):
 
 
 @SETTINGS
-@given(st.integers(1, 5), st.integers(1, 4), st.integers(1, 50), st.integers(0, 20),
-       st.sampled_from([-100.0, 0.0, 0.9]), st.integers(0, 2**31 - 1))
+@given(
+    st.integers(1, 5),
+    st.integers(1, 4),
+    st.integers(1, 50),
+    st.integers(0, 20),
+    st.sampled_from([-100.0, 0.0, 0.9]),
+    st.integers(0, 2**31 - 1),
+)
 def test_compact_matches_twin(T, B, N, n_max, thr2, seed):
     rng = np.random.default_rng(seed)
     v = rng.normal(0.8, 0.6, (T, B, N)).astype(np.float32)
-    v[rng.random(v.shape) < 0.05] = THR            # exactly at threshold: not a spike
+    v[rng.random(v.shape) < 0.05] = THR  # exactly at threshold: not a spike
     lst = K.compact_spikes(v, THR, thr2, n_max)
     ids, counts = R.naive_compact(v, THR, thr2, n_max)
     np.testing.assert_array_equal(lst.counts, counts)
@@ -67,8 +81,8 @@ def test_compact_matches_twin(T, B, N, n_max, thr2, seed):
 def test_compact_order_and_cut_by_hand():
     v = np.array([[[2.0, 0.95, 1.0, 3.0, 0.5, 1.5]]], np.float32)
     lst = K.compact_spikes(v, 1.0, 0.9, 4)
-    assert lst.ids[0, 0].tolist() == [0, 3, 5, 1]   # real ascending, then gradient-only
-    assert lst.counts[0, 0].tolist() == [3, 4]      # 1.0 is not a spike (strict >)
+    assert lst.ids[0, 0].tolist() == [0, 3, 5, 1]  # real ascending, then gradient-only
+    assert lst.counts[0, 0].tolist() == [3, 4]  # 1.0 is not a spike (strict >)
     lst = K.compact_spikes(v, 1.0, 0.9, 2)
     assert lst.ids[0, 0].tolist() == [0, 3] and lst.counts[0, 0].tolist() == [2, 2]
 
@@ -84,8 +98,7 @@ def test_recurrent_forward_matches_twin(d, fixed):
     lst = random_list(rng, T, B, n_in, 8)
     init = initial_list(B, n_max, fixed)
     v, own, rows = K.lif_forward_recurrent(W, V, lst, init, ALPHA, SCALE, THR, 0.5, n_max)
-    v_ref, ids_ref, counts_ref = R.naive_lif_forward(W, lst.ids, lst.counts, ALPHA, SCALE, THR,
-                                                     V, init, 0.5, n_max)
+    v_ref, ids_ref, counts_ref = R.naive_lif_forward(W, lst.ids, lst.counts, ALPHA, SCALE, THR, V, init, 0.5, n_max)
     np.testing.assert_allclose(v, v_ref, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(own.counts, counts_ref)
     np.testing.assert_array_equal(own.ids, ids_ref)
@@ -117,8 +130,7 @@ def test_weight_grad_matches_twin(d):
     dI = rng.normal(0, 1, (T, B, N)).astype(np.float32)
     lst = random_list(rng, T, B, n_in, n_max)
     dW, rows = K.weight_grad(dI, lst, n_in)
-    np.testing.assert_allclose(dW, R.naive_weight_grad(dI, lst.ids, lst.counts, n_in),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dW, R.naive_weight_grad(dI, lst.ids, lst.counts, n_in), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(rows, lst.counts[..., 0].sum(axis=1))
     acc, _ = K.weight_grad(dI, lst, n_in, out=np.ones((n_in, N), np.float32))
     np.testing.assert_allclose(acc, dW + 1, rtol=1e-5, atol=1e-5)

@@ -1,4 +1,5 @@
 """Whole training step (Numba sparse path) against the dense float64 NumPy twin."""
+
 import numpy as np
 import pytest
 
@@ -10,10 +11,10 @@ CASES = {
     "uncapped": dict(layers="24-20-16-5", second_threshold=-100.0, caps=(20, 16, 5)),
     # capped below the activity, ϑ2 = 0.9
     "capped": dict(layers="24-20-16-5", second_threshold=0.9, caps=(3, 4, 2)),
-    "capped_output_theta": dict(layers="24-20-16-5", second_threshold=0.9, caps=(4, 3, 2),
-                                output_second_threshold=-100.0),
-    "recurrent": dict(layers="24-20-16-5", second_threshold=0.5, caps=(5, 6, 3),
-                      recurrent=(True, False, True)),
+    "capped_output_theta": dict(
+        layers="24-20-16-5", second_threshold=0.9, caps=(4, 3, 2), output_second_threshold=-100.0
+    ),
+    "recurrent": dict(layers="24-20-16-5", second_threshold=0.5, caps=(5, 6, 3), recurrent=(True, False, True)),
     "fixed": dict(layers="24-20-16-5", second_threshold=0.9, max_activity=0.25, activity="fixed"),
     "single_layer": dict(layers="30-6", second_threshold=0.0, caps=(4,)),
 }
@@ -63,20 +64,21 @@ def test_capped_case_really_caps_and_has_gradient_only_slots():
     res = compute_gradients(state, x, rng.integers(0, 5, 6))
     ref = reference_step(cfg, state.W, state.V, res.activity.inputs.to_dense(24), rng.integers(0, 5, 6))
     v = ref.v[0]
-    assert (v > 1.0).sum(axis=2).max() > cfg.n_max[0]          # activity above the cap
+    assert (v > 1.0).sum(axis=2).max() > cfg.n_max[0]  # activity above the cap
     c = res.activity.layers[0].counts
-    assert (c[..., 1] > c[..., 0]).any()                        # gradient-only entries exist
+    assert (c[..., 1] > c[..., 0]).any()  # gradient-only entries exist
 
 
 def test_fixed_activity_saturates_and_initial_lists():
-    cfg = NetworkConfig("200-120-120-10", batch=6, timesteps=14, input_cap=16, seed=5,
-                        max_activity=0.1, activity="fixed")
+    cfg = NetworkConfig(
+        "200-120-120-10", batch=6, timesteps=14, input_cap=16, seed=5, max_activity=0.1, activity="fixed"
+    )
     state = init_network(cfg)
     x = (np.random.default_rng(0).random((14, 6, 200)) < 0.2).astype(np.uint8)
     res = compute_gradients(state, x, np.zeros(6, np.int64))
     for l, lst in enumerate(res.activity.layers):
         full = np.mean(lst.counts[..., 0] == cfg.n_max[l])
-        assert full == 1.0 if l < cfg.n_layers - 1 else full > 0.9   # 10 outputs, cap 2: nearly
+        assert full == 1.0 if l < cfg.n_layers - 1 else full > 0.9  # 10 outputs, cap 2: nearly
         init = res.activity.initial[l]
         assert init.ids[0, 0].tolist() == list(range(cfg.n_max[l]))
         assert (init.counts == cfg.n_max[l]).all()

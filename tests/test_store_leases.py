@@ -1,5 +1,6 @@
 """Issue 19: the results store refuses other programs' databases untouched, reports damaged ones in
 one line, and leases points so two sweeps never compute the same one."""
+
 import sqlite3
 import subprocess
 import sys
@@ -72,10 +73,10 @@ def test_two_owners_never_claim_one_point(tmp_path):
     with ResultStore(db) as s1, ResultStore(db) as s2:
         assert s1.claim(["p1", "p2"], a) == ["p1", "p2"]
         assert s2.claim(["p1", "p2", "p3"], b) == ["p3"]
-        s1.put("p1", status="ok", summary={}, **KW)                 # storing drops the lease
-        assert s2.claim(["p1"], b) == []                            # ok points are never claimed
+        s1.put("p1", status="ok", summary={}, **KW)  # storing drops the lease
+        assert s2.claim(["p1"], b) == []  # ok points are never claimed
         s1.put("p2", status="failed", error="boom", **KW)
-        assert s2.claim(["p2"], b) == ["p2"]                        # a failed point is free again
+        assert s2.claim(["p2"], b) == ["p2"]  # a failed point is free again
         s1.release(a)
 
 
@@ -87,15 +88,16 @@ def test_expired_and_dead_owner_leases_are_reclaimed(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     import socket
+
     owner = f"{socket.gethostname()}:{dead.pid}:dead"
     assert lease_expired(owner, now, now) and not lease_expired(lease_owner(), now, now)
     with ResultStore(db) as s:
         assert s.claim(["p1"], owner) == ["p1"]
-        assert s.claim(["p1"], lease_owner()) == ["p1"]             # its owner is gone
+        assert s.claim(["p1"], lease_owner()) == ["p1"]  # its owner is gone
         live = lease_owner()
         assert s.claim(["p2"], live, lease_s=0.05) == ["p2"]
         time.sleep(0.1)
-        assert s.claim(["p2"], lease_owner(), lease_s=0.05) == ["p2"]   # not renewed in time
+        assert s.claim(["p2"], lease_owner(), lease_s=0.05) == ["p2"]  # not renewed in time
 
 
 def test_path_checks_for_db_and_exports(tmp_path, capsys):
@@ -103,10 +105,12 @@ def test_path_checks_for_db_and_exports(tmp_path, capsys):
     (tmp_path / "dir").mkdir()
     sweep = tmp_path / "s.toml"
     sweep.write_text("[base]\nsteps = 1\n")
-    cases = [(["sweep", str(sweep), "--db", str(tmp_path / "dir")], "is a directory, a file is expected"),
-             (["sweep", str(sweep), "--db", str(tmp_path / "file" / "r.db")], "which is a file, not a folder"),
-             (["results", str(tmp_path / "missing.db"), "--csv", str(tmp_path / "dir")], "--csv = "),
-             (["results", str(tmp_path / "missing.db"), "--parquet", str(tmp_path / "file" / "x")], "--parquet = ")]
+    cases = [
+        (["sweep", str(sweep), "--db", str(tmp_path / "dir")], "is a directory, a file is expected"),
+        (["sweep", str(sweep), "--db", str(tmp_path / "file" / "r.db")], "which is a file, not a folder"),
+        (["results", str(tmp_path / "missing.db"), "--csv", str(tmp_path / "dir")], "--csv = "),
+        (["results", str(tmp_path / "missing.db"), "--parquet", str(tmp_path / "file" / "x")], "--parquet = "),
+    ]
     for argv, needle in cases:
         assert main(argv) == 2, argv
         err = capsys.readouterr().err

@@ -1,5 +1,6 @@
 """trace.json (issue 20): slices named by superstep label and phase, per-chip byte counters,
 IPU-Link flow arrows from the sending chip to the receiving one, critical tiles by default."""
+
 import numpy as np
 
 from tilesim.engine import simulate
@@ -11,7 +12,7 @@ from tilesim.trace import trace_events
 def _program(m):
     b = ProgramBuilder(m.chips, m.tiles_per_chip, "two-chip")
     comp = np.zeros(m.chips * m.tiles_per_chip)
-    comp[1], comp[m.tiles_per_chip + 2] = 500, 900            # chip 1's tile 2 is the slowest
+    comp[1], comp[m.tiles_per_chip + 2] = 500, 900  # chip 1's tile 2 is the slowest
     b.superstep("forward", compute_cycles=comp, flows=[(0, 1, 4000.0)], sync="all")
     b.superstep("backward", compute_cycles=comp / 2, flows=[(1, 0, 1000.0), (0, 1, 2000.0)], sync="all")
     return b.build()
@@ -47,6 +48,7 @@ def test_run_trace_tiles_option():
     from models.snn.options import RunOptions
     from models.snn.run import run_training
     from tilesim.errors import ConfigError
+
     kw = dict(layers="40-24-4", caps="8-2", batch=4, timesteps=8, steps=1, memory_check="report")
     s = run_training(RunOptions(trace_tiles="5-7", **kw))
     assert s.artifacts.trace_tiles == (5, 7)
@@ -60,6 +62,7 @@ def test_run_trace_tiles_option():
 
 def test_digest_work_leaves_host_booked_supersteps_out(round2):
     from tilesim.records import ProgramDigest
+
     b = ProgramBuilder(round2.chips, round2.tiles_per_chip, "work and host copy")
     n = round2.chips * round2.tiles_per_chip
     b.superstep("work", compute_cycles=np.full(n, 10.0), sync="all")

@@ -1,4 +1,5 @@
 """`tilesim validate` dispatches on the cases file's workload column."""
+
 import pytest
 
 from models.validate import workload_of
@@ -8,6 +9,7 @@ from tilesim.errors import ConfigError
 def test_workload_column(tmp_path):
     from models.snn.calibrate import shipped_cases_path
     from models.stencil.measured import shipped_stencil_cases
+
     assert workload_of(shipped_cases_path()) == "snn"
     assert {workload_of(p) for p in shipped_stencil_cases()} == {"stencil"}
     legacy = tmp_path / "old.csv"
@@ -25,7 +27,20 @@ def test_calibrate_refuses_mixed_workloads(tmp_path):
 
     from models.snn.calibrate import shipped_cases_path
     from models.stencil.measured import shipped_stencil_cases
-    r = subprocess.run([sys.executable, "-m", "tilesim", "calibrate", str(shipped_cases_path()),
-                        str(shipped_stencil_cases()[0]), "--out", str(tmp_path / "o.toml")],
-                       capture_output=True, text=True, timeout=120)
+
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tilesim",
+            "calibrate",
+            str(shipped_cases_path()),
+            str(shipped_stencil_cases()[0]),
+            "--out",
+            str(tmp_path / "o.toml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "mix workloads" in r.stderr and len(r.stderr.strip().splitlines()) == 1

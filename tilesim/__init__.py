@@ -1,4 +1,5 @@
 """tilesim: a discrete-event simulator of tile-distributed manycore processors."""
+
 from tilesim.errors import ConfigError, MappingError, SramOverflowError, TileSimError
 
 __version__ = "0.1.0"

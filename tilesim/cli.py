@@ -9,6 +9,7 @@ command's ``--help`` lists each flag with its default. ``-v`` / ``-vv`` / ``-q``
 command set the log level (INFO / DEBUG / errors only; default WARNING) of the ``tilesim`` and
 ``models`` loggers, which report progress and warnings on stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,27 +48,41 @@ def _tile_list(text: str) -> list[int]:
 def format_summary(result, ledger=None) -> str:
     """A short human-readable summary of a simulated program."""
     total = result.total_s
-    lines = [f"{result.program_name} on {result.machine_name}: {result.supersteps} supersteps, "
-             f"{total * 1e3:.4f} ms simulated"]
+    lines = [
+        f"{result.program_name} on {result.machine_name}: {result.supersteps} supersteps, "
+        f"{total * 1e3:.4f} ms simulated"
+    ]
     bd = result.breakdown_s()
     lines.append("  " + "  ".join(f"{k} {v / total * 100 if total else 0:5.1f}%" for k, v in bd.items()))
     by = result.by_label()
     for lab in sorted(by, key=lambda k: -by[k]["time_s"])[:5]:
         d = by[lab]
         top = max(d["breakdown_s"], key=d["breakdown_s"].get)
-        lines.append(f"  {lab:<34} {d['time_s'] * 1e6:10.2f} us  x{d['supersteps']:<5} mostly {top}; "
-                     f"critical tile {d['critical_tile']} (chip {d['critical_chip']})")
+        lines.append(
+            f"  {lab:<34} {d['time_s'] * 1e6:10.2f} us  x{d['supersteps']:<5} mostly {top}; "
+            f"critical tile {d['critical_tile']} (chip {d['critical_chip']})"
+        )
     if ledger is not None:
         m = ledger.to_dict()
         chip, t = divmod(m["max_tile"], ledger.machine.tiles_per_chip)
-        lines.append(f"  SRAM: fullest tile {t} (chip {chip}) {m['max_tile_bytes']:,} B of "
-                     f"{m['budget_bytes']:,} B ({100 * m['max_tile_bytes'] / m['budget_bytes']:.1f} %); "
-                     f"{len(m['overflow_tiles'])} tile(s) over budget")
+        lines.append(
+            f"  SRAM: fullest tile {t} (chip {chip}) {m['max_tile_bytes']:,} B of "
+            f"{m['budget_bytes']:,} B ({100 * m['max_tile_bytes'] / m['budget_bytes']:.1f} %); "
+            f"{len(m['overflow_tiles'])} tile(s) over budget"
+        )
     return "\n".join(lines)
 
 
-def write_outputs(out: Path, result, program=None, ledger=None, trace_tiles=(), extra: dict | None = None,
-                  exchange: dict | None = None, files: dict | None = None) -> dict:
+def write_outputs(
+    out: Path,
+    result,
+    program=None,
+    ledger=None,
+    trace_tiles=(),
+    extra: dict | None = None,
+    exchange: dict | None = None,
+    files: dict | None = None,
+) -> dict:
     """summary.json, trace.json, arrays.npz, summary.md and the pictures (timeline, breakdown,
     work and — with a ledger — memory; with ``exchange`` matrices, exchange.png), and ``files``
     ({name: bytes}, e.g. mapping.json). The folder's manifest is removed first and written last
@@ -98,6 +113,7 @@ def write_outputs(out: Path, result, program=None, ledger=None, trace_tiles=(), 
 
 def _cmd_report(args) -> int:
     from tilesim.report import render
+
     written = render(Path(args.dir), verify=True)
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
@@ -112,8 +128,10 @@ def _cmd_machines(args) -> int:
             return 0
         for n in preset_names():
             m = load_machine(n)
-            print(f"{n:<10} {m.chips:>3} x {m.chip.tiles} tiles, {m.chip.sram_bytes // 1024} KiB/tile, "
-                  f"{m.clock_hz / 1e9:.2f} GHz, {m.fabric.kind:<10} {m.description}")
+            print(
+                f"{n:<10} {m.chips:>3} x {m.chip.tiles} tiles, {m.chip.sram_bytes // 1024} KiB/tile, "
+                f"{m.clock_hz / 1e9:.2f} GHz, {m.fabric.kind:<10} {m.description}"
+            )
         return 0
     m = load_machine(args.name, args.chips)
     if args.toml:
@@ -136,12 +154,17 @@ def check_program_size(data: dict, machine, force: bool = False) -> None:
     steps, nbytes = program_size(data, machine)
     fix = "lower the repeat counts (a loop's time scales linearly: simulate fewer iterations and multiply)"
     check_memory(f"program of {steps:,} supersteps x {machine.total_tiles:,} tiles", nbytes, fix)
-    check_time(f"program of {steps:,} supersteps x {machine.total_tiles:,} tiles",
-               steps * machine.total_tiles * SIM_NS_PER_TILE_STEP * 1e-9, force, fix)
+    check_time(
+        f"program of {steps:,} supersteps x {machine.total_tiles:,} tiles",
+        steps * machine.total_tiles * SIM_NS_PER_TILE_STEP * 1e-9,
+        force,
+        fix,
+    )
 
 
-def _simulate_file(program_path, machine_name, chips, out, as_json, trace_tiles, memory_check,
-                   force: bool = False) -> int:
+def _simulate_file(
+    program_path, machine_name, chips, out, as_json, trace_tiles, memory_check, force: bool = False
+) -> int:
     from tilesim.engine import simulate
     from tilesim.io import check_output_path, read_toml
     from tilesim.machine import load_machine
@@ -153,8 +176,10 @@ def _simulate_file(program_path, machine_name, chips, out, as_json, trace_tiles,
     machine = load_machine(machine_name, chips)
     for t in trace_tiles:
         if not 0 <= t < machine.total_tiles:
-            raise ConfigError(f"--trace-tiles = {t}: must be in 0..{machine.total_tiles - 1}; "
-                              "give global tile ids (chip * tiles_per_chip + tile)")
+            raise ConfigError(
+                f"--trace-tiles = {t}: must be in 0..{machine.total_tiles - 1}; "
+                "give global tile ids (chip * tiles_per_chip + tile)"
+            )
     data = read_toml(program_path, "program file")
     check_program_size(data, machine, force)
     program, memory = program_from_dict(data, machine, str(program_path))
@@ -162,12 +187,14 @@ def _simulate_file(program_path, machine_name, chips, out, as_json, trace_tiles,
     for cat, tiles, nbytes, label in memory:
         ledger.add(cat, nbytes, tiles, label)
     ledger.check(memory_check)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):   # checked just below
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # checked just below
         result = simulate(program, machine)
     if not (np.isfinite(result.total_s) and np.isfinite(list(result.breakdown_s().values())).all()):
-        raise ConfigError(f"machine {machine.name!r}: the simulated time is not finite ({result.total_s}): a rate "
-                          "or latency of the machine is too extreme; give rates and latencies of real hardware "
-                          "(see `tilesim machines gc200 --toml`)")
+        raise ConfigError(
+            f"machine {machine.name!r}: the simulated time is not finite ({result.total_s}): a rate "
+            "or latency of the machine is too extreme; give rates and latencies of real hardware "
+            "(see `tilesim machines gc200 --toml`)"
+        )
     if out:
         summary = write_outputs(Path(out), result, program, ledger, trace_tiles)
     else:
@@ -177,14 +204,17 @@ def _simulate_file(program_path, machine_name, chips, out, as_json, trace_tiles,
     else:
         print(format_summary(result, ledger))
         if out:
-            print(f"  wrote {out}/summary.md, summary.json, trace.json (open in https://ui.perfetto.dev), "
-                  f"timeline.png, breakdown.png, memory.png, work.png")
+            print(
+                f"  wrote {out}/summary.md, summary.json, trace.json (open in https://ui.perfetto.dev), "
+                f"timeline.png, breakdown.png, memory.png, work.png"
+            )
     return 0
 
 
 def _cmd_simulate(args) -> int:
-    return _simulate_file(args.program, args.machine, args.chips, args.out, args.json, args.trace_tiles,
-                          args.memory_check, args.force)
+    return _simulate_file(
+        args.program, args.machine, args.chips, args.out, args.json, args.trace_tiles, args.memory_check, args.force
+    )
 
 
 def _cmd_demo(args) -> int:
@@ -209,8 +239,13 @@ class _DefaultsFormatter(argparse.HelpFormatter):
     def _get_help_string(self, action):
         text = action.help or ""
         d = action.default
-        if (action.option_strings and "default" not in text and "%(default)" not in text
-                and d not in (None, False, [], ()) and d is not argparse.SUPPRESS):
+        if (
+            action.option_strings
+            and "default" not in text
+            and "%(default)" not in text
+            and d not in (None, False, [], ())
+            and d is not argparse.SUPPRESS
+        ):
             text += " (default: %(default)s)"
         return text
 
@@ -231,10 +266,20 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tilesim", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"tilesim {metadata.version('tilesim')}")
-    p.add_argument("-v", "--verbose", action="count", default=0,
-                   help="log progress (-v: INFO, -vv: DEBUG) on stderr; put it before the command")
-    p.add_argument("-q", "--quiet", dest="log_quiet", action="store_true",
-                   help="log errors only (no warnings); put it before the command")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log progress (-v: INFO, -vv: DEBUG) on stderr; put it before the command",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        dest="log_quiet",
+        action="store_true",
+        help="log errors only (no warnings); put it before the command",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     m = sub.add_parser("machines", help="list machine presets, or describe one")
@@ -252,10 +297,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="directory for summary.json, trace.json and pictures")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
     s.add_argument("--trace-tiles", type=_tile_list, default=[], help="global tile ids with own trace tracks")
-    s.add_argument("--memory-check", choices=["raise", "report"], default="raise",
-                   help="stop on SRAM overflow (raise) or mark the tiles and go on (report)")
-    s.add_argument("--force", action="store_true",
-                   help="run a program estimated to take longer than an hour (memory limits still apply)")
+    s.add_argument(
+        "--memory-check",
+        choices=["raise", "report"],
+        default="raise",
+        help="stop on SRAM overflow (raise) or mark the tiles and go on (report)",
+    )
+    s.add_argument(
+        "--force",
+        action="store_true",
+        help="run a program estimated to take longer than an hour (memory limits still apply)",
+    )
     s.set_defaults(func=_cmd_simulate)
 
     d = sub.add_parser("demo", help="time the built-in example program and write its outputs")
@@ -264,9 +316,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="print the summary as JSON")
     d.set_defaults(func=_cmd_demo)
 
-    r = sub.add_parser("report", help="re-render the pictures and summary.md of a stored run",
-                       description="Redraw timeline/breakdown/memory/work/exchange pictures and summary.md "
-                                   "from a run folder's summary.json and arrays.npz (no re-simulation).")
+    r = sub.add_parser(
+        "report",
+        help="re-render the pictures and summary.md of a stored run",
+        description="Redraw timeline/breakdown/memory/work/exchange pictures and summary.md "
+        "from a run folder's summary.json and arrays.npz (no re-simulation).",
+    )
     r.add_argument("dir", help="a folder written by `tilesim run --out` or `tilesim simulate --out`")
     r.set_defaults(func=_cmd_report)
 
@@ -288,7 +343,7 @@ def set_log_level(verbose: int = 0, quiet: bool = False) -> int:
 
 
 def main(argv=None) -> int:
-    set_log_level(*_log_flags(argv))               # plug-ins that fail to load are logged
+    set_log_level(*_log_flags(argv))  # plug-ins that fail to load are logged
     parser = build_parser()
     args = parser.parse_args(argv)
     set_log_level(args.verbose, args.log_quiet)
@@ -304,13 +359,18 @@ def main(argv=None) -> int:
         sys.stderr.close()
         return 0
     except MemoryError:
-        print("tilesim: error: out of memory; make the problem smaller (fewer supersteps, tiles or points)",
-              file=sys.stderr)
+        print(
+            "tilesim: error: out of memory; make the problem smaller (fewer supersteps, tiles or points)",
+            file=sys.stderr,
+        )
         return 2
-    except OSError as exc:   # the file system refused a write the up-front checks could not foresee
+    except OSError as exc:  # the file system refused a write the up-front checks could not foresee
         where = f" {exc.filename}" if exc.filename else ""
-        print(f"tilesim: error: cannot access{where}: {exc.strerror or exc}; check the path, its permissions "
-              "and the free disk space", file=sys.stderr)
+        print(
+            f"tilesim: error: cannot access{where}: {exc.strerror or exc}; check the path, its permissions "
+            "and the free disk space",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         print("tilesim: interrupted", file=sys.stderr)

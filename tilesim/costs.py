@@ -13,12 +13,13 @@ advances at 1/workers of the issue rate::
 Coefficients live in versioned TOML files with their provenance (which data, when, residuals);
 ``tilesim calibrate`` (a later issue) refits them.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
@@ -37,7 +38,7 @@ def barrel_tile_cycles(worker_cycles, vertices, workers: int, supervisor_overhea
     """
     v = np.asarray(vertices, np.float64)
     out = np.asarray(worker_cycles, np.float64) * workers / np.minimum(np.maximum(v, 1.0), workers)
-    out += np.ceil(v / workers) * supervisor_overhead_cycles     # in place on the broadcast shape
+    out += np.ceil(v / workers) * supervisor_overhead_cycles  # in place on the broadcast shape
     out *= v > 0
     return out
 
@@ -60,8 +61,14 @@ class CostModel:
         try:
             return float(self.coefficients[name])
         except KeyError:
-            raise ConfigError(config_message("cost coefficient", name, "is not in the cost model",
-                                             f"known: {', '.join(sorted(self.coefficients))}")) from None
+            raise ConfigError(
+                config_message(
+                    "cost coefficient",
+                    name,
+                    "is not in the cost model",
+                    f"known: {', '.join(sorted(self.coefficients))}",
+                )
+            ) from None
 
     def worker_cycles(self, counters: Mapping[str, np.ndarray]) -> np.ndarray:
         """Σ coefficient · counter over the counters given (all arrays of one shape)."""
@@ -75,8 +82,15 @@ class CostModel:
 
     def to_toml(self) -> str:
         import tomli_w
-        return tomli_w.dumps({"name": self.name, "version": self.version,
-                              "coefficients": dict(self.coefficients), "provenance": dict(self.provenance)})
+
+        return tomli_w.dumps(
+            {
+                "name": self.name,
+                "version": self.version,
+                "coefficients": dict(self.coefficients),
+                "provenance": dict(self.provenance),
+            }
+        )
 
 
 def load_costs(path) -> CostModel:
@@ -85,9 +99,16 @@ def load_costs(path) -> CostModel:
     data = read_toml(p, "cost model file")
     for k in data:
         if k not in {"name", "version", "coefficients", "provenance"}:
-            raise ConfigError(config_message(f"{path}: {k}", data[k], "unknown key",
-                                             "allowed: name, version, coefficients, provenance"))
+            raise ConfigError(
+                config_message(
+                    f"{path}: {k}", data[k], "unknown key", "allowed: name, version, coefficients, provenance"
+                )
+            )
     if not isinstance(data.get("coefficients"), dict):
         raise ConfigError(config_message(f"{path}: [coefficients]", None, "missing table"))
-    return CostModel(name=str(data.get("name", p.stem)), version=str(data.get("version", "0")),
-                     coefficients=data["coefficients"], provenance=data.get("provenance", {}))
+    return CostModel(
+        name=str(data.get("name", p.stem)),
+        version=str(data.get("version", "0")),
+        coefficients=data["coefficients"],
+        provenance=data.get("provenance", {}),
+    )

@@ -3,6 +3,7 @@
 Every message names the object, the value, the limit and the fix, so that the CLI can print
 it as one line and exit 2 (no traceback for bad input).
 """
+
 from __future__ import annotations
 
 

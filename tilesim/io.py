@@ -1,4 +1,5 @@
 """Crash-safe file output: write to a temporary file beside the target, then rename."""
+
 from __future__ import annotations
 
 import os
@@ -27,10 +28,15 @@ def read_toml(path, what: str) -> dict:
     try:
         return tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(config_message(what, str(path), f"is not valid TOML ({exc})",
-                                         "fix the syntax at the position given")) from None
+        raise ConfigError(
+            config_message(what, str(path), f"is not valid TOML ({exc})", "fix the syntax at the position given")
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(config_message(what, str(path), f"cannot be read ({exc})", "check its permissions and that it is UTF-8 text")) from None
+        raise ConfigError(
+            config_message(
+                what, str(path), f"cannot be read ({exc})", "check its permissions and that it is UTF-8 text"
+            )
+        ) from None
 
 
 def atomic_write_text(path, text: str) -> Path:
@@ -100,27 +106,51 @@ def check_output_path(path, flag: str, kind: str = "file") -> Path:
     try:
         if p.exists():
             if kind == "file" and p.is_dir():
-                raise ConfigError(config_message(flag, text, "is a directory, a file is expected",
-                                                 "give the path of a file (inside it or elsewhere)"))
+                raise ConfigError(
+                    config_message(
+                        flag,
+                        text,
+                        "is a directory, a file is expected",
+                        "give the path of a file (inside it or elsewhere)",
+                    )
+                )
             if kind == "dir" and not p.is_dir():
-                raise ConfigError(config_message(flag, text, "is an existing file, a folder is expected",
-                                                 "give a new or existing folder name"))
+                raise ConfigError(
+                    config_message(
+                        flag, text, "is an existing file, a folder is expected", "give a new or existing folder name"
+                    )
+                )
             if kind == "dir":
                 if not _writable_dir(p):
-                    raise ConfigError(config_message(flag, text, "is a read-only folder",
-                                                     "give a folder you can write to"))
+                    raise ConfigError(
+                        config_message(flag, text, "is a read-only folder", "give a folder you can write to")
+                    )
             elif not os.access(p, os.W_OK) or not _writable_dir(p.parent):
-                raise ConfigError(config_message(flag, text, "is read-only (or its folder is)",
-                                                 "give a path you can write to"))
+                raise ConfigError(
+                    config_message(flag, text, "is read-only (or its folder is)", "give a path you can write to")
+                )
             return p
         anc = _nearest_existing(p.parent if p.parent != p else p)
         if not anc.is_dir():
-            raise ConfigError(config_message(flag, text, f"lies under {str(anc)!r}, which is a file, not a folder",
-                                             "give a path whose parents are folders"))
+            raise ConfigError(
+                config_message(
+                    flag,
+                    text,
+                    f"lies under {str(anc)!r}, which is a file, not a folder",
+                    "give a path whose parents are folders",
+                )
+            )
         if not _writable_dir(anc):
-            raise ConfigError(config_message(flag, text, f"cannot be created: {str(anc)!r} is read-only",
-                                             "give a path under a folder you can write to"))
-    except OSError as exc:      # e.g. a name too long for the file system
-        raise ConfigError(config_message(flag, text, f"is not usable ({exc.strerror or exc})",
-                                         "give a shorter or simpler path")) from None
+            raise ConfigError(
+                config_message(
+                    flag,
+                    text,
+                    f"cannot be created: {str(anc)!r} is read-only",
+                    "give a path under a folder you can write to",
+                )
+            )
+    except OSError as exc:  # e.g. a name too long for the file system
+        raise ConfigError(
+            config_message(flag, text, f"is not usable ({exc.strerror or exc})", "give a shorter or simpler path")
+        ) from None
     return p

@@ -5,14 +5,22 @@ names the estimate, the limit and the fix: memory beyond what this machine has i
 outright (no flag overrides it — the process would be killed or swap for hours); time beyond
 :data:`TIME_LIMIT_S` is refused unless the user passes ``--force``.
 """
+
 from __future__ import annotations
 
 import os
 
 from tilesim.errors import ConfigError, config_message
 
-__all__ = ["memory_limit_bytes", "check_memory", "check_time", "TIME_LIMIT_S", "SIM_NS_PER_TILE_STEP",
-           "MAX_SWEEP_POINTS", "worker_limit"]
+__all__ = [
+    "memory_limit_bytes",
+    "check_memory",
+    "check_time",
+    "TIME_LIMIT_S",
+    "SIM_NS_PER_TILE_STEP",
+    "MAX_SWEEP_POINTS",
+    "worker_limit",
+]
 
 # wall-clock a command may take without --force: one hour
 TIME_LIMIT_S = 3600.0
@@ -32,33 +40,45 @@ def memory_limit_bytes() -> int:
         try:
             return max(1, int(float(env)))
         except ValueError:
-            raise ConfigError(config_message("TILESIM_MEMORY_LIMIT", env, "is not a number of bytes",
-                                             "unset it or give e.g. 8e9")) from None
+            raise ConfigError(
+                config_message("TILESIM_MEMORY_LIMIT", env, "is not a number of bytes", "unset it or give e.g. 8e9")
+            ) from None
     try:
         return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2)
-    except (ValueError, OSError, AttributeError):       # not POSIX: assume 8 GB
-        return 4 * 2 ** 30
+    except (ValueError, OSError, AttributeError):  # not POSIX: assume 8 GB
+        return 4 * 2**30
 
 
 def check_memory(what: str, estimate_bytes: float, fix: str) -> None:
     """Refuse ``estimate_bytes`` above :func:`memory_limit_bytes` (no override)."""
     limit = memory_limit_bytes()
     if estimate_bytes > limit:
-        raise ConfigError(config_message(what, f"~{estimate_bytes / 1e9:,.1f} GB of memory",
-                                         f"exceeds the limit of {limit / 1e9:,.1f} GB (half this machine's RAM)", fix))
+        raise ConfigError(
+            config_message(
+                what,
+                f"~{estimate_bytes / 1e9:,.1f} GB of memory",
+                f"exceeds the limit of {limit / 1e9:,.1f} GB (half this machine's RAM)",
+                fix,
+            )
+        )
 
 
 def check_time(what: str, estimate_s: float, force: bool, fix: str) -> None:
     """Refuse ``estimate_s`` above :data:`TIME_LIMIT_S` unless ``force``."""
     if estimate_s > TIME_LIMIT_S and not force:
-        raise ConfigError(config_message(what, f"~{estimate_s:,.0f} s of work",
-                                         f"exceeds the limit of {TIME_LIMIT_S:,.0f} s",
-                                         f"{fix}, or pass --force to run it anyway"))
+        raise ConfigError(
+            config_message(
+                what,
+                f"~{estimate_s:,.0f} s of work",
+                f"exceeds the limit of {TIME_LIMIT_S:,.0f} s",
+                f"{fix}, or pass --force to run it anyway",
+            )
+        )
 
 
 def worker_limit() -> int:
     """The cores this process may use (the most useful local worker processes)."""
     try:
         return len(os.sched_getaffinity(0))
-    except AttributeError:                       # not Linux
+    except AttributeError:  # not Linux
         return os.cpu_count() or 1

@@ -1,4 +1,5 @@
 """Memos bounded by bytes, for caches a long search keeps between candidates."""
+
 from __future__ import annotations
 
 from cachetools import LRUCache
@@ -13,7 +14,7 @@ class BytesLRU(LRUCache):
     def __setitem__(self, key, value):
         try:
             super().__setitem__(key, value)
-        except ValueError:          # larger than the whole budget
+        except ValueError:  # larger than the whole budget
             pass
 
 

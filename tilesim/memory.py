@@ -8,6 +8,7 @@ Every entry remembers its label and tiles, so the ledger can say *which tensor* 
 ``check()`` raises :class:`SramOverflowError` naming the worst tile, bytes used vs budget, its
 largest entries and a remedy; ``check(mode="report")`` returns the overflowing tiles instead.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,15 +21,21 @@ __all__ = ["MemoryLedger", "MemoryTotals", "EntryGroup", "CATEGORIES", "VARIABLE
 
 VARIABLE_ROLES = ("weights", "gradients", "optimizer", "state", "activations", "spikes", "inputs", "other")
 CATEGORIES = tuple(f"variables:{r}" for r in VARIABLE_ROLES) + (
-    "exchange_buffers", "vertex_state", "vertex_code", "control_code", "exchange_code", "stack")
+    "exchange_buffers",
+    "vertex_state",
+    "vertex_code",
+    "control_code",
+    "exchange_code",
+    "stack",
+)
 
 
 @dataclass(frozen=True)
 class _Entry:
     label: str
     category: str
-    tiles: np.ndarray      # global tile ids
-    bytes: np.ndarray      # per tile, aligned with tiles
+    tiles: np.ndarray  # global tile ids
+    bytes: np.ndarray  # per tile, aligned with tiles
 
 
 class MemoryLedger:
@@ -41,14 +48,17 @@ class MemoryLedger:
         self._cat_index = {c: i for i, c in enumerate(CATEGORIES)}
         self.table = np.zeros((len(CATEGORIES), self.total_tiles), np.int64)
         self.entries: list[_Entry] = []
-        self.remedy = remedy or ("put fewer neurons/elements on each tile (use more tiles or chips), "
-                                 "shrink batch or time steps, or use a machine with more SRAM per tile")
+        self.remedy = remedy or (
+            "put fewer neurons/elements on each tile (use more tiles or chips), "
+            "shrink batch or time steps, or use a machine with more SRAM per tile"
+        )
 
     def add(self, category: str, bytes_per_tile, tiles=None, label: str = "") -> None:
         """Charge ``bytes_per_tile`` (scalar or aligned array) on ``tiles`` (global ids; None = all)."""
         if category not in self._cat_index:
-            raise ConfigError(config_message("memory category", category, "is unknown",
-                                             f"use one of {', '.join(CATEGORIES)}"))
+            raise ConfigError(
+                config_message("memory category", category, "is unknown", f"use one of {', '.join(CATEGORIES)}")
+            )
         if tiles is None:
             tiles = np.arange(self.total_tiles)
         elif isinstance(tiles, slice):
@@ -59,17 +69,24 @@ class MemoryLedger:
         tiles = tiles.astype(np.int64).ravel()
         if tiles.size and (tiles.min() < 0 or tiles.max() >= self.total_tiles):
             bad = int(tiles[(tiles < 0) | (tiles >= self.total_tiles)][0])
-            raise ConfigError(config_message(f"memory '{label or category}' tile", bad,
-                                             f"is out of range 0..{self.total_tiles - 1}"))
+            raise ConfigError(
+                config_message(f"memory '{label or category}' tile", bad, f"is out of range 0..{self.total_tiles - 1}")
+            )
         b = np.asarray(bytes_per_tile, dtype=np.float64)
         if b.ndim == 0:
             b = np.full(tiles.size, float(b))
         if b.shape != tiles.shape:
-            raise ConfigError(config_message(f"memory '{label or category}' bytes", b.shape,
-                                             f"must be a scalar or match the {tiles.size} tiles"))
+            raise ConfigError(
+                config_message(
+                    f"memory '{label or category}' bytes", b.shape, f"must be a scalar or match the {tiles.size} tiles"
+                )
+            )
         if not np.isfinite(b).all() or (b < 0).any():
-            raise ConfigError(config_message(f"memory '{label or category}' bytes", "negative or non-finite",
-                                             "must be finite and >= 0"))
+            raise ConfigError(
+                config_message(
+                    f"memory '{label or category}' bytes", "negative or non-finite", "must be finite and >= 0"
+                )
+            )
         bi = np.ceil(b).astype(np.int64)
         np.add.at(self.table[self._cat_index[category]], tiles, bi)
         self.entries.append(_Entry(label or category, category, tiles, bi))
@@ -118,9 +135,11 @@ class MemoryLedger:
             worst = int(over[0])
             used = int(self.per_tile()[worst])
             parts = ", ".join(f"{lab} [{cat}] {b:,} B" for lab, cat, b in self.explain_tile(worst, 3))
-            msg = (f"SRAM overflow on {over.size} tile(s): {self._where(worst)} needs {used:,} B of "
-                   f"{self.budget:,} B budget (+{100 * (used / self.budget - 1):.1f} %); largest there: {parts}; "
-                   f"fix: {self.remedy}")
+            msg = (
+                f"SRAM overflow on {over.size} tile(s): {self._where(worst)} needs {used:,} B of "
+                f"{self.budget:,} B budget (+{100 * (used / self.budget - 1):.1f} %); largest there: {parts}; "
+                f"fix: {self.remedy}"
+            )
             raise SramOverflowError(msg, tiles=over.tolist(), report=self.report())
         return over
 
@@ -134,19 +153,25 @@ class MemoryLedger:
         lines = [f"SRAM budget {self.budget:,} B per tile; {int((used > self.budget).sum())} tile(s) over", head]
         for t in order:
             flag = " OVERFLOW" if used[t] > self.budget else ""
-            lines.append(f"{self._where(t):>16} {used[t]:>10,} {100 * used[t] / self.budget:>7.1f}% " +
-                         " ".join(f"{self.table[self._cat_index[c], t]:>14,}" for c in cats) + flag)
+            lines.append(
+                f"{self._where(t):>16} {used[t]:>10,} {100 * used[t] / self.budget:>7.1f}% "
+                + " ".join(f"{self.table[self._cat_index[c], t]:>14,}" for c in cats)
+                + flag
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         used = self.per_tile()
         mt = int(used.argmax())
-        return {"budget_bytes": self.budget, "max_tile_bytes": int(used[mt]), "max_tile": mt,
-                "overflow_tiles": self.overflow_tiles().tolist(),
-                "by_category_bytes": self.by_category(mt),
-                "total_by_category_bytes": self.by_category(),
-                "max_tile_entries": [{"label": lab, "category": c, "bytes": b}
-                                     for lab, c, b in self.explain_tile(mt, 8)]}
+        return {
+            "budget_bytes": self.budget,
+            "max_tile_bytes": int(used[mt]),
+            "max_tile": mt,
+            "overflow_tiles": self.overflow_tiles().tolist(),
+            "by_category_bytes": self.by_category(mt),
+            "total_by_category_bytes": self.by_category(),
+            "max_tile_entries": [{"label": lab, "category": c, "bytes": b} for lab, c, b in self.explain_tile(mt, 8)],
+        }
 
 
 class EntryGroup(list):
@@ -173,7 +198,7 @@ class MemoryTotals:
         if tiles is None or isinstance(tiles, slice):
             self.used[tiles if tiles is not None else slice(None)] += b
         elif isinstance(tiles, np.ndarray) and tiles.size > 1 and (np.diff(tiles) > 0).all():
-            self.used[tiles] += b                       # distinct tiles: no scatter-add needed
+            self.used[tiles] += b  # distinct tiles: no scatter-add needed
         elif b.ndim == 0:
             self.used += np.bincount(np.asarray(tiles).ravel(), minlength=self.total_tiles) * b
         else:

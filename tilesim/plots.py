@@ -1,5 +1,6 @@
 """Pictures: tile-memory heat map, BSP timeline (Gantt), phase breakdown. matplotlib is
 imported lazily, only here and in experiments/."""
+
 from __future__ import annotations
 
 import math
@@ -12,10 +13,19 @@ from tilesim.records import PHASES
 
 # One palette for every picture (run reports, the tour, the experiments): a phase of the BSP
 # step always has the same colour, and chips / series use SERIES_COLOURS in order.
-PHASE_COLOURS = {"compute": "#4c72b0", "sync": "#c44e52", "exchange": "#55a868", "links": "#dd8452",
-                 "host": "#8172b3"}
-SERIES_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
-                  "#ccb974", "#64b5cd")
+PHASE_COLOURS = {"compute": "#4c72b0", "sync": "#c44e52", "exchange": "#55a868", "links": "#dd8452", "host": "#8172b3"}
+SERIES_COLOURS = (
+    "#4c72b0",
+    "#dd8452",
+    "#55a868",
+    "#c44e52",
+    "#8172b3",
+    "#937860",
+    "#da8bc3",
+    "#8c8c8c",
+    "#ccb974",
+    "#64b5cd",
+)
 # tiles drawn per row when the fabric has no grid of its own (the IPU's exchange is all-to-all):
 # the chip's floorplan is not in the reference material (ipu-hardware.md), so tiles are drawn in
 # their id order as supertile pairs (2 tiles share an exchange port, ipu-hardware.md §2), 32
@@ -27,8 +37,10 @@ MAX_CHIP_PANELS = 4
 
 def _plt():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -45,7 +57,7 @@ def tile_grid(machine) -> tuple[int, int]:
 
 def _chip_image(values, rows, cols):
     img = np.full(rows * cols, np.nan)
-    img[:values.size] = values
+    img[: values.size] = values
     return img.reshape(rows, cols)
 
 
@@ -59,13 +71,32 @@ def _mark_layers(ax, layer, rows, cols):
         m = np.nan_to_num(img) == v
         ax.contour(m.astype(float), levels=[0.5], colors="white", linewidths=0.9)
         ys, xs = np.nonzero(m)
-        ax.text(float(np.median(xs)), float(np.median(ys)), f"L{v}", color="white", fontsize=8, ha="center",
-                va="center", fontweight="bold",
-                bbox={"boxstyle": "round,pad=0.15", "fc": "black", "alpha": 0.45, "lw": 0})
+        ax.text(
+            float(np.median(xs)),
+            float(np.median(ys)),
+            f"L{v}",
+            color="white",
+            fontsize=8,
+            ha="center",
+            va="center",
+            fontweight="bold",
+            bbox={"boxstyle": "round,pad=0.15", "fc": "black", "alpha": 0.45, "lw": 0},
+        )
 
 
-def tile_heatmap(values, path, rows: int, cols: int, title: str, label: str, vmax=None, over=None,
-                 tiles_per_chip: int | None = None, tile_layer=None, chip_names=None):
+def tile_heatmap(
+    values,
+    path,
+    rows: int,
+    cols: int,
+    title: str,
+    label: str,
+    vmax=None,
+    over=None,
+    tiles_per_chip: int | None = None,
+    tile_layer=None,
+    chip_names=None,
+):
     """One value per tile as grids, one per chip (``values`` of every chip, ``tiles_per_chip``
     each; default one chip). Up to :data:`MAX_CHIP_PANELS` chips side by side on one colour
     scale; more: the chip with the largest value drawn tile by tile beside a strip of every
@@ -82,34 +113,43 @@ def tile_heatmap(values, path, rows: int, cols: int, title: str, label: str, vma
     else:
         shown = [int(np.nanargmax(values)) // tpc]
     n = len(shown) + (C > MAX_CHIP_PANELS)
-    pw = 9.0 if n == 1 else 5.6                     # inches per panel; 3-4 chips as a 2 x 2 grid
+    pw = 9.0 if n == 1 else 5.6  # inches per panel; 3-4 chips as a 2 x 2 grid
     gr, gc = (2, 2) if n > 2 else (1, n)
-    fig, axes = plt.subplots(gr, gc, figsize=(pw * gc + 0.8, gr * (pw * rows / cols + 0.75) + 0.5), squeeze=False,
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        gr, gc, figsize=(pw * gc + 0.8, gr * (pw * rows / cols + 0.75) + 0.5), squeeze=False, layout="constrained"
+    )
     axes = axes.ravel()
     for ax in axes[n:]:
         ax.axis("off")
     im = None
     for ax, c in zip(axes, shown):
-        v = values[c * tpc:(c + 1) * tpc]
-        im = ax.imshow(_chip_image(v, rows, cols), cmap="viridis", vmin=0, vmax=top, interpolation="nearest",
-                       aspect="equal")
+        v = values[c * tpc : (c + 1) * tpc]
+        im = ax.imshow(
+            _chip_image(v, rows, cols), cmap="viridis", vmin=0, vmax=top, interpolation="nearest", aspect="equal"
+        )
         if over is not None:
-            o = np.asarray(over)[c * tpc:(c + 1) * tpc] if np.size(over) == values.size else np.asarray(over)
+            o = np.asarray(over)[c * tpc : (c + 1) * tpc] if np.size(over) == values.size else np.asarray(over)
             idx = np.flatnonzero(o)
             if idx.size:
-                ax.scatter(idx % cols, idx // cols, s=12, facecolors="none", edgecolors="red", linewidths=0.8,
-                           label=f"{idx.size} tiles over budget")
+                ax.scatter(
+                    idx % cols,
+                    idx // cols,
+                    s=12,
+                    facecolors="none",
+                    edgecolors="red",
+                    linewidths=0.8,
+                    label=f"{idx.size} tiles over budget",
+                )
                 ax.legend(loc="upper right", fontsize=7)
         if tile_layer is not None:
-            _mark_layers(ax, np.asarray(tile_layer)[c * tpc:(c + 1) * tpc], rows, cols)
+            _mark_layers(ax, np.asarray(tile_layer)[c * tpc : (c + 1) * tpc], rows, cols)
         name = chip_names[c] if chip_names else f"chip {c}"
         ax.set_title(f"{name}: max {np.nanmax(v):.3g}, mean {np.nanmean(v):.3g}", fontsize=9)
         ax.set_xlabel(f"tile id mod {cols}")
         ax.set_ylabel(f"tile id // {cols}")
     if C > MAX_CHIP_PANELS:
         ax = axes[-1]
-        per = values[:C * tpc].reshape(C, tpc)
+        per = values[: C * tpc].reshape(C, tpc)
         ax.barh(range(C), np.nanmax(per, axis=1), color=SERIES_COLOURS[0], label="max tile")
         ax.barh(range(C), np.nanmean(per, axis=1), color=SERIES_COLOURS[1], height=0.5, label="mean tile")
         ax.set_yticks(range(0, C, max(1, C // 16)))
@@ -119,7 +159,7 @@ def tile_heatmap(values, path, rows: int, cols: int, title: str, label: str, vma
         ax.set_title(f"all {C} chips", fontsize=9)
         ax.legend(fontsize=7, loc="lower right")
     fig.suptitle(title, fontsize=10)
-    fig.colorbar(im, ax=list(axes[:len(shown)]), fraction=0.03 if n == 1 else 0.025, label=label)
+    fig.colorbar(im, ax=list(axes[: len(shown)]), fraction=0.03 if n == 1 else 0.025, label=label)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return Path(path)
@@ -131,18 +171,28 @@ def memory_heatmap(ledger, path, chip: int | None = None, title: str | None = No
     T = ledger.machine.tiles_per_chip
     used = ledger.per_tile() / ledger.budget
     if chip is not None:
-        used = used[chip * T:(chip + 1) * T]
-        tile_layer = None if tile_layer is None else np.asarray(tile_layer)[chip * T:(chip + 1) * T]
+        used = used[chip * T : (chip + 1) * T]
+        tile_layer = None if tile_layer is None else np.asarray(tile_layer)[chip * T : (chip + 1) * T]
     rows, cols = tile_grid(ledger.machine)
     where = f"chip {chip}" if chip is not None else f"{ledger.machine.chips} chip(s)"
-    return tile_heatmap(used, path, rows, cols,
-                        title or f"SRAM per tile, {where} ({ledger.machine.name}); budget {ledger.budget:,} B",
-                        "used / budget", vmax=max(1.0, float(used.max())), over=used > 1, tiles_per_chip=T,
-                        tile_layer=tile_layer, chip_names=None if chip is None else [f"chip {chip}"])
+    return tile_heatmap(
+        used,
+        path,
+        rows,
+        cols,
+        title or f"SRAM per tile, {where} ({ledger.machine.name}); budget {ledger.budget:,} B",
+        "used / budget",
+        vmax=max(1.0, float(used.max())),
+        over=used > 1,
+        tiles_per_chip=T,
+        tile_layer=tile_layer,
+        chip_names=None if chip is None else [f"chip {chip}"],
+    )
 
 
-def exchange_matrices(chip_bytes, group_bytes, group_edges, path, chip: int = 0, title: str | None = None,
-                      totals: dict | None = None):
+def exchange_matrices(
+    chip_bytes, group_bytes, group_edges, path, chip: int = 0, title: str | None = None, totals: dict | None = None
+):
     """Bytes exchanged per training step: chip x chip (left; diagonal = bytes sent on each chip's
     fabric, off it = bytes over the links from row chip to column chip; on one chip, the bytes
     of each kind of exchange in ``totals`` instead) and, on chip ``chip``, tile group x tile
@@ -150,6 +200,7 @@ def exchange_matrices(chip_bytes, group_bytes, group_edges, path, chip: int = 0,
     totals, which are the run's ``bytes.onchip`` / ``bytes.links``."""
     plt = _plt()
     from matplotlib.colors import LogNorm
+
     chip_bytes = np.asarray(chip_bytes, float)
     group_bytes = np.asarray(group_bytes, float)
     C = chip_bytes.shape[0]
@@ -181,19 +232,28 @@ def exchange_matrices(chip_bytes, group_bytes, group_edges, path, chip: int = 0,
             for i in range(C):
                 for j in range(C):
                     if m[i, j] > 0:
-                        ax.text(j, i, _mb(m[i, j]), ha="center", va="center", fontsize=8,
-                                color="white" if i == j else "black")
+                        ax.text(
+                            j,
+                            i,
+                            _mb(m[i, j]),
+                            ha="center",
+                            va="center",
+                            fontsize=8,
+                            color="white" if i == j else "black",
+                        )
     n = len(group_edges) - 1
     step = max(1, n // 8)
     axes[1].set_xticks(range(0, n, step), [str(group_edges[i]) for i in range(0, n, step)], fontsize=7)
     axes[1].set_yticks(range(0, n, step), [str(group_edges[i]) for i in range(0, n, step)], fontsize=7)
     if len(panels) == 2:
-        axes[0].set_title(f"chip x chip: diagonal {_mb(onchip)} sent on chip,\noff it {_mb(links)} over the links",
-                          fontsize=9)
+        axes[0].set_title(
+            f"chip x chip: diagonal {_mb(onchip)} sent on chip,\noff it {_mb(links)} over the links", fontsize=9
+        )
     else:
         axes[0].set_title(f"one chip: {_mb(onchip)} sent on chip, by kind", fontsize=9)
-    axes[1].set_title(f"chip {chip}: tile groups (labels = first tile), {_mb(group_bytes.sum())} sent within the chip",
-                      fontsize=9)
+    axes[1].set_title(
+        f"chip {chip}: tile groups (labels = first tile), {_mb(group_bytes.sum())} sent within the chip", fontsize=9
+    )
     fig.suptitle(title or "exchange bytes per training step")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -211,20 +271,36 @@ def label_bars(ax, bars, fmt: str = "{:.3g}", fontsize: int = 7):
     for b in bars:
         w, h = b.get_width(), b.get_height()
         if horizontal:
-            ax.annotate(fmt.format(w), (b.get_x() + w, b.get_y() + h / 2), xytext=(2, 0),
-                        textcoords="offset points", va="center", fontsize=fontsize)
+            ax.annotate(
+                fmt.format(w),
+                (b.get_x() + w, b.get_y() + h / 2),
+                xytext=(2, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=fontsize,
+            )
         else:
-            ax.annotate(fmt.format(h), (b.get_x() + w / 2, b.get_y() + h), xytext=(0, 2),
-                        textcoords="offset points", ha="center", fontsize=fontsize)
+            ax.annotate(
+                fmt.format(h),
+                (b.get_x() + w / 2, b.get_y() + h),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                fontsize=fontsize,
+            )
 
 
 def _spans(tl, s, c):
     """(phase, start, end) cycles of chip ``c`` in superstep ``s`` of a per-chip timeline."""
     rel = tl["release"][s, c]
     exe = rel + tl["exchange_cycles"][s, c]
-    return (("compute", tl["start"][s, c], tl["arrive"][s, c]), ("sync", tl["arrive"][s, c], rel),
-            ("exchange", rel, exe), ("links", exe, tl["links_end"][s, c]),
-            ("host", tl["links_end"][s, c], tl["end"][s, c]))
+    return (
+        ("compute", tl["start"][s, c], tl["arrive"][s, c]),
+        ("sync", tl["arrive"][s, c], rel),
+        ("exchange", rel, exe),
+        ("links", exe, tl["links_end"][s, c]),
+        ("host", tl["links_end"][s, c], tl["end"][s, c]),
+    )
 
 
 def timeline(result, path, max_supersteps: int | None = None, title: str | None = None, host_steps=None):
@@ -254,7 +330,8 @@ def timeline(result, path, max_supersteps: int | None = None, title: str | None 
             for ph, a, b in _spans(tl, s, c):
                 if b > a:
                     segs["host" if (ph == "compute" and s < host_steps.size and host_steps[s]) else ph].append(
-                        (a * us, (b - a) * us))
+                        (a * us, (b - a) * us)
+                    )
         for ph, sg in segs.items():
             if sg:
                 ax.broken_barh(sg, (y - 0.35, 0.7), facecolors=PHASE_COLOURS[ph], linewidth=0)
@@ -265,8 +342,12 @@ def timeline(result, path, max_supersteps: int | None = None, title: str | None 
     end = max(float(tl["end"][:S].max()) * us, 1e-9) if S else 1.0
     ax.set_xlim(0, end)
     what = f"all {S} supersteps" if S == result.supersteps else f"first {S} of {result.supersteps} supersteps"
-    ax.set_title(title or f"BSP timeline of one step: {what} ({result.machine_name})"
-                 + ("" if len(rows) == C else f"; {len(rows)} of {C} chips shown"), fontsize=10)
+    ax.set_title(
+        title
+        or f"BSP timeline of one step: {what} ({result.machine_name})"
+        + ("" if len(rows) == C else f"; {len(rows)} of {C} chips shown"),
+        fontsize=10,
+    )
     handles = [plt.Rectangle((0, 0), 1, 1, color=PHASE_COLOURS[p]) for p in PHASES]
     ax.legend(handles, PHASES, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     if agg:

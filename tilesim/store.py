@@ -22,6 +22,7 @@ claimed again. So two sweeps on one database never compute the same point.
 The file is marked with ``PRAGMA application_id`` (:data:`APPLICATION_ID`); a database of another
 program (another application id, or other tables) is refused before anything is written to it.
 """
+
 from __future__ import annotations
 
 import csv
@@ -35,8 +36,19 @@ from pathlib import Path
 
 from tilesim.errors import ConfigError, config_message
 
-__all__ = ["ResultStore", "STATUSES", "export_table", "default_flatten", "write_csv", "write_parquet",
-           "format_table", "lease_owner", "lease_expired", "APPLICATION_ID", "LEASE_S"]
+__all__ = [
+    "ResultStore",
+    "STATUSES",
+    "export_table",
+    "default_flatten",
+    "write_csv",
+    "write_parquet",
+    "format_table",
+    "lease_owner",
+    "lease_expired",
+    "APPLICATION_ID",
+    "LEASE_S",
+]
 
 STATUSES = ("ok", "failed")
 SCHEMA_VERSION = "1"
@@ -45,8 +57,19 @@ APPLICATION_ID = 0x5453696D
 # a lease not renewed for this long is free again (the driver renews every LEASE_S / 4)
 LEASE_S = 600.0
 _TABLES = {"meta", "points", "leases"}
-_COLUMNS = ("id", "status", "error", "swept", "config", "summary", "version", "wall_s", "worker", "attempts",
-            "finished_at")
+_COLUMNS = (
+    "id",
+    "status",
+    "error",
+    "swept",
+    "config",
+    "summary",
+    "version",
+    "wall_s",
+    "worker",
+    "attempts",
+    "finished_at",
+)
 _FIX = "give the --db file of a tilesim sweep, or a new file name"
 
 _SCHEMA = """
@@ -102,40 +125,56 @@ class ResultStore:
     def __init__(self, path, create: bool = True):
         self.path = Path(path)
         if not create and not self.path.is_file():
-            raise ConfigError(config_message("results database", str(path), "no such file",
-                                             "give the --db file of a tilesim sweep"))
+            raise ConfigError(
+                config_message("results database", str(path), "no such file", "give the --db file of a tilesim sweep")
+            )
         if create:
             from tilesim.io import check_output_path
+
             check_output_path(self.path, "--db", "file")
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
         except sqlite3.Error as exc:
-            raise ConfigError(config_message("results database", str(path), f"cannot be opened ({exc})", _FIX)) from None
+            raise ConfigError(
+                config_message("results database", str(path), f"cannot be opened ({exc})", _FIX)
+            ) from None
         try:
             self._db.execute("PRAGMA busy_timeout = 60000")
-            self._check_owner()                  # before anything is written to the file
+            self._check_owner()  # before anything is written to the file
             if create:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = FULL")
                 # one transaction: another process never sees half a schema
-                self._db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
-                                       f"INSERT OR IGNORE INTO meta VALUES ('schema', '{SCHEMA_VERSION}'); COMMIT;")
+                self._db.executescript(
+                    f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
+                    f"INSERT OR IGNORE INTO meta VALUES ('schema', '{SCHEMA_VERSION}'); COMMIT;"
+                )
             cols = [r[1] for r in self._db.execute("PRAGMA table_info(points)")]
         except sqlite3.DatabaseError as exc:
             self._db.close()
-            what = (f"is not an SQLite database ({exc})" if "not a database" in str(exc) or "malformed" in str(exc)
-                    else f"cannot be used ({exc})")
-            raise ConfigError(config_message("results database", str(path), what,
-                                             _FIX + " (a read-only folder needs a writable copy)")) from None
+            what = (
+                f"is not an SQLite database ({exc})"
+                if "not a database" in str(exc) or "malformed" in str(exc)
+                else f"cannot be used ({exc})"
+            )
+            raise ConfigError(
+                config_message(
+                    "results database", str(path), what, _FIX + " (a read-only folder needs a writable copy)"
+                )
+            ) from None
         except ConfigError:
             self._db.close()
             raise
         missing = [c for c in _COLUMNS if c not in cols]
         if missing:
             self._db.close()
-            what = "has no tilesim 'points' table" if not cols else \
-                f"has a 'points' table without the column(s) {', '.join(missing)} (damaged or from another program)"
+            what = (
+                "has no tilesim 'points' table"
+                if not cols
+                else f"has a 'points' table without the column(s) {', '.join(missing)} "
+                "(damaged or from another program)"
+            )
             raise ConfigError(config_message("results database", str(path), what, _FIX))
 
     @classmethod
@@ -147,12 +186,15 @@ class ResultStore:
         try:
             self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=60.0)
         except sqlite3.Error as exc:
-            raise ConfigError(config_message("results database", str(path), f"cannot be opened ({exc})", _FIX)) from None
+            raise ConfigError(
+                config_message("results database", str(path), f"cannot be opened ({exc})", _FIX)
+            ) from None
         try:
             self._check_owner()
         except sqlite3.DatabaseError as exc:
-            raise ConfigError(config_message("results database", str(path), f"is not an SQLite database ({exc})",
-                                             _FIX)) from None
+            raise ConfigError(
+                config_message("results database", str(path), f"is not an SQLite database ({exc})", _FIX)
+            ) from None
         finally:
             self._db.close()
 
@@ -163,14 +205,22 @@ class ResultStore:
         if app == APPLICATION_ID:
             return
         if app != 0:
-            raise ConfigError(config_message("results database", str(self.path),
-                                             f"belongs to another program (application id {app:#x})", _FIX))
+            raise ConfigError(
+                config_message(
+                    "results database", str(self.path), f"belongs to another program (application id {app:#x})", _FIX
+                )
+            )
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
         other = sorted(tables - _TABLES)
         if other or (tables - {"meta"} and "points" not in tables):
-            raise ConfigError(config_message("results database", str(self.path),
-                                             f"is not a tilesim results store (it has the table(s) "
-                                             f"{', '.join(other or sorted(tables))})", _FIX))
+            raise ConfigError(
+                config_message(
+                    "results database",
+                    str(self.path),
+                    f"is not a tilesim results store (it has the table(s) {', '.join(other or sorted(tables))})",
+                    _FIX,
+                )
+            )
 
     # ---- context manager ---------------------------------------------------------------------
     def __enter__(self):
@@ -183,15 +233,35 @@ class ResultStore:
         self._db.close()
 
     # ---- writes ------------------------------------------------------------------------------
-    def put(self, point_id: str, *, status: str, swept: dict, config: dict, version: str,
-            summary: dict | None = None, error: str | None = None, wall_s: float | None = None,
-            worker: str | None = None) -> bool:
+    def put(
+        self,
+        point_id: str,
+        *,
+        status: str,
+        swept: dict,
+        config: dict,
+        version: str,
+        summary: dict | None = None,
+        error: str | None = None,
+        wall_s: float | None = None,
+        worker: str | None = None,
+    ) -> bool:
         """Store one finished point and drop its lease, in one transaction; False if it was
         already ``ok``."""
         if status not in STATUSES:
             raise ConfigError(config_message("point status", status, f"must be one of {STATUSES}", "use ok or failed"))
-        row = (point_id, status, error, json.dumps(swept, sort_keys=True), json.dumps(config, sort_keys=True),
-               None if summary is None else json.dumps(summary), version, wall_s, worker, time.time())
+        row = (
+            point_id,
+            status,
+            error,
+            json.dumps(swept, sort_keys=True),
+            json.dumps(config, sort_keys=True),
+            None if summary is None else json.dumps(summary),
+            version,
+            wall_s,
+            worker,
+            time.time(),
+        )
         self._db.execute("BEGIN IMMEDIATE")
         try:
             cur = self._db.execute(_UPSERT, row)
@@ -250,8 +320,10 @@ class ResultStore:
 
     def rows(self) -> list:
         """Every point as a dict (JSON columns decoded), in order of completion."""
-        cur = self._db.execute("SELECT id, status, error, swept, config, summary, version, wall_s, worker, "
-                               "attempts, finished_at FROM points ORDER BY finished_at, id")
+        cur = self._db.execute(
+            "SELECT id, status, error, swept, config, summary, version, wall_s, worker, "
+            "attempts, finished_at FROM points ORDER BY finished_at, id"
+        )
         names = [d[0] for d in cur.description]
         out = []
         for r in cur:
@@ -262,9 +334,14 @@ class ResultStore:
                 except (TypeError, ValueError):
                     d[k] = ...
                 if not (isinstance(d[k], dict) or (k == "summary" and d[k] is None)):
-                    raise ConfigError(config_message(f"results database {self.path}: point {str(d['id'])[:12]} {k}",
-                                                     str(r[names.index(k)])[:40], "is not a JSON object (damaged row)",
-                                                     "delete the row (it is run again by the next sweep) or use a backup"))
+                    raise ConfigError(
+                        config_message(
+                            f"results database {self.path}: point {str(d['id'])[:12]} {k}",
+                            str(r[names.index(k)])[:40],
+                            "is not a JSON object (damaged row)",
+                            "delete the row (it is run again by the next sweep) or use a backup",
+                        )
+                    )
             out.append(d)
         return out
 
@@ -286,7 +363,7 @@ def lease_expired(owner: str, claimed_at: float, now: float, lease_s: float = LE
             os.kill(int(pid), 0)
         except ProcessLookupError:
             return True
-        except (PermissionError, OverflowError, OSError):    # alive but someone else's, or unknowable
+        except (PermissionError, OverflowError, OSError):  # alive but someone else's, or unknowable
             return False
     return False
 
@@ -317,8 +394,17 @@ def export_table(rows, flatten=default_flatten) -> tuple:
         flat = flatten(r["summary"]) if r["summary"] else {}
         swept_cols += [k for k in swept if k not in swept_cols]
         summary_cols += [k for k in flat if k not in summary_cols and k not in swept]
-        records.append({"id": r["id"], "status": r["status"], **flat, **swept, "attempts": r["attempts"],
-                        "wall_s": r["wall_s"], "error": r["error"]})
+        records.append(
+            {
+                "id": r["id"],
+                "status": r["status"],
+                **flat,
+                **swept,
+                "attempts": r["attempts"],
+                "wall_s": r["wall_s"],
+                "error": r["error"],
+            }
+        )
     summary_cols = [c for c in summary_cols if c not in swept_cols]
     columns = ["id", "status", *swept_cols, *summary_cols, "attempts", "wall_s", "error"]
     return columns, [{c: rec.get(c) for c in columns} for rec in records]
@@ -328,6 +414,7 @@ def to_dataframe(rows, flatten=default_flatten):
     """The sweep's results (:meth:`ResultStore.rows`) as a pandas DataFrame: the columns and
     records of :func:`export_table`, one row per point (``tilesim.store.ResultStore(db).to_dataframe()``)."""
     import pandas as pd
+
     columns, records = export_table(rows, flatten)
     return pd.DataFrame(records, columns=columns)
 
@@ -335,6 +422,7 @@ def to_dataframe(rows, flatten=default_flatten):
 def write_csv(path, columns, records) -> Path:
     """Write the table as CSV (atomically); empty cells for missing values."""
     from tilesim.io import atomic_write_text
+
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     w.writeheader()
@@ -348,6 +436,7 @@ def write_parquet(path, columns, records) -> Path:
     import pyarrow.parquet as pq
 
     from tilesim.io import atomic_write_bytes
+
     buf = io.BytesIO()
     pq.write_table(pa.table({c: [rec[c] for rec in records] for c in columns}), buf)
     return atomic_write_bytes(path, buf.getvalue())
@@ -355,9 +444,11 @@ def write_parquet(path, columns, records) -> Path:
 
 def format_table(columns, records, max_width: int = 24) -> str:
     """A plain aligned text table (long cells cut with '…')."""
+
     def cell(v):
         s = "" if v is None else (f"{v:.6g}" if isinstance(v, float) else str(v))
-        return s if len(s) <= max_width else s[:max_width - 1] + "…"
+        return s if len(s) <= max_width else s[: max_width - 1] + "…"
+
     cells = [[cell(c) for c in columns]] + [[cell(rec[c]) for c in columns] for rec in records]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     return "\n".join("  ".join(s.ljust(w) for s, w in zip(row, widths)).rstrip() for row in cells)

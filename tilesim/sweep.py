@@ -38,6 +38,7 @@ Resuming: points already stored as ``ok`` are skipped; points stored as ``failed
 A point whose runner raises is stored as ``failed`` with ``"<ExceptionType>: <message>"`` and
 the sweep goes on.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -61,9 +62,23 @@ import numpy as np
 
 from tilesim.errors import ConfigError, config_message, require
 
-__all__ = ["RandomRange", "SweepSpec", "Point", "SweepReport", "load_sweep", "sweep_from_dict",
-           "point_id", "expand", "iter_expand", "resolve_runner", "run_point", "run_sweep", "start_local_cluster",
-           "check_workers", "package_version"]
+__all__ = [
+    "RandomRange",
+    "SweepSpec",
+    "Point",
+    "SweepReport",
+    "load_sweep",
+    "sweep_from_dict",
+    "point_id",
+    "expand",
+    "iter_expand",
+    "resolve_runner",
+    "run_point",
+    "run_sweep",
+    "start_local_cluster",
+    "check_workers",
+    "package_version",
+]
 
 _SCALARS = (bool, int, float, str)
 
@@ -89,12 +104,35 @@ class RandomRange:
     def __post_init__(self):
         for k in ("low", "high"):
             v = getattr(self, k)
-            require(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-                    f"[random] {self.name}.{k}", v, "must be a finite number", "e.g. {low = 1e-4, high = 1e-2}")
-        require(self.low <= self.high, f"[random] {self.name}", (self.low, self.high), "needs low <= high", "swap low and high")
-        require(isinstance(self.log, bool), f"[random] {self.name}.log", self.log, "must be true or false", "e.g. log = true")
+            require(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+                f"[random] {self.name}.{k}",
+                v,
+                "must be a finite number",
+                "e.g. {low = 1e-4, high = 1e-2}",
+            )
+        require(
+            self.low <= self.high,
+            f"[random] {self.name}",
+            (self.low, self.high),
+            "needs low <= high",
+            "swap low and high",
+        )
+        require(
+            isinstance(self.log, bool),
+            f"[random] {self.name}.log",
+            self.log,
+            "must be true or false",
+            "e.g. log = true",
+        )
         if self.log:
-            require(self.low > 0, f"[random] {self.name}.low", self.low, "must be > 0 with log = true", "use low > 0, or drop log = true")
+            require(
+                self.low > 0,
+                f"[random] {self.name}.low",
+                self.low,
+                "must be > 0 with log = true",
+                "use low > 0, or drop log = true",
+            )
 
     @property
     def integer(self) -> bool:
@@ -116,8 +154,8 @@ class SweepSpec:
     """A validated sweep: fixed options, grid lists, random ranges or choices."""
 
     base: dict = field(default_factory=dict)
-    grid: tuple = ()            # ((name, (v1, v2, …)), …) in file order
-    random: tuple = ()          # ((name, RandomRange | (choice, …)), …)
+    grid: tuple = ()  # ((name, (v1, v2, …)), …) in file order
+    random: tuple = ()  # ((name, RandomRange | (choice, …)), …)
     samples: int = 0
     seed: int = 0
 
@@ -126,17 +164,44 @@ class SweepSpec:
         dup = sorted({n for n in names if names.count(n) > 1})
         require(not dup, "sweep keys", dup, "appear in both [grid] and [random]", "keep each in one table")
         for n, vals in self.grid:
-            require(isinstance(vals, tuple) and len(vals) >= 1, f"[grid] {n}", vals, "must be a non-empty list", "give at least one value")
-        require(isinstance(self.samples, int) and not isinstance(self.samples, bool) and self.samples >= 0,
-                "[random] samples", self.samples, "must be an integer >= 0", "e.g. samples = 8")
-        require(isinstance(self.seed, int) and not isinstance(self.seed, bool), "[random] seed", self.seed,
-                "must be an integer", "e.g. seed = 0")
+            require(
+                isinstance(vals, tuple) and len(vals) >= 1,
+                f"[grid] {n}",
+                vals,
+                "must be a non-empty list",
+                "give at least one value",
+            )
+        require(
+            isinstance(self.samples, int) and not isinstance(self.samples, bool) and self.samples >= 0,
+            "[random] samples",
+            self.samples,
+            "must be an integer >= 0",
+            "e.g. samples = 8",
+        )
+        require(
+            isinstance(self.seed, int) and not isinstance(self.seed, bool),
+            "[random] seed",
+            self.seed,
+            "must be an integer",
+            "e.g. seed = 0",
+        )
         if self.random:
-            require(self.samples >= 1, "[random] samples", self.samples, "must be >= 1 when ranges are given",
-                    "e.g. samples = 8")
+            require(
+                self.samples >= 1,
+                "[random] samples",
+                self.samples,
+                "must be >= 1 when ranges are given",
+                "e.g. samples = 8",
+            )
         from tilesim.limits import MAX_SWEEP_POINTS
-        require(self.samples <= MAX_SWEEP_POINTS, "[random] samples", self.samples,
-                f"must be at most {MAX_SWEEP_POINTS:,} (the draws are made up front)", "draw fewer samples")
+
+        require(
+            self.samples <= MAX_SWEEP_POINTS,
+            "[random] samples",
+            self.samples,
+            f"must be at most {MAX_SWEEP_POINTS:,} (the draws are made up front)",
+            "draw fewer samples",
+        )
 
     def count(self) -> int:
         """How many points :meth:`iter_points` yields, computed without expanding the grid."""
@@ -168,7 +233,13 @@ class SweepSpec:
 
 def _check_value(where: str, v):
     ok = isinstance(v, _SCALARS) or (isinstance(v, list) and all(isinstance(x, _SCALARS) for x in v))
-    require(ok, where, v, "must be a number, string, boolean or a list of them", 'e.g. batch = 8, layers = "32-16-4" or lr = [1e-3, 1e-2]')
+    require(
+        ok,
+        where,
+        v,
+        "must be a number, string, boolean or a list of them",
+        'e.g. batch = 8, layers = "32-16-4" or lr = [1e-3, 1e-2]',
+    )
     return v
 
 
@@ -190,19 +261,32 @@ def sweep_from_dict(data: dict, allowed=None, forbidden=None, where: str = "swee
     allowed = None if allowed is None else set(allowed)
     forbidden = dict(forbidden or {})
     extra = sorted(set(data) - {"base", "grid", "random"})
-    require(not extra, f"{where}: table", extra[0] if extra else None, "is unknown",
-            "a sweep file has only [base], [grid] and [random]")
+    require(
+        not extra,
+        f"{where}: table",
+        extra[0] if extra else None,
+        "is unknown",
+        "a sweep file has only [base], [grid] and [random]",
+    )
     for t in ("base", "grid", "random"):
-        require(isinstance(data.get(t, {}), dict), f"{where}: {t}", data.get(t), "must be a table",
-                f"write it as [{t}]")
+        require(
+            isinstance(data.get(t, {}), dict), f"{where}: {t}", data.get(t), "must be a table", f"write it as [{t}]"
+        )
 
     def check_key(table, k):
         if k in forbidden:
-            raise ConfigError(config_message(f"{where}: [{table}] {k}", data[table][k], "is not a sweep option",
-                                             forbidden[k]))
+            raise ConfigError(
+                config_message(f"{where}: [{table}] {k}", data[table][k], "is not a sweep option", forbidden[k])
+            )
         if allowed is not None and k not in allowed:
-            raise ConfigError(config_message(f"{where}: [{table}] {k}", data[table][k], "unknown key",
-                                             f"allowed: {', '.join(sorted(allowed - set(forbidden)))}"))
+            raise ConfigError(
+                config_message(
+                    f"{where}: [{table}] {k}",
+                    data[table][k],
+                    "unknown key",
+                    f"allowed: {', '.join(sorted(allowed - set(forbidden)))}",
+                )
+            )
 
     base = {}
     for k, v in data.get("base", {}).items():
@@ -211,8 +295,13 @@ def sweep_from_dict(data: dict, allowed=None, forbidden=None, where: str = "swee
     grid = []
     for k, v in data.get("grid", {}).items():
         check_key("grid", k)
-        require(isinstance(v, list) and len(v) >= 1, f"{where}: [grid] {k}", v, "must be a non-empty list",
-                f"write {k} = [{v!r}] for a single value, or move it to [base]")
+        require(
+            isinstance(v, list) and len(v) >= 1,
+            f"{where}: [grid] {k}",
+            v,
+            "must be a non-empty list",
+            f"write {k} = [{v!r}] for a single value, or move it to [base]",
+        )
         grid.append((k, tuple(_check_value(f"{where}: [grid] {k}", x) for x in v)))
     rnd, samples, seed = [], 0, 0
     for k, v in data.get("random", {}).items():
@@ -224,22 +313,40 @@ def sweep_from_dict(data: dict, allowed=None, forbidden=None, where: str = "swee
             continue
         check_key("random", k)
         if isinstance(v, list):
-            require(len(v) >= 1, f"{where}: [random] {k}", v, "must be a non-empty list of choices", 'e.g. optimizer = ["adam", "sgd"]')
+            require(
+                len(v) >= 1,
+                f"{where}: [random] {k}",
+                v,
+                "must be a non-empty list of choices",
+                'e.g. optimizer = ["adam", "sgd"]',
+            )
             rnd.append((k, tuple(_check_value(f"{where}: [random] {k}", x) for x in v)))
         elif isinstance(v, dict):
             bad = sorted(set(v) - {"low", "high", "log"})
-            require(not bad and {"low", "high"} <= set(v), f"{where}: [random] {k}", v,
-                    "a range has the keys low, high and optionally log", f"e.g. {k} = {{low = 1e-4, high = 1e-2, log = true}}")
+            require(
+                not bad and {"low", "high"} <= set(v),
+                f"{where}: [random] {k}",
+                v,
+                "a range has the keys low, high and optionally log",
+                f"e.g. {k} = {{low = 1e-4, high = 1e-2, log = true}}",
+            )
             rnd.append((k, RandomRange(k, v["low"], v["high"], v.get("log", False))))
         else:
-            raise ConfigError(config_message(f"{where}: [random] {k}", v, "must be a range or a list of choices",
-                                             f"e.g. {k} = {{low = 1, high = 10}} or {k} = [1, 2, 3]"))
+            raise ConfigError(
+                config_message(
+                    f"{where}: [random] {k}",
+                    v,
+                    "must be a range or a list of choices",
+                    f"e.g. {k} = {{low = 1, high = 10}} or {k} = [1, 2, 3]",
+                )
+            )
     return SweepSpec(base=base, grid=tuple(grid), random=tuple(rnd), samples=samples, seed=seed)
 
 
 def load_sweep(path, allowed=None, forbidden=None) -> SweepSpec:
     """Read and validate a sweep file (see the module docstring); errors name the file and key."""
     from tilesim.io import read_toml
+
     return sweep_from_dict(read_toml(path, "sweep file"), allowed, forbidden, where=str(path))
 
 
@@ -259,22 +366,22 @@ class Point:
     config: dict
 
 
-def iter_expand(spec: SweepSpec, defaults: dict | None = None, fixed: dict | None = None,
-                version: str | None = None):
+def iter_expand(spec: SweepSpec, defaults: dict | None = None, fixed: dict | None = None, version: str | None = None):
     """:func:`expand`, lazily: yields the points one by one (duplicates once, first-seen order)."""
     version = package_version() if version is None else version
     seen = set()
     for swept in spec.iter_points():
         config = {**(defaults or {}), **spec.base, **swept, **(fixed or {})}
         pid = point_id(config, version)
-        key = int(pid[:16], 16)                  # 64 bits of the id: a small set even for millions
+        key = int(pid[:16], 16)  # 64 bits of the id: a small set even for millions
         if key not in seen:
             seen.add(key)
             yield Point(pid, swept, config)
 
 
-def expand(spec: SweepSpec, defaults: dict | None = None, fixed: dict | None = None,
-           version: str | None = None) -> list:
+def expand(
+    spec: SweepSpec, defaults: dict | None = None, fixed: dict | None = None, version: str | None = None
+) -> list:
     """The sweep's points with full configurations ``defaults ∪ base ∪ point ∪ fixed``.
 
     Duplicate points (same id) are kept once, in first-seen order.
@@ -292,14 +399,25 @@ def resolve_runner(text: str):
         Malformed text, a module that cannot be imported, or a missing / non-callable attribute.
     """
     mod, _, attr = str(text).partition(":")
-    require(bool(mod) and bool(attr), "runner", text, "must look like 'package.module:function'", "e.g. models.snn.sweep_cli:run_point")
+    require(
+        bool(mod) and bool(attr),
+        "runner",
+        text,
+        "must look like 'package.module:function'",
+        "e.g. models.snn.sweep_cli:run_point",
+    )
     try:
         fn = getattr(importlib.import_module(mod), attr)
     except ImportError as exc:
-        raise ConfigError(config_message("runner", text, f"cannot import module {mod!r} ({exc})",
-                                         "install the package on every worker")) from None
+        raise ConfigError(
+            config_message(
+                "runner", text, f"cannot import module {mod!r} ({exc})", "install the package on every worker"
+            )
+        ) from None
     except AttributeError:
-        raise ConfigError(config_message("runner", text, f"module {mod!r} has no attribute {attr!r}", "check the function name")) from None
+        raise ConfigError(
+            config_message("runner", text, f"module {mod!r} has no attribute {attr!r}", "check the function name")
+        ) from None
     require(callable(fn), "runner", text, "is not callable", "name a function")
     return fn
 
@@ -311,12 +429,16 @@ def run_point(runner: str, config: dict) -> dict:
     worker = f"{socket.gethostname()}:{os.getpid()}"
     try:
         summary = resolve_runner(runner)(dict(config))
-        json.dumps(summary)                      # must be storable
-        return {"status": "ok", "summary": summary, "error": None, "wall_s": time.perf_counter() - t0,
-                "worker": worker}
-    except Exception as exc:                     # the point failed, the sweep goes on
-        return {"status": "failed", "summary": None, "error": f"{type(exc).__name__}: {exc}",
-                "wall_s": time.perf_counter() - t0, "worker": worker}
+        json.dumps(summary)  # must be storable
+        return {"status": "ok", "summary": summary, "error": None, "wall_s": time.perf_counter() - t0, "worker": worker}
+    except Exception as exc:  # the point failed, the sweep goes on
+        return {
+            "status": "failed",
+            "summary": None,
+            "error": f"{type(exc).__name__}: {exc}",
+            "wall_s": time.perf_counter() - t0,
+            "worker": worker,
+        }
 
 
 @dataclass(frozen=True)
@@ -325,32 +447,45 @@ class SweepReport:
 
     db: str
     points: int
-    skipped: int                # already ok in the database
-    ran: int                    # computed by this invocation
+    skipped: int  # already ok in the database
+    ran: int  # computed by this invocation
     ok: int
     failed: int
     wall_s: float
-    failures: tuple = ()        # ((id, swept, error), …)
-    busy: int = 0               # claimed by another sweep running on the same database
+    failures: tuple = ()  # ((id, swept, error), …)
+    busy: int = 0  # claimed by another sweep running on the same database
 
     def to_dict(self) -> dict:
-        return {"db": self.db, "points": self.points, "skipped": self.skipped, "busy": self.busy, "ran": self.ran,
-                "ok": self.ok, "failed": self.failed, "wall_s": self.wall_s,
-                "failures": [{"id": i, "swept": s, "error": e} for i, s, e in self.failures]}
+        return {
+            "db": self.db,
+            "points": self.points,
+            "skipped": self.skipped,
+            "busy": self.busy,
+            "ran": self.ran,
+            "ok": self.ok,
+            "failed": self.failed,
+            "wall_s": self.wall_s,
+            "failures": [{"id": i, "swept": s, "error": e} for i, s, e in self.failures],
+        }
 
 
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
-    except AttributeError:                       # not Linux
+    except AttributeError:  # not Linux
         return os.cpu_count() or 1
 
 
 def check_workers(workers: int) -> int:
     """``workers`` for a local cluster: an integer >= 1 (else ConfigError), capped at this
     machine's cores with a message on stderr (more processes than cores only slow the points)."""
-    require(isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1, "--workers", workers,
-            "must be an integer >= 1", f"e.g. --workers {_cores()} (this machine's cores)")
+    require(
+        isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1,
+        "--workers",
+        workers,
+        "must be an integer >= 1",
+        f"e.g. --workers {_cores()} (this machine's cores)",
+    )
     if workers > _cores():
         print(f"tilesim: --workers {workers} capped at {_cores()}, the cores this process may use", file=sys.stderr)
         return _cores()
@@ -368,12 +503,20 @@ def start_local_cluster(workers: int | None = None, quiet: bool = True, numba_th
     threads = str(numba_threads or max(1, _cores() // n))
     # distributed's nanny sets MALLOC_TRIM_THRESHOLD_ in new workers, which turns off glibc's dynamic
     # mmap threshold: every large numpy array is then mmap'ed and faulted in afresh (points ran 3-5x slower)
-    pre = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
-           if k != "MALLOC_TRIM_THRESHOLD_"}
+    pre = {
+        k: v
+        for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
+        if k != "MALLOC_TRIM_THRESHOLD_"
+    }
     with dask.config.set({"distributed.nanny.pre-spawn-environ": pre}):
-        return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                            silence_logs=logging.ERROR if quiet else logging.WARNING,
-                            env={"NUMBA_NUM_THREADS": threads, "OMP_NUM_THREADS": threads})
+        return LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR if quiet else logging.WARNING,
+            env={"NUMBA_NUM_THREADS": threads, "OMP_NUM_THREADS": threads},
+        )
 
 
 def _connect(workers, scheduler, quiet):
@@ -381,13 +524,24 @@ def _connect(workers, scheduler, quiet):
     from distributed import Client
 
     if scheduler:
-        require(workers is None, "--workers", workers, "applies to the local cluster only",
-                "start workers with `dask worker ADDRESS` and drop --workers")
+        require(
+            workers is None,
+            "--workers",
+            workers,
+            "applies to the local cluster only",
+            "start workers with `dask worker ADDRESS` and drop --workers",
+        )
         try:
             return Client(scheduler, timeout="10s"), None
         except (OSError, TimeoutError, ValueError) as exc:
-            raise ConfigError(config_message("--scheduler", scheduler, f"cannot connect ({exc})",
-                                             "start one with `dask scheduler` and give its tcp://HOST:PORT")) from None
+            raise ConfigError(
+                config_message(
+                    "--scheduler",
+                    scheduler,
+                    f"cannot connect ({exc})",
+                    "start one with `dask scheduler` and give its tcp://HOST:PORT",
+                )
+            ) from None
     cluster = start_local_cluster(workers, quiet)
     return Client(cluster), cluster
 
@@ -397,6 +551,7 @@ def _renewer(db, owner: str, every_s: float):
     import threading
 
     from tilesim.store import ResultStore
+
     stop = threading.Event()
 
     def loop():
@@ -410,9 +565,18 @@ def _renewer(db, owner: str, every_s: float):
     return t
 
 
-def run_sweep(points, db, runner: str, *, workers: int | None = None, scheduler: str | None = None,
-              progress: bool = True, version: str | None = None, total: int | None = None,
-              lease_s: float | None = None) -> SweepReport:
+def run_sweep(
+    points,
+    db,
+    runner: str,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = True,
+    version: str | None = None,
+    total: int | None = None,
+    lease_s: float | None = None,
+) -> SweepReport:
     """Run the points not yet stored as ``ok`` and store each result as it completes.
 
     Points are taken lazily from ``points`` and claimed in small batches with a lease in the
@@ -446,7 +610,7 @@ def run_sweep(points, db, runner: str, *, workers: int | None = None, scheduler:
     """
     from tilesim.store import LEASE_S, ResultStore, lease_owner
 
-    resolve_runner(runner)                       # fail fast, before any cluster starts
+    resolve_runner(runner)  # fail fast, before any cluster starts
     if workers is not None and not scheduler:
         workers = check_workers(workers)
     version = package_version() if version is None else version
@@ -484,8 +648,15 @@ def run_sweep(points, db, runner: str, *, workers: int | None = None, scheduler:
 
             renewer = _renewer(db, owner, lease_s / 4)
             client = cluster = None
-            bar = tqdm(total=total, initial=skipped, unit="pt", desc="sweep", file=sys.stderr,
-                       disable=not progress, dynamic_ncols=True)
+            bar = tqdm(
+                total=total,
+                initial=skipped,
+                unit="pt",
+                desc="sweep",
+                file=sys.stderr,
+                disable=not progress,
+                dynamic_ncols=True,
+            )
             try:
                 client, cluster = _connect(workers, scheduler, quiet=not progress)
                 futures = {}
@@ -493,8 +664,13 @@ def run_sweep(points, db, runner: str, *, workers: int | None = None, scheduler:
 
                 def submit(batch):
                     for p in batch:
-                        fut = client.submit(run_point, runner, p.config, pure=False,
-                                            key=f"tilesim-point-{p.id[:12]}-{uuid.uuid4().hex[:8]}")
+                        fut = client.submit(
+                            run_point,
+                            runner,
+                            p.config,
+                            pure=False,
+                            key=f"tilesim-point-{p.id[:12]}-{uuid.uuid4().hex[:8]}",
+                        )
                         futures[fut] = p
                         pending.add(fut)
 
@@ -504,11 +680,25 @@ def run_sweep(points, db, runner: str, *, workers: int | None = None, scheduler:
                     try:
                         out = fut.result()
                     except (Exception, asyncio.CancelledError, concurrent.futures.CancelledError) as exc:
-                        out = {"status": "failed", "summary": None, "error": f"{type(exc).__name__}: {exc}",
-                               "wall_s": None, "worker": None}
+                        out = {
+                            "status": "failed",
+                            "summary": None,
+                            "error": f"{type(exc).__name__}: {exc}",
+                            "wall_s": None,
+                            "worker": None,
+                        }
                     fut.release()
-                    store.put(p.id, status=out["status"], swept=p.swept, config=p.config, version=version,
-                              summary=out["summary"], error=out["error"], wall_s=out["wall_s"], worker=out["worker"])
+                    store.put(
+                        p.id,
+                        status=out["status"],
+                        swept=p.swept,
+                        config=p.config,
+                        version=version,
+                        summary=out["summary"],
+                        error=out["error"],
+                        wall_s=out["wall_s"],
+                        worker=out["worker"],
+                    )
                     if out["status"] == "ok":
                         ok += 1
                     else:
@@ -528,5 +718,14 @@ def run_sweep(points, db, runner: str, *, workers: int | None = None, scheduler:
                     cluster.close()
         else:
             store.release(owner)
-    return SweepReport(db=str(Path(db)), points=seen, skipped=skipped, ran=ok + failed, ok=ok, failed=failed,
-                       wall_s=time.perf_counter() - t0, failures=tuple(failures), busy=busy)
+    return SweepReport(
+        db=str(Path(db)),
+        points=seen,
+        skipped=skipped,
+        ran=ok + failed,
+        ok=ok,
+        failed=failed,
+        wall_s=time.perf_counter() - t0,
+        failures=tuple(failures),
+        busy=busy,
+    )

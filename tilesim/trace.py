@@ -9,6 +9,7 @@ run's ``bytes`` totals). Every IPU-Link transfer is a flow arrow (``ph`` s/f) fr
 chip's ``links`` slice to the receiving chip's. Tile tracks show chosen tiles' own compute in
 every superstep; by default the step's critical tiles (:func:`tilesim.records.critical_tiles`).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,15 +25,19 @@ __all__ = ["trace_events", "write_trace", "detail_chips", "MAX_FLOW_ARROWS", "MA
 MAX_FLOW_ARROWS = 20000
 # phase slices at most (~120 B of JSON each): beyond, only the critical chips get every superstep's phases
 MAX_PHASE_SLICES = 400_000
-_EPS_US = 1e-3          # flow ends sit this far inside their slices so that they bind to them
+_EPS_US = 1e-3  # flow ends sit this far inside their slices so that they bind to them
 
 
 def _phase_bounds(tl, s, c):
     rel = tl["release"][s, c]
     exe = rel + tl["exchange_cycles"][s, c]
-    return (("compute", tl["start"][s, c], tl["arrive"][s, c]), ("sync", tl["arrive"][s, c], rel),
-            ("exchange", rel, exe), ("links", exe, tl["links_end"][s, c]),
-            ("host", tl["links_end"][s, c], tl["end"][s, c]))
+    return (
+        ("compute", tl["start"][s, c], tl["arrive"][s, c]),
+        ("sync", tl["arrive"][s, c], rel),
+        ("exchange", rel, exe),
+        ("links", exe, tl["links_end"][s, c]),
+        ("host", tl["links_end"][s, c], tl["end"][s, c]),
+    )
 
 
 def _label_runs(label_id: np.ndarray) -> list:
@@ -59,8 +64,9 @@ def detail_chips(result: SimResult, S: int, max_slices: int) -> tuple:
     return tuple(sorted(order[:k]))
 
 
-def trace_events(result: SimResult, program=None, tiles=(), max_supersteps: int = 20000,
-                 max_slices: int = MAX_PHASE_SLICES) -> dict:
+def trace_events(
+    result: SimResult, program=None, tiles=(), max_supersteps: int = 20000, max_slices: int = MAX_PHASE_SLICES
+) -> dict:
     """Build the trace document of ``result``; ``program`` (a :class:`tilesim.program.Program`
     or its :class:`ProgramDigest`) adds per-chip byte counters, link flow arrows and tile
     tracks for global ``tiles`` (default: the step's critical tiles).
@@ -83,8 +89,14 @@ def trace_events(result: SimResult, program=None, tiles=(), max_supersteps: int 
     runs = _label_runs(result.label_id[:S]) if coarse else []
     ev = []
     for c in range(C):
-        ev.append({"ph": "M", "name": "process_name", "pid": c,
-                   "args": {"name": f"chip {c}" + ("" if c in detail else " (runs of one label)")}})
+        ev.append(
+            {
+                "ph": "M",
+                "name": "process_name",
+                "pid": c,
+                "args": {"name": f"chip {c}" + ("" if c in detail else " (runs of one label)")},
+            }
+        )
         ev.append({"ph": "M", "name": "process_sort_index", "pid": c, "args": {"sort_index": c}})
         ev.append({"ph": "M", "name": "thread_name", "pid": c, "tid": 0, "args": {"name": "BSP phases"}})
     for s0, s1 in runs:
@@ -92,18 +104,36 @@ def trace_events(result: SimResult, program=None, tiles=(), max_supersteps: int 
         for c in coarse:
             t0, t1 = tl["start"][s0, c], tl["end"][s1 - 1, c]
             if t1 - t0 > 0:
-                ev.append({"ph": "X", "name": f"{label} x {s1 - s0}", "cat": "run", "pid": c, "tid": 0,
-                           "ts": t0 * us, "dur": (t1 - t0) * us,
-                           "args": {"supersteps": f"{s0}..{s1 - 1}", "label": label}})
+                ev.append(
+                    {
+                        "ph": "X",
+                        "name": f"{label} x {s1 - s0}",
+                        "cat": "run",
+                        "pid": c,
+                        "tid": 0,
+                        "ts": t0 * us,
+                        "dur": (t1 - t0) * us,
+                        "args": {"supersteps": f"{s0}..{s1 - 1}", "label": label},
+                    }
+                )
     for s in range(S):
         label = result.labels[int(result.label_id[s])]
         for c in detail:
             for phase, t0, t1 in _phase_bounds(tl, s, c):
                 if t1 - t0 > 0:
                     ph = "host" if phase == "compute" and host_step[s] else phase
-                    ev.append({"ph": "X", "name": f"{label} · {ph}", "cat": ph, "pid": c, "tid": 0,
-                               "ts": t0 * us, "dur": (t1 - t0) * us,
-                               "args": {"superstep": s, "label": label, "phase": ph}})
+                    ev.append(
+                        {
+                            "ph": "X",
+                            "name": f"{label} · {ph}",
+                            "cat": ph,
+                            "pid": c,
+                            "tid": 0,
+                            "ts": t0 * us,
+                            "dur": (t1 - t0) * us,
+                            "args": {"superstep": s, "label": label, "phase": ph},
+                        }
+                    )
     # counters: per chip when the program says which chip sent what, else the system's total on chip 0
     if digest is not None:
         sent_links = np.zeros((result.supersteps, C))
@@ -111,21 +141,51 @@ def trace_events(result: SimResult, program=None, tiles=(), max_supersteps: int 
         np.add.at(sent_links, (fs, fsrc), fb)
         for s in range(S):
             for c in detail:
-                ev.append({"ph": "C", "name": "bytes", "pid": c, "ts": tl["start"][s, c] * us,
-                           "args": {"onchip": float(digest.onchip_bytes[s, c]), "links": float(sent_links[s, c])}})
+                ev.append(
+                    {
+                        "ph": "C",
+                        "name": "bytes",
+                        "pid": c,
+                        "ts": tl["start"][s, c] * us,
+                        "args": {"onchip": float(digest.onchip_bytes[s, c]), "links": float(sent_links[s, c])},
+                    }
+                )
         for s0, s1 in runs:
             for c in coarse:
-                ev.append({"ph": "C", "name": "bytes", "pid": c, "ts": tl["start"][s0, c] * us,
-                           "args": {"onchip": float(digest.onchip_bytes[s0:s1, c].sum()),
-                                    "links": float(sent_links[s0:s1, c].sum())}})
+                ev.append(
+                    {
+                        "ph": "C",
+                        "name": "bytes",
+                        "pid": c,
+                        "ts": tl["start"][s0, c] * us,
+                        "args": {
+                            "onchip": float(digest.onchip_bytes[s0:s1, c].sum()),
+                            "links": float(sent_links[s0:s1, c].sum()),
+                        },
+                    }
+                )
     else:
         for s in range(S):
-            ev.append({"ph": "C", "name": "bytes (all chips)", "pid": 0, "ts": result.start_s[s] * 1e6,
-                       "args": {"onchip": float(result.bytes_onchip[s]), "links": float(result.bytes_links[s])}})
+            ev.append(
+                {
+                    "ph": "C",
+                    "name": "bytes (all chips)",
+                    "pid": 0,
+                    "ts": result.start_s[s] * 1e6,
+                    "args": {"onchip": float(result.bytes_onchip[s]), "links": float(result.bytes_links[s])},
+                }
+            )
     hs = np.flatnonzero(result.bytes_host[:S] > 0)
     for s in hs:
-        ev.append({"ph": "C", "name": "host bytes", "pid": 0, "ts": tl["links_end"][s].min() * us,
-                   "args": {"host": float(result.bytes_host[s])}})
+        ev.append(
+            {
+                "ph": "C",
+                "name": "host bytes",
+                "pid": 0,
+                "ts": tl["links_end"][s].min() * us,
+                "args": {"host": float(result.bytes_host[s])},
+            }
+        )
     n_arrows = 0
     if digest is not None:
         fs, fsrc, fdst, fb = digest.flows
@@ -142,16 +202,37 @@ def trace_events(result: SimResult, program=None, tiles=(), max_supersteps: int 
         for k, g in enumerate(digest.tiles):
             c, t = divmod(int(g), T)
             tid = 1 + t
-            ev.append({"ph": "M", "name": "thread_name", "pid": c, "tid": tid,
-                       "args": {"name": f"tile {t}" + (" (critical)" if g in crit else "")}})
+            ev.append(
+                {
+                    "ph": "M",
+                    "name": "thread_name",
+                    "pid": c,
+                    "tid": tid,
+                    "args": {"name": f"tile {t}" + (" (critical)" if g in crit else "")},
+                }
+            )
             cyc = digest.tile_cycles[:S, k]
             for s in np.flatnonzero(cyc > 0):
-                ev.append({"ph": "X", "name": result.labels[int(result.label_id[s])], "cat": "tile",
-                           "pid": c, "tid": tid, "ts": tl["start"][s, c] * us, "dur": float(cyc[s]) * us})
-    meta = {"supersteps_in_trace": S, "supersteps_total": result.supersteps, "machine": result.machine_name,
-            "chips_with_phase_slices": list(detail),
-            "tile_tracks": [int(t) for t in (digest.tiles if digest is not None else ())],
-            "flow_arrows": n_arrows, "phases": list(PHASES)}
+                ev.append(
+                    {
+                        "ph": "X",
+                        "name": result.labels[int(result.label_id[s])],
+                        "cat": "tile",
+                        "pid": c,
+                        "tid": tid,
+                        "ts": tl["start"][s, c] * us,
+                        "dur": float(cyc[s]) * us,
+                    }
+                )
+    meta = {
+        "supersteps_in_trace": S,
+        "supersteps_total": result.supersteps,
+        "machine": result.machine_name,
+        "chips_with_phase_slices": list(detail),
+        "tile_tracks": [int(t) for t in (digest.tiles if digest is not None else ())],
+        "flow_arrows": n_arrows,
+        "phases": list(PHASES),
+    }
     return {"traceEvents": ev, "displayTimeUnit": "ns", "otherData": meta}
 
 

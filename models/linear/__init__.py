@@ -13,25 +13,75 @@
 * :mod:`models.linear.cli` — ``tilesim shl | layer | exchange-bench``;
 * :mod:`models.linear.kernels` — the Numba kernels (the only module importing numba).
 """
-from models.linear.layers import (
-    BlockSparseLinear, ButterflyLinear, CirculantLinear, CsrLinear, DenseLinear, FastfoodLinear, LowRankLinear,
-    PixelflyLinear, matmul, pixelfly_layout, random_block_layout, random_csr, skewed_shape,
-)
+
 from models.linear.blocksparse import BlockSparsePlan, plan_block_sparse
+from models.linear.layers import (
+    BlockSparseLinear,
+    ButterflyLinear,
+    CirculantLinear,
+    CsrLinear,
+    DenseLinear,
+    FastfoodLinear,
+    LowRankLinear,
+    PixelflyLinear,
+    matmul,
+    pixelfly_layout,
+    random_block_layout,
+    random_csr,
+    skewed_shape,
+)
 from models.linear.planner import (
-    MatmulPlan, OverheadConstants, Phase, SuperstepCosts, explain_plan, overhead_breakdown, overhead_bytes_per_tile,
+    MatmulPlan,
+    OverheadConstants,
+    Phase,
+    SuperstepCosts,
+    explain_plan,
+    overhead_breakdown,
+    overhead_bytes_per_tile,
     plan_matmul,
 )
 from models.linear.schedules import (
-    LayerSchedule, butterfly_schedule, dense_schedule, lowrank_schedule, pixelfly_schedule,
+    LayerSchedule,
+    butterfly_schedule,
+    dense_schedule,
+    lowrank_schedule,
+    pixelfly_schedule,
 )
 from models.linear.shl import PIXELFLY_SHL, SHL_METHODS, TABLE4_PARAMS, SHLModel, compression_ratio, shl_model
 
 __all__ = [
-    "BlockSparseLinear", "random_block_layout", "BlockSparsePlan", "plan_block_sparse", "explain_plan",
-    "ButterflyLinear", "CirculantLinear", "CsrLinear", "DenseLinear", "FastfoodLinear", "LowRankLinear",
-    "PixelflyLinear", "matmul", "pixelfly_layout", "random_csr", "skewed_shape",
-    "MatmulPlan", "OverheadConstants", "Phase", "SuperstepCosts", "overhead_breakdown", "overhead_bytes_per_tile",
-    "plan_matmul", "LayerSchedule", "butterfly_schedule", "dense_schedule", "lowrank_schedule", "pixelfly_schedule",
-    "PIXELFLY_SHL", "SHL_METHODS", "TABLE4_PARAMS", "SHLModel", "compression_ratio", "shl_model",
+    "BlockSparseLinear",
+    "random_block_layout",
+    "BlockSparsePlan",
+    "plan_block_sparse",
+    "explain_plan",
+    "ButterflyLinear",
+    "CirculantLinear",
+    "CsrLinear",
+    "DenseLinear",
+    "FastfoodLinear",
+    "LowRankLinear",
+    "PixelflyLinear",
+    "matmul",
+    "pixelfly_layout",
+    "random_csr",
+    "skewed_shape",
+    "MatmulPlan",
+    "OverheadConstants",
+    "Phase",
+    "SuperstepCosts",
+    "overhead_breakdown",
+    "overhead_bytes_per_tile",
+    "plan_matmul",
+    "LayerSchedule",
+    "butterfly_schedule",
+    "dense_schedule",
+    "lowrank_schedule",
+    "pixelfly_schedule",
+    "PIXELFLY_SHL",
+    "SHL_METHODS",
+    "TABLE4_PARAMS",
+    "SHLModel",
+    "compression_ratio",
+    "shl_model",
 ]

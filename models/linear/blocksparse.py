@@ -24,6 +24,7 @@ rows, values and partials and the reduction buffer (temporary; bounded by ``memo
 splits (PopSparse's static partitioner has none); the search is over powers of two ``S_k``, ``S_n``.
 Per-vertex worklists (metadata) are not counted.
 """
+
 from __future__ import annotations
 
 import math
@@ -100,9 +101,16 @@ class StaticBlockCosts:
         per_row = -(-blocks // np.maximum(rows, 1))
         n_w = np.maximum(-(-n_j // workers), 1)
         load = block * block * element_bytes // self.weight_load_bytes_per_cycle
-        cyc = (self.fixed_cycles + h * workers
-               + rows * (x * workers + self.row_cycles
-                         + per_row * (self.block_cycles + load + self.y_cycles(block, element_bytes, n_w) * workers)))
+        cyc = (
+            self.fixed_cycles
+            + h * workers
+            + rows
+            * (
+                x * workers
+                + self.row_cycles
+                + per_row * (self.block_cycles + load + self.y_cycles(block, element_bytes, n_w) * workers)
+            )
+        )
         if partials_bytes == 4 and block != 4:
             zero_bytes = rows * block * n_j * partials_bytes
             cyc = cyc + workers * (self.zeroing_worker_cycles + -(-(zero_bytes * 8 // self.data_path_bits) // workers))
@@ -116,7 +124,8 @@ class BlockSparsePlan:
     Scalars: ``m, k, n``, ``block``, ``nnz_blocks``, ``bands`` (``S_k``), ``n_split`` (``S_n``),
     ``tiles_per_group`` (``T_g``), ``predicted_cycles``, ``memory_proportion``, ``within_proportion``.
     Per-tile int64 arrays: ``blocks`` (non-zero blocks), ``rows``/``cols`` (distinct block rows/columns
-    they touch), ``part_cols`` (``n_j``, dense columns of the tile's part), ``macs``; memory ``weight_bytes``, ``home_bytes``
+    they touch), ``part_cols`` (``n_j``, dense columns of the tile's part), ``macs``; memory
+    ``weight_bytes``, ``home_bytes``
     (``X`` home chunk), ``output_bytes`` (owned output rows), ``operand_bytes`` (received rows and values),
     ``partial_bytes`` (partials + reduction buffer), ``data_bytes`` (sum), ``temp_bytes`` (operand +
     partial).
@@ -155,38 +164,50 @@ class BlockSparsePlan:
             v = getattr(self, f.name, None)
             if f.init and isinstance(v, np.ndarray):
                 object.__setattr__(self, f.name, _as_tile_array(f.name, v, self.tiles))
-        require(int(self.macs.sum()) == self.nnz_blocks * self.block ** 2 * self.n, "plan MACs", int(self.macs.sum()),
-                f"must equal nnz_blocks B² n = {self.nnz_blocks * self.block ** 2 * self.n}", "")
+        require(
+            int(self.macs.sum()) == self.nnz_blocks * self.block**2 * self.n,
+            "plan MACs",
+            int(self.macs.sum()),
+            f"must equal nnz_blocks B² n = {self.nnz_blocks * self.block**2 * self.n}",
+            "",
+        )
         data = self.weight_bytes + self.home_bytes + self.output_bytes + self.operand_bytes + self.partial_bytes
         object.__setattr__(self, "data_bytes", _as_tile_array("data_bytes", data, self.tiles))
-        object.__setattr__(self, "temp_bytes", _as_tile_array("temp_bytes", self.operand_bytes + self.partial_bytes,
-                                                              self.tiles))
+        object.__setattr__(
+            self, "temp_bytes", _as_tile_array("temp_bytes", self.operand_bytes + self.partial_bytes, self.tiles)
+        )
 
     @property
     def title(self) -> str:
-        return (f"static block-sparse matmul (m, k, n) = ({self.m}, {self.k}, {self.n}), block {self.block}, "
-                f"{self.nnz_blocks} non-zero blocks (density {self.density:.4g}), {self.precision}, "
-                f"partials {self.partials_precision}")
+        return (
+            f"static block-sparse matmul (m, k, n) = ({self.m}, {self.k}, {self.n}), block {self.block}, "
+            f"{self.nnz_blocks} non-zero blocks (density {self.density:.4g}), {self.precision}, "
+            f"partials {self.partials_precision}"
+        )
 
     @property
     def density(self) -> float:
-        return self.nnz_blocks * self.block ** 2 / (self.m * self.k)
+        return self.nnz_blocks * self.block**2 / (self.m * self.k)
 
     @property
     def tiles_used(self) -> int:
         return self.bands * self.n_split * self.tiles_per_group
 
     def partition_text(self) -> str:
-        return (f"partition: {self.bands} column bands (S_k) x {self.n_split} dense-column parts (S_n) x "
-                f"{self.tiles_per_group} tiles each = {self.tiles_used} of {self.tiles} tiles; at most "
-                f"{int(self.blocks.max())} non-zero blocks per tile")
+        return (
+            f"partition: {self.bands} column bands (S_k) x {self.n_split} dense-column parts (S_n) x "
+            f"{self.tiles_per_group} tiles each = {self.tiles_used} of {self.tiles} tiles; at most "
+            f"{int(self.blocks.max())} non-zero blocks per tile"
+        )
 
     def memory_bytes(self, constants: OverheadConstants = OverheadConstants()) -> np.ndarray:
         return self.data_bytes + overhead_bytes_per_tile(self, constants)
 
     def memory_by_category(self, tile: int, constants: OverheadConstants = OverheadConstants()) -> dict:
-        d = {name: int(getattr(self, name)[tile]) for name in
-             ("weight_bytes", "home_bytes", "output_bytes", "operand_bytes", "partial_bytes")}
+        d = {
+            name: int(getattr(self, name)[tile])
+            for name in ("weight_bytes", "home_bytes", "output_bytes", "operand_bytes", "partial_bytes")
+        }
         d.update({k: int(v[tile]) for k, v in overhead_breakdown(self, constants).items()})
         return d
 
@@ -208,15 +229,16 @@ def _build(layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vert
     band_sizes = split_sizes(nbc, bands)
     band_of_col = np.repeat(np.arange(bands), band_sizes)
     band = band_of_col[cols]
-    order = np.lexsort((cols, rows, band))              # by band, then row-major inside the band
+    order = np.lexsort((cols, rows, band))  # by band, then row-major inside the band
     rows, cols, band = rows[order], cols[order], band[order]
     count = np.bincount(band, minlength=bands)
     pos = np.arange(rows.size) - np.repeat(np.cumsum(count) - count, count)
     # chunk c of band b: near-equal contiguous split of the band's count into tg chunks
     base, rem = count[band] // tg, count[band] % tg
     big_len = base + 1
-    chunk = np.where(pos < rem * big_len, pos // np.maximum(big_len, 1),
-                     rem + (pos - rem * big_len) // np.maximum(base, 1))
+    chunk = np.where(
+        pos < rem * big_len, pos // np.maximum(big_len, 1), rem + (pos - rem * big_len) // np.maximum(base, 1)
+    )
     group = band * tg + chunk
     groups = bands * tg
     nblk, nrows, ncols = _chunk_stats(rows, cols, group, groups)
@@ -234,14 +256,27 @@ def _build(layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vert
     compute = vertex.cycles(rows_t, blocks_t, n_j, block, eb, workers, pb)
     home = split_sizes(n * k, tiles)
     weight_bytes = np.where(j == 0, blocks_t, 0) * block * block * eb
-    recv_vals = np.where((j > 0) & active, blocks_t, 0) * block * block * eb if n_split > 1 else np.zeros(tiles, np.int64)
+    recv_vals = (
+        np.where((j > 0) & active, blocks_t, 0) * block * block * eb if n_split > 1 else np.zeros(tiles, np.int64)
+    )
     send_vals = weight_bytes if n_split > 1 else np.zeros(tiles, np.int64)
     rows_in = cols_t * block * n_j * eb
     bytes_in = rows_in + recv_vals
     bytes_out = home * eb + send_vals
     one = (blocks_t > 0).astype(np.int64)
-    phases = [Phase("sparse-mm", "amp", macs, compute, bytes_in, bytes_out, one, (3 + 2 * rows_t) * one,
-                    cols_t + (recv_vals > 0) + split_sizes(int((cols_t + (recv_vals > 0)).sum()), tiles))]
+    phases = [
+        Phase(
+            "sparse-mm",
+            "amp",
+            macs,
+            compute,
+            bytes_in,
+            bytes_out,
+            one,
+            (3 + 2 * rows_t) * one,
+            cols_t + (recv_vals > 0) + split_sizes(int((cols_t + (recv_vals > 0)).sum()), tiles),
+        )
+    ]
     # reduction: block row r of part j is held by every group that has a block in it; the first one owns it
     pairs = np.unique(group * nbr + rows)
     pg, pr = pairs // nbr, pairs % nbr
@@ -252,7 +287,7 @@ def _build(layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vert
     first[by_row] = first_sorted
     owner_of_row = np.full(nbr, -1)
     owner_of_row[pr[first]] = pg[first]
-    senders = np.bincount(pg[~first], minlength=groups)              # rows a group sends
+    senders = np.bincount(pg[~first], minlength=groups)  # rows a group sends
     received = np.bincount(owner_of_row[pr[~first]], minlength=groups) if (~first).any() else np.zeros(groups, np.int64)
     owned = np.bincount(pg[first], minlength=groups)
     out_rows = np.where(active, owned[g], 0)
@@ -264,38 +299,97 @@ def _build(layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vert
         red_out = np.where(active, senders[g], 0) * block * n_j * pb
         adds = np.where(active, received[g], 0) * block * n_j
         has = (adds > 0).astype(np.int64)
-        phases.append(Phase("sparse-reduce", "vector", adds, costs.vector_cycles(adds, pb), red_in, red_out, has,
-                            3 * has, 2 * (red_in > 0) + 2 * (red_out > 0)))
+        phases.append(
+            Phase(
+                "sparse-reduce",
+                "vector",
+                adds,
+                costs.vector_cycles(adds, pb),
+                red_in,
+                red_out,
+                has,
+                3 * has,
+                2 * (red_in > 0) + 2 * (red_out > 0),
+            )
+        )
         partial = partial + red_in
     phases = tuple(phases)
-    return BlockSparsePlan(m, k, n, tiles, block, {2: "fp16", 4: "fp32"}[eb], {2: "fp16", 4: "fp32"}[pb],
-                           int(layout.sum()), bands, n_split, tg, blocks_t, rows_t, cols_t, n_j, macs, weight_bytes, home * eb,
-                           output_bytes, operand_bytes, partial, phases, phases_cycles(phases, costs),
-                           float(memory_proportion), bool(within))
+    return BlockSparsePlan(
+        m,
+        k,
+        n,
+        tiles,
+        block,
+        {2: "fp16", 4: "fp32"}[eb],
+        {2: "fp16", 4: "fp32"}[pb],
+        int(layout.sum()),
+        bands,
+        n_split,
+        tg,
+        blocks_t,
+        rows_t,
+        cols_t,
+        n_j,
+        macs,
+        weight_bytes,
+        home * eb,
+        output_bytes,
+        operand_bytes,
+        partial,
+        phases,
+        phases_cycles(phases, costs),
+        float(memory_proportion),
+        bool(within),
+    )
 
 
 def _powers_of_two(limit: int) -> list:
     return [1 << i for i in range(int(math.log2(max(limit, 1))) + 1)]
 
 
-def plan_block_sparse(layout, n: int, *, tiles: int, sram_bytes: int, block: int, precision: str = "fp32",
-                      partials_precision: str = "fp32", workers: int,
-                      costs: SuperstepCosts = SuperstepCosts(), vertex: StaticBlockCosts = StaticBlockCosts(),
-                      overheads: OverheadConstants = OverheadConstants(),
-                      memory_proportion: float = DEFAULT_MEMORY_PROPORTION) -> BlockSparsePlan:
+def plan_block_sparse(
+    layout,
+    n: int,
+    *,
+    tiles: int,
+    sram_bytes: int,
+    block: int,
+    precision: str = "fp32",
+    partials_precision: str = "fp32",
+    workers: int,
+    costs: SuperstepCosts = SuperstepCosts(),
+    vertex: StaticBlockCosts = StaticBlockCosts(),
+    overheads: OverheadConstants = OverheadConstants(),
+    memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
+) -> BlockSparsePlan:
     """Fastest (band, part) partition of ``W (layout, block) · X^T (k x n)`` whose temporary bytes meet
     ``memory_proportion · sram_bytes`` and whose memory fits ``sram_bytes``; else the least-temporary plan
     that fits (``within_proportion = False``); else :class:`~tilesim.errors.SramOverflowError` naming the
     smallest plan's bytes. ``layout``: bool block mask ``(m / block, k / block)``; ``workers``: the chip's
     worker contexts per tile (``machine.chip.workers_per_tile``)."""
     layout = np.asarray(layout, dtype=bool)
-    require(layout.ndim == 2 and layout.any(), "layout", layout.shape, "must be a 2-D block mask with a block",
-            "use models.linear.layers.random_block_layout")
-    require(block in SUPPORTED_BLOCKS, "block", block, f"must be one of {SUPPORTED_BLOCKS}",
-            "PopSparse's static block codelets exist for 4x4, 8x8 and 16x16 blocks")
+    require(
+        layout.ndim == 2 and layout.any(),
+        "layout",
+        layout.shape,
+        "must be a 2-D block mask with a block",
+        "use models.linear.layers.random_block_layout",
+    )
+    require(
+        block in SUPPORTED_BLOCKS,
+        "block",
+        block,
+        f"must be one of {SUPPORTED_BLOCKS}",
+        "PopSparse's static block codelets exist for 4x4, 8x8 and 16x16 blocks",
+    )
     for name, v in (("n", n), ("tiles", tiles), ("sram_bytes", sram_bytes), ("workers", workers)):
-        require(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1, name, v,
-                "must be a positive integer", "")
+        require(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1,
+            name,
+            v,
+            "must be a positive integer",
+            "",
+        )
     _check_proportion(memory_proportion)
     eb = _require_precision("precision", precision)
     pb = _require_precision("partials_precision", partials_precision)
@@ -304,8 +398,9 @@ def plan_block_sparse(layout, n: int, *, tiles: int, sram_bytes: int, block: int
     found = []
     for bands in _powers_of_two(min(nbc, tiles)):
         for n_split in _powers_of_two(min(n, tiles // bands)):
-            plan = _build(layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vertex,
-                          memory_proportion, True)
+            plan = _build(
+                layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vertex, memory_proportion, True
+            )
             mem = int(plan.memory_bytes(overheads).max())
             found.append((plan.predicted_cycles, int(plan.temp_bytes.max()), mem, bands, n_split, plan))
     within = [f for f in found if f[2] <= sram_bytes and f[1] <= bound]
@@ -314,18 +409,22 @@ def plan_block_sparse(layout, n: int, *, tiles: int, sram_bytes: int, block: int
     fit = [f for f in found if f[2] <= sram_bytes]
     if fit:
         best = min(fit, key=lambda f: (f[1], f[0]))
-        return _build(layout, n, best[3], best[4], tiles, block, eb, pb, workers, costs, vertex, memory_proportion,
-                      False)
+        return _build(
+            layout, n, best[3], best[4], tiles, block, eb, pb, workers, costs, vertex, memory_proportion, False
+        )
     small = min(found, key=lambda f: f[2])
     raise SramOverflowError(
         f"block-sparse matmul (m, k, n) = ({layout.shape[0] * block}, {nbc * block}, {n}), block {block}, "
         f"{int(layout.sum())} blocks, {precision} on {tiles} tiles: no partition fits; the smallest ({small[3]} bands "
         f"x {small[4]} parts) needs {small[2]} B on its fullest tile > sram_bytes = {sram_bytes} B; use more tiles, "
-        f"fp16, a lower density or a smaller batch", tiles=[int(np.argmax(small[5].memory_bytes(overheads)))])
+        f"fp16, a lower density or a smaller batch",
+        tiles=[int(np.argmax(small[5].memory_bytes(overheads)))],
+    )
 
 
-def weight_grad_phases(fwd: BlockSparsePlan, eb: int, pb: int, workers: int, costs: SuperstepCosts,
-                       vertex: StaticBlockCosts):
+def weight_grad_phases(
+    fwd: BlockSparsePlan, eb: int, pb: int, workers: int, costs: SuperstepCosts, vertex: StaticBlockCosts
+):
     """Weight gradient ``grad_blocks = g^T x`` on the forward partition: a tile computes its blocks over its
     part's ``n_j`` columns (receiving the ``g`` rows and ``x`` rows its blocks touch; the same codelet
     loop structure and estimate as the forward, an assumption [D]: PopSparse's static API has no
@@ -336,8 +435,19 @@ def weight_grad_phases(fwd: BlockSparsePlan, eb: int, pb: int, workers: int, cos
     home = split_sizes(fwd.n * (fwd.m + fwd.k), fwd.tiles) * eb
     one = (fwd.blocks > 0).astype(np.int64)
     cyc = vertex.cycles(fwd.rows, fwd.blocks, fwd.part_cols, fwd.block, eb, workers, pb)
-    phases = [Phase("sparse-wgrad", "amp", fwd.macs, cyc, b_in, home, one, (3 + 2 * fwd.cols) * one,
-                    (fwd.rows + fwd.cols) * one + split_sizes(int(((fwd.rows + fwd.cols) * one).sum()), fwd.tiles))]
+    phases = [
+        Phase(
+            "sparse-wgrad",
+            "amp",
+            fwd.macs,
+            cyc,
+            b_in,
+            home,
+            one,
+            (3 + 2 * fwd.cols) * one,
+            (fwd.rows + fwd.cols) * one + split_sizes(int(((fwd.rows + fwd.cols) * one).sum()), fwd.tiles),
+        )
+    ]
     data = b_in + fwd.blocks * bsq * pb + home
     if fwd.n_split > 1:
         # the S_n tiles holding the same blocks each own 1/S_n of their gradient elements and add the
@@ -349,7 +459,18 @@ def weight_grad_phases(fwd: BlockSparsePlan, eb: int, pb: int, workers: int, cos
         send = np.maximum(elems - own, 0) * pb
         adds = (fwd.n_split - 1) * own
         has = (adds > 0).astype(np.int64)
-        phases.append(Phase("sparse-wgrad-reduce", "vector", adds, costs.vector_cycles(adds, pb), recv, send, has,
-                            (fwd.n_split + 1) * has, 2 * (fwd.n_split - 1) * has))
+        phases.append(
+            Phase(
+                "sparse-wgrad-reduce",
+                "vector",
+                adds,
+                costs.vector_cycles(adds, pb),
+                recv,
+                send,
+                has,
+                (fwd.n_split + 1) * has,
+                2 * (fwd.n_split - 1) * has,
+            )
+        )
         data = data + recv
     return tuple(phases), data

@@ -3,6 +3,7 @@
 Registered through the ``tilesim.commands`` entry point (``register(subparsers)``). Bad input raises
 :class:`~tilesim.errors.ConfigError` ("field = value: limit; fix"); the core CLI prints it and exits 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,11 +41,15 @@ def _print_timing(t, extra: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(d, indent=2))
         return
-    print(f"{t.name} on {t.machine}: {t.step_s * 1e6:.2f} us per step ({t.compute_sets} compute sets), "
-          f"{t.params:,} parameters")
+    print(
+        f"{t.name} on {t.machine}: {t.step_s * 1e6:.2f} us per step ({t.compute_sets} compute sets), "
+        f"{t.params:,} parameters"
+    )
     print("  " + "  ".join(f"{k} {v * 1e6:.2f} us" for k, v in t.part_s.items()))
-    print(f"  SRAM: fullest tile {t.max_tile_bytes:,} B; fits = {t.fits}; "
-          + ", ".join(f"{k} {v:,} B" for k, v in t.memory_by_category.items()))
+    print(
+        f"  SRAM: fullest tile {t.max_tile_bytes:,} B; fits = {t.fits}; "
+        + ", ".join(f"{k} {v:,} B" for k, v in t.memory_by_category.items())
+    )
     if t.host_s:
         print(f"  host input (not in step_s): {t.host_s * 1e6:.2f} us")
 
@@ -74,8 +79,11 @@ def _cmd_shl(args) -> int:
 
     _positive("--batch", args.batch, "the paper uses 50")
     if args.method in SHL_DENSE_ALIASES.values():
-        print(f"tilesim shl: note: --method {args.method} is the paper's name of 'dense' (as tilesim layer "
-              f"--kind dense); both are accepted", file=sys.stderr)
+        print(
+            f"tilesim shl: note: --method {args.method} is the paper's name of 'dense' (as tilesim layer "
+            f"--kind dense); both are accepted",
+            file=sys.stderr,
+        )
     t = time_shl(args.method, args.batch, args.machine, precision=args.precision, lowering=args.lowering)
     _print_timing(t, {"method": args.method, "batch": args.batch, "lowering": args.lowering}, args.json)
     return 0
@@ -87,25 +95,62 @@ def _cmd_layer(args) -> int:
     _positive("--n", args.n, "the layer is n x n")
     _positive("--batch", args.batch, "the paper uses 50")
     if args.kind != "block-sparse" and (args.density is not None or args.block is not None):
-        raise ConfigError(config_message("--density/--block", args.density if args.density is not None else args.block,
-                                         "only apply to --kind block-sparse", "drop them or use --kind block-sparse"))
-    if args.lowering == "poptorch" and args.kind in ("dense", "block-sparse") and (
-            args.memory_proportion is not None or args.partials != "fp32"):
-        raise ConfigError(config_message("--lowering", "poptorch", "takes PopTorch's planner defaults",
-                                         "drop --memory-proportion/--partials or use --lowering fused"))
+        raise ConfigError(
+            config_message(
+                "--density/--block",
+                args.density if args.density is not None else args.block,
+                "only apply to --kind block-sparse",
+                "drop them or use --kind block-sparse",
+            )
+        )
+    if (
+        args.lowering == "poptorch"
+        and args.kind in ("dense", "block-sparse")
+        and (args.memory_proportion is not None or args.partials != "fp32")
+    ):
+        raise ConfigError(
+            config_message(
+                "--lowering",
+                "poptorch",
+                "takes PopTorch's planner defaults",
+                "drop --memory-proportion/--partials or use --lowering fused",
+            )
+        )
     if args.kind == "block-sparse" and args.lowering != "fused":
-        raise ConfigError(config_message("--lowering", args.lowering, "block-sparse has the fused (PopSparse) "
-                                         "lowering only", "use --lowering fused"))
-    opts = MatmulOptions(**({} if args.memory_proportion is None else {"memory_proportion": args.memory_proportion}),
-                         partials_precision=args.partials)
+        raise ConfigError(
+            config_message(
+                "--lowering",
+                args.lowering,
+                "block-sparse has the fused (PopSparse) lowering only",
+                "use --lowering fused",
+            )
+        )
+    opts = MatmulOptions(
+        **({} if args.memory_proportion is None else {"memory_proportion": args.memory_proportion}),
+        partials_precision=args.partials,
+    )
     kw = {"matmul": opts} if args.lowering == "fused" else {}
     if args.kind == "block-sparse":
         bs = {k: v for k, v in (("density", args.density), ("block", args.block)) if v is not None}
         kw["block_sparse"] = BlockSparseConfig(**bs)
-    t = time_layer(args.kind, args.n, args.batch, args.machine, precision=args.precision,
-                   backward=not args.forward_only, lowering=args.lowering, **kw)
-    extra = {"kind": args.kind, "n": args.n, "batch": args.batch, "lowering": args.lowering,
-             "forward_s": t.part_s.get("forward", 0.0), "backward_s": t.part_s.get("backward", 0.0)}
+    t = time_layer(
+        args.kind,
+        args.n,
+        args.batch,
+        args.machine,
+        precision=args.precision,
+        backward=not args.forward_only,
+        lowering=args.lowering,
+        **kw,
+    )
+    extra = {
+        "kind": args.kind,
+        "n": args.n,
+        "batch": args.batch,
+        "lowering": args.lowering,
+        "forward_s": t.part_s.get("forward", 0.0),
+        "backward_s": t.part_s.get("backward", 0.0),
+    }
     if args.kind == "block-sparse":
         extra.update(density=kw["block_sparse"].density, block=kw["block_sparse"].block)
     text = explain_step(t, args.machine, args.lowering) if args.explain else ""
@@ -126,8 +171,11 @@ def exchange_bench(machine, src: int, dsts, sizes) -> list[dict]:
     tiles = m.tiles_per_chip
     for name, t in [("--src", src)] + [("--dst", d) for d in dsts]:
         if not 0 <= t < tiles:
-            raise ConfigError(config_message(name, t, f"must be a tile in 0..{tiles - 1} ({m.name} has {tiles} tiles)",
-                                             "pick tiles of one chip"))
+            raise ConfigError(
+                config_message(
+                    name, t, f"must be a tile in 0..{tiles - 1} ({m.name} has {tiles} tiles)", "pick tiles of one chip"
+                )
+            )
     for b in sizes:
         if b < 1:
             raise ConfigError(config_message("--bytes", b, "must be >= 1", "message sizes are positive"))
@@ -137,8 +185,18 @@ def exchange_bench(machine, src: int, dsts, sizes) -> list[dict]:
         hops = fab.hops(src, d) if hasattr(fab, "hops") else 0
         for b in sizes:
             cyc = float(fab.point_to_point_cycles(src, d, b))
-            out.append({"src": src, "dst": d, "bytes": b, "cycles": cyc, "seconds": cyc / m.clock_hz,
-                        "bytes_per_s": b / (cyc / m.clock_hz), "hops": hops, "machine": m.name})
+            out.append(
+                {
+                    "src": src,
+                    "dst": d,
+                    "bytes": b,
+                    "cycles": cyc,
+                    "seconds": cyc / m.clock_hz,
+                    "bytes_per_s": b / (cyc / m.clock_hz),
+                    "hops": hops,
+                    "machine": m.name,
+                }
+            )
     return out
 
 
@@ -149,13 +207,17 @@ def _cmd_exchange(args) -> int:
         return 0
     print(f"{'src':>5} {'dst':>5} {'hops':>4} {'bytes':>9} {'cycles':>9} {'us':>9} {'GB/s':>7}")
     for r in rows:
-        print(f"{r['src']:>5} {r['dst']:>5} {r['hops']:>4} {r['bytes']:>9} {r['cycles']:>9.0f} "
-              f"{r['seconds'] * 1e6:>9.3f} {r['bytes_per_s'] / 1e9:>7.2f}")
+        print(
+            f"{r['src']:>5} {r['dst']:>5} {r['hops']:>4} {r['bytes']:>9} {r['cycles']:>9.0f} "
+            f"{r['seconds'] * 1e6:>9.3f} {r['bytes_per_s'] / 1e9:>7.2f}"
+        )
     return 0
 
 
-_LOWERING_HELP = ("fused (default): one compute set per butterfly factor, a hand-written Poplar program; "
-                  "poptorch: one PopLibs program per PyTorch op, as the paper ran it")
+_LOWERING_HELP = (
+    "fused (default): one compute set per butterfly factor, a hand-written Poplar program; "
+    "poptorch: one PopLibs program per PyTorch op, as the paper ran it"
+)
 
 
 def _shl_choices(methods) -> list:
@@ -168,9 +230,13 @@ def register(subparsers) -> None:
     from models.linear.timing import LAYER_KINDS
 
     s = subparsers.add_parser("shl", help="time one training step of the paper's single-hidden-layer model")
-    s.add_argument("--method", required=True, choices=_shl_choices(SHL_METHODS),
-                   help="hidden layer; 'dense' (as tilesim layer --kind dense) is also accepted as 'baseline', "
-                        "the paper's Table 4 name")
+    s.add_argument(
+        "--method",
+        required=True,
+        choices=_shl_choices(SHL_METHODS),
+        help="hidden layer; 'dense' (as tilesim layer --kind dense) is also accepted as 'baseline', "
+        "the paper's Table 4 name",
+    )
     s.add_argument("--batch", type=_int, default=50, help="mini-batch (default 50, paper Table 3)")
     s.add_argument("--machine", default="gc200", help="preset or machine TOML (default gc200)")
     s.add_argument("--precision", choices=["fp32", "fp16"], default="fp32", help="arithmetic of the matmuls")
@@ -186,15 +252,26 @@ def register(subparsers) -> None:
     la.add_argument("--precision", choices=["fp32", "fp16"], default="fp32", help="arithmetic of the matmuls")
     la.add_argument("--forward-only", action="store_true", help="time the forward pass only")
     la.add_argument("--lowering", choices=["fused", "poptorch"], default="fused", help=_LOWERING_HELP)
-    la.add_argument("--density", type=_fraction, default=None,
-                    help="block-sparse: fraction of non-zero blocks, e.g. 1/16 (default 1/16)")
+    la.add_argument(
+        "--density",
+        type=_fraction,
+        default=None,
+        help="block-sparse: fraction of non-zero blocks, e.g. 1/16 (default 1/16)",
+    )
     la.add_argument("--block", type=_int, default=None, help="block-sparse: block size 4, 8 or 16 (default 16)")
-    la.add_argument("--memory-proportion", type=_float, default=None,
-                    help="PopLibs availableMemoryProportion: fraction of tile SRAM a matmul's temporary data may "
-                         "use (default 0.6; 0 = least temporary memory)")
+    la.add_argument(
+        "--memory-proportion",
+        type=_float,
+        default=None,
+        help="PopLibs availableMemoryProportion: fraction of tile SRAM a matmul's temporary data may "
+        "use (default 0.6; 0 = least temporary memory)",
+    )
     la.add_argument("--partials", choices=["fp32", "fp16"], default="fp32", help="matmul partials type (default fp32)")
-    la.add_argument("--explain", action="store_true",
-                    help="print each matmul plan: partition, serial splits, bytes per tile by category, cycles by phase")
+    la.add_argument(
+        "--explain",
+        action="store_true",
+        help="print each matmul plan: partition, serial splits, bytes per tile by category, cycles by phase",
+    )
     la.add_argument("--json", action="store_true", help="print the result as JSON")
     la.set_defaults(func=_cmd_layer)
 

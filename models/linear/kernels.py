@@ -3,6 +3,7 @@
 Kernels take arrays and scalars only; validation happens in :mod:`models.linear.layers`.
 Layout convention everywhere: activations are ``(batch, features)`` row-major float arrays.
 """
+
 from __future__ import annotations
 
 import numba as nb

@@ -17,6 +17,7 @@ References: Dao et al. 2019 (butterfly, ICML), Chen, Dao et al. 2021/2022 (pixel
 ICLR 2022), Le, Sarlós & Smola 2013 (fastfood), Thomas et al. 2018 / HazyResearch structured-nets
 (circulant, low-rank, SHL benchmark).
 """
+
 from __future__ import annotations
 
 import math
@@ -53,8 +54,13 @@ def is_power_of_two(n: int) -> bool:
 
 
 def _require_pos_int(field_name: str, value, fix: str = "") -> None:
-    require(isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1,
-            field_name, value, "must be a positive integer", fix)
+    require(
+        isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1,
+        field_name,
+        value,
+        "must be a positive integer",
+        fix,
+    )
 
 
 def _require_pow2(field_name: str, value, fix: str) -> None:
@@ -64,10 +70,16 @@ def _require_pow2(field_name: str, value, fix: str) -> None:
 
 def _check_input(x: np.ndarray, n_in: int, who: str) -> np.ndarray:
     x = np.asarray(x)
-    require(x.ndim == 2, f"{who} input ndim", x.ndim, "must be 2 (batch, features)",
-            "reshape the input to (batch, n_in)")
-    require(x.shape[1] == n_in, f"{who} input features", x.shape[1], f"must equal n_in = {n_in}",
-            "pass activations with the layer's input width")
+    require(
+        x.ndim == 2, f"{who} input ndim", x.ndim, "must be 2 (batch, features)", "reshape the input to (batch, n_in)"
+    )
+    require(
+        x.shape[1] == n_in,
+        f"{who} input features",
+        x.shape[1],
+        f"must equal n_in = {n_in}",
+        "pass activations with the layer's input width",
+    )
     return x
 
 
@@ -168,8 +180,13 @@ class LowRankLinear(_LayerBase):
         _require_pos_int("n_in", self.n_in)
         _require_pos_int("n_out", self.n_out)
         _require_pos_int("rank", self.rank, "use rank >= 1")
-        require(self.rank <= min(self.n_in, self.n_out), "rank", self.rank,
-                f"must be <= min(n_in, n_out) = {min(self.n_in, self.n_out)}", "lower the rank")
+        require(
+            self.rank <= min(self.n_in, self.n_out),
+            "rank",
+            self.rank,
+            f"must be <= min(n_in, n_out) = {min(self.n_in, self.n_out)}",
+            "lower the rank",
+        )
         rng = np.random.default_rng(self.seed)
         std = (1.0 / (self.rank * self.n_in)) ** 0.5
         object.__setattr__(self, "U", rng.normal(0, std, (self.n_out, self.rank)).astype(self.dtype))
@@ -449,8 +466,9 @@ class ButterflyLinear(_LayerBase):
 # --------------------------------------------------------------------------------------------
 # Pixelfly
 # --------------------------------------------------------------------------------------------
-def pixelfly_layout(n_out: int, n_in: int, block_size: int, butterfly_size: int,
-                    n_factors: int | None = None) -> np.ndarray:
+def pixelfly_layout(
+    n_out: int, n_in: int, block_size: int, butterfly_size: int, n_factors: int | None = None
+) -> np.ndarray:
     """Block mask of the flat block butterfly (Chen, Dao et al. 2022; justheuristic's pure-torch port).
 
     1. ``M`` (``s x s``, ``s = butterfly_size``) = flat butterfly = ``I + Σ_{k < n_factors} P_k``
@@ -468,14 +486,29 @@ def pixelfly_layout(n_out: int, n_in: int, block_size: int, butterfly_size: int,
     _require_pow2("butterfly_size", butterfly_size, "pick butterfly_size = 2^j >= 2")
     require(butterfly_size >= 2, "butterfly_size", butterfly_size, "must be >= 2", "use butterfly_size >= 2")
     for name, v in (("n_out", n_out), ("n_in", n_in)):
-        require(v % block_size == 0, name, v, f"must be a multiple of block_size = {block_size}",
-                "choose a block size that divides the layer width")
-        require(v % butterfly_size == 0, name, v, f"must be a multiple of butterfly_size = {butterfly_size}",
-                "choose a butterfly size that divides the layer width")
+        require(
+            v % block_size == 0,
+            name,
+            v,
+            f"must be a multiple of block_size = {block_size}",
+            "choose a block size that divides the layer width",
+        )
+        require(
+            v % butterfly_size == 0,
+            name,
+            v,
+            f"must be a multiple of butterfly_size = {butterfly_size}",
+            "choose a butterfly size that divides the layer width",
+        )
     log_s = int(math.log2(butterfly_size))
     n_factors = log_s if n_factors is None else n_factors
-    require(isinstance(n_factors, int) and 1 <= n_factors <= log_s, "n_factors", n_factors,
-            f"must be in [1, log2(butterfly_size) = {log_s}]", "leave it unset for the full flat butterfly")
+    require(
+        isinstance(n_factors, int) and 1 <= n_factors <= log_s,
+        "n_factors",
+        n_factors,
+        f"must be in [1, log2(butterfly_size) = {log_s}]",
+        "leave it unset for the full flat butterfly",
+    )
     i = np.arange(butterfly_size)
     m = np.zeros((butterfly_size, butterfly_size), dtype=bool)
     m[i, i] = True
@@ -517,15 +550,21 @@ class PixelflyLinear(_LayerBase):
 
     def __post_init__(self):
         layout = pixelfly_layout(self.n_out, self.n_in, self.block_size, self.butterfly_size, self.n_factors)
-        require(isinstance(self.lowrank_size, (int, np.integer)) and 0 <= self.lowrank_size <= min(self.n_in, self.n_out),
-                "lowrank_size", self.lowrank_size, f"must be an integer in [0, {min(self.n_in, self.n_out)}]",
-                "use 0 to drop the low-rank term")
+        require(
+            isinstance(self.lowrank_size, (int, np.integer)) and 0 <= self.lowrank_size <= min(self.n_in, self.n_out),
+            "lowrank_size",
+            self.lowrank_size,
+            f"must be an integer in [0, {min(self.n_in, self.n_out)}]",
+            "use 0 to drop the low-rank term",
+        )
         rows, cols = np.nonzero(layout)  # row-major: sorted by row, then column
         per_row = np.bincount(rows, minlength=layout.shape[0])
         per_col = np.bincount(cols, minlength=layout.shape[1])
         if per_row.min() != per_row.max() or per_col.min() != per_col.max():  # pragma: no cover
-            raise ConfigError(f"pixelfly layout = irregular: rows {per_row.min()}..{per_row.max()} blocks; "
-                              "use a power-of-two butterfly size dividing both widths")
+            raise ConfigError(
+                f"pixelfly layout = irregular: rows {per_row.min()}..{per_row.max()} blocks; "
+                "use a power-of-two butterfly size dividing both widths"
+            )
         rng = np.random.default_rng(self.seed)
         bs = self.block_size
         fan_in = per_row[0] * bs + self.lowrank_size
@@ -557,14 +596,14 @@ class PixelflyLinear(_LayerBase):
         bs = self.block_size
         w = np.zeros((self.n_out, self.n_in))
         for blk, r, c in zip(self.blocks, self.block_rows, self.block_cols):
-            w[r * bs:(r + 1) * bs, c * bs:(c + 1) * bs] += blk
+            w[r * bs : (r + 1) * bs, c * bs : (c + 1) * bs] += blk
         return w + self.U @ self.V.T
 
     def forward(self, x):
         x = _check_input(x, self.n_in, "PixelflyLinear")
         bs, batch = self.block_size, x.shape[0]
-        xg = x.reshape(batch, -1, bs)[:, self.block_cols, :]               # (batch, nnz, bs)
-        prod = np.einsum("bkj,kij->bki", xg, self.blocks)                   # (batch, nnz, bs)
+        xg = x.reshape(batch, -1, bs)[:, self.block_cols, :]  # (batch, nnz, bs)
+        prod = np.einsum("bkj,kij->bki", xg, self.blocks)  # (batch, nnz, bs)
         y = prod.reshape(batch, self.layout.shape[0], -1, bs).sum(axis=2).reshape(batch, self.n_out)
         h = x @ self.V
         y = y + h @ self.U.T
@@ -573,9 +612,9 @@ class PixelflyLinear(_LayerBase):
     def backward(self, grad_y, cache):
         x, xg, h = cache
         bs, batch = self.block_size, x.shape[0]
-        gy = grad_y.reshape(batch, -1, bs)[:, self.block_rows, :]            # (batch, nnz, bs)
+        gy = grad_y.reshape(batch, -1, bs)[:, self.block_rows, :]  # (batch, nnz, bs)
         grad_blocks = np.einsum("bki,bkj->kij", gy, xg)
-        contrib = np.einsum("bki,kij->bkj", gy, self.blocks)                 # (batch, nnz, bs)
+        contrib = np.einsum("bki,kij->bkj", gy, self.blocks)  # (batch, nnz, bs)
         order = np.argsort(self.block_cols, kind="stable")
         grad_x = contrib[:, order, :].reshape(batch, self.layout.shape[1], -1, bs).sum(axis=2)
         grad_x = grad_x.reshape(batch, self.n_in)
@@ -695,10 +734,17 @@ def random_block_layout(n_out: int, n_in: int, block: int, density: float, seed:
     _require_pos_int("n_out", n_out)
     _require_pos_int("n_in", n_in)
     _require_pos_int("block", block, "PopSparse's static block codelets use block 4, 8 or 16")
-    require(isinstance(density, (int, float)) and not isinstance(density, bool) and 0.0 < density <= 1.0,
-            "density", density, "must be in (0, 1]", "density 1/16 keeps one block in sixteen")
+    require(
+        isinstance(density, (int, float)) and not isinstance(density, bool) and 0.0 < density <= 1.0,
+        "density",
+        density,
+        "must be in (0, 1]",
+        "density 1/16 keeps one block in sixteen",
+    )
     for name, v in (("n_out", n_out), ("n_in", n_in)):
-        require(v % block == 0, name, v, f"must be a multiple of block = {block}", "pick a block that divides the width")
+        require(
+            v % block == 0, name, v, f"must be a multiple of block = {block}", "pick a block that divides the width"
+        )
     nbr, nbc = n_out // block, n_in // block
     nnz = max(1, int(round(density * nbr * nbc)))
     rng = np.random.default_rng(seed)
@@ -739,10 +785,15 @@ class BlockSparseLinear(_LayerBase):
             _require_pos_int("block", self.block)
             layout = np.asarray(self.layout, dtype=bool)
             want = (self.n_out // self.block, self.n_in // self.block)
-            require(layout.shape == want and self.n_out % self.block == 0 and self.n_in % self.block == 0,
-                    "layout shape", layout.shape, f"must be {want} (n_out/block, n_in/block)", "pass a block mask")
+            require(
+                layout.shape == want and self.n_out % self.block == 0 and self.n_in % self.block == 0,
+                "layout shape",
+                layout.shape,
+                f"must be {want} (n_out/block, n_in/block)",
+                "pass a block mask",
+            )
             require(bool(layout.any()), "layout", "all zero", "must hold at least one block", "")
-        rows, cols = np.nonzero(layout)                  # row-major: sorted by row, then column
+        rows, cols = np.nonzero(layout)  # row-major: sorted by row, then column
         rng = np.random.default_rng(self.seed + 1)
         per_row = np.bincount(rows, minlength=layout.shape[0])
         fan_in = max(1.0, float(per_row.max()) * self.block)
@@ -750,8 +801,11 @@ class BlockSparseLinear(_LayerBase):
         set_(self, "layout", layout)
         set_(self, "block_rows", rows.astype(np.int64))
         set_(self, "block_cols", cols.astype(np.int64))
-        set_(self, "blocks", rng.normal(0, 1.0 / math.sqrt(fan_in), (rows.size, self.block, self.block))
-             .astype(self.dtype))
+        set_(
+            self,
+            "blocks",
+            rng.normal(0, 1.0 / math.sqrt(fan_in), (rows.size, self.block, self.block)).astype(self.dtype),
+        )
         set_(self, "b", np.zeros(self.n_out, dtype=self.dtype) if self.bias else None)
 
     @property
@@ -770,7 +824,7 @@ class BlockSparseLinear(_LayerBase):
         bs = self.block
         w = np.zeros((self.n_out, self.n_in))
         for blk, r, c in zip(self.blocks, self.block_rows, self.block_cols):
-            w[r * bs:(r + 1) * bs, c * bs:(c + 1) * bs] = blk
+            w[r * bs : (r + 1) * bs, c * bs : (c + 1) * bs] = blk
         return w
 
     @staticmethod
@@ -783,18 +837,24 @@ class BlockSparseLinear(_LayerBase):
         x = _check_input(x, self.n_in, "BlockSparseLinear")
         xf = np.ascontiguousarray(x, dtype=np.float64)
         out = np.empty((x.shape[0], self.n_out))
-        kernels.block_sparse_matmul(self._row_ptr(self.block_rows, self.layout.shape[0]), self.block_cols,
-                                    np.ascontiguousarray(self.blocks, dtype=np.float64), xf, out)
+        kernels.block_sparse_matmul(
+            self._row_ptr(self.block_rows, self.layout.shape[0]),
+            self.block_cols,
+            np.ascontiguousarray(self.blocks, dtype=np.float64),
+            xf,
+            out,
+        )
         return self._add_bias(out.astype(self.dtype)), xf
 
     def backward(self, grad_y, cache):
         xf = cache
         g = np.ascontiguousarray(grad_y, dtype=np.float64)
-        order = np.lexsort((self.block_rows, self.block_cols))      # transpose: by column, then row
+        order = np.lexsort((self.block_rows, self.block_cols))  # transpose: by column, then row
         t_blocks = np.ascontiguousarray(np.transpose(self.blocks[order], (0, 2, 1)), dtype=np.float64)
         grad_x = np.empty((g.shape[0], self.n_in))
-        kernels.block_sparse_matmul(self._row_ptr(self.block_cols[order], self.layout.shape[1]),
-                                    self.block_rows[order], t_blocks, g, grad_x)
+        kernels.block_sparse_matmul(
+            self._row_ptr(self.block_cols[order], self.layout.shape[1]), self.block_rows[order], t_blocks, g, grad_x
+        )
         grad_blocks = np.empty(self.blocks.shape)
         kernels.block_sparse_grad_blocks(self.block_rows, self.block_cols, g, xf, grad_blocks)
         return grad_x.astype(self.dtype), (grad_blocks.astype(self.dtype),) + self._bias_grad(grad_y)
@@ -806,10 +866,14 @@ class BlockSparseLinear(_LayerBase):
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``C = A B`` for ``A: (m, k)``, ``B: (k, n)``, any aspect ratio ``m / n`` (``m k n`` MACs)."""
     a, b = np.asarray(a), np.asarray(b)
-    require(a.ndim == 2 and b.ndim == 2, "matmul operand ndim", (a.ndim, b.ndim), "must both be 2",
-            "pass 2-D arrays")
-    require(a.shape[1] == b.shape[0], "matmul inner dimensions", (a.shape[1], b.shape[0]),
-            "must match (A is m x k, B is k x n)", "transpose or reshape an operand")
+    require(a.ndim == 2 and b.ndim == 2, "matmul operand ndim", (a.ndim, b.ndim), "must both be 2", "pass 2-D arrays")
+    require(
+        a.shape[1] == b.shape[0],
+        "matmul inner dimensions",
+        (a.shape[1], b.shape[0]),
+        "must match (A is m x k, B is k x n)",
+        "transpose or reshape an operand",
+    )
     return a @ b
 
 
@@ -828,8 +892,13 @@ def skewed_shape(mn: int, k: int, aspect_ratio: float) -> tuple:
     require(aspect_ratio > 0, "aspect_ratio", aspect_ratio, "must be > 0", "aspect ratio is m / n")
     log_mn = int(math.log2(mn))
     log_ratio = int(round(math.log2(aspect_ratio)))
-    require(abs(log_ratio) <= log_mn, "aspect_ratio", aspect_ratio,
-            f"must be within [1/{mn}, {mn}] for m n = {mn}", "lower the skew or raise mn")
+    require(
+        abs(log_ratio) <= log_mn,
+        "aspect_ratio",
+        aspect_ratio,
+        f"must be within [1/{mn}, {mn}] for m n = {mn}",
+        "lower the skew or raise mn",
+    )
     if (log_mn + log_ratio) % 2:
         log_ratio += 1 if log_ratio < log_mn else -1
     log_m = (log_mn + log_ratio) // 2

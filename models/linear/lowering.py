@@ -74,6 +74,7 @@ the op re-lays out its operands, ``100 + bytes / 4`` [S]. A reduction is two sta
 ``reduce``: an on-tile partial reduce (only if a tile holds more elements than there are outputs)
 and an exchange of the partials to ``min(outputs, tiles)`` tiles that add them.
 """
+
 from __future__ import annotations
 
 import math
@@ -85,8 +86,22 @@ from models.linear.planner import PRECISION_BYTES, OverheadConstants, Phase, Sup
 from models.linear.schedules import LayerSchedule
 from tilesim.errors import require
 
-__all__ = ["LOWERINGS", "POPTORCH_KINDS", "PoplibsVertexCosts", "PoplibsSliceCosts", "poplibs_costs", "OpBuilder", "poptorch_layer",
-           "poptorch_common_parts"]
+
+def _ceil_div(a, b):
+    """Ceiling of ``a / b`` for non-negative integer arrays (``-(-a // b)``)."""
+    return -(-a // b)
+
+
+__all__ = [
+    "LOWERINGS",
+    "POPTORCH_KINDS",
+    "PoplibsVertexCosts",
+    "PoplibsSliceCosts",
+    "poplibs_costs",
+    "OpBuilder",
+    "poptorch_layer",
+    "poptorch_common_parts",
+]
 
 LOWERINGS = ("fused", "poptorch")
 POPTORCH_KINDS = ("dense", "low-rank", "butterfly", "fastfood", "pixelfly")
@@ -115,15 +130,20 @@ class PoplibsVertexCosts:
     vector_bytes: int = 8
 
     @classmethod
-    def for_machine(cls, machine, **kw) -> "PoplibsVertexCosts":
+    def for_machine(cls, machine, **kw) -> PoplibsVertexCosts:
         """The PopLibs constants with the supervisor overhead and worker count of ``machine``."""
         return cls(int(machine.chip.supervisor_overhead_cycles), int(machine.chip.workers_per_tile), **kw)
 
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
-            require(isinstance(v, int) and v >= (1 if f.name in ("vector_bytes", "workers") else 0), f.name, v,
-                    "must be a non-negative integer (vector_bytes, workers >= 1)", "PopLibs constants are cycles")
+            require(
+                isinstance(v, int) and v >= (1 if f.name in ("vector_bytes", "workers") else 0),
+                f.name,
+                v,
+                "must be a non-negative integer (vector_bytes, workers >= 1)",
+                "PopLibs constants are cycles",
+            )
 
     def cycles(self, elements, element_bytes: int) -> np.ndarray:
         """Tile cycles of one MultiVertex over ``elements`` (per-tile array; 0 where there is none)."""
@@ -131,7 +151,9 @@ class PoplibsVertexCosts:
         width = max(1, self.vector_bytes // element_bytes)
         per_worker = -(-e // self.workers)
         vectors = -(-per_worker // width)
-        cyc = self.supervisor_cycles + self.workers * (self.worker_fixed_cycles + self.worker_cycles_per_vector * vectors)
+        cyc = self.supervisor_cycles + self.workers * (
+            self.worker_fixed_cycles + self.worker_cycles_per_vector * vectors
+        )
         return np.where(e > 0, cyc, 0).astype(np.int64)
 
     def map_cycles(self, elements, element_bytes: int, inputs: int) -> np.ndarray:
@@ -140,7 +162,7 @@ class PoplibsVertexCosts:
         the 2 load/store cycles of ``BinaryOp1D`` (so ``inputs = 2`` is exactly :meth:`cycles`) [S/D]."""
         e = np.asarray(elements, dtype=np.int64)
         width = max(1, self.vector_bytes // element_bytes)
-        vectors = -(-(-(-e // self.workers)) // width)
+        vectors = _ceil_div(_ceil_div(e, self.workers), width)
         per_vector = (self.worker_cycles_per_vector - 2) * max(1, int(inputs) - 1) + 2
         cyc = self.supervisor_cycles + self.workers * (self.worker_fixed_cycles + per_vector * vectors)
         return np.where(e > 0, cyc, 0).astype(np.int64)
@@ -150,7 +172,7 @@ class PoplibsVertexCosts:
         same supervisor and worker prologue as :meth:`cycles`) [D]."""
         e = np.asarray(elements, dtype=np.int64)
         width = max(1, self.vector_bytes // element_bytes)
-        vectors = -(-(-(-e // self.workers)) // width)
+        vectors = _ceil_div(_ceil_div(e, self.workers), width)
         cyc = self.supervisor_cycles + self.workers * (self.worker_fixed_cycles + vectors)
         return np.where(e > 0, cyc, 0).astype(np.int64)
 
@@ -180,7 +202,7 @@ class PoplibsSliceCosts:
     update_out_of_range: int = 5
 
     @classmethod
-    def for_machine(cls, machine, **kw) -> "PoplibsSliceCosts":
+    def for_machine(cls, machine, **kw) -> PoplibsSliceCosts:
         return cls(int(machine.chip.workers_per_tile), **kw)
 
 
@@ -190,19 +212,32 @@ def poplibs_costs(costs: SuperstepCosts, vertex: PoplibsVertexCosts) -> Superste
     ``vector_fixed_cycles = supervisor + workers · worker_fixed`` (185) and ``vector_bytes_per_cycle
     = vector_bytes / worker_cycles_per_vector`` (8/3: six workers each finish one 64-bit vector per
     ``3 · 6`` tile cycles) [S]."""
-    return SuperstepCosts(exchange_bytes_per_cycle=costs.exchange_bytes_per_cycle,
-                          exchange_fixed_cycles=costs.exchange_fixed_cycles, sync_cycles=costs.sync_cycles,
-                          vector_bytes_per_cycle=vertex.vector_bytes / vertex.worker_cycles_per_vector,
-                          vector_fixed_cycles=float(vertex.supervisor_cycles + vertex.workers * vertex.worker_fixed_cycles),
-                          vector_stream_bytes_per_cycle=costs.vector_stream_bytes_per_cycle)
+    return SuperstepCosts(
+        exchange_bytes_per_cycle=costs.exchange_bytes_per_cycle,
+        exchange_fixed_cycles=costs.exchange_fixed_cycles,
+        sync_cycles=costs.sync_cycles,
+        vector_bytes_per_cycle=vertex.vector_bytes / vertex.worker_cycles_per_vector,
+        vector_fixed_cycles=float(vertex.supervisor_cycles + vertex.workers * vertex.worker_fixed_cycles),
+        vector_stream_bytes_per_cycle=costs.vector_stream_bytes_per_cycle,
+    )
 
 
 class OpBuilder:
     """Collects the phases of op-by-op lowered code (module docstring) for one part of a step."""
 
-    def __init__(self, tiles: int, sram_bytes: int, flops_per_cycle: float, *, vertex: PoplibsVertexCosts,
-                 slice_costs: PoplibsSliceCosts, precision: str = "fp32", costs: SuperstepCosts = SuperstepCosts(),
-                 overheads: OverheadConstants = OverheadConstants(), fixed_cycles: float = 331.0):
+    def __init__(
+        self,
+        tiles: int,
+        sram_bytes: int,
+        flops_per_cycle: float,
+        *,
+        vertex: PoplibsVertexCosts,
+        slice_costs: PoplibsSliceCosts,
+        precision: str = "fp32",
+        costs: SuperstepCosts = SuperstepCosts(),
+        overheads: OverheadConstants = OverheadConstants(),
+        fixed_cycles: float = 331.0,
+    ):
         self.tiles, self.sram_bytes, self.flops_per_cycle = tiles, sram_bytes, flops_per_cycle
         self.precision, self.costs, self.overheads, self.vertex = precision, costs, overheads, vertex
         self.slice_costs = slice_costs
@@ -222,7 +257,7 @@ class OpBuilder:
         t, eb = self.tiles, self.eb
         el = split_sizes(int(elements), t)
         one = (el > 0).astype(np.int64)
-        bcast = np.minimum(el, int(broadcast))          # a tile receives only the values its outputs use
+        bcast = np.minimum(el, int(broadcast))  # a tile receives only the values its outputs use
         b_in = split_sizes(int(moved), t) * eb + bcast * eb
         b_out = split_sizes(int(moved), t) * eb + split_sizes(int(bcast.sum()), t) * eb
         xch = b_in.any() or b_out.any()
@@ -238,22 +273,52 @@ class OpBuilder:
         q = np.minimum(el, int(outputs))
         if bool((el > q).any()):
             one = (el > q).astype(np.int64)
-            self.phases.append(Phase(f"{name}-partial", "vector", el, self.vertex.cycles(np.where(el > q, el, 0), eb),
-                                     np.zeros(t, dtype=np.int64), np.zeros(t, dtype=np.int64), one, 2 * one,
-                                     np.zeros(t, dtype=np.int64)))
+            self.phases.append(
+                Phase(
+                    f"{name}-partial",
+                    "vector",
+                    el,
+                    self.vertex.cycles(np.where(el > q, el, 0), eb),
+                    np.zeros(t, dtype=np.int64),
+                    np.zeros(t, dtype=np.int64),
+                    one,
+                    2 * one,
+                    np.zeros(t, dtype=np.int64),
+                )
+            )
         receivers = min(int(outputs), t)
         total = int(q.sum())
         recv = np.zeros(t, dtype=np.int64)
         recv[:receivers] = split_sizes(total, receivers)
         one = (recv > 0).astype(np.int64)
-        self.phases.append(Phase(name, "vector", recv, self.vertex.cycles(recv, eb), recv * eb, q * eb, one, 2 * one,
-                                 2 * one + (q > 0).astype(np.int64)))
+        self.phases.append(
+            Phase(
+                name,
+                "vector",
+                recv,
+                self.vertex.cycles(recv, eb),
+                recv * eb,
+                q * eb,
+                one,
+                2 * one,
+                2 * one + (q > 0).astype(np.int64),
+            )
+        )
         self._keep(el * eb + recv * eb)
 
     def matmul(self, m: int, k: int, n: int) -> None:
-        plan = plan_matmul(m, k, n, tiles=self.tiles, sram_bytes=self.sram_bytes, flops_per_cycle=self.flops_per_cycle,
-                           fixed_cycles=self.fixed_cycles, precision=self.precision, costs=self.costs,
-                           overheads=self.overheads)
+        plan = plan_matmul(
+            m,
+            k,
+            n,
+            tiles=self.tiles,
+            sram_bytes=self.sram_bytes,
+            flops_per_cycle=self.flops_per_cycle,
+            fixed_cycles=self.fixed_cycles,
+            precision=self.precision,
+            costs=self.costs,
+            overheads=self.overheads,
+        )
         self.plans.append(plan)
         self.phases.extend(plan.phases)
         self._keep(plan.data_bytes)
@@ -265,21 +330,40 @@ class OpBuilder:
         t = self.tiles
         per_tile = -(-int(groups) // t)
         tg = max(1, t // int(groups))
-        plan = plan_matmul(m * per_tile, k, n, tiles=tg, sram_bytes=self.sram_bytes,
-                           flops_per_cycle=self.flops_per_cycle, fixed_cycles=self.fixed_cycles,
-                           precision=self.precision, costs=self.costs, overheads=self.overheads)
+        plan = plan_matmul(
+            m * per_tile,
+            k,
+            n,
+            tiles=tg,
+            sram_bytes=self.sram_bytes,
+            flops_per_cycle=self.flops_per_cycle,
+            fixed_cycles=self.fixed_cycles,
+            precision=self.precision,
+            costs=self.costs,
+            overheads=self.overheads,
+        )
         copies = -(-int(groups) // per_tile)
 
         def rep(a):
             out = np.zeros(t, dtype=np.int64)
-            out[:tg * copies] = np.tile(np.asarray(a, dtype=np.int64), copies)
+            out[: tg * copies] = np.tile(np.asarray(a, dtype=np.int64), copies)
             return out
 
         self.plans.append(plan)
         for p in plan.phases:
-            self.phases.append(Phase(f"bmm-{p.name}", p.unit, rep(p.macs), rep(p.compute_cycles), rep(p.bytes_in),
-                                     rep(p.bytes_out), rep(p.vertices), rep(p.vertex_edges),
-                                     rep(p.exchange_instructions)))
+            self.phases.append(
+                Phase(
+                    f"bmm-{p.name}",
+                    p.unit,
+                    rep(p.macs),
+                    rep(p.compute_cycles),
+                    rep(p.bytes_in),
+                    rep(p.bytes_out),
+                    rep(p.vertices),
+                    rep(p.vertex_edges),
+                    rep(p.exchange_instructions),
+                )
+            )
         self._keep(rep(plan.data_bytes))
 
     def multi_slice(self, name: str, offsets: int, slice_elements: int) -> None:
@@ -293,8 +377,12 @@ class OpBuilder:
         start = np.concatenate(([0], np.cumsum(el)[:-1]))
         in_range = np.where(el > 0, (start + el - 1) // slice_elements - start // slice_elements + 1, 0)
         one = (el > 0).astype(np.int64)
-        cyc = c.workers * (c.slice_fixed + c.slice_per_offset * in_range + c.slice_per_vector * (-(-el // 2))
-                           + c.slice_out_of_range * (int(offsets) - in_range))
+        cyc = c.workers * (
+            c.slice_fixed
+            + c.slice_per_offset * in_range
+            + c.slice_per_vector * (-(-el // 2))
+            + c.slice_out_of_range * (int(offsets) - in_range)
+        )
         cyc = np.where(el > 0, cyc, 0).astype(np.int64)
         self.phases.append(Phase(name, "vector", el, cyc, el * eb, el * eb, one, 3 * one, 2 * one * in_range))
         self._keep(2 * el * eb)
@@ -322,12 +410,16 @@ class OpBuilder:
         t, eb, c = self.tiles, self.eb, self.slice_costs
         cpt = self._columns(cols)
         one = (cpt > 0).astype(np.int64)
-        cyc = np.where(cpt > 0, c.workers * (c.update_fixed + int(offsets) * (c.update_per_offset
-                                                                              + c.update_per_element * (cpt - 1))), 0)
+        cyc = np.where(
+            cpt > 0,
+            c.workers * (c.update_fixed + int(offsets) * (c.update_per_offset + c.update_per_element * (cpt - 1))),
+            0,
+        )
         b_in = int(offsets) * cpt * eb
         b_out = split_sizes(int(offsets) * int(cols), t) * eb
-        self.phases.append(Phase(name, "vector", int(offsets) * cpt, cyc.astype(np.int64), b_in, b_out, one, 3 * one,
-                                 2 * one))
+        self.phases.append(
+            Phase(name, "vector", int(offsets) * cpt, cyc.astype(np.int64), b_in, b_out, one, 3 * one, 2 * one)
+        )
         self._keep(int(rows) * cpt * eb + b_in)
 
     def sum_inputs(self, name: str, inputs: int, rows: int, cols: int) -> None:
@@ -336,15 +428,35 @@ class OpBuilder:
         el = int(rows) * self._columns(cols)
         one = (el > 0).astype(np.int64)
         z = np.zeros(self.tiles, dtype=np.int64)
-        self.phases.append(Phase(name, "vector", el * (int(inputs) - 1), self.vertex.map_cycles(el, self.eb, inputs),
-                                 z, z, one, (int(inputs) + 1) * one, z))
-        self._keep(el * self.eb * (int(inputs) + 1))     # every partial is live until the one Sum op runs
+        self.phases.append(
+            Phase(
+                name,
+                "vector",
+                el * (int(inputs) - 1),
+                self.vertex.map_cycles(el, self.eb, inputs),
+                z,
+                z,
+                one,
+                (int(inputs) + 1) * one,
+                z,
+            )
+        )
+        self._keep(el * self.eb * (int(inputs) + 1))  # every partial is live until the one Sum op runs
 
     def schedule(self, name: str) -> LayerSchedule:
         from models.linear.planner import phases_cycles
+
         require(len(self.phases) >= 1, "lowered part", name, "has no ops", "")
-        return LayerSchedule(name, self.tiles, self.precision, tuple(self.phases), self.data,
-                             phases_cycles(self.phases, self.costs), tuple(self.plans), {"lowering": "poptorch"})
+        return LayerSchedule(
+            name,
+            self.tiles,
+            self.precision,
+            tuple(self.phases),
+            self.data,
+            phases_cycles(self.phases, self.costs),
+            tuple(self.plans),
+            {"lowering": "poptorch"},
+        )
 
 
 def _butterfly(fw: OpBuilder, bw: OpBuilder | None, n: int, batch: int, input_grad: bool) -> None:
@@ -417,11 +529,12 @@ def _fastfood(fw: OpBuilder, bw: OpBuilder | None, n: int, batch: int, input_gra
 
 def _pixelfly(fw: OpBuilder, bw: OpBuilder | None, n: int, batch: int, cfg: dict, input_grad: bool) -> None:
     from models.linear.layers import pixelfly_layout
+
     bs, rank = int(cfg["block_size"]), int(cfg["lowrank_size"])
     nnz = int(pixelfly_layout(n, n, bs, int(cfg["butterfly_size"])).sum())
-    blocks = n // bs                               # input blocks = output blocks = bags (square layer)
-    per_bag = nnz // blocks                        # active blocks per output (= per input) block
-    row = bs * batch                               # one row of ``blocks_for_indexing``
+    blocks = n // bs  # input blocks = output blocks = bags (square layer)
+    per_bag = nnz // blocks  # active blocks per output (= per input) block
+    row = bs * batch  # one row of ``blocks_for_indexing``
     nb = n * batch
     # output = lowrank_second(lowrank_first(x))
     fw.matmul(batch, n, rank)
@@ -439,18 +552,18 @@ def _pixelfly(fw: OpBuilder, bw: OpBuilder | None, n: int, batch: int, cfg: dict
     if bw is None:
         return
     bw.reduce("pf-lowrank-bias-grad", nb, n)
-    bw.matmul(n, batch, rank)                      # lowrank_second.weight grad
-    bw.matmul(batch, n, rank)                      # grad of the rank-r activations
-    bw.matmul(rank, batch, n)                      # lowrank_first.weight grad
+    bw.matmul(n, batch, rank)  # lowrank_second.weight grad
+    bw.matmul(batch, n, rank)  # grad of the rank-r activations
+    bw.matmul(rank, batch, n)  # lowrank_first.weight grad
     if input_grad:
         bw.matmul(batch, rank, n)
     for i in range(blocks):
-        bw.elementwise(f"pf-concat-grad-{i}", row, moved=row)          # ConcatGrad: slice + cloneNcopy
-        bw.elementwise(f"pf-bag-sum-grad-{i}", row)                    # ReduceSumGrad: cloneNcopy + broadcast
-        bw.zero(f"pf-gather-grad-zero-{i}", nnz, row)                  # GatherGrad: zeroed full-size result
+        bw.elementwise(f"pf-concat-grad-{i}", row, moved=row)  # ConcatGrad: slice + cloneNcopy
+        bw.elementwise(f"pf-bag-sum-grad-{i}", row)  # ReduceSumGrad: cloneNcopy + broadcast
+        bw.zero(f"pf-gather-grad-zero-{i}", nnz, row)  # GatherGrad: zeroed full-size result
         bw.multi_update_add(f"pf-gather-grad-update-{i}", per_bag, nnz, row)
-    bw.sum_inputs("pf-gather-grad-sum", blocks, nnz, row)              # autodiff sums the per-bag gradients
-    bw.grouped_matmul(blocks, per_bag * bs, batch, bs)                 # weight grad of the bmm
+    bw.sum_inputs("pf-gather-grad-sum", blocks, nnz, row)  # autodiff sums the per-bag gradients
+    bw.grouped_matmul(blocks, per_bag * bs, batch, bs)  # weight grad of the bmm
     if input_grad:
         bw.grouped_matmul(blocks, bs, per_bag * bs, batch)
 
@@ -466,8 +579,9 @@ def _dense(fw: OpBuilder, bw: OpBuilder | None, n_in: int, n_out: int, batch: in
     bw.matmul(n_out, batch, n_in)
 
 
-def _lowrank(fw: OpBuilder, bw: OpBuilder | None, n_in: int, n_out: int, rank: int, batch: int,
-             input_grad: bool) -> None:
+def _lowrank(
+    fw: OpBuilder, bw: OpBuilder | None, n_in: int, n_out: int, rank: int, batch: int, input_grad: bool
+) -> None:
     fw.matmul(batch, n_in, rank)
     fw.matmul(batch, rank, n_out)
     fw.elementwise("bias-add", batch * n_out, inputs=2, broadcast=n_out)
@@ -481,14 +595,29 @@ def _lowrank(fw: OpBuilder, bw: OpBuilder | None, n_in: int, n_out: int, rank: i
         bw.matmul(batch, rank, n_in)
 
 
-def poptorch_layer(kind: str, n: int, batch: int, builder_kw: dict, *, n_out: int | None = None, rank: int = 1,
-                   backward: bool = True, input_grad: bool = True, pixelfly: dict | None = None) -> tuple:
+def poptorch_layer(
+    kind: str,
+    n: int,
+    batch: int,
+    builder_kw: dict,
+    *,
+    n_out: int | None = None,
+    rank: int = 1,
+    backward: bool = True,
+    input_grad: bool = True,
+    pixelfly: dict | None = None,
+) -> tuple:
     """``(forward, backward)`` :class:`LayerSchedule` of one layer lowered op by op (``kind`` in
     :data:`POPTORCH_KINDS`; ``backward=False`` gives ``(forward, None)``). ``input_grad=False``
     drops the ops that only produce the gradient of the layer input (autograd skips them for the
     first layer, whose input does not require a gradient)."""
-    require(kind in POPTORCH_KINDS, "kind", kind, f"has no op-by-op lowering (one of {', '.join(POPTORCH_KINDS)})",
-            "use lowering='fused'")
+    require(
+        kind in POPTORCH_KINDS,
+        "kind",
+        kind,
+        f"has no op-by-op lowering (one of {', '.join(POPTORCH_KINDS)})",
+        "use lowering='fused'",
+    )
     fw = OpBuilder(**builder_kw)
     bw = OpBuilder(**builder_kw) if backward else None
     n_out = n if n_out is None else n_out
@@ -500,6 +629,7 @@ def poptorch_layer(kind: str, n: int, batch: int, builder_kw: dict, *, n_out: in
         _butterfly(fw, bw, n, batch, input_grad)
     elif kind == "pixelfly":
         from models.linear.shl import PIXELFLY_SHL
+
         _pixelfly(fw, bw, n, batch, dict(PIXELFLY_SHL if pixelfly is None else pixelfly), input_grad)
     else:
         _fastfood(fw, bw, n, batch, input_grad)

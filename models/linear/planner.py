@@ -62,6 +62,7 @@ per-case factor; the 64-bit vector path (slice copies, adds, casts) is derived [
 same for FP16 and FP32 partials (the preset has one FP16 rate); partials type changes partial memory,
 reduction exchange and vector work.
 """
+
 from __future__ import annotations
 
 import functools
@@ -97,35 +98,55 @@ PRECISION_BYTES = {"fp16": 2, "fp32": 4}
 
 
 def _require_precision(name: str, value: str) -> int:
-    require(value in PRECISION_BYTES, name, value, f"must be one of {sorted(PRECISION_BYTES)}",
-            "use 'fp32' (default) or 'fp16'")
+    require(
+        value in PRECISION_BYTES,
+        name,
+        value,
+        f"must be one of {sorted(PRECISION_BYTES)}",
+        "use 'fp32' (default) or 'fp16'",
+    )
     return PRECISION_BYTES[value]
 
 
 def _require_int(name: str, value, low: int = 1) -> None:
-    require(isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= low,
-            name, value, f"must be an integer >= {low}", "")
+    require(
+        isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= low,
+        name,
+        value,
+        f"must be an integer >= {low}",
+        "",
+    )
 
 
 @dataclass(frozen=True)
 class SuperstepCosts:
     """Constants of the superstep cost model (``ipu-hardware.md`` §3.2 and §6 recommended defaults)."""
 
-    exchange_bytes_per_cycle: float = 4.0   # [S] exchangeBytesPerCycle, per tile port
-    exchange_fixed_cycles: float = 100.0    # [S] popnn/CTCLossPlan.cpp fixed exchange overhead
-    sync_cycles: float = 90.0               # [S] on-chip sync (measured 30-150)
-    vector_bytes_per_cycle: float = 8.0     # [D] 64-bit SIMD, one instruction/cycle/tile
-    vector_fixed_cycles: float = 11.0       # [S] basicOpSupervisorOverhead
+    exchange_bytes_per_cycle: float = 4.0  # [S] exchangeBytesPerCycle, per tile port
+    exchange_fixed_cycles: float = 100.0  # [S] popnn/CTCLossPlan.cpp fixed exchange overhead
+    sync_cycles: float = 90.0  # [S] on-chip sync (measured 30-150)
+    vector_bytes_per_cycle: float = 8.0  # [D] 64-bit SIMD, one instruction/cycle/tile
+    vector_fixed_cycles: float = 11.0  # [S] basicOpSupervisorOverhead
     vector_stream_bytes_per_cycle: float = 0.0  # 0 = issue-bound only; see vector_cycles
 
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
             require(v >= 0, f.name, v, "must be >= 0", "costs are cycles or bytes per cycle")
-        require(self.exchange_bytes_per_cycle > 0, "exchange_bytes_per_cycle", self.exchange_bytes_per_cycle,
-                "must be > 0", "the IPU moves 4 B/cycle per tile")
-        require(self.vector_bytes_per_cycle > 0, "vector_bytes_per_cycle", self.vector_bytes_per_cycle,
-                "must be > 0", "the IPU vector path is 8 B (64 bit) wide")
+        require(
+            self.exchange_bytes_per_cycle > 0,
+            "exchange_bytes_per_cycle",
+            self.exchange_bytes_per_cycle,
+            "must be > 0",
+            "the IPU moves 4 B/cycle per tile",
+        )
+        require(
+            self.vector_bytes_per_cycle > 0,
+            "vector_bytes_per_cycle",
+            self.vector_bytes_per_cycle,
+            "must be > 0",
+            "the IPU vector path is 8 B (64 bit) wide",
+        )
 
     def vector_cycles(self, ops, element_bytes: int):
         """Cycles of ``ops`` element operations (0 where there is no work)."""
@@ -213,8 +234,15 @@ class Phase:
         _require_int("phase repeat", self.repeat)
         tiles = np.asarray(self.macs).shape[0] if np.ndim(self.macs) == 1 else -1
         require(tiles >= 1, "phase macs", np.shape(self.macs), "must be a 1-D per-tile array", "")
-        for name in ("macs", "compute_cycles", "bytes_in", "bytes_out", "vertices", "vertex_edges",
-                     "exchange_instructions"):
+        for name in (
+            "macs",
+            "compute_cycles",
+            "bytes_in",
+            "bytes_out",
+            "vertices",
+            "vertex_edges",
+            "exchange_instructions",
+        ):
             object.__setattr__(self, name, _as_tile_array(f"phase {self.name}.{name}", getattr(self, name), tiles))
 
     @property
@@ -268,8 +296,9 @@ def overhead_breakdown(plan, constants: OverheadConstants = OverheadConstants())
     c = constants
     state = sum(c.vertex_state_base_bytes * p.vertices + c.vertex_edge_bytes * p.vertex_edges for p in phases)
     exch = sum(c.exchange_instruction_bytes * p.exchange_instructions for p in phases)
-    control = (c.control_code_bytes_per_compute_set * compute_sets_per_tile(phases)
-               + c.control_code_bytes_per_exchange * exchange_programs_per_tile(phases))
+    control = c.control_code_bytes_per_compute_set * compute_sets_per_tile(
+        phases
+    ) + c.control_code_bytes_per_exchange * exchange_programs_per_tile(phases)
     code = 0
     for unit, size in (("amp", c.vertex_code_bytes_amp), ("vector", c.vertex_code_bytes_vector)):
         present = np.zeros(phases[0].tiles, dtype=bool)
@@ -277,10 +306,12 @@ def overhead_breakdown(plan, constants: OverheadConstants = OverheadConstants())
             if p.unit == unit:
                 present |= p.vertices > 0
         code = code + size * present.astype(np.int64)
-    return {"vertexInstanceState": np.asarray(state, dtype=np.int64),
-            "internalExchangeCode": np.asarray(exch, dtype=np.int64),
-            "controlCode": np.asarray(control, dtype=np.int64),
-            "vertexCode": np.asarray(code, dtype=np.int64)}
+    return {
+        "vertexInstanceState": np.asarray(state, dtype=np.int64),
+        "internalExchangeCode": np.asarray(exch, dtype=np.int64),
+        "controlCode": np.asarray(control, dtype=np.int64),
+        "vertexCode": np.asarray(code, dtype=np.int64),
+    }
 
 
 def overhead_bytes_per_tile(plan, constants: OverheadConstants = OverheadConstants()) -> np.ndarray:
@@ -384,14 +415,26 @@ class MatmulPlan:
             v = getattr(self, f.name, None)
             if f.init and isinstance(v, np.ndarray):
                 object.__setattr__(self, f.name, _as_tile_array(f.name, v, self.tiles))
-        require(self.split_m * self.split_k * self.split_n <= self.tiles, "split", (self.split_m, self.split_k, self.split_n),
-                f"product must be <= tiles = {self.tiles}", "")
+        require(
+            self.split_m * self.split_k * self.split_n <= self.tiles,
+            "split",
+            (self.split_m, self.split_k, self.split_n),
+            f"product must be <= tiles = {self.tiles}",
+            "",
+        )
         total = int(self.macs.sum())
-        require(total == self.m * self.k * self.n, "plan MACs", total, f"must equal m k n = {self.m * self.k * self.n}", "")
-        object.__setattr__(self, "compute_sets", _as_tile_array("compute_sets", compute_sets_per_tile(self.phases), self.tiles))
+        require(
+            total == self.m * self.k * self.n, "plan MACs", total, f"must equal m k n = {self.m * self.k * self.n}", ""
+        )
+        object.__setattr__(
+            self, "compute_sets", _as_tile_array("compute_sets", compute_sets_per_tile(self.phases), self.tiles)
+        )
         object.__setattr__(self, "vertices", _as_tile_array("vertices", vertices_per_tile(self.phases), self.tiles))
-        object.__setattr__(self, "exchange_programs",
-                           _as_tile_array("exchange_programs", exchange_programs_per_tile(self.phases), self.tiles))
+        object.__setattr__(
+            self,
+            "exchange_programs",
+            _as_tile_array("exchange_programs", exchange_programs_per_tile(self.phases), self.tiles),
+        )
         temp = self.operand_bytes + self.partial_bytes + self.slice_bytes + self.accumulator_bytes
         object.__setattr__(self, "temp_bytes", _as_tile_array("temp_bytes", temp, self.tiles))
 
@@ -414,36 +457,65 @@ class MatmulPlan:
 
     def memory_by_category(self, tile: int, constants: OverheadConstants = OverheadConstants()) -> dict:
         """Bytes on ``tile`` by category: the data arrays and :func:`overhead_breakdown`."""
-        d = {name: int(getattr(self, name)[tile]) for name in
-             ("home_bytes", "output_bytes", "operand_bytes", "slice_bytes", "partial_bytes", "accumulator_bytes")}
+        d = {
+            name: int(getattr(self, name)[tile])
+            for name in (
+                "home_bytes",
+                "output_bytes",
+                "operand_bytes",
+                "slice_bytes",
+                "partial_bytes",
+                "accumulator_bytes",
+            )
+        }
         d.update({k: int(v[tile]) for k, v in overhead_breakdown(self, constants).items()})
         return d
 
 
-def explain_plan(plan, costs: SuperstepCosts = SuperstepCosts(), sram_bytes: int | None = None,
-                 constants: OverheadConstants = OverheadConstants()) -> str:
+def explain_plan(
+    plan,
+    costs: SuperstepCosts = SuperstepCosts(),
+    sram_bytes: int | None = None,
+    constants: OverheadConstants = OverheadConstants(),
+) -> str:
     """Human-readable plan of a :class:`MatmulPlan` (or anything with ``phases``, ``memory_by_category``):
     partition, serial splits, per-tile bytes by category on the fullest tile, cycles by phase."""
     mem = plan.memory_bytes(constants)
     t = int(mem.argmax())
-    lines = [getattr(plan, "title", None) or
-             f"matmul (m, k, n) = ({plan.m}, {plan.k}, {plan.n}) {plan.precision}, partials {plan.partials_precision}"]
-    lines.append("  " + plan.partition_text() if hasattr(plan, "partition_text") else
-                 f"  partition (P_m, P_k, P_n) = {plan.split} on {plan.tiles_used} of {plan.tiles} tiles; "
-                 f"serial splits (S_k, S_n) = {plan.serial} ({plan.serial_k * plan.serial_n} passes)")
-    bound = f"{plan.memory_proportion:g} x sram" if sram_bytes is None else \
-        f"{plan.memory_proportion:g} x {sram_bytes} = {int(plan.memory_proportion * sram_bytes)} B"
-    lines.append(f"  temporary bytes (fullest tile) {int(plan.temp_bytes[t]):,} vs availableMemoryProportion bound "
-                 f"{bound}: {'met' if plan.within_proportion else 'NOT met (least-temporary plan taken)'}")
+    lines = [
+        getattr(plan, "title", None)
+        or f"matmul (m, k, n) = ({plan.m}, {plan.k}, {plan.n}) {plan.precision}, partials {plan.partials_precision}"
+    ]
+    lines.append(
+        "  " + plan.partition_text()
+        if hasattr(plan, "partition_text")
+        else f"  partition (P_m, P_k, P_n) = {plan.split} on {plan.tiles_used} of {plan.tiles} tiles; "
+        f"serial splits (S_k, S_n) = {plan.serial} ({plan.serial_k * plan.serial_n} passes)"
+    )
+    bound = (
+        f"{plan.memory_proportion:g} x sram"
+        if sram_bytes is None
+        else f"{plan.memory_proportion:g} x {sram_bytes} = {int(plan.memory_proportion * sram_bytes)} B"
+    )
+    lines.append(
+        f"  temporary bytes (fullest tile) {int(plan.temp_bytes[t]):,} vs availableMemoryProportion bound "
+        f"{bound}: {'met' if plan.within_proportion else 'NOT met (least-temporary plan taken)'}"
+    )
     cats = plan.memory_by_category(t, constants)
-    lines.append(f"  tile {t} bytes: total {int(mem[t]):,}" + (f" of {sram_bytes:,}" if sram_bytes else "") + "; "
-                 + ", ".join(f"{k} {v:,}" for k, v in cats.items() if v))
+    lines.append(
+        f"  tile {t} bytes: total {int(mem[t]):,}"
+        + (f" of {sram_bytes:,}" if sram_bytes else "")
+        + "; "
+        + ", ".join(f"{k} {v:,}" for k, v in cats.items() if v)
+    )
     total = 0
     for p in plan.phases:
         c = p.cycles(costs)
         total += c
-        lines.append(f"  phase {p.name:<14} x{p.repeat:<3} {c:>10,} cycles (sync {int(costs.sync_cycles)}, exchange "
-                     f"{p.exchange_cycles(costs):,}, compute {int(p.compute_cycles.max()):,} per pass)")
+        lines.append(
+            f"  phase {p.name:<14} x{p.repeat:<3} {c:>10,} cycles (sync {int(costs.sync_cycles)}, exchange "
+            f"{p.exchange_cycles(costs):,}, compute {int(p.compute_cycles.max()):,} per pass)"
+        )
     lines.append(f"  predicted {total:,} cycles")
     return "\n".join(lines)
 
@@ -451,25 +523,46 @@ def explain_plan(plan, costs: SuperstepCosts = SuperstepCosts(), sram_bytes: int
 def _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles):
     for name, v in (("m", m), ("k", k), ("n", n), ("tiles", tiles), ("sram_bytes", sram_bytes)):
         _require_int(name, v)
-    require(flops_per_cycle > 0, "flops_per_cycle", flops_per_cycle, "must be > 0",
-            "GC200 AMP: 128 (fp16) or 32 (fp32) flop/cycle per tile")
+    require(
+        flops_per_cycle > 0,
+        "flops_per_cycle",
+        flops_per_cycle,
+        "must be > 0",
+        "GC200 AMP: 128 (fp16) or 32 (fp32) flop/cycle per tile",
+    )
     require(fixed_cycles >= 0, "fixed_cycles", fixed_cycles, "must be >= 0", "the Bow fit gives 331")
 
 
 def _check_proportion(p) -> None:
-    require(isinstance(p, (int, float)) and not isinstance(p, bool) and 0.0 <= p <= 1.0, "memory_proportion", p,
-            "must be in [0, 1]", "PopLibs' availableMemoryProportion: 0.6 by default; 0 = least temporary memory")
+    require(
+        isinstance(p, (int, float)) and not isinstance(p, bool) and 0.0 <= p <= 1.0,
+        "memory_proportion",
+        p,
+        "must be in [0, 1]",
+        "PopLibs' availableMemoryProportion: 0.6 by default; 0 = least temporary memory",
+    )
 
 
 def _cdiv(a, b):
     return -(-a // b)
 
 
-def build_matmul_plan(m: int, k: int, n: int, split: tuple, *, tiles: int, flops_per_cycle: float,
-                      fixed_cycles: float = 331.0, precision: str = "fp32", partials_precision: str = "fp32",
-                      costs: SuperstepCosts = SuperstepCosts(), serial: tuple = (1, 1),
-                      memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
-                      within_proportion: bool = True) -> MatmulPlan:
+def build_matmul_plan(
+    m: int,
+    k: int,
+    n: int,
+    split: tuple,
+    *,
+    tiles: int,
+    flops_per_cycle: float,
+    fixed_cycles: float = 331.0,
+    precision: str = "fp32",
+    partials_precision: str = "fp32",
+    costs: SuperstepCosts = SuperstepCosts(),
+    serial: tuple = (1, 1),
+    memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
+    within_proportion: bool = True,
+) -> MatmulPlan:
     """Per-tile plan of one given partition ``split = (P_m, P_k, P_n)`` of each of the
     ``serial = (S_k, S_n)`` passes (no memory check; ``S_k`` must divide ``k``, ``S_n`` divide ``n``)."""
     _check_problem(m, k, n, tiles, 1, flops_per_cycle, fixed_cycles)
@@ -478,8 +571,13 @@ def build_matmul_plan(m: int, k: int, n: int, split: tuple, *, tiles: int, flops
     pb = _require_precision("partials_precision", partials_precision)
     sk, sn = (int(s) for s in serial)
     for name, s, dim in (("serial_k", sk, k), ("serial_n", sn, n)):
-        require(s >= 1 and dim % s == 0, name, s, f"must be >= 1 and divide {dim}",
-                "serial passes are equal slices; pick a divisor")
+        require(
+            s >= 1 and dim % s == 0,
+            name,
+            s,
+            f"must be >= 1 and divide {dim}",
+            "serial passes are equal slices; pick a divisor",
+        )
     ks, ns, passes = k // sk, n // sn, sk * sn
     pm, pk, pn = (int(s) for s in split)
     for name, s, lim in (("split_m", pm, m), ("split_k", pk, ks), ("split_n", pn, ns)):
@@ -515,13 +613,24 @@ def build_matmul_plan(m: int, k: int, n: int, split: tuple, *, tiles: int, flops
     operand_instr = pieces_a + pieces_b + send_instr
 
     out_block = rows * cols
-    one = active.astype(np.int64)
     phases = []
     if passes > 1:
         # dynamic slice: each home tile copies this pass's slice of its chunks to a send buffer
         copy = send_a + send_b
-        phases.append(Phase("serial-slice", "vector", copy, costs.vector_cycles(copy, eb), zero, zero,
-                            (copy > 0).astype(np.int64), 2 * (copy > 0), zero, passes))
+        phases.append(
+            Phase(
+                "serial-slice",
+                "vector",
+                copy,
+                costs.vector_cycles(copy, eb),
+                zero,
+                zero,
+                (copy > 0).astype(np.int64),
+                2 * (copy > 0),
+                zero,
+                passes,
+            )
+        )
         slice_bytes = copy * eb
     else:
         slice_bytes = zero
@@ -539,26 +648,104 @@ def build_matmul_plan(m: int, k: int, n: int, split: tuple, *, tiles: int, flops
         partial_bytes = out_block * pb if sk > 1 else zero
     output_bytes = sn * owned * eb
     accumulator_bytes = owned * pb if sk > 1 else zero
-    phases.append(Phase("matmul", "amp", macs, amp, bytes_in, bytes_out, (macs > 0).astype(np.int64),
-                        3 * (macs > 0), operand_instr, passes))
+    phases.append(
+        Phase(
+            "matmul",
+            "amp",
+            macs,
+            amp,
+            bytes_in,
+            bytes_out,
+            (macs > 0).astype(np.int64),
+            3 * (macs > 0),
+            operand_instr,
+            passes,
+        )
+    )
     if pk > 1:
         has = red_adds > 0
-        phases.append(Phase("reduce", "vector", red_adds, red_cycles, red_in, red_out, has.astype(np.int64),
-                            (pk + 1) * has, red_instr, passes))
+        phases.append(
+            Phase(
+                "reduce",
+                "vector",
+                red_adds,
+                red_cycles,
+                red_in,
+                red_out,
+                has.astype(np.int64),
+                (pk + 1) * has,
+                red_instr,
+                passes,
+            )
+        )
     elif sk > 1:
-        phases.append(Phase("accumulate", "vector", out_block, costs.vector_cycles(out_block, pb), zero, zero,
-                            (out_block > 0).astype(np.int64), 2 * (out_block > 0), zero, passes))
+        phases.append(
+            Phase(
+                "accumulate",
+                "vector",
+                out_block,
+                costs.vector_cycles(out_block, pb),
+                zero,
+                zero,
+                (out_block > 0).astype(np.int64),
+                2 * (out_block > 0),
+                zero,
+                passes,
+            )
+        )
     if sk > 1 and pb != eb:
-        phases.append(Phase("cast", "vector", owned, costs.vector_cycles(owned, pb), zero, zero,
-                            (owned > 0).astype(np.int64), 2 * (owned > 0), zero, sn))
+        phases.append(
+            Phase(
+                "cast",
+                "vector",
+                owned,
+                costs.vector_cycles(owned, pb),
+                zero,
+                zero,
+                (owned > 0).astype(np.int64),
+                2 * (owned > 0),
+                zero,
+                sn,
+            )
+        )
     home_bytes = (home_a + home_b) * eb
     data = bytes_in + home_bytes + output_bytes + partial_bytes + slice_bytes + accumulator_bytes
     phases = tuple(phases)
-    return MatmulPlan(m, k, n, tiles, precision, partials_precision, pm, pk, pn, rows, depth, cols, macs * passes,
-                      amp * passes, bytes_in * passes, bytes_out * passes, red_in * passes, red_out * passes,
-                      red_adds * passes, red_cycles * passes, bytes_in, home_bytes, output_bytes, partial_bytes, data,
-                      phases, phases_cycles(phases, costs), sk, sn, slice_bytes, accumulator_bytes,
-                      float(memory_proportion), bool(within_proportion))
+    return MatmulPlan(
+        m,
+        k,
+        n,
+        tiles,
+        precision,
+        partials_precision,
+        pm,
+        pk,
+        pn,
+        rows,
+        depth,
+        cols,
+        macs * passes,
+        amp * passes,
+        bytes_in * passes,
+        bytes_out * passes,
+        red_in * passes,
+        red_out * passes,
+        red_adds * passes,
+        red_cycles * passes,
+        bytes_in,
+        home_bytes,
+        output_bytes,
+        partial_bytes,
+        data,
+        phases,
+        phases_cycles(phases, costs),
+        sk,
+        sn,
+        slice_bytes,
+        accumulator_bytes,
+        float(memory_proportion),
+        bool(within_proportion),
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -613,8 +800,9 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, 
     red_in = (pk - 1) * sl * pb
     red_out = (blk - blk // pk) * pb
     red_cyc = costs.vector_cycles((pk - 1 + (sk > 1)) * sl, pb)
-    step = step + np.where(pk > 1, base + np.ceil(np.maximum(red_in, red_out) / costs.exchange_bytes_per_cycle)
-                           + red_cyc, 0)
+    step = step + np.where(
+        pk > 1, base + np.ceil(np.maximum(red_in, red_out) / costs.exchange_bytes_per_cycle) + red_cyc, 0
+    )
     if sk > 1:
         step = step + np.where(pk > 1, 0, costs.sync_cycles + costs.vector_cycles(blk, pb))
     if passes > 1:
@@ -628,12 +816,22 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, 
     return pm, pk, pn, total, temp0, data0
 
 
-def plan_matmul(m: int, k: int, n: int, *, tiles: int, sram_bytes: int, flops_per_cycle: float,
-                fixed_cycles: float = 331.0, precision: str = "fp32", partials_precision: str = "fp32",
-                costs: SuperstepCosts = SuperstepCosts(),
-                overheads: OverheadConstants = OverheadConstants(),
-                memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
-                max_serial: int = MAX_SERIAL_SPLIT) -> MatmulPlan:
+def plan_matmul(
+    m: int,
+    k: int,
+    n: int,
+    *,
+    tiles: int,
+    sram_bytes: int,
+    flops_per_cycle: float,
+    fixed_cycles: float = 331.0,
+    precision: str = "fp32",
+    partials_precision: str = "fp32",
+    costs: SuperstepCosts = SuperstepCosts(),
+    overheads: OverheadConstants = OverheadConstants(),
+    memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
+    max_serial: int = MAX_SERIAL_SPLIT,
+) -> MatmulPlan:
     """Cheapest plan of ``(m, k) x (k, n)`` over ``tiles`` tiles, as PopLibs' convolution planner chooses it.
 
     Candidates: every parallel partition ``(P_m, P_k, P_n)`` of every serial split ``(S_k, S_n)``
@@ -661,8 +859,9 @@ def plan_matmul(m: int, k: int, n: int, *, tiles: int, sram_bytes: int, flops_pe
     bound = memory_proportion * sram_bytes
     cols = {key: [] for key in ("pm", "pk", "pn", "sk", "sn", "total", "temp", "data")}
     for sk, sn in _serial_pairs(k, n, max_serial):
-        pm, pk, pn, total, temp0, data0 = _closed_form(m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle,
-                                                       fixed_cycles, costs)
+        pm, pk, pn, total, temp0, data0 = _closed_form(
+            m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, costs
+        )
         for key, v in zip(cols, (pm, pk, pn, np.full(pm.shape, sk), np.full(pm.shape, sn), total, temp0, data0)):
             cols[key].append(v)
         if sk * sn == 1:
@@ -675,21 +874,38 @@ def plan_matmul(m: int, k: int, n: int, *, tiles: int, sram_bytes: int, flops_pe
     passes = c["sk"] * c["sn"]
     used = c["pm"] * c["pk"] * c["pn"]
     fit = c["data"] <= sram_bytes
-    kw = dict(tiles=tiles, flops_per_cycle=flops_per_cycle, fixed_cycles=fixed_cycles, precision=precision,
-              partials_precision=partials_precision, costs=costs, memory_proportion=memory_proportion)
+    kw = dict(
+        tiles=tiles,
+        flops_per_cycle=flops_per_cycle,
+        fixed_cycles=fixed_cycles,
+        precision=precision,
+        partials_precision=partials_precision,
+        costs=costs,
+        memory_proportion=memory_proportion,
+    )
     within = fit & (c["temp"] <= bound)
     for mask, primary, ok in ((within, c["total"], True), (fit, c["temp"], False)):
         secondary = c["total"] if not ok else c["temp"]
         idx_ok = np.flatnonzero(mask)
-        if idx_ok.size > 64:     # only the 64 best primaries (and their ties) can be tried
+        if idx_ok.size > 64:  # only the 64 best primaries (and their ties) can be tried
             cut = np.partition(primary[idx_ok], 63)[63]
             idx_ok = idx_ok[primary[idx_ok] <= cut]
-        order = idx_ok[np.lexsort((c["pn"][idx_ok], c["pm"][idx_ok], used[idx_ok], passes[idx_ok],
-                                   secondary[idx_ok], primary[idx_ok]))]
+        order = idx_ok[
+            np.lexsort(
+                (c["pn"][idx_ok], c["pm"][idx_ok], used[idx_ok], passes[idx_ok], secondary[idx_ok], primary[idx_ok])
+            )
+        ]
         tried = 0
         for idx in order:
-            plan = build_matmul_plan(m, k, n, (int(c["pm"][idx]), int(c["pk"][idx]), int(c["pn"][idx])),
-                                     serial=(int(c["sk"][idx]), int(c["sn"][idx])), within_proportion=ok, **kw)
+            plan = build_matmul_plan(
+                m,
+                k,
+                n,
+                (int(c["pm"][idx]), int(c["pk"][idx]), int(c["pn"][idx])),
+                serial=(int(c["sk"][idx]), int(c["sn"][idx])),
+                within_proportion=ok,
+                **kw,
+            )
             if int(plan.memory_bytes(overheads).max()) <= sram_bytes:
                 return plan
             tried += 1
@@ -702,4 +918,6 @@ def plan_matmul(m: int, k: int, n: int, *, tiles: int, sram_bytes: int, flops_pe
         f"{int(c['pn'][best])}) with (S_k, S_n) = ({int(c['sk'][best])}, {int(c['sn'][best])}), needs "
         f"{int(c['data'][best])} B of data on tile 0 > sram_bytes = {sram_bytes} B; the operands and result alone "
         f"are {int((_cdiv(m * k, tiles) + _cdiv(k * n, tiles)) * eb + _cdiv(m * n, tiles) * eb)} B per tile: use more "
-        f"tiles (chips){'' if precision == 'fp16' else ', fp16'} or a smaller batch", tiles=[0])
+        f"tiles (chips){'' if precision == 'fp16' else ', fp16'} or a smaller batch",
+        tiles=[0],
+    )

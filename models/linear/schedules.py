@@ -24,6 +24,7 @@ Each schedule chooses its own partition by minimising predicted cycles subject t
 :func:`~models.linear.planner.plan_matmul`. ``data_bytes`` of a multi-part schedule is the sum of
 the parts' peaks (every buffer counted live at once: an upper bound).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.linear.blocksparse import SUPPORTED_BLOCKS, StaticBlockCosts, weight_grad_phases, plan_block_sparse
+from models.linear.blocksparse import SUPPORTED_BLOCKS, StaticBlockCosts, plan_block_sparse, weight_grad_phases
 from models.linear.layers import is_power_of_two, pixelfly_layout
 from models.linear.planner import (
     DEFAULT_MEMORY_PROPORTION,
@@ -47,8 +48,15 @@ from models.linear.planner import (
 )
 from tilesim.errors import SramOverflowError, require
 
-__all__ = ["LayerSchedule", "dense_schedule", "lowrank_schedule", "butterfly_schedule", "pixelfly_schedule",
-           "popsparse_layout", "block_sparse_schedules"]
+__all__ = [
+    "LayerSchedule",
+    "dense_schedule",
+    "lowrank_schedule",
+    "butterfly_schedule",
+    "pixelfly_schedule",
+    "popsparse_layout",
+    "block_sparse_schedules",
+]
 
 
 @dataclass(frozen=True)
@@ -98,27 +106,66 @@ def _from_plans(name, plans, tiles, precision, costs):
     return LayerSchedule(name, tiles, precision, phases, data, phases_cycles(phases, costs), tuple(plans))
 
 
-def dense_schedule(n_in: int, n_out: int, batch: int, *, tiles: int, sram_bytes: int, flops_per_cycle: float,
-                   fixed_cycles: float = 331.0, precision: str = "fp32", costs: SuperstepCosts = SuperstepCosts(),
-                   overheads: OverheadConstants = OverheadConstants(), partials_precision: str = "fp32",
-                   memory_proportion: float = DEFAULT_MEMORY_PROPORTION) -> LayerSchedule:
+def dense_schedule(
+    n_in: int,
+    n_out: int,
+    batch: int,
+    *,
+    tiles: int,
+    sram_bytes: int,
+    flops_per_cycle: float,
+    fixed_cycles: float = 331.0,
+    precision: str = "fp32",
+    costs: SuperstepCosts = SuperstepCosts(),
+    overheads: OverheadConstants = OverheadConstants(),
+    partials_precision: str = "fp32",
+    memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
+) -> LayerSchedule:
     """Dense layer forward: ``(batch, n_in) x (n_in, n_out)`` planned by :func:`plan_matmul` (serial
     splits, ``memory_proportion`` = PopLibs' availableMemoryProportion, partials type)."""
     _common(batch, tiles, sram_bytes, precision)
-    plan = plan_matmul(batch, n_in, n_out, tiles=tiles, sram_bytes=sram_bytes, flops_per_cycle=flops_per_cycle,
-                       fixed_cycles=fixed_cycles, precision=precision, costs=costs, overheads=overheads,
-                       partials_precision=partials_precision, memory_proportion=memory_proportion)
+    plan = plan_matmul(
+        batch,
+        n_in,
+        n_out,
+        tiles=tiles,
+        sram_bytes=sram_bytes,
+        flops_per_cycle=flops_per_cycle,
+        fixed_cycles=fixed_cycles,
+        precision=precision,
+        costs=costs,
+        overheads=overheads,
+        partials_precision=partials_precision,
+        memory_proportion=memory_proportion,
+    )
     return _from_plans("dense", [plan], tiles, precision, costs)
 
 
-def lowrank_schedule(n_in: int, n_out: int, rank: int, batch: int, *, tiles: int, sram_bytes: int,
-                     flops_per_cycle: float, fixed_cycles: float = 331.0, precision: str = "fp32",
-                     costs: SuperstepCosts = SuperstepCosts(),
-                     overheads: OverheadConstants = OverheadConstants()) -> LayerSchedule:
+def lowrank_schedule(
+    n_in: int,
+    n_out: int,
+    rank: int,
+    batch: int,
+    *,
+    tiles: int,
+    sram_bytes: int,
+    flops_per_cycle: float,
+    fixed_cycles: float = 331.0,
+    precision: str = "fp32",
+    costs: SuperstepCosts = SuperstepCosts(),
+    overheads: OverheadConstants = OverheadConstants(),
+) -> LayerSchedule:
     """Low-rank forward ``(x V) U^T``: two planned matmuls."""
     _common(batch, tiles, sram_bytes, precision)
-    kw = dict(tiles=tiles, sram_bytes=sram_bytes, flops_per_cycle=flops_per_cycle, fixed_cycles=fixed_cycles,
-              precision=precision, costs=costs, overheads=overheads)
+    kw = dict(
+        tiles=tiles,
+        sram_bytes=sram_bytes,
+        flops_per_cycle=flops_per_cycle,
+        fixed_cycles=fixed_cycles,
+        precision=precision,
+        costs=costs,
+        overheads=overheads,
+    )
     plans = [plan_matmul(batch, n_in, rank, **kw), plan_matmul(batch, rank, n_out, **kw)]
     return _from_plans("low-rank", plans, tiles, precision, costs)
 
@@ -153,9 +200,16 @@ def _butterfly_build(n, batch, pf, pb, tiles, eb, costs):
     return tuple(phases), data
 
 
-def butterfly_schedule(n: int, batch: int, *, tiles: int, sram_bytes: int, precision: str = "fp32",
-                       costs: SuperstepCosts = SuperstepCosts(),
-                       overheads: OverheadConstants = OverheadConstants()) -> LayerSchedule:
+def butterfly_schedule(
+    n: int,
+    batch: int,
+    *,
+    tiles: int,
+    sram_bytes: int,
+    precision: str = "fp32",
+    costs: SuperstepCosts = SuperstepCosts(),
+    overheads: OverheadConstants = OverheadConstants(),
+) -> LayerSchedule:
     """Butterfly forward as ``log2 n`` phases (see module docstring), best ``(P_f, P_b)`` that fits.
 
     Per-tile data: ``log2 n + 1`` activation blocks (kept for the backward pass) + a partner receive
@@ -174,7 +228,9 @@ def butterfly_schedule(n: int, batch: int, *, tiles: int, sram_bytes: int, preci
             vec = int(costs.vector_cycles(2 * cb * f, eb))
             home = -(-batch * n // tiles) * eb
             x0 = costs.exchange_fixed_cycles + math.ceil(
-                max(cb * f * eb * (2 if f == 1 else 1), home + (cb * f * eb if f == 1 else 0)) / costs.exchange_bytes_per_cycle)
+                max(cb * f * eb * (2 if f == 1 else 1), home + (cb * f * eb if f == 1 else 0))
+                / costs.exchange_bytes_per_cycle
+            )
             xk = costs.exchange_fixed_cycles + math.ceil(cb * f * eb / costs.exchange_bytes_per_cycle)
             total = levels * (costs.sync_cycles + vec) + x0 + (cross - (1 if f == 1 else 0)) * xk
             data0 = (levels + 2) * cb * f * eb + (2 * f * levels + f) * eb + home
@@ -184,13 +240,22 @@ def butterfly_schedule(n: int, batch: int, *, tiles: int, sram_bytes: int, preci
         pf *= 2
     if best is not None:
         phases, data = _butterfly_build(n, batch, best[1], best[2], tiles, eb, costs)
-        sched = LayerSchedule("butterfly", tiles, precision, phases, data, phases_cycles(phases, costs),
-                              partition={"features": best[1], "batch": best[2]})
+        sched = LayerSchedule(
+            "butterfly",
+            tiles,
+            precision,
+            phases,
+            data,
+            phases_cycles(phases, costs),
+            partition={"features": best[1], "batch": best[2]},
+        )
         if int(sched.memory_bytes(overheads).max()) <= sram_bytes:
             return sched
     raise SramOverflowError(
         f"butterfly n = {n}, batch = {batch}, {precision} on {tiles} tiles: no (features, batch) split fits "
-        f"sram_bytes = {sram_bytes} B; use more tiles, fp16 or a smaller batch", tiles=[0])
+        f"sram_bytes = {sram_bytes} B; use more tiles, fp16 or a smaller batch",
+        tiles=[0],
+    )
 
 
 def popsparse_layout(layout: np.ndarray, block_size: int) -> tuple:
@@ -198,17 +263,33 @@ def popsparse_layout(layout: np.ndarray, block_size: int) -> tuple:
     power-of-two block as ``(block_size / 16)²`` blocks of 16 (a user's only way to run it)."""
     if block_size in SUPPORTED_BLOCKS:
         return block_size, layout
-    require(block_size > 16 and block_size % 16 == 0, "block_size", block_size,
-            f"must be one of {SUPPORTED_BLOCKS} or a multiple of 16 for PopSparse's static block codelets",
-            "use a block size of 4, 8, 16 or a multiple of 16")
+    require(
+        block_size > 16 and block_size % 16 == 0,
+        "block_size",
+        block_size,
+        f"must be one of {SUPPORTED_BLOCKS} or a multiple of 16 for PopSparse's static block codelets",
+        "use a block size of 4, 8, 16 or a multiple of 16",
+    )
     r = block_size // 16
     return 16, np.kron(layout, np.ones((r, r), dtype=bool)).astype(bool)
 
 
-def pixelfly_schedule(n: int, batch: int, block_size: int, butterfly_size: int, lowrank_size: int, *, tiles: int,
-                      sram_bytes: int, flops_per_cycle: float, workers: int, fixed_cycles: float = 331.0,
-                      precision: str = "fp32", costs: SuperstepCosts = SuperstepCosts(),
-                      overheads: OverheadConstants = OverheadConstants()) -> LayerSchedule:
+def pixelfly_schedule(
+    n: int,
+    batch: int,
+    block_size: int,
+    butterfly_size: int,
+    lowrank_size: int,
+    *,
+    tiles: int,
+    sram_bytes: int,
+    flops_per_cycle: float,
+    workers: int,
+    fixed_cycles: float = 331.0,
+    precision: str = "fp32",
+    costs: SuperstepCosts = SuperstepCosts(),
+    overheads: OverheadConstants = OverheadConstants(),
+) -> LayerSchedule:
     """Pixelfly forward: the flat block butterfly as a static block-sparse matmul
     (:func:`~models.linear.blocksparse.plan_block_sparse`, PopSparse's partition and codelet costs;
     :func:`popsparse_layout` for blocks above 16), the two low-rank matmuls, and ``pixelfly-sum`` (the
@@ -217,50 +298,112 @@ def pixelfly_schedule(n: int, batch: int, block_size: int, butterfly_size: int, 
     """
     eb = _common(batch, tiles, sram_bytes, precision)
     sub, layout = popsparse_layout(pixelfly_layout(n, n, block_size, butterfly_size), block_size)
-    blocks = plan_block_sparse(layout, batch, tiles=tiles, sram_bytes=sram_bytes, block=sub, precision=precision,
-                               workers=workers, costs=costs, overheads=overheads)
+    blocks = plan_block_sparse(
+        layout,
+        batch,
+        tiles=tiles,
+        sram_bytes=sram_bytes,
+        block=sub,
+        precision=precision,
+        workers=workers,
+        costs=costs,
+        overheads=overheads,
+    )
     out_el = blocks.output_bytes // eb
     one = (out_el > 0).astype(np.int64)
     plans = []
     phases = blocks.phases
     if lowrank_size:
-        kw = dict(tiles=tiles, sram_bytes=sram_bytes, flops_per_cycle=flops_per_cycle, fixed_cycles=fixed_cycles,
-                  precision=precision, costs=costs, overheads=overheads)
+        kw = dict(
+            tiles=tiles,
+            sram_bytes=sram_bytes,
+            flops_per_cycle=flops_per_cycle,
+            fixed_cycles=fixed_cycles,
+            precision=precision,
+            costs=costs,
+            overheads=overheads,
+        )
         plans = [plan_matmul(batch, n, lowrank_size, **kw), plan_matmul(batch, lowrank_size, n, **kw)]
         lr_out = plans[1].output_bytes
-        sum_phase = Phase("pixelfly-sum", "vector", out_el, costs.vector_cycles(out_el, eb), out_el * eb, lr_out,
-                          one, 3 * one, 2 * one)
+        sum_phase = Phase(
+            "pixelfly-sum",
+            "vector",
+            out_el,
+            costs.vector_cycles(out_el, eb),
+            out_el * eb,
+            lr_out,
+            one,
+            3 * one,
+            2 * one,
+        )
         phases = phases + plans[0].phases + plans[1].phases + (sum_phase,)
     data = blocks.data_bytes + out_el * eb * (lowrank_size > 0) + sum(p.data_bytes for p in plans)
-    sched = LayerSchedule("pixelfly", tiles, precision, phases, data, phases_cycles(phases, costs),
-                          (blocks,) + tuple(plans),
-                          {"bands": blocks.bands, "parts": blocks.n_split, "tiles_per_group": blocks.tiles_per_group})
+    sched = LayerSchedule(
+        "pixelfly",
+        tiles,
+        precision,
+        phases,
+        data,
+        phases_cycles(phases, costs),
+        (blocks,) + tuple(plans),
+        {"bands": blocks.bands, "parts": blocks.n_split, "tiles_per_group": blocks.tiles_per_group},
+    )
     if int(sched.memory_bytes(overheads).max()) > sram_bytes:
         raise SramOverflowError(
             f"pixelfly n = {n}, batch = {batch}, {precision} on {tiles} tiles: peak tile memory "
             f"{int(sched.memory_bytes(overheads).max())} B > sram_bytes = {sram_bytes} B; use more tiles or fp16",
-            tiles=[int(np.argmax(sched.memory_bytes(overheads)))])
+            tiles=[int(np.argmax(sched.memory_bytes(overheads)))],
+        )
     return sched
 
 
-def block_sparse_schedules(layout, batch: int, *, tiles: int, sram_bytes: int, block: int, precision: str = "fp32",
-                           partials_precision: str = "fp32", workers: int,
-                           costs: SuperstepCosts = SuperstepCosts(), vertex=None,
-                           overheads: OverheadConstants = OverheadConstants(),
-                           memory_proportion: float = DEFAULT_MEMORY_PROPORTION, backward: bool = True):
+def block_sparse_schedules(
+    layout,
+    batch: int,
+    *,
+    tiles: int,
+    sram_bytes: int,
+    block: int,
+    precision: str = "fp32",
+    partials_precision: str = "fp32",
+    workers: int,
+    costs: SuperstepCosts = SuperstepCosts(),
+    vertex=None,
+    overheads: OverheadConstants = OverheadConstants(),
+    memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
+    backward: bool = True,
+):
     """``(forward, backward)`` :class:`~models.linear.schedules.LayerSchedule` of a static block-sparse layer
     ``y = x W^T`` (``layout``: ``(n_out / block, n_in / block)``). Forward: :func:`plan_block_sparse` of
     ``W · x^T``; backward: ``grad_x^T = W^T g^T`` (planned on the transposed layout) and the weight
-    gradient on the forward partition (:func:`~models.linear.blocksparse.weight_grad_phases`). ``backward=False``: ``(forward, None)``.
+    gradient on the forward partition (:func:`~models.linear.blocksparse.weight_grad_phases`).
+    ``backward=False``: ``(forward, None)``.
     The backward's data peak is the larger of its two parts (their buffers are not live together)."""
     layout = np.asarray(layout, dtype=bool)
     vertex = StaticBlockCosts() if vertex is None else vertex
-    kw = dict(tiles=tiles, sram_bytes=sram_bytes, block=block, precision=precision,
-              partials_precision=partials_precision, workers=workers, costs=costs, vertex=vertex, overheads=overheads,
-              memory_proportion=memory_proportion)
+    kw = dict(
+        tiles=tiles,
+        sram_bytes=sram_bytes,
+        block=block,
+        precision=precision,
+        partials_precision=partials_precision,
+        workers=workers,
+        costs=costs,
+        vertex=vertex,
+        overheads=overheads,
+        memory_proportion=memory_proportion,
+    )
     fwd = plan_block_sparse(layout, batch, **kw)
-    fs = LayerSchedule("block-sparse", tiles, precision, fwd.phases, fwd.data_bytes, fwd.predicted_cycles, (fwd,),
-                       {"bands": fwd.bands, "parts": fwd.n_split, "tiles_per_group": fwd.tiles_per_group})
+    fs = LayerSchedule(
+        "block-sparse",
+        tiles,
+        precision,
+        fwd.phases,
+        fwd.data_bytes,
+        fwd.predicted_cycles,
+        (fwd,),
+        {"bands": fwd.bands, "parts": fwd.n_split, "tiles_per_group": fwd.tiles_per_group},
+    )
     if not backward:
         return fs, None
     gx = plan_block_sparse(layout.T, batch, **kw)
@@ -274,6 +417,8 @@ def block_sparse_schedules(layout, batch: int, *, tiles: int, sram_bytes: int, b
     if peak > sram_bytes:
         raise SramOverflowError(
             f"block-sparse backward, batch = {batch}, {precision} on {tiles} tiles: peak tile memory {peak} B > "
-            f"sram_bytes = {sram_bytes} B; use a lower density, a smaller batch{'' if precision == 'fp16' else ' or fp16'}",
-            tiles=[int(np.argmax(bs.memory_bytes(overheads)))])
+            f"sram_bytes = {sram_bytes} B; use a lower density, a smaller batch"
+            f"{'' if precision == 'fp16' else ' or fp16'}",
+            tiles=[int(np.argmax(bs.memory_bytes(overheads)))],
+        )
     return fs, bs

@@ -49,6 +49,7 @@ Where the configurations come from:
 Compression of butterfly: ``1 - 16,390 / 1,059,850 = 98.45 % ≈ 98.5 %`` — the paper's 98.5 % is the
 **whole model**; for the hidden layer alone it would be ``1 - 6,140 / 1,049,600 = 99.4 %``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -119,10 +120,16 @@ class SHLModel:
     velocity: tuple = field(init=False, repr=False)
 
     def __post_init__(self):
-        require(self.method in SHL_METHODS, "method", self.method, f"must be one of {SHL_METHODS}",
-                "pick a Table 4 method")
-        require(self.classifier.n_in == self.hidden.n_out, "classifier.n_in", self.classifier.n_in,
-                f"must equal hidden.n_out = {self.hidden.n_out}", "build the model with shl_model()")
+        require(
+            self.method in SHL_METHODS, "method", self.method, f"must be one of {SHL_METHODS}", "pick a Table 4 method"
+        )
+        require(
+            self.classifier.n_in == self.hidden.n_out,
+            "classifier.n_in",
+            self.classifier.n_in,
+            f"must equal hidden.n_out = {self.hidden.n_out}",
+            "build the model with shl_model()",
+        )
         object.__setattr__(self, "velocity", tuple(np.zeros_like(p) for p in self.params))
 
     @property
@@ -174,8 +181,7 @@ class SHLModel:
         return loss
 
 
-def shl_model(method: str, n: int = 1024, classes: int = 10, seed: int = 0,
-              pixelfly: dict | None = None) -> SHLModel:
+def shl_model(method: str, n: int = 1024, classes: int = 10, seed: int = 0, pixelfly: dict | None = None) -> SHLModel:
     """Build the SHL model for one Table 4 method (``n = 1024``, ``classes = 10`` reproduce the paper).
 
     ``pixelfly`` overrides :data:`PIXELFLY_SHL` (keys ``block_size``, ``butterfly_size``,
@@ -197,8 +203,13 @@ def shl_model(method: str, n: int = 1024, classes: int = 10, seed: int = 0,
         hidden = LowRankLinear(n, n, rank=1, seed=seed)
     else:
         cfg = dict(PIXELFLY_SHL if pixelfly is None else pixelfly)
-        require(set(cfg) == set(PIXELFLY_SHL), "pixelfly keys", sorted(cfg),
-                f"must be exactly {sorted(PIXELFLY_SHL)}", "pass block_size, butterfly_size, lowrank_size")
+        require(
+            set(cfg) == set(PIXELFLY_SHL),
+            "pixelfly keys",
+            sorted(cfg),
+            f"must be exactly {sorted(PIXELFLY_SHL)}",
+            "pass block_size, butterfly_size, lowrank_size",
+        )
         hidden = PixelflyLinear(n, n, seed=seed, **cfg)
     classifier = DenseLinear(n, classes, seed=seed + 1)
     return SHLModel(method, hidden, classifier, wrapper)

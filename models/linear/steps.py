@@ -42,14 +42,15 @@ elements over all tiles in near-equal contiguous chunks; each first receives its
 layout that produced them (``bytes_in = bytes_out = elements · inputs · element bytes``). SGD with
 momentum (PyTorch form ``v = μ v + g``, ``p -= lr v``) is 2 MACs per parameter.
 """
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
+from models.linear.blocksparse import StaticBlockCosts, plan_block_sparse, weight_grad_phases
 from models.linear.layers import is_power_of_two, pixelfly_layout
-from models.linear.blocksparse import StaticBlockCosts, weight_grad_phases, plan_block_sparse
 from models.linear.planner import (
     DEFAULT_MEMORY_PROPORTION,
     PRECISION_BYTES,
@@ -83,13 +84,29 @@ def _zeros(tiles):
 
 
 def _schedule(name, phases, data, tiles, precision, costs, parts=(), partition=None):
-    return LayerSchedule(name, tiles, precision, tuple(phases), np.asarray(data, dtype=np.int64),
-                         phases_cycles(phases, costs), tuple(parts), dict(partition or {}))
+    return LayerSchedule(
+        name,
+        tiles,
+        precision,
+        tuple(phases),
+        np.asarray(data, dtype=np.int64),
+        phases_cycles(phases, costs),
+        tuple(parts),
+        dict(partition or {}),
+    )
 
 
-def elementwise_schedule(name: str, elements: int, *, ops_per_element: float, inputs: int, tiles: int,
-                         precision: str = "fp32", costs: SuperstepCosts = SuperstepCosts(),
-                         exchange: bool = True) -> LayerSchedule:
+def elementwise_schedule(
+    name: str,
+    elements: int,
+    *,
+    ops_per_element: float,
+    inputs: int,
+    tiles: int,
+    precision: str = "fp32",
+    costs: SuperstepCosts = SuperstepCosts(),
+    exchange: bool = True,
+) -> LayerSchedule:
     """One vector phase over ``elements`` spread on all tiles (see module docstring)."""
     eb = _require_precision("precision", precision)
     require(isinstance(elements, (int, np.integer)) and elements >= 1, "elements", elements, "must be >= 1", "")
@@ -97,8 +114,17 @@ def elementwise_schedule(name: str, elements: int, *, ops_per_element: float, in
     ops = np.ceil(el * ops_per_element).astype(np.int64)
     one = (el > 0).astype(np.int64)
     moved = el * inputs * eb if exchange else _zeros(tiles)
-    ph = Phase(name, "vector", ops, costs.vector_cycles(ops, eb), moved, moved, one, (inputs + 1) * one,
-               2 * one if exchange else _zeros(tiles))
+    ph = Phase(
+        name,
+        "vector",
+        ops,
+        costs.vector_cycles(ops, eb),
+        moved,
+        moved,
+        one,
+        (inputs + 1) * one,
+        2 * one if exchange else _zeros(tiles),
+    )
     return _schedule(name, [ph], el * (inputs + 1) * eb, tiles, precision, costs)
 
 
@@ -111,13 +137,23 @@ def group_reduce_phase(name: str, coeffs, groups: int, eb: int, costs: Superstep
     sl = -(-coeffs // groups)
     has = (coeffs > 0).astype(np.int64)
     adds = (groups - 1) * sl
-    return Phase(name, "vector", adds, costs.vector_cycles(adds, eb), adds * eb, np.maximum(coeffs - sl, 0) * eb,
-                 has, (groups + 1) * has, 2 * (groups - 1) * has)
+    return Phase(
+        name,
+        "vector",
+        adds,
+        costs.vector_cycles(adds, eb),
+        adds * eb,
+        np.maximum(coeffs - sl, 0) * eb,
+        has,
+        (groups + 1) * has,
+        2 * (groups - 1) * has,
+    )
 
 
 def _bias_grad(n_out, batch, tiles, precision, costs):
-    return elementwise_schedule("bias-grad", batch * n_out, ops_per_element=1, inputs=1, tiles=tiles,
-                                precision=precision, costs=costs)
+    return elementwise_schedule(
+        "bias-grad", batch * n_out, ops_per_element=1, inputs=1, tiles=tiles, precision=precision, costs=costs
+    )
 
 
 def _combine(name, schedules, tiles, precision, costs, partition=None):
@@ -129,35 +165,76 @@ def _combine(name, schedules, tiles, precision, costs, partition=None):
 
 def _mm(m, k, n, kw, costs):
     plan = plan_matmul(m, k, n, costs=costs, **kw)
-    return LayerSchedule("matmul", plan.tiles, plan.precision, plan.phases, plan.data_bytes, plan.predicted_cycles,
-                         (plan,))
+    return LayerSchedule(
+        "matmul", plan.tiles, plan.precision, plan.phases, plan.data_bytes, plan.predicted_cycles, (plan,)
+    )
 
 
-def dense_backward_schedule(n_in: int, n_out: int, batch: int, *, tiles: int, sram_bytes: int,
-                            flops_per_cycle: float, fixed_cycles: float = 331.0, precision: str = "fp32",
-                            costs: SuperstepCosts = SuperstepCosts(),
-                            overheads: OverheadConstants = OverheadConstants(), partials_precision: str = "fp32",
-                            memory_proportion: float = DEFAULT_MEMORY_PROPORTION) -> LayerSchedule:
+def dense_backward_schedule(
+    n_in: int,
+    n_out: int,
+    batch: int,
+    *,
+    tiles: int,
+    sram_bytes: int,
+    flops_per_cycle: float,
+    fixed_cycles: float = 331.0,
+    precision: str = "fp32",
+    costs: SuperstepCosts = SuperstepCosts(),
+    overheads: OverheadConstants = OverheadConstants(),
+    partials_precision: str = "fp32",
+    memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
+) -> LayerSchedule:
     """``grad_x``, ``grad_W`` (planned matmuls, :func:`~models.linear.planner.plan_matmul` options) and
     ``bias-grad``."""
-    kw = dict(tiles=tiles, sram_bytes=sram_bytes, flops_per_cycle=flops_per_cycle, fixed_cycles=fixed_cycles,
-              precision=precision, overheads=overheads, partials_precision=partials_precision,
-              memory_proportion=memory_proportion)
-    parts = [_mm(batch, n_out, n_in, kw, costs), _mm(n_out, batch, n_in, kw, costs),
-             _bias_grad(n_out, batch, tiles, precision, costs)]
+    kw = dict(
+        tiles=tiles,
+        sram_bytes=sram_bytes,
+        flops_per_cycle=flops_per_cycle,
+        fixed_cycles=fixed_cycles,
+        precision=precision,
+        overheads=overheads,
+        partials_precision=partials_precision,
+        memory_proportion=memory_proportion,
+    )
+    parts = [
+        _mm(batch, n_out, n_in, kw, costs),
+        _mm(n_out, batch, n_in, kw, costs),
+        _bias_grad(n_out, batch, tiles, precision, costs),
+    ]
     return _combine("dense-backward", parts, tiles, precision, costs)
 
 
-def lowrank_backward_schedule(n_in: int, n_out: int, rank: int, batch: int, *, tiles: int, sram_bytes: int,
-                              flops_per_cycle: float, fixed_cycles: float = 331.0, precision: str = "fp32",
-                              costs: SuperstepCosts = SuperstepCosts(),
-                              overheads: OverheadConstants = OverheadConstants()) -> LayerSchedule:
+def lowrank_backward_schedule(
+    n_in: int,
+    n_out: int,
+    rank: int,
+    batch: int,
+    *,
+    tiles: int,
+    sram_bytes: int,
+    flops_per_cycle: float,
+    fixed_cycles: float = 331.0,
+    precision: str = "fp32",
+    costs: SuperstepCosts = SuperstepCosts(),
+    overheads: OverheadConstants = OverheadConstants(),
+) -> LayerSchedule:
     """Four planned matmuls and ``bias-grad`` (module docstring)."""
-    kw = dict(tiles=tiles, sram_bytes=sram_bytes, flops_per_cycle=flops_per_cycle, fixed_cycles=fixed_cycles,
-              precision=precision, overheads=overheads)
-    parts = [_mm(n_out, batch, rank, kw, costs), _mm(batch, n_out, rank, kw, costs),
-             _mm(n_in, batch, rank, kw, costs), _mm(batch, rank, n_in, kw, costs),
-             _bias_grad(n_out, batch, tiles, precision, costs)]
+    kw = dict(
+        tiles=tiles,
+        sram_bytes=sram_bytes,
+        flops_per_cycle=flops_per_cycle,
+        fixed_cycles=fixed_cycles,
+        precision=precision,
+        overheads=overheads,
+    )
+    parts = [
+        _mm(n_out, batch, rank, kw, costs),
+        _mm(batch, n_out, rank, kw, costs),
+        _mm(n_in, batch, rank, kw, costs),
+        _mm(batch, rank, n_in, kw, costs),
+        _bias_grad(n_out, batch, tiles, precision, costs),
+    ]
     return _combine("low-rank-backward", parts, tiles, precision, costs)
 
 
@@ -173,8 +250,24 @@ def _radix2_layout(n, batch, pf, pb, tiles):
     return active.astype(np.int64), rows, f, rows * f
 
 
-def _radix2_phases(prefix, n, batch, pf, pb, tiles, elem_bytes, ops_per_elem, costs, *, levels=None,
-                   reverse=False, extra_first=0.0, extra_last=0.0, receive_home=0, unit_bytes=None):
+def _radix2_phases(
+    prefix,
+    n,
+    batch,
+    pf,
+    pb,
+    tiles,
+    elem_bytes,
+    ops_per_elem,
+    costs,
+    *,
+    levels=None,
+    reverse=False,
+    extra_first=0.0,
+    extra_last=0.0,
+    receive_home=0,
+    unit_bytes=None,
+):
     """Stages of a radix-2 transform on ``n`` points (module docstring); ``receive_home`` words per
     point arrive from the home layout in the first stage."""
     one, rows, f, elems = _radix2_layout(n, batch, pf, pb, tiles)
@@ -191,13 +284,17 @@ def _radix2_phases(prefix, n, batch, pf, pb, tiles, elem_bytes, ops_per_elem, co
         ops = np.ceil(elems * per).astype(np.int64)
         if i == 0 and receive_home:
             home = split_sizes(batch * n * receive_home, tiles)
-            pieces = block_pieces(rows, np.where(one > 0, f * receive_home, 0), n * receive_home,
-                                  int(home.max()), tiles)
+            pieces = block_pieces(
+                rows, np.where(one > 0, f * receive_home, 0), n * receive_home, int(home.max()), tiles
+            )
             b_in = b_in + elems * receive_home * unit_bytes
             b_out = b_out + home * unit_bytes
             instr = instr + pieces + split_sizes(int(pieces.sum()), tiles)
-        phases.append(Phase(f"{prefix}-{k}", "vector", ops, costs.vector_cycles(ops, unit_bytes), b_in, b_out,
-                            one, 4 * one, instr))
+        phases.append(
+            Phase(
+                f"{prefix}-{k}", "vector", ops, costs.vector_cycles(ops, unit_bytes), b_in, b_out, one, 4 * one, instr
+            )
+        )
     return phases
 
 
@@ -215,11 +312,17 @@ def _best_radix2(n, batch, tiles, sram_bytes, elem_bytes, stages, words_per_elem
             el = cb * f
             vec = costs.vector_fixed_cycles + math.ceil(el * 2 / (costs.vector_bytes_per_cycle / elem_bytes))
             xk = costs.exchange_fixed_cycles + math.ceil(el * elem_bytes / costs.exchange_bytes_per_cycle)
-            reduce = 0 if pb == 1 else (costs.sync_cycles + costs.exchange_fixed_cycles +
-                                        math.ceil(param_words * f * elem_bytes / costs.exchange_bytes_per_cycle))
+            reduce = (
+                0
+                if pb == 1
+                else (
+                    costs.sync_cycles
+                    + costs.exchange_fixed_cycles
+                    + math.ceil(param_words * f * elem_bytes / costs.exchange_bytes_per_cycle)
+                )
+            )
             total = stages * (costs.sync_cycles + vec) + cross * xk + reduce
-            data = words_per_elem * el * elem_bytes + param_words * f * elem_bytes + \
-                -(-batch * n // tiles) * elem_bytes
+            data = words_per_elem * el * elem_bytes + param_words * f * elem_bytes + -(-batch * n // tiles) * elem_bytes
             key = (total, pf * pb, pf)
             if data <= sram_bytes and (best is None or key < best[0]):
                 best = (key, pf, pb)
@@ -230,19 +333,25 @@ def _best_radix2(n, batch, tiles, sram_bytes, elem_bytes, stages, words_per_elem
 def _overflow(what, n, batch, precision, tiles, sram_bytes):
     return SramOverflowError(
         f"{what} n = {n}, batch = {batch}, {precision} on {tiles} tiles: no (features, batch) split fits "
-        f"sram_bytes = {sram_bytes} B; use more tiles, fp16 or a smaller batch", tiles=[0])
+        f"sram_bytes = {sram_bytes} B; use more tiles, fp16 or a smaller batch",
+        tiles=[0],
+    )
 
 
 def _check_fit(sched, overheads, sram_bytes, what):
     mem = sched.memory_bytes(overheads)
     if int(mem.max()) > sram_bytes:
-        raise SramOverflowError(f"{what}: peak tile memory {int(mem.max())} B > sram_bytes = {sram_bytes} B; "
-                                f"use more tiles, fp16 or a smaller batch", tiles=[int(np.argmax(mem))])
+        raise SramOverflowError(
+            f"{what}: peak tile memory {int(mem.max())} B > sram_bytes = {sram_bytes} B; "
+            f"use more tiles, fp16 or a smaller batch",
+            tiles=[int(np.argmax(mem))],
+        )
     return sched
 
 
-def butterfly_backward_schedule(forward: LayerSchedule, n: int, batch: int, *,
-                                costs: SuperstepCosts = SuperstepCosts()) -> LayerSchedule:
+def butterfly_backward_schedule(
+    forward: LayerSchedule, n: int, batch: int, *, costs: SuperstepCosts = SuperstepCosts()
+) -> LayerSchedule:
     """Backward of a :func:`butterfly_schedule` forward on its partition (module docstring)."""
     require(forward.name == "butterfly", "forward schedule", forward.name, "must be a butterfly schedule", "")
     eb = _require_precision("precision", forward.precision)
@@ -259,10 +368,21 @@ def butterfly_backward_schedule(forward: LayerSchedule, n: int, batch: int, *,
     return _schedule("butterfly-backward", phases, data, tiles, forward.precision, costs, (), forward.partition)
 
 
-def pixelfly_backward_schedule(forward: LayerSchedule, n: int, batch: int, block_size: int, butterfly_size: int,
-                               lowrank_size: int, *, sram_bytes: int, flops_per_cycle: float, workers: int,
-                               fixed_cycles: float = 331.0, costs: SuperstepCosts = SuperstepCosts(),
-                               overheads: OverheadConstants = OverheadConstants()) -> LayerSchedule:
+def pixelfly_backward_schedule(
+    forward: LayerSchedule,
+    n: int,
+    batch: int,
+    block_size: int,
+    butterfly_size: int,
+    lowrank_size: int,
+    *,
+    sram_bytes: int,
+    flops_per_cycle: float,
+    workers: int,
+    fixed_cycles: float = 331.0,
+    costs: SuperstepCosts = SuperstepCosts(),
+    overheads: OverheadConstants = OverheadConstants(),
+) -> LayerSchedule:
     """Backward of a :func:`~models.linear.schedules.pixelfly_schedule` forward: the block-sparse part as
     :func:`~models.linear.schedules.block_sparse_schedules` does it (``grad_x`` planned on the transposed
     layout, the weight gradient on the forward's partition), then the low-rank backward."""
@@ -272,30 +392,67 @@ def pixelfly_backward_schedule(forward: LayerSchedule, n: int, batch: int, block
     tiles = forward.tiles
     fwd = forward.parts[0]
     sub, layout = popsparse_layout(pixelfly_layout(n, n, block_size, butterfly_size), block_size)
-    gx = plan_block_sparse(layout.T, batch, tiles=tiles, sram_bytes=sram_bytes, block=sub, precision=precision,
-                           workers=workers, costs=costs, overheads=overheads)
-    wg_phases, wg_data = weight_grad_phases(fwd, eb, PRECISION_BYTES[fwd.partials_precision], workers, costs,
-                                             StaticBlockCosts())
+    gx = plan_block_sparse(
+        layout.T,
+        batch,
+        tiles=tiles,
+        sram_bytes=sram_bytes,
+        block=sub,
+        precision=precision,
+        workers=workers,
+        costs=costs,
+        overheads=overheads,
+    )
+    wg_phases, wg_data = weight_grad_phases(
+        fwd, eb, PRECISION_BYTES[fwd.partials_precision], workers, costs, StaticBlockCosts()
+    )
     phases = gx.phases + wg_phases
-    parts = [_schedule("pixelfly-blocks-backward", list(phases), np.maximum(gx.data_bytes, wg_data), tiles, precision,
-                       costs, (gx,))]
+    parts = [
+        _schedule(
+            "pixelfly-blocks-backward", list(phases), np.maximum(gx.data_bytes, wg_data), tiles, precision, costs, (gx,)
+        )
+    ]
     if lowrank_size:
-        parts.append(lowrank_backward_schedule(n, n, lowrank_size, batch, tiles=tiles, sram_bytes=sram_bytes,
-                                               flops_per_cycle=flops_per_cycle, fixed_cycles=fixed_cycles,
-                                               precision=precision, costs=costs, overheads=overheads))
+        parts.append(
+            lowrank_backward_schedule(
+                n,
+                n,
+                lowrank_size,
+                batch,
+                tiles=tiles,
+                sram_bytes=sram_bytes,
+                flops_per_cycle=flops_per_cycle,
+                fixed_cycles=fixed_cycles,
+                precision=precision,
+                costs=costs,
+                overheads=overheads,
+            )
+        )
     else:
         parts.append(_bias_grad(n, batch, tiles, precision, costs))
     sched = _combine("pixelfly-backward", parts, tiles, precision, costs, forward.partition)
     return _check_fit(sched, overheads, sram_bytes, f"pixelfly backward n = {n}, batch = {batch}")
 
 
-def fastfood_schedules(n: int, batch: int, *, tiles: int, sram_bytes: int, precision: str = "fp32",
-                       costs: SuperstepCosts = SuperstepCosts(),
-                       overheads: OverheadConstants = OverheadConstants()) -> tuple:
+def fastfood_schedules(
+    n: int,
+    batch: int,
+    *,
+    tiles: int,
+    sram_bytes: int,
+    precision: str = "fp32",
+    costs: SuperstepCosts = SuperstepCosts(),
+    overheads: OverheadConstants = OverheadConstants(),
+) -> tuple:
     """``(forward, backward)`` of the fastfood layer on the best radix-2 partition (module docstring)."""
     eb = _require_precision("precision", precision)
-    require(is_power_of_two(n) and n >= 2, "n", n, "must be a power of two >= 2",
-            "fastfood uses the Walsh–Hadamard transform; pad the layer width to 2^L")
+    require(
+        is_power_of_two(n) and n >= 2,
+        "n",
+        n,
+        "must be a power of two >= 2",
+        "fastfood uses the Walsh–Hadamard transform; pad the layer width to 2^L",
+    )
     levels = int(math.log2(n))
     best = _best_radix2(n, batch, tiles, sram_bytes, eb, 2 * levels, 6, 8, costs)
     if best is None:
@@ -306,37 +463,70 @@ def fastfood_schedules(n: int, batch: int, *, tiles: int, sram_bytes: int, preci
 
     def perm(name):
         b = elems * eb
-        return Phase(name, "vector", elems, costs.vector_cycles(elems, eb), b, b, one, 2 * one,
-                     perm_pieces + split_sizes(int(perm_pieces.sum()), tiles))
+        return Phase(
+            name,
+            "vector",
+            elems,
+            costs.vector_cycles(elems, eb),
+            b,
+            b,
+            one,
+            2 * one,
+            perm_pieces + split_sizes(int(perm_pieces.sum()), tiles),
+        )
 
-    fwd = (_radix2_phases("fastfood-h1", n, batch, pf, pb, tiles, eb, 1, costs, extra_first=1, receive_home=1)
-           + [perm("fastfood-perm")]
-           + _radix2_phases("fastfood-h2", n, batch, pf, pb, tiles, eb, 1, costs, extra_first=1, extra_last=2))
+    fwd = (
+        _radix2_phases("fastfood-h1", n, batch, pf, pb, tiles, eb, 1, costs, extra_first=1, receive_home=1)
+        + [perm("fastfood-perm")]
+        + _radix2_phases("fastfood-h2", n, batch, pf, pb, tiles, eb, 1, costs, extra_first=1, extra_last=2)
+    )
     data_f = 6 * elems * eb + one * 8 * f * eb + split_sizes(batch * n, tiles) * eb
     forward = _schedule("fastfood", fwd, data_f, tiles, precision, costs, partition={"features": pf, "batch": pb})
-    bwd = (_radix2_phases("fastfood-grad-h2", n, batch, pf, pb, tiles, eb, 1, costs, reverse=True,
-                          extra_first=2, extra_last=2)
-           + [perm("fastfood-grad-perm")]
-           + _radix2_phases("fastfood-grad-h1", n, batch, pf, pb, tiles, eb, 1, costs, reverse=True, extra_last=2))
+    bwd = (
+        _radix2_phases(
+            "fastfood-grad-h2", n, batch, pf, pb, tiles, eb, 1, costs, reverse=True, extra_first=2, extra_last=2
+        )
+        + [perm("fastfood-grad-perm")]
+        + _radix2_phases("fastfood-grad-h1", n, batch, pf, pb, tiles, eb, 1, costs, reverse=True, extra_last=2)
+    )
     red = group_reduce_phase("diag-reduce", one * 4 * f, pb, eb, costs)
     if red is not None:
         bwd.append(red)
-    backward = _schedule("fastfood-backward", bwd, data_f + 2 * elems * eb, tiles, precision, costs,
-                         partition={"features": pf, "batch": pb})
+    backward = _schedule(
+        "fastfood-backward",
+        bwd,
+        data_f + 2 * elems * eb,
+        tiles,
+        precision,
+        costs,
+        partition={"features": pf, "batch": pb},
+    )
     for s in (forward, backward):
         _check_fit(s, overheads, sram_bytes, f"fastfood n = {n}, batch = {batch}")
     return forward, backward
 
 
-def circulant_schedules(n: int, batch: int, *, tiles: int, sram_bytes: int, precision: str = "fp32",
-                        costs: SuperstepCosts = SuperstepCosts(),
-                        overheads: OverheadConstants = OverheadConstants()) -> tuple:
+def circulant_schedules(
+    n: int,
+    batch: int,
+    *,
+    tiles: int,
+    sram_bytes: int,
+    precision: str = "fp32",
+    costs: SuperstepCosts = SuperstepCosts(),
+    overheads: OverheadConstants = OverheadConstants(),
+) -> tuple:
     """``(forward, backward)`` of the FFT circulant layer (module docstring); ``n`` a power of two >= 4."""
     eb = _require_precision("precision", precision)
-    require(is_power_of_two(n) and n >= 4, "n", n, "must be a power of two >= 4",
-            "the radix-2 FFT model needs n = 2^L; pad the layer width")
+    require(
+        is_power_of_two(n) and n >= 4,
+        "n",
+        n,
+        "must be a power of two >= 4",
+        "the radix-2 FFT model needs n = 2^L; pad the layer width",
+    )
     half = n // 2
-    cb = 2 * eb                                   # one complex point = 2 words
+    cb = 2 * eb  # one complex point = 2 words
     lv = int(math.log2(half))
     best = _best_radix2(half, batch, tiles, sram_bytes, cb, 2 * lv, 4, 3, costs)
     if best is None:
@@ -348,27 +538,37 @@ def circulant_schedules(n: int, batch: int, *, tiles: int, sram_bytes: int, prec
     def fft(prefix, **extra):
         return _radix2_phases(prefix, half, batch, pf, pb, tiles, cb, 5, costs, **kw, **extra)
 
-    fwd = fft("circulant-fft", extra_first=2, extra_last=6, receive_home=2) + fft("circulant-ifft", reverse=True,
-                                                                                  extra_last=3)
+    fwd = fft("circulant-fft", extra_first=2, extra_last=6, receive_home=2) + fft(
+        "circulant-ifft", reverse=True, extra_last=3
+    )
     data_f = 4 * elems * cb + one * 3 * f * cb + split_sizes(batch * n, tiles) * eb
     forward = _schedule("circulant", fwd, data_f, tiles, precision, costs, partition={"features": pf, "batch": pb})
-    bwd = fft("circulant-grad-fft", extra_first=2, extra_last=12) + fft("circulant-grad-ifft", reverse=True,
-                                                                        extra_last=2)
+    bwd = fft("circulant-grad-fft", extra_first=2, extra_last=12) + fft(
+        "circulant-grad-ifft", reverse=True, extra_last=2
+    )
     red = group_reduce_phase("spectrum-reduce", one * 2 * f * 2, pb, eb, costs)
     if red is not None:
         bwd.append(red)
-    bwd += _radix2_phases("circulant-gradc-ifft", half, 1, pf, 1, tiles, cb, 5, costs, reverse=True,
-                          extra_last=2, **kw)
-    backward = _schedule("circulant-backward", bwd, data_f + 2 * elems * cb, tiles, precision, costs,
-                         partition={"features": pf, "batch": pb})
+    bwd += _radix2_phases("circulant-gradc-ifft", half, 1, pf, 1, tiles, cb, 5, costs, reverse=True, extra_last=2, **kw)
+    backward = _schedule(
+        "circulant-backward",
+        bwd,
+        data_f + 2 * elems * cb,
+        tiles,
+        precision,
+        costs,
+        partition={"features": pf, "batch": pb},
+    )
     for s in (forward, backward):
         _check_fit(s, overheads, sram_bytes, f"circulant n = {n}, batch = {batch}")
     return forward, backward
 
 
-def sgd_update_schedule(params: int, *, tiles: int, precision: str = "fp32",
-                        costs: SuperstepCosts = SuperstepCosts()) -> LayerSchedule:
+def sgd_update_schedule(
+    params: int, *, tiles: int, precision: str = "fp32", costs: SuperstepCosts = SuperstepCosts()
+) -> LayerSchedule:
     """SGD with momentum over ``params`` parameters spread on all tiles: 2 MACs per parameter; the
     gradient moves from the layout it was produced in to the parameter's home tile."""
-    return elementwise_schedule("sgd-update", params, ops_per_element=2, inputs=1, tiles=tiles, precision=precision,
-                                costs=costs)
+    return elementwise_schedule(
+        "sgd-update", params, ops_per_element=2, inputs=1, tiles=tiles, precision=precision, costs=costs
+    )

@@ -26,6 +26,7 @@ The superstep constants come from the machine (sync, exchange fixed cycles and b
 supervisor overhead per vertex) so that the planner's objective and the engine agree: on ``gc200``
 the simulated cycles equal :func:`~models.linear.planner.phases_cycles` of the same phases.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from models.linear.blocksparse import SUPPORTED_BLOCKS
 from models.linear.layers import is_power_of_two
 from models.linear.lowering import (
     LOWERINGS,
@@ -43,7 +45,6 @@ from models.linear.lowering import (
     poptorch_common_parts,
     poptorch_layer,
 )
-from models.linear.blocksparse import SUPPORTED_BLOCKS
 from models.linear.planner import (
     DEFAULT_MEMORY_PROPORTION,
     PRECISION_BYTES,
@@ -56,7 +57,6 @@ from models.linear.planner import (
     split_sizes,
 )
 from models.linear.schedules import (
-    LayerSchedule,
     block_sparse_schedules,
     butterfly_schedule,
     dense_schedule,
@@ -99,8 +99,12 @@ __all__ = [
 ]
 
 LAYER_KINDS = ("dense", "low-rank", "butterfly", "pixelfly", "fastfood", "circulant", "block-sparse")
-_OVERHEAD_CATEGORY = {"vertexInstanceState": "vertex_state", "internalExchangeCode": "exchange_code",
-                      "controlCode": "control_code", "vertexCode": "vertex_code"}
+_OVERHEAD_CATEGORY = {
+    "vertexInstanceState": "vertex_state",
+    "internalExchangeCode": "exchange_code",
+    "controlCode": "control_code",
+    "vertexCode": "vertex_code",
+}
 
 
 @dataclass(frozen=True)
@@ -127,22 +131,36 @@ class BlockSparseConfig:
     seed: int = 0
 
     def __post_init__(self):
-        require(self.block in SUPPORTED_BLOCKS, "block", self.block, f"must be one of {SUPPORTED_BLOCKS}",
-                "PopSparse's static block codelets exist for 4x4, 8x8 and 16x16 blocks")
-        require(isinstance(self.density, (int, float)) and 0.0 < self.density <= 1.0, "density", self.density,
-                "must be in (0, 1]", "density 1/16 keeps one block in sixteen")
+        require(
+            self.block in SUPPORTED_BLOCKS,
+            "block",
+            self.block,
+            f"must be one of {SUPPORTED_BLOCKS}",
+            "PopSparse's static block codelets exist for 4x4, 8x8 and 16x16 blocks",
+        )
+        require(
+            isinstance(self.density, (int, float)) and 0.0 < self.density <= 1.0,
+            "density",
+            self.density,
+            "must be in (0, 1]",
+            "density 1/16 keeps one block in sixteen",
+        )
 
     def layout(self, n: int):
         from models.linear.layers import random_block_layout
+
         return random_block_layout(n, n, self.block, self.density, self.seed)
 
 
 def machine_costs(machine: Machine) -> SuperstepCosts:
     """The superstep constants of ``machine`` (vector path: 64-bit SIMD, ``SuperstepCosts`` default)."""
     c = machine.chip
-    return SuperstepCosts(exchange_bytes_per_cycle=float(c.exchange_bytes_per_cycle),
-                          exchange_fixed_cycles=float(c.exchange_fixed_cycles), sync_cycles=float(c.sync_cycles),
-                          vector_fixed_cycles=float(c.supervisor_overhead_cycles))
+    return SuperstepCosts(
+        exchange_bytes_per_cycle=float(c.exchange_bytes_per_cycle),
+        exchange_fixed_cycles=float(c.exchange_fixed_cycles),
+        sync_cycles=float(c.sync_cycles),
+        vector_fixed_cycles=float(c.supervisor_overhead_cycles),
+    )
 
 
 def _flops(machine: Machine, precision: str) -> float:
@@ -151,7 +169,7 @@ def _flops(machine: Machine, precision: str) -> float:
 
 def _pad(a, total):
     out = np.zeros(total)
-    out[:a.shape[0]] = a
+    out[: a.shape[0]] = a
     return out
 
 
@@ -172,13 +190,22 @@ def build_program(parts, machine: Machine, name: str = "layer", host_bytes: floa
     return b.build()
 
 
-def build_ledger(parts, machine: Machine, params: int = 0, precision: str = "fp32",
-                 overheads: OverheadConstants = OverheadConstants(), training: bool = True) -> MemoryLedger:
+def build_ledger(
+    parts,
+    machine: Machine,
+    params: int = 0,
+    precision: str = "fp32",
+    overheads: OverheadConstants = OverheadConstants(),
+    training: bool = True,
+) -> MemoryLedger:
     """Ledger of a step (module docstring); ``params > 0`` with ``training`` adds weights, gradients and
     momentum. A forward-only step (``training=False``) adds none: its parameters are the schedules' operand
     home chunks, already in ``variables:activations``, and it has no gradients or momentum."""
-    ledger = MemoryLedger(machine, remedy="use fp16, a smaller batch, a structured layer with fewer "
-                                          "parameters, or a machine with more SRAM per tile")
+    ledger = MemoryLedger(
+        machine,
+        remedy="use fp16, a smaller batch, a structured layer with fewer "
+        "parameters, or a machine with more SRAM per tile",
+    )
     tiles = np.arange(machine.tiles_per_chip)
     data = np.max([s.data_bytes for _, s in parts], axis=0)
     ledger.add("variables:activations", data, tiles, label="working data (peak over layer passes)")
@@ -189,8 +216,9 @@ def build_ledger(parts, machine: Machine, params: int = 0, precision: str = "fp3
         ledger.add("variables:optimizer", words, tiles, label="SGD momentum")
     every = SimpleNamespace(phases=tuple(p for _, s in parts for p in s.phases))
     for key, arr in overhead_breakdown(every, overheads).items():
-        ledger.add(_OVERHEAD_CATEGORY[key], arr, tiles, label=f"{_OVERHEAD_CATEGORY[key]} ({len(every.phases)} "
-                                                              f"compute sets)")
+        ledger.add(
+            _OVERHEAD_CATEGORY[key], arr, tiles, label=f"{_OVERHEAD_CATEGORY[key]} ({len(every.phases)} compute sets)"
+        )
     return ledger
 
 
@@ -216,15 +244,32 @@ class StepTiming:
     schedules: tuple = ()
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "machine": self.machine, "params": self.params, "step_s": self.step_s,
-                "host_input_s": self.host_s, "part_s": self.part_s, "compute_sets": self.compute_sets,
-                "max_tile_bytes": self.max_tile_bytes, "fits": self.fits, "overflow_tiles": self.overflow_tiles,
-                "memory_by_category_bytes": self.memory_by_category, "breakdown_s": self.breakdown_s}
+        return {
+            "name": self.name,
+            "machine": self.machine,
+            "params": self.params,
+            "step_s": self.step_s,
+            "host_input_s": self.host_s,
+            "part_s": self.part_s,
+            "compute_sets": self.compute_sets,
+            "max_tile_bytes": self.max_tile_bytes,
+            "fits": self.fits,
+            "overflow_tiles": self.overflow_tiles,
+            "memory_by_category_bytes": self.memory_by_category,
+            "breakdown_s": self.breakdown_s,
+        }
 
 
-def time_parts(parts, machine: Machine, name: str = "step", params: int = 0, precision: str = "fp32",
-               host_bytes: float = 0.0, overheads: OverheadConstants = OverheadConstants(),
-               training: bool = True) -> StepTiming:
+def time_parts(
+    parts,
+    machine: Machine,
+    name: str = "step",
+    params: int = 0,
+    precision: str = "fp32",
+    host_bytes: float = 0.0,
+    overheads: OverheadConstants = OverheadConstants(),
+    training: bool = True,
+) -> StepTiming:
     """Simulate ``parts`` (list of ``(part, LayerSchedule)``) and account their memory
     (``training=False``: no parameter gradients or momentum in the ledger)."""
     require(len(parts) >= 1, "parts", len(parts), "must hold at least one schedule", "")
@@ -243,18 +288,33 @@ def time_parts(parts, machine: Machine, name: str = "step", params: int = 0, pre
     mt = int(used.argmax())
     bd = res.breakdown_s()
     bd = {k: v for k, v in bd.items() if v}
-    return StepTiming(name, machine.name, res.total_s - host_s, host_s, part_s,
-                      sum(len(s.phases) for _, s in parts), int(params), int(used[mt]), not over.size,
-                      int(over.size), ledger.by_category(mt), bd, res, ledger, tuple(parts))
+    return StepTiming(
+        name,
+        machine.name,
+        res.total_s - host_s,
+        host_s,
+        part_s,
+        sum(len(s.phases) for _, s in parts),
+        int(params),
+        int(used[mt]),
+        not over.size,
+        int(over.size),
+        ledger.by_category(mt),
+        bd,
+        res,
+        ledger,
+        tuple(parts),
+    )
 
 
-def layer_params(kind: str, n: int, rank: int = 1, pixelfly: dict | None = None,
-                 block_sparse: BlockSparseConfig | None = None) -> int:
+def layer_params(
+    kind: str, n: int, rank: int = 1, pixelfly: dict | None = None, block_sparse: BlockSparseConfig | None = None
+) -> int:
     """Parameter count of one ``n x n`` layer with bias (the :mod:`models.linear.layers` arrays)."""
     require(kind in LAYER_KINDS, "kind", kind, f"must be one of {', '.join(LAYER_KINDS)}", "")
     if kind == "block-sparse":
         cfg = block_sparse or BlockSparseConfig()
-        return int(cfg.layout(n).sum()) * cfg.block ** 2 + n
+        return int(cfg.layout(n).sum()) * cfg.block**2 + n
     if kind == "dense":
         return n * n + n
     if kind == "low-rank":
@@ -266,15 +326,21 @@ def layer_params(kind: str, n: int, rank: int = 1, pixelfly: dict | None = None,
     if kind == "circulant":
         return 2 * n
     from models.linear.layers import pixelfly_layout
+
     cfg = dict(PIXELFLY_SHL if pixelfly is None else pixelfly)
     bs = cfg["block_size"]
     return int(pixelfly_layout(n, n, bs, cfg["butterfly_size"]).sum()) * bs * bs + 2 * n * cfg["lowrank_size"] + n
 
 
 def _require_lowering(lowering: str) -> None:
-    require(lowering in LOWERINGS, "lowering", lowering, f"must be one of {', '.join(LOWERINGS)}",
-            "'fused': one compute set per factor/stage (hand-written Poplar); 'poptorch': one program per "
-            "PyTorch op, as the paper ran it (models.linear.lowering)")
+    require(
+        lowering in LOWERINGS,
+        "lowering",
+        lowering,
+        f"must be one of {', '.join(LOWERINGS)}",
+        "'fused': one compute set per factor/stage (hand-written Poplar); 'poptorch': one program per "
+        "PyTorch op, as the paper ran it (models.linear.lowering)",
+    )
 
 
 def step_costs(machine: Machine, lowering: str = "fused") -> SuperstepCosts:
@@ -290,11 +356,23 @@ def _poplibs_vertices(machine: Machine) -> dict:
     return dict(vertex=PoplibsVertexCosts.for_machine(machine), slice_costs=PoplibsSliceCosts.for_machine(machine))
 
 
-def layer_parts(kind: str, n: int, batch: int, machine: Machine, *, precision: str = "fp32", rank: int = 1,
-                pixelfly: dict | None = None, n_out: int | None = None, backward: bool = True,
-                overheads: OverheadConstants = OverheadConstants(), lowering: str = "fused",
-                input_grad: bool = True, matmul: MatmulOptions = MatmulOptions(),
-                block_sparse: BlockSparseConfig | None = None) -> tuple:
+def layer_parts(
+    kind: str,
+    n: int,
+    batch: int,
+    machine: Machine,
+    *,
+    precision: str = "fp32",
+    rank: int = 1,
+    pixelfly: dict | None = None,
+    n_out: int | None = None,
+    backward: bool = True,
+    overheads: OverheadConstants = OverheadConstants(),
+    lowering: str = "fused",
+    input_grad: bool = True,
+    matmul: MatmulOptions = MatmulOptions(),
+    block_sparse: BlockSparseConfig | None = None,
+) -> tuple:
     """``(forward, backward)`` schedules of one layer of ``kind`` (``n_out`` only for dense/low-rank);
     ``backward=False`` gives ``(forward, None)``. ``lowering="poptorch"`` lowers dense, low-rank,
     butterfly, fastfood and pixelfly op by op (:mod:`models.linear.lowering`); circulant keeps its
@@ -302,39 +380,81 @@ def layer_parts(kind: str, n: int, batch: int, machine: Machine, *, precision: s
     the input-gradient ops, as autograd does for a first layer. ``matmul``: planner options of the
     dense matmuls (fused lowering); ``block_sparse``: density, block and seed of ``"block-sparse"``
     (:mod:`models.linear.blocksparse`, fused lowering only)."""
-    require(kind in LAYER_KINDS, "kind", kind, f"must be one of {', '.join(LAYER_KINDS)}",
-            "dense is the baseline; the others are Table 4's structured layers")
+    require(
+        kind in LAYER_KINDS,
+        "kind",
+        kind,
+        f"must be one of {', '.join(LAYER_KINDS)}",
+        "dense is the baseline; the others are Table 4's structured layers",
+    )
     for fname, v in (("n", n), ("batch", batch)):
-        require(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1, fname, v,
-                "must be a positive integer", "")
+        require(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1,
+            fname,
+            v,
+            "must be a positive integer",
+            "",
+        )
     n_out = n if n_out is None else n_out
     costs = step_costs(machine, lowering)
     tiles, sram = machine.tiles_per_chip, machine.chip.sram_bytes
     if lowering == "poptorch" and kind in POPTORCH_KINDS:
         if kind in ("butterfly", "fastfood", "pixelfly"):
-            require(is_power_of_two(n) and n >= 2, "n", n, "must be a power of two >= 2",
-                    f"{kind} needs n = 2^L; pad the layer width")
-        kw = dict(tiles=tiles, sram_bytes=sram, flops_per_cycle=_flops(machine, precision), precision=precision,
-                  costs=costs, overheads=overheads, **_poplibs_vertices(machine))
-        return poptorch_layer(kind, n, batch, kw, n_out=n_out, rank=rank, backward=backward, input_grad=input_grad,
-                              pixelfly=pixelfly)
+            require(
+                is_power_of_two(n) and n >= 2,
+                "n",
+                n,
+                "must be a power of two >= 2",
+                f"{kind} needs n = 2^L; pad the layer width",
+            )
+        kw = dict(
+            tiles=tiles,
+            sram_bytes=sram,
+            flops_per_cycle=_flops(machine, precision),
+            precision=precision,
+            costs=costs,
+            overheads=overheads,
+            **_poplibs_vertices(machine),
+        )
+        return poptorch_layer(
+            kind, n, batch, kw, n_out=n_out, rank=rank, backward=backward, input_grad=input_grad, pixelfly=pixelfly
+        )
     base = dict(tiles=tiles, sram_bytes=sram, precision=precision, costs=costs, overheads=overheads)
     amp = dict(base, flops_per_cycle=_flops(machine, precision))
     if kind == "dense":
         mm = dict(amp, partials_precision=matmul.partials_precision, memory_proportion=matmul.memory_proportion)
-        return (dense_schedule(n, n_out, batch, **mm),
-                dense_backward_schedule(n, n_out, batch, **mm) if backward else None)
+        return (
+            dense_schedule(n, n_out, batch, **mm),
+            dense_backward_schedule(n, n_out, batch, **mm) if backward else None,
+        )
     if kind == "block-sparse":
-        require(lowering == "fused", "lowering", lowering, "block-sparse has the fused (PopSparse) lowering only",
-                "use lowering='fused'")
+        require(
+            lowering == "fused",
+            "lowering",
+            lowering,
+            "block-sparse has the fused (PopSparse) lowering only",
+            "use lowering='fused'",
+        )
         cfg = block_sparse or BlockSparseConfig()
-        return block_sparse_schedules(cfg.layout(n), batch, tiles=tiles, sram_bytes=sram, block=cfg.block,
-                                      precision=precision, partials_precision=matmul.partials_precision,
-                                      workers=machine.chip.workers_per_tile, costs=costs, overheads=overheads,
-                                      memory_proportion=matmul.memory_proportion, backward=backward)
+        return block_sparse_schedules(
+            cfg.layout(n),
+            batch,
+            tiles=tiles,
+            sram_bytes=sram,
+            block=cfg.block,
+            precision=precision,
+            partials_precision=matmul.partials_precision,
+            workers=machine.chip.workers_per_tile,
+            costs=costs,
+            overheads=overheads,
+            memory_proportion=matmul.memory_proportion,
+            backward=backward,
+        )
     if kind == "low-rank":
-        return (lowrank_schedule(n, n_out, rank, batch, **amp),
-                lowrank_backward_schedule(n, n_out, rank, batch, **amp) if backward else None)
+        return (
+            lowrank_schedule(n, n_out, rank, batch, **amp),
+            lowrank_backward_schedule(n, n_out, rank, batch, **amp) if backward else None,
+        )
     if kind == "butterfly":
         fwd = butterfly_schedule(n, batch, **base)
         return fwd, butterfly_backward_schedule(fwd, n, batch, costs=costs) if backward else None
@@ -346,13 +466,24 @@ def layer_parts(kind: str, n: int, batch: int, machine: Machine, *, precision: s
         return pair if backward else (pair[0], None)
     cfg = dict(PIXELFLY_SHL if pixelfly is None else pixelfly)
     workers = machine.chip.workers_per_tile
-    fwd = pixelfly_schedule(n, batch, cfg["block_size"], cfg["butterfly_size"], cfg["lowrank_size"], workers=workers,
-                            **amp)
+    fwd = pixelfly_schedule(
+        n, batch, cfg["block_size"], cfg["butterfly_size"], cfg["lowrank_size"], workers=workers, **amp
+    )
     if not backward:
         return fwd, None
-    bwd = pixelfly_backward_schedule(fwd, n, batch, cfg["block_size"], cfg["butterfly_size"], cfg["lowrank_size"],
-                                     sram_bytes=sram, flops_per_cycle=amp["flops_per_cycle"], workers=workers, costs=costs,
-                                     overheads=overheads)
+    bwd = pixelfly_backward_schedule(
+        fwd,
+        n,
+        batch,
+        cfg["block_size"],
+        cfg["butterfly_size"],
+        cfg["lowrank_size"],
+        sram_bytes=sram,
+        flops_per_cycle=amp["flops_per_cycle"],
+        workers=workers,
+        costs=costs,
+        overheads=overheads,
+    )
     return fwd, bwd
 
 
@@ -372,8 +503,18 @@ def _machine(machine) -> Machine:
     return machine if isinstance(machine, Machine) else load_machine(machine)
 
 
-def time_layer(kind: str, n: int, batch: int = 50, machine="gc200", *, precision: str = "fp32",
-               backward: bool = True, lowering: str = "fused", host_io: bool = False, **kw) -> StepTiming:
+def time_layer(
+    kind: str,
+    n: int,
+    batch: int = 50,
+    machine="gc200",
+    *,
+    precision: str = "fp32",
+    backward: bool = True,
+    lowering: str = "fused",
+    host_io: bool = False,
+    **kw,
+) -> StepTiming:
     """Forward (and backward) of one ``n x n`` layer; ``part_s`` has ``forward`` and ``backward``.
     ``backward=False`` is inference: no gradients or momentum, and the weights are counted once, as the
     schedules' operand home chunks (:func:`build_ledger`).
@@ -384,19 +525,40 @@ def time_layer(kind: str, n: int, batch: int = 50, machine="gc200", *, precision
     fwd, bwd = layer_parts(kind, n, batch, m, precision=precision, backward=backward, lowering=lowering, **kw)
     parts = [("forward", fwd)] + ([("backward", bwd)] if backward else [])
     host = float(2 * batch * n * PRECISION_BYTES.get(precision, 4)) if host_io else 0.0
-    return time_parts(parts, m, f"{kind} n={n} batch={batch} ({lowering})", layer_params(kind, n, kw.get("rank", 1),
-                      kw.get("pixelfly"), kw.get("block_sparse")), precision, host_bytes=host, training=backward)
+    return time_parts(
+        parts,
+        m,
+        f"{kind} n={n} batch={batch} ({lowering})",
+        layer_params(kind, n, kw.get("rank", 1), kw.get("pixelfly"), kw.get("block_sparse")),
+        precision,
+        host_bytes=host,
+        training=backward,
+    )
 
 
 SHL_DENSE_ALIASES = {"dense": "baseline"}
 """``time_shl`` method names accepted for a paper method: ``dense`` (as ``tilesim layer`` says) is ``baseline``."""
 
-_HIDDEN_KIND = {"baseline": "dense", "butterfly": "butterfly", "fastfood": "fastfood", "circulant": "circulant",
-                "low-rank": "low-rank", "pixelfly": "pixelfly"}
+_HIDDEN_KIND = {
+    "baseline": "dense",
+    "butterfly": "butterfly",
+    "fastfood": "fastfood",
+    "circulant": "circulant",
+    "low-rank": "low-rank",
+    "pixelfly": "pixelfly",
+}
 
 
-def time_shl(method: str, batch: int = 50, machine="gc200", *, precision: str = "fp32", n: int = 1024,
-             classes: int = 10, lowering: str = "fused") -> StepTiming:
+def time_shl(
+    method: str,
+    batch: int = 50,
+    machine="gc200",
+    *,
+    precision: str = "fp32",
+    n: int = 1024,
+    classes: int = 10,
+    lowering: str = "fused",
+) -> StepTiming:
     """One SGD training step of the paper's single-hidden-layer model (forward, backward, update).
 
     Parts: ``hidden-fwd``, ``act-fwd`` (bias + ReLU), ``classifier-fwd``, ``loss`` (softmax
@@ -408,8 +570,9 @@ def time_shl(method: str, batch: int = 50, machine="gc200", *, precision: str = 
     ``tilesim layer --kind dense`` uses the same word).
     """
     method = SHL_DENSE_ALIASES.get(method, method)
-    require(method in SHL_METHODS, "method", method, f"must be one of {', '.join(SHL_METHODS)}",
-            "pick a Table 4 method")
+    require(
+        method in SHL_METHODS, "method", method, f"must be one of {', '.join(SHL_METHODS)}", "pick a Table 4 method"
+    )
     _require_lowering(lowering)
     m = _machine(machine)
     if lowering == "poptorch":
@@ -420,19 +583,25 @@ def time_shl(method: str, batch: int = 50, machine="gc200", *, precision: str = 
     hf, hb = layer_parts(_HIDDEN_KIND[method], n, batch, m, precision=precision)
     cf, cb = layer_parts("dense", n, batch, m, precision=precision, n_out=classes)
     ew = dict(tiles=tiles, precision=precision, costs=costs)
-    act_ops = 3 if method == "butterfly" else 2          # (wrapper bias) + bias + ReLU
-    parts = [("hidden-fwd", hf),
-             ("act-fwd", elementwise_schedule("bias-relu", batch * n, ops_per_element=act_ops, inputs=1, **ew)),
-             ("classifier-fwd", cf),
-             ("loss", elementwise_schedule("softmax-xent", batch * classes, ops_per_element=6, inputs=1, **ew)),
-             ("classifier-bwd", cb),
-             ("act-bwd", elementwise_schedule("relu-grad", batch * n, ops_per_element=1, inputs=2, **ew)),
-             ("hidden-bwd", hb)]
-    params = shl_model(method, n, classes).n_params if n * n <= 1 << 22 else \
-        layer_params(_HIDDEN_KIND[method], n) + n * classes + classes + (n if method == "butterfly" else 0)
+    act_ops = 3 if method == "butterfly" else 2  # (wrapper bias) + bias + ReLU
+    parts = [
+        ("hidden-fwd", hf),
+        ("act-fwd", elementwise_schedule("bias-relu", batch * n, ops_per_element=act_ops, inputs=1, **ew)),
+        ("classifier-fwd", cf),
+        ("loss", elementwise_schedule("softmax-xent", batch * classes, ops_per_element=6, inputs=1, **ew)),
+        ("classifier-bwd", cb),
+        ("act-bwd", elementwise_schedule("relu-grad", batch * n, ops_per_element=1, inputs=2, **ew)),
+        ("hidden-bwd", hb),
+    ]
+    params = (
+        shl_model(method, n, classes).n_params
+        if n * n <= 1 << 22
+        else layer_params(_HIDDEN_KIND[method], n) + n * classes + classes + (n if method == "butterfly" else 0)
+    )
     parts.append(("update", sgd_update_schedule(params, **ew)))
-    return time_parts(parts, m, f"shl {method} batch={batch}", params, precision,
-                      host_bytes=float(batch * n * eb + batch * 4))
+    return time_parts(
+        parts, m, f"shl {method} batch={batch}", params, precision, host_bytes=float(batch * n * eb + batch * 4)
+    )
 
 
 def _shl_param_tensors(method: str, n: int, classes: int) -> tuple:
@@ -444,15 +613,33 @@ def _shl_param_tensors(method: str, n: int, classes: int) -> tuple:
 
 def _time_shl_poptorch(method, batch, m, precision, n, classes) -> StepTiming:
     costs = step_costs(m, "poptorch")
-    kw = dict(tiles=m.tiles_per_chip, sram_bytes=m.chip.sram_bytes, flops_per_cycle=_flops(m, precision),
-              precision=precision, costs=costs, **_poplibs_vertices(m))
-    hf, hb = layer_parts(_HIDDEN_KIND[method], n, batch, m, precision=precision, lowering="poptorch",
-                         input_grad=False)
+    kw = dict(
+        tiles=m.tiles_per_chip,
+        sram_bytes=m.chip.sram_bytes,
+        flops_per_cycle=_flops(m, precision),
+        precision=precision,
+        costs=costs,
+        **_poplibs_vertices(m),
+    )
+    hf, hb = layer_parts(_HIDDEN_KIND[method], n, batch, m, precision=precision, lowering="poptorch", input_grad=False)
     tensors = _shl_param_tensors(method, n, classes)
     common = poptorch_common_parts(n, batch, classes, tensors, kw)
-    parts = [("hidden-fwd", hf), ("act-fwd", common["act-fwd"]), ("classifier-fwd", common["classifier-fwd"]),
-             ("loss", common["loss"]), ("classifier-bwd", common["classifier-bwd"]), ("act-bwd", common["act-bwd"]),
-             ("hidden-bwd", hb), ("update", common["update"])]
+    parts = [
+        ("hidden-fwd", hf),
+        ("act-fwd", common["act-fwd"]),
+        ("classifier-fwd", common["classifier-fwd"]),
+        ("loss", common["loss"]),
+        ("classifier-bwd", common["classifier-bwd"]),
+        ("act-bwd", common["act-bwd"]),
+        ("hidden-bwd", hb),
+        ("update", common["update"]),
+    ]
     eb = PRECISION_BYTES.get(precision, 4)
-    return time_parts(parts, m, f"shl {method} batch={batch} (poptorch)", int(sum(tensors)), precision,
-                      host_bytes=float(batch * n * eb + batch * 4))
+    return time_parts(
+        parts,
+        m,
+        f"shl {method} batch={batch} (poptorch)",
+        int(sum(tensors)),
+        precision,
+        host_bytes=float(batch * n * eb + batch * 4),
+    )

@@ -12,6 +12,7 @@ The work counters, and so the predicted time, depend only on the lists' counts a
 tile owns each kept id; with fixed activity neither depends on the weights. This is what makes
 weak-scaling predictions for 190k-neuron networks cheap.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -4,6 +4,7 @@ Everything is refused with one line (field, value, limit, fix) before any work: 
 complex, non-finite or empty weights, weights that overflow float32, spikes other than exactly
 0 or 1, labels that are not whole numbers in ``0..classes-1``, shapes that do not chain.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,13 @@ __all__ = ["grad_weights", "grad_batch"]
 
 def _real_array(a, name: str, fix: str) -> np.ndarray:
     a = np.asarray(a)
-    require(a.dtype.kind in "iuf", f"{name}.dtype", str(a.dtype),
-            "must be a real number type (float or integer; not complex, bool, text or objects)", fix)
+    require(
+        a.dtype.kind in "iuf",
+        f"{name}.dtype",
+        str(a.dtype),
+        "must be a real number type (float or integer; not complex, bool, text or objects)",
+        fix,
+    )
     return a
 
 
@@ -24,8 +30,13 @@ def grad_weights(arrays: dict) -> list:
     """The weight matrices of ``arrays`` (keys W0..W{L-1}) as float32, checked: real, finite,
     2-D, non-empty, each layer's inputs equal to the previous layer's outputs."""
     keys = sorted((k for k in arrays if k.startswith("W") and k[1:].isdigit()), key=lambda k: int(k[1:]))
-    require(bool(keys) and keys == [f"W{i}" for i in range(len(keys))], "--weights keys", sorted(arrays),
-            "must be W0, W1, ... W{L-1}", "save the arrays as W0=..., W1=...")
+    require(
+        bool(keys) and keys == [f"W{i}" for i in range(len(keys))],
+        "--weights keys",
+        sorted(arrays),
+        "must be W0, W1, ... W{L-1}",
+        "save the arrays as W0=..., W1=...",
+    )
     Ws = []
     for i, k in enumerate(keys):
         fix = f"save {k} as a float32 array [inputs, outputs]"
@@ -36,11 +47,21 @@ def grad_weights(arrays: dict) -> list:
         bad = ~np.isfinite(w32)
         if bad.any():
             j = tuple(int(x) for x in np.argwhere(bad)[0])
-            require(False, f"{k}{list(j)}", w[j].item(), "must be finite (and within float32, |w| < 3.4e38)",
-                    "replace NaN/inf weights (check the training that produced them)")
+            require(
+                False,
+                f"{k}{list(j)}",
+                w[j].item(),
+                "must be finite (and within float32, |w| < 3.4e38)",
+                "replace NaN/inf weights (check the training that produced them)",
+            )
         if i:
-            require(w.shape[0] == Ws[-1].shape[1], f"{k}.shape", w.shape,
-                    f"must start with {Ws[-1].shape[1]} (the outputs of W{i - 1})", "check the layer order")
+            require(
+                w.shape[0] == Ws[-1].shape[1],
+                f"{k}.shape",
+                w.shape,
+                f"must start with {Ws[-1].shape[1]} (the outputs of W{i - 1})",
+                "check the layer order",
+            )
         Ws.append(w32)
     return Ws
 
@@ -48,13 +69,23 @@ def grad_weights(arrays: dict) -> list:
 def grad_batch(arrays: dict, inputs: int, classes: int) -> tuple:
     """``(spikes uint8 [T, B, inputs], labels int64 [B])`` of ``arrays``, checked: spikes exactly
     0 or 1, labels whole numbers in ``0..classes-1``, one label per sample."""
-    require("spikes" in arrays and "labels" in arrays, "--inputs keys", sorted(arrays),
-            "must contain 'spikes' and 'labels'", "save them as spikes=..., labels=...")
+    require(
+        "spikes" in arrays and "labels" in arrays,
+        "--inputs keys",
+        sorted(arrays),
+        "must contain 'spikes' and 'labels'",
+        "save them as spikes=..., labels=...",
+    )
     sfix = "save spikes as [time, batch, inputs] of 0/1 values"
     s = np.asarray(arrays["spikes"])
     require(s.dtype.kind in "biuf", "spikes.dtype", str(s.dtype), "must be bool, integer or float 0/1", sfix)
-    require(s.ndim == 3 and s.shape[2] == inputs and s.shape[0] >= 1 and s.shape[1] >= 1, "spikes.shape",
-            s.shape, f"must be [T, B, {inputs}] with T, B >= 1", sfix)
+    require(
+        s.ndim == 3 and s.shape[2] == inputs and s.shape[0] >= 1 and s.shape[1] >= 1,
+        "spikes.shape",
+        s.shape,
+        f"must be [T, B, {inputs}] with T, B >= 1",
+        sfix,
+    )
     bad = ~((s == 0) | (s == 1))
     if bad.any():
         j = tuple(int(x) for x in np.argwhere(bad)[0])

@@ -1,6 +1,7 @@
 """JIT settings of the SNN kernels: the flags come from :mod:`models.jit` (one home for every
 workload); the SNN kernels use its re-associable policy (``FAST``).
 """
+
 from __future__ import annotations
 
 from models.jit import FAST, PARALLEL_FAST

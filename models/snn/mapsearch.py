@@ -7,6 +7,7 @@ checked against the SRAM ledger. The search itself is :func:`mapping.search.anne
 with the paper's ``contiguous`` placement, the other strategies and a ``--mapping FILE`` if given.
 The command line (``tilesim map-search``) is in :mod:`models.snn.cli`.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,18 +40,29 @@ def make_objective(config, machine, activity, costs=None, steps_per_execution: i
         counters = count_work(activity, placement, per_step=True, cache=cache)
         return predict_step_s(config, placement, counters, machine, costs, steps_per_execution, cache)
 
-    objective.cache = cache          # what it keeps between candidates (byte-bounded LRUs inside)
+    objective.cache = cache  # what it keeps between candidates (byte-bounded LRUs inside)
     return objective
 
 
-def search_mapping(options: RunOptions, budget_s: float, seed: int = 0, max_evals: int | None = None,
-                   progress=None, out: str | None = None) -> tuple:
+def search_mapping(
+    options: RunOptions,
+    budget_s: float,
+    seed: int = 0,
+    max_evals: int | None = None,
+    progress=None,
+    out: str | None = None,
+) -> tuple:
     """Search placements of the network of ``options`` for ``budget_s`` seconds (or ``max_evals``
     mappings), annealing from the contiguous placement, the other strategies and
     ``options.mapping`` if it is a file. Returns ``(summary dict, best Mapping)``; with ``out`` the
     best mapping is saved there as JSON."""
-    require(isinstance(options, RunOptions), "options", type(options).__name__, "must be a RunOptions",
-            "build one with RunOptions(...)")
+    require(
+        isinstance(options, RunOptions),
+        "options",
+        type(options).__name__,
+        "must be a RunOptions",
+        "build one with RunOptions(...)",
+    )
     t0 = time.perf_counter()
     model = load_model(options)
     config = network_config(options, model)
@@ -59,7 +71,7 @@ def search_mapping(options: RunOptions, budget_s: float, seed: int = 0, max_eval
     activity = record_activity(config, base.placement, options.dataset, options.data, model)
     objective = make_objective(config, machine, activity, load_cost_model(options), options.steps_per_execution)
     extra = []
-    if options.mapping not in STRATEGIES:       # --mapping FILE: start from it too
+    if options.mapping not in STRATEGIES:  # --mapping FILE: start from it too
         extra.append(place_network(config, machine, options.neurons_per_tile, options.mapping, "raise").mapping)
     for name in STRATEGIES[1:]:
         try:
@@ -71,7 +83,8 @@ def search_mapping(options: RunOptions, budget_s: float, seed: int = 0, max_eval
         "baseline": _describe(base.mapping, res.baseline_value, config, machine),
         "best": _describe(res.best, res.best_value, config, machine),
         "speedup": res.baseline_value / res.best_value,
-        "evaluated": res.evaluated, "accepted": res.accepted,
+        "evaluated": res.evaluated,
+        "accepted": res.accepted,
         "mappings_per_s": res.evaluated / res.wall_s,
         "history": [{"evaluated": e, "predicted_step_s": v} for e, v in res.history],
         "wall_s": time.perf_counter() - t0,
@@ -85,7 +98,13 @@ def search_mapping(options: RunOptions, budget_s: float, seed: int = 0, max_eval
 
 def _describe(m: Mapping, step_s: float, config, machine) -> dict:
     led = snn_memory(config, to_placement(m, machine), machine)
-    return {"predicted_step_s": step_s, "samples_per_s": config.batch / step_s, "strategy": m.strategy,
-            "neurons_per_tile": m.neurons_per_tile(), "tiles_used": m.tiles_used(),
-            "chip_of_layer": m.summary()["chip_of_layer"], "max_tile_bytes": int(led.per_tile().max()),
-            "mapping_file": None}
+    return {
+        "predicted_step_s": step_s,
+        "samples_per_s": config.batch / step_s,
+        "strategy": m.strategy,
+        "neurons_per_tile": m.neurons_per_tile(),
+        "tiles_used": m.tiles_used(),
+        "chip_of_layer": m.summary()["chip_of_layer"],
+        "max_tile_bytes": int(led.per_tile().max()),
+        "mapping_file": None,
+    }

@@ -86,6 +86,7 @@ What the caller must still match (not in a NIR file):
 * Sparsity: the network keeps at most N_max spikes per layer and step (``caps``) and
   ``input_cap`` input spikes; with caps ≥ the layer sizes nothing is dropped.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -108,7 +109,7 @@ DEFAULT_DT_S = 1e-3
 ALPHA_RANGE = (0.5, 0.9999)
 #: The largest synaptic carry-over exp(−dt/tau_syn) of a CubaLIF read as a LIF: float32's unit
 #: roundoff 2⁻²⁴ (IEEE 754 binary32, 24-bit significand), the network's precision.
-SYNAPSE_TOLERANCE = 2.0 ** -24
+SYNAPSE_TOLERANCE = 2.0**-24
 #: snnTorch 1.0's export step (snntorch/export_nir.py: ``dt = 1e-4``; tau = dt/(1 − β), r = tau/dt).
 SNNTORCH_EXPORT_DT_S = 1e-4
 #: Norse 1.1's export step (norse/torch/utils/export_nir.py: ``dt = 0.001``; tau = dt/tau_mem_inv,
@@ -119,7 +120,7 @@ _WEIGHT_TYPES = ("Affine", "Linear")
 _NEURON_TYPES = ("LIF", "CubaLIF", "IF")
 _WHY = {
     "LI": "a non-spiking leaky integrator; the network's output layer is a spiking LIF whose spike counts "
-          "are the logits",
+    "are the logits",
     "I": "a non-spiking integrator; the network's layers are spiking LIFs",
     "CubaLI": "a non-spiking current-based integrator; the network's layers are spiking LIFs",
     "Delay": "the network has no per-synapse delays (only its fixed one-step latency per layer boundary)",
@@ -178,21 +179,35 @@ class NirModel:
 
     def __post_init__(self):
         L = len(self.layers) - 1
-        require(L >= 1 and all(isinstance(n, int) and n >= 1 for n in self.layers), "NirModel.layers",
-                self.layers, "needs the input size and at least one layer, all >= 1")
-        require(len(self.weights) == L and len(self.recurrent) == L and len(self.recurrent_weights) == L,
-                "NirModel", (len(self.weights), len(self.recurrent), len(self.recurrent_weights)),
-                f"needs one weight matrix, flag and recurrent entry per layer ({L})")
+        require(
+            L >= 1 and all(isinstance(n, int) and n >= 1 for n in self.layers),
+            "NirModel.layers",
+            self.layers,
+            "needs the input size and at least one layer, all >= 1",
+        )
+        require(
+            len(self.weights) == L and len(self.recurrent) == L and len(self.recurrent_weights) == L,
+            "NirModel",
+            (len(self.weights), len(self.recurrent), len(self.recurrent_weights)),
+            f"needs one weight matrix, flag and recurrent entry per layer ({L})",
+        )
         for l, w in enumerate(self.weights):
-            require(w.dtype == np.float32 and w.shape == (self.layers[l], self.layers[l + 1]),
-                    f"NirModel.weights[{l}]", (w.dtype, w.shape),
-                    f"must be float32 {(self.layers[l], self.layers[l + 1])}")
+            require(
+                w.dtype == np.float32 and w.shape == (self.layers[l], self.layers[l + 1]),
+                f"NirModel.weights[{l}]",
+                (w.dtype, w.shape),
+                f"must be float32 {(self.layers[l], self.layers[l + 1])}",
+            )
         for l, (r, v) in enumerate(zip(self.recurrent, self.recurrent_weights)):
             n = self.layers[l + 1]
             require((v is None) == (not r), f"NirModel.recurrent[{l}]", r, "must match recurrent_weights")
             if v is not None:
-                require(v.dtype == np.float32 and v.shape == (n, n), f"NirModel.recurrent_weights[{l}]",
-                        (v.dtype, v.shape), f"must be float32 {(n, n)}")
+                require(
+                    v.dtype == np.float32 and v.shape == (n, n),
+                    f"NirModel.recurrent_weights[{l}]",
+                    (v.dtype, v.shape),
+                    f"must be float32 {(n, n)}",
+                )
 
     def network_kwargs(self) -> dict:
         """``layers``, ``recurrent`` and ``lif`` for :class:`models.snn.network.NetworkConfig`."""
@@ -200,22 +215,38 @@ class NirModel:
 
     def summary(self) -> dict:
         """The JSON form for a run summary: step, its source, τ, α and the warnings."""
-        return {"dt_s": self.dt, "dt_source": self.dt_source, "tau_s": self.tau, "alpha": self.lif.decay,
-                "graph_batch": self.graph_batch, "nodes": list(self.nodes), "warnings": list(self.warnings)}
+        return {
+            "dt_s": self.dt,
+            "dt_source": self.dt_source,
+            "tau_s": self.tau,
+            "alpha": self.lif.decay,
+            "graph_batch": self.graph_batch,
+            "nodes": list(self.nodes),
+            "warnings": list(self.warnings),
+        }
 
 
 def _refuse(name, node, why):
-    raise ConfigError(config_message(f"NIR node {name!r}", type(node).__name__, f"cannot be represented exactly: {why}"))
+    raise ConfigError(
+        config_message(f"NIR node {name!r}", type(node).__name__, f"cannot be represented exactly: {why}")
+    )
 
 
 def _uniform(name, node, field, values, where):
     """The single value of ``field`` over every neuron (else refuse)."""
     a = np.asarray(values, dtype=np.float64).ravel()
-    require(a.size >= 1 and np.all(np.isfinite(a)), f"NIR node {name!r} ({type(node).__name__}).{field}", where,
-            "must be finite")
+    require(
+        a.size >= 1 and np.all(np.isfinite(a)),
+        f"NIR node {name!r} ({type(node).__name__}).{field}",
+        where,
+        "must be finite",
+    )
     if not np.all(a == a[0]):
-        _refuse(name, node, f"{field} varies across neurons ({a.min():g} .. {a.max():g}); the network has one "
-                            f"{field} for all neurons")
+        _refuse(
+            name,
+            node,
+            f"{field} varies across neurons ({a.min():g} .. {a.max():g}); the network has one {field} for all neurons",
+        )
     return float(a[0])
 
 
@@ -252,28 +283,39 @@ def _neuron_params(name, node, dt, discretization):
     kind = type(node).__name__
     if kind == "CubaLIF":
         tau_syn = np.asarray(node.tau_syn)
-        ft = np.result_type(tau_syn.dtype, np.float32)       # dt/tau_syn in the graph's precision: a float32
-        with np.errstate(divide="ignore"):                   # tau_syn = 1e-4 is dt = 1e-4 (1 - x = 0, not 5e-8)
-            x = (np.asarray(dt, ft) / tau_syn.astype(ft)).astype(np.float64)   # inf for tau_syn = 0: no carry-over
+        ft = np.result_type(tau_syn.dtype, np.float32)  # dt/tau_syn in the graph's precision: a float32
+        with np.errstate(divide="ignore"):  # tau_syn = 1e-4 is dt = 1e-4 (1 - x = 0, not 5e-8)
+            x = (np.asarray(dt, ft) / tau_syn.astype(ft)).astype(np.float64)  # inf for tau_syn = 0: no carry-over
         a_syn = np.exp(-x) if discretization == "exact" else np.where(np.isinf(x), 0.0, 1.0 - x)
         if np.any(np.abs(a_syn) > SYNAPSE_TOLERANCE):
             i = int(np.argmax(np.abs(a_syn)))
-            formula, fix = (("exp(-dt/tau_syn)", "tau_syn <= dt/16.6") if discretization == "exact" else
-                            ("1 - dt/tau_syn", "tau_syn = dt"))
-            _refuse(name, node, f"tau_syn = {tau_syn.ravel()[i]:g} keeps a synaptic current across steps ({formula} = "
-                                f"{a_syn.ravel()[i]:.3g}, |.| > 2^-24 = {SYNAPSE_TOLERANCE:.3g}, the float32 resolution); "
-                                f"the network has no synaptic state; export a LIF or use {fix}")
+            formula, fix = (
+                ("exp(-dt/tau_syn)", "tau_syn <= dt/16.6")
+                if discretization == "exact"
+                else ("1 - dt/tau_syn", "tau_syn = dt")
+            )
+            _refuse(
+                name,
+                node,
+                f"tau_syn = {tau_syn.ravel()[i]:g} keeps a synaptic current across steps ({formula} = "
+                f"{a_syn.ravel()[i]:.3g}, |.| > 2^-24 = {SYNAPSE_TOLERANCE:.3g}, the float32 resolution); "
+                f"the network has no synaptic state; export a LIF or use {fix}",
+            )
         if np.any(np.asarray(node.w_in) != 1):
             _refuse(name, node, "w_in != 1; fold it into the preceding weights and export w_in = 1")
         tau = node.tau_mem
     elif kind == "IF":
-        tau = None                                   # no leak: tau = inf below
+        tau = None  # no leak: tau = inf below
     else:
         tau = node.tau
     n = _layer_size(name, node)
     v_leak = np.asarray(getattr(node, "v_leak", 0.0))
     if np.any(v_leak != 0):
-        _refuse(name, node, f"v_leak = {v_leak.ravel()[np.flatnonzero(v_leak)[0]]:g} != 0; the network has no constant drive")
+        _refuse(
+            name,
+            node,
+            f"v_leak = {v_leak.ravel()[np.flatnonzero(v_leak)[0]]:g} != 0; the network has no constant drive",
+        )
     v_reset = np.asarray(getattr(node, "v_reset", 0.0))
     if np.any(v_reset != 0):
         _refuse(name, node, f"v_reset = {v_reset.ravel()[np.flatnonzero(v_reset)[0]]:g} != 0; the network resets to 0")
@@ -296,8 +338,13 @@ def _graph_dt(graph):
         dt = float(np.asarray(meta["dt"], dtype=np.float64))
     except (TypeError, ValueError):
         dt = math.nan
-    require(math.isfinite(dt) and dt > 0, "NIR graph metadata dt", meta["dt"], "must be a number > 0 (seconds)",
-            "write graph.metadata['dt'] = <step in seconds> before nir.write")
+    require(
+        math.isfinite(dt) and dt > 0,
+        "NIR graph metadata dt",
+        meta["dt"],
+        "must be a number > 0 (seconds)",
+        "write graph.metadata['dt'] = <step in seconds> before nir.write",
+    )
     return dt
 
 
@@ -306,11 +353,19 @@ def _step(dt, graph):
     g_dt = _graph_dt(graph)
     if dt is None:
         return (g_dt, "graph") if g_dt is not None else (DEFAULT_DT_S, "default")
-    require(isinstance(dt, (int, float)) and not isinstance(dt, bool) and math.isfinite(dt) and dt > 0, "dt", dt,
-            "must be a number > 0")
-    require(g_dt is None or math.isclose(dt, g_dt, rel_tol=1e-6), "dt", dt,
-            f"differs from the NIR graph's metadata dt = {g_dt!r} s",
-            "drop --dt to use the graph's step (or change graph.metadata['dt'])")
+    require(
+        isinstance(dt, (int, float)) and not isinstance(dt, bool) and math.isfinite(dt) and dt > 0,
+        "dt",
+        dt,
+        "must be a number > 0",
+    )
+    require(
+        g_dt is None or math.isclose(dt, g_dt, rel_tol=1e-6),
+        "dt",
+        dt,
+        f"differs from the NIR graph's metadata dt = {g_dt!r} s",
+        "drop --dt to use the graph's step (or change graph.metadata['dt'])",
+    )
     return float(dt), "caller"
 
 
@@ -327,34 +382,51 @@ def _alpha_warning(name, kind, dt, tau, alpha, r, discretization):
     lo, hi = ALPHA_RANGE
     if lo < alpha < hi:
         return ""
-    what = (f"tau = {tau:g} s is {tau / dt:.3g} steps of dt = {dt:g} s, so the membrane keeps "
-            f"{'almost nothing' if alpha < 1e-3 else 'less than half'} of its potential each step" if alpha <= lo else
-            f"tau = {tau:g} s is {tau / dt:.3g} steps of dt = {dt:g} s, so the leak is under 1 % per 100 steps")
+    what = (
+        f"tau = {tau:g} s is {tau / dt:.3g} steps of dt = {dt:g} s, so the membrane keeps "
+        f"{'almost nothing' if alpha < 1e-3 else 'less than half'} of its potential each step"
+        if alpha <= lo
+        else f"tau = {tau:g} s is {tau / dt:.3g} steps of dt = {dt:g} s, so the leak is under 1 % per 100 steps"
+    )
     fix = "check that --dt is the step the graph was trained with (NIR time constants are in seconds)"
-    if kind == "LIF" and r == 1.0 and tau < dt:     # Norse 1.1's LIFBoxCell: r = 1, tau = 1e-3 s x its tau
-        fix += (f"; a Norse 1.1 graph writes tau = 1e-3 s x its tau: --dt {NORSE_EXPORT_DT_S ** 2:g} "
-                f"--discretization euler reproduces Norse's step (alpha = {1 - NORSE_EXPORT_DT_S ** 2 / tau:.4g})")
-    if math.isclose(tau / r, SNNTORCH_EXPORT_DT_S, rel_tol=1e-3) and (dt, discretization) != (SNNTORCH_EXPORT_DT_S, "euler"):
-        fix = (f"tau/r = {tau / r:g} s is snnTorch 1.0's export step: --dt {SNNTORCH_EXPORT_DT_S:g} "
-               f"--discretization euler gives alpha = snnTorch's beta = {1 - SNNTORCH_EXPORT_DT_S / tau:.4g}")
+    if kind == "LIF" and r == 1.0 and tau < dt:  # Norse 1.1's LIFBoxCell: r = 1, tau = 1e-3 s x its tau
+        fix += (
+            f"; a Norse 1.1 graph writes tau = 1e-3 s x its tau: --dt {NORSE_EXPORT_DT_S**2:g} "
+            f"--discretization euler reproduces Norse's step (alpha = {1 - NORSE_EXPORT_DT_S**2 / tau:.4g})"
+        )
+    if math.isclose(tau / r, SNNTORCH_EXPORT_DT_S, rel_tol=1e-3) and (dt, discretization) != (
+        SNNTORCH_EXPORT_DT_S,
+        "euler",
+    ):
+        fix = (
+            f"tau/r = {tau / r:g} s is snnTorch 1.0's export step: --dt {SNNTORCH_EXPORT_DT_S:g} "
+            f"--discretization euler gives alpha = snnTorch's beta = {1 - SNNTORCH_EXPORT_DT_S / tau:.4g}"
+        )
     formula = "exp(-dt/tau)" if discretization == "exact" else "1 - dt/tau"
-    return (f"NIR layer {name!r} (and every layer): alpha = {formula} = {alpha:.3g} is outside ({lo:g}, {hi:g}): "
-            f"{what}; {fix}")
+    return (
+        f"NIR layer {name!r} (and every layer): alpha = {formula} = {alpha:.3g} is outside ({lo:g}, {hi:g}): "
+        f"{what}; {fix}"
+    )
 
 
 def _read(p):
     """The graph in file ``p``, read without nir's type check (it rejects a leading batch
     dimension; the shapes are checked by :func:`load_nir`)."""
     import nir
+
     require(p.is_file(), "NIR file", str(p), "no such file")
-    unchecked = "type_check" in inspect.signature(nir.read).parameters      # nir >= 1.0.7
+    unchecked = "type_check" in inspect.signature(nir.read).parameters  # nir >= 1.0.7
     try:
         return nir.read(p, type_check=False) if unchecked else nir.read(p)
     except Exception as exc:  # noqa: BLE001 -- h5py/nir raise many kinds for broken files
-        fix = "write it with nir.write" + ("" if unchecked else "; nir < 1.0.7 type-checks on reading, which refuses "
-                                                                 "a batch dimension: pip install 'nir>=1.0.7'")
-        raise ConfigError(config_message("NIR file", str(p), f"cannot be read ({type(exc).__name__}: {exc})",
-                                         fix)) from None
+        fix = "write it with nir.write" + (
+            ""
+            if unchecked
+            else "; nir < 1.0.7 type-checks on reading, which refuses a batch dimension: pip install 'nir>=1.0.7'"
+        )
+        raise ConfigError(
+            config_message("NIR file", str(p), f"cannot be read ({type(exc).__name__}: {exc})", fix)
+        ) from None
 
 
 def load_nir(path_or_graph, dt: float | None = None, discretization: str = "exact") -> NirModel:
@@ -402,8 +474,12 @@ def load_nir(path_or_graph, dt: float | None = None, discretization: str = "exac
     pred = {n: [a for a, b in edges if b == n] for n in nodes}
     inputs = [n for n, v in nodes.items() if type(v).__name__ == "Input"]
     outputs = [n for n, v in nodes.items() if type(v).__name__ == "Output"]
-    require(len(inputs) == 1 and len(outputs) == 1, "NIR graph inputs/outputs", (inputs, outputs),
-            "needs exactly one Input and one Output node")
+    require(
+        len(inputs) == 1 and len(outputs) == 1,
+        "NIR graph inputs/outputs",
+        (inputs, outputs),
+        "needs exactly one Input and one Output node",
+    )
 
     n0, graph_batch = _flat_size(inputs[0], nodes[inputs[0]], nodes[inputs[0]].input_type["input"], "input")
     layers, weights, rec, rec_w, names, params = [n0], [], [], [], [], []
@@ -429,7 +505,7 @@ def load_nir(path_or_graph, dt: float | None = None, discretization: str = "exac
             _refuse(n_name, n_node, f"expected a LIF or CubaLIF node after {w_name!r}")
         tau, r, th, n = _neuron_params(n_name, n_node, float(dt), discretization)
         weights.append(_weight(w_name, w_node, layers[-1], n))
-        n = weights[-1].shape[1]                         # the layer size (0-d parameters: from the weights)
+        n = weights[-1].shape[1]  # the layer size (0-d parameters: from the weights)
         loops = [s for s in succ[n_name] if type(nodes[s]).__name__ in _WEIGHT_TYPES and succ[s] == [n_name]]
         if len(loops) > 1:
             _refuse(n_name, n_node, f"it has {len(loops)} self-loops {loops}; the network has one recurrent matrix")
@@ -463,18 +539,36 @@ def load_nir(path_or_graph, dt: float | None = None, discretization: str = "exac
     for field, i in (("tau", 2), ("r", 3), ("v_threshold", 4)):
         for name, node, *vals in params[1:]:
             if vals[i - 2] != first[i]:
-                _refuse(name, node, f"{field} = {vals[i - 2]:g} differs from {first[i]:g} in {first[0]!r}; the network "
-                                    f"has one {field} for all layers")
+                _refuse(
+                    name,
+                    node,
+                    f"{field} = {vals[i - 2]:g} differs from {first[i]:g} in {first[0]!r}; the network "
+                    f"has one {field} for all layers",
+                )
     tau, r, th = first[2], first[3], first[4]
     warnings = []
-    if math.isinf(tau):                      # IF: v_t = v_{t-1} + dt·R·I_t (exact and Euler agree)
+    if math.isinf(tau):  # IF: v_t = v_{t-1} + dt·R·I_t (exact and Euler agree)
         lif = LIFParams(decay=1.0, threshold=th, input_scale=r, gain=dt * r)
     else:
         alpha = math.exp(-dt / tau) if discretization == "exact" else 1.0 - dt / tau
         if not 0.0 < alpha < 1.0:
-            _refuse(first[0], first[1], f"dt/tau = {dt / tau:g} gives alpha = {alpha:g} outside (0, 1); choose a smaller dt")
+            _refuse(
+                first[0], first[1], f"dt/tau = {dt / tau:g} gives alpha = {alpha:g} outside (0, 1); choose a smaller dt"
+            )
         lif = LIFParams(decay=alpha, threshold=th, input_scale=r)
-        warnings = [w for w in [_alpha_warning(first[0], type(first[1]).__name__, dt, tau, alpha, r, discretization)] if w]
-    return NirModel(layers=tuple(layers), weights=tuple(weights), recurrent=tuple(rec), recurrent_weights=tuple(rec_w),
-                    lif=lif, dt=float(dt), tau=tau, nodes=tuple(names), dt_source=dt_source,
-                    warnings=tuple(warnings), graph_batch=graph_batch)
+        warnings = [
+            w for w in [_alpha_warning(first[0], type(first[1]).__name__, dt, tau, alpha, r, discretization)] if w
+        ]
+    return NirModel(
+        layers=tuple(layers),
+        weights=tuple(weights),
+        recurrent=tuple(rec),
+        recurrent_weights=tuple(rec_w),
+        lif=lif,
+        dt=float(dt),
+        tau=tau,
+        nodes=tuple(names),
+        dt_source=dt_source,
+        warnings=tuple(warnings),
+        graph_batch=graph_batch,
+    )

@@ -3,6 +3,7 @@
 A placement gives, for each neuron layer ``l`` (the layers after the input), an int32 array
 ``tile_of_neuron[l]`` of length ``N_l`` holding *global* tile indices in ``[0, n_tiles)``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,21 +42,28 @@ class Placement:
     def __post_init__(self):
         for l, tiles in enumerate(self.tile_of_neuron):
             if tiles.ndim != 1 or tiles.dtype != np.int32:
-                raise MappingError(f"tile_of_neuron[{l}] = {tiles.dtype}{tiles.shape}: "
-                                   "must be a 1-D int32 array; use np.asarray(..., np.int32)")
+                raise MappingError(
+                    f"tile_of_neuron[{l}] = {tiles.dtype}{tiles.shape}: "
+                    "must be a 1-D int32 array; use np.asarray(..., np.int32)"
+                )
             if tiles.size and (tiles.min() < 0 or tiles.max() >= self.n_tiles):
-                raise MappingError(f"tile_of_neuron[{l}] range = [{tiles.min()}, {tiles.max()}]: "
-                                   f"must lie in [0, {self.n_tiles}); raise n_tiles or fix the placement")
+                raise MappingError(
+                    f"tile_of_neuron[{l}] range = [{tiles.min()}, {tiles.max()}]: "
+                    f"must lie in [0, {self.n_tiles}); raise n_tiles or fix the placement"
+                )
 
     def check(self, layer_sizes) -> None:
         """Raise :class:`MappingError` unless there is one array of the right length per layer."""
         if len(self.tile_of_neuron) != len(layer_sizes):
-            raise MappingError(f"placement layers = {len(self.tile_of_neuron)}: network has "
-                               f"{len(layer_sizes)} neuron layers; give one array per layer")
+            raise MappingError(
+                f"placement layers = {len(self.tile_of_neuron)}: network has "
+                f"{len(layer_sizes)} neuron layers; give one array per layer"
+            )
         for l, (tiles, n) in enumerate(zip(self.tile_of_neuron, layer_sizes)):
             if tiles.size != n:
-                raise MappingError(f"tile_of_neuron[{l}] length = {tiles.size}: layer has {n} "
-                                   "neurons; give one tile per neuron")
+                raise MappingError(
+                    f"tile_of_neuron[{l}] length = {tiles.size}: layer has {n} neurons; give one tile per neuron"
+                )
 
     @cached_property
     def memo(self) -> dict:
@@ -73,17 +81,21 @@ class Placement:
         return np.bincount(self.tile_of_neuron[layer], minlength=self.n_tiles).astype(np.int64)
 
 
-def contiguous_placement(layer_sizes, neurons_per_tile: int = 2, first_tile: int = 1,
-                         tiles_per_chip: int = 1472) -> Placement:
+def contiguous_placement(
+    layer_sizes, neurons_per_tile: int = 2, first_tile: int = 1, tiles_per_chip: int = 1472
+) -> Placement:
     """The paper's placement (snn-on-ipu.md §3.1): every layer on ⌈N/npt⌉ contiguous tiles,
     layers packed one after another from ``first_tile`` (tile 0 of chip 0 left free), a layer
     never straddling a chip; ``n_tiles`` is a whole number of chips."""
     need = [-(-n // neurons_per_tile) for n in layer_sizes]
     for n, k in zip(layer_sizes, need):
         if k > tiles_per_chip:
-            raise MappingError(f"layer of {n} neurons at {neurons_per_tile} neurons/tile = {k} "
-                               f"tiles: more than one chip ({tiles_per_chip}); raise neurons_per_tile")
-    places = pack_layers(need, len(need) + 1, tiles_per_chip, first_tile)   # as many chips as it takes
-    arrays = tuple(contiguous_tiles(n, neurons_per_tile, c * tiles_per_chip + t)
-                   for n, (c, t) in zip(layer_sizes, places))
+            raise MappingError(
+                f"layer of {n} neurons at {neurons_per_tile} neurons/tile = {k} "
+                f"tiles: more than one chip ({tiles_per_chip}); raise neurons_per_tile"
+            )
+    places = pack_layers(need, len(need) + 1, tiles_per_chip, first_tile)  # as many chips as it takes
+    arrays = tuple(
+        contiguous_tiles(n, neurons_per_tile, c * tiles_per_chip + t) for n, (c, t) in zip(layer_sizes, places)
+    )
     return Placement(arrays, (places[-1][0] + 1) * tiles_per_chip)

@@ -6,6 +6,7 @@ layers fit their chips and whose every tile fits its SRAM (more neurons per tile
 memory per tile, so the first overflow ends the search). With a JSON file it checks the file
 against the network and the machine.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,8 +40,10 @@ def layer_weights(config: NetworkConfig) -> list[float]:
     forward pass and scattered into dW in the backward pass, plus the neuron updates."""
     nmax_in = (config.input_cap,) + tuple(config.n_max[:-1])
     rec = config.recurrent
-    return [float(n * config.batch * (2 * (k + (nm if r else 0)) + 1))
-            for n, k, nm, r in zip(config.layers[1:], nmax_in, config.n_max, rec)]
+    return [
+        float(n * config.batch * (2 * (k + (nm if r else 0)) + 1))
+        for n, k, nm, r in zip(config.layers[1:], nmax_in, config.n_max, rec)
+    ]
 
 
 def edge_bytes(config: NetworkConfig) -> list[float]:
@@ -62,8 +65,9 @@ def strategy_mapping(name: str, config: NetworkConfig, machine, neurons_per_tile
         return S.balanced(sizes, C, TPC, layer_weights(config), neurons_per_tile)
     if name == "graph":
         return S.graph(sizes, C, TPC, edge_bytes(config), neurons_per_tile, seed=config.seed)
-    raise MappingError(f"mapping = {name!r}: unknown strategy; use one of {', '.join(STRATEGIES)} "
-                       "or a mapping JSON file")
+    raise MappingError(
+        f"mapping = {name!r}: unknown strategy; use one of {', '.join(STRATEGIES)} or a mapping JSON file"
+    )
 
 
 def to_placement(mapping: Mapping, machine) -> Placement:
@@ -80,26 +84,46 @@ def check_file_mapping(mapping: Mapping, config: NetworkConfig, machine, source:
     the machine's chips; MappingError naming ``source`` if it does not fit."""
     sizes = tuple(config.layers[1:])
     if mapping.layer_sizes != sizes:
-        raise MappingError(f"{source}: layer sizes {list(mapping.layer_sizes)} do not match the network's "
-                           f"{list(sizes)}; save a mapping for this network (tilesim run --out) or fix the file")
+        raise MappingError(
+            f"{source}: layer sizes {list(mapping.layer_sizes)} do not match the network's "
+            f"{list(sizes)}; save a mapping for this network (tilesim run --out) or fix the file"
+        )
     if mapping.tiles_per_chip != machine.tiles_per_chip:
-        raise MappingError(f"{source}: tiles_per_chip = {mapping.tiles_per_chip}: machine {machine.name} has "
-                           f"{machine.tiles_per_chip}; use a mapping made for this machine")
+        raise MappingError(
+            f"{source}: tiles_per_chip = {mapping.tiles_per_chip}: machine {machine.name} has "
+            f"{machine.tiles_per_chip}; use a mapping made for this machine"
+        )
     used = max(mapping.chip_of_layer(l) for l in range(mapping.n_layers)) + 1
     if used > machine.chips:
-        raise MappingError(f"{source}: uses {used} chips: machine {machine.name} has {machine.chips}; "
-                           f"pass --chips {used}")
+        raise MappingError(
+            f"{source}: uses {used} chips: machine {machine.name} has {machine.chips}; pass --chips {used}"
+        )
     return mapping if mapping.chips == machine.chips else mapping.with_chips(machine.chips)
 
 
-def place_network(config: NetworkConfig, machine, neurons_per_tile: int | None = None,
-                  mapping="contiguous", memory_check: str = "raise") -> Placed:
+def place_network(
+    config: NetworkConfig,
+    machine,
+    neurons_per_tile: int | None = None,
+    mapping="contiguous",
+    memory_check: str = "raise",
+) -> Placed:
     """Place ``config`` on ``machine`` with a strategy name, a :class:`Mapping` or a JSON file."""
-    require(memory_check in ("raise", "report"), "memory_check", memory_check, "must be 'raise' or 'report'",
-            "use 'report' to mark overflowing tiles and go on")
+    require(
+        memory_check in ("raise", "report"),
+        "memory_check",
+        memory_check,
+        "must be 'raise' or 'report'",
+        "use 'report' to mark overflowing tiles and go on",
+    )
     if neurons_per_tile is not None:
-        require(isinstance(neurons_per_tile, (int, np.integer)) and neurons_per_tile >= 1, "neurons_per_tile",
-                neurons_per_tile, "must be an integer >= 1", "or None for the smallest even value that fits")
+        require(
+            isinstance(neurons_per_tile, (int, np.integer)) and neurons_per_tile >= 1,
+            "neurons_per_tile",
+            neurons_per_tile,
+            "must be an integer >= 1",
+            "or None for the smallest even value that fits",
+        )
     if isinstance(mapping, Mapping) or (isinstance(mapping, (str, Path)) and str(mapping) not in STRATEGIES):
         if isinstance(mapping, Mapping):
             m, src = mapping, "mapping"
@@ -130,8 +154,13 @@ def place_network(config: NetworkConfig, machine, neurons_per_tile: int | None =
     raise last_error or MappingError("no placement fits")
 
 
-def place(config: NetworkConfig, machine, neurons_per_tile: int | None = None, mapping="contiguous",
-          memory_check: str = "raise"):
+def place(
+    config: NetworkConfig,
+    machine,
+    neurons_per_tile: int | None = None,
+    mapping="contiguous",
+    memory_check: str = "raise",
+):
     """:func:`place_network` as a tuple ``(placement, ledger, neurons_per_tile)`` — for callers that
     need only the kernel-side placement and the SRAM ledger (experiments, calibration, tests)."""
     p = place_network(config, machine, neurons_per_tile, mapping, memory_check)

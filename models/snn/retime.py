@@ -9,6 +9,7 @@ With ``activity=None`` the step is timed on :func:`models.snn.activity.fixed_act
 lower bound of throughput, without training at all. The activity of one functional step of a
 run's data is :func:`models.snn.run.record_activity`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,22 +43,43 @@ class Prediction:
         return self.result.total_s
 
 
-def retime(activity: Activity | None, config: NetworkConfig, placement: Placement, machine,
-           costs: CostModel | None = None, cache: dict | None = None,
-           steps_per_execution: int = STEPS_PER_EXECUTION) -> Prediction:
+def retime(
+    activity: Activity | None,
+    config: NetworkConfig,
+    placement: Placement,
+    machine,
+    costs: CostModel | None = None,
+    cache: dict | None = None,
+    steps_per_execution: int = STEPS_PER_EXECUTION,
+) -> Prediction:
     """Time the step that recorded ``activity`` (or a fixed-activity step) under ``placement`` on
     ``machine``; equal to the timing of a functional run with that placement. ``cache`` (a dict
     the caller keeps across calls) reuses the counters of layers whose placement is unchanged."""
     if activity is None:
         activity = fixed_activity(config)
-    require(tuple(activity.layer_sizes) == tuple(config.layers), "activity layer sizes",
-            activity.layer_sizes, f"must equal the network's {tuple(config.layers)}",
-            "re-time activity recorded on the same network")
-    require(activity.inputs.timesteps == config.timesteps and activity.inputs.batch == config.batch,
-            "activity (T, B)", (activity.inputs.timesteps, activity.inputs.batch),
-            f"must equal the config's ({config.timesteps}, {config.batch})",
-            "re-time activity recorded with the same timesteps and batch")
+    require(
+        tuple(activity.layer_sizes) == tuple(config.layers),
+        "activity layer sizes",
+        activity.layer_sizes,
+        f"must equal the network's {tuple(config.layers)}",
+        "re-time activity recorded on the same network",
+    )
+    require(
+        activity.inputs.timesteps == config.timesteps and activity.inputs.batch == config.batch,
+        "activity (T, B)",
+        (activity.inputs.timesteps, activity.inputs.batch),
+        f"must equal the config's ({config.timesteps}, {config.batch})",
+        "re-time activity recorded with the same timesteps and batch",
+    )
     counters = count_work(activity, placement, per_step=True, cache=cache)
-    program = build_step_program(config, placement, counters, machine, costs,       # chip by chip (issue 15)
-                                 steps_per_execution=steps_per_execution, cache=cache, compact=True)
+    program = build_step_program(
+        config,
+        placement,
+        counters,
+        machine,
+        costs,  # chip by chip (issue 15)
+        steps_per_execution=steps_per_execution,
+        cache=cache,
+        compact=True,
+    )
     return Prediction(simulate(program, machine).book_as_host(HOST_LABELS), program, counters)

@@ -10,6 +10,7 @@ A list holds, per time step ``t`` and sample ``b``, up to ``n_max`` neuron ids a
 
 Input (data) lists have a single count: ``counts[..., 0] == counts[..., 1]``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,11 +36,18 @@ class SpikeList:
     counts: np.ndarray
 
     def __post_init__(self):
-        require(self.ids.ndim == 3 and self.ids.dtype == np.uint32, "SpikeList.ids",
-                (self.ids.shape, str(self.ids.dtype)), "must be uint32 [T, B, n_max]")
-        require(self.counts.shape == self.ids.shape[:2] + (2,) and self.counts.dtype == np.int32,
-                "SpikeList.counts", (self.counts.shape, str(self.counts.dtype)),
-                f"must be int32 {self.ids.shape[:2] + (2,)}")
+        require(
+            self.ids.ndim == 3 and self.ids.dtype == np.uint32,
+            "SpikeList.ids",
+            (self.ids.shape, str(self.ids.dtype)),
+            "must be uint32 [T, B, n_max]",
+        )
+        require(
+            self.counts.shape == self.ids.shape[:2] + (2,) and self.counts.dtype == np.int32,
+            "SpikeList.counts",
+            (self.counts.shape, str(self.counts.dtype)),
+            f"must be int32 {self.ids.shape[:2] + (2,)}",
+        )
 
     @property
     def timesteps(self) -> int:
@@ -54,9 +62,8 @@ class SpikeList:
         return self.ids.shape[2]
 
     @classmethod
-    def empty(cls, timesteps: int, batch: int, n_max: int) -> "SpikeList":
-        return cls(np.zeros((timesteps, batch, n_max), np.uint32),
-                   np.zeros((timesteps, batch, 2), np.int32))
+    def empty(cls, timesteps: int, batch: int, n_max: int) -> SpikeList:
+        return cls(np.zeros((timesteps, batch, n_max), np.uint32), np.zeros((timesteps, batch, 2), np.int32))
 
     def to_dense(self, n_neurons: int, which: int = 0) -> np.ndarray:
         """Dense 0/1 array ``[T, B, n_neurons]`` (uint8) of the first ``counts[..., which]`` ids."""
@@ -68,7 +75,7 @@ class SpikeList:
         out[t, b, self.ids[keep].astype(np.int64)] = 1
         return out
 
-    def shifted(self, initial: "SpikeList | None") -> "SpikeList":
+    def shifted(self, initial: SpikeList | None) -> SpikeList:
         """The list delayed by one step: step ``t`` holds step ``t−1``; step 0 holds ``initial``
         (one step of the same shape) or nothing. This is the input of the next layer."""
         ids = np.empty_like(self.ids)
@@ -113,10 +120,10 @@ def dense_to_input_list(spikes: np.ndarray, cap: int, rng: np.random.Generator) 
     starts = np.searchsorted(flat, np.arange(T * B))
     ends = np.searchsorted(flat, np.arange(T * B), side="right")
     for f in np.nonzero(ends - starts)[0]:
-        sel = ch[starts[f]:ends[f]]
+        sel = ch[starts[f] : ends[f]]
         if sel.size > cap:
             sel = np.sort(rng.choice(sel, size=cap, replace=False))
         t, b = divmod(int(f), B)
-        ids[t, b, :sel.size] = sel
+        ids[t, b, : sel.size] = sel
         counts[t, b, :] = sel.size
     return SpikeList(ids, counts)

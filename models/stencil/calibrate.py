@@ -13,6 +13,7 @@ row (µs per iteration) and of the 16-IPU ``sync`` and ``globExchange`` phase ro
 not depend on these constants. Plans (partition and halo counts) are computed once per case; each
 evaluation only rebuilds the flows and re-simulates.
 """
+
 from __future__ import annotations
 
 import csv
@@ -28,7 +29,7 @@ from tilesim.machine import Machine, load_machine
 __all__ = ["FIT_NAMES", "StencilFit", "fit_stencil"]
 
 FIT_NAMES = ("global_sync_fixed_cycles", "link_latency_s", "link_message_bytes")
-_SCALE = np.array([100.0, 1e-6, 32.0])          # parameter units for the optimiser
+_SCALE = np.array([100.0, 1e-6, 32.0])  # parameter units for the optimiser
 _BOUNDS = (np.array([0.0, 0.0, 0.0]), np.array([2000.0, 5e-6, 1024.0]))
 
 
@@ -38,7 +39,7 @@ class StencilFit:
 
     values: dict
     start: dict
-    rows: tuple            # (case, measured, predicted at start, predicted fitted)
+    rows: tuple  # (case, measured, predicted at start, predicted fitted)
     mean_abs_error_pct_start: float
     mean_abs_error_pct: float
 
@@ -59,32 +60,44 @@ def _targets(paths) -> list[tuple]:
                 if "derived_us_per_iteration" in header:
                     mr, mc = parse_pair(r["min_rows_x_cols_per_tile"], f"{p} row {i} min_rows_x_cols_per_tile")
                     cfg = StencilConfig(int(r["height_px"]), int(r["width_px"]), r["datatype"], n, mr, mc, 1)
-                    out.append((f"{r.get('image', '')} {r['datatype']} {n} IPU", cfg,
-                                float(r["derived_us_per_iteration"]), "us"))
+                    out.append(
+                        (
+                            f"{r.get('image', '')} {r['datatype']} {n} IPU",
+                            cfg,
+                            float(r["derived_us_per_iteration"]),
+                            "us",
+                        )
+                    )
                 elif "name" in header and r["name"] in ("sync", "globExchange"):
                     cfg = StencilConfig(*PHASE_IMAGE, r["datatype"], n, 1, 1, 1)
                     out.append((f"cheese {r['datatype']} {n} IPU {r['name']}", cfg, float(r["cycles"]), r["name"]))
     if not out:
-        raise ConfigError(config_message("cases", ", ".join(map(str, paths)), "have no multi-IPU stencil rows",
-                                         "give models/stencil/cases/*.csv"))
+        raise ConfigError(
+            config_message(
+                "cases", ", ".join(map(str, paths)), "have no multi-IPU stencil rows", "give models/stencil/cases/*.csv"
+            )
+        )
     return out
 
 
 def _machine(base: Machine, x: np.ndarray, chips: int) -> Machine:
     sync, lat, msg = (float(v) for v in x * _SCALE)
-    return replace(base, system=replace(base.system, global_sync_fixed_cycles=sync, link_latency_s=lat,
-                                        link_message_bytes=msg)).with_chips(chips)
+    return replace(
+        base, system=replace(base.system, global_sync_fixed_cycles=sync, link_latency_s=lat, link_message_bytes=msg)
+    ).with_chips(chips)
 
 
 def _predict(targets, plans, base, x) -> np.ndarray:
     from tilesim.engine import simulate
 
     out = []
-    for (label, cfg, meas, q), plan in zip(targets, plans):
+    for (_label, cfg, _meas, q), plan in zip(targets, plans):
         m = _machine(base, x, cfg.ipus)
         c, B = plan.counts, plan.codelet.bytes_per_pixel
-        flows = tuple((a, b, float(px * B + m.system.link_message_bytes * c.flows_runs[(a, b)]))
-                      for (a, b), px in sorted(c.flows_px.items()))
+        flows = tuple(
+            (a, b, float(px * B + m.system.link_message_bytes * c.flows_runs[(a, b)]))
+            for (a, b), px in sorted(c.flows_px.items())
+        )
         res = simulate(build_program(replace(plan, flows=flows), m), m, keep_timeline=False)
         if q == "us":
             out.append(res.total_s / cfg.iterations * 1e6)
@@ -92,8 +105,11 @@ def _predict(targets, plans, base, x) -> np.ndarray:
             lab = res.by_label()
             sets = 2 * cfg.iterations
             if q == "sync":
-                out.append((lab["exchange"]["breakdown_s"]["sync"] + lab["globExchange"]["breakdown_s"]["sync"])
-                           * m.clock_hz / sets)
+                out.append(
+                    (lab["exchange"]["breakdown_s"]["sync"] + lab["globExchange"]["breakdown_s"]["sync"])
+                    * m.clock_hz
+                    / sets
+                )
             else:
                 b = lab["globExchange"]["breakdown_s"]
                 out.append((b["links"] + b["exchange"]) * m.clock_hz / sets)
@@ -110,12 +126,20 @@ def fit_stencil(paths, machine: str = "gc2x16") -> StencilFit:
     meas = np.array([t[2] for t in targets])
     s = base.system
     x0 = np.array([s.global_sync_fixed_cycles, s.link_latency_s, s.link_message_bytes]) / _SCALE
-    res = least_squares(lambda x: (_predict(targets, plans, base, x) - meas) / meas, x0,
-                        bounds=(_BOUNDS[0] / _SCALE, _BOUNDS[1] / _SCALE), diff_step=0.05, max_nfev=60)
+    res = least_squares(
+        lambda x: (_predict(targets, plans, base, x) - meas) / meas,
+        x0,
+        bounds=(_BOUNDS[0] / _SCALE, _BOUNDS[1] / _SCALE),
+        diff_step=0.05,
+        max_nfev=60,
+    )
     p0, p1 = _predict(targets, plans, base, x0), _predict(targets, plans, base, res.x)
     vals = dict(zip(FIT_NAMES, (res.x * _SCALE).tolist()))
     vals["global_sync_fixed_cycles"] = int(round(vals["global_sync_fixed_cycles"]))
-    return StencilFit(values=vals, start=dict(zip(FIT_NAMES, (x0 * _SCALE).tolist())),
-                      rows=tuple((t[0], t[2], float(a), float(b)) for t, a, b in zip(targets, p0, p1)),
-                      mean_abs_error_pct_start=float(np.mean(np.abs(p0 - meas) / meas) * 100),
-                      mean_abs_error_pct=float(np.mean(np.abs(p1 - meas) / meas) * 100))
+    return StencilFit(
+        values=vals,
+        start=dict(zip(FIT_NAMES, (x0 * _SCALE).tolist())),
+        rows=tuple((t[0], t[2], float(a), float(b)) for t, a, b in zip(targets, p0, p1)),
+        mean_abs_error_pct_start=float(np.mean(np.abs(p0 - meas) / meas) * 100),
+        mean_abs_error_pct=float(np.mean(np.abs(p1 - meas) / meas) * 100),
+    )

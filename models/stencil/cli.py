@@ -3,6 +3,7 @@
 Registered through the ``tilesim.commands`` entry point. Bad input raises
 :class:`~tilesim.errors.ConfigError`; the core CLI prints it on one line and exits 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,27 +29,43 @@ def _cmd_stencil(args) -> int:
     img = None
     if args.image is not None:
         from models.stencil.plots import read_png
+
         img = read_png(args.image)
         size = (img.shape[1], img.shape[0])
         if args.image_size is not None and parse_pair(args.image_size, "--image-size") != size:
-            raise ConfigError(config_message("--image-size", args.image_size, f"differs from the PNG ({size[0]}x{size[1]})",
-                                             "drop --image-size or give the PNG's size"))
+            raise ConfigError(
+                config_message(
+                    "--image-size",
+                    args.image_size,
+                    f"differs from the PNG ({size[0]}x{size[1]})",
+                    "drop --image-size or give the PNG's size",
+                )
+            )
     else:
         size = parse_pair(args.image_size, "--image-size")
     rows, cols = parse_pair(args.min_partition, "--min-partition")
     if not 1 <= args.ipus <= 16:
         raise ConfigError(config_message("--ipus", args.ipus, "must be in 1..16", "the GC2 system had 16 IPUs"))
-    cfg = StencilConfig(height=size[1], width=size[0], dtype=args.dtype, ipus=args.ipus, min_rows=rows,
-                        min_cols=cols, iterations=args.iterations)
+    cfg = StencilConfig(
+        height=size[1],
+        width=size[0],
+        dtype=args.dtype,
+        ipus=args.ipus,
+        min_rows=rows,
+        min_cols=cols,
+        iterations=args.iterations,
+    )
     machine = load_machine(args.machine, args.ipus)
     run = run_stencil(cfg, machine)
     summary = run.to_dict()
     if args.out:
         from tilesim.cli import write_outputs
+
         out = Path(args.out)
         write_outputs(out, run.result, run.program, run.ledger, extra={"stencil": summary})
         if img is not None:
             from models.stencil.plots import write_png
+
             blurred = blur_image(img, cfg, machine.tiles_per_chip, machine.chip.workers_per_tile)
             write_png(out / "blurred.png", blurred)
             summary["blurred_png"] = str(out / "blurred.png")
@@ -57,14 +74,20 @@ def _cmd_stencil(args) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print(f"stencil {summary['image']} {cfg.dtype} on {args.ipus} IPU(s) ({machine.name}), min partition "
-          f"{summary['min_partition']}, {cfg.iterations} iterations: {run.us_per_iteration:.2f} us per iteration")
+    print(
+        f"stencil {summary['image']} {cfg.dtype} on {args.ipus} IPU(s) ({machine.name}), min partition "
+        f"{summary['min_partition']}, {cfg.iterations} iterations: {run.us_per_iteration:.2f} us per iteration"
+    )
     print("  per superstep (cycles): " + ", ".join(f"{k} {v:,.0f}" for k, v in run.phases.items()))
-    print(f"  SRAM: fullest tile {summary['max_tile_bytes']:,} B of {summary['sram_bytes']:,} B; "
-          f"fits = {summary['fits']}; tiles used {summary['tiles_used']:,} of {machine.total_tiles:,}")
+    print(
+        f"  SRAM: fullest tile {summary['max_tile_bytes']:,} B of {summary['sram_bytes']:,} B; "
+        f"fits = {summary['fits']}; tiles used {summary['tiles_used']:,} of {machine.total_tiles:,}"
+    )
     if args.out:
-        print(f"  wrote {args.out}/summary.json, summary.md, trace.json (Perfetto), pictures"
-              + (", blurred.png" if img is not None else ""))
+        print(
+            f"  wrote {args.out}/summary.json, summary.md, trace.json (Perfetto), pictures"
+            + (", blurred.png" if img is not None else "")
+        )
     return 0
 
 

@@ -26,6 +26,7 @@ cost fixed cycles, **fitted** on the same profile (pre/post at 1 and 16 IPUs, al
 On-chip halo exchange and IPU-Link transfers use the machine's documented constants
 (``exchange_bytes_per_cycle``, ``exchange_fixed_cycles``, link bandwidth/latency): nothing here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,8 +35,8 @@ from tilesim.errors import ConfigError, config_message
 
 __all__ = ["Codelet", "CODELETS", "CopyCosts", "COPY", "DTYPES", "SLOTS_PER_VECTOR", "codelet"]
 
-SLOTS_PER_VECTOR = 21      # 9 loads + 8 adds + 3 multiplies + 1 store, counted from the loop body
-CHANNELS = 4               # RGBA
+SLOTS_PER_VECTOR = 21  # 9 loads + 8 adds + 3 multiplies + 1 store, counted from the loop body
+CHANNELS = 4  # RGBA
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,8 @@ class Codelet:
     dtype: str
     bytes_per_channel: int
     vectors_per_pixel: int
-    loop_overhead_cycles: float     # [F] per vector, beyond the 21 counted slots
-    vertex_fixed_cycles: float      # [F] per vertex (worker slice)
+    loop_overhead_cycles: float  # [F] per vector, beyond the 21 counted slots
+    vertex_fixed_cycles: float  # [F] per vertex (worker slice)
 
     @property
     def bytes_per_pixel(self) -> int:
@@ -74,11 +75,11 @@ DTYPES = tuple(CODELETS)
 class CopyCosts:
     """On-tile copy programs around the halo exchange (profile phases ``pre`` and ``post``)."""
 
-    bytes_per_cycle: float = 8.0      # [D] six workers, one 64-bit load/store each per worker cycle
+    bytes_per_cycle: float = 8.0  # [D] six workers, one 64-bit load/store each per worker cycle
     pre_fixed_cycles: float = 1315.0  # [F]
-    pre_per_region_cycles: float = 2.46   # [F]
+    pre_per_region_cycles: float = 2.46  # [F]
     post_fixed_cycles: float = 591.0  # [F]
-    post_per_row_cycles: float = 7.68     # [F]
+    post_per_row_cycles: float = 7.68  # [F]
 
 
 COPY = CopyCosts()
@@ -87,6 +88,12 @@ COPY = CopyCosts()
 def codelet(dtype: str) -> Codelet:
     """The codelet of ``dtype`` (float, float2, half4); :class:`ConfigError` otherwise."""
     if dtype not in CODELETS:
-        raise ConfigError(config_message("--dtype", dtype, f"must be one of {', '.join(DTYPES)}",
-                                         "half4 = fp16 4-wide, float2 = fp32 2-wide, float = scalar fp32"))
+        raise ConfigError(
+            config_message(
+                "--dtype",
+                dtype,
+                f"must be one of {', '.join(DTYPES)}",
+                "half4 = fp16 4-wide, float2 = fp32 2-wide, float = scalar fp32",
+            )
+        )
     return CODELETS[dtype]

@@ -11,6 +11,7 @@ workers read it. A message is a contiguous run in the source tile's memory: adja
 image row held by one source tile; every pixel of a column halo is its own message (the image is
 row-major). On-tile copy regions are counted per worker halo.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,18 +29,18 @@ class HaloCounts:
 
     tiles_per_ipu: int
     ipus: int
-    max_worker_pixels: np.ndarray   # [N] largest worker slice
-    tile_pixels: np.ndarray         # [N]
-    tile_rows: np.ndarray           # [N] row segments of all worker slices (in/out copy regions)
-    onchip_in_px: np.ndarray        # [N] halo pixels received from other tiles of the same IPU
-    onchip_out_px: np.ndarray       # [N] halo pixels sent to other tiles of the same IPU
-    onchip_in_runs: np.ndarray      # [N]
-    local_halo_px: np.ndarray       # [N] halo pixels copied on the tile itself
-    local_halo_runs: np.ndarray     # [N]
-    link_in_px: np.ndarray          # [N] halo pixels received from other IPUs
-    link_in_runs: np.ndarray        # [N]
-    flows_px: dict                  # {(src_ipu, dst_ipu): pixels}
-    flows_runs: dict                # {(src_ipu, dst_ipu): messages (contiguous source regions per destination tile)}
+    max_worker_pixels: np.ndarray  # [N] largest worker slice
+    tile_pixels: np.ndarray  # [N]
+    tile_rows: np.ndarray  # [N] row segments of all worker slices (in/out copy regions)
+    onchip_in_px: np.ndarray  # [N] halo pixels received from other tiles of the same IPU
+    onchip_out_px: np.ndarray  # [N] halo pixels sent to other tiles of the same IPU
+    onchip_in_runs: np.ndarray  # [N]
+    local_halo_px: np.ndarray  # [N] halo pixels copied on the tile itself
+    local_halo_runs: np.ndarray  # [N]
+    link_in_px: np.ndarray  # [N] halo pixels received from other IPUs
+    link_in_runs: np.ndarray  # [N]
+    flows_px: dict  # {(src_ipu, dst_ipu): pixels}
+    flows_runs: dict  # {(src_ipu, dst_ipu): messages (contiguous source regions per destination tile)}
 
 
 def owner_map(blocks: Blocks, tiles_per_ipu: int) -> np.ndarray:
@@ -77,10 +78,15 @@ def halo_counts(blocks: Blocks, tiles_per_ipu: int) -> HaloCounts:
     # (dst worker index, pixel rows, pixel cols, run id, is_column)
     pieces = []
     for exists, rs, cs, lens, horiz in (
-            (top, r0 - 1, c0, w, True), (bottom, r1, c0, w, True),
-            (left, r0, c0 - 1, h, False), (right, r0, c1, h, False),
-            (top & left, r0 - 1, c0 - 1, np.ones_like(h), True), (top & right, r0 - 1, c1, np.ones_like(h), True),
-            (bottom & left, r1, c0 - 1, np.ones_like(h), True), (bottom & right, r1, c1, np.ones_like(h), True)):
+        (top, r0 - 1, c0, w, True),
+        (bottom, r1, c0, w, True),
+        (left, r0, c0 - 1, h, False),
+        (right, r0, c1, h, False),
+        (top & left, r0 - 1, c0 - 1, np.ones_like(h), True),
+        (top & right, r0 - 1, c1, np.ones_like(h), True),
+        (bottom & left, r1, c0 - 1, np.ones_like(h), True),
+        (bottom & right, r1, c1, np.ones_like(h), True),
+    ):
         idx = np.flatnonzero(exists)
         if not idx.size:
             continue
@@ -93,7 +99,7 @@ def halo_counts(blocks: Blocks, tiles_per_ipu: int) -> HaloCounts:
         dst = gt[widx]
         src = own[rr, cc]
         same_tile = src == dst
-        new = np.ones(src.size, bool)           # on-tile copy regions, per worker halo
+        new = np.ones(src.size, bool)  # on-tile copy regions, per worker halo
         if horiz:
             new[1:] = (seg[1:] != seg[:-1]) | (src[1:] != src[:-1])
         local_px += np.bincount(dst[same_tile], minlength=N)
@@ -102,7 +108,7 @@ def halo_counts(blocks: Blocks, tiles_per_ipu: int) -> HaloCounts:
     # a tile receives each remote pixel once, however many of its workers read it; a message is
     # a contiguous run of one source tile's row (adjacent pixels of one row, same source)
     rem = np.concatenate(remote) if remote else np.zeros((0, 3), np.int64)
-    key = np.unique((rem[:, 0] * H + rem[:, 1]) * W + rem[:, 2])      # sorted by (dst, row, col)
+    key = np.unique((rem[:, 0] * H + rem[:, 1]) * W + rem[:, 2])  # sorted by (dst, row, col)
     dst, rc = np.divmod(key, H * W)
     rr, cc = np.divmod(rc, W)
     src = own[rr, cc]
@@ -124,9 +130,19 @@ def halo_counts(blocks: Blocks, tiles_per_ipu: int) -> HaloCounts:
     px = blocks.pixels()
     maxw = np.zeros(N)
     np.maximum.at(maxw, gt, px)
-    return HaloCounts(tiles_per_ipu=tiles_per_ipu, ipus=ipus, max_worker_pixels=maxw,
-                      tile_pixels=np.bincount(gt, weights=px, minlength=N),
-                      tile_rows=np.bincount(gt, weights=h, minlength=N).astype(np.float64),
-                      onchip_in_px=onchip_in, onchip_out_px=onchip_out, onchip_in_runs=onchip_runs,
-                      local_halo_px=local_px, local_halo_runs=local_runs, link_in_px=link_in,
-                      link_in_runs=link_runs, flows_px=flows, flows_runs=flow_runs)
+    return HaloCounts(
+        tiles_per_ipu=tiles_per_ipu,
+        ipus=ipus,
+        max_worker_pixels=maxw,
+        tile_pixels=np.bincount(gt, weights=px, minlength=N),
+        tile_rows=np.bincount(gt, weights=h, minlength=N).astype(np.float64),
+        onchip_in_px=onchip_in,
+        onchip_out_px=onchip_out,
+        onchip_in_runs=onchip_runs,
+        local_halo_px=local_px,
+        local_halo_runs=local_runs,
+        link_in_px=link_in,
+        link_in_runs=link_runs,
+        flows_px=flows,
+        flows_runs=flow_runs,
+    )

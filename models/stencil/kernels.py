@@ -10,6 +10,7 @@ A neighbour outside the slice comes from its halo, which exists only when the au
 it (top: ``r0 - 1 > 0``, left: ``c0 - 1 > 0``, bottom: ``r1 < rows - 1``, right: ``c1 < cols - 1``;
 a corner needs both sides); a missing halo reads 0.
 """
+
 from __future__ import annotations
 
 import numba as nb
@@ -39,8 +40,11 @@ def _slice(src, dst, r0, r1, c0, c1):
                             continue
                         if cc >= c1 and not right:
                             continue
-                        wgt = np.float32(0.25) if dr == 0 and dc == 0 else (
-                            np.float32(0.125) if dr == 0 or dc == 0 else np.float32(0.0625))
+                        wgt = (
+                            np.float32(0.25)
+                            if dr == 0 and dc == 0
+                            else (np.float32(0.125) if dr == 0 or dc == 0 else np.float32(0.0625))
+                        )
                         acc += wgt * src[rr, cc, ch]
                 dst[r, c, ch] = acc
 

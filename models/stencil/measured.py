@@ -4,6 +4,7 @@ Two kinds of rows, told apart by their columns: strong-scaling rows (µs per ite
 image, data type and IPU count) and phase rows (cycles per superstep of one phase at 1 or 16
 IPUs; the image is cheese 2200×1122, see ``cases/README.md``). Every row has ``workload = stencil``.
 """
+
 from __future__ import annotations
 
 import csv
@@ -14,23 +15,33 @@ from tilesim.errors import ConfigError, config_message
 
 __all__ = ["shipped_stencil_cases", "validate_stencil", "PHASE_IMAGE"]
 
-PHASE_IMAGE = (1122, 2200)       # rows, cols of the profiled image (cheese)
-_SCALING = ("width_px", "height_px", "datatype", "num_ipus", "iterations", "min_rows_x_cols_per_tile",
-            "derived_us_per_iteration")
+PHASE_IMAGE = (1122, 2200)  # rows, cols of the profiled image (cheese)
+_SCALING = (
+    "width_px",
+    "height_px",
+    "datatype",
+    "num_ipus",
+    "iterations",
+    "min_rows_x_cols_per_tile",
+    "derived_us_per_iteration",
+)
 _PHASE = ("num_ipus", "datatype", "name", "cycles")
 
 
 def shipped_stencil_cases() -> list[Path]:
     root = resources.files("models.stencil") / "cases"
-    return sorted(Path(str(root / n)) for n in ("louw_gc2_gaussian_blur_strong_scaling.csv",
-                                                "louw_gc2_stencil_phase_cycles.csv"))
+    return sorted(
+        Path(str(root / n)) for n in ("louw_gc2_gaussian_blur_strong_scaling.csv", "louw_gc2_stencil_phase_cycles.csv")
+    )
 
 
 def _num(path, i, col, text, kind=int):
     try:
         return kind(text)
     except (TypeError, ValueError):
-        raise ConfigError(config_message(f"{path} row {i} column {col}", text, f"is not a valid {kind.__name__}")) from None
+        raise ConfigError(
+            config_message(f"{path} row {i} column {col}", text, f"is not a valid {kind.__name__}")
+        ) from None
 
 
 def validate_stencil(path, machine: str = "gc2x16", iterations: int = 10) -> list[dict]:
@@ -49,8 +60,14 @@ def validate_stencil(path, machine: str = "gc2x16", iterations: int = 10) -> lis
         rows = list(reader)
     kind = "scaling" if all(c in header for c in _SCALING) else "phase" if all(c in header for c in _PHASE) else None
     if kind is None:
-        raise ConfigError(config_message(f"{p} header", ",".join(header), "is neither a stencil scaling nor a phase file",
-                                         f"scaling needs {', '.join(_SCALING)}; phases need {', '.join(_PHASE)}"))
+        raise ConfigError(
+            config_message(
+                f"{p} header",
+                ",".join(header),
+                "is neither a stencil scaling nor a phase file",
+                f"scaling needs {', '.join(_SCALING)}; phases need {', '.join(_PHASE)}",
+            )
+        )
     runs: dict = {}
 
     def run(h, w, dtype, ipus, mr, mc):
@@ -70,13 +87,27 @@ def validate_stencil(path, machine: str = "gc2x16", iterations: int = 10) -> lis
             mr, mc = parse_pair(r["min_rows_x_cols_per_tile"], f"{p} row {i} min_rows_x_cols_per_tile")
             pred = run(h, w, r["datatype"], ipus, mr, mc).us_per_iteration
             meas = _num(p, i, "derived_us_per_iteration", r["derived_us_per_iteration"], float)
-            out.append({"workload": "stencil", "case": f"{r.get('image', f'{w}x{h}')} {r['datatype']} {ipus} IPU",
-                        "quantity": "us_per_iteration", "predicted": pred, "measured": meas,
-                        "error_pct": 100.0 * (pred - meas) / meas})
+            out.append(
+                {
+                    "workload": "stencil",
+                    "case": f"{r.get('image', f'{w}x{h}')} {r['datatype']} {ipus} IPU",
+                    "quantity": "us_per_iteration",
+                    "predicted": pred,
+                    "measured": meas,
+                    "error_pct": 100.0 * (pred - meas) / meas,
+                }
+            )
         else:
             pred = run(*PHASE_IMAGE, r["datatype"], ipus, 1, 1).phases[r["name"]]
             meas = _num(p, i, "cycles", r["cycles"], float)
-            out.append({"workload": "stencil", "case": f"cheese {r['datatype']} {ipus} IPU {r['name']}",
-                        "quantity": "cycles_per_superstep", "predicted": pred, "measured": meas,
-                        "error_pct": 100.0 * (pred - meas) / meas if meas else None})
+            out.append(
+                {
+                    "workload": "stencil",
+                    "case": f"cheese {r['datatype']} {ipus} IPU {r['name']}",
+                    "quantity": "cycles_per_superstep",
+                    "predicted": pred,
+                    "measured": meas,
+                    "error_pct": 100.0 * (pred - meas) / meas if meas else None,
+                }
+            )
     return out

@@ -10,6 +10,7 @@ extra). Written from the description of ``main/StructuredGridUtils.hpp`` in
 github.com/thorbenlouw/lbm-graphcore @97cd841 (Louw & McIntosh-Smith 2020); plain functions over
 integers, no Poplar.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,7 +22,7 @@ from tilesim.errors import ConfigError, config_message
 
 __all__ = ["Blocks", "partition_image", "MAX_PIXELS_PER_IPU"]
 
-MAX_PIXELS_PER_IPU = 2000 * 1400     # the authors' cap per IPU (partitionForIpus(..., 2000 * 1400))
+MAX_PIXELS_PER_IPU = 2000 * 1400  # the authors' cap per IPU (partitionForIpus(..., 2000 * 1400))
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,9 +31,9 @@ class Blocks:
 
     height: int
     width: int
-    ipu: np.ndarray       # int64 [B]
-    tile: np.ndarray      # int64 [B] tile within its IPU
-    worker: np.ndarray    # int64 [B]
+    ipu: np.ndarray  # int64 [B]
+    tile: np.ndarray  # int64 [B] tile within its IPU
+    worker: np.ndarray  # int64 [B]
     r0: np.ndarray
     r1: np.ndarray
     c0: np.ndarray
@@ -59,9 +60,14 @@ def _split(n: int, parts: int) -> list[tuple[int, int]]:
 
 def _ipu_strips(rows: int, cols: int, ipus: int) -> list[tuple[int, int, int, int]]:
     if rows * cols > MAX_PIXELS_PER_IPU * ipus:
-        raise ConfigError(config_message(
-            "image", f"{cols}x{rows}", f"has more than {MAX_PIXELS_PER_IPU:,} pixels per IPU on {ipus} IPU(s)",
-            "use more IPUs or a smaller image (the authors' limit per IPU)"))
+        raise ConfigError(
+            config_message(
+                "image",
+                f"{cols}x{rows}",
+                f"has more than {MAX_PIXELS_PER_IPU:,} pixels per IPU on {ipus} IPU(s)",
+                "use more IPUs or a smaller image (the authors' limit per IPU)",
+            )
+        )
     by_rows = (rows % ipus) / rows < (cols % ipus) / cols
 
     def strips(use_rows: bool):
@@ -77,8 +83,14 @@ def _ipu_strips(rows: int, cols: int, ipus: int) -> list[tuple[int, int, int, in
 
     got = strips(by_rows) or strips(not by_rows)
     if got is None:
-        raise ConfigError(config_message("ipus", ipus, f"cannot split a {cols}x{rows} image into {ipus} strips",
-                                         "use fewer IPUs or a larger image"))
+        raise ConfigError(
+            config_message(
+                "ipus",
+                ipus,
+                f"cannot split a {cols}x{rows} image into {ipus} strips",
+                "use fewer IPUs or a larger image",
+            )
+        )
     return got
 
 
@@ -86,10 +98,10 @@ def _tile_blocks(r0, r1, c0, c1, tiles, min_rows, min_cols) -> list[tuple[int, i
     h, w = r1 - r0, c1 - c0
     if h * w < min_rows * min_cols:
         return [(r0, r1, c0, c1)]
-    if w < min_cols:       # long and narrow: row chunks
+    if w < min_cols:  # long and narrow: row chunks
         n = min(tiles, h // min_rows)
         return [(r0 + a, r0 + b, c0, c1) for a, b in _split(h, n)]
-    if h < min_rows:       # short and wide: column chunks
+    if h < min_rows:  # short and wide: column chunks
         n = min(tiles, w // min_cols)
         return [(r0, r1, c0 + a, c0 + b) for a, b in _split(w, n)]
     aspect = max(min_cols, w) / max(min_rows, h)
@@ -97,7 +109,7 @@ def _tile_blocks(r0, r1, c0, c1, tiles, min_rows, min_cols) -> list[tuple[int, i
     tcols = int(min(float(cmax), math.ceil(math.sqrt(tiles * aspect))))
     trows = min(rmax, tiles // tcols)
     narrow = max(min_cols, w // tcols)
-    n_wide = w - tcols * narrow                   # columns one pixel wider (may be <= 0)
+    n_wide = w - tcols * narrow  # columns one pixel wider (may be <= 0)
     n_narrow = tcols - n_wide if tcols > n_wide else 0
     short = max(min_rows, h // trows)
     n_tall = h - trows * short
@@ -121,8 +133,9 @@ def _worker_slices(r0, r1, c0, c1, workers) -> list[tuple[int, int, int, int]]:
     return [(r0, r1, c0 + a, c0 + b) for a, b in _split(w, min(w, workers))]
 
 
-def partition_image(height: int, width: int, ipus: int, tiles_per_ipu: int, min_rows: int = 6,
-                    min_cols: int = 6, workers: int = 6) -> Blocks:
+def partition_image(
+    height: int, width: int, ipus: int, tiles_per_ipu: int, min_rows: int = 6, min_cols: int = 6, workers: int = 6
+) -> Blocks:
     """The authors' split of a ``height`` × ``width`` image over ``ipus`` IPUs.
 
     Raises
@@ -130,17 +143,26 @@ def partition_image(height: int, width: int, ipus: int, tiles_per_ipu: int, min_
     ConfigError
         Non-positive sizes, or an image that does not fit the authors' per-IPU limit.
     """
-    for name, v in (("image height", height), ("image width", width), ("ipus", ipus),
-                    ("tiles per IPU", tiles_per_ipu), ("min rows per tile", min_rows),
-                    ("min cols per tile", min_cols), ("workers", workers)):
+    for name, v in (
+        ("image height", height),
+        ("image width", width),
+        ("ipus", ipus),
+        ("tiles per IPU", tiles_per_ipu),
+        ("min rows per tile", min_rows),
+        ("min cols per tile", min_cols),
+        ("workers", workers),
+    ):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ConfigError(config_message(name, v, "must be an integer >= 1"))
     cols = {k: [] for k in ("ipu", "tile", "worker", "r0", "r1", "c0", "c1")}
     for ipu, strip in enumerate(_ipu_strips(height, width, ipus)):
         blocks = _tile_blocks(*strip, tiles_per_ipu, min_rows, min_cols)
         if len(blocks) > tiles_per_ipu:
-            raise ConfigError(config_message("tile blocks", len(blocks), f"exceed {tiles_per_ipu} tiles per IPU",
-                                             "raise --min-partition"))
+            raise ConfigError(
+                config_message(
+                    "tile blocks", len(blocks), f"exceed {tiles_per_ipu} tiles per IPU", "raise --min-partition"
+                )
+            )
         for tile, blk in enumerate(blocks):
             for k, (a, b, c, d) in enumerate(_worker_slices(*blk, workers)):
                 for key, v in zip(("ipu", "tile", "worker", "r0", "r1", "c0", "c1"), (ipu, tile, k, a, b, c, d)):

@@ -1,4 +1,5 @@
 """PNG input/output for the stencil command (matplotlib lives in plot modules only)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,9 +20,10 @@ def read_png(path) -> np.ndarray:
         raise ConfigError(config_message("--image", str(path), "no such file", "give a PNG file"))
     try:
         img = np.asarray(mpimg.imread(p), np.float32)
-    except Exception as exc:        # matplotlib raises several kinds for a bad file
-        raise ConfigError(config_message("--image", str(path), f"is not a readable PNG ({exc.__class__.__name__})",
-                                         "give a PNG file")) from None
+    except Exception as exc:  # matplotlib raises several kinds for a bad file
+        raise ConfigError(
+            config_message("--image", str(path), f"is not a readable PNG ({exc.__class__.__name__})", "give a PNG file")
+        ) from None
     if img.ndim == 2:
         img = np.repeat(img[:, :, None], 3, axis=2)
     if img.shape[2] == 3:

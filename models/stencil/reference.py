@@ -1,4 +1,5 @@
 """NumPy twin of :mod:`models.stencil.kernels` (slow, obvious, for tests)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,12 +21,12 @@ def blur_slices_ref(src: np.ndarray, r0, r1, c0, c1) -> np.ndarray:
         rb = b + 1 if bottom else b
         ca = c - 1 if left else c
         cb = d + 1 if right else d
-        pad[ra - a + 1:rb - a + 1, ca - c + 1:cb - c + 1] = src[ra:rb, ca:cb]
+        pad[ra - a + 1 : rb - a + 1, ca - c + 1 : cb - c + 1] = src[ra:rb, ca:cb]
         h, w = b - a, d - c
         acc = np.zeros((h, w, src.shape[2]), np.float32)
         for i in range(3):
             for j in range(3):
-                acc += WEIGHTS[i, j] * pad[i:i + h, j:j + w]
+                acc += WEIGHTS[i, j] * pad[i : i + h, j : j + w]
         dst[a:b, c:d] = acc
     return dst
 
@@ -33,4 +34,5 @@ def blur_slices_ref(src: np.ndarray, r0, r1, c0, c1) -> np.ndarray:
 def blur_zero_padded(src: np.ndarray) -> np.ndarray:
     """The textbook blur with zero padding (scipy.ndimage.correlate, mode='constant')."""
     from scipy.ndimage import correlate
+
     return correlate(src, WEIGHTS[:, :, None], mode="constant", cval=0.0)

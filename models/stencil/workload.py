@@ -12,6 +12,7 @@ and a final ``tail`` superstep holds the last set's ``post`` copies and compute.
 (named): the internal and the global exchange are separate phases each behind its own sync, as the
 profile lists them (``exchange``, ``globExchange``); the engine overlaps neither.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,11 +27,21 @@ from tilesim.machine import Machine
 from tilesim.memory import MemoryLedger
 from tilesim.program import Program, ProgramBuilder
 
-__all__ = ["StencilConfig", "StencilPlan", "StencilRun", "plan_stencil", "build_program", "stencil_ledger",
-           "run_stencil", "blur_image", "parse_pair", "PHASE_NAMES"]
+__all__ = [
+    "StencilConfig",
+    "StencilPlan",
+    "StencilRun",
+    "plan_stencil",
+    "build_program",
+    "stencil_ledger",
+    "run_stencil",
+    "blur_image",
+    "parse_pair",
+    "PHASE_NAMES",
+]
 
 PHASE_NAMES = ("sync", "exchange", "globExchange", "pre", "post", "compute")
-VERTEX_STATE_BYTES = 48     # 10 field pointers (4 B) + width + height (4 B each), per vertex
+VERTEX_STATE_BYTES = 48  # 10 field pointers (4 B) + width + height (4 B each), per vertex
 
 
 @dataclass(frozen=True)
@@ -47,14 +58,25 @@ class StencilConfig:
 
     def __post_init__(self):
         codelet(self.dtype)
-        for name, v, lim in (("image height", self.height, 3), ("image width", self.width, 3),
-                             ("--ipus", self.ipus, 1), ("min rows per tile", self.min_rows, 1),
-                             ("min cols per tile", self.min_cols, 1), ("--iterations", self.iterations, 1)):
+        for name, v, lim in (
+            ("image height", self.height, 3),
+            ("image width", self.width, 3),
+            ("--ipus", self.ipus, 1),
+            ("min rows per tile", self.min_rows, 1),
+            ("min cols per tile", self.min_cols, 1),
+            ("--iterations", self.iterations, 1),
+        ):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lim:
                 raise ConfigError(config_message(name, v, f"must be an integer >= {lim}"))
         if self.iterations > 100000:
-            raise ConfigError(config_message("--iterations", self.iterations, "must be <= 100000",
-                                             "time per iteration does not depend on the count"))
+            raise ConfigError(
+                config_message(
+                    "--iterations",
+                    self.iterations,
+                    "must be <= 100000",
+                    "time per iteration does not depend on the count",
+                )
+            )
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,12 +88,12 @@ class StencilPlan:
     codelet: Codelet
     blocks: Blocks
     counts: HaloCounts
-    compute_cycles: np.ndarray      # [N] 6 x slowest worker
-    pre_cycles: np.ndarray          # [N]
-    post_cycles: np.ndarray         # [N]
-    exchange_in_bytes: np.ndarray   # [N] on-chip halo bytes received
+    compute_cycles: np.ndarray  # [N] 6 x slowest worker
+    pre_cycles: np.ndarray  # [N]
+    post_cycles: np.ndarray  # [N]
+    exchange_in_bytes: np.ndarray  # [N] on-chip halo bytes received
     exchange_out_bytes: np.ndarray  # [N]
-    flows: tuple                    # ((src_ipu, dst_ipu, bytes), ...)
+    flows: tuple  # ((src_ipu, dst_ipu, bytes), ...)
     copy: CopyCosts = field(default=COPY)
 
     @property
@@ -103,27 +125,48 @@ def plan_stencil(config: StencilConfig, machine: Machine, copy: CopyCosts = COPY
         ``config.ipus`` differs from the machine's chip count, or the image does not split.
     """
     if config.ipus != machine.chips:
-        raise ConfigError(config_message("--ipus", config.ipus, f"machine {machine.name} has {machine.chips} chips",
-                                         "pass the machine with --chips matching --ipus"))
+        raise ConfigError(
+            config_message(
+                "--ipus",
+                config.ipus,
+                f"machine {machine.name} has {machine.chips} chips",
+                "pass the machine with --chips matching --ipus",
+            )
+        )
     cod = codelet(config.dtype)
     T = machine.tiles_per_chip
-    blocks = partition_image(config.height, config.width, config.ipus, T, config.min_rows, config.min_cols,
-                             machine.chip.workers_per_tile)
+    blocks = partition_image(
+        config.height, config.width, config.ipus, T, config.min_rows, config.min_cols, machine.chip.workers_per_tile
+    )
     c = halo_counts(blocks, T)
     B = cod.bytes_per_pixel
     workers = machine.chip.workers_per_tile
     used = c.tile_pixels > 0
     compute = workers * cod.worker_cycles(c.max_worker_pixels)
-    pre = used * (copy.pre_fixed_cycles + copy.pre_per_region_cycles * (c.tile_rows + c.local_halo_runs)
-                  + (c.tile_pixels + c.local_halo_px) * B / copy.bytes_per_cycle)
-    post = used * (copy.post_fixed_cycles + copy.post_per_row_cycles * c.tile_rows
-                   + c.tile_pixels * B / copy.bytes_per_cycle)
+    pre = used * (
+        copy.pre_fixed_cycles
+        + copy.pre_per_region_cycles * (c.tile_rows + c.local_halo_runs)
+        + (c.tile_pixels + c.local_halo_px) * B / copy.bytes_per_cycle
+    )
+    post = used * (
+        copy.post_fixed_cycles + copy.post_per_row_cycles * c.tile_rows + c.tile_pixels * B / copy.bytes_per_cycle
+    )
     msg = machine.system.link_message_bytes
     flows = tuple((a, b, float(px * B + msg * c.flows_runs[(a, b)])) for (a, b), px in sorted(c.flows_px.items()))
-    return StencilPlan(config=config, machine_name=machine.name, codelet=cod, blocks=blocks, counts=c,
-                       compute_cycles=compute, pre_cycles=pre, post_cycles=post,
-                       exchange_in_bytes=c.onchip_in_px * B, exchange_out_bytes=c.onchip_out_px * B,
-                       flows=flows, copy=copy)
+    return StencilPlan(
+        config=config,
+        machine_name=machine.name,
+        codelet=cod,
+        blocks=blocks,
+        counts=c,
+        compute_cycles=compute,
+        pre_cycles=pre,
+        post_cycles=post,
+        exchange_in_bytes=c.onchip_in_px * B,
+        exchange_out_bytes=c.onchip_out_px * B,
+        flows=flows,
+        copy=copy,
+    )
 
 
 def build_program(plan: StencilPlan, machine: Machine) -> Program:
@@ -132,10 +175,13 @@ def build_program(plan: StencilPlan, machine: Machine) -> Program:
 
     cfg = plan.config
     sets = 2 * cfg.iterations
-    per_tile_row = 4 * machine.total_tiles               # one float32 row of the program
+    per_tile_row = 4 * machine.total_tiles  # one float32 row of the program
     # compute rows (1 or 2 per set) and exchange rows (in + out), x3 for the engine's working copies
-    check_memory("--iterations", 3.0 * sets * per_tile_row * (1 + (machine.chips > 1) + 2),
-                 "simulate fewer iterations: the time per iteration does not depend on the count")
+    check_memory(
+        "--iterations",
+        3.0 * sets * per_tile_row * (1 + (machine.chips > 1) + 2),
+        "simulate fewer iterations: the time per iteration does not depend on the count",
+    )
     b = ProgramBuilder.for_machine(machine, name=f"stencil {cfg.width}x{cfg.height} {cfg.dtype}")
     first = plan.pre_cycles
     steady = plan.post_cycles + plan.compute_cycles + plan.pre_cycles
@@ -160,8 +206,9 @@ def stencil_ledger(plan: StencilPlan, machine: Machine) -> MemoryLedger:
     halo = (c.onchip_in_px + c.link_in_px)[tiles] * B
     led.add("exchange_buffers", halo, tiles, "received halos")
     led.add("variables:other", (px + c.local_halo_px[tiles]) * B, tiles, "contiguous vertex copies (pre/post)")
-    nvert = np.bincount(plan.blocks.ipu * machine.tiles_per_chip + plan.blocks.tile,
-                        minlength=machine.total_tiles)[tiles]
+    nvert = np.bincount(plan.blocks.ipu * machine.tiles_per_chip + plan.blocks.tile, minlength=machine.total_tiles)[
+        tiles
+    ]
     led.add("vertex_state", 2 * nvert * VERTEX_STATE_BYTES, tiles, "2 compute sets x worker vertices")
     return led
 
@@ -175,22 +222,31 @@ class StencilRun:
     result: object
     ledger: MemoryLedger
     us_per_iteration: float
-    phases: dict          # {phase: cycles per superstep (half an iteration)}, profile-style
+    phases: dict  # {phase: cycles per superstep (half an iteration)}, profile-style
 
     def to_dict(self) -> dict:
         cfg = self.plan.config
         per_tile = self.ledger.per_tile()
-        return {"workload": "stencil", "image": f"{cfg.width}x{cfg.height}", "dtype": cfg.dtype, "ipus": cfg.ipus,
-                "min_partition": f"{cfg.min_rows}x{cfg.min_cols}", "iterations": cfg.iterations,
-                "machine": self.plan.machine_name, "us_per_iteration": self.us_per_iteration,
-                "phase_cycles_per_superstep": self.phases,
-                "tiles_used": int(self.plan.used.sum()),
-                "max_tile_bytes": int(per_tile.max()), "sram_bytes": self.ledger.budget,
-                "fits": bool(per_tile.max() <= self.ledger.budget)}
+        return {
+            "workload": "stencil",
+            "image": f"{cfg.width}x{cfg.height}",
+            "dtype": cfg.dtype,
+            "ipus": cfg.ipus,
+            "min_partition": f"{cfg.min_rows}x{cfg.min_cols}",
+            "iterations": cfg.iterations,
+            "machine": self.plan.machine_name,
+            "us_per_iteration": self.us_per_iteration,
+            "phase_cycles_per_superstep": self.phases,
+            "tiles_used": int(self.plan.used.sum()),
+            "max_tile_bytes": int(per_tile.max()),
+            "sram_bytes": self.ledger.budget,
+            "fits": bool(per_tile.max() <= self.ledger.budget),
+        }
 
 
-def run_stencil(config: StencilConfig, machine: Machine, *, memory_check: str = "report",
-                keep_timeline: bool = True) -> StencilRun:
+def run_stencil(
+    config: StencilConfig, machine: Machine, *, memory_check: str = "report", keep_timeline: bool = True
+) -> StencilRun:
     """Plan, build and simulate; the phase split is per superstep like the profile's.
 
     ``sync``/``exchange``/``globExchange`` come from the simulated timeline (per label);
@@ -208,13 +264,22 @@ def run_stencil(config: StencilConfig, machine: Machine, *, memory_check: str = 
     clock = machine.clock_hz
     ex = lab["exchange"]["breakdown_s"]
     glob = lab.get("globExchange", {"breakdown_s": {"sync": 0.0, "links": 0.0, "exchange": 0.0}})["breakdown_s"]
-    phases = {"sync": (ex["sync"] + glob["sync"]) * clock / sets,
-              "exchange": ex["exchange"] * clock / sets,
-              "globExchange": (glob["links"] + glob["exchange"]) * clock / sets,
-              "pre": plan.tile_mean(plan.pre_cycles), "post": plan.tile_mean(plan.post_cycles),
-              "compute": plan.tile_mean(plan.compute_cycles)}
-    return StencilRun(plan=plan, program=program, result=result, ledger=ledger,
-                      us_per_iteration=result.total_s / config.iterations * 1e6, phases=phases)
+    phases = {
+        "sync": (ex["sync"] + glob["sync"]) * clock / sets,
+        "exchange": ex["exchange"] * clock / sets,
+        "globExchange": (glob["links"] + glob["exchange"]) * clock / sets,
+        "pre": plan.tile_mean(plan.pre_cycles),
+        "post": plan.tile_mean(plan.post_cycles),
+        "compute": plan.tile_mean(plan.compute_cycles),
+    }
+    return StencilRun(
+        plan=plan,
+        program=program,
+        result=result,
+        ledger=ledger,
+        us_per_iteration=result.total_s / config.iterations * 1e6,
+        phases=phases,
+    )
 
 
 def blur_image(image: np.ndarray, config: StencilConfig, tiles_per_ipu: int, workers: int = 6) -> np.ndarray:
@@ -224,10 +289,14 @@ def blur_image(image: np.ndarray, config: StencilConfig, tiles_per_ipu: int, wor
 
     img = np.asarray(image, np.float32)
     if img.ndim != 3 or img.shape[2] != 4 or img.shape[:2] != (config.height, config.width):
-        raise ConfigError(config_message("image shape", img.shape,
-                                         f"must be ({config.height}, {config.width}, 4)", "give an RGBA image"))
-    b = partition_image(config.height, config.width, config.ipus, tiles_per_ipu, config.min_rows,
-                        config.min_cols, workers)
+        raise ConfigError(
+            config_message(
+                "image shape", img.shape, f"must be ({config.height}, {config.width}, 4)", "give an RGBA image"
+            )
+        )
+    b = partition_image(
+        config.height, config.width, config.ipus, tiles_per_ipu, config.min_rows, config.min_cols, workers
+    )
     a = np.ascontiguousarray(img)
     t = np.empty_like(a)
     half = config.dtype == "half4"
