@@ -148,3 +148,44 @@ def test_activity_figure(tmp_path):
     assert out.is_file() and out.stat().st_size > 5000
     with pytest.raises(ConfigError, match="history"):
         plot_activity([], tmp_path / "x.png")
+
+
+ISSUE_RUN = ("run --machine gc200 --dataset synthetic --layers 120-96-64-5 --batch 16 --timesteps 40 "
+             "--max-activity 0.2 --input-cap 24 --optimizer adam --lr 0.003 --seed 1 --json").split()
+
+
+def _cli(argv, capsys):
+    from tilesim.cli import main
+    rc = main(argv)
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+@pytest.mark.slow
+def test_the_issue_command_learns_through_the_cli_with_the_defaults(capsys):
+    """Issue 18: the command, unchanged, sat at ln 5 for 80 steps (weight_mul 2, output theta2 0.9)."""
+    import json
+    rc, out, _ = _cli(ISSUE_RUN + ["--steps", "80"], capsys)
+    s = json.loads(out)
+    first, last = np.mean(s["loss"][:5]), np.mean(s["loss"][-5:])
+    assert rc == 0 and last <= 0.6 * first and np.mean(s["accuracy"][-5:]) >= 0.6
+    assert s["second_threshold_schedule"] == {"start": -100.0, "rate": 0.5} and s["findings"] == []
+    assert len(s["activity"]) == 80 and s["activity"][0]["layers"][0]["second_threshold"] == -100.0
+
+
+def test_a_dead_run_prints_its_diagnosis_once_and_exits_0(capsys, tmp_path):
+    """Issue 18: the dead-on-purpose run (output theta2 0.9, no schedule, the old weight scale) says
+    which layer, its activity, its theta2 and the fix, on stderr and in summary.json/summary.md."""
+    import json
+    argv = ISSUE_RUN + ["--steps", "8", "--output-second-threshold", "0.9", "--second-threshold-schedule", "off",
+                        "--weight-mul", "2", "--out", str(tmp_path / "run")]
+    rc, out, err = _cli(argv, capsys)
+    assert rc == 0
+    s = json.loads(out)
+    kinds = [f["kind"] for f in s["findings"]]
+    assert "dead_layer" in kinds and "flat_loss" in kinds
+    dead = s["findings"][kinds.index("dead_layer")]
+    assert err.count(dead["message"]) == 1 and "0.9" in dead["message"] and "-100" in dead["fix"]
+    md = (tmp_path / "run" / "summary.md").read_text()
+    assert "## Training" in md and dead["message"] in md
+    assert (tmp_path / "run" / "activity.png").stat().st_size > 0

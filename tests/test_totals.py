@@ -1,6 +1,7 @@
 """One definition of every total (issue 20): bytes on chip, bytes over the links and time by
 phase agree between summary.json, summary.md, arrays.npz (the pictures), trace.json and the
 printed summary of a two-chip run; the host's variable copy is booked as host everywhere."""
+
 import json
 
 import numpy as np
@@ -15,8 +16,9 @@ from models.snn.timing import HOST_LABELS
 @pytest.fixture(scope="module")
 def gc200x2(tmp_path_factory):
     out = tmp_path_factory.mktemp("gc200x2")
-    summary = run_training(RunOptions(machine="gc200x2", layers="700-1466-1466-1466-20", steps=1, batch=8,
-                                      timesteps=20))
+    summary = run_training(
+        RunOptions(machine="gc200x2", layers="700-1466-1466-1466-20", steps=1, batch=8, timesteps=20)
+    )
     write_run_outputs(out, summary)
     return out, summary
 
@@ -55,9 +57,10 @@ def test_time_by_phase_agrees_and_host_copy_is_host(gc200x2):
     total = s["predicted_step_s"]
     assert sum(s["breakdown_s"].values()) == pytest.approx(total, rel=1e-9)
     assert sum(v["time_s"] for v in s["by_phase"].values()) == pytest.approx(total, rel=1e-9)
-    for p in s["breakdown_s"]:           # the phase totals are the per-label phases added up
+    for p in s["breakdown_s"]:  # the phase totals are the per-label phases added up
         assert sum(v["breakdown_s"][p] for v in s["by_phase"].values()) == pytest.approx(
-            s["breakdown_s"][p], rel=1e-6, abs=1e-12)
+            s["breakdown_s"][p], rel=1e-6, abs=1e-12
+        )
     (host_label,) = HOST_LABELS
     copy = s["by_phase"][host_label]
     assert copy["breakdown_s"]["compute"] == 0.0
@@ -78,6 +81,7 @@ def test_booking_keeps_the_predicted_total():
     from models.snn.retime import retime
     from tilesim.engine import simulate
     from tilesim.machine import load_machine
+
     cfg = NetworkConfig(layers=(64, 32, 4), batch=4, timesteps=6, activity="fixed", caps=(8, 2))
     m = load_machine("gc200")
     placement, _, _ = place(cfg, m, None, "contiguous", "report")
@@ -97,8 +101,12 @@ def test_first_step_does_not_depend_on_steps():
 
 
 def test_map_search_baseline_is_run_first_step():
+    """map-search re-times a steady-state step (theta2 at its target, not the schedule's warm-up), so
+    it equals the first step of a run without the schedule."""
     from models.snn.mapsearch import search_mapping
-    kw = dict(layers="40-24-4", caps="8-2", batch=4, timesteps=8, memory_check="report")
+
+    kw = dict(layers="40-24-4", caps="8-2", batch=4, timesteps=8, memory_check="report",
+              second_threshold_schedule="off")
     run = run_training(RunOptions(steps=3, **kw))
     out, _ = search_mapping(RunOptions(steps=3, **kw), 0.5, 0, 2, None)
     assert out["baseline"]["predicted_step_s"] == pytest.approx(run.predicted_step_s_per_step[0], rel=1e-9)
@@ -114,8 +122,16 @@ def test_results_as_dataframes(gc200x2, tmp_path):
     assert list(rows["label"])[0] == max(summary.by_phase, key=lambda k: summary.by_phase[k]["time_s"])
     assert rows["host_s"].sum() == pytest.approx(summary.breakdown_s["host"])
     from tilesim.store import ResultStore
+
     with ResultStore(tmp_path / "r.db") as db:
-        db.put("a", status="ok", swept={"batch": 8}, config={"batch": 8}, version="x",
-               summary={"predicted_step_s": 1.5, "breakdown_s": {"host": 0.5}}, wall_s=0.1)
+        db.put(
+            "a",
+            status="ok",
+            swept={"batch": 8},
+            config={"batch": 8},
+            version="x",
+            summary={"predicted_step_s": 1.5, "breakdown_s": {"host": 0.5}},
+            wall_s=0.1,
+        )
         frame = db.to_dataframe()
     assert frame.loc[0, "batch"] == 8 and frame.loc[0, "breakdown_s.host"] == 0.5

@@ -6,6 +6,7 @@ by category, compute cycles per tile, exchange matrices) beside ``summary.json``
 ``exchange.png`` and writes ``summary.md`` from those two files alone — which is what
 ``tilesim report DIR`` does for a stored run.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,15 @@ from tilesim.errors import ConfigError, config_message
 from tilesim.fabric import grid_shape
 from tilesim.io import atomic_write_bytes, atomic_write_text
 
-__all__ = ["write_run_report", "render", "summary_markdown", "begin_run_folder", "seal_run_folder",
-           "verify_run_folder", "MANIFEST"]
+__all__ = [
+    "write_run_report",
+    "render",
+    "summary_markdown",
+    "begin_run_folder",
+    "seal_run_folder",
+    "verify_run_folder",
+    "MANIFEST",
+]
 
 # A run folder is complete only with this file: written last, it lists every file of the run with
 # its size and SHA-256. Writing a run first deletes it, so a run killed half-way (a new summary.json
@@ -37,6 +45,7 @@ EXCHANGE_KEYS = ("exchange_chip", "exchange_group", "exchange_edges", "exchange_
 
 def _digest(path: Path) -> str:
     import hashlib
+
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -69,13 +78,23 @@ def verify_run_folder(out) -> None:
     file is present with its recorded size and SHA-256."""
     out = Path(out)
     if not out.is_dir():
-        raise _broken(out, "is not a folder", "give a folder written by `tilesim run --out` or `tilesim simulate --out`")
+        raise _broken(
+            out, "is not a folder", "give a folder written by `tilesim run --out` or `tilesim simulate --out`"
+        )
     m = out / MANIFEST
     if not m.is_file():
-        why = ("has no manifest.json: the run that wrote it was interrupted, or it was written by an older tilesim"
-               if (out / "summary.json").exists() else "has no summary.json and no manifest.json (holds no run)")
-        raise _broken(out, why, _FIX if (out / "summary.json").exists()
-                      else "give a folder written by `tilesim run --out` or `tilesim simulate --out`")
+        why = (
+            "has no manifest.json: the run that wrote it was interrupted, or it was written by an older tilesim"
+            if (out / "summary.json").exists()
+            else "has no summary.json and no manifest.json (holds no run)"
+        )
+        raise _broken(
+            out,
+            why,
+            _FIX
+            if (out / "summary.json").exists()
+            else "give a folder written by `tilesim run --out` or `tilesim simulate --out`",
+        )
     try:
         man = json.loads(m.read_text())
         files = man["files"]
@@ -86,8 +105,10 @@ def verify_run_folder(out) -> None:
             if not isinstance(name, str) or "/" in name or not f.is_file():
                 raise _broken(out, f"misses {name} listed in its manifest (a mixed or damaged run)")
             if f.stat().st_size != int(rec["bytes"]) or _digest(f) != rec["sha256"]:
-                raise _broken(out, f"has a {name} that differs from the one its run wrote "
-                                   "(changed, truncated or from another run)")
+                raise _broken(
+                    out,
+                    f"has a {name} that differs from the one its run wrote (changed, truncated or from another run)",
+                )
     except ConfigError:
         raise
     except (ValueError, TypeError, KeyError, OSError, UnicodeDecodeError):
@@ -97,7 +118,9 @@ def verify_run_folder(out) -> None:
 def write_run_report(out, result, program, ledger, exchange: dict | None = None) -> None:
     """Store the arrays a report needs in ``out/arrays.npz`` and render everything."""
     import io
+
     from tilesim.records import ProgramDigest
+
     out = Path(out)
     digest = ProgramDigest.of(program, host_labels=getattr(result, "host_labels", ()))
     arrays = {f"timeline_{k}": np.asarray(v) for k, v in (result.timeline or {}).items()}
@@ -130,6 +153,7 @@ def write_run_report(out, result, program, ledger, exchange: dict | None = None)
 def _load(out: Path):
     """summary.json and arrays.npz, checked for everything :func:`render` reads."""
     import zipfile
+
     s, a = out / "summary.json", out / "arrays.npz"
     for p in (s, a):
         if not p.is_file():
@@ -156,6 +180,7 @@ def _load(out: Path):
 
 def _grid(arrays, tpc):
     from tilesim.plots import _grid as near_square
+
     g = tuple(int(x) for x in arrays.get("grid", (0, 0)))
     return g if g[0] else near_square(tpc)
 
@@ -167,6 +192,7 @@ def render(out, verify: bool = True) -> list[Path]:
     and be writable; a broken or mixed folder raises :class:`ConfigError` (one line)."""
     from tilesim import plots
     from tilesim.io import check_output_path
+
     out = Path(out)
     if verify:
         verify_run_folder(out)
@@ -174,20 +200,27 @@ def render(out, verify: bool = True) -> list[Path]:
     summary, a = _load(out)
     try:
         return _draw(out, summary, a, plots)
-    except (KeyError, IndexError, ValueError, TypeError) as exc:    # arrays of the wrong shape or type
-        raise _broken(out, f"has arrays.npz/summary.json contents that do not fit together "
-                           f"({type(exc).__name__}: {str(exc)[:80]})") from None
+    except (KeyError, IndexError, ValueError, TypeError) as exc:  # arrays of the wrong shape or type
+        raise _broken(
+            out,
+            f"has arrays.npz/summary.json contents that do not fit together ({type(exc).__name__}: {str(exc)[:80]})",
+        ) from None
 
 
 def _draw(out, summary, a, plots) -> list[Path]:
     tpc = int(a["tiles_per_chip"])
     written = []
     if "timeline_start" in a:
-        tl = {k[len("timeline_"):]: v for k, v in a.items() if k.startswith("timeline_")}
+        tl = {k[len("timeline_") :]: v for k, v in a.items() if k.startswith("timeline_")}
         by = summary.get("by_phase") or summary["by_label"]
-        shim = SimpleNamespace(timeline=tl, supersteps=int(a["time_s"].shape[0]), chips=tl["start"].shape[1],
-                               clock_hz=float(a["clock_hz"]), machine_name=summary.get("machine", ""),
-                               by_label=lambda: by)
+        shim = SimpleNamespace(
+            timeline=tl,
+            supersteps=int(a["time_s"].shape[0]),
+            chips=tl["start"].shape[1],
+            clock_hz=float(a["clock_hz"]),
+            machine_name=summary.get("machine", ""),
+            by_label=lambda: by,
+        )
         written.append(plots.timeline(shim, out / "timeline.png", host_steps=a.get("host_steps")))
         written.append(plots.breakdown_bars(shim, out / "breakdown.png"))
     rows, cols = _grid(a, tpc)
@@ -195,19 +228,44 @@ def _draw(out, summary, a, plots) -> list[Path]:
         mem = a["memory_bytes"].astype(float)
         budget = float(a["memory_budget"])
         used = mem / budget
-        written.append(plots.tile_heatmap(used, out / "memory.png", rows, cols,
-                                          f"SRAM per tile ({summary.get('machine', '')}); budget {budget:,.0f} B; "
-                                          f"{_layout_note(a)}", "used / budget", vmax=max(1.0, float(used.max())),
-                                          over=used > 1, tiles_per_chip=tpc, tile_layer=a.get("tile_group")))
+        written.append(
+            plots.tile_heatmap(
+                used,
+                out / "memory.png",
+                rows,
+                cols,
+                f"SRAM per tile ({summary.get('machine', '')}); budget {budget:,.0f} B; {_layout_note(a)}",
+                "used / budget",
+                vmax=max(1.0, float(used.max())),
+                over=used > 1,
+                tiles_per_chip=tpc,
+                tile_layer=a.get("tile_group"),
+            )
+        )
     work = a["work_cycles"]
-    written.append(plots.tile_heatmap(work / 1e6, out / "work.png", rows, cols,
-                                      f"compute cycles per tile over one step (host-booked supersteps left out); "
-                                      f"{_layout_note(a)}", "million cycles", tiles_per_chip=tpc,
-                                      tile_layer=a.get("tile_group")))
+    written.append(
+        plots.tile_heatmap(
+            work / 1e6,
+            out / "work.png",
+            rows,
+            cols,
+            f"compute cycles per tile over one step (host-booked supersteps left out); {_layout_note(a)}",
+            "million cycles",
+            tiles_per_chip=tpc,
+            tile_layer=a.get("tile_group"),
+        )
+    )
     if "exchange_chip" in a:
-        written.append(plots.exchange_matrices(a["exchange_chip"], a["exchange_group"], a["exchange_edges"].tolist(),
-                                               out / "exchange.png", chip=int(a["exchange_chip_index"]),
-                                               totals=(summary.get("explain") or {}).get("exchange_bytes")))
+        written.append(
+            plots.exchange_matrices(
+                a["exchange_chip"],
+                a["exchange_group"],
+                a["exchange_edges"].tolist(),
+                out / "exchange.png",
+                chip=int(a["exchange_chip_index"]),
+                totals=(summary.get("explain") or {}).get("exchange_bytes"),
+            )
+        )
     atomic_write_text(out / "summary.md", summary_markdown(summary))
     written.append(out / "summary.md")
     return written
@@ -215,13 +273,40 @@ def _draw(out, summary, a, plots) -> list[Path]:
 
 def _layout_note(a) -> str:
     g = tuple(int(x) for x in a.get("grid", (0, 0)))
-    return ("tiles on the mesh's grid" if g[0] else
-            "tiles in id order, supertile pairs side by side (floorplan not modelled)") + (
-            "; L1, L2, ...: neuron layers" if "tile_group" in a else "")
+    return (
+        "tiles on the mesh's grid"
+        if g[0]
+        else "tiles in id order, supertile pairs side by side (floorplan not modelled)"
+    ) + ("; L1, L2, ...: neuron layers" if "tile_group" in a else "")
 
 
 def _ms(x):
     return f"{x * 1e3:.3f} ms"
+
+
+def _training_markdown(s: dict) -> list:
+    """The training diagnosis of a run: each finding with its fix, and the last step's activity per
+    layer (the numbers that decide both the time and whether training works)."""
+    if "findings" not in s:
+        return []
+    out = ["## Training", ""]
+    sched = s.get("second_threshold_schedule")
+    out.append("Second threshold (theta2): " + (f"the authors' schedule from {sched['start']:g}, rate {sched['rate']:g} "
+                                                "per batch." if sched else "constant."))
+    out.append("")
+    out += [f"* **{f['kind'].replace('_', ' ')}**: {f['message']}. Fix: {f['fix']}." for f in s["findings"]]
+    if not s["findings"]:
+        out.append("No findings: every layer spiked or carried gradient entries, no layer filled its cap every "
+                   "step, and the loss moved.")
+    act = s.get("activity") or []
+    if act and act[-1].get("layers"):
+        out += ["", f"Last step ({len(act)} steps):", "",
+                "| layer | spikes per sample and step | cap used | gradient-only entries | theta2 |",
+                "|---|---:|---:|---:|---:|"]
+        for i, ly in enumerate(act[-1]["layers"]):
+            out.append(f"| {i + 1} | {ly.get('spikes', 0):.3g} | {100 * ly.get('cap_used', 0):.0f} % | "
+                       f"{ly.get('gradient_only', 0):.3g} | {ly.get('second_threshold', float('nan')):g} |")
+    return out + [""]
 
 
 def summary_markdown(s: dict) -> str:
@@ -230,47 +315,70 @@ def summary_markdown(s: dict) -> str:
     lines = ["# Run summary", ""]
     net = s.get("network")
     if net:
-        lines.append(f"Network {'-'.join(map(str, net['layers']))}: {net['neurons']:,} neurons, {net['weights']:,} "
-                     f"weights, caps {net['caps']}, up to {net['neurons_per_tile']} neurons per tile, on "
-                     f"{s.get('machine')} ({s.get('chips')} chip(s)); mapping `{s.get('mapping', {}).get('strategy', '?')}`.")
+        lines.append(
+            f"Network {'-'.join(map(str, net['layers']))}: {net['neurons']:,} neurons, {net['weights']:,} "
+            f"weights, caps {net['caps']}, up to {net['neurons_per_tile']} neurons per tile, on "
+            f"{s.get('machine')} ({s.get('chips')} chip(s)); mapping `{s.get('mapping', {}).get('strategy', '?')}`."
+        )
         lines.append("")
     b = s.get("bytes")
-    lines += [f"**Predicted time per training step: {_ms(total)}**"
-              + (f" ({s['samples_per_s']:,.0f} samples/s)." if "samples_per_s" in s else "."), ""]
+    lines += [
+        f"**Predicted time per training step: {_ms(total)}**"
+        + (f" ({s['samples_per_s']:,.0f} samples/s)." if "samples_per_s" in s else "."),
+        "",
+    ]
     bd = s.get("breakdown_s", {})
     if total > 0 and bd:
         lines += ["| where the time goes | ms | share |", "|---|---:|---:|"]
         lines += [f"| {k} | {v * 1e3:.3f} | {100 * v / total:.1f} % |" for k, v in bd.items()]
         lines.append("")
     if isinstance(b, dict):
-        lines += [f"Bytes per step: {b.get('onchip', 0) / 1e6:,.1f} MB sent on chip (each byte once, as the "
-                  f"sending tiles put it on the exchange), {b.get('links', 0) / 1e6:,.1f} MB over the chip-to-chip "
-                  f"links, {b.get('host', 0) / 1e6:,.3f} MB to/from the host.", ""]
+        lines += [
+            f"Bytes per step: {b.get('onchip', 0) / 1e6:,.1f} MB sent on chip (each byte once, as the "
+            f"sending tiles put it on the exchange), {b.get('links', 0) / 1e6:,.1f} MB over the chip-to-chip "
+            f"links, {b.get('host', 0) / 1e6:,.3f} MB to/from the host.",
+            "",
+        ]
     by = s.get("by_phase") or s.get("by_label") or {}
     if by:
         lines += ["| phase (superstep label) | supersteps | ms | critical tile |", "|---|---:|---:|---:|"]
         for k, v in sorted(by.items(), key=lambda kv: -kv[1]["time_s"]):
-            lines.append(f"| {k} | {v['supersteps']} | {v['time_s'] * 1e3:.3f} | chip {v['critical_chip']} "
-                         f"tile {v['critical_tile']} |")
+            lines.append(
+                f"| {k} | {v['supersteps']} | {v['time_s'] * 1e3:.3f} | chip {v['critical_chip']} "
+                f"tile {v['critical_tile']} |"
+            )
         lines.append("")
     ex = s.get("explain")
     if ex:
         lines += ["## The critical kernel", "", ex["sentence"], ""]
         if ex.get("exchange_bytes"):
             rec = ex.get("exchange_received_bytes") or {}
-            lines += ["| exchanged per step | MB sent | MB received (a multicast once per receiving tile) |",
-                      "|---|---:|---:|"]
-            lines += [f"| {k} | {v / 1e6:,.1f} | {rec[k] / 1e6:,.1f} |" if k in rec else f"| {k} | {v / 1e6:,.1f} | |"
-                      for k, v in sorted(ex["exchange_bytes"].items(), key=lambda kv: -kv[1])]
-            lines += [f"| **total** | {sum(ex['exchange_bytes'].values()) / 1e6:,.1f} | "
-                      f"{sum(rec.values()) / 1e6:,.1f} |" if rec else f"| **total** | "
-                      f"{sum(ex['exchange_bytes'].values()) / 1e6:,.1f} | |", ""]
+            lines += [
+                "| exchanged per step | MB sent | MB received (a multicast once per receiving tile) |",
+                "|---|---:|---:|",
+            ]
+            lines += [
+                f"| {k} | {v / 1e6:,.1f} | {rec[k] / 1e6:,.1f} |" if k in rec else f"| {k} | {v / 1e6:,.1f} | |"
+                for k, v in sorted(ex["exchange_bytes"].items(), key=lambda kv: -kv[1])
+            ]
+            lines += [
+                f"| **total** | {sum(ex['exchange_bytes'].values()) / 1e6:,.1f} | {sum(rec.values()) / 1e6:,.1f} |"
+                if rec
+                else f"| **total** | {sum(ex['exchange_bytes'].values()) / 1e6:,.1f} | |",
+                "",
+            ]
+    lines += _training_markdown(s)
     m = s.get("memory")
     if m:
-        lines += ["## Memory", "",
-                  f"Fullest tile {m['max_tile']}: {m['max_tile_bytes']:,} of {m['budget_bytes']:,} B "
-                  f"({100 * m['max_tile_bytes'] / m['budget_bytes']:.0f} %).", "",
-                  "| largest items on that tile | category | bytes |", "|---|---|---:|"]
+        lines += [
+            "## Memory",
+            "",
+            f"Fullest tile {m['max_tile']}: {m['max_tile_bytes']:,} of {m['budget_bytes']:,} B "
+            f"({100 * m['max_tile_bytes'] / m['budget_bytes']:.0f} %).",
+            "",
+            "| largest items on that tile | category | bytes |",
+            "|---|---|---:|",
+        ]
         lines += [f"| {e['label']} | {e['category']} | {e['bytes']:,} |" for e in m.get("max_tile_entries", [])[:6]]
         lines.append("")
         cats = m.get("total_by_category_bytes")
@@ -280,7 +388,10 @@ def summary_markdown(s: dict) -> str:
             lines.append("")
     if "loss" in s:
         lines += [f"Loss {s['loss'][0]:.4f} → {s['loss'][-1]:.4f} over {len(s['loss'])} step(s).", ""]
-    lines += ["Pictures: `timeline.png` (BSP phases per chip), `memory.png` (SRAM per tile), `work.png` "
-              "(compute per tile), `exchange.png` (bytes chip × chip and tile group × tile group), "
-              "`breakdown.png`; `trace.json` opens in https://ui.perfetto.dev.", ""]
+    lines += [
+        "Pictures: `timeline.png` (BSP phases per chip), `memory.png` (SRAM per tile), `work.png` "
+        "(compute per tile), `exchange.png` (bytes chip × chip and tile group × tile group), "
+        "`breakdown.png`; `trace.json` opens in https://ui.perfetto.dev.",
+        "",
+    ]
     return "\n".join(lines)

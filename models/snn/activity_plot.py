@@ -18,7 +18,8 @@ __all__ = ["plot_activity"]
 
 
 def plot_activity(history, path, title: str | None = None) -> Path:
-    """Write the activity figure of ``history`` (a non-empty sequence of StepRecord) to ``path``."""
+    """Write the activity figure of ``history`` (a non-empty sequence of StepRecord) to ``path`` (a
+    file name, or a binary file object that receives the PNG)."""
     hist = list(history)
     require(len(hist) > 0, "history", 0, "needs at least one training step")
     import matplotlib
@@ -53,6 +54,10 @@ def plot_activity(history, path, title: str | None = None) -> Path:
     th_ax.legend(fontsize=7, loc="center right")
     fig.suptitle(title or "activity per layer and training step")
     fig.tight_layout()
+    if hasattr(path, "write"):                    # a binary file object (e.g. io.BytesIO)
+        fig.savefig(path, dpi=100, format="png")
+        plt.close(fig)
+        return path
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)

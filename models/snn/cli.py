@@ -7,6 +7,7 @@ The ``run`` and ``map-search`` flags are derived from :class:`models.snn.options
 (``tilesim run CONFIG.toml``; keys are the field names) and flags on the command line win.
 The work is :mod:`models.snn.run` and :mod:`models.snn.mapsearch`.
 """
+
 from __future__ import annotations
 
 import io
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from models.snn.activity_plot import plot_activity
 from models.snn.mapsearch import search_mapping
 from models.snn.options import add_option_flags, option_names, options_from_args
 from models.snn.run import RunSummary, batch_gradients, run_training
@@ -25,36 +27,57 @@ from tilesim.errors import ConfigError, config_message, require
 from tilesim.io import atomic_write_bytes
 
 # the options `tilesim grad` takes (the network's caps and thresholds and its placement)
-GRAD_OPTIONS = ("max_activity", "caps", "input_cap", "second_threshold", "output_second_threshold", "machine",
-                "chips", "neurons_per_tile", "mapping")
+GRAD_OPTIONS = (
+    "max_activity",
+    "caps",
+    "input_cap",
+    "second_threshold",
+    "output_second_threshold",
+    "machine",
+    "chips",
+    "neurons_per_tile",
+    "mapping",
+)
 # map-search has its own --out (the best mapping) and --json (the search result)
 SEARCH_OPTIONS = tuple(n for n in option_names() if n not in ("out", "json"))
 
 
 def register(sub) -> None:
     """Add ``run``, ``map-search`` and ``grad`` to the ``tilesim`` sub-command parsers ``sub``."""
-    r = sub.add_parser("run", help="train a sparse spiking network on a simulated tile machine",
-                       description="Train a sparse SNN (the paper's algorithm) and predict the machine's time per step.")
+    r = sub.add_parser(
+        "run",
+        help="train a sparse spiking network on a simulated tile machine",
+        description="Train a sparse SNN (the paper's algorithm) and predict the machine's time per step.",
+    )
     r.add_argument("config", nargs="?", help="TOML file with any of the options below (dashes as underscores)")
     add_option_flags(r)
     r.add_argument("--quiet", action="store_true", help="no progress bar")
-    r.add_argument("--force", action="store_true", help="run more steps than fit in an hour (memory limits still apply)")
+    r.add_argument(
+        "--force", action="store_true", help="run more steps than fit in an hour (memory limits still apply)"
+    )
     r.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("map-search", help="search neuron-to-tile placements for the fastest predicted step",
-                       description="Record one training step, then re-time it under many placements "
-                                   "(annealing from the paper's contiguous mapping, the other strategies and a --mapping FILE "
-                                   "if given); never returns a mapping that overflows SRAM.")
+    p = sub.add_parser(
+        "map-search",
+        help="search neuron-to-tile placements for the fastest predicted step",
+        description="Record one training step, then re-time it under many placements "
+        "(annealing from the paper's contiguous mapping, the other strategies and a --mapping FILE "
+        "if given); never returns a mapping that overflows SRAM.",
+    )
     p.add_argument("config", nargs="?", help="TOML file with any of the run options (dashes as underscores)")
     add_option_flags(p, SEARCH_OPTIONS)
     p.add_argument("--budget-s", type=float, default=10.0, help="wall-clock budget of the search (default 10)")
     p.add_argument("--max-evals", type=int, help="stop after this many mappings")
     p.add_argument("--out", help="write the best mapping here (JSON; use it with --mapping FILE)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON (keys baseline, best, evaluated, wall_s, ...)")
+    p.add_argument(
+        "--json", action="store_true", help="print the result as JSON (keys baseline, best, evaluated, wall_s, ...)"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_map_search)
 
-    g = sub.add_parser("grad", help="loss and weight gradients of one batch (no update), for comparison with your framework")
+    g = sub.add_parser(
+        "grad", help="loss and weight gradients of one batch (no update), for comparison with your framework"
+    )
     g.add_argument("--weights", required=True, help="W.npz with W0..W{L-1} [N_in, N_out] float32")
     g.add_argument("--inputs", required=True, help="X.npz with spikes [T, B, N0] (0/1) and labels [B]")
     g.add_argument("--out", required=True, help="G.npz to write: loss, dW0.., out_counts [B, classes]")
@@ -66,24 +89,50 @@ def register(sub) -> None:
 def write_run_outputs(out, summary: RunSummary) -> None:
     """summary.json, summary.md, trace.json, the pictures and mapping.json of a run into ``out``."""
     a = summary.artifacts
-    mapping = (json.dumps(a.mapping.to_dict(), indent=1) + "\n").encode()     # as Mapping.save writes it
-    write_outputs(Path(out), a.result, a.program, a.ledger, list(a.trace_tiles), extra=summary.to_dict(),
-                  exchange=a.exchange, files={"mapping.json": mapping})
+    mapping = (json.dumps(a.mapping.to_dict(), indent=1) + "\n").encode()  # as Mapping.save writes it
+    files = {"mapping.json": mapping}
+    if a.history:
+        png = io.BytesIO()
+        plot_activity(a.history, png, title="spikes, cap use and gradient-only entries per layer and step")
+        files["activity.png"] = png.getvalue()
+    write_outputs(
+        Path(out),
+        a.result,
+        a.program,
+        a.ledger,
+        list(a.trace_tiles),
+        extra=summary.to_dict(),
+        exchange=a.exchange,
+        files=files,
+    )
 
 
 def cmd_run(args) -> int:
     """``tilesim run``: options from the TOML file and the flags, train, print (and write --out)."""
     options = options_from_args(args)
     from models.snn.budget import check_run_memory, check_run_time
-    check_run_memory(options)                    # refused before anything is allocated
+
+    check_run_memory(options)  # refused before anything is allocated
     check_run_time(options, args.force)
-    if options.out:                              # before the training, not after it
+    if options.out:  # before the training, not after it
         from tilesim.io import check_output_path
+
         check_output_path(options.out, "--out", "dir")
-    with tqdm(total=options.steps, desc="training", unit=" step", file=sys.stderr, leave=False,
-              disable=bool(args.quiet or options.json or options.steps < 2)) as bar:
-        summary = run_training(options, progress=lambda step, res, sim: (
-            bar.set_postfix_str(f"loss {res.loss:.3f}, {sim.total_s * 1e3:.2f} ms/step", refresh=False), bar.update(1)))
+    with tqdm(
+        total=options.steps,
+        desc="training",
+        unit=" step",
+        file=sys.stderr,
+        leave=False,
+        disable=bool(args.quiet or options.json or options.steps < 2),
+    ) as bar:
+        summary = run_training(
+            options,
+            progress=lambda step, res, sim: (
+                bar.set_postfix_str(f"loss {res.loss:.3f}, {sim.total_s * 1e3:.2f} ms/step", refresh=False),
+                bar.update(1),
+            ),
+        )
     if options.out:
         write_run_outputs(options.out, summary)
     if options.json:
@@ -91,8 +140,10 @@ def cmd_run(args) -> int:
     else:
         print(format_run(summary.to_dict()))
         if options.out:
-            print(f"wrote {options.out}/: summary.md, summary.json, trace.json (https://ui.perfetto.dev), mapping.json, "
-                  "memory.png, work.png, exchange.png, timeline.png, breakdown.png")
+            print(
+                f"wrote {options.out}/: summary.md, summary.json, trace.json (https://ui.perfetto.dev), mapping.json, "
+                "memory.png, work.png, exchange.png, timeline.png, breakdown.png, activity.png"
+            )
     return 0
 
 
@@ -102,6 +153,7 @@ def cmd_map_search(args) -> int:
     options = options_from_args(args, SEARCH_OPTIONS)
     if args.out:
         from tilesim.io import check_output_path
+
         check_output_path(args.out, "--out", "file")
     bar, progress = None, None
     if not args.json and not args.quiet:
@@ -110,6 +162,7 @@ def cmd_map_search(args) -> int:
         def progress(n, best):
             bar.update(n - bar.n)
             bar.set_postfix_str(f"best {best * 1e3:.3f} ms", refresh=False)
+
     try:
         out, _ = search_mapping(options, args.budget_s, options.seed, args.max_evals, progress, out=args.out)
     finally:
@@ -119,13 +172,19 @@ def cmd_map_search(args) -> int:
         print(json.dumps(out, indent=2))
     else:
         b, o = out["baseline"], out["best"]
-        print(f"contiguous (paper): {b['predicted_step_s'] * 1e3:.3f} ms/step, neurons/tile {b['neurons_per_tile']} "
-              "(the first training step's activity: `tilesim run` prints the median of its steps, "
-              "its predicted_step_s_per_step[0] is this step)")
-        print(f"best found:         {o['predicted_step_s'] * 1e3:.3f} ms/step ({out['speedup']:.3f}x), "
-              f"neurons/tile {o['neurons_per_tile']}, chips {o['chip_of_layer']}")
-        print(f"{out['evaluated']} mappings evaluated in {out['wall_s']:.1f} s "
-              f"({out['mappings_per_s']:.1f}/s)" + (f"; wrote {args.out}" if args.out else ""))
+        print(
+            f"contiguous (paper): {b['predicted_step_s'] * 1e3:.3f} ms/step, neurons/tile {b['neurons_per_tile']} "
+            "(the first training step's activity: `tilesim run` prints the median of its steps, "
+            "its predicted_step_s_per_step[0] is this step)"
+        )
+        print(
+            f"best found:         {o['predicted_step_s'] * 1e3:.3f} ms/step ({out['speedup']:.3f}x), "
+            f"neurons/tile {o['neurons_per_tile']}, chips {o['chip_of_layer']}"
+        )
+        print(
+            f"{out['evaluated']} mappings evaluated in {out['wall_s']:.1f} s "
+            f"({out['mappings_per_s']:.1f}/s)" + (f"; wrote {args.out}" if args.out else "")
+        )
     return 0
 
 
@@ -135,19 +194,22 @@ def format_run(summary: dict) -> str:
     bd = summary["breakdown_s"]
     total = summary["predicted_step_s"]
     top = sorted(summary["by_phase"].items(), key=lambda kv: -kv[1]["time_s"])[:3]
-    lines = [f"network {'-'.join(map(str, summary['network']['layers']))}: {summary['network']['neurons']:,} neurons, "
-             f"{summary['network']['weights']:,} weights, caps {summary['network']['caps']}, "
-             f"{summary['network']['neurons_per_tile']} neurons/tile on {summary['machine']}",
-             f"predicted {total * 1e3:.3f} ms per training step = {summary['samples_per_s']:,.0f} samples/s  "
-             + "  ".join(f"{k} {v / total * 100:.0f}%" for k, v in bd.items() if v > 0),
-             "  slowest phases: " + "; ".join(f"{k} {v['time_s'] * 1e3:.2f} ms (critical tile {v['critical_tile']})"
-                                              for k, v in top),
-             f"SRAM: fullest tile {m['max_tile']} uses {m['max_tile_bytes']:,} of {m['budget_bytes']:,} B "
-             f"({100 * m['max_tile_bytes'] / m['budget_bytes']:.0f} %), largest: "
-             + ", ".join(f"{e['label']} {e['bytes']:,} B" for e in m["max_tile_entries"][:3]),
-             "  " + summary["explain"]["sentence"],
-             f"loss {summary['loss'][0]:.3f} -> {summary['loss'][-1]:.3f}, accuracy {summary['accuracy'][-1]:.2f}; "
-             f"simulator wall time {summary['wall_s_per_step']:.3f} s per step"]
+    lines = [
+        f"network {'-'.join(map(str, summary['network']['layers']))}: {summary['network']['neurons']:,} neurons, "
+        f"{summary['network']['weights']:,} weights, caps {summary['network']['caps']}, "
+        f"{summary['network']['neurons_per_tile']} neurons/tile on {summary['machine']}",
+        f"predicted {total * 1e3:.3f} ms per training step = {summary['samples_per_s']:,.0f} samples/s  "
+        + "  ".join(f"{k} {v / total * 100:.0f}%" for k, v in bd.items() if v > 0),
+        "  slowest phases: "
+        + "; ".join(f"{k} {v['time_s'] * 1e3:.2f} ms (critical tile {v['critical_tile']})" for k, v in top),
+        f"SRAM: fullest tile {m['max_tile']} uses {m['max_tile_bytes']:,} of {m['budget_bytes']:,} B "
+        f"({100 * m['max_tile_bytes'] / m['budget_bytes']:.0f} %), largest: "
+        + ", ".join(f"{e['label']} {e['bytes']:,} B" for e in m["max_tile_entries"][:3]),
+        "  " + summary["explain"]["sentence"],
+        f"loss {summary['loss'][0]:.3f} -> {summary['loss'][-1]:.3f}, accuracy {summary['accuracy'][-1]:.2f}; "
+        f"simulator wall time {summary['wall_s_per_step']:.3f} s per step",
+    ]
+    lines += [f"  training: {f['message']}; fix: {f['fix']}" for f in summary.get("findings", [])]
     return "\n".join(lines)
 
 
@@ -156,13 +218,15 @@ def _npz(path, what):
     require(p.is_file(), what, str(path), "no such file", "give the path of an existing .npz file")
     try:
         return dict(np.load(p))
-    except Exception as exc:   # a corrupt or non-npz file
-        raise ConfigError(config_message(what, str(path), f"is not a readable .npz file ({exc})",
-                                         "write it with numpy.savez")) from None
+    except Exception as exc:  # a corrupt or non-npz file
+        raise ConfigError(
+            config_message(what, str(path), f"is not a readable .npz file ({exc})", "write it with numpy.savez")
+        ) from None
 
 
 def _grad_weights(path) -> list:
     from models.snn.grad_inputs import grad_weights
+
     return grad_weights(_npz(path, "--weights"))
 
 
@@ -170,6 +234,7 @@ def cmd_grad(args) -> int:
     """``tilesim grad``: loss and weight gradients of one batch from W.npz and X.npz into G.npz."""
     from models.snn.grad_inputs import grad_batch
     from tilesim.io import check_output_path
+
     check_output_path(args.out, "--out", "file")
     Ws = _grad_weights(args.weights)
     spikes, labels = grad_batch(_npz(args.inputs, "--inputs"), int(Ws[0].shape[0]), int(Ws[-1].shape[1]))

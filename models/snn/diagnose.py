@@ -158,16 +158,18 @@ def check_depth(config) -> Finding | None:
     """A finding when the network is deeper than its time steps can carry the input (natural
     activity only: a fixed-activity run feeds every layer its initial list at step 0)."""
     L, T = config.n_layers, config.timesteps
-    if config.activity != "natural" or L < T:
+    reach = T - (L - 1)              # time steps in which the output can hear the input
+    if config.activity != "natural" or reach > T // 4:
         return None
     n_classes = config.layers[-1]
-    reach = T - (L - 1)
-    what = ("never hears the data" if reach <= 0
-            else f"hears the data only in the last {reach} of {T} steps")
+    if reach <= 0:
+        what = (f"never hears the data (it first can at step {L - 1}); the output spike counts stay 0 and "
+                f"the loss stays at ln {n_classes} = {math.log(n_classes):.3f}")
+    else:
+        what = (f"hears the data only in the last {reach} of {T} steps (it first can at step {L - 1}), "
+                "so its spike counts carry little of the input")
     return Finding("too_deep", None, (0, 0),
-                   f"network of {L} neuron layers at T = {T}: with one step of delay per layer the output "
-                   f"{what} (it first can at step {L - 1}); the output spike counts stay 0 and the loss "
-                   f"stays at ln {n_classes} = {math.log(n_classes):.3f}",
+                   f"network of {L} neuron layers at T = {T}: with one step of delay per layer the output {what}",
                    f"give at least T = {L + 9} time steps (--timesteps), or fewer layers than {T}")
 
 

@@ -92,8 +92,15 @@ class RunOptions:
     input_cap: int = _opt(48, "max input spikes per step and sample", ge=1, network=True)
     second_threshold: float = _opt(0.9, "theta2: gradient-only entries need theta2 < v <= theta1",
                                    network=True)
-    output_second_threshold: Optional[float] = _opt(None, "theta2 of the output layer (the paper's early runs: "
-                                                          "-100)", example=-100.0, network=True)
+    output_second_threshold: Optional[float] = _opt(-100.0, "theta2 of the output layer: -100 makes every output "
+                                                            "neuron gradient-eligible (the authors' runs)",
+                                                    example=-100.0, network=True)
+    second_threshold_schedule: Literal["authors", "off"] = _opt(
+        "authors", "theta2 schedule: authors (every layer starts at --second-threshold-start and moves "
+                   "towards its own theta2 by --second-threshold-rate after each batch) or off (constant)")
+    second_threshold_start: float = _opt(-100.0, "first value of the theta2 schedule")
+    second_threshold_rate: float = _opt(0.5, "theta2 <- theta2 + rate * (target - theta2) after each batch",
+                                        gt=0, le=1)
     activity: Literal["natural", "fixed"] = _opt("natural", "natural (trained) or fixed (every list at its cap)",
                                                  network=True)
     neurons_per_tile: Optional[int] = _opt(None, "neurons per tile (default: smallest even value that fits)",
@@ -108,7 +115,8 @@ class RunOptions:
                                     "pictures", example="out/run", min_length=1)
     json: bool = _opt(False, "print the summary as JSON", example=True)
     recurrent: bool = _opt(False, "recurrent weights in every layer", example=True, network=True)
-    weight_mul: float = _opt(2.0, "init bound a = sqrt(6/fan_in)*weight_mul", gt=0, network=True)
+    weight_mul: float = _opt(4.0, "init bound a = sqrt(6/fan_in)*weight_mul (4.0 as in the authors' runs)", gt=0,
+                             network=True)
     memory_check: Literal["raise", "report"] = _opt("raise", "stop on SRAM overflow (raise) or report it")
     model: Optional[str] = _opt(None, "a NIR graph (.nir): Input -> (Affine|Linear) -> LIF ... -> Output; sets "
                                       "the layers, recurrence, LIF constants and initial weights",

@@ -24,7 +24,9 @@ from models.snn.activity import fixed_activity
 from models.snn.counters import Activity
 from models.snn.hostmem import check_host_memory, estimate_host_memory, peak_rss_bytes
 from models.snn.explain import exchange_matrices, explain_critical, label_tile_cycles
-from models.snn.network import NetworkConfig, compute_gradients, init_network, parse_layers, train_step
+from models.snn.diagnose import StepRecord, check_depth, diagnose
+from models.snn.network import (NetworkConfig, SecondThresholdSchedule, compute_gradients, init_network,
+                                  parse_layers, train_step)
 from models.snn.nir_import import NirModel, load_nir
 from models.snn.options import DATASET_CHANNELS, DEFAULT_LAYERS, RunOptions, network_fields
 from models.snn.placement import Placement
@@ -69,6 +71,9 @@ def network_config(options: RunOptions, model: NirModel | None = None) -> Networ
     """The network of ``options``: every option marked ``network`` passed by name; a NIR ``model``
     (loaded by the caller) sets the layers, the recurrence and the LIF constants."""
     kw = {name: getattr(options, name) for name in network_fields()}
+    kw["second_threshold_schedule"] = (
+        SecondThresholdSchedule(options.second_threshold_start, options.second_threshold_rate)
+        if options.second_threshold_schedule == "authors" else None)
     if model is not None:
         kw.update(layers=model.layers, recurrent=model.recurrent, lif=model.lif)
     return NetworkConfig(**kw)
@@ -123,6 +128,7 @@ def record_activity(config: NetworkConfig, placement: Placement, dataset: str = 
     """The activity of one training step of ``config``: fixed activity is built without training;
     natural activity comes from one functional step on the first batch of the data
     (:func:`make_dataset` of ``dataset`` / ``data``), with a NIR ``model``'s weights if given."""
+    config = replace(config, second_threshold_schedule=None)     # a steady-state step, not a warm-up one
     if config.activity == "fixed":
         return fixed_activity(config)
     state = init_network(config, placement)
@@ -148,6 +154,7 @@ class RunArtifacts:
     mapping: object
     trace_tiles: tuple
     tile_layer: np.ndarray | None = None
+    history: tuple = ()          # per step: diagnose.StepRecord (drawn as activity.png)
 
 
 @dataclass(frozen=True)
@@ -170,6 +177,9 @@ class RunSummary:
     explain: dict
     wall_s_total: float
     host_memory: dict = field(default_factory=dict)   # the guard's estimate and the measured peak RSS, bytes
+    second_threshold_schedule: dict | None = None     # {"start", "rate"} of the theta2 schedule, None if constant
+    activity: list = field(default_factory=list)      # per step: loss, accuracy, theta2 and activity per layer
+    findings: list = field(default_factory=list)      # training diagnosis: dead / saturated layers, flat loss, depth
     artifacts: RunArtifacts | None = field(default=None, repr=False, compare=False)
 
     def by_phase_frame(self):
@@ -191,6 +201,7 @@ class _Steps:
     counters: list = field(default_factory=list)
     programs: list = field(default_factory=list)
     digests: list = field(default_factory=list)    # per step: ProgramDigest (pictures, trace, totals)
+    history: list = field(default_factory=list)    # per step: diagnose.StepRecord (loss, per-layer activity)
 
 
 def _train(options, config, machine, placement, costs, state, ds, progress) -> _Steps:
@@ -204,8 +215,10 @@ def _train(options, config, machine, placement, costs, state, ds, progress) -> _
             batches = ds.batches(config.batch, config.timesteps, config.input_cap, rng)
             spikes, labels = next(batches)
         t0 = time.perf_counter()
+        k = state.step
         res = train_step(state, spikes, labels, per_step_counters=True)
-        program = build_step_program(config, placement, res.counters, machine, costs,
+        out.history.append(StepRecord.from_result(k, res))
+        program = build_step_program(config.at_step(k), placement, res.counters, machine, costs,
                                      steps_per_execution=options.steps_per_execution, compact=True)
         sim = simulate(program, machine).book_as_host(HOST_LABELS)
         out.walls.append(time.perf_counter() - t0)
@@ -277,8 +290,20 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
     state = init_network(config, placed.placement)
     _load_weights(state, model)
     ds = make_dataset(config, config.batch * DATASET_BATCHES, options.dataset, options.data)
+    too_deep = check_depth(config)
+    if too_deep is not None:                     # said before training, as it decides what training can do
+        log.warning("%s; fix: %s", too_deep.message, too_deep.fix)
     steps = _train(options, config, machine, placed.placement, costs, state, ds, progress)
+    findings = diagnose(steps.history, config)
+    for f in findings:
+        if too_deep is None or f.key != too_deep.key:
+            log.warning("%s; fix: %s", f.message, f.fix)
     summary = _summarize(config, machine, placed, state, steps, t_all)
+    sched = config.second_threshold_schedule
+    summary = replace(summary, activity=[r.to_dict() for r in steps.history],
+                      findings=[f.to_dict() for f in findings],
+                      second_threshold_schedule=None if sched is None else {"start": sched.start, "rate": sched.rate},
+                      artifacts=replace(summary.artifacts, history=tuple(steps.history)))
     if model is not None:
         summary = replace(summary, network={**summary.network, "nir": model.summary()})
     return replace(summary, host_memory={"estimate_bytes": estimate.total_bytes,
@@ -294,7 +319,7 @@ def batch_gradients(weights: list, spikes: np.ndarray, labels: np.ndarray, optio
     layers = [weights[0].shape[0]] + [w.shape[1] for w in weights]
     cfg = NetworkConfig(layers=layers, batch=B, timesteps=T, max_activity=options.max_activity, caps=options.caps,
                         input_cap=options.input_cap, second_threshold=options.second_threshold,
-                        output_second_threshold=options.output_second_threshold)
+                        output_second_threshold=options.output_second_threshold, second_threshold_schedule=None)
     machine = load_machine(options.machine, options.chips)
     placement, _, _ = place(cfg, machine, options.neurons_per_tile, options.mapping, "report")
     state = init_network(cfg, placement)
