@@ -118,3 +118,65 @@ def test_from_structured_tonic_events():
     np.testing.assert_allclose(tm, [1.0, 2.5, 3.0])
     with pytest.raises(ConfigError, match="need field 'p'"):
         data.from_structured(np.zeros(2, [("x", int), ("y", int), ("t", int)]), (4, 4, 2))
+
+
+def _shd_file(path, n, labels):
+    import h5py
+
+    with h5py.File(path, "w") as f:
+        t = f.create_dataset("spikes/times", (n,), dtype=h5py.vlen_dtype(np.float32))
+        u = f.create_dataset("spikes/units", (n,), dtype=h5py.vlen_dtype(np.uint16))
+        for i in range(n):
+            t[i] = np.array([0.001, 0.002], np.float32)
+            u[i] = np.array([1, 2], np.uint16)
+        f["labels"] = labels
+    return path
+
+
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        ("few", r"--batch = 8: the data file has 3 samples; give --batch <= 3"),
+        ("float", r"labels = \[0.5, 1.2, 0.0\].*whole class numbers.*store the class index"),
+        ("negative", r"labels = \[-1, 1, 0\].*whole class numbers"),
+        ("empty", r"is not a readable HDF5 file.*give an SHD/SSC .h5 file"),
+        ("corrupt", r"is not a readable HDF5 file.*give an SHD/SSC .h5 file"),
+    ],
+)
+def test_bad_data_files_are_one_line_errors(tmp_path, capsys, case, match):
+    """Issue 19: fewer samples than the batch raised StopIteration, float labels were truncated,
+    a corrupt or empty HDF5 gave no file-specific message."""
+    import re
+
+    from tilesim.cli import main
+
+    p = tmp_path / f"{case}.h5"
+    if case == "few":
+        _shd_file(p, 3, np.array([0, 1, 2]))
+    elif case == "float":
+        _shd_file(p, 8, np.array([0.5, 1.2, 0, 1, 2, 0, 1, 2]))
+    elif case == "negative":
+        _shd_file(p, 8, np.array([-1, 1, 0, 1, 2, 0, 1, 2]))
+    elif case == "empty":
+        p.write_bytes(b"")
+    else:
+        p.write_bytes(b"\x89HDF\r\n\x1a\n" + b"garbage" * 10)
+    rc = main(
+        [
+            "run",
+            "--data",
+            str(p),
+            "--layers",
+            "700-64-20",
+            "--caps",
+            "8-2",
+            "--batch",
+            "8",
+            "--timesteps",
+            "5",
+            "--steps",
+            "1",
+        ]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and re.search(match, err[0]), err

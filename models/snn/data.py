@@ -14,6 +14,7 @@ classes). Readers: :func:`read_shd` (SHD/SSC HDF5), :func:`read_nmnist_bin` /
 :func:`read_nmnist_folder` (40-bit N-MNIST events), :func:`from_structured` (tonic-style
 structured arrays with fields x, y, p, t). Channel of a camera event = ``p·H·W + y·W + x``.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,24 +49,30 @@ class EventDataset:
     def __len__(self) -> int:
         return len(self.samples)
 
-    def batch(self, indices, timesteps: int, input_cap: int, rng: np.random.Generator,
-              dt_ms: float = 1.0):
+    def batch(self, indices, timesteps: int, input_cap: int, rng: np.random.Generator, dt_ms: float = 1.0):
         """``(SpikeList [T, B, input_cap], labels [B])`` of the samples ``indices``."""
         idx = np.asarray(indices, np.int64)
-        lst = events_to_input_list([self.samples[i] for i in idx], timesteps, input_cap, rng,
-                                   dt_ms, self.n_channels)
+        lst = events_to_input_list([self.samples[i] for i in idx], timesteps, input_cap, rng, dt_ms, self.n_channels)
         return lst, self.labels[idx]
 
-    def batches(self, batch_size: int, timesteps: int, input_cap: int, rng: np.random.Generator,
-                dt_ms: float = 1.0, shuffle: bool = True):
+    def batches(
+        self,
+        batch_size: int,
+        timesteps: int,
+        input_cap: int,
+        rng: np.random.Generator,
+        dt_ms: float = 1.0,
+        shuffle: bool = True,
+    ):
         """Iterate over full batches of one epoch (the last partial batch is dropped)."""
         order = rng.permutation(len(self)) if shuffle else np.arange(len(self))
         for s in range(0, len(self) - batch_size + 1, batch_size):
-            yield self.batch(order[s:s + batch_size], timesteps, input_cap, rng, dt_ms)
+            yield self.batch(order[s : s + batch_size], timesteps, input_cap, rng, dt_ms)
 
 
-def events_to_input_list(samples, timesteps: int, input_cap: int, rng: np.random.Generator,
-                         dt_ms: float = 1.0, n_channels: int | None = None) -> SpikeList:
+def events_to_input_list(
+    samples, timesteps: int, input_cap: int, rng: np.random.Generator, dt_ms: float = 1.0, n_channels: int | None = None
+) -> SpikeList:
     """Bin event samples into the layer-0 input list ``[T, B, input_cap]`` (see module doc)."""
     require(timesteps >= 1, "timesteps", timesteps, "must be >= 1")
     require(input_cap >= 1, "input_cap", input_cap, "must be >= 1")
@@ -76,11 +83,19 @@ def events_to_input_list(samples, timesteps: int, input_cap: int, rng: np.random
     for b, (ch, times) in enumerate(samples):
         ch = np.asarray(ch, np.int64)
         times = np.asarray(times, np.float64)
-        require(ch.shape == times.shape, f"sample {b} shapes", (ch.shape, times.shape),
-                "channels and times must have the same length")
+        require(
+            ch.shape == times.shape,
+            f"sample {b} shapes",
+            (ch.shape, times.shape),
+            "channels and times must have the same length",
+        )
         if n_channels is not None and ch.size:
-            require(ch.min() >= 0 and ch.max() < n_channels, f"sample {b} channels",
-                    (int(ch.min()), int(ch.max())), f"must lie in [0, {n_channels})")
+            require(
+                ch.min() >= 0 and ch.max() < n_channels,
+                f"sample {b} channels",
+                (int(ch.min()), int(ch.max())),
+                f"must lie in [0, {n_channels})",
+            )
         bins = np.floor(times / dt_ms).astype(np.int64)
         ok = (bins >= 0) & (bins < timesteps)
         bins, ch = bins[ok], ch[ok]
@@ -90,10 +105,10 @@ def events_to_input_list(samples, timesteps: int, input_cap: int, rng: np.random
         starts = np.searchsorted(bins, np.arange(timesteps))
         ends = np.searchsorted(bins, np.arange(timesteps), side="right")
         for t in np.nonzero(ends > starts)[0]:
-            sel = ch[starts[t]:ends[t]]
+            sel = ch[starts[t] : ends[t]]
             if sel.size > input_cap:
                 sel = np.sort(rng.choice(sel, size=input_cap, replace=False))
-            ids[t, b, :sel.size] = sel
+            ids[t, b, : sel.size] = sel
             counts[t, b, :] = sel.size
     return SpikeList(ids, counts)
 
@@ -103,8 +118,19 @@ def events_to_input_list(samples, timesteps: int, input_cap: int, rng: np.random
 # --------------------------------------------------------------------------------------
 
 
-def _template_dataset(name, n_channels, n_classes, n_samples, duration_ms, rng, template_events,
-                      keep_prob, jitter_ms, noise_per_ms, channel_jitter=0):
+def _template_dataset(
+    name,
+    n_channels,
+    n_classes,
+    n_samples,
+    duration_ms,
+    rng,
+    template_events,
+    keep_prob,
+    jitter_ms,
+    noise_per_ms,
+    channel_jitter=0,
+):
     """Samples = a class template (channels, times) with dropped events, time jitter,
     optional channel jitter, and uniform background noise (``noise_per_ms`` events/ms)."""
     labels = rng.integers(0, n_classes, n_samples)
@@ -115,8 +141,7 @@ def _template_dataset(name, n_channels, n_classes, n_samples, duration_ms, rng, 
         ch = ch[keep]
         tm = tm[keep] + rng.normal(0.0, jitter_ms, ch.size)
         if channel_jitter:
-            ch = np.clip(ch + rng.integers(-channel_jitter, channel_jitter + 1, ch.size), 0,
-                         n_channels - 1)
+            ch = np.clip(ch + rng.integers(-channel_jitter, channel_jitter + 1, ch.size), 0, n_channels - 1)
         n_noise = rng.poisson(noise_per_ms * duration_ms)
         ch = np.concatenate([ch, rng.integers(0, n_channels, n_noise)])
         tm = np.concatenate([tm, rng.uniform(0, duration_ms, n_noise)])
@@ -131,9 +156,17 @@ def _template_dataset(name, n_channels, n_classes, n_samples, duration_ms, rng, 
 SYNTHETIC_CHANNEL_RATE = 0.05
 
 
-def synthetic(layers, n_samples: int, timesteps: int, seed: int = 0, active_fraction: float = 0.2,
-              spikes_per_channel: int | None = None, keep_prob: float = 0.9, jitter_ms: float = 1.0,
-              noise_per_ms: float | None = None) -> EventDataset:
+def synthetic(
+    layers,
+    n_samples: int,
+    timesteps: int,
+    seed: int = 0,
+    active_fraction: float = 0.2,
+    spikes_per_channel: int | None = None,
+    keep_prob: float = 0.9,
+    jitter_ms: float = 1.0,
+    noise_per_ms: float | None = None,
+) -> EventDataset:
     """A learnable task sized from a layer string ``"N0-…-C"``: every class has a template in
     which a random ``active_fraction`` of the N0 channels fire ``spikes_per_channel`` times at
     class-specific times in ``[0, timesteps)`` ms; samples drop events (``keep_prob``), jitter
@@ -143,6 +176,7 @@ def synthetic(layers, n_samples: int, timesteps: int, seed: int = 0, active_frac
     T = 40, 5 at T = 100), so the input drive per time step — what decides whether the first
     layer fires — does not fall as T grows."""
     from models.snn.network import parse_layers
+
     sizes = parse_layers(layers)
     n_ch, n_cls = sizes[0], sizes[-1]
     require(n_samples >= 1, "n_samples", n_samples, "must be >= 1")
@@ -159,12 +193,12 @@ def synthetic(layers, n_samples: int, timesteps: int, seed: int = 0, active_frac
         templates.append((ch, tm))
     if noise_per_ms is None:
         noise_per_ms = 0.02 * templates[0][0].size / timesteps
-    return _template_dataset("synthetic", n_ch, n_cls, n_samples, float(timesteps), rng, templates,
-                             keep_prob, jitter_ms, noise_per_ms)
+    return _template_dataset(
+        "synthetic", n_ch, n_cls, n_samples, float(timesteps), rng, templates, keep_prob, jitter_ms, noise_per_ms
+    )
 
 
-def shd_like(n_samples: int, seed: int = 0, duration_ms: float = 100.0,
-             events_per_ms: float = 10.0) -> EventDataset:
+def shd_like(n_samples: int, seed: int = 0, duration_ms: float = 100.0, events_per_ms: float = 10.0) -> EventDataset:
     """SHD-shaped data: 700 cochlear channels, 20 classes, ≈10 events/ms (SHD averages about
     8–10 k spikes per ~1 s utterance). Each class is 3 "formant" bands whose centre channels
     sweep on class-specific straight lines; events scatter ±8 channels around a band."""
@@ -180,8 +214,9 @@ def shd_like(n_samples: int, seed: int = 0, duration_ms: float = 100.0,
         centre = start[band] + (end[band] - start[band]) * tm / duration_ms
         ch = np.clip(np.round(centre + rng.normal(0, 8, n_ev)), 0, n_ch - 1).astype(np.int64)
         templates.append((ch, tm))
-    return _template_dataset("shd_like", n_ch, n_cls, n_samples, duration_ms, rng, templates,
-                             0.85, 2.0, 0.1 * events_per_ms)
+    return _template_dataset(
+        "shd_like", n_ch, n_cls, n_samples, duration_ms, rng, templates, 0.85, 2.0, 0.1 * events_per_ms
+    )
 
 
 def _camera_templates(rng, n_cls, size, duration_ms, events_per_ms, shape_fn, path_fn):
@@ -198,8 +233,7 @@ def _camera_templates(rng, n_cls, size, duration_ms, events_per_ms, shape_fn, pa
     return templates
 
 
-def nmnist_like(n_samples: int, seed: int = 0, duration_ms: float = 100.0,
-                events_per_ms: float = 15.0) -> EventDataset:
+def nmnist_like(n_samples: int, seed: int = 0, duration_ms: float = 100.0, events_per_ms: float = 15.0) -> EventDataset:
     """N-MNIST-shaped data: 2×34×34 = 2312 channels, 10 classes, ≈15 events/ms (N-MNIST has
     about 4–5 k events per 300 ms sample). Each class is a random-walk "digit" stroke of ~60
     pixels moved by the three triangular saccades of the N-MNIST recording; polarity follows
@@ -220,21 +254,24 @@ def nmnist_like(n_samples: int, seed: int = 0, duration_ms: float = 100.0,
         velocity = np.where(phase < 0.5, 1, -1) * np.where(seg == 1, -1, 1)
         return dx, dy, (velocity > 0).astype(np.int64)
 
-    templates = _camera_templates(rng, n_cls, size, duration_ms, events_per_ms,
-                                  lambda c: shapes[c], path)
-    return _template_dataset("nmnist_like", 2 * size * size, n_cls, n_samples, duration_ms, rng,
-                             templates, 0.85, 1.0, 0.05 * events_per_ms)
+    templates = _camera_templates(rng, n_cls, size, duration_ms, events_per_ms, lambda c: shapes[c], path)
+    return _template_dataset(
+        "nmnist_like", 2 * size * size, n_cls, n_samples, duration_ms, rng, templates, 0.85, 1.0, 0.05 * events_per_ms
+    )
 
 
-def dvsgesture_like(n_samples: int, seed: int = 0, duration_ms: float = 50.0,
-                    events_per_ms: float = 60.0) -> EventDataset:
+def dvsgesture_like(
+    n_samples: int, seed: int = 0, duration_ms: float = 50.0, events_per_ms: float = 60.0
+) -> EventDataset:
     """DVSGesture-shaped data: 2×48×48 = 4608 channels (128×128 × 0.375), 11 classes,
     ≈60 events/ms. Each class is a "hand" blob on a class-specific circular or linear path
     (centre, radius, angular speed, direction); polarity alternates with the motion phase."""
     rng = np.random.default_rng(seed)
     size, n_cls = 48, 11
-    params = [(rng.uniform(14, 34, 2), rng.uniform(4, 12), rng.uniform(0.05, 0.3)
-               * rng.choice([-1, 1]), rng.integers(0, 2)) for _ in range(n_cls)]
+    params = [
+        (rng.uniform(14, 34, 2), rng.uniform(4, 12), rng.uniform(0.05, 0.3) * rng.choice([-1, 1]), rng.integers(0, 2))
+        for _ in range(n_cls)
+    ]
     ang = rng.uniform(0, 2 * np.pi, 40)
     rad = rng.uniform(0, 4, 40)
     blob = (rad * np.cos(ang), rad * np.sin(ang))
@@ -249,8 +286,18 @@ def dvsgesture_like(n_samples: int, seed: int = 0, duration_ms: float = 50.0,
         return dx, dy, (np.cos(phi) > 0).astype(np.int64)
 
     templates = _camera_templates(rng, n_cls, size, duration_ms, events_per_ms, lambda c: blob, path)
-    return _template_dataset("dvsgesture_like", 2 * size * size, n_cls, n_samples, duration_ms, rng,
-                             templates, 0.85, 1.0, 0.05 * events_per_ms)
+    return _template_dataset(
+        "dvsgesture_like",
+        2 * size * size,
+        n_cls,
+        n_samples,
+        duration_ms,
+        rng,
+        templates,
+        0.85,
+        1.0,
+        0.05 * events_per_ms,
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -258,8 +305,23 @@ def dvsgesture_like(n_samples: int, seed: int = 0, duration_ms: float = 50.0,
 # --------------------------------------------------------------------------------------
 
 
-def read_shd(path, n_channels: int = 700, n_classes: int | None = None,
-             limit: int | None = None) -> EventDataset:
+def whole_labels(raw, where: str) -> np.ndarray:
+    """Labels as int64: integers, or floats with whole values, all >= 0; anything else (0.5, -1,
+    NaN, text) is a :class:`ConfigError` naming ``where`` (labels are never truncated)."""
+    a = np.asarray(raw)
+    ok = a.dtype.kind in "iub" or (
+        a.dtype.kind == "f" and bool(np.all(np.isfinite(a))) and bool(np.all(a == np.round(a)))
+    )
+    if not ok or (a.size and a.min() < 0):
+        bad = a.ravel()[:3].tolist() if a.size else []
+        raise ConfigError(
+            f"{where} labels = {bad}...: must be whole class numbers >= 0 (dtype {a.dtype}); "
+            "store the class index of every sample as an integer"
+        )
+    return a.astype(np.int64)
+
+
+def read_shd(path, n_channels: int = 700, n_classes: int | None = None, limit: int | None = None) -> EventDataset:
     """SHD / SSC HDF5 file (``spikes/times`` in seconds, ``spikes/units``, ``labels``).
 
     Raises
@@ -268,16 +330,24 @@ def read_shd(path, n_channels: int = 700, n_classes: int | None = None,
         If the file lacks one of those datasets.
     """
     import h5py
-    with h5py.File(path, "r") as f:
+
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:  # empty, truncated or not HDF5 at all
+        raise ConfigError(
+            f"--data = {str(path)!r}: is not a readable HDF5 file ({str(exc)[:80]}); give an SHD/SSC .h5 file"
+        ) from None
+    with f:
         for key in ("spikes/times", "spikes/units", "labels"):
             if key not in f:
-                raise ConfigError(f"{path}: dataset {key!r} missing: an SHD/SSC file has "
-                                  "spikes/times, spikes/units and labels")
+                raise ConfigError(
+                    f"{path}: dataset {key!r} missing: an SHD/SSC file has "
+                    "spikes/times, spikes/units and labels; give an SHD/SSC .h5 file"
+                )
         n = len(f["labels"]) if limit is None else min(limit, len(f["labels"]))
-        labels = np.asarray(f["labels"][:n], np.int64)
+        labels = whole_labels(f["labels"][:n], f"--data {os.path.basename(str(path))}:")
         times, units = f["spikes/times"], f["spikes/units"]
-        samples = tuple((np.asarray(units[i], np.int32), np.asarray(times[i], np.float64) * 1e3)
-                        for i in range(n))
+        samples = tuple((np.asarray(units[i], np.int32), np.asarray(times[i], np.float64) * 1e3) for i in range(n))
     n_classes = int(labels.max()) + 1 if n_classes is None and n else (n_classes or 0)
     return EventDataset(os.path.basename(str(path)), n_channels, n_classes, samples, labels)
 
@@ -327,7 +397,7 @@ def read_nmnist_folder(root, limit_per_class: int | None = None) -> EventDataset
             samples.append(read_nmnist_bin(os.path.join(root, label, fname)))
             labels.append(int(label))
     require(len(samples) > 0, "N-MNIST folder", str(root), "holds no <digit>/*.bin files")
-    return EventDataset("nmnist", 2 * NMNIST_SIZE ** 2, 10, tuple(samples), np.asarray(labels, np.int64))
+    return EventDataset("nmnist", 2 * NMNIST_SIZE**2, 10, tuple(samples), np.asarray(labels, np.int64))
 
 
 def from_structured(events, sensor_size, spatial_factor: float = 1.0):
@@ -347,9 +417,11 @@ def from_structured(events, sensor_size, spatial_factor: float = 1.0):
     return (ch.astype(np.int32), events["t"][ok].astype(np.float64) / 1e3), P * h * w
 
 
-NPZ_FORMAT = ("an events .npz holds `events` (tonic's structured events, fields x, y, p, t in µs, every sample "
-              "one after the other), `offsets` (int, n_samples + 1 boundaries into events), `labels` (int, "
-              "n_samples) and `sensor_size` (W, H, P); write it with numpy.savez")
+NPZ_FORMAT = (
+    "an events .npz holds `events` (tonic's structured events, fields x, y, p, t in µs, every sample "
+    "one after the other), `offsets` (int, n_samples + 1 boundaries into events), `labels` (int, "
+    "n_samples) and `sensor_size` (W, H, P); write it with numpy.savez"
+)
 
 
 def read_events_npz(path) -> EventDataset:
@@ -361,6 +433,7 @@ def read_events_npz(path) -> EventDataset:
     ConfigError
         If a key is missing, the offsets do not bound the events, or the labels do not match.
     """
+
     def bad(what, value, limit):
         return ConfigError(f"--data {os.path.basename(str(path))}: {what} = {value}: {limit}; {NPZ_FORMAT}")
 
@@ -373,18 +446,31 @@ def read_events_npz(path) -> EventDataset:
     except (ValueError, OSError, EOFError) as exc:
         raise bad("file", "unreadable", f"is not a numpy .npz ({str(exc)[:60]})") from None
     offsets = np.asarray(offsets, np.int64)
-    labels = np.asarray(labels, np.int64)
-    if offsets.ndim != 1 or offsets.size < 2 or offsets[0] != 0 or offsets[-1] != len(events) \
-            or np.any(np.diff(offsets) < 0):
-        raise bad("offsets", f"{offsets.size} values ending at {offsets[-1] if offsets.size else '-'}",
-                  f"must rise from 0 to the {len(events)} events")
+    labels = whole_labels(labels, f"--data {os.path.basename(str(path))}:")
+    if (
+        offsets.ndim != 1
+        or offsets.size < 2
+        or offsets[0] != 0
+        or offsets[-1] != len(events)
+        or np.any(np.diff(offsets) < 0)
+    ):
+        raise bad(
+            "offsets",
+            f"{offsets.size} values ending at {offsets[-1] if offsets.size else '-'}",
+            f"must rise from 0 to the {len(events)} events",
+        )
     if labels.shape != (offsets.size - 1,) or (labels < 0).any():
         raise bad("labels", f"shape {labels.shape}", f"must be {offsets.size - 1} whole numbers >= 0")
     if np.asarray(size).shape != (3,):
         raise bad("sensor_size", list(np.asarray(size).ravel()), "must be (W, H, P)")
     samples, n_channels = [], 0
     for i in range(offsets.size - 1):
-        sample, n_channels = from_structured(events[offsets[i]:offsets[i + 1]], size)
+        sample, n_channels = from_structured(events[offsets[i] : offsets[i + 1]], size)
         samples.append(sample)
-    return EventDataset(os.path.basename(str(path)), int(n_channels), int(labels.max()) + 1 if labels.size else 0,
-                        tuple(samples), labels)
+    return EventDataset(
+        os.path.basename(str(path)),
+        int(n_channels),
+        int(labels.max()) + 1 if labels.size else 0,
+        tuple(samples),
+        labels,
+    )

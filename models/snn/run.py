@@ -95,6 +95,8 @@ def _real_dataset(path: Path, config: NetworkConfig):
             f"must equal the data's {ds.n_channels} channels", f"use --layers {ds.n_channels}-...")
     require(ds.n_classes <= config.layers[-1], "--layers classes", config.layers[-1],
             f"must be >= the data's {ds.n_classes} classes", f"use --layers ...-{ds.n_classes}")
+    require(len(ds) >= config.batch, "--batch", config.batch, f"the data file has {len(ds)} samples",
+            f"give --batch <= {len(ds)} or more data")
     return ds
 
 
