@@ -40,7 +40,12 @@ def _num(path, i, col, text, kind=int):
         return kind(text)
     except (TypeError, ValueError):
         raise ConfigError(
-            config_message(f"{path} row {i} column {col}", text, f"is not a valid {kind.__name__}")
+            config_message(
+                f"{path} row {i} column {col}",
+                text,
+                f"is not a valid {kind.__name__}",
+                "fix that cell (the shipped cases show the format)",
+            )
         ) from None
 
 

@@ -153,7 +153,7 @@ def partition_image(
         ("workers", workers),
     ):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ConfigError(config_message(name, v, "must be an integer >= 1"))
+            raise ConfigError(config_message(name, v, "must be an integer >= 1", f"e.g. {name} 100"))
     cols = {k: [] for k in ("ipu", "tile", "worker", "r0", "r1", "c0", "c1")}
     for ipu, strip in enumerate(_ipu_strips(height, width, ipus)):
         blocks = _tile_blocks(*strip, tiles_per_ipu, min_rows, min_cols)

@@ -110,9 +110,11 @@ def parse_pair(text: str, field: str, sep: str = "x") -> tuple[int, int]:
     try:
         a, b = (int(p) for p in parts)
     except ValueError:
-        raise ConfigError(config_message(field, text, f"must be two integers like 6{sep}6")) from None
+        raise ConfigError(
+            config_message(field, text, "must be two integers", f"write it as WIDTH{sep}HEIGHT, e.g. {field} 6{sep}6")
+        ) from None
     if a < 1 or b < 1:
-        raise ConfigError(config_message(field, text, "both numbers must be >= 1"))
+        raise ConfigError(config_message(field, text, "both numbers must be >= 1", f"e.g. {field} 6{sep}6"))
     return a, b
 
 
