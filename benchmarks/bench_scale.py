@@ -17,6 +17,7 @@ with the neurons). Targets (issue 15): 64 chips natural <= 60 s and <= 8 GiB, fi
 
     python benchmarks/bench_scale.py [--chips 1 4 16 64]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,11 @@ import time
 def _child(kind: str, chips: int) -> dict:
     """One case, in this process; returns its measurements."""
     import resource
+
     t0 = time.perf_counter()
     from experiments.s_common import weak_config
     from models.snn.hostmem import peak_rss_bytes
+
     cfg = weak_config("shd", 8, chips, batch=24, max_activity=0.05)
     imports = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -41,32 +44,55 @@ def _child(kind: str, chips: int) -> dict:
     if kind == "natural":
         from models.snn.options import RunOptions
         from models.snn.run import run_training
-        opts = RunOptions(machine="bow", chips=chips, layers=cfg.layers, batch=24, timesteps=10, max_activity=0.05,
-                          input_cap=cfg.input_cap, activity="natural", neurons_per_tile=8, steps=1,
-                          steps_per_execution=1000, optimizer="sgd", lr=3e-5)
+
+        opts = RunOptions(
+            machine="bow",
+            chips=chips,
+            layers=cfg.layers,
+            batch=24,
+            timesteps=10,
+            max_activity=0.05,
+            input_cap=cfg.input_cap,
+            activity="natural",
+            neurons_per_tile=8,
+            steps=1,
+            steps_per_execution=1000,
+            optimizer="sgd",
+            lr=3e-5,
+        )
         s = run_training(opts)
-        out = {"step_s": s.wall_s_per_step, "predicted_ms": s.predicted_step_s * 1e3,
-               "neurons": s.network["neurons"], "weights": s.network["weights"],
-               "overflow_tiles": len(s.memory.get("overflow_tiles", [])),
-               "estimate_bytes": s.host_memory["estimate_bytes"]}
+        out = {
+            "step_s": s.wall_s_per_step,
+            "predicted_ms": s.predicted_step_s * 1e3,
+            "neurons": s.network["neurons"],
+            "weights": s.network["weights"],
+            "overflow_tiles": len(s.memory.get("overflow_tiles", [])),
+            "estimate_bytes": s.host_memory["estimate_bytes"],
+        }
     else:
         from experiments.s_common import machine, place
         from models.snn.retime import retime
+
         mach = machine(chips)
         placement, _ = place(cfg, mach, 8)
         p = retime(None, cfg, placement, mach, steps_per_execution=1000)
         out = {"predicted_ms": p.step_s * 1e3}
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    out.update(kind=kind, chips=chips, wall_s=time.perf_counter() - t0, imports_s=imports,
-               cpu_s=ru.ru_utime + ru.ru_stime - cpu0,
-               peak_rss_bytes=peak_rss_bytes(), maxrss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    out.update(
+        kind=kind,
+        chips=chips,
+        wall_s=time.perf_counter() - t0,
+        imports_s=imports,
+        cpu_s=ru.ru_utime + ru.ru_stime - cpu0,
+        peak_rss_bytes=peak_rss_bytes(),
+        maxrss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    )
     return out
 
 
 def _run_case(kind: str, chips: int) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
-    p = subprocess.run([sys.executable, __file__, "--child", kind, str(chips)], capture_output=True, text=True,
-                       env=env)
+    p = subprocess.run([sys.executable, __file__, "--child", kind, str(chips)], capture_output=True, text=True, env=env)
     if p.returncode != 0:
         return {"kind": kind, "chips": chips, "error": (p.stderr.strip().splitlines() or ["?"])[-1]}
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -74,7 +100,8 @@ def _run_case(kind: str, chips: int) -> dict:
 
 def _load() -> str:
     try:
-        return "load average %.2f %.2f %.2f" % os.getloadavg() + f" on {os.cpu_count()} cores"
+        one, five, fifteen = os.getloadavg()
+        return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
     except OSError:
         return "load average unknown"
 
@@ -94,8 +121,10 @@ def main(argv=None) -> int:
             rows[kind, chips] = r = _run_case(kind, chips)
             if "error" in r:
                 print(f"{kind:8s} {chips:3d} chips: FAILED: {r['error']}")
-    print(f"{'case':8s} {'chips':>5s} {'neurons':>9s} {'wall s':>8s} {'cpu s':>7s} {'step s':>8s} {'x/4x':>6s} "
-          f"{'peak GiB':>9s} {'x/4x':>6s} {'est GiB':>8s} {'pred ms':>9s}")
+    print(
+        f"{'case':8s} {'chips':>5s} {'neurons':>9s} {'wall s':>8s} {'cpu s':>7s} {'step s':>8s} {'x/4x':>6s} "
+        f"{'peak GiB':>9s} {'x/4x':>6s} {'est GiB':>8s} {'pred ms':>9s}"
+    )
     for kind in ("natural", "fixed"):
         prev = None
         for chips in a.chips:
@@ -108,14 +137,19 @@ def main(argv=None) -> int:
                 g_rss = f"{r['peak_rss_bytes'] / prev['peak_rss_bytes']:.2f}"
             step = f"{r['step_s']:.2f}" if "step_s" in r else ""
             est = f"{r['estimate_bytes'] / 2**30:.2f}" if "estimate_bytes" in r else ""
-            print(f"{kind:8s} {chips:5d} {r.get('neurons', ''):>9} {r['wall_s']:8.2f} {r['cpu_s']:7.2f} {step:>8s} {g_wall:>6s} "
-                  f"{r['peak_rss_bytes'] / 2**30:9.2f} {g_rss:>6s} {est:>8s} {r['predicted_ms']:9.3f}")
+            print(
+                f"{kind:8s} {chips:5d} {r.get('neurons', ''):>9} {r['wall_s']:8.2f} {r['cpu_s']:7.2f} "
+                f"{step:>8s} {g_wall:>6s} "
+                f"{r['peak_rss_bytes'] / 2**30:9.2f} {g_rss:>6s} {est:>8s} {r['predicted_ms']:9.3f}"
+            )
             prev = r
     big = rows.get(("natural", 64))
     if big and "error" not in big:
         ok = big["wall_s"] <= 60 and big["peak_rss_bytes"] <= 8 * 2**30 and big["overflow_tiles"] == 0
-        print(f"64 chips natural: {big['neurons']:,} neurons, {big['weights']:,} weights, "
-              f"{big['overflow_tiles']} overflow tiles: {'PASS' if ok else 'FAIL'} (<= 60 s, <= 8 GiB)")
+        print(
+            f"64 chips natural: {big['neurons']:,} neurons, {big['weights']:,} weights, "
+            f"{big['overflow_tiles']} overflow tiles: {'PASS' if ok else 'FAIL'} (<= 60 s, <= 8 GiB)"
+        )
     fx = rows.get(("fixed", 64))
     if fx and "error" not in fx:
         print(f"64 chips fixed re-timing {fx['wall_s']:.2f} s: {'PASS' if fx['wall_s'] <= 10 else 'FAIL'} (<= 10 s)")

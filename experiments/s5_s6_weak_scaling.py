@@ -21,30 +21,48 @@ E(C) = throughput(C) / (C · throughput(1)) for the same dataset, npt and batch.
 share = (sync + exchange + links) / step. If ``models.snn.calibrate.prediction_band`` exists the
 step times and efficiencies carry its leave-one-out band (``*_lo``/``*_hi`` columns).
 """
+
 from __future__ import annotations
 
 import sys
 
-from experiments.s_common import (BREAKDOWN_KEYS, WEAK_SCALING_TABLE, n_weights, pyplot, standard_main,
-                                  time_fixed, weak_config)
+from experiments.s_common import (
+    BREAKDOWN_KEYS,
+    WEAK_SCALING_TABLE,
+    n_weights,
+    pyplot,
+    standard_main,
+    time_fixed,
+    weak_config,
+)
 from tilesim.plots import PHASE_COLOURS
 
 MAX_ACTIVITY = 0.05
 CHIPS = (1, 2, 4, 8, 16)
-GRID = ([("shd", npt, b) for npt in (2, 4, 8) for b in (24, 48, 96, 192, 384)]
-        + [("nmnist", npt, 24) for npt in (2, 4, 8)] + [("shd", 16, 24)])
+GRID = (
+    [("shd", npt, b) for npt in (2, 4, 8) for b in (24, 48, 96, 192, 384)]
+    + [("nmnist", npt, 24) for npt in (2, 4, 8)]
+    + [("shd", 16, 24)]
+)
 QUICK_CHIPS = (1, 4)
 QUICK_GRID = [("shd", 2, 24), ("shd", 2, 96), ("shd", 8, 24), ("shd", 8, 96)]
-QUICK_EXTRA = [("nmnist", 8, 24, (1, 16))]          # the headline network, counted and timed
-HEADLINE = {"nmnist": (188_282, 184.8e6), "shd": (188_284, 184.35e6)}   # §4.4, 16 chips × 8/tile
-STEPS_PER_EXECUTION = 1000   # §4.4: 1000 steps per epoch, one device execution per epoch (as in the calibration log)
+QUICK_EXTRA = [("nmnist", 8, 24, (1, 16))]  # the headline network, counted and timed
+HEADLINE = {"nmnist": (188_282, 184.8e6), "shd": (188_284, 184.35e6)}  # §4.4, 16 chips × 8/tile
+STEPS_PER_EXECUTION = 1000  # §4.4: 1000 steps per epoch, one device execution per epoch (as in the calibration log)
 
 
 def _row(dataset, npt, batch, chips):
     cfg = weak_config(dataset, npt, chips, batch=batch, max_activity=MAX_ACTIVITY)
-    row = {"dataset": dataset, "neurons_per_tile": npt, "batch": batch, "chips": chips,
-           "layers": cfg.n_layers, "neurons": sum(cfg.layers[1:]), "weights": n_weights(cfg.layers),
-           "caps_hidden": cfg.n_max[0]}
+    row = {
+        "dataset": dataset,
+        "neurons_per_tile": npt,
+        "batch": batch,
+        "chips": chips,
+        "layers": cfg.n_layers,
+        "neurons": sum(cfg.layers[1:]),
+        "weights": n_weights(cfg.layers),
+        "caps_hidden": cfg.n_max[0],
+    }
     doc = WEAK_SCALING_TABLE.get((npt, chips))
     row["neurons_doc"] = (doc[1] if dataset == "nmnist" else doc[2]) if doc else ""
     row["weights_doc_M"] = (doc[3] if dataset == "nmnist" else doc[4]) if doc else ""
@@ -61,8 +79,10 @@ def _check_counts(row):
     if (row["neurons_per_tile"], row["chips"]) == (8, 16) and row["dataset"] in HEADLINE:
         neurons, weights = HEADLINE[row["dataset"]]
         if row["neurons"] != neurons or abs(row["weights"] - weights) > 0.005e6:
-            raise AssertionError(f"{row['dataset']} 16 chips x 8/tile: {row['neurons']:,} neurons, "
-                                 f"{row['weights']:,} weights; §4.4 gives {neurons:,} and {weights / 1e6}M")
+            raise AssertionError(
+                f"{row['dataset']} 16 chips x 8/tile: {row['neurons']:,} neurons, "
+                f"{row['weights']:,} weights; §4.4 gives {neurons:,} and {weights / 1e6}M"
+            )
 
 
 def _efficiency(rows):
@@ -80,8 +100,11 @@ def _efficiency(rows):
 
 def run(quick: bool = False) -> list[dict]:
     rows = []
-    jobs = [(d, n, b, QUICK_CHIPS) for d, n, b in QUICK_GRID] + QUICK_EXTRA if quick else \
-        [(d, n, b, CHIPS) for d, n, b in GRID]
+    jobs = (
+        [(d, n, b, QUICK_CHIPS) for d, n, b in QUICK_GRID] + QUICK_EXTRA
+        if quick
+        else [(d, n, b, CHIPS) for d, n, b in GRID]
+    )
     for dataset, npt, batch, chips_list in jobs:
         for chips in chips_list:
             row = _row(dataset, npt, batch, chips)
@@ -91,8 +114,14 @@ def run(quick: bool = False) -> list[dict]:
 
 
 def _at(rows, dataset, npt, batch, chips):
-    return next((r for r in rows if (r["dataset"], r["neurons_per_tile"], r["batch"], r["chips"])
-                 == (dataset, npt, batch, chips)), None)
+    return next(
+        (
+            r
+            for r in rows
+            if (r["dataset"], r["neurons_per_tile"], r["batch"], r["chips"]) == (dataset, npt, batch, chips)
+        ),
+        None,
+    )
 
 
 def summary(rows) -> str:
@@ -100,20 +129,26 @@ def summary(rows) -> str:
     for ds in ("nmnist", "shd"):
         h = _at(rows, ds, 8, 24, 16)
         if h:
-            lines.append(f"S5: {ds} 16 chips x 8/tile: {h['layers']} layers, {h['neurons']:,} neurons, "
-                         f"{h['weights'] / 1e6:.2f}M weights (doc {h['neurons_doc']:,} / {h['weights_doc_M']}M)")
+            lines.append(
+                f"S5: {ds} 16 chips x 8/tile: {h['layers']} layers, {h['neurons']:,} neurons, "
+                f"{h['weights'] / 1e6:.2f}M weights (doc {h['neurons_doc']:,} / {h['weights_doc_M']}M)"
+            )
     for ds in sorted({r["dataset"] for r in rows}):
         for npt in sorted({r["neurons_per_tile"] for r in rows if r["dataset"] == ds}):
             for b in sorted({r["batch"] for r in rows if r["dataset"] == ds and r["neurons_per_tile"] == npt}):
-                cmax = max(r["chips"] for r in rows if (r["dataset"], r["neurons_per_tile"], r["batch"]) == (ds, npt, b))
+                cmax = max(
+                    r["chips"] for r in rows if (r["dataset"], r["neurons_per_tile"], r["batch"]) == (ds, npt, b)
+                )
                 r = _at(rows, ds, npt, b, cmax)
                 if r is None or r["efficiency"] == "":
                     continue
-                band = (f" [{r['efficiency_lo']:.2f}, {r['efficiency_hi']:.2f}]" if r["efficiency_lo"] != "" else "")
-                lines.append(f"S6: {ds} npt {npt:2d} B {b:3d} at {cmax} chips: efficiency {r['efficiency']:.3f}{band}, "
-                             f"{r['samples_per_s']:,.0f} samples/s, comm {r['comm_share']:.1%} "
-                             f"(links {r['links_ms'] / r['step_ms']:.1%}, sync {r['sync_ms'] / r['step_ms']:.1%}), "
-                             f"fits {r['fits']} ({r['mem_max_tile_bytes'] / 1024:.0f} KiB)")
+                band = f" [{r['efficiency_lo']:.2f}, {r['efficiency_hi']:.2f}]" if r["efficiency_lo"] != "" else ""
+                lines.append(
+                    f"S6: {ds} npt {npt:2d} B {b:3d} at {cmax} chips: efficiency {r['efficiency']:.3f}{band}, "
+                    f"{r['samples_per_s']:,.0f} samples/s, comm {r['comm_share']:.1%} "
+                    f"(links {r['links_ms'] / r['step_ms']:.1%}, sync {r['sync_ms'] / r['step_ms']:.1%}), "
+                    f"fits {r['fits']} ({r['mem_max_tile_bytes'] / 1024:.0f} KiB)"
+                )
     return "\n".join(lines)
 
 
@@ -124,15 +159,22 @@ def plot(rows, path):
     base_b = min(r["batch"] for r in rows)
     for ds, ls in (("shd", "-"), ("nmnist", ":")):
         for npt in sorted({r["neurons_per_tile"] for r in rows if r["dataset"] == ds}):
-            sel = sorted((r for r in rows if (r["dataset"], r["neurons_per_tile"], r["batch"]) == (ds, npt, base_b)),
-                         key=lambda r: r["chips"])
+            sel = sorted(
+                (r for r in rows if (r["dataset"], r["neurons_per_tile"], r["batch"]) == (ds, npt, base_b)),
+                key=lambda r: r["chips"],
+            )
             if not sel:
                 continue
             x = [r["chips"] for r in sel]
-            line, = ax.plot(x, [r["efficiency"] for r in sel], "o" + ls, label=f"{ds} npt {npt}")
+            (line,) = ax.plot(x, [r["efficiency"] for r in sel], "o" + ls, label=f"{ds} npt {npt}")
             if all(r["efficiency_lo"] != "" for r in sel):
-                ax.fill_between(x, [r["efficiency_lo"] for r in sel], [r["efficiency_hi"] for r in sel],
-                                color=line.get_color(), alpha=0.2)
+                ax.fill_between(
+                    x,
+                    [r["efficiency_lo"] for r in sel],
+                    [r["efficiency_hi"] for r in sel],
+                    color=line.get_color(),
+                    alpha=0.2,
+                )
             for r in sel:
                 if not r["fits"]:
                     ax.plot(r["chips"], r["efficiency"], "rx", ms=10)
@@ -140,13 +182,20 @@ def plot(rows, path):
     ax = axes[0][1]
     npt_b = min(r["neurons_per_tile"] for r in rows)
     for b in sorted({r["batch"] for r in rows if r["dataset"] == "shd" and r["neurons_per_tile"] == npt_b}):
-        sel = sorted((r for r in rows if (r["dataset"], r["neurons_per_tile"], r["batch"]) == ("shd", npt_b, b)),
-                     key=lambda r: r["chips"])
+        sel = sorted(
+            (r for r in rows if (r["dataset"], r["neurons_per_tile"], r["batch"]) == ("shd", npt_b, b)),
+            key=lambda r: r["chips"],
+        )
         x = [r["chips"] for r in sel]
-        line, = ax.plot(x, [r["efficiency"] for r in sel], "o-", label=f"B {b}")
+        (line,) = ax.plot(x, [r["efficiency"] for r in sel], "o-", label=f"B {b}")
         if all(r["efficiency_lo"] != "" for r in sel):
-            ax.fill_between(x, [r["efficiency_lo"] for r in sel], [r["efficiency_hi"] for r in sel],
-                            color=line.get_color(), alpha=0.2)
+            ax.fill_between(
+                x,
+                [r["efficiency_lo"] for r in sel],
+                [r["efficiency_hi"] for r in sel],
+                color=line.get_color(),
+                alpha=0.2,
+            )
     ax.set_title(f"efficiency vs chips, SHD, npt {npt_b}")
     for ax in axes[0]:
         ax.set_xscale("log", base=2)
@@ -157,8 +206,10 @@ def plot(rows, path):
     split_ds = "shd" if any(r["dataset"] == "shd" for r in rows) else rows[0]["dataset"]
     cmax = max(r["chips"] for r in rows if r["dataset"] == split_ds)
     ax = axes[1][0]
-    sel = sorted((r for r in rows if r["dataset"] == split_ds and r["chips"] == cmax),
-                 key=lambda r: (r["neurons_per_tile"], r["batch"]))
+    sel = sorted(
+        (r for r in rows if r["dataset"] == split_ds and r["chips"] == cmax),
+        key=lambda r: (r["neurons_per_tile"], r["batch"]),
+    )
     names = [f"npt {r['neurons_per_tile']}\nB {r['batch']}" for r in sel]
     bottom = [0.0] * len(sel)
     for key in BREAKDOWN_KEYS:
@@ -166,8 +217,9 @@ def plot(rows, path):
         ax.bar(range(len(sel)), vals, bottom=bottom, label=key, color=PHASE_COLOURS[key])
         bottom = [a + v for a, v in zip(bottom, vals)]
     for i, r in enumerate(sel):
-        ax.annotate(f"{r['step_ms']:.2f} ms", (i, 1.0), xytext=(0, 2), textcoords="offset points", ha="center",
-                    fontsize=7)
+        ax.annotate(
+            f"{r['step_ms']:.2f} ms", (i, 1.0), xytext=(0, 2), textcoords="offset points", ha="center", fontsize=7
+        )
     ax.set_ylim(0, 1.12)
     ax.set_xticks(range(len(sel)))
     ax.set_xticklabels(names, fontsize=7)
@@ -177,8 +229,10 @@ def plot(rows, path):
     ax = axes[1][1]
     for npt in sorted({r["neurons_per_tile"] for r in rows if r["dataset"] == "shd"}):
         for b in sorted({r["batch"] for r in rows if r["dataset"] == "shd" and r["neurons_per_tile"] == npt}):
-            s = sorted((r for r in rows if (r["dataset"], r["neurons_per_tile"], r["batch"]) == ("shd", npt, b)),
-                       key=lambda r: r["chips"])
+            s = sorted(
+                (r for r in rows if (r["dataset"], r["neurons_per_tile"], r["batch"]) == ("shd", npt, b)),
+                key=lambda r: r["chips"],
+            )
             ax.plot([r["chips"] for r in s], [r["samples_per_s"] for r in s], "o-", label=f"npt {npt} B {b}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

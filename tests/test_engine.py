@@ -2,6 +2,7 @@
 all-event reference (tests/naive_engine.py) on random programs. The engine solves most of a
 program in closed form (tilesim/timeline.py); the reference runs every chip, sync and flow as
 simpy events, so the comparison checks the closed form against a different path."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -21,11 +22,15 @@ def cycles(r, m):
 def test_one_chip_exact():
     m = load_machine("gc200")
     b = ProgramBuilder.for_machine(m)
-    c = b.zeros(); c[0] = 100; c[5] = 200
-    bo = b.zeros(); bo[3] = 8
-    bi = b.zeros(); bi[7] = 8
-    b.superstep("a", c, bytes_out=bo, bytes_in=bi)      # 200 + sync 90 + (100 fixed + 8/4)
-    b.superstep("b", 50)                                 # 50 + 90, no exchange phase
+    c = b.zeros()
+    c[0] = 100
+    c[5] = 200
+    bo = b.zeros()
+    bo[3] = 8
+    bi = b.zeros()
+    bi[7] = 8
+    b.superstep("a", c, bytes_out=bo, bytes_in=bi)  # 200 + sync 90 + (100 fixed + 8/4)
+    b.superstep("b", 50)  # 50 + 90, no exchange phase
     r = simulate(b.build(), m)
     assert list(cycles(r, m)) == [392.0, 140.0]
     assert list(np.round(r.phase_s[0] * m.clock_hz, 6)) == [200, 90, 102, 0, 0]
@@ -34,7 +39,7 @@ def test_one_chip_exact():
 
 
 def test_two_chips_share_a_link(round2):
-    m = round2                      # 1 B/cycle per pair group, no latency
+    m = round2  # 1 B/cycle per pair group, no latency
     b = ProgramBuilder.for_machine(m)
     b.superstep("x", 0, sync="all", flows=[(0, 1, 1000), (0, 1, 3000)])
     r = simulate(b.build(), m)
@@ -55,8 +60,8 @@ def test_sync_groups_exact(round4):
     c = b.zeros()
     for chip, cyc in enumerate([100, 300, 50, 60]):
         c[chip * T] = cyc
-    b.superstep("pipeline stages", c, sync=[[0, 1], [2, 3]])   # 2-chip sync: 90 + 30 cycles
-    b.superstep("join", 10, sync="all")                         # 4 chips: 90 + hops 2 x 30
+    b.superstep("pipeline stages", c, sync=[[0, 1], [2, 3]])  # 2-chip sync: 90 + 30 cycles
+    b.superstep("join", 10, sync="all")  # 4 chips: 90 + hops 2 x 30
     r = simulate(b.build(), m)
     tl = r.timeline
     assert list(tl["release"][0]) == [420, 420, 180, 180]
@@ -69,7 +74,9 @@ def test_chip_local_runs_overlap_and_split_sums(round2):
     m = round2
     T = m.tiles_per_chip
     b = ProgramBuilder.for_machine(m)
-    c = b.zeros(); c[:T] = 1000; c[T:] = 10
+    c = b.zeros()
+    c[:T] = 1000
+    c[T:] = 10
     b.superstep("uneven", c, sync="chip", repeat=3)
     b.superstep("join", 0, sync="all", flows=[(1, 0, 100)])
     r = simulate(b.build(), m)
@@ -119,12 +126,16 @@ def test_concat_equals_repeat(round2):
 
 
 # ---- properties ----------------------------------------------------------------------------
-steps = st.lists(st.tuples(st.lists(st.integers(0, 5000), min_size=8, max_size=8),
-                           st.lists(st.integers(0, 4000), min_size=8, max_size=8),
-                           st.sampled_from(["chip", "all", "pairs"]),
-                           st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 50000)),
-                                    max_size=3)),
-                 min_size=1, max_size=6)
+steps = st.lists(
+    st.tuples(
+        st.lists(st.integers(0, 5000), min_size=8, max_size=8),
+        st.lists(st.integers(0, 4000), min_size=8, max_size=8),
+        st.sampled_from(["chip", "all", "pairs"]),
+        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 50000)), max_size=3),
+    ),
+    min_size=1,
+    max_size=6,
+)
 
 
 def build(m, spec, extra_bytes=None, scope_override=None):
@@ -132,21 +143,23 @@ def build(m, spec, extra_bytes=None, scope_override=None):
     for i, (comp, ex, sync, flows) in enumerate(spec):
         sync = scope_override or sync
         groups = {"chip": "chip", "all": "all", "pairs": [[0, 1], [2, 3]]}[sync]
-        fl = [(a, bb, n) for a, bb, n in flows if a != bb and
-              (sync == "all" or (sync == "pairs" and a // 2 == bb // 2))]
+        fl = [
+            (a, bb, n) for a, bb, n in flows if a != bb and (sync == "all" or (sync == "pairs" and a // 2 == bb // 2))
+        ]
         exb = np.array(ex, float)
         if extra_bytes is not None and extra_bytes[0] == i:
             exb[extra_bytes[1]] += extra_bytes[2]
-        b.superstep(f"s{i % 2}", np.array(comp, float), bytes_out=exb, bytes_in=exb[::-1].copy(),
-                    flows=fl, sync=groups)
+        b.superstep(f"s{i % 2}", np.array(comp, float), bytes_out=exb, bytes_in=exb[::-1].copy(), flows=fl, sync=groups)
     return b.build()
 
 
 @pytest.fixture(scope="module")
 def m4(tmp_path_factory):
     from tests.conftest import round_machine
-    return load_machine(round_machine(tmp_path_factory.mktemp("m"), chips=4, tiles=2, link_latency_s=1e-7,
-                                      host_latency_s=5e-8))
+
+    return load_machine(
+        round_machine(tmp_path_factory.mktemp("m"), chips=4, tiles=2, link_latency_s=1e-7, host_latency_s=5e-8)
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -181,8 +194,13 @@ def test_independent_of_flow_order(m4, spec, seed):
 def assert_same_timeline(r, ref, m, rtol=1e-9):
     """simulate's result ``r`` against the naive all-event reference ``ref`` (cycles)."""
     scale = max(float(ref.end.max()), 1.0) if ref.end.size else 1.0
-    for key, want in (("start", ref.start), ("arrive", ref.arrive), ("release", ref.release),
-                      ("links_end", ref.links_end), ("end", ref.end)):
+    for key, want in (
+        ("start", ref.start),
+        ("arrive", ref.arrive),
+        ("release", ref.release),
+        ("links_end", ref.links_end),
+        ("end", ref.end),
+    ):
         np.testing.assert_allclose(r.timeline[key], want, rtol=rtol, atol=rtol * scale, err_msg=key)
     np.testing.assert_allclose(r.time_s * m.clock_hz, ref.step_cycles(), rtol=rtol, atol=rtol * scale)
     np.testing.assert_allclose(r.phase_s.sum(axis=1), r.time_s, rtol=1e-9, atol=1e-15)
@@ -192,11 +210,19 @@ def assert_same_timeline(r, ref, m, rtol=1e-9):
 def makespan_of(p, m):
     """makespan_s of ``p`` reduced to chips (the mapping search's entry point)."""
     from tilesim.engine import makespan_s, reduce_tiles
+
     w = reduce_tiles(p, m)
-    return makespan_s(w.compute, w.exchange, m, p.sync_scope, partitions=p.partitions,
-                      sync_extra=p.sync_extra_cycles, exchange_extra=p.exchange_extra_cycles,
-                      flows=(p.flow_step, p.flow_src, p.flow_dst, p.flow_bytes),
-                      host=(p.host_step, p.host_chip, p.host_bytes))
+    return makespan_s(
+        w.compute,
+        w.exchange,
+        m,
+        p.sync_scope,
+        partitions=p.partitions,
+        sync_extra=p.sync_extra_cycles,
+        exchange_extra=p.exchange_extra_cycles,
+        flows=(p.flow_step, p.flow_src, p.flow_dst, p.flow_bytes),
+        host=(p.host_step, p.host_chip, p.host_bytes),
+    )
 
 
 @settings(max_examples=30, deadline=None)
@@ -212,42 +238,72 @@ def test_global_syncs_in_closed_form_equal_the_naive_event_model(m4, spec):
     assert makespan_of(p, m4) * m4.clock_hz == pytest.approx(ref.end.max(), rel=1e-12)
 
 
-SYNCS = {"chip": "chip", "all": "all", "pairs": [[0, 1], [2, 3]], "evens": [[0, 2], [1, 3]],
-         "one+three": [[0], [1, 2, 3]]}
-mixed_steps = st.lists(st.tuples(st.lists(st.integers(0, 5000), min_size=8, max_size=8),
-                                 st.one_of(st.none(), st.lists(st.integers(0, 4000), min_size=8, max_size=8)),
-                                 st.sampled_from(sorted(SYNCS)),
-                                 st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 50000)),
-                                          max_size=4),
-                                 st.one_of(st.none(), st.lists(st.integers(0, 3000), min_size=4, max_size=4)),
-                                 st.integers(1, 3)),
-                       min_size=1, max_size=7)
+SYNCS = {
+    "chip": "chip",
+    "all": "all",
+    "pairs": [[0, 1], [2, 3]],
+    "evens": [[0, 2], [1, 3]],
+    "one+three": [[0], [1, 2, 3]],
+}
+mixed_steps = st.lists(
+    st.tuples(
+        st.lists(st.integers(0, 5000), min_size=8, max_size=8),
+        st.one_of(st.none(), st.lists(st.integers(0, 4000), min_size=8, max_size=8)),
+        st.sampled_from(sorted(SYNCS)),
+        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 50000)), max_size=4),
+        st.one_of(st.none(), st.lists(st.integers(0, 3000), min_size=4, max_size=4)),
+        st.integers(1, 3),
+    ),
+    min_size=1,
+    max_size=7,
+)
 
 
 def build_mixed(m, spec, extras=None):
     """A program from ``mixed_steps``: partial, chip and all syncs, flows inside the sync groups,
     host transfers, repeats; ``extras`` = (sync_extra, exchange_extra) cycles per superstep."""
     import dataclasses
+
     b = ProgramBuilder.for_machine(m)
     for i, (comp, ex, sync, flows, host, repeat) in enumerate(spec):
         groups = SYNCS[sync]
         group_of = {c: g for g, cs in enumerate(groups) for c in cs} if isinstance(groups, list) else None
-        fl = [(a, bb, n) for a, bb, n in flows if a != bb and
-              (sync == "all" or (group_of is not None and group_of[a] == group_of[bb]))]
+        fl = [
+            (a, bb, n)
+            for a, bb, n in flows
+            if a != bb and (sync == "all" or (group_of is not None and group_of[a] == group_of[bb]))
+        ]
         kw = {} if ex is None else {"bytes_out": np.array(ex, float), "bytes_in": np.array(ex[::-1], float)}
-        b.superstep(f"s{i % 3}", np.array(comp, float), flows=fl, sync=groups, repeat=repeat,
-                    host_bytes=None if host is None else np.array(host, float), **kw)
+        b.superstep(
+            f"s{i % 3}",
+            np.array(comp, float),
+            flows=fl,
+            sync=groups,
+            repeat=repeat,
+            host_bytes=None if host is None else np.array(host, float),
+            **kw,
+        )
     p = b.build()
     if extras is not None:
         S = p.supersteps
-        p = dataclasses.replace(p, sync_extra_cycles=np.resize(np.array(extras[0], float), S),
-                                exchange_extra_cycles=np.resize(np.array(extras[1], float), S))
+        p = dataclasses.replace(
+            p,
+            sync_extra_cycles=np.resize(np.array(extras[0], float), S),
+            exchange_extra_cycles=np.resize(np.array(extras[1], float), S),
+        )
     return p
 
 
 @settings(max_examples=60, deadline=None)
-@given(spec=mixed_steps, extras=st.one_of(st.none(), st.tuples(
-    st.lists(st.integers(0, 400), min_size=1, max_size=5), st.lists(st.integers(0, 400), min_size=1, max_size=5))))
+@given(
+    spec=mixed_steps,
+    extras=st.one_of(
+        st.none(),
+        st.tuples(
+            st.lists(st.integers(0, 400), min_size=1, max_size=5), st.lists(st.integers(0, 400), min_size=1, max_size=5)
+        ),
+    ),
+)
 def test_simulate_equals_the_naive_event_model(m4, spec, extras):
     """Random programs mixing partial sync groups with chip and all syncs, flows, host transfers
     and repeats: every chip's timeline, the per-superstep times and the link bytes of simulate

@@ -5,8 +5,7 @@ The five quick modes share one module fixture (~20–30 s of CPU together), so t
 import pytest
 from conftest import run_quick_experiments
 
-from experiments.s_common import (SINGLE_CHIP_LAYERS, SINGLE_CHIP_WEIGHTS_M, WEAK_SCALING_TABLE, n_weights,
-                                  paper_layers)
+from experiments.s_common import SINGLE_CHIP_LAYERS, SINGLE_CHIP_WEIGHTS_M, WEAK_SCALING_TABLE, n_weights, paper_layers
 
 SCRIPTS = ["s1_single_chip", "s2_s3_activity", "s4_neurons_per_tile", "s5_s6_weak_scaling", "s7_convergence"]
 TIMING_COLUMNS = {"step_ms", "samples_per_s", "compute_ms", "sync_ms", "exchange_ms", "links_ms", "host_ms"}
@@ -48,7 +47,7 @@ def test_s1_configs_fit_and_report_time_breakdown_memory(outputs):
         assert parts == pytest.approx(_f(r, "step_ms"), rel=1e-6)
         assert _f(r, "samples_per_s") == pytest.approx(48 / (_f(r, "step_ms") * 1e-3))
         assert 0 < int(r["mem_max_tile_bytes"]) <= int(r["mem_budget_bytes"])
-    assert any(r["measured_ms"] for r in rows)       # N-MNIST L5 has a measured reference
+    assert any(r["measured_ms"] for r in rows)  # N-MNIST L5 has a measured reference
 
 
 @pytest.mark.slow
@@ -71,21 +70,35 @@ def test_s2_natural_at_least_fixed_and_s3_sparser_is_faster(outputs):
 def test_s4_memory_grows_with_npt_and_the_limit_is_found(outputs):
     rows = outputs["s4_neurons_per_tile"]
     from experiments.s4_neurons_per_tile import memory_limit
-    typed = [{**r, "neurons_per_tile": int(r["neurons_per_tile"]), "fits": r["fits"] == "True",
-              **{k: int(v) for k, v in r.items() if k.startswith("mem_") and k != "mem_top_category"}}
-             for r in rows]
+
+    typed = [
+        {
+            **r,
+            "neurons_per_tile": int(r["neurons_per_tile"]),
+            "fits": r["fits"] == "True",
+            **{k: int(v) for k, v in r.items() if k.startswith("mem_") and k != "mem_top_category"},
+        }
+        for r in rows
+    ]
     for series in ("weak", "single"):
-        sel = sorted((r for r in typed if r["series"] == series and r["activity"] == "fixed"),
-                     key=lambda r: r["neurons_per_tile"])
+        sel = sorted(
+            (r for r in typed if r["series"] == series and r["activity"] == "fixed"),
+            key=lambda r: r["neurons_per_tile"],
+        )
         mem = [r["mem_max_tile_bytes"] for r in sel]
         assert mem == sorted(mem) and mem[-1] > 4 * mem[0]
         assert [r["mem_gradients"] for r in sel] == sorted(r["mem_gradients"] for r in sel)
         last, first, top, grew = memory_limit(typed, series)
-        assert first is not None and last is not None and last < first   # SRAM runs out inside the sweep
-        assert top == "variables:gradients"                             # the 6 per-worker dW copies
-    gsyn = [_f(r, "dense_equiv_gsyn_per_s") for r in sorted(
-        (r for r in rows if r["series"] == "weak" and r["activity"] == "fixed"), key=lambda r: int(r["neurons_per_tile"]))]
-    assert gsyn == sorted(gsyn)          # bigger networks keep the tiles busier
+        assert first is not None and last is not None and last < first  # SRAM runs out inside the sweep
+        assert top == "variables:gradients"  # the 6 per-worker dW copies
+    gsyn = [
+        _f(r, "dense_equiv_gsyn_per_s")
+        for r in sorted(
+            (r for r in rows if r["series"] == "weak" and r["activity"] == "fixed"),
+            key=lambda r: int(r["neurons_per_tile"]),
+        )
+    ]
+    assert gsyn == sorted(gsyn)  # bigger networks keep the tiles busier
 
 
 @pytest.mark.slow
@@ -100,19 +113,24 @@ def test_s5_exact_counts_and_efficiency(outputs):
         if r["chips"] == "1":
             assert eff == pytest.approx(1.0) and _f(r, "links_ms") == 0.0
         else:
-            assert 0.0 < eff <= 1.05 and _f(r, "links_ms") > 0.0     # cross-chip flows exist and cost time
+            assert 0.0 < eff <= 1.05 and _f(r, "links_ms") > 0.0  # cross-chip flows exist and cost time
         if r["neurons_doc"]:
             assert int(r["neurons"]) == int(r["neurons_doc"])
 
 
 def _s6(rows, npt, chips="4"):
-    return {int(r["batch"]): r for r in rows if (r["dataset"], r["neurons_per_tile"], r["chips"]) == ("shd", npt, chips)}
+    return {
+        int(r["batch"]): r for r in rows if (r["dataset"], r["neurons_per_tile"], r["chips"]) == ("shd", npt, chips)
+    }
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="S6 neurons-per-tile half not reproduced: more neurons per tile means "
-                   "more layers per chip, and every layer adds PopLibs supersteps that sync all chips "
-                   "(see experiments/README.md, S6)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="S6 neurons-per-tile half not reproduced: more neurons per tile means "
+    "more layers per chip, and every layer adds PopLibs supersteps that sync all chips "
+    "(see experiments/README.md, S6)",
+)
 def test_s6_more_neurons_per_tile_scale_better(outputs):
     rows = outputs["s5_s6_weak_scaling"]
     b = min(_s6(rows, "2"))
@@ -145,6 +163,6 @@ def test_s7_training_learns_in_every_mode(outputs):
         if mode != "dense":
             assert _f(sel[-1], "theta2") == pytest.approx(0.9, abs=1e-3)
     dense = max(_f(r, "test_acc") for r in rows if r["mode"] == "dense")
-    assert dense >= 0.5                                   # 10 classes: chance 0.1
+    assert dense >= 0.5  # 10 classes: chance 0.1
     step = {r["mode"]: _f(r, "predicted_step_ms") for r in rows if r["epoch"] == "1"}
-    assert step["sparse 5%"] < step["dense"]              # the caps are what makes the step cheap
+    assert step["sparse 5%"] < step["dense"]  # the caps are what makes the step cheap

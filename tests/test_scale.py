@@ -1,6 +1,7 @@
 """Issue 15: big systems. The compact (chip by chip) program gives the dense program's timing;
 the fused per-layer update gives the same weights; a run that cannot fit in host memory is
 refused at once with one line."""
+
 from __future__ import annotations
 
 import subprocess
@@ -25,19 +26,28 @@ from tilesim.records import ProgramDigest
 
 
 def _step(layers, chips, recurrent=False, optimizer="adam"):
-    cfg = NetworkConfig(layers=layers, batch=4, timesteps=6, max_activity=0.1, input_cap=16,
-                        recurrent=recurrent, optimizer=optimizer)
+    cfg = NetworkConfig(
+        layers=layers, batch=4, timesteps=6, max_activity=0.1, input_cap=16, recurrent=recurrent, optimizer=optimizer
+    )
     m = load_machine("bow", chips)
     pl, _, _ = place(cfg, m, 8, "contiguous", "report")
     st = init_network(cfg, pl)
-    sp, lab = next(D.synthetic(cfg.layers, 8, cfg.timesteps, seed=0).batches(
-        cfg.batch, cfg.timesteps, cfg.input_cap, np.random.default_rng(1)))
+    sp, lab = next(
+        D.synthetic(cfg.layers, 8, cfg.timesteps, seed=0).batches(
+            cfg.batch, cfg.timesteps, cfg.input_cap, np.random.default_rng(1)
+        )
+    )
     return cfg, m, pl, st, sp, lab
 
 
-@pytest.mark.parametrize("layers,chips,recurrent", [((64, 200, 150, 120, 100, 10), 2, False),
-                                                    ((64, 96, 80, 80, 60, 40, 30, 10), 4, True),
-                                                    ((32, 40, 20, 4), 1, False)])
+@pytest.mark.parametrize(
+    "layers,chips,recurrent",
+    [
+        ((64, 200, 150, 120, 100, 10), 2, False),
+        ((64, 96, 80, 80, 60, 40, 30, 10), 4, True),
+        ((32, 40, 20, 4), 1, False),
+    ],
+)
 def test_compact_program_times_like_dense(layers, chips, recurrent):
     cfg, m, pl, st, sp, lab = _step(layers, chips, recurrent)
     res = train_step(st, sp, lab, per_step_counters=True)
@@ -45,8 +55,11 @@ def test_compact_program_times_like_dense(layers, chips, recurrent):
     comp = build_step_program(cfg, pl, res.counters, m, compact=True)
     assert isinstance(comp, CompactProgram)
     # nothing of size supersteps x all tiles is kept
-    assert all(getattr(comp, f).size < dense.supersteps * dense.total_tiles
-               for f in comp.__dataclass_fields__ if isinstance(getattr(comp, f), np.ndarray))
+    assert all(
+        getattr(comp, f).size < dense.supersteps * dense.total_tiles
+        for f in comp.__dataclass_fields__
+        if isinstance(getattr(comp, f), np.ndarray)
+    )
     a, b = simulate(dense, m), simulate(comp, m)
     assert b.total_s == pytest.approx(a.total_s, rel=1e-9)
     np.testing.assert_allclose(b.phase_s, a.phase_s, rtol=1e-9, atol=1e-15)
@@ -57,8 +70,11 @@ def test_compact_program_times_like_dense(layers, chips, recurrent):
     assert b.by_label().keys() == a.by_label().keys()
     for lab_, v in a.by_label().items():
         w = b.by_label()[lab_]
-        assert (w["critical_chip"], w["critical_tile"], w["supersteps"]) == \
-            (v["critical_chip"], v["critical_tile"], v["supersteps"])
+        assert (w["critical_chip"], w["critical_tile"], w["supersteps"]) == (
+            v["critical_chip"],
+            v["critical_tile"],
+            v["supersteps"],
+        )
         assert w["time_s"] == pytest.approx(v["time_s"], rel=1e-9)
         assert w["breakdown_s"] == pytest.approx(v["breakdown_s"], rel=1e-9, abs=1e-15)
     np.testing.assert_array_equal(label_tile_cycles(comp), label_tile_cycles(dense))
@@ -82,6 +98,7 @@ def test_retime_fixed_is_compact_and_equal():
     p = retime(None, cfg, pl, m)
     from models.snn.activity import fixed_activity
     from models.snn.counters import count_work
+
     counters = count_work(fixed_activity(cfg), pl, per_step=True)
     dense = simulate(build_step_program(cfg, pl, counters, m), m)
     assert isinstance(p.program, CompactProgram)
@@ -108,11 +125,14 @@ def test_host_memory_estimate_parts():
     parts = dict(est.parts)
     w = 4.0 * (700 * 4000 + 4000 * 4000 + 4000 * 20)
     assert parts["weights"] == w and parts["optimizer slots"] == 2 * w
-    assert parts["gradients"] == 4.0 * 4000 * 4000           # one layer at a time
-    sgd = estimate_host_memory(NetworkConfig(layers=(700, 4000, 4000, 20), batch=24, timesteps=10,
-                                             optimizer="sgd"), load_machine("bow", 1))
+    assert parts["gradients"] == 4.0 * 4000 * 4000  # one layer at a time
+    sgd = estimate_host_memory(
+        NetworkConfig(layers=(700, 4000, 4000, 20), batch=24, timesteps=10, optimizer="sgd"), load_machine("bow", 1)
+    )
     assert dict(sgd.parts)["optimizer slots"] == 0
-    with pytest.raises(ConfigError, match=r"host memory .* GB of memory estimated \(largest part: optimizer slots.*available"):
+    with pytest.raises(
+        ConfigError, match=r"host memory .* GB of memory estimated \(largest part: optimizer slots.*available"
+    ):
         check_host_memory(est, available=est.total_bytes - 1)
     check_host_memory(est, available=est.total_bytes + 1)
 
@@ -120,9 +140,27 @@ def test_host_memory_estimate_parts():
 def test_a_run_that_cannot_fit_is_refused_at_once():
     """~100 GB of weights: one line naming estimate, availability, largest part and fix; exit 2, < 5 s."""
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "tilesim", "run", "--layers", "700-160000-160000-20", "--chips", "16",
-                        "--neurons-per-tile", "8", "--steps", "1", "--optimizer", "sgd"],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tilesim",
+            "run",
+            "--layers",
+            "700-160000-160000-20",
+            "--chips",
+            "16",
+            "--neurons-per-tile",
+            "8",
+            "--steps",
+            "1",
+            "--optimizer",
+            "sgd",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     wall = time.perf_counter() - t0
     assert p.returncode == 2, p.stderr
     lines = [x for x in p.stderr.strip().splitlines() if x]
@@ -136,6 +174,7 @@ def test_init_weights_are_numpy_uniform_bit_for_bit():
     import math
 
     from models.snn.network import init_weights
+
     cfg = NetworkConfig(layers=(32, 40, 20, 4), recurrent=True, max_activity=0.1)
     W, V = init_weights(cfg)
     rng = np.random.default_rng(cfg.seed)
@@ -150,6 +189,7 @@ def test_trace_of_a_big_step_is_bounded_and_keeps_the_critical_chip():
     """Above the slice budget only the critical chips keep per-superstep phases; the other chips
     get one slice per run of one label, covering the same time."""
     from tilesim.trace import detail_chips, trace_events
+
     cfg, m, pl, *_ = _step((64, 96, 80, 80, 60, 40, 30, 10), 4)
     p = retime(None, cfg, pl, m)
     full = trace_events(p.result, p.program)
@@ -176,6 +216,7 @@ def test_racks_beyond_64_chips_are_joined_by_gw_links():
 
     from tilesim.fabric import LadderLinks
     from tilesim.timeline import Flow, fluid_batch
+
     m64 = load_machine("bow", 64)
     one = replace(m64, system=replace(m64.system, chips_per_rack=0))
     a, b = LadderLinks(m64), LadderLinks(one)
@@ -200,6 +241,7 @@ def test_small_layers_run_on_one_thread_with_the_same_result():
 
     from models.snn import kernels as K
     from models.snn.network import _compute_gradients
+
     cfg, m, pl, st, sp, lab = _step((64, 200, 150, 120, 100, 10), 1, True, "sgd")
     before = numba.get_num_threads()
     seen = []
@@ -208,6 +250,7 @@ def test_small_layers_run_on_one_thread_with_the_same_result():
     def spy(*a, **k):
         seen.append(numba.get_num_threads())
         return orig(*a, **k)
+
     K.lif_forward_recurrent = spy
     try:
         r1 = compute_gradients(st, sp, lab)
@@ -215,7 +258,8 @@ def test_small_layers_run_on_one_thread_with_the_same_result():
         K.lif_forward_recurrent = orig
     assert seen and set(seen) == {1} and numba.get_num_threads() == before
     st2 = init_network(cfg, pl)
-    r2 = _compute_gradients(st2, sp, lab)                    # every thread
-    for a, b in zip(r1.grads[0] + [v for v in r1.grads[1] if v is not None],
-                    r2.grads[0] + [v for v in r2.grads[1] if v is not None]):
+    r2 = _compute_gradients(st2, sp, lab)  # every thread
+    for a, b in zip(
+        r1.grads[0] + [v for v in r1.grads[1] if v is not None], r2.grads[0] + [v for v in r2.grads[1] if v is not None]
+    ):
         np.testing.assert_array_equal(a, b)

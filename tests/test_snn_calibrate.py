@@ -1,4 +1,5 @@
 """Calibration of the SNN cost model: cases CSV, `tilesim validate`, `tilesim calibrate`, LOO bands."""
+
 import json
 import subprocess
 import sys
@@ -6,15 +7,16 @@ import sys
 import numpy as np
 import pytest
 
-from models.snn.calibrate import (FIT_PARAMS, CaseBasis, case_setup, prediction_band, read_cases,
-                                  shipped_cases_path)
+from models.snn.calibrate import FIT_PARAMS, CaseBasis, case_setup, prediction_band, read_cases, shipped_cases_path
 from models.snn.timing import default_costs, uncalibrated_costs
 from tilesim.engine import simulate
 from tilesim.errors import ConfigError
 from tilesim.io import loads_toml
 
-HEADER = ("case,dataset,layers,batch,timesteps,input_cap,max_activity,second_threshold,output_second_threshold,"
-          "optimizer,machine,chips,neurons_per_tile,activity,measured_ms_per_step,extra_note")
+HEADER = (
+    "case,dataset,layers,batch,timesteps,input_cap,max_activity,second_threshold,output_second_threshold,"
+    "optimizer,machine,chips,neurons_per_tile,activity,measured_ms_per_step,extra_note"
+)
 
 
 def run(*args):
@@ -31,7 +33,7 @@ def shipped():
 
 def test_shipped_cases_mean_error_within_10_percent(shipped):
     cases = read_cases()
-    assert len(cases) == 12 and set(shipped) == {c.case for c in cases}     # every row reported
+    assert len(cases) == 12 and set(shipped) == {c.case for c in cases}  # every row reported
     for c in cases:
         row = shipped[c.case]
         assert set(row) >= {"case", "predicted_ms", "measured_ms", "error_pct"}
@@ -42,11 +44,11 @@ def test_shipped_cases_mean_error_within_10_percent(shipped):
 
 def test_shipped_predictions_follow_measured_trends(shipped):
     p = {k: v["predicted_ms"] for k, v in shipped.items()}
-    for a in ("01", "05", "10"):                      # the deeper, narrower net is faster at equal activity
+    for a in ("01", "05", "10"):  # the deeper, narrower net is faster at equal activity
         assert p[f"nmnist-L5-a{a}-t090"] < p[f"nmnist-L2-a{a}-t090"]
-    for net in ("L2", "L5"):                          # higher caps are slower
+    for net in ("L2", "L5"):  # higher caps are slower
         assert p[f"nmnist-{net}-a01-t090"] < p[f"nmnist-{net}-a05-t090"] < p[f"nmnist-{net}-a10-t090"]
-    for row in shipped.values():                      # the leave-one-out band contains the prediction
+    for row in shipped.values():  # the leave-one-out band contains the prediction
         assert row["band_lo_ms"] <= row["predicted_ms"] <= row["band_hi_ms"]
         assert row["band_hi_ms"] > row["band_lo_ms"]
 
@@ -105,7 +107,7 @@ def test_refit_round_trips_through_out_and_validate(tmp_path):
     for a, b in zip(rows, fitted["rows"]):
         assert a["predicted_ms"] == pytest.approx(b["predicted_ms"], rel=1e-3)
         assert a["band_lo_ms"] <= a["predicted_ms"] <= a["band_hi_ms"]
-    r = run("validate", str(csv), "--costs", str(out))          # the table form
+    r = run("validate", str(csv), "--costs", str(out))  # the table form
     assert r.returncode == 0 and "mean |error|" in r.stdout and "u-nat" in r.stdout
 
 
@@ -117,18 +119,37 @@ def test_prediction_band_brackets_mid():
     assert 1e-3 < mid < 0.05
 
 
-@pytest.mark.parametrize("rows,header,needle", [
-    (["a,synthetic,64-40-4,12,10,16,0.1,0.9,,adam,gc200,,2,fixed,zero,x"], HEADER,
-     r"row 2 column measured_ms_per_step = 'zero': is not a valid float; give a number"),
-    (["a,synthetic,64-40-4,12.5,10,16,0.1,0.9,,adam,gc200,,2,fixed,1,x"], HEADER,
-     r"row 2 column batch = '12.5': is not a valid int; give a whole number"),
-    (["a,synthetic,64-40-4,12,10,16,0.1,0.9,,adam,gc200,,2,random,1,x"], HEADER,
-     r"row 2 column activity = 'random': must be fixed or natural"),
-    (["a,synthetic,64-40-4,12,10,16,0.1,0.9,,adam,gc200,,,fixed,1,x"], HEADER,
-     r"row 2 column neurons_per_tile = '': is empty; every required column needs a value"),
-    (["a,64-40-4,12,10,16,0.1,0.9,adam,gc200,2,fixed"], "case,layers,batch,timesteps,input_cap,max_activity,"
-     "second_threshold,optimizer,machine,neurons_per_tile,activity", r"missing required column 'measured_ms_per_step'"),
-])
+@pytest.mark.parametrize(
+    "rows,header,needle",
+    [
+        (
+            ["a,synthetic,64-40-4,12,10,16,0.1,0.9,,adam,gc200,,2,fixed,zero,x"],
+            HEADER,
+            r"row 2 column measured_ms_per_step = 'zero': is not a valid float; give a number",
+        ),
+        (
+            ["a,synthetic,64-40-4,12.5,10,16,0.1,0.9,,adam,gc200,,2,fixed,1,x"],
+            HEADER,
+            r"row 2 column batch = '12.5': is not a valid int; give a whole number",
+        ),
+        (
+            ["a,synthetic,64-40-4,12,10,16,0.1,0.9,,adam,gc200,,2,random,1,x"],
+            HEADER,
+            r"row 2 column activity = 'random': must be fixed or natural",
+        ),
+        (
+            ["a,synthetic,64-40-4,12,10,16,0.1,0.9,,adam,gc200,,,fixed,1,x"],
+            HEADER,
+            r"row 2 column neurons_per_tile = '': is empty; every required column needs a value",
+        ),
+        (
+            ["a,64-40-4,12,10,16,0.1,0.9,adam,gc200,2,fixed"],
+            "case,layers,batch,timesteps,input_cap,max_activity,"
+            "second_threshold,optimizer,machine,neurons_per_tile,activity",
+            r"missing required column 'measured_ms_per_step'",
+        ),
+    ],
+)
 def test_bad_cases_raise(tmp_path, rows, header, needle):
     with pytest.raises(ConfigError, match=needle):
         read_cases(_user_csv(tmp_path, rows, header))
@@ -144,10 +165,12 @@ def test_bad_case_setup_names_the_case(tmp_path):
 
 def test_cli_errors_exit_2_without_traceback(tmp_path):
     bad = _user_csv(tmp_path, ["a,synthetic,64-40-4,12,10,16,0.1,0.9,,adam,gc200,,2,fixed,zero,x"])
-    for args, needle in [(["validate", str(bad)], "column measured_ms_per_step = 'zero'"),
-                         (["calibrate", str(bad), "--out", str(tmp_path / "o.toml")], "column measured_ms_per_step"),
-                         (["validate", "--costs", str(tmp_path / "none.toml")], "--costs = "),
-                         (["validate", str(tmp_path / "none.csv")], "no such file")]:
+    for args, needle in [
+        (["validate", str(bad)], "column measured_ms_per_step = 'zero'"),
+        (["calibrate", str(bad), "--out", str(tmp_path / "o.toml")], "column measured_ms_per_step"),
+        (["validate", "--costs", str(tmp_path / "none.toml")], "--costs = "),
+        (["validate", str(tmp_path / "none.csv")], "no such file"),
+    ]:
         r = run(*args)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert needle in r.stderr and "Traceback" not in r.stderr

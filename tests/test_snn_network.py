@@ -1,12 +1,20 @@
 """Network configuration, initialisation and end-to-end training."""
+
 import math
 
 import numpy as np
 import pytest
 
 from models.snn import data
-from models.snn.network import (LIFParams, NetworkConfig, compute_gradients, init_network,
-                                init_weights, parse_layers, train_step)
+from models.snn.network import (
+    LIFParams,
+    NetworkConfig,
+    compute_gradients,
+    init_network,
+    init_weights,
+    parse_layers,
+    train_step,
+)
 from models.snn.spikes import SpikeList, dense_to_input_list
 from tilesim.errors import ConfigError
 
@@ -16,24 +24,27 @@ def test_n_max_rules_paper_table():
     for a, caps in [(0.01, (14, 14, 2)), (0.05, (72, 72, 2)), (0.10, (146, 146, 2))]:
         assert NetworkConfig("2312-1466-1466-10", max_activity=a).n_max == caps
     assert NetworkConfig("700-974-974-974-20", max_activity=0.05).n_max == (48, 48, 48, 2)
-    assert NetworkConfig("10-8-4", caps=(100, 3)).n_max == (8, 3)      # caps above N act as N
+    assert NetworkConfig("10-8-4", caps=(100, 3)).n_max == (8, 3)  # caps above N act as N
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(layers="700"), "layers = '700': needs the input size"),
-    (dict(layers="700-x-20"), "layers = '700-x-20': must be sizes joined"),
-    (dict(layers="700-0-20"), "every size must be >= 1"),
-    (dict(layers="7-8-2", batch=0), "batch = 0: must be >= 1"),
-    (dict(layers="7-8-2", max_activity=1.5), "max_activity = 1.5: must be in"),
-    (dict(layers="7-8-2", activity="lazy"), "activity = 'lazy': must be 'natural' or 'fixed'"),
-    (dict(layers="7-8-2", optimizer="rmsprop"), "optimizer = 'rmsprop'"),
-    (dict(layers="7-8-2", caps=(2,)), r"caps = \(2,\): needs one cap per neuron layer \(2\)"),
-    (dict(layers="7-8-2", caps=(0, 2)), "every cap must be >= 1"),
-    (dict(layers="7-8-2", recurrent=(True,)), "needs one flag per neuron layer"),
-    (dict(layers="7-8-2", second_threshold=1.0), "must be below the threshold 1.0"),
-    (dict(layers="7-100-2", max_activity=0.01), "N_max of layer 1 = 0: .*raise max_activity"),
-    (dict(layers="7-8-2", lr=-1.0), "lr = -1.0: must be > 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(layers="700"), "layers = '700': needs the input size"),
+        (dict(layers="700-x-20"), "layers = '700-x-20': must be sizes joined"),
+        (dict(layers="700-0-20"), "every size must be >= 1"),
+        (dict(layers="7-8-2", batch=0), "batch = 0: must be >= 1"),
+        (dict(layers="7-8-2", max_activity=1.5), "max_activity = 1.5: must be in"),
+        (dict(layers="7-8-2", activity="lazy"), "activity = 'lazy': must be 'natural' or 'fixed'"),
+        (dict(layers="7-8-2", optimizer="rmsprop"), "optimizer = 'rmsprop'"),
+        (dict(layers="7-8-2", caps=(2,)), r"caps = \(2,\): needs one cap per neuron layer \(2\)"),
+        (dict(layers="7-8-2", caps=(0, 2)), "every cap must be >= 1"),
+        (dict(layers="7-8-2", recurrent=(True,)), "needs one flag per neuron layer"),
+        (dict(layers="7-8-2", second_threshold=1.0), "must be below the threshold 1.0"),
+        (dict(layers="7-100-2", max_activity=0.01), "N_max of layer 1 = 0: .*raise max_activity"),
+        (dict(layers="7-8-2", lr=-1.0), "lr = -1.0: must be > 0"),
+    ],
+)
 def test_config_errors(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         NetworkConfig(**kwargs)
@@ -67,7 +78,7 @@ def test_input_capping_is_seeded_and_ascending():
     assert (a.counts[..., 0] == a.counts[..., 1]).all()
     for t in range(5):
         for s in range(3):
-            ids = a.ids[t, s, :a.counts[t, s, 0]]
+            ids = a.ids[t, s, : a.counts[t, s, 0]]
             assert (np.diff(ids.astype(int)) > 0).all() and x[t, s, ids].all()
 
 
@@ -103,8 +114,9 @@ def test_dense_and_sparse_inputs_give_the_same_step():
 
 @pytest.mark.parametrize("optimizer, lr", [("adam", 1e-2), ("sgd", 0.5)])
 def test_train_step_updates_in_place(optimizer, lr):
-    cfg = NetworkConfig("20-10-3", batch=4, timesteps=6, input_cap=8, caps=(4, 3),
-                        second_threshold=-100.0, optimizer=optimizer, lr=lr)
+    cfg = NetworkConfig(
+        "20-10-3", batch=4, timesteps=6, input_cap=8, caps=(4, 3), second_threshold=-100.0, optimizer=optimizer, lr=lr
+    )
     state = init_network(cfg)
     x = (np.random.default_rng(0).random((6, 4, 20)) < 0.4).astype(np.uint8)
     W0 = state.W[0].copy()
@@ -118,8 +130,7 @@ def test_train_step_updates_in_place(optimizer, lr):
 def test_training_on_synthetic_task_learns():
     """~60 Adam steps on the synthetic task: loss falls ≥ 40 %, accuracy ≫ chance (0.25)."""
     layers, B, T, steps = "100-64-4", 32, 30, 60
-    cfg = NetworkConfig(layers, batch=B, timesteps=T, input_cap=32, caps=(16, 4),
-                        second_threshold=0.0, lr=1e-2, seed=3)
+    cfg = NetworkConfig(layers, batch=B, timesteps=T, input_cap=32, caps=(16, 4), second_threshold=0.0, lr=1e-2, seed=3)
     ds = data.synthetic(layers, B * steps, T, seed=1)
     state = init_network(cfg)
     losses, accs = [], []
@@ -130,7 +141,7 @@ def test_training_on_synthetic_task_learns():
     assert len(losses) == steps
     first, last = np.mean(losses[:5]), np.mean(losses[-5:])
     assert last <= 0.6 * first, (first, last)
-    assert np.mean(accs[-10:]) >= 0.6      # each batch is unseen before its update
+    assert np.mean(accs[-10:]) >= 0.6  # each batch is unseen before its update
 
 
 def test_parse_layers():

@@ -1,4 +1,5 @@
 """The SNN training step as a BSP program: structure, trends, memory, placement and the CLI."""
+
 import json
 import subprocess
 import sys
@@ -6,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 
-from models.snn.placing import place
 from models.snn.network import NetworkConfig, compute_gradients, init_network, train_step
 from models.snn.placement import Placement, contiguous_placement
+from models.snn.placing import place
 from models.snn.timing import PHASE_LABELS, build_step_program, compaction_spread, snn_memory
 from tilesim.engine import simulate
 from tilesim.errors import MappingError, SramOverflowError
@@ -38,8 +39,8 @@ def test_program_structure_and_split():
     np.testing.assert_allclose(res.phase_s.sum(axis=1), res.time_s, rtol=1e-9)
     owners = np.unique(np.concatenate(pl.tile_of_neuron))
     assert (prog.compute_cycles[1, owners] > prog.compute_cycles[1, owners.max() + 1]).all()  # owners update neurons
-    assert prog.compute_cycles[1, 0] == 0 and prog.compute_cycles[0, 0] == 0   # tile 0 of chip 0 is left free
-    assert res.breakdown_s()["host"] > 0                          # the input sequence arrives by infeed
+    assert prog.compute_cycles[1, 0] == 0 and prog.compute_cycles[0, 0] == 0  # tile 0 of chip 0 is left free
+    assert res.breakdown_s()["host"] > 0  # the input sequence arrives by infeed
     assert res.breakdown_s()["links"] == 0
 
 
@@ -52,6 +53,7 @@ def test_higher_caps_are_slower_and_depth_versus_width():
     assert narrow > wide
     # the paper's scale (as measured on Bow): 2 x 1466 is slower than 5 x ~586 at equal activity
     from models.snn.retime import retime
+
     m = load_machine("bow")
     t = {}
     for layers in ("2312-1466-1466-10", "2312-588-586-586-586-586-10"):
@@ -63,15 +65,16 @@ def test_higher_caps_are_slower_and_depth_versus_width():
 def test_recurrent_and_determinism():
     a = step("48-30-4", recurrent=True)
     b = step("48-30-4", recurrent=True)
-    assert a[-1].total_s == b[-1].total_s                        # same seed, same prediction
+    assert a[-1].total_s == b[-1].total_s  # same seed, same prediction
     np.testing.assert_array_equal(a[4].compute_cycles, b[4].compute_cycles)
-    assert a[-1].total_s > step("48-30-4")[-1].total_s            # recurrence adds work
+    assert a[-1].total_s > step("48-30-4")[-1].total_s  # recurrence adds work
 
 
 def test_two_chips_use_links():
     # three layers of 1466 neurons at 2/tile do not fit one chip: the third starts on chip 1
-    cfg = NetworkConfig(layers="64-1466-1466-1466-4", batch=6, timesteps=3, input_cap=8, activity="fixed",
-                        max_activity=0.02)
+    cfg = NetworkConfig(
+        layers="64-1466-1466-1466-4", batch=6, timesteps=3, input_cap=8, activity="fixed", max_activity=0.02
+    )
     m = load_machine("gc200x2")
     pl, _, _ = place(cfg, m)
     assert pl.tile_of_neuron[2].min() >= 1472 and pl.tile_of_neuron[1].max() < 1472
@@ -89,23 +92,45 @@ def test_memory_ledger_has_every_tensor():
     led = snn_memory(cfg, Placement(pl.tile_of_neuron, m.total_tiles), m)
     t = int(pl.tile_of_neuron[0][0])
     cats = led.by_category(t)
-    for c in ("variables:weights", "variables:gradients", "variables:optimizer", "variables:state",
-              "variables:spikes", "exchange_buffers", "vertex_state", "vertex_code", "control_code",
-              "exchange_code", "stack"):
+    for c in (
+        "variables:weights",
+        "variables:gradients",
+        "variables:optimizer",
+        "variables:state",
+        "variables:spikes",
+        "exchange_buffers",
+        "vertex_state",
+        "vertex_code",
+        "control_code",
+        "exchange_code",
+        "stack",
+    ):
         assert cats.get(c, 0) > 0, c
     w = 4 * 2312 * 2
     assert cats["variables:weights"] == w
-    assert cats["variables:gradients"] == 7 * w                  # 6 per-worker copies + the reduced dW
-    assert cats["variables:optimizer"] == 2 * w                  # Adam m and v
+    assert cats["variables:gradients"] == 7 * w  # 6 per-worker copies + the reduced dW
+    assert cats["variables:optimizer"] == 2 * w  # Adam m and v
     assert dict((e[0], e[2]) for e in led.explain_tile(t, 20))["layer 1 state sequence"] == 4 * 100 * 48 * 2
-    sgd = snn_memory(NetworkConfig(layers="2312-1466-1466-10", optimizer="sgd"),
-                     Placement(pl.tile_of_neuron, m.total_tiles), m)
+    sgd = snn_memory(
+        NetworkConfig(layers="2312-1466-1466-10", optimizer="sgd"), Placement(pl.tile_of_neuron, m.total_tiles), m
+    )
     assert "variables:optimizer" not in sgd.by_category(t)
 
 
-S1 = ["2312-1466-1466-10", "2312-978-978-976-10", "2312-734-734-732-732-10", "2312-588-586-586-586-586-10",
-      "700-1462-1460-20", "700-974-974-974-20", "700-732-730-730-730-20", "700-586-584-584-584-584-20",
-      "4608-1466-1464-11", "4608-978-976-976-11", "4608-734-732-732-732-11", "4608-586-586-586-586-586-11"]
+S1 = [
+    "2312-1466-1466-10",
+    "2312-978-978-976-10",
+    "2312-734-734-732-732-10",
+    "2312-588-586-586-586-586-10",
+    "700-1462-1460-20",
+    "700-974-974-974-20",
+    "700-732-730-730-730-20",
+    "700-586-584-584-584-584-20",
+    "4608-1466-1464-11",
+    "4608-978-976-976-11",
+    "4608-734-732-732-732-11",
+    "4608-586-586-586-586-586-11",
+]
 
 
 @pytest.mark.slow
@@ -115,8 +140,14 @@ def test_paper_single_chip_configs_run_and_fit(layers):
     run a timed training step (fixed activity, the paper's batch and time steps)."""
     n0 = int(layers.split("-")[0])
     T = 50 if n0 == 4608 else 100
-    cfg = NetworkConfig(layers=layers, batch=48, timesteps=T, max_activity=0.05, activity="fixed",
-                        input_cap={2312: 32, 700: 48, 4608: 32}[n0])
+    cfg = NetworkConfig(
+        layers=layers,
+        batch=48,
+        timesteps=T,
+        max_activity=0.05,
+        activity="fixed",
+        input_cap={2312: 32, 700: 48, 4608: 32}[n0],
+    )
     m = load_machine("bow")
     pl, led, npt = place(cfg, m)
     assert npt == 2 and led.overflow_tiles().size == 0
@@ -124,13 +155,15 @@ def test_paper_single_chip_configs_run_and_fit(layers):
     x = (np.random.default_rng(0).random((T, 48, n0)) < 0.02).astype(np.uint8)
     r = train_step(init_network(cfg, pl), x, np.zeros(48, np.int64), per_step_counters=True)
     res = simulate(build_step_program(cfg, pl, r.counters, m), m)
-    assert 1e-3 < res.total_s < 0.05                 # milliseconds per step, like the measured 4-11 ms
+    assert 1e-3 < res.total_s < 0.05  # milliseconds per step, like the measured 4-11 ms
 
 
 def test_placement_errors():
     m = load_machine("gc200")
     huge = NetworkConfig(layers="20000-3000-3000-10", batch=48, timesteps=100)
-    with pytest.raises(SramOverflowError, match=r"no neurons-per-tile value fits: SRAM overflow .* fix: lower --neurons-per-tile"):
+    with pytest.raises(
+        SramOverflowError, match=r"no neurons-per-tile value fits: SRAM overflow .* fix: lower --neurons-per-tile"
+    ):
         place(huge, m)
     wide = NetworkConfig(layers="64-1466-1466-1466-10", batch=6, timesteps=3)
     with pytest.raises(MappingError, match=r"need 2 chips: machine has 1; pass --chips 2"):
@@ -143,17 +176,45 @@ def run(*args):
 
 
 def test_cli_run_json_and_outputs(tmp_path):
-    r = run("run", "--layers", "64-40-4", "--batch", "12", "--timesteps", "20", "--input-cap", "16",
-            "--steps", "3", "--json", "--out", str(tmp_path))
+    r = run(
+        "run",
+        "--layers",
+        "64-40-4",
+        "--batch",
+        "12",
+        "--timesteps",
+        "20",
+        "--input-cap",
+        "16",
+        "--steps",
+        "3",
+        "--json",
+        "--out",
+        str(tmp_path),
+    )
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)
-    for k in ("predicted_step_s", "samples_per_s", "breakdown_s", "memory", "network", "loss", "accuracy",
-              "wall_s_per_step", "wall_s_total"):
+    for k in (
+        "predicted_step_s",
+        "samples_per_s",
+        "breakdown_s",
+        "memory",
+        "network",
+        "loss",
+        "accuracy",
+        "wall_s_per_step",
+        "wall_s_total",
+    ):
         assert k in s
     assert sum(s["breakdown_s"].values()) == pytest.approx(s["predicted_step_s"], rel=1e-9)
     assert len(s["loss"]) == len(s["accuracy"]) == 3
-    assert s["network"] == {"layers": [64, 40, 4], "neurons": 44, "weights": 64 * 40 + 40 * 4, "caps": [2, 2],
-                            "neurons_per_tile": 2}
+    assert s["network"] == {
+        "layers": [64, 40, 4],
+        "neurons": 44,
+        "weights": 64 * 40 + 40 * 4,
+        "caps": [2, 2],
+        "neurons_per_tile": 2,
+    }
     assert set(s["memory"]) >= {"budget_bytes", "max_tile_bytes", "max_tile", "overflow_tiles", "by_category_bytes"}
     for f in ("summary.json", "trace.json", "memory.png", "timeline.png"):
         assert (tmp_path / f).stat().st_size > 500
@@ -164,10 +225,12 @@ def test_cli_run_config_file_and_bad_input(tmp_path):
     cfg.write_text('layers = "64-40-4"\nbatch = 12\ntimesteps = 10\ninput_cap = 16\nsteps = 1\njson = true\n')
     r = run("run", str(cfg), "--seed", "3")
     assert r.returncode == 0, r.stderr
-    for args, needle in [(["run", "--layers", "64-0-4"], "layers"),
-                         (["run", "--layers", "64-40-4", "--batch", "0"], "batch = 0"),
-                         (["run", "--layers", "100-40-4", "--dataset", "shd"], "--layers N0 = 100: must be 700"),
-                         (["run", "--layers", "64-40-4", "--mapping", "zigzag"], "no such file; give a strategy name")]:
+    for args, needle in [
+        (["run", "--layers", "64-0-4"], "layers"),
+        (["run", "--layers", "64-40-4", "--batch", "0"], "batch = 0"),
+        (["run", "--layers", "100-40-4", "--dataset", "shd"], "--layers N0 = 100: must be 700"),
+        (["run", "--layers", "64-40-4", "--mapping", "zigzag"], "no such file; give a strategy name"),
+    ]:
         r = run(*args)
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
     cfg.write_text("layerz = 3\n")
@@ -183,8 +246,21 @@ def test_cli_grad_matches_library(tmp_path):
     labels = rng.integers(0, 5, 6)
     np.savez(tmp_path / "W.npz", W0=W0, W1=W1)
     np.savez(tmp_path / "X.npz", spikes=spikes, labels=labels)
-    r = run("grad", "--weights", str(tmp_path / "W.npz"), "--inputs", str(tmp_path / "X.npz"),
-            "--out", str(tmp_path / "G.npz"), "--caps", "20-5", "--second-threshold", "-100", "--input-cap", "30")
+    r = run(
+        "grad",
+        "--weights",
+        str(tmp_path / "W.npz"),
+        "--inputs",
+        str(tmp_path / "X.npz"),
+        "--out",
+        str(tmp_path / "G.npz"),
+        "--caps",
+        "20-5",
+        "--second-threshold",
+        "-100",
+        "--input-cap",
+        "30",
+    )
     assert r.returncode == 0, r.stderr
     G = np.load(tmp_path / "G.npz")
     cfg = NetworkConfig(layers=(30, 20, 5), batch=6, timesteps=15, caps=(20, 5), input_cap=30, second_threshold=-100.0)
@@ -194,7 +270,15 @@ def test_cli_grad_matches_library(tmp_path):
     assert float(G["loss"]) == pytest.approx(ref.loss)
     np.testing.assert_allclose(G["dW0"], ref.grads[0][0], rtol=1e-6)
     assert G["out_counts"].shape == (6, 5)
-    r = run("grad", "--weights", str(tmp_path / "X.npz"), "--inputs", str(tmp_path / "X.npz"), "--out", str(tmp_path / "G.npz"))
+    r = run(
+        "grad",
+        "--weights",
+        str(tmp_path / "X.npz"),
+        "--inputs",
+        str(tmp_path / "X.npz"),
+        "--out",
+        str(tmp_path / "G.npz"),
+    )
     assert r.returncode == 2 and "--weights keys" in r.stderr
 
 
@@ -205,6 +289,7 @@ def test_the_step_table_drives_the_program():
     from dataclasses import fields
 
     from models.snn.timing import STEP_ROWS, LayerTerms, step_shape
+
     cfg, m, pl, led, prog, res = step("64-40-30-4", T=4)
     T, L = cfg.timesteps, cfg.n_layers
     shape = step_shape(T, L)
@@ -218,21 +303,22 @@ def test_the_step_table_drives_the_program():
     assert [shape.layer[k] for k in rep] == list(range(L))
     for k in rep:
         rows = shape.rows_of(k)
-        assert (np.diff(rows) < 0).all()                        # backward in time
+        assert (np.diff(rows) < 0).all()  # backward in time
         assert all(prog.labels[prog.label_id[r]] == "bwd: replicate lists" for r in rows)
         assert all(prog.labels[prog.label_id[r - 1 - shape.layer[k]]] == "bwd: slice sequences" for r in rows)
     names = {f.name for f in fields(LayerTerms)}
     assert all(w.term in names for r in STEP_ROWS for w in r.writes)
     j = PHASE_LABELS.index("bwd: state grad")
-    assert STEP_ROWS[j].folded(L, True) == (1 + L) + L - 1                 # 1 + L compute sets, L copies
+    assert STEP_ROWS[j].folded(L, True) == (1 + L) + L - 1  # 1 + L compute sets, L copies
 
 
 def test_both_row_sinks_follow_the_protocol_and_agree():
     """_DenseRows and _ChipRows implement RowSink, and the chip reduction of the dense arrays is
     what _ChipRows builds (max over each chip's tiles)."""
-    from models.snn.counters import count_work
     from models.snn.activity import fixed_activity
+    from models.snn.counters import count_work
     from models.snn.timing import RowSink, _ChipRows, _DenseRows, _emit, default_costs, step_shape
+
     for sink in (_DenseRows, _ChipRows):
         for name in ("owner", "local", "chip", "spread", "overhead", "finish"):
             assert callable(getattr(sink, name)), (sink, name)
@@ -260,6 +346,7 @@ def test_layer_terms_are_cached_by_content():
     from models.snn.activity import fixed_activity
     from models.snn.counters import count_work
     from models.snn.timing import predict_step_s
+
     cfg = NetworkConfig(layers="64-40-30-4", batch=4, timesteps=5, input_cap=10, max_activity=0.2, activity="fixed")
     m = load_machine("gc200")
     pl, _, _ = place(cfg, m)
@@ -268,11 +355,11 @@ def test_layer_terms_are_cached_by_content():
     t0 = predict_step_s(cfg, pl, count_work(act, pl, per_step=True, cache=cache), m, cache=cache)
     terms = cache[("layer terms",)]
     assert len(terms) == cfg.n_layers
-    del cache[("counts", True)]                                  # new counter objects, same content
+    del cache[("counts", True)]  # new counter objects, same content
     again = count_work(act, pl, per_step=True, cache=cache)
     assert all(p.source is not None for p in again.phases)
     assert predict_step_s(cfg, pl, again, m, cache=cache) == t0 and len(terms) == cfg.n_layers
     other = count_work(fixed_activity(cfg, 2), pl, per_step=True, cache=cache)
     predict_step_s(cfg, pl, other, m, cache=cache)
     assert len(terms) == 2 * cfg.n_layers
-    assert count_work(act, pl, per_step=True).phases[0].source is None          # no cache: not stamped
+    assert count_work(act, pl, per_step=True).phases[0].source is None  # no cache: not stamped

@@ -3,6 +3,7 @@
 The must-show run is the issue's command (120-96-64-5, B 16, T 40, caps 20 %, input cap 24, Adam
 3e-3, 80 steps, seed 1) through the Python API, with the data set the run command builds
 (``batch · min(steps, 20)`` synthetic samples)."""
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,9 @@ def test_defaults_learn(layers, seed):
 def test_dead_output_is_diagnosed_once_with_layer_activity_theta_and_fix():
     """The issue's failure (output ϑ2 0.9, weight_mul 2.0, constant ϑ2): the output never spikes and
     has no gradient entry, the loss stays at ln 5; one finding each, naming layer, ϑ2 and the fix."""
-    _, run = _run("120-96-64-5", 1, steps=12, output_second_threshold=0.9, weight_mul=2.0,
-                    second_threshold_schedule=None)
+    _, run = _run(
+        "120-96-64-5", 1, steps=12, output_second_threshold=0.9, weight_mul=2.0, second_threshold_schedule=None
+    )
     assert np.allclose(run.losses, math.log(5))
     kinds = [f.kind for f in run.findings]
     assert kinds == ["dead_layer", "flat_loss"], kinds
@@ -66,7 +68,10 @@ def test_schedule_is_the_authors_recurrence_and_steps_use_it():
     assert cfg.second_thresholds_at(1) == pytest.approx((-49.55, -49.75))
     fixed = cfg.at_step(3)
     assert fixed.second_threshold_schedule is None and fixed.second_thresholds == cfg.second_thresholds_at(3)
-    assert NetworkConfig("20-12-4", caps=(2, 2), second_threshold_schedule=None).second_thresholds_at(5) == (0.9, -100.0)
+    assert NetworkConfig("20-12-4", caps=(2, 2), second_threshold_schedule=None).second_thresholds_at(5) == (
+        0.9,
+        -100.0,
+    )
     # step 0 at ϑ2 −100 with caps = N: every neuron is a list entry; after 40 updates ϑ2 ≈ target
     state = init_network(cfg)
     x = (np.random.default_rng(0).random((6, 3, 20)) < 0.2).astype(np.uint8)
@@ -85,8 +90,15 @@ def test_schedule_is_the_authors_recurrence_and_steps_use_it():
 
 
 def test_layer_stats_count_what_the_cap_cut():
-    cfg = NetworkConfig("30-40-4", batch=4, timesteps=10, caps=(3, 2), weight_mul=8.0,
-                        second_threshold_schedule=None, second_threshold=0.0)
+    cfg = NetworkConfig(
+        "30-40-4",
+        batch=4,
+        timesteps=10,
+        caps=(3, 2),
+        weight_mul=8.0,
+        second_threshold_schedule=None,
+        second_threshold=0.0,
+    )
     state = init_network(cfg)
     x = (np.random.default_rng(1).random((10, 4, 30)) < 0.3).astype(np.uint8)
     res = compute_gradients(state, x, np.array([0, 1, 2, 3]))
@@ -96,7 +108,7 @@ def test_layer_stats_count_what_the_cap_cut():
         assert s.wanted_entries >= s.entries and s.wanted_spikes >= s.spikes
         assert s.full == pytest.approx(np.mean(lst.counts[..., 0] == s.cap))
     hid = res.layer_stats[0]
-    assert hid.cut_entries > 0.5 and hid.wanted_entries > 3          # 3 of 40 kept
+    assert hid.cut_entries > 0.5 and hid.wanted_entries > 3  # 3 of 40 kept
 
 
 def _rec(step, loss, full, spikes, wanted, cap=4):
@@ -111,8 +123,8 @@ def test_saturated_layer_says_how_much_is_cut():
     assert f.kind == "saturated_layer" and f.layer == 0 and f.steps == (0, 5)
     assert "60 % of its spikes" in f.message and "73 % of its gradient-eligible" in f.message
     assert "max_activity" in f.fix
-    assert diagnose([_rec(k, 1.0 - 0.05 * k, 0.5, 3.0, 4.0) for k in range(6)]) == ()   # below the cap: fine
-    assert diagnose(hist[:4]) == ()                                                       # not yet `window` steps
+    assert diagnose([_rec(k, 1.0 - 0.05 * k, 0.5, 3.0, 4.0) for k in range(6)]) == ()  # below the cap: fine
+    assert diagnose(hist[:4]) == ()  # not yet `window` steps
 
 
 def test_too_deep_network_is_named_before_training():
@@ -143,6 +155,7 @@ def test_synthetic_drive_is_a_rate_per_ms():
 
 def test_activity_figure(tmp_path):
     from models.snn.activity_plot import plot_activity
+
     hist = [_rec(k, 1.0, 1.0, 4.0, 10.0) for k in range(3)]
     out = plot_activity(hist, tmp_path / "activity.png")
     assert out.is_file() and out.stat().st_size > 5000
@@ -150,12 +163,15 @@ def test_activity_figure(tmp_path):
         plot_activity([], tmp_path / "x.png")
 
 
-ISSUE_RUN = ("run --machine gc200 --dataset synthetic --layers 120-96-64-5 --batch 16 --timesteps 40 "
-             "--max-activity 0.2 --input-cap 24 --optimizer adam --lr 0.003 --seed 1 --json").split()
+ISSUE_RUN = (
+    "run --machine gc200 --dataset synthetic --layers 120-96-64-5 --batch 16 --timesteps 40 "
+    "--max-activity 0.2 --input-cap 24 --optimizer adam --lr 0.003 --seed 1 --json"
+).split()
 
 
 def _cli(argv, capsys):
     from tilesim.cli import main
+
     rc = main(argv)
     cap = capsys.readouterr()
     return rc, cap.out, cap.err
@@ -165,6 +181,7 @@ def _cli(argv, capsys):
 def test_the_issue_command_learns_through_the_cli_with_the_defaults(capsys):
     """Issue 18: the command, unchanged, sat at ln 5 for 80 steps (weight_mul 2, output theta2 0.9)."""
     import json
+
     rc, out, _ = _cli(ISSUE_RUN + ["--steps", "80"], capsys)
     s = json.loads(out)
     first, last = np.mean(s["loss"][:5]), np.mean(s["loss"][-5:])
@@ -177,8 +194,19 @@ def test_a_dead_run_prints_its_diagnosis_once_and_exits_0(capsys, tmp_path):
     """Issue 18: the dead-on-purpose run (output theta2 0.9, no schedule, the old weight scale) says
     which layer, its activity, its theta2 and the fix, on stderr and in summary.json/summary.md."""
     import json
-    argv = ISSUE_RUN + ["--steps", "8", "--output-second-threshold", "0.9", "--second-threshold-schedule", "off",
-                        "--weight-mul", "2", "--out", str(tmp_path / "run")]
+
+    argv = ISSUE_RUN + [
+        "--steps",
+        "8",
+        "--output-second-threshold",
+        "0.9",
+        "--second-threshold-schedule",
+        "off",
+        "--weight-mul",
+        "2",
+        "--out",
+        str(tmp_path / "run"),
+    ]
     rc, out, err = _cli(argv, capsys)
     assert rc == 0
     s = json.loads(out)

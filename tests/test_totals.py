@@ -105,8 +105,9 @@ def test_map_search_baseline_is_run_first_step():
     it equals the first step of a run without the schedule."""
     from models.snn.mapsearch import search_mapping
 
-    kw = dict(layers="40-24-4", caps="8-2", batch=4, timesteps=8, memory_check="report",
-              second_threshold_schedule="off")
+    kw = dict(
+        layers="40-24-4", caps="8-2", batch=4, timesteps=8, memory_check="report", second_threshold_schedule="off"
+    )
     run = run_training(RunOptions(steps=3, **kw))
     out, _ = search_mapping(RunOptions(steps=3, **kw), 0.5, 0, 2, None)
     assert out["baseline"]["predicted_step_s"] == pytest.approx(run.predicted_step_s_per_step[0], rel=1e-9)

@@ -21,6 +21,7 @@ only what needs events: when each chip enters each run, the syncs of groups that
 and flows under partial syncs, which may overlap in time on the links (:class:`_FluidLinks`).
 :func:`makespan_s` runs the same timeline on a program already reduced to chips.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -134,8 +135,7 @@ class _ChipEvents:
     flows run under partial syncs event by event. Writes ``starts`` and the event supersteps
     of ``tl`` in place."""
 
-    def __init__(self, machine, comp, sync, tails, group_of, rs, off, starts: closed.RunStarts,
-                 tl: ChipTimeline):
+    def __init__(self, machine, comp, sync, tails, group_of, rs, off, starts: closed.RunStarts, tl: ChipTimeline):
         self.comp, self.sync, self.tails, self.rs, self.off = comp, sync, tails, rs, off
         self.starts, self.tl = starts, tl
         self.env = simpy.Environment()
@@ -171,8 +171,9 @@ class _ChipEvents:
             mset = set(members.tolist())
             group_flows = tuple(f for f in self.tails.flows.get(s, ()) if f.src_chip in mset)
             events = self.links.start_later(self.sync[s, c], group_flows) if group_flows else []
-            b.flow_events = {m: [ev for f, ev in zip(group_flows, events) if m in (f.src_chip, f.dst_chip)]
-                             for m in members.tolist()}
+            b.flow_events = {
+                m: [ev for f, ev in zip(group_flows, events) if m in (f.src_chip, f.dst_chip)] for m in members.tolist()
+            }
             b.event.succeed()
         yield b.event
         yield env.timeout(self.sync[s, c])
@@ -187,7 +188,7 @@ class _ChipEvents:
         """Chip ``c`` through every run: wait at the run's first sync (if its group has other
         members), then jump to the run's end by its closed-form offset."""
         env, st = self.env, self.starts
-        t = 0.0                      # this chip's clock; simpy time catches up before any barrier
+        t = 0.0  # this chip's clock; simpy time catches up before any barrier
         for i, r in enumerate(self.rs):
             members = self.members_of[r.scope][c]
             if (members.size > 1 or r.events) and t > env.now:
@@ -239,8 +240,9 @@ def reduce_tiles(program: Program, machine: Machine) -> ChipWork:
                 m = erow_of == r
                 src, dst = program.transfer_src[m], program.transfer_dst[m]
                 rows_x[int(r)] = (src // T, src % T, dst % T, program.transfer_bytes[m])
-        cyc, tile = fabric.exchange_cycles(program.bytes_in.reshape(E, C, T), program.bytes_out.reshape(E, C, T),
-                                           rows_x)
+        cyc, tile = fabric.exchange_cycles(
+            program.bytes_in.reshape(E, C, T), program.bytes_out.reshape(E, C, T), rows_x
+        )
         rows = program.exchange_row[has_ex]
         ex[has_ex] = cyc[rows]
         ex_tile[has_ex] = tile[rows]
@@ -260,31 +262,55 @@ def simulate(program: Program | CompactProgram, machine: Machine, *, keep_timeli
     """
     C, T = machine.chips, machine.tiles_per_chip
     if (program.chips, program.tiles_per_chip) != (C, T):
-        raise ConfigError(config_message(
-            "program shape", f"{program.chips} chips x {program.tiles_per_chip} tiles",
-            f"machine {machine.name} has {C} chips x {T} tiles",
-            "build the program for this machine (or pass --chips to match)"))
-    if isinstance(program, CompactProgram):          # already reduced to chips, on its machine's fabric
+        raise ConfigError(
+            config_message(
+                "program shape",
+                f"{program.chips} chips x {program.tiles_per_chip} tiles",
+                f"machine {machine.name} has {C} chips x {T} tiles",
+                "build the program for this machine (or pass --chips to match)",
+            )
+        )
+    if isinstance(program, CompactProgram):  # already reduced to chips, on its machine's fabric
         if program.machine_name != machine.name:
-            raise ConfigError(config_message(
-                "program machine", program.machine_name, f"a compact program is reduced on its machine's fabric, "
-                f"not {machine.name}", "build the program for this machine"))
+            raise ConfigError(
+                config_message(
+                    "program machine",
+                    program.machine_name,
+                    f"a compact program is reduced on its machine's fabric, not {machine.name}",
+                    "build the program for this machine",
+                )
+            )
         work = program.work
     else:
         work = reduce_tiles(program, machine)
-    tl = chip_timeline(work.compute, work.exchange, machine, program.sync_scope, program.partitions,
-                       program.sync_extra_cycles, program.exchange_extra_cycles,
-                       closed.flows_by_step(program.flow_step, program.flow_src, program.flow_dst,
-                                            program.flow_bytes),
-                       (program.host_step, program.host_chip, program.host_bytes))
-    return SimResult.from_timeline(program=program, machine=machine, work=work, timeline=tl,
-                                   keep_timeline=keep_timeline)
+    tl = chip_timeline(
+        work.compute,
+        work.exchange,
+        machine,
+        program.sync_scope,
+        program.partitions,
+        program.sync_extra_cycles,
+        program.exchange_extra_cycles,
+        closed.flows_by_step(program.flow_step, program.flow_src, program.flow_dst, program.flow_bytes),
+        (program.host_step, program.host_chip, program.host_bytes),
+    )
+    return SimResult.from_timeline(
+        program=program, machine=machine, work=work, timeline=tl, keep_timeline=keep_timeline
+    )
 
 
-def makespan_s(comp: np.ndarray, ex: np.ndarray, machine: Machine, sync_scope: np.ndarray, *,
-               partitions: tuple = (), sync_extra: np.ndarray | None = None,
-               exchange_extra: np.ndarray | None = None, flows: tuple | None = None,
-               host: tuple | None = None) -> float:
+def makespan_s(
+    comp: np.ndarray,
+    ex: np.ndarray,
+    machine: Machine,
+    sync_scope: np.ndarray,
+    *,
+    partitions: tuple = (),
+    sync_extra: np.ndarray | None = None,
+    exchange_extra: np.ndarray | None = None,
+    flows: tuple | None = None,
+    host: tuple | None = None,
+) -> float:
     """Seconds of a program already reduced to chips: ``comp`` / ``ex`` [S, C] are the slowest
     tile's compute and the on-chip exchange cycles (what :func:`simulate` derives from the tiles);
     ``sync_scope``, ``partitions``, ``sync_extra`` and ``exchange_extra`` as in :class:`Program`
@@ -308,8 +334,17 @@ def makespan_s(comp: np.ndarray, ex: np.ndarray, machine: Machine, sync_scope: n
     return float(tl.end.max()) / machine.clock_hz if S else 0.0
 
 
-def chip_timeline(comp: np.ndarray, ex: np.ndarray, machine: Machine, scope: np.ndarray, partitions: tuple,
-                  sync_extra, exchange_extra, flows: dict[int, tuple[Flow, ...]], host_tx: tuple) -> ChipTimeline:
+def chip_timeline(
+    comp: np.ndarray,
+    ex: np.ndarray,
+    machine: Machine,
+    scope: np.ndarray,
+    partitions: tuple,
+    sync_extra,
+    exchange_extra,
+    flows: dict[int, tuple[Flow, ...]],
+    host_tx: tuple,
+) -> ChipTimeline:
     """The per-chip :class:`ChipTimeline` of a program reduced to chips: ``comp`` / ``ex`` [S, C]
     cycles, ``scope`` [S] and ``partitions`` as in :class:`Program`, ``sync_extra`` /
     ``exchange_extra`` [S] cycles, ``flows`` by superstep (:func:`tilesim.timeline.flows_by_step`),
@@ -326,15 +361,17 @@ def chip_timeline(comp: np.ndarray, ex: np.ndarray, machine: Machine, scope: np.
         return ChipTimeline.empty(C)
     rs = closed.runs(scope, tails.events)
     off = closed.run_offsets(comp, sync, tails.after_release, scope, group_of, rs)
-    z = lambda: np.zeros((S, C))
-    tl = ChipTimeline(tails.exchange, z(), z(), z(), z(), z(), np.zeros((S, C), np.int64),
-                      dict(tails.link_group_bytes))
+
+    def z():
+        return np.zeros((S, C))
+
+    tl = ChipTimeline(tails.exchange, z(), z(), z(), z(), z(), np.zeros((S, C), np.int64), dict(tails.link_group_bytes))
     starts = closed.RunStarts.zeros(len(rs), C)
     events = None
     if len(rs) > 1 or tails.events.any() or C > 1:
         events = _ChipEvents(machine, comp, sync, tails, group_of, rs, off, starts, tl)
         events.run()
-    else:                            # one run on one chip: no events at all
+    else:  # one run on one chip: no events at all
         starts.release[0, 0] = comp[0, 0] + sync[0, 0]
     closed.fill_runs(tl, comp, tails, off, starts)
     if events is not None and events.links is not None:

@@ -19,6 +19,7 @@ On-chip fabrics turn per-tile exchange bytes into the cycles of one exchange pha
 :class:`LadderLinks` routes cross-chip flows over Poplar's ladder model of IPU-Links (§1.2):
 directed link groups with a bandwidth each; flows that share a group share its bandwidth.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,8 @@ def _port_peak(bytes_in: np.ndarray, bytes_out: np.ndarray):
 class AllToAllFabric:
     """Distance-independent exchange (Graphcore IPU)."""
 
-    needs_transfers = False      # per-tile byte totals fix the exchange time; who talks to whom does not
-    grid = None                  # no physical tile grid: exchange cost has no distance
+    needs_transfers = False  # per-tile byte totals fix the exchange time; who talks to whom does not
+    grid = None  # no physical tile grid: exchange cost has no distance
 
     def __init__(self, machine: Machine):
         self.fixed = float(machine.chip.exchange_fixed_cycles)
@@ -61,19 +62,19 @@ class AllToAllFabric:
 class MeshFabric:
     """2-D mesh with dimension-ordered (XY) routing; cost grows with hop distance."""
 
-    needs_transfers = True       # explicit tile-to-tile transfers are routed (link loads, hops)
+    needs_transfers = True  # explicit tile-to-tile transfers are routed (link loads, hops)
 
     def __init__(self, machine: Machine):
         f = machine.fabric
         self.cols, self.rows = f.cols, f.rows
-        self.grid = (self.rows, self.cols)           # tile t sits at row t // cols, column t % cols
+        self.grid = (self.rows, self.cols)  # tile t sits at row t // cols, column t % cols
         self.hop = float(f.hop_cycles)
         self.link_bpc = float(f.link_bytes_per_cycle)
         self.fixed = float(machine.chip.exchange_fixed_cycles)
         self.port_bpc = float(machine.chip.exchange_bytes_per_cycle)
         self.tiles = machine.tiles_per_chip
         # mean |dx| + |dy| between two uniformly chosen tiles: (n^2 - 1) / (3n) per dimension
-        self.mean_hops = (self.cols ** 2 - 1) / (3 * self.cols) + (self.rows ** 2 - 1) / (3 * self.rows)
+        self.mean_hops = (self.cols**2 - 1) / (3 * self.cols) + (self.rows**2 - 1) / (3 * self.rows)
 
     def hops(self, src: int, dst: int) -> int:
         sx, sy = src % self.cols, src // self.cols
@@ -107,8 +108,11 @@ class MeshFabric:
                 m = chip == c
                 hops = max((self.hops(a, b) for a, b in zip(src[m].tolist(), dst[m].tolist())), default=0)
                 link = self._link_load(src[m], dst[m], nb[m])
-                cycles[row, c] = self.fixed + max(math.ceil(peak[row, c] / self.port_bpc),
-                                                  math.ceil(link / self.link_bpc)) + hops * self.hop
+                cycles[row, c] = (
+                    self.fixed
+                    + max(math.ceil(peak[row, c] / self.port_bpc), math.ceil(link / self.link_bpc))
+                    + hops * self.hop
+                )
         return cycles, crit
 
     def point_to_point_cycles(self, src: int, dst: int, nbytes: float) -> float:
@@ -157,14 +161,14 @@ class LadderLinks:
         per_rack = getattr(s, "chips_per_rack", 0) or 0
         self.rack_chips = per_rack if 0 < per_rack < self.chips else self.chips
         self.racks = -(-self.chips // self.rack_chips)
-        self.rungs = (self.rack_chips + 1) // 2            # rungs per rack
+        self.rungs = (self.rack_chips + 1) // 2  # rungs per rack
         per_link = s.link_bytes_per_s * s.link_efficiency / machine.clock_hz  # bytes per cycle
         self.latency_cycles = s.link_latency_s * machine.clock_hz
         self.bw = {}
         for k in range(self.racks):
             first = k * self.rack_chips
-            n = min(self.rack_chips, self.chips - first)    # chips in this rack
-            g0 = k * self.rungs                              # global number of its first rung
+            n = min(self.rack_chips, self.chips - first)  # chips in this rack
+            g0 = k * self.rungs  # global number of its first rung
             rungs = (n + 1) // 2
             for r in range(rungs):
                 if 2 * r + 1 < n:
@@ -172,8 +176,9 @@ class LadderLinks:
             for side in (0, 1):
                 for r in range(rungs - 1):
                     if 2 * (r + 1) + side < n:
-                        self.bw[("rail", side, g0 + r, g0 + r + 1)] = \
-                            self.bw[("rail", side, g0 + r + 1, g0 + r)] = s.vertical_links * per_link
+                        self.bw[("rail", side, g0 + r, g0 + r + 1)] = self.bw[("rail", side, g0 + r + 1, g0 + r)] = (
+                            s.vertical_links * per_link
+                        )
                 if rungs > 2 and s.wrap_links > 0 and 2 * (rungs - 1) + side < n:
                     last = g0 + rungs - 1
                     self.bw[("rail", side, last, g0)] = self.bw[("rail", side, g0, last)] = s.wrap_links * per_link
@@ -192,7 +197,7 @@ class LadderLinks:
             return self._routes[key]
         ka, kb = src // self.rack_chips, dst // self.rack_chips
         path = []
-        if ka != kb:                                          # GW-Links at the source's machine
+        if ka != kb:  # GW-Links at the source's machine
             m = (src % self.rack_chips) // 4
             up, down = (kb - ka) % self.racks, (ka - kb) % self.racks
             step, n = (1, up) if up <= down else (-1, down)
@@ -202,7 +207,7 @@ class LadderLinks:
                 path.append(("gw", m, k, nk))
                 k = nk
             src = kb * self.rack_chips + src % self.rack_chips
-            if src >= self.chips:                             # a shorter last rack: its last chip
+            if src >= self.chips:  # a shorter last rack: its last chip
                 src = self.chips - 1
         path += self._in_rack(src, dst)
         self._routes[key] = tuple(path)

@@ -7,6 +7,7 @@ Derived figures (``Machine.derived()``) reproduce the vendor's headline numbers,
 ``gc200``: 1472 tiles, 940,572,672 B of SRAM (≈ 900 MB), 62.6 TFLOPS FP32, 320 GB/s of
 IPU-Link bandwidth (claim B4 of ``seed-claims.md``).
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,10 @@ def _example(field: str) -> str:
     for preset in ("gc200", "mesh-demo"):
         value = loads_toml(preset_text(preset)).get(section, {}).get(name)
         if value is not None:
-            return (f"e.g. {name} = {value!r} as in the {preset} preset "
-                    f"(tilesim machines {preset} --toml prints a valid file)")
+            return (
+                f"e.g. {name} = {value!r} as in the {preset} preset "
+                f"(tilesim machines {preset} --toml prints a valid file)"
+            )
     return "see tilesim machines gc200 --toml for a valid file"
 
 
@@ -42,16 +45,19 @@ def _check_fields(cls, section: str, data: dict) -> dict:
     known = {f.name: f for f in fields(cls)}
     for key in data:
         if key not in known:
-            raise ConfigError(config_message(
-                f"{section}.{key}", data[key], "unknown key",
-                f"allowed keys: {', '.join(sorted(known))}"))
+            raise ConfigError(
+                config_message(
+                    f"{section}.{key}", data[key], "unknown key", f"allowed keys: {', '.join(sorted(known))}"
+                )
+            )
     out = {}
     for name, f in known.items():
         if name not in data:
             if f.default is not MISSING:
                 continue
-            raise ConfigError(config_message(f"{section}.{name}", None, "missing",
-                                             f"add '{name} = ...' to [{section}]"))
+            raise ConfigError(
+                config_message(f"{section}.{name}", None, "missing", f"add '{name} = ...' to [{section}]")
+            )
         value = data[name]
         kind = f.type
         if kind in ("int", int):
@@ -59,16 +65,24 @@ def _check_fields(cls, section: str, data: dict) -> dict:
                 if isinstance(value, float) and value.is_integer():
                     value = int(value)
                 else:
-                    raise ConfigError(config_message(f"{section}.{name}", value, "must be an integer", _example(f"{section}.{name}")))
+                    raise ConfigError(
+                        config_message(f"{section}.{name}", value, "must be an integer", _example(f"{section}.{name}"))
+                    )
         elif kind in ("float", float):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(config_message(f"{section}.{name}", value, "must be a number", _example(f"{section}.{name}")))
+                raise ConfigError(
+                    config_message(f"{section}.{name}", value, "must be a number", _example(f"{section}.{name}"))
+                )
             value = float(value)
             if not math.isfinite(value):
-                raise ConfigError(config_message(f"{section}.{name}", value, "must be finite", _example(f"{section}.{name}")))
+                raise ConfigError(
+                    config_message(f"{section}.{name}", value, "must be finite", _example(f"{section}.{name}"))
+                )
         elif kind in ("str", str):
             if not isinstance(value, str):
-                raise ConfigError(config_message(f"{section}.{name}", value, "must be a string", _example(f"{section}.{name}")))
+                raise ConfigError(
+                    config_message(f"{section}.{name}", value, "must be a string", _example(f"{section}.{name}"))
+                )
         out[name] = value
     return out
 
@@ -101,12 +115,25 @@ class Chip:
     tiles_per_supertile: int = 1
 
     def __post_init__(self):
-        _positive("chip", self, ["tiles", "sram_bytes", "clock_hz", "workers_per_tile",
-                                 "fp32_flops_per_cycle", "fp16_flops_per_cycle",
-                                 "local_bytes_per_cycle", "exchange_bytes_per_cycle",
-                                 "tiles_per_supertile", "supervisor_overhead_cycles",
-                                 "exchange_fixed_cycles", "sync_cycles"],
-                  allow_zero=("supervisor_overhead_cycles", "exchange_fixed_cycles", "sync_cycles"))
+        _positive(
+            "chip",
+            self,
+            [
+                "tiles",
+                "sram_bytes",
+                "clock_hz",
+                "workers_per_tile",
+                "fp32_flops_per_cycle",
+                "fp16_flops_per_cycle",
+                "local_bytes_per_cycle",
+                "exchange_bytes_per_cycle",
+                "tiles_per_supertile",
+                "supervisor_overhead_cycles",
+                "exchange_fixed_cycles",
+                "sync_cycles",
+            ],
+            allow_zero=("supervisor_overhead_cycles", "exchange_fixed_cycles", "sync_cycles"),
+        )
         if self.tiles > 1 << 20:
             raise ConfigError(config_message("chip.tiles", self.tiles, "must be <= 1048576", _example("chip.tiles")))
 
@@ -128,11 +155,18 @@ class Fabric:
 
     def __post_init__(self):
         if self.kind not in FABRIC_KINDS:
-            raise ConfigError(config_message("fabric.kind", self.kind,
-                                             f"must be one of {', '.join(FABRIC_KINDS)}", "e.g. kind = \"all-to-all\" (the IPU)"))
+            raise ConfigError(
+                config_message(
+                    "fabric.kind",
+                    self.kind,
+                    f"must be one of {', '.join(FABRIC_KINDS)}",
+                    'e.g. kind = "all-to-all" (the IPU)',
+                )
+            )
         if self.kind == "mesh":
-            _positive("fabric", self, ["cols", "rows", "link_bytes_per_cycle", "hop_cycles"],
-                      allow_zero=("hop_cycles",))
+            _positive(
+                "fabric", self, ["cols", "rows", "link_bytes_per_cycle", "hop_cycles"], allow_zero=("hop_cycles",)
+            )
 
 
 @dataclass(frozen=True)
@@ -168,31 +202,74 @@ class System:
     host_latency_s: float
     global_sync_fixed_cycles: int = 0
     link_message_bytes: float = 0.0
-    chips_per_rack: int = 0            # chips joined by IPU-Links in one rack; 0: every chip (tilesim.fabric.LadderLinks)
-    gw_link_bytes_per_s: float = 0.0   # one GW-Link between racks, per direction
+    chips_per_rack: int = 0  # chips joined by IPU-Links in one rack; 0: every chip (tilesim.fabric.LadderLinks)
+    gw_link_bytes_per_s: float = 0.0  # one GW-Link between racks, per direction
 
     def __post_init__(self):
         if self.topology not in TOPOLOGIES:
-            raise ConfigError(config_message("system.topology", self.topology,
-                                             f"must be one of {', '.join(TOPOLOGIES)}", "write topology = \"ladder\""))
-        _positive("system", self, ["chips", "link_bytes_per_s", "link_efficiency",
-                                   "host_bytes_per_s", "link_latency_s", "host_latency_s",
-                                   "pair_links", "vertical_links", "wrap_links", "links_per_chip",
-                                   "global_sync_ns_per_hop", "global_sync_fixed_cycles",
-                                   "link_message_bytes", "chips_per_rack", "gw_link_bytes_per_s"],
-                  allow_zero=("link_latency_s", "host_latency_s", "wrap_links", "global_sync_ns_per_hop",
-                              "links_per_chip", "global_sync_fixed_cycles",
-                              "link_message_bytes", "chips_per_rack", "gw_link_bytes_per_s"))
+            raise ConfigError(
+                config_message(
+                    "system.topology",
+                    self.topology,
+                    f"must be one of {', '.join(TOPOLOGIES)}",
+                    'write topology = "ladder"',
+                )
+            )
+        _positive(
+            "system",
+            self,
+            [
+                "chips",
+                "link_bytes_per_s",
+                "link_efficiency",
+                "host_bytes_per_s",
+                "link_latency_s",
+                "host_latency_s",
+                "pair_links",
+                "vertical_links",
+                "wrap_links",
+                "links_per_chip",
+                "global_sync_ns_per_hop",
+                "global_sync_fixed_cycles",
+                "link_message_bytes",
+                "chips_per_rack",
+                "gw_link_bytes_per_s",
+            ],
+            allow_zero=(
+                "link_latency_s",
+                "host_latency_s",
+                "wrap_links",
+                "global_sync_ns_per_hop",
+                "links_per_chip",
+                "global_sync_fixed_cycles",
+                "link_message_bytes",
+                "chips_per_rack",
+                "gw_link_bytes_per_s",
+            ),
+        )
         if 0 < self.chips_per_rack < self.chips and (self.chips_per_rack % 4 or self.gw_link_bytes_per_s <= 0):
-            raise ConfigError(config_message("system.chips_per_rack", self.chips_per_rack,
-                                             "must be a multiple of 4 (whole IPU-Machines) with gw_link_bytes_per_s > 0 "
-                                             f"when the system's {self.chips} chips span racks",
-                                             "set system.gw_link_bytes_per_s (e.g. 12.5e9: one 100 Gbps GW-Link)"))
+            raise ConfigError(
+                config_message(
+                    "system.chips_per_rack",
+                    self.chips_per_rack,
+                    "must be a multiple of 4 (whole IPU-Machines) with gw_link_bytes_per_s > 0 "
+                    f"when the system's {self.chips} chips span racks",
+                    "set system.gw_link_bytes_per_s (e.g. 12.5e9: one 100 Gbps GW-Link)",
+                )
+            )
         if self.link_efficiency > 1:
-            raise ConfigError(config_message("system.link_efficiency", self.link_efficiency,
-                                             "must be in (0, 1]", _example("system.link_efficiency")))
+            raise ConfigError(
+                config_message(
+                    "system.link_efficiency",
+                    self.link_efficiency,
+                    "must be in (0, 1]",
+                    _example("system.link_efficiency"),
+                )
+            )
         if self.chips > 4096:
-            raise ConfigError(config_message("system.chips", self.chips, "must be <= 4096", "e.g. chips = 64 (an IPU-POD64)"))
+            raise ConfigError(
+                config_message("system.chips", self.chips, "must be <= 4096", "e.g. chips = 64 (an IPU-POD64)")
+            )
 
 
 @dataclass(frozen=True)
@@ -207,9 +284,14 @@ class Machine:
 
     def __post_init__(self):
         if self.fabric.kind == "mesh" and self.fabric.cols * self.fabric.rows != self.chip.tiles:
-            raise ConfigError(config_message(
-                "fabric.cols*rows", self.fabric.cols * self.fabric.rows,
-                f"must equal chip.tiles = {self.chip.tiles}", "make the grid cover every tile"))
+            raise ConfigError(
+                config_message(
+                    "fabric.cols*rows",
+                    self.fabric.cols * self.fabric.rows,
+                    f"must equal chip.tiles = {self.chip.tiles}",
+                    "make the grid cover every tile",
+                )
+            )
 
     # convenient read-only views ------------------------------------------------------------
     @property
@@ -228,7 +310,7 @@ class Machine:
     def clock_hz(self) -> float:
         return self.chip.clock_hz
 
-    def with_chips(self, chips: int) -> "Machine":
+    def with_chips(self, chips: int) -> Machine:
         """The same machine with ``chips`` chips (a longer or shorter ladder)."""
         if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1 or chips > 4096:
             raise ConfigError(config_message("chips", chips, "must be an integer in 1..4096", "e.g. --chips 16"))
@@ -245,7 +327,8 @@ class Machine:
             return self.chip.sync_cycles
         hops = 1 + (n // 2) // 2
         return self.system.global_sync_fixed_cycles + math.ceil(
-            self.system.global_sync_ns_per_hop * 1e-9 * self.clock_hz * hops * 2 - 1e-9)
+            self.system.global_sync_ns_per_hop * 1e-9 * self.clock_hz * hops * 2 - 1e-9
+        )
 
     def group_sync_cycles(self, chips: int) -> int:
         """A sync across ``chips`` chips: each chip's internal sync plus the Sync-Link round trip.
@@ -275,19 +358,23 @@ class Machine:
             "peak_fp16_flops": c.fp16_flops_per_cycle * c.tiles * c.clock_hz,
             "memory_bytes_per_s": c.local_bytes_per_cycle * c.tiles * c.clock_hz,
             "exchange_bytes_per_s": c.exchange_bytes_per_cycle * c.tiles * c.clock_hz,
-            "link_bytes_per_s": s.links_per_chip * s.link_bytes_per_s * 2,   # both directions
+            "link_bytes_per_s": s.links_per_chip * s.link_bytes_per_s * 2,  # both directions
             "global_sync_cycles": self.global_sync_cycles(),
             "fabric": self.fabric.kind,
         }
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "description": self.description, "chip": asdict(self.chip),
-                "fabric": {k: v for k, v in asdict(self.fabric).items()
-                           if self.fabric.kind == "mesh" or k == "kind"},
-                "system": asdict(self.system)}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "chip": asdict(self.chip),
+            "fabric": {k: v for k, v in asdict(self.fabric).items() if self.fabric.kind == "mesh" or k == "kind"},
+            "system": asdict(self.system),
+        }
 
     def to_toml(self) -> str:
         import tomli_w
+
         return tomli_w.dumps(self.to_dict())
 
 
@@ -299,36 +386,47 @@ def preset_names() -> list[str]:
 def preset_text(name: str) -> str:
     """The preset's TOML source, comments and evidence tags included."""
     if name not in preset_names():
-        raise ConfigError(config_message("machine", name, "is not a preset",
-                                         f"presets: {', '.join(preset_names())}"))
+        raise ConfigError(config_message("machine", name, "is not a preset", f"presets: {', '.join(preset_names())}"))
     return (resources.files("tilesim") / "presets" / f"{name}.toml").read_text()
 
 
 def machine_from_dict(data: dict, source: str = "machine") -> Machine:
     """Build a :class:`Machine` from a parsed TOML table; raises :class:`ConfigError`."""
     if not isinstance(data, dict):
-        raise ConfigError(config_message(source, data, "must be a table",
-                                         "tilesim machines gc200 --toml prints a valid file"))
+        raise ConfigError(
+            config_message(source, data, "must be a table", "tilesim machines gc200 --toml prints a valid file")
+        )
     allowed = {"name", "description", "chip", "fabric", "system"}
     for key in data:
         if key not in allowed:
-            raise ConfigError(config_message(f"{source}: {key}", data[key], "unknown key",
-                                             f"allowed top-level keys: {', '.join(sorted(allowed))}"))
+            raise ConfigError(
+                config_message(
+                    f"{source}: {key}",
+                    data[key],
+                    "unknown key",
+                    f"allowed top-level keys: {', '.join(sorted(allowed))}",
+                )
+            )
     for key in ("chip", "fabric", "system"):
         if key not in data:
-            raise ConfigError(config_message(f"{source}: [{key}]", None, "missing table",
-                                             "print a preset with 'tilesim machines gc200 --toml' and edit it"))
+            raise ConfigError(
+                config_message(
+                    f"{source}: [{key}]",
+                    None,
+                    "missing table",
+                    "print a preset with 'tilesim machines gc200 --toml' and edit it",
+                )
+            )
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name:
-        raise ConfigError(config_message("name", name, "must be a non-empty string", "e.g. name = \"mychip\""))
+        raise ConfigError(config_message("name", name, "must be a non-empty string", 'e.g. name = "mychip"'))
     chip = Chip(**_check_fields(Chip, "chip", data["chip"]))
     fabric = Fabric(**_check_fields(Fabric, "fabric", data["fabric"]))
     system = System(**_check_fields(System, "system", data["system"]))
-    return Machine(name=name, description=str(data.get("description", "")), chip=chip,
-                   fabric=fabric, system=system)
+    return Machine(name=name, description=str(data.get("description", "")), chip=chip, fabric=fabric, system=system)
 
 
-def load_machine(name_or_path: "str | Path | Machine", chips: int | None = None) -> Machine:
+def load_machine(name_or_path: str | Path | Machine, chips: int | None = None) -> Machine:
     """A preset by name (``gc200``, ``m2000`` …) or a path to a TOML file; optionally resized.
 
     Raises
@@ -346,13 +444,22 @@ def load_machine(name_or_path: "str | Path | Machine", chips: int | None = None)
             machine = machine_from_dict(data, text_name)
         elif path.suffix == ".toml" or path.exists():
             if not path.is_file():
-                raise ConfigError(config_message("machine", text_name, "no such file",
-                                                 f"give a preset ({', '.join(preset_names())}) or a TOML path"))
+                raise ConfigError(
+                    config_message(
+                        "machine",
+                        text_name,
+                        "no such file",
+                        f"give a preset ({', '.join(preset_names())}) or a TOML path",
+                    )
+                )
             data = read_toml(path, "machine file")
             machine = machine_from_dict(data, text_name)
         else:
-            raise ConfigError(config_message("machine", text_name, "is neither a preset nor a file",
-                                             f"presets: {', '.join(preset_names())}"))
+            raise ConfigError(
+                config_message(
+                    "machine", text_name, "is neither a preset nor a file", f"presets: {', '.join(preset_names())}"
+                )
+            )
     if chips is not None:
         machine = machine.with_chips(chips)
     return machine

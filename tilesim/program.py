@@ -12,12 +12,13 @@ Sync scope codes (``sync_scope[s]``): ``-1`` each chip syncs alone, ``0`` all ch
 with equal ids sync together, e.g. pipeline stages). Cross-chip flows need their two chips in
 the same sync group of that superstep (on the IPU a global exchange follows a global sync).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -35,11 +36,19 @@ def _as_row(value, n: int, what: str, step: str) -> np.ndarray:
     if arr.ndim == 0:
         arr = np.full(n, float(arr))
     if arr.shape != (n,):
-        raise ConfigError(config_message(f"{step}: {what}", f"array of shape {arr.shape}",
-                                         f"must be a scalar or have length {n} (one per tile of the system)", "give one number for every tile, or a single number for all"))
+        raise ConfigError(
+            config_message(
+                f"{step}: {what}",
+                f"array of shape {arr.shape}",
+                f"must be a scalar or have length {n} (one per tile of the system)",
+                "give one number for every tile, or a single number for all",
+            )
+        )
     if not np.all(np.isfinite(arr)) or (arr < 0).any():
         bad = arr[~np.isfinite(arr) | (arr < 0)][0]
-        raise ConfigError(config_message(f"{step}: {what}", float(bad), "must be finite and >= 0", "give finite numbers >= 0"))
+        raise ConfigError(
+            config_message(f"{step}: {what}", float(bad), "must be finite and >= 0", "give finite numbers >= 0")
+        )
     return arr
 
 
@@ -51,28 +60,28 @@ class Program:
     chips: int
     tiles_per_chip: int
     labels: tuple
-    label_id: np.ndarray        # int32 [S]
-    sync_scope: np.ndarray      # int32 [S]
-    partitions: tuple           # of int32 [chips] arrays
+    label_id: np.ndarray  # int32 [S]
+    sync_scope: np.ndarray  # int32 [S]
+    partitions: tuple  # of int32 [chips] arrays
     compute_cycles: np.ndarray  # float32 [S, chips*tiles]
-    exchange_row: np.ndarray    # int32 [S]; -1 = no on-chip exchange, else row of bytes_in/out
-    bytes_in: np.ndarray        # float32 [E, chips*tiles]
-    bytes_out: np.ndarray       # float32 [E, chips*tiles]
-    flow_step: np.ndarray       # int32 [F]
-    flow_src: np.ndarray        # int32 [F] chip
-    flow_dst: np.ndarray        # int32 [F] chip
-    flow_bytes: np.ndarray      # float64 [F]
-    host_step: np.ndarray       # int32 [H]
-    host_chip: np.ndarray       # int32 [H]
-    host_bytes: np.ndarray      # float64 [H]
-    transfer_step: np.ndarray   # int32 [X] explicit on-chip point-to-point transfers (mesh routing)
-    transfer_src: np.ndarray    # int32 [X] global tile
-    transfer_dst: np.ndarray    # int32 [X] global tile
+    exchange_row: np.ndarray  # int32 [S]; -1 = no on-chip exchange, else row of bytes_in/out
+    bytes_in: np.ndarray  # float32 [E, chips*tiles]
+    bytes_out: np.ndarray  # float32 [E, chips*tiles]
+    flow_step: np.ndarray  # int32 [F]
+    flow_src: np.ndarray  # int32 [F] chip
+    flow_dst: np.ndarray  # int32 [F] chip
+    flow_bytes: np.ndarray  # float64 [F]
+    host_step: np.ndarray  # int32 [H]
+    host_chip: np.ndarray  # int32 [H]
+    host_bytes: np.ndarray  # float64 [H]
+    transfer_step: np.ndarray  # int32 [X] explicit on-chip point-to-point transfers (mesh routing)
+    transfer_src: np.ndarray  # int32 [X] global tile
+    transfer_dst: np.ndarray  # int32 [X] global tile
     transfer_bytes: np.ndarray  # float64 [X]
     # fixed cycles a superstep stands for beyond its own sync and exchange (e.g. several library
     # calls folded into one row: their syncs and exchange set-ups), booked as sync / exchange
-    sync_extra_cycles: np.ndarray | None = None       # float64 [S]
-    exchange_extra_cycles: np.ndarray | None = None   # float64 [S]
+    sync_extra_cycles: np.ndarray | None = None  # float64 [S]
+    exchange_extra_cycles: np.ndarray | None = None  # float64 [S]
 
     def __post_init__(self):
         S = self.supersteps
@@ -96,113 +105,262 @@ class Program:
         """Check shapes, ranges and sync-group consistency; raise :class:`ConfigError`."""
         S, N = self.supersteps, self.total_tiles
         if self.chips < 1 or self.tiles_per_chip < 1:
-            raise ConfigError(config_message("program chips/tiles", (self.chips, self.tiles_per_chip),
-                                             "must be >= 1", "build the program for a machine with >= 1 chip and tile"))
+            raise ConfigError(
+                config_message(
+                    "program chips/tiles",
+                    (self.chips, self.tiles_per_chip),
+                    "must be >= 1",
+                    "build the program for a machine with >= 1 chip and tile",
+                )
+            )
         if self.compute_cycles.shape != (S, N):
-            raise ConfigError(config_message("program.compute_cycles", self.compute_cycles.shape,
-                                             f"must have shape ({S}, {N})", "give one row of per-tile cycles per superstep"))
+            raise ConfigError(
+                config_message(
+                    "program.compute_cycles",
+                    self.compute_cycles.shape,
+                    f"must have shape ({S}, {N})",
+                    "give one row of per-tile cycles per superstep",
+                )
+            )
         E = self.bytes_in.shape[0]
         if self.bytes_in.shape != (E, N) or self.bytes_out.shape != (E, N):
-            raise ConfigError(config_message("program.bytes_in/bytes_out",
-                                             (self.bytes_in.shape, self.bytes_out.shape),
-                                             f"must both have shape (E, {N})", "give one column per tile of the system"))
+            raise ConfigError(
+                config_message(
+                    "program.bytes_in/bytes_out",
+                    (self.bytes_in.shape, self.bytes_out.shape),
+                    f"must both have shape (E, {N})",
+                    "give one column per tile of the system",
+                )
+            )
         for name in ("label_id", "sync_scope", "exchange_row"):
             if getattr(self, name).shape != (S,):
-                raise ConfigError(config_message(f"program.{name}", getattr(self, name).shape,
-                                                 f"must have shape ({S},)", "give one value per superstep"))
+                raise ConfigError(
+                    config_message(
+                        f"program.{name}",
+                        getattr(self, name).shape,
+                        f"must have shape ({S},)",
+                        "give one value per superstep",
+                    )
+                )
         if S and ((self.exchange_row < -1).any() or (self.exchange_row >= E).any()):
-            raise ConfigError(config_message("program.exchange_row", int(self.exchange_row.max()),
-                                             f"must be -1 or a row index below {E}", "use -1 for no exchange or an existing row"))
+            raise ConfigError(
+                config_message(
+                    "program.exchange_row",
+                    int(self.exchange_row.max()),
+                    f"must be -1 or a row index below {E}",
+                    "use -1 for no exchange or an existing row",
+                )
+            )
         if S and ((self.label_id < 0).any() or (self.label_id >= len(self.labels)).any()):
-            raise ConfigError(config_message("program.label_id", int(self.label_id.max()),
-                                             f"must index the {len(self.labels)} labels", "use an index into labels"))
+            raise ConfigError(
+                config_message(
+                    "program.label_id",
+                    int(self.label_id.max()),
+                    f"must index the {len(self.labels)} labels",
+                    "use an index into labels",
+                )
+            )
         if S and ((self.sync_scope < -1).any() or (self.sync_scope > len(self.partitions)).any()):
-            raise ConfigError(config_message("program.sync_scope", int(self.sync_scope.max()),
-                                             f"must be -1, 0 or 1..{len(self.partitions)}", "use -1 (chip), 0 (all) or a partition number"))
+            raise ConfigError(
+                config_message(
+                    "program.sync_scope",
+                    int(self.sync_scope.max()),
+                    f"must be -1, 0 or 1..{len(self.partitions)}",
+                    "use -1 (chip), 0 (all) or a partition number",
+                )
+            )
         for k, part in enumerate(self.partitions):
             if part.shape != (self.chips,):
-                raise ConfigError(config_message(f"program.partitions[{k}]", part.shape,
-                                                 f"must have one group id per chip ({self.chips})", "give one group id per chip"))
+                raise ConfigError(
+                    config_message(
+                        f"program.partitions[{k}]",
+                        part.shape,
+                        f"must have one group id per chip ({self.chips})",
+                        "give one group id per chip",
+                    )
+                )
         for name in ("sync_extra_cycles", "exchange_extra_cycles"):
             if getattr(self, name).shape != (S,):
-                raise ConfigError(config_message(f"program.{name}", getattr(self, name).shape,
-                                                 f"must have shape ({S},)", "give one value per superstep"))
-        for arr, name in ((self.compute_cycles, "compute_cycles"), (self.bytes_in, "bytes_in"),
-                          (self.bytes_out, "bytes_out"), (self.sync_extra_cycles, "sync_extra_cycles"),
-                          (self.exchange_extra_cycles, "exchange_extra_cycles")):
-            if arr.size and not (arr.min() >= 0 and np.isfinite(arr.max())):    # NaN fails the first test
-                raise ConfigError(config_message(f"program.{name}", "a negative or non-finite entry",
-                                                 "every entry must be finite and >= 0", "give finite numbers >= 0"))
+                raise ConfigError(
+                    config_message(
+                        f"program.{name}",
+                        getattr(self, name).shape,
+                        f"must have shape ({S},)",
+                        "give one value per superstep",
+                    )
+                )
+        for arr, name in (
+            (self.compute_cycles, "compute_cycles"),
+            (self.bytes_in, "bytes_in"),
+            (self.bytes_out, "bytes_out"),
+            (self.sync_extra_cycles, "sync_extra_cycles"),
+            (self.exchange_extra_cycles, "exchange_extra_cycles"),
+        ):
+            if arr.size and not (arr.min() >= 0 and np.isfinite(arr.max())):  # NaN fails the first test
+                raise ConfigError(
+                    config_message(
+                        f"program.{name}",
+                        "a negative or non-finite entry",
+                        "every entry must be finite and >= 0",
+                        "give finite numbers >= 0",
+                    )
+                )
         F = self.flow_step.shape[0]
         for name in ("flow_src", "flow_dst", "flow_bytes"):
             if getattr(self, name).shape != (F,):
-                raise ConfigError(config_message(f"program.{name}", getattr(self, name).shape,
-                                                 f"must have shape ({F},) like flow_step", "give one value per flow"))
+                raise ConfigError(
+                    config_message(
+                        f"program.{name}",
+                        getattr(self, name).shape,
+                        f"must have shape ({F},) like flow_step",
+                        "give one value per flow",
+                    )
+                )
         if F:
             if (self.flow_step < 0).any() or (self.flow_step >= S).any():
-                raise ConfigError(config_message("flow superstep", int(self.flow_step.max()),
-                                                 f"must be in 0..{S - 1}", "use the index of an existing superstep"))
+                raise ConfigError(
+                    config_message(
+                        "flow superstep",
+                        int(self.flow_step.max()),
+                        f"must be in 0..{S - 1}",
+                        "use the index of an existing superstep",
+                    )
+                )
             for name in ("flow_src", "flow_dst"):
                 a = getattr(self, name)
                 if (a < 0).any() or (a >= self.chips).any():
                     bad = int(a[(a < 0) | (a >= self.chips)][0])
-                    raise ConfigError(config_message(f"flow {name[5:]} chip", bad,
-                                                     f"must be in 0..{self.chips - 1}",
-                                                     "use a machine with more chips (--chips)"))
+                    raise ConfigError(
+                        config_message(
+                            f"flow {name[5:]} chip",
+                            bad,
+                            f"must be in 0..{self.chips - 1}",
+                            "use a machine with more chips (--chips)",
+                        )
+                    )
             same = self.flow_src == self.flow_dst
             if same.any():
                 i = int(np.argmax(same))
-                raise ConfigError(config_message("flow", f"{self.flow_src[i]}->{self.flow_dst[i]}",
-                                                 "source and destination chip must differ",
-                                                 "use on-chip exchange bytes for traffic inside a chip"))
+                raise ConfigError(
+                    config_message(
+                        "flow",
+                        f"{self.flow_src[i]}->{self.flow_dst[i]}",
+                        "source and destination chip must differ",
+                        "use on-chip exchange bytes for traffic inside a chip",
+                    )
+                )
             if not (np.isfinite(self.flow_bytes).all() and (self.flow_bytes >= 0).all()):
-                raise ConfigError(config_message("flow bytes", "a negative or non-finite value",
-                                                 "must be finite and >= 0", "give finite byte counts >= 0"))
+                raise ConfigError(
+                    config_message(
+                        "flow bytes",
+                        "a negative or non-finite value",
+                        "must be finite and >= 0",
+                        "give finite byte counts >= 0",
+                    )
+                )
             scope = self.sync_scope[self.flow_step]
             for i in np.flatnonzero(scope != SYNC_ALL):
                 s, a, b = int(self.flow_step[i]), int(self.flow_src[i]), int(self.flow_dst[i])
                 sc = int(scope[i])
                 if sc == SYNC_CHIP or self.partitions[sc - 1][a] != self.partitions[sc - 1][b]:
-                    raise ConfigError(config_message(
-                        f"superstep {s} ({self.label_of(s)}): flow {a}->{b}", "crosses sync groups",
-                        "a cross-chip flow needs both chips in one sync group",
-                        "sync 'all' or put both chips in the same group"))
+                    raise ConfigError(
+                        config_message(
+                            f"superstep {s} ({self.label_of(s)}): flow {a}->{b}",
+                            "crosses sync groups",
+                            "a cross-chip flow needs both chips in one sync group",
+                            "sync 'all' or put both chips in the same group",
+                        )
+                    )
         H = self.host_step.shape[0]
         if H:
             if (self.host_step < 0).any() or (self.host_step >= S).any():
-                raise ConfigError(config_message("host superstep", int(self.host_step.max()), f"must be in 0..{S - 1}", "use the index of an existing superstep"))
+                raise ConfigError(
+                    config_message(
+                        "host superstep",
+                        int(self.host_step.max()),
+                        f"must be in 0..{S - 1}",
+                        "use the index of an existing superstep",
+                    )
+                )
             if (self.host_chip < 0).any() or (self.host_chip >= self.chips).any():
-                raise ConfigError(config_message("host chip", int(self.host_chip.max()), f"must be in 0..{self.chips - 1}", "use a chip of the machine (or --chips)"))
+                raise ConfigError(
+                    config_message(
+                        "host chip",
+                        int(self.host_chip.max()),
+                        f"must be in 0..{self.chips - 1}",
+                        "use a chip of the machine (or --chips)",
+                    )
+                )
             if not (np.isfinite(self.host_bytes).all() and (self.host_bytes >= 0).all()):
-                raise ConfigError(config_message("host bytes", "a negative or non-finite value", "must be finite and >= 0", "give finite byte counts >= 0"))
+                raise ConfigError(
+                    config_message(
+                        "host bytes",
+                        "a negative or non-finite value",
+                        "must be finite and >= 0",
+                        "give finite byte counts >= 0",
+                    )
+                )
         X = self.transfer_step.shape[0]
         if X:
             for name in ("transfer_src", "transfer_dst"):
                 a = getattr(self, name)
                 if (a < 0).any() or (a >= N).any():
                     bad = int(a[(a < 0) | (a >= N)][0])
-                    raise ConfigError(config_message(f"transfer {name[9:]} tile", bad, f"must be in 0..{N - 1}", "use a tile of the machine"))
+                    raise ConfigError(
+                        config_message(
+                            f"transfer {name[9:]} tile", bad, f"must be in 0..{N - 1}", "use a tile of the machine"
+                        )
+                    )
             cross = (self.transfer_src // self.tiles_per_chip) != (self.transfer_dst // self.tiles_per_chip)
             if cross.any():
                 i = int(np.argmax(cross))
-                raise ConfigError(config_message("transfer", f"tile {self.transfer_src[i]}->{self.transfer_dst[i]}",
-                                                 "on-chip transfers must stay on one chip", "use a cross-chip flow"))
+                raise ConfigError(
+                    config_message(
+                        "transfer",
+                        f"tile {self.transfer_src[i]}->{self.transfer_dst[i]}",
+                        "on-chip transfers must stay on one chip",
+                        "use a cross-chip flow",
+                    )
+                )
 
     def nbytes(self) -> int:
-        return sum(getattr(self, f).nbytes for f in self.__dataclass_fields__
-                   if isinstance(getattr(self, f), np.ndarray))
+        return sum(
+            getattr(self, f).nbytes for f in self.__dataclass_fields__ if isinstance(getattr(self, f), np.ndarray)
+        )
 
     def summary(self) -> dict:
-        return {"name": self.name, "chips": self.chips, "tiles_per_chip": self.tiles_per_chip,
-                "supersteps": self.supersteps, "exchange_supersteps": int((self.exchange_row >= 0).sum()),
-                "flows": int(self.flow_step.shape[0]), "host_transfers": int(self.host_step.shape[0]),
-                "labels": list(self.labels)}
+        return {
+            "name": self.name,
+            "chips": self.chips,
+            "tiles_per_chip": self.tiles_per_chip,
+            "supersteps": self.supersteps,
+            "exchange_supersteps": int((self.exchange_row >= 0).sum()),
+            "flows": int(self.flow_step.shape[0]),
+            "host_transfers": int(self.host_step.shape[0]),
+            "labels": list(self.labels),
+        }
 
     @classmethod
-    def from_arrays(cls, *, chips: int, tiles_per_chip: int, compute_cycles, labels=("step",),
-                    label_id=None, sync_scope=None, partitions=(), bytes_in=None, bytes_out=None,
-                    exchange_row=None, flows=None, host=None, transfers=None, name: str = "program",
-                    sync_extra=None, exchange_extra=None) -> "Program":
+    def from_arrays(
+        cls,
+        *,
+        chips: int,
+        tiles_per_chip: int,
+        compute_cycles,
+        labels=("step",),
+        label_id=None,
+        sync_scope=None,
+        partitions=(),
+        bytes_in=None,
+        bytes_out=None,
+        exchange_row=None,
+        flows=None,
+        host=None,
+        transfers=None,
+        name: str = "program",
+        sync_extra=None,
+        exchange_extra=None,
+    ) -> Program:
         """Bulk constructor for workloads that already hold columnar arrays.
 
         ``flows`` = (step, src_chip, dst_chip, bytes) arrays; ``host`` = (step, chip, bytes);
@@ -211,32 +369,57 @@ class Program:
         """
         compute = np.ascontiguousarray(compute_cycles, dtype=np.float32)
         if compute.ndim != 2:
-            raise ConfigError(config_message("compute_cycles", compute.shape, "must be 2-D (supersteps, tiles)", "pass a [supersteps, tiles] array"))
+            raise ConfigError(
+                config_message(
+                    "compute_cycles",
+                    compute.shape,
+                    "must be 2-D (supersteps, tiles)",
+                    "pass a [supersteps, tiles] array",
+                )
+            )
         S, N = compute.shape
-        i32 = lambda a, fill: (np.full(S, fill, np.int32) if a is None else np.asarray(a, np.int32))  # noqa: E731
+        i32 = lambda a, fill: np.full(S, fill, np.int32) if a is None else np.asarray(a, np.int32)  # noqa: E731
         if bytes_in is None and bytes_out is None:
             bin_ = bout = np.zeros((0, N), np.float32)
             erow = np.full(S, -1, np.int32) if exchange_row is None else np.asarray(exchange_row, np.int32)
         else:
             bin_ = np.ascontiguousarray(bytes_in if bytes_in is not None else bytes_out, dtype=np.float32)
             bout = np.ascontiguousarray(bytes_out if bytes_out is not None else bytes_in, dtype=np.float32)
-            erow = (np.arange(S, dtype=np.int32) if exchange_row is None and bin_.shape[0] == S
-                    else np.asarray(exchange_row, np.int32))
+            erow = (
+                np.arange(S, dtype=np.int32)
+                if exchange_row is None and bin_.shape[0] == S
+                else np.asarray(exchange_row, np.int32)
+            )
         z32, z64 = np.zeros(0, np.int32), np.zeros(0, np.float64)
         f = flows if flows is not None else (z32, z32, z32, z64)
         h = host if host is not None else (z32, z32, z64)
         x = transfers if transfers is not None else (z32, z32, z32, z64)
-        return cls(name=name, chips=int(chips), tiles_per_chip=int(tiles_per_chip), labels=tuple(labels),
-                   label_id=i32(label_id, 0), sync_scope=i32(sync_scope, SYNC_CHIP),
-                   partitions=tuple(np.asarray(p, np.int32) for p in partitions),
-                   compute_cycles=compute, exchange_row=erow, bytes_in=bin_, bytes_out=bout,
-                   flow_step=np.asarray(f[0], np.int32), flow_src=np.asarray(f[1], np.int32),
-                   flow_dst=np.asarray(f[2], np.int32), flow_bytes=np.asarray(f[3], np.float64),
-                   host_step=np.asarray(h[0], np.int32), host_chip=np.asarray(h[1], np.int32),
-                   host_bytes=np.asarray(h[2], np.float64),
-                   transfer_step=np.asarray(x[0], np.int32), transfer_src=np.asarray(x[1], np.int32),
-                   transfer_dst=np.asarray(x[2], np.int32), transfer_bytes=np.asarray(x[3], np.float64),
-                   sync_extra_cycles=sync_extra, exchange_extra_cycles=exchange_extra)
+        return cls(
+            name=name,
+            chips=int(chips),
+            tiles_per_chip=int(tiles_per_chip),
+            labels=tuple(labels),
+            label_id=i32(label_id, 0),
+            sync_scope=i32(sync_scope, SYNC_CHIP),
+            partitions=tuple(np.asarray(p, np.int32) for p in partitions),
+            compute_cycles=compute,
+            exchange_row=erow,
+            bytes_in=bin_,
+            bytes_out=bout,
+            flow_step=np.asarray(f[0], np.int32),
+            flow_src=np.asarray(f[1], np.int32),
+            flow_dst=np.asarray(f[2], np.int32),
+            flow_bytes=np.asarray(f[3], np.float64),
+            host_step=np.asarray(h[0], np.int32),
+            host_chip=np.asarray(h[1], np.int32),
+            host_bytes=np.asarray(h[2], np.float64),
+            transfer_step=np.asarray(x[0], np.int32),
+            transfer_src=np.asarray(x[1], np.int32),
+            transfer_dst=np.asarray(x[2], np.int32),
+            transfer_bytes=np.asarray(x[3], np.float64),
+            sync_extra_cycles=sync_extra,
+            exchange_extra_cycles=exchange_extra,
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -256,12 +439,12 @@ class CompactProgram:
     tiles_per_chip: int
     machine_name: str
     labels: tuple
-    label_id: np.ndarray        # int32 [S]
-    sync_scope: np.ndarray      # int32 [S]
+    label_id: np.ndarray  # int32 [S]
+    sync_scope: np.ndarray  # int32 [S]
     partitions: tuple
-    work: object                # tilesim.records.ChipWork, [S, chips] arrays
-    label_tile_cycles: np.ndarray   # float64 [labels, chips*tiles]
-    onchip_bytes: np.ndarray    # float64 [S, chips] bytes sent on each chip's exchange fabric
+    work: object  # tilesim.records.ChipWork, [S, chips] arrays
+    label_tile_cycles: np.ndarray  # float64 [labels, chips*tiles]
+    onchip_bytes: np.ndarray  # float64 [S, chips] bytes sent on each chip's exchange fabric
     flow_step: np.ndarray
     flow_src: np.ndarray
     flow_dst: np.ndarray
@@ -271,9 +454,9 @@ class CompactProgram:
     host_bytes: np.ndarray
     sync_extra_cycles: np.ndarray
     exchange_extra_cycles: np.ndarray
-    chip_rows: object = None    # callable chip -> (compute, bytes_in, bytes_out) [S, tiles_per_chip]
+    chip_rows: object = None  # callable chip -> (compute, bytes_in, bytes_out) [S, tiles_per_chip]
 
-    transfer_step = transfer_src = transfer_dst = np.zeros(0, np.int32)   # no explicit transfers
+    transfer_step = transfer_src = transfer_dst = np.zeros(0, np.int32)  # no explicit transfers
     transfer_bytes = np.zeros(0)
 
     @property
@@ -290,14 +473,22 @@ class CompactProgram:
     def nbytes(self) -> int:
         """Bytes held (the chip reduction and per-tile sums; rows rebuilt on demand not counted)."""
         w = self.work
-        return (sum(getattr(self, f).nbytes for f in self.__dataclass_fields__ if isinstance(getattr(self, f), np.ndarray))
-                + sum(getattr(w, f).nbytes for f in w.__slots__))
+        return sum(
+            getattr(self, f).nbytes for f in self.__dataclass_fields__ if isinstance(getattr(self, f), np.ndarray)
+        ) + sum(getattr(w, f).nbytes for f in w.__slots__)
 
     def summary(self) -> dict:
-        return {"name": self.name, "chips": self.chips, "tiles_per_chip": self.tiles_per_chip,
-                "supersteps": self.supersteps, "exchange_supersteps": int((self.work.exchange > 0).any(axis=1).sum()),
-                "flows": int(self.flow_step.shape[0]), "host_transfers": int(self.host_step.shape[0]),
-                "labels": list(self.labels), "compact": True}
+        return {
+            "name": self.name,
+            "chips": self.chips,
+            "tiles_per_chip": self.tiles_per_chip,
+            "supersteps": self.supersteps,
+            "exchange_supersteps": int((self.work.exchange > 0).any(axis=1).sum()),
+            "flows": int(self.flow_step.shape[0]),
+            "host_transfers": int(self.host_step.shape[0]),
+            "labels": list(self.labels),
+            "compact": True,
+        }
 
     def work_cycles(self) -> np.ndarray:
         """float64 [chips*tiles]: compute cycles per tile over the program."""
@@ -345,7 +536,7 @@ class ProgramBuilder:
         self._transfers: list[tuple] = []
 
     @classmethod
-    def for_machine(cls, machine, name: str = "program") -> "ProgramBuilder":
+    def for_machine(cls, machine, name: str = "program") -> ProgramBuilder:
         return cls(machine.chips, machine.tiles_per_chip, name)
 
     def zeros(self) -> np.ndarray:
@@ -358,18 +549,39 @@ class ProgramBuilder:
         if sync == "all":
             return SYNC_ALL
         if isinstance(sync, str):
-            raise ConfigError(config_message(f"{where}: sync", sync, "must be 'chip', 'all' or a list of chip groups", 'e.g. sync = "all" or sync = [[0, 1], [2, 3]]'))
+            raise ConfigError(
+                config_message(
+                    f"{where}: sync",
+                    sync,
+                    "must be 'chip', 'all' or a list of chip groups",
+                    'e.g. sync = "all" or sync = [[0, 1], [2, 3]]',
+                )
+            )
         groups = [list(g) for g in sync]
         ids = np.full(self.chips, -1, np.int32)
         for gi, g in enumerate(groups):
             for c in g:
                 if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= c < self.chips:
-                    raise ConfigError(config_message(f"{where}: sync group chip", c, f"must be in 0..{self.chips - 1}", "use chips of the machine (or --chips)"))
+                    raise ConfigError(
+                        config_message(
+                            f"{where}: sync group chip",
+                            c,
+                            f"must be in 0..{self.chips - 1}",
+                            "use chips of the machine (or --chips)",
+                        )
+                    )
                 if ids[c] != -1:
-                    raise ConfigError(config_message(f"{where}: sync group chip", int(c), "appears in two groups", "put each chip in one group only"))
+                    raise ConfigError(
+                        config_message(
+                            f"{where}: sync group chip",
+                            int(c),
+                            "appears in two groups",
+                            "put each chip in one group only",
+                        )
+                    )
                 ids[c] = gi
         missing = np.flatnonzero(ids < 0)
-        for c in missing:            # chips not named sync alone
+        for c in missing:  # chips not named sync alone
             ids[c] = len(groups) + int(c)
         # canonical group numbering so equal partitions share a code whatever the order given
         _, canon = np.unique(ids, return_inverse=True)
@@ -384,9 +596,19 @@ class ProgramBuilder:
             self._partitions[key] = len(self._partitions) + 1
         return self._partitions[key]
 
-    def superstep(self, label: str, compute_cycles=0.0, *, bytes_out=None, bytes_in=None,
-                  flows: Iterable[tuple] = (), host_bytes=None, transfers: Iterable[tuple] = (),
-                  sync="chip", repeat: int = 1) -> None:
+    def superstep(
+        self,
+        label: str,
+        compute_cycles=0.0,
+        *,
+        bytes_out=None,
+        bytes_in=None,
+        flows: Iterable[tuple] = (),
+        host_bytes=None,
+        transfers: Iterable[tuple] = (),
+        sync="chip",
+        repeat: int = 1,
+    ) -> None:
         """Append ``repeat`` identical supersteps.
 
         Parameters
@@ -414,33 +636,71 @@ class ProgramBuilder:
             bin_ = _as_row(0.0 if bytes_in is None else bytes_in, N, "bytes_in", where)
             for t in xfers:
                 if len(t) != 3:
-                    raise ConfigError(config_message(f"{where}: transfer", t, "must be (src_tile, dst_tile, bytes)", "give transfers as (src_tile, dst_tile, bytes)"))
+                    raise ConfigError(
+                        config_message(
+                            f"{where}: transfer",
+                            t,
+                            "must be (src_tile, dst_tile, bytes)",
+                            "give transfers as (src_tile, dst_tile, bytes)",
+                        )
+                    )
                 src, dst, nb = t
                 for nm, v in (("src_tile", src), ("dst_tile", dst)):
                     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < N:
-                        raise ConfigError(config_message(f"{where}: transfer {nm}", v, f"must be in 0..{N - 1}", "use a tile of the machine"))
+                        raise ConfigError(
+                            config_message(
+                                f"{where}: transfer {nm}", v, f"must be in 0..{N - 1}", "use a tile of the machine"
+                            )
+                        )
                 if not (isinstance(nb, (int, float, np.number)) and math.isfinite(nb) and nb >= 0):
-                    raise ConfigError(config_message(f"{where}: transfer bytes", nb, "must be finite and >= 0", "give finite byte counts >= 0"))
+                    raise ConfigError(
+                        config_message(
+                            f"{where}: transfer bytes", nb, "must be finite and >= 0", "give finite byte counts >= 0"
+                        )
+                    )
                 bout[src] += nb
                 bin_[dst] += nb
         fl = []
         for f in flows:
             if len(f) != 3:
-                raise ConfigError(config_message(f"{where}: flow", f, "must be (src_chip, dst_chip, bytes)", "give flows as (src_chip, dst_chip, bytes)"))
+                raise ConfigError(
+                    config_message(
+                        f"{where}: flow",
+                        f,
+                        "must be (src_chip, dst_chip, bytes)",
+                        "give flows as (src_chip, dst_chip, bytes)",
+                    )
+                )
             src, dst, nb = f
             for nm, v in (("src", src), ("dst", dst)):
                 if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < self.chips:
-                    raise ConfigError(config_message(f"{where}: flow {nm} chip", v, f"must be in 0..{self.chips - 1}",
-                                                     "use a machine with more chips (--chips)"))
+                    raise ConfigError(
+                        config_message(
+                            f"{where}: flow {nm} chip",
+                            v,
+                            f"must be in 0..{self.chips - 1}",
+                            "use a machine with more chips (--chips)",
+                        )
+                    )
             if not (isinstance(nb, (int, float, np.number)) and math.isfinite(nb) and nb >= 0):
-                raise ConfigError(config_message(f"{where}: flow bytes", nb, "must be finite and >= 0", "give finite byte counts >= 0"))
+                raise ConfigError(
+                    config_message(
+                        f"{where}: flow bytes", nb, "must be finite and >= 0", "give finite byte counts >= 0"
+                    )
+                )
             fl.append((int(src), int(dst), float(nb)))
         if host_bytes is not None:
             hb = np.asarray(host_bytes, np.float64)
             hb = np.full(self.chips, float(hb)) if hb.ndim == 0 else hb
             if hb.shape != (self.chips,) or not np.isfinite(hb).all() or (hb < 0).any():
-                raise ConfigError(config_message(f"{where}: host_bytes", host_bytes,
-                                                 f"must be a scalar or {self.chips} finite values >= 0", "give one number, or one per chip"))
+                raise ConfigError(
+                    config_message(
+                        f"{where}: host_bytes",
+                        host_bytes,
+                        f"must be a scalar or {self.chips} finite values >= 0",
+                        "give one number, or one per chip",
+                    )
+                )
         lid = self._labels.setdefault(label, len(self._labels))
         comp32 = comp.astype(np.float32)
         for _ in range(int(repeat)):
@@ -476,27 +736,36 @@ class ProgramBuilder:
         for key, code in self._partitions.items():
             parts[code - 1] = np.asarray(key, np.int32)
         return Program.from_arrays(
-            chips=self.chips, tiles_per_chip=self.tiles_per_chip, compute_cycles=comp,
+            chips=self.chips,
+            tiles_per_chip=self.tiles_per_chip,
+            compute_cycles=comp,
             labels=tuple(sorted(self._labels, key=self._labels.get)),
-            label_id=np.asarray(self._label_id, np.int32), sync_scope=np.asarray(self._scope, np.int32),
-            partitions=tuple(parts), bytes_in=bin_, bytes_out=bout,
+            label_id=np.asarray(self._label_id, np.int32),
+            sync_scope=np.asarray(self._scope, np.int32),
+            partitions=tuple(parts),
+            bytes_in=bin_,
+            bytes_out=bout,
             exchange_row=np.asarray(self._erow, np.int32),
             flows=cols(self._flows, 4, (np.int32, np.int32, np.int32, np.float64)),
             host=cols(self._host, 3, (np.int32, np.int32, np.float64)),
             transfers=cols(self._transfers, 4, (np.int32, np.int32, np.int32, np.float64)),
-            name=self.name)
+            name=self.name,
+        )
 
 
 # --------------------------------------------------------------------------------------------
 # Program files (TOML): a user's hand-written BSP program
 # --------------------------------------------------------------------------------------------
 
+
 def parse_tiles(spec, n: int, where: str) -> np.ndarray:
     """Tile selection: "all", an int, "0-735", "0-9,20-29" or a list of ints, within 0..n-1."""
     if spec == "all":
         return np.arange(n)
     if isinstance(spec, bool):
-        raise ConfigError(config_message(where, spec, "must be 'all', an index, a range 'a-b' or a list", 'e.g. tiles = "0-735"'))
+        raise ConfigError(
+            config_message(where, spec, "must be 'all', an index, a range 'a-b' or a list", 'e.g. tiles = "0-735"')
+        )
     fix = f"give 'all', an index, a range like '0-{n - 1}' or a list of indices in 0..{n - 1}"
 
     def in_range(v):
@@ -521,15 +790,28 @@ def parse_tiles(spec, n: int, where: str) -> np.ndarray:
             if b < a:
                 raise ValueError
         except ValueError:
-            raise ConfigError(config_message(where, spec, "is not a tile range like '0-735' or '0-9,20-29'",
-                                             fix)) from None
-        in_range(a), in_range(b)          # checked before a range is expanded
+            raise ConfigError(
+                config_message(where, spec, "is not a tile range like '0-735' or '0-9,20-29'", fix)
+            ) from None
+        in_range(a), in_range(b)  # checked before a range is expanded
         parts.append(np.arange(a, b + 1, dtype=np.int64))
     return np.concatenate(parts)
 
 
-_STEP_KEYS = {"label", "repeat", "sync", "compute_cycles", "compute", "exchange_bytes",
-              "exchange_in_bytes", "exchange_out_bytes", "exchange", "flows", "transfers", "host_bytes"}
+_STEP_KEYS = {
+    "label",
+    "repeat",
+    "sync",
+    "compute_cycles",
+    "compute",
+    "exchange_bytes",
+    "exchange_in_bytes",
+    "exchange_out_bytes",
+    "exchange",
+    "flows",
+    "transfers",
+    "host_bytes",
+}
 _MEM_KEYS = {"category", "tiles", "chips", "bytes", "label"}
 
 
@@ -540,21 +822,27 @@ def _selection(entry: dict, machine, where: str) -> np.ndarray:
 
 
 # cycles and bytes beyond 2**53 (the largest integer a float64 holds exactly) are not meaningful
-MAX_QUANTITY = float(2 ** 53)
+MAX_QUANTITY = float(2**53)
 
 
 def _number(v, where):
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= MAX_QUANTITY:
-        raise ConfigError(config_message(where, v, "must be a finite number >= 0 and at most 2**53",
-                                         "give a plain number such as 1000"))
+        raise ConfigError(
+            config_message(
+                where, v, "must be a finite number >= 0 and at most 2**53", "give a plain number such as 1000"
+            )
+        )
     return float(v)
 
 
 def _tables(value, where: str, example: str) -> list:
     """``value`` as a list of tables (TOML ``[[...]]``), else one-line ConfigError."""
     if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
-        raise ConfigError(config_message(where, value, "must be a list of tables",
-                                         f"write each entry as [[{example}]] with its keys below"))
+        raise ConfigError(
+            config_message(
+                where, value, "must be a list of tables", f"write each entry as [[{example}]] with its keys below"
+            )
+        )
     return value
 
 
@@ -568,11 +856,20 @@ def _sync(v, where, chips: int):
     """'chip', 'all' or a list of chip groups (lists of chip indices)."""
     if v in ("chip", "all"):
         return v
-    ok = isinstance(v, list) and v and all(
-        isinstance(g, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in g) for g in v)
+    ok = (
+        isinstance(v, list)
+        and v
+        and all(isinstance(g, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in g) for g in v)
+    )
     if not ok:
-        raise ConfigError(config_message(where, v, "must be 'chip', 'all' or a list of chip groups",
-                                         f"e.g. sync = [[0, 1], [2, 3]] (chips 0..{chips - 1})"))
+        raise ConfigError(
+            config_message(
+                where,
+                v,
+                "must be 'chip', 'all' or a list of chip groups",
+                f"e.g. sync = [[0, 1], [2, 3]] (chips 0..{chips - 1})",
+            )
+        )
     return v
 
 
@@ -585,8 +882,9 @@ def program_size(data: dict, machine) -> tuple:
     for st in steps if isinstance(steps, list) else []:
         r = st.get("repeat", 1) if isinstance(st, dict) else 1
         r = r if isinstance(r, int) and not isinstance(r, bool) and r >= 1 else 1
-        ex = isinstance(st, dict) and any(k in st for k in ("exchange_bytes", "exchange_in_bytes",
-                                                               "exchange_out_bytes", "exchange", "transfers"))
+        ex = isinstance(st, dict) and any(
+            k in st for k in ("exchange_bytes", "exchange_in_bytes", "exchange_out_bytes", "exchange", "transfers")
+        )
         S += r
         rows += r * (3 if ex else 1)
     return S, 2 * 4 * rows * machine.total_tiles
@@ -597,21 +895,32 @@ def program_from_dict(data: dict, machine, source: str = "program"):
     allowed = {"name", "description", "superstep", "memory"}
     for k in data:
         if k not in allowed:
-            raise ConfigError(config_message(f"{source}: {k}", data[k], "unknown key",
-                                             f"allowed: {', '.join(sorted(allowed))}"))
+            raise ConfigError(
+                config_message(f"{source}: {k}", data[k], "unknown key", f"allowed: {', '.join(sorted(allowed))}")
+            )
     steps = data.get("superstep", [])
     if not isinstance(steps, list) or not steps:
-        raise ConfigError(config_message(f"{source}: [[superstep]]", steps, "needs at least one superstep", "add a [[superstep]] table with e.g. compute_cycles = 1000"))
+        raise ConfigError(
+            config_message(
+                f"{source}: [[superstep]]",
+                steps,
+                "needs at least one superstep",
+                "add a [[superstep]] table with e.g. compute_cycles = 1000",
+            )
+        )
     b = ProgramBuilder.for_machine(machine, str(data.get("name", Path(source).stem)))
     N = machine.total_tiles
     for i, st in enumerate(steps):
         where = f"superstep[{i}]"
         if not isinstance(st, dict):
-            raise ConfigError(config_message(where, st, "must be a table", "write each superstep as a [[superstep]] table"))
+            raise ConfigError(
+                config_message(where, st, "must be a table", "write each superstep as a [[superstep]] table")
+            )
         for k in st:
             if k not in _STEP_KEYS:
-                raise ConfigError(config_message(f"{where}.{k}", st[k], "unknown key",
-                                                 f"allowed: {', '.join(sorted(_STEP_KEYS))}"))
+                raise ConfigError(
+                    config_message(f"{where}.{k}", st[k], "unknown key", f"allowed: {', '.join(sorted(_STEP_KEYS))}")
+                )
         comp = np.full(N, _number(st.get("compute_cycles", 0), f"{where}.compute_cycles"))
         for j, e in enumerate(_tables(st.get("compute", []), f"{where}.compute", "superstep.compute")):
             w = f"{where}.compute[{j}]"
@@ -628,8 +937,11 @@ def program_from_dict(data: dict, machine, source: str = "program"):
                 w = f"{where}.exchange[{j}]"
                 for k in e:
                     if k not in {"tiles", "chips", "in_bytes", "out_bytes"}:
-                        raise ConfigError(config_message(f"{w}.{k}", e[k], "unknown key",
-                                                         "allowed: tiles, chips, in_bytes, out_bytes"))
+                        raise ConfigError(
+                            config_message(
+                                f"{w}.{k}", e[k], "unknown key", "allowed: tiles, chips, in_bytes, out_bytes"
+                            )
+                        )
                 sel = _selection(e, machine, w)
                 bin_[sel] = _number(e.get("in_bytes", 0), f"{w}.in_bytes")
                 bout[sel] = _number(e.get("out_bytes", 0), f"{w}.out_bytes")
@@ -637,29 +949,61 @@ def program_from_dict(data: dict, machine, source: str = "program"):
         for j, f in enumerate(_tables(st.get("flows", []), f"{where}.flows", "superstep.flows")):
             w = f"{where}.flows[{j}]"
             if not isinstance(f, dict) or set(f) != {"src", "dst", "bytes"}:
-                raise ConfigError(config_message(w, f, "must be a table with exactly src, dst, bytes", "e.g. {src = 0, dst = 1, bytes = 4096}"))
+                raise ConfigError(
+                    config_message(
+                        w, f, "must be a table with exactly src, dst, bytes", "e.g. {src = 0, dst = 1, bytes = 4096}"
+                    )
+                )
             flows.append((f["src"], f["dst"], _number(f["bytes"], f"{w}.bytes")))
         xfers = []
         for j, t in enumerate(_tables(st.get("transfers", []), f"{where}.transfers", "superstep.transfers")):
             w = f"{where}.transfers[{j}]"
-            if not isinstance(t, dict) or not {"src_tile", "dst_tile", "bytes"} <= set(t) or \
-                    not set(t) <= {"src_tile", "dst_tile", "bytes", "chip"}:
-                raise ConfigError(config_message(w, t, "must be a table with src_tile, dst_tile, bytes (and optional chip)", "e.g. {src_tile = 0, dst_tile = 5, bytes = 256}"))
+            if (
+                not isinstance(t, dict)
+                or not {"src_tile", "dst_tile", "bytes"} <= set(t)
+                or not set(t) <= {"src_tile", "dst_tile", "bytes", "chip"}
+            ):
+                raise ConfigError(
+                    config_message(
+                        w,
+                        t,
+                        "must be a table with src_tile, dst_tile, bytes (and optional chip)",
+                        "e.g. {src_tile = 0, dst_tile = 5, bytes = 256}",
+                    )
+                )
             chip = t.get("chip", 0)
             chip_ok = isinstance(chip, int) and not isinstance(chip, bool) and 0 <= chip < machine.chips
             if not chip_ok:
-                raise ConfigError(config_message(f"{w}.chip", chip, f"must be in 0..{machine.chips - 1}", "use a chip of the machine (or --chips)"))
+                raise ConfigError(
+                    config_message(
+                        f"{w}.chip",
+                        chip,
+                        f"must be in 0..{machine.chips - 1}",
+                        "use a chip of the machine (or --chips)",
+                    )
+                )
             for k in ("src_tile", "dst_tile"):
                 v = t[k]
                 if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < machine.tiles_per_chip:
-                    raise ConfigError(config_message(f"{w}.{k}", v, f"must be in 0..{machine.tiles_per_chip - 1}", "use a tile index of one chip"))
+                    raise ConfigError(
+                        config_message(
+                            f"{w}.{k}", v, f"must be in 0..{machine.tiles_per_chip - 1}", "use a tile index of one chip"
+                        )
+                    )
             base = chip * machine.tiles_per_chip
             xfers.append((base + t["src_tile"], base + t["dst_tile"], _number(t["bytes"], f"{w}.bytes")))
         host = st.get("host_bytes")
-        b.superstep(str(st.get("label", f"step{i}")), comp, bytes_out=bout, bytes_in=bin_, flows=flows,
-                    transfers=xfers, host_bytes=None if host is None else _number(host, f"{where}.host_bytes"),
-                    sync=_sync(st.get("sync", "chip"), f"{where}.sync", machine.chips),
-                    repeat=_repeat(st.get("repeat", 1), f"{where}.repeat"))
+        b.superstep(
+            str(st.get("label", f"step{i}")),
+            comp,
+            bytes_out=bout,
+            bytes_in=bin_,
+            flows=flows,
+            transfers=xfers,
+            host_bytes=None if host is None else _number(host, f"{where}.host_bytes"),
+            sync=_sync(st.get("sync", "chip"), f"{where}.sync", machine.chips),
+            repeat=_repeat(st.get("repeat", 1), f"{where}.repeat"),
+        )
     memory = []
     for j, m in enumerate(_tables(data.get("memory", []), "memory", "memory")):
         w = f"memory[{j}]"
@@ -667,11 +1011,23 @@ def program_from_dict(data: dict, machine, source: str = "program"):
             raise ConfigError(config_message(w, m, "must be a table", "write each entry as a [[memory]] table"))
         for k in m:
             if k not in _MEM_KEYS:
-                raise ConfigError(config_message(f"{w}.{k}", m[k], "unknown key", f"allowed: {', '.join(sorted(_MEM_KEYS))}"))
+                raise ConfigError(
+                    config_message(f"{w}.{k}", m[k], "unknown key", f"allowed: {', '.join(sorted(_MEM_KEYS))}")
+                )
         if "category" not in m or "bytes" not in m:
-            raise ConfigError(config_message(w, m, "needs 'category' and 'bytes'", 'e.g. category = "variables:weights" and bytes = 4096'))
-        memory.append((str(m["category"]), _selection(m, machine, w), _number(m["bytes"], f"{w}.bytes"),
-                       str(m.get("label", m["category"]))))
+            raise ConfigError(
+                config_message(
+                    w, m, "needs 'category' and 'bytes'", 'e.g. category = "variables:weights" and bytes = 4096'
+                )
+            )
+        memory.append(
+            (
+                str(m["category"]),
+                _selection(m, machine, w),
+                _number(m["bytes"], f"{w}.bytes"),
+                str(m.get("label", m["category"])),
+            )
+        )
     return b.build(), memory
 
 
@@ -692,8 +1048,14 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
     s_off = e_off = 0
     for p in programs:
         if (p.chips, p.tiles_per_chip) != (p0.chips, p0.tiles_per_chip):
-            raise ConfigError(config_message("program shape", (p.chips, p.tiles_per_chip),
-                                             f"must match ({p0.chips}, {p0.tiles_per_chip})", "concatenate programs built for the same machine"))
+            raise ConfigError(
+                config_message(
+                    "program shape",
+                    (p.chips, p.tiles_per_chip),
+                    f"must match ({p0.chips}, {p0.tiles_per_chip})",
+                    "concatenate programs built for the same machine",
+                )
+            )
         lmap = np.array([labels.setdefault(l, len(labels)) for l in p.labels], np.int32)
         pmap = np.array([-1, 0] + [parts.setdefault(tuple(a.tolist()), len(parts) + 1) for a in p.partitions], np.int32)
         lid.append(lmap[p.label_id])
@@ -711,9 +1073,20 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
         e_off += p.bytes_in.shape[0]
     cat = lambda seq, k: tuple(np.concatenate([t[i] for t in seq]) for i in range(k))  # noqa: E731
     return Program.from_arrays(
-        chips=p0.chips, tiles_per_chip=p0.tiles_per_chip, compute_cycles=np.concatenate(comp),
-        labels=tuple(sorted(labels, key=labels.get)), label_id=np.concatenate(lid),
-        sync_scope=np.concatenate(scope), partitions=tuple(np.asarray(k, np.int32) for k in sorted(parts, key=parts.get)),
-        bytes_in=np.concatenate(bins), bytes_out=np.concatenate(bouts), exchange_row=np.concatenate(erow),
-        flows=cat(fl, 4), host=cat(ho, 3), transfers=cat(xf, 4), name=name or p0.name,
-        sync_extra=np.concatenate(sx), exchange_extra=np.concatenate(ex))
+        chips=p0.chips,
+        tiles_per_chip=p0.tiles_per_chip,
+        compute_cycles=np.concatenate(comp),
+        labels=tuple(sorted(labels, key=labels.get)),
+        label_id=np.concatenate(lid),
+        sync_scope=np.concatenate(scope),
+        partitions=tuple(np.asarray(k, np.int32) for k in sorted(parts, key=parts.get)),
+        bytes_in=np.concatenate(bins),
+        bytes_out=np.concatenate(bouts),
+        exchange_row=np.concatenate(erow),
+        flows=cat(fl, 4),
+        host=cat(ho, 3),
+        transfers=cat(xf, 4),
+        name=name or p0.name,
+        sync_extra=np.concatenate(sx),
+        exchange_extra=np.concatenate(ex),
+    )

@@ -8,6 +8,7 @@ the sync itself, then the exchange, link and host phases of the chip that finish
 chip-local syncs) is taken off the front of that path. So for every superstep
 ``compute + sync + exchange + links + host == time`` exactly.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,11 +25,11 @@ PHASES = ("compute", "sync", "exchange", "links", "host")
 class ChipWork:
     """A program's tiles reduced to chips. Arrays are ``[S, C]`` (superstep, chip) unless noted."""
 
-    compute: np.ndarray          # cycles of the chip's slowest tile
-    critical_tile: np.ndarray    # that tile (index on the chip)
-    exchange: np.ndarray         # on-chip exchange cycles (0 = no exchange phase)
-    exchange_tile: np.ndarray    # the tile whose port bounds the exchange
-    bytes_onchip: np.ndarray     # [S] bytes sent over the on-chip fabric
+    compute: np.ndarray  # cycles of the chip's slowest tile
+    critical_tile: np.ndarray  # that tile (index on the chip)
+    exchange: np.ndarray  # on-chip exchange cycles (0 = no exchange phase)
+    exchange_tile: np.ndarray  # the tile whose port bounds the exchange
+    bytes_onchip: np.ndarray  # [S] bytes sent over the on-chip fabric
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -36,14 +37,14 @@ class ChipTimeline:
     """When every chip passes each point of every superstep: ``[S, C]`` arrays in cycles of the
     chip clock (see :mod:`tilesim.engine` for the time model)."""
 
-    exchange: np.ndarray         # exchange phase cycles, including the program's exchange extra
-    start: np.ndarray            # the chip starts computing
-    arrive: np.ndarray           # the chip arrives at the sync
-    release: np.ndarray          # the sync releases the chip
-    links_end: np.ndarray        # on-chip exchange and the chip's cross-chip flows are done
-    end: np.ndarray              # host transfers done: the superstep ends on this chip
-    arriver: np.ndarray          # int: the chip of the sync group that arrived last
-    link_group_bytes: dict       # bytes per directed link group (:class:`tilesim.fabric.LadderLinks`)
+    exchange: np.ndarray  # exchange phase cycles, including the program's exchange extra
+    start: np.ndarray  # the chip starts computing
+    arrive: np.ndarray  # the chip arrives at the sync
+    release: np.ndarray  # the sync releases the chip
+    links_end: np.ndarray  # on-chip exchange and the chip's cross-chip flows are done
+    end: np.ndarray  # host transfers done: the superstep ends on this chip
+    arriver: np.ndarray  # int: the chip of the sync group that arrived last
+    link_group_bytes: dict  # bytes per directed link group (:class:`tilesim.fabric.LadderLinks`)
 
     @classmethod
     def empty(cls, chips: int) -> ChipTimeline:
@@ -65,22 +66,23 @@ class SimResult:
     label_id: np.ndarray
     start_s: np.ndarray
     time_s: np.ndarray
-    phase_s: np.ndarray               # [S, 5] in PHASES order
+    phase_s: np.ndarray  # [S, 5] in PHASES order
     critical_chip: np.ndarray
     compute_critical_chip: np.ndarray
-    critical_tile: np.ndarray         # tile (on compute_critical_chip) with the most compute
+    critical_tile: np.ndarray  # tile (on compute_critical_chip) with the most compute
     exchange_critical_tile: np.ndarray
     bytes_onchip: np.ndarray
     bytes_links: np.ndarray
     bytes_host: np.ndarray
     link_group_bytes: dict = field(default_factory=dict)
-    timeline: dict | None = None      # per-chip [S, C] arrays (cycles) for traces and pictures
-    host_labels: tuple = ()           # labels whose compute phase is host work (:meth:`book_as_host`)
+    timeline: dict | None = None  # per-chip [S, C] arrays (cycles) for traces and pictures
+    host_labels: tuple = ()  # labels whose compute phase is host work (:meth:`book_as_host`)
 
     # -------------------------------------------------------------------------------------
     @classmethod
-    def from_timeline(cls, *, program, machine, work: ChipWork, timeline: ChipTimeline,
-                      keep_timeline: bool = True) -> SimResult:
+    def from_timeline(
+        cls, *, program, machine, work: ChipWork, timeline: ChipTimeline, keep_timeline: bool = True
+    ) -> SimResult:
         """The result of ``program`` on ``machine`` from its chip reduction and chip timeline:
         every superstep's time and critical-path attribution (module docstring). With
         ``keep_timeline`` the per-chip arrays are kept (as :attr:`timeline`) for traces and plots."""
@@ -94,13 +96,20 @@ class SimResult:
         f = t_end.argmax(axis=1) if S else np.zeros(0, np.int64)
         prev = np.concatenate([[0.0], frontier[:-1]]) if S else np.zeros(0)
         a = arriver[idx, f]
-        phases = np.stack([
-            comp[idx, a],
-            t_release[idx, f] - t_arrive[idx, a],
-            ex[idx, f],
-            t_links[idx, f] - (t_release[idx, f] + ex[idx, f]),
-            t_end[idx, f] - t_links[idx, f],
-        ], axis=1) if S else np.zeros((0, 5))
+        phases = (
+            np.stack(
+                [
+                    comp[idx, a],
+                    t_release[idx, f] - t_arrive[idx, a],
+                    ex[idx, f],
+                    t_links[idx, f] - (t_release[idx, f] + ex[idx, f]),
+                    t_end[idx, f] - t_links[idx, f],
+                ],
+                axis=1,
+            )
+            if S
+            else np.zeros((0, 5))
+        )
         phases = np.maximum(phases, 0.0)
         overlap = np.maximum(prev - t_start[idx, a], 0.0) if S else np.zeros(0)
         cum = np.cumsum(phases, axis=1)
@@ -118,16 +127,36 @@ class SimResult:
             np.add.at(bh, program.host_step, program.host_bytes)
         arrays = None
         if keep_timeline:
-            arrays = {"start": t_start, "arrive": t_arrive, "release": t_release, "links_end": t_links,
-                        "end": t_end, "exchange_cycles": ex, "compute_cycles": comp}
-        return cls(program_name=program.name, machine_name=machine.name, clock_hz=clock, chips=machine.chips,
-                   tiles_per_chip=machine.tiles_per_chip, labels=tuple(program.labels),
-                   label_id=program.label_id.copy(), start_s=prev / clock, time_s=time / clock,
-                   phase_s=phases / clock, critical_chip=f, compute_critical_chip=a,
-                   critical_tile=crit_tile[idx, a] if S else np.zeros(0, np.int64),
-                   exchange_critical_tile=ex_tile[idx, f] if S else np.zeros(0, np.int64),
-                   bytes_onchip=bytes_onchip, bytes_links=bl, bytes_host=bh,
-                   link_group_bytes=timeline.link_group_bytes, timeline=arrays)
+            arrays = {
+                "start": t_start,
+                "arrive": t_arrive,
+                "release": t_release,
+                "links_end": t_links,
+                "end": t_end,
+                "exchange_cycles": ex,
+                "compute_cycles": comp,
+            }
+        return cls(
+            program_name=program.name,
+            machine_name=machine.name,
+            clock_hz=clock,
+            chips=machine.chips,
+            tiles_per_chip=machine.tiles_per_chip,
+            labels=tuple(program.labels),
+            label_id=program.label_id.copy(),
+            start_s=prev / clock,
+            time_s=time / clock,
+            phase_s=phases / clock,
+            critical_chip=f,
+            compute_critical_chip=a,
+            critical_tile=crit_tile[idx, a] if S else np.zeros(0, np.int64),
+            exchange_critical_tile=ex_tile[idx, f] if S else np.zeros(0, np.int64),
+            bytes_onchip=bytes_onchip,
+            bytes_links=bl,
+            bytes_host=bh,
+            link_group_bytes=timeline.link_group_bytes,
+            timeline=arrays,
+        )
 
     def book_as_host(self, labels) -> SimResult:
         """The same result with the compute phase of every superstep labelled one of ``labels``
@@ -135,6 +164,7 @@ class SimResult:
         which the engine times as compute. Only the attribution moves; times and totals stay.
         Pictures and traces draw those supersteps' compute as host (:attr:`host_labels`)."""
         from dataclasses import replace
+
         ids = [i for i, lab in enumerate(self.labels) if lab in set(labels)]
         if not ids:
             return self
@@ -173,32 +203,52 @@ class SimResult:
                 continue
             chips_tiles = self.compute_critical_chip[m] * self.tiles_per_chip + self.critical_tile[m]
             top = int(np.bincount(chips_tiles).argmax())
-            out[lab] = {"supersteps": int(m.sum()), "time_s": float(self.time_s[m].sum()),
-                        "breakdown_s": self.breakdown_s(m),
-                        "critical_chip": top // self.tiles_per_chip, "critical_tile": top % self.tiles_per_chip}
+            out[lab] = {
+                "supersteps": int(m.sum()),
+                "time_s": float(self.time_s[m].sum()),
+                "breakdown_s": self.breakdown_s(m),
+                "critical_chip": top // self.tiles_per_chip,
+                "critical_tile": top % self.tiles_per_chip,
+            }
         return out
 
     def superstep(self, s: int) -> dict:
-        return {"index": s, "label": self.labels[int(self.label_id[s])], "start_s": float(self.start_s[s]),
-                "time_s": float(self.time_s[s]),
-                "breakdown_s": {p: float(v) for p, v in zip(PHASES, self.phase_s[s])},
-                "critical_chip": int(self.critical_chip[s]),
-                "compute_critical_chip": int(self.compute_critical_chip[s]),
-                "critical_tile": int(self.critical_tile[s]),
-                "exchange_critical_tile": int(self.exchange_critical_tile[s]),
-                "bytes_onchip": float(self.bytes_onchip[s]), "bytes_links": float(self.bytes_links[s]),
-                "bytes_host": float(self.bytes_host[s])}
+        return {
+            "index": s,
+            "label": self.labels[int(self.label_id[s])],
+            "start_s": float(self.start_s[s]),
+            "time_s": float(self.time_s[s]),
+            "breakdown_s": {p: float(v) for p, v in zip(PHASES, self.phase_s[s])},
+            "critical_chip": int(self.critical_chip[s]),
+            "compute_critical_chip": int(self.compute_critical_chip[s]),
+            "critical_tile": int(self.critical_tile[s]),
+            "exchange_critical_tile": int(self.exchange_critical_tile[s]),
+            "bytes_onchip": float(self.bytes_onchip[s]),
+            "bytes_links": float(self.bytes_links[s]),
+            "bytes_host": float(self.bytes_host[s]),
+        }
 
     def to_dict(self, supersteps: int = 0) -> dict:
         """Summary; ``supersteps`` > 0 also lists the first that many supersteps."""
-        d = {"program": self.program_name, "machine": self.machine_name, "chips": self.chips,
-             "tiles_per_chip": self.tiles_per_chip, "supersteps": self.supersteps,
-             "total_s": self.total_s, "breakdown_s": self.breakdown_s(),
-             "bytes": {"onchip": float(self.bytes_onchip.sum()), "links": float(self.bytes_links.sum()),
-                       "host": float(self.bytes_host.sum())},
-             "by_label": self.by_label(),
-             "busiest_link_groups": [{"group": "/".join(map(str, g)), "bytes": b} for g, b in
-                                     sorted(self.link_group_bytes.items(), key=lambda kv: -kv[1])[:5]]}
+        d = {
+            "program": self.program_name,
+            "machine": self.machine_name,
+            "chips": self.chips,
+            "tiles_per_chip": self.tiles_per_chip,
+            "supersteps": self.supersteps,
+            "total_s": self.total_s,
+            "breakdown_s": self.breakdown_s(),
+            "bytes": {
+                "onchip": float(self.bytes_onchip.sum()),
+                "links": float(self.bytes_links.sum()),
+                "host": float(self.bytes_host.sum()),
+            },
+            "by_label": self.by_label(),
+            "busiest_link_groups": [
+                {"group": "/".join(map(str, g)), "bytes": b}
+                for g, b in sorted(self.link_group_bytes.items(), key=lambda kv: -kv[1])[:5]
+            ],
+        }
         if supersteps:
             d["superstep_list"] = [self.superstep(s) for s in range(min(supersteps, self.supersteps))]
         return d
@@ -207,6 +257,7 @@ class SimResult:
         text = json.dumps(self.to_dict(supersteps), indent=2)
         if path is not None:
             from tilesim.io import atomic_write_text
+
             atomic_write_text(path, text)
         return text
 
@@ -214,13 +265,22 @@ class SimResult:
         """One row per superstep (pandas): label, start and time, seconds per phase, the
         critical chip and tile, bytes on chip / over links / to the host."""
         pd = _pandas()
-        cols = {"superstep": np.arange(self.supersteps), "label": [self.labels[i] for i in self.label_id],
-                "start_s": self.start_s, "time_s": self.time_s}
+        cols = {
+            "superstep": np.arange(self.supersteps),
+            "label": [self.labels[i] for i in self.label_id],
+            "start_s": self.start_s,
+            "time_s": self.time_s,
+        }
         for i, p in enumerate(PHASES):
             cols[f"{p}_s"] = self.phase_s[:, i]
-        cols.update(critical_chip=self.critical_chip, compute_critical_chip=self.compute_critical_chip,
-                    critical_tile=self.critical_tile, bytes_onchip=self.bytes_onchip,
-                    bytes_links=self.bytes_links, bytes_host=self.bytes_host)
+        cols.update(
+            critical_chip=self.critical_chip,
+            compute_critical_chip=self.compute_critical_chip,
+            critical_tile=self.critical_tile,
+            bytes_onchip=self.bytes_onchip,
+            bytes_links=self.bytes_links,
+            bytes_host=self.bytes_host,
+        )
         return pd.DataFrame(cols)
 
     def by_label_frame(self):
@@ -234,6 +294,7 @@ def _pandas():
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is a dependency
         from tilesim.errors import ConfigError
+
         raise ConfigError("pandas: not installed; results as tables need it: pip install pandas") from None
     return pd
 
@@ -262,15 +323,15 @@ class ProgramDigest:
     :attr:`SimResult.bytes_onchip`); *links* = bytes over the chip-to-chip links (each flow once).
     """
 
-    work_cycles: np.ndarray      # float64 [C*T] compute cycles per tile over the program
-    tiles: tuple                 # global tiles with their own cycles below
-    tile_cycles: np.ndarray      # float64 [S, len(tiles)] compute cycles of those tiles
-    onchip_bytes: np.ndarray     # float64 [S, C] bytes sent on each chip in each superstep
+    work_cycles: np.ndarray  # float64 [C*T] compute cycles per tile over the program
+    tiles: tuple  # global tiles with their own cycles below
+    tile_cycles: np.ndarray  # float64 [S, len(tiles)] compute cycles of those tiles
+    onchip_bytes: np.ndarray  # float64 [S, C] bytes sent on each chip in each superstep
     label_chip_bytes: np.ndarray  # float64 [labels, C] the same summed per superstep label
-    link_bytes: np.ndarray       # float64 [C, C] bytes over the links, sender chip x receiver chip
-    flows: tuple                 # (step, src chip, dst chip, bytes) arrays of the link flows
-    tile_group: np.ndarray | None = None   # int [C*T] the workload's group of each tile (SNN: neuron
-                                           # layer, 1-based; 0 = none), outlined in the pictures
+    link_bytes: np.ndarray  # float64 [C, C] bytes over the links, sender chip x receiver chip
+    flows: tuple  # (step, src chip, dst chip, bytes) arrays of the link flows
+    tile_group: np.ndarray | None = None  # int [C*T] the workload's group of each tile (SNN: neuron
+    # layer, 1-based; 0 = none), outlined in the pictures
 
     @classmethod
     def of(cls, program, tiles=(), host_labels=()) -> ProgramDigest:
@@ -280,7 +341,7 @@ class ProgramDigest:
         if isinstance(program, ProgramDigest):
             return program
         host_ids = [i for i, lab in enumerate(program.labels) if lab in set(host_labels)]
-        if hasattr(program, "tile_compute"):        # a CompactProgram: no [S, tiles] arrays to read
+        if hasattr(program, "tile_compute"):  # a CompactProgram: no [S, tiles] arrays to read
             return cls._of_compact(program, tiles, host_ids)
         S, C, T = program.supersteps, program.chips, program.tiles_per_chip
         tiles = tuple(int(t) for t in tiles)
@@ -295,10 +356,20 @@ class ProgramDigest:
         np.add.at(per_label, program.label_id, onchip)
         links = np.zeros((C, C))
         np.add.at(links, (program.flow_src, program.flow_dst), program.flow_bytes)
-        return cls(work_cycles=work, tiles=tiles, tile_cycles=tile_cycles,
-                   onchip_bytes=onchip, label_chip_bytes=per_label, link_bytes=links,
-                   flows=(program.flow_step.copy(), program.flow_src.copy(), program.flow_dst.copy(),
-                          program.flow_bytes.copy()))
+        return cls(
+            work_cycles=work,
+            tiles=tiles,
+            tile_cycles=tile_cycles,
+            onchip_bytes=onchip,
+            label_chip_bytes=per_label,
+            link_bytes=links,
+            flows=(
+                program.flow_step.copy(),
+                program.flow_src.copy(),
+                program.flow_dst.copy(),
+                program.flow_bytes.copy(),
+            ),
+        )
 
     @classmethod
     def _of_compact(cls, program, tiles, host_ids=()) -> ProgramDigest:
@@ -311,10 +382,20 @@ class ProgramDigest:
         np.add.at(per_label, program.label_id, program.onchip_bytes)
         links = np.zeros((C, C))
         np.add.at(links, (program.flow_src, program.flow_dst), program.flow_bytes)
-        return cls(work_cycles=per_label_work.sum(axis=0), tiles=tiles, tile_cycles=program.tile_compute(tiles),
-                   onchip_bytes=program.onchip_bytes.copy(), label_chip_bytes=per_label, link_bytes=links,
-                   flows=(program.flow_step.copy(), program.flow_src.copy(), program.flow_dst.copy(),
-                          program.flow_bytes.copy()))
+        return cls(
+            work_cycles=per_label_work.sum(axis=0),
+            tiles=tiles,
+            tile_cycles=program.tile_compute(tiles),
+            onchip_bytes=program.onchip_bytes.copy(),
+            label_chip_bytes=per_label,
+            link_bytes=links,
+            flows=(
+                program.flow_step.copy(),
+                program.flow_src.copy(),
+                program.flow_dst.copy(),
+                program.flow_bytes.copy(),
+            ),
+        )
 
     def chip_matrix(self) -> np.ndarray:
         """[C, C] bytes per step: the diagonal the bytes sent on each chip, off it the link bytes

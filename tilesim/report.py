@@ -291,21 +291,35 @@ def _training_markdown(s: dict) -> list:
         return []
     out = ["## Training", ""]
     sched = s.get("second_threshold_schedule")
-    out.append("Second threshold (theta2): " + (f"the authors' schedule from {sched['start']:g}, rate {sched['rate']:g} "
-                                                "per batch." if sched else "constant."))
+    out.append(
+        "Second threshold (theta2): "
+        + (
+            f"the authors' schedule from {sched['start']:g}, rate {sched['rate']:g} per batch."
+            if sched
+            else "constant."
+        )
+    )
     out.append("")
     out += [f"* **{f['kind'].replace('_', ' ')}**: {f['message']}. Fix: {f['fix']}." for f in s["findings"]]
     if not s["findings"]:
-        out.append("No findings: every layer spiked or carried gradient entries, no layer filled its cap every "
-                   "step, and the loss moved.")
+        out.append(
+            "No findings: every layer spiked or carried gradient entries, no layer filled its cap every "
+            "step, and the loss moved."
+        )
     act = s.get("activity") or []
     if act and act[-1].get("layers"):
-        out += ["", f"Last step ({len(act)} steps):", "",
-                "| layer | spikes per sample and step | cap used | gradient-only entries | theta2 |",
-                "|---|---:|---:|---:|---:|"]
+        out += [
+            "",
+            f"Last step ({len(act)} steps):",
+            "",
+            "| layer | spikes per sample and step | cap used | gradient-only entries | theta2 |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for i, ly in enumerate(act[-1]["layers"]):
-            out.append(f"| {i + 1} | {ly.get('spikes', 0):.3g} | {100 * ly.get('cap_used', 0):.0f} % | "
-                       f"{ly.get('gradient_only', 0):.3g} | {ly.get('second_threshold', float('nan')):g} |")
+            out.append(
+                f"| {i + 1} | {ly.get('spikes', 0):.3g} | {100 * ly.get('cap_used', 0):.0f} % | "
+                f"{ly.get('gradient_only', 0):.3g} | {ly.get('second_threshold', float('nan')):g} |"
+            )
     return out + [""]
 
 

@@ -22,6 +22,7 @@ simulation clock:
 What needs events (partial sync groups running apart, their flows overlapping in time on the
 links, and the entry of each run) stays in :mod:`tilesim.engine`, the one module that imports simpy.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,11 +37,27 @@ from tilesim.machine import Machine
 from tilesim.program import SYNC_ALL, SYNC_CHIP
 from tilesim.records import ChipTimeline
 
-__all__ = ["Flow", "Tails", "Run", "RunOffsets", "RunStarts", "DRAINED_BYTES", "fair_rates", "fluid_batch",
-           "flows_by_step", "sync_groups", "sync_cycles", "tails", "global_makespan_cycles", "runs",
-           "run_offsets", "fill_runs", "ladder_of"]
+__all__ = [
+    "Flow",
+    "Tails",
+    "Run",
+    "RunOffsets",
+    "RunStarts",
+    "DRAINED_BYTES",
+    "fair_rates",
+    "fluid_batch",
+    "flows_by_step",
+    "sync_groups",
+    "sync_cycles",
+    "tails",
+    "global_makespan_cycles",
+    "runs",
+    "run_offsets",
+    "fill_runs",
+    "ladder_of",
+]
 
-DRAINED_BYTES = 1e-6            # a flow with this little left has finished (float round-off)
+DRAINED_BYTES = 1e-6  # a flow with this little left has finished (float round-off)
 
 
 class Flow(NamedTuple):
@@ -58,7 +75,7 @@ def flows_by_step(step, src, dst, nbytes) -> dict[int, tuple[Flow, ...]]:
     chip, destination chip, bytes) grouped by superstep: supersteps in order of first
     appearance, each superstep's flows in program order."""
     every = zip(np.asarray(src).tolist(), np.asarray(dst).tolist(), np.asarray(nbytes, np.float64).tolist())
-    flows = list(map(tuple.__new__, repeat(Flow), every))    # Flow(a, b, n) without a Python call each
+    flows = list(map(tuple.__new__, repeat(Flow), every))  # Flow(a, b, n) without a Python call each
     out: dict[int, list[Flow]] = {}
     for s, f in zip(np.asarray(step).tolist(), flows):
         out.setdefault(s, []).append(f)
@@ -142,12 +159,12 @@ def sync_cycles(machine: Machine, scope: np.ndarray, group_of: dict, sync_extra)
 class Tails:
     """What follows the release of every superstep on every chip (``[S, C]`` cycles)."""
 
-    exchange: np.ndarray          # on-chip exchange, including the program's exchange extra
-    links_end: np.ndarray         # release -> exchange and the chip's batch-solved flows done
-    host: np.ndarray              # host transfers after that
-    flows: dict                   # superstep -> tuple[Flow, ...]
-    events: np.ndarray            # bool [S]: flows under a partial sync, left to the event model
-    link_group_bytes: dict        # bytes per link group of the batch-solved flows
+    exchange: np.ndarray  # on-chip exchange, including the program's exchange extra
+    links_end: np.ndarray  # release -> exchange and the chip's batch-solved flows done
+    host: np.ndarray  # host transfers after that
+    flows: dict  # superstep -> tuple[Flow, ...]
+    events: np.ndarray  # bool [S]: flows under a partial sync, left to the event model
+    link_group_bytes: dict  # bytes per link group of the batch-solved flows
 
     @property
     def after_release(self) -> np.ndarray:
@@ -155,8 +172,14 @@ class Tails:
         return self.links_end + self.host
 
 
-def tails(ex: np.ndarray, machine: Machine, scope_all: np.ndarray, exchange_extra,
-          flows: dict[int, tuple[Flow, ...]], host_tx: tuple) -> Tails:
+def tails(
+    ex: np.ndarray,
+    machine: Machine,
+    scope_all: np.ndarray,
+    exchange_extra,
+    flows: dict[int, tuple[Flow, ...]],
+    host_tx: tuple,
+) -> Tails:
     """The :class:`Tails` of a program reduced to chips: ``ex`` [S, C] on-chip exchange cycles,
     ``scope_all`` [S] which supersteps sync all chips (their flows are solved as batches),
     ``exchange_extra`` [S] cycles, ``flows`` by superstep (:func:`flows_by_step`) and ``host_tx``
@@ -173,7 +196,7 @@ def tails(ex: np.ndarray, machine: Machine, scope_all: np.ndarray, exchange_extr
     flow_done = np.zeros((S, C))
     group_bytes: dict[tuple, float] = {}
     events = np.zeros(S, bool)
-    same: dict[tuple, list] = {}            # a step's flows -> the steps that have them (time steps repeat)
+    same: dict[tuple, list] = {}  # a step's flows -> the steps that have them (time steps repeat)
     for s, fl in flows.items():
         if scope_all[s]:
             same.setdefault(fl, []).append(s)
@@ -225,27 +248,28 @@ def runs(scope: np.ndarray, events: np.ndarray) -> list[Run]:
 class RunOffsets:
     """Every run's timeline relative to its first release (vectorised over supersteps)."""
 
-    run_of: np.ndarray            # [S] index of the superstep's run
-    is_first: np.ndarray          # bool [S]: first superstep of its run
-    release: np.ndarray           # [S, C] release[s] - release[first superstep of the run]
-    arriver: np.ndarray           # [S, C] chip that arrived last (inside a run)
-    end: np.ndarray               # [nruns, C] end of the run's last superstep - its first release
+    run_of: np.ndarray  # [S] index of the superstep's run
+    is_first: np.ndarray  # bool [S]: first superstep of its run
+    release: np.ndarray  # [S, C] release[s] - release[first superstep of the run]
+    arriver: np.ndarray  # [S, C] chip that arrived last (inside a run)
+    end: np.ndarray  # [nruns, C] end of the run's last superstep - its first release
 
 
-def run_offsets(comp: np.ndarray, sync: np.ndarray, after_release: np.ndarray, scope: np.ndarray,
-                group_of: dict, rs: list[Run]) -> RunOffsets:
+def run_offsets(
+    comp: np.ndarray, sync: np.ndarray, after_release: np.ndarray, scope: np.ndarray, group_of: dict, rs: list[Run]
+) -> RunOffsets:
     """:class:`RunOffsets` of the runs ``rs``: ``comp``, ``sync``, ``after_release`` [S, C] cycles,
     ``scope`` [S] codes, ``group_of`` from :func:`sync_groups`."""
     S, C = comp.shape
     run_of = np.empty(S, np.int64)
     is_first = np.zeros(S, bool)
     for i, r in enumerate(rs):
-        run_of[r.first:r.stop] = i
+        run_of[r.first : r.stop] = i
         is_first[r.first] = True
-    X = comp.copy()                      # from the previous release to this arrival
+    X = comp.copy()  # from the previous release to this arrival
     X[1:] += after_release[:-1]
-    Mx = np.empty((S, C))                # the group's latest arrival (relative)
-    Ax = np.empty((S, C), np.int64)      # which chip arrived last
+    Mx = np.empty((S, C))  # the group's latest arrival (relative)
+    Ax = np.empty((S, C), np.int64)  # which chip arrived last
     for code in np.unique(scope):
         rows = np.flatnonzero(scope == code)
         g = group_of[int(code)]
@@ -271,9 +295,9 @@ def run_offsets(comp: np.ndarray, sync: np.ndarray, after_release: np.ndarray, s
 class RunStarts:
     """How each run begins on each chip (``[nruns, C]``), found by the engine's events."""
 
-    entry: np.ndarray             # the chip enters the run (starts its first compute)
-    release: np.ndarray           # the run's first sync releases the chip
-    arriver: np.ndarray           # int: the chip that arrived last at that sync
+    entry: np.ndarray  # the chip enters the run (starts its first compute)
+    release: np.ndarray  # the run's first sync releases the chip
+    arriver: np.ndarray  # int: the chip that arrived last at that sync
 
     @classmethod
     def zeros(cls, nruns: int, chips: int) -> RunStarts:

@@ -6,6 +6,7 @@ cap N_max the list fills (spikes + gradient-only entries), and gradient-only ent
 and time step; ϑ2 of the first hidden and the output layer on a second axis of the last panel,
 and the loss as a thin line on the first, so a dead or saturated layer is visible at a glance.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,15 +24,18 @@ def plot_activity(history, path, title: str | None = None) -> Path:
     hist = list(history)
     require(len(hist) > 0, "history", 0, "needs at least one training step")
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     steps = np.array([r.step for r in hist])
     L = len(hist[0].layers)
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    panels = (("spikes", "spikes per sample and step", lambda s: s.spikes),
-              ("cap", "share of cap used (entries / N_max)", lambda s: s.cap_used),
-              ("grad", "gradient-only entries per sample and step", lambda s: s.gradient_only))
+    panels = (
+        ("spikes", "spikes per sample and step", lambda s: s.spikes),
+        ("cap", "share of cap used (entries / N_max)", lambda s: s.cap_used),
+        ("grad", "gradient-only entries per sample and step", lambda s: s.gradient_only),
+    )
     for ax, (_, label, get) in zip(axes, panels):
         for l in range(L):
             s0 = hist[0].layers[l]
@@ -47,14 +51,13 @@ def plot_activity(history, path, title: str | None = None) -> Path:
     loss_ax.set_ylabel("loss (thin black)", fontsize=8)
     th_ax = axes[2].twinx()
     for l in sorted({0, L - 1}):
-        th_ax.plot(steps, [r.layers[l].second_threshold for r in hist], ":", lw=1,
-                   label=f"ϑ2 L{l + 1}")
+        th_ax.plot(steps, [r.layers[l].second_threshold for r in hist], ":", lw=1, label=f"ϑ2 L{l + 1}")
     th_ax.set_ylabel("ϑ2 (dotted)", fontsize=8)
     th_ax.set_yscale("symlog", linthresh=1.0)
     th_ax.legend(fontsize=7, loc="center right")
     fig.suptitle(title or "activity per layer and training step")
     fig.tight_layout()
-    if hasattr(path, "write"):                    # a binary file object (e.g. io.BytesIO)
+    if hasattr(path, "write"):  # a binary file object (e.g. io.BytesIO)
         fig.savefig(path, dpi=100, format="png")
         plt.close(fig)
         return path

@@ -15,6 +15,7 @@ The terms are the arrays :mod:`models.snn.network` and :mod:`models.snn.kernels`
 Spike lists (``[T, B, N_max]``, N_max << N), the dataset and the timing program are smaller
 and left out, so the estimate is a lower bound of what a run touches.
 """
+
 from __future__ import annotations
 
 from tilesim.limits import check_time
@@ -33,6 +34,7 @@ def run_memory_bytes(options) -> float:
     :func:`models.snn.hostmem.estimate_host_memory` (issue 15: by part, checked against the memory
     actually available)."""
     from models.snn.hostmem import estimate_for_options
+
     est = estimate_for_options(options)
     return 0.0 if est is None else est.total_bytes
 
@@ -41,6 +43,7 @@ def check_run_memory(options, what: str = "run") -> None:
     """Refuse a run whose estimate exceeds the memory available (ConfigError, one line naming
     the estimate, its largest part, what is available and the fix)."""
     from models.snn.hostmem import check_host_memory, estimate_for_options
+
     est = estimate_for_options(options)
     if est is not None:
         layers = "-".join(map(str, options.layers))
@@ -50,5 +53,9 @@ def check_run_memory(options, what: str = "run") -> None:
 def check_run_time(options, force: bool = False) -> None:
     """Refuse (without ``force``) a run whose steps take longer than the time limit even at
     :data:`STEP_FLOOR_S` each — a lower bound, so only what surely cannot finish is refused."""
-    check_time(f"--steps {options.steps:,}", options.steps * STEP_FLOOR_S, force,
-               "run fewer steps (the predicted step time does not depend on how many are run)")
+    check_time(
+        f"--steps {options.steps:,}",
+        options.steps * STEP_FLOOR_S,
+        force,
+        "run fewer steps (the predicted step time does not depend on how many are run)",
+    )

@@ -25,6 +25,7 @@ the least-squares residual r_j(θ) = (t_j(θ) − t_j^meas)/t_j^meas only re-tim
 Uncertainty: the fit is repeated leaving each case out; the spread of those fits gives the band
 of :func:`prediction_band`.
 """
+
 from __future__ import annotations
 
 import csv
@@ -41,22 +42,54 @@ import numpy as np
 from tilesim.costs import CostModel, load_costs
 from tilesim.errors import ConfigError, TileSimError, config_message
 
-__all__ = ["Case", "read_cases", "shipped_cases_path", "case_setup", "CaseBasis", "fit", "FitResult",
-           "predict_cases", "prediction_band", "costs_from_theta", "FIT_PARAMS"]
+__all__ = [
+    "Case",
+    "read_cases",
+    "shipped_cases_path",
+    "case_setup",
+    "CaseBasis",
+    "fit",
+    "FitResult",
+    "predict_cases",
+    "prediction_band",
+    "costs_from_theta",
+    "FIT_PARAMS",
+]
 
 FIT_PARAMS = ("work_scale", "vertex_calls", "compute_set_cycles", "host_sync_cycles_per_byte")
 # physically plausible ranges (ipu-hardware.md §1.1, §2, §3.2)
-BOUNDS = {"work_scale": (0.25, 4.0),               # v0 counts scalar instructions; float2 SIMD + dual issue: down to 1/4
-          "vertex_calls": (10.0, 200.0),           # worker cycles of a vertex's set-up
-          "compute_set_cycles": (0.0, 1000.0),     # tile cycles per compute set (sync is the machine's)
-          "host_sync_cycles_per_byte": (0.0, 40.0)}  # >= 46 MB/s effective at 1.85 GHz
+BOUNDS = {
+    "work_scale": (0.25, 4.0),  # v0 counts scalar instructions; float2 SIMD + dual issue: down to 1/4
+    "vertex_calls": (10.0, 200.0),  # worker cycles of a vertex's set-up
+    "compute_set_cycles": (0.0, 1000.0),  # tile cycles per compute set (sync is the machine's)
+    "host_sync_cycles_per_byte": (0.0, 40.0),
+}  # >= 46 MB/s effective at 1.85 GHz
 THETA0 = (1.0, 40.0, 50.0, 1.0)
 NOT_SCALED = {"vertex_calls", "compute_set_cycles", "host_sync_cycles_per_byte"}
 
-REQUIRED = ("case", "layers", "batch", "timesteps", "input_cap", "max_activity", "optimizer", "machine",
-            "neurons_per_tile", "activity", "measured_ms_per_step")
-OPTIONAL = {"dataset": "synthetic", "second_threshold": 0.9, "output_second_threshold": None, "chips": None,
-            "rounding_ms": 0.0, "steps_per_execution": 52, "weight_mul": 2.0, "seed": 0}
+REQUIRED = (
+    "case",
+    "layers",
+    "batch",
+    "timesteps",
+    "input_cap",
+    "max_activity",
+    "optimizer",
+    "machine",
+    "neurons_per_tile",
+    "activity",
+    "measured_ms_per_step",
+)
+OPTIONAL = {
+    "dataset": "synthetic",
+    "second_threshold": 0.9,
+    "output_second_threshold": None,
+    "chips": None,
+    "rounding_ms": 0.0,
+    "steps_per_execution": 52,
+    "weight_mul": 2.0,
+    "seed": 0,
+}
 
 
 @dataclass(frozen=True)
@@ -122,13 +155,28 @@ def _convert(path, row_no, col, text, kind):
             return v
         return str(text).strip()
     except (TypeError, ValueError):
-        raise ConfigError(config_message(f"{path} row {row_no} column {col}", text, f"is not a valid {kind.__name__}",
-                                         fixes.get(kind, ""))) from None
+        raise ConfigError(
+            config_message(
+                f"{path} row {row_no} column {col}", text, f"is not a valid {kind.__name__}", fixes.get(kind, "")
+            )
+        ) from None
 
 
-_KINDS = {"batch": int, "timesteps": int, "input_cap": int, "neurons_per_tile": int, "chips": int,
-          "steps_per_execution": int, "seed": int, "max_activity": float, "measured_ms_per_step": float,
-          "second_threshold": float, "output_second_threshold": float, "rounding_ms": float, "weight_mul": float}
+_KINDS = {
+    "batch": int,
+    "timesteps": int,
+    "input_cap": int,
+    "neurons_per_tile": int,
+    "chips": int,
+    "steps_per_execution": int,
+    "seed": int,
+    "max_activity": float,
+    "measured_ms_per_step": float,
+    "second_threshold": float,
+    "output_second_threshold": float,
+    "rounding_ms": float,
+    "weight_mul": float,
+}
 
 
 def read_cases(path=None) -> tuple:
@@ -141,37 +189,50 @@ def read_cases(path=None) -> tuple:
     """
     p = Path(path) if path is not None else shipped_cases_path()
     if not p.is_file():
-        raise ConfigError(config_message("cases file", str(p), "no such file",
-                                         "give a CSV like models/snn/calibration/nmnist_ipu_step_times.csv"))
+        raise ConfigError(
+            config_message(
+                "cases file", str(p), "no such file", "give a CSV like models/snn/calibration/nmnist_ipu_step_times.csv"
+            )
+        )
     with open(p, newline="") as fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
         missing = [c for c in REQUIRED if c not in header]
         if missing:
-            raise ConfigError(config_message(f"{p} header", ",".join(header) or "(empty)",
-                                             f"missing required column {missing[0]!r}",
-                                             f"required: {', '.join(REQUIRED)}"))
+            raise ConfigError(
+                config_message(
+                    f"{p} header",
+                    ",".join(header) or "(empty)",
+                    f"missing required column {missing[0]!r}",
+                    f"required: {', '.join(REQUIRED)}",
+                )
+            )
         out = []
-        for i, raw in enumerate(reader, start=2):          # row 1 is the header
+        for i, raw in enumerate(reader, start=2):  # row 1 is the header
             row = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k}
             vals = {}
             for col in REQUIRED + tuple(OPTIONAL):
                 text = row.get(col, "")
                 if text == "":
                     if col in REQUIRED:
-                        raise ConfigError(config_message(f"{p} row {i} column {col}", text, "is empty",
-                                                         "every required column needs a value"))
+                        raise ConfigError(
+                            config_message(
+                                f"{p} row {i} column {col}", text, "is empty", "every required column needs a value"
+                            )
+                        )
                     vals[col] = OPTIONAL[col]
                     continue
                 vals[col] = _convert(p, i, col, text, _KINDS.get(col, str))
-            for col, ok, limit in (("activity", vals["activity"] in ("fixed", "natural"), "must be fixed or natural"),
-                                   ("optimizer", vals["optimizer"] in ("adam", "sgd"), "must be adam or sgd"),
-                                   ("measured_ms_per_step", vals["measured_ms_per_step"] > 0, "must be > 0"),
-                                   ("max_activity", 0 < vals["max_activity"] <= 1, "must be in (0, 1]"),
-                                   ("batch", vals["batch"] >= 1, "must be >= 1"),
-                                   ("timesteps", vals["timesteps"] >= 1, "must be >= 1"),
-                                   ("neurons_per_tile", vals["neurons_per_tile"] >= 1, "must be >= 1"),
-                                   ("steps_per_execution", vals["steps_per_execution"] >= 1, "must be >= 1")):
+            for col, ok, limit in (
+                ("activity", vals["activity"] in ("fixed", "natural"), "must be fixed or natural"),
+                ("optimizer", vals["optimizer"] in ("adam", "sgd"), "must be adam or sgd"),
+                ("measured_ms_per_step", vals["measured_ms_per_step"] > 0, "must be > 0"),
+                ("max_activity", 0 < vals["max_activity"] <= 1, "must be in (0, 1]"),
+                ("batch", vals["batch"] >= 1, "must be >= 1"),
+                ("timesteps", vals["timesteps"] >= 1, "must be >= 1"),
+                ("neurons_per_tile", vals["neurons_per_tile"] >= 1, "must be >= 1"),
+                ("steps_per_execution", vals["steps_per_execution"] >= 1, "must be >= 1"),
+            ):
                 if not ok:
                     raise ConfigError(config_message(f"{p} row {i} column {col}", row.get(col), limit))
             meas = vals.pop("measured_ms_per_step")
@@ -187,16 +248,25 @@ def read_cases(path=None) -> tuple:
 
 def case_setup(case: Case, where: str = "case"):
     """``(config, machine, placement)`` of a case; errors name the case."""
-    from models.snn.placing import place
     from models.snn.network import NetworkConfig
+    from models.snn.placing import place
     from tilesim.machine import load_machine
+
     try:
-        config = NetworkConfig(layers=case.layers, batch=case.batch, timesteps=case.timesteps,
-                               max_activity=case.max_activity, input_cap=case.input_cap,
-                               second_threshold=case.second_threshold,
-                               output_second_threshold=case.output_second_threshold, activity=case.activity,
-                               optimizer=case.optimizer, seed=case.seed, weight_mul=case.weight_mul,
-                               second_threshold_schedule=None)   # a measured case: its own constant ϑ2
+        config = NetworkConfig(
+            layers=case.layers,
+            batch=case.batch,
+            timesteps=case.timesteps,
+            max_activity=case.max_activity,
+            input_cap=case.input_cap,
+            second_threshold=case.second_threshold,
+            output_second_threshold=case.output_second_threshold,
+            activity=case.activity,
+            optimizer=case.optimizer,
+            seed=case.seed,
+            weight_mul=case.weight_mul,
+            second_threshold_schedule=None,
+        )  # a measured case: its own constant ϑ2
         machine = load_machine(case.machine, case.chips)
         placement, _, _ = place(config, machine, case.neurons_per_tile, "contiguous", "report")
     except TileSimError as exc:
@@ -207,6 +277,7 @@ def case_setup(case: Case, where: str = "case"):
 def _natural_activity(case: Case, config, placement):
     """The activity of one functional training step on the case's dataset-shaped generator."""
     from models.snn.run import record_activity
+
     return record_activity(config, placement, case.dataset)
 
 
@@ -223,19 +294,28 @@ class CaseBasis:
 
     ``program(theta)`` / ``seconds(theta)`` re-time any θ without rebuilding."""
 
-    def __init__(self, config, placement, machine, activity=None, base: CostModel | None = None,
-                 steps_per_execution: int = 52):
+    def __init__(
+        self, config, placement, machine, activity=None, base: CostModel | None = None, steps_per_execution: int = 52
+    ):
         from models.snn.activity import fixed_activity
         from models.snn.counters import count_work
         from models.snn.timing import build_step_program, uncalibrated_costs
+
         self.base = base or uncalibrated_costs()
         self.machine = machine
         act = fixed_activity(config) if activity is None else activity
         counters = count_work(act, placement, per_step=True)
 
         def build(theta):
-            return build_step_program(config, placement, counters, machine, costs_from_theta(theta, self.base),
-                                      steps_per_execution=steps_per_execution)
+            return build_step_program(
+                config,
+                placement,
+                counters,
+                machine,
+                costs_from_theta(theta, self.base),
+                steps_per_execution=steps_per_execution,
+            )
+
         p0 = build((0.0, 0.0, 0.0, 0.0))
         self._p0 = p0
         self._K = p0.compute_cycles.astype(np.float64)
@@ -247,6 +327,7 @@ class CaseBasis:
         self._rest = None
         if machine.chips == 1 and p0.flow_step.size == 0:
             from tilesim.engine import simulate
+
             total = simulate(p0, machine, keep_timeline=False).total_s * machine.clock_hz
             self._rest = total - float(p0.compute_cycles.astype(np.float64).max(axis=1).sum())
 
@@ -265,6 +346,7 @@ class CaseBasis:
         (max-tile compute + sync + exchange) over supersteps plus host time, so only the compute
         maxima change with θ; otherwise the program is re-simulated."""
         from tilesim.engine import simulate
+
         if self._rest is None:
             return float(simulate(self.program(theta), self.machine, keep_timeline=False).total_s)
         comp = self._compute(theta).astype(np.float32).astype(np.float64)
@@ -293,8 +375,8 @@ class FitResult:
     theta: tuple
     cases: tuple
     predicted_s: tuple
-    loo_theta: tuple            # one θ per left-out case (same order as cases)
-    loo_predicted_s: tuple      # [i][j]: prediction of case j by the fit without case i
+    loo_theta: tuple  # one θ per left-out case (same order as cases)
+    loo_predicted_s: tuple  # [i][j]: prediction of case j by the fit without case i
     base: CostModel
 
     @property
@@ -313,20 +395,32 @@ class FitResult:
         rows = []
         for j, c in enumerate(self.cases):
             m = c.measured_ms * 1e-3
-            rows.append({"case": c.case, "loo_predicted_ms": P[j, j] * 1e3,
-                         "loo_error_pct": 100.0 * (P[j, j] - m) / m,
-                         "band_lo_ms": min(P[:, j].min(), self.predicted_s[j]) * 1e3,
-                         "band_hi_ms": max(P[:, j].max(), self.predicted_s[j]) * 1e3})
+            rows.append(
+                {
+                    "case": c.case,
+                    "loo_predicted_ms": P[j, j] * 1e3,
+                    "loo_error_pct": 100.0 * (P[j, j] - m) / m,
+                    "band_lo_ms": min(P[:, j].min(), self.predicted_s[j]) * 1e3,
+                    "band_hi_ms": max(P[:, j].max(), self.predicted_s[j]) * 1e3,
+                }
+            )
         return rows
 
     def cost_model(self, source: str = "") -> CostModel:
         today = _dt.date.today().isoformat()
-        loo = [{"left_out": c.case, **dict(zip(FIT_PARAMS, (float(x) for x in th))),
-                "coefficients": dict(costs_from_theta(th, self.base).coefficients)}
-               for c, th in zip(self.cases, self.loo_theta)]
+        loo = [
+            {
+                "left_out": c.case,
+                **dict(zip(FIT_PARAMS, (float(x) for x in th))),
+                "coefficients": dict(costs_from_theta(th, self.base).coefficients),
+            }
+            for c, th in zip(self.cases, self.loo_theta)
+        ]
         prov = {
             "method": "scipy.optimize.least_squares on relative step-time residuals, bounds from ipu-hardware.md",
-            "date": today, "source": source, "base": f"{self.base.name} v{self.base.version}",
+            "date": today,
+            "source": source,
+            "base": f"{self.base.name} v{self.base.version}",
             "base_coefficients": dict(self.base.coefficients),
             "fit": dict(zip(FIT_PARAMS, (float(x) for x in self.theta))),
             "bounds": {k: list(v) for k, v in BOUNDS.items()},
@@ -342,14 +436,17 @@ class FitResult:
 
 def _solve(idx, cases, bases, theta0):
     from scipy.optimize import least_squares
+
     lo = np.array([BOUNDS[k][0] for k in FIT_PARAMS])
     hi = np.array([BOUNDS[k][1] for k in FIT_PARAMS])
     scale = hi - lo
 
     def resid(u):
         th = lo + u * scale
-        return np.array([(bases[cases[j].key()].seconds(th) * 1e3 - cases[j].measured_ms) / cases[j].measured_ms
-                         for j in idx])
+        return np.array(
+            [(bases[cases[j].key()].seconds(th) * 1e3 - cases[j].measured_ms) / cases[j].measured_ms for j in idx]
+        )
+
     u0 = np.clip((np.asarray(theta0, float) - lo) / scale, 0.0, 1.0)
     r = least_squares(resid, u0, bounds=(0.0, 1.0), diff_step=1e-3, x_scale="jac", max_nfev=200)
     return tuple(float(x) for x in lo + r.x * scale)
@@ -358,6 +455,7 @@ def _solve(idx, cases, bases, theta0):
 def fit(cases, base: CostModel | None = None, loo: bool = True, progress=None) -> FitResult:
     """Least-squares fit of :data:`FIT_PARAMS` to ``cases``; with ``loo`` also one refit per left-out case."""
     from models.snn.timing import uncalibrated_costs
+
     base = base or uncalibrated_costs()
     cases = tuple(cases)
     if not cases:
@@ -397,6 +495,7 @@ def _retime_spe(activity, config, placement, machine, costs, spe):
     from models.snn.counters import count_work
     from models.snn.timing import build_step_program
     from tilesim.engine import simulate
+
     act = fixed_activity(config) if activity is None else activity
     counters = count_work(act, placement, per_step=True)
     prog = build_step_program(config, placement, counters, machine, costs, steps_per_execution=spe)
@@ -411,14 +510,16 @@ def _loo_sets(costs: CostModel) -> list:
     return sets
 
 
-def prediction_band(config, placement, machine, activity=None, costs: CostModel | None = None,
-                    steps_per_execution: int = 52) -> tuple:
+def prediction_band(
+    config, placement, machine, activity=None, costs: CostModel | None = None, steps_per_execution: int = 52
+) -> tuple:
     """``(lo_s, mid_s, hi_s)``: the step time under ``costs`` (default: the shipped calibrated
     model) and the range over its leave-one-out coefficient sets (lo ≤ mid ≤ hi).
 
     ``activity`` None times a fixed-activity step. A model without LOO sets gives lo = mid = hi.
     """
     from models.snn.timing import default_costs
+
     costs = costs or default_costs()
     fitp = costs.provenance.get("fit") if isinstance(costs.provenance, dict) else None
     base_coef = costs.provenance.get("base_coefficients") if isinstance(costs.provenance, dict) else None
@@ -440,7 +541,9 @@ def _load_costs_arg(path):
         return None
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(config_message("--costs", str(path), "no such file", "give a TOML written by `tilesim calibrate`"))
+        raise ConfigError(
+            config_message("--costs", str(path), "no such file", "give a TOML written by `tilesim calibrate`")
+        )
     return load_costs(p)
 
 
@@ -449,8 +552,15 @@ def _bar(total, desc, args):
     import sys
 
     from tqdm import tqdm
-    return tqdm(total=total, desc=desc, unit=" cases", file=sys.stderr, leave=False,
-                disable=bool(getattr(args, "quiet", False) or getattr(args, "json", False)))
+
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit=" cases",
+        file=sys.stderr,
+        leave=False,
+        disable=bool(getattr(args, "quiet", False) or getattr(args, "json", False)),
+    )
 
 
 def cmd_validate(args) -> int:
@@ -461,8 +571,16 @@ def cmd_validate(args) -> int:
     rows = []
     for c, (mid, lo, hi) in zip(cases, preds):
         err = 100.0 * (mid * 1e3 - c.measured_ms) / c.measured_ms
-        rows.append({"case": c.case, "predicted_ms": round(mid * 1e3, 4), "measured_ms": c.measured_ms,
-                     "error_pct": round(err, 2), "band_lo_ms": round(lo * 1e3, 4), "band_hi_ms": round(hi * 1e3, 4)})
+        rows.append(
+            {
+                "case": c.case,
+                "predicted_ms": round(mid * 1e3, 4),
+                "measured_ms": c.measured_ms,
+                "error_pct": round(err, 2),
+                "band_lo_ms": round(lo * 1e3, 4),
+                "band_hi_ms": round(hi * 1e3, 4),
+            }
+        )
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -470,7 +588,10 @@ def cmd_validate(args) -> int:
     print(f"{'case':<{w}}  {'predicted ms':>12}  {'LOO band ms':>15}  {'measured ms':>11}  {'error %':>8}")
     for r in rows:
         band = f"{r['band_lo_ms']:.2f}-{r['band_hi_ms']:.2f}"
-        print(f"{r['case']:<{w}}  {r['predicted_ms']:>12.3f}  {band:>15}  {r['measured_ms']:>11.2f}  {r['error_pct']:>+8.1f}")
+        print(
+            f"{r['case']:<{w}}  {r['predicted_ms']:>12.3f}  {band:>15}  {r['measured_ms']:>11.2f}  "
+            f"{r['error_pct']:>+8.1f}"
+        )
     mean = float(np.mean([abs(r["error_pct"]) for r in rows]))
     print(f"mean |error| {mean:.1f} % over {len(rows)} cases")
     return 0
@@ -478,25 +599,45 @@ def cmd_validate(args) -> int:
 
 def cmd_calibrate(args) -> int:
     import tomli_w
+
     from tilesim.io import atomic_write_bytes
+
     cases = read_cases(args.cases)
     with _bar(None, "calibrate: timing cases", args) as bar:
         res = fit(cases, loo=not args.no_loo, progress=lambda c: bar.update(1))
     cm = res.cost_model(source=str(args.cases))
-    header = ("# SNN cost model calibrated by `tilesim calibrate` (models/snn/calibrate.py).\n"
-              "# coefficients: worker cycles per counter unit (compute_set_cycles: tile cycles per compute\n"
-              "# set; host_sync_cycles_per_byte: cycles per byte synced to the host per execution).\n"
-              "# provenance: fitted parameters, rows, residuals, leave-one-out coefficient sets.\n")
-    body = tomli_w.dumps({"name": cm.name, "version": cm.version, "coefficients": dict(cm.coefficients),
-                          "provenance": dict(cm.provenance)})
+    header = (
+        "# SNN cost model calibrated by `tilesim calibrate` (models/snn/calibrate.py).\n"
+        "# coefficients: worker cycles per counter unit (compute_set_cycles: tile cycles per compute\n"
+        "# set; host_sync_cycles_per_byte: cycles per byte synced to the host per execution).\n"
+        "# provenance: fitted parameters, rows, residuals, leave-one-out coefficient sets.\n"
+    )
+    body = tomli_w.dumps(
+        {
+            "name": cm.name,
+            "version": cm.version,
+            "coefficients": dict(cm.coefficients),
+            "provenance": dict(cm.provenance),
+        }
+    )
     atomic_write_bytes(args.out, (header + body).encode())
     loo = res.loo_table() if res.loo_theta else []
     if args.json:
-        print(json.dumps({"out": str(args.out), "fit": dict(zip(FIT_PARAMS, res.theta)),
-                          "mean_abs_error_pct": res.mean_abs_error_pct,
-                          "rows": [{"case": c.case, "predicted_ms": p * 1e3, "measured_ms": c.measured_ms,
-                                    "error_pct": float(e)} for c, p, e in zip(res.cases, res.predicted_s, res.errors_pct)],
-                          "loo": loo}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "out": str(args.out),
+                    "fit": dict(zip(FIT_PARAMS, res.theta)),
+                    "mean_abs_error_pct": res.mean_abs_error_pct,
+                    "rows": [
+                        {"case": c.case, "predicted_ms": p * 1e3, "measured_ms": c.measured_ms, "error_pct": float(e)}
+                        for c, p, e in zip(res.cases, res.predicted_s, res.errors_pct)
+                    ],
+                    "loo": loo,
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"fitted {len(cases)} cases -> {args.out}")
     for k, v in zip(FIT_PARAMS, res.theta):
@@ -505,6 +646,8 @@ def cmd_calibrate(args) -> int:
         print(f"  {c.case:<24} predicted {p * 1e3:7.3f} ms  measured {c.measured_ms:6.2f} ms  {e:+6.1f} %")
     print(f"mean |error| {res.mean_abs_error_pct:.1f} %")
     for r in loo:
-        print(f"  LOO {r['case']:<20} {r['loo_predicted_ms']:7.3f} ms ({r['loo_error_pct']:+.1f} %)  "
-              f"band {r['band_lo_ms']:.2f}-{r['band_hi_ms']:.2f} ms")
+        print(
+            f"  LOO {r['case']:<20} {r['loo_predicted_ms']:7.3f} ms ({r['loo_error_pct']:+.1f} %)  "
+            f"band {r['band_lo_ms']:.2f}-{r['band_hi_ms']:.2f} ms"
+        )
     return 0

@@ -35,9 +35,11 @@ second input):
 
 Storage (memory-efficient): per phase, on the layer's own tiles only, ``local_totals`` int64
 ``[K, n_local]`` (summed over steps) and ``step_totals`` int64 ``[K, T]`` (summed over tiles);
-the per-step ``local_steps`` int64 ``[K, T, n_local]`` only when asked — :func:`count_work` can always rebuild it from the
+the per-step ``local_steps`` int64 ``[K, T, n_local]`` only when asked — :func:`count_work` can always rebuild
+it from the
 recorded :class:`Activity` without float math.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -125,8 +127,13 @@ class PhaseCounters:
 
     def step_matrix(self, name: str) -> np.ndarray:
         """float64 ``[T, n_tiles]``: per-step values of ``name`` on every tile (needs per-step vectors)."""
-        require(self.local_steps is not None, "per_step", None,
-                "this record kept no per-step vectors", "pass per_step=True or use count_work")
+        require(
+            self.local_steps is not None,
+            "per_step",
+            None,
+            "this record kept no per-step vectors",
+            "pass per_step=True or use count_work",
+        )
         out = np.zeros((self.local_steps.shape[1], self.n_tiles))
         out[:, self.tiles] = self.local_steps[self.row(name)]
         return out
@@ -139,16 +146,24 @@ class PhaseCounters:
         if t is None:
             out[self.tiles] = self.local_totals[r]
             return out
-        require(self.local_steps is not None, "per_step", None,
-                "this record kept no per-step vectors", "pass per_step=True or use count_work")
+        require(
+            self.local_steps is not None,
+            "per_step",
+            None,
+            "this record kept no per-step vectors",
+            "pass per_step=True or use count_work",
+        )
         out[self.tiles] = self.local_steps[r, t]
         return out
 
     def to_dict(self) -> dict:
         totals = self.tile_totals
-        return {"phase": self.phase, "layer": self.layer,
-                "tile_totals": {n: totals[i].tolist() for i, n in enumerate(self.names)},
-                "step_totals": {n: self.step_totals[i].tolist() for i, n in enumerate(self.names)}}
+        return {
+            "phase": self.phase,
+            "layer": self.layer,
+            "tile_totals": {n: totals[i].tolist() for i, n in enumerate(self.names)},
+            "step_totals": {n: self.step_totals[i].tolist() for i, n in enumerate(self.names)},
+        }
 
 
 @dataclass(frozen=True)
@@ -167,7 +182,7 @@ class WorkCounters:
 
     @cached_property
     def _index(self) -> dict:
-        return {(p.phase, p.layer): p for p in reversed(self.phases)}      # the first of duplicates
+        return {(p.phase, p.layer): p for p in reversed(self.phases)}  # the first of duplicates
 
     def tile_vector(self, phase: str, layer: int, name: str, t: int | None = None) -> np.ndarray:
         """Per-tile ``name`` of ``phase`` of ``layer``: summed over steps, or of step ``t``."""
@@ -181,29 +196,26 @@ class WorkCounters:
                 out[p.tiles] += p.local_totals[p.row(name)]
         return out
 
-    def totals_only(self) -> "WorkCounters":
+    def totals_only(self) -> WorkCounters:
         """The same counters without the per-step vectors (small enough to keep per step)."""
-        return WorkCounters(self.n_tiles, self.timesteps,
-                            tuple(replace(p, local_steps=None, source=None) for p in self.phases))
+        return WorkCounters(
+            self.n_tiles, self.timesteps, tuple(replace(p, local_steps=None, source=None) for p in self.phases)
+        )
 
-    def equals(self, other: "WorkCounters") -> bool:
-        if (self.n_tiles, self.timesteps, len(self.phases)) != (other.n_tiles, other.timesteps,
-                                                                len(other.phases)):
+    def equals(self, other: WorkCounters) -> bool:
+        if (self.n_tiles, self.timesteps, len(self.phases)) != (other.n_tiles, other.timesteps, len(other.phases)):
             return False
         for a, b in zip(self.phases, other.phases):
             if (a.phase, a.layer, a.names) != (b.phase, b.layer, b.names):
                 return False
-            if not (np.array_equal(a.tile_totals, b.tile_totals)
-                    and np.array_equal(a.step_totals, b.step_totals)):
+            if not (np.array_equal(a.tile_totals, b.tile_totals) and np.array_equal(a.step_totals, b.step_totals)):
                 return False
-            if a.per_step is not None and b.per_step is not None and not np.array_equal(
-                    a.per_step, b.per_step):
+            if a.per_step is not None and b.per_step is not None and not np.array_equal(a.per_step, b.per_step):
                 return False
         return True
 
     def to_dict(self) -> dict:
-        return {"n_tiles": self.n_tiles, "timesteps": self.timesteps,
-                "phases": [p.to_dict() for p in self.phases]}
+        return {"n_tiles": self.n_tiles, "timesteps": self.timesteps, "phases": [p.to_dict() for p in self.phases]}
 
 
 @dataclass(frozen=True)
@@ -254,11 +266,11 @@ class LayerWork:
     """The per-step scalars and tallies one layer's kernels report (or :func:`count_work`
     recomputes): everything per tile follows from these and the placement."""
 
-    rows_forward: np.ndarray      # [T] Σ_b transmitted rows gathered (input + recurrent)
-    own_tally: np.ndarray         # [2, T, n_local] own list entries per owner tile (c0, c1)
-    slots_scanned: np.ndarray     # [T] Σ_b c1_own(t, b)
-    rows_backward: np.ndarray     # [T] Σ_b rows scattered into dW (input + recurrent)
-    input_slots: np.ndarray       # [T] Σ_b gradient slots dotted (input + recurrent), 0 at t=0
+    rows_forward: np.ndarray  # [T] Σ_b transmitted rows gathered (input + recurrent)
+    own_tally: np.ndarray  # [2, T, n_local] own list entries per owner tile (c0, c1)
+    slots_scanned: np.ndarray  # [T] Σ_b c1_own(t, b)
+    rows_backward: np.ndarray  # [T] Σ_b rows scattered into dW (input + recurrent)
+    input_slots: np.ndarray  # [T] Σ_b gradient slots dotted (input + recurrent), 0 at t=0
 
 
 class LocalTiles:
@@ -271,13 +283,32 @@ class LocalTiles:
 
 
 def _phase(phase, layer, local, tiles, n_tiles, per_step):
-    return PhaseCounters(phase, layer, COUNTER_NAMES[phase], tiles.tiles, n_tiles, local.sum(axis=1),
-                         local.sum(axis=2), local if per_step else None)
+    return PhaseCounters(
+        phase,
+        layer,
+        COUNTER_NAMES[phase],
+        tiles.tiles,
+        n_tiles,
+        local.sum(axis=1),
+        local.sum(axis=2),
+        local if per_step else None,
+    )
 
 
-def layer_counters(layer: int, n_in: int, n: int, n_max_in: int, n_max: int, batch: int,
-                   recurrent: bool, has_input_grad: bool, work: LayerWork, tiles: LocalTiles,
-                   n_tiles: int, per_step: bool = False) -> list:
+def layer_counters(
+    layer: int,
+    n_in: int,
+    n: int,
+    n_max_in: int,
+    n_max: int,
+    batch: int,
+    recurrent: bool,
+    has_input_grad: bool,
+    work: LayerWork,
+    tiles: LocalTiles,
+    n_tiles: int,
+    per_step: bool = False,
+) -> list:
     """Assemble the :class:`PhaseCounters` of one layer from its :class:`LayerWork`."""
     T = work.rows_forward.shape[0]
     own = tiles.owned[None, :]
@@ -292,17 +323,19 @@ def layer_counters(layer: int, n_in: int, n: int, n_max_in: int, n_max: int, bat
             out[k] = r
         return out
 
-    col = lambda v: v[:, None]                     # noqa: E731  [T] -> [T, 1]
+    col = lambda v: v[:, None]  # noqa: E731  [T] -> [T, 1]
     fwd_bytes = B * (n_max_in + 1) * 4 + (B * (n_max + 1) * 4 if recurrent else 0)
     su = block(col(work.rows_forward) * own, B * own, B, fwd_bytes)
     sd = block(B * own, work.own_tally[0], work.own_tally[1], 8 * B * own)
     sg = block(col(work.slots_scanned), work.own_tally[1], B * own, B, B * (8 * n_max + 8))
     wg_bytes = B * (n_max_in + 2) * 4 + (B * (n_max + 2) * 4 if recurrent else 0)
     wg = block(col(work.rows_backward) * own, WORKERS_PER_TILE, wg_bytes)
-    out = [_phase("state_update", layer, su, tiles, n_tiles, per_step),
-           _phase("spike_detect", layer, sd, tiles, n_tiles, per_step),
-           _phase("state_grad", layer, sg, tiles, n_tiles, per_step),
-           _phase("weight_grad", layer, wg, tiles, n_tiles, per_step)]
+    out = [
+        _phase("state_update", layer, su, tiles, n_tiles, per_step),
+        _phase("spike_detect", layer, sd, tiles, n_tiles, per_step),
+        _phase("state_grad", layer, sg, tiles, n_tiles, per_step),
+        _phase("weight_grad", layer, wg, tiles, n_tiles, per_step),
+    ]
     if has_input_grad or recurrent:
         active = col((np.arange(T) >= 1).astype(np.int64))
         pb = (4 * B * n_max_in if has_input_grad else 0) + (4 * B * n_max if recurrent else 0)
@@ -313,11 +346,13 @@ def layer_counters(layer: int, n_in: int, n: int, n_max_in: int, n_max: int, bat
     return out
 
 
-def count_layer(activity: Activity, layer: int, tile_of_neuron: np.ndarray, n_tiles: int,
-                per_step: bool = False) -> list:
+def count_layer(
+    activity: Activity, layer: int, tile_of_neuron: np.ndarray, n_tiles: int, per_step: bool = False
+) -> list:
     """The :class:`PhaseCounters` of one layer recounted from ``activity`` for the layer's
     placement ``tile_of_neuron`` (counts and ids only: no float math)."""
-    from models.snn.kernels import tally_entries      # the functional run's own counting kernel
+    from models.snn.kernels import tally_entries  # the functional run's own counting kernel
+
     sizes = activity.layer_sizes
     l = layer
     T = activity.inputs.timesteps
@@ -336,8 +371,9 @@ def count_layer(activity: Activity, layer: int, tile_of_neuron: np.ndarray, n_ti
     slots_in[0] = 0
     tally = tally_entries(own, tiles.local, tiles.tiles.size)
     work = LayerWork(rows, tally, own.counts[..., 1].sum(axis=1, dtype=np.int64), rows, slots_in)
-    return layer_counters(l, sizes[l], sizes[l + 1], inp.n_max, own.n_max, B, rec, l >= 1,
-                          work, tiles, n_tiles, per_step)
+    return layer_counters(
+        l, sizes[l], sizes[l + 1], inp.n_max, own.n_max, B, rec, l >= 1, work, tiles, n_tiles, per_step
+    )
 
 
 CACHE_BYTES = 128 << 20
@@ -349,11 +385,15 @@ several times slower than recounting in reused memory."""
 
 
 def _nbytes(phases) -> int:
-    return sum(p.local_totals.nbytes + p.step_totals.nbytes +
-               (p.local_steps.nbytes if p.local_steps is not None else 0) for p in phases)
+    return sum(
+        p.local_totals.nbytes + p.step_totals.nbytes + (p.local_steps.nbytes if p.local_steps is not None else 0)
+        for p in phases
+    )
 
 
-def count_work(activity: Activity, placement: Placement, per_step: bool = False, cache: dict | None = None) -> WorkCounters:
+def count_work(
+    activity: Activity, placement: Placement, per_step: bool = False, cache: dict | None = None
+) -> WorkCounters:
     """Recount every per-tile counter of a training step from recorded activity only.
 
     No float math: the counts come from the lists' counts and ids, so re-timing the same step
@@ -377,17 +417,28 @@ def count_work(activity: Activity, placement: Placement, per_step: bool = False,
         source = (activity.digest, per_step, l, local.tobytes())
         got = mine.get(source)
         if got is None:
-            got = mine[source] = [replace(p, source=source)
-                                  for p in count_layer(activity, l, ton, placement.n_tiles, per_step)]
-        elif not (got[0].n_tiles == placement.n_tiles and (got[0].tiles is tiles or np.array_equal(got[0].tiles, tiles))):
+            got = mine[source] = [
+                replace(p, source=source) for p in count_layer(activity, l, ton, placement.n_tiles, per_step)
+            ]
+        elif not (
+            got[0].n_tiles == placement.n_tiles and (got[0].tiles is tiles or np.array_equal(got[0].tiles, tiles))
+        ):
             got = mine[source] = [replace(p, tiles=tiles, n_tiles=placement.n_tiles) for p in got]
         phases += got
     return WorkCounters(placement.n_tiles, activity.inputs.timesteps, tuple(phases))
 
 
-def layer_memory(n_in: int, n: int, timesteps: int, batch: int, n_max_in: int,
-                 tile_of_neuron: np.ndarray, n_tiles: int, optimizer: str = "adam",
-                 recurrent: bool = False) -> dict:
+def layer_memory(
+    n_in: int,
+    n: int,
+    timesteps: int,
+    batch: int,
+    n_max_in: int,
+    tile_of_neuron: np.ndarray,
+    n_tiles: int,
+    optimizer: str = "adam",
+    recurrent: bool = False,
+) -> dict:
     """Per-tile bytes of one layer's variables (snn-on-ipu.md §3.2), int64 ``[n_tiles]`` each:
     ``weights``, ``dw_worker_copies`` (6 per-worker dW copies — the IPU's race-free weight
     gradient; the functional kernels keep one dW), ``dw_final``, ``optimizer_state`` (Adam: 2
@@ -409,9 +460,12 @@ def layer_memory(n_in: int, n: int, timesteps: int, batch: int, n_max_in: int,
 
 def save_activity(path, activity: Activity) -> None:
     """Write recorded activity to one ``.npz`` file (re-time it later with :func:`count_work`)."""
-    arrays = {"layer_sizes": np.asarray(activity.layer_sizes, np.int64),
-              "recurrent": np.asarray(activity.recurrent, bool),
-              "inputs_ids": activity.inputs.ids, "inputs_counts": activity.inputs.counts}
+    arrays = {
+        "layer_sizes": np.asarray(activity.layer_sizes, np.int64),
+        "recurrent": np.asarray(activity.recurrent, bool),
+        "inputs_ids": activity.inputs.ids,
+        "inputs_counts": activity.inputs.counts,
+    }
     for l, (lst, init) in enumerate(zip(activity.layers, activity.initial)):
         arrays[f"layer{l}_ids"], arrays[f"layer{l}_counts"] = lst.ids, lst.counts
         arrays[f"initial{l}_ids"], arrays[f"initial{l}_counts"] = init.ids, init.counts
@@ -425,5 +479,10 @@ def load_activity(path) -> Activity:
         L = len(sizes) - 1
         layers = tuple(SpikeList(f[f"layer{l}_ids"], f[f"layer{l}_counts"]) for l in range(L))
         initial = tuple(SpikeList(f[f"initial{l}_ids"], f[f"initial{l}_counts"]) for l in range(L))
-        return Activity(sizes, SpikeList(f["inputs_ids"], f["inputs_counts"]), layers, initial,
-                        tuple(bool(r) for r in f["recurrent"]))
+        return Activity(
+            sizes,
+            SpikeList(f["inputs_ids"], f["inputs_counts"]),
+            layers,
+            initial,
+            tuple(bool(r) for r in f["recurrent"]),
+        )

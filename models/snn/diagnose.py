@@ -16,6 +16,7 @@ Pure functions over a history of records say what is wrong, once per layer and k
   that has not moved, and a *saturated* layer (firing at its cap in nearly every step and sample:
   the cap cuts real spikes and gradient entries; how much is said).
 """
+
 from __future__ import annotations
 
 import math
@@ -90,8 +91,13 @@ class LayerStats:
         return 1.0 - self.spikes / self.wanted_spikes if self.wanted_spikes > 0 else 0.0
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "gradient_only": self.gradient_only, "cap_used": self.cap_used,
-                "cut_entries": self.cut_entries, "cut_spikes": self.cut_spikes}
+        return {
+            **asdict(self),
+            "gradient_only": self.gradient_only,
+            "cap_used": self.cap_used,
+            "cut_entries": self.cut_entries,
+            "cut_spikes": self.cut_spikes,
+        }
 
 
 @dataclass(frozen=True)
@@ -109,8 +115,12 @@ class StepRecord:
         return cls(int(step), float(result.loss), float(result.accuracy), tuple(result.layer_stats))
 
     def to_dict(self) -> dict:
-        return {"step": self.step, "loss": self.loss, "accuracy": self.accuracy,
-                "layers": [s.to_dict() for s in self.layers]}
+        return {
+            "step": self.step,
+            "loss": self.loss,
+            "accuracy": self.accuracy,
+            "layers": [s.to_dict() for s in self.layers],
+        }
 
 
 @dataclass(frozen=True)
@@ -133,21 +143,33 @@ class Finding:
         return (self.kind, self.layer)
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "layer": self.layer, "steps": list(self.steps), "message": self.message,
-                "fix": self.fix}
+        return {
+            "kind": self.kind,
+            "layer": self.layer,
+            "steps": list(self.steps),
+            "message": self.message,
+            "fix": self.fix,
+        }
 
 
-def layer_stats(layer: int, v_seq: np.ndarray, lst, threshold: float, second_threshold: float,
-                n_max: int) -> LayerStats:
+def layer_stats(
+    layer: int, v_seq: np.ndarray, lst, threshold: float, second_threshold: float, n_max: int
+) -> LayerStats:
     """:class:`LayerStats` of one layer from its membrane sequence ``v_seq [T, B, N]`` and its
     kept list (a :class:`models.snn.spikes.SpikeList`)."""
     T, B, N = v_seq.shape
     c = lst.counts
-    return LayerStats(layer=int(layer), neurons=int(N), cap=int(n_max), second_threshold=float(second_threshold),
-                      spikes=float(c[..., 0].mean()), entries=float(c[..., 1].mean()),
-                      wanted_spikes=float(np.count_nonzero(v_seq > np.float32(threshold)) / (T * B)),
-                      wanted_entries=float(np.count_nonzero(v_seq > np.float32(second_threshold)) / (T * B)),
-                      full=float(np.mean(c[..., 0] >= n_max)))
+    return LayerStats(
+        layer=int(layer),
+        neurons=int(N),
+        cap=int(n_max),
+        second_threshold=float(second_threshold),
+        spikes=float(c[..., 0].mean()),
+        entries=float(c[..., 1].mean()),
+        wanted_spikes=float(np.count_nonzero(v_seq > np.float32(threshold)) / (T * B)),
+        wanted_entries=float(np.count_nonzero(v_seq > np.float32(second_threshold)) / (T * B)),
+        full=float(np.mean(c[..., 0] >= n_max)),
+    )
 
 
 def _name(layer: int, n_layers: int) -> str:
@@ -158,19 +180,27 @@ def check_depth(config) -> Finding | None:
     """A finding when the network is deeper than its time steps can carry the input (natural
     activity only: a fixed-activity run feeds every layer its initial list at step 0)."""
     L, T = config.n_layers, config.timesteps
-    reach = T - (L - 1)              # time steps in which the output can hear the input
+    reach = T - (L - 1)  # time steps in which the output can hear the input
     if config.activity != "natural" or reach > T // 4:
         return None
     n_classes = config.layers[-1]
     if reach <= 0:
-        what = (f"never hears the data (it first can at step {L - 1}); the output spike counts stay 0 and "
-                f"the loss stays at ln {n_classes} = {math.log(n_classes):.3f}")
+        what = (
+            f"never hears the data (it first can at step {L - 1}); the output spike counts stay 0 and "
+            f"the loss stays at ln {n_classes} = {math.log(n_classes):.3f}"
+        )
     else:
-        what = (f"hears the data only in the last {reach} of {T} steps (it first can at step {L - 1}), "
-                "so its spike counts carry little of the input")
-    return Finding("too_deep", None, (0, 0),
-                   f"network of {L} neuron layers at T = {T}: with one step of delay per layer the output {what}",
-                   f"give at least T = {L + 9} time steps (--timesteps), or fewer layers than {T}")
+        what = (
+            f"hears the data only in the last {reach} of {T} steps (it first can at step {L - 1}), "
+            "so its spike counts carry little of the input"
+        )
+    return Finding(
+        "too_deep",
+        None,
+        (0, 0),
+        f"network of {L} neuron layers at T = {T}: with one step of delay per layer the output {what}",
+        f"give at least T = {L + 9} time steps (--timesteps), or fewer layers than {T}",
+    )
 
 
 def _runs(flags):
@@ -187,10 +217,14 @@ def _runs(flags):
 
 def _dead_fix(layer: int, L: int, theta2: float) -> str:
     if layer == L - 1:
-        return ("give the output layer ϑ2 −100 (output_second_threshold = -100, --output-second-threshold -100) "
-                "so every output neuron in the cap gets a gradient, or raise weight_mul")
-    return (f"raise weight_mul (e.g. 4.0) or the input drive, or start ϑ2 (now {theta2:g}) low with the "
-            "second-threshold schedule")
+        return (
+            "give the output layer ϑ2 −100 (output_second_threshold = -100, --output-second-threshold -100) "
+            "so every output neuron in the cap gets a gradient, or raise weight_mul"
+        )
+    return (
+        f"raise weight_mul (e.g. 4.0) or the input drive, or start ϑ2 (now {theta2:g}) low with the "
+        "second-threshold schedule"
+    )
 
 
 def diagnose(history, config=None, window: int = WINDOW) -> tuple:
@@ -217,41 +251,59 @@ def diagnose(history, config=None, window: int = WINDOW) -> tuple:
         for a, b in _runs(dead):
             if b - a + 1 >= window and not dead_named:
                 s = hist[a].layers[l]
-                found.append(Finding(
-                    "dead_layer", l, (steps[a], steps[b]),
-                    f"{_name(l, L)} ({s.neurons} neurons, ϑ2 {s.second_threshold:.3g}) kept no spike and no "
-                    f"gradient entry in steps {steps[a]}–{steps[b]} (activity "
-                    f"{np.mean([r.layers[l].spikes for r in hist[a:b + 1]]):.3f} spikes per sample and step): "
-                    "no gradient reaches it or the layers below",
-                    _dead_fix(l, L, s.second_threshold)))
+                found.append(
+                    Finding(
+                        "dead_layer",
+                        l,
+                        (steps[a], steps[b]),
+                        f"{_name(l, L)} ({s.neurons} neurons, ϑ2 {s.second_threshold:.3g}) kept no spike and no "
+                        f"gradient entry in steps {steps[a]}–{steps[b]} (activity "
+                        f"{np.mean([r.layers[l].spikes for r in hist[a : b + 1]]):.3f} spikes per sample and step): "
+                        "no gradient reaches it or the layers below",
+                        _dead_fix(l, L, s.second_threshold),
+                    )
+                )
                 dead_named = True
                 break
         full = [r.layers[l].full >= SATURATED_SHARE and r.layers[l].cut_spikes > 0 for r in hist]
         for a, b in _runs(full):
             if b - a + 1 >= window:
-                sel = [r.layers[l] for r in hist[a:b + 1]]
+                sel = [r.layers[l] for r in hist[a : b + 1]]
                 s = sel[0]
-                found.append(Finding(
-                    "saturated_layer", l, (steps[a], steps[b]),
-                    f"{_name(l, L)} fired at its cap ({s.cap} of {s.neurons}) in "
-                    f"{100 * np.mean([x.full for x in sel]):.0f} % of (step, sample) slots in steps "
-                    f"{steps[a]}–{steps[b]}: the cap cut {100 * np.mean([x.cut_spikes for x in sel]):.0f} % of "
-                    f"its spikes and {100 * np.mean([x.cut_entries for x in sel]):.0f} % of its gradient-eligible "
-                    f"entries (wanted {np.mean([x.wanted_spikes for x in sel]):.1f} spikes per sample and step)",
-                    "raise max_activity or give larger caps (the gradient is truncated), or lower weight_mul"))
+                found.append(
+                    Finding(
+                        "saturated_layer",
+                        l,
+                        (steps[a], steps[b]),
+                        f"{_name(l, L)} fired at its cap ({s.cap} of {s.neurons}) in "
+                        f"{100 * np.mean([x.full for x in sel]):.0f} % of (step, sample) slots in steps "
+                        f"{steps[a]}–{steps[b]}: the cap cut {100 * np.mean([x.cut_spikes for x in sel]):.0f} % of "
+                        f"its spikes and {100 * np.mean([x.cut_entries for x in sel]):.0f} % of its gradient-eligible "
+                        f"entries (wanted {np.mean([x.wanted_spikes for x in sel]):.1f} spikes per sample and step)",
+                        "raise max_activity or give larger caps (the gradient is truncated), or lower weight_mul",
+                    )
+                )
                 break
     losses = np.array([r.loss for r in hist])
     if len(hist) >= window:
         for i in range(len(hist) - window + 1):
             tail = losses[i:]
-            if np.ptp(tail) < FLAT_LOSS and tail[0] > 0.01:      # 0: learned, not stuck
+            if np.ptp(tail) < FLAT_LOSS and tail[0] > 0.01:  # 0: learned, not stuck
                 n_classes = config.layers[-1] if config is not None else None
-                chance = (f" (= ln {n_classes}, chance: the output never spiked)"
-                          if n_classes and abs(tail[0] - math.log(n_classes)) < 1e-6 else "")
-                found.append(Finding(
-                    "flat_loss", None, (steps[i], steps[-1]),
-                    f"loss stayed at {tail[0]:.3f}{chance} from step {steps[i]} to {steps[-1]}",
-                    "see the dead-layer finding; the usual fixes are output ϑ2 −100 and weight_mul 4.0"))
+                chance = (
+                    f" (= ln {n_classes}, chance: the output never spiked)"
+                    if n_classes and abs(tail[0] - math.log(n_classes)) < 1e-6
+                    else ""
+                )
+                found.append(
+                    Finding(
+                        "flat_loss",
+                        None,
+                        (steps[i], steps[-1]),
+                        f"loss stayed at {tail[0]:.3f}{chance} from step {steps[i]} to {steps[-1]}",
+                        "see the dead-layer finding; the usual fixes are output ϑ2 −100 and weight_mul 4.0",
+                    )
+                )
                 break
     order = {"too_deep": 0, "dead_layer": 1, "flat_loss": 2, "saturated_layer": 3}
     return tuple(sorted(found, key=lambda f: (order[f.kind], f.steps[0], -1 if f.layer is None else f.layer)))

@@ -13,6 +13,7 @@ proportional to its part of the data (owned neurons for owner-tile senders, equa
 tile of which layer, or a compaction / combiner / reduction tile) and the work counter in which
 it stands out from the rest of its layer.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,9 +43,9 @@ FIXED_ROWS = tuple(row.label for row in STEP_ROWS if row.kind != KIND_COMPUTE)
 LABEL_COUNTERS = {row.label: list(row.counters) for row in STEP_ROWS if row.counters}
 HINTS = {
     "slots_applied": "a capped list keeps the lowest neuron ids first, so the kept entries pile up on the "
-                     "layer's first tiles; --mapping round_robin deals those neurons over all tiles",
+    "layer's first tiles; --mapping round_robin deals those neurons over all tiles",
     "synaptic_adds": "the tile owns more neurons than the layer's other tiles (weight rows are as long as "
-                     "its neuron count); give the layer more tiles (--mapping balanced or map-search)",
+    "its neuron count); give the layer more tiles (--mapping balanced or map-search)",
     "grad_adds": "the tile owns more neurons than the layer's other tiles; give the layer more tiles",
     "macs": "the tile owns more neurons than the layer's other tiles; give the layer more tiles",
     "weights_updated": "the tile holds the most weights (fan-in x neurons per tile)",
@@ -70,8 +71,9 @@ def _exchange_bytes(config: NetworkConfig, counters: WorkCounters, lay, pair: fl
         "fwd: compaction": lambda l, t: T * lay[l].comp_tiles.size * 4.0 * (tile_list(l) + 1),
         "fwd: combine": lambda l, t: T * B * 4.0 * (nmax[l] + 2),
         "loss": lambda l, t: lay[l].tiles.size * B * (8.0 * nmax[l] + 8),
-        "bwd: replicate lists": lambda l, t: (total("state_grad", l, "bytes_received")
-                                              + total("weight_grad", l, "bytes_received")) / pair,
+        "bwd: replicate lists": lambda l, t: (
+            (total("state_grad", l, "bytes_received") + total("weight_grad", l, "bytes_received")) / pair
+        ),
         "bwd: weight+input grad": lambda l, t: total("input_grad", l, "partial_bytes"),
         "bwd: reduce input grad": lambda l, t: T * B * (8.0 * nmax[t] + 8),
     }
@@ -113,7 +115,9 @@ def exchange_flows(config: NetworkConfig, placement: Placement, counters: WorkCo
                 b = nbytes[row.label](l, t)
                 if b > 0 and len(src) and len(dst):
                     weights = owned[l] if sends == [OWNER] else None
-                    flows.append((f"layer {t + 1} {row.exchange}", np.asarray(src), weights, np.asarray(dst), None, float(b)))
+                    flows.append(
+                        (f"layer {t + 1} {row.exchange}", np.asarray(src), weights, np.asarray(dst), None, float(b))
+                    )
     return flows
 
 
@@ -122,8 +126,15 @@ def _share(tiles, w, key, n_keys):
     return np.bincount(key(tiles), weights=w / w.sum(), minlength=n_keys)
 
 
-def exchange_matrices(config: NetworkConfig, placement: Placement, counters: WorkCounters, machine,
-                      chip: int = 0, groups: int = 32, digest=None) -> dict:
+def exchange_matrices(
+    config: NetworkConfig,
+    placement: Placement,
+    counters: WorkCounters,
+    machine,
+    chip: int = 0,
+    groups: int = 32,
+    digest=None,
+) -> dict:
     """``chip`` [C, C] and ``group`` [G, G] bytes per step (rows send, columns receive), the
     group ``edges`` (first chip-local tile of each group, then the end), ``totals_bytes`` per kind
     of exchange and ``received_bytes`` (the same counted at every receiving tile).
@@ -139,7 +150,7 @@ def exchange_matrices(config: NetworkConfig, placement: Placement, counters: Wor
     edges = [(g * TPC) // G for g in range(G + 1)]
     group_of = np.searchsorted(edges, np.arange(TPC), side="right") - 1
     chip_m = np.zeros((C, C))
-    per_kind = {}                 # kind -> [G, G] on ``chip``
+    per_kind = {}  # kind -> [G, G] on ``chip``
     received = {}
     on_chip = lambda t: t // TPC  # noqa: E731
 
@@ -168,8 +179,14 @@ def exchange_matrices(config: NetworkConfig, placement: Placement, counters: Wor
             per_kind[k] = m * (want / m.sum()) if m.sum() > 0 else m
         chip_m = digest.chip_matrix()
     group_m = sum(per_kind.values()) if per_kind else np.zeros((G, G))
-    return {"chip": chip_m, "group": group_m, "edges": edges, "chip_index": chip, "totals_bytes": totals,
-            "received_bytes": received}
+    return {
+        "chip": chip_m,
+        "group": group_m,
+        "edges": edges,
+        "chip_index": chip,
+        "totals_bytes": totals,
+        "received_bytes": received,
+    }
 
 
 def _role(tile: int, lay, placement) -> tuple[str, int | None]:
@@ -186,13 +203,14 @@ def _role(tile: int, lay, placement) -> tuple[str, int | None]:
 
 def label_tile_cycles(program) -> np.ndarray:
     """float64 ``[labels, tiles]``: compute cycles of each superstep label summed per tile."""
-    if getattr(program, "label_tile_cycles", None) is not None:      # a CompactProgram keeps them
+    if getattr(program, "label_tile_cycles", None) is not None:  # a CompactProgram keeps them
         return program.label_tile_cycles
     return label_sums(program.compute_cycles, program.label_id, len(program.labels))
 
 
-def explain_critical(result, config: NetworkConfig, placement: Placement, counters: WorkCounters, machine,
-                     label_cycles=None) -> dict:
+def explain_critical(
+    result, config: NetworkConfig, placement: Placement, counters: WorkCounters, machine, label_cycles=None
+) -> dict:
     """The slowest phase of the step, its critical tile, and why (see the module docstring).
     ``label_cycles`` (:func:`label_tile_cycles` of the step's program) tells a phase whose cost is
     the same on every tile (fixed per-compute-set costs) from one with a loaded tile."""
@@ -203,30 +221,48 @@ def explain_critical(result, config: NetworkConfig, placement: Placement, counte
     lay = _layout(config, placement, TPC)
     role, layer = _role(tile, lay, placement)
     split = {k: v / info["time_s"] for k, v in info["breakdown_s"].items() if v > 0} if info["time_s"] > 0 else {}
-    out = {"phase": label, "time_s": info["time_s"], "share": info["time_s"] / result.total_s,
-           "tile": int(tile), "chip": int(info["critical_chip"]), "role": role,
-           "layer": None if layer is None else layer + 1, "counter": None, "split": split}
+    out = {
+        "phase": label,
+        "time_s": info["time_s"],
+        "share": info["time_s"] / result.total_s,
+        "tile": int(tile),
+        "chip": int(info["critical_chip"]),
+        "role": role,
+        "layer": None if layer is None else layer + 1,
+        "counter": None,
+        "split": split,
+    }
     name = None if layer is None else layer + 1
-    what = {"owner": f"owns {int(placement.neurons_owned(layer)[tile]) if layer is not None else 0} neurons of layer {name}",
-            "combiner": f"merges the chunk lists of one sample of layer {name}",
-            "compaction": f"turns threshold flags of layer {name} into a list",
-            "reduction": "sums input-gradient partials (the reduction is spread over the whole chip)"}[role]
-    sentence = (f"The slowest phase is '{label}' ({info['time_s'] * 1e3:.3f} ms, {100 * out['share']:.0f} % of the step: "
-                + ", ".join(f"{k} {100 * v:.0f} %" for k, v in split.items()) + ").")
+    what = {
+        "owner": f"owns {int(placement.neurons_owned(layer)[tile]) if layer is not None else 0} "
+        f"neurons of layer {name}",
+        "combiner": f"merges the chunk lists of one sample of layer {name}",
+        "compaction": f"turns threshold flags of layer {name} into a list",
+        "reduction": "sums input-gradient partials (the reduction is spread over the whole chip)",
+    }[role]
+    sentence = (
+        f"The slowest phase is '{label}' ({info['time_s'] * 1e3:.3f} ms, {100 * out['share']:.0f} % of the step: "
+        + ", ".join(f"{k} {100 * v:.0f} %" for k, v in split.items())
+        + ")."
+    )
     uniform = False
     if label_cycles is not None:
         per_tile = label_cycles[list(result.labels).index(label)]
         busy = per_tile[per_tile > 0]
         uniform = busy.size > 0 and (busy.max() - np.median(busy)) <= 0.01 * busy.max()
     if label == "host: variable sync":
-        sentence += (" After every device execution (--steps-per-execution steps) the framework copies the "
-                     "weights and optimizer state to the host; this is that copy, amortised per step (a fitted, "
-                     "unconfirmed mechanism - see tilesim/presets/costs/snn.toml). More steps per execution or "
-                     "SGD instead of Adam shorten it.")
+        sentence += (
+            " After every device execution (--steps-per-execution steps) the framework copies the "
+            "weights and optimizer state to the host; this is that copy, amortised per step (a fitted, "
+            "unconfirmed mechanism - see tilesim/presets/costs/snn.toml). More steps per execution or "
+            "SGD instead of Adam shorten it."
+        )
     elif label in FIXED_ROWS or uniform:
-        sentence += (" Every tile spends about the same there: it is the fixed cost of the phase's compute sets, "
-                     "syncs and copies (per layer and time step), not any tile's data; fewer layers or time "
-                     "steps shorten it, a different mapping does not.")
+        sentence += (
+            " Every tile spends about the same there: it is the fixed cost of the phase's compute sets, "
+            "syncs and copies (per layer and time step), not any tile's data; fewer layers or time "
+            "steps shorten it, a different mapping does not."
+        )
     else:
         sentence += f" Its critical tile {tile} (chip {out['chip']}) {what}."
     if role == "owner" and label in LABEL_COUNTERS and not uniform:
@@ -246,8 +282,9 @@ def explain_critical(result, config: NetworkConfig, placement: Placement, counte
         if best is not None:
             phase, cname, val, ratio, mean = best
             out["counter"] = {"phase": phase, "name": cname, "value": val, "layer_mean": mean, "ratio": ratio}
-            sentence += (f" It does {val:,} {cname.replace('_', ' ')} per step, {ratio:.2f}x its layer's mean "
-                         f"of {mean:,.0f}")
+            sentence += (
+                f" It does {val:,} {cname.replace('_', ' ')} per step, {ratio:.2f}x its layer's mean of {mean:,.0f}"
+            )
             sentence += f": {HINTS[cname]}." if ratio > 1.05 and cname in HINTS else " (the layer is evenly loaded)."
     out["sentence"] = sentence
     return out

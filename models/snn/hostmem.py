@@ -18,6 +18,7 @@ chip's ``[S, tiles]`` rows at a time) and the interpreter with its libraries.
 The estimate is checked against :func:`available_bytes`: ``MemAvailable`` of ``/proc/meminfo``
 (what the kernel can hand out without swapping), or ``TILESIM_MEMORY_LIMIT`` if that is lower.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,15 @@ from functools import lru_cache
 from models.snn.network import NetworkConfig
 from tilesim.errors import ConfigError, config_message
 
-__all__ = ["HostMemoryEstimate", "estimate_host_memory", "estimate_for_options", "check_host_memory", "available_bytes", "peak_rss_bytes",
-           "BASE_BYTES"]
+__all__ = [
+    "HostMemoryEstimate",
+    "estimate_host_memory",
+    "estimate_for_options",
+    "check_host_memory",
+    "available_bytes",
+    "peak_rss_bytes",
+    "BASE_BYTES",
+]
 
 # the interpreter with numpy, numba (compiled kernels), scipy, simpy and pydantic loaded, measured
 # with `tilesim run --layers 32-16-4 --steps 1` on the development machine (2026-11: ~330 MB peak
@@ -69,6 +77,7 @@ class HostMemoryEstimate:
 
 def _supersteps(T: int, L: int) -> int:
     from models.snn.timing import step_shape
+
     return step_shape(T, L).supersteps
 
 
@@ -79,6 +88,7 @@ def estimate_host_memory(config: NetworkConfig, machine, dense_program: bool = F
     from types import SimpleNamespace
 
     from models.snn.options import _host_bytes
+
     sizes = config.layers
     L = config.n_layers
     T, B = config.timesteps, config.batch
@@ -96,10 +106,16 @@ def estimate_host_memory(config: NetworkConfig, machine, dense_program: bool = F
     inputs = float(_host_bytes(SimpleNamespace(timesteps=T, batch=B, input_cap=config.input_cap)))
     S = _supersteps(T, L)
     tiles = machine.total_tiles if dense_program else machine.tiles_per_chip
-    program = ROW_ARRAYS * 4.0 * S * tiles + 8 * S * machine.chips * 12     # rows + the [S, C] engine arrays
-    parts = (("weights", weights), ("gradients", grads), ("optimizer slots", slots),
-             ("state sequences", seqs), ("spike lists", lists + inputs), ("program", program),
-             (BASE_PART, BASE_BYTES))
+    program = ROW_ARRAYS * 4.0 * S * tiles + 8 * S * machine.chips * 12  # rows + the [S, C] engine arrays
+    parts = (
+        ("weights", weights),
+        ("gradients", grads),
+        ("optimizer slots", slots),
+        ("state sequences", seqs),
+        ("spike lists", lists + inputs),
+        ("program", program),
+        (BASE_PART, BASE_BYTES),
+    )
     return HostMemoryEstimate(parts)
 
 
@@ -110,6 +126,7 @@ def estimate_for_options(options) -> HostMemoryEstimate | None:
     if getattr(options, "model", None):
         return None
     from models.snn.options import network_fields
+
     try:
         config = NetworkConfig(**{name: getattr(options, name) for name in network_fields()})
         machine = _machine(options.machine, options.chips)
@@ -122,6 +139,7 @@ def estimate_for_options(options) -> HostMemoryEstimate | None:
 def _machine(name, chips):
     """The machine of a run's options (a sweep checks every point: read each file once)."""
     from tilesim.machine import load_machine
+
     return load_machine(name, chips)
 
 
@@ -135,8 +153,9 @@ def _meminfo_available() -> float | None:
         pass
     try:
         import psutil
+
         return float(psutil.virtual_memory().available)
-    except Exception:                                   # no psutil, or it cannot tell
+    except Exception:  # no psutil, or it cannot tell
         return None
 
 
@@ -152,8 +171,9 @@ def available_bytes() -> float | None:
         try:
             lim = float(env)
         except ValueError:
-            raise ConfigError(config_message("TILESIM_MEMORY_LIMIT", env, "is not a number of bytes",
-                                             "unset it or give e.g. 8e9")) from None
+            raise ConfigError(
+                config_message("TILESIM_MEMORY_LIMIT", env, "is not a number of bytes", "unset it or give e.g. 8e9")
+            ) from None
         have = lim if have is None else min(have, lim)
     return have
 
@@ -165,16 +185,25 @@ def check_host_memory(est: HostMemoryEstimate, available: float | None = None, w
     if have is None or est.total_bytes <= have:
         return
     name, nb = est.largest
-    timing_only = ("; to time the step alone, re-time it at fixed activity without float math "
-                   "(models.snn.retime.retime(None, ...))")
-    fix = {"optimizer slots": "use --optimizer sgd (Adam keeps two slots per weight)",
-           "state sequences": "use fewer --timesteps or a smaller --batch",
-           "spike lists": "use fewer --timesteps or a smaller --batch",
-           "program": "use fewer --timesteps or fewer layers"}.get(name, "use a smaller network (--layers)")
+    timing_only = (
+        "; to time the step alone, re-time it at fixed activity without float math "
+        "(models.snn.retime.retime(None, ...))"
+    )
+    fix = {
+        "optimizer slots": "use --optimizer sgd (Adam keeps two slots per weight)",
+        "state sequences": "use fewer --timesteps or a smaller --batch",
+        "spike lists": "use fewer --timesteps or a smaller --batch",
+        "program": "use fewer --timesteps or fewer layers",
+    }.get(name, "use a smaller network (--layers)")
     fix += ("" if name == "optimizer slots" or config_is_sgd(est) else ", --optimizer sgd") + timing_only
-    raise ConfigError(config_message(f"{what} host memory", f"~{est.total_bytes / 1e9:,.1f} GB of memory estimated "
-                                     f"(largest part: {name} {nb / 1e9:,.1f} GB)",
-                                     f"more than the {have / 1e9:,.1f} GB available", fix))
+    raise ConfigError(
+        config_message(
+            f"{what} host memory",
+            f"~{est.total_bytes / 1e9:,.1f} GB of memory estimated (largest part: {name} {nb / 1e9:,.1f} GB)",
+            f"more than the {have / 1e9:,.1f} GB available",
+            fix,
+        )
+    )
 
 
 def config_is_sgd(est: HostMemoryEstimate) -> bool:

@@ -4,7 +4,8 @@ Three layers per kernel (STUMPY style): a public function that validates and pre
 ``@njit(parallel=True)`` driver (``_…_driver``) and serial ``@njit`` inner loops (``_…_one``).
 Kernels take only arrays and scalars. Inner loops index only with ``range`` variables on
 slices (``W[j, k0:k1]`` then ``row[kk]``): an index like ``k0 + kk`` that numba cannot prove
-non-negative gets a wrap-around check per element, which stops LLVM from vectorising (5–10×). The math of a layer never looks at the neuron-to-tile
+non-negative gets a wrap-around check per element, which stops LLVM from vectorising (5–10×). The math of a
+layer never looks at the neuron-to-tile
 placement; each public function returns, next to its math, the per-time-step work it did
 (rows gathered, slots scanned, ...) from which :mod:`models.snn.counters` builds per-tile
 counters. Notation (one layer, ``N_in`` inputs, ``N`` neurons, list capacity ``n_max``):
@@ -15,6 +16,7 @@ counters. Notation (one layer, ``N_in`` inputs, ``N`` neurons, list capacity ``n
   are gradient slots (receive the input-spike gradient).
 * ``decay`` = α, ``scale`` = 10(1−α), ``threshold`` = ϑ1, ``second_threshold`` = ϑ2.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -73,15 +75,15 @@ def _gather_rows_one(W, ids, count, k0, width, out):
         out[kk] = 0.0
     i = 0
     while i + 4 <= count:
-        r0 = W[ids[i], k0:k0 + width]
-        r1 = W[ids[i + 1], k0:k0 + width]
-        r2 = W[ids[i + 2], k0:k0 + width]
-        r3 = W[ids[i + 3], k0:k0 + width]
+        r0 = W[ids[i], k0 : k0 + width]
+        r1 = W[ids[i + 1], k0 : k0 + width]
+        r2 = W[ids[i + 2], k0 : k0 + width]
+        r3 = W[ids[i + 3], k0 : k0 + width]
         for kk in range(width):
             out[kk] += (r0[kk] + r1[kk]) + (r2[kk] + r3[kk])
         i += 4
     while i < count:
-        row = W[ids[i], k0:k0 + width]
+        row = W[ids[i], k0 : k0 + width]
         for kk in range(width):
             out[kk] += row[kk]
         i += 1
@@ -112,7 +114,7 @@ def _forward_driver(W, in_ids, in_count0, out, integrate, decay, scale, threshol
         v = np.zeros(block, np.float32)
         for t in range(T):
             _gather_rows_one(W, in_ids[t, b], in_count0[t, b], k0, width, cur)
-            dst = out[t, b, k0:k0 + width]
+            dst = out[t, b, k0 : k0 + width]
             if integrate:
                 _lif_update_one(v, cur, width, decay, scale, threshold)
                 for kk in range(width):
@@ -123,15 +125,27 @@ def _forward_driver(W, in_ids, in_count0, out, integrate, decay, scale, threshol
 
 
 def _check_list(ids, counts, T, B, name):
-    require(ids.ndim == 3 and ids.shape[:2] == (T, B) and ids.dtype == np.uint32,
-            f"{name}.ids", (ids.shape, str(ids.dtype)), f"must be uint32 [{T}, {B}, n_max]")
-    require(counts.shape == (T, B, 2) and counts.dtype == np.int32, f"{name}.counts",
-            (counts.shape, str(counts.dtype)), f"must be int32 [{T}, {B}, 2]")
+    require(
+        ids.ndim == 3 and ids.shape[:2] == (T, B) and ids.dtype == np.uint32,
+        f"{name}.ids",
+        (ids.shape, str(ids.dtype)),
+        f"must be uint32 [{T}, {B}, n_max]",
+    )
+    require(
+        counts.shape == (T, B, 2) and counts.dtype == np.int32,
+        f"{name}.counts",
+        (counts.shape, str(counts.dtype)),
+        f"must be int32 [{T}, {B}, 2]",
+    )
 
 
 def _check_weights(W, name="W"):
-    require(W.ndim == 2 and W.dtype == np.float32 and W.flags.c_contiguous, f"{name}",
-            (W.shape, str(W.dtype)), "must be a C-contiguous float32 [N_in, N_out] array")
+    require(
+        W.ndim == 2 and W.dtype == np.float32 and W.flags.c_contiguous,
+        f"{name}",
+        (W.shape, str(W.dtype)),
+        "must be a C-contiguous float32 [N_in, N_out] array",
+    )
 
 
 def lif_forward(W, inputs: SpikeList, decay: float, scale: float, threshold: float):
@@ -150,8 +164,17 @@ def lif_forward(W, inputs: SpikeList, decay: float, scale: float, threshold: flo
     _check_list(inputs.ids, inputs.counts, T, B, "inputs")
     count0 = np.ascontiguousarray(inputs.counts[..., 0])
     v_seq = np.empty((T, B, W.shape[1]), np.float32)
-    _forward_driver(W, inputs.ids, count0, v_seq, True, np.float32(decay), np.float32(scale),
-                    np.float32(threshold), max(W.shape[1], 1))
+    _forward_driver(
+        W,
+        inputs.ids,
+        count0,
+        v_seq,
+        True,
+        np.float32(decay),
+        np.float32(scale),
+        np.float32(threshold),
+        max(W.shape[1], 1),
+    )
     return v_seq, count0.sum(axis=1, dtype=np.int64)
 
 
@@ -162,8 +185,7 @@ def synaptic_input(W, inputs: SpikeList):
     _check_list(inputs.ids, inputs.counts, T, B, "inputs")
     count0 = np.ascontiguousarray(inputs.counts[..., 0])
     out = np.empty((T, B, W.shape[1]), np.float32)
-    _forward_driver(W, inputs.ids, count0, out, False, np.float32(0), np.float32(0),
-                    np.float32(0), max(W.shape[1], 1))
+    _forward_driver(W, inputs.ids, count0, out, False, np.float32(0), np.float32(0), np.float32(0), max(W.shape[1], 1))
     return out
 
 
@@ -212,8 +234,12 @@ def compact_spikes(v_seq, threshold: float, second_threshold: float, n_max: int)
     """The canonical sparse list of a membrane sequence ``v_seq [T, B, N]``: real spikes
     (``v > ϑ1``, strict) ascending, then gradient-only entries (``ϑ2 < v ≤ ϑ1``) ascending,
     cut at ``n_max``; counts = (kept real, kept total)."""
-    require(v_seq.ndim == 3 and v_seq.dtype == np.float32, "v_seq", (v_seq.shape, str(v_seq.dtype)),
-            "must be float32 [T, B, N]")
+    require(
+        v_seq.ndim == 3 and v_seq.dtype == np.float32,
+        "v_seq",
+        (v_seq.shape, str(v_seq.dtype)),
+        "must be float32 [T, B, N]",
+    )
     require(n_max >= 0, "n_max", n_max, "must be >= 0")
     T, B, _ = v_seq.shape
     ids = np.empty((T, B, n_max), np.uint32)
@@ -228,8 +254,9 @@ def compact_spikes(v_seq, threshold: float, second_threshold: float, n_max: int)
 
 
 @numba.njit(**PARALLEL)
-def _recurrent_forward_driver(I_ff, V, init_ids, init_count0, decay, scale, threshold,
-                              second_threshold, v_seq, ids, counts):
+def _recurrent_forward_driver(
+    I_ff, V, init_ids, init_count0, decay, scale, threshold, second_threshold, v_seq, ids, counts
+):
     T, B, N = I_ff.shape
     n_max = ids.shape[2]
     for b in prange(B):
@@ -250,8 +277,17 @@ def _recurrent_forward_driver(I_ff, V, init_ids, init_count0, decay, scale, thre
             counts[t, b, 1] = c1
 
 
-def lif_forward_recurrent(W, V, inputs: SpikeList, initial: SpikeList, decay: float,
-                          scale: float, threshold: float, second_threshold: float, n_max: int):
+def lif_forward_recurrent(
+    W,
+    V,
+    inputs: SpikeList,
+    initial: SpikeList,
+    decay: float,
+    scale: float,
+    threshold: float,
+    second_threshold: float,
+    n_max: int,
+):
     """Forward of a layer with recurrent weights ``V [N, N]``.
 
     ``I_t = Σ_{i<c0(in,t)} W[id_i] + Σ_{i<c0(own,t−1)} V[id_i]`` where the own list at
@@ -269,9 +305,19 @@ def lif_forward_recurrent(W, V, inputs: SpikeList, initial: SpikeList, decay: fl
     v_seq = np.empty((T, B, N), np.float32)
     ids = np.empty((T, B, n_max), np.uint32)
     counts = np.empty((T, B, 2), np.int32)
-    _recurrent_forward_driver(I_ff, V, initial.ids[0], np.ascontiguousarray(initial.counts[0, :, 0]),
-                              np.float32(decay), np.float32(scale), np.float32(threshold),
-                              np.float32(second_threshold), v_seq, ids, counts)
+    _recurrent_forward_driver(
+        I_ff,
+        V,
+        initial.ids[0],
+        np.ascontiguousarray(initial.counts[0, :, 0]),
+        np.float32(decay),
+        np.float32(scale),
+        np.float32(threshold),
+        np.float32(second_threshold),
+        v_seq,
+        ids,
+        counts,
+    )
     own = SpikeList(ids, counts)
     rows = inputs.counts[..., 0].sum(axis=1, dtype=np.int64)
     rows += own.shifted(initial).counts[..., 0].sum(axis=1, dtype=np.int64)
@@ -324,8 +370,7 @@ def _state_grad_driver(v_seq, ids, counts, g, decay, scale, threshold, beta, V, 
                     g[t - 1, b, i] += _dot_row_one(V, ids[t - 1, b, i], dI[t, b])
 
 
-def state_grad(v_seq, own: SpikeList, g, decay: float, scale: float, threshold: float,
-               beta: float, V=None):
+def state_grad(v_seq, own: SpikeList, g, decay: float, scale: float, threshold: float, beta: float, V=None):
     """Backward through the membrane: ``δI [T, B, N]`` float32.
 
     For t = T−1 … 0:  δv ← α δv;  δv[id_i] += g_i σ'(v_t[id_i]) for slots i < c1(t, b);
@@ -337,20 +382,39 @@ def state_grad(v_seq, own: SpikeList, g, decay: float, scale: float, threshold: 
     updated in place (pass a copy). Returns ``(dI, slots_scanned [T])`` with
     ``slots_scanned[t] = Σ_b c1(t, b)``.
     """
-    require(v_seq.ndim == 3 and v_seq.dtype == np.float32, "v_seq", (v_seq.shape, str(v_seq.dtype)),
-            "must be float32 [T, B, N]")
+    require(
+        v_seq.ndim == 3 and v_seq.dtype == np.float32,
+        "v_seq",
+        (v_seq.shape, str(v_seq.dtype)),
+        "must be float32 [T, B, N]",
+    )
     T, B, N = v_seq.shape
     _check_list(own.ids, own.counts, T, B, "own")
-    require(g.shape == own.ids.shape and g.dtype == np.float32, "g", (g.shape, str(g.dtype)),
-            f"must be float32 {own.ids.shape}")
+    require(
+        g.shape == own.ids.shape and g.dtype == np.float32,
+        "g",
+        (g.shape, str(g.dtype)),
+        f"must be float32 {own.ids.shape}",
+    )
     recurrent = V is not None
     if recurrent:
         _check_weights(V, "V")
     else:
         V = np.zeros((1, 1), np.float32)
     dI = np.empty((T, B, N), np.float32)
-    _state_grad_driver(v_seq, own.ids, own.counts, g, np.float32(decay), np.float32(scale),
-                       np.float32(threshold), np.float32(beta), V, recurrent, dI)
+    _state_grad_driver(
+        v_seq,
+        own.ids,
+        own.counts,
+        g,
+        np.float32(decay),
+        np.float32(scale),
+        np.float32(threshold),
+        np.float32(beta),
+        V,
+        recurrent,
+        dI,
+    )
     return dI, own.counts[..., 1].sum(axis=1, dtype=np.int64)
 
 
@@ -362,9 +426,9 @@ def state_grad(v_seq, own: SpikeList, g, decay: float, scale: float, threshold: 
 @numba.njit(**SERIAL)
 def _scatter_rows_one(dW, ids, count, x, k0, width):
     """dW[ids[i], k0:k0+width] += x[k0:k0+width] for i < count."""
-    src = x[k0:k0 + width]
+    src = x[k0 : k0 + width]
     for i in range(count):
-        row = dW[ids[i], k0:k0 + width]
+        row = dW[ids[i], k0 : k0 + width]
         for kk in range(width):
             row[kk] += src[kk]
 
@@ -387,14 +451,17 @@ def weight_grad(dI, inputs: SpikeList, n_in: int, out=None):
     Accumulates into ``out`` when given (float32 ``[n_in, N]``). Returns
     ``(dW, rows_scattered [T])`` with ``rows_scattered[t] = Σ_b c0(t, b)``.
     """
-    require(dI.ndim == 3 and dI.dtype == np.float32, "dI", (dI.shape, str(dI.dtype)),
-            "must be float32 [T, B, N]")
+    require(dI.ndim == 3 and dI.dtype == np.float32, "dI", (dI.shape, str(dI.dtype)), "must be float32 [T, B, N]")
     T, B, N = dI.shape
     _check_list(inputs.ids, inputs.counts, T, B, "inputs")
     if out is None:
         out = np.zeros((n_in, N), np.float32)
-    require(out.shape == (n_in, N) and out.dtype == np.float32, "out", (out.shape, str(out.dtype)),
-            f"must be float32 [{n_in}, {N}]")
+    require(
+        out.shape == (n_in, N) and out.dtype == np.float32,
+        "out",
+        (out.shape, str(out.dtype)),
+        f"must be float32 [{n_in}, {N}]",
+    )
     count0 = np.ascontiguousarray(inputs.counts[..., 0])
     _weight_grad_driver(dI, inputs.ids, count0, out, column_block(N))
     return out, count0.sum(axis=1, dtype=np.int64)
@@ -456,8 +523,7 @@ def _adam_driver(W, G, m, v, lr_t, beta1, beta2, eps_t):
             W[j, k] -= lr_t * mk / (np.sqrt(vk) + eps_t)
 
 
-def adam_update(W, G, m, v, lr: float, step: int, beta1: float = 0.9, beta2: float = 0.999,
-                eps: float = 1e-8) -> None:
+def adam_update(W, G, m, v, lr: float, step: int, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8) -> None:
     """One Adam step in place (Kingma & Ba, Algorithm 1, in the efficient form):
 
     m ← β1 m + (1−β1) g;  v ← β2 v + (1−β2) g²;
@@ -468,12 +534,12 @@ def adam_update(W, G, m, v, lr: float, step: int, beta1: float = 0.9, beta2: flo
     """
     require(step >= 1, "step", step, "must be >= 1")
     for name, a in (("G", G), ("m", m), ("v", v)):
-        require(a.shape == W.shape and a.dtype == np.float32, name, (a.shape, str(a.dtype)),
-                f"must be float32 {W.shape}")
-    c2 = np.sqrt(1.0 - beta2 ** step)
-    lr_t = lr * c2 / (1.0 - beta1 ** step)
-    _adam_driver(W, G, m, v, np.float32(lr_t), np.float32(beta1), np.float32(beta2),
-                 np.float32(eps * c2))
+        require(
+            a.shape == W.shape and a.dtype == np.float32, name, (a.shape, str(a.dtype)), f"must be float32 {W.shape}"
+        )
+    c2 = np.sqrt(1.0 - beta2**step)
+    lr_t = lr * c2 / (1.0 - beta1**step)
+    _adam_driver(W, G, m, v, np.float32(lr_t), np.float32(beta1), np.float32(beta2), np.float32(eps * c2))
 
 
 @numba.njit(**PARALLEL)
@@ -486,8 +552,7 @@ def _sgd_driver(W, G, lr):
 
 def sgd_update(W, G, lr: float) -> None:
     """Plain SGD in place: W ← W − lr·g."""
-    require(G.shape == W.shape and G.dtype == np.float32, "G", (G.shape, str(G.dtype)),
-            f"must be float32 {W.shape}")
+    require(G.shape == W.shape and G.dtype == np.float32, "G", (G.shape, str(G.dtype)), f"must be float32 {W.shape}")
     _sgd_driver(W, G, np.float32(lr))
 
 
@@ -496,7 +561,7 @@ def sgd_update(W, G, lr: float) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)          # serial: a few entries per (step, sample); threads cost more than they save
+@numba.njit(cache=True)  # serial: a few entries per (step, sample); threads cost more than they save
 def _tally_driver(ids, counts, tile_local, out):
     T, B, _ = ids.shape
     for t in prange(T):

@@ -37,6 +37,7 @@ inputs of step 0 (they enter dW and dV) but receive no gradient.
 the initial list of every layer holds ids ``0 … N_max−1`` with both counts ``N_max``; so
 layers ≥ 1 (and recurrent layers) receive N_max spikes already at t = 0.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,8 +63,7 @@ def parse_layers(layers) -> tuple:
             require(False, "layers", layers, "must be sizes joined by '-'", 'e.g. "700-256-20"')
     else:
         sizes = tuple(int(x) for x in layers)
-    require(len(sizes) >= 2, "layers", layers, "needs the input size and at least one layer",
-            'e.g. "700-256-20"')
+    require(len(sizes) >= 2, "layers", layers, "needs the input size and at least one layer", 'e.g. "700-256-20"')
     require(all(n >= 1 for n in sizes), "layers", layers, "every size must be >= 1")
     return sizes
 
@@ -86,8 +86,13 @@ class LIFParams:
 
     def __post_init__(self):
         if self.gain is None:
-            require(0.0 <= self.decay < 1.0, "LIFParams.decay", self.decay, "must be in [0, 1)",
-                    "or give an explicit gain (integrate-and-fire: decay 1)")
+            require(
+                0.0 <= self.decay < 1.0,
+                "LIFParams.decay",
+                self.decay,
+                "must be in [0, 1)",
+                "or give an explicit gain (integrate-and-fire: decay 1)",
+            )
         else:
             require(0.0 <= self.decay <= 1.0, "LIFParams.decay", self.decay, "must be in [0, 1]")
             require(self.gain > 0 and math.isfinite(self.gain), "LIFParams.gain", self.gain, "must be > 0")
@@ -115,8 +120,13 @@ class SecondThresholdSchedule:
 
     def __post_init__(self):
         require(math.isfinite(self.start), "SecondThresholdSchedule.start", self.start, "must be finite")
-        require(0.0 < self.rate <= 1.0, "SecondThresholdSchedule.rate", self.rate, "must be in (0, 1]",
-                "0.5 is the authors' value; 1 jumps to the target after one batch")
+        require(
+            0.0 < self.rate <= 1.0,
+            "SecondThresholdSchedule.rate",
+            self.rate,
+            "must be in (0, 1]",
+            "0.5 is the authors' value; 1 jumps to the target after one batch",
+        )
 
     def value(self, target: float, step: int) -> float:
         """ϑ2 after ``step`` updates for a layer whose final value is ``target``."""
@@ -194,27 +204,44 @@ class NetworkConfig:
         require(self.timesteps >= 1, "timesteps", self.timesteps, "must be >= 1")
         require(0.0 < self.max_activity <= 1.0, "max_activity", self.max_activity, "must be in (0, 1]")
         require(self.input_cap >= 1, "input_cap", self.input_cap, "must be >= 1")
-        require(self.activity in ("natural", "fixed"), "activity", self.activity,
-                "must be 'natural' or 'fixed'")
-        require(self.optimizer in ("adam", "sgd"), "optimizer", self.optimizer,
-                "must be 'adam' or 'sgd'")
+        require(self.activity in ("natural", "fixed"), "activity", self.activity, "must be 'natural' or 'fixed'")
+        require(self.optimizer in ("adam", "sgd"), "optimizer", self.optimizer, "must be 'adam' or 'sgd'")
         require(self.lr > 0 and math.isfinite(self.lr), "lr", self.lr, "must be > 0")
         require(self.weight_mul > 0, "weight_mul", self.weight_mul, "must be > 0")
-        require(math.isfinite(self.second_threshold), "second_threshold", self.second_threshold,
-                "must be finite")
-        require(self.second_threshold < self.lif.threshold, "second_threshold",
-                self.second_threshold, f"must be below the threshold {self.lif.threshold}")
+        require(math.isfinite(self.second_threshold), "second_threshold", self.second_threshold, "must be finite")
+        require(
+            self.second_threshold < self.lif.threshold,
+            "second_threshold",
+            self.second_threshold,
+            f"must be below the threshold {self.lif.threshold}",
+        )
         if self.output_second_threshold is not None:
-            require(self.output_second_threshold < self.lif.threshold, "output_second_threshold",
-                    self.output_second_threshold, f"must be below the threshold {self.lif.threshold}")
+            require(
+                self.output_second_threshold < self.lif.threshold,
+                "output_second_threshold",
+                self.output_second_threshold,
+                f"must be below the threshold {self.lif.threshold}",
+            )
         sched = self.second_threshold_schedule
         if sched is not None:
-            require(isinstance(sched, SecondThresholdSchedule), "second_threshold_schedule", sched,
-                    "must be a SecondThresholdSchedule or None")
-            require(sched.start < self.lif.threshold, "second_threshold_schedule.start", sched.start,
-                    f"must be below the threshold {self.lif.threshold}")
-        require(0 < self.adam_beta1 < 1 and 0 < self.adam_beta2 < 1, "adam betas",
-                (self.adam_beta1, self.adam_beta2), "must be in (0, 1)")
+            require(
+                isinstance(sched, SecondThresholdSchedule),
+                "second_threshold_schedule",
+                sched,
+                "must be a SecondThresholdSchedule or None",
+            )
+            require(
+                sched.start < self.lif.threshold,
+                "second_threshold_schedule.start",
+                sched.start,
+                f"must be below the threshold {self.lif.threshold}",
+            )
+        require(
+            0 < self.adam_beta1 < 1 and 0 < self.adam_beta2 < 1,
+            "adam betas",
+            (self.adam_beta1, self.adam_beta2),
+            "must be in (0, 1)",
+        )
         require(self.adam_eps > 0, "adam_eps", self.adam_eps, "must be > 0")
         if self.caps is not None:
             caps = tuple(int(c) for c in self.caps)
@@ -228,9 +255,13 @@ class NetworkConfig:
             require(len(rec) == L, "recurrent", self.recurrent, f"needs one flag per neuron layer ({L})")
         object.__setattr__(self, "recurrent", rec)
         for l, n_max in enumerate(self.n_max):
-            require(n_max >= 1, f"N_max of layer {l + 1}", n_max,
-                    f"2*floor(max_activity*N/2) with N = {sizes[l + 1]} must be >= 1",
-                    "raise max_activity or give explicit caps")
+            require(
+                n_max >= 1,
+                f"N_max of layer {l + 1}",
+                n_max,
+                f"2*floor(max_activity*N/2) with N = {sizes[l + 1]} must be >= 1",
+                "raise max_activity or give explicit caps",
+            )
 
     @property
     def layer_sizes(self) -> tuple:
@@ -273,8 +304,7 @@ class NetworkConfig:
         if self.second_threshold_schedule is None:
             return self
         th = self.second_thresholds_at(step)
-        return replace(self, second_threshold=th[0], output_second_threshold=th[-1],
-                       second_threshold_schedule=None)
+        return replace(self, second_threshold=th[0], output_second_threshold=th[-1], second_threshold_schedule=None)
 
 
 def init_weights(config: NetworkConfig, rng: np.random.Generator | None = None):
@@ -284,8 +314,9 @@ def init_weights(config: NetworkConfig, rng: np.random.Generator | None = None):
     rng = np.random.default_rng(config.seed) if rng is None else rng
     offset = 100.0 if config.activity == "fixed" else 0.0
     sizes = config.layers
-    scratch = np.empty(max(sizes[l] * sizes[l + 1] + (sizes[l + 1] ** 2 if config.recurrent[l] else 0)
-                           for l in range(config.n_layers)))
+    scratch = np.empty(
+        max(sizes[l] * sizes[l + 1] + (sizes[l + 1] ** 2 if config.recurrent[l] else 0) for l in range(config.n_layers))
+    )
     W, V = [], []
     for l in range(config.n_layers):
         a = math.sqrt(6.0 / sizes[l]) * config.weight_mul + offset
@@ -303,7 +334,7 @@ def _uniform_f32(rng: np.random.Generator, a: float, shape: tuple, scratch: np.n
     ``low + (high - low)·random()``), computed in a reused float64 ``scratch`` buffer: a
     740M-weight network otherwise maps and zero-fills two fresh float64 arrays per layer."""
     low, high = -a, a
-    buf = scratch[:shape[0] * shape[1]].reshape(shape)
+    buf = scratch[: shape[0] * shape[1]].reshape(shape)
     rng.random(out=buf)
     buf *= high - low
     buf += low
@@ -345,9 +376,12 @@ def init_network(config: NetworkConfig, placement: Placement | None = None) -> N
     placement.check(config.layers[1:])
     opt = {}
     if config.optimizer == "adam":
-        opt = {"mW": [np.zeros_like(w) for w in W], "vW": [np.zeros_like(w) for w in W],
-               "mV": [None if v is None else np.zeros_like(v) for v in V],
-               "vV": [None if v is None else np.zeros_like(v) for v in V]}
+        opt = {
+            "mW": [np.zeros_like(w) for w in W],
+            "vW": [np.zeros_like(w) for w in W],
+            "mV": [None if v is None else np.zeros_like(v) for v in V],
+            "vV": [None if v is None else np.zeros_like(v) for v in V],
+        }
     return NetworkState(config, W, V, opt, 0, rng, placement)
 
 
@@ -376,14 +410,24 @@ def prepare_inputs(config: NetworkConfig, batch_spikes, rng: np.random.Generator
     T, B, N0 = config.timesteps, config.batch, config.layers[0]
     if isinstance(batch_spikes, SpikeList):
         lst = batch_spikes
-        require(lst.ids.shape[:2] == (T, B), "batch_spikes.shape", lst.ids.shape,
-                f"must start with (T, B) = ({T}, {B})")
-        require(lst.n_max <= config.input_cap, "batch_spikes.n_max", lst.n_max,
-                f"must be <= input_cap = {config.input_cap}", "cap the input lists")
+        require(
+            lst.ids.shape[:2] == (T, B), "batch_spikes.shape", lst.ids.shape, f"must start with (T, B) = ({T}, {B})"
+        )
+        require(
+            lst.n_max <= config.input_cap,
+            "batch_spikes.n_max",
+            lst.n_max,
+            f"must be <= input_cap = {config.input_cap}",
+            "cap the input lists",
+        )
         slot = np.arange(lst.n_max)[None, None, :]
         used = slot < lst.counts[..., 0][..., None]
-        require(not used.any() or int(lst.ids[used].max()) < N0, "batch_spikes ids",
-                int(lst.ids[used].max()) if used.any() else 0, f"must be < N0 = {N0}")
+        require(
+            not used.any() or int(lst.ids[used].max()) < N0,
+            "batch_spikes ids",
+            int(lst.ids[used].max()) if used.any() else 0,
+            f"must be < N0 = {N0}",
+        )
         return lst
     x = np.asarray(batch_spikes)
     require(x.shape == (T, B, N0), "batch_spikes.shape", x.shape, f"must be (T, B, N0) = {(T, B, N0)}")
@@ -410,18 +454,33 @@ def spike_count_loss(out: SpikeList, n_classes: int, labels: np.ndarray):
     return loss, acc, logits, grad
 
 
-def compute_gradients(state: NetworkState, batch_spikes, labels, *, per_step_counters: bool = False,
-                      placement: Placement | None = None, update: bool = False):
+def compute_gradients(
+    state: NetworkState,
+    batch_spikes,
+    labels,
+    *,
+    per_step_counters: bool = False,
+    placement: Placement | None = None,
+    update: bool = False,
+):
     """Forward and backward of one batch (see :func:`_compute_gradients`); kernels of small layers
     run on one thread (:func:`models.snn.kernels.threads_for`)."""
     cfg = state.config
     with K.threads_for(cfg.timesteps * cfg.batch * max(cfg.layers[1:])):
-        return _compute_gradients(state, batch_spikes, labels, per_step_counters=per_step_counters,
-                                  placement=placement, update=update)
+        return _compute_gradients(
+            state, batch_spikes, labels, per_step_counters=per_step_counters, placement=placement, update=update
+        )
 
 
-def _compute_gradients(state: NetworkState, batch_spikes, labels, *, per_step_counters: bool = False,
-                       placement: Placement | None = None, update: bool = False):
+def _compute_gradients(
+    state: NetworkState,
+    batch_spikes,
+    labels,
+    *,
+    per_step_counters: bool = False,
+    placement: Placement | None = None,
+    update: bool = False,
+):
     """Forward and backward of one batch without updating: a :class:`StepResult` with grads.
 
     ``update``: apply the optimizer step instead, each layer as soon as its gradients are known
@@ -434,8 +493,12 @@ def _compute_gradients(state: NetworkState, batch_spikes, labels, *, per_step_co
     sizes = cfg.layers
     labels = np.asarray(labels)
     require(labels.shape == (cfg.batch,), "labels.shape", labels.shape, f"must be ({cfg.batch},)")
-    require(np.issubdtype(labels.dtype, np.integer) and labels.min() >= 0 and labels.max() < sizes[-1],
-            "labels", (labels.min(), labels.max()), f"must be integers in [0, {sizes[-1]})")
+    require(
+        np.issubdtype(labels.dtype, np.integer) and labels.min() >= 0 and labels.max() < sizes[-1],
+        "labels",
+        (labels.min(), labels.max()),
+        f"must be integers in [0, {sizes[-1]})",
+    )
     placement = state.placement if placement is None else placement
     placement.check(sizes[1:])
     inputs = prepare_inputs(cfg, batch_spikes, state.rng)
@@ -449,8 +512,8 @@ def _compute_gradients(state: NetworkState, batch_spikes, labels, *, per_step_co
         inp = inputs if l == 0 else lists[l - 1].shifted(initial[l - 1])
         if cfg.recurrent[l]:
             v, own, rows = K.lif_forward_recurrent(
-                state.W[l], state.V[l], inp, initial[l], lif.decay, lif.scale, lif.threshold,
-                theta2[l], cfg.n_max[l])
+                state.W[l], state.V[l], inp, initial[l], lif.decay, lif.scale, lif.threshold, theta2[l], cfg.n_max[l]
+            )
         else:
             v, rows = K.lif_forward(state.W[l], inp, lif.decay, lif.scale, lif.threshold)
             own = K.compact_spikes(v, lif.threshold, theta2[l], cfg.n_max[l])
@@ -474,8 +537,7 @@ def _compute_gradients(state: NetworkState, batch_spikes, labels, *, per_step_co
         state.step += 1
     for l in reversed(range(L)):
         V = state.V[l] if cfg.recurrent[l] else None
-        dI, slots_scanned = K.state_grad(v_seqs[l], lists[l], g, lif.decay, lif.scale,
-                                         lif.threshold, lif.beta, V)
+        dI, slots_scanned = K.state_grad(v_seqs[l], lists[l], g, lif.decay, lif.scale, lif.threshold, lif.beta, V)
         v_seqs[l] = None
         dW[l], rows_bwd = K.weight_grad(dI, layer_in[l], sizes[l])
         input_slots = np.zeros(cfg.timesteps, np.int64)
@@ -490,15 +552,27 @@ def _compute_gradients(state: NetworkState, batch_spikes, labels, *, per_step_co
             g, slots_in = K.input_grad(state.W[l], dI, layer_in[l])
             input_slots += slots_in
         work = LayerWork(rows_fwd[l], tallies[l], slots_scanned, rows_bwd, input_slots)
-        phases.append(layer_counters(l, sizes[l], sizes[l + 1], layer_in[l].n_max, cfg.n_max[l],
-                                     cfg.batch, cfg.recurrent[l], l >= 1, work, tiles[l],
-                                     placement.n_tiles, per_step_counters))
+        phases.append(
+            layer_counters(
+                l,
+                sizes[l],
+                sizes[l + 1],
+                layer_in[l].n_max,
+                cfg.n_max[l],
+                cfg.batch,
+                cfg.recurrent[l],
+                l >= 1,
+                work,
+                tiles[l],
+                placement.n_tiles,
+                per_step_counters,
+            )
+        )
         del dI
         if update:
             _update_layer(state, l, dW[l], dV[l])
             dW[l] = dV[l] = None
-    counters = WorkCounters(placement.n_tiles, cfg.timesteps,
-                            tuple(p for layer in reversed(phases) for p in layer))
+    counters = WorkCounters(placement.n_tiles, cfg.timesteps, tuple(p for layer in reversed(phases) for p in layer))
     activity = Activity(sizes, inputs, tuple(lists), tuple(initial), cfg.recurrent)
     return StepResult(loss, acc, logits, activity, counters, None if update else (dW, dV), tuple(stats))
 
@@ -511,8 +585,17 @@ def _update_layer(state: NetworkState, l: int, dW, dV) -> None:
         pairs.append((state.V[l], dV, "V"))
     for P, G, name in pairs:
         if cfg.optimizer == "adam":
-            K.adam_update(P, G, state.opt["m" + name][l], state.opt["v" + name][l], cfg.lr,
-                          state.step, cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps)
+            K.adam_update(
+                P,
+                G,
+                state.opt["m" + name][l],
+                state.opt["v" + name][l],
+                cfg.lr,
+                state.step,
+                cfg.adam_beta1,
+                cfg.adam_beta2,
+                cfg.adam_eps,
+            )
         else:
             K.sgd_update(P, G, cfg.lr)
 
@@ -524,8 +607,15 @@ def apply_gradients(state: NetworkState, dW, dV) -> None:
         _update_layer(state, l, dW[l], dV[l])
 
 
-def train_step(state: NetworkState, batch_spikes, labels, *, return_grads: bool = False,
-               per_step_counters: bool = False, placement: Placement | None = None) -> StepResult:
+def train_step(
+    state: NetworkState,
+    batch_spikes,
+    labels,
+    *,
+    return_grads: bool = False,
+    per_step_counters: bool = False,
+    placement: Placement | None = None,
+) -> StepResult:
     """Forward, sparse BPTT and one optimizer update, in place on ``state``.
 
     Parameters
@@ -543,11 +633,11 @@ def train_step(state: NetworkState, batch_spikes, labels, *, return_grads: bool 
     ConfigError
         On shapes, labels or ids out of range.
     """
-    if not return_grads:                 # each layer updated as soon as its gradients are known
-        return compute_gradients(state, batch_spikes, labels, per_step_counters=per_step_counters,
-                                 placement=placement, update=True)
-    res = compute_gradients(state, batch_spikes, labels, per_step_counters=per_step_counters,
-                            placement=placement)
+    if not return_grads:  # each layer updated as soon as its gradients are known
+        return compute_gradients(
+            state, batch_spikes, labels, per_step_counters=per_step_counters, placement=placement, update=True
+        )
+    res = compute_gradients(state, batch_spikes, labels, per_step_counters=per_step_counters, placement=placement)
     dW, dV = res.grads
     apply_gradients(state, dW, dV)
     return res
@@ -572,8 +662,14 @@ class TrainingRun:
         return np.array([r.accuracy for r in self.history])
 
 
-def train(config: NetworkConfig, dataset, steps: int, placement: Placement | None = None,
-          on_step=None, state: NetworkState | None = None) -> TrainingRun:
+def train(
+    config: NetworkConfig,
+    dataset,
+    steps: int,
+    placement: Placement | None = None,
+    on_step=None,
+    state: NetworkState | None = None,
+) -> TrainingRun:
     """Train ``config`` for ``steps`` steps on an event ``dataset``
     (:class:`models.snn.data.EventDataset`), cycling over shuffled epochs of full batches
     (shuffle and input dropping seeded with ``config.seed + 1``), ϑ2 following the config's
@@ -583,9 +679,14 @@ def train(config: NetworkConfig, dataset, steps: int, placement: Placement | Non
     time its counters: ``result.counters`` hold the lists of that step's caps and ϑ2). A given
     ``state`` continues training (its ``step`` goes on counting)."""
     from models.snn.diagnose import StepRecord, diagnose
+
     require(isinstance(steps, (int, np.integer)) and steps >= 1, "steps", steps, "must be an integer >= 1")
-    require(len(dataset) >= config.batch, "dataset size", len(dataset),
-            f"must hold at least one batch of {config.batch} samples")
+    require(
+        len(dataset) >= config.batch,
+        "dataset size",
+        len(dataset),
+        f"must hold at least one batch of {config.batch} samples",
+    )
     state = init_network(config, placement) if state is None else state
     rng = np.random.default_rng(config.seed + 1)
     batches, history = iter(()), []

@@ -16,6 +16,7 @@ Adding an option is one declaration below: its type, default, limits and ``help`
 ``network=True`` in their ``json_schema_extra`` are passed by name to
 :class:`models.snn.network.NetworkConfig` (see :func:`models.snn.run.network_config`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,17 @@ from pydantic_core import PydanticCustomError
 from tilesim.errors import ConfigError, config_message
 from tilesim.io import read_toml
 
-__all__ = ["RunOptions", "DATASETS", "DATASET_CHANNELS", "option_names", "options_from_mapping",
-           "options_from_args", "add_option_flags", "options_dict", "translate_error"]
+__all__ = [
+    "RunOptions",
+    "DATASETS",
+    "DATASET_CHANNELS",
+    "option_names",
+    "options_from_mapping",
+    "options_from_args",
+    "add_option_flags",
+    "options_dict",
+    "translate_error",
+]
 
 DATASETS = ("synthetic", "shd", "nmnist", "dvsgesture")
 # Input channels N0 of the dataset-shaped generators (models/snn/data.py: SHD 700 cochlea channels,
@@ -78,60 +88,96 @@ class RunOptions:
 
     machine: str = _opt("gc200", "machine preset or TOML file", min_length=1)
     chips: Optional[int] = _opt(None, "number of chips (default: the machine's)", example=4, ge=1)
-    layers: Sizes = _opt(DEFAULT_LAYERS, "layer sizes N0-N1-...-C (SHD 2-layer)", example="700-256-20",
-                         network=True)
+    layers: Sizes = _opt(DEFAULT_LAYERS, "layer sizes N0-N1-...-C (SHD 2-layer)", example="700-256-20", network=True)
     dataset: Literal[DATASETS] = _opt("synthetic", "data shape / generator: " + ", ".join(DATASETS))
-    data: Optional[str] = _opt(None, "a real data file/folder: SHD/SSC .h5, an N-MNIST folder or a tonic-style "
-                                     "events .npz (events, offsets, labels, sensor_size)",
-                               example="shd_train.h5", min_length=1)
+    data: Optional[str] = _opt(
+        None,
+        "a real data file/folder: SHD/SSC .h5, an N-MNIST folder or a tonic-style "
+        "events .npz (events, offsets, labels, sensor_size)",
+        example="shd_train.h5",
+        min_length=1,
+    )
     batch: int = _opt(48, "samples per training step", ge=1, network=True)
     timesteps: int = _opt(100, "time steps per sample", ge=1, network=True)
-    max_activity: float = _opt(0.05, "cap fraction a: N_max = 2*floor(a*N/2) per layer", gt=0, le=1,
-                               network=True)
+    max_activity: float = _opt(0.05, "cap fraction a: N_max = 2*floor(a*N/2) per layer", gt=0, le=1, network=True)
     caps: Caps = _opt(None, "explicit N_max per neuron layer, e.g. 72-72-2", example="72-72-2", network=True)
     input_cap: int = _opt(48, "max input spikes per step and sample", ge=1, network=True)
-    second_threshold: float = _opt(0.9, "theta2: gradient-only entries need theta2 < v <= theta1",
-                                   network=True)
-    output_second_threshold: Optional[float] = _opt(-100.0, "theta2 of the output layer: -100 makes every output "
-                                                            "neuron gradient-eligible (the authors' runs)",
-                                                    example=-100.0, network=True)
+    second_threshold: float = _opt(0.9, "theta2: gradient-only entries need theta2 < v <= theta1", network=True)
+    output_second_threshold: Optional[float] = _opt(
+        -100.0,
+        "theta2 of the output layer: -100 makes every output neuron gradient-eligible (the authors' runs)",
+        example=-100.0,
+        network=True,
+    )
     second_threshold_schedule: Literal["authors", "off"] = _opt(
-        "authors", "theta2 schedule: authors (every layer starts at --second-threshold-start and moves "
-                   "towards its own theta2 by --second-threshold-rate after each batch) or off (constant)")
+        "authors",
+        "theta2 schedule: authors (every layer starts at --second-threshold-start and moves "
+        "towards its own theta2 by --second-threshold-rate after each batch) or off (constant)",
+    )
     second_threshold_start: float = _opt(-100.0, "first value of the theta2 schedule")
-    second_threshold_rate: float = _opt(0.5, "theta2 <- theta2 + rate * (target - theta2) after each batch",
-                                        gt=0, le=1)
-    activity: Literal["natural", "fixed"] = _opt("natural", "natural (trained) or fixed (every list at its cap)",
-                                                 network=True)
-    neurons_per_tile: Optional[int] = _opt(None, "neurons per tile (default: smallest even value that fits)",
-                                           example=8, ge=1)
-    mapping: str = _opt("contiguous", "placement: contiguous (the paper's), round_robin, balanced, graph, "
-                                      "or a mapping JSON file", min_length=1)
+    second_threshold_rate: float = _opt(0.5, "theta2 <- theta2 + rate * (target - theta2) after each batch", gt=0, le=1)
+    activity: Literal["natural", "fixed"] = _opt(
+        "natural", "natural (trained) or fixed (every list at its cap)", network=True
+    )
+    neurons_per_tile: Optional[int] = _opt(
+        None, "neurons per tile (default: smallest even value that fits)", example=8, ge=1
+    )
+    mapping: str = _opt(
+        "contiguous",
+        "placement: contiguous (the paper's), round_robin, balanced, graph, or a mapping JSON file",
+        min_length=1,
+    )
     optimizer: Literal["adam", "sgd"] = _opt("adam", "adam or sgd", network=True)
     lr: float = _opt(1e-3, "learning rate", gt=0, network=True)
     steps: int = _opt(5, "training steps", ge=1)
     seed: int = _opt(0, "seeds the weights, the data and the input dropping", ge=0, network=True)
-    out: Optional[str] = _opt(None, "directory for summary.json, summary.md, trace.json, mapping.json and "
-                                    "pictures", example="out/run", min_length=1)
+    out: Optional[str] = _opt(
+        None,
+        "directory for summary.json, summary.md, trace.json, mapping.json and pictures",
+        example="out/run",
+        min_length=1,
+    )
     json: bool = _opt(False, "print the summary as JSON", example=True)
     recurrent: bool = _opt(False, "recurrent weights in every layer", example=True, network=True)
-    weight_mul: float = _opt(4.0, "init bound a = sqrt(6/fan_in)*weight_mul (4.0 as in the authors' runs)", gt=0,
-                             network=True)
+    weight_mul: float = _opt(
+        4.0, "init bound a = sqrt(6/fan_in)*weight_mul (4.0 as in the authors' runs)", gt=0, network=True
+    )
     memory_check: Literal["raise", "report"] = _opt("raise", "stop on SRAM overflow (raise) or report it")
-    model: Optional[str] = _opt(None, "a NIR graph (.nir): Input -> (Affine|Linear) -> LIF ... -> Output; sets "
-                                      "the layers, recurrence, LIF constants and initial weights",
-                                example="net.nir", min_length=1)
-    dt: Optional[float] = _opt(None, "one network step of a NIR graph, in seconds: alpha = exp(-dt/tau) (default: "
-                                     "the graph's metadata dt, else 1e-3; snnTorch 1.0 graphs: 1e-4 with "
-                                     "--discretization euler)", example=1e-4, gt=0)
-    discretization: Literal["exact", "euler"] = _opt("exact", "NIR LIF step: exact, alpha = exp(-dt/tau), or euler, "
-                                                              "alpha = 1 - dt/tau (snnTorch's export convention)")
-    steps_per_execution: int = _opt(52, "training steps per device execution (the host copy of weights and "
-                                        "optimizer state is amortised over them)", ge=1)
-    costs: Optional[str] = _opt(None, "cost-model TOML (default: the shipped calibration; make one with "
-                                      "tilesim calibrate)", example="costs.toml", min_length=1)
-    trace_tiles: Tiles = _opt((), "global tile ids given their own track in trace.json, e.g. 0-1471 "
-                                  "(default: the step's critical tiles)", example="0-1471")
+    model: Optional[str] = _opt(
+        None,
+        "a NIR graph (.nir): Input -> (Affine|Linear) -> LIF ... -> Output; sets "
+        "the layers, recurrence, LIF constants and initial weights",
+        example="net.nir",
+        min_length=1,
+    )
+    dt: Optional[float] = _opt(
+        None,
+        "one network step of a NIR graph, in seconds: alpha = exp(-dt/tau) (default: "
+        "the graph's metadata dt, else 1e-3; snnTorch 1.0 graphs: 1e-4 with "
+        "--discretization euler)",
+        example=1e-4,
+        gt=0,
+    )
+    discretization: Literal["exact", "euler"] = _opt(
+        "exact",
+        "NIR LIF step: exact, alpha = exp(-dt/tau), or euler, alpha = 1 - dt/tau (snnTorch's export convention)",
+    )
+    steps_per_execution: int = _opt(
+        52,
+        "training steps per device execution (the host copy of weights and optimizer state is amortised over them)",
+        ge=1,
+    )
+    costs: Optional[str] = _opt(
+        None,
+        "cost-model TOML (default: the shipped calibration; make one with tilesim calibrate)",
+        example="costs.toml",
+        min_length=1,
+    )
+    trace_tiles: Tiles = _opt(
+        (),
+        "global tile ids given their own track in trace.json, e.g. 0-1471 (default: the step's critical tiles)",
+        example="0-1471",
+    )
 
     @model_validator(mode="after")
     def _cross_field(self):
@@ -141,17 +187,31 @@ class RunOptions:
         if self.model is None:
             if self.caps is not None and len(self.caps) != L:
                 fit = (tuple(self.caps) + (self.caps[-1:] or (8,)) * L)[:L]
-                _fail("caps", self.caps, f"needs one cap per neuron layer ({L} for layers {_dash(self.layers)})",
-                      fix_example=_dash(fit))
+                _fail(
+                    "caps",
+                    self.caps,
+                    f"needs one cap per neuron layer ({L} for layers {_dash(self.layers)})",
+                    fix_example=_dash(fit),
+                )
             n0 = DATASET_CHANNELS.get(self.dataset)
             if self.data is None and n0 is not None and self.layers[0] != n0:
-                _fail("layers", self.layers[0], f"must be {n0} for dataset {self.dataset}",
-                      fix_example=f"{n0}-{_dash(self.layers[1:])}", part=" N0")
+                _fail(
+                    "layers",
+                    self.layers[0],
+                    f"must be {n0} for dataset {self.dataset}",
+                    fix_example=f"{n0}-{_dash(self.layers[1:])}",
+                    part=" N0",
+                )
         need, have = _host_bytes(self), _host_memory()
         if have and need > have:
-            _fail("batch", self.batch, f"one batch of input lists needs {need / 2**30:,.1f} GiB "
-                  f"(timesteps {self.timesteps} x batch x (4 x input_cap {self.input_cap} + 8) B), more than the "
-                  f"host's {have / 2**30:,.1f} GiB", fix_example=48)
+            _fail(
+                "batch",
+                self.batch,
+                f"one batch of input lists needs {need / 2**30:,.1f} GiB "
+                f"(timesteps {self.timesteps} x batch x (4 x input_cap {self.input_cap} + 8) B), more than the "
+                f"host's {have / 2**30:,.1f} GiB",
+                fix_example=48,
+            )
         return self
 
 
@@ -175,8 +235,11 @@ def _dash(sizes) -> str:
 
 def _fail(field: str, value, limit: str, fix_example=None, part: str = ""):
     """Refuse a combination of values: ``field`` (``part`` of it, e.g. " N0") is ``value``."""
-    raise PydanticCustomError("cross_field", "{limit}", {"field": field, "value": value, "limit": limit,
-                                                         "fix_example": fix_example, "part": part})
+    raise PydanticCustomError(
+        "cross_field",
+        "{limit}",
+        {"field": field, "value": value, "limit": limit, "fix_example": fix_example, "part": part},
+    )
 
 
 def _host_bytes(o: RunOptions) -> int:
@@ -189,7 +252,7 @@ def _host_memory() -> int:
     """Physical memory of this host in bytes (0 when the OS does not say)."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):      # not a POSIX host: no check
+    except (ValueError, OSError, AttributeError):  # not a POSIX host: no check
         return 0
 
 
@@ -233,10 +296,16 @@ def _show(v) -> str:
 
 # ---- errors ------------------------------------------------------------------------------------
 _LIMITS = {
-    "int_type": "must be an integer", "int_from_float": "must be an integer", "float_type": "must be a number",
-    "string_type": "must be a string", "bool_type": "must be true or false", "finite_number": "must be finite",
-    "tuple_type": "must be sizes joined by '-' or a list of integers", "none_required": "must be empty",
-    "dataclass_type": "must be a table", "missing": "is required",
+    "int_type": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "string_type": "must be a string",
+    "bool_type": "must be true or false",
+    "finite_number": "must be finite",
+    "tuple_type": "must be sizes joined by '-' or a list of integers",
+    "none_required": "must be empty",
+    "dataclass_type": "must be a table",
+    "missing": "is required",
 }
 
 
@@ -276,7 +345,7 @@ def translate_error(exc: ValidationError, labels: dict | None = None, style: str
         op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
         bound = next(v for k, v in ctx.items() if k in ("ge", "gt", "le", "lt"))
         limit = f"must be {op} {bound}"
-        if len(err["loc"]) > 1:                         # an element of layers / caps
+        if len(err["loc"]) > 1:  # an element of layers / caps
             limit = f"every size {limit}"
     elif kind == "too_short":
         limit = "must not be empty"
@@ -284,8 +353,9 @@ def translate_error(exc: ValidationError, labels: dict | None = None, style: str
         limit = _LIMITS.get(kind, err["msg"].lower())
     if name in RunOptions.__pydantic_fields__:
         example = ctx.get("fix_example")
-        fix = _example_text(name, label, _info(name).json_schema_extra["example"] if example is None else example,
-                            style)
+        fix = _example_text(
+            name, label, _info(name).json_schema_extra["example"] if example is None else example, style
+        )
     else:
         fix = ""
     return ConfigError(config_message(label, value, limit, fix))
@@ -320,21 +390,23 @@ def _with_whole_value(err: ConfigError, exc: ValidationError, values: dict, labe
         label = labels.get(name, name)
         head = f"{label} = {first.get('input')!r}:"
         if msg.startswith(head):
-            limit = msg[len(head):].strip()
+            limit = msg[len(head) :].strip()
             if not limit.startswith("every"):
                 limit = "every size " + limit
             return ConfigError(f"{label} = {values[name]!r}: {limit}")
     return err
 
 
-def options_from_mapping(data: dict, where: str = "", base: RunOptions | None = None,
-                         labels: dict | None = None) -> RunOptions:
+def options_from_mapping(
+    data: dict, where: str = "", base: RunOptions | None = None, labels: dict | None = None
+) -> RunOptions:
     """RunOptions from a parsed TOML table (or any dict) whose keys are option names; values not
     given come from ``base`` (default: the defaults). Errors name the key as ``<where>: key`` (a file
     name) or as ``labels[key]`` when given."""
     if not isinstance(data, dict):
-        raise ConfigError(config_message(where or "options", data, "must be a table of options",
-                                         "write key = value lines"))
+        raise ConfigError(
+            config_message(where or "options", data, "must be a table of options", "write key = value lines")
+        )
     labels = {**{k: f"{where}: {k}" if where else str(k) for k in data}, **(labels or {})}
     start = options_dict(base, json_safe=False) if base is not None else {}
     return _build({**start, **data}, labels, style="toml")
@@ -360,8 +432,7 @@ def add_option_flags(parser: argparse.ArgumentParser, names=None) -> None:
         flag = "--" + name.replace("_", "-")
         default = "" if info.default in (None, ()) else f" (default {_show(info.default)})"
         if _kind(name) is bool:
-            parser.add_argument(flag, action="store_const", const=True, default=None,
-                                help=info.description + default)
+            parser.add_argument(flag, action="store_const", const=True, default=None, help=info.description + default)
             continue
         choices = _choices(name)
         metavar = "{" + ",".join(choices) + "}" if choices else name.upper()
@@ -389,8 +460,9 @@ def _is_float(text: str) -> bool:
     return True
 
 
-def options_from_args(args: argparse.Namespace, names=None, given: dict | None = None,
-                      config_key: str = "config") -> RunOptions:
+def options_from_args(
+    args: argparse.Namespace, names=None, given: dict | None = None, config_key: str = "config"
+) -> RunOptions:
     """RunOptions from parsed flags: the defaults, then the TOML file ``args.<config_key>`` (if
     any), then ``given`` (values the command derives itself, e.g. layers from a weights file), then
     the flags given on the command line (they win). ``names`` restricts the flags read."""

@@ -11,6 +11,7 @@ gradient-only entries in ascending index, up to N_max. Backward is plain dense B
 
 with ``G_{L−1}(t) = ∂L/∂C ⊙ M_{L−1}(t)`` from the spike-count cross-entropy.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,9 +26,9 @@ class ReferenceResult:
     logits: np.ndarray
     dW: list
     dV: list
-    spikes: list   # per layer [T, B, N] bool: kept real spikes
-    slots: list    # per layer [T, B, N] bool: kept entries (real + gradient-only)
-    v: list        # per layer [T, B, N] float64
+    spikes: list  # per layer [T, B, N] bool: kept real spikes
+    slots: list  # per layer [T, B, N] bool: kept entries (real + gradient-only)
+    v: list  # per layer [T, B, N] float64
 
 
 def cap_masks(v, threshold, second_threshold, n_max):
@@ -65,7 +66,7 @@ def reference_step(config, W, V, inputs_dense, labels, step: int = 0) -> Referen
     for l in range(L):
         m = np.zeros((B, sizes[l + 1]))
         if config.activity == "fixed":
-            m[:, :config.n_max[l]] = 1.0
+            m[:, : config.n_max[l]] = 1.0
         init.append(m)
 
     v_all = [np.zeros((T, B, sizes[l + 1])) for l in range(L)]
@@ -123,8 +124,9 @@ def reference_step(config, W, V, inputs_dense, labels, step: int = 0) -> Referen
 # --------------------------------------------------------------------------------------
 
 
-def naive_lif_forward(W, ids, counts, decay, scale, threshold, V=None, own_initial=None,
-                      second_threshold=None, n_max=None):
+def naive_lif_forward(
+    W, ids, counts, decay, scale, threshold, V=None, own_initial=None, second_threshold=None, n_max=None
+):
     """Membrane sequence (and, with ``V``, the own list) of one layer, loop by loop."""
     W = np.asarray(W, np.float64)
     T, B, _ = ids.shape
@@ -149,7 +151,7 @@ def naive_lif_forward(W, ids, counts, decay, scale, threshold, V=None, own_initi
             v_seq[t, b] = v
             if V is not None:
                 lst, c0, c1 = naive_compact_one(v, threshold, second_threshold, n_max)
-                own_ids[t, b, :len(lst)] = lst
+                own_ids[t, b, : len(lst)] = lst
                 own_counts[t, b] = (c0, c1)
     return v_seq, own_ids, own_counts
 
@@ -168,7 +170,7 @@ def naive_compact(v_seq, threshold, second_threshold, n_max):
     for t in range(T):
         for b in range(B):
             lst, c0, c1 = naive_compact_one(v_seq[t, b], threshold, second_threshold, n_max)
-            ids[t, b, :len(lst)] = lst
+            ids[t, b, : len(lst)] = lst
             counts[t, b] = (c0, c1)
     return ids, counts
 
@@ -215,6 +217,6 @@ def naive_adam(W, G, m, v, lr, step, beta1=0.9, beta2=0.999, eps=1e-8):
     """Textbook bias-corrected Adam: returns new (W, m, v) in float64."""
     m = beta1 * m + (1 - beta1) * G
     v = beta2 * v + (1 - beta2) * G * G
-    m_hat = m / (1 - beta1 ** step)
-    v_hat = v / (1 - beta2 ** step)
+    m_hat = m / (1 - beta1**step)
+    v_hat = v / (1 - beta2**step)
     return W - lr * m_hat / (np.sqrt(v_hat) + eps), m, v

@@ -9,6 +9,7 @@ The pieces are plain functions the other commands and the experiments share:
 Nothing here parses arguments or prints (but :func:`load_model`'s one-line NIR warnings on stderr,
 which are also in the summary's ``network["nir"]``); the command lines are ``models/snn/*cli.py``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,11 +23,17 @@ import numpy as np
 from models.snn import data as D
 from models.snn.activity import fixed_activity
 from models.snn.counters import Activity
-from models.snn.hostmem import check_host_memory, estimate_host_memory, peak_rss_bytes
-from models.snn.explain import exchange_matrices, explain_critical, label_tile_cycles
 from models.snn.diagnose import StepRecord, check_depth, diagnose
-from models.snn.network import (NetworkConfig, SecondThresholdSchedule, compute_gradients, init_network,
-                                  parse_layers, train_step)
+from models.snn.explain import exchange_matrices, explain_critical, label_tile_cycles
+from models.snn.hostmem import check_host_memory, estimate_host_memory, peak_rss_bytes
+from models.snn.network import (
+    NetworkConfig,
+    SecondThresholdSchedule,
+    compute_gradients,
+    init_network,
+    parse_layers,
+    train_step,
+)
 from models.snn.nir_import import NirModel, load_nir
 from models.snn.options import DATASET_CHANNELS, DEFAULT_LAYERS, RunOptions, network_fields
 from models.snn.placement import Placement
@@ -38,8 +45,18 @@ from tilesim.errors import ConfigError, config_message, require
 from tilesim.machine import load_machine
 from tilesim.records import ProgramDigest, by_phase_frame, critical_tiles
 
-__all__ = ["RunSummary", "RunArtifacts", "run_training", "load_model", "load_cost_model", "network_config",
-           "make_dataset", "record_activity", "place", "batch_gradients"]
+__all__ = [
+    "RunSummary",
+    "RunArtifacts",
+    "run_training",
+    "load_model",
+    "load_cost_model",
+    "network_config",
+    "make_dataset",
+    "record_activity",
+    "place",
+    "batch_gradients",
+]
 
 _GENERATORS = {"shd": D.shd_like, "nmnist": D.nmnist_like, "dvsgesture": D.dvsgesture_like}
 log = logging.getLogger(__name__)
@@ -54,11 +71,16 @@ def load_model(options: RunOptions) -> NirModel | None:
     if not options.model:
         return None
     model = load_nir(options.model, None if options.dt is None else float(options.dt), options.discretization)
-    for warning in model.warnings:            # the one print of this module: the graph may not mean what it says
+    for warning in model.warnings:  # the one print of this module: the graph may not mean what it says
         print(f"tilesim: warning: {warning}", file=sys.stderr)
     if options.layers != DEFAULT_LAYERS:
-        require(parse_layers(options.layers) == tuple(model.layers), "--layers", "-".join(map(str, options.layers)),
-                f"must match the NIR graph's {'-'.join(map(str, model.layers))}", "drop --layers when using --model")
+        require(
+            parse_layers(options.layers) == tuple(model.layers),
+            "--layers",
+            "-".join(map(str, options.layers)),
+            f"must match the NIR graph's {'-'.join(map(str, model.layers))}",
+            "drop --layers when using --model",
+        )
     return model
 
 
@@ -73,15 +95,22 @@ def network_config(options: RunOptions, model: NirModel | None = None) -> Networ
     kw = {name: getattr(options, name) for name in network_fields()}
     kw["second_threshold_schedule"] = (
         SecondThresholdSchedule(options.second_threshold_start, options.second_threshold_rate)
-        if options.second_threshold_schedule == "authors" else None)
+        if options.second_threshold_schedule == "authors"
+        else None
+    )
     if model is not None:
         kw.update(layers=model.layers, recurrent=model.recurrent, lif=model.lif)
     return NetworkConfig(**kw)
 
 
 def _real_dataset(path: Path, config: NetworkConfig):
-    require(path.exists(), "--data", str(path), "no such file or folder",
-            "give an SHD/SSC .h5 file, an N-MNIST folder or an events .npz")
+    require(
+        path.exists(),
+        "--data",
+        str(path),
+        "no such file or folder",
+        "give an SHD/SSC .h5 file, an N-MNIST folder or an events .npz",
+    )
     if path.suffix in (".h5", ".hdf5"):
         ds = D.read_shd(path, n_channels=config.layers[0])
     elif path.suffix == ".npz":
@@ -89,14 +118,32 @@ def _real_dataset(path: Path, config: NetworkConfig):
     elif path.is_dir():
         ds = D.read_nmnist_folder(path)
     else:
-        raise ConfigError(config_message("--data", str(path), "unknown format",
-                                         "give an SHD/SSC .h5 file, an N-MNIST folder or an events .npz"))
-    require(ds.n_channels == config.layers[0], "--layers N0", config.layers[0],
-            f"must equal the data's {ds.n_channels} channels", f"use --layers {ds.n_channels}-...")
-    require(ds.n_classes <= config.layers[-1], "--layers classes", config.layers[-1],
-            f"must be >= the data's {ds.n_classes} classes", f"use --layers ...-{ds.n_classes}")
-    require(len(ds) >= config.batch, "--batch", config.batch, f"the data file has {len(ds)} samples",
-            f"give --batch <= {len(ds)} or more data")
+        raise ConfigError(
+            config_message(
+                "--data", str(path), "unknown format", "give an SHD/SSC .h5 file, an N-MNIST folder or an events .npz"
+            )
+        )
+    require(
+        ds.n_channels == config.layers[0],
+        "--layers N0",
+        config.layers[0],
+        f"must equal the data's {ds.n_channels} channels",
+        f"use --layers {ds.n_channels}-...",
+    )
+    require(
+        ds.n_classes <= config.layers[-1],
+        "--layers classes",
+        config.layers[-1],
+        f"must be >= the data's {ds.n_classes} classes",
+        f"use --layers ...-{ds.n_classes}",
+    )
+    require(
+        len(ds) >= config.batch,
+        "--batch",
+        config.batch,
+        f"the data file has {len(ds)} samples",
+        f"give --batch <= {len(ds)} or more data",
+    )
     return ds
 
 
@@ -108,34 +155,54 @@ def make_dataset(config: NetworkConfig, n_samples: int, dataset: str = "syntheti
         return _real_dataset(Path(data), config)
     if dataset == "synthetic":
         return D.synthetic(config.layers, n_samples, config.timesteps, seed=config.seed)
-    require(dataset in _GENERATORS, "--dataset", dataset, f"must be one of synthetic, {', '.join(_GENERATORS)}",
-            "e.g. --dataset shd")
+    require(
+        dataset in _GENERATORS,
+        "--dataset",
+        dataset,
+        f"must be one of synthetic, {', '.join(_GENERATORS)}",
+        "e.g. --dataset shd",
+    )
     n0 = DATASET_CHANNELS[dataset]
-    require(config.layers[0] == n0, "--layers N0", config.layers[0], f"must be {n0} for --dataset {dataset}",
-            f"use --layers {n0}-...")
+    require(
+        config.layers[0] == n0,
+        "--layers N0",
+        config.layers[0],
+        f"must be {n0} for --dataset {dataset}",
+        f"use --layers {n0}-...",
+    )
     ds = _GENERATORS[dataset](n_samples, seed=config.seed)
-    require(ds.n_classes <= config.layers[-1], "--layers classes", config.layers[-1],
-            f"must be >= {ds.n_classes} for --dataset {dataset}", f"use --layers ...-{ds.n_classes}")
+    require(
+        ds.n_classes <= config.layers[-1],
+        "--layers classes",
+        config.layers[-1],
+        f"must be >= {ds.n_classes} for --dataset {dataset}",
+        f"use --layers ...-{ds.n_classes}",
+    )
     return ds
 
 
 def _load_weights(state, model: NirModel | None) -> None:
-    if model is not None:          # the graph's weights replace the random initialisation
+    if model is not None:  # the graph's weights replace the random initialisation
         state.W = [w.copy() for w in model.weights]
         state.V = [None if v is None else v.copy() for v in model.recurrent_weights]
 
 
-def record_activity(config: NetworkConfig, placement: Placement, dataset: str = "synthetic",
-                    data: str | None = None, model: NirModel | None = None) -> Activity:
+def record_activity(
+    config: NetworkConfig,
+    placement: Placement,
+    dataset: str = "synthetic",
+    data: str | None = None,
+    model: NirModel | None = None,
+) -> Activity:
     """The activity of one training step of ``config``: fixed activity is built without training;
     natural activity comes from one functional step on the first batch of the data
     (:func:`make_dataset` of ``dataset`` / ``data``), with a NIR ``model``'s weights if given."""
-    config = replace(config, second_threshold_schedule=None)     # a steady-state step, not a warm-up one
+    config = replace(config, second_threshold_schedule=None)  # a steady-state step, not a warm-up one
     if config.activity == "fixed":
         return fixed_activity(config)
     state = init_network(config, placement)
     _load_weights(state, model)
-    ds = make_dataset(config, config.batch * DATASET_BATCHES, dataset, data)     # as run_training
+    ds = make_dataset(config, config.batch * DATASET_BATCHES, dataset, data)  # as run_training
     rng = np.random.default_rng(config.seed + 1)
     spikes, labels = next(ds.batches(config.batch, config.timesteps, config.input_cap, rng))
     return train_step(state, spikes, labels).activity
@@ -156,14 +223,14 @@ class RunArtifacts:
     mapping: object
     trace_tiles: tuple
     tile_layer: np.ndarray | None = None
-    history: tuple = ()          # per step: diagnose.StepRecord (drawn as activity.png)
+    history: tuple = ()  # per step: diagnose.StepRecord (drawn as activity.png)
 
 
 @dataclass(frozen=True)
 class RunSummary:
     """What :func:`run_training` measured; :meth:`to_dict` is the ``--json`` / summary.json form."""
 
-    predicted_step_s: float              # the median step (upper middle for even counts)
+    predicted_step_s: float  # the median step (upper middle for even counts)
     samples_per_s: float
     breakdown_s: dict
     memory: dict
@@ -178,10 +245,10 @@ class RunSummary:
     by_phase: dict
     explain: dict
     wall_s_total: float
-    host_memory: dict = field(default_factory=dict)   # the guard's estimate and the measured peak RSS, bytes
-    second_threshold_schedule: dict | None = None     # {"start", "rate"} of the theta2 schedule, None if constant
-    activity: list = field(default_factory=list)      # per step: loss, accuracy, theta2 and activity per layer
-    findings: list = field(default_factory=list)      # training diagnosis: dead / saturated layers, flat loss, depth
+    host_memory: dict = field(default_factory=dict)  # the guard's estimate and the measured peak RSS, bytes
+    second_threshold_schedule: dict | None = None  # {"start", "rate"} of the theta2 schedule, None if constant
+    activity: list = field(default_factory=list)  # per step: loss, accuracy, theta2 and activity per layer
+    findings: list = field(default_factory=list)  # training diagnosis: dead / saturated layers, flat loss, depth
     artifacts: RunArtifacts | None = field(default=None, repr=False, compare=False)
 
     def by_phase_frame(self):
@@ -202,8 +269,8 @@ class _Steps:
     results: list = field(default_factory=list)
     counters: list = field(default_factory=list)
     programs: list = field(default_factory=list)
-    digests: list = field(default_factory=list)    # per step: ProgramDigest (pictures, trace, totals)
-    history: list = field(default_factory=list)    # per step: diagnose.StepRecord (loss, per-layer activity)
+    digests: list = field(default_factory=list)  # per step: ProgramDigest (pictures, trace, totals)
+    history: list = field(default_factory=list)  # per step: diagnose.StepRecord (loss, per-layer activity)
 
 
 def _train(options, config, machine, placement, costs, state, ds, progress) -> _Steps:
@@ -220,8 +287,15 @@ def _train(options, config, machine, placement, costs, state, ds, progress) -> _
         k = state.step
         res = train_step(state, spikes, labels, per_step_counters=True)
         out.history.append(StepRecord.from_result(k, res))
-        program = build_step_program(config.at_step(k), placement, res.counters, machine, costs,
-                                     steps_per_execution=options.steps_per_execution, compact=True)
+        program = build_step_program(
+            config.at_step(k),
+            placement,
+            res.counters,
+            machine,
+            costs,
+            steps_per_execution=options.steps_per_execution,
+            compact=True,
+        )
         sim = simulate(program, machine).book_as_host(HOST_LABELS)
         out.walls.append(time.perf_counter() - t0)
         out.losses.append(float(res.loss))
@@ -231,8 +305,15 @@ def _train(options, config, machine, placement, costs, state, ds, progress) -> _
         out.counters.append(res.counters.totals_only())
         out.programs.append(label_tile_cycles(program))
         out.digests.append(ProgramDigest.of(program, options.trace_tiles or critical_tiles(sim), sim.host_labels))
-        log.info("step %d/%d: loss %.4f, predicted %.3f ms on %s, %.2f s of simulator time", step + 1,
-                 options.steps, float(res.loss), sim.total_s * 1e3, machine.name, out.walls[-1])
+        log.info(
+            "step %d/%d: loss %.4f, predicted %.3f ms on %s, %.2f s of simulator time",
+            step + 1,
+            options.steps,
+            float(res.loss),
+            sim.total_s * 1e3,
+            machine.name,
+            out.walls[-1],
+        )
         if progress:
             progress(step, res, sim)
     return out
@@ -258,14 +339,29 @@ def _summarize(config, machine, placed: Placed, state, s: _Steps, t_all: float) 
     digest = replace(digest, tile_group=tile_layer)
     artifacts = RunArtifacts(sim, digest, placed.ledger, exchange, placed.mapping, digest.tiles, tile_layer)
     return RunSummary(
-        predicted_step_s=float(s.pred[med]), samples_per_s=config.batch / float(s.pred[med]),
-        breakdown_s=sim.breakdown_s(), memory=placed.ledger.to_dict(),
-        network={"layers": list(config.layers), "neurons": int(sum(config.layers[1:])), "weights": int(n_weights),
-                 "caps": list(config.n_max), "neurons_per_tile": placed.neurons_per_tile},
-        machine=machine.name, chips=machine.chips, mapping=placed.mapping.summary(),
-        loss=s.losses, accuracy=s.accs, predicted_step_s_per_step=s.pred,
+        predicted_step_s=float(s.pred[med]),
+        samples_per_s=config.batch / float(s.pred[med]),
+        breakdown_s=sim.breakdown_s(),
+        memory=placed.ledger.to_dict(),
+        network={
+            "layers": list(config.layers),
+            "neurons": int(sum(config.layers[1:])),
+            "weights": int(n_weights),
+            "caps": list(config.n_max),
+            "neurons_per_tile": placed.neurons_per_tile,
+        },
+        machine=machine.name,
+        chips=machine.chips,
+        mapping=placed.mapping.summary(),
+        loss=s.losses,
+        accuracy=s.accs,
+        predicted_step_s_per_step=s.pred,
         wall_s_per_step=float(np.median(s.walls[1:] if len(s.walls) > 1 else s.walls)),
-        by_phase=sim.by_label(), explain=explain, wall_s_total=time.perf_counter() - t_all, artifacts=artifacts)
+        by_phase=sim.by_label(),
+        explain=explain,
+        wall_s_total=time.perf_counter() - t_all,
+        artifacts=artifacts,
+    )
 
 
 def run_training(options: RunOptions, progress=None) -> RunSummary:
@@ -275,25 +371,35 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
 
     Raises ConfigError / MappingError / SramOverflowError (``memory_check = "raise"``) for input
     that cannot run."""
-    require(isinstance(options, RunOptions), "options", type(options).__name__, "must be a RunOptions",
-            "build one with RunOptions(...) or options_from_mapping(dict)")
+    require(
+        isinstance(options, RunOptions),
+        "options",
+        type(options).__name__,
+        "must be a RunOptions",
+        "build one with RunOptions(...) or options_from_mapping(dict)",
+    )
     t_all = time.perf_counter()
     model = load_model(options)
     config = network_config(options, model)
     machine = load_machine(options.machine, options.chips)
     n_tiles = machine.chips * machine.tiles_per_chip
     bad = [t for t in options.trace_tiles if t >= n_tiles]
-    require(not bad, "--trace-tiles", bad[0] if bad else 0, f"must be below the machine's {n_tiles} tiles",
-            f"give global tile ids 0..{n_tiles - 1}")
+    require(
+        not bad,
+        "--trace-tiles",
+        bad[0] if bad else 0,
+        f"must be below the machine's {n_tiles} tiles",
+        f"give global tile ids 0..{n_tiles - 1}",
+    )
     estimate = estimate_host_memory(config, machine)
-    check_host_memory(estimate)                          # before anything big is allocated
+    check_host_memory(estimate)  # before anything big is allocated
     placed = place_network(config, machine, options.neurons_per_tile, options.mapping, options.memory_check)
     costs = load_cost_model(options)
     state = init_network(config, placed.placement)
     _load_weights(state, model)
     ds = make_dataset(config, config.batch * DATASET_BATCHES, options.dataset, options.data)
     too_deep = check_depth(config)
-    if too_deep is not None:                     # said before training, as it decides what training can do
+    if too_deep is not None:  # said before training, as it decides what training can do
         log.warning("%s; fix: %s", too_deep.message, too_deep.fix)
     steps = _train(options, config, machine, placed.placement, costs, state, ds, progress)
     findings = diagnose(steps.history, config)
@@ -302,15 +408,23 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
             log.warning("%s; fix: %s", f.message, f.fix)
     summary = _summarize(config, machine, placed, state, steps, t_all)
     sched = config.second_threshold_schedule
-    summary = replace(summary, activity=[r.to_dict() for r in steps.history],
-                      findings=[f.to_dict() for f in findings],
-                      second_threshold_schedule=None if sched is None else {"start": sched.start, "rate": sched.rate},
-                      artifacts=replace(summary.artifacts, history=tuple(steps.history)))
+    summary = replace(
+        summary,
+        activity=[r.to_dict() for r in steps.history],
+        findings=[f.to_dict() for f in findings],
+        second_threshold_schedule=None if sched is None else {"start": sched.start, "rate": sched.rate},
+        artifacts=replace(summary.artifacts, history=tuple(steps.history)),
+    )
     if model is not None:
         summary = replace(summary, network={**summary.network, "nir": model.summary()})
-    return replace(summary, host_memory={"estimate_bytes": estimate.total_bytes,
-                                         "estimate_parts_bytes": estimate.to_dict()["parts_bytes"],
-                                         "peak_rss_bytes": peak_rss_bytes()})
+    return replace(
+        summary,
+        host_memory={
+            "estimate_bytes": estimate.total_bytes,
+            "estimate_parts_bytes": estimate.to_dict()["parts_bytes"],
+            "peak_rss_bytes": peak_rss_bytes(),
+        },
+    )
 
 
 def batch_gradients(weights: list, spikes: np.ndarray, labels: np.ndarray, options: RunOptions) -> dict:
@@ -319,9 +433,17 @@ def batch_gradients(weights: list, spikes: np.ndarray, labels: np.ndarray, optio
     placement from ``options``. Returns ``{"loss", "out_counts", "dW0", ...}`` (arrays)."""
     T, B, _ = spikes.shape
     layers = [weights[0].shape[0]] + [w.shape[1] for w in weights]
-    cfg = NetworkConfig(layers=layers, batch=B, timesteps=T, max_activity=options.max_activity, caps=options.caps,
-                        input_cap=options.input_cap, second_threshold=options.second_threshold,
-                        output_second_threshold=options.output_second_threshold, second_threshold_schedule=None)
+    cfg = NetworkConfig(
+        layers=layers,
+        batch=B,
+        timesteps=T,
+        max_activity=options.max_activity,
+        caps=options.caps,
+        input_cap=options.input_cap,
+        second_threshold=options.second_threshold,
+        output_second_threshold=options.output_second_threshold,
+        second_threshold_schedule=None,
+    )
     machine = load_machine(options.machine, options.chips)
     placement, _, _ = place(cfg, machine, options.neurons_per_tile, options.mapping, "report")
     state = init_network(cfg, placement)

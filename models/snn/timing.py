@@ -66,6 +66,7 @@ tile-combine compute sets, the host infeed and the amortised variable sync were 
 comparing with the 12 measured Bow steps (``models/snn/calibration``); the coefficients are
 fitted by ``tilesim calibrate``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -90,11 +91,31 @@ from tilesim.memo import lru_in
 from tilesim.memory import EntryGroup, MemoryLedger
 from tilesim.program import CompactProgram, Program
 
-__all__ = ["default_costs", "uncalibrated_costs", "compaction_spread", "build_step_program", "predict_step_s", "snn_memory",
-           "PHASE_LABELS", "STEPS_PER_EXECUTION", "STEP_ROWS", "StepRow", "Write", "Flow", "Calls", "LayerTerms",
-           "StepShape", "step_shape", "RowSink", "place_tiles", "grad_targets", "applies", "label_sums"]
+__all__ = [
+    "default_costs",
+    "uncalibrated_costs",
+    "compaction_spread",
+    "build_step_program",
+    "predict_step_s",
+    "snn_memory",
+    "PHASE_LABELS",
+    "STEPS_PER_EXECUTION",
+    "STEP_ROWS",
+    "StepRow",
+    "Write",
+    "Flow",
+    "Calls",
+    "LayerTerms",
+    "StepShape",
+    "step_shape",
+    "RowSink",
+    "place_tiles",
+    "grad_targets",
+    "applies",
+    "label_sums",
+]
 
-STEPS_PER_EXECUTION = 52     # the calibration runs: one device execution per epoch of 52 steps
+STEPS_PER_EXECUTION = 52  # the calibration runs: one device execution per epoch of 52 steps
 
 
 @lru_cache(maxsize=1)
@@ -117,13 +138,12 @@ def compaction_spread(n: int) -> int:
     return max(w // 6 + int(w % 6 >= 2), 1)
 
 
-
 @dataclass(frozen=True)
 class _Layer:
     chip: int
-    tiles: np.ndarray          # owner tiles (global)
-    comp_tiles: np.ndarray     # compaction tiles (global), B·2·f of them
-    comb_tiles: np.ndarray     # combiner tiles (global), B of them
+    tiles: np.ndarray  # owner tiles (global)
+    comp_tiles: np.ndarray  # compaction tiles (global), B·2·f of them
+    comb_tiles: np.ndarray  # combiner tiles (global), B of them
     f: int
 
 
@@ -143,8 +163,10 @@ def _make_layout(config: NetworkConfig, placement: Placement, tiles_per_chip: in
         first, last = int(tiles[0]) // tiles_per_chip, int(tiles[-1]) // tiles_per_chip
         if first != last:
             chips = np.unique(tiles // tiles_per_chip)
-            raise MappingError(f"layer {l + 1} spans chips {chips.tolist()}: the sparse op needs each "
-                               "layer on one chip; use a placement that keeps layers whole")
+            raise MappingError(
+                f"layer {l + 1} spans chips {chips.tolist()}: the sparse op needs each "
+                "layer on one chip; use a placement that keeps layers whole"
+            )
         chip_layers.setdefault(first, []).append(l)
     for l, (tiles, _) in enumerate(placement.groupings):
         chip = int(tiles[0]) // tiles_per_chip
@@ -165,7 +187,7 @@ def _compaction_tiles(chip: int, spreads: tuple, B: int, tiles_per_chip: int) ->
     for f, n in zip(spreads, counts):
         slots = (np.arange(first, first + n) * tiles_per_chip) // max(total, tiles_per_chip)
         comp = (chip * tiles_per_chip + (slots % tiles_per_chip)).astype(np.int64)
-        comb = comp[::2 * f][:B].copy()
+        comb = comp[:: 2 * f][:B].copy()
         comp.flags.writeable = comb.flags.writeable = False
         out.append((comp, comb))
         first += n
@@ -178,24 +200,24 @@ COMPUTE, IN, OUT = "compute", "in", "out"
 ARRAYS = (COMPUTE, IN, OUT)
 
 # Where a term of layer l lands.
-OWNER = "owner tiles"              # the layer's own tiles; the term is [T, n_local] (or [n_local] once per step)
-CHIP = "layer chip"                # every tile of the layer's chip, each the term ([T] or a scalar)
-INPUT_CHIP = "input chip"          # every tile of the chip of the layer's input list (layer l-1; layer 1: its own)
-COMPACTION = "compaction tiles"    # each of the layer's B·2·f compaction tiles (a tile may occur twice)
-COMBINER = "combiner tiles"        # each of the layer's B combiner tiles
-OUTPUT_TILES = "output tiles"      # the layer's own tiles, the same scalar on each (the loss)
-GRAD_SENDER = "gradient sender"    # the layer's chip, once per layer it sends slot gradients to (that layer's term)
-GRAD_TARGET = "gradient targets"   # the chip of each layer it sends slot gradients to (that layer's term)
-HOST_SYNC = "host sync"            # the op's tiles of each chip: the term summed over the chip's layers, as bytes
+OWNER = "owner tiles"  # the layer's own tiles; the term is [T, n_local] (or [n_local] once per step)
+CHIP = "layer chip"  # every tile of the layer's chip, each the term ([T] or a scalar)
+INPUT_CHIP = "input chip"  # every tile of the chip of the layer's input list (layer l-1; layer 1: its own)
+COMPACTION = "compaction tiles"  # each of the layer's B·2·f compaction tiles (a tile may occur twice)
+COMBINER = "combiner tiles"  # each of the layer's B combiner tiles
+OUTPUT_TILES = "output tiles"  # the layer's own tiles, the same scalar on each (the loss)
+GRAD_SENDER = "gradient sender"  # the layer's chip, once per layer it sends slot gradients to (that layer's term)
+GRAD_TARGET = "gradient targets"  # the chip of each layer it sends slot gradients to (that layer's term)
+HOST_SYNC = "host sync"  # the op's tiles of each chip: the term summed over the chip's layers, as bytes
 PLACES = (OWNER, CHIP, INPUT_CHIP, COMPACTION, COMBINER, OUTPUT_TILES, GRAD_SENDER, GRAD_TARGET, HOST_SYNC)
 
 # Which layers a term or a link flow applies to.
 EVERY_LAYER, WITH_INPUT_GRAD, OUTPUT_LAYER = "every layer", "layers with input gradients", "output layer"
 
 # Link flows between chips: (sender chip, receiver chip) of layer l.
-TO_NEXT_LAYER = "to the next layer"           # l's chip -> layer l+1's chip (the spike list)
-FROM_INPUT_LAYER = "from the input layer"     # layer l-1's chip -> l's chip (replicated input list)
-TO_GRAD_TARGETS = "to the gradient targets"   # l's chip -> chip of each layer it sends slot gradients to
+TO_NEXT_LAYER = "to the next layer"  # l's chip -> layer l+1's chip (the spike list)
+FROM_INPUT_LAYER = "from the input layer"  # layer l-1's chip -> l's chip (replicated input list)
+TO_GRAD_TARGETS = "to the gradient targets"  # l's chip -> chip of each layer it sends slot gradients to
 
 # How a row repeats: every time step forward (t ascending), backward (t descending), or once per step.
 FORWARD, BACKWARD, ONCE = "forward", "backward", "once"
@@ -271,46 +293,119 @@ class StepRow:
 
 
 STEP_ROWS = (
-    StepRow("fwd: slice inputs", KIND_COPY, FORWARD, Calls(3), Calls(-2, 2),
-            writes=(Write(IN, OWNER, "lists_in"), Write(OUT, CHIP, "lists_copy")), exchange="input lists (forward)"),
-    StepRow("fwd: state update", KIND_COMPUTE, FORWARD, Calls(2),
-            writes=(Write(COMPUTE, OWNER, "update"), Write(OUT, OWNER, "flags_out"),
-                    Write(IN, COMPACTION, "flags_in")),
-            counters=(("state_update", ("synaptic_adds", "neurons_updated")), ("spike_detect", ("neurons_scanned",))),
-            exchange="threshold flags"),
-    StepRow("fwd: compaction", KIND_COMPUTE, FORWARD, Calls(2, 1),
-            writes=(Write(COMPUTE, COMPACTION, "compaction"), Write(OUT, COMPACTION, "chunk_out"),
-                    Write(IN, COMBINER, "chunks_in")), exchange="chunk lists"),
-    StepRow("fwd: combine", KIND_COMPUTE, FORWARD, Calls(1),
-            writes=(Write(COMPUTE, COMBINER, "combine"), Write(OUT, COMBINER, "list_out"),
-                    Write(IN, CHIP, "sequence_in")),
-            flows=(Flow("list_link", TO_NEXT_LAYER),), exchange="sequence slices"),
+    StepRow(
+        "fwd: slice inputs",
+        KIND_COPY,
+        FORWARD,
+        Calls(3),
+        Calls(-2, 2),
+        writes=(Write(IN, OWNER, "lists_in"), Write(OUT, CHIP, "lists_copy")),
+        exchange="input lists (forward)",
+    ),
+    StepRow(
+        "fwd: state update",
+        KIND_COMPUTE,
+        FORWARD,
+        Calls(2),
+        writes=(Write(COMPUTE, OWNER, "update"), Write(OUT, OWNER, "flags_out"), Write(IN, COMPACTION, "flags_in")),
+        counters=(("state_update", ("synaptic_adds", "neurons_updated")), ("spike_detect", ("neurons_scanned",))),
+        exchange="threshold flags",
+    ),
+    StepRow(
+        "fwd: compaction",
+        KIND_COMPUTE,
+        FORWARD,
+        Calls(2, 1),
+        writes=(
+            Write(COMPUTE, COMPACTION, "compaction"),
+            Write(OUT, COMPACTION, "chunk_out"),
+            Write(IN, COMBINER, "chunks_in"),
+        ),
+        exchange="chunk lists",
+    ),
+    StepRow(
+        "fwd: combine",
+        KIND_COMPUTE,
+        FORWARD,
+        Calls(1),
+        writes=(Write(COMPUTE, COMBINER, "combine"), Write(OUT, COMBINER, "list_out"), Write(IN, CHIP, "sequence_in")),
+        flows=(Flow("list_link", TO_NEXT_LAYER),),
+        exchange="sequence slices",
+    ),
     StepRow("fwd: update sequences", KIND_COPY, FORWARD, Calls(0, 3)),
-    StepRow("loss", KIND_COMPUTE, ONCE, Calls(3), sets_first=True,
-            writes=(Write(COMPUTE, OUTPUT_TILES, "loss", OUTPUT_LAYER),
-                    Write(IN, OUTPUT_TILES, "loss_in", OUTPUT_LAYER)),
-            exchange="loss gradients", sent_from=COMBINER),
+    StepRow(
+        "loss",
+        KIND_COMPUTE,
+        ONCE,
+        Calls(3),
+        sets_first=True,
+        writes=(Write(COMPUTE, OUTPUT_TILES, "loss", OUTPUT_LAYER), Write(IN, OUTPUT_TILES, "loss_in", OUTPUT_LAYER)),
+        exchange="loss gradients",
+        sent_from=COMBINER,
+    ),
     StepRow("bwd: slice sequences", KIND_COPY, BACKWARD, Calls(3, 5)),
-    StepRow("bwd: replicate lists", KIND_EXCHANGE, BACKWARD, Calls(0), Calls(5), per_layer=True,
-            writes=(Write(IN, OWNER, "replicas_in"), Write(OUT, CHIP, "own_copy"),
-                    Write(OUT, INPUT_CHIP, "input_copy")),
-            flows=(Flow("input_link", FROM_INPUT_LAYER),), exchange="replicated lists (backward)"),
-    StepRow("bwd: state grad", KIND_COMPUTE, BACKWARD, Calls(1, 1), Calls(0, 1),
-            writes=(Write(COMPUTE, OWNER, "state_grad"),),
-            counters=(("state_grad", ("slots_scanned", "slots_applied", "neurons_updated")),)),
-    StepRow("bwd: weight+input grad", KIND_COMPUTE, BACKWARD, Calls(1, 0, 1),
-            writes=(Write(COMPUTE, OWNER, "weight_grad"), Write(OUT, OWNER, "partials_out", WITH_INPUT_GRAD),
-                    Write(IN, CHIP, "partials_in", WITH_INPUT_GRAD)),
-            counters=(("weight_grad", ("grad_adds",)), ("input_grad", ("macs",))), exchange="input-gradient partials"),
-    StepRow("bwd: reduce input grad", KIND_COMPUTE, BACKWARD, Calls(0, 0, 3),
-            writes=(Write(COMPUTE, CHIP, "reduce", WITH_INPUT_GRAD),
-                    Write(OUT, GRAD_SENDER, "slot_grads", WITH_INPUT_GRAD),
-                    Write(IN, GRAD_TARGET, "slot_grads", WITH_INPUT_GRAD)),
-            flows=(Flow("slot_grads_link", TO_GRAD_TARGETS, WITH_INPUT_GRAD),), exchange="slot gradients"),
-    StepRow("dW reduce", KIND_COMPUTE, ONCE, Calls(2, 1), writes=(Write(COMPUTE, OWNER, "dw_reduce"),),
-            counters=(("optimizer", ("weights_updated",)),)),
-    StepRow("optimizer", KIND_COMPUTE, ONCE, Calls(0, 2), writes=(Write(COMPUTE, OWNER, "optimizer"),),
-            counters=(("optimizer", ("weights_updated",)),)),
+    StepRow(
+        "bwd: replicate lists",
+        KIND_EXCHANGE,
+        BACKWARD,
+        Calls(0),
+        Calls(5),
+        per_layer=True,
+        writes=(Write(IN, OWNER, "replicas_in"), Write(OUT, CHIP, "own_copy"), Write(OUT, INPUT_CHIP, "input_copy")),
+        flows=(Flow("input_link", FROM_INPUT_LAYER),),
+        exchange="replicated lists (backward)",
+    ),
+    StepRow(
+        "bwd: state grad",
+        KIND_COMPUTE,
+        BACKWARD,
+        Calls(1, 1),
+        Calls(0, 1),
+        writes=(Write(COMPUTE, OWNER, "state_grad"),),
+        counters=(("state_grad", ("slots_scanned", "slots_applied", "neurons_updated")),),
+    ),
+    StepRow(
+        "bwd: weight+input grad",
+        KIND_COMPUTE,
+        BACKWARD,
+        Calls(1, 0, 1),
+        writes=(
+            Write(COMPUTE, OWNER, "weight_grad"),
+            Write(OUT, OWNER, "partials_out", WITH_INPUT_GRAD),
+            Write(IN, CHIP, "partials_in", WITH_INPUT_GRAD),
+        ),
+        counters=(("weight_grad", ("grad_adds",)), ("input_grad", ("macs",))),
+        exchange="input-gradient partials",
+    ),
+    StepRow(
+        "bwd: reduce input grad",
+        KIND_COMPUTE,
+        BACKWARD,
+        Calls(0, 0, 3),
+        writes=(
+            Write(COMPUTE, CHIP, "reduce", WITH_INPUT_GRAD),
+            Write(OUT, GRAD_SENDER, "slot_grads", WITH_INPUT_GRAD),
+            Write(IN, GRAD_TARGET, "slot_grads", WITH_INPUT_GRAD),
+        ),
+        flows=(Flow("slot_grads_link", TO_GRAD_TARGETS, WITH_INPUT_GRAD),),
+        exchange="slot gradients",
+    ),
+    StepRow(
+        "dW reduce",
+        KIND_COMPUTE,
+        ONCE,
+        Calls(2, 1),
+        writes=(Write(COMPUTE, OWNER, "dw_reduce"),),
+        counters=(("optimizer", ("weights_updated",)),),
+    ),
+    StepRow(
+        "optimizer",
+        KIND_COMPUTE,
+        ONCE,
+        Calls(0, 2),
+        writes=(Write(COMPUTE, OWNER, "optimizer"),),
+        counters=(("optimizer", ("weights_updated",)),),
+    ),
     StepRow("host: variable sync", KIND_HOST, ONCE, Calls(0), writes=(Write(COMPUTE, HOST_SYNC, "weights"),)),
 )
 """The training step's rows in program order (the module docstring says what each does)."""
@@ -328,35 +423,35 @@ class LayerTerms:
     owner tile; ``[T]``: per time step, on each tile of a place; ``[n]``: once per step;
     bytes unless named cycles. ``None``: the layer computes no input gradient."""
 
-    lists_in: np.ndarray        # [T, n] input lists received (÷ tiles per supertile: a broadcast)
-    lists_copy: np.ndarray      # [T] the senders' copy of one input list, spread over the chip
-    update: np.ndarray          # [T, n] cycles: state update + dense threshold flags
-    flags_out: np.ndarray       # [T, n] threshold flags to the compaction tiles
-    flags_in: float             # per compaction tile: one uint32 per neuron of its chunk
-    compaction: float           # cycles per compaction tile: 6 chunk scans + the merge
-    chunk_out: float            # per compaction tile: its chunk list
-    chunks_in: float            # per combiner: the 2·f chunk lists
-    combine: np.ndarray         # [T] cycles per combiner
-    list_out: float             # per combiner: the merged list
-    sequence_in: float          # per chip tile: the layer's B lists landing in the sequence slice
-    list_link: float            # the B lists to the next layer's chip
-    replicas_in: np.ndarray     # [T, n] replicated lists: own ids + g, the layer's input list
-    own_copy: np.ndarray        # [T] per chip tile: the copy of the layer's own list
-    input_copy: np.ndarray      # [T] per tile of the input chip: the copy of the input list
-    input_link: float           # the input list to this layer's chip
-    state_grad: np.ndarray      # [T, n] cycles
-    weight_grad: np.ndarray     # [T, n] cycles: weight (+ input) gradient
-    partials_out: np.ndarray | None   # [T, n] input-gradient partials
-    partials_in: np.ndarray | None    # [T] per chip tile: stage-1 reduction input
-    reduce: np.ndarray | None         # [T] cycles per chip tile: stage-1 sums + reduceMany
-    slot_grads: float           # per tile of a chip: slot gradients g *of this layer* (÷ tiles per chip)
-    slot_grads_link: float      # g of this layer over a link
-    dw_reduce: np.ndarray       # [n] cycles: dW zeroing and 6 copies -> 1
-    optimizer: np.ndarray       # [n] cycles
-    weights: float              # weights of the layer (the host variable sync)
-    loss: float                 # cycles per tile of the layer if it is the output layer
-    loss_in: float              # bytes per tile of the layer if it is the output layer: the g it gets back
-    memo: dict = field(default_factory=dict, compare=False, repr=False)   # chip reductions (:class:`_ChipRows`)
+    lists_in: np.ndarray  # [T, n] input lists received (÷ tiles per supertile: a broadcast)
+    lists_copy: np.ndarray  # [T] the senders' copy of one input list, spread over the chip
+    update: np.ndarray  # [T, n] cycles: state update + dense threshold flags
+    flags_out: np.ndarray  # [T, n] threshold flags to the compaction tiles
+    flags_in: float  # per compaction tile: one uint32 per neuron of its chunk
+    compaction: float  # cycles per compaction tile: 6 chunk scans + the merge
+    chunk_out: float  # per compaction tile: its chunk list
+    chunks_in: float  # per combiner: the 2·f chunk lists
+    combine: np.ndarray  # [T] cycles per combiner
+    list_out: float  # per combiner: the merged list
+    sequence_in: float  # per chip tile: the layer's B lists landing in the sequence slice
+    list_link: float  # the B lists to the next layer's chip
+    replicas_in: np.ndarray  # [T, n] replicated lists: own ids + g, the layer's input list
+    own_copy: np.ndarray  # [T] per chip tile: the copy of the layer's own list
+    input_copy: np.ndarray  # [T] per tile of the input chip: the copy of the input list
+    input_link: float  # the input list to this layer's chip
+    state_grad: np.ndarray  # [T, n] cycles
+    weight_grad: np.ndarray  # [T, n] cycles: weight (+ input) gradient
+    partials_out: np.ndarray | None  # [T, n] input-gradient partials
+    partials_in: np.ndarray | None  # [T] per chip tile: stage-1 reduction input
+    reduce: np.ndarray | None  # [T] cycles per chip tile: stage-1 sums + reduceMany
+    slot_grads: float  # per tile of a chip: slot gradients g *of this layer* (÷ tiles per chip)
+    slot_grads_link: float  # g of this layer over a link
+    dw_reduce: np.ndarray  # [n] cycles: dW zeroing and 6 copies -> 1
+    optimizer: np.ndarray  # [n] cycles
+    weights: float  # weights of the layer (the host variable sync)
+    loss: float  # cycles per tile of the layer if it is the output layer
+    loss_in: float  # bytes per tile of the layer if it is the output layer: the g it gets back
+    memo: dict = field(default_factory=dict, compare=False, repr=False)  # chip reductions (:class:`_ChipRows`)
 
     def nbytes(self) -> int:
         """Bytes of the terms' arrays (the reductions in ``memo`` are small)."""
@@ -372,8 +467,10 @@ def place_tiles(where: str, lay: list, l: int, tiles_per_chip: int, target: int 
     """The tiles (global ids; a compaction tile may occur twice) of place ``where`` for layer
     ``l`` of layout ``lay`` (``target``: the receiving layer of a gradient place); for
     :data:`HOST_SYNC` every tile of the layer's chip."""
+
     def chip(c):
         return np.arange(c * tiles_per_chip, (c + 1) * tiles_per_chip)
+
     ly = lay[l]
     if where in (OWNER, OUTPUT_TILES):
         return ly.tiles
@@ -385,7 +482,7 @@ def place_tiles(where: str, lay: list, l: int, tiles_per_chip: int, target: int 
         return chip(lay[l - 1].chip if l > 0 else ly.chip)
     if where == GRAD_TARGET:
         return chip(lay[target].chip)
-    return chip(ly.chip)                                  # CHIP, GRAD_SENDER, HOST_SYNC
+    return chip(ly.chip)  # CHIP, GRAD_SENDER, HOST_SYNC
 
 
 def _check_table() -> None:
@@ -447,8 +544,8 @@ class StepShape:
         if d == 0:
             return arr[s]
         if d > 0:
-            return arr[s:s + d * self.T:d]
-        return arr[s + d * (self.T - 1):s + 1:-d][::-1]
+            return arr[s : s + d * self.T : d]
+        return arr[s + d * (self.T - 1) : s + 1 : -d][::-1]
 
 
 @lru_cache(maxsize=64)
@@ -526,11 +623,11 @@ class _DenseRows:
 
     def __init__(self, shape: StepShape, C: int, TPC: int, active: np.ndarray, first_chip: int = 0):
         self.C, self.TPC, self.active = C, TPC, active
-        self.c0, self.off = first_chip, first_chip * TPC   # a window of C chips from ``first_chip``
+        self.c0, self.off = first_chip, first_chip * TPC  # a window of C chips from ``first_chip``
         self.arrays = {a: np.zeros((shape.supersteps, C * TPC), np.float32) for a in ARRAYS}
-        self.views = _SlotViews(shape, self.arrays)   # made on first use: a chip window touches few slots
+        self.views = _SlotViews(shape, self.arrays)  # made on first use: a chip window touches few slots
         self.acc: dict = {}
-        self.uniq: dict = {}             # tile set (bytes) -> (distinct tiles, multiplicities)
+        self.uniq: dict = {}  # tile set (bytes) -> (distinct tiles, multiplicities)
 
     def owner(self, tiles, terms, table):
         for a, k, name in table:
@@ -570,7 +667,7 @@ class _DenseRows:
 
     def finish(self):
         TPC = self.TPC
-        for (a, k, masked), (v, acc) in self.acc.items():
+        for (_a, _k, masked), (v, acc) in self.acc.items():
             for c in np.flatnonzero(acc.any(axis=0)):
                 cols = slice(c * TPC, (c + 1) * TPC)
                 add = acc[:, c][:, None] if v.ndim == 2 else acc[0, c]
@@ -641,7 +738,7 @@ class _RowsView:
 def _chip_rows(shape: StepShape, calls: list, c: int, TPC: int, active: np.ndarray) -> dict:
     """The three ``[S, TPC]`` float32 arrays of chip ``c``: its recorded calls replayed into a
     one-chip window (equal, bit for bit, to that chip's columns of the dense arrays)."""
-    rows = _DenseRows(shape, 1, TPC, active[c * TPC:(c + 1) * TPC], first_chip=c)
+    rows = _DenseRows(shape, 1, TPC, active[c * TPC : (c + 1) * TPC], first_chip=c)
     for name, *args in calls:
         getattr(rows, name)(*args)
     return rows.finish()
@@ -665,15 +762,15 @@ class _ChipRows:
 
     def __init__(self, shape: StepShape, C: int, TPC: int, memo=None):
         self.T, self.C, self.TPC, self.shape = shape.T, C, TPC, shape
-        self.memo = {} if memo is None else memo     # tile sets of spread terms -> (tiles, counts)
+        self.memo = {} if memo is None else memo  # tile sets of spread terms -> (tiles, counts)
         K = self.K = len(shape.row)
         self.per_step = np.array(shape.stride) != 0
         shape3 = (3 * K, self.T, C)
-        self.uu = np.zeros(shape3)      # chip-wide, every tile
-        self.um = np.zeros(shape3)      # chip-wide, not tile 0 of chip 0
-        self.vmax = np.zeros(shape3)    # owner-tile terms: max over the chip's tiles but global tile 0
+        self.uu = np.zeros(shape3)  # chip-wide, every tile
+        self.um = np.zeros(shape3)  # chip-wide, not tile 0 of chip 0
+        self.vmax = np.zeros(shape3)  # owner-tile terms: max over the chip's tiles but global tile 0
         self.v0 = np.zeros((3 * K, self.T))  # owner-tile terms on global tile 0
-        self.parts: dict = {}          # (slot, chip) -> [(tiles, values)] spread terms
+        self.parts: dict = {}  # (slot, chip) -> [(tiles, values)] spread terms
 
     def _slot(self, a, k):
         return ARRAYS.index(a) * self.K + k
@@ -691,26 +788,26 @@ class _ChipRows:
             Z = np.zeros((len(table), self.T)) if t0 == 0 else None
             for j, (_, _, name) in enumerate(table):
                 m, z = self._owner_max(tiles, getattr(terms, name))
-                M[j, :m.size] = m
+                M[j, : m.size] = m
                 if z is not None:
-                    Z[j, :z.size] = z
+                    Z[j, : z.size] = z
             hit = terms.memo[key] = (slots, M, Z)
         slots, M, Z = hit
         c = t0 // self.TPC
-        self.vmax[slots, :, c] = np.maximum(self.vmax[slots, :, c], M)   # one layer per tile: max
+        self.vmax[slots, :, c] = np.maximum(self.vmax[slots, :, c], M)  # one layer per tile: max
         if Z is not None:
             self.v0[slots] += Z
 
     def local(self, a, k, tiles, values):
         m, z = self._owner_max(tiles, values)
         i = self._slot(a, k)
-        col = self.vmax[i, :m.size, int(tiles[0]) // self.TPC]
-        np.maximum(col, m, out=col)                   # owner tiles of different layers never overlap
+        col = self.vmax[i, : m.size, int(tiles[0]) // self.TPC]
+        np.maximum(col, m, out=col)  # owner tiles of different layers never overlap
         if z is not None:
-            self.v0[i, :z.size] += z
+            self.v0[i, : z.size] += z
 
     def chip(self, a, k, c, values, masked=False):
-        (self.um if masked else self.uu)[self._slot(a, k), :self.T if self.per_step[k] else 1, c] += values
+        (self.um if masked else self.uu)[self._slot(a, k), : self.T if self.per_step[k] else 1, c] += values
 
     def spread(self, a, k, tiles, values):
         self.parts.setdefault((self._slot(a, k), int(tiles[0]) // self.TPC), []).append((tiles, values))
@@ -761,7 +858,7 @@ class _ChipRows:
         arrays = {}
         for j, a in enumerate(ARRAYS):
             arr = arrays[a] = np.zeros((self.shape.supersteps, self.C))
-            blk = out[j * K:(j + 1) * K]
+            blk = out[j * K : (j + 1) * K]
             arr[per[1]] = blk[per[0]]
             arr[once[1]] = blk[once[0], 0]
         return arrays
@@ -773,22 +870,37 @@ def _slot_rows(T: int, L: int) -> tuple:
     shape = step_shape(T, L)
     per = [k for k in range(len(shape.row)) if shape.stride[k] != 0]
     once = [k for k in range(len(shape.row)) if shape.stride[k] == 0]
-    return ((np.array(per, np.int64), np.stack([shape.rows_of(k) for k in per])),
-            (np.array(once, np.int64), np.array([shape.start[k] for k in once], np.int64)))
+    return (
+        (np.array(per, np.int64), np.stack([shape.rows_of(k) for k in per])),
+        (np.array(once, np.int64), np.array([shape.start[k] for k in once], np.int64)),
+    )
 
 
 def _check_step_args(placement, machine, steps_per_execution):
-    require(isinstance(steps_per_execution, (int, np.integer)) and steps_per_execution >= 1,
-            "steps_per_execution", steps_per_execution, "must be an integer >= 1")
+    require(
+        isinstance(steps_per_execution, (int, np.integer)) and steps_per_execution >= 1,
+        "steps_per_execution",
+        steps_per_execution,
+        "must be an integer >= 1",
+    )
     if placement.n_tiles != machine.total_tiles:
-        raise MappingError(f"placement n_tiles = {placement.n_tiles}: machine {machine.name} has "
-                           f"{machine.total_tiles} tiles; build the placement for this machine")
+        raise MappingError(
+            f"placement n_tiles = {placement.n_tiles}: machine {machine.name} has "
+            f"{machine.total_tiles} tiles; build the placement for this machine"
+        )
 
 
-def build_step_program(config: NetworkConfig, placement: Placement, counters: WorkCounters, machine,
-                       costs: CostModel | None = None, name: str = "snn training step",
-                       steps_per_execution: int = STEPS_PER_EXECUTION, cache: dict | None = None,
-                       compact: bool = False) -> Program | CompactProgram:
+def build_step_program(
+    config: NetworkConfig,
+    placement: Placement,
+    counters: WorkCounters,
+    machine,
+    costs: CostModel | None = None,
+    name: str = "snn training step",
+    steps_per_execution: int = STEPS_PER_EXECUTION,
+    cache: dict | None = None,
+    compact: bool = False,
+) -> Program | CompactProgram:
     """The BSP program of one training step, from the step's per-step counters.
 
     ``counters`` must hold per-step arrays (``train_step(..., per_step_counters=True)`` or
@@ -808,31 +920,53 @@ def build_step_program(config: NetworkConfig, placement: Placement, counters: Wo
     """
     _check_step_args(placement, machine, steps_per_execution)
     active = np.ones(machine.total_tiles)
-    active[0] = 0.0                                   # tile 0 of chip 0 is outside the op's graph
+    active[0] = 0.0  # tile 0 of chip 0 is outside the op's graph
     shape = step_shape(config.timesteps, config.n_layers)
     if compact:
-        return _compact_program(config, placement, counters, machine, costs or default_costs(), name,
-                                steps_per_execution, cache, shape, active)
+        return _compact_program(
+            config,
+            placement,
+            counters,
+            machine,
+            costs or default_costs(),
+            name,
+            steps_per_execution,
+            cache,
+            shape,
+            active,
+        )
     rows = _DenseRows(shape, machine.chips, machine.tiles_per_chip, active)
     meta = _emit(config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows)
     arr = rows.finish()
-    return Program.from_arrays(chips=machine.chips, tiles_per_chip=machine.tiles_per_chip,
-                               compute_cycles=arr[COMPUTE], labels=PHASE_LABELS, label_id=meta["label_id"],
-                               sync_scope=meta["scope"], bytes_in=arr[IN], bytes_out=arr[OUT],
-                               flows=meta["flows"], host=meta["host"], name=name,
-                               sync_extra=meta["sync_extra"], exchange_extra=meta["exchange_extra"])
+    return Program.from_arrays(
+        chips=machine.chips,
+        tiles_per_chip=machine.tiles_per_chip,
+        compute_cycles=arr[COMPUTE],
+        labels=PHASE_LABELS,
+        label_id=meta["label_id"],
+        sync_scope=meta["scope"],
+        bytes_in=arr[IN],
+        bytes_out=arr[OUT],
+        flows=meta["flows"],
+        host=meta["host"],
+        name=name,
+        sync_extra=meta["sync_extra"],
+        exchange_extra=meta["exchange_extra"],
+    )
 
 
-def _compact_program(config, placement, counters, machine, costs, name, steps_per_execution, cache, shape,
-                     active) -> CompactProgram:
+def _compact_program(
+    config, placement, counters, machine, costs, name, steps_per_execution, cache, shape, active
+) -> CompactProgram:
     """:func:`build_step_program` with ``compact``: the rows chip by chip (see there)."""
     from tilesim.engine import reduce_tiles
     from tilesim.records import ChipWork
+
     C, TPC, S = machine.chips, machine.tiles_per_chip, shape.supersteps
     rec = _ChipCalls(C, TPC)
     meta = _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rec)
     calls = rec.finish()
-    one = machine.with_chips(1)                          # the fabric of one chip (reduce_tiles)
+    one = machine.with_chips(1)  # the fabric of one chip (reduce_tiles)
     comp, crit = np.zeros((S, C)), np.zeros((S, C), np.int64)
     ex, ex_tile = np.zeros((S, C)), np.zeros((S, C), np.int64)
     onchip = np.zeros((S, C))
@@ -842,10 +976,14 @@ def _compact_program(config, placement, counters, machine, costs, name, steps_pe
     for c in range(C):
         arr = _chip_rows(shape, calls[c], c, TPC, active)
         w = reduce_tiles(_RowsView(arr, S), one)
-        comp[:, c], crit[:, c], ex[:, c], ex_tile[:, c] = w.compute[:, 0], w.critical_tile[:, 0], \
-            w.exchange[:, 0], w.exchange_tile[:, 0]
+        comp[:, c], crit[:, c], ex[:, c], ex_tile[:, c] = (
+            w.compute[:, 0],
+            w.critical_tile[:, 0],
+            w.exchange[:, 0],
+            w.exchange_tile[:, 0],
+        )
         onchip[:, c] = arr[OUT].sum(axis=1, dtype=np.float64)
-        label_tiles[:, c * TPC:(c + 1) * TPC] = label_sums(arr[COMPUTE], label_id, n_labels)
+        label_tiles[:, c * TPC : (c + 1) * TPC] = label_sums(arr[COMPUTE], label_id, n_labels)
         del arr
 
     def chip_rows(c: int, _calls=calls, _shape=shape, _tpc=TPC, _active=active):
@@ -857,19 +995,39 @@ def _compact_program(config, placement, counters, machine, costs, name, steps_pe
     f = flows if flows is not None else (z32, z32, z32, z64)
     h = meta["host"]
     return CompactProgram(
-        name=name, chips=C, tiles_per_chip=TPC, machine_name=machine.name, labels=PHASE_LABELS,
-        label_id=np.asarray(label_id, np.int32), sync_scope=np.asarray(meta["scope"], np.int32), partitions=(),
-        work=ChipWork(comp, crit, ex, ex_tile, onchip.sum(axis=1)), label_tile_cycles=label_tiles,
-        onchip_bytes=onchip, flow_step=np.asarray(f[0], np.int32), flow_src=np.asarray(f[1], np.int32),
-        flow_dst=np.asarray(f[2], np.int32), flow_bytes=np.asarray(f[3], np.float64),
-        host_step=np.asarray(h[0], np.int32), host_chip=np.asarray(h[1], np.int32),
-        host_bytes=np.asarray(h[2], np.float64), sync_extra_cycles=np.asarray(meta["sync_extra"], np.float64),
-        exchange_extra_cycles=np.asarray(meta["exchange_extra"], np.float64), chip_rows=chip_rows)
+        name=name,
+        chips=C,
+        tiles_per_chip=TPC,
+        machine_name=machine.name,
+        labels=PHASE_LABELS,
+        label_id=np.asarray(label_id, np.int32),
+        sync_scope=np.asarray(meta["scope"], np.int32),
+        partitions=(),
+        work=ChipWork(comp, crit, ex, ex_tile, onchip.sum(axis=1)),
+        label_tile_cycles=label_tiles,
+        onchip_bytes=onchip,
+        flow_step=np.asarray(f[0], np.int32),
+        flow_src=np.asarray(f[1], np.int32),
+        flow_dst=np.asarray(f[2], np.int32),
+        flow_bytes=np.asarray(f[3], np.float64),
+        host_step=np.asarray(h[0], np.int32),
+        host_chip=np.asarray(h[1], np.int32),
+        host_bytes=np.asarray(h[2], np.float64),
+        sync_extra_cycles=np.asarray(meta["sync_extra"], np.float64),
+        exchange_extra_cycles=np.asarray(meta["exchange_extra"], np.float64),
+        chip_rows=chip_rows,
+    )
 
 
-def predict_step_s(config: NetworkConfig, placement: Placement, counters: WorkCounters, machine,
-                   costs: CostModel | None = None, steps_per_execution: int = STEPS_PER_EXECUTION,
-                   cache: dict | None = None) -> float:
+def predict_step_s(
+    config: NetworkConfig,
+    placement: Placement,
+    counters: WorkCounters,
+    machine,
+    costs: CostModel | None = None,
+    steps_per_execution: int = STEPS_PER_EXECUTION,
+    cache: dict | None = None,
+) -> float:
     """Seconds of the step :func:`build_step_program` describes, without building it: every row
     is reduced to chips as it is emitted (:class:`_ChipRows`) and timed by
     :func:`tilesim.engine.makespan_s` — the same number as ``simulate(build_step_program(...))``
@@ -880,8 +1038,12 @@ def predict_step_s(config: NetworkConfig, placement: Placement, counters: WorkCo
 
     fabric = make_fabric(machine)
     if fabric.needs_transfers:
-        return simulate(build_step_program(config, placement, counters, machine, costs,
-                                           steps_per_execution=steps_per_execution, cache=cache), machine).total_s
+        return simulate(
+            build_step_program(
+                config, placement, counters, machine, costs, steps_per_execution=steps_per_execution, cache=cache
+            ),
+            machine,
+        ).total_s
     _check_step_args(placement, machine, steps_per_execution)
     C = machine.chips
     memo = None if cache is None else lru_in(cache, ("chip rows",), CACHE_BYTES, _memo_nbytes)
@@ -890,9 +1052,16 @@ def predict_step_s(config: NetworkConfig, placement: Placement, counters: WorkCo
     arr = rows.finish()
     S = arr[COMPUTE].shape[0]
     ex, _ = fabric.exchange_cycles(arr[IN].reshape(S, C, 1), arr[OUT].reshape(S, C, 1))
-    return makespan_s(arr[COMPUTE], ex, machine, meta["scope"], sync_extra=meta["sync_extra"],
-                      exchange_extra=meta["exchange_extra"],
-                      flows=meta["flows"], host=meta["host"])
+    return makespan_s(
+        arr[COMPUTE],
+        ex,
+        machine,
+        meta["scope"],
+        sync_extra=meta["sync_extra"],
+        exchange_extra=meta["exchange_extra"],
+        flows=meta["flows"],
+        host=meta["host"],
+    )
 
 
 @dataclass(frozen=True)
@@ -902,16 +1071,16 @@ class _Step:
     config: NetworkConfig
     counters: WorkCounters
     costs: CostModel
-    lay: list                 # :class:`_Layer` per layer
+    lay: list  # :class:`_Layer` per layer
     C: int
     TPC: int
     workers: int
-    sup: float                # supervisor overhead cycles
-    pair: float               # tiles per supertile: a broadcast reaches both at 8 B/cycle (§3.2)
-    rec: tuple                # recurrent per layer
-    in_graph: tuple           # per layer: computes input gradients
+    sup: float  # supervisor overhead cycles
+    pair: float  # tiles per supertile: a broadcast reaches both at 8 B/cycle (§3.2)
+    rec: tuple  # recurrent per layer
+    in_graph: tuple  # per layer: computes input gradients
     steps_per_execution: int
-    sync_cycles: float        # one sync of all the step's chips
+    sync_cycles: float  # one sync of all the step's chips
     exchange_fixed_cycles: float
 
     def cycles(self, work, vertices):
@@ -933,12 +1102,22 @@ class _Step:
 def _step(config, placement, counters, machine, costs, steps_per_execution) -> _Step:
     L = config.n_layers
     with_input_grad = {p.layer for p in counters.phases if p.phase == "input_grad"}
-    return _Step(config, counters, costs, _layout(config, placement, machine.tiles_per_chip), machine.chips,
-                 machine.tiles_per_chip, machine.chip.workers_per_tile, machine.chip.supervisor_overhead_cycles,
-                 float(machine.chip.tiles_per_supertile),
-                 config.recurrent if isinstance(config.recurrent, tuple) else (bool(config.recurrent),) * L,
-                 tuple(l in with_input_grad for l in range(L)), steps_per_execution,
-                 float(machine.group_sync_cycles(machine.chips)), float(machine.chip.exchange_fixed_cycles))
+    return _Step(
+        config,
+        counters,
+        costs,
+        _layout(config, placement, machine.tiles_per_chip),
+        machine.chips,
+        machine.tiles_per_chip,
+        machine.chip.workers_per_tile,
+        machine.chip.supervisor_overhead_cycles,
+        float(machine.chip.tiles_per_supertile),
+        config.recurrent if isinstance(config.recurrent, tuple) else (bool(config.recurrent),) * L,
+        tuple(l in with_input_grad for l in range(L)),
+        steps_per_execution,
+        float(machine.group_sync_cycles(machine.chips)),
+        float(machine.chip.exchange_fixed_cycles),
+    )
 
 
 def _forward_terms(s: _Step, l: int) -> dict:
@@ -947,14 +1126,20 @@ def _forward_terms(s: _Step, l: int) -> dict:
     vc = costs.coef("vertex_calls")
     recv = s.loc("state_update", l, "bytes_received")
     vert = s.loc("state_update", l, "vertices")
-    work = costs.worker_cycles({
-        "synaptic_adds": s.loc("state_update", l, "synaptic_adds"),
-        "neurons_updated": s.loc("state_update", l, "neurons_updated")}) + vc * vert
+    work = (
+        costs.worker_cycles(
+            {
+                "synaptic_adds": s.loc("state_update", l, "synaptic_adds"),
+                "neurons_updated": s.loc("state_update", l, "neurons_updated"),
+            }
+        )
+        + vc * vert
+    )
     flags = s.loc("spike_detect", l, "neurons_scanned")
     # combine: merge the entries actually kept (real + gradient-only) per sample
-    kept = s.loc("spike_detect", l, "entries_kept").sum(axis=1)              # [T] over tiles
+    kept = s.loc("spike_detect", l, "entries_kept").sum(axis=1)  # [T] over tiles
     # compaction: 6 chunk vertices per tile scan their flags, then one vertex merges them
-    chunk = -(-s.config.layers[l + 1] // ly.f)           # neurons per compaction tile
+    chunk = -(-s.config.layers[l + 1] // ly.f)  # neurons per compaction tile
     tile_list = min(s.config.n_max[l], chunk)
     comp_work = costs.coef("flags_scanned") * chunk + vc * 6
     comb1 = costs.coef("list_entries_merged") * tile_list + vc
@@ -964,14 +1149,15 @@ def _forward_terms(s: _Step, l: int) -> dict:
         "lists_copy": (recv[:, 0] if ly.tiles.size else np.zeros(T)) / TPC,
         "update": s.cycles(work, vert) + s.cycles(costs.coef("neurons_scanned") * flags + vc * flags, flags),
         "flags_out": s.loc("spike_detect", l, "bytes_sent"),
-        "flags_in": 4.0 * chunk,                             # one uint32 per neuron and threshold
+        "flags_in": 4.0 * chunk,  # one uint32 per neuron and threshold
         "compaction": float(s.cycles(comp_work, 6) + s.cycles(comb1, 1)),
         "chunk_out": 4.0 * (tile_list + 1),
         "chunks_in": 4.0 * (tile_list + 1) * 2 * ly.f,
         "combine": s.cycles(costs.coef("list_entries_merged") * (kept / B + 2 * ly.f) + vc, 1),
         "list_out": list_bytes,
         "sequence_in": B * list_bytes / TPC,
-        "list_link": B * list_bytes}
+        "list_link": B * list_bytes,
+    }
 
 
 def _backward_terms(s: _Step, l: int) -> dict:
@@ -983,10 +1169,16 @@ def _backward_terms(s: _Step, l: int) -> dict:
     inp = s.loc("weight_grad", l, "bytes_received")
     one_in = inp[:, 0] if ly.tiles.size else np.zeros(T)
     vert = s.loc("state_grad", l, "vertices")
-    work = costs.worker_cycles({
-        "slots_scanned": s.loc("state_grad", l, "slots_scanned"),
-        "slots_applied": s.loc("state_grad", l, "slots_applied"),
-        "neurons_updated": s.loc("state_grad", l, "neurons_updated")}) + vc * vert
+    work = (
+        costs.worker_cycles(
+            {
+                "slots_scanned": s.loc("state_grad", l, "slots_scanned"),
+                "slots_applied": s.loc("state_grad", l, "slots_applied"),
+                "neurons_updated": s.loc("state_grad", l, "neurons_updated"),
+            }
+        )
+        + vc * vert
+    )
     wv = s.loc("weight_grad", l, "vertices")
     wg = s.cycles(costs.worker_cycles({"grad_adds": s.loc("weight_grad", l, "grad_adds")}) + vc * wv, wv)
     partials = partials_in = reduce = None
@@ -994,7 +1186,7 @@ def _backward_terms(s: _Step, l: int) -> dict:
         iv = s.loc("input_grad", l, "vertices")
         wg += s.cycles(costs.worker_cycles({"macs": s.loc("input_grad", l, "macs")}) + vc * iv, iv)
         partials = s.loc("input_grad", l, "partial_bytes")
-        partials_in = partials.sum(axis=1) / TPC         # stage-1 reduction spread over the chip
+        partials_in = partials.sum(axis=1) / TPC  # stage-1 reduction spread over the chip
         adds = s.loc("input_grad", l, "reduction_adds").sum(axis=1) / TPC
         reduce = s.cycles(costs.coef("reduction_adds") * adds + vc * 6, 6)
     # once per step: dW reduction (zeroing, 6 copies -> 1) and the optimizer on the weights per tile
@@ -1008,14 +1200,20 @@ def _backward_terms(s: _Step, l: int) -> dict:
         "input_copy": one_in / TPC,
         "input_link": float(one_in[0]),
         "state_grad": s.cycles(work, vert),
-        "weight_grad": wg, "partials_out": partials, "partials_in": partials_in, "reduce": reduce,
-        "slot_grads": g_bytes / TPC, "slot_grads_link": g_bytes,
-        "dw_reduce": s.cycles(costs.coef("dw_reduce_adds") * (W - 1) * upd / W
-                           + costs.coef("dw_zero_writes") * W * upd / W, nw),
+        "weight_grad": wg,
+        "partials_out": partials,
+        "partials_in": partials_in,
+        "reduce": reduce,
+        "slot_grads": g_bytes / TPC,
+        "slot_grads_link": g_bytes,
+        "dw_reduce": s.cycles(
+            costs.coef("dw_reduce_adds") * (W - 1) * upd / W + costs.coef("dw_zero_writes") * W * upd / W, nw
+        ),
         "optimizer": s.cycles(costs.coef(opt) * upd / W, nw),
         "weights": upd.sum(),
         "loss": float(s.cycles(costs.coef("loss_entries") * B * nmax[l] / ly.tiles.size + vc, 1)),
-        "loss_in": B * (8.0 * nmax[l] + 8)}
+        "loss_in": B * (8.0 * nmax[l] + 8),
+    }
 
 
 def _layer_terms(s: _Step, l: int) -> LayerTerms:
@@ -1053,8 +1251,9 @@ def _all_terms(s: _Step, cache: dict | None) -> list:
 def applies(only: str, l: int, n_layers: int, input_grad: bool) -> bool:
     """Whether a :class:`Write` or :class:`Flow` for the layers ``only`` names applies to layer
     ``l`` of ``n_layers`` (``input_grad``: the layer computes input gradients)."""
-    return (only == EVERY_LAYER or (only == WITH_INPUT_GRAD and input_grad)
-            or (only == OUTPUT_LAYER and l == n_layers - 1))
+    return (
+        only == EVERY_LAYER or (only == WITH_INPUT_GRAD and input_grad) or (only == OUTPUT_LAYER and l == n_layers - 1)
+    )
 
 
 @lru_cache(maxsize=1024)
@@ -1062,8 +1261,12 @@ def _owner_table(T: int, L: int, l: int, with_input_grad: bool, output: bool) ->
     """((array, slot, term), ...): the :data:`OWNER` writes of layer ``l`` in the step."""
     shape = step_shape(T, L)
     only = {EVERY_LAYER: True, WITH_INPUT_GRAD: with_input_grad, OUTPUT_LAYER: output}
-    return tuple((w.array, shape.slot(j, l), w.term) for j, row in enumerate(STEP_ROWS)
-                 for w in row.writes if w.where == OWNER and only[w.only])
+    return tuple(
+        (w.array, shape.slot(j, l), w.term)
+        for j, row in enumerate(STEP_ROWS)
+        for w in row.writes
+        if w.where == OWNER and only[w.only]
+    )
 
 
 def _write(s: _Step, terms: list, rows: RowSink, w: Write, k: int, l: int) -> None:
@@ -1089,7 +1292,7 @@ def _host_sync(s: _Step, terms: list, rows: RowSink, w: Write, k: int) -> None:
     for l, ly in enumerate(s.lay):
         on_chip[ly.chip] += getattr(terms[l], w.term)
     slots = 2 if s.config.optimizer == "adam" else 0
-    sync_bytes = 4.0 * (1 + slots) * on_chip / s.steps_per_execution          # per chip
+    sync_bytes = 4.0 * (1 + slots) * on_chip / s.steps_per_execution  # per chip
     for c in range(s.C):
         rows.chip(w.array, k, c, s.costs.coef("host_sync_cycles_per_byte") * sync_bytes[c], masked=True)
 
@@ -1116,8 +1319,12 @@ def _plan(T: int, L: int, in_graph: tuple) -> tuple:
     for k, (j, lk) in enumerate(zip(shape.row, shape.layer)):
         row = STEP_ROWS[j]
         layers = range(L) if lk < 0 else [lk]
-        writes = tuple((l, w) for l in layers for w in row.writes
-                       if w.where not in (OWNER, HOST_SYNC) and applies(w.only, l, L, in_graph[l]))
+        writes = tuple(
+            (l, w)
+            for l in layers
+            for w in row.writes
+            if w.where not in (OWNER, HOST_SYNC) and applies(w.only, l, L, in_graph[l])
+        )
         flows = tuple((l, f) for l in layers for f in row.flows if applies(f.only, l, L, in_graph[l]))
         host = tuple(w for w in row.writes if w.where == HOST_SYNC)
         out.append((k, row, writes, host, flows))
@@ -1131,15 +1338,15 @@ def _emit(config, placement, counters, machine, costs, steps_per_execution, cach
     s = _step(config, placement, counters, machine, costs, steps_per_execution)
     T, L, cs_cycles = config.timesteps, config.n_layers, costs.coef("compute_set_cycles")
     terms = _all_terms(s, cache)
-    for l, ly in enumerate(s.lay):                       # each layer on its own tiles
+    for l, ly in enumerate(s.lay):  # each layer on its own tiles
         rows.owner(ly.tiles, terms[l], _owner_table(T, L, l, s.in_graph[l], l == L - 1))
     any_in = any(s.in_graph)
-    links = []                                           # per slot: [(src chip, dst chip, bytes)]
+    links = []  # per slot: [(src chip, dst chip, bytes)]
     for k, row, writes, host, flows in _plan(T, L, s.in_graph):
         sets = row.compute_sets.count(L, any_in) * cs_cycles
         if row.sets_first:
             rows.overhead(k, sets)
-        for l, w in writes:                              # layer by layer, in the row's order
+        for l, w in writes:  # layer by layer, in the row's order
             _write(s, terms, rows, w, k, l)
         for w in host:
             _host_sync(s, terms, rows, w, k)
@@ -1169,7 +1376,7 @@ def _meta(s: _Step, shape: StepShape, links: list, any_in: bool) -> dict:
     T, C, B = shape.T, s.C, s.config.batch
     label_id, n_folded = _row_meta(T, shape.L, any_in)
     flows = []
-    for i in range(T):                                   # the i-th forward and the i-th backward iteration
+    for i in range(T):  # the i-th forward and the i-th backward iteration
         for k in range(len(shape.row)):
             if links[k]:
                 step = shape.start[k] + shape.stride[k] * (i if shape.stride[k] > 0 else T - 1 - i)
@@ -1177,9 +1384,14 @@ def _meta(s: _Step, shape: StepShape, links: list, any_in: bool) -> dict:
     f_arr = tuple(np.asarray(x) for x in zip(*flows)) if flows else None
     infeed = T * B * 4.0 * (s.config.input_cap + 1) + 4.0 * B
     host = (np.array([0], np.int32), np.array([s.lay[0].chip], np.int32), np.array([infeed]))
-    return {"label_id": label_id.copy(), "scope": np.full(shape.supersteps, 0 if C > 1 else -1, np.int32),
-            "flows": f_arr, "host": host,
-            "sync_extra": n_folded * s.sync_cycles, "exchange_extra": n_folded * s.exchange_fixed_cycles}
+    return {
+        "label_id": label_id.copy(),
+        "scope": np.full(shape.supersteps, 0 if C > 1 else -1, np.int32),
+        "flows": f_arr,
+        "host": host,
+        "sync_extra": n_folded * s.sync_cycles,
+        "exchange_extra": n_folded * s.exchange_fixed_cycles,
+    }
 
 
 # code and bookkeeping bytes per tile (ipu-hardware.md §3.3): a vertex's state holds ~3 SPAN
@@ -1187,10 +1399,10 @@ def _meta(s: _Step, shape: StepShape, links: list, any_in: bool) -> dict:
 # takes part in; exchange code per instruction; worker + supervisor stacks. The per-edge,
 # per-compute-set and per-exchange-instruction bytes are those of
 # :class:`models.linear.planner.OverheadConstants` (their one home, with their sources).
-VERTEX_EDGES = 3                 # [S]-based: the SNN vertices' SPAN edges (list, weights/state, output)
-VERTEX_SCALAR_BYTES = 4          # [S] one 32-bit scalar field
-CODELET_BYTES = 600              # [U] order of a compiled C++ codelet; not published
-STACK_BYTES = 6 * 512 + 1024     # [U] worker stacks + supervisor stack
+VERTEX_EDGES = 3  # [S]-based: the SNN vertices' SPAN edges (list, weights/state, output)
+VERTEX_SCALAR_BYTES = 4  # [S] one 32-bit scalar field
+CODELET_BYTES = 600  # [U] order of a compiled C++ codelet; not published
+STACK_BYTES = 6 * 512 + 1024  # [U] worker stacks + supervisor stack
 
 
 @lru_cache(maxsize=1)
@@ -1199,9 +1411,13 @@ def _code_bytes() -> tuple:
     from models.linear.planner import (
         OverheadConstants,  # deferred: the linear package is big
     )
+
     o = OverheadConstants()
-    return (VERTEX_EDGES * o.vertex_edge_bytes + VERTEX_SCALAR_BYTES, o.control_code_bytes_per_compute_set,
-            o.exchange_instruction_bytes)
+    return (
+        VERTEX_EDGES * o.vertex_edge_bytes + VERTEX_SCALAR_BYTES,
+        o.control_code_bytes_per_compute_set,
+        o.exchange_instruction_bytes,
+    )
 
 
 def _owner_memory(config: NetworkConfig, placement: Placement, l: int, n_max_in: int, recurrent: bool) -> list:
@@ -1211,23 +1427,34 @@ def _owner_memory(config: NetworkConfig, placement: Placement, l: int, n_max_in:
     T, B = config.timesteps, config.batch
     _, local = placement.groupings[l]
     n_local = int(local.max()) + 1 if local.size else 0
-    roles = {"weights": "variables:weights", "dw_worker_copies": "variables:gradients",
-             "dw_final": "variables:gradients", "optimizer_state": "variables:optimizer",
-             "state_sequence": "variables:state", "state": "variables:state",
-             "input_grad_partials": "variables:activations"}
-    mem = layer_memory(config.layers[l], config.layers[l + 1], T, B, n_max_in, local, n_local,
-                       config.optimizer, recurrent)
+    roles = {
+        "weights": "variables:weights",
+        "dw_worker_copies": "variables:gradients",
+        "dw_final": "variables:gradients",
+        "optimizer_state": "variables:optimizer",
+        "state_sequence": "variables:state",
+        "state": "variables:state",
+        "input_grad_partials": "variables:activations",
+    }
+    mem = layer_memory(
+        config.layers[l], config.layers[l + 1], T, B, n_max_in, local, n_local, config.optimizer, recurrent
+    )
     out = [(roles[key], arr, f"layer {l + 1} {key.replace('_', ' ')}") for key, arr in mem.items() if arr.any()]
     n_own = np.bincount(local, minlength=n_local).astype(np.int64)
-    vertices = 3 * B + WORKERS_PER_TILE + B + B * n_own       # update, grads, flags per (neuron, sample)
+    vertices = 3 * B + WORKERS_PER_TILE + B + B * n_own  # update, grads, flags per (neuron, sample)
     const = np.ones(n_local)
     state_bytes, control_bytes, exchange_bytes = _code_bytes()
-    out += [("exchange_buffers", B * 4.0 * ((n_max_in + 1) + (n_max_in + 2) + 2 * config.n_max[l] + 2) * const,
-             f"layer {l + 1} receive buffers (input list, replicated inputs, slot ids + g)"),
-            ("vertex_state", state_bytes * vertices, f"layer {l + 1} vertex state"),
-            ("vertex_code", CODELET_BYTES * 6 * const, f"layer {l + 1} codelets"),
-            ("control_code", control_bytes * 8 * const, f"layer {l + 1} compute-set control"),
-            ("exchange_code", exchange_bytes * (B * 6 + 16) * const, f"layer {l + 1} exchange code")]
+    out += [
+        (
+            "exchange_buffers",
+            B * 4.0 * ((n_max_in + 1) + (n_max_in + 2) + 2 * config.n_max[l] + 2) * const,
+            f"layer {l + 1} receive buffers (input list, replicated inputs, slot ids + g)",
+        ),
+        ("vertex_state", state_bytes * vertices, f"layer {l + 1} vertex state"),
+        ("vertex_code", CODELET_BYTES * 6 * const, f"layer {l + 1} codelets"),
+        ("control_code", control_bytes * 8 * const, f"layer {l + 1} compute-set control"),
+        ("exchange_code", exchange_bytes * (B * 6 + 16) * const, f"layer {l + 1} exchange code"),
+    ]
     return EntryGroup(out)
 
 
@@ -1235,16 +1462,21 @@ def _entries_nbytes(entries) -> int:
     return sum(np.asarray(e[1]).nbytes for e in entries)
 
 
-def snn_memory(config: NetworkConfig, placement: Placement, machine, ledger: MemoryLedger | None = None,
-               cache: dict | None = None) -> MemoryLedger:
+def snn_memory(
+    config: NetworkConfig, placement: Placement, machine, ledger: MemoryLedger | None = None, cache: dict | None = None
+) -> MemoryLedger:
     """Per-tile SRAM of the training step: every tensor of §3.2 plus buffers, vertex state and code.
     ``ledger``: a :class:`MemoryLedger` (default) or a :class:`tilesim.memory.MemoryTotals` for a
     search; ``cache`` (a dict the caller keeps) reuses the owner-tile entries of layers whose
     neuron grouping is unchanged (a :class:`BytesLRU` keyed by layer, grouping and config)."""
-    led = ledger or MemoryLedger(machine, remedy=(
-        "lower --neurons-per-tile (the 6 per-worker dW copies grow with fan-in x neurons per tile), "
-        "reduce --batch or --timesteps (the state history is T x B x n), use SGD instead of Adam, "
-        "or spread the network over more chips (--chips)"))
+    led = ledger or MemoryLedger(
+        machine,
+        remedy=(
+            "lower --neurons-per-tile (the 6 per-worker dW copies grow with fan-in x neurons per tile), "
+            "reduce --batch or --timesteps (the state history is T x B x n), use SGD instead of Adam, "
+            "or spread the network over more chips (--chips)"
+        ),
+    )
     TPC = machine.tiles_per_chip
     T, B = config.timesteps, config.batch
     nmax = config.n_max
@@ -1262,10 +1494,18 @@ def snn_memory(config: NetworkConfig, placement: Placement, machine, ledger: Mem
         led.add_group(entries, ly.tiles)
         # spike id/count sequences [T, B, N_max] + [T, B, 2], spread over the layer's chip (tile 0 of chip 0 free)
         chip_tiles = slice(ly.chip * TPC + (1 if ly.chip == 0 else 0), (ly.chip + 1) * TPC)
-        led.add("variables:spikes", 4.0 * T * B * (nmax[l] + 2) / (chip_tiles.stop - chip_tiles.start), chip_tiles,
-                f"layer {l + 1} spike sequence")
-        led.add("exchange_buffers", 4.0 * (2 * -(-config.layers[l + 1] // ly.f) + nmax[l] + 2), ly.comp_tiles,
-                f"layer {l + 1} compaction flags and chunk list")
+        led.add(
+            "variables:spikes",
+            4.0 * T * B * (nmax[l] + 2) / (chip_tiles.stop - chip_tiles.start),
+            chip_tiles,
+            f"layer {l + 1} spike sequence",
+        )
+        led.add(
+            "exchange_buffers",
+            4.0 * (2 * -(-config.layers[l + 1] // ly.f) + nmax[l] + 2),
+            ly.comp_tiles,
+            f"layer {l + 1} compaction flags and chunk list",
+        )
     # the data input sequence [T, B, input_cap] ids + counts, spread over chip 0
     led.add("variables:inputs", 4.0 * T * B * (config.input_cap + 1) / (TPC - 1), slice(1, TPC), "input spike sequence")
     used = np.zeros(machine.total_tiles, bool)
