@@ -33,6 +33,10 @@ __all__ = ["Layout", "SearchResult", "anneal", "layout_of"]
 
 @dataclass(frozen=True)
 class Layout:
+    """A mapping search state: per layer its chip, tile count and neuron order (``"block"`` or
+    ``"cyclic"``), packed in layer order from ``first_tile`` on chip 0. :meth:`mapping` turns it into a
+    :class:`Mapping` (raises :class:`MappingError` via the packer when the layers do not fit)."""
+
     layer_sizes: tuple
     chips: int
     tiles_per_chip: int
@@ -73,6 +77,10 @@ def layout_of(m: Mapping, first_tile: int = 1) -> Layout:
 
 @dataclass
 class SearchResult:
+    """What :func:`anneal` returns: the best mapping and its objective value, the starting (baseline)
+    value, how many layouts were evaluated and accepted, the wall time in seconds, and the best-so-far
+    history as ``(evaluation, value)`` pairs."""
+
     best: Mapping
     best_value: float
     baseline_value: float

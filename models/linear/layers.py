@@ -50,6 +50,7 @@ __all__ = [
 
 
 def is_power_of_two(n: int) -> bool:
+    """True when ``n`` is an integer (Python or NumPy) of the form 2**k with k >= 0; never raises."""
     return isinstance(n, (int, np.integer)) and n >= 1 and (n & (n - 1)) == 0
 
 

@@ -276,6 +276,7 @@ def compute_sets_per_tile(phases) -> np.ndarray:
 
 
 def vertices_per_tile(phases) -> np.ndarray:
+    """Total vertex count on each tile, summed over ``phases`` (each with a per-tile ``.vertices`` array)."""
     return sum(p.vertices for p in phases)
 
 

@@ -21,6 +21,10 @@ import numpy as np
 
 @dataclass(frozen=True)
 class ReferenceResult:
+    """What :func:`reference_step` returns, all in float64: loss, accuracy, logits, the weight
+    gradients ``dW``/``dV`` per layer, and per layer ``[T, B, N]`` the kept real spikes, the kept
+    entries (real + gradient-only) and the membrane potentials."""
+
     loss: float
     accuracy: float
     logits: np.ndarray
@@ -43,6 +47,7 @@ def cap_masks(v, threshold, second_threshold, n_max):
 
 
 def surrogate(v, threshold, beta):
+    """The surrogate spike derivative ``1 / (beta·|v − threshold| + 1)²`` (element-wise on arrays)."""
     return 1.0 / (beta * np.abs(v - threshold) + 1.0) ** 2
 
 
@@ -157,6 +162,9 @@ def naive_lif_forward(
 
 
 def naive_compact_one(v, threshold, second_threshold, n_max):
+    """Loop twin of the kernel's compaction for one membrane vector ``v [N]``: returns ``(ids, real, kept)``
+    — the kept neuron indices (real spikes first, then gradient-only, at most ``n_max``), the number of
+    real spikes kept and the total kept."""
     real = [k for k in range(v.size) if v[k] > threshold][:n_max]
     grad = [k for k in range(v.size) if second_threshold < v[k] <= threshold]
     lst = (real + grad)[:n_max]
@@ -164,6 +172,8 @@ def naive_compact_one(v, threshold, second_threshold, n_max):
 
 
 def naive_compact(v_seq, threshold, second_threshold, n_max):
+    """:func:`naive_compact_one` over ``v_seq [T, B, N]``: returns ``ids [T, B, n_max]`` (uint32, zero
+    padded) and ``counts [T, B, 2]`` (real kept, total kept)."""
     T, B, _ = v_seq.shape
     ids = np.zeros((T, B, n_max), np.uint32)
     counts = np.zeros((T, B, 2), np.int32)
@@ -176,6 +186,8 @@ def naive_compact(v_seq, threshold, second_threshold, n_max):
 
 
 def naive_state_grad(v_seq, ids, counts, g, decay, scale, threshold, beta, V=None):
+    """Loop twin of the backward state pass: from the spike gradients ``g [T, B, n_max]`` returns
+    ``(dI [T, B, N], g)``; with a recurrent matrix ``V`` the earlier steps' ``g`` gain ``V·dI``."""
     T, B, N = v_seq.shape
     g = np.array(g, np.float64)
     dI = np.zeros((T, B, N))
@@ -194,6 +206,7 @@ def naive_state_grad(v_seq, ids, counts, g, decay, scale, threshold, beta, V=Non
 
 
 def naive_weight_grad(dI, ids, counts, n_in):
+    """Loop twin of the weight gradient: ``dW [n_in, N]`` summed over the kept real input spikes."""
     T, B, N = dI.shape
     dW = np.zeros((n_in, N))
     for t in range(T):
@@ -204,6 +217,7 @@ def naive_weight_grad(dI, ids, counts, n_in):
 
 
 def naive_input_grad(W, dI, ids, counts):
+    """Loop twin of the input gradient: ``g [T, B, n_max]`` with ``g[t-1] = W[ids[t]]·dI[t]`` for kept entries."""
     T, B, _ = dI.shape
     g = np.zeros(ids.shape)
     for t in range(1, T):

@@ -29,6 +29,7 @@ _PHASE = ("num_ipus", "datatype", "name", "cycles")
 
 
 def shipped_stencil_cases() -> list[Path]:
+    """Paths of the measured stencil case CSVs shipped in ``models/stencil/cases`` (sorted)."""
     root = resources.files("models.stencil") / "cases"
     return sorted(
         Path(str(root / n)) for n in ("louw_gc2_gaussian_blur_strong_scaling.csv", "louw_gc2_stencil_phase_cycles.csv")

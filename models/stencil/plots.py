@@ -32,6 +32,7 @@ def read_png(path) -> np.ndarray:
 
 
 def write_png(path, image: np.ndarray) -> None:
+    """Write an ``[H, W, 3|4]`` float image to ``path`` as PNG, clipping values to [0, 1]."""
     import matplotlib.image as mpimg
 
     mpimg.imsave(Path(path), np.clip(image, 0.0, 1.0))
