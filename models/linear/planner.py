@@ -548,6 +548,170 @@ def _cdiv(a, b):
     return -(-a // b)
 
 
+@dataclass(frozen=True)
+class _Blocks:
+    """Which block of one pass each tile computes: tile ``t < P_m P_k P_n`` holds block ``(i_m, i_k, i_n)``
+    (``i_k`` fastest); per-tile int arrays, sizes 0 on idle tiles."""
+
+    active: np.ndarray
+    im: np.ndarray
+    ik: np.ndarray
+    inn: np.ndarray
+    rows: np.ndarray
+    depth: np.ndarray
+    cols: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Reduction:
+    """The ``P_k`` reduction of the output blocks (zeros when ``P_k = 1``): per tile the output elements it
+    owns, the partials it receives and sends (bytes), its adds and their cycles, the bytes of partials it
+    holds, and its exchange instructions."""
+
+    owned: np.ndarray
+    red_in: np.ndarray
+    red_out: np.ndarray
+    red_adds: np.ndarray
+    red_cycles: np.ndarray
+    partial_bytes: np.ndarray
+    red_instr: np.ndarray
+
+
+def _check_split(m: int, k: int, n: int, split: tuple, serial: tuple, tiles: int) -> tuple:
+    """``(P_m, P_k, P_n, S_k, S_n)`` as ints; raises :class:`ConfigError` unless the serial passes divide
+    ``k`` and ``n``, every parallel cut is in ``[1, its dimension in one pass]`` and the cuts fit ``tiles``."""
+    sk, sn = (int(s) for s in serial)
+    for name, s, dim in (("serial_k", sk, k), ("serial_n", sn, n)):
+        require(
+            s >= 1 and dim % s == 0,
+            name,
+            s,
+            f"must be >= 1 and divide {dim}",
+            "serial passes are equal slices; pick a divisor",
+        )
+    ks, ns = k // sk, n // sn
+    pm, pk, pn = (int(s) for s in split)
+    for name, s, lim in (("split_m", pm, m), ("split_k", pk, ks), ("split_n", pn, ns)):
+        require(1 <= s <= lim, name, s, f"must be in [1, {lim}]", "a dimension cannot be cut finer than 1")
+    used = pm * pk * pn
+    require(used <= tiles, "split", (pm, pk, pn), f"uses {used} tiles > tiles = {tiles}", "split less")
+    return pm, pk, pn, sk, sn
+
+
+def _blocks(m: int, ks: int, ns: int, pm: int, pk: int, pn: int, tiles: int) -> _Blocks:
+    """The block of one ``(m, ks, ns)`` pass that each of ``tiles`` tiles computes."""
+    t = np.arange(tiles)
+    active = t < pm * pk * pn
+    tu = np.where(active, t, 0)
+    ik, rest = tu % pk, tu // pk
+    inn, im = rest % pn, rest // pn
+    rows = np.where(active, split_sizes(m, pm)[im], 0)
+    depth = np.where(active, split_sizes(ks, pk)[ik], 0)
+    cols = np.where(active, split_sizes(ns, pn)[inn], 0)
+    return _Blocks(active, im, ik, inn, rows, depth, cols)
+
+
+def _operand_exchange(b: _Blocks, m: int, k: int, n: int, sk: int, passes: int, tiles: int) -> tuple:
+    """Per tile, in elements: the home chunks of A and B it holds, what it sends in one pass (its slice
+    of every home chunk: A's k-slice, B's (k, n) block), and its operand exchange instructions."""
+    home_a, home_b = split_sizes(m * k, tiles), split_sizes(k * n, tiles)
+    chunk_a, chunk_b = int(home_a.max()), int(home_b.max())
+    send = _cdiv(home_a, sk) + _cdiv(home_b, passes)
+    pieces_a = block_pieces(b.rows, b.depth, k, chunk_a, tiles)
+    pieces_b = block_pieces(b.depth, b.cols, n, chunk_b, tiles)
+    # distinct blocks are sent once: A blocks by (i_m, i_k) (tiles with i_n = 0), B by (i_k, i_n) (i_m = 0)
+    sent = int(pieces_a[b.active & (b.inn == 0)].sum() + pieces_b[b.active & (b.im == 0)].sum())
+    return home_a + home_b, send, pieces_a + pieces_b + split_sizes(sent, tiles)
+
+
+def _reduction(b: _Blocks, pk: int, sk: int, pb: int, costs: SuperstepCosts, zero: np.ndarray) -> _Reduction:
+    """The ``P_k`` reduction: each of the ``P_k`` tiles of an output block owns a slice, receives the other
+    tiles' partials of it and adds them (plus the accumulator when ``S_k > 1``)."""
+    out_block = b.rows * b.cols
+    if pk > 1:
+        owned = out_block // pk + (b.ik < out_block % pk).astype(np.int64)
+        red_in = (pk - 1) * owned * pb
+        red_adds = (pk - 1 + (sk > 1)) * owned
+        return _Reduction(
+            owned,
+            red_in,
+            (out_block - owned) * pb,
+            red_adds,
+            costs.vector_cycles(red_adds, pb),
+            out_block * pb + red_in,
+            np.where(b.active, 2 * (pk - 1), 0),
+        )
+    partial_bytes = out_block * pb if sk > 1 else zero
+    return _Reduction(out_block, zero, zero, zero, zero, partial_bytes, zero)
+
+
+def _local_vector_phase(name: str, work: np.ndarray, cycles, zero: np.ndarray, repeat: int) -> Phase:
+    """A vector compute set without exchange: one two-edge vertex on every tile with work."""
+    return Phase(name, "vector", work, cycles, zero, zero, (work > 0).astype(np.int64), 2 * (work > 0), zero, repeat)
+
+
+def _pass_phases(
+    b: _Blocks,
+    red: _Reduction,
+    amp: np.ndarray,
+    bytes_in: np.ndarray,
+    bytes_out: np.ndarray,
+    operand_instr: np.ndarray,
+    copy: np.ndarray,
+    shape: tuple,
+    eb: int,
+    pb: int,
+    costs: SuperstepCosts,
+    zero: np.ndarray,
+) -> tuple:
+    """The supersteps of a serial split ``shape = (P_k, S_k, S_n)``: the serial slice (several passes),
+    the AMP matmul, the ``P_k`` reduction or (``S_k > 1``) the accumulation, then the final cast when
+    the partials type differs from the output type."""
+    pk, sk, sn = shape
+    passes = sk * sn
+    macs = b.rows * b.depth * b.cols
+    out_block = b.rows * b.cols
+    phases = []
+    if passes > 1:
+        # dynamic slice: each home tile copies this pass's slice of its chunks to a send buffer
+        phases.append(_local_vector_phase("serial-slice", copy, costs.vector_cycles(copy, eb), zero, passes))
+    phases.append(
+        Phase(
+            "matmul",
+            "amp",
+            macs,
+            amp,
+            bytes_in,
+            bytes_out,
+            (macs > 0).astype(np.int64),
+            3 * (macs > 0),
+            operand_instr,
+            passes,
+        )
+    )
+    if pk > 1:
+        has = red.red_adds > 0
+        phases.append(
+            Phase(
+                "reduce",
+                "vector",
+                red.red_adds,
+                red.red_cycles,
+                red.red_in,
+                red.red_out,
+                has.astype(np.int64),
+                (pk + 1) * has,
+                red.red_instr,
+                passes,
+            )
+        )
+    elif sk > 1:
+        phases.append(_local_vector_phase("accumulate", out_block, costs.vector_cycles(out_block, pb), zero, passes))
+    if sk > 1 and pb != eb:
+        phases.append(_local_vector_phase("cast", red.owned, costs.vector_cycles(red.owned, pb), zero, sn))
+    return tuple(phases)
+
+
 def build_matmul_plan(
     m: int,
     k: int,
@@ -570,148 +734,27 @@ def build_matmul_plan(
     _check_proportion(memory_proportion)
     eb = _require_precision("precision", precision)
     pb = _require_precision("partials_precision", partials_precision)
-    sk, sn = (int(s) for s in serial)
-    for name, s, dim in (("serial_k", sk, k), ("serial_n", sn, n)):
-        require(
-            s >= 1 and dim % s == 0,
-            name,
-            s,
-            f"must be >= 1 and divide {dim}",
-            "serial passes are equal slices; pick a divisor",
-        )
+    pm, pk, pn, sk, sn = _check_split(m, k, n, split, serial, tiles)
     ks, ns, passes = k // sk, n // sn, sk * sn
-    pm, pk, pn = (int(s) for s in split)
-    for name, s, lim in (("split_m", pm, m), ("split_k", pk, ks), ("split_n", pn, ns)):
-        require(1 <= s <= lim, name, s, f"must be in [1, {lim}]", "a dimension cannot be cut finer than 1")
-    used = pm * pk * pn
-    require(used <= tiles, "split", (pm, pk, pn), f"uses {used} tiles > tiles = {tiles}", "split less")
     macs_per_cycle = flops_per_cycle / 2.0
-
-    t = np.arange(tiles)
-    active = t < used
-    tu = np.where(active, t, 0)
-    ik, rest = tu % pk, tu // pk
-    inn, im = rest % pn, rest // pn
     zero = np.zeros(tiles, dtype=np.int64)
-    rows = np.where(active, split_sizes(m, pm)[im], 0)
-    depth = np.where(active, split_sizes(ks, pk)[ik], 0)
-    cols = np.where(active, split_sizes(ns, pn)[inn], 0)
+    b = _blocks(m, ks, ns, pm, pk, pn, tiles)
+    rows, depth, cols = b.rows, b.depth, b.cols
 
     macs = rows * depth * cols
     amp = np.where(macs > 0, fixed_cycles + np.ceil(macs / macs_per_cycle), 0).astype(np.int64)
 
-    home_a, home_b = split_sizes(m * k, tiles), split_sizes(k * n, tiles)
-    chunk_a, chunk_b = int(home_a.max()), int(home_b.max())
-    # one pass sends its slice of every home chunk: A's k-slice, B's (k, n) block
-    send_a, send_b = _cdiv(home_a, sk), _cdiv(home_b, passes)
+    home_bytes, copy, operand_instr = _operand_exchange(b, m, k, n, sk, passes, tiles)
+    home_bytes = home_bytes * eb
     bytes_in = (rows * depth + depth * cols) * eb
-    bytes_out = (send_a + send_b) * eb
-    pieces_a = block_pieces(rows, depth, k, chunk_a, tiles)
-    pieces_b = block_pieces(depth, cols, n, chunk_b, tiles)
-    # distinct blocks are sent once: A blocks by (i_m, i_k) (tiles with i_n = 0), B by (i_k, i_n) (i_m = 0)
-    sent = int(pieces_a[active & (inn == 0)].sum() + pieces_b[active & (im == 0)].sum())
-    send_instr = split_sizes(sent, tiles)
-    operand_instr = pieces_a + pieces_b + send_instr
+    bytes_out = copy * eb
 
-    out_block = rows * cols
-    phases = []
-    if passes > 1:
-        # dynamic slice: each home tile copies this pass's slice of its chunks to a send buffer
-        copy = send_a + send_b
-        phases.append(
-            Phase(
-                "serial-slice",
-                "vector",
-                copy,
-                costs.vector_cycles(copy, eb),
-                zero,
-                zero,
-                (copy > 0).astype(np.int64),
-                2 * (copy > 0),
-                zero,
-                passes,
-            )
-        )
-        slice_bytes = copy * eb
-    else:
-        slice_bytes = zero
-    if pk > 1:
-        owned = out_block // pk + (ik < out_block % pk).astype(np.int64)
-        red_in = (pk - 1) * owned * pb
-        red_out = (out_block - owned) * pb
-        red_adds = (pk - 1 + (sk > 1)) * owned
-        red_cycles = costs.vector_cycles(red_adds, pb)
-        partial_bytes = out_block * pb + red_in
-        red_instr = np.where(active, 2 * (pk - 1), 0)
-    else:
-        owned = out_block
-        red_in = red_out = red_adds = red_cycles = red_instr = zero
-        partial_bytes = out_block * pb if sk > 1 else zero
-    output_bytes = sn * owned * eb
-    accumulator_bytes = owned * pb if sk > 1 else zero
-    phases.append(
-        Phase(
-            "matmul",
-            "amp",
-            macs,
-            amp,
-            bytes_in,
-            bytes_out,
-            (macs > 0).astype(np.int64),
-            3 * (macs > 0),
-            operand_instr,
-            passes,
-        )
-    )
-    if pk > 1:
-        has = red_adds > 0
-        phases.append(
-            Phase(
-                "reduce",
-                "vector",
-                red_adds,
-                red_cycles,
-                red_in,
-                red_out,
-                has.astype(np.int64),
-                (pk + 1) * has,
-                red_instr,
-                passes,
-            )
-        )
-    elif sk > 1:
-        phases.append(
-            Phase(
-                "accumulate",
-                "vector",
-                out_block,
-                costs.vector_cycles(out_block, pb),
-                zero,
-                zero,
-                (out_block > 0).astype(np.int64),
-                2 * (out_block > 0),
-                zero,
-                passes,
-            )
-        )
-    if sk > 1 and pb != eb:
-        phases.append(
-            Phase(
-                "cast",
-                "vector",
-                owned,
-                costs.vector_cycles(owned, pb),
-                zero,
-                zero,
-                (owned > 0).astype(np.int64),
-                2 * (owned > 0),
-                zero,
-                sn,
-            )
-        )
-    home_bytes = (home_a + home_b) * eb
-    data = bytes_in + home_bytes + output_bytes + partial_bytes + slice_bytes + accumulator_bytes
-    phases = tuple(phases)
+    slice_bytes = copy * eb if passes > 1 else zero
+    red = _reduction(b, pk, sk, pb, costs, zero)
+    output_bytes = sn * red.owned * eb
+    accumulator_bytes = red.owned * pb if sk > 1 else zero
+    phases = _pass_phases(b, red, amp, bytes_in, bytes_out, operand_instr, copy, (pk, sk, sn), eb, pb, costs, zero)
+    data = bytes_in + home_bytes + output_bytes + red.partial_bytes + slice_bytes + accumulator_bytes
     return MatmulPlan(
         m,
         k,
@@ -729,14 +772,14 @@ def build_matmul_plan(
         amp * passes,
         bytes_in * passes,
         bytes_out * passes,
-        red_in * passes,
-        red_out * passes,
-        red_adds * passes,
-        red_cycles * passes,
+        red.red_in * passes,
+        red.red_out * passes,
+        red.red_adds * passes,
+        red.red_cycles * passes,
         bytes_in,
         home_bytes,
         output_bytes,
-        partial_bytes,
+        red.partial_bytes,
         data,
         phases,
         phases_cycles(phases, costs),
@@ -817,6 +860,40 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, 
     return pm, pk, pn, total, temp0, data0
 
 
+def _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, flops_per_cycle, fixed_cycles, costs, max_serial):
+    """Columns ``pm pk pn sk sn total temp data`` (closed-form cycles, temporary and data bytes) of every
+    partition of every serial split, fewest passes first; stops after one pass when the proportion
+    ``bound`` does not bind (one pass is never slower than several with the same partition)."""
+    cols = {key: [] for key in ("pm", "pk", "pn", "sk", "sn", "total", "temp", "data")}
+    for sk, sn in _serial_pairs(k, n, max_serial):
+        pm, pk, pn, total, temp0, data0 = _closed_form(
+            m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, costs
+        )
+        for key, v in zip(cols, (pm, pk, pn, np.full(pm.shape, sk), np.full(pm.shape, sn), total, temp0, data0)):
+            cols[key].append(v)
+        if sk * sn == 1:
+            fit = data0 <= sram_bytes
+            ok = fit & (temp0 <= bound)
+            if ok.any() and total[ok].min() == total[fit].min():
+                break
+    return {key: np.concatenate(v) for key, v in cols.items()}
+
+
+def _try_order(c: dict, mask: np.ndarray, primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
+    """Indices of the candidates in ``mask`` in the order :func:`plan_matmul` tries them: by ``primary``,
+    then ``secondary``, fewer passes, fewer tiles, smaller ``P_m``, ``P_n``; only the 64 best
+    primaries (and their ties) are kept, as no more can be tried."""
+    passes = c["sk"] * c["sn"]
+    used = c["pm"] * c["pk"] * c["pn"]
+    idx_ok = np.flatnonzero(mask)
+    if idx_ok.size > 64:
+        cut = np.partition(primary[idx_ok], 63)[63]
+        idx_ok = idx_ok[primary[idx_ok] <= cut]
+    return idx_ok[
+        np.lexsort((c["pn"][idx_ok], c["pm"][idx_ok], used[idx_ok], passes[idx_ok], secondary[idx_ok], primary[idx_ok]))
+    ]
+
+
 def plan_matmul(
     m: int,
     k: int,
@@ -858,22 +935,7 @@ def plan_matmul(
     eb = _require_precision("precision", precision)
     pb = _require_precision("partials_precision", partials_precision)
     bound = memory_proportion * sram_bytes
-    cols = {key: [] for key in ("pm", "pk", "pn", "sk", "sn", "total", "temp", "data")}
-    for sk, sn in _serial_pairs(k, n, max_serial):
-        pm, pk, pn, total, temp0, data0 = _closed_form(
-            m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, costs
-        )
-        for key, v in zip(cols, (pm, pk, pn, np.full(pm.shape, sk), np.full(pm.shape, sn), total, temp0, data0)):
-            cols[key].append(v)
-        if sk * sn == 1:
-            fit = data0 <= sram_bytes
-            ok = fit & (temp0 <= bound)
-            # one pass is never slower than several with the same partition: stop if the bound does not bind
-            if ok.any() and total[ok].min() == total[fit].min():
-                break
-    c = {key: np.concatenate(v) for key, v in cols.items()}
-    passes = c["sk"] * c["sn"]
-    used = c["pm"] * c["pk"] * c["pn"]
+    c = _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, flops_per_cycle, fixed_cycles, costs, max_serial)
     fit = c["data"] <= sram_bytes
     kw = dict(
         tiles=tiles,
@@ -887,15 +949,7 @@ def plan_matmul(
     within = fit & (c["temp"] <= bound)
     for mask, primary, ok in ((within, c["total"], True), (fit, c["temp"], False)):
         secondary = c["total"] if not ok else c["temp"]
-        idx_ok = np.flatnonzero(mask)
-        if idx_ok.size > 64:  # only the 64 best primaries (and their ties) can be tried
-            cut = np.partition(primary[idx_ok], 63)[63]
-            idx_ok = idx_ok[primary[idx_ok] <= cut]
-        order = idx_ok[
-            np.lexsort(
-                (c["pn"][idx_ok], c["pm"][idx_ok], used[idx_ok], passes[idx_ok], secondary[idx_ok], primary[idx_ok])
-            )
-        ]
+        order = _try_order(c, mask, primary, secondary)
         tried = 0
         for idx in order:
             plan = build_matmul_plan(
@@ -912,8 +966,13 @@ def plan_matmul(
             tried += 1
             if tried >= 64:
                 break
+    raise _no_plan_fits(c, m, k, n, tiles, sram_bytes, precision, eb, max_serial)
+
+
+def _no_plan_fits(c: dict, m, k, n, tiles, sram_bytes, precision, eb, max_serial) -> SramOverflowError:
+    """The error for a matmul no candidate of table ``c`` fits: names the smallest plan and its bytes."""
     best = int(np.argmin(c["data"]))
-    raise SramOverflowError(
+    return SramOverflowError(
         f"matmul (m, k, n) = ({m}, {k}, {n}) {precision} on {tiles} tiles: no plan fits, even with serial splits "
         f"(S_k S_n <= {max_serial}); the smallest, (P_m, P_k, P_n) = ({int(c['pm'][best])}, {int(c['pk'][best])}, "
         f"{int(c['pn'][best])}) with (S_k, S_n) = ({int(c['sk'][best])}, {int(c['sn'][best])}), needs "
