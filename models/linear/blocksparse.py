@@ -221,25 +221,84 @@ def _chunk_stats(rows, cols, group, groups):
     return nblk, np.bincount(urows, minlength=groups), np.bincount(ucols, minlength=groups)
 
 
-def _build(layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vertex, memory_proportion, within):
-    nbr, nbc = layout.shape
-    m, k = nbr * block, nbc * block
+def _group_blocks(layout: np.ndarray, bands: int, tg: int) -> tuple:
+    """``(rows, cols, group)`` of every nonzero block of ``layout``, ordered by column band then row-major,
+    with its group ``band · tg + chunk``: chunk ``c`` of a band is a near-equal contiguous split of the
+    band's blocks into ``tg`` chunks."""
     rows, cols = np.nonzero(layout)
-    tg = tiles // (bands * n_split)
-    band_sizes = split_sizes(nbc, bands)
-    band_of_col = np.repeat(np.arange(bands), band_sizes)
+    band_of_col = np.repeat(np.arange(bands), split_sizes(layout.shape[1], bands))
     band = band_of_col[cols]
     order = np.lexsort((cols, rows, band))  # by band, then row-major inside the band
     rows, cols, band = rows[order], cols[order], band[order]
     count = np.bincount(band, minlength=bands)
     pos = np.arange(rows.size) - np.repeat(np.cumsum(count) - count, count)
-    # chunk c of band b: near-equal contiguous split of the band's count into tg chunks
     base, rem = count[band] // tg, count[band] % tg
     big_len = base + 1
     chunk = np.where(
         pos < rem * big_len, pos // np.maximum(big_len, 1), rem + (pos - rem * big_len) // np.maximum(base, 1)
     )
-    group = band * tg + chunk
+    return rows, cols, band * tg + chunk
+
+
+def _row_owners(group: np.ndarray, rows: np.ndarray, nbr: int, groups: int) -> tuple:
+    """The reduction of output block rows: a block row is held by every group with a block in it and owned
+    by the first. Returns ``(reduces, senders, received, owned)``: whether any row is held twice, and per
+    group the rows it sends, the partial rows it receives and the rows it owns."""
+    pairs = np.unique(group * nbr + rows)
+    pg, pr = pairs // nbr, pairs % nbr
+    first = np.ones(pairs.size, dtype=bool)
+    by_row = np.lexsort((pg, pr))
+    pr_sorted = pr[by_row]
+    first[by_row] = np.r_[True, pr_sorted[1:] != pr_sorted[:-1]]
+    owner_of_row = np.full(nbr, -1)
+    owner_of_row[pr[first]] = pg[first]
+    reduces = bool((~first).any())
+    senders = np.bincount(pg[~first], minlength=groups)
+    received = np.bincount(owner_of_row[pr[~first]], minlength=groups) if reduces else np.zeros(groups, np.int64)
+    return reduces, senders, received, np.bincount(pg[first], minlength=groups)
+
+
+def _sparse_mm_phase(macs, compute, bytes_in, bytes_out, blocks_t, rows_t, cols_t, recv_vals) -> Phase:
+    """``sparse-mm``: one AMP vertex per tile with blocks (3 + 2 edges per block row); exchange
+    instructions: a receive per column block and per weight copy, plus the sends spread over the tiles."""
+    one = (blocks_t > 0).astype(np.int64)
+    recv = cols_t + (recv_vals > 0)
+    return Phase(
+        "sparse-mm",
+        "amp",
+        macs,
+        compute,
+        bytes_in,
+        bytes_out,
+        one,
+        (3 + 2 * rows_t) * one,
+        recv + split_sizes(int(recv.sum()), blocks_t.size),
+    )
+
+
+def _reduce_phase(recv_el: np.ndarray, send_el: np.ndarray, pb: int, costs: SuperstepCosts) -> Phase:
+    """``sparse-reduce``: each tile receives ``recv_el`` partial elements of the rows it owns (and adds them
+    on the vector unit) and sends ``send_el`` of the rows others own, in the partials type (``pb`` bytes)."""
+    red_in, red_out = recv_el * pb, send_el * pb
+    has = (recv_el > 0).astype(np.int64)
+    return Phase(
+        "sparse-reduce",
+        "vector",
+        recv_el,
+        costs.vector_cycles(recv_el, pb),
+        red_in,
+        red_out,
+        has,
+        3 * has,
+        2 * (red_in > 0) + 2 * (red_out > 0),
+    )
+
+
+def _build(layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vertex, memory_proportion, within):
+    nbr, nbc = layout.shape
+    m, k = nbr * block, nbc * block
+    tg = tiles // (bands * n_split)
+    rows, cols, group = _group_blocks(layout, bands, tg)
     groups = bands * tg
     nblk, nrows, ncols = _chunk_stats(rows, cols, group, groups)
 
@@ -263,56 +322,21 @@ def _build(layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vert
     rows_in = cols_t * block * n_j * eb
     bytes_in = rows_in + recv_vals
     bytes_out = home * eb + send_vals
-    one = (blocks_t > 0).astype(np.int64)
-    phases = [
-        Phase(
-            "sparse-mm",
-            "amp",
-            macs,
-            compute,
-            bytes_in,
-            bytes_out,
-            one,
-            (3 + 2 * rows_t) * one,
-            cols_t + (recv_vals > 0) + split_sizes(int((cols_t + (recv_vals > 0)).sum()), tiles),
-        )
-    ]
+    phases = [_sparse_mm_phase(macs, compute, bytes_in, bytes_out, blocks_t, rows_t, cols_t, recv_vals)]
     # reduction: block row r of part j is held by every group that has a block in it; the first one owns it
-    pairs = np.unique(group * nbr + rows)
-    pg, pr = pairs // nbr, pairs % nbr
-    first = np.ones(pairs.size, dtype=bool)
-    by_row = np.lexsort((pg, pr))
-    pr_sorted = pr[by_row]
-    first_sorted = np.r_[True, pr_sorted[1:] != pr_sorted[:-1]]
-    first[by_row] = first_sorted
-    owner_of_row = np.full(nbr, -1)
-    owner_of_row[pr[first]] = pg[first]
-    senders = np.bincount(pg[~first], minlength=groups)  # rows a group sends
-    received = np.bincount(owner_of_row[pr[~first]], minlength=groups) if (~first).any() else np.zeros(groups, np.int64)
-    owned = np.bincount(pg[first], minlength=groups)
+    reduces, senders, received, owned = _row_owners(group, rows, nbr, groups)
     out_rows = np.where(active, owned[g], 0)
     output_bytes = out_rows * block * n_j * eb
     partial = rows_t * block * n_j * pb
     operand_bytes = bytes_in
-    if (~first).any():
-        red_in = np.where(active, received[g], 0) * block * n_j * pb
-        red_out = np.where(active, senders[g], 0) * block * n_j * pb
-        adds = np.where(active, received[g], 0) * block * n_j
-        has = (adds > 0).astype(np.int64)
+    if reduces:
+        row_el = block * n_j
         phases.append(
-            Phase(
-                "sparse-reduce",
-                "vector",
-                adds,
-                costs.vector_cycles(adds, pb),
-                red_in,
-                red_out,
-                has,
-                3 * has,
-                2 * (red_in > 0) + 2 * (red_out > 0),
+            _reduce_phase(
+                np.where(active, received[g], 0) * row_el, np.where(active, senders[g], 0) * row_el, pb, costs
             )
         )
-        partial = partial + red_in
+        partial = partial + phases[-1].bytes_in
     phases = tuple(phases)
     return BlockSparsePlan(
         m,

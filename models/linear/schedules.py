@@ -274,6 +274,23 @@ def popsparse_layout(layout: np.ndarray, block_size: int) -> tuple:
     return 16, np.kron(layout, np.ones((r, r), dtype=bool)).astype(bool)
 
 
+def _pixelfly_sum_phase(out_el: np.ndarray, lowrank_out, eb: int, costs: SuperstepCosts) -> Phase:
+    """``pixelfly-sum``: each tile receives the low-rank output (plan ``lowrank_out``) in the block-sparse
+    output layout (``out_el`` elements per tile) and adds it on the vector unit."""
+    one = (out_el > 0).astype(np.int64)
+    return Phase(
+        "pixelfly-sum",
+        "vector",
+        out_el,
+        costs.vector_cycles(out_el, eb),
+        out_el * eb,
+        lowrank_out.output_bytes,
+        one,
+        3 * one,
+        2 * one,
+    )
+
+
 def pixelfly_schedule(
     n: int,
     batch: int,
@@ -310,7 +327,6 @@ def pixelfly_schedule(
         overheads=overheads,
     )
     out_el = blocks.output_bytes // eb
-    one = (out_el > 0).astype(np.int64)
     plans = []
     phases = blocks.phases
     if lowrank_size:
@@ -324,19 +340,7 @@ def pixelfly_schedule(
             overheads=overheads,
         )
         plans = [plan_matmul(batch, n, lowrank_size, **kw), plan_matmul(batch, lowrank_size, n, **kw)]
-        lr_out = plans[1].output_bytes
-        sum_phase = Phase(
-            "pixelfly-sum",
-            "vector",
-            out_el,
-            costs.vector_cycles(out_el, eb),
-            out_el * eb,
-            lr_out,
-            one,
-            3 * one,
-            2 * one,
-        )
-        phases = phases + plans[0].phases + plans[1].phases + (sum_phase,)
+        phases = phases + plans[0].phases + plans[1].phases + (_pixelfly_sum_phase(out_el, plans[1], eb, costs),)
     data = blocks.data_bytes + out_el * eb * (lowrank_size > 0) + sum(p.data_bytes for p in plans)
     sched = LayerSchedule(
         "pixelfly",

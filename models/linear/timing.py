@@ -380,44 +380,13 @@ def layer_parts(
     the input-gradient ops, as autograd does for a first layer. ``matmul``: planner options of the
     dense matmuls (fused lowering); ``block_sparse``: density, block and seed of ``"block-sparse"``
     (:mod:`models.linear.blocksparse`, fused lowering only)."""
-    require(
-        kind in LAYER_KINDS,
-        "kind",
-        kind,
-        f"must be one of {', '.join(LAYER_KINDS)}",
-        "dense is the baseline; the others are Table 4's structured layers",
-    )
-    for fname, v in (("n", n), ("batch", batch)):
-        require(
-            isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1,
-            fname,
-            v,
-            "must be a positive integer",
-            "",
-        )
+    _check_layer(kind, n, batch)
     n_out = n if n_out is None else n_out
     costs = step_costs(machine, lowering)
     tiles, sram = machine.tiles_per_chip, machine.chip.sram_bytes
     if lowering == "poptorch" and kind in POPTORCH_KINDS:
-        if kind in ("butterfly", "fastfood", "pixelfly"):
-            require(
-                is_power_of_two(n) and n >= 2,
-                "n",
-                n,
-                "must be a power of two >= 2",
-                f"{kind} needs n = 2^L; pad the layer width",
-            )
-        kw = dict(
-            tiles=tiles,
-            sram_bytes=sram,
-            flops_per_cycle=_flops(machine, precision),
-            precision=precision,
-            costs=costs,
-            overheads=overheads,
-            **_poplibs_vertices(machine),
-        )
-        return poptorch_layer(
-            kind, n, batch, kw, n_out=n_out, rank=rank, backward=backward, input_grad=input_grad, pixelfly=pixelfly
+        return _poptorch_parts(
+            kind, n, batch, machine, precision, costs, overheads, n_out, rank, backward, input_grad, pixelfly
         )
     base = dict(tiles=tiles, sram_bytes=sram, precision=precision, costs=costs, overheads=overheads)
     amp = dict(base, flops_per_cycle=_flops(machine, precision))
@@ -428,27 +397,8 @@ def layer_parts(
             dense_backward_schedule(n, n_out, batch, **mm) if backward else None,
         )
     if kind == "block-sparse":
-        require(
-            lowering == "fused",
-            "lowering",
-            lowering,
-            "block-sparse has the fused (PopSparse) lowering only",
-            "use lowering='fused'",
-        )
-        cfg = block_sparse or BlockSparseConfig()
-        return block_sparse_schedules(
-            cfg.layout(n),
-            batch,
-            tiles=tiles,
-            sram_bytes=sram,
-            block=cfg.block,
-            precision=precision,
-            partials_precision=matmul.partials_precision,
-            workers=machine.chip.workers_per_tile,
-            costs=costs,
-            overheads=overheads,
-            memory_proportion=matmul.memory_proportion,
-            backward=backward,
+        return _block_sparse_parts(
+            n, batch, machine, precision, costs, overheads, lowering, matmul, block_sparse, backward
         )
     if kind == "low-rank":
         return (
@@ -464,6 +414,81 @@ def layer_parts(
     if kind == "circulant":
         pair = circulant_schedules(n, batch, **base)
         return pair if backward else (pair[0], None)
+    return _pixelfly_parts(n, batch, machine, pixelfly, amp, costs, overheads, backward)
+
+
+def _check_layer(kind: str, n: int, batch: int) -> None:
+    """Raise :class:`ConfigError` unless ``kind`` is a layer kind and ``n``, ``batch`` are positive integers."""
+    require(
+        kind in LAYER_KINDS,
+        "kind",
+        kind,
+        f"must be one of {', '.join(LAYER_KINDS)}",
+        "dense is the baseline; the others are Table 4's structured layers",
+    )
+    for fname, v in (("n", n), ("batch", batch)):
+        require(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1,
+            fname,
+            v,
+            "must be a positive integer",
+            "",
+        )
+
+
+def _poptorch_parts(kind, n, batch, machine, precision, costs, overheads, n_out, rank, backward, input_grad, pixelfly):
+    """:func:`layer_parts` of the op-by-op (``lowering="poptorch"``) kinds; butterfly, fastfood and pixelfly
+    need a power-of-two ``n >= 2`` (else :class:`ConfigError`)."""
+    if kind in ("butterfly", "fastfood", "pixelfly"):
+        require(
+            is_power_of_two(n) and n >= 2,
+            "n",
+            n,
+            "must be a power of two >= 2",
+            f"{kind} needs n = 2^L; pad the layer width",
+        )
+    kw = dict(
+        tiles=machine.tiles_per_chip,
+        sram_bytes=machine.chip.sram_bytes,
+        flops_per_cycle=_flops(machine, precision),
+        precision=precision,
+        costs=costs,
+        overheads=overheads,
+        **_poplibs_vertices(machine),
+    )
+    return poptorch_layer(
+        kind, n, batch, kw, n_out=n_out, rank=rank, backward=backward, input_grad=input_grad, pixelfly=pixelfly
+    )
+
+
+def _block_sparse_parts(n, batch, machine, precision, costs, overheads, lowering, matmul, block_sparse, backward):
+    """:func:`layer_parts` of a ``"block-sparse"`` layer (fused lowering only, else :class:`ConfigError`)."""
+    require(
+        lowering == "fused",
+        "lowering",
+        lowering,
+        "block-sparse has the fused (PopSparse) lowering only",
+        "use lowering='fused'",
+    )
+    cfg = block_sparse or BlockSparseConfig()
+    return block_sparse_schedules(
+        cfg.layout(n),
+        batch,
+        tiles=machine.tiles_per_chip,
+        sram_bytes=machine.chip.sram_bytes,
+        block=cfg.block,
+        precision=precision,
+        partials_precision=matmul.partials_precision,
+        workers=machine.chip.workers_per_tile,
+        costs=costs,
+        overheads=overheads,
+        memory_proportion=matmul.memory_proportion,
+        backward=backward,
+    )
+
+
+def _pixelfly_parts(n, batch, machine, pixelfly, amp, costs, overheads, backward):
+    """:func:`layer_parts` of a fused pixelfly layer (``pixelfly`` None: the SHL configuration)."""
     cfg = dict(PIXELFLY_SHL if pixelfly is None else pixelfly)
     workers = machine.chip.workers_per_tile
     fwd = pixelfly_schedule(
@@ -478,7 +503,7 @@ def layer_parts(
         cfg["block_size"],
         cfg["butterfly_size"],
         cfg["lowrank_size"],
-        sram_bytes=sram,
+        sram_bytes=machine.chip.sram_bytes,
         flops_per_cycle=amp["flops_per_cycle"],
         workers=workers,
         costs=costs,
