@@ -429,6 +429,154 @@ def _read(p):
         ) from None
 
 
+@dataclass(frozen=True)
+class _Chain:
+    """The Input -> (weight -> neuron)* chain of a NIR graph: layer sizes (input first), feed-forward
+    weights, recurrent flags and matrices (None without), neuron node names, per layer
+    ``(name, node, tau, r, v_threshold)`` and every node visited on the way."""
+
+    layers: list
+    weights: list
+    rec: list
+    rec_w: list
+    names: list
+    params: list
+    visited: set
+
+
+def _graph_ends(graph) -> tuple:
+    """``(nodes, succ, pred, input, output)`` of ``graph`` after refusing unsupported node types, edges
+    to unknown nodes and anything but exactly one Input and one Output node (:class:`ConfigError`)."""
+    nodes, edges = dict(graph.nodes), [tuple(e) for e in graph.edges]
+    for name, node in nodes.items():
+        kind = type(node).__name__
+        if kind not in ("Input", "Output", *_WEIGHT_TYPES, *_NEURON_TYPES):
+            _refuse(name, node, _WHY.get(kind, f"the network has no {kind} nodes"))
+    for a, b in edges:
+        require(a in nodes and b in nodes, "NIR edge", (a, b), "names a node that is not in the graph")
+    succ = {n: [b for a, b in edges if a == n] for n in nodes}
+    pred = {n: [a for a, b in edges if b == n] for n in nodes}
+    inputs = [n for n, v in nodes.items() if type(v).__name__ == "Input"]
+    outputs = [n for n, v in nodes.items() if type(v).__name__ == "Output"]
+    require(
+        len(inputs) == 1 and len(outputs) == 1,
+        "NIR graph inputs/outputs",
+        (inputs, outputs),
+        "needs exactly one Input and one Output node",
+    )
+    return nodes, succ, pred, inputs[0], outputs[0]
+
+
+def _next_weight(cur: str, nodes: dict, succ: dict, pred: dict, names: list):
+    """The weight node ``cur`` feeds (ignoring its self-loops), or None when it feeds the Output node;
+    refuses branches, a missing weight node and an Output before any LIF layer."""
+    nxt = [s for s in succ[cur] if not (type(nodes[s]).__name__ in _WEIGHT_TYPES and succ[s] == [cur])]
+    if len(nxt) != 1:
+        _refuse(cur, nodes[cur], f"it feeds {len(nxt)} nodes {nxt}; only a chain (plus self-loops) is supported")
+    (w_name,) = nxt
+    w_node = nodes[w_name]
+    if type(w_node).__name__ == "Output":
+        if not names:
+            _refuse(w_name, w_node, "the graph has no LIF layer")
+        return None
+    if type(w_node).__name__ not in _WEIGHT_TYPES:
+        _refuse(w_name, w_node, f"expected an Affine or Linear node after {cur!r}")
+    if len(pred[w_name]) != 1 or len(succ[w_name]) != 1:
+        _refuse(w_name, w_node, "a weight node must have exactly one source and one target")
+    return w_name
+
+
+def _self_loop(n_name: str, w_name: str, nodes: dict, succ: dict, pred: dict):
+    """The recurrent weight node of neuron node ``n_name`` (None without); refuses several self-loops,
+    extra inputs besides the feed-forward ``w_name``, and a loop with more than one source."""
+    n_node = nodes[n_name]
+    loops = [s for s in succ[n_name] if type(nodes[s]).__name__ in _WEIGHT_TYPES and succ[s] == [n_name]]
+    if len(loops) > 1:
+        _refuse(n_name, n_node, f"it has {len(loops)} self-loops {loops}; the network has one recurrent matrix")
+    others = [p for p in pred[n_name] if p != w_name and p not in loops]
+    if others:
+        _refuse(n_name, n_node, f"it has extra inputs {others}; only one feed-forward input and one self-loop")
+    if not loops:
+        return None
+    (loop,) = loops
+    if len(pred[loop]) != 1:
+        _refuse(loop, nodes[loop], "a recurrent weight node must have exactly one source")
+    return loop
+
+
+def _walk_chain(nodes: dict, succ: dict, pred: dict, inp: str, n0: int, dt: float, discretization: str) -> _Chain:
+    """Follow the graph from Input ``inp`` (``n0`` neurons) through weight -> neuron pairs to the Output."""
+    layers, weights, rec, rec_w, names, params = [n0], [], [], [], [], []
+    visited = {inp}
+    cur = inp
+    while True:
+        w_name = _next_weight(cur, nodes, succ, pred, names)
+        if w_name is None:
+            break
+        w_node = nodes[w_name]
+        n_name = succ[w_name][0]
+        n_node = nodes[n_name]
+        if type(n_node).__name__ not in _NEURON_TYPES:
+            _refuse(n_name, n_node, f"expected a LIF or CubaLIF node after {w_name!r}")
+        tau, r, th, n = _neuron_params(n_name, n_node, dt, discretization)
+        weights.append(_weight(w_name, w_node, layers[-1], n))
+        n = weights[-1].shape[1]  # the layer size (0-d parameters: from the weights)
+        loop = _self_loop(n_name, w_name, nodes, succ, pred)
+        if loop is not None:
+            rec_w.append(_weight(loop, nodes[loop], n, n))
+            visited.add(loop)
+        else:
+            rec_w.append(None)
+        rec.append(loop is not None)
+        layers.append(n)
+        names.append(n_name)
+        params.append((n_name, n_node, tau, r, th))
+        visited |= {w_name, n_name}
+        cur = n_name
+    return _Chain(layers, weights, rec, rec_w, names, params, visited)
+
+
+def _check_output(nodes: dict, out: str, last: int, visited: set) -> None:
+    """Refuse an Output node whose size is not the last layer's ``last`` and any node off the chain."""
+    out_node = nodes[out]
+    n_out, _ = _flat_size(out, out_node, out_node.output_type["output"], "output")
+    if n_out != last:
+        _refuse(out, out_node, f"output size {n_out} != the last layer's {last} neurons")
+    stray = [n for n in nodes if n not in visited | {out}]
+    if stray:
+        _refuse(stray[0], nodes[stray[0]], "it is not on the Input -> Output chain (branches are not supported)")
+
+
+def _shared_lif(params: list, dt: float, discretization: str) -> tuple:
+    """``(lif, tau, warnings)``: the one :class:`LIFParams` of all layers (refusing layers whose tau, r or
+    v_threshold differ, and an alpha outside (0, 1)), with a warning when alpha is outside the range."""
+    first = params[0]
+    for field, i in (("tau", 2), ("r", 3), ("v_threshold", 4)):
+        for name, node, *vals in params[1:]:
+            if vals[i - 2] != first[i]:
+                _refuse(
+                    name,
+                    node,
+                    f"{field} = {vals[i - 2]:g} differs from {first[i]:g} in {first[0]!r}; the network "
+                    f"has one {field} for all layers",
+                )
+    tau, r, th = first[2], first[3], first[4]
+    warnings = []
+    if math.isinf(tau):  # IF: v_t = v_{t-1} + dt·R·I_t (exact and Euler agree)
+        lif = LIFParams(decay=1.0, threshold=th, input_scale=r, gain=dt * r)
+    else:
+        alpha = math.exp(-dt / tau) if discretization == "exact" else 1.0 - dt / tau
+        if not 0.0 < alpha < 1.0:
+            _refuse(
+                first[0], first[1], f"dt/tau = {dt / tau:g} gives alpha = {alpha:g} outside (0, 1); choose a smaller dt"
+            )
+        lif = LIFParams(decay=alpha, threshold=th, input_scale=r)
+        warnings = [
+            w for w in [_alpha_warning(first[0], type(first[1]).__name__, dt, tau, alpha, r, discretization)] if w
+        ]
+    return lif, tau, warnings
+
+
 def load_nir(path_or_graph, dt: float | None = None, discretization: str = "exact") -> NirModel:
     """A NIR graph (file path or ``nir.NIRGraph``) as a :class:`NirModel`; see the module table.
 
@@ -463,111 +611,20 @@ def load_nir(path_or_graph, dt: float | None = None, discretization: str = "exac
     require(isinstance(graph, nir.NIRGraph), "NIR graph", type(graph).__name__, "must be a nir.NIRGraph")
     dt, dt_source = _step(dt, graph)
 
-    nodes, edges = dict(graph.nodes), [tuple(e) for e in graph.edges]
-    for name, node in nodes.items():
-        kind = type(node).__name__
-        if kind not in ("Input", "Output", *_WEIGHT_TYPES, *_NEURON_TYPES):
-            _refuse(name, node, _WHY.get(kind, f"the network has no {kind} nodes"))
-    for a, b in edges:
-        require(a in nodes and b in nodes, "NIR edge", (a, b), "names a node that is not in the graph")
-    succ = {n: [b for a, b in edges if a == n] for n in nodes}
-    pred = {n: [a for a, b in edges if b == n] for n in nodes}
-    inputs = [n for n, v in nodes.items() if type(v).__name__ == "Input"]
-    outputs = [n for n, v in nodes.items() if type(v).__name__ == "Output"]
-    require(
-        len(inputs) == 1 and len(outputs) == 1,
-        "NIR graph inputs/outputs",
-        (inputs, outputs),
-        "needs exactly one Input and one Output node",
-    )
-
-    n0, graph_batch = _flat_size(inputs[0], nodes[inputs[0]], nodes[inputs[0]].input_type["input"], "input")
-    layers, weights, rec, rec_w, names, params = [n0], [], [], [], [], []
-    visited = {inputs[0]}
-    cur = inputs[0]
-    while True:
-        nxt = [s for s in succ[cur] if not (type(nodes[s]).__name__ in _WEIGHT_TYPES and succ[s] == [cur])]
-        if len(nxt) != 1:
-            _refuse(cur, nodes[cur], f"it feeds {len(nxt)} nodes {nxt}; only a chain (plus self-loops) is supported")
-        (w_name,) = nxt
-        w_node = nodes[w_name]
-        if type(w_node).__name__ == "Output":
-            if not names:
-                _refuse(w_name, w_node, "the graph has no LIF layer")
-            break
-        if type(w_node).__name__ not in _WEIGHT_TYPES:
-            _refuse(w_name, w_node, f"expected an Affine or Linear node after {cur!r}")
-        if len(pred[w_name]) != 1 or len(succ[w_name]) != 1:
-            _refuse(w_name, w_node, "a weight node must have exactly one source and one target")
-        n_name = succ[w_name][0]
-        n_node = nodes[n_name]
-        if type(n_node).__name__ not in _NEURON_TYPES:
-            _refuse(n_name, n_node, f"expected a LIF or CubaLIF node after {w_name!r}")
-        tau, r, th, n = _neuron_params(n_name, n_node, float(dt), discretization)
-        weights.append(_weight(w_name, w_node, layers[-1], n))
-        n = weights[-1].shape[1]  # the layer size (0-d parameters: from the weights)
-        loops = [s for s in succ[n_name] if type(nodes[s]).__name__ in _WEIGHT_TYPES and succ[s] == [n_name]]
-        if len(loops) > 1:
-            _refuse(n_name, n_node, f"it has {len(loops)} self-loops {loops}; the network has one recurrent matrix")
-        others = [p for p in pred[n_name] if p != w_name and p not in loops]
-        if others:
-            _refuse(n_name, n_node, f"it has extra inputs {others}; only one feed-forward input and one self-loop")
-        if loops:
-            (loop,) = loops
-            if len(pred[loop]) != 1:
-                _refuse(loop, nodes[loop], "a recurrent weight node must have exactly one source")
-            rec_w.append(_weight(loop, nodes[loop], n, n))
-            visited.add(loop)
-        else:
-            rec_w.append(None)
-        rec.append(bool(loops))
-        layers.append(n)
-        names.append(n_name)
-        params.append((n_name, n_node, tau, r, th))
-        visited |= {w_name, n_name}
-        cur = n_name
-    out_node = nodes[outputs[0]]
-    n_out, _ = _flat_size(outputs[0], out_node, out_node.output_type["output"], "output")
-    if n_out != layers[-1]:
-        _refuse(outputs[0], out_node, f"output size {n_out} != the last layer's {layers[-1]} neurons")
-    visited.add(outputs[0])
-    stray = [n for n in nodes if n not in visited]
-    if stray:
-        _refuse(stray[0], nodes[stray[0]], "it is not on the Input -> Output chain (branches are not supported)")
-
-    first = params[0]
-    for field, i in (("tau", 2), ("r", 3), ("v_threshold", 4)):
-        for name, node, *vals in params[1:]:
-            if vals[i - 2] != first[i]:
-                _refuse(
-                    name,
-                    node,
-                    f"{field} = {vals[i - 2]:g} differs from {first[i]:g} in {first[0]!r}; the network "
-                    f"has one {field} for all layers",
-                )
-    tau, r, th = first[2], first[3], first[4]
-    warnings = []
-    if math.isinf(tau):  # IF: v_t = v_{t-1} + dt·R·I_t (exact and Euler agree)
-        lif = LIFParams(decay=1.0, threshold=th, input_scale=r, gain=dt * r)
-    else:
-        alpha = math.exp(-dt / tau) if discretization == "exact" else 1.0 - dt / tau
-        if not 0.0 < alpha < 1.0:
-            _refuse(
-                first[0], first[1], f"dt/tau = {dt / tau:g} gives alpha = {alpha:g} outside (0, 1); choose a smaller dt"
-            )
-        lif = LIFParams(decay=alpha, threshold=th, input_scale=r)
-        warnings = [
-            w for w in [_alpha_warning(first[0], type(first[1]).__name__, dt, tau, alpha, r, discretization)] if w
-        ]
+    nodes, succ, pred, inp, out = _graph_ends(graph)
+    n0, graph_batch = _flat_size(inp, nodes[inp], nodes[inp].input_type["input"], "input")
+    chain = _walk_chain(nodes, succ, pred, inp, n0, float(dt), discretization)
+    _check_output(nodes, out, chain.layers[-1], chain.visited)
+    lif, tau, warnings = _shared_lif(chain.params, dt, discretization)
     return NirModel(
-        layers=tuple(layers),
-        weights=tuple(weights),
-        recurrent=tuple(rec),
-        recurrent_weights=tuple(rec_w),
+        layers=tuple(chain.layers),
+        weights=tuple(chain.weights),
+        recurrent=tuple(chain.rec),
+        recurrent_weights=tuple(chain.rec_w),
         lif=lif,
         dt=float(dt),
         tau=tau,
-        nodes=tuple(names),
+        nodes=tuple(chain.names),
         dt_source=dt_source,
         warnings=tuple(warnings),
         graph_batch=graph_batch,
