@@ -472,6 +472,55 @@ def compute_gradients(
         )
 
 
+def _checked_labels(cfg: NetworkConfig, labels) -> np.ndarray:
+    """``labels`` as an array, after checking it holds ``cfg.batch`` integers in ``[0, output size)``."""
+    labels = np.asarray(labels)
+    sizes = cfg.layers
+    require(labels.shape == (cfg.batch,), "labels.shape", labels.shape, f"must be ({cfg.batch},)")
+    require(
+        np.issubdtype(labels.dtype, np.integer) and labels.min() >= 0 and labels.max() < sizes[-1],
+        "labels",
+        (labels.min(), labels.max()),
+        f"must be integers in [0, {sizes[-1]})",
+    )
+    return labels
+
+
+def _forward(state: NetworkState, inputs, initial: list, tiles: list) -> tuple:
+    """The forward pass at the thresholds of update ``state.step``: per layer lists of the membrane
+    sequences, the kept spike lists, the layer inputs, the forward row counts, the per-tile entry tallies
+    and the :func:`layer_stats`."""
+    cfg = state.config
+    lif = cfg.lif
+    theta2 = cfg.second_thresholds_at(state.step)
+    v_seqs, lists, layer_in, rows_fwd, tallies, stats = [], [], [], [], [], []
+    for l in range(cfg.n_layers):
+        inp = inputs if l == 0 else lists[l - 1].shifted(initial[l - 1])
+        if cfg.recurrent[l]:
+            v, own, rows = K.lif_forward_recurrent(
+                state.W[l], state.V[l], inp, initial[l], lif.decay, lif.scale, lif.threshold, theta2[l], cfg.n_max[l]
+            )
+        else:
+            v, rows = K.lif_forward(state.W[l], inp, lif.decay, lif.scale, lif.threshold)
+            own = K.compact_spikes(v, lif.threshold, theta2[l], cfg.n_max[l])
+        stats.append(layer_stats(l, v, own, lif.threshold, theta2[l], cfg.n_max[l]))
+        v_seqs.append(v)
+        lists.append(own)
+        layer_in.append(inp)
+        rows_fwd.append(rows)
+        tallies.append(K.tally_entries(own, tiles[l].local, tiles[l].tiles.size))
+    return v_seqs, lists, layer_in, rows_fwd, tallies, stats
+
+
+def _output_entry_grads(out, dlogits: np.ndarray, batch: int) -> np.ndarray:
+    """``g [T, B, n_max]`` float32: the loss gradient of every kept entry of the output spike list
+    ``out`` (``dlogits`` of its neuron; 0 in unused slots)."""
+    slot = np.arange(out.n_max)[None, None, :]
+    in_slot = slot < out.counts[..., 1][..., None]
+    b_of = np.broadcast_to(np.arange(batch)[None, :, None], out.ids.shape)
+    return np.where(in_slot, dlogits[b_of, out.ids.astype(np.int64)], 0.0).astype(np.float32)
+
+
 def _compute_gradients(
     state: NetworkState,
     batch_spikes,
@@ -491,14 +540,7 @@ def _compute_gradients(
     lif = cfg.lif
     L = cfg.n_layers
     sizes = cfg.layers
-    labels = np.asarray(labels)
-    require(labels.shape == (cfg.batch,), "labels.shape", labels.shape, f"must be ({cfg.batch},)")
-    require(
-        np.issubdtype(labels.dtype, np.integer) and labels.min() >= 0 and labels.max() < sizes[-1],
-        "labels",
-        (labels.min(), labels.max()),
-        f"must be integers in [0, {sizes[-1]})",
-    )
+    labels = _checked_labels(cfg, labels)
     placement = state.placement if placement is None else placement
     placement.check(sizes[1:])
     inputs = prepare_inputs(cfg, batch_spikes, state.rng)
@@ -506,30 +548,9 @@ def _compute_gradients(
     initial = [initial_list(cfg.batch, n, fixed) for n in cfg.n_max]
     tiles = [LocalTiles(placement.tile_of_neuron[l]) for l in range(L)]
 
-    theta2 = cfg.second_thresholds_at(state.step)
-    v_seqs, lists, layer_in, rows_fwd, tallies, stats = [], [], [], [], [], []
-    for l in range(L):
-        inp = inputs if l == 0 else lists[l - 1].shifted(initial[l - 1])
-        if cfg.recurrent[l]:
-            v, own, rows = K.lif_forward_recurrent(
-                state.W[l], state.V[l], inp, initial[l], lif.decay, lif.scale, lif.threshold, theta2[l], cfg.n_max[l]
-            )
-        else:
-            v, rows = K.lif_forward(state.W[l], inp, lif.decay, lif.scale, lif.threshold)
-            own = K.compact_spikes(v, lif.threshold, theta2[l], cfg.n_max[l])
-        stats.append(layer_stats(l, v, own, lif.threshold, theta2[l], cfg.n_max[l]))
-        v_seqs.append(v)
-        lists.append(own)
-        layer_in.append(inp)
-        rows_fwd.append(rows)
-        tallies.append(K.tally_entries(own, tiles[l].local, tiles[l].tiles.size))
-
+    v_seqs, lists, layer_in, rows_fwd, tallies, stats = _forward(state, inputs, initial, tiles)
     loss, acc, logits, dlogits = spike_count_loss(lists[-1], sizes[-1], labels)
-    out = lists[-1]
-    slot = np.arange(out.n_max)[None, None, :]
-    in_slot = slot < out.counts[..., 1][..., None]
-    b_of = np.broadcast_to(np.arange(cfg.batch)[None, :, None], out.ids.shape)
-    g = np.where(in_slot, dlogits[b_of, out.ids.astype(np.int64)], 0.0).astype(np.float32)
+    g = _output_entry_grads(lists[-1], dlogits, cfg.batch)
 
     dW, dV = [None] * L, [None] * L
     phases = []
