@@ -64,18 +64,14 @@ def _segments(starts_r, starts_c, lengths, horizontal: bool):
     return rr, cc, seg
 
 
-def halo_counts(blocks: Blocks, tiles_per_ipu: int) -> HaloCounts:
-    """Count every tile's halo traffic and copies for one stencil compute set."""
+def _halo_pieces(blocks: Blocks) -> list:
+    """Every worker's halo as pixel runs: per side and corner that exists (not the image border), a
+    tuple ``(dst worker index, pixel rows, pixel cols, run id, is_row)``."""
     H, W = blocks.height, blocks.width
-    ipus = int(blocks.ipu.max()) + 1
-    N = ipus * tiles_per_ipu
-    own = owner_map(blocks, tiles_per_ipu)
-    gt = blocks.ipu * tiles_per_ipu + blocks.tile
     r0, r1, c0, c1 = blocks.r0, blocks.r1, blocks.c0, blocks.c1
     h, w = r1 - r0, c1 - c0
     top, left = r0 - 1 > 0, c0 - 1 > 0
     bottom, right = r1 < H - 1, c1 < W - 1
-    # (dst worker index, pixel rows, pixel cols, run id, is_column)
     pieces = []
     for exists, rs, cs, lens, horiz in (
         (top, r0 - 1, c0, w, True),
@@ -92,8 +88,14 @@ def halo_counts(blocks: Blocks, tiles_per_ipu: int) -> HaloCounts:
             continue
         rr, cc, seg = _segments(rs[idx], cs[idx], lens[idx], horiz)
         pieces.append((idx[seg], rr, cc, seg, horiz))
-    z = lambda: np.zeros(N)  # noqa: E731  (a one-line factory)
-    local_px, local_runs = z(), z()
+    return pieces
+
+
+def _local_halo(pieces: list, gt: np.ndarray, own: np.ndarray, N: int) -> tuple:
+    """``(local_px, local_runs, remote)``: per tile the halo pixels its workers copy from the tile itself
+    and the copy regions (runs of one worker's halo from one owner), and the remote halo pixels as
+    ``[dst tile, row, col]`` arrays."""
+    local_px, local_runs = np.zeros(N), np.zeros(N)
     remote = []
     for widx, rr, cc, seg, horiz in pieces:
         dst = gt[widx]
@@ -105,6 +107,30 @@ def halo_counts(blocks: Blocks, tiles_per_ipu: int) -> HaloCounts:
         local_px += np.bincount(dst[same_tile], minlength=N)
         local_runs += np.bincount(dst[same_tile & new], minlength=N)
         remote.append(np.stack([dst[~same_tile], rr[~same_tile], cc[~same_tile]], axis=1))
+    return local_px, local_runs, remote
+
+
+def _link_flows(src: np.ndarray, dst: np.ndarray, new: np.ndarray, tiles_per_ipu: int, ipus: int) -> tuple:
+    """``(flows, runs)``: pixels and messages (``new`` marks a message's first pixel) of the inter-IPU
+    halo pixels ``src -> dst`` (global tiles), keyed by ``(source IPU, destination IPU)``."""
+    flows: dict = {}
+    flow_runs: dict = {}
+    pair = (src // tiles_per_ipu) * ipus + dst // tiles_per_ipu
+    for table, sel in ((flows, np.ones(pair.size, bool)), (flow_runs, new)):
+        for p, n in zip(*np.unique(pair[sel], return_counts=True)):
+            table[(int(p) // ipus, int(p) % ipus)] = int(n)
+    return flows, flow_runs
+
+
+def halo_counts(blocks: Blocks, tiles_per_ipu: int) -> HaloCounts:
+    """Count every tile's halo traffic and copies for one stencil compute set."""
+    H, W = blocks.height, blocks.width
+    ipus = int(blocks.ipu.max()) + 1
+    N = ipus * tiles_per_ipu
+    own = owner_map(blocks, tiles_per_ipu)
+    gt = blocks.ipu * tiles_per_ipu + blocks.tile
+    h = blocks.r1 - blocks.r0
+    local_px, local_runs, remote = _local_halo(_halo_pieces(blocks), gt, own, N)
     # a tile receives each remote pixel once, however many of its workers read it; a message is
     # a contiguous run of one source tile's row (adjacent pixels of one row, same source)
     rem = np.concatenate(remote) if remote else np.zeros((0, 3), np.int64)
@@ -116,12 +142,7 @@ def halo_counts(blocks: Blocks, tiles_per_ipu: int) -> HaloCounts:
     new[1:] = (dst[1:] != dst[:-1]) | (src[1:] != src[:-1]) | (rr[1:] != rr[:-1]) | (cc[1:] != cc[:-1] + 1)
     onchip = (src // tiles_per_ipu) == (dst // tiles_per_ipu)
     link = ~onchip
-    flows: dict = {}
-    flow_runs: dict = {}
-    pair = (src[link] // tiles_per_ipu) * ipus + dst[link] // tiles_per_ipu
-    for table, sel in ((flows, np.ones(pair.size, bool)), (flow_runs, new[link])):
-        for p, n in zip(*np.unique(pair[sel], return_counts=True)):
-            table[(int(p) // ipus, int(p) % ipus)] = int(n)
+    flows, flow_runs = _link_flows(src[link], dst[link], new[link], tiles_per_ipu, ipus)
     onchip_in = np.bincount(dst[onchip], minlength=N).astype(np.float64)
     onchip_out = np.bincount(src[onchip], minlength=N).astype(np.float64)
     onchip_runs = np.bincount(dst[onchip & new], minlength=N).astype(np.float64)
