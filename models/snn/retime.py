@@ -51,10 +51,12 @@ def retime(
     costs: CostModel | None = None,
     cache: dict | None = None,
     steps_per_execution: int = STEPS_PER_EXECUTION,
+    structure=None,
 ) -> Prediction:
     """Time the step that recorded ``activity`` (or a fixed-activity step) under ``placement`` on
     ``machine``; equal to the timing of a functional run with that placement. ``cache`` (a dict
-    the caller keeps across calls) reuses the counters of layers whose placement is unchanged."""
+    the caller keeps across calls) reuses the counters of layers whose placement is unchanged.
+    ``structure``: a :class:`models.snn.structure.StepStructure` (default: its defaults)."""
     if activity is None:
         activity = fixed_activity(config)
     require(
@@ -81,5 +83,6 @@ def retime(
         steps_per_execution=steps_per_execution,
         cache=cache,
         compact=True,
+        **({} if structure is None else {"structure": structure}),
     )
     return Prediction(simulate(program, machine).book_as_host(HOST_LABELS), program, counters)

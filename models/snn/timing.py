@@ -43,10 +43,14 @@ Backward, for t = T−1 … 0
                          the input-gradient partials (one vertex per sample); exchange: partials
                          to the stage-1 reduction, spread over the chip's tiles.
   ``bwd: reduce input grad``  stage-1 sums and the stage-2 ``reduceMany``.
-``dW reduce`` (zeroing, 6 copies → 1), ``optimizer`` (Adam or SGD), once per step, and
-``host: variable sync``: after every device execution of ``steps_per_execution`` steps the
-framework copies the trainable state (weights and optimizer slots) to the host; amortised per
-step: ``host_sync_cycles_per_byte`` · 4·(1 + slots)·weights on the chip / steps_per_execution.
+``dW reduce`` (zeroing, 6 copies → 1), ``optimizer`` (Adam or SGD), once per step,
+``host: variable sync``: the trainable state (weights and optimizer slots, 4·(1 + slots)·weights
+bytes per chip) crosses the host link once per execution or per epoch, one way or both
+(:class:`models.snn.structure.StepStructure`), at the documented host-traffic rate
+(:func:`models.snn.structure.host_copy_bytes_per_s`), amortised over the steps in between; and
+``unexplained: per-weight epoch cost``: what the 12 measured steps need beyond every modelled
+mechanism, a fitted ``epoch_residual_cycles_per_weight`` per weight of the chip, amortised over
+the epoch's steps (a labelled residual, not a mechanism; shown on its own in every breakdown).
 The input sequence (T·B·(input_cap+1)·4 bytes) arrives once per step by host infeed.
 
 Superstep overhead. A compute set costs ``compute_set_cycles`` on every tile (control code,
@@ -58,7 +62,11 @@ compute to every tile (tile 0 of chip 0 is left free, as in the authors' op) and
 ``(k + c − 1)·sync`` / ``(k + c − 1)·exchange_fixed`` cycles that the breakdown books as sync /
 exchange (``Program.sync_extra_cycles`` / ``exchange_extra_cycles``).
 
-Multi-chip: one Poplar graph spans all chips, so every superstep syncs all chips (§3.6).
+Multi-chip (:class:`models.snn.structure.StepStructure`, ``sync_scope``): with ``"all"`` one
+Poplar graph spans all chips and every superstep syncs all chips (§3.6); with ``"chip"`` (the
+default) only supersteps whose exchange carries cross-chip link flows sync all chips, the rest
+(and every folded PopLibs call) sync their own chip. ``copies="merged"`` folds a row's
+consecutive ``Copy`` programs into one exchange.
 
 Changes against the first version (which had 6 rows per time step): the per-layer PopLibs
 supersteps, the per-compute-set cost, the per-layer replicate exchanges, the dense-flag and
@@ -85,11 +93,12 @@ from models.snn.counters import (
 )
 from models.snn.network import NetworkConfig
 from models.snn.placement import Placement
+from models.snn.structure import DEFAULT_STRUCTURE, StepStructure, host_copy_bytes_per_s
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
 from tilesim.errors import MappingError, require
 from tilesim.memo import lru_in
 from tilesim.memory import EntryGroup, MemoryLedger
-from tilesim.program import CompactProgram, Program
+from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program
 
 __all__ = [
     "default_costs",
@@ -113,6 +122,7 @@ __all__ = [
     "grad_targets",
     "applies",
     "label_sums",
+    "RESIDUAL_LABELS",
 ]
 
 STEPS_PER_EXECUTION = 52  # the calibration runs: one device execution per epoch of 52 steps
@@ -209,7 +219,20 @@ OUTPUT_TILES = "output tiles"  # the layer's own tiles, the same scalar on each 
 GRAD_SENDER = "gradient sender"  # the layer's chip, once per layer it sends slot gradients to (that layer's term)
 GRAD_TARGET = "gradient targets"  # the chip of each layer it sends slot gradients to (that layer's term)
 HOST_SYNC = "host sync"  # the op's tiles of each chip: the term summed over the chip's layers, as bytes
-PLACES = (OWNER, CHIP, INPUT_CHIP, COMPACTION, COMBINER, OUTPUT_TILES, GRAD_SENDER, GRAD_TARGET, HOST_SYNC)
+EPOCH_RESIDUAL = "epoch residual"  # the op's tiles of each chip: the term (weights) summed over the chip's layers
+PLACES = (
+    OWNER,
+    CHIP,
+    INPUT_CHIP,
+    COMPACTION,
+    COMBINER,
+    OUTPUT_TILES,
+    GRAD_SENDER,
+    GRAD_TARGET,
+    HOST_SYNC,
+    EPOCH_RESIDUAL,
+)
+PER_CHIP_PLACES = (HOST_SYNC, EPOCH_RESIDUAL)
 
 # Which layers a term or a link flow applies to.
 EVERY_LAYER, WITH_INPUT_GRAD, OUTPUT_LAYER = "every layer", "layers with input gradients", "output layer"
@@ -223,6 +246,7 @@ TO_GRAD_TARGETS = "to the gradient targets"  # l's chip -> chip of each layer it
 FORWARD, BACKWARD, ONCE = "forward", "backward", "once"
 # What a row is: vertices computing, PopLibs copies/slices only, an exchange of copies, the host copy.
 KIND_COMPUTE, KIND_COPY, KIND_EXCHANGE, KIND_HOST = "compute", "copy", "exchange", "host"
+KIND_RESIDUAL = "residual"  # a fitted term no modelled mechanism explains (labelled as such)
 
 
 @dataclass(frozen=True)
@@ -286,10 +310,13 @@ class StepRow:
     exchange: str = ""
     sent_from: str = ""
 
-    def folded(self, L: int, any_input_grad: bool) -> int:
+    def folded(self, L: int, any_input_grad: bool, merged: bool = False) -> int:
         """Supersteps folded into the row beyond the row itself (their syncs and exchange
-        set-ups are booked as sync / exchange)."""
-        return max(self.compute_sets.count(L, any_input_grad) + self.copies.count(L, any_input_grad) - 1, 0)
+        set-ups are booked as sync / exchange); ``merged``: the row's copies are one exchange."""
+        copies = self.copies.count(L, any_input_grad)
+        if merged:
+            copies = min(copies, 1)
+        return max(self.compute_sets.count(L, any_input_grad) + copies - 1, 0)
 
 
 STEP_ROWS = (
@@ -407,6 +434,13 @@ STEP_ROWS = (
         counters=(("optimizer", ("weights_updated",)),),
     ),
     StepRow("host: variable sync", KIND_HOST, ONCE, Calls(0), writes=(Write(COMPUTE, HOST_SYNC, "weights"),)),
+    StepRow(
+        "unexplained: per-weight epoch cost",
+        KIND_RESIDUAL,
+        ONCE,
+        Calls(0),
+        writes=(Write(COMPUTE, EPOCH_RESIDUAL, "weights"),),
+    ),
 )
 """The training step's rows in program order (the module docstring says what each does)."""
 
@@ -414,6 +448,8 @@ PHASE_LABELS = tuple(row.label for row in STEP_ROWS)
 # rows the tiles run for the host (the variable copy): the engine times them as compute, every
 # breakdown books them as host (:meth:`tilesim.records.SimResult.book_as_host`)
 HOST_LABELS = tuple(row.label for row in STEP_ROWS if row.kind == KIND_HOST)
+# fitted rows no mechanism explains: timed as compute, shown under their own label
+RESIDUAL_LABELS = tuple(row.label for row in STEP_ROWS if row.kind == KIND_RESIDUAL)
 
 
 @dataclass(frozen=True)
@@ -482,7 +518,7 @@ def place_tiles(where: str, lay: list, l: int, tiles_per_chip: int, target: int 
         return chip(lay[l - 1].chip if l > 0 else ly.chip)
     if where == GRAD_TARGET:
         return chip(lay[target].chip)
-    return chip(ly.chip)  # CHIP, GRAD_SENDER, HOST_SYNC
+    return chip(ly.chip)  # CHIP, GRAD_SENDER, HOST_SYNC, EPOCH_RESIDUAL
 
 
 def _check_table() -> None:
@@ -900,6 +936,7 @@ def build_step_program(
     steps_per_execution: int = STEPS_PER_EXECUTION,
     cache: dict | None = None,
     compact: bool = False,
+    structure: StepStructure = DEFAULT_STRUCTURE,
 ) -> Program | CompactProgram:
     """The BSP program of one training step, from the step's per-step counters.
 
@@ -917,6 +954,8 @@ def build_step_program(
     chip at a time, reduced to what the engine needs (:func:`tilesim.engine.reduce_tiles`), the
     per-tile label sums and the chip's sent bytes; ``simulate`` gives the same times, breakdowns
     and critical tiles as for the dense program (tests/test_scale.py).
+
+    ``structure``: the structural assumptions (:class:`models.snn.structure.StepStructure`).
     """
     _check_step_args(placement, machine, steps_per_execution)
     active = np.ones(machine.total_tiles)
@@ -934,9 +973,12 @@ def build_step_program(
             cache,
             shape,
             active,
+            structure,
         )
     rows = _DenseRows(shape, machine.chips, machine.tiles_per_chip, active)
-    meta = _emit(config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows)
+    meta = _emit(
+        config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows, structure
+    )
     arr = rows.finish()
     return Program.from_arrays(
         chips=machine.chips,
@@ -956,7 +998,7 @@ def build_step_program(
 
 
 def _compact_program(
-    config, placement, counters, machine, costs, name, steps_per_execution, cache, shape, active
+    config, placement, counters, machine, costs, name, steps_per_execution, cache, shape, active, structure
 ) -> CompactProgram:
     """:func:`build_step_program` with ``compact``: the rows chip by chip (see there)."""
     from tilesim.engine import reduce_tiles
@@ -964,7 +1006,7 @@ def _compact_program(
 
     C, TPC, S = machine.chips, machine.tiles_per_chip, shape.supersteps
     rec = _ChipCalls(C, TPC)
-    meta = _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rec)
+    meta = _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rec, structure)
     calls = rec.finish()
     one = machine.with_chips(1)  # the fabric of one chip (reduce_tiles)
     comp, crit = np.zeros((S, C)), np.zeros((S, C), np.int64)
@@ -1027,6 +1069,7 @@ def predict_step_s(
     costs: CostModel | None = None,
     steps_per_execution: int = STEPS_PER_EXECUTION,
     cache: dict | None = None,
+    structure: StepStructure = DEFAULT_STRUCTURE,
 ) -> float:
     """Seconds of the step :func:`build_step_program` describes, without building it: every row
     is reduced to chips as it is emitted (:class:`_ChipRows`) and timed by
@@ -1040,7 +1083,14 @@ def predict_step_s(
     if fabric.needs_transfers:
         return simulate(
             build_step_program(
-                config, placement, counters, machine, costs, steps_per_execution=steps_per_execution, cache=cache
+                config,
+                placement,
+                counters,
+                machine,
+                costs,
+                steps_per_execution=steps_per_execution,
+                cache=cache,
+                structure=structure,
             ),
             machine,
         ).total_s
@@ -1048,7 +1098,9 @@ def predict_step_s(
     C = machine.chips
     memo = None if cache is None else lru_in(cache, ("chip rows",), CACHE_BYTES, _memo_nbytes)
     rows = _ChipRows(step_shape(config.timesteps, config.n_layers), C, machine.tiles_per_chip, memo)
-    meta = _emit(config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows)
+    meta = _emit(
+        config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows, structure
+    )
     arr = rows.finish()
     S = arr[COMPUTE].shape[0]
     ex, _ = fabric.exchange_cycles(arr[IN].reshape(S, C, 1), arr[OUT].reshape(S, C, 1))
@@ -1082,6 +1134,11 @@ class _Step:
     steps_per_execution: int
     sync_cycles: float  # one sync of all the step's chips
     exchange_fixed_cycles: float
+    structure: StepStructure = DEFAULT_STRUCTURE
+    chip_sync_cycles: float = 0.0  # one sync of one chip
+    host_cycles_per_byte: float = 0.0  # the host variable copy (:func:`host_sync_cycles_per_byte`)
+    transfer_steps: int = 1  # steps one host transfer is amortised over
+    epoch_steps: int = 1  # steps per epoch (the residual's amortisation)
 
     def cycles(self, work, vertices):
         """Tile cycles of ``work`` worker cycles over ``vertices`` vertices (barrel scheduling)."""
@@ -1099,7 +1156,7 @@ class _Step:
         return grad_targets(self.rec, l)
 
 
-def _step(config, placement, counters, machine, costs, steps_per_execution) -> _Step:
+def _step(config, placement, counters, machine, costs, steps_per_execution, structure=DEFAULT_STRUCTURE) -> _Step:
     L = config.n_layers
     with_input_grad = {p.layer for p in counters.phases if p.phase == "input_grad"}
     return _Step(
@@ -1117,6 +1174,11 @@ def _step(config, placement, counters, machine, costs, steps_per_execution) -> _
         steps_per_execution,
         float(machine.group_sync_cycles(machine.chips)),
         float(machine.chip.exchange_fixed_cycles),
+        structure,
+        float(machine.chip.sync_cycles),
+        host_sync_cycles_per_byte(machine, structure),
+        structure.transfer_steps(steps_per_execution),
+        steps_per_execution * structure.executions_per_epoch,
     )
 
 
@@ -1285,16 +1347,31 @@ def _write(s: _Step, terms: list, rows: RowSink, w: Write, k: int, l: int) -> No
             rows.chip(w.array, k, ly.chip if w.where == GRAD_SENDER else s.lay[t].chip, getattr(terms[t], w.term))
 
 
+def host_sync_cycles_per_byte(machine, structure: StepStructure) -> float:
+    """Tile cycles per byte of trainable state the host variable copy moves: device→host, and
+    host→device too for a round trip, at the documented host-traffic rates."""
+    per_s = 1.0 / host_copy_bytes_per_s(machine, True)
+    if structure.host_direction == "round_trip":
+        per_s += 1.0 / host_copy_bytes_per_s(machine, False)
+    return machine.clock_hz * per_s
+
+
 def _host_sync(s: _Step, terms: list, rows: RowSink, w: Write, k: int) -> None:
-    """After every device execution the framework copies the trainable state (weights and
-    optimizer slots) of each chip to the host; amortised per step, on the op's tiles."""
+    """Per-chip once-per-step terms on the op's tiles: the host variable copy of the chip's
+    trainable state (weights and optimizer slots), amortised over the steps between transfers
+    (:data:`HOST_SYNC`), or the labelled per-weight epoch residual (:data:`EPOCH_RESIDUAL`)."""
     on_chip = np.zeros(s.C)
     for l, ly in enumerate(s.lay):
         on_chip[ly.chip] += getattr(terms[l], w.term)
-    slots = 2 if s.config.optimizer == "adam" else 0
-    sync_bytes = 4.0 * (1 + slots) * on_chip / s.steps_per_execution  # per chip
+    if w.where == HOST_SYNC:
+        slots = 2 if s.config.optimizer == "adam" else 0
+        per_step = s.host_cycles_per_byte * 4.0 * (1 + slots) * on_chip / s.transfer_steps  # per chip
+    else:
+        coef = float(s.costs.coefficients.get("epoch_residual_cycles_per_weight", 0.0))
+        per_step = coef * on_chip / s.epoch_steps
     for c in range(s.C):
-        rows.chip(w.array, k, c, s.costs.coef("host_sync_cycles_per_byte") * sync_bytes[c], masked=True)
+        if per_step[c]:
+            rows.chip(w.array, k, c, per_step[c], masked=True)
 
 
 def _links(s: _Step, terms: list, f: Flow, l: int) -> list:
@@ -1323,19 +1400,21 @@ def _plan(T: int, L: int, in_graph: tuple) -> tuple:
             (l, w)
             for l in layers
             for w in row.writes
-            if w.where not in (OWNER, HOST_SYNC) and applies(w.only, l, L, in_graph[l])
+            if w.where not in (OWNER, *PER_CHIP_PLACES) and applies(w.only, l, L, in_graph[l])
         )
         flows = tuple((l, f) for l in layers for f in row.flows if applies(f.only, l, L, in_graph[l]))
-        host = tuple(w for w in row.writes if w.where == HOST_SYNC)
+        host = tuple(w for w in row.writes if w.where in PER_CHIP_PLACES)
         out.append((k, row, writes, host, flows))
     return tuple(out)
 
 
-def _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rows: RowSink) -> dict:
+def _emit(
+    config, placement, counters, machine, costs, steps_per_execution, cache, rows: RowSink, structure=DEFAULT_STRUCTURE
+) -> dict:
     """Write every term of the step into ``rows`` (a :class:`RowSink`), row by row of
     :data:`STEP_ROWS`; return the rest of the program: labels, sync scopes, folded supersteps,
     link flows, host infeed."""
-    s = _step(config, placement, counters, machine, costs, steps_per_execution)
+    s = _step(config, placement, counters, machine, costs, steps_per_execution, structure)
     T, L, cs_cycles = config.timesteps, config.n_layers, costs.coef("compute_set_cycles")
     terms = _all_terms(s, cache)
     for l, ly in enumerate(s.lay):  # each layer on its own tiles
@@ -1357,39 +1436,46 @@ def _emit(config, placement, counters, machine, costs, steps_per_execution, cach
 
 
 @lru_cache(maxsize=256)
-def _row_meta(T: int, L: int, any_in: bool) -> tuple:
-    """Per superstep: the label id and the supersteps folded into it (read-only arrays)."""
+def _row_meta(T: int, L: int, any_in: bool, merged: bool = False) -> tuple:
+    """Per superstep: the label id and the supersteps folded into it (read-only arrays);
+    ``merged``: a row's consecutive copies are one exchange."""
     shape = step_shape(T, L)
     label_id = np.zeros(shape.supersteps, np.int32)
     n_folded = np.zeros(shape.supersteps, np.int64)
     for k, j in enumerate(shape.row):
         at = shape.rows_of(k)
         label_id[at] = j
-        n_folded[at] = STEP_ROWS[j].folded(L, any_in)
+        n_folded[at] = STEP_ROWS[j].folded(L, any_in, merged)
     label_id.flags.writeable = n_folded.flags.writeable = False
     return label_id, n_folded
 
 
 def _meta(s: _Step, shape: StepShape, links: list, any_in: bool) -> dict:
     """Labels, folded supersteps and sync scope per superstep; link flows in superstep order
-    within each time step; the host infeed."""
+    within each time step; the host infeed. Sync scope (``structure.sync_scope``): one chip: its
+    own; ``"all"``: every superstep syncs all chips; ``"chip"``: only supersteps with link flows
+    do, and every folded call syncs its own chip."""
     T, C, B = shape.T, s.C, s.config.batch
-    label_id, n_folded = _row_meta(T, shape.L, any_in)
+    label_id, n_folded = _row_meta(T, shape.L, any_in, s.structure.copies == "merged")
+    chip_scope = C > 1 and s.structure.sync_scope == "chip"
+    scope = np.full(shape.supersteps, SYNC_CHIP if C == 1 or chip_scope else SYNC_ALL, np.int32)
     flows = []
     for i in range(T):  # the i-th forward and the i-th backward iteration
         for k in range(len(shape.row)):
             if links[k]:
                 step = shape.start[k] + shape.stride[k] * (i if shape.stride[k] > 0 else T - 1 - i)
                 flows += [(step, a, b, nb) for a, b, nb in links[k]]
+                if chip_scope:
+                    scope[step] = SYNC_ALL
     f_arr = tuple(np.asarray(x) for x in zip(*flows)) if flows else None
     infeed = T * B * 4.0 * (s.config.input_cap + 1) + 4.0 * B
     host = (np.array([0], np.int32), np.array([s.lay[0].chip], np.int32), np.array([infeed]))
     return {
         "label_id": label_id.copy(),
-        "scope": np.full(shape.supersteps, 0 if C > 1 else -1, np.int32),
+        "scope": scope,
         "flows": f_arr,
         "host": host,
-        "sync_extra": n_folded * s.sync_cycles,
+        "sync_extra": n_folded * (s.chip_sync_cycles if chip_scope else s.sync_cycles),
         "exchange_extra": n_folded * s.exchange_fixed_cycles,
     }
 

@@ -1,0 +1,133 @@
+"""Named structural assumptions of the SNN step model (issue 17), each with its evidence.
+
+The step program of :mod:`models.snn.timing` fixes what is known (the supersteps of the authors'
+op and their work); a few things about how Poplar and TensorFlow run that op are *not* measured.
+They are options of :class:`StepStructure`, reported in every summary, so a prediction says what
+it assumed, and a scaling study can switch each one the other way (:func:`flipped`).
+
+``sync_scope``  ``"chip"`` (default) | ``"all"``
+    Which chips a superstep without cross-chip data waits for. ``"all"``: every superstep of
+    the one Poplar graph syncs every chip. ``"chip"``: only supersteps whose exchange carries
+    layer-boundary traffic between chips (forward spike lists, backward input lists, slot
+    gradients) sync all chips; the rest sync their own chip, and chips run apart between
+    global syncs. Evidence: Poplar distinguishes internal (one IPU) from external syncs and
+    only external ones cross the Sync-Links; the per-layer work of the authors' op reads only
+    data of its own chip; PopLibs replicates the loop counter used for ``dynamicSlice``
+    offsets ("small graph replication"), so the counter need not be exchanged across chips
+    (not confirmed for the backward loop's counter). Default: "chip", the better-supported.
+``copies``  ``"separate"`` (default) | ``"merged"``
+    Whether the consecutive per-layer PopLibs ``Copy`` programs folded into one row are one
+    exchange each (own sync and exchange set-up) or merged into one. Evidence for merging is
+    for *stream* copies (``opt.maxCopyMergeSize``; the TF backend's comment that consecutive
+    copies are merged), not for on-device copies; the 12 measured single-chip steps were fitted
+    with separate copies. Default: "separate".
+``host_transfer``  ``"per_epoch"`` (default) | ``"per_execution"``
+    How often the trainable state (weights + optimizer slots) crosses the host link: after
+    every device execution, or once per epoch (TF's executor keeps variables on the device
+    between runs; Keras resets metrics at every epoch start). The calibration runs and the
+    paper's runs have one execution per epoch, where the two coincide.
+``host_direction``  ``"round_trip"`` (default) | ``"one_way"``
+    Device→host only, or device→host and host→device.
+
+The host transfer runs at :func:`host_copy_bytes_per_s`: the machine's host link bounded by
+the documented host-traffic rates. What the measured single-chip steps need beyond it is the
+labelled residual ``unexplained: per-weight epoch cost`` (a fitted coefficient, cycles per weight
+per epoch, ``epoch_residual_cycles_per_weight``), not a host link at an impossible rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from tilesim.errors import require
+
+__all__ = [
+    "StepStructure",
+    "DEFAULT_STRUCTURE",
+    "SYNC_SCOPES",
+    "COPIES",
+    "HOST_TRANSFERS",
+    "HOST_DIRECTIONS",
+    "D2H_BYTES_PER_S",
+    "H2D_BYTES_PER_S",
+    "host_copy_bytes_per_s",
+    "flipped",
+]
+
+SYNC_SCOPES = ("chip", "all")
+COPIES = ("separate", "merged")
+HOST_TRANSFERS = ("per_epoch", "per_execution")
+HOST_DIRECTIONS = ("round_trip", "one_way")
+
+# Graphcore's host-traffic test on an IPU-M2000 (Poplar SDK examples, "host traffic"): ~3 GB/s
+# device->host, 3-7 GB/s host->device for large buffers; the low ends are used.
+D2H_BYTES_PER_S = 3.0e9
+H2D_BYTES_PER_S = 3.0e9
+
+
+@dataclass(frozen=True)
+class StepStructure:
+    """How the step's supersteps sync, copy and talk to the host (see the module docstring).
+    ``executions_per_epoch``: device executions per epoch (1 in the calibration runs and the
+    paper's: one execution per epoch); with ``host_transfer="per_epoch"`` the transfer is
+    amortised over ``steps_per_execution · executions_per_epoch`` steps."""
+
+    sync_scope: str = "chip"
+    copies: str = "separate"
+    host_transfer: str = "per_epoch"
+    host_direction: str = "round_trip"
+    executions_per_epoch: int = 1
+
+    def __post_init__(self):
+        for name, allowed in (
+            ("sync_scope", SYNC_SCOPES),
+            ("copies", COPIES),
+            ("host_transfer", HOST_TRANSFERS),
+            ("host_direction", HOST_DIRECTIONS),
+        ):
+            v = getattr(self, name)
+            require(v in allowed, name, v, f"must be one of {', '.join(allowed)}", f"e.g. {name}={allowed[0]!r}")
+        n = self.executions_per_epoch
+        require(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 1,
+            "executions_per_epoch",
+            n,
+            "must be an integer >= 1",
+        )
+
+    def transfer_steps(self, steps_per_execution: int) -> int:
+        """Training steps one host transfer of the trainable state is amortised over."""
+        k = self.executions_per_epoch if self.host_transfer == "per_epoch" else 1
+        return steps_per_execution * k
+
+    def to_dict(self) -> dict:
+        """The JSON form (every summary carries it)."""
+        return asdict(self)
+
+    def describe(self) -> str:
+        """One line: ``sync chip, copies separate, host per_epoch round_trip``."""
+        return f"sync {self.sync_scope}, copies {self.copies}, host {self.host_transfer} {self.host_direction}" + (
+            f" ({self.executions_per_epoch} executions/epoch)" if self.executions_per_epoch > 1 else ""
+        )
+
+
+DEFAULT_STRUCTURE = StepStructure()
+
+_OTHER = {
+    "sync_scope": dict(zip(SYNC_SCOPES, reversed(SYNC_SCOPES))),
+    "copies": dict(zip(COPIES, reversed(COPIES))),
+    "host_transfer": dict(zip(HOST_TRANSFERS, reversed(HOST_TRANSFERS))),
+    "host_direction": dict(zip(HOST_DIRECTIONS, reversed(HOST_DIRECTIONS))),
+}
+
+
+def flipped(structure: StepStructure, name: str) -> StepStructure:
+    """``structure`` with the assumption ``name`` (a field) switched the other way."""
+    require(name in _OTHER, "assumption", name, f"must be one of {', '.join(_OTHER)}")
+    return replace(structure, **{name: _OTHER[name][getattr(structure, name)]})
+
+
+def host_copy_bytes_per_s(machine, to_host: bool) -> float:
+    """Bytes/s of a variable copy over the host link: the machine's link rate bounded by the
+    documented host-traffic rate of that direction."""
+    return min(float(machine.system.host_bytes_per_s), D2H_BYTES_PER_S if to_host else H2D_BYTES_PER_S)
