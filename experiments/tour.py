@@ -594,22 +594,9 @@ def superstep_tiles(img: Path, quick: bool) -> dict:
 
 
 # ---- the IPU-Link ladder and multi-chip sync ------------------------------------------------------
-def ladder(img: Path, quick: bool) -> dict:
-    from models.snn.retime import retime
-    from tilesim.fabric import LadderLinks
-    from tilesim.machine import load_machine
-
-    C = 4 if quick else 8
-    B, T = (8, 20) if quick else (16, 50)
-    m = load_machine("gc200", C)
-    layers = "-".join(["700"] + ["1466"] * (2 * C) + ["20"])
-    cfg = _cfg(layers, batch=B, timesteps=T, activity="fixed")
-    pl, _, _ = _place(cfg, m)
-    res = retime(None, cfg, pl, m).result
-    lk = LadderLinks(m)
-    used = res.link_group_bytes
-    plt = pyplot()
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1, 1.2]})
+def _draw_ladder(ax, lk, used: dict, C: int) -> None:
+    """Draw the ``C`` chips of the ladder on ``ax`` (rung r = chips 2r, 2r+1), an arrow per link group of
+    ``lk`` whose width is its bytes in ``used`` (grey when unused)."""
     pos = {c: (c % 2, -(c // 2)) for c in range(C)}
     top = max(used.values()) if used else 1.0
     for g in lk.bw:
@@ -645,6 +632,25 @@ def ladder(img: Path, quick: bool) -> dict:
     ax.set_xlim(-0.6, 1.6)
     ax.set_ylim(-(C // 2) + 0.4, 0.6)
     ax.axis("off")
+
+
+def ladder(img: Path, quick: bool) -> dict:
+    from models.snn.retime import retime
+    from tilesim.fabric import LadderLinks
+    from tilesim.machine import load_machine
+
+    C = 4 if quick else 8
+    B, T = (8, 20) if quick else (16, 50)
+    m = load_machine("gc200", C)
+    layers = "-".join(["700"] + ["1466"] * (2 * C) + ["20"])
+    cfg = _cfg(layers, batch=B, timesteps=T, activity="fixed")
+    pl, _, _ = _place(cfg, m)
+    res = retime(None, cfg, pl, m).result
+    lk = LadderLinks(m)
+    used = res.link_group_bytes
+    plt = pyplot()
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1, 1.2]})
+    _draw_ladder(ax, lk, used, C)
     busiest = max(used, key=used.get) if used else None
     ax.set_title(
         f"IPU-Link ladder, {C} chips: arrow width = bytes per step\n"
