@@ -226,7 +226,12 @@ class Mapping:
             if blk is None:
                 layers.append({"neurons": int(a.size), "tiles": a.tolist()})
             else:
-                d = {"first_neuron": 0, "count": blk.count, "chip": blk.chip, "first_tile": blk.first_tile}
+                d: dict[str, int | str] = {
+                    "first_neuron": 0,
+                    "count": blk.count,
+                    "chip": blk.chip,
+                    "first_tile": blk.first_tile,
+                }
                 if blk.neurons_per_tile:
                     d["neurons_per_tile"] = blk.neurons_per_tile
                 else:

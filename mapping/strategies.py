@@ -171,7 +171,7 @@ def balanced(
     _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile)
     w = np.asarray(layer_sizes if weights is None else weights, float)
     require(
-        w.size == len(layer_sizes) and np.all(w >= 0),
+        w.size == len(layer_sizes) and bool(np.all(w >= 0)),
         "weights",
         list(w),
         f"need {len(layer_sizes)} non-negative values, one per layer",

@@ -90,7 +90,11 @@ class _FluidLinks:
     def _finish(self, f: _ActiveFlow):
         delay = self.ladder.latency_cycles * len(f.route)
         if delay > 0:
-            self.env.timeout(delay).callbacks.append(lambda _e, ev=f.done: ev.succeed())
+
+            def arrived(_e: simpy.Event) -> None:  # the last byte reaches the far end of the route
+                f.done.succeed()
+
+            self.env.timeout(delay).callbacks.append(arrived)
         else:
             f.done.succeed()
 
@@ -121,7 +125,9 @@ class _Barrier:
     __slots__ = ("n", "arrived", "event", "flow_events")
 
     def __init__(self, env: simpy.Environment, n: int):
-        self.n, self.arrived, self.event, self.flow_events = n, {}, env.event(), {}
+        self.n, self.event = n, env.event()
+        self.arrived: dict[int, float] = {}
+        self.flow_events: dict[int, list[simpy.Event]] = {}
 
     def arrive(self, chip: int, t: float) -> bool:
         """Record ``chip`` arriving at ``t``; True for the last member to arrive."""
@@ -170,7 +176,10 @@ class _ChipEvents:
             tl.arriver[s, members] = members[int(arr.argmax())]
             mset = set(members.tolist())
             group_flows = tuple(f for f in self.tails.flows.get(s, ()) if f.src_chip in mset)
-            events = self.links.start_later(self.sync[s, c], group_flows) if group_flows else []
+            events: list[simpy.Event] = []
+            if group_flows:
+                assert self.links is not None  # made whenever the program has event supersteps with flows
+                events = self.links.start_later(self.sync[s, c], group_flows)
             b.flow_events = {
                 m: [ev for f, ev in zip(group_flows, events) if m in (f.src_chip, f.dst_chip)] for m in members.tolist()
             }

@@ -28,7 +28,11 @@ import numpy as np
 
 from tilesim.machine import Machine
 
-__all__ = ["AllToAllFabric", "MeshFabric", "LadderLinks", "make_fabric", "grid_shape"]
+__all__ = ["AllToAllFabric", "MeshFabric", "LadderLinks", "LinkGroup", "make_fabric", "grid_shape"]
+
+# A directed group of IPU-Links (:class:`LadderLinks`): ``("pair", rung, from_side)``,
+# ``("rail", side, rung_from, rung_to)`` or ``("gw", machine, rack_from, rack_to)``.
+LinkGroup = tuple[str, int, int] | tuple[str, int, int, int]
 
 
 def _port_peak(bytes_in: np.ndarray, bytes_out: np.ndarray):
@@ -164,7 +168,7 @@ class LadderLinks:
         self.rungs = (self.rack_chips + 1) // 2  # rungs per rack
         per_link = s.link_bytes_per_s * s.link_efficiency / machine.clock_hz  # bytes per cycle
         self.latency_cycles = s.link_latency_s * machine.clock_hz
-        self.bw = {}
+        self.bw: dict[LinkGroup, float] = {}  # bytes per cycle of each link group
         for k in range(self.racks):
             first = k * self.rack_chips
             n = min(self.rack_chips, self.chips - first)  # chips in this rack
@@ -189,14 +193,14 @@ class LadderLinks:
                     for nxt in ((k + 1) % self.racks, (k - 1) % self.racks):
                         if nxt != k:
                             self.bw[("gw", m, k, nxt)] = gw
-        self._routes: dict[tuple, tuple] = {}
+        self._routes: dict[tuple[int, int], tuple[LinkGroup, ...]] = {}
 
-    def route(self, src: int, dst: int) -> tuple:
+    def route(self, src: int, dst: int) -> tuple[LinkGroup, ...]:
         key = (src, dst)
         if key in self._routes:
             return self._routes[key]
         ka, kb = src // self.rack_chips, dst // self.rack_chips
-        path = []
+        path: list[LinkGroup] = []
         if ka != kb:  # GW-Links at the source's machine
             m = (src % self.rack_chips) // 4
             up, down = (kb - ka) % self.racks, (ka - kb) % self.racks
@@ -213,7 +217,7 @@ class LadderLinks:
         self._routes[key] = tuple(path)
         return self._routes[key]
 
-    def _in_rack(self, src: int, dst: int) -> list:
+    def _in_rack(self, src: int, dst: int) -> list[LinkGroup]:
         """The ladder route between two chips of one rack (global rung numbers)."""
         k = src // self.rack_chips
         base = k * self.rack_chips
@@ -225,7 +229,7 @@ class LadderLinks:
         # a missing chip on side 1 of the last rung: travel on side 0
         if 2 * r1 + side >= n or 2 * r0 + side >= n:
             side = 0
-        path = []
+        path: list[LinkGroup] = []
         if side != a % 2:
             path.append(("pair", g0 + r0, a % 2))
         up = (r1 - r0) % rungs

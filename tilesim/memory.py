@@ -179,7 +179,7 @@ class EntryGroup(list):
     :class:`MemoryTotals` keeps their rounded sum on the object, so a list reused across calls
     (a cached layer) is summed once."""
 
-    total_bytes = None
+    total_bytes: np.ndarray | np.integer | int | None = None  # rounded bytes (int64 array or scalar; 0: no entries)
 
 
 class MemoryTotals:

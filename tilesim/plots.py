@@ -325,7 +325,7 @@ def timeline(result, path, max_supersteps: int | None = None, title: str | None 
     ax = fig.add_subplot(gs[0])
     rows = list(range(C)) if C <= 16 else sorted({0, C - 1, *np.linspace(0, C - 1, 14).astype(int).tolist()})
     for y, c in enumerate(rows):
-        segs = {p: [] for p in PHASES}
+        segs: dict[str, list[tuple[float, float]]] = {p: [] for p in PHASES}  # (start, width) in us
         for s in range(S):
             for ph, a, b in _spans(tl, s, c):
                 if b > a:

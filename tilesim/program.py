@@ -16,14 +16,18 @@ the same sync group of that superstep (on the IPU a global exchange follows a gl
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tilesim.errors import ConfigError, config_message
 from tilesim.io import read_toml
+
+if TYPE_CHECKING:
+    from tilesim.records import ChipWork
 
 __all__ = ["Program", "CompactProgram", "ProgramBuilder", "SYNC_CHIP", "SYNC_ALL", "load_program", "parse_tiles"]
 
@@ -189,12 +193,14 @@ class Program:
                         "give one value per superstep",
                     )
                 )
+        sync_extra, exchange_extra = self.sync_extra_cycles, self.exchange_extra_cycles
+        assert sync_extra is not None and exchange_extra is not None  # __post_init__ replaced None by zeros
         for arr, name in (
             (self.compute_cycles, "compute_cycles"),
             (self.bytes_in, "bytes_in"),
             (self.bytes_out, "bytes_out"),
-            (self.sync_extra_cycles, "sync_extra_cycles"),
-            (self.exchange_extra_cycles, "exchange_extra_cycles"),
+            (sync_extra, "sync_extra_cycles"),
+            (exchange_extra, "exchange_extra_cycles"),
         ):
             if arr.size and not (arr.min() >= 0 and np.isfinite(arr.max())):  # NaN fails the first test
                 raise ConfigError(
@@ -259,9 +265,9 @@ class Program:
                     )
                 )
             scope = self.sync_scope[self.flow_step]
-            for i in np.flatnonzero(scope != SYNC_ALL):
-                s, a, b = int(self.flow_step[i]), int(self.flow_src[i]), int(self.flow_dst[i])
-                sc = int(scope[i])
+            for fi in np.flatnonzero(scope != SYNC_ALL):
+                s, a, b = int(self.flow_step[fi]), int(self.flow_src[fi]), int(self.flow_dst[fi])
+                sc = int(scope[fi])
                 if sc == SYNC_CHIP or self.partitions[sc - 1][a] != self.partitions[sc - 1][b]:
                     raise ConfigError(
                         config_message(
@@ -442,7 +448,7 @@ class CompactProgram:
     label_id: np.ndarray  # int32 [S]
     sync_scope: np.ndarray  # int32 [S]
     partitions: tuple
-    work: object  # tilesim.records.ChipWork, [S, chips] arrays
+    work: ChipWork  # [S, chips] arrays
     label_tile_cycles: np.ndarray  # float64 [labels, chips*tiles]
     onchip_bytes: np.ndarray  # float64 [S, chips] bytes sent on each chip's exchange fabric
     flow_step: np.ndarray
@@ -454,7 +460,8 @@ class CompactProgram:
     host_bytes: np.ndarray
     sync_extra_cycles: np.ndarray
     exchange_extra_cycles: np.ndarray
-    chip_rows: object = None  # callable chip -> (compute, bytes_in, bytes_out) [S, tiles_per_chip]
+    # chip -> (compute, bytes_in, bytes_out) [S, tiles_per_chip]
+    chip_rows: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
 
     transfer_step = transfer_src = transfer_dst = np.zeros(0, np.int32)  # no explicit transfers
     transfer_bytes = np.zeros(0)
@@ -498,6 +505,8 @@ class CompactProgram:
         """float64 [S, len(tiles)]: the compute cycles of global ``tiles`` per superstep (each
         chip's rows rebuilt once)."""
         tiles = [int(t) for t in tiles]
+        if self.chip_rows is None:
+            raise TypeError(f"compact program {self.name!r} was built without chip_rows: its tile rows are gone")
         out = np.zeros((self.supersteps, len(tiles)))
         T = self.tiles_per_chip
         for c in sorted({t // T for t in tiles}):
@@ -585,13 +594,13 @@ class ProgramBuilder:
             ids[c] = len(groups) + int(c)
         # canonical group numbering so equal partitions share a code whatever the order given
         _, canon = np.unique(ids, return_inverse=True)
-        first = {}
-        canon = np.array([first.setdefault(int(g), len(first)) for g in canon], np.int32)
-        if len(set(canon.tolist())) == 1:
+        first: dict[int, int] = {}
+        codes = [first.setdefault(int(g), len(first)) for g in canon]
+        if len(set(codes)) == 1:
             return SYNC_ALL
-        if len(set(canon.tolist())) == self.chips:
+        if len(set(codes)) == self.chips:
             return SYNC_CHIP
-        key = tuple(canon.tolist())
+        key = tuple(codes)
         if key not in self._partitions:
             self._partitions[key] = len(self._partitions) + 1
         return self._partitions[key]
@@ -732,14 +741,13 @@ class ProgramBuilder:
             a = list(zip(*rows))
             return tuple(np.asarray(a[i], types[i]) for i in range(k))
 
-        parts = [None] * len(self._partitions)
-        for key, code in self._partitions.items():
-            parts[code - 1] = np.asarray(key, np.int32)
+        # codes are 1..len(partitions) in order of first use
+        parts = [np.asarray(key, np.int32) for key in sorted(self._partitions, key=self._partitions.__getitem__)]
         return Program.from_arrays(
             chips=self.chips,
             tiles_per_chip=self.tiles_per_chip,
             compute_cycles=comp,
-            labels=tuple(sorted(self._labels, key=self._labels.get)),
+            labels=tuple(sorted(self._labels, key=self._labels.__getitem__)),
             label_id=np.asarray(self._label_id, np.int32),
             sync_scope=np.asarray(self._scope, np.int32),
             partitions=tuple(parts),
@@ -785,8 +793,8 @@ def parse_tiles(spec, n: int, where: str) -> np.ndarray:
     for part in spec.split(","):
         part = part.strip()
         try:
-            a, sep, b = part.partition("-")
-            a, b = int(a), (int(b) if sep else int(a))
+            lo, sep, hi = part.partition("-")
+            a, b = int(lo), (int(hi) if sep else int(lo))
             if b < a:
                 raise ValueError
         except ValueError:
@@ -1043,8 +1051,17 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
     p0 = programs[0]
     labels: dict[str, int] = {}
     parts: dict[tuple, int] = {}
-    lid, scope, comp, erow, bins, bouts, sx, ex = [], [], [], [], [], [], [], []
-    fl, ho, xf = [], [], []
+    lid: list[np.ndarray] = []
+    scope: list[np.ndarray] = []
+    comp: list[np.ndarray] = []
+    erow: list[np.ndarray] = []
+    bins: list[np.ndarray] = []
+    bouts: list[np.ndarray] = []
+    sx: list[np.ndarray] = []
+    ex: list[np.ndarray] = []
+    fl: list[tuple[np.ndarray, ...]] = []
+    ho: list[tuple[np.ndarray, ...]] = []
+    xf: list[tuple[np.ndarray, ...]] = []
     s_off = e_off = 0
     for p in programs:
         if (p.chips, p.tiles_per_chip) != (p0.chips, p0.tiles_per_chip):
@@ -1061,6 +1078,7 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
         lid.append(lmap[p.label_id])
         scope.append(pmap[p.sync_scope + 1])
         comp.append(p.compute_cycles)
+        assert p.sync_extra_cycles is not None and p.exchange_extra_cycles is not None  # filled by __post_init__
         sx.append(p.sync_extra_cycles)
         ex.append(p.exchange_extra_cycles)
         erow.append(np.where(p.exchange_row >= 0, p.exchange_row + e_off, -1))
@@ -1076,10 +1094,10 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
         chips=p0.chips,
         tiles_per_chip=p0.tiles_per_chip,
         compute_cycles=np.concatenate(comp),
-        labels=tuple(sorted(labels, key=labels.get)),
+        labels=tuple(sorted(labels, key=labels.__getitem__)),
         label_id=np.concatenate(lid),
         sync_scope=np.concatenate(scope),
-        partitions=tuple(np.asarray(k, np.int32) for k in sorted(parts, key=parts.get)),
+        partitions=tuple(np.asarray(k, np.int32) for k in sorted(parts, key=parts.__getitem__)),
         bytes_in=np.concatenate(bins),
         bytes_out=np.concatenate(bouts),
         exchange_row=np.concatenate(erow),

@@ -145,7 +145,8 @@ def write_run_report(out, result, program, ledger, exchange: dict | None = None)
         arrays["exchange_edges"] = np.asarray(exchange["edges"])
         arrays["exchange_chip_index"] = np.int64(exchange["chip_index"])
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
+    # allow_pickle is numpy's default, named so that no key of ``arrays`` can be taken for it
+    np.savez_compressed(buf, allow_pickle=True, **arrays)
     atomic_write_bytes(out / "arrays.npz", buf.getvalue())
     render(out, verify=False)
 

@@ -52,6 +52,7 @@ import math
 import os
 import socket
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -140,10 +141,11 @@ class RandomRange:
 
     def draw(self, rng: np.random.Generator):
         if self.integer:
+            lo, hi = int(self.low), int(self.high)  # both ints already (``integer``)
             if self.log:
-                v = math.exp(rng.uniform(math.log(self.low), math.log(self.high + 1)))
-                return min(int(v), self.high)
-            return int(rng.integers(self.low, self.high + 1))
+                v = math.exp(rng.uniform(math.log(lo), math.log(hi + 1)))
+                return min(int(v), hi)
+            return int(rng.integers(lo, hi + 1))
         if self.log:
             return float(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
         return float(rng.uniform(self.low, self.high))
@@ -303,7 +305,8 @@ def sweep_from_dict(data: dict, allowed=None, forbidden=None, where: str = "swee
             f"write {k} = [{v!r}] for a single value, or move it to [base]",
         )
         grid.append((k, tuple(_check_value(f"{where}: [grid] {k}", x) for x in v)))
-    rnd, samples, seed = [], 0, 0
+    rnd: list[tuple[str, RandomRange | tuple]] = []
+    samples, seed = 0, 0
     for k, v in data.get("random", {}).items():
         if k == "samples":
             samples = v
@@ -546,22 +549,29 @@ def _connect(workers, scheduler, quiet):
     return Client(cluster), cluster
 
 
-def _renewer(db, owner: str, every_s: float):
-    """A daemon thread renewing ``owner``'s leases every ``every_s`` seconds; ``.stop()`` ends it."""
-    import threading
+class _LeaseRenewer(threading.Thread):
+    """A daemon thread renewing ``owner``'s leases every ``every_s`` seconds until :meth:`stop`."""
 
-    from tilesim.store import ResultStore
+    def __init__(self, db, owner: str, every_s: float):
+        super().__init__(name="tilesim-lease-renewer", daemon=True)
+        self._db, self._owner, self._every_s = db, owner, every_s
+        self._stopped = threading.Event()
 
-    stop = threading.Event()
+    def run(self) -> None:
+        from tilesim.store import ResultStore
 
-    def loop():
-        with ResultStore(db, create=False) as store:
-            while not stop.wait(every_s):
-                store.renew(owner)
+        with ResultStore(self._db, create=False) as store:
+            while not self._stopped.wait(self._every_s):
+                store.renew(self._owner)
 
-    t = threading.Thread(target=loop, name="tilesim-lease-renewer", daemon=True)
+    def stop(self) -> None:
+        self._stopped.set()
+
+
+def _renewer(db, owner: str, every_s: float) -> _LeaseRenewer:
+    """A started :class:`_LeaseRenewer`; ``.stop()`` ends it."""
+    t = _LeaseRenewer(db, owner, every_s)
     t.start()
-    t.stop = stop.set
     return t
 
 
@@ -628,7 +638,7 @@ def run_sweep(
         def take(k: int) -> list:
             """Up to ``k`` points claimed by this sweep (fewer only when ``points`` runs out)."""
             nonlocal seen, skipped, busy
-            got = []
+            got: list[Point] = []
             while len(got) < k:
                 chunk = list(itertools.islice(it, k - len(got)))
                 if not chunk:

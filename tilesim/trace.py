@@ -176,7 +176,7 @@ def trace_events(
                 }
             )
     hs = np.flatnonzero(result.bytes_host[:S] > 0)
-    for s in hs:
+    for s in hs.tolist():
         ev.append(
             {
                 "ph": "C",
@@ -212,7 +212,7 @@ def trace_events(
                 }
             )
             cyc = digest.tile_cycles[:S, k]
-            for s in np.flatnonzero(cyc > 0):
+            for s in np.flatnonzero(cyc > 0).tolist():
                 ev.append(
                     {
                         "ph": "X",
