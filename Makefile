@@ -21,8 +21,12 @@ demo: $(STAMP)
 	$(BIN)/tilesim run --layers 700-1462-1460-20 --dataset shd --input-cap 48 --batch 48 \
 	    --timesteps 100 --max-activity 0.05 --machine gc200 --steps 4 --out $(OUT)
 
-test: $(STAMP)
+test: $(STAMP) lint
 	$(BIN)/python -m pytest -q
+
+# Style and types: ruff's lint and format checks over the tree, mypy over the core and mapping.
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy tilesim mapping
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
