@@ -107,7 +107,6 @@ class Program:
 
     def validate(self) -> None:
         """Check shapes, ranges and sync-group consistency; raise :class:`ConfigError`."""
-        S, N = self.supersteps, self.total_tiles
         if self.chips < 1 or self.tiles_per_chip < 1:
             raise ConfigError(
                 config_message(
@@ -117,6 +116,17 @@ class Program:
                     "build the program for a machine with >= 1 chip and tile",
                 )
             )
+        self._check_shapes()
+        self._check_step_fields()
+        self._check_finite()
+        self._check_flows()
+        self._check_host()
+        self._check_transfers()
+
+    def _check_shapes(self) -> None:
+        """Array shapes: per-superstep rows of per-tile cycles, exchange rows of per-tile bytes, one
+        label, sync scope and exchange row per superstep."""
+        S, N = self.supersteps, self.total_tiles
         if self.compute_cycles.shape != (S, N):
             raise ConfigError(
                 config_message(
@@ -146,6 +156,11 @@ class Program:
                         "give one value per superstep",
                     )
                 )
+
+    def _check_step_fields(self) -> None:
+        """Per-superstep indices (exchange row, label, sync scope) in range, one group id per chip in
+        every partition, one extra-cycle value per superstep."""
+        S, E = self.supersteps, self.bytes_in.shape[0]
         if S and ((self.exchange_row < -1).any() or (self.exchange_row >= E).any()):
             raise ConfigError(
                 config_message(
@@ -193,6 +208,9 @@ class Program:
                         "give one value per superstep",
                     )
                 )
+
+    def _check_finite(self) -> None:
+        """Cycles, bytes and extra cycles finite and >= 0."""
         sync_extra, exchange_extra = self.sync_extra_cycles, self.exchange_extra_cycles
         assert sync_extra is not None and exchange_extra is not None  # __post_init__ replaced None by zeros
         for arr, name in (
@@ -211,6 +229,11 @@ class Program:
                         "give finite numbers >= 0",
                     )
                 )
+
+    def _check_flows(self) -> None:
+        """Cross-chip flows: an existing superstep, two distinct chips of the machine in one sync group,
+        and finite bytes >= 0 each."""
+        S = self.supersteps
         F = self.flow_step.shape[0]
         for name in ("flow_src", "flow_dst", "flow_bytes"):
             if getattr(self, name).shape != (F,):
@@ -277,6 +300,10 @@ class Program:
                             "sync 'all' or put both chips in the same group",
                         )
                     )
+
+    def _check_host(self) -> None:
+        """Host transfers: an existing superstep and chip, finite bytes >= 0."""
+        S = self.supersteps
         H = self.host_step.shape[0]
         if H:
             if (self.host_step < 0).any() or (self.host_step >= S).any():
@@ -306,6 +333,10 @@ class Program:
                         "give finite byte counts >= 0",
                     )
                 )
+
+    def _check_transfers(self) -> None:
+        """On-chip tile-to-tile transfers: tiles of the machine, source and destination on one chip."""
+        N = self.total_tiles
         X = self.transfer_step.shape[0]
         if X:
             for name in ("transfer_src", "transfer_dst"):
