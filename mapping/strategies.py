@@ -45,7 +45,7 @@ def _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile):
     require(chips >= 1, "chips", chips, "must be >= 1")
     require(tiles_per_chip >= 2, "tiles_per_chip", tiles_per_chip, "must be >= 2")
     require(
-        isinstance(neurons_per_tile, (int, np.integer)) and neurons_per_tile >= 1,
+        isinstance(neurons_per_tile, (int, np.integer)) and bool(neurons_per_tile >= 1),
         "neurons_per_tile",
         neurons_per_tile,
         "must be an integer >= 1",

@@ -214,7 +214,7 @@ class SweepSpec:
         """The swept values of every point (dicts), grid-major, then the random draws — lazily
         (a grid of millions of points costs no memory until its points are taken)."""
         names = [n for n, _ in self.grid]
-        draws = [{}]
+        draws: list[dict] = [{}]
         if self.random:
             rng = np.random.default_rng(self.seed)
             draws = []
