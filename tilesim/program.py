@@ -35,6 +35,30 @@ SYNC_CHIP = -1
 SYNC_ALL = 0
 
 
+def _check_transfer(t, N: int, where: str) -> None:
+    """Raise :class:`ConfigError` unless on-chip transfer ``t`` is ``(src_tile, dst_tile, bytes)`` with
+    tiles in ``0..N-1`` and finite bytes >= 0."""
+    if len(t) != 3:
+        raise ConfigError(
+            config_message(
+                f"{where}: transfer",
+                t,
+                "must be (src_tile, dst_tile, bytes)",
+                "give transfers as (src_tile, dst_tile, bytes)",
+            )
+        )
+    src, dst, nb = t
+    for nm, v in (("src_tile", src), ("dst_tile", dst)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < N:
+            raise ConfigError(
+                config_message(f"{where}: transfer {nm}", v, f"must be in 0..{N - 1}", "use a tile of the machine")
+            )
+    if not (isinstance(nb, (int, float, np.number)) and math.isfinite(nb) and nb >= 0):
+        raise ConfigError(
+            config_message(f"{where}: transfer bytes", nb, "must be finite and >= 0", "give finite byte counts >= 0")
+        )
+
+
 def _as_row(value, n: int, what: str, step: str) -> np.ndarray:
     arr = np.asarray(value, dtype=np.float64)
     if arr.ndim == 0:
@@ -636,6 +660,51 @@ class ProgramBuilder:
             self._partitions[key] = len(self._partitions) + 1
         return self._partitions[key]
 
+    def _checked_flow(self, f, where: str) -> tuple:
+        """``(src_chip, dst_chip, bytes)`` of flow ``f`` as ``(int, int, float)``; raises :class:`ConfigError`
+        unless it is a triple of chips of the machine and finite bytes >= 0."""
+        if len(f) != 3:
+            raise ConfigError(
+                config_message(
+                    f"{where}: flow",
+                    f,
+                    "must be (src_chip, dst_chip, bytes)",
+                    "give flows as (src_chip, dst_chip, bytes)",
+                )
+            )
+        src, dst, nb = f
+        for nm, v in (("src", src), ("dst", dst)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < self.chips:
+                raise ConfigError(
+                    config_message(
+                        f"{where}: flow {nm} chip",
+                        v,
+                        f"must be in 0..{self.chips - 1}",
+                        "use a machine with more chips (--chips)",
+                    )
+                )
+        if not (isinstance(nb, (int, float, np.number)) and math.isfinite(nb) and nb >= 0):
+            raise ConfigError(
+                config_message(f"{where}: flow bytes", nb, "must be finite and >= 0", "give finite byte counts >= 0")
+            )
+        return (int(src), int(dst), float(nb))
+
+    def _host_row(self, host_bytes, where: str) -> np.ndarray:
+        """``host_bytes`` (a scalar for every chip, or one value per chip) as a per-chip float64 row;
+        raises :class:`ConfigError` unless every value is finite and >= 0."""
+        hb = np.asarray(host_bytes, np.float64)
+        hb = np.full(self.chips, float(hb)) if hb.ndim == 0 else hb
+        if hb.shape != (self.chips,) or not np.isfinite(hb).all() or (hb < 0).any():
+            raise ConfigError(
+                config_message(
+                    f"{where}: host_bytes",
+                    host_bytes,
+                    f"must be a scalar or {self.chips} finite values >= 0",
+                    "give one number, or one per chip",
+                )
+            )
+        return hb
+
     def superstep(
         self,
         label: str,
@@ -675,72 +744,13 @@ class ProgramBuilder:
             bout = _as_row(0.0 if bytes_out is None else bytes_out, N, "bytes_out", where)
             bin_ = _as_row(0.0 if bytes_in is None else bytes_in, N, "bytes_in", where)
             for t in xfers:
-                if len(t) != 3:
-                    raise ConfigError(
-                        config_message(
-                            f"{where}: transfer",
-                            t,
-                            "must be (src_tile, dst_tile, bytes)",
-                            "give transfers as (src_tile, dst_tile, bytes)",
-                        )
-                    )
+                _check_transfer(t, N, where)
                 src, dst, nb = t
-                for nm, v in (("src_tile", src), ("dst_tile", dst)):
-                    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < N:
-                        raise ConfigError(
-                            config_message(
-                                f"{where}: transfer {nm}", v, f"must be in 0..{N - 1}", "use a tile of the machine"
-                            )
-                        )
-                if not (isinstance(nb, (int, float, np.number)) and math.isfinite(nb) and nb >= 0):
-                    raise ConfigError(
-                        config_message(
-                            f"{where}: transfer bytes", nb, "must be finite and >= 0", "give finite byte counts >= 0"
-                        )
-                    )
                 bout[src] += nb
                 bin_[dst] += nb
-        fl = []
-        for f in flows:
-            if len(f) != 3:
-                raise ConfigError(
-                    config_message(
-                        f"{where}: flow",
-                        f,
-                        "must be (src_chip, dst_chip, bytes)",
-                        "give flows as (src_chip, dst_chip, bytes)",
-                    )
-                )
-            src, dst, nb = f
-            for nm, v in (("src", src), ("dst", dst)):
-                if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < self.chips:
-                    raise ConfigError(
-                        config_message(
-                            f"{where}: flow {nm} chip",
-                            v,
-                            f"must be in 0..{self.chips - 1}",
-                            "use a machine with more chips (--chips)",
-                        )
-                    )
-            if not (isinstance(nb, (int, float, np.number)) and math.isfinite(nb) and nb >= 0):
-                raise ConfigError(
-                    config_message(
-                        f"{where}: flow bytes", nb, "must be finite and >= 0", "give finite byte counts >= 0"
-                    )
-                )
-            fl.append((int(src), int(dst), float(nb)))
+        fl = [self._checked_flow(f, where) for f in flows]
         if host_bytes is not None:
-            hb = np.asarray(host_bytes, np.float64)
-            hb = np.full(self.chips, float(hb)) if hb.ndim == 0 else hb
-            if hb.shape != (self.chips,) or not np.isfinite(hb).all() or (hb < 0).any():
-                raise ConfigError(
-                    config_message(
-                        f"{where}: host_bytes",
-                        host_bytes,
-                        f"must be a scalar or {self.chips} finite values >= 0",
-                        "give one number, or one per chip",
-                    )
-                )
+            hb = self._host_row(host_bytes, where)
         lid = self._labels.setdefault(label, len(self._labels))
         comp32 = comp.astype(np.float32)
         for _ in range(int(repeat)):
