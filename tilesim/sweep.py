@@ -55,6 +55,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -210,7 +211,7 @@ class SweepSpec:
         n = math.prod(len(vals) for _, vals in self.grid)
         return n * self.samples if self.random else n
 
-    def iter_points(self):
+    def iter_points(self) -> Iterator[dict]:
         """The swept values of every point (dicts), grid-major, then the random draws — lazily
         (a grid of millions of points costs no memory until its points are taken)."""
         names = [n for n, _ in self.grid]
