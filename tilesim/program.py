@@ -939,120 +939,103 @@ def program_size(data: dict, machine) -> tuple:
     return S, 2 * 4 * rows * machine.total_tiles
 
 
-def program_from_dict(data: dict, machine, source: str = "program"):
-    """Parse a program table (see ``tilesim/examples/demo.toml``) into ``(Program, memory entries)``."""
-    allowed = {"name", "description", "superstep", "memory"}
-    for k in data:
-        if k not in allowed:
-            raise ConfigError(
-                config_message(f"{source}: {k}", data[k], "unknown key", f"allowed: {', '.join(sorted(allowed))}")
-            )
-    steps = data.get("superstep", [])
-    if not isinstance(steps, list) or not steps:
-        raise ConfigError(
-            config_message(
-                f"{source}: [[superstep]]",
-                steps,
-                "needs at least one superstep",
-                "add a [[superstep]] table with e.g. compute_cycles = 1000",
-            )
-        )
-    b = ProgramBuilder.for_machine(machine, str(data.get("name", Path(source).stem)))
+def _step_compute(st: dict, where: str, machine) -> np.ndarray:
+    """Per-tile compute cycles of superstep table ``st``: ``compute_cycles`` everywhere, overridden by
+    each ``[[superstep.compute]]`` entry on its tiles/chips."""
     N = machine.total_tiles
-    for i, st in enumerate(steps):
-        where = f"superstep[{i}]"
-        if not isinstance(st, dict):
-            raise ConfigError(
-                config_message(where, st, "must be a table", "write each superstep as a [[superstep]] table")
-            )
-        for k in st:
-            if k not in _STEP_KEYS:
-                raise ConfigError(
-                    config_message(f"{where}.{k}", st[k], "unknown key", f"allowed: {', '.join(sorted(_STEP_KEYS))}")
-                )
-        comp = np.full(N, _number(st.get("compute_cycles", 0), f"{where}.compute_cycles"))
-        for j, e in enumerate(_tables(st.get("compute", []), f"{where}.compute", "superstep.compute")):
-            w = f"{where}.compute[{j}]"
+    comp = np.full(N, _number(st.get("compute_cycles", 0), f"{where}.compute_cycles"))
+    for j, e in enumerate(_tables(st.get("compute", []), f"{where}.compute", "superstep.compute")):
+        w = f"{where}.compute[{j}]"
+        for k in e:
+            if k not in {"tiles", "chips", "cycles"}:
+                raise ConfigError(config_message(f"{w}.{k}", e[k], "unknown key", "allowed: tiles, chips, cycles"))
+        comp[_selection(e, machine, w)] = _number(e.get("cycles", 0), f"{w}.cycles")
+    return comp
+
+
+def _step_exchange(st: dict, where: str, machine) -> tuple:
+    """``(bytes_out, bytes_in)`` per tile of superstep table ``st`` (both None without exchange keys):
+    ``exchange_bytes`` or the in/out values everywhere, overridden by each ``[[superstep.exchange]]``."""
+    N = machine.total_tiles
+    bout = bin_ = None
+    if any(k in st for k in ("exchange_bytes", "exchange_in_bytes", "exchange_out_bytes", "exchange")):
+        both = _number(st.get("exchange_bytes", 0), f"{where}.exchange_bytes")
+        bin_ = np.full(N, _number(st.get("exchange_in_bytes", both), f"{where}.exchange_in_bytes"))
+        bout = np.full(N, _number(st.get("exchange_out_bytes", both), f"{where}.exchange_out_bytes"))
+        for j, e in enumerate(_tables(st.get("exchange", []), f"{where}.exchange", "superstep.exchange")):
+            w = f"{where}.exchange[{j}]"
             for k in e:
-                if k not in {"tiles", "chips", "cycles"}:
-                    raise ConfigError(config_message(f"{w}.{k}", e[k], "unknown key", "allowed: tiles, chips, cycles"))
-            comp[_selection(e, machine, w)] = _number(e.get("cycles", 0), f"{w}.cycles")
-        bout = bin_ = None
-        if any(k in st for k in ("exchange_bytes", "exchange_in_bytes", "exchange_out_bytes", "exchange")):
-            both = _number(st.get("exchange_bytes", 0), f"{where}.exchange_bytes")
-            bin_ = np.full(N, _number(st.get("exchange_in_bytes", both), f"{where}.exchange_in_bytes"))
-            bout = np.full(N, _number(st.get("exchange_out_bytes", both), f"{where}.exchange_out_bytes"))
-            for j, e in enumerate(_tables(st.get("exchange", []), f"{where}.exchange", "superstep.exchange")):
-                w = f"{where}.exchange[{j}]"
-                for k in e:
-                    if k not in {"tiles", "chips", "in_bytes", "out_bytes"}:
-                        raise ConfigError(
-                            config_message(
-                                f"{w}.{k}", e[k], "unknown key", "allowed: tiles, chips, in_bytes, out_bytes"
-                            )
-                        )
-                sel = _selection(e, machine, w)
-                bin_[sel] = _number(e.get("in_bytes", 0), f"{w}.in_bytes")
-                bout[sel] = _number(e.get("out_bytes", 0), f"{w}.out_bytes")
-        flows = []
-        for j, f in enumerate(_tables(st.get("flows", []), f"{where}.flows", "superstep.flows")):
-            w = f"{where}.flows[{j}]"
-            if not isinstance(f, dict) or set(f) != {"src", "dst", "bytes"}:
-                raise ConfigError(
-                    config_message(
-                        w, f, "must be a table with exactly src, dst, bytes", "e.g. {src = 0, dst = 1, bytes = 4096}"
-                    )
-                )
-            flows.append((f["src"], f["dst"], _number(f["bytes"], f"{w}.bytes")))
-        xfers = []
-        for j, t in enumerate(_tables(st.get("transfers", []), f"{where}.transfers", "superstep.transfers")):
-            w = f"{where}.transfers[{j}]"
-            if (
-                not isinstance(t, dict)
-                or not {"src_tile", "dst_tile", "bytes"} <= set(t)
-                or not set(t) <= {"src_tile", "dst_tile", "bytes", "chip"}
-            ):
-                raise ConfigError(
-                    config_message(
-                        w,
-                        t,
-                        "must be a table with src_tile, dst_tile, bytes (and optional chip)",
-                        "e.g. {src_tile = 0, dst_tile = 5, bytes = 256}",
-                    )
-                )
-            chip = t.get("chip", 0)
-            chip_ok = isinstance(chip, int) and not isinstance(chip, bool) and 0 <= chip < machine.chips
-            if not chip_ok:
-                raise ConfigError(
-                    config_message(
-                        f"{w}.chip",
-                        chip,
-                        f"must be in 0..{machine.chips - 1}",
-                        "use a chip of the machine (or --chips)",
-                    )
-                )
-            for k in ("src_tile", "dst_tile"):
-                v = t[k]
-                if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < machine.tiles_per_chip:
+                if k not in {"tiles", "chips", "in_bytes", "out_bytes"}:
                     raise ConfigError(
-                        config_message(
-                            f"{w}.{k}", v, f"must be in 0..{machine.tiles_per_chip - 1}", "use a tile index of one chip"
-                        )
+                        config_message(f"{w}.{k}", e[k], "unknown key", "allowed: tiles, chips, in_bytes, out_bytes")
                     )
-            base = chip * machine.tiles_per_chip
-            xfers.append((base + t["src_tile"], base + t["dst_tile"], _number(t["bytes"], f"{w}.bytes")))
-        host = st.get("host_bytes")
-        b.superstep(
-            str(st.get("label", f"step{i}")),
-            comp,
-            bytes_out=bout,
-            bytes_in=bin_,
-            flows=flows,
-            transfers=xfers,
-            host_bytes=None if host is None else _number(host, f"{where}.host_bytes"),
-            sync=_sync(st.get("sync", "chip"), f"{where}.sync", machine.chips),
-            repeat=_repeat(st.get("repeat", 1), f"{where}.repeat"),
-        )
+            sel = _selection(e, machine, w)
+            bin_[sel] = _number(e.get("in_bytes", 0), f"{w}.in_bytes")
+            bout[sel] = _number(e.get("out_bytes", 0), f"{w}.out_bytes")
+    return bout, bin_
+
+
+def _step_flows(st: dict, where: str) -> list:
+    """``(src, dst, bytes)`` of every ``{src, dst, bytes}`` flow table of superstep table ``st``."""
+    flows = []
+    for j, f in enumerate(_tables(st.get("flows", []), f"{where}.flows", "superstep.flows")):
+        w = f"{where}.flows[{j}]"
+        if not isinstance(f, dict) or set(f) != {"src", "dst", "bytes"}:
+            raise ConfigError(
+                config_message(
+                    w, f, "must be a table with exactly src, dst, bytes", "e.g. {src = 0, dst = 1, bytes = 4096}"
+                )
+            )
+        flows.append((f["src"], f["dst"], _number(f["bytes"], f"{w}.bytes")))
+    return flows
+
+
+def _step_transfers(st: dict, where: str, machine) -> list:
+    """``(src, dst, bytes)`` with global tile ids of every on-chip transfer table of superstep ``st``
+    (``src_tile``/``dst_tile`` of one ``chip``, default 0); raises :class:`ConfigError` for bad keys,
+    chips or tiles."""
+    xfers = []
+    for j, t in enumerate(_tables(st.get("transfers", []), f"{where}.transfers", "superstep.transfers")):
+        w = f"{where}.transfers[{j}]"
+        if (
+            not isinstance(t, dict)
+            or not {"src_tile", "dst_tile", "bytes"} <= set(t)
+            or not set(t) <= {"src_tile", "dst_tile", "bytes", "chip"}
+        ):
+            raise ConfigError(
+                config_message(
+                    w,
+                    t,
+                    "must be a table with src_tile, dst_tile, bytes (and optional chip)",
+                    "e.g. {src_tile = 0, dst_tile = 5, bytes = 256}",
+                )
+            )
+        chip = t.get("chip", 0)
+        chip_ok = isinstance(chip, int) and not isinstance(chip, bool) and 0 <= chip < machine.chips
+        if not chip_ok:
+            raise ConfigError(
+                config_message(
+                    f"{w}.chip",
+                    chip,
+                    f"must be in 0..{machine.chips - 1}",
+                    "use a chip of the machine (or --chips)",
+                )
+            )
+        for k in ("src_tile", "dst_tile"):
+            v = t[k]
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < machine.tiles_per_chip:
+                raise ConfigError(
+                    config_message(
+                        f"{w}.{k}", v, f"must be in 0..{machine.tiles_per_chip - 1}", "use a tile index of one chip"
+                    )
+                )
+        base = chip * machine.tiles_per_chip
+        xfers.append((base + t["src_tile"], base + t["dst_tile"], _number(t["bytes"], f"{w}.bytes")))
+    return xfers
+
+
+def _memory_entries(data: dict, machine) -> list:
+    """``(category, tile selection, bytes, label)`` of every ``[[memory]]`` table of a program table."""
     memory = []
     for j, m in enumerate(_tables(data.get("memory", []), "memory", "memory")):
         w = f"memory[{j}]"
@@ -1077,6 +1060,56 @@ def program_from_dict(data: dict, machine, source: str = "program"):
                 str(m.get("label", m["category"])),
             )
         )
+    return memory
+
+
+def program_from_dict(data: dict, machine, source: str = "program"):
+    """Parse a program table (see ``tilesim/examples/demo.toml``) into ``(Program, memory entries)``."""
+    allowed = {"name", "description", "superstep", "memory"}
+    for k in data:
+        if k not in allowed:
+            raise ConfigError(
+                config_message(f"{source}: {k}", data[k], "unknown key", f"allowed: {', '.join(sorted(allowed))}")
+            )
+    steps = data.get("superstep", [])
+    if not isinstance(steps, list) or not steps:
+        raise ConfigError(
+            config_message(
+                f"{source}: [[superstep]]",
+                steps,
+                "needs at least one superstep",
+                "add a [[superstep]] table with e.g. compute_cycles = 1000",
+            )
+        )
+    b = ProgramBuilder.for_machine(machine, str(data.get("name", Path(source).stem)))
+    for i, st in enumerate(steps):
+        where = f"superstep[{i}]"
+        if not isinstance(st, dict):
+            raise ConfigError(
+                config_message(where, st, "must be a table", "write each superstep as a [[superstep]] table")
+            )
+        for k in st:
+            if k not in _STEP_KEYS:
+                raise ConfigError(
+                    config_message(f"{where}.{k}", st[k], "unknown key", f"allowed: {', '.join(sorted(_STEP_KEYS))}")
+                )
+        comp = _step_compute(st, where, machine)
+        bout, bin_ = _step_exchange(st, where, machine)
+        flows = _step_flows(st, where)
+        xfers = _step_transfers(st, where, machine)
+        host = st.get("host_bytes")
+        b.superstep(
+            str(st.get("label", f"step{i}")),
+            comp,
+            bytes_out=bout,
+            bytes_in=bin_,
+            flows=flows,
+            transfers=xfers,
+            host_bytes=None if host is None else _number(host, f"{where}.host_bytes"),
+            sync=_sync(st.get("sync", "chip"), f"{where}.sync", machine.chips),
+            repeat=_repeat(st.get("repeat", 1), f"{where}.repeat"),
+        )
+    memory = _memory_entries(data, machine)
     return b.build(), memory
 
 
