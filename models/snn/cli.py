@@ -43,7 +43,8 @@ SEARCH_OPTIONS = tuple(n for n in option_names() if n not in ("out", "json"))
 
 
 def register(sub) -> None:
-    """Add ``run``, ``map-search`` and ``grad`` to the ``tilesim`` sub-command parsers ``sub``."""
+    """Add ``run``, ``map-search``, ``grad`` and ``scaling`` to the ``tilesim`` sub-command parsers ``sub``."""
+    _register_scaling(sub)
     r = sub.add_parser(
         "run",
         help="train a sparse spiking network on a simulated tile machine",
@@ -209,6 +210,12 @@ def format_run(summary: dict) -> str:
         f"loss {summary['loss'][0]:.3f} -> {summary['loss'][-1]:.3f}, accuracy {summary['accuracy'][-1]:.2f}; "
         f"simulator wall time {summary['wall_s_per_step']:.3f} s per step",
     ]
+    st = summary.get("structure")
+    if st:
+        lines.append(
+            f"  assumed structure: sync {st['sync_scope']}, copies {st['copies']}, host {st['host_transfer']} "
+            f"{st['host_direction']} (models/snn/structure.py)"
+        )
     lines += [f"  training: {f['message']}; fix: {f['fix']}" for f in summary.get("findings", [])]
     return "\n".join(lines)
 
@@ -246,4 +253,78 @@ def cmd_grad(args) -> int:
     np.savez(buf, **out)
     atomic_write_bytes(args.out, buf.getvalue())
     print(f"loss {out['loss']:.6f}; wrote {args.out} ({', '.join(out)})")
+    return 0
+
+
+def _register_scaling(sub) -> None:
+    """``tilesim scaling``: weak or strong scaling efficiency of the authors' network recipe."""
+    from models.snn.structure import COPIES, HOST_DIRECTIONS, HOST_TRANSFERS, SYNC_SCOPES
+
+    s = sub.add_parser(
+        "scaling",
+        help="weak or strong scaling efficiency of the SNN step over 1 -> N chips, with the structural band",
+        description="Time the authors' multi_neuron network (per chip 1471 x npt neurons in 3 npt/2 layers) "
+        "at fixed activity on 1..N chips (no training); per point the compute/sync/exchange/links/host/"
+        "residual split and, for each structural assumption switched the other way, the efficiency it gives.",
+    )
+    s.add_argument("--mode", choices=("weak", "strong"), default="weak", help="weak (default) or strong scaling")
+    s.add_argument("--chips", default="1,2,4,8,16", help="chip counts, comma-separated (default 1,2,4,8,16)")
+    s.add_argument("--dataset", choices=("shd", "nmnist"), default="shd", help="input shape (default shd)")
+    s.add_argument("--neurons-per-tile", type=int, default=8, help="neurons per tile (default 8)")
+    s.add_argument("--batch", type=int, default=24, help="samples per step (default 24)")
+    s.add_argument("--max-activity", type=float, default=0.05, help="fixed activity: every list at this cap")
+    s.add_argument("--machine", default="bow", help="machine preset (default bow)")
+    s.add_argument("--sync-scope", choices=SYNC_SCOPES, default="chip", help="sync scope (default chip)")
+    s.add_argument("--copies", choices=COPIES, default="separate", help="per-layer copies (default separate)")
+    s.add_argument("--host-transfer", choices=HOST_TRANSFERS, default="per_epoch", help="default per_epoch")
+    s.add_argument("--host-direction", choices=HOST_DIRECTIONS, default="round_trip", help="default round_trip")
+    s.add_argument("--no-band", action="store_true", help="skip the structural band")
+    s.add_argument("--json", action="store_true", help="print the study as JSON")
+    s.add_argument("--out", help="folder for scaling.json and scaling.png")
+    s.set_defaults(func=cmd_scaling)
+
+
+def _chip_list(text: str) -> tuple:
+    try:
+        out = tuple(int(x) for x in str(text).split(",") if x.strip())
+    except ValueError:
+        out = ()
+    if not out or min(out) < 1 or max(out) > 4096:
+        raise ConfigError(
+            config_message("--chips", text, "must be integers in 1..4096, comma-separated", "e.g. 1,2,4,8,16")
+        )
+    return out
+
+
+def cmd_scaling(args) -> int:
+    """Run a scaling study; print the table or JSON; ``--out`` writes scaling.json and scaling.png."""
+    from models.snn.scaling import ScalingRecipe, format_table, scaling_study
+    from models.snn.structure import StepStructure
+
+    recipe = ScalingRecipe(
+        dataset=args.dataset,
+        neurons_per_tile=args.neurons_per_tile,
+        batch=args.batch,
+        max_activity=args.max_activity,
+        machine=args.machine,
+    )
+    structure = StepStructure(
+        sync_scope=args.sync_scope,
+        copies=args.copies,
+        host_transfer=args.host_transfer,
+        host_direction=args.host_direction,
+    )
+    study = scaling_study(recipe, _chip_list(args.chips), args.mode, structure, band=not args.no_band)
+    print(json.dumps(study.to_dict(), indent=1) if args.json else format_table(study))
+    if args.out:
+        from models.snn.scaling_plot import plot_scaling
+
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(out / "scaling.json", (json.dumps(study.to_dict(), indent=1) + "\n").encode())
+        png = io.BytesIO()
+        plot_scaling(study, png)
+        atomic_write_bytes(out / "scaling.png", png.getvalue())
+        if not args.json:
+            print(f"wrote {out}/scaling.json, {out}/scaling.png")
     return 0

@@ -167,6 +167,22 @@ class RunOptions:
         "training steps per device execution (the host copy of weights and optimizer state is amortised over them)",
         ge=1,
     )
+    sync_scope: Literal["chip", "all"] = _opt(
+        "chip",
+        "which chips a superstep without cross-chip data syncs: its own chip (chips run apart between "
+        "the layer-boundary exchanges) or all chips (models/snn/structure.py gives the evidence)",
+    )
+    copies: Literal["separate", "merged"] = _opt(
+        "separate",
+        "the per-layer PopLibs Copy programs folded into a row: one exchange each, or merged into one",
+    )
+    host_transfer: Literal["per_epoch", "per_execution"] = _opt(
+        "per_epoch",
+        "how often weights and optimizer state cross the host link: once per epoch or after every execution",
+    )
+    host_direction: Literal["round_trip", "one_way"] = _opt(
+        "round_trip", "the host variable copy: device to host and back, or device to host only"
+    )
     costs: Optional[str] = _opt(
         None,
         "cost-model TOML (default: the shipped calibration; make one with tilesim calibrate)",

@@ -38,6 +38,7 @@ from models.snn.nir_import import NirModel, load_nir
 from models.snn.options import DATASET_CHANNELS, DEFAULT_LAYERS, RunOptions, network_fields
 from models.snn.placement import Placement
 from models.snn.placing import Placed, place, place_network
+from models.snn.structure import StepStructure
 from models.snn.timing import HOST_LABELS, build_step_program
 from tilesim.costs import CostModel, load_costs
 from tilesim.engine import simulate
@@ -249,6 +250,7 @@ class RunSummary:
     second_threshold_schedule: dict | None = None  # {"start", "rate"} of the theta2 schedule, None if constant
     activity: list = field(default_factory=list)  # per step: loss, accuracy, theta2 and activity per layer
     findings: list = field(default_factory=list)  # training diagnosis: dead / saturated layers, flat loss, depth
+    structure: dict = field(default_factory=dict)  # the structural assumptions (models.snn.structure.StepStructure)
     artifacts: RunArtifacts | None = field(default=None, repr=False, compare=False)
 
     def by_phase_frame(self):
@@ -273,6 +275,17 @@ class _Steps:
     history: list = field(default_factory=list)  # per step: diagnose.StepRecord (loss, per-layer activity)
 
 
+def step_structure(options: RunOptions) -> StepStructure:
+    """The structural assumptions a run's steps are timed under (its ``sync_scope``, ``copies``,
+    ``host_transfer`` and ``host_direction`` options)."""
+    return StepStructure(
+        sync_scope=options.sync_scope,
+        copies=options.copies,
+        host_transfer=options.host_transfer,
+        host_direction=options.host_direction,
+    )
+
+
 def _train(options, config, machine, placement, costs, state, ds, progress) -> _Steps:
     """``options.steps`` functional steps, each timed on the machine."""
     rng = np.random.default_rng(config.seed + 1)
@@ -295,6 +308,7 @@ def _train(options, config, machine, placement, costs, state, ds, progress) -> _
             costs,
             steps_per_execution=options.steps_per_execution,
             compact=True,
+            structure=step_structure(options),
         )
         sim = simulate(program, machine).book_as_host(HOST_LABELS)
         out.walls.append(time.perf_counter() - t0)
@@ -413,6 +427,7 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
         activity=[r.to_dict() for r in steps.history],
         findings=[f.to_dict() for f in findings],
         second_threshold_schedule=None if sched is None else {"start": sched.start, "rate": sched.rate},
+        structure=step_structure(options).to_dict(),
         artifacts=replace(summary.artifacts, history=tuple(steps.history)),
     )
     if model is not None:

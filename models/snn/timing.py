@@ -549,6 +549,7 @@ class StepShape:
     layer: tuple
     start: tuple
     stride: tuple
+    merged: bool = False  # per-layer exchange rows merged into one slot (``copies="merged"``)
 
     def slots_of(self, j: int) -> list:
         """The slots of table row ``j``."""
@@ -585,10 +586,12 @@ class StepShape:
 
 
 @lru_cache(maxsize=64)
-def step_shape(T: int, L: int) -> StepShape:
+def step_shape(T: int, L: int, merged: bool = False) -> StepShape:
     """The :class:`StepShape` of ``T`` time steps and ``L`` layers: consecutive rows of the
     table with the same ``loop`` form a block, repeated T times (forward: t ascending,
-    backward: t descending) or once."""
+    backward: t descending) or once. ``merged`` (``copies="merged"``): a per-layer row made
+    of copies only (:data:`KIND_EXCHANGE`) is one slot for all layers: the L consecutive
+    ``Copy`` programs are one exchange (each tile's bytes summed, the busiest tile sets it)."""
     row, layer, start, stride = [], [], [], []
     s = 0
     j = 0
@@ -596,7 +599,9 @@ def step_shape(T: int, L: int) -> StepShape:
         loop = STEP_ROWS[j].loop
         block = []
         while j < len(STEP_ROWS) and STEP_ROWS[j].loop == loop:
-            block += [(j, l) for l in (range(L) if STEP_ROWS[j].per_layer else [-1])]
+            row_j = STEP_ROWS[j]
+            split = row_j.per_layer and not (merged and row_j.kind == KIND_EXCHANGE)
+            block += [(j, l) for l in (range(L) if split else [-1])]
             j += 1
         n = len(block)
         for i, (r, l) in enumerate(block):
@@ -605,7 +610,7 @@ def step_shape(T: int, L: int) -> StepShape:
             start.append(s + i + (n * (T - 1) if loop == BACKWARD else 0))
             stride.append({FORWARD: n, BACKWARD: -n, ONCE: 0}[loop])
         s += n * (1 if loop == ONCE else T)
-    return StepShape(T, L, s, tuple(row), tuple(layer), tuple(start), tuple(stride))
+    return StepShape(T, L, s, tuple(row), tuple(layer), tuple(start), tuple(stride), merged)
 
 
 class RowSink(Protocol):
@@ -889,7 +894,7 @@ class _ChipRows:
         out = self.uu + self.um + self.vmax
         first = self.uu[:, :, 0] + self.v0
         out[:, :, 0] = np.maximum(out[:, :, 0], first) if self.TPC > 1 else first
-        per, once = _slot_rows(self.shape.T, self.shape.L)
+        per, once = _slot_rows(self.shape.T, self.shape.L, self.shape.merged)
         K = self.K
         arrays = {}
         for j, a in enumerate(ARRAYS):
@@ -901,9 +906,9 @@ class _ChipRows:
 
 
 @lru_cache(maxsize=64)
-def _slot_rows(T: int, L: int) -> tuple:
+def _slot_rows(T: int, L: int, merged: bool = False) -> tuple:
     """((per-step slots [P], their supersteps [P, T]), (once slots [Q], their supersteps [Q]))."""
-    shape = step_shape(T, L)
+    shape = step_shape(T, L, merged)
     per = [k for k in range(len(shape.row)) if shape.stride[k] != 0]
     once = [k for k in range(len(shape.row)) if shape.stride[k] == 0]
     return (
@@ -960,7 +965,7 @@ def build_step_program(
     _check_step_args(placement, machine, steps_per_execution)
     active = np.ones(machine.total_tiles)
     active[0] = 0.0  # tile 0 of chip 0 is outside the op's graph
-    shape = step_shape(config.timesteps, config.n_layers)
+    shape = step_shape(config.timesteps, config.n_layers, structure.copies == "merged")
     if compact:
         return _compact_program(
             config,
@@ -1097,7 +1102,8 @@ def predict_step_s(
     _check_step_args(placement, machine, steps_per_execution)
     C = machine.chips
     memo = None if cache is None else lru_in(cache, ("chip rows",), CACHE_BYTES, _memo_nbytes)
-    rows = _ChipRows(step_shape(config.timesteps, config.n_layers), C, machine.tiles_per_chip, memo)
+    shape = step_shape(config.timesteps, config.n_layers, structure.copies == "merged")
+    rows = _ChipRows(shape, C, machine.tiles_per_chip, memo)
     meta = _emit(
         config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows, structure
     )
@@ -1319,9 +1325,9 @@ def applies(only: str, l: int, n_layers: int, input_grad: bool) -> bool:
 
 
 @lru_cache(maxsize=1024)
-def _owner_table(T: int, L: int, l: int, with_input_grad: bool, output: bool) -> tuple:
+def _owner_table(T: int, L: int, l: int, with_input_grad: bool, output: bool, merged: bool = False) -> tuple:
     """((array, slot, term), ...): the :data:`OWNER` writes of layer ``l`` in the step."""
-    shape = step_shape(T, L)
+    shape = step_shape(T, L, merged)
     only = {EVERY_LAYER: True, WITH_INPUT_GRAD: with_input_grad, OUTPUT_LAYER: output}
     return tuple(
         (w.array, shape.slot(j, l), w.term)
@@ -1387,11 +1393,11 @@ def _links(s: _Step, terms: list, f: Flow, l: int) -> list:
 
 
 @lru_cache(maxsize=256)
-def _plan(T: int, L: int, in_graph: tuple) -> tuple:
+def _plan(T: int, L: int, in_graph: tuple, merged: bool = False) -> tuple:
     """The table unrolled for ``T`` time steps and layers ``in_graph`` (computing input
     gradients or not): per slot, in order, ``(slot, sets first, [(layer, Write)], [host
     Writes], [(layer, Flow)])`` with only the writes and flows that apply to each layer."""
-    shape = step_shape(T, L)
+    shape = step_shape(T, L, merged)
     out = []
     for k, (j, lk) in enumerate(zip(shape.row, shape.layer)):
         row = STEP_ROWS[j]
@@ -1416,12 +1422,13 @@ def _emit(
     link flows, host infeed."""
     s = _step(config, placement, counters, machine, costs, steps_per_execution, structure)
     T, L, cs_cycles = config.timesteps, config.n_layers, costs.coef("compute_set_cycles")
+    merged = structure.copies == "merged"
     terms = _all_terms(s, cache)
     for l, ly in enumerate(s.lay):  # each layer on its own tiles
-        rows.owner(ly.tiles, terms[l], _owner_table(T, L, l, s.in_graph[l], l == L - 1))
+        rows.owner(ly.tiles, terms[l], _owner_table(T, L, l, s.in_graph[l], l == L - 1, merged))
     any_in = any(s.in_graph)
     links = []  # per slot: [(src chip, dst chip, bytes)]
-    for k, row, writes, host, flows in _plan(T, L, s.in_graph):
+    for k, row, writes, host, flows in _plan(T, L, s.in_graph, merged):
         sets = row.compute_sets.count(L, any_in) * cs_cycles
         if row.sets_first:
             rows.overhead(k, sets)
@@ -1432,14 +1439,14 @@ def _emit(
         if not row.sets_first and sets:
             rows.overhead(k, sets)
         links.append([x for l, f in flows for x in _links(s, terms, f, l)])
-    return _meta(s, step_shape(T, L), links, any_in)
+    return _meta(s, step_shape(T, L, merged), links, any_in)
 
 
 @lru_cache(maxsize=256)
 def _row_meta(T: int, L: int, any_in: bool, merged: bool = False) -> tuple:
     """Per superstep: the label id and the supersteps folded into it (read-only arrays);
     ``merged``: a row's consecutive copies are one exchange."""
-    shape = step_shape(T, L)
+    shape = step_shape(T, L, merged)
     label_id = np.zeros(shape.supersteps, np.int32)
     n_folded = np.zeros(shape.supersteps, np.int64)
     for k, j in enumerate(shape.row):
