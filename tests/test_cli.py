@@ -78,3 +78,14 @@ def test_simulate_overflow_and_report_mode(tmp_path):
     r = run("simulate", str(prog), "--memory-check", "report", "--json")
     assert r.returncode == 0
     assert json.loads(r.stdout)["memory"]["overflow_tiles"] == [3]
+
+
+def test_demo_on_another_machine_traces_its_critical_tiles(tmp_path):
+    """The demo's trace tracks were hard-coded tiles 0 and 736; on pod16 they are the step's critical tiles,
+    and a machine the demo program does not fit is a one-line error, not a traceback."""
+    r = run("demo", "--machine", "pod16", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert any(e.get("tid", 0) > 0 for e in trace["traceEvents"] if e["ph"] == "X")
+    bad = run("demo", "--machine", "mesh-demo")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr

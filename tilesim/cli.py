@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from tilesim.errors import ConfigError, TileSimError
+from tilesim.records import critical_tiles
 
 __all__ = ["main", "write_outputs", "format_summary"]
 
@@ -196,7 +197,7 @@ def _simulate_file(
             "(see `tilesim machines gc200 --toml`)"
         )
     if out:
-        summary = write_outputs(Path(out), result, program, ledger, trace_tiles)
+        summary = write_outputs(Path(out), result, program, ledger, list(trace_tiles) or list(critical_tiles(result)))
     else:
         summary = {**result.to_dict(), "memory": ledger.to_dict()}
     if as_json:
@@ -220,7 +221,7 @@ def _cmd_simulate(args) -> int:
 def _cmd_demo(args) -> int:
     path = resources.files("tilesim") / "examples" / "demo.toml"
     with resources.as_file(path) as p:
-        return _simulate_file(p, args.machine, None, args.out, args.json, [0, 736], "report")
+        return _simulate_file(p, args.machine, None, args.out, args.json, [], "report")  # critical tiles
 
 
 def _load_plugins(sub) -> None:
