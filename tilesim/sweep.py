@@ -246,6 +246,39 @@ def _check_value(where: str, v):
     return v
 
 
+def _random_entry(k: str, v, where: str) -> tuple:
+    """``(key, choices)`` for a ``[random]`` list of choices or ``(key, RandomRange)`` for a
+    ``{low, high, log}`` table; raises :class:`ConfigError` for anything else."""
+    if isinstance(v, list):
+        require(
+            len(v) >= 1,
+            f"{where}: [random] {k}",
+            v,
+            "must be a non-empty list of choices",
+            'e.g. optimizer = ["adam", "sgd"]',
+        )
+        return k, tuple(_check_value(f"{where}: [random] {k}", x) for x in v)
+    elif isinstance(v, dict):
+        bad = sorted(set(v) - {"low", "high", "log"})
+        require(
+            not bad and {"low", "high"} <= set(v),
+            f"{where}: [random] {k}",
+            v,
+            "a range has the keys low, high and optionally log",
+            f"e.g. {k} = {{low = 1e-4, high = 1e-2, log = true}}",
+        )
+        return k, RandomRange(k, v["low"], v["high"], v.get("log", False))
+    else:
+        raise ConfigError(
+            config_message(
+                f"{where}: [random] {k}",
+                v,
+                "must be a range or a list of choices",
+                f"e.g. {k} = {{low = 1, high = 10}} or {k} = [1, 2, 3]",
+            )
+        )
+
+
 def sweep_from_dict(data: dict, allowed=None, forbidden=None, where: str = "sweep file") -> SweepSpec:
     """Validate the parsed TOML of a sweep file.
 
@@ -316,34 +349,7 @@ def sweep_from_dict(data: dict, allowed=None, forbidden=None, where: str = "swee
             seed = v
             continue
         check_key("random", k)
-        if isinstance(v, list):
-            require(
-                len(v) >= 1,
-                f"{where}: [random] {k}",
-                v,
-                "must be a non-empty list of choices",
-                'e.g. optimizer = ["adam", "sgd"]',
-            )
-            rnd.append((k, tuple(_check_value(f"{where}: [random] {k}", x) for x in v)))
-        elif isinstance(v, dict):
-            bad = sorted(set(v) - {"low", "high", "log"})
-            require(
-                not bad and {"low", "high"} <= set(v),
-                f"{where}: [random] {k}",
-                v,
-                "a range has the keys low, high and optionally log",
-                f"e.g. {k} = {{low = 1e-4, high = 1e-2, log = true}}",
-            )
-            rnd.append((k, RandomRange(k, v["low"], v["high"], v.get("log", False))))
-        else:
-            raise ConfigError(
-                config_message(
-                    f"{where}: [random] {k}",
-                    v,
-                    "must be a range or a list of choices",
-                    f"e.g. {k} = {{low = 1, high = 10}} or {k} = [1, 2, 3]",
-                )
-            )
+        rnd.append(_random_entry(k, v, where))
     return SweepSpec(base=base, grid=tuple(grid), random=tuple(rnd), samples=samples, seed=seed)
 
 
@@ -576,6 +582,125 @@ def _renewer(db, owner: str, every_s: float) -> _LeaseRenewer:
     return t
 
 
+class _Claims:
+    """Points taken lazily from an iterator and claimed with a lease in ``store`` for ``owner``; counts
+    the points seen, skipped (already stored ``ok``) and busy (held by another live sweep)."""
+
+    def __init__(self, it, store, owner: str, lease_s: float):
+        self.it, self.store, self.owner, self.lease_s = it, store, owner, lease_s
+        self.done = store.ok_ids()
+        self.seen = self.skipped = self.busy = 0
+
+    def take(self, k: int) -> list:
+        """Up to ``k`` points claimed by this sweep (fewer only when the points run out)."""
+        got: list[Point] = []
+        while len(got) < k:
+            chunk = list(itertools.islice(self.it, k - len(got)))
+            if not chunk:
+                break
+            self.seen += len(chunk)
+            todo = [p for p in chunk if p.id not in self.done]
+            self.skipped += len(chunk) - len(todo)
+            claimed = set(self.store.claim([p.id for p in todo], self.owner, self.lease_s))
+            self.busy += len(todo) - len(claimed)
+            got += [p for p in todo if p.id in claimed]
+        return got
+
+
+def _outcome(fut) -> dict:
+    """The result dict of a finished point future; a raised or cancelled point becomes ``failed``."""
+    try:
+        return fut.result()
+    except (Exception, asyncio.CancelledError, concurrent.futures.CancelledError) as exc:
+        return {
+            "status": "failed",
+            "summary": None,
+            "error": f"{type(exc).__name__}: {exc}",
+            "wall_s": None,
+            "worker": None,
+        }
+
+
+def _drain(client, first: list, claims: _Claims, window: int, runner: str, version: str, bar) -> tuple:
+    """Run ``first`` on ``client`` and keep ``window`` points in flight, storing each result as it
+    completes and claiming more; returns ``(ok, failed, failures)``."""
+    from distributed import as_completed
+
+    store = claims.store
+    ok = failed = 0
+    failures = []
+    futures = {}
+    pending = as_completed()
+
+    def submit(batch):
+        for p in batch:
+            fut = client.submit(
+                run_point,
+                runner,
+                p.config,
+                pure=False,
+                key=f"tilesim-point-{p.id[:12]}-{uuid.uuid4().hex[:8]}",
+            )
+            futures[fut] = p
+            pending.add(fut)
+
+    submit(first)
+    for fut in pending:
+        p = futures.pop(fut)
+        out = _outcome(fut)
+        fut.release()
+        store.put(
+            p.id,
+            status=out["status"],
+            swept=p.swept,
+            config=p.config,
+            version=version,
+            summary=out["summary"],
+            error=out["error"],
+            wall_s=out["wall_s"],
+            worker=out["worker"],
+        )
+        if out["status"] == "ok":
+            ok += 1
+        else:
+            failed += 1
+            failures.append((p.id, p.swept, out["error"]))
+        submit(claims.take(window - len(futures)))
+        bar.n = claims.skipped + ok + failed
+        bar.set_postfix(ok=ok, failed=failed, busy=claims.busy, refresh=False)
+        bar.update(0)
+    return ok, failed, failures
+
+
+def _run_claimed(first, claims, window, db, runner, version, workers, scheduler, progress, total) -> tuple:
+    """Start the lease renewer, the progress bar and the cluster (or connect to ``scheduler``), run the
+    claimed points (:func:`_drain`), and always release the leases and close what was opened."""
+    from tqdm import tqdm
+
+    renewer = _renewer(db, claims.owner, claims.lease_s / 4)
+    client = cluster = None
+    bar = tqdm(
+        total=total,
+        initial=claims.skipped,
+        unit="pt",
+        desc="sweep",
+        file=sys.stderr,
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    try:
+        client, cluster = _connect(workers, scheduler, quiet=not progress)
+        return _drain(client, first, claims, window, runner, version, bar)
+    finally:
+        bar.close()
+        renewer.stop()
+        claims.store.release(claims.owner)
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+
+
 def run_sweep(
     points,
     db,
@@ -630,113 +755,26 @@ def run_sweep(
     t0 = time.perf_counter()
     owner = lease_owner()
     it = iter(points)
-    seen = skipped = busy = ok = failed = 0
-    failures = []
+    ok = failed = 0
+    failures: list = []
     with ResultStore(db) as store:
-        done = store.ok_ids()
+        claims = _Claims(it, store, owner, lease_s)
         window = max(4, 2 * (workers or _cores()))
-
-        def take(k: int) -> list:
-            """Up to ``k`` points claimed by this sweep (fewer only when ``points`` runs out)."""
-            nonlocal seen, skipped, busy
-            got: list[Point] = []
-            while len(got) < k:
-                chunk = list(itertools.islice(it, k - len(got)))
-                if not chunk:
-                    break
-                seen += len(chunk)
-                todo = [p for p in chunk if p.id not in done]
-                skipped += len(chunk) - len(todo)
-                claimed = set(store.claim([p.id for p in todo], owner, lease_s))
-                busy += len(todo) - len(claimed)
-                got += [p for p in todo if p.id in claimed]
-            return got
-
-        first = take(window)
+        first = claims.take(window)
         if first:
-            from distributed import as_completed
-            from tqdm import tqdm
-
-            renewer = _renewer(db, owner, lease_s / 4)
-            client = cluster = None
-            bar = tqdm(
-                total=total,
-                initial=skipped,
-                unit="pt",
-                desc="sweep",
-                file=sys.stderr,
-                disable=not progress,
-                dynamic_ncols=True,
+            ok, failed, failures = _run_claimed(
+                first, claims, window, db, runner, version, workers, scheduler, progress, total
             )
-            try:
-                client, cluster = _connect(workers, scheduler, quiet=not progress)
-                futures = {}
-                pending = as_completed()
-
-                def submit(batch):
-                    for p in batch:
-                        fut = client.submit(
-                            run_point,
-                            runner,
-                            p.config,
-                            pure=False,
-                            key=f"tilesim-point-{p.id[:12]}-{uuid.uuid4().hex[:8]}",
-                        )
-                        futures[fut] = p
-                        pending.add(fut)
-
-                submit(first)
-                for fut in pending:
-                    p = futures.pop(fut)
-                    try:
-                        out = fut.result()
-                    except (Exception, asyncio.CancelledError, concurrent.futures.CancelledError) as exc:
-                        out = {
-                            "status": "failed",
-                            "summary": None,
-                            "error": f"{type(exc).__name__}: {exc}",
-                            "wall_s": None,
-                            "worker": None,
-                        }
-                    fut.release()
-                    store.put(
-                        p.id,
-                        status=out["status"],
-                        swept=p.swept,
-                        config=p.config,
-                        version=version,
-                        summary=out["summary"],
-                        error=out["error"],
-                        wall_s=out["wall_s"],
-                        worker=out["worker"],
-                    )
-                    if out["status"] == "ok":
-                        ok += 1
-                    else:
-                        failed += 1
-                        failures.append((p.id, p.swept, out["error"]))
-                    submit(take(window - len(futures)))
-                    bar.n = skipped + ok + failed
-                    bar.set_postfix(ok=ok, failed=failed, busy=busy, refresh=False)
-                    bar.update(0)
-            finally:
-                bar.close()
-                renewer.stop()
-                store.release(owner)
-                if client is not None:
-                    client.close()
-                if cluster is not None:
-                    cluster.close()
         else:
             store.release(owner)
     return SweepReport(
         db=str(Path(db)),
-        points=seen,
-        skipped=skipped,
+        points=claims.seen,
+        skipped=claims.skipped,
         ran=ok + failed,
         ok=ok,
         failed=failed,
         wall_s=time.perf_counter() - t0,
         failures=tuple(failures),
-        busy=busy,
+        busy=claims.busy,
     )
