@@ -8,8 +8,9 @@ by :func:`models.snn.retime.retime` without training.
 
 Weak scaling: the network grows with the chips at ``npt`` neurons per tile; efficiency
 E(C) = throughput(C) / (C · throughput(1)), throughput = samples/s × neurons.
-Strong scaling: the network of the largest chip count, on C chips at ``npt·C_max/C`` neurons per
-tile; E(C) = t(C_1)·C_1 / (t(C)·C), C_1 the smallest count.
+Strong scaling: the network of the largest chip count, on C chips at ``⌈npt·C_max/C⌉`` neurons
+per tile (or the next count at which its layers place in whole-layer blocks);
+E(C) = t(C_1)·C_1 / (t(C)·C), C_1 the smallest count.
 
 Each point carries the step's split (compute, sync, exchange, links, host, and the labelled
 residual ``unexplained: per-weight epoch cost``) and the *structural band*: for each assumption of
@@ -172,6 +173,25 @@ def _time(recipe: ScalingRecipe, layers: tuple, chips: int, npt: int, structure:
     return memo[key]
 
 
+def _strong_npt(recipe: ScalingRecipe, layers: tuple, chips: int, npt: int) -> int:
+    """The fewest neurons per tile from ``npt`` up at which ``layers`` place on ``chips`` chips
+    in whole-layer blocks (rounding each layer to whole tiles may need a few more than the even share)."""
+    from models.snn.placing import place
+    from tilesim.errors import MappingError
+    from tilesim.machine import load_machine
+
+    machine = load_machine(recipe.machine, chips)
+    config = _config(recipe, layers)
+    last = None
+    for n in range(npt, 2 * npt + 1):
+        try:
+            place(config, machine, n, "contiguous", "report")
+            return n
+        except MappingError as exc:
+            last = exc
+    raise MappingError(f"strong scaling on {chips} chips: {last}")
+
+
 def _points_layout(recipe: ScalingRecipe, chips: tuple, mode: str) -> list:
     """(chips, layers, neurons per tile) per point."""
     if mode == "weak":
@@ -181,16 +201,9 @@ def _points_layout(recipe: ScalingRecipe, chips: tuple, mode: str) -> list:
     out = []
     for c in chips:
         require(
-            top % c == 0,
-            "chips",
-            c,
-            f"must divide the largest count {top} in strong scaling",
-            "e.g. --chips 1,2,4,8,16",
-        )
-        require(
             len(layers) - 1 >= c, "chips", c, f"must not exceed the network's {len(layers) - 1} layers (one chip each)"
         )
-        out.append((c, layers, recipe.neurons_per_tile * top // c))
+        out.append((c, layers, _strong_npt(recipe, layers, c, -(-recipe.neurons_per_tile * top // c))))
     return out
 
 

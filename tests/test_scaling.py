@@ -1,0 +1,139 @@
+"""Issue 17: named structural assumptions of the SNN step, the host term at a documented rate with a
+labelled residual, and ``tilesim scaling`` (weak/strong efficiency with the structural band)."""
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from models.snn.activity import fixed_activity
+from models.snn.counters import count_work
+from models.snn.network import NetworkConfig
+from models.snn.placing import place
+from models.snn.scaling import ScalingRecipe, recipe_layers, scaling_study
+from models.snn.structure import D2H_BYTES_PER_S, DEFAULT_STRUCTURE, StepStructure, flipped
+from models.snn.timing import HOST_LABELS, RESIDUAL_LABELS, build_step_program, default_costs, step_shape
+from tilesim.cli import main
+from tilesim.engine import simulate
+from tilesim.errors import ConfigError
+from tilesim.machine import load_machine
+from tilesim.program import SYNC_ALL, SYNC_CHIP
+
+
+def _two_chip_step(structure, layers="64-4000-4000-4000-4000-4", chips=2, costs=None):
+    cfg = NetworkConfig(layers=layers, batch=4, timesteps=6, input_cap=8, max_activity=0.2, activity="fixed")
+    m = load_machine("bow", chips)
+    pl = place(cfg, m, 8, "contiguous", "report")[0]
+    cnt = count_work(fixed_activity(cfg), pl, per_step=True)
+    prog = build_step_program(cfg, pl, cnt, m, costs, structure=structure)
+    return cfg, m, prog, simulate(prog, m).book_as_host(HOST_LABELS)
+
+
+def test_structure_values_are_checked_and_flip():
+    with pytest.raises(ConfigError, match="sync_scope = 'both'"):
+        StepStructure(sync_scope="both")
+    with pytest.raises(ConfigError, match="executions_per_epoch"):
+        StepStructure(executions_per_epoch=0)
+    assert DEFAULT_STRUCTURE.sync_scope == "chip" and DEFAULT_STRUCTURE.copies == "separate"
+    assert flipped(DEFAULT_STRUCTURE, "sync_scope").sync_scope == "all"
+    assert flipped(DEFAULT_STRUCTURE, "copies").copies == "merged"
+
+
+def test_chip_scope_syncs_all_chips_only_where_data_crosses():
+    _, _, prog, res = _two_chip_step(StepStructure(sync_scope="chip"))
+    _, _, prog_all, res_all = _two_chip_step(StepStructure(sync_scope="all"))
+    assert (prog_all.sync_scope == SYNC_ALL).all()
+    glob = prog.sync_scope == SYNC_ALL
+    assert glob.any() and (prog.sync_scope[~glob] == SYNC_CHIP).all()
+    assert set(prog.flow_step.tolist()) == set(np.flatnonzero(glob).tolist())  # the link flows, and only they
+    assert res.total_s < res_all.total_s
+    assert res.breakdown_s()["sync"] < res_all.breakdown_s()["sync"]
+
+
+def test_merged_copies_make_one_replicate_exchange_per_time_step():
+    T, L = 6, 5
+    assert step_shape(T, L).supersteps - step_shape(T, L, True).supersteps == (L - 1) * T
+    _, _, p_sep, r_sep = _two_chip_step(StepStructure(copies="separate"))
+    _, _, p_mer, r_mer = _two_chip_step(StepStructure(copies="merged"))
+    assert p_mer.supersteps == p_sep.supersteps - (L - 1) * T
+    assert r_mer.total_s < r_sep.total_s
+    # the same bytes cross chips either way
+    assert p_mer.flow_bytes.sum() == pytest.approx(p_sep.flow_bytes.sum())
+
+
+def test_host_copy_runs_at_the_documented_rate():
+    costs = default_costs()
+    spe = 52
+
+    def host_cycles(st):
+        cfg, m, prog, _ = _two_chip_step(st, "64-40-40-40-40-4", chips=1, costs=costs)
+        i = prog.labels.index(HOST_LABELS[0])
+        return float(prog.compute_cycles[prog.label_id == i].max()), cfg, m
+
+    rt, cfg, m = host_cycles(StepStructure())
+    one, _, _ = host_cycles(StepStructure(host_direction="one_way"))
+    weights = sum(a * b for a, b in zip(cfg.layers, cfg.layers[1:]))
+    slots = 2 if cfg.optimizer == "adam" else 0
+    want_one = m.clock_hz * 4.0 * (1 + slots) * weights / D2H_BYTES_PER_S / spe
+    assert one == pytest.approx(want_one, rel=1e-5)
+    assert rt == pytest.approx(2 * one, rel=1e-5)  # host->device at the same documented rate
+    per_exec, _, _ = host_cycles(StepStructure(host_transfer="per_execution", executions_per_epoch=4))
+    per_epoch, _, _ = host_cycles(StepStructure(host_transfer="per_epoch", executions_per_epoch=4))
+    assert per_exec == pytest.approx(4 * per_epoch, rel=1e-5)
+
+
+def test_residual_is_labelled_and_no_host_rate_is_fitted():
+    coef = default_costs().coefficients
+    assert "host_sync_cycles_per_byte" not in coef  # no fitted host link
+    assert coef["epoch_residual_cycles_per_weight"] > 0
+    _, _, prog, res = _two_chip_step(StepStructure(), "64-40-40-40-40-4", chips=1)
+    by = res.by_label()
+    assert RESIDUAL_LABELS == ("unexplained: per-weight epoch cost",)
+    assert by[RESIDUAL_LABELS[0]]["time_s"] > 0
+    assert RESIDUAL_LABELS[0] not in res.host_labels  # shown on its own, not as host
+
+
+def test_run_summary_names_its_structure():
+    from models.snn.options import RunOptions
+    from models.snn.run import run_training
+
+    s = run_training(
+        RunOptions(layers=(32, 16, 4), batch=4, timesteps=8, steps=1, max_activity=0.25, copies="merged")
+    ).to_dict()
+    assert s["structure"]["copies"] == "merged" and s["structure"]["sync_scope"] == "chip"
+
+
+def test_scaling_study_weak_and_strong():
+    r = ScalingRecipe(neurons_per_tile=2, batch=24)
+    from experiments.s_common import paper_layers
+
+    for d, npt, c in (("shd", 2, 1), ("shd", 8, 16), ("nmnist", 4, 2)):
+        assert recipe_layers(ScalingRecipe(dataset=d, neurons_per_tile=npt), c) == paper_layers(d, npt, c)
+    weak = scaling_study(r, (1, 2), "weak")
+    assert weak.points[0].efficiency == pytest.approx(1.0)
+    p = weak.points[1]
+    assert 0 < p.efficiency < 1 and set(p.band) == {"sync_scope", "copies", "host_transfer", "host_direction"}
+    assert p.band["sync_scope"] < p.efficiency  # syncing every chip for every superstep costs more
+    assert sum(p.split_s.values()) == pytest.approx(p.step_s, rel=1e-6)
+    assert p.split_s["residual"] > 0 and p.split_s["links"] > 0
+    strong = scaling_study(r, (1, 2), "strong", band=False)
+    assert strong.points[1].neurons_per_tile == 2 and strong.points[0].neurons_per_tile >= 4
+    assert strong.points[0].neurons == strong.points[1].neurons
+
+
+def test_tilesim_scaling_s5_recipe_16_chips_in_a_minute(tmp_path, capsys):
+    t0 = time.perf_counter()
+    assert main(["scaling", "--chips", "1,2,4,8,16", "--json", "--out", str(tmp_path)]) == 0
+    wall = time.perf_counter() - t0
+    d = json.loads(capsys.readouterr().out)
+    assert [p["chips"] for p in d["points"]] == [1, 2, 4, 8, 16]
+    assert d["points"][-1]["neurons"] == 188_284 and d["structure"]["sync_scope"] == "chip"
+    assert (tmp_path / "scaling.png").stat().st_size > 10_000 and (tmp_path / "scaling.json").exists()
+    assert wall < 60
+
+
+def test_tilesim_scaling_bad_input_is_one_line(capsys):
+    assert main(["scaling", "--chips", "0,2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--chips" in err[0]
