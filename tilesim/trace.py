@@ -64,30 +64,10 @@ def detail_chips(result: SimResult, S: int, max_slices: int) -> tuple:
     return tuple(sorted(order[:k]))
 
 
-def trace_events(
-    result: SimResult, program=None, tiles=(), max_supersteps: int = 20000, max_slices: int = MAX_PHASE_SLICES
-) -> dict:
-    """Build the trace document of ``result``; ``program`` (a :class:`tilesim.program.Program`
-    or its :class:`ProgramDigest`) adds per-chip byte counters, link flow arrows and tile
-    tracks for global ``tiles`` (default: the step's critical tiles).
-
-    Size bound (a 64-chip step has ~7,700 supersteps x 64 chips): phase slices for every
-    superstep go to :func:`detail_chips` only, within ``max_slices``; every other chip gets one
-    slice per run of supersteps with one label (its start to its end, all phases), and its byte
-    counters summed per run."""
-    tl = result.timeline
-    if tl is None:
-        raise ValueError("the result has no timeline: simulate with keep_timeline=True")
-    us = 1e6 / result.clock_hz
-    S = min(result.supersteps, max_supersteps)
-    C, T = result.chips, result.tiles_per_chip
-    tiles = tuple(int(t) for t in tiles) or critical_tiles(result)
-    digest = None if program is None else ProgramDigest.of(program, tiles)
-    host_step = result.is_host_step()
-    detail = detail_chips(result, S, max_slices)
-    coarse = [c for c in range(C) if c not in set(detail)]
-    runs = _label_runs(result.label_id[:S]) if coarse else []
-    ev = []
+def _process_events(C: int, detail: tuple) -> list:
+    """Metadata naming each chip's process (detail chips: phase slices; others: runs of one
+    label) and its BSP thread."""
+    ev: list = []
     for c in range(C):
         ev.append(
             {
@@ -99,6 +79,13 @@ def trace_events(
         )
         ev.append({"ph": "M", "name": "process_sort_index", "pid": c, "args": {"sort_index": c}})
         ev.append({"ph": "M", "name": "thread_name", "pid": c, "tid": 0, "args": {"name": "BSP phases"}})
+    return ev
+
+
+def _run_slices(result: SimResult, tl: dict, runs: list, coarse: list, us: float) -> list:
+    """One slice per run of supersteps with one label on every coarse chip (start of its first
+    superstep to end of its last)."""
+    ev: list = []
     for s0, s1 in runs:
         label = result.labels[int(result.label_id[s0])]
         for c in coarse:
@@ -116,6 +103,12 @@ def trace_events(
                         "args": {"supersteps": f"{s0}..{s1 - 1}", "label": label},
                     }
                 )
+    return ev
+
+
+def _phase_slices(result: SimResult, tl: dict, S: int, detail: tuple, host_step, us: float) -> list:
+    """A slice per BSP phase of every superstep on every detail chip (compute of a host step is ``host``)."""
+    ev: list = []
     for s in range(S):
         label = result.labels[int(result.label_id[s])]
         for c in detail:
@@ -134,9 +127,18 @@ def trace_events(
                             "args": {"superstep": s, "label": label, "phase": ph},
                         }
                     )
+    return ev
+
+
+def _byte_counters(
+    result: SimResult, tl: dict, digest, S: int, detail: tuple, coarse: list, runs: list, us: float
+) -> list:
+    """Byte counters: per chip (per superstep on detail chips, per run elsewhere) when ``digest`` says which
+    chip sent what, else the system's total per superstep on chip 0."""
+    ev: list = []
     # counters: per chip when the program says which chip sent what, else the system's total on chip 0
     if digest is not None:
-        sent_links = np.zeros((result.supersteps, C))
+        sent_links = np.zeros((result.supersteps, result.chips))
         fs, fsrc, _, fb = digest.flows
         np.add.at(sent_links, (fs, fsrc), fb)
         for s in range(S):
@@ -175,6 +177,12 @@ def trace_events(
                     "args": {"onchip": float(result.bytes_onchip[s]), "links": float(result.bytes_links[s])},
                 }
             )
+    return ev
+
+
+def _host_counters(result: SimResult, tl: dict, S: int, us: float) -> list:
+    """A host-bytes counter at the end of the link phase of every superstep that moves host bytes."""
+    ev: list = []
     hs = np.flatnonzero(result.bytes_host[:S] > 0)
     for s in hs.tolist():
         ev.append(
@@ -186,44 +194,92 @@ def trace_events(
                 "args": {"host": float(result.bytes_host[s])},
             }
         )
+    return ev
+
+
+def _flow_arrows(result: SimResult, tl: dict, digest, S: int, us: float) -> tuple:
+    """``(events, count)``: a flow arrow (send to receive) for each of the first :data:`MAX_FLOW_ARROWS`
+    inter-chip flows of the traced supersteps."""
+    ev: list = []
     n_arrows = 0
-    if digest is not None:
-        fs, fsrc, fdst, fb = digest.flows
-        for i in np.flatnonzero(fs < S)[:MAX_FLOW_ARROWS]:
-            s, a, b = int(fs[i]), int(fsrc[i]), int(fdst[i])
-            t_send = (tl["release"][s, a] + tl["exchange_cycles"][s, a]) * us
-            t_recv = tl["links_end"][s, b] * us
-            label = result.labels[int(result.label_id[s])]
-            common = {"name": f"{label}: {fb[i]:,.0f} B chip {a} -> {b}", "cat": "ipu-link", "id": int(i)}
-            ev.append({**common, "ph": "s", "pid": a, "tid": 0, "ts": t_send + _EPS_US})
-            ev.append({**common, "ph": "f", "bp": "e", "pid": b, "tid": 0, "ts": max(t_recv - _EPS_US, t_send)})
-            n_arrows += 1
-        crit = set(critical_tiles(result))
-        for k, g in enumerate(digest.tiles):
-            c, t = divmod(int(g), T)
-            tid = 1 + t
+    fs, fsrc, fdst, fb = digest.flows
+    for i in np.flatnonzero(fs < S)[:MAX_FLOW_ARROWS]:
+        s, a, b = int(fs[i]), int(fsrc[i]), int(fdst[i])
+        t_send = (tl["release"][s, a] + tl["exchange_cycles"][s, a]) * us
+        t_recv = tl["links_end"][s, b] * us
+        label = result.labels[int(result.label_id[s])]
+        common = {"name": f"{label}: {fb[i]:,.0f} B chip {a} -> {b}", "cat": "ipu-link", "id": int(i)}
+        ev.append({**common, "ph": "s", "pid": a, "tid": 0, "ts": t_send + _EPS_US})
+        ev.append({**common, "ph": "f", "bp": "e", "pid": b, "tid": 0, "ts": max(t_recv - _EPS_US, t_send)})
+        n_arrows += 1
+    return ev, n_arrows
+
+
+def _tile_tracks(result: SimResult, tl: dict, digest, S: int, T: int, us: float) -> list:
+    """A thread per tile of ``digest`` (critical tiles marked) with a slice for every superstep it computes in."""
+    ev: list = []
+    crit = set(critical_tiles(result))
+    for k, g in enumerate(digest.tiles):
+        c, t = divmod(int(g), T)
+        tid = 1 + t
+        ev.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": c,
+                "tid": tid,
+                "args": {"name": f"tile {t}" + (" (critical)" if g in crit else "")},
+            }
+        )
+        cyc = digest.tile_cycles[:S, k]
+        for s in np.flatnonzero(cyc > 0).tolist():
             ev.append(
                 {
-                    "ph": "M",
-                    "name": "thread_name",
+                    "ph": "X",
+                    "name": result.labels[int(result.label_id[s])],
+                    "cat": "tile",
                     "pid": c,
                     "tid": tid,
-                    "args": {"name": f"tile {t}" + (" (critical)" if g in crit else "")},
+                    "ts": tl["start"][s, c] * us,
+                    "dur": float(cyc[s]) * us,
                 }
             )
-            cyc = digest.tile_cycles[:S, k]
-            for s in np.flatnonzero(cyc > 0).tolist():
-                ev.append(
-                    {
-                        "ph": "X",
-                        "name": result.labels[int(result.label_id[s])],
-                        "cat": "tile",
-                        "pid": c,
-                        "tid": tid,
-                        "ts": tl["start"][s, c] * us,
-                        "dur": float(cyc[s]) * us,
-                    }
-                )
+    return ev
+
+
+def trace_events(
+    result: SimResult, program=None, tiles=(), max_supersteps: int = 20000, max_slices: int = MAX_PHASE_SLICES
+) -> dict:
+    """Build the trace document of ``result``; ``program`` (a :class:`tilesim.program.Program`
+    or its :class:`ProgramDigest`) adds per-chip byte counters, link flow arrows and tile
+    tracks for global ``tiles`` (default: the step's critical tiles).
+
+    Size bound (a 64-chip step has ~7,700 supersteps x 64 chips): phase slices for every
+    superstep go to :func:`detail_chips` only, within ``max_slices``; every other chip gets one
+    slice per run of supersteps with one label (its start to its end, all phases), and its byte
+    counters summed per run."""
+    tl = result.timeline
+    if tl is None:
+        raise ValueError("the result has no timeline: simulate with keep_timeline=True")
+    us = 1e6 / result.clock_hz
+    S = min(result.supersteps, max_supersteps)
+    C, T = result.chips, result.tiles_per_chip
+    tiles = tuple(int(t) for t in tiles) or critical_tiles(result)
+    digest = None if program is None else ProgramDigest.of(program, tiles)
+    host_step = result.is_host_step()
+    detail = detail_chips(result, S, max_slices)
+    coarse = [c for c in range(C) if c not in set(detail)]
+    runs = _label_runs(result.label_id[:S]) if coarse else []
+    ev = _process_events(C, detail)
+    ev += _run_slices(result, tl, runs, coarse, us)
+    ev += _phase_slices(result, tl, S, detail, host_step, us)
+    ev += _byte_counters(result, tl, digest, S, detail, coarse, runs, us)
+    ev += _host_counters(result, tl, S, us)
+    n_arrows = 0
+    if digest is not None:
+        arrows, n_arrows = _flow_arrows(result, tl, digest, S, us)
+        ev += arrows
+        ev += _tile_tracks(result, tl, digest, S, T, us)
     meta = {
         "supersteps_in_trace": S,
         "supersteps_total": result.supersteps,
