@@ -324,6 +324,57 @@ def _training_markdown(s: dict) -> list:
     return out + [""]
 
 
+def _critical_kernel_markdown(ex) -> list:
+    """The "critical kernel" section of :func:`summary_markdown` (its sentence and exchanged bytes per
+    kind, sent and received) for the summary's ``explain`` record; no lines without one."""
+    if not ex:
+        return []
+    lines: list = []
+    lines += ["## The critical kernel", "", ex["sentence"], ""]
+    if ex.get("exchange_bytes"):
+        rec = ex.get("exchange_received_bytes") or {}
+        lines += [
+            "| exchanged per step | MB sent | MB received (a multicast once per receiving tile) |",
+            "|---|---:|---:|",
+        ]
+        lines += [
+            f"| {k} | {v / 1e6:,.1f} | {rec[k] / 1e6:,.1f} |" if k in rec else f"| {k} | {v / 1e6:,.1f} | |"
+            for k, v in sorted(ex["exchange_bytes"].items(), key=lambda kv: -kv[1])
+        ]
+        lines += [
+            f"| **total** | {sum(ex['exchange_bytes'].values()) / 1e6:,.1f} | {sum(rec.values()) / 1e6:,.1f} |"
+            if rec
+            else f"| **total** | {sum(ex['exchange_bytes'].values()) / 1e6:,.1f} | |",
+            "",
+        ]
+    return lines
+
+
+def _memory_markdown(m) -> list:
+    """The "Memory" section of :func:`summary_markdown`: the fullest tile, its largest items and the
+    bytes per category over all tiles, for the summary's ``memory`` record; no lines without one."""
+    if not m:
+        return []
+    lines: list = []
+    lines += [
+        "## Memory",
+        "",
+        f"Fullest tile {m['max_tile']}: {m['max_tile_bytes']:,} of {m['budget_bytes']:,} B "
+        f"({100 * m['max_tile_bytes'] / m['budget_bytes']:.0f} %).",
+        "",
+        "| largest items on that tile | category | bytes |",
+        "|---|---|---:|",
+    ]
+    lines += [f"| {e['label']} | {e['category']} | {e['bytes']:,} |" for e in m.get("max_tile_entries", [])[:6]]
+    lines.append("")
+    cats = m.get("total_by_category_bytes")
+    if isinstance(cats, dict) and cats:
+        lines += ["| category (all tiles) | bytes |", "|---|---:|"]
+        lines += [f"| {k} | {int(v):,} |" for k, v in sorted(cats.items(), key=lambda kv: -kv[1]) if v]
+        lines.append("")
+    return lines
+
+
 def summary_markdown(s: dict) -> str:
     """The run in words: the time per step and where it goes, the critical kernel, memory."""
     total = s.get("predicted_step_s", s.get("total_s", 0.0))
@@ -363,44 +414,9 @@ def summary_markdown(s: dict) -> str:
                 f"tile {v['critical_tile']} |"
             )
         lines.append("")
-    ex = s.get("explain")
-    if ex:
-        lines += ["## The critical kernel", "", ex["sentence"], ""]
-        if ex.get("exchange_bytes"):
-            rec = ex.get("exchange_received_bytes") or {}
-            lines += [
-                "| exchanged per step | MB sent | MB received (a multicast once per receiving tile) |",
-                "|---|---:|---:|",
-            ]
-            lines += [
-                f"| {k} | {v / 1e6:,.1f} | {rec[k] / 1e6:,.1f} |" if k in rec else f"| {k} | {v / 1e6:,.1f} | |"
-                for k, v in sorted(ex["exchange_bytes"].items(), key=lambda kv: -kv[1])
-            ]
-            lines += [
-                f"| **total** | {sum(ex['exchange_bytes'].values()) / 1e6:,.1f} | {sum(rec.values()) / 1e6:,.1f} |"
-                if rec
-                else f"| **total** | {sum(ex['exchange_bytes'].values()) / 1e6:,.1f} | |",
-                "",
-            ]
+    lines += _critical_kernel_markdown(s.get("explain"))
     lines += _training_markdown(s)
-    m = s.get("memory")
-    if m:
-        lines += [
-            "## Memory",
-            "",
-            f"Fullest tile {m['max_tile']}: {m['max_tile_bytes']:,} of {m['budget_bytes']:,} B "
-            f"({100 * m['max_tile_bytes'] / m['budget_bytes']:.0f} %).",
-            "",
-            "| largest items on that tile | category | bytes |",
-            "|---|---|---:|",
-        ]
-        lines += [f"| {e['label']} | {e['category']} | {e['bytes']:,} |" for e in m.get("max_tile_entries", [])[:6]]
-        lines.append("")
-        cats = m.get("total_by_category_bytes")
-        if isinstance(cats, dict) and cats:
-            lines += ["| category (all tiles) | bytes |", "|---|---:|"]
-            lines += [f"| {k} | {int(v):,} |" for k, v in sorted(cats.items(), key=lambda kv: -kv[1]) if v]
-            lines.append("")
+    lines += _memory_markdown(s.get("memory"))
     if "loss" in s:
         lines += [f"Loss {s['loss'][0]:.4f} → {s['loss'][-1]:.4f} over {len(s['loss'])} step(s).", ""]
     lines += [
