@@ -43,6 +43,8 @@ def require(cond: bool, field: str, value, limit: str, fix: str = "") -> None:
 
 
 def config_message(field: str, value, limit: str, fix: str = "") -> str:
+    """The house one-line error text ``"<field> = <value!r>: <limit>; <fix>"`` (no ``; <fix>`` when
+    ``fix`` is empty); never raises."""
     msg = f"{field} = {value!r}: {limit}"
     if fix:
         msg += f"; {fix}"

@@ -379,6 +379,7 @@ class Machine:
 
 
 def preset_names() -> list[str]:
+    """Names of the shipped machine presets (the ``tilesim/presets/*.toml`` stems), sorted."""
     root = resources.files("tilesim") / "presets"
     return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml"))
 
