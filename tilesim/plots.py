@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from tilesim.fabric import grid_shape
-from tilesim.records import PHASES
+from tilesim.records import PHASES, phase_spans
 
 # One palette for every picture (run reports, the tour, the experiments): a phase of the BSP
 # step always has the same colour, and chips / series use SERIES_COLOURS in order.
@@ -290,19 +290,6 @@ def label_bars(ax, bars, fmt: str = "{:.3g}", fontsize: int = 7):
             )
 
 
-def _spans(tl, s, c):
-    """(phase, start, end) cycles of chip ``c`` in superstep ``s`` of a per-chip timeline."""
-    rel = tl["release"][s, c]
-    exe = rel + tl["exchange_cycles"][s, c]
-    return (
-        ("compute", tl["start"][s, c], tl["arrive"][s, c]),
-        ("sync", tl["arrive"][s, c], rel),
-        ("exchange", rel, exe),
-        ("links", exe, tl["links_end"][s, c]),
-        ("host", tl["links_end"][s, c], tl["end"][s, c]),
-    )
-
-
 def timeline(result, path, max_supersteps: int | None = None, title: str | None = None, host_steps=None):
     """The whole step as a Gantt chart, one row per chip, phases coloured (``max_supersteps``:
     only the first that many). With more than 60 supersteps a second panel adds up the time per
@@ -327,7 +314,7 @@ def timeline(result, path, max_supersteps: int | None = None, title: str | None 
     for y, c in enumerate(rows):
         segs: dict[str, list[tuple[float, float]]] = {p: [] for p in PHASES}  # (start, width) in us
         for s in range(S):
-            for ph, a, b in _spans(tl, s, c):
+            for ph, a, b in phase_spans(tl, s, c):
                 if b > a:
                     segs["host" if (ph == "compute" and s < host_steps.size and host_steps[s]) else ph].append(
                         (a * us, (b - a) * us)

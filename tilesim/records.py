@@ -16,7 +16,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["SimResult", "ChipWork", "ChipTimeline", "ProgramDigest", "PHASES", "by_phase_frame", "critical_tiles"]
+__all__ = [
+    "SimResult",
+    "ChipWork",
+    "ChipTimeline",
+    "ProgramDigest",
+    "PHASES",
+    "by_phase_frame",
+    "critical_tiles",
+    "phase_spans",
+]
 
 PHASES = ("compute", "sync", "exchange", "links", "host")
 
@@ -416,3 +425,18 @@ def critical_tiles(result: SimResult, k: int = 4) -> tuple:
         w = np.bincount(g).astype(float)
     order = np.argsort(-w, kind="stable")
     return tuple(int(t) for t in order[:k] if w[t] > 0)
+
+
+def phase_spans(timeline: dict, s: int, c: int) -> tuple:
+    """``(phase, start, end)`` in cycles of chip ``c`` in superstep ``s`` of a per-chip timeline
+    (:attr:`SimResult.timeline`): compute, sync, exchange, links, host, in that order. The one
+    definition the pictures and the trace draw from."""
+    rel = timeline["release"][s, c]
+    exe = rel + timeline["exchange_cycles"][s, c]
+    return (
+        ("compute", timeline["start"][s, c], timeline["arrive"][s, c]),
+        ("sync", timeline["arrive"][s, c], rel),
+        ("exchange", rel, exe),
+        ("links", exe, timeline["links_end"][s, c]),
+        ("host", timeline["links_end"][s, c], timeline["end"][s, c]),
+    )

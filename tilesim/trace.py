@@ -17,7 +17,7 @@ import json
 import numpy as np
 
 from tilesim.io import atomic_write_text
-from tilesim.records import PHASES, ProgramDigest, SimResult, critical_tiles
+from tilesim.records import PHASES, ProgramDigest, SimResult, critical_tiles, phase_spans
 
 __all__ = ["trace_events", "write_trace", "detail_chips", "MAX_FLOW_ARROWS", "MAX_PHASE_SLICES"]
 
@@ -26,18 +26,6 @@ MAX_FLOW_ARROWS = 20000
 # phase slices at most (~120 B of JSON each): beyond, only the critical chips get every superstep's phases
 MAX_PHASE_SLICES = 400_000
 _EPS_US = 1e-3  # flow ends sit this far inside their slices so that they bind to them
-
-
-def _phase_bounds(tl, s, c):
-    rel = tl["release"][s, c]
-    exe = rel + tl["exchange_cycles"][s, c]
-    return (
-        ("compute", tl["start"][s, c], tl["arrive"][s, c]),
-        ("sync", tl["arrive"][s, c], rel),
-        ("exchange", rel, exe),
-        ("links", exe, tl["links_end"][s, c]),
-        ("host", tl["links_end"][s, c], tl["end"][s, c]),
-    )
 
 
 def _label_runs(label_id: np.ndarray) -> list:
@@ -112,7 +100,7 @@ def _phase_slices(result: SimResult, tl: dict, S: int, detail: tuple, host_step,
     for s in range(S):
         label = result.labels[int(result.label_id[s])]
         for c in detail:
-            for phase, t0, t1 in _phase_bounds(tl, s, c):
+            for phase, t0, t1 in phase_spans(tl, s, c):
                 if t1 - t0 > 0:
                     ph = "host" if phase == "compute" and host_step[s] else phase
                     ev.append(
