@@ -20,6 +20,11 @@ Throughput = samples/s × neurons (the network grows with the chips); weak-scali
 E(C) = throughput(C) / (C · throughput(1)) for the same dataset, npt and batch. Communication
 share = (sync + exchange + links) / step. If ``models.snn.calibrate.prediction_band`` exists the
 step times and efficiencies carry its leave-one-out band (``*_lo``/``*_hi`` columns).
+
+Structure (issue 17): every point is timed under the default
+:class:`models.snn.structure.StepStructure` (sync scope "chip", copies "separate", host per epoch,
+round trip) and again with each assumption switched the other way: ``step_ms_if_<name>`` and
+``efficiency_if_<name>`` (the structural band; ``tilesim scaling`` draws the same for one recipe).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from experiments.s_common import (
     time_fixed,
     weak_config,
 )
+from models.snn.scaling import ASSUMPTIONS
+from models.snn.structure import DEFAULT_STRUCTURE, flipped
 from tilesim.plots import PHASE_COLOURS
 
 MAX_ACTIVITY = 0.05
@@ -67,6 +74,11 @@ def _row(dataset, npt, batch, chips):
     row["neurons_doc"] = (doc[1] if dataset == "nmnist" else doc[2]) if doc else ""
     row["weights_doc_M"] = (doc[3] if dataset == "nmnist" else doc[4]) if doc else ""
     row.update(time_fixed(cfg, chips, npt, band=True, steps_per_execution=STEPS_PER_EXECUTION))
+    row["structure"] = DEFAULT_STRUCTURE.describe()
+    for name in ASSUMPTIONS:  # the structural band: each assumption switched the other way
+        other = flipped(DEFAULT_STRUCTURE, name)
+        t = time_fixed(cfg, chips, npt, steps_per_execution=STEPS_PER_EXECUTION, structure=other)
+        row[f"step_ms_if_{name}"] = t["step_ms"]
     comm = row["sync_ms"] + row["exchange_ms"] + row["links_ms"]
     row["comm_share"] = comm / row["step_ms"]
     row["links_sync_share"] = (row["sync_ms"] + row["links_ms"]) / row["step_ms"]
@@ -95,6 +107,10 @@ def _efficiency(rows):
             size = r["neurons"] / (r["chips"] * b["neurons"])
             effs = [size * b[k] / r[k] for k in ("step_lo_ms", "step_hi_ms")]
             r["efficiency_lo"], r["efficiency_hi"] = min(effs), max(effs)
+        for name in ASSUMPTIONS:
+            k = f"step_ms_if_{name}"
+            size = r["neurons"] / (r["chips"] * b["neurons"]) if b else 0.0
+            r[f"efficiency_if_{name}"] = size * b[k] / r[k] if b else ""
     return rows
 
 
@@ -143,8 +159,10 @@ def summary(rows) -> str:
                 if r is None or r["efficiency"] == "":
                     continue
                 band = f" [{r['efficiency_lo']:.2f}, {r['efficiency_hi']:.2f}]" if r["efficiency_lo"] != "" else ""
+                flips = ", ".join(f"{n} {r[f'efficiency_if_{n}']:.3f}" for n in ASSUMPTIONS if n != "host_transfer")
                 lines.append(
-                    f"S6: {ds} npt {npt:2d} B {b:3d} at {cmax} chips: efficiency {r['efficiency']:.3f}{band}, "
+                    f"S6: {ds} npt {npt:2d} B {b:3d} at {cmax} chips: efficiency {r['efficiency']:.3f}{band} "
+                    f"(flipped: {flips}), "
                     f"{r['samples_per_s']:,.0f} samples/s, comm {r['comm_share']:.1%} "
                     f"(links {r['links_ms'] / r['step_ms']:.1%}, sync {r['sync_ms'] / r['step_ms']:.1%}), "
                     f"fits {r['fits']} ({r['mem_max_tile_bytes'] / 1024:.0f} KiB)"

@@ -269,14 +269,16 @@ def place(config, mach, npt):
     return placement, ledger
 
 
-def time_fixed(config, chips: int, npt: int, band: bool = False, steps_per_execution: int = 52) -> dict:
+def time_fixed(config, chips: int, npt: int, band: bool = False, steps_per_execution: int = 52, structure=None) -> dict:
     """Fixed-activity step (every list at its cap) re-timed without float math; memory from the ledger.
-    ``steps_per_execution``: steps per device execution, over which the host variable sync is amortised."""
+    ``steps_per_execution``: steps per device execution, over which the host variable sync is amortised;
+    ``structure``: a :class:`models.snn.structure.StepStructure` (default: its defaults; the cost-model
+    band is always under the defaults)."""
     from models.snn.retime import retime
 
     mach = machine(chips)
     placement, ledger = place(config, mach, npt)
-    pred = retime(None, config, placement, mach, steps_per_execution=steps_per_execution)
+    pred = retime(None, config, placement, mach, steps_per_execution=steps_per_execution, structure=structure)
     row = {**timing_fields(pred, config.batch), **memory_fields(ledger)}
     if band:
         b = prediction_band(config, placement, mach, None, steps_per_execution)
