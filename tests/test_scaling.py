@@ -94,14 +94,20 @@ def test_residual_is_labelled_and_no_host_rate_is_fitted():
     assert RESIDUAL_LABELS[0] not in res.host_labels  # shown on its own, not as host
 
 
-def test_run_summary_names_its_structure():
+def test_run_summary_names_its_structure(tmp_path):
+    from models.snn.cli import format_run, write_run_outputs
     from models.snn.options import RunOptions
     from models.snn.run import run_training
 
-    s = run_training(
+    summary = run_training(
         RunOptions(layers=(32, 16, 4), batch=4, timesteps=8, steps=1, max_activity=0.25, copies="merged")
-    ).to_dict()
+    )
+    s = summary.to_dict()
     assert s["structure"]["copies"] == "merged" and s["structure"]["sync_scope"] == "chip"
+    assert "copies merged" in format_run(s)
+    write_run_outputs(tmp_path, summary)
+    assert json.loads((tmp_path / "summary.json").read_text())["structure"]["copies"] == "merged"
+    assert "copies `merged`" in (tmp_path / "summary.md").read_text()
 
 
 def test_scaling_study_weak_and_strong():

@@ -387,6 +387,9 @@ def summary_markdown(s: dict) -> str:
             f"{s.get('machine')} ({s.get('chips')} chip(s)); mapping `{s.get('mapping', {}).get('strategy', '?')}`."
         )
         lines.append("")
+    st = s.get("structure")
+    if st:  # the workload's named structural assumptions (SNN: models/snn/structure.py)
+        lines += ["Assumed structure: " + ", ".join(f"{k} `{v}`" for k, v in st.items()) + ".", ""]
     b = s.get("bytes")
     lines += [
         f"**Predicted time per training step: {_ms(total)}**"
