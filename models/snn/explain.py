@@ -27,6 +27,7 @@ from models.snn.timing import (
     KIND_COMPUTE,
     OUT,
     OWNER,
+    RESIDUAL_LABELS,
     STEP_ROWS,
     _layout,
     applies,
@@ -252,10 +253,17 @@ def explain_critical(
         uniform = busy.size > 0 and (busy.max() - np.median(busy)) <= 0.01 * busy.max()
     if label == "host: variable sync":
         sentence += (
-            " After every device execution (--steps-per-execution steps) the framework copies the "
-            "weights and optimizer state to the host; this is that copy, amortised per step (a fitted, "
-            "unconfirmed mechanism - see tilesim/presets/costs/snn.toml). More steps per execution or "
-            "SGD instead of Adam shorten it."
+            " The framework copies the weights and optimizer state over the host link (per epoch or per "
+            "execution, one way or both: --host-transfer, --host-direction) at the documented host-traffic "
+            "rate; this is that copy, amortised per step. More steps per execution or SGD instead of Adam "
+            "shorten it."
+        )
+    elif label in RESIDUAL_LABELS:
+        sentence += (
+            " This is a fitted residual, not a mechanism: the measured single-chip steps need this many "
+            "cycles per weight per epoch beyond everything modelled (epoch_residual_cycles_per_weight in "
+            "tilesim/presets/costs/snn.toml), amortised over the steps of an epoch (a longer epoch "
+            "shortens it per step); nothing here says what it is."
         )
     elif label in FIXED_ROWS or uniform:
         sentence += (
