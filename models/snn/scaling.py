@@ -273,12 +273,13 @@ def format_table(study: ScalingStudy) -> str:
         f"{study.mode} scaling, {r.dataset} {r.neurons_per_tile} neurons/tile, batch {r.batch}, "
         f"fixed activity {r.max_activity:g}, {r.machine}; structure: {study.structure.describe()}"
     )
-    cols = ["chips", "neurons", "layers", "step ms", "E"] + [f"{k} ms" for k in SPLIT_KEYS]
+    cols = ["chips", "neurons", "layers", "npt", "step ms", "E"] + [f"{k} ms" for k in SPLIT_KEYS]
     names = list(study.points[0].band) if study.points else []
     cols += [f"E if {n} flipped" for n in names]
     lines = [head, "  ".join(cols)]
     for p in study.points:
-        vals = [f"{p.chips:5d}", f"{p.neurons:7d}", f"{p.layers:6d}", f"{p.step_s * 1e3:7.2f}", f"{p.efficiency:5.3f}"]
+        vals = [f"{p.chips:5d}", f"{p.neurons:7d}", f"{p.layers:6d}", f"{p.neurons_per_tile:3d}"]
+        vals += [f"{p.step_s * 1e3:7.2f}", f"{p.efficiency:5.3f}"]
         vals += [f"{p.split_s[k] * 1e3:{len(k) + 3}.2f}" for k in SPLIT_KEYS]
         vals += [f"{p.band[n]:{len(n) + 13}.3f}" for n in names]
         lines.append("  ".join(vals))
