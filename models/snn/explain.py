@@ -209,6 +209,38 @@ def label_tile_cycles(program) -> np.ndarray:
     return label_sums(program.compute_cycles, program.label_id, len(program.labels))
 
 
+_HOST_COPY_WHY = (
+    " The framework copies the weights and optimizer state over the host link (per epoch or per "
+    "execution, one way or both: --host-transfer, --host-direction) at the documented host-traffic "
+    "rate; this is that copy, amortised per step. More steps per execution or SGD instead of Adam "
+    "shorten it."
+)
+_RESIDUAL_WHY = (
+    " This is a fitted residual, not a mechanism: the measured single-chip steps need this many "
+    "cycles per weight per epoch beyond everything modelled (epoch_residual_cycles_per_weight in "
+    "tilesim/presets/costs/snn.toml), amortised over the steps of an epoch (a longer epoch "
+    "shortens it per step); nothing here says what it is."
+)
+_FIXED_WHY = (
+    " Every tile spends about the same there: it is the fixed cost of the phase's compute sets, "
+    "syncs and copies (per layer and time step), not any tile's data; fewer layers or time "
+    "steps shorten it, a different mapping does not."
+)
+
+
+def _why(label: str, uniform: bool) -> str:
+    """Why phase ``label`` costs what it does when no single tile's data explains it (the host
+    copy, the labelled residual, fixed per-layer costs or a phase every tile spends alike); ""
+    when its critical tile does."""
+    if label == "host: variable sync":
+        return _HOST_COPY_WHY
+    if label in RESIDUAL_LABELS:
+        return _RESIDUAL_WHY
+    if label in FIXED_ROWS or uniform:
+        return _FIXED_WHY
+    return ""
+
+
 def explain_critical(
     result, config: NetworkConfig, placement: Placement, counters: WorkCounters, machine, label_cycles=None
 ) -> dict:
@@ -251,28 +283,7 @@ def explain_critical(
         per_tile = label_cycles[list(result.labels).index(label)]
         busy = per_tile[per_tile > 0]
         uniform = busy.size > 0 and (busy.max() - np.median(busy)) <= 0.01 * busy.max()
-    if label == "host: variable sync":
-        sentence += (
-            " The framework copies the weights and optimizer state over the host link (per epoch or per "
-            "execution, one way or both: --host-transfer, --host-direction) at the documented host-traffic "
-            "rate; this is that copy, amortised per step. More steps per execution or SGD instead of Adam "
-            "shorten it."
-        )
-    elif label in RESIDUAL_LABELS:
-        sentence += (
-            " This is a fitted residual, not a mechanism: the measured single-chip steps need this many "
-            "cycles per weight per epoch beyond everything modelled (epoch_residual_cycles_per_weight in "
-            "tilesim/presets/costs/snn.toml), amortised over the steps of an epoch (a longer epoch "
-            "shortens it per step); nothing here says what it is."
-        )
-    elif label in FIXED_ROWS or uniform:
-        sentence += (
-            " Every tile spends about the same there: it is the fixed cost of the phase's compute sets, "
-            "syncs and copies (per layer and time step), not any tile's data; fewer layers or time "
-            "steps shorten it, a different mapping does not."
-        )
-    else:
-        sentence += f" Its critical tile {tile} (chip {out['chip']}) {what}."
+    sentence += _why(label, uniform) or f" Its critical tile {tile} (chip {out['chip']}) {what}."
     if role == "owner" and label in LABEL_COUNTERS and not uniform:
         best = None
         for phase, names in LABEL_COUNTERS[label]:
