@@ -33,7 +33,7 @@ def test_one_chip_exact():
     b.superstep("b", 50)  # 50 + 90, no exchange phase
     r = simulate(b.build(), m)
     assert list(cycles(r, m)) == [392.0, 140.0]
-    assert list(np.round(r.phase_s[0] * m.clock_hz, 6)) == [200, 90, 102, 0, 0]
+    assert list(np.round(r.phase_s[0] * m.clock_hz, 6)) == [200, 90, 102, 0, 0, 0]
     assert r.critical_tile[0] == 5 and r.exchange_critical_tile[0] in (3, 7)
     assert r.total_s == pytest.approx(532 / m.clock_hz)
 

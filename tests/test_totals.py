@@ -75,6 +75,25 @@ def test_time_by_phase_agrees_and_host_copy_is_host(gc200x2):
     assert f"{host_label} · host" in names and f"{host_label} · compute" not in names
 
 
+def test_fitted_residual_is_its_own_category_everywhere(gc200x2):
+    """Issue 17: the labelled residual was counted as compute in every breakdown and picture."""
+    from models.snn.cli import format_run
+    from models.snn.timing import RESIDUAL_LABELS
+
+    out, _ = gc200x2
+    s = json.loads((out / "summary.json").read_text())
+    (label,) = RESIDUAL_LABELS
+    row = s["by_phase"][label]
+    assert row["breakdown_s"]["compute"] == 0.0 and row["breakdown_s"]["residual"] > 0
+    assert s["breakdown_s"]["residual"] == pytest.approx(row["breakdown_s"]["residual"], rel=1e-9)
+    total = s["predicted_step_s"]
+    assert f"residual {s['breakdown_s']['residual'] / total * 100:.0f}%" in format_run(s).splitlines()[1]
+    assert "| residual |" in (out / "summary.md").read_text()
+    tr = json.loads((out / "trace.json").read_text())["traceEvents"]
+    names = {e["name"] for e in tr if e["ph"] == "X" and e["tid"] == 0}
+    assert f"{label} · residual" in names and f"{label} · compute" not in names
+
+
 def test_booking_keeps_the_predicted_total():
     from models.snn.network import NetworkConfig
     from models.snn.placing import place

@@ -13,7 +13,14 @@ from tilesim.records import PHASES, phase_spans
 
 # One palette for every picture (run reports, the tour, the experiments): a phase of the BSP
 # step always has the same colour, and chips / series use SERIES_COLOURS in order.
-PHASE_COLOURS = {"compute": "#4c72b0", "sync": "#c44e52", "exchange": "#55a868", "links": "#dd8452", "host": "#8172b3"}
+PHASE_COLOURS = {
+    "compute": "#4c72b0",
+    "sync": "#c44e52",
+    "exchange": "#55a868",
+    "links": "#dd8452",
+    "host": "#8172b3",
+    "residual": "#8c8c8c",  # grey: a fitted term, not a mechanism
+}
 SERIES_COLOURS = (
     "#4c72b0",
     "#dd8452",
@@ -290,19 +297,20 @@ def label_bars(ax, bars, fmt: str = "{:.3g}", fontsize: int = 7):
             )
 
 
-def timeline(result, path, max_supersteps: int | None = None, title: str | None = None, host_steps=None):
+def timeline(result, path, max_supersteps: int | None = None, title: str | None = None, booked=None):
     """The whole step as a Gantt chart, one row per chip, phases coloured (``max_supersteps``:
     only the first that many). With more than 60 supersteps a second panel adds up the time per
-    superstep label, split by phase. ``host_steps`` (bool [S], default the result's host-booked
-    supersteps) draws those supersteps' compute as host. Legend outside the axes."""
+    superstep label, split by phase. ``booked`` (str [S], default the result's
+    :meth:`~tilesim.records.SimResult.booked_phase`) is the phase each superstep's compute is drawn
+    in (host work and fitted residuals are not compute). Legend outside the axes."""
     plt = _plt()
     tl = result.timeline
     S = result.supersteps if not max_supersteps else min(result.supersteps, max_supersteps)
     C = result.chips
     us = 1e6 / result.clock_hz
-    if host_steps is None and hasattr(result, "is_host_step"):
-        host_steps = result.is_host_step()
-    host_steps = np.zeros(S, bool) if host_steps is None else np.asarray(host_steps, bool)
+    if booked is None and hasattr(result, "booked_phase"):
+        booked = result.booked_phase()
+    booked = np.full(S, "compute", dtype=object) if booked is None else np.asarray(booked, dtype=object)
     agg = S > 60 and hasattr(result, "by_label")
     by = result.by_label() if agg else {}
     labels = sorted(by, key=lambda k: -by[k]["time_s"])[:14]
@@ -316,9 +324,7 @@ def timeline(result, path, max_supersteps: int | None = None, title: str | None 
         for s in range(S):
             for ph, a, b in phase_spans(tl, s, c):
                 if b > a:
-                    segs["host" if (ph == "compute" and s < host_steps.size and host_steps[s]) else ph].append(
-                        (a * us, (b - a) * us)
-                    )
+                    segs[booked[s] if (ph == "compute" and s < booked.size) else ph].append((a * us, (b - a) * us))
         for ph, sg in segs.items():
             if sg:
                 ax.broken_barh(sg, (y - 0.35, 0.7), facecolors=PHASE_COLOURS[ph], linewidth=0)

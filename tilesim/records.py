@@ -27,7 +27,9 @@ __all__ = [
     "phase_spans",
 ]
 
-PHASES = ("compute", "sync", "exchange", "links", "host")
+PHASES = ("compute", "sync", "exchange", "links", "host", "residual")
+"""Time categories of every breakdown. The engine times the first five; ``residual`` is compute
+that a workload books as a fitted term no modelled mechanism explains (:meth:`SimResult.book_as`)."""
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -86,6 +88,7 @@ class SimResult:
     link_group_bytes: dict = field(default_factory=dict)
     timeline: dict | None = None  # per-chip [S, C] arrays (cycles) for traces and pictures
     host_labels: tuple = ()  # labels whose compute phase is host work (:meth:`book_as_host`)
+    residual_labels: tuple = ()  # labels whose compute phase is a fitted residual (:meth:`book_as`)
 
     # -------------------------------------------------------------------------------------
     @classmethod
@@ -128,6 +131,7 @@ class SimResult:
         # the attribution sums to the frontier's advance; absorb float rounding in the last phase used
         resid = time - phases.sum(axis=1)
         phases[:, 0] += resid
+        phases = np.concatenate([phases, np.zeros((S, len(PHASES) - phases.shape[1]))], axis=1)
         bl = np.zeros(S)
         if program.flow_step.size:
             np.add.at(bl, program.flow_step, program.flow_bytes)
@@ -167,22 +171,40 @@ class SimResult:
             timeline=arrays,
         )
 
-    def book_as_host(self, labels) -> SimResult:
+    def book_as(self, labels, phase: str) -> SimResult:
         """The same result with the compute phase of every superstep labelled one of ``labels``
-        booked as host time: work the tiles do for the host (e.g. copying the variables to it),
-        which the engine times as compute. Only the attribution moves; times and totals stay.
-        Pictures and traces draw those supersteps' compute as host (:attr:`host_labels`)."""
+        booked as ``phase`` (``"host"``: work the tiles do for the host, e.g. copying the variables
+        to it; ``"residual"``: a fitted term no modelled mechanism explains). The engine times both
+        as compute; only the attribution moves, times and totals stay. Pictures and traces draw
+        those supersteps' compute in their booked phase (:meth:`booked_phase`)."""
         from dataclasses import replace
 
+        if phase not in ("host", "residual"):
+            raise ValueError(f"phase = {phase!r}: must be 'host' or 'residual'")
         ids = [i for i, lab in enumerate(self.labels) if lab in set(labels)]
         if not ids:
             return self
         m = np.isin(self.label_id, ids)
         ph = self.phase_s.copy()
-        ci, hi = PHASES.index("compute"), PHASES.index("host")
-        ph[m, hi] += ph[m, ci]
+        ci, pi = PHASES.index("compute"), PHASES.index(phase)
+        ph[m, pi] += ph[m, ci]
         ph[m, ci] = 0.0
-        return replace(self, phase_s=ph, host_labels=tuple(self.labels[i] for i in ids))
+        booked = tuple(self.labels[i] for i in ids)
+        if phase == "host":
+            return replace(self, phase_s=ph, host_labels=booked)
+        return replace(self, phase_s=ph, residual_labels=booked)
+
+    def book_as_host(self, labels) -> SimResult:
+        """:meth:`book_as` ``(labels, "host")``."""
+        return self.book_as(labels, "host")
+
+    def booked_phase(self) -> np.ndarray:
+        """str [S]: the phase each superstep's compute is drawn in (compute, host or residual)."""
+        out = np.full(self.supersteps, "compute", dtype=object)
+        for phase in ("host", "residual"):
+            ids = [i for i, lab in enumerate(self.labels) if lab in set(getattr(self, f"{phase}_labels"))]
+            out[np.isin(self.label_id, ids)] = phase
+        return out
 
     def is_host_step(self) -> np.ndarray:
         """bool [S]: supersteps whose compute is booked as host (:meth:`book_as_host`)."""

@@ -18,6 +18,7 @@ import numpy as np
 from tilesim.errors import ConfigError, config_message
 from tilesim.fabric import grid_shape
 from tilesim.io import atomic_write_bytes, atomic_write_text
+from tilesim.records import PHASES
 
 __all__ = [
     "write_run_report",
@@ -122,7 +123,8 @@ def write_run_report(out, result, program, ledger, exchange: dict | None = None)
     from tilesim.records import ProgramDigest
 
     out = Path(out)
-    digest = ProgramDigest.of(program, host_labels=getattr(result, "host_labels", ()))
+    not_work = tuple(getattr(result, "host_labels", ())) + tuple(getattr(result, "residual_labels", ()))
+    digest = ProgramDigest.of(program, host_labels=not_work)
     arrays = {f"timeline_{k}": np.asarray(v) for k, v in (result.timeline or {}).items()}
     arrays["time_s"] = result.time_s
     arrays["label_id"] = result.label_id
@@ -130,8 +132,8 @@ def write_run_report(out, result, program, ledger, exchange: dict | None = None)
     arrays["clock_hz"] = np.float64(result.clock_hz)
     arrays["work_cycles"] = digest.work_cycles
     arrays["tiles_per_chip"] = np.int64(result.tiles_per_chip)
-    if hasattr(result, "is_host_step"):
-        arrays["host_steps"] = result.is_host_step()
+    if hasattr(result, "booked_phase"):  # the phase each superstep's compute is drawn in, as PHASES indices
+        arrays["booked_phase"] = np.array([PHASES.index(p) for p in result.booked_phase()], np.int64)
     if digest.tile_group is not None:
         arrays["tile_group"] = np.asarray(digest.tile_group, np.int64)
     if ledger is not None:
@@ -222,7 +224,8 @@ def _draw(out, summary, a, plots) -> list[Path]:
             machine_name=summary.get("machine", ""),
             by_label=lambda: by,
         )
-        written.append(plots.timeline(shim, out / "timeline.png", host_steps=a.get("host_steps")))
+        booked = np.asarray(PHASES, object)[a["booked_phase"]] if "booked_phase" in a else None
+        written.append(plots.timeline(shim, out / "timeline.png", booked=booked))
         written.append(plots.breakdown_bars(shim, out / "breakdown.png"))
     rows, cols = _grid(a, tpc)
     if "memory_bytes" in a:

@@ -94,7 +94,7 @@ def _run_slices(result: SimResult, tl: dict, runs: list, coarse: list, us: float
     return ev
 
 
-def _phase_slices(result: SimResult, tl: dict, S: int, detail: tuple, host_step, us: float) -> list:
+def _phase_slices(result: SimResult, tl: dict, S: int, detail: tuple, booked, us: float) -> list:
     """A slice per BSP phase of every superstep on every detail chip (compute of a host step is ``host``)."""
     ev: list = []
     for s in range(S):
@@ -102,7 +102,7 @@ def _phase_slices(result: SimResult, tl: dict, S: int, detail: tuple, host_step,
         for c in detail:
             for phase, t0, t1 in phase_spans(tl, s, c):
                 if t1 - t0 > 0:
-                    ph = "host" if phase == "compute" and host_step[s] else phase
+                    ph = booked[s] if phase == "compute" else phase
                     ev.append(
                         {
                             "ph": "X",
@@ -254,13 +254,13 @@ def trace_events(
     C, T = result.chips, result.tiles_per_chip
     tiles = tuple(int(t) for t in tiles) or critical_tiles(result)
     digest = None if program is None else ProgramDigest.of(program, tiles)
-    host_step = result.is_host_step()
+    booked = result.booked_phase()
     detail = detail_chips(result, S, max_slices)
     coarse = [c for c in range(C) if c not in set(detail)]
     runs = _label_runs(result.label_id[:S]) if coarse else []
     ev = _process_events(C, detail)
     ev += _run_slices(result, tl, runs, coarse, us)
-    ev += _phase_slices(result, tl, S, detail, host_step, us)
+    ev += _phase_slices(result, tl, S, detail, booked, us)
     ev += _byte_counters(result, tl, digest, S, detail, coarse, runs, us)
     ev += _host_counters(result, tl, S, us)
     n_arrows = 0

@@ -18,7 +18,7 @@ from models.snn.activity import fixed_activity
 from models.snn.counters import Activity, WorkCounters, count_work
 from models.snn.network import NetworkConfig
 from models.snn.placement import Placement
-from models.snn.timing import HOST_LABELS, STEPS_PER_EXECUTION, build_step_program
+from models.snn.timing import STEPS_PER_EXECUTION, book_step, build_step_program
 from tilesim.costs import CostModel
 from tilesim.engine import simulate
 from tilesim.errors import require
@@ -85,4 +85,4 @@ def retime(
         compact=True,
         **({} if structure is None else {"structure": structure}),
     )
-    return Prediction(simulate(program, machine).book_as_host(HOST_LABELS), program, counters)
+    return Prediction(book_step(simulate(program, machine)), program, counters)

@@ -39,7 +39,7 @@ from models.snn.options import DATASET_CHANNELS, DEFAULT_LAYERS, RunOptions, net
 from models.snn.placement import Placement
 from models.snn.placing import Placed, place, place_network
 from models.snn.structure import StepStructure
-from models.snn.timing import HOST_LABELS, build_step_program
+from models.snn.timing import book_step, build_step_program
 from tilesim.costs import CostModel, load_costs
 from tilesim.engine import simulate
 from tilesim.errors import ConfigError, config_message, require
@@ -310,7 +310,7 @@ def _train(options, config, machine, placement, costs, state, ds, progress) -> _
             compact=True,
             structure=step_structure(options),
         )
-        sim = simulate(program, machine).book_as_host(HOST_LABELS)
+        sim = book_step(simulate(program, machine))
         out.walls.append(time.perf_counter() - t0)
         out.losses.append(float(res.loss))
         out.accs.append(float(res.accuracy))
@@ -318,7 +318,9 @@ def _train(options, config, machine, placement, costs, state, ds, progress) -> _
         out.results.append(sim)
         out.counters.append(res.counters.totals_only())
         out.programs.append(label_tile_cycles(program))
-        out.digests.append(ProgramDigest.of(program, options.trace_tiles or critical_tiles(sim), sim.host_labels))
+        out.digests.append(
+            ProgramDigest.of(program, options.trace_tiles or critical_tiles(sim), sim.host_labels + sim.residual_labels)
+        )
         log.info(
             "step %d/%d: loss %.4f, predicted %.3f ms on %s, %.2f s of simulator time",
             step + 1,

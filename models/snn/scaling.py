@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
-
 from models.snn.structure import DEFAULT_STRUCTURE, StepStructure, flipped
 from tilesim.errors import require
 
@@ -145,7 +143,6 @@ def _time(recipe: ScalingRecipe, layers: tuple, chips: int, npt: int, structure:
         return memo[key]
     from models.snn.placing import place
     from models.snn.retime import retime
-    from models.snn.timing import RESIDUAL_LABELS
     from tilesim.machine import load_machine
 
     config = _config(recipe, layers)
@@ -164,11 +161,7 @@ def _time(recipe: ScalingRecipe, layers: tuple, chips: int, npt: int, structure:
     )
     res = pred.result
     bd = res.breakdown_s()
-    ids = [i for i, lab in enumerate(res.labels) if lab in RESIDUAL_LABELS]
-    resid = res.breakdown_s(np.isin(res.label_id, ids))["compute"] if ids else 0.0
-    split = {k: float(bd.get(k, 0.0)) for k in SPLIT_KEYS[:-1]}
-    split["compute"] -= resid
-    split["residual"] = float(resid)
+    split = {k: float(bd.get(k, 0.0)) for k in SPLIT_KEYS}
     memo[key] = (float(res.total_s), split)
     return memo[key]
 
