@@ -8,7 +8,16 @@ from conftest import run_quick_experiments
 from experiments.s_common import SINGLE_CHIP_LAYERS, SINGLE_CHIP_WEIGHTS_M, WEAK_SCALING_TABLE, n_weights, paper_layers
 
 SCRIPTS = ["s1_single_chip", "s2_s3_activity", "s4_neurons_per_tile", "s5_s6_weak_scaling", "s7_convergence"]
-TIMING_COLUMNS = {"step_ms", "samples_per_s", "compute_ms", "sync_ms", "exchange_ms", "links_ms", "host_ms", "residual_ms"}
+TIMING_COLUMNS = {
+    "step_ms",
+    "samples_per_s",
+    "compute_ms",
+    "sync_ms",
+    "exchange_ms",
+    "links_ms",
+    "host_ms",
+    "residual_ms",
+}
 MEMORY_COLUMNS = {"mem_max_tile_bytes", "mem_budget_bytes", "fits", "mem_top_category", "mem_gradients"}
 
 
