@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 from models.snn.scaling import SPLIT_KEYS, ScalingStudy
+from tilesim.plots import PHASE_COLOURS
 
 __all__ = ["plot_scaling"]
 
-_COLOURS = {
-    "compute": "#4c72b0",
-    "sync": "#c44e52",
-    "exchange": "#dd8452",
-    "links": "#8172b3",
-    "host": "#55a868",
-    "residual": "#999999",
-}
+_COLOURS = PHASE_COLOURS  # the one palette of every picture
 
 
 def plot_scaling(study: ScalingStudy, out) -> None:
