@@ -170,65 +170,53 @@ def summary(rows) -> str:
     return "\n".join(lines)
 
 
-def plot(rows, path):
-    plt = pyplot()
-    fig, axes = plt.subplots(2, 2, figsize=(12, 9))
-    ax = axes[0][0]
+def _efficiency_line(ax, sel, style: str, label: str) -> None:
+    """One efficiency-vs-chips line with its leave-one-out band (when every row has one)."""
+    x = [r["chips"] for r in sel]
+    (line,) = ax.plot(x, [r["efficiency"] for r in sel], style, label=label)
+    if all(r["efficiency_lo"] != "" for r in sel):
+        lo, hi = [r["efficiency_lo"] for r in sel], [r["efficiency_hi"] for r in sel]
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
+
+
+def _by_chips(rows, dataset: str, npt: int, batch: int) -> list:
+    key = (dataset, npt, batch)
+    return sorted(
+        (r for r in rows if (r["dataset"], r["neurons_per_tile"], r["batch"]) == key), key=lambda r: r["chips"]
+    )
+
+
+def _panel_npt(ax, rows) -> None:
+    """Efficiency vs chips per dataset and neurons per tile at the smallest batch (x = SRAM overflow)."""
     base_b = min(r["batch"] for r in rows)
     for ds, ls in (("shd", "-"), ("nmnist", ":")):
         for npt in sorted({r["neurons_per_tile"] for r in rows if r["dataset"] == ds}):
-            sel = sorted(
-                (r for r in rows if (r["dataset"], r["neurons_per_tile"], r["batch"]) == (ds, npt, base_b)),
-                key=lambda r: r["chips"],
-            )
+            sel = _by_chips(rows, ds, npt, base_b)
             if not sel:
                 continue
-            x = [r["chips"] for r in sel]
-            (line,) = ax.plot(x, [r["efficiency"] for r in sel], "o" + ls, label=f"{ds} npt {npt}")
-            if all(r["efficiency_lo"] != "" for r in sel):
-                ax.fill_between(
-                    x,
-                    [r["efficiency_lo"] for r in sel],
-                    [r["efficiency_hi"] for r in sel],
-                    color=line.get_color(),
-                    alpha=0.2,
-                )
+            _efficiency_line(ax, sel, "o" + ls, f"{ds} npt {npt}")
             for r in sel:
                 if not r["fits"]:
                     ax.plot(r["chips"], r["efficiency"], "rx", ms=10)
     ax.set_title(f"efficiency vs chips, B = {base_b} (x = SRAM overflow)")
-    ax = axes[0][1]
+
+
+def _panel_batch(ax, rows) -> None:
+    """Efficiency vs chips per batch, SHD at the fewest neurons per tile."""
     npt_b = min(r["neurons_per_tile"] for r in rows)
     for b in sorted({r["batch"] for r in rows if r["dataset"] == "shd" and r["neurons_per_tile"] == npt_b}):
-        sel = sorted(
-            (r for r in rows if (r["dataset"], r["neurons_per_tile"], r["batch"]) == ("shd", npt_b, b)),
-            key=lambda r: r["chips"],
-        )
-        x = [r["chips"] for r in sel]
-        (line,) = ax.plot(x, [r["efficiency"] for r in sel], "o-", label=f"B {b}")
-        if all(r["efficiency_lo"] != "" for r in sel):
-            ax.fill_between(
-                x,
-                [r["efficiency_lo"] for r in sel],
-                [r["efficiency_hi"] for r in sel],
-                color=line.get_color(),
-                alpha=0.2,
-            )
+        _efficiency_line(ax, _by_chips(rows, "shd", npt_b, b), "o-", f"B {b}")
     ax.set_title(f"efficiency vs chips, SHD, npt {npt_b}")
-    for ax in axes[0]:
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("chips")
-        ax.set_ylabel("weak-scaling efficiency")
-        ax.legend(fontsize=8)
-    # the step split at the most chips the SHD rows reach (a --quick run stops SHD before 16 chips)
+
+
+def _panel_split(ax, rows) -> None:
+    """The step split at the most chips the SHD rows reach (a --quick run stops SHD before 16 chips)."""
     split_ds = "shd" if any(r["dataset"] == "shd" for r in rows) else rows[0]["dataset"]
     cmax = max(r["chips"] for r in rows if r["dataset"] == split_ds)
-    ax = axes[1][0]
     sel = sorted(
         (r for r in rows if r["dataset"] == split_ds and r["chips"] == cmax),
         key=lambda r: (r["neurons_per_tile"], r["batch"]),
     )
-    names = [f"npt {r['neurons_per_tile']}\nB {r['batch']}" for r in sel]
     bottom = [0.0] * len(sel)
     for key in BREAKDOWN_KEYS:
         vals = [r[f"{key}_ms"] / r["step_ms"] for r in sel]
@@ -240,17 +228,17 @@ def plot(rows, path):
         )
     ax.set_ylim(0, 1.12)
     ax.set_xticks(range(len(sel)))
-    ax.set_xticklabels(names, fontsize=7)
+    ax.set_xticklabels([f"npt {r['neurons_per_tile']}\nB {r['batch']}" for r in sel], fontsize=7)
     ax.set_ylabel("share of the step")
     ax.set_title(f"{split_ds.upper()} step split at {cmax} chips (labels: step time)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    ax = axes[1][1]
+
+
+def _panel_throughput(ax, rows) -> None:
+    """SHD samples/s vs chips per neurons per tile and batch (ideal weak scaling: flat)."""
     for npt in sorted({r["neurons_per_tile"] for r in rows if r["dataset"] == "shd"}):
         for b in sorted({r["batch"] for r in rows if r["dataset"] == "shd" and r["neurons_per_tile"] == npt}):
-            s = sorted(
-                (r for r in rows if (r["dataset"], r["neurons_per_tile"], r["batch"]) == ("shd", npt, b)),
-                key=lambda r: r["chips"],
-            )
+            s = _by_chips(rows, "shd", npt, b)
             ax.plot([r["chips"] for r in s], [r["samples_per_s"] for r in s], "o-", label=f"npt {npt} B {b}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -258,6 +246,21 @@ def plot(rows, path):
     ax.set_ylabel("samples/s (fixed activity)")
     ax.set_title("SHD throughput (ideal weak scaling: flat)")
     ax.legend(fontsize=6, ncol=2)
+
+
+def plot(rows, path):
+    """The four S5/S6 panels: efficiency by neurons per tile and by batch, the step split, throughput."""
+    plt = pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(12, 9))
+    _panel_npt(axes[0][0], rows)
+    _panel_batch(axes[0][1], rows)
+    for ax in axes[0]:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("chips")
+        ax.set_ylabel("weak-scaling efficiency")
+        ax.legend(fontsize=8)
+    _panel_split(axes[1][0], rows)
+    _panel_throughput(axes[1][1], rows)
     fig.suptitle("S5/S6: weak scaling on bow chips, T = 10, 5 % caps, fixed activity")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -265,6 +265,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``tilesim`` parser: the core commands plus every workload's, found by entry point."""
     p = _Parser(prog="tilesim", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"tilesim {metadata.version('tilesim')}")
     p.add_argument(
@@ -344,6 +345,8 @@ def set_log_level(verbose: int = 0, quiet: bool = False) -> int:
 
 
 def main(argv=None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit status: 0, or 2
+    with one line on stderr for bad input (never a traceback for a TileSimError)."""
     set_log_level(*_log_flags(argv))  # plug-ins that fail to load are logged
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -19,6 +19,13 @@ class MappingError(TileSimError, ValueError):
     """A neuron-to-tile placement is incomplete, overlapping or out of range."""
 
 
+class MissingDataError(TileSimError, KeyError):
+    """A record was asked for data it does not hold (e.g. counters of a phase a layer never ran)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 class SramOverflowError(TileSimError):
     """At least one tile needs more SRAM than its budget.
 

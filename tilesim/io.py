@@ -98,7 +98,7 @@ def check_output_path(path, flag: str, kind: str = "file") -> Path:
         a file is expected (or the reverse), a path under a regular file, a read-only folder.
     """
     if kind not in ("file", "dir"):
-        raise ValueError(f"kind = {kind!r}: must be 'file' or 'dir'")
+        raise ConfigError(config_message("kind", kind, "must be 'file' or 'dir'", "pass kind='file' or kind='dir'"))
     text = str(path)
     if not text or "\0" in text:
         raise ConfigError(config_message(flag, text, "is not a usable path", "give a file or folder name"))

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tilesim.errors import ConfigError, config_message
+
 __all__ = [
     "SimResult",
     "ChipWork",
@@ -180,7 +182,9 @@ class SimResult:
         from dataclasses import replace
 
         if phase not in ("host", "residual"):
-            raise ValueError(f"phase = {phase!r}: must be 'host' or 'residual'")
+            raise ConfigError(
+                config_message("phase", phase, "must be 'host' or 'residual'", "book as host or residual")
+            )
         ids = [i for i, lab in enumerate(self.labels) if lab in set(labels)]
         if not ids:
             return self

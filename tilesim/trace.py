@@ -16,6 +16,7 @@ import json
 
 import numpy as np
 
+from tilesim.errors import ConfigError, config_message
 from tilesim.io import atomic_write_text
 from tilesim.records import PHASES, ProgramDigest, SimResult, critical_tiles, phase_spans
 
@@ -248,7 +249,7 @@ def trace_events(
     counters summed per run."""
     tl = result.timeline
     if tl is None:
-        raise ValueError("the result has no timeline: simulate with keep_timeline=True")
+        raise ConfigError(config_message("result.timeline", None, "is missing", "simulate with keep_timeline=True"))
     us = 1e6 / result.clock_hz
     S = min(result.supersteps, max_supersteps)
     C, T = result.chips, result.tiles_per_chip

@@ -569,6 +569,8 @@ def _bar(total, desc, args):
 
 
 def cmd_validate(args) -> int:
+    """SNN cases of ``args.cases``: print (or ``--json``) predicted vs measured step times with their
+    leave-one-out bands; returns the exit status (0). Bad files or costs raise ConfigError."""
     costs = _load_costs_arg(args.costs)
     cases = read_cases(args.cases)
     with _bar(len(cases), "validate", args) as bar:
@@ -603,6 +605,8 @@ def cmd_validate(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
+    """Fit the SNN cost coefficients to ``args.cases`` and write them to ``args.out`` (a versioned
+    TOML with the rows, residuals and leave-one-out refits); returns the exit status (0)."""
     import tomli_w
 
     from tilesim.io import atomic_write_bytes

@@ -51,7 +51,7 @@ import numpy as np
 from mapping.core import group_tiles
 from models.snn.placement import Placement
 from models.snn.spikes import SpikeList
-from tilesim.errors import require
+from tilesim.errors import MissingDataError, require
 from tilesim.memo import lru_in
 
 PHASES = ("state_update", "spike_detect", "state_grad", "weight_grad", "input_grad", "optimizer")
@@ -178,7 +178,10 @@ class WorkCounters:
         try:
             return self._index[phase, layer]
         except KeyError:
-            raise KeyError(f"no counters for phase {phase!r} of layer {layer}") from None
+            raise MissingDataError(
+                f"counters of phase {phase!r}, layer {layer}: not recorded; the step did not run that phase "
+                "on that layer (check the layer index against the network)"
+            ) from None
 
     @cached_property
     def _index(self) -> dict:

@@ -95,7 +95,7 @@ from models.snn.network import NetworkConfig
 from models.snn.placement import Placement
 from models.snn.structure import DEFAULT_STRUCTURE, StepStructure, host_copy_bytes_per_s
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
-from tilesim.errors import MappingError, require
+from tilesim.errors import ConfigError, MappingError, config_message, require
 from tilesim.memo import lru_in
 from tilesim.memory import EntryGroup, MemoryLedger
 from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program
@@ -1161,7 +1161,9 @@ class _Step:
         """float64 [T, n_local]: a per-step counter on the layer's own tiles (= ``_Layer.tiles``)."""
         pc = self.counters.get(phase, layer)
         if pc.local_steps is None:
-            raise ValueError("counters need per-step arrays: use per_step_counters=True")
+            raise ConfigError(
+                config_message("counters", "totals only", "need per-step arrays", "record with per_step_counters=True")
+            )
         return pc.local_steps[pc.row(cname)].astype(np.float64)
 
     def grad_targets(self, l: int) -> list:
