@@ -85,6 +85,8 @@ def group_tiles(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     hit = _GROUPS.get(key)
     if hit is not None:
         return hit
+    tiles: np.ndarray
+    local: np.ndarray
     if not a.size:
         tiles, local = np.zeros(0, np.int64), np.zeros(0, np.int32)
     else:

@@ -441,7 +441,8 @@ class Program:
         S, N = compute.shape
         i32 = lambda a, fill: np.full(S, fill, np.int32) if a is None else np.asarray(a, np.int32)  # noqa: E731
         if bytes_in is None and bytes_out is None:
-            bin_ = bout = np.zeros((0, N), np.float32)
+            bin_: np.ndarray = np.zeros((0, N), np.float32)
+            bout: np.ndarray = bin_
             erow = np.full(S, -1, np.int32) if exchange_row is None else np.asarray(exchange_row, np.int32)
         else:
             bin_ = np.ascontiguousarray(bytes_in if bytes_in is not None else bytes_out, dtype=np.float32)

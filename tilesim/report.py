@@ -125,13 +125,13 @@ def write_run_report(out, result, program, ledger, exchange: dict | None = None)
     out = Path(out)
     not_work = tuple(getattr(result, "host_labels", ())) + tuple(getattr(result, "residual_labels", ()))
     digest = ProgramDigest.of(program, host_labels=not_work)
-    arrays = {f"timeline_{k}": np.asarray(v) for k, v in (result.timeline or {}).items()}
+    arrays: dict[str, np.ndarray] = {f"timeline_{k}": np.asarray(v) for k, v in (result.timeline or {}).items()}
     arrays["time_s"] = result.time_s
     arrays["label_id"] = result.label_id
     arrays["labels"] = np.asarray(result.labels)
-    arrays["clock_hz"] = np.float64(result.clock_hz)
+    arrays["clock_hz"] = np.asarray(result.clock_hz, np.float64)
     arrays["work_cycles"] = digest.work_cycles
-    arrays["tiles_per_chip"] = np.int64(result.tiles_per_chip)
+    arrays["tiles_per_chip"] = np.asarray(result.tiles_per_chip, np.int64)
     if hasattr(result, "booked_phase"):  # the phase each superstep's compute is drawn in, as PHASES indices
         arrays["booked_phase"] = np.array([PHASES.index(p) for p in result.booked_phase()], np.int64)
     if digest.tile_group is not None:
@@ -139,13 +139,13 @@ def write_run_report(out, result, program, ledger, exchange: dict | None = None)
     if ledger is not None:
         arrays["memory_bytes"] = ledger.per_tile()
         arrays["memory_by_category"] = ledger.table
-        arrays["memory_budget"] = np.int64(ledger.budget)
+        arrays["memory_budget"] = np.asarray(ledger.budget, np.int64)
         arrays["grid"] = np.asarray(grid_shape(ledger.machine) or (0, 0))
     if exchange is not None:
         arrays["exchange_chip"] = exchange["chip"]
         arrays["exchange_group"] = exchange["group"]
         arrays["exchange_edges"] = np.asarray(exchange["edges"])
-        arrays["exchange_chip_index"] = np.int64(exchange["chip_index"])
+        arrays["exchange_chip_index"] = np.asarray(exchange["chip_index"], np.int64)
     buf = io.BytesIO()
     # allow_pickle is numpy's default, named so that no key of ``arrays`` can be taken for it
     np.savez_compressed(buf, allow_pickle=True, **arrays)

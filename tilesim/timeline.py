@@ -133,7 +133,7 @@ def _batch(machine: Machine, flows: tuple[Flow, ...]) -> tuple[np.ndarray, dict]
 def sync_groups(chips: int, partitions: tuple) -> dict[int, np.ndarray]:
     """Group id of every chip for every sync scope code of a program (``SYNC_CHIP``, ``SYNC_ALL``
     and ``k`` = ``partitions[k - 1]``, see :mod:`tilesim.program`)."""
-    group_of = {SYNC_CHIP: np.arange(chips), SYNC_ALL: np.zeros(chips, np.int64)}
+    group_of: dict[int, np.ndarray] = {SYNC_CHIP: np.arange(chips), SYNC_ALL: np.zeros(chips, np.int64)}
     for k, part in enumerate(partitions, start=1):
         group_of[k] = np.asarray(part).astype(np.int64)
     return group_of
