@@ -263,3 +263,23 @@ def test_small_layers_run_on_one_thread_with_the_same_result():
         r1.grads[0] + [v for v in r1.grads[1] if v is not None], r2.grads[0] + [v for v in r2.grads[1] if v is not None]
     ):
         np.testing.assert_array_equal(a, b)
+
+
+def test_fixed_activity_host_memory_leaves_out_the_float_math():
+    """A 64-chip network whose weights cannot fit is allowed at fixed activity (issue 15)."""
+    kw = dict(layers=(700, 160000, 160000, 20), batch=8, timesteps=10, optimizer="sgd")
+    m = load_machine("gc200", 64)
+    natural = estimate_host_memory(NetworkConfig(**kw), m)
+    fixed = estimate_host_memory(NetworkConfig(**kw, activity="fixed"), m)
+    for part in ("weights", "gradients", "optimizer slots", "state sequences"):
+        assert dict(fixed.parts)[part] == 0.0, part
+    assert dict(fixed.parts)["program"] == dict(natural.parts)["program"]
+    limit = 10e9
+    assert natural.total_bytes > limit > fixed.total_bytes
+    with pytest.raises(ConfigError, match=r"use --activity fixed") as e:
+        check_host_memory(natural, available=limit)
+    assert "retime" not in str(e.value) and "\n" not in str(e.value)
+    check_host_memory(fixed, available=limit)
+    with pytest.raises(ConfigError) as e:
+        check_host_memory(fixed, available=fixed.total_bytes - 1)
+    assert "--activity fixed" not in str(e.value)  # already fixed: the fix is elsewhere

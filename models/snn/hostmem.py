@@ -59,6 +59,7 @@ class HostMemoryEstimate:
     """Bytes of one run's peak host memory, by part (``parts``: (name, bytes) in a fixed order)."""
 
     parts: tuple
+    fixed: bool = False  # a fixed-activity run: timed only, no float math (no weights, no sequences)
 
     @property
     def total_bytes(self) -> float:
@@ -84,7 +85,9 @@ def _supersteps(T: int, L: int) -> int:
 def estimate_host_memory(config: NetworkConfig, machine, dense_program: bool = False) -> HostMemoryEstimate:
     """The peak host memory of training ``config`` on ``machine`` and timing its steps (module
     docstring). ``dense_program``: the program is built as whole ``[S, all tiles]`` arrays
-    (the reference form) rather than chip by chip. Cheap: sizes only, nothing is allocated."""
+    (the reference form) rather than chip by chip. Cheap: sizes only, nothing is allocated.
+    At ``config.activity == "fixed"`` the run only times the step (:func:`models.snn.run.run_training`):
+    no weights, gradients, optimizer slots or state sequences are held (those parts are 0)."""
     from types import SimpleNamespace
 
     from models.snn.options import _host_bytes
@@ -107,6 +110,9 @@ def estimate_host_memory(config: NetworkConfig, machine, dense_program: bool = F
     S = _supersteps(T, L)
     tiles = machine.total_tiles if dense_program else machine.tiles_per_chip
     program = ROW_ARRAYS * 4.0 * S * tiles + 8 * S * machine.chips * 12  # rows + the [S, C] engine arrays
+    fixed = config.activity == "fixed"
+    if fixed:  # timed only: the float math's arrays are never allocated
+        weights = grads = slots = seqs = 0.0
     parts = (
         ("weights", weights),
         ("gradients", grads),
@@ -116,7 +122,7 @@ def estimate_host_memory(config: NetworkConfig, machine, dense_program: bool = F
         ("program", program),
         (BASE_PART, BASE_BYTES),
     )
-    return HostMemoryEstimate(parts)
+    return HostMemoryEstimate(parts, fixed)
 
 
 def estimate_for_options(options) -> HostMemoryEstimate | None:
@@ -185,17 +191,15 @@ def check_host_memory(est: HostMemoryEstimate, available: float | None = None, w
     if have is None or est.total_bytes <= have:
         return
     name, nb = est.largest
-    timing_only = (
-        "; to time the step alone, re-time it at fixed activity without float math "
-        "(models.snn.retime.retime(None, ...))"
-    )
+    timing_only = "" if est.fixed else "; to time the step alone without float math, use --activity fixed"
     fix = {
         "optimizer slots": "use --optimizer sgd (Adam keeps two slots per weight)",
         "state sequences": "use fewer --timesteps or a smaller --batch",
         "spike lists": "use fewer --timesteps or a smaller --batch",
         "program": "use fewer --timesteps or fewer layers",
     }.get(name, "use a smaller network (--layers)")
-    fix += ("" if name == "optimizer slots" or config_is_sgd(est) else ", --optimizer sgd") + timing_only
+    sgd = name == "optimizer slots" or est.fixed or config_is_sgd(est)
+    fix += ("" if sgd else ", --optimizer sgd") + timing_only
     raise ConfigError(
         config_message(
             f"{what} host memory",
