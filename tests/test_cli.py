@@ -89,3 +89,31 @@ def test_demo_on_another_machine_traces_its_critical_tiles(tmp_path):
     assert any(e.get("tid", 0) > 0 for e in trace["traceEvents"] if e["ph"] == "X")
     bad = run("demo", "--machine", "mesh-demo")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
+def test_run_fixed_activity_times_without_float_math(tmp_path, monkeypatch, capsys):
+    """``run --activity fixed``: no weights, no kernels; one step timed as retime(None, ...) does."""
+    import models.snn.run as R
+    from models.snn.retime import retime
+
+    def boom(*a, **k):
+        raise AssertionError("float math at fixed activity")
+
+    monkeypatch.setattr(R, "init_network", boom)
+    monkeypatch.setattr(R, "train_step", boom)
+    args = ["--layers", "64-48-10", "--batch", "4", "--timesteps", "6", "--activity", "fixed", "--steps", "3"]
+    assert main(["run", *args, "--json", "--out", str(tmp_path / "o")]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["loss"] is None and s["accuracy"] is None and len(s["predicted_step_s_per_step"]) == 1
+    assert any("no training" in n for n in s["notes"]) and any("3 steps" in n for n in s["notes"])
+    opts = R.RunOptions(layers=(64, 48, 10), batch=4, timesteps=6, activity="fixed")
+    cfg = R.network_config(opts)
+    m = R.load_machine(opts.machine, opts.chips)
+    placed = R.place_network(cfg, m, opts.neurons_per_tile, opts.mapping, opts.memory_check)
+    assert s["predicted_step_s"] == retime(None, cfg, placed.placement, m).step_s
+    assert s["by_phase"] and s["breakdown_s"] and s["explain"]["sentence"]
+    md = (tmp_path / "o" / "summary.md").read_text()
+    assert "fixed activity: no training, the step is timed at every list's cap" in md
+    assert main(["run", *args]) == 0
+    text = capsys.readouterr().out
+    assert "fixed activity: no training, the step is timed at every list's cap" in text and "loss" not in text

@@ -166,6 +166,7 @@ def test_a_run_that_cannot_fit_is_refused_at_once():
     lines = [x for x in p.stderr.strip().splitlines() if x]
     assert len(lines) == 1 and "Traceback" not in p.stderr
     assert "GB of memory estimated" in lines[0] and "available" in lines[0] and "weights" in lines[0], lines[0]
+    assert "use --activity fixed" in lines[0], lines[0]  # the timing-only run the guard suggests
     assert wall < 5.0
 
 

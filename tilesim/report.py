@@ -291,7 +291,7 @@ def _ms(x):
 def _training_markdown(s: dict) -> list:
     """The training diagnosis of a run: each finding with its fix, and the last step's activity per
     layer (the numbers that decide both the time and whether training works)."""
-    if "findings" not in s:
+    if "findings" not in s or s.get("loss", ()) is None:  # no training at fixed activity
         return []
     out = ["## Training", ""]
     sched = s.get("second_threshold_schedule")
@@ -423,8 +423,9 @@ def summary_markdown(s: dict) -> str:
     lines += _critical_kernel_markdown(s.get("explain"))
     lines += _training_markdown(s)
     lines += _memory_markdown(s.get("memory"))
-    if "loss" in s:
+    if s.get("loss"):
         lines += [f"Loss {s['loss'][0]:.4f} → {s['loss'][-1]:.4f} over {len(s['loss'])} step(s).", ""]
+    lines += [f"{n}." for n in s.get("notes") or []] + ([""] if s.get("notes") else [])
     lines += [
         "Pictures: `timeline.png` (BSP phases per chip), `memory.png` (SRAM per tile), `work.png` "
         "(compute per tile), `exchange.png` (bytes chip × chip and tile group × tile group), "

@@ -143,7 +143,8 @@ def cmd_run(args) -> int:
         if options.out:
             print(
                 f"wrote {options.out}/: summary.md, summary.json, trace.json (https://ui.perfetto.dev), mapping.json, "
-                "memory.png, work.png, exchange.png, timeline.png, breakdown.png, activity.png"
+                "memory.png, work.png, exchange.png, timeline.png, breakdown.png"
+                + (", activity.png" if summary.artifacts.history else "")
             )
     return 0
 
@@ -207,9 +208,14 @@ def format_run(summary: dict) -> str:
         f"({100 * m['max_tile_bytes'] / m['budget_bytes']:.0f} %), largest: "
         + ", ".join(f"{e['label']} {e['bytes']:,} B" for e in m["max_tile_entries"][:3]),
         "  " + summary["explain"]["sentence"],
-        f"loss {summary['loss'][0]:.3f} -> {summary['loss'][-1]:.3f}, accuracy {summary['accuracy'][-1]:.2f}; "
-        f"simulator wall time {summary['wall_s_per_step']:.3f} s per step",
+        (
+            f"loss {summary['loss'][0]:.3f} -> {summary['loss'][-1]:.3f}, accuracy {summary['accuracy'][-1]:.2f}; "
+            if summary["loss"]
+            else ""
+        )
+        + f"simulator wall time {summary['wall_s_per_step']:.3f} s per step",
     ]
+    lines += [f"  {n}" for n in summary.get("notes", [])]
     st = summary.get("structure")
     if st:
         lines.append(

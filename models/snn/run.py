@@ -22,7 +22,7 @@ import numpy as np
 
 from models.snn import data as D
 from models.snn.activity import fixed_activity
-from models.snn.counters import Activity
+from models.snn.counters import Activity, count_work
 from models.snn.diagnose import StepRecord, check_depth, diagnose
 from models.snn.explain import exchange_matrices, explain_critical, label_tile_cycles
 from models.snn.hostmem import check_host_memory, estimate_host_memory, peak_rss_bytes
@@ -64,6 +64,8 @@ log = logging.getLogger(__name__)
 # A generated data set holds this many batches whatever --steps is (steps cycle through it), so the
 # first steps, their loss and their timing do not depend on how many steps are run.
 DATASET_BATCHES = 20
+# the note of a run at --activity fixed (summary notes, the text output and summary.md)
+FIXED_NOTE = "fixed activity: no training, the step is timed at every list's cap"
 
 
 def load_model(options: RunOptions) -> NirModel | None:
@@ -239,8 +241,8 @@ class RunSummary:
     machine: str
     chips: int
     mapping: dict
-    loss: list
-    accuracy: list
+    loss: list | None  # per step; None at fixed activity (no training)
+    accuracy: list | None
     predicted_step_s_per_step: list
     wall_s_per_step: float
     by_phase: dict
@@ -251,6 +253,7 @@ class RunSummary:
     activity: list = field(default_factory=list)  # per step: loss, accuracy, theta2 and activity per layer
     findings: list = field(default_factory=list)  # training diagnosis: dead / saturated layers, flat loss, depth
     structure: dict = field(default_factory=dict)  # the structural assumptions (models.snn.structure.StepStructure)
+    notes: list = field(default_factory=list)  # one-line remarks on how the run was timed (e.g. FIXED_NOTE)
     artifacts: RunArtifacts | None = field(default=None, repr=False, compare=False)
 
     def by_phase_frame(self):
@@ -286,6 +289,51 @@ def step_structure(options: RunOptions) -> StepStructure:
     )
 
 
+def _time_step(options, config, machine, placement, costs, counters, out: _Steps, t0: float):
+    """Build and simulate the program of one step's ``counters``; append its record, program and
+    digest (and the wall time since ``t0``) to ``out``. Returns the engine's record."""
+    program = build_step_program(
+        config,
+        placement,
+        counters,
+        machine,
+        costs,
+        steps_per_execution=options.steps_per_execution,
+        compact=True,
+        structure=step_structure(options),
+    )
+    sim = book_step(simulate(program, machine))
+    out.walls.append(time.perf_counter() - t0)
+    out.pred.append(sim.total_s)
+    out.results.append(sim)
+    out.counters.append(counters.totals_only())
+    out.programs.append(label_tile_cycles(program))
+    out.digests.append(
+        ProgramDigest.of(program, options.trace_tiles or critical_tiles(sim), sim.host_labels + sim.residual_labels)
+    )
+    return sim
+
+
+def _time_fixed(options, config, machine, placement, costs) -> _Steps:
+    """One fixed-activity step (:func:`models.snn.activity.fixed_activity`, every list at its cap)
+    timed without float math, as :func:`models.snn.retime.retime` with no activity: no weights,
+    no kernels. All steps of a fixed run are the same, so one is timed whatever ``options.steps``."""
+    t0 = time.perf_counter()
+    config = replace(config, second_threshold_schedule=None)  # as record_activity: a steady-state step
+    counters = count_work(fixed_activity(config), placement, per_step=True)
+    out = _Steps()
+    sim = _time_step(options, config, machine, placement, costs, counters, out, t0)
+    log.info("fixed activity: predicted %.3f ms on %s, %.2f s", sim.total_s * 1e3, machine.name, out.walls[-1])
+    return out
+
+
+def _n_weights(config: NetworkConfig) -> int:
+    """Weights of ``config``: ``W`` of every layer and the recurrent ``V`` where a layer has one."""
+    rec = config.recurrent if isinstance(config.recurrent, tuple) else (bool(config.recurrent),) * config.n_layers
+    sizes = config.layers
+    return int(sum(a * b for a, b in zip(sizes, sizes[1:])) + sum(n * n for n, r in zip(sizes[1:], rec) if r))
+
+
 def _train(options, config, machine, placement, costs, state, ds, progress) -> _Steps:
     """``options.steps`` functional steps, each timed on the machine."""
     rng = np.random.default_rng(config.seed + 1)
@@ -300,27 +348,9 @@ def _train(options, config, machine, placement, costs, state, ds, progress) -> _
         k = state.step
         res = train_step(state, spikes, labels, per_step_counters=True)
         out.history.append(StepRecord.from_result(k, res))
-        program = build_step_program(
-            config.at_step(k),
-            placement,
-            res.counters,
-            machine,
-            costs,
-            steps_per_execution=options.steps_per_execution,
-            compact=True,
-            structure=step_structure(options),
-        )
-        sim = book_step(simulate(program, machine))
-        out.walls.append(time.perf_counter() - t0)
+        sim = _time_step(options, config.at_step(k), machine, placement, costs, res.counters, out, t0)
         out.losses.append(float(res.loss))
         out.accs.append(float(res.accuracy))
-        out.pred.append(sim.total_s)
-        out.results.append(sim)
-        out.counters.append(res.counters.totals_only())
-        out.programs.append(label_tile_cycles(program))
-        out.digests.append(
-            ProgramDigest.of(program, options.trace_tiles or critical_tiles(sim), sim.host_labels + sim.residual_labels)
-        )
         log.info(
             "step %d/%d: loss %.4f, predicted %.3f ms on %s, %.2f s of simulator time",
             step + 1,
@@ -343,14 +373,13 @@ def _tile_layer(placement: Placement, machine) -> np.ndarray:
     return out
 
 
-def _summarize(config, machine, placed: Placed, state, s: _Steps, t_all: float) -> RunSummary:
+def _summarize(config, machine, placed: Placed, n_weights: int, s: _Steps, t_all: float) -> RunSummary:
     med = int(np.argsort(s.pred)[len(s.pred) // 2])
     sim, placement, digest = s.results[med], placed.placement, s.digests[med]
     explain = explain_critical(sim, config, placement, s.counters[med], machine, s.programs[med])
     exchange = exchange_matrices(config, placement, s.counters[med], machine, chip=explain["chip"], digest=digest)
     explain["exchange_bytes"] = exchange["totals_bytes"]
     explain["exchange_received_bytes"] = exchange["received_bytes"]
-    n_weights = sum(w.size for w in state.W) + sum(v.size for v in state.V if v is not None)
     tile_layer = _tile_layer(placement, machine)
     digest = replace(digest, tile_group=tile_layer)
     artifacts = RunArtifacts(sim, digest, placed.ledger, exchange, placed.mapping, digest.tiles, tile_layer)
@@ -369,8 +398,8 @@ def _summarize(config, machine, placed: Placed, state, s: _Steps, t_all: float) 
         machine=machine.name,
         chips=machine.chips,
         mapping=placed.mapping.summary(),
-        loss=s.losses,
-        accuracy=s.accs,
+        loss=s.losses if s.history else None,
+        accuracy=s.accs if s.history else None,
         predicted_step_s_per_step=s.pred,
         wall_s_per_step=float(np.median(s.walls[1:] if len(s.walls) > 1 else s.walls)),
         by_phase=sim.by_label(),
@@ -411,6 +440,8 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
     check_host_memory(estimate)  # before anything big is allocated
     placed = place_network(config, machine, options.neurons_per_tile, options.mapping, options.memory_check)
     costs = load_cost_model(options)
+    if config.activity == "fixed":
+        return _run_fixed(options, config, machine, placed, costs, estimate, t_all)
     state = init_network(config, placed.placement)
     _load_weights(state, model)
     ds = make_dataset(config, config.batch * DATASET_BATCHES, options.dataset, options.data)
@@ -422,7 +453,8 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
     for f in findings:
         if too_deep is None or f.key != too_deep.key:
             log.warning("%s; fix: %s", f.message, f.fix)
-    summary = _summarize(config, machine, placed, state, steps, t_all)
+    n_weights = sum(w.size for w in state.W) + sum(v.size for v in state.V if v is not None)
+    summary = _summarize(config, machine, placed, n_weights, steps, t_all)
     sched = config.second_threshold_schedule
     summary = replace(
         summary,
@@ -434,13 +466,28 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
     )
     if model is not None:
         summary = replace(summary, network={**summary.network, "nir": model.summary()})
+    return replace(summary, host_memory=_host_memory(estimate))
+
+
+def _host_memory(estimate) -> dict:
+    """The summary's ``host_memory``: the guard's estimate by part and the measured peak RSS."""
+    return {
+        "estimate_bytes": estimate.total_bytes,
+        "estimate_parts_bytes": estimate.to_dict()["parts_bytes"],
+        "peak_rss_bytes": peak_rss_bytes(),
+    }
+
+
+def _run_fixed(options, config, machine, placed: Placed, costs, estimate, t_all: float) -> RunSummary:
+    """:func:`run_training` at ``activity = "fixed"``: one step timed without float math
+    (:func:`_time_fixed`); loss and accuracy are None and ``notes`` says so."""
+    steps = _time_fixed(options, config, machine, placed.placement, costs)
+    summary = _summarize(config, machine, placed, _n_weights(config), steps, t_all)
+    notes = [FIXED_NOTE]
+    if options.steps > 1:
+        notes.append(f"{options.steps} steps asked, one timed: at fixed activity every step is the same")
     return replace(
-        summary,
-        host_memory={
-            "estimate_bytes": estimate.total_bytes,
-            "estimate_parts_bytes": estimate.to_dict()["parts_bytes"],
-            "peak_rss_bytes": peak_rss_bytes(),
-        },
+        summary, structure=step_structure(options).to_dict(), notes=notes, host_memory=_host_memory(estimate)
     )
 
 
