@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tilesim.errors import ConfigError, config_message
+from tilesim.errors import ConfigError, config_message, require
 from tilesim.io import read_toml
 
 if TYPE_CHECKING:
@@ -38,40 +38,42 @@ SYNC_ALL = 0
 def _check_transfer(t, N: int, where: str) -> None:
     """Raise :class:`ConfigError` unless on-chip transfer ``t`` is ``(src_tile, dst_tile, bytes)`` with
     tiles in ``0..N-1`` and finite bytes >= 0."""
-    if len(t) != 3:
-        raise ConfigError(
-            config_message(
-                f"{where}: transfer",
-                t,
-                "must be (src_tile, dst_tile, bytes)",
-                "give transfers as (src_tile, dst_tile, bytes)",
-            )
-        )
+    require(
+        len(t) == 3,
+        f"{where}: transfer",
+        t,
+        "must be (src_tile, dst_tile, bytes)",
+        "give transfers as (src_tile, dst_tile, bytes)",
+    )
     src, dst, nb = t
     for nm, v in (("src_tile", src), ("dst_tile", dst)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < N:
-            raise ConfigError(
-                config_message(f"{where}: transfer {nm}", v, f"must be in 0..{N - 1}", "use a tile of the machine")
-            )
-    if not (isinstance(nb, (int, float, np.number)) and math.isfinite(nb) and nb >= 0):
-        raise ConfigError(
-            config_message(f"{where}: transfer bytes", nb, "must be finite and >= 0", "give finite byte counts >= 0")
+        require(
+            bool(not isinstance(v, bool) and isinstance(v, (int, np.integer)) and 0 <= v < N),
+            f"{where}: transfer {nm}",
+            v,
+            f"must be in 0..{N - 1}",
+            "use a tile of the machine",
         )
+    require(
+        bool(isinstance(nb, (int, float, np.number)) and math.isfinite(nb) and nb >= 0),
+        f"{where}: transfer bytes",
+        nb,
+        "must be finite and >= 0",
+        "give finite byte counts >= 0",
+    )
 
 
 def _as_row(value, n: int, what: str, step: str) -> np.ndarray:
     arr = np.asarray(value, dtype=np.float64)
     if arr.ndim == 0:
         arr = np.full(n, float(arr))
-    if arr.shape != (n,):
-        raise ConfigError(
-            config_message(
-                f"{step}: {what}",
-                f"array of shape {arr.shape}",
-                f"must be a scalar or have length {n} (one per tile of the system)",
-                "give one number for every tile, or a single number for all",
-            )
-        )
+    require(
+        arr.shape == (n,),
+        f"{step}: {what}",
+        f"array of shape {arr.shape}",
+        f"must be a scalar or have length {n} (one per tile of the system)",
+        "give one number for every tile, or a single number for all",
+    )
     if not np.all(np.isfinite(arr)) or (arr < 0).any():
         bad = arr[~np.isfinite(arr) | (arr < 0)][0]
         raise ConfigError(
@@ -131,15 +133,13 @@ class Program:
 
     def validate(self) -> None:
         """Check shapes, ranges and sync-group consistency; raise :class:`ConfigError`."""
-        if self.chips < 1 or self.tiles_per_chip < 1:
-            raise ConfigError(
-                config_message(
-                    "program chips/tiles",
-                    (self.chips, self.tiles_per_chip),
-                    "must be >= 1",
-                    "build the program for a machine with >= 1 chip and tile",
-                )
-            )
+        require(
+            self.chips >= 1 and self.tiles_per_chip >= 1,
+            "program chips/tiles",
+            (self.chips, self.tiles_per_chip),
+            "must be >= 1",
+            "build the program for a machine with >= 1 chip and tile",
+        )
         self._check_shapes()
         self._check_step_fields()
         self._check_finite()
@@ -151,35 +151,29 @@ class Program:
         """Array shapes: per-superstep rows of per-tile cycles, exchange rows of per-tile bytes, one
         label, sync scope and exchange row per superstep."""
         S, N = self.supersteps, self.total_tiles
-        if self.compute_cycles.shape != (S, N):
-            raise ConfigError(
-                config_message(
-                    "program.compute_cycles",
-                    self.compute_cycles.shape,
-                    f"must have shape ({S}, {N})",
-                    "give one row of per-tile cycles per superstep",
-                )
-            )
+        require(
+            self.compute_cycles.shape == (S, N),
+            "program.compute_cycles",
+            self.compute_cycles.shape,
+            f"must have shape ({S}, {N})",
+            "give one row of per-tile cycles per superstep",
+        )
         E = self.bytes_in.shape[0]
-        if self.bytes_in.shape != (E, N) or self.bytes_out.shape != (E, N):
-            raise ConfigError(
-                config_message(
-                    "program.bytes_in/bytes_out",
-                    (self.bytes_in.shape, self.bytes_out.shape),
-                    f"must both have shape (E, {N})",
-                    "give one column per tile of the system",
-                )
-            )
+        require(
+            self.bytes_in.shape == (E, N) and self.bytes_out.shape == (E, N),
+            "program.bytes_in/bytes_out",
+            (self.bytes_in.shape, self.bytes_out.shape),
+            f"must both have shape (E, {N})",
+            "give one column per tile of the system",
+        )
         for name in ("label_id", "sync_scope", "exchange_row"):
-            if getattr(self, name).shape != (S,):
-                raise ConfigError(
-                    config_message(
-                        f"program.{name}",
-                        getattr(self, name).shape,
-                        f"must have shape ({S},)",
-                        "give one value per superstep",
-                    )
-                )
+            require(
+                getattr(self, name).shape == (S,),
+                f"program.{name}",
+                getattr(self, name).shape,
+                f"must have shape ({S},)",
+                "give one value per superstep",
+            )
 
     def _check_step_fields(self) -> None:
         """Per-superstep indices (exchange row, label, sync scope) in range, one group id per chip in
@@ -213,25 +207,21 @@ class Program:
                 )
             )
         for k, part in enumerate(self.partitions):
-            if part.shape != (self.chips,):
-                raise ConfigError(
-                    config_message(
-                        f"program.partitions[{k}]",
-                        part.shape,
-                        f"must have one group id per chip ({self.chips})",
-                        "give one group id per chip",
-                    )
-                )
+            require(
+                part.shape == (self.chips,),
+                f"program.partitions[{k}]",
+                part.shape,
+                f"must have one group id per chip ({self.chips})",
+                "give one group id per chip",
+            )
         for name in ("sync_extra_cycles", "exchange_extra_cycles"):
-            if getattr(self, name).shape != (S,):
-                raise ConfigError(
-                    config_message(
-                        f"program.{name}",
-                        getattr(self, name).shape,
-                        f"must have shape ({S},)",
-                        "give one value per superstep",
-                    )
-                )
+            require(
+                getattr(self, name).shape == (S,),
+                f"program.{name}",
+                getattr(self, name).shape,
+                f"must have shape ({S},)",
+                "give one value per superstep",
+            )
 
     def _check_finite(self) -> None:
         """Cycles, bytes and extra cycles finite and >= 0."""
@@ -244,15 +234,13 @@ class Program:
             (sync_extra, "sync_extra_cycles"),
             (exchange_extra, "exchange_extra_cycles"),
         ):
-            if arr.size and not (arr.min() >= 0 and np.isfinite(arr.max())):  # NaN fails the first test
-                raise ConfigError(
-                    config_message(
-                        f"program.{name}",
-                        "a negative or non-finite entry",
-                        "every entry must be finite and >= 0",
-                        "give finite numbers >= 0",
-                    )
-                )
+            require(
+                not arr.size or (arr.min() >= 0 and np.isfinite(arr.max())),
+                f"program.{name}",
+                "a negative or non-finite entry",
+                "every entry must be finite and >= 0",
+                "give finite numbers >= 0",
+            )
 
     def _check_flows(self) -> None:
         """Cross-chip flows: an existing superstep, two distinct chips of the machine in one sync group,
@@ -260,15 +248,13 @@ class Program:
         S = self.supersteps
         F = self.flow_step.shape[0]
         for name in ("flow_src", "flow_dst", "flow_bytes"):
-            if getattr(self, name).shape != (F,):
-                raise ConfigError(
-                    config_message(
-                        f"program.{name}",
-                        getattr(self, name).shape,
-                        f"must have shape ({F},) like flow_step",
-                        "give one value per flow",
-                    )
-                )
+            require(
+                getattr(self, name).shape == (F,),
+                f"program.{name}",
+                getattr(self, name).shape,
+                f"must have shape ({F},) like flow_step",
+                "give one value per flow",
+            )
         if F:
             if (self.flow_step < 0).any() or (self.flow_step >= S).any():
                 raise ConfigError(
@@ -302,15 +288,13 @@ class Program:
                         "use on-chip exchange bytes for traffic inside a chip",
                     )
                 )
-            if not (np.isfinite(self.flow_bytes).all() and (self.flow_bytes >= 0).all()):
-                raise ConfigError(
-                    config_message(
-                        "flow bytes",
-                        "a negative or non-finite value",
-                        "must be finite and >= 0",
-                        "give finite byte counts >= 0",
-                    )
-                )
+            require(
+                bool(np.isfinite(self.flow_bytes).all() and (self.flow_bytes >= 0).all()),
+                "flow bytes",
+                "a negative or non-finite value",
+                "must be finite and >= 0",
+                "give finite byte counts >= 0",
+            )
             scope = self.sync_scope[self.flow_step]
             for fi in np.flatnonzero(scope != SYNC_ALL):
                 s, a, b = int(self.flow_step[fi]), int(self.flow_src[fi]), int(self.flow_dst[fi])
@@ -348,15 +332,13 @@ class Program:
                         "use a chip of the machine (or --chips)",
                     )
                 )
-            if not (np.isfinite(self.host_bytes).all() and (self.host_bytes >= 0).all()):
-                raise ConfigError(
-                    config_message(
-                        "host bytes",
-                        "a negative or non-finite value",
-                        "must be finite and >= 0",
-                        "give finite byte counts >= 0",
-                    )
-                )
+            require(
+                bool(np.isfinite(self.host_bytes).all() and (self.host_bytes >= 0).all()),
+                "host bytes",
+                "a negative or non-finite value",
+                "must be finite and >= 0",
+                "give finite byte counts >= 0",
+            )
 
     def _check_transfers(self) -> None:
         """On-chip tile-to-tile transfers: tiles of the machine, source and destination on one chip."""
@@ -429,15 +411,13 @@ class Program:
         ``sync_extra`` / ``exchange_extra``: [S] fixed cycles booked as sync / exchange.
         """
         compute = np.ascontiguousarray(compute_cycles, dtype=np.float32)
-        if compute.ndim != 2:
-            raise ConfigError(
-                config_message(
-                    "compute_cycles",
-                    compute.shape,
-                    "must be 2-D (supersteps, tiles)",
-                    "pass a [supersteps, tiles] array",
-                )
-            )
+        require(
+            compute.ndim == 2,
+            "compute_cycles",
+            compute.shape,
+            "must be 2-D (supersteps, tiles)",
+            "pass a [supersteps, tiles] array",
+        )
         S, N = compute.shape
         i32 = lambda a, fill: np.full(S, fill, np.int32) if a is None else np.asarray(a, np.int32)  # noqa: E731
         if bytes_in is None and bytes_out is None:
@@ -584,8 +564,13 @@ class ProgramBuilder:
 
     def __init__(self, chips: int, tiles_per_chip: int, name: str = "program"):
         for fname, v in (("chips", chips), ("tiles_per_chip", tiles_per_chip)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ConfigError(config_message(fname, v, "must be an integer >= 1", "e.g. 1"))
+            require(
+                not isinstance(v, bool) and isinstance(v, (int, np.integer)) and v >= 1,
+                fname,
+                v,
+                "must be an integer >= 1",
+                "e.g. 1",
+            )
         self.chips, self.tiles_per_chip, self.name = int(chips), int(tiles_per_chip), name
         self.total_tiles = self.chips * self.tiles_per_chip
         self._labels: dict[str, int] = {}
@@ -613,37 +598,31 @@ class ProgramBuilder:
             return SYNC_CHIP
         if sync == "all":
             return SYNC_ALL
-        if isinstance(sync, str):
-            raise ConfigError(
-                config_message(
-                    f"{where}: sync",
-                    sync,
-                    "must be 'chip', 'all' or a list of chip groups",
-                    'e.g. sync = "all" or sync = [[0, 1], [2, 3]]',
-                )
-            )
+        require(
+            not isinstance(sync, str),
+            f"{where}: sync",
+            sync,
+            "must be 'chip', 'all' or a list of chip groups",
+            'e.g. sync = "all" or sync = [[0, 1], [2, 3]]',
+        )
         groups = [list(g) for g in sync]
         ids = np.full(self.chips, -1, np.int32)
         for gi, g in enumerate(groups):
             for c in g:
-                if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= c < self.chips:
-                    raise ConfigError(
-                        config_message(
-                            f"{where}: sync group chip",
-                            c,
-                            f"must be in 0..{self.chips - 1}",
-                            "use chips of the machine (or --chips)",
-                        )
-                    )
-                if ids[c] != -1:
-                    raise ConfigError(
-                        config_message(
-                            f"{where}: sync group chip",
-                            int(c),
-                            "appears in two groups",
-                            "put each chip in one group only",
-                        )
-                    )
+                require(
+                    bool(not isinstance(c, bool) and isinstance(c, (int, np.integer)) and 0 <= c < self.chips),
+                    f"{where}: sync group chip",
+                    c,
+                    f"must be in 0..{self.chips - 1}",
+                    "use chips of the machine (or --chips)",
+                )
+                require(
+                    ids[c] == -1,
+                    f"{where}: sync group chip",
+                    int(c),
+                    "appears in two groups",
+                    "put each chip in one group only",
+                )
                 ids[c] = gi
         missing = np.flatnonzero(ids < 0)
         for c in missing:  # chips not named sync alone
@@ -664,30 +643,29 @@ class ProgramBuilder:
     def _checked_flow(self, f, where: str) -> tuple:
         """``(src_chip, dst_chip, bytes)`` of flow ``f`` as ``(int, int, float)``; raises :class:`ConfigError`
         unless it is a triple of chips of the machine and finite bytes >= 0."""
-        if len(f) != 3:
-            raise ConfigError(
-                config_message(
-                    f"{where}: flow",
-                    f,
-                    "must be (src_chip, dst_chip, bytes)",
-                    "give flows as (src_chip, dst_chip, bytes)",
-                )
-            )
+        require(
+            len(f) == 3,
+            f"{where}: flow",
+            f,
+            "must be (src_chip, dst_chip, bytes)",
+            "give flows as (src_chip, dst_chip, bytes)",
+        )
         src, dst, nb = f
         for nm, v in (("src", src), ("dst", dst)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < self.chips:
-                raise ConfigError(
-                    config_message(
-                        f"{where}: flow {nm} chip",
-                        v,
-                        f"must be in 0..{self.chips - 1}",
-                        "use a machine with more chips (--chips)",
-                    )
-                )
-        if not (isinstance(nb, (int, float, np.number)) and math.isfinite(nb) and nb >= 0):
-            raise ConfigError(
-                config_message(f"{where}: flow bytes", nb, "must be finite and >= 0", "give finite byte counts >= 0")
+            require(
+                bool(not isinstance(v, bool) and isinstance(v, (int, np.integer)) and 0 <= v < self.chips),
+                f"{where}: flow {nm} chip",
+                v,
+                f"must be in 0..{self.chips - 1}",
+                "use a machine with more chips (--chips)",
             )
+        require(
+            bool(isinstance(nb, (int, float, np.number)) and math.isfinite(nb) and nb >= 0),
+            f"{where}: flow bytes",
+            nb,
+            "must be finite and >= 0",
+            "give finite byte counts >= 0",
+        )
         return (int(src), int(dst), float(nb))
 
     def _host_row(self, host_bytes, where: str) -> np.ndarray:
@@ -695,15 +673,13 @@ class ProgramBuilder:
         raises :class:`ConfigError` unless every value is finite and >= 0."""
         hb = np.asarray(host_bytes, np.float64)
         hb = np.full(self.chips, float(hb)) if hb.ndim == 0 else hb
-        if hb.shape != (self.chips,) or not np.isfinite(hb).all() or (hb < 0).any():
-            raise ConfigError(
-                config_message(
-                    f"{where}: host_bytes",
-                    host_bytes,
-                    f"must be a scalar or {self.chips} finite values >= 0",
-                    "give one number, or one per chip",
-                )
-            )
+        require(
+            bool(hb.shape == (self.chips,) and np.isfinite(hb).all() and not (hb < 0).any()),
+            f"{where}: host_bytes",
+            host_bytes,
+            f"must be a scalar or {self.chips} finite values >= 0",
+            "give one number, or one per chip",
+        )
         return hb
 
     def superstep(
@@ -732,10 +708,14 @@ class ProgramBuilder:
         sync : "chip", "all", or a list of chip groups (lists of chip ids)
         """
         where = f"superstep {len(self._label_id)} ({label})"
-        if not isinstance(label, str):
-            raise ConfigError(config_message(f"{where}: label", label, "must be a string", "give the label as text"))
-        if isinstance(repeat, bool) or not isinstance(repeat, (int, np.integer)) or repeat < 1:
-            raise ConfigError(config_message(f"{where}: repeat", repeat, "must be an integer >= 1", "e.g. repeat = 8"))
+        require(isinstance(label, str), f"{where}: label", label, "must be a string", "give the label as text")
+        require(
+            not isinstance(repeat, bool) and isinstance(repeat, (int, np.integer)) and repeat >= 1,
+            f"{where}: repeat",
+            repeat,
+            "must be an integer >= 1",
+            "e.g. repeat = 8",
+        )
         N = self.total_tiles
         comp = _as_row(compute_cycles, N, "compute_cycles", where)
         scope = self._scope_code(sync, where)
@@ -812,25 +792,31 @@ def parse_tiles(spec, n: int, where: str) -> np.ndarray:
     """Tile selection: "all", an int, "0-735", "0-9,20-29" or a list of ints, within 0..n-1."""
     if spec == "all":
         return np.arange(n)
-    if isinstance(spec, bool):
-        raise ConfigError(
-            config_message(where, spec, "must be 'all', an index, a range 'a-b' or a list", 'e.g. tiles = "0-735"')
-        )
+    require(
+        not isinstance(spec, bool),
+        where,
+        spec,
+        "must be 'all', an index, a range 'a-b' or a list",
+        'e.g. tiles = "0-735"',
+    )
     fix = f"give 'all', an index, a range like '0-{n - 1}' or a list of indices in 0..{n - 1}"
 
     def in_range(v):
-        if not 0 <= v < n:
-            raise ConfigError(config_message(where, v, f"is out of range 0..{n - 1}", fix))
+        require(0 <= v < n, where, v, f"is out of range 0..{n - 1}", fix)
         return v
 
     if isinstance(spec, int):
         return np.asarray([in_range(spec)])
     if isinstance(spec, list):
-        if not spec or not all(isinstance(v, int) and not isinstance(v, bool) for v in spec):
-            raise ConfigError(config_message(where, spec, "must be a non-empty list of integer indices", fix))
+        require(
+            bool(spec) and all(isinstance(v, int) and not isinstance(v, bool) for v in spec),
+            where,
+            spec,
+            "must be a non-empty list of integer indices",
+            fix,
+        )
         return np.asarray([in_range(v) for v in spec], np.int64)
-    if not isinstance(spec, str):
-        raise ConfigError(config_message(where, spec, "must be 'all', an index, a range 'a-b' or a list", fix))
+    require(isinstance(spec, str), where, spec, "must be 'all', an index, a range 'a-b' or a list", fix)
     parts = []
     for part in spec.split(","):
         part = part.strip()
@@ -876,29 +862,36 @@ MAX_QUANTITY = float(2**53)
 
 
 def _number(v, where):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= MAX_QUANTITY:
-        raise ConfigError(
-            config_message(
-                where, v, "must be a finite number >= 0 and at most 2**53", "give a plain number such as 1000"
-            )
-        )
+    require(
+        not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and 0 <= v <= MAX_QUANTITY,
+        where,
+        v,
+        "must be a finite number >= 0 and at most 2**53",
+        "give a plain number such as 1000",
+    )
     return float(v)
 
 
 def _tables(value, where: str, example: str) -> list:
     """``value`` as a list of tables (TOML ``[[...]]``), else one-line ConfigError."""
-    if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
-        raise ConfigError(
-            config_message(
-                where, value, "must be a list of tables", f"write each entry as [[{example}]] with its keys below"
-            )
-        )
+    require(
+        isinstance(value, list) and all(isinstance(e, dict) for e in value),
+        where,
+        value,
+        "must be a list of tables",
+        f"write each entry as [[{example}]] with its keys below",
+    )
     return value
 
 
 def _repeat(v, where):
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(config_message(where, v, "must be an integer >= 1", "e.g. repeat = 8"))
+    require(
+        not isinstance(v, bool) and isinstance(v, int) and v >= 1,
+        where,
+        v,
+        "must be an integer >= 1",
+        "e.g. repeat = 8",
+    )
     return v
 
 
@@ -911,15 +904,13 @@ def _sync(v, where, chips: int):
         and v
         and all(isinstance(g, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in g) for g in v)
     )
-    if not ok:
-        raise ConfigError(
-            config_message(
-                where,
-                v,
-                "must be 'chip', 'all' or a list of chip groups",
-                f"e.g. sync = [[0, 1], [2, 3]] (chips 0..{chips - 1})",
-            )
-        )
+    require(
+        bool(ok),
+        where,
+        v,
+        "must be 'chip', 'all' or a list of chip groups",
+        f"e.g. sync = [[0, 1], [2, 3]] (chips 0..{chips - 1})",
+    )
     return v
 
 
@@ -948,8 +939,7 @@ def _step_compute(st: dict, where: str, machine) -> np.ndarray:
     for j, e in enumerate(_tables(st.get("compute", []), f"{where}.compute", "superstep.compute")):
         w = f"{where}.compute[{j}]"
         for k in e:
-            if k not in {"tiles", "chips", "cycles"}:
-                raise ConfigError(config_message(f"{w}.{k}", e[k], "unknown key", "allowed: tiles, chips, cycles"))
+            require(k in {"tiles", "chips", "cycles"}, f"{w}.{k}", e[k], "unknown key", "allowed: tiles, chips, cycles")
         comp[_selection(e, machine, w)] = _number(e.get("cycles", 0), f"{w}.cycles")
     return comp
 
@@ -966,10 +956,13 @@ def _step_exchange(st: dict, where: str, machine) -> tuple:
         for j, e in enumerate(_tables(st.get("exchange", []), f"{where}.exchange", "superstep.exchange")):
             w = f"{where}.exchange[{j}]"
             for k in e:
-                if k not in {"tiles", "chips", "in_bytes", "out_bytes"}:
-                    raise ConfigError(
-                        config_message(f"{w}.{k}", e[k], "unknown key", "allowed: tiles, chips, in_bytes, out_bytes")
-                    )
+                require(
+                    k in {"tiles", "chips", "in_bytes", "out_bytes"},
+                    f"{w}.{k}",
+                    e[k],
+                    "unknown key",
+                    "allowed: tiles, chips, in_bytes, out_bytes",
+                )
             sel = _selection(e, machine, w)
             bin_[sel] = _number(e.get("in_bytes", 0), f"{w}.in_bytes")
             bout[sel] = _number(e.get("out_bytes", 0), f"{w}.out_bytes")
@@ -981,12 +974,13 @@ def _step_flows(st: dict, where: str) -> list:
     flows = []
     for j, f in enumerate(_tables(st.get("flows", []), f"{where}.flows", "superstep.flows")):
         w = f"{where}.flows[{j}]"
-        if not isinstance(f, dict) or set(f) != {"src", "dst", "bytes"}:
-            raise ConfigError(
-                config_message(
-                    w, f, "must be a table with exactly src, dst, bytes", "e.g. {src = 0, dst = 1, bytes = 4096}"
-                )
-            )
+        require(
+            isinstance(f, dict) and set(f) == {"src", "dst", "bytes"},
+            w,
+            f,
+            "must be a table with exactly src, dst, bytes",
+            "e.g. {src = 0, dst = 1, bytes = 4096}",
+        )
         flows.append((f["src"], f["dst"], _number(f["bytes"], f"{w}.bytes")))
     return flows
 
@@ -998,38 +992,29 @@ def _step_transfers(st: dict, where: str, machine) -> list:
     xfers = []
     for j, t in enumerate(_tables(st.get("transfers", []), f"{where}.transfers", "superstep.transfers")):
         w = f"{where}.transfers[{j}]"
-        if (
-            not isinstance(t, dict)
-            or not {"src_tile", "dst_tile", "bytes"} <= set(t)
-            or not set(t) <= {"src_tile", "dst_tile", "bytes", "chip"}
-        ):
-            raise ConfigError(
-                config_message(
-                    w,
-                    t,
-                    "must be a table with src_tile, dst_tile, bytes (and optional chip)",
-                    "e.g. {src_tile = 0, dst_tile = 5, bytes = 256}",
-                )
-            )
+        require(
+            isinstance(t, dict)
+            and {"src_tile", "dst_tile", "bytes"} <= set(t)
+            and set(t) <= {"src_tile", "dst_tile", "bytes", "chip"},
+            w,
+            t,
+            "must be a table with src_tile, dst_tile, bytes (and optional chip)",
+            "e.g. {src_tile = 0, dst_tile = 5, bytes = 256}",
+        )
         chip = t.get("chip", 0)
         chip_ok = isinstance(chip, int) and not isinstance(chip, bool) and 0 <= chip < machine.chips
-        if not chip_ok:
-            raise ConfigError(
-                config_message(
-                    f"{w}.chip",
-                    chip,
-                    f"must be in 0..{machine.chips - 1}",
-                    "use a chip of the machine (or --chips)",
-                )
-            )
+        require(
+            chip_ok, f"{w}.chip", chip, f"must be in 0..{machine.chips - 1}", "use a chip of the machine (or --chips)"
+        )
         for k in ("src_tile", "dst_tile"):
             v = t[k]
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < machine.tiles_per_chip:
-                raise ConfigError(
-                    config_message(
-                        f"{w}.{k}", v, f"must be in 0..{machine.tiles_per_chip - 1}", "use a tile index of one chip"
-                    )
-                )
+            require(
+                not isinstance(v, bool) and isinstance(v, int) and 0 <= v < machine.tiles_per_chip,
+                f"{w}.{k}",
+                v,
+                f"must be in 0..{machine.tiles_per_chip - 1}",
+                "use a tile index of one chip",
+            )
         base = chip * machine.tiles_per_chip
         xfers.append((base + t["src_tile"], base + t["dst_tile"], _number(t["bytes"], f"{w}.bytes")))
     return xfers
@@ -1040,19 +1025,16 @@ def _memory_entries(data: dict, machine) -> list:
     memory = []
     for j, m in enumerate(_tables(data.get("memory", []), "memory", "memory")):
         w = f"memory[{j}]"
-        if not isinstance(m, dict):
-            raise ConfigError(config_message(w, m, "must be a table", "write each entry as a [[memory]] table"))
+        require(isinstance(m, dict), w, m, "must be a table", "write each entry as a [[memory]] table")
         for k in m:
-            if k not in _MEM_KEYS:
-                raise ConfigError(
-                    config_message(f"{w}.{k}", m[k], "unknown key", f"allowed: {', '.join(sorted(_MEM_KEYS))}")
-                )
-        if "category" not in m or "bytes" not in m:
-            raise ConfigError(
-                config_message(
-                    w, m, "needs 'category' and 'bytes'", 'e.g. category = "variables:weights" and bytes = 4096'
-                )
-            )
+            require(k in _MEM_KEYS, f"{w}.{k}", m[k], "unknown key", f"allowed: {', '.join(sorted(_MEM_KEYS))}")
+        require(
+            "category" in m and "bytes" in m,
+            w,
+            m,
+            "needs 'category' and 'bytes'",
+            'e.g. category = "variables:weights" and bytes = 4096',
+        )
         memory.append(
             (
                 str(m["category"]),
@@ -1068,32 +1050,21 @@ def program_from_dict(data: dict, machine, source: str = "program"):
     """Parse a program table (see ``tilesim/examples/demo.toml``) into ``(Program, memory entries)``."""
     allowed = {"name", "description", "superstep", "memory"}
     for k in data:
-        if k not in allowed:
-            raise ConfigError(
-                config_message(f"{source}: {k}", data[k], "unknown key", f"allowed: {', '.join(sorted(allowed))}")
-            )
+        require(k in allowed, f"{source}: {k}", data[k], "unknown key", f"allowed: {', '.join(sorted(allowed))}")
     steps = data.get("superstep", [])
-    if not isinstance(steps, list) or not steps:
-        raise ConfigError(
-            config_message(
-                f"{source}: [[superstep]]",
-                steps,
-                "needs at least one superstep",
-                "add a [[superstep]] table with e.g. compute_cycles = 1000",
-            )
-        )
+    require(
+        isinstance(steps, list) and bool(steps),
+        f"{source}: [[superstep]]",
+        steps,
+        "needs at least one superstep",
+        "add a [[superstep]] table with e.g. compute_cycles = 1000",
+    )
     b = ProgramBuilder.for_machine(machine, str(data.get("name", Path(source).stem)))
     for i, st in enumerate(steps):
         where = f"superstep[{i}]"
-        if not isinstance(st, dict):
-            raise ConfigError(
-                config_message(where, st, "must be a table", "write each superstep as a [[superstep]] table")
-            )
+        require(isinstance(st, dict), where, st, "must be a table", "write each superstep as a [[superstep]] table")
         for k in st:
-            if k not in _STEP_KEYS:
-                raise ConfigError(
-                    config_message(f"{where}.{k}", st[k], "unknown key", f"allowed: {', '.join(sorted(_STEP_KEYS))}")
-                )
+            require(k in _STEP_KEYS, f"{where}.{k}", st[k], "unknown key", f"allowed: {', '.join(sorted(_STEP_KEYS))}")
         comp = _step_compute(st, where, machine)
         bout, bin_ = _step_exchange(st, where, machine)
         flows = _step_flows(st, where)
@@ -1121,8 +1092,7 @@ def load_program(path, machine):
 
 def concat_programs(programs: Sequence[Program], name: str | None = None) -> Program:
     """Concatenate programs of the same shape (e.g. repeated training steps)."""
-    if not programs:
-        raise ConfigError(config_message("programs", [], "needs at least one program", "pass at least one program"))
+    require(bool(programs), "programs", [], "needs at least one program", "pass at least one program")
     p0 = programs[0]
     labels: dict[str, int] = {}
     parts: dict[tuple, int] = {}
@@ -1139,15 +1109,13 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
     xf: list[tuple[np.ndarray, ...]] = []
     s_off = e_off = 0
     for p in programs:
-        if (p.chips, p.tiles_per_chip) != (p0.chips, p0.tiles_per_chip):
-            raise ConfigError(
-                config_message(
-                    "program shape",
-                    (p.chips, p.tiles_per_chip),
-                    f"must match ({p0.chips}, {p0.tiles_per_chip})",
-                    "concatenate programs built for the same machine",
-                )
-            )
+        require(
+            (p.chips, p.tiles_per_chip) == (p0.chips, p0.tiles_per_chip),
+            "program shape",
+            (p.chips, p.tiles_per_chip),
+            f"must match ({p0.chips}, {p0.tiles_per_chip})",
+            "concatenate programs built for the same machine",
+        )
         lmap = np.array([labels.setdefault(l, len(labels)) for l in p.labels], np.int32)
         pmap = np.array([-1, 0] + [parts.setdefault(tuple(a.tolist()), len(parts) + 1) for a in p.partitions], np.int32)
         lid.append(lmap[p.label_id])
