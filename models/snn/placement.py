@@ -66,11 +66,6 @@ class Placement:
                 )
 
     @cached_property
-    def memo(self) -> dict:
-        """Derived data kept with this placement (e.g. a step's tile layout), computed once."""
-        return {}
-
-    @cached_property
     def groupings(self) -> tuple:
         """Per layer ``(tiles, local)``: its tiles (global ids, ascending, int64) and every
         neuron's index into them (int32) — computed once per placement."""

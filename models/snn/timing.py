@@ -77,6 +77,7 @@ fitted by ``tilesim calibrate``.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field, fields
 from functools import cached_property, lru_cache
 from importlib import resources
@@ -96,7 +97,7 @@ from models.snn.placement import Placement
 from models.snn.structure import DEFAULT_STRUCTURE, StepStructure, host_copy_bytes_per_s
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
 from tilesim.errors import ConfigError, MappingError, config_message, require
-from tilesim.memo import lru_in
+from tilesim.memo import BytesLRU, lru_in
 from tilesim.memory import EntryGroup, MemoryLedger
 from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program
 
@@ -158,12 +159,26 @@ class _Layer:
     f: int
 
 
+def _layout_nbytes(layout: list) -> int:
+    return sum(x.tiles.nbytes + x.comp_tiles.nbytes + x.comb_tiles.nbytes for x in layout)
+
+
+# (placement's tile ids, layer sizes, batch, tiles per chip) -> [_Layer]: _layout's memo
+_LAYOUTS = BytesLRU(32 << 20, getsizeof=_layout_nbytes)
+
+
 def _layout(config: NetworkConfig, placement: Placement, tiles_per_chip: int) -> list[_Layer]:
-    """Owner, compaction and combiner tiles of every layer (kept with the placement)."""
-    key = ("layout", config.layers, config.batch, tiles_per_chip)
-    if key not in placement.memo:
-        placement.memo[key] = _make_layout(config, placement, tiles_per_chip)
-    return placement.memo[key]
+    """Owner, compaction and combiner tiles of every layer; remembered by the placement's
+    content and the config fields it depends on (the layer sizes and the batch)."""
+    h = hashlib.blake2b(digest_size=16)
+    for tiles in placement.tile_of_neuron:
+        h.update(np.int64(tiles.size).tobytes())
+        h.update(tiles.tobytes())
+    key = (h.digest(), config.layers, config.batch, tiles_per_chip)
+    hit = _LAYOUTS.get(key)
+    if hit is None:
+        hit = _LAYOUTS[key] = _make_layout(config, placement, tiles_per_chip)
+    return hit
 
 
 def _make_layout(config: NetworkConfig, placement: Placement, tiles_per_chip: int) -> list[_Layer]:
