@@ -173,7 +173,7 @@ class _ChipEvents:
         b = self._barrier(s, members)
         if b.arrive(c, env.now):
             arr = np.array([b.arrived[m] for m in members.tolist()])
-            tl.arriver[s, members] = members[int(arr.argmax())]
+            tl.arriver[s, members] = members[int(np.argmax(arr))]
             mset = set(members.tolist())
             group_flows = tuple(f for f in self.tails.flows.get(s, ()) if f.src_chip in mset)
             events: list[simpy.Event] = []

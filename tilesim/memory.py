@@ -105,7 +105,7 @@ class MemoryLedger:
         return {c: int(v) for c, v in zip(CATEGORIES, col) if v}
 
     def max_tile(self) -> int:
-        return int(self.per_tile().argmax())
+        return int(np.argmax(self.per_tile()))
 
     def overflow_tiles(self) -> np.ndarray:
         used = self.per_tile()
@@ -162,7 +162,7 @@ class MemoryLedger:
 
     def to_dict(self) -> dict:
         used = self.per_tile()
-        mt = int(used.argmax())
+        mt = int(np.argmax(used))
         return {
             "budget_bytes": self.budget,
             "max_tile_bytes": int(used[mt]),

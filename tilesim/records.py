@@ -237,7 +237,7 @@ class SimResult:
             if not m.any():
                 continue
             chips_tiles = self.compute_critical_chip[m] * self.tiles_per_chip + self.critical_tile[m]
-            top = int(np.bincount(chips_tiles).argmax())
+            top = int(np.argmax(np.bincount(chips_tiles)))
             out[lab] = {
                 "supersteps": int(m.sum()),
                 "time_s": float(self.time_s[m].sum()),
