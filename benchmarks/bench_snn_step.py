@@ -18,7 +18,8 @@ import time
 import numpy as np
 
 from models.snn.network import NetworkConfig, init_network, train_step
-from models.snn.placement import Placement, contiguous_placement
+from models.snn.placement import contiguous_placement
+from models.snn.placing import to_placement
 from models.snn.timing import build_step_program
 from tilesim.engine import simulate
 from tilesim.machine import load_machine
@@ -33,7 +34,7 @@ def main(argv=None) -> int:
     )
     m = load_machine("gc200")
     pl = contiguous_placement(cfg.layers[1:], 2, 1)
-    pl = Placement(pl.tile_of_neuron, m.total_tiles)
+    pl = to_placement(pl, m)
     rng = np.random.default_rng(0)
     x = (rng.random((cfg.timesteps, cfg.batch, cfg.layers[0])) < 0.02).astype(np.uint8)
     y = rng.integers(0, 10, cfg.batch)

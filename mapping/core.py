@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -164,7 +165,7 @@ class Mapping:
             arrays.append(a.astype(np.int32))
             chips.append(int(on[0]) if on.size else 0)
         tiles = np.concatenate(used_tiles) if used_tiles else np.zeros(0, np.int64)
-        if tiles.size and np.bincount(tiles).max() > 1:  # disjoint: a tile belongs to one layer
+        if tiles.size and np.max(np.bincount(tiles)) > 1:  # disjoint: a tile belongs to one layer
             layer = np.repeat(np.arange(len(used_tiles)), [u.size for u in used_tiles])
             order = np.argsort(tiles, kind="stable")
             dup = np.flatnonzero(tiles[order][1:] == tiles[order][:-1])
@@ -197,7 +198,26 @@ class Mapping:
 
     def neurons_per_tile(self) -> list[int]:
         """Most neurons any tile holds, per layer."""
-        return [int(np.bincount(a).max()) if a.size else 0 for a in self.tile_of_neuron]
+        return [int(np.max(np.bincount(a))) if a.size else 0 for a in self.tile_of_neuron]
+
+    @cached_property
+    def groupings(self) -> tuple:
+        """Per layer ``(tiles, local)``: its tiles (global ids, ascending, int64) and every
+        neuron's index into them (int32) — :func:`group_tiles` of each layer, read-only."""
+        return tuple(group_tiles(ton) for ton in self.tile_of_neuron)
+
+    def neurons_owned(self, layer: int) -> np.ndarray:
+        """int64 ``[n_tiles]``: neurons of ``layer`` owned by each tile."""
+        return np.bincount(self.tile_of_neuron[layer], minlength=self.n_tiles).astype(np.int64)
+
+    def check(self, layer_sizes) -> None:
+        """Raise :class:`MappingError` unless this mapping places exactly the neuron layers ``layer_sizes``."""
+        sizes = tuple(int(n) for n in layer_sizes)
+        if sizes != self.layer_sizes:
+            _err(
+                f"mapping layer sizes = {list(self.layer_sizes)}: the network has neuron layers {list(sizes)}; "
+                "give one tile per neuron of every layer (not the input)"
+            )
 
     def tiles_used(self) -> int:
         return int(sum(self.tiles_of_layer(l).size for l in range(self.n_layers)))
@@ -358,7 +378,7 @@ def _as_block(a: np.ndarray, tpc: int) -> Block | None:
     n = a.size
     local = a.astype(np.int64) - chip * tpc
     n_tiles = int(np.unique(local).size)
-    npt = int(np.bincount(local - first).max())
+    npt = int(np.max(np.bincount(local - first)))
     cands = [
         Block(0, n, chip, first, block_tiles(n, npt), npt, "block"),
         Block(0, n, chip, first, n_tiles, None, "block"),

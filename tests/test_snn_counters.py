@@ -5,9 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mapping.core import Mapping
 from models.snn.counters import COUNTER_NAMES, count_work, layer_memory, load_activity, save_activity
 from models.snn.network import NetworkConfig, compute_gradients, init_network
-from models.snn.placement import Placement, contiguous_placement, contiguous_tiles
+from models.snn.placement import contiguous_placement, contiguous_tiles
 from tilesim.errors import ConfigError, MappingError
 
 
@@ -20,8 +21,11 @@ def run(cfg, placement=None, seed=0, per_step=True):
 
 
 def random_placement(sizes, n_tiles, seed):
+    """Every layer on random tiles of its own random pool (one chip of ``n_tiles``): scattered,
+    uneven, several neurons on some tiles and none on others."""
     rng = np.random.default_rng(seed)
-    return Placement(tuple(rng.integers(0, n_tiles, n).astype(np.int32) for n in sizes), n_tiles)
+    pools = np.array_split(rng.permutation(n_tiles), len(sizes))
+    return Mapping(tuple(sizes), 1, n_tiles, tuple(rng.choice(pool, n) for pool, n in zip(pools, sizes)))
 
 
 CFGS = [
@@ -63,7 +67,7 @@ def test_count_work_equals_functional_counters(cfg, kind):
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.integers(0, 2**31 - 1), st.integers(1, 30))
+@given(st.integers(0, 2**31 - 1), st.integers(3, 30))  # one tile per layer at least (tiles are disjoint)
 def test_math_and_placement_invariant_totals(seed, n_tiles):
     cfg = CFGS[1]
     sizes = cfg.layers[1:]
@@ -148,12 +152,13 @@ def test_memory_of_paper_layer():
 
 
 def test_placement_errors():
-    with pytest.raises(MappingError, match=r"range = \[0, 9\]: must lie in \[0, 5\)"):
-        Placement((np.arange(10, dtype=np.int32),), 5)
-    with pytest.raises(MappingError, match="int32"):
-        Placement((np.arange(10),), 20)
-    p = Placement((np.zeros(3, np.int32),), 2)
-    with pytest.raises(MappingError, match="length = 3: layer has 4 neurons"):
+    with pytest.raises(MappingError, match=r"neuron 5 on tile 5: out of range \[0, 5\)"):
+        Mapping((10,), 1, 5, (np.arange(10),))
+    with pytest.raises(MappingError, match="must be integers"):
+        Mapping((10,), 1, 20, (np.arange(10.0),))
+    p = Mapping((3,), 1, 2, (np.zeros(3, np.int32),))
+    assert p.tile_of_neuron[0].dtype == np.int32 and p.neurons_owned(0).tolist() == [3, 0]
+    with pytest.raises(MappingError, match=r"mapping layer sizes = \[3\]: the network has neuron layers \[4\]"):
         p.check((4,))
     with pytest.raises(MappingError, match="more than one chip"):
         contiguous_placement((5000,), 2)

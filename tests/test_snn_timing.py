@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from models.snn.network import NetworkConfig, compute_gradients, init_network, train_step
-from models.snn.placement import Placement, contiguous_placement
-from models.snn.placing import place
+from models.snn.placement import contiguous_placement
+from models.snn.placing import place, to_placement
 from models.snn.timing import PHASE_LABELS, build_step_program, compaction_spread, snn_memory
 from tilesim.engine import simulate
 from tilesim.errors import MappingError, SramOverflowError
@@ -89,7 +89,7 @@ def test_memory_ledger_has_every_tensor():
     cfg = NetworkConfig(layers="2312-1466-1466-10", batch=48, timesteps=100, input_cap=32)
     m = load_machine("gc200")
     pl = contiguous_placement(cfg.layers[1:], 2, 1)
-    led = snn_memory(cfg, Placement(pl.tile_of_neuron, m.total_tiles), m)
+    led = snn_memory(cfg, to_placement(pl, m), m)
     t = int(pl.tile_of_neuron[0][0])
     cats = led.by_category(t)
     for c in (
@@ -111,9 +111,7 @@ def test_memory_ledger_has_every_tensor():
     assert cats["variables:gradients"] == 7 * w  # 6 per-worker copies + the reduced dW
     assert cats["variables:optimizer"] == 2 * w  # Adam m and v
     assert dict((e[0], e[2]) for e in led.explain_tile(t, 20))["layer 1 state sequence"] == 4 * 100 * 48 * 2
-    sgd = snn_memory(
-        NetworkConfig(layers="2312-1466-1466-10", optimizer="sgd"), Placement(pl.tile_of_neuron, m.total_tiles), m
-    )
+    sgd = snn_memory(NetworkConfig(layers="2312-1466-1466-10", optimizer="sgd"), to_placement(pl, m), m)
     assert "variables:optimizer" not in sgd.by_category(t)
 
 

@@ -17,7 +17,7 @@ from models.snn.network import (
     init_weights,
     train_step,
 )
-from models.snn.placement import Placement, contiguous_placement, contiguous_tiles
+from models.snn.placement import contiguous_placement, contiguous_tiles
 from models.snn.spikes import SpikeList
 
 __all__ = [
@@ -26,7 +26,6 @@ __all__ = [
     "NetworkConfig",
     "NetworkState",
     "PhaseCounters",
-    "Placement",
     "SpikeList",
     "StepResult",
     "WorkCounters",

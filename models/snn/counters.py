@@ -48,8 +48,7 @@ from functools import cached_property
 
 import numpy as np
 
-from mapping.core import group_tiles
-from models.snn.placement import Placement
+from mapping.core import Mapping, group_tiles
 from models.snn.spikes import SpikeList
 from tilesim.errors import MissingDataError, require
 from tilesim.memo import lru_in
@@ -395,7 +394,7 @@ def _nbytes(phases) -> int:
 
 
 def count_work(
-    activity: Activity, placement: Placement, per_step: bool = False, cache: dict | None = None
+    activity: Activity, placement: Mapping, per_step: bool = False, cache: dict | None = None
 ) -> WorkCounters:
     """Recount every per-tile counter of a training step from recorded activity only.
 

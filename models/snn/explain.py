@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from mapping.core import Mapping
 from models.snn.counters import WorkCounters
 from models.snn.network import NetworkConfig
-from models.snn.placement import Placement
 from models.snn.timing import (
     GRAD_TARGET,
     IN,
@@ -85,7 +85,7 @@ def _union(parts: list) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
 
 
-def exchange_flows(config: NetworkConfig, placement: Placement, counters: WorkCounters, machine) -> list:
+def exchange_flows(config: NetworkConfig, placement: Mapping, counters: WorkCounters, machine) -> list:
     """Every exchange of one step as ``(what, src tiles, src weights, dst tiles, dst weights, bytes)``,
     layer by layer in the order of the step's table (:data:`models.snn.timing.STEP_ROWS`): a
     row's senders are the places of its ``out`` writes (or its ``sent_from``), its receivers
@@ -129,7 +129,7 @@ def _share(tiles, w, key, n_keys):
 
 def exchange_matrices(
     config: NetworkConfig,
-    placement: Placement,
+    placement: Mapping,
     counters: WorkCounters,
     machine,
     chip: int = 0,
@@ -242,7 +242,7 @@ def _why(label: str, uniform: bool) -> str:
 
 
 def explain_critical(
-    result, config: NetworkConfig, placement: Placement, counters: WorkCounters, machine, label_cycles=None
+    result, config: NetworkConfig, placement: Mapping, counters: WorkCounters, machine, label_cycles=None
 ) -> dict:
     """The slowest phase of the step, its critical tile, and why (see the module docstring).
     ``label_cycles`` (:func:`label_tile_cycles` of the step's program) tells a phase whose cost is

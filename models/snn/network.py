@@ -46,10 +46,11 @@ from functools import cached_property
 
 import numpy as np
 
+from mapping.core import Mapping
 from models.snn import kernels as K
 from models.snn.counters import Activity, LayerWork, LocalTiles, WorkCounters, layer_counters
 from models.snn.diagnose import layer_stats
-from models.snn.placement import Placement, contiguous_placement
+from models.snn.placement import contiguous_placement
 from models.snn.spikes import SpikeList, dense_to_input_list, initial_list
 from tilesim.errors import MappingError, require
 
@@ -354,10 +355,10 @@ class NetworkState:
     opt: dict
     step: int
     rng: np.random.Generator
-    placement: Placement
+    placement: Mapping
 
 
-def default_placement(config: NetworkConfig) -> Placement:
+def default_placement(config: NetworkConfig) -> Mapping:
     """The paper's placement: constant neurons per tile (2, 4, … until every layer fits on one
     1472-tile chip), contiguous tiles, tile 0 of chip 0 left free."""
     npt = 2
@@ -368,7 +369,7 @@ def default_placement(config: NetworkConfig) -> Placement:
             npt += 2
 
 
-def init_network(config: NetworkConfig, placement: Placement | None = None) -> NetworkState:
+def init_network(config: NetworkConfig, placement: Mapping | None = None) -> NetworkState:
     """Fresh :class:`NetworkState` (weights from ``config.seed``, zero optimizer state)."""
     rng = np.random.default_rng(config.seed)
     W, V = init_weights(config, rng)
@@ -460,7 +461,7 @@ def compute_gradients(
     labels,
     *,
     per_step_counters: bool = False,
-    placement: Placement | None = None,
+    placement: Mapping | None = None,
     update: bool = False,
 ):
     """Forward and backward of one batch (see :func:`_compute_gradients`); kernels of small layers
@@ -527,7 +528,7 @@ def _compute_gradients(
     labels,
     *,
     per_step_counters: bool = False,
-    placement: Placement | None = None,
+    placement: Mapping | None = None,
     update: bool = False,
 ):
     """Forward and backward of one batch without updating: a :class:`StepResult` with grads.
@@ -635,7 +636,7 @@ def train_step(
     *,
     return_grads: bool = False,
     per_step_counters: bool = False,
-    placement: Placement | None = None,
+    placement: Mapping | None = None,
 ) -> StepResult:
     """Forward, sparse BPTT and one optimizer update, in place on ``state``.
 
@@ -646,8 +647,8 @@ def train_step(
         dropping with ``state.rng`` — or an already sparse input list.
     labels : np.ndarray
         int ``[B]`` class indices.
-    placement : Placement, optional
-        Placement for the counters (default ``state.placement``); never changes the math.
+    placement : mapping.Mapping, optional
+        Where the neurons live, for the counters (default ``state.placement``); never changes the math.
 
     Raises
     ------
@@ -687,7 +688,7 @@ def train(
     config: NetworkConfig,
     dataset,
     steps: int,
-    placement: Placement | None = None,
+    placement: Mapping | None = None,
     on_step=None,
     state: NetworkState | None = None,
 ) -> TrainingRun:

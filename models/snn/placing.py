@@ -17,7 +17,6 @@ import numpy as np
 from mapping import STRATEGIES, Mapping, load_mapping
 from mapping import strategies as S
 from models.snn.network import NetworkConfig
-from models.snn.placement import Placement
 from models.snn.timing import snn_memory
 from tilesim.errors import MappingError, SramOverflowError, require
 from tilesim.memory import MemoryLedger
@@ -27,12 +26,16 @@ __all__ = ["Placed", "place", "place_network", "layer_weights", "edge_bytes", "s
 
 @dataclass(frozen=True)
 class Placed:
-    """A mapping with its kernel-side placement, SRAM ledger and neurons per tile (max over layers)."""
+    """A mapping (sized to the machine) with its SRAM ledger and neurons per tile (max over layers)."""
 
     mapping: Mapping
-    placement: Placement
     ledger: MemoryLedger
     neurons_per_tile: int
+
+    @property
+    def placement(self) -> Mapping:
+        """The same :attr:`mapping` (the one placement type), under the name the step code uses."""
+        return self.mapping
 
 
 def layer_weights(config: NetworkConfig) -> list[float]:
@@ -70,9 +73,15 @@ def strategy_mapping(name: str, config: NetworkConfig, machine, neurons_per_tile
     )
 
 
-def to_placement(mapping: Mapping, machine) -> Placement:
-    """The kernel-side :class:`Placement` (tile of every neuron) of ``mapping`` on ``machine``."""
-    return Placement(mapping.tile_of_neuron, machine.total_tiles)
+def to_placement(mapping: Mapping, machine) -> Mapping:
+    """``mapping`` on all of ``machine``'s chips (so its per-tile vectors span every tile of the
+    system); MappingError if it was made for another chip size."""
+    if mapping.tiles_per_chip != machine.tiles_per_chip:
+        raise MappingError(
+            f"mapping tiles_per_chip = {mapping.tiles_per_chip}: machine {machine.name} has "
+            f"{machine.tiles_per_chip} tiles per chip; make the mapping for this machine"
+        )
+    return mapping if mapping.chips == machine.chips else mapping.with_chips(machine.chips)
 
 
 def _ledger(config, mapping, machine):
@@ -132,7 +141,7 @@ def place_network(
         m = check_file_mapping(m, config, machine, src)
         ledger = _ledger(config, m, machine)
         ledger.check(memory_check)
-        return Placed(m, to_placement(m, machine), ledger, max(m.neurons_per_tile()))
+        return Placed(to_placement(m, machine), ledger, max(m.neurons_per_tile()))
     candidates = [int(neurons_per_tile)] if neurons_per_tile else list(range(2, 4097, 2))
     last_error = None
     for npt in candidates:
@@ -150,7 +159,7 @@ def place_network(
             except SramOverflowError as exc:
                 raise SramOverflowError(f"no neurons-per-tile value fits: {exc}", exc.tiles, exc.report) from None
         ledger.check(memory_check)
-        return Placed(m, to_placement(m, machine), ledger, max(m.neurons_per_tile()))
+        return Placed(to_placement(m, machine), ledger, max(m.neurons_per_tile()))
     raise last_error or MappingError("no placement fits")
 
 
@@ -161,7 +170,7 @@ def place(
     mapping="contiguous",
     memory_check: str = "raise",
 ):
-    """:func:`place_network` as a tuple ``(placement, ledger, neurons_per_tile)`` — for callers that
-    need only the kernel-side placement and the SRAM ledger (experiments, calibration, tests)."""
+    """:func:`place_network` as a tuple ``(mapping, ledger, neurons_per_tile)`` — for callers that
+    need only the placement and the SRAM ledger (experiments, calibration, tests)."""
     p = place_network(config, machine, neurons_per_tile, mapping, memory_check)
-    return p.placement, p.ledger, p.neurons_per_tile
+    return p.mapping, p.ledger, p.neurons_per_tile

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mapping.core import Mapping
 from models.snn.activity import fixed_activity
 from models.snn.counters import Activity, WorkCounters, count_work
 from models.snn.network import NetworkConfig
-from models.snn.placement import Placement
 from models.snn.timing import STEPS_PER_EXECUTION, book_step, build_step_program
 from tilesim.costs import CostModel
 from tilesim.engine import simulate
@@ -46,7 +46,7 @@ class Prediction:
 def retime(
     activity: Activity | None,
     config: NetworkConfig,
-    placement: Placement,
+    placement: Mapping,
     machine,
     costs: CostModel | None = None,
     cache: dict | None = None,

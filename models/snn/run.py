@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mapping.core import Mapping
 from models.snn import data as D
 from models.snn.activity import fixed_activity
 from models.snn.counters import Activity, count_work
@@ -36,7 +37,6 @@ from models.snn.network import (
 )
 from models.snn.nir_import import NirModel, load_nir
 from models.snn.options import DATASET_CHANNELS, DEFAULT_LAYERS, RunOptions, network_fields
-from models.snn.placement import Placement
 from models.snn.placing import Placed, place, place_network
 from models.snn.structure import StepStructure
 from models.snn.timing import book_step, build_step_program
@@ -192,7 +192,7 @@ def _load_weights(state, model: NirModel | None) -> None:
 
 def record_activity(
     config: NetworkConfig,
-    placement: Placement,
+    placement: Mapping,
     dataset: str = "synthetic",
     data: str | None = None,
     model: NirModel | None = None,
@@ -365,7 +365,7 @@ def _train(options, config, machine, placement, costs, state, ds, progress) -> _
     return out
 
 
-def _tile_layer(placement: Placement, machine) -> np.ndarray:
+def _tile_layer(placement: Mapping, machine) -> np.ndarray:
     """int [C*T]: the (1-based) neuron layer whose neurons each tile owns, 0 for none."""
     out = np.zeros(machine.chips * machine.tiles_per_chip, np.int64)
     for l, tiles in enumerate(placement.tile_of_neuron):

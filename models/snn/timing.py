@@ -85,7 +85,7 @@ from typing import Protocol
 
 import numpy as np
 
-from mapping.core import group_tiles
+from mapping.core import Mapping, group_tiles
 from models.snn.counters import (
     CACHE_BYTES,
     WORKERS_PER_TILE,
@@ -93,7 +93,6 @@ from models.snn.counters import (
     layer_memory,
 )
 from models.snn.network import NetworkConfig
-from models.snn.placement import Placement
 from models.snn.structure import DEFAULT_STRUCTURE, StepStructure, host_copy_bytes_per_s
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
 from tilesim.errors import ConfigError, MappingError, config_message, require
@@ -167,7 +166,7 @@ def _layout_nbytes(layout: list) -> int:
 _LAYOUTS = BytesLRU(32 << 20, getsizeof=_layout_nbytes)
 
 
-def _layout(config: NetworkConfig, placement: Placement, tiles_per_chip: int) -> list[_Layer]:
+def _layout(config: NetworkConfig, placement: Mapping, tiles_per_chip: int) -> list[_Layer]:
     """Owner, compaction and combiner tiles of every layer; remembered by the placement's
     content and the config fields it depends on (the layer sizes and the batch)."""
     h = hashlib.blake2b(digest_size=16)
@@ -181,7 +180,7 @@ def _layout(config: NetworkConfig, placement: Placement, tiles_per_chip: int) ->
     return hit
 
 
-def _make_layout(config: NetworkConfig, placement: Placement, tiles_per_chip: int) -> list[_Layer]:
+def _make_layout(config: NetworkConfig, placement: Mapping, tiles_per_chip: int) -> list[_Layer]:
     B = config.batch
     out = []
     chip_layers: dict[int, list[int]] = {}
@@ -807,6 +806,40 @@ def _chip_rows(shape: StepShape, calls: list, c: int, TPC: int, active: np.ndarr
     return rows.finish()
 
 
+def _touched_rows(shape: StepShape, calls: list) -> np.ndarray:
+    """Sorted superstep rows of the slots ``calls`` (one chip's, :class:`_ChipCalls`) write: every
+    other row of that chip's arrays stays zero."""
+    slots = set()
+    for name, *args in calls:
+        if name == "owner":
+            slots.update(k for _, k, _ in args[2])
+        elif name == "overhead":
+            slots.add(args[0])
+        else:  # local, chip, spread: (array, slot, ...)
+            slots.add(args[1])
+    index = np.arange(shape.supersteps)
+    rows = [np.atleast_1d(shape.view(index, k)) for k in sorted(slots)]
+    return np.unique(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
+
+
+def _label_sums_of_rows(
+    compute: np.ndarray, rows: np.ndarray, label_id: np.ndarray, run_id: np.ndarray, n_labels: int
+) -> np.ndarray:
+    """:func:`label_sums` of a ``[S, tiles]`` array whose rows outside ``rows`` are zero, from
+    ``compute`` = its ``rows`` only: each run (``run_id``) summed over its kept rows, the runs
+    added in order (a zero row adds nothing, so the sums are the same bit for bit)."""
+    out = np.zeros((n_labels, compute.shape[1]))
+    if not rows.size:
+        return out
+    r = run_id[rows]
+    cut = np.flatnonzero(np.diff(r) != 0) + 1
+    starts = np.concatenate([[0], cut]).tolist()
+    ends = np.concatenate([cut, [rows.size]]).tolist()
+    for a, b in zip(starts, ends):
+        out[int(label_id[rows[a]])] += compute[a:b].sum(axis=0, dtype=np.float64)
+    return out
+
+
 def _memo_nbytes(hit) -> int:
     return sum(a.nbytes for a in hit)
 
@@ -955,7 +988,7 @@ def _check_step_args(placement, machine, steps_per_execution):
 
 def build_step_program(
     config: NetworkConfig,
-    placement: Placement,
+    placement: Mapping,
     counters: WorkCounters,
     machine,
     costs: CostModel | None = None,
@@ -1036,24 +1069,31 @@ def _compact_program(
     meta = _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rec, structure)
     calls = rec.finish()
     one = machine.with_chips(1)  # the fabric of one chip (reduce_tiles)
+    # a row a chip has no call in is all zeros on that chip: reduced once, copied (issue 15)
+    idle = reduce_tiles(_RowsView({a: np.zeros((1, TPC), np.float32) for a in ARRAYS}, 1), one)
     comp, crit = np.zeros((S, C)), np.zeros((S, C), np.int64)
-    ex, ex_tile = np.zeros((S, C)), np.zeros((S, C), np.int64)
+    ex, ex_tile = np.full((S, C), idle.exchange[0, 0]), np.full((S, C), idle.exchange_tile[0, 0], np.int64)
+    crit[:] = idle.critical_tile[0, 0]
+    comp[:] = idle.compute[0, 0]
     onchip = np.zeros((S, C))
     n_labels = len(PHASE_LABELS)
     label_tiles = np.zeros((n_labels, C * TPC))
     label_id = meta["label_id"]
+    run_id = np.concatenate([[0], np.cumsum(np.diff(label_id) != 0)])  # runs of one label, as label_sums cuts
     for c in range(C):
-        arr = _chip_rows(shape, calls[c], c, TPC, active)
-        w = reduce_tiles(_RowsView(arr, S), one)
-        comp[:, c], crit[:, c], ex[:, c], ex_tile[:, c] = (
+        rows = _touched_rows(shape, calls[c])
+        arr = _chip_rows(shape, calls[c], c, TPC, active)  # zero pages outside ``rows`` are never touched
+        sub = {a: arr[a][rows] for a in ARRAYS}
+        del arr
+        w = reduce_tiles(_RowsView(sub, rows.size), one)
+        comp[rows, c], crit[rows, c], ex[rows, c], ex_tile[rows, c] = (
             w.compute[:, 0],
             w.critical_tile[:, 0],
             w.exchange[:, 0],
             w.exchange_tile[:, 0],
         )
-        onchip[:, c] = arr[OUT].sum(axis=1, dtype=np.float64)
-        label_tiles[:, c * TPC : (c + 1) * TPC] = label_sums(arr[COMPUTE], label_id, n_labels)
-        del arr
+        onchip[rows, c] = sub[OUT].sum(axis=1, dtype=np.float64)
+        label_tiles[:, c * TPC : (c + 1) * TPC] = _label_sums_of_rows(sub[COMPUTE], rows, label_id, run_id, n_labels)
 
     def chip_rows(c: int, _calls=calls, _shape=shape, _tpc=TPC, _active=active):
         arr = _chip_rows(_shape, _calls[c], c, _tpc, _active)
@@ -1090,7 +1130,7 @@ def _compact_program(
 
 def predict_step_s(
     config: NetworkConfig,
-    placement: Placement,
+    placement: Mapping,
     counters: WorkCounters,
     machine,
     costs: CostModel | None = None,
@@ -1537,7 +1577,7 @@ def _code_bytes() -> tuple:
     )
 
 
-def _owner_memory(config: NetworkConfig, placement: Placement, l: int, n_max_in: int, recurrent: bool) -> list:
+def _owner_memory(config: NetworkConfig, placement: Mapping, l: int, n_max_in: int, recurrent: bool) -> list:
     """The entries of layer ``l`` on its own tiles, [(category, bytes [n_local], label)]: its
     variables (§3.2), receive buffers, vertex state and code. They depend on how many neurons
     each tile owns, not on where the tiles are."""
@@ -1580,7 +1620,7 @@ def _entries_nbytes(entries) -> int:
 
 
 def snn_memory(
-    config: NetworkConfig, placement: Placement, machine, ledger: MemoryLedger | None = None, cache: dict | None = None
+    config: NetworkConfig, placement: Mapping, machine, ledger: MemoryLedger | None = None, cache: dict | None = None
 ) -> MemoryLedger:
     """Per-tile SRAM of the training step: every tensor of §3.2 plus buffers, vertex state and code.
     ``ledger``: a :class:`MemoryLedger` (default) or a :class:`tilesim.memory.MemoryTotals` for a
