@@ -284,3 +284,24 @@ def test_fixed_activity_host_memory_leaves_out_the_float_math():
     with pytest.raises(ConfigError) as e:
         check_host_memory(fixed, available=fixed.total_bytes - 1)
     assert "--activity fixed" not in str(e.value)  # already fixed: the fix is elsewhere
+
+
+def test_compact_build_reduces_only_the_rows_a_chip_works_in(monkeypatch):
+    """Issue 15: a chip's rows are the slots it has calls in, not the whole program's supersteps
+    (which grow with the layer count, so with the chips), and the times stay those of the dense form."""
+    import tilesim.engine as E
+
+    cfg, m, pl, *_ = _step((64, *(200,) * 24, 10), 4)
+    dense = simulate(retime(None, cfg, pl, m).program, m)
+    reduced, real = [], E.reduce_tiles
+    monkeypatch.setattr(E, "reduce_tiles", lambda prog, mach: reduced.append(prog.supersteps) or real(prog, mach))
+    p = retime(None, cfg, pl, m)
+    per_chip = reduced[-m.chips :]  # one reduction per chip, in chip order (before them: the idle row)
+    assert np.median(per_chip) < p.program.supersteps / 2, per_chip
+    assert p.step_s == dense.total_s
+    from models.snn.activity import fixed_activity
+    from models.snn.counters import count_work
+
+    full = build_step_program(cfg, pl, count_work(fixed_activity(cfg), pl, per_step=True), m)
+    np.testing.assert_array_equal(label_tile_cycles(p.program), label_tile_cycles(full))
+    assert p.step_s == pytest.approx(simulate(full, m).total_s, rel=1e-9)
