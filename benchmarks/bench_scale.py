@@ -15,7 +15,7 @@ Printed: wall seconds (whole call, and the step alone for ``natural``), CPU seco
 growth factor of each per 4× chips (ideal weak scaling of the host cost: 4.0, the work grows
 with the neurons). Targets (issue 15): 64 chips natural <= 60 s and <= 8 GiB, fixed <= 10 s.
 
-    python benchmarks/bench_scale.py [--chips 1 4 16 64]
+    python benchmarks/bench_scale.py [--chips 1 4 16 64] [--kinds natural fixed]
 """
 
 from __future__ import annotations
@@ -109,6 +109,7 @@ def _load() -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chips", type=int, nargs="+", default=[1, 4, 16, 64])
+    ap.add_argument("--kinds", nargs="+", choices=("natural", "fixed"), default=["natural", "fixed"])
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
@@ -117,7 +118,7 @@ def main(argv=None) -> int:
     print(f"bench_scale: {_load()} at start")
     rows = {}
     for chips in a.chips:
-        for kind in ("natural", "fixed"):
+        for kind in a.kinds:
             rows[kind, chips] = r = _run_case(kind, chips)
             if "error" in r:
                 print(f"{kind:8s} {chips:3d} chips: FAILED: {r['error']}")
@@ -125,7 +126,7 @@ def main(argv=None) -> int:
         f"{'case':8s} {'chips':>5s} {'neurons':>9s} {'wall s':>8s} {'cpu s':>7s} {'step s':>8s} {'x/4x':>6s} "
         f"{'peak GiB':>9s} {'x/4x':>6s} {'est GiB':>8s} {'pred ms':>9s}"
     )
-    for kind in ("natural", "fixed"):
+    for kind in a.kinds:
         prev = None
         for chips in a.chips:
             r = rows[kind, chips]
