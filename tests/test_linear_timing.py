@@ -230,3 +230,12 @@ def test_forward_only_ledger_counts_weights_once_and_no_gradients_or_momentum():
     assert "variables:gradients" not in inference.memory_by_category
     assert "variables:optimizer" not in inference.memory_by_category
     assert "variables:gradients" in training.memory_by_category and "variables:optimizer" in training.memory_by_category
+
+
+def test_breakdown_adds_up_to_the_device_step():
+    """Issue 20: `tilesim shl --json` put the host input into breakdown_s but not into step_s."""
+    from models.linear.timing import time_shl
+
+    t = time_shl("dense", 50, "gc200")
+    assert t.host_s > 0
+    assert sum(t.breakdown_s.values()) == pytest.approx(t.step_s, rel=1e-9)

@@ -286,8 +286,8 @@ def time_parts(
             part_s[key] = part_s.get(key, 0.0) + d["time_s"]
     used = ledger.per_tile()
     mt = int(used.argmax())
-    bd = res.breakdown_s()
-    bd = {k: v for k, v in bd.items() if v}
+    device = np.asarray([res.labels[i] != "host-input" for i in res.label_id], bool)
+    bd = {k: v for k, v in res.breakdown_s(device).items() if v}  # the device step: adds up to step_s
     return StepTiming(
         name,
         machine.name,
