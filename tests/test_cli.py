@@ -117,3 +117,11 @@ def test_run_fixed_activity_times_without_float_math(tmp_path, monkeypatch, caps
     assert main(["run", *args]) == 0
     text = capsys.readouterr().out
     assert "fixed activity: no training, the step is timed at every list's cap" in text and "loss" not in text
+
+
+def test_overflow_at_the_fewest_neurons_per_tile_does_not_suggest_fewer():
+    """Issue 20: the README sweep's failing points suggested 'lower --neurons-per-tile', which cannot apply."""
+    r = run("run", "--layers", "700-256-20", "--batch", "48", "--machine", "mesh-demo", "--steps", "1", "--quiet")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "not even 2 per tile" in r.stderr and "lower --neurons-per-tile" not in r.stderr
+    assert "reduce --batch" in r.stderr

@@ -160,7 +160,8 @@ def test_placement_errors():
     m = load_machine("gc200")
     huge = NetworkConfig(layers="20000-3000-3000-10", batch=48, timesteps=100)
     with pytest.raises(
-        SramOverflowError, match=r"no neurons-per-tile value fits: SRAM overflow .* fix: lower --neurons-per-tile"
+        SramOverflowError,
+        match=r"no neurons-per-tile value fits, not even 2 per tile: SRAM overflow .* fix: reduce --batch",
     ):
         place(huge, m)
     wide = NetworkConfig(layers="64-1466-1466-1466-10", batch=6, timesteps=3)

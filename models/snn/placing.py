@@ -17,7 +17,7 @@ import numpy as np
 from mapping import STRATEGIES, Mapping, load_mapping
 from mapping import strategies as S
 from models.snn.network import NetworkConfig
-from models.snn.timing import snn_memory
+from models.snn.timing import SRAM_REMEDY_NPT, snn_memory
 from tilesim.errors import MappingError, SramOverflowError, require
 from tilesim.memory import MemoryLedger
 
@@ -157,7 +157,10 @@ def place_network(
             try:
                 ledger.check("raise")
             except SramOverflowError as exc:
-                raise SramOverflowError(f"no neurons-per-tile value fits: {exc}", exc.tiles, exc.report) from None
+                msg = str(exc).replace(SRAM_REMEDY_NPT, "")  # already the fewest: that fix cannot apply
+                raise SramOverflowError(
+                    f"no neurons-per-tile value fits, not even {npt} per tile: {msg}", exc.tiles, exc.report
+                ) from None
         ledger.check(memory_check)
         return Placed(to_placement(m, machine), ledger, max(m.neurons_per_tile()))
     raise last_error or MappingError("no placement fits")

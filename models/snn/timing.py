@@ -467,6 +467,14 @@ HOST_LABELS = tuple(row.label for row in STEP_ROWS if row.kind == KIND_HOST)
 RESIDUAL_LABELS = tuple(row.label for row in STEP_ROWS if row.kind == KIND_RESIDUAL)
 
 
+SRAM_REMEDY_NPT = "lower --neurons-per-tile (the 6 per-worker dW copies grow with fan-in x neurons per tile), "
+SRAM_REMEDY = (
+    SRAM_REMEDY_NPT + "reduce --batch or --timesteps (the state history is T x B x n), use SGD instead of Adam, "
+    "or spread the network over more chips (--chips)"
+)
+"""What an SNN SRAM overflow message suggests (the first part only while fewer neurons per tile could help)."""
+
+
 def book_step(result):
     """A simulated step (:class:`tilesim.records.SimResult`) with its host rows booked as host and its
     fitted residual rows as residual (the engine times both as compute); times and totals unchanged."""
@@ -1626,14 +1634,7 @@ def snn_memory(
     ``ledger``: a :class:`MemoryLedger` (default) or a :class:`tilesim.memory.MemoryTotals` for a
     search; ``cache`` (a dict the caller keeps) reuses the owner-tile entries of layers whose
     neuron grouping is unchanged (a :class:`BytesLRU` keyed by layer, grouping and config)."""
-    led = ledger or MemoryLedger(
-        machine,
-        remedy=(
-            "lower --neurons-per-tile (the 6 per-worker dW copies grow with fan-in x neurons per tile), "
-            "reduce --batch or --timesteps (the state history is T x B x n), use SGD instead of Adam, "
-            "or spread the network over more chips (--chips)"
-        ),
-    )
+    led = ledger or MemoryLedger(machine, remedy=SRAM_REMEDY)
     TPC = machine.tiles_per_chip
     T, B = config.timesteps, config.batch
     nmax = config.n_max
