@@ -161,7 +161,8 @@ def test_placement_errors():
     huge = NetworkConfig(layers="20000-3000-3000-10", batch=48, timesteps=100)
     with pytest.raises(
         SramOverflowError,
-        match=r"no neurons-per-tile value fits, not even 2 per tile: SRAM overflow .* fix: reduce --batch",
+        match=r"no neurons-per-tile value fits: 6 per tile is the fewest that places on 1 chip\(s\) and it overflows: "
+        r"SRAM overflow .* fix: reduce --batch",
     ):
         place(huge, m)
     wide = NetworkConfig(layers="64-1466-1466-1466-10", batch=6, timesteps=3)

@@ -159,7 +159,10 @@ def place_network(
             except SramOverflowError as exc:
                 msg = str(exc).replace(SRAM_REMEDY_NPT, "")  # already the fewest: that fix cannot apply
                 raise SramOverflowError(
-                    f"no neurons-per-tile value fits, not even {npt} per tile: {msg}", exc.tiles, exc.report
+                    f"no neurons-per-tile value fits: {npt} per tile is the fewest that places on "
+                    f"{machine.chips} chip(s) and it overflows: {msg}",
+                    exc.tiles,
+                    exc.report,
                 ) from None
         ledger.check(memory_check)
         return Placed(to_placement(m, machine), ledger, max(m.neurons_per_tile()))
