@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tilesim.cli import main
+from tilesim.program import _STEP_KEYS
 
 # ---- the contract ------------------------------------------------------------------------------
 CASE_LIMIT_S = 20.0  # no single case may take longer (a hang or a runaway is a failure)
@@ -146,21 +147,7 @@ values = st.recursive(
     max_leaves=8,
 )
 
-STEP_KEYS = [
-    "label",
-    "repeat",
-    "sync",
-    "compute_cycles",
-    "compute",
-    "exchange_bytes",
-    "exchange_in_bytes",
-    "exchange_out_bytes",
-    "exchange",
-    "flows",
-    "transfers",
-    "host_bytes",
-    "nonsense",
-]
+STEP_KEYS = sorted(_STEP_KEYS) + ["nonsense"]  # every key a superstep may have, and one it may not
 small_repeat = st.one_of(st.integers(1, 4), odd_ints, odd_floats)
 sync_values = st.one_of(
     st.sampled_from(["chip", "all", "none"]), st.lists(st.lists(odd_ints, max_size=3), max_size=3), scalars

@@ -29,10 +29,57 @@ from tilesim.io import read_toml
 if TYPE_CHECKING:
     from tilesim.records import ChipWork
 
-__all__ = ["Program", "CompactProgram", "ProgramBuilder", "SYNC_CHIP", "SYNC_ALL", "load_program", "parse_tiles"]
+__all__ = [
+    "Program",
+    "CompactProgram",
+    "ProgramBuilder",
+    "SYNC_CHIP",
+    "SYNC_ALL",
+    "load_program",
+    "parse_tiles",
+    "flow_columns",
+]
 
 SYNC_CHIP = -1
 SYNC_ALL = 0
+
+
+def flow_columns(flows=None, host=None) -> dict:
+    """The link-flow and host-transfer columns of a program, typed as the program stores them:
+    ``flows`` = (step, src chip, dst chip, bytes) arrays, ``host`` = (step, chip, bytes) arrays;
+    None is no flows / no host transfers."""
+    z32, z64 = np.zeros(0, np.int32), np.zeros(0, np.float64)
+    f = flows if flows is not None else (z32, z32, z32, z64)
+    h = host if host is not None else (z32, z32, z64)
+    return {
+        "flow_step": np.asarray(f[0], np.int32),
+        "flow_src": np.asarray(f[1], np.int32),
+        "flow_dst": np.asarray(f[2], np.int32),
+        "flow_bytes": np.asarray(f[3], np.float64),
+        "host_step": np.asarray(h[0], np.int32),
+        "host_chip": np.asarray(h[1], np.int32),
+        "host_bytes": np.asarray(h[2], np.float64),
+    }
+
+
+class _ProgramShape:
+    """What both program forms answer from their label ids: supersteps, tiles, a superstep's label."""
+
+    chips: int
+    tiles_per_chip: int
+    labels: tuple
+    label_id: np.ndarray
+
+    @property
+    def supersteps(self) -> int:
+        return int(self.label_id.shape[0])
+
+    @property
+    def total_tiles(self) -> int:
+        return self.chips * self.tiles_per_chip
+
+    def label_of(self, s: int) -> str:
+        return self.labels[int(self.label_id[s])]
 
 
 def _check_transfer(t, N: int, where: str) -> None:
@@ -83,7 +130,7 @@ def _as_row(value, n: int, what: str, step: str) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
-class Program:
+class Program(_ProgramShape):
     """A validated, columnar BSP program. Build one with :class:`ProgramBuilder`."""
 
     name: str
@@ -119,17 +166,6 @@ class Program:
             v = getattr(self, name)
             object.__setattr__(self, name, np.zeros(S) if v is None else np.asarray(v, np.float64))
         self.validate()
-
-    @property
-    def supersteps(self) -> int:
-        return int(self.label_id.shape[0])
-
-    @property
-    def total_tiles(self) -> int:
-        return self.chips * self.tiles_per_chip
-
-    def label_of(self, s: int) -> str:
-        return self.labels[int(self.label_id[s])]
 
     def validate(self) -> None:
         """Check shapes, ranges and sync-group consistency; raise :class:`ConfigError`."""
@@ -433,8 +469,6 @@ class Program:
                 else np.asarray(exchange_row, np.int32)
             )
         z32, z64 = np.zeros(0, np.int32), np.zeros(0, np.float64)
-        f = flows if flows is not None else (z32, z32, z32, z64)
-        h = host if host is not None else (z32, z32, z64)
         x = transfers if transfers is not None else (z32, z32, z32, z64)
         return cls(
             name=name,
@@ -448,13 +482,7 @@ class Program:
             exchange_row=erow,
             bytes_in=bin_,
             bytes_out=bout,
-            flow_step=np.asarray(f[0], np.int32),
-            flow_src=np.asarray(f[1], np.int32),
-            flow_dst=np.asarray(f[2], np.int32),
-            flow_bytes=np.asarray(f[3], np.float64),
-            host_step=np.asarray(h[0], np.int32),
-            host_chip=np.asarray(h[1], np.int32),
-            host_bytes=np.asarray(h[2], np.float64),
+            **flow_columns(flows, host),
             transfer_step=np.asarray(x[0], np.int32),
             transfer_src=np.asarray(x[1], np.int32),
             transfer_dst=np.asarray(x[2], np.int32),
@@ -465,7 +493,7 @@ class Program:
 
 
 @dataclass(frozen=True, eq=False)
-class CompactProgram:
+class CompactProgram(_ProgramShape):
     """A program too big for ``[S, all tiles]`` arrays, kept reduced to chips: what the engine takes
     from the tiles (:class:`tilesim.records.ChipWork`: per superstep and chip the slowest tile's
     compute and the exchange cycles of ``machine_name``'s fabric, with the tiles responsible),
@@ -501,17 +529,6 @@ class CompactProgram:
 
     transfer_step = transfer_src = transfer_dst = np.zeros(0, np.int32)  # no explicit transfers
     transfer_bytes = np.zeros(0)
-
-    @property
-    def supersteps(self) -> int:
-        return int(self.label_id.shape[0])
-
-    @property
-    def total_tiles(self) -> int:
-        return self.chips * self.tiles_per_chip
-
-    def label_of(self, s: int) -> str:
-        return self.labels[int(self.label_id[s])]
 
     def nbytes(self) -> int:
         """Bytes held (the chip reduction and per-tile sums; rows rebuilt on demand not counted)."""

@@ -387,10 +387,28 @@ class ProgramDigest:
         if has.any():
             bo = program.bytes_out.reshape(-1, C, T).sum(axis=2, dtype=np.float64)
             onchip[has] = bo[program.exchange_row[has]]
+        return cls._with_totals(program, work, tiles, tile_cycles, onchip)
+
+    @classmethod
+    def _of_compact(cls, program, tiles, host_ids=()) -> ProgramDigest:
+        """:meth:`of` a :class:`tilesim.program.CompactProgram` (same numbers, from its chip sums)."""
+        per_label_work = np.array(program.label_tile_cycles, np.float64, copy=True)
+        per_label_work[list(host_ids)] = 0.0
+        tiles = tuple(int(t) for t in tiles)
+        return cls._with_totals(
+            program, per_label_work.sum(axis=0), tiles, program.tile_compute(tiles), program.onchip_bytes.copy()
+        )
+
+    @classmethod
+    def _with_totals(cls, program, work, tiles, tile_cycles, onchip) -> ProgramDigest:
+        """The digest from its per-program parts, adding the byte totals both program forms share:
+        on-chip bytes per label and chip, link bytes per chip pair, and the flows."""
+        C = program.chips
         per_label = np.zeros((len(program.labels), C))
         np.add.at(per_label, program.label_id, onchip)
         links = np.zeros((C, C))
         np.add.at(links, (program.flow_src, program.flow_dst), program.flow_bytes)
+        flows = (program.flow_step.copy(), program.flow_src.copy(), program.flow_dst.copy(), program.flow_bytes.copy())
         return cls(
             work_cycles=work,
             tiles=tiles,
@@ -398,38 +416,7 @@ class ProgramDigest:
             onchip_bytes=onchip,
             label_chip_bytes=per_label,
             link_bytes=links,
-            flows=(
-                program.flow_step.copy(),
-                program.flow_src.copy(),
-                program.flow_dst.copy(),
-                program.flow_bytes.copy(),
-            ),
-        )
-
-    @classmethod
-    def _of_compact(cls, program, tiles, host_ids=()) -> ProgramDigest:
-        """:meth:`of` a :class:`tilesim.program.CompactProgram` (same numbers, from its chip sums)."""
-        C = program.chips
-        per_label_work = np.array(program.label_tile_cycles, np.float64, copy=True)
-        per_label_work[list(host_ids)] = 0.0
-        tiles = tuple(int(t) for t in tiles)
-        per_label = np.zeros((len(program.labels), C))
-        np.add.at(per_label, program.label_id, program.onchip_bytes)
-        links = np.zeros((C, C))
-        np.add.at(links, (program.flow_src, program.flow_dst), program.flow_bytes)
-        return cls(
-            work_cycles=per_label_work.sum(axis=0),
-            tiles=tiles,
-            tile_cycles=program.tile_compute(tiles),
-            onchip_bytes=program.onchip_bytes.copy(),
-            label_chip_bytes=per_label,
-            link_bytes=links,
-            flows=(
-                program.flow_step.copy(),
-                program.flow_src.copy(),
-                program.flow_dst.copy(),
-                program.flow_bytes.copy(),
-            ),
+            flows=flows,
         )
 
     def chip_matrix(self) -> np.ndarray:

@@ -124,8 +124,8 @@ class PhaseCounters:
         out[:, :, self.tiles] = self.local_steps
         return out
 
-    def step_matrix(self, name: str) -> np.ndarray:
-        """float64 ``[T, n_tiles]``: per-step values of ``name`` on every tile (needs per-step vectors)."""
+    def _need_steps(self) -> None:
+        """ConfigError unless this record kept its per-step vectors."""
         require(
             self.local_steps is not None,
             "per_step",
@@ -133,6 +133,10 @@ class PhaseCounters:
             "this record kept no per-step vectors",
             "pass per_step=True or use count_work",
         )
+
+    def step_matrix(self, name: str) -> np.ndarray:
+        """float64 ``[T, n_tiles]``: per-step values of ``name`` on every tile (needs per-step vectors)."""
+        self._need_steps()
         out = np.zeros((self.local_steps.shape[1], self.n_tiles))
         out[:, self.tiles] = self.local_steps[self.row(name)]
         return out
@@ -145,13 +149,7 @@ class PhaseCounters:
         if t is None:
             out[self.tiles] = self.local_totals[r]
             return out
-        require(
-            self.local_steps is not None,
-            "per_step",
-            None,
-            "this record kept no per-step vectors",
-            "pass per_step=True or use count_work",
-        )
+        self._need_steps()
         out[self.tiles] = self.local_steps[r, t]
         return out
 

@@ -98,7 +98,7 @@ from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
 from tilesim.errors import ConfigError, MappingError, config_message, require
 from tilesim.memo import BytesLRU, lru_in
 from tilesim.memory import EntryGroup, MemoryLedger
-from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program
+from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program, flow_columns
 
 __all__ = [
     "default_costs",
@@ -1107,10 +1107,6 @@ def _compact_program(
         arr = _chip_rows(_shape, _calls[c], c, _tpc, _active)
         return arr[COMPUTE], arr[IN], arr[OUT]
 
-    flows = meta["flows"]
-    z32, z64 = np.zeros(0, np.int32), np.zeros(0)
-    f = flows if flows is not None else (z32, z32, z32, z64)
-    h = meta["host"]
     return CompactProgram(
         name=name,
         chips=C,
@@ -1123,13 +1119,7 @@ def _compact_program(
         work=ChipWork(comp, crit, ex, ex_tile, onchip.sum(axis=1)),
         label_tile_cycles=label_tiles,
         onchip_bytes=onchip,
-        flow_step=np.asarray(f[0], np.int32),
-        flow_src=np.asarray(f[1], np.int32),
-        flow_dst=np.asarray(f[2], np.int32),
-        flow_bytes=np.asarray(f[3], np.float64),
-        host_step=np.asarray(h[0], np.int32),
-        host_chip=np.asarray(h[1], np.int32),
-        host_bytes=np.asarray(h[2], np.float64),
+        **flow_columns(meta["flows"], meta["host"]),
         sync_extra_cycles=np.asarray(meta["sync_extra"], np.float64),
         exchange_extra_cycles=np.asarray(meta["exchange_extra"], np.float64),
         chip_rows=chip_rows,
