@@ -210,11 +210,6 @@ class SimResult:
             out[np.isin(self.label_id, ids)] = phase
         return out
 
-    def is_host_step(self) -> np.ndarray:
-        """bool [S]: supersteps whose compute is booked as host (:meth:`book_as_host`)."""
-        ids = [i for i, lab in enumerate(self.labels) if lab in set(self.host_labels)]
-        return np.isin(self.label_id, ids)
-
     # -------------------------------------------------------------------------------------
     @property
     def supersteps(self) -> int:

@@ -461,7 +461,7 @@ STEP_ROWS = (
 
 PHASE_LABELS = tuple(row.label for row in STEP_ROWS)
 # rows the tiles run for the host (the variable copy): the engine times them as compute, every
-# breakdown books them as host (:meth:`tilesim.records.SimResult.book_as_host`)
+# breakdown books them as host (:func:`book_step`)
 HOST_LABELS = tuple(row.label for row in STEP_ROWS if row.kind == KIND_HOST)
 # fitted rows no mechanism explains: timed as compute, every breakdown books them as residual
 RESIDUAL_LABELS = tuple(row.label for row in STEP_ROWS if row.kind == KIND_RESIDUAL)
