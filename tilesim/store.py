@@ -105,6 +105,21 @@ WHERE points.status != 'ok'
 """
 
 
+def _use_wal(db: sqlite3.Connection, wait_s: float = 60.0) -> None:
+    """Switch ``db`` to write-ahead logging. While another process holds the file (a second sweep
+    creating the same store), SQLite answers the mode switch with "database is locked" at once,
+    without its busy wait; retry for up to ``wait_s`` like every other statement here."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class ResultStore:
     """An open results database (``with ResultStore(path) as db: …``).
 
@@ -143,7 +158,7 @@ class ResultStore:
             self._db.execute("PRAGMA busy_timeout = 60000")
             self._check_owner()  # before anything is written to the file
             if create:
-                self._db.execute("PRAGMA journal_mode = WAL")
+                _use_wal(self._db)
                 self._db.execute("PRAGMA synchronous = FULL")
                 # one transaction: another process never sees half a schema
                 self._db.executescript(
