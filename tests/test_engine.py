@@ -209,9 +209,10 @@ def assert_same_timeline(r, ref, m, rtol=1e-9):
 
 def makespan_of(p, m):
     """makespan_s of ``p`` reduced to chips (the mapping search's entry point)."""
-    from tilesim.engine import makespan_s, reduce_tiles
+    from tilesim.engine import makespan_s
+    from tilesim.fabric import make_fabric
 
-    w = reduce_tiles(p, m)
+    w = make_fabric(m).reduce(p.tile_rows())
     return makespan_s(
         w.compute,
         w.exchange,

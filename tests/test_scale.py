@@ -85,12 +85,19 @@ def test_compact_program_times_like_dense(layers, chips, recurrent):
     np.testing.assert_allclose(db.onchip_bytes, da.onchip_bytes, rtol=1e-6)
 
 
-def test_compact_program_refuses_another_machine():
+def test_compact_program_carries_no_machine_and_times_like_dense_on_another():
+    """Issue 24: a compact program keeps chip peaks, not a fabric's times, so it can be timed on
+    another machine of the same shape, with the same result as the dense program there."""
     cfg, m, pl, st, sp, lab = _step((64, 200, 150, 120, 100, 10), 2)
     comp = retime(None, cfg, pl, m).program
+    assert not hasattr(comp, "machine_name")
     other = load_machine("gc200", 2)
-    with pytest.raises(ConfigError, match="program machine"):
-        simulate(comp, other)
+    from models.snn.activity import fixed_activity
+    from models.snn.counters import count_work
+
+    dense = build_step_program(cfg, pl, count_work(fixed_activity(cfg), pl, per_step=True), m)
+    assert simulate(comp, other).total_s == pytest.approx(simulate(dense, other).total_s, rel=1e-12)
+    assert simulate(comp, other).total_s != simulate(comp, m).total_s  # another clock, another time
 
 
 def test_retime_fixed_is_compact_and_equal():
@@ -289,14 +296,14 @@ def test_fixed_activity_host_memory_leaves_out_the_float_math():
 def test_compact_build_reduces_only_the_rows_a_chip_works_in(monkeypatch):
     """Issue 15: a chip's rows are the slots it has calls in, not the whole program's supersteps
     (which grow with the layer count, so with the chips), and the times stay those of the dense form."""
-    import tilesim.engine as E
+    from tilesim.program import TileRows
 
     cfg, m, pl, *_ = _step((64, *(200,) * 24, 10), 4)
     dense = simulate(retime(None, cfg, pl, m).program, m)
-    reduced, real = [], E.reduce_tiles
-    monkeypatch.setattr(E, "reduce_tiles", lambda prog, mach: reduced.append(prog.supersteps) or real(prog, mach))
+    reduced, real = [], TileRows.peaks
+    monkeypatch.setattr(TileRows, "peaks", lambda rows: reduced.append(rows.compute.shape[0]) or real(rows))
     p = retime(None, cfg, pl, m)
-    per_chip = reduced[-m.chips :]  # one reduction per chip, in chip order (before them: the idle row)
+    per_chip = reduced[-m.chips :]  # one reduction per chip, in chip order
     assert np.median(per_chip) < p.program.supersteps / 2, per_chip
     assert p.step_s == dense.total_s
     from models.snn.activity import fixed_activity

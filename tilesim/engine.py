@@ -13,7 +13,8 @@ Cross-chip flows go through a fluid model of the link groups: every active flow 
 its route of bandwidth / flows sharing`` (Poplar's global-exchange constraint, ipu-hardware.md
 §3.2), recomputed whenever a flow starts or finishes, plus the link latency per hop.
 
-Per-tile work is reduced to chips once, vectorised (:func:`reduce_tiles`). Everything that
+Per-tile work is reduced to chips once, by the machine's fabric
+(:meth:`tilesim.fabric.OnChipFabric.reduce`, the one place that does it). Everything that
 follows without a simulation clock is in :mod:`tilesim.timeline`: sync costs, the tails of the
 supersteps, flows of supersteps that sync all chips (one fluid batch each), and runs of
 supersteps with one sync scope (a cumulative sum once the run has started). This module keeps
@@ -32,10 +33,10 @@ from tilesim.errors import ConfigError, config_message
 from tilesim.fabric import LadderLinks, make_fabric
 from tilesim.machine import Machine
 from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program
-from tilesim.records import ChipTimeline, ChipWork, SimResult
+from tilesim.records import ChipTimeline, SimResult
 from tilesim.timeline import Flow
 
-__all__ = ["simulate", "makespan_s", "reduce_tiles", "chip_timeline"]
+__all__ = ["simulate", "makespan_s", "chip_timeline"]
 
 
 class _ActiveFlow:
@@ -224,42 +225,6 @@ class _ChipEvents:
             yield env.timeout(t - env.now)
 
 
-def reduce_tiles(program: Program, machine: Machine) -> ChipWork:
-    """``program``'s tiles reduced to chips (:class:`ChipWork`): per (superstep, chip) the
-    slowest tile's compute and the on-chip exchange cycles of ``machine``'s fabric, with the
-    tiles responsible, and the on-chip bytes per superstep. A fabric that routes explicit
-    transfers (:attr:`needs_transfers`) gets the program's transfers. The shapes must match."""
-    C, T = machine.chips, machine.tiles_per_chip
-    S = program.supersteps
-    comp3 = program.compute_cycles.reshape(S, C, T)
-    crit_tile = comp3.argmax(axis=2)
-    comp = np.take_along_axis(comp3, crit_tile[..., None], 2)[..., 0].astype(np.float64)
-    ex = np.zeros((S, C))
-    ex_tile = np.zeros((S, C), np.int64)
-    bytes_onchip = np.zeros(S)
-    has_ex = program.exchange_row >= 0
-    if has_ex.any():
-        E = program.bytes_in.shape[0]
-        fabric = make_fabric(machine)
-        rows_x = None
-        if program.transfer_step.size and fabric.needs_transfers:
-            rows_x = {}
-            erow_of = program.exchange_row[program.transfer_step]
-            for r in np.unique(erow_of):
-                m = erow_of == r
-                src, dst = program.transfer_src[m], program.transfer_dst[m]
-                rows_x[int(r)] = (src // T, src % T, dst % T, program.transfer_bytes[m])
-        cyc, tile = fabric.exchange_cycles(
-            program.bytes_in.reshape(E, C, T), program.bytes_out.reshape(E, C, T), rows_x
-        )
-        rows = program.exchange_row[has_ex]
-        ex[has_ex] = cyc[rows]
-        ex_tile[has_ex] = tile[rows]
-        row_bytes = program.bytes_out.sum(axis=1).astype(np.float64)
-        bytes_onchip[has_ex] = row_bytes[rows]
-    return ChipWork(comp, crit_tile, ex, ex_tile, bytes_onchip)
-
-
 def simulate(program: Program | CompactProgram, machine: Machine, *, keep_timeline: bool = True) -> SimResult:
     """Time ``program`` on ``machine``: the :class:`SimResult` (per-superstep times and their
     critical-path attribution; with ``keep_timeline`` also the per-chip timeline arrays).
@@ -279,19 +244,7 @@ def simulate(program: Program | CompactProgram, machine: Machine, *, keep_timeli
                 "build the program for this machine (or pass --chips to match)",
             )
         )
-    if isinstance(program, CompactProgram):  # already reduced to chips, on its machine's fabric
-        if program.machine_name != machine.name:
-            raise ConfigError(
-                config_message(
-                    "program machine",
-                    program.machine_name,
-                    f"a compact program is reduced on its machine's fabric, not {machine.name}",
-                    "build the program for this machine",
-                )
-            )
-        work = program.work
-    else:
-        work = reduce_tiles(program, machine)
+    work = program.reduce_on(make_fabric(machine))  # the fabric: the one place tiles become chips
     tl = chip_timeline(
         work.compute,
         work.exchange,

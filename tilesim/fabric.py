@@ -1,5 +1,24 @@
 """Exchange fabrics behind one small interface, and the chip-to-chip link topology.
 
+**The seam.** A fabric is the one place that turns the per-tile work and traffic of supersteps
+(:class:`TileRows`) into time per chip (:class:`tilesim.records.ChipWork`): :meth:`reduce`. A
+workload never reduces tiles to chips itself, and the engine only ever sees chips. The contract
+of ``reduce(rows) -> ChipWork``:
+
+* ``compute[s, c]`` is the slowest tile's compute of chip ``c`` in superstep ``s`` (BSP: a chip
+  syncs when its last tile is done), ``critical_tile[s, c]`` that tile (index on the chip);
+* ``exchange[s, c]`` the on-chip exchange cycles of the superstep's traffic (0: no exchange
+  phase), ``exchange_tile[s, c]`` the tile whose port (or route) bounds it;
+* ``bytes_onchip[s]`` the bytes sent over the on-chip fabric in superstep ``s``.
+
+A fabric whose exchange time depends on who talks to whom (:attr:`needs_transfers`: a mesh or
+torus with routes and link contention) reads ``rows.transfers`` as well; a fabric without a
+distance term needs only the per-tile byte totals, so a workload may hand it rows already
+reduced to one "tile" per chip (each chip's busiest port and slowest tile:
+:meth:`TileRows.chip_peaks`), which gives the same times. To add a fabric: a class with
+``needs_transfers``, ``grid``, ``exchange_cycles`` and ``point_to_point_cycles`` (the
+:class:`OnChipFabric` base derives :meth:`reduce` from them), registered in :data:`FABRICS`.
+
 On-chip fabrics turn per-tile exchange bytes into the cycles of one exchange phase:
 
 * :class:`AllToAllFabric` (IPU): exchange is compiled and time-deterministic; a tile's port moves
@@ -26,9 +45,22 @@ import math
 
 import numpy as np
 
-from tilesim.machine import Machine
+from tilesim.errors import ConfigError, config_message
+from tilesim.machine import FABRIC_KINDS, Machine
+from tilesim.program import ChipPeaks, TileRows
+from tilesim.records import ChipWork
 
-__all__ = ["AllToAllFabric", "MeshFabric", "LadderLinks", "LinkGroup", "make_fabric", "grid_shape"]
+__all__ = [
+    "AllToAllFabric",
+    "MeshFabric",
+    "OnChipFabric",
+    "FABRICS",
+    "register_fabric",
+    "LadderLinks",
+    "LinkGroup",
+    "make_fabric",
+    "grid_shape",
+]
 
 # A directed group of IPU-Links (:class:`LadderLinks`): ``("pair", rung, from_side)``,
 # ``("rail", side, rung_from, rung_to)`` or ``("gw", machine, rack_from, rack_to)``.
@@ -44,7 +76,48 @@ def _port_peak(bytes_in: np.ndarray, bytes_out: np.ndarray):
     return np.maximum(peak_in, peak_out).astype(np.float64), np.where(peak_in >= peak_out, tin, tout)
 
 
-class AllToAllFabric:
+class OnChipFabric:
+    """What every on-chip fabric shares: the reduction of :class:`TileRows` to chips, from the
+    fabric's own :meth:`exchange_cycles` (the one rule that differs between fabrics)."""
+
+    needs_transfers = False
+    grid: tuple[int, int] | None = None
+
+    def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None):
+        """Cycles and bounding tile per (row, chip) of ``[E, chips, tiles]`` per-tile bytes."""
+        raise NotImplementedError
+
+    def point_to_point_cycles(self, src: int, dst: int, nbytes: float) -> float:
+        """Cycles to move ``nbytes`` from tile ``src`` to tile ``dst`` of one chip, alone."""
+        raise NotImplementedError
+
+    def reduce(self, rows: TileRows) -> ChipWork:
+        """``rows`` reduced to chips (the contract is in the module docstring)."""
+        return self.reduce_peaks(rows.peaks(), rows.transfers)
+
+    def reduce_peaks(self, peaks: ChipPeaks, transfers: dict | None = None) -> ChipWork:
+        """Chip work from each chip's slowest tile and busiest ports (:class:`ChipPeaks`) and, for
+        a fabric that routes (:attr:`needs_transfers`), the explicit transfers by exchange row.
+        The exchange is bounded by the busier direction's port (receive on ties)."""
+        S, C = peaks.compute.shape
+        ex = np.zeros((S, C))
+        ex_tile = np.zeros((S, C), np.int64)
+        bytes_onchip = np.zeros(S)
+        has_ex = peaks.exchange_row >= 0
+        if has_ex.any():
+            routed = None
+            if transfers and self.needs_transfers:
+                routed = {r: (t.chip, t.src, t.dst, t.nbytes) for r, t in transfers.items()}
+            cyc, _ = self.exchange_cycles(peaks.bytes_in[..., None], peaks.bytes_out[..., None], routed)
+            tile = np.where(peaks.bytes_in >= peaks.bytes_out, peaks.in_tile, peaks.out_tile)
+            idx = peaks.exchange_row[has_ex]
+            ex[has_ex] = cyc[idx]
+            ex_tile[has_ex] = tile[idx]
+            bytes_onchip[has_ex] = peaks.row_bytes[idx]
+        return ChipWork(peaks.compute, peaks.compute_tile, ex, ex_tile, bytes_onchip)
+
+
+class AllToAllFabric(OnChipFabric):
     """Distance-independent exchange (Graphcore IPU)."""
 
     needs_transfers = False  # per-tile byte totals fix the exchange time; who talks to whom does not
@@ -63,7 +136,7 @@ class AllToAllFabric:
         return self.fixed + math.ceil(nbytes / self.bpc)
 
 
-class MeshFabric:
+class MeshFabric(OnChipFabric):
     """2-D mesh with dimension-ordered (XY) routing; cost grows with hop distance."""
 
     needs_transfers = True  # explicit tile-to-tile transfers are routed (link loads, hops)
@@ -124,12 +197,39 @@ class MeshFabric:
         return self.fixed + math.ceil(nbytes / bpc) + self.hops(src, dst) * self.hop
 
 
-def make_fabric(machine: Machine):
-    """The on-chip fabric model named by ``machine.fabric.kind``: an object with
-    ``exchange_cycles``, ``point_to_point_cycles``, ``needs_transfers`` (True when explicit
-    tile-to-tile transfers change the exchange time, so a program's transfers must be passed)
-    and ``grid`` ((rows, cols) of the tiles' physical grid, or None when there is none)."""
-    return MeshFabric(machine) if machine.fabric.kind == "mesh" else AllToAllFabric(machine)
+FABRICS: dict[str, type[OnChipFabric]] = {"all-to-all": AllToAllFabric, "mesh": MeshFabric}
+"""On-chip fabric models by ``[fabric] kind`` of a machine file (:func:`register_fabric`)."""
+
+
+def register_fabric(kind: str):
+    """Class decorator: make an :class:`OnChipFabric` subclass the model of ``[fabric] kind =
+    "<kind>"`` in machine files (``@register_fabric("ring")`` above the class is the one line a
+    new fabric adds; CONTRIBUTING.md walks through it)."""
+
+    def add(cls: type[OnChipFabric]) -> type[OnChipFabric]:
+        FABRICS[kind] = cls
+        if kind not in FABRIC_KINDS:
+            FABRIC_KINDS.append(kind)
+        return cls
+
+    return add
+
+
+def make_fabric(machine: Machine) -> OnChipFabric:
+    """The on-chip fabric model named by ``machine.fabric.kind`` (:data:`FABRICS`): an
+    :class:`OnChipFabric` whose :meth:`~OnChipFabric.reduce` turns tile rows into chip work.
+
+    Raises
+    ------
+    ConfigError
+        No fabric of that kind is registered.
+    """
+    kind = machine.fabric.kind
+    if kind not in FABRICS:
+        raise ConfigError(
+            config_message("fabric.kind", kind, f"must be one of {sorted(FABRICS)}", "use a registered fabric kind")
+        )
+    return FABRICS[kind](machine)
 
 
 def grid_shape(machine: Machine) -> tuple[int, int] | None:

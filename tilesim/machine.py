@@ -20,7 +20,7 @@ from tilesim.io import loads_toml, read_toml
 
 __all__ = ["Chip", "Fabric", "System", "Machine", "load_machine", "preset_names", "preset_text"]
 
-FABRIC_KINDS = ("all-to-all", "mesh")
+FABRIC_KINDS = ["all-to-all", "mesh"]  # kinds with a model (tilesim.fabric.register_fabric adds to it)
 TOPOLOGIES = ("ladder",)
 
 

@@ -16,10 +16,10 @@ the same sync group of that superstep (on the IPU a global exchange follows a gl
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from tilesim.errors import ConfigError, config_message, require
 from tilesim.io import read_toml
 
 if TYPE_CHECKING:
+    from tilesim.fabric import OnChipFabric
     from tilesim.records import ChipWork
 
 __all__ = [
@@ -38,6 +39,9 @@ __all__ = [
     "load_program",
     "parse_tiles",
     "flow_columns",
+    "TileRows",
+    "Transfers",
+    "ChipPeaks",
 ]
 
 SYNC_CHIP = -1
@@ -127,6 +131,91 @@ def _as_row(value, n: int, what: str, step: str) -> np.ndarray:
             config_message(f"{step}: {what}", float(bad), "must be finite and >= 0", "give finite numbers >= 0")
         )
     return arr
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Transfers:
+    """Explicit on-chip point-to-point transfers of one exchange row: per transfer its chip, source
+    and destination tile (indices on the chip) and bytes (all arrays of one length)."""
+
+    chip: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class ChipPeaks:
+    """Per-tile work reduced to what a fabric without a distance term needs of each chip: per
+    superstep and chip the slowest tile's compute, per exchange row and chip the busiest port's
+    bytes in and out, each with the tile (index on the chip) it comes from. A
+    :class:`CompactProgram` keeps only these; :meth:`tilesim.fabric.OnChipFabric.reduce_peaks`
+    turns them into time.
+
+    ``compute``, ``compute_tile`` [S, C]; ``exchange_row`` [S] (-1: no exchange phase);
+    ``bytes_in``, ``in_tile``, ``bytes_out``, ``out_tile`` [E, C]; ``row_bytes`` [E] all bytes
+    sent over the chips' fabrics in that exchange row."""
+
+    compute: np.ndarray
+    compute_tile: np.ndarray
+    exchange_row: np.ndarray
+    bytes_in: np.ndarray
+    in_tile: np.ndarray
+    bytes_out: np.ndarray
+    out_tile: np.ndarray
+    row_bytes: np.ndarray
+
+    @classmethod
+    def of_chips(cls, compute: np.ndarray, bytes_in: np.ndarray, bytes_out: np.ndarray) -> ChipPeaks:
+        """Peaks given directly as ``[S, C]`` maxima (every superstep its own exchange row; the
+        tiles they come from unknown, so 0)."""
+        S, C = compute.shape
+        zero = np.zeros((S, C), np.int64)
+        return cls(
+            np.asarray(compute, np.float64), zero, np.arange(S, dtype=np.int32),
+            np.asarray(bytes_in, np.float64), zero, np.asarray(bytes_out, np.float64), zero, np.zeros(S),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class TileRows:
+    """Per-tile work and traffic of ``S`` supersteps on ``C`` chips of ``T`` tiles: what a fabric
+    reduces to chips (:meth:`tilesim.fabric.OnChipFabric.reduce`).
+
+    ``compute`` [S, C, T] cycles; ``bytes_in`` / ``bytes_out`` [E, C, T] bytes of the ``E``
+    exchange rows; ``exchange_row`` [S] the row a superstep exchanges with (-1: no exchange
+    phase); ``transfers`` {exchange row: :class:`Transfers`} where the workload knows who talks to
+    whom (empty: per-tile totals only)."""
+
+    compute: np.ndarray
+    bytes_in: np.ndarray
+    bytes_out: np.ndarray
+    exchange_row: np.ndarray
+    transfers: dict
+
+    @classmethod
+    def every_row_exchanges(cls, compute: np.ndarray, bytes_in: np.ndarray, bytes_out: np.ndarray) -> TileRows:
+        """Rows whose every superstep has its own exchange row (a row without traffic exchanges
+        nothing: a fabric books 0 cycles for it)."""
+        return cls(compute, bytes_in, bytes_out, np.arange(compute.shape[0], dtype=np.int32), {})
+
+    def peaks(self) -> ChipPeaks:
+        """Each chip's slowest tile and busiest ports (:class:`ChipPeaks`)."""
+        crit = self.compute.argmax(axis=2)
+        comp = np.take_along_axis(self.compute, crit[..., None], 2)[..., 0].astype(np.float64)
+        tin = self.bytes_in.argmax(axis=2)
+        tout = self.bytes_out.argmax(axis=2)
+        E, C, T = self.bytes_out.shape
+        return ChipPeaks(
+            comp,
+            crit,
+            np.asarray(self.exchange_row),
+            np.take_along_axis(self.bytes_in, tin[..., None], 2)[..., 0].astype(np.float64),
+            tin,
+            np.take_along_axis(self.bytes_out, tout[..., None], 2)[..., 0].astype(np.float64),
+            tout,
+            self.bytes_out.reshape(E, C * T).sum(axis=1).astype(np.float64),
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -402,6 +491,29 @@ class Program(_ProgramShape):
                     )
                 )
 
+    def reduce_on(self, fabric: OnChipFabric) -> ChipWork:
+        """The program reduced to chips by ``fabric`` (its tile rows and transfers)."""
+        return fabric.reduce(self.tile_rows())
+
+    def tile_rows(self) -> TileRows:
+        """The program's per-tile work and traffic, shaped per chip, for a fabric to reduce."""
+        S, C, T = self.supersteps, self.chips, self.tiles_per_chip
+        E = self.bytes_in.shape[0]
+        transfers = {}
+        if self.transfer_step.size:
+            erow_of = self.exchange_row[self.transfer_step]
+            for r in np.unique(erow_of):
+                m = erow_of == r
+                src, dst = self.transfer_src[m], self.transfer_dst[m]
+                transfers[int(r)] = Transfers(src // T, src % T, dst % T, self.transfer_bytes[m])
+        return TileRows(
+            self.compute_cycles.reshape(S, C, T),
+            self.bytes_in.reshape(E, C, T),
+            self.bytes_out.reshape(E, C, T),
+            self.exchange_row,
+            transfers,
+        )
+
     def nbytes(self) -> int:
         return sum(
             getattr(self, f).nbytes for f in self.__dataclass_fields__ if isinstance(getattr(self, f), np.ndarray)
@@ -492,27 +604,34 @@ class Program(_ProgramShape):
         )
 
 
+class ChipRowSource(Protocol):
+    """Where a :class:`CompactProgram`'s per-tile rows come from when a person looks at tiles: the
+    workload that built it, rebuilding one chip's rows on demand."""
+
+    def chip_rows(self, chip: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(compute, bytes in, bytes out) ``[S, tiles of a chip]`` float32 of ``chip``."""
+        ...
+
+
 @dataclass(frozen=True, eq=False)
 class CompactProgram(_ProgramShape):
-    """A program too big for ``[S, all tiles]`` arrays, kept reduced to chips: what the engine takes
-    from the tiles (:class:`tilesim.records.ChipWork`: per superstep and chip the slowest tile's
-    compute and the exchange cycles of ``machine_name``'s fabric, with the tiles responsible),
-    per tile and label the compute summed over the program (the heat maps), the bytes each chip
-    sends per superstep, and ``chip_rows(c)`` -> (compute, bytes in, bytes out) ``[S, tiles of a
-    chip]`` float32 rebuilt on demand for the tiles a person looks at. Everything else (labels,
-    syncs, flows, host transfers, extras) as in :class:`Program`. Built chip by chip from the
-    same rows as the dense form (e.g. :func:`models.snn.timing.build_step_program` with
-    ``compact=True``), so :func:`tilesim.engine.simulate` gives the same result."""
+    """A program too big for ``[S, all tiles]`` arrays, kept reduced to what a fabric without a
+    distance term needs (:class:`ChipPeaks`: per superstep and chip the slowest tile and the
+    busiest ports), per tile and label the compute summed over the program (the heat maps), the
+    bytes each chip sends per superstep, and ``rows`` (a :class:`ChipRowSource`) that rebuilds a
+    chip's ``[S, tiles]`` rows for the tiles a person looks at. Everything else (labels, syncs,
+    flows, host transfers, extras) as in :class:`Program`. Built chip by chip from the same rows
+    as the dense form (e.g. :func:`models.snn.timing.build_step_program` with ``compact=True``),
+    so :func:`tilesim.engine.simulate` gives the same result on any fabric that needs no routes."""
 
     name: str
     chips: int
     tiles_per_chip: int
-    machine_name: str
     labels: tuple
     label_id: np.ndarray  # int32 [S]
     sync_scope: np.ndarray  # int32 [S]
     partitions: tuple
-    work: ChipWork  # [S, chips] arrays
+    peaks: ChipPeaks  # [S, chips] / [E, chips] arrays
     label_tile_cycles: np.ndarray  # float64 [labels, chips*tiles]
     onchip_bytes: np.ndarray  # float64 [S, chips] bytes sent on each chip's exchange fabric
     flow_step: np.ndarray
@@ -524,26 +643,32 @@ class CompactProgram(_ProgramShape):
     host_bytes: np.ndarray
     sync_extra_cycles: np.ndarray
     exchange_extra_cycles: np.ndarray
-    # chip -> (compute, bytes_in, bytes_out) [S, tiles_per_chip]
-    chip_rows: Callable[[int], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+    rows: ChipRowSource | None = None
 
     transfer_step = transfer_src = transfer_dst = np.zeros(0, np.int32)  # no explicit transfers
     transfer_bytes = np.zeros(0)
 
     def nbytes(self) -> int:
-        """Bytes held (the chip reduction and per-tile sums; rows rebuilt on demand not counted)."""
-        w = self.work
+        """Bytes held (the chip peaks and per-tile sums; rows rebuilt on demand not counted)."""
+        pk = self.peaks
         return sum(
             getattr(self, f).nbytes for f in self.__dataclass_fields__ if isinstance(getattr(self, f), np.ndarray)
-        ) + sum(getattr(w, f).nbytes for f in w.__slots__)
+        ) + sum(getattr(pk, f).nbytes for f in pk.__slots__)
+
+    def reduce_on(self, fabric: OnChipFabric) -> ChipWork:
+        """The program reduced to chips by ``fabric``, from its chip peaks."""
+        return fabric.reduce_peaks(self.peaks)
 
     def summary(self) -> dict:
+        pk = self.peaks
+        busy = ((pk.bytes_in > 0) | (pk.bytes_out > 0)).any(axis=1)
+        erow = pk.exchange_row
         return {
             "name": self.name,
             "chips": self.chips,
             "tiles_per_chip": self.tiles_per_chip,
             "supersteps": self.supersteps,
-            "exchange_supersteps": int((self.work.exchange > 0).any(axis=1).sum()),
+            "exchange_supersteps": int(((erow >= 0) & busy[np.maximum(erow, 0)]).sum()) if busy.size else 0,
             "flows": int(self.flow_step.shape[0]),
             "host_transfers": int(self.host_step.shape[0]),
             "labels": list(self.labels),
@@ -558,12 +683,12 @@ class CompactProgram(_ProgramShape):
         """float64 [S, len(tiles)]: the compute cycles of global ``tiles`` per superstep (each
         chip's rows rebuilt once)."""
         tiles = [int(t) for t in tiles]
-        if self.chip_rows is None:
-            raise TypeError(f"compact program {self.name!r} was built without chip_rows: its tile rows are gone")
+        if self.rows is None:
+            raise TypeError(f"compact program {self.name!r} was built without its rows: its tile rows are gone")
         out = np.zeros((self.supersteps, len(tiles)))
         T = self.tiles_per_chip
         for c in sorted({t // T for t in tiles}):
-            comp = self.chip_rows(c)[0]
+            comp = self.rows.chip_rows(c)[0]
             for j, t in enumerate(tiles):
                 if t // T == c:
                     out[:, j] = comp[:, t % T]

@@ -96,9 +96,10 @@ from models.snn.network import NetworkConfig
 from models.snn.structure import DEFAULT_STRUCTURE, StepStructure, host_copy_bytes_per_s
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
 from tilesim.errors import ConfigError, MappingError, config_message, require
+from tilesim.fabric import make_fabric
 from tilesim.memo import BytesLRU, lru_in
 from tilesim.memory import EntryGroup, MemoryLedger
-from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program, flow_columns
+from tilesim.program import SYNC_ALL, SYNC_CHIP, ChipPeaks, CompactProgram, Program, TileRows, flow_columns
 
 __all__ = [
     "default_costs",
@@ -794,15 +795,12 @@ def label_sums(compute: np.ndarray, label_id: np.ndarray, n_labels: int) -> np.n
     return out
 
 
-class _RowsView:
-    """The attributes :func:`tilesim.engine.reduce_tiles` reads of a one-chip program (its rows
-    are built here, not read from a file: no validation pass over them)."""
-
-    def __init__(self, arr: dict, S: int):
-        self.supersteps = S
-        self.compute_cycles, self.bytes_in, self.bytes_out = arr[COMPUTE], arr[IN], arr[OUT]
-        self.exchange_row = np.arange(S, dtype=np.int32)
-        self.transfer_step = np.zeros(0, np.int32)
+def _one_chip_rows(arr: dict) -> TileRows:
+    """One chip's ``[n, TPC]`` row arrays as :class:`TileRows` (every row may exchange)."""
+    n, TPC = arr[COMPUTE].shape
+    return TileRows.every_row_exchanges(
+        arr[COMPUTE].reshape(n, 1, TPC), arr[IN].reshape(n, 1, TPC), arr[OUT].reshape(n, 1, TPC)
+    )
 
 
 def _chip_rows(shape: StepShape, calls: list, c: int, TPC: int, active: np.ndarray) -> dict:
@@ -1019,7 +1017,7 @@ def build_step_program(
 
     ``compact``: a :class:`tilesim.program.CompactProgram` instead, which never holds
     ``[S, all tiles]``: the same rows are recorded per chip (:class:`_ChipCalls`) and built one
-    chip at a time, reduced to what the engine needs (:func:`tilesim.engine.reduce_tiles`), the
+    chip at a time, reduced to what the engine needs by the machine's fabric (its ``reduce``), the
     per-tile label sums and the chip's sent bytes; ``simulate`` gives the same times, breakdowns
     and critical tiles as for the dense program (tests/test_scale.py).
 
@@ -1069,20 +1067,13 @@ def _compact_program(
     config, placement, counters, machine, costs, name, steps_per_execution, cache, shape, active, structure
 ) -> CompactProgram:
     """:func:`build_step_program` with ``compact``: the rows chip by chip (see there)."""
-    from tilesim.engine import reduce_tiles
-    from tilesim.records import ChipWork
-
     C, TPC, S = machine.chips, machine.tiles_per_chip, shape.supersteps
     rec = _ChipCalls(C, TPC)
     meta = _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rec, structure)
     calls = rec.finish()
-    one = machine.with_chips(1)  # the fabric of one chip (reduce_tiles)
-    # a row a chip has no call in is all zeros on that chip: reduced once, copied (issue 15)
-    idle = reduce_tiles(_RowsView({a: np.zeros((1, TPC), np.float32) for a in ARRAYS}, 1), one)
+    # a row a chip has no call in is all zeros on that chip: its peaks are 0 on tile 0 (issue 15)
     comp, crit = np.zeros((S, C)), np.zeros((S, C), np.int64)
-    ex, ex_tile = np.full((S, C), idle.exchange[0, 0]), np.full((S, C), idle.exchange_tile[0, 0], np.int64)
-    crit[:] = idle.critical_tile[0, 0]
-    comp[:] = idle.compute[0, 0]
+    pin, tin, pout, tout = np.zeros((S, C)), np.zeros((S, C), np.int64), np.zeros((S, C)), np.zeros((S, C), np.int64)
     onchip = np.zeros((S, C))
     n_labels = len(PHASE_LABELS)
     label_tiles = np.zeros((n_labels, C * TPC))
@@ -1093,37 +1084,48 @@ def _compact_program(
         arr = _chip_rows(shape, calls[c], c, TPC, active)  # zero pages outside ``rows`` are never touched
         sub = {a: arr[a][rows] for a in ARRAYS}
         del arr
-        w = reduce_tiles(_RowsView(sub, rows.size), one)
-        comp[rows, c], crit[rows, c], ex[rows, c], ex_tile[rows, c] = (
-            w.compute[:, 0],
-            w.critical_tile[:, 0],
-            w.exchange[:, 0],
-            w.exchange_tile[:, 0],
+        pk = _one_chip_rows(sub).peaks()
+        comp[rows, c], crit[rows, c] = pk.compute[:, 0], pk.compute_tile[:, 0]
+        pin[rows, c], tin[rows, c], pout[rows, c], tout[rows, c] = (
+            pk.bytes_in[:, 0],
+            pk.in_tile[:, 0],
+            pk.bytes_out[:, 0],
+            pk.out_tile[:, 0],
         )
         onchip[rows, c] = sub[OUT].sum(axis=1, dtype=np.float64)
         label_tiles[:, c * TPC : (c + 1) * TPC] = _label_sums_of_rows(sub[COMPUTE], rows, label_id, run_id, n_labels)
-
-    def chip_rows(c: int, _calls=calls, _shape=shape, _tpc=TPC, _active=active):
-        arr = _chip_rows(_shape, _calls[c], c, _tpc, _active)
-        return arr[COMPUTE], arr[IN], arr[OUT]
-
     return CompactProgram(
         name=name,
         chips=C,
         tiles_per_chip=TPC,
-        machine_name=machine.name,
         labels=PHASE_LABELS,
         label_id=np.asarray(label_id, np.int32),
         sync_scope=np.asarray(meta["scope"], np.int32),
         partitions=(),
-        work=ChipWork(comp, crit, ex, ex_tile, onchip.sum(axis=1)),
+        peaks=ChipPeaks(comp, crit, np.arange(S, dtype=np.int32), pin, tin, pout, tout, onchip.sum(axis=1)),
         label_tile_cycles=label_tiles,
         onchip_bytes=onchip,
         **flow_columns(meta["flows"], meta["host"]),
         sync_extra_cycles=np.asarray(meta["sync_extra"], np.float64),
         exchange_extra_cycles=np.asarray(meta["exchange_extra"], np.float64),
-        chip_rows=chip_rows,
+        rows=_RecordedRows(shape, calls, TPC, active),
     )
+
+
+@dataclass(frozen=True, eq=False)
+class _RecordedRows:
+    """The step's recorded row calls per chip (:class:`_ChipCalls`), replayed for one chip on
+    demand (a :class:`tilesim.program.ChipRowSource`)."""
+
+    shape: StepShape
+    calls: list
+    tiles_per_chip: int
+    active: np.ndarray
+
+    def chip_rows(self, chip: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(compute, bytes in, bytes out) ``[S, tiles of a chip]`` float32 of ``chip``."""
+        arr = _chip_rows(self.shape, self.calls[chip], chip, self.tiles_per_chip, self.active)
+        return arr[COMPUTE], arr[IN], arr[OUT]
 
 
 def predict_step_s(
@@ -1142,7 +1144,6 @@ def predict_step_s(
     at a fraction of the cost (the mapping search's objective). On a fabric whose exchange
     time depends on which tiles talk (a mesh), the full program is built and simulated."""
     from tilesim.engine import makespan_s, simulate
-    from tilesim.fabric import make_fabric
 
     fabric = make_fabric(machine)
     if fabric.needs_transfers:
@@ -1168,11 +1169,10 @@ def predict_step_s(
         config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows, structure
     )
     arr = rows.finish()
-    S = arr[COMPUTE].shape[0]
-    ex, _ = fabric.exchange_cycles(arr[IN].reshape(S, C, 1), arr[OUT].reshape(S, C, 1))
+    work = fabric.reduce_peaks(ChipPeaks.of_chips(arr[COMPUTE], arr[IN], arr[OUT]))
     return makespan_s(
-        arr[COMPUTE],
-        ex,
+        work.compute,
+        work.exchange,
         machine,
         meta["scope"],
         sync_extra=meta["sync_extra"],
