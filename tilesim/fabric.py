@@ -83,6 +83,9 @@ class OnChipFabric:
     needs_transfers = False
     grid: tuple[int, int] | None = None
 
+    def __init__(self, machine: Machine):
+        """A fabric reads its constants from ``machine`` (its chip and ``[fabric]`` table)."""
+
     def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None):
         """Cycles and bounding tile per (row, chip) of ``[E, chips, tiles]`` per-tile bytes."""
         raise NotImplementedError

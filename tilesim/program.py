@@ -661,7 +661,7 @@ class CompactProgram(_ProgramShape):
 
     def summary(self) -> dict:
         pk = self.peaks
-        busy = ((pk.bytes_in > 0) | (pk.bytes_out > 0)).any(axis=1)
+        busy = np.asarray(((pk.bytes_in > 0) | (pk.bytes_out > 0)).any(axis=1))
         erow = pk.exchange_row
         return {
             "name": self.name,
