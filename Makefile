@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 OUT     ?= out/demo
 
-.PHONY: install demo test test-fast test-pythons lint bench clean
+.PHONY: install demo test test-nojit test-fast test-pythons lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,6 +23,14 @@ demo: $(STAMP)
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q
+	$(MAKE) --no-print-directory test-nojit
+
+# The kernels and the engine as plain Python (NUMBA_DISABLE_JIT=1): the code Numba compiles is also
+# the code a debugger steps through, and both must agree with the NumPy twins.
+NOJIT_TESTS := tests/test_snn_kernels.py tests/test_snn_reference.py tests/test_snn_network.py \
+	tests/test_linear_blocksparse.py tests/test_engine.py tests/test_fabric.py tests/test_workload_seam.py
+test-nojit: $(STAMP)
+	NUMBA_DISABLE_JIT=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(NOJIT_TESTS)
 
 # Style and types: ruff's lint and format checks over the tree, mypy over the core and mapping.
 lint: $(STAMP)

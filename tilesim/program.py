@@ -27,7 +27,6 @@ from tilesim.errors import ConfigError, config_message, require
 from tilesim.io import read_toml
 
 if TYPE_CHECKING:
-    from tilesim.fabric import OnChipFabric
     from tilesim.records import ChipWork
 
 __all__ = [
@@ -491,7 +490,7 @@ class Program(_ProgramShape):
                     )
                 )
 
-    def reduce_on(self, fabric: OnChipFabric) -> ChipWork:
+    def reduce_on(self, fabric: ChipReducer) -> ChipWork:
         """The program reduced to chips by ``fabric`` (its tile rows and transfers)."""
         return fabric.reduce(self.tile_rows())
 
@@ -604,6 +603,18 @@ class Program(_ProgramShape):
         )
 
 
+class ChipReducer(Protocol):
+    """What a program needs of a fabric (:class:`tilesim.fabric.OnChipFabric`) to be reduced to chips."""
+
+    def reduce(self, rows: TileRows) -> ChipWork:
+        """Tile rows to per-chip work."""
+        ...
+
+    def reduce_peaks(self, peaks: ChipPeaks, transfers: dict | None = None) -> ChipWork:
+        """Chip peaks to per-chip work."""
+        ...
+
+
 class ChipRowSource(Protocol):
     """Where a :class:`CompactProgram`'s per-tile rows come from when a person looks at tiles: the
     workload that built it, rebuilding one chip's rows on demand."""
@@ -655,7 +666,7 @@ class CompactProgram(_ProgramShape):
             getattr(self, f).nbytes for f in self.__dataclass_fields__ if isinstance(getattr(self, f), np.ndarray)
         ) + sum(getattr(pk, f).nbytes for f in pk.__slots__)
 
-    def reduce_on(self, fabric: OnChipFabric) -> ChipWork:
+    def reduce_on(self, fabric: ChipReducer) -> ChipWork:
         """The program reduced to chips by ``fabric``, from its chip peaks."""
         return fabric.reduce_peaks(self.peaks)
 

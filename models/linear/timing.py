@@ -30,7 +30,6 @@ the simulated cycles equal :func:`~models.linear.planner.phases_cycles` of the s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -53,8 +52,6 @@ from models.linear.planner import (
     _check_proportion,
     _require_precision,
     explain_plan,
-    overhead_breakdown,
-    split_sizes,
 )
 from models.linear.schedules import (
     block_sparse_schedules,
@@ -74,11 +71,10 @@ from models.linear.steps import (
     pixelfly_backward_schedule,
     sgd_update_schedule,
 )
-from tilesim.engine import simulate
+from models.linear.workload import LinearStep, build_ledger, build_program
 from tilesim.errors import require
 from tilesim.machine import Machine, load_machine
-from tilesim.memory import MemoryLedger
-from tilesim.program import ProgramBuilder
+from tilesim.workload import time_workload
 
 __all__ = [
     "LAYER_KINDS",
@@ -99,12 +95,6 @@ __all__ = [
 ]
 
 LAYER_KINDS = ("dense", "low-rank", "butterfly", "pixelfly", "fastfood", "circulant", "block-sparse")
-_OVERHEAD_CATEGORY = {
-    "vertexInstanceState": "vertex_state",
-    "internalExchangeCode": "exchange_code",
-    "controlCode": "control_code",
-    "vertexCode": "vertex_code",
-}
 
 
 @dataclass(frozen=True)
@@ -167,61 +157,6 @@ def _flops(machine: Machine, precision: str) -> float:
     return float(machine.chip.fp16_flops_per_cycle if precision == "fp16" else machine.chip.fp32_flops_per_cycle)
 
 
-def _pad(a, total):
-    out = np.zeros(total)
-    out[: a.shape[0]] = a
-    return out
-
-
-def build_program(parts, machine: Machine, name: str = "layer", host_bytes: float = 0.0):
-    """One superstep per phase (``"<part>/<phase>"``), chip 0; optional ``host-input`` superstep first."""
-    b = ProgramBuilder.for_machine(machine, name)
-    total = machine.total_tiles
-    if host_bytes:
-        hb = np.zeros(machine.chips)
-        hb[0] = host_bytes
-        b.superstep("host-input", 0.0, host_bytes=hb, sync="chip")
-    for part, sched in parts:
-        for p in sched.phases:
-            kw = {}
-            if p.has_exchange:
-                kw = dict(bytes_in=_pad(p.bytes_in, total), bytes_out=_pad(p.bytes_out, total))
-            b.superstep(f"{part}/{p.name}", _pad(p.compute_cycles, total), sync="chip", repeat=p.repeat, **kw)
-    return b.build()
-
-
-def build_ledger(
-    parts,
-    machine: Machine,
-    params: int = 0,
-    precision: str = "fp32",
-    overheads: OverheadConstants = OverheadConstants(),
-    training: bool = True,
-) -> MemoryLedger:
-    """Ledger of a step (module docstring); ``params > 0`` with ``training`` adds weights, gradients and
-    momentum. A forward-only step (``training=False``) adds none: its parameters are the schedules' operand
-    home chunks, already in ``variables:activations``, and it has no gradients or momentum."""
-    ledger = MemoryLedger(
-        machine,
-        remedy="use fp16, a smaller batch, a structured layer with fewer "
-        "parameters, or a machine with more SRAM per tile",
-    )
-    tiles = np.arange(machine.tiles_per_chip)
-    data = np.max([s.data_bytes for _, s in parts], axis=0)
-    ledger.add("variables:activations", data, tiles, label="working data (peak over layer passes)")
-    if params and training:
-        words = split_sizes(params, machine.tiles_per_chip) * PRECISION_BYTES[precision]
-        ledger.add("variables:weights", words, tiles, label="parameters")
-        ledger.add("variables:gradients", words, tiles, label="parameter gradients")
-        ledger.add("variables:optimizer", words, tiles, label="SGD momentum")
-    every = SimpleNamespace(phases=tuple(p for _, s in parts for p in s.phases))
-    for key, arr in overhead_breakdown(every, overheads).items():
-        ledger.add(
-            _OVERHEAD_CATEGORY[key], arr, tiles, label=f"{_OVERHEAD_CATEGORY[key]} ({len(every.phases)} compute sets)"
-        )
-    return ledger
-
-
 @dataclass(frozen=True)
 class StepTiming:
     """Simulated time and memory of a step. ``part_s``: seconds per part (forward, backward, ...);
@@ -273,9 +208,9 @@ def time_parts(
     """Simulate ``parts`` (list of ``(part, LayerSchedule)``) and account their memory
     (``training=False``: no parameter gradients or momentum in the ledger)."""
     require(len(parts) >= 1, "parts", len(parts), "must hold at least one schedule", "")
-    prog = build_program(parts, machine, name, host_bytes)
-    res = simulate(prog, machine)
-    ledger = build_ledger(parts, machine, params, precision, overheads, training)
+    step = LinearStep(tuple(parts), name, params, precision, host_bytes, overheads, training)
+    res = time_workload(step, machine).result
+    ledger = step.memory(machine)
     over = ledger.check(mode="report")
     by = res.by_label()
     host_s = by.get("host-input", {"time_s": 0.0})["time_s"]

@@ -45,6 +45,7 @@ import numpy as np
 
 from tilesim.costs import CostModel, load_costs
 from tilesim.errors import ConfigError, TileSimError, config_message
+from tilesim.workload import time_workload
 
 __all__ = [
     "Case",
@@ -304,22 +305,18 @@ class CaseBasis:
     ):
         from models.snn.activity import fixed_activity
         from models.snn.counters import count_work
-        from models.snn.timing import build_step_program, uncalibrated_costs
+        from models.snn.timing import uncalibrated_costs
+        from models.snn.workload import SnnStep
 
         self.base = base or uncalibrated_costs()
         self.machine = machine
         act = fixed_activity(config) if activity is None else activity
         counters = count_work(act, placement, per_step=True)
 
-        def build(theta):
-            return build_step_program(
-                config,
-                placement,
-                counters,
-                machine,
-                costs_from_theta(theta, self.base),
-                steps_per_execution=steps_per_execution,
-            )
+        def build(theta):  # the dense form: the decomposition reads its [S, tiles] compute
+            return SnnStep(
+                config, placement, counters, costs_from_theta(theta, self.base), steps_per_execution, compact=False
+            ).program(machine)
 
         p0 = build((0.0, 0.0, 0.0, 0.0))
         self._p0 = p0
@@ -498,13 +495,12 @@ def predict_cases(cases, costs: CostModel | None = None, progress=None) -> list:
 def _retime_spe(activity, config, placement, machine, costs, spe):
     from models.snn.activity import fixed_activity
     from models.snn.counters import count_work
-    from models.snn.timing import build_step_program
-    from tilesim.engine import simulate
+    from models.snn.workload import SnnStep
 
     act = fixed_activity(config) if activity is None else activity
     counters = count_work(act, placement, per_step=True)
-    prog = build_step_program(config, placement, counters, machine, costs, steps_per_execution=spe)
-    return float(simulate(prog, machine, keep_timeline=False).total_s)
+    step = SnnStep(config, placement, counters, costs, spe, compact=False)
+    return float(time_workload(step, machine, keep_timeline=False).step_s)
 
 
 def _loo_sets(costs: CostModel) -> list:

@@ -18,12 +18,14 @@ from mapping.core import Mapping
 from models.snn.activity import fixed_activity
 from models.snn.counters import Activity, WorkCounters, count_work
 from models.snn.network import NetworkConfig
-from models.snn.timing import STEPS_PER_EXECUTION, book_step, build_step_program
+from models.snn.structure import DEFAULT_STRUCTURE
+from models.snn.timing import STEPS_PER_EXECUTION
+from models.snn.workload import SnnStep
 from tilesim.costs import CostModel
-from tilesim.engine import simulate
 from tilesim.errors import require
 from tilesim.program import CompactProgram, Program
 from tilesim.records import SimResult
+from tilesim.workload import time_workload
 
 __all__ = ["Prediction", "retime"]
 
@@ -38,7 +40,6 @@ class Prediction:
 
     @property
     def step_s(self) -> float:
-        """The predicted seconds of the step."""
         """The predicted seconds of the step."""
         return self.result.total_s
 
@@ -74,15 +75,15 @@ def retime(
         "re-time activity recorded with the same timesteps and batch",
     )
     counters = count_work(activity, placement, per_step=True, cache=cache)
-    program = build_step_program(
+    step = SnnStep(
         config,
         placement,
         counters,
-        machine,
-        costs,  # chip by chip (issue 15)
-        steps_per_execution=steps_per_execution,
-        cache=cache,
-        compact=True,
-        **({} if structure is None else {"structure": structure}),
+        costs,
+        steps_per_execution,
+        DEFAULT_STRUCTURE if structure is None else structure,
+        cache,
+        compact=True,  # chip by chip (issue 15)
     )
-    return Prediction(book_step(simulate(program, machine)), program, counters)
+    timed = time_workload(step, machine)
+    return Prediction(timed.result, timed.program, counters)

@@ -39,12 +39,12 @@ from models.snn.nir_import import NirModel, load_nir
 from models.snn.options import DATASET_CHANNELS, DEFAULT_LAYERS, RunOptions, network_fields
 from models.snn.placing import Placed, place, place_network
 from models.snn.structure import StepStructure
-from models.snn.timing import book_step, build_step_program
+from models.snn.workload import SnnStep
 from tilesim.costs import CostModel, load_costs
-from tilesim.engine import simulate
 from tilesim.errors import ConfigError, config_message, require
 from tilesim.machine import load_machine
 from tilesim.records import ProgramDigest, by_phase_frame, critical_tiles
+from tilesim.workload import time_workload
 
 __all__ = [
     "RunSummary",
@@ -292,17 +292,9 @@ def step_structure(options: RunOptions) -> StepStructure:
 def _time_step(options, config, machine, placement, costs, counters, out: _Steps, t0: float):
     """Build and simulate the program of one step's ``counters``; append its record, program and
     digest (and the wall time since ``t0``) to ``out``. Returns the engine's record."""
-    program = build_step_program(
-        config,
-        placement,
-        counters,
-        machine,
-        costs,
-        steps_per_execution=options.steps_per_execution,
-        compact=True,
-        structure=step_structure(options),
-    )
-    sim = book_step(simulate(program, machine))
+    step = SnnStep(config, placement, counters, costs, options.steps_per_execution, step_structure(options))
+    timed = time_workload(step, machine)
+    program, sim = timed.program, timed.result
     out.walls.append(time.perf_counter() - t0)
     out.pred.append(sim.total_s)
     out.results.append(sim)

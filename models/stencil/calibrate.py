@@ -22,9 +22,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from models.stencil.measured import PHASE_IMAGE
-from models.stencil.workload import StencilConfig, build_program, parse_pair, plan_stencil
+from models.stencil.workload import StencilConfig, StencilStep, parse_pair, plan_stencil
 from tilesim.errors import ConfigError, config_message
 from tilesim.machine import Machine, load_machine
+from tilesim.workload import time_workload
 
 __all__ = ["FIT_NAMES", "StencilFit", "fit_stencil"]
 
@@ -88,8 +89,6 @@ def _machine(base: Machine, x: np.ndarray, chips: int) -> Machine:
 
 
 def _predict(targets, plans, base, x) -> np.ndarray:
-    from tilesim.engine import simulate
-
     out = []
     for (_label, cfg, _meas, q), plan in zip(targets, plans):
         m = _machine(base, x, cfg.ipus)
@@ -98,7 +97,7 @@ def _predict(targets, plans, base, x) -> np.ndarray:
             (a, b, float(px * B + m.system.link_message_bytes * c.flows_runs[(a, b)]))
             for (a, b), px in sorted(c.flows_px.items())
         )
-        res = simulate(build_program(replace(plan, flows=flows), m), m, keep_timeline=False)
+        res = time_workload(StencilStep(replace(plan, flows=flows)), m, keep_timeline=False).result
         if q == "us":
             out.append(res.total_s / cfg.iterations * 1e6)
         else:

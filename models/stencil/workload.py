@@ -26,6 +26,8 @@ from tilesim.errors import ConfigError, config_message
 from tilesim.machine import Machine
 from tilesim.memory import MemoryLedger
 from tilesim.program import Program, ProgramBuilder
+from tilesim.records import SimResult
+from tilesim.workload import Section, time_workload
 
 __all__ = [
     "StencilConfig",
@@ -35,6 +37,7 @@ __all__ = [
     "build_program",
     "stencil_ledger",
     "run_stencil",
+    "StencilStep",
     "blur_image",
     "parse_pair",
     "PHASE_NAMES",
@@ -216,6 +219,43 @@ def stencil_ledger(plan: StencilPlan, machine: Machine) -> MemoryLedger:
 
 
 @dataclass(frozen=True, eq=False)
+class StencilStep:
+    """The stencil's iterations under ``plan`` as a :class:`tilesim.workload.Workload`."""
+
+    plan: StencilPlan
+    name: str = "stencil"
+
+    def program(self, machine: Machine) -> Program:
+        """The iterations' BSP program (:func:`build_program`)."""
+        return build_program(self.plan, machine)
+
+    def memory(self, machine: Machine) -> MemoryLedger:
+        """Per-tile SRAM (:func:`stencil_ledger`)."""
+        return stencil_ledger(self.plan, machine)
+
+    def book(self, result: SimResult) -> SimResult:
+        """Nothing to book: every phase is a mechanism."""
+        return result
+
+    def section(self, result: SimResult) -> Section:
+        """The image, its partition over tiles and the time per iteration."""
+        cfg = self.plan.config
+        us = result.total_s / cfg.iterations * 1e6
+        return Section(
+            title="3x3 stencil",
+            lines=(
+                f"image {cfg.width}x{cfg.height} {cfg.dtype} on {cfg.ipus} IPU(s), "
+                f"{int(self.plan.used.sum())} tiles used: {us:.1f} us per iteration",
+            ),
+            data=(
+                ("image", f"{cfg.width}x{cfg.height}"),
+                ("tiles_used", int(self.plan.used.sum())),
+                ("us_per_iteration", us),
+            ),
+        )
+
+
+@dataclass(frozen=True, eq=False)
 class StencilRun:
     """A timed stencil run: seconds per iteration, the phase split per superstep (cycles)."""
 
@@ -254,13 +294,12 @@ def run_stencil(
     ``sync``/``exchange``/``globExchange`` come from the simulated timeline (per label);
     ``pre``/``post``/``compute`` are tile averages of the plan (the profile's are tile averages).
     """
-    from tilesim.engine import simulate
-
     plan = plan_stencil(config, machine)
-    program = build_program(plan, machine)
-    ledger = stencil_ledger(plan, machine)
+    step = StencilStep(plan)
+    ledger = step.memory(machine)
     ledger.check(memory_check)
-    result = simulate(program, machine, keep_timeline=keep_timeline)
+    timed = time_workload(step, machine, keep_timeline=keep_timeline)
+    program, result = timed.program, timed.result
     sets = 2 * config.iterations
     lab = result.by_label()
     clock = machine.clock_hz

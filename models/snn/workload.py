@@ -1,0 +1,97 @@
+"""The SNN training step as a :class:`tilesim.workload.Workload`: what the core times.
+
+>>> step = SnnStep(config, placement, counters)      # counters of one step (per-step arrays)
+>>> timed = time_workload(step, machine)             # tile rows -> fabric -> engine -> booked
+>>> timed.step_s, timed.result.breakdown_s()
+
+Every caller that times an SNN step (a functional run, a re-timing, the calibration) goes
+through this class and :func:`tilesim.workload.time_workload`; the mapping search's fast path
+(:func:`models.snn.timing.predict_step_s`) gives the same number from the same rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mapping.core import Mapping
+from models.snn.counters import WorkCounters
+from models.snn.network import NetworkConfig
+from models.snn.structure import DEFAULT_STRUCTURE, StepStructure
+from models.snn.timing import STEPS_PER_EXECUTION, book_step, build_step_program, snn_memory
+from tilesim.costs import CostModel
+from tilesim.machine import Machine
+from tilesim.memory import MemoryLedger
+from tilesim.program import CompactProgram, Program
+from tilesim.records import SimResult
+from tilesim.workload import Section
+
+__all__ = ["SnnStep"]
+
+
+@dataclass(frozen=True, eq=False)
+class SnnStep:
+    """One training step of ``config`` under ``placement`` with the work in ``counters``.
+
+    ``costs``: the cost model (default: the shipped calibration); ``steps_per_execution``: steps
+    per device execution (host copies amortise over them); ``structure``: the structural
+    assumptions (:class:`models.snn.structure.StepStructure`); ``cache``: a dict the caller
+    keeps across re-timings (layer terms reused); ``compact``: build the program chip by chip
+    (:class:`tilesim.program.CompactProgram`, the form a run uses) rather than as dense
+    ``[supersteps, tiles]`` arrays (what the calibration's decomposition needs)."""
+
+    config: NetworkConfig
+    placement: Mapping
+    counters: WorkCounters
+    costs: CostModel | None = None
+    steps_per_execution: int = STEPS_PER_EXECUTION
+    structure: StepStructure = DEFAULT_STRUCTURE
+    cache: dict | None = None
+    compact: bool = True
+    name: str = "snn"
+
+    def program(self, machine: Machine) -> Program | CompactProgram:
+        """The step's BSP program on ``machine`` (:func:`models.snn.timing.build_step_program`)."""
+        return build_step_program(
+            self.config,
+            self.placement,
+            self.counters,
+            machine,
+            self.costs,
+            steps_per_execution=self.steps_per_execution,
+            cache=self.cache,
+            compact=self.compact,
+            structure=self.structure,
+        )
+
+    def memory(self, machine: Machine) -> MemoryLedger:
+        """Per-tile SRAM of the step (:func:`models.snn.timing.snn_memory`)."""
+        return snn_memory(self.config, self.placement, machine)
+
+    def book(self, result: SimResult) -> SimResult:
+        """Host-copy rows as host time and the fitted residual row as residual (:func:`book_step`)."""
+        return book_step(result)
+
+    def section(self, result: SimResult) -> Section:
+        """The network, its spike caps and the structural assumptions the step was timed under."""
+        cfg, st = self.config, self.structure
+        layers = "-".join(str(n) for n in cfg.layers)
+        caps = list(cfg.n_max)
+        assumed = (
+            f"sync {st.sync_scope}, copies {st.copies}, host {st.host_transfer} {st.host_direction}, "
+            f"{self.steps_per_execution} steps per execution"
+        )
+        return Section(
+            title="SNN training step",
+            lines=(
+                f"network {layers}: batch {cfg.batch}, {cfg.timesteps} time steps, spike caps {caps}",
+                f"assumed structure: {assumed}",
+            ),
+            data=(
+                ("layers", layers),
+                ("batch", cfg.batch),
+                ("timesteps", cfg.timesteps),
+                ("caps", caps),
+                ("structure", assumed),
+                ("step_s", result.total_s),
+            ),
+        )

@@ -1,0 +1,93 @@
+"""The one seam between workloads and machines.
+
+A workload (the SNN training step, the stencil, the matrix layers, or one of yours) turns its
+description and placement into **tile rows** on a machine — per-tile compute cycles, exchange
+bytes, link flows, host transfers and syncs (:mod:`tilesim.program`) — and reports its SRAM.
+Everything after that is the core's, the same for every workload::
+
+    workload.program(machine) ──► fabric.reduce(rows) ──► engine ──► SimResult ──► workload.book(...)
+        (tile rows)               (tilesim.fabric: per-chip work)      (tilesim.engine)
+
+:func:`time_workload` is that pipeline, the one function that times a workload on a machine.
+The core never names a workload concept: what a workload wants said about its run (neurons and
+spikes, image tiles, matrix partitions) it says in its own :class:`Section`.
+
+A new workload is a class with these four members (CONTRIBUTING.md walks through one that
+``tests/test_workload_seam.py`` runs); nothing in ``tilesim/`` changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from tilesim.engine import simulate
+from tilesim.machine import Machine
+from tilesim.memory import MemoryLedger
+from tilesim.program import CompactProgram, Program
+from tilesim.records import SimResult
+
+__all__ = ["Workload", "Section", "TimedStep", "time_workload"]
+
+
+@dataclass(frozen=True)
+class Section:
+    """A workload's own part of a run's report: a title, lines of text for ``summary.md`` and the
+    terminal, and the same facts as plain data for ``summary.json``."""
+
+    title: str
+    lines: tuple[str, ...] = ()
+    data: tuple[tuple[str, object], ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        """``data`` as a JSON-ready mapping."""
+        return dict(self.data)
+
+
+@runtime_checkable
+class Workload(Protocol):
+    """What the core needs of a workload. ``name`` says which (e.g. ``"snn"``)."""
+
+    name: str
+
+    def program(self, machine: Machine) -> Program | CompactProgram:
+        """The step as tile rows for this workload's placement on ``machine``.
+
+        Raises :class:`tilesim.errors.ConfigError` / :class:`tilesim.errors.MappingError` when the
+        placement does not belong to ``machine``."""
+        ...
+
+    def memory(self, machine: Machine) -> MemoryLedger:
+        """The per-tile SRAM ledger of the step on ``machine`` (checked by the caller)."""
+        ...
+
+    def book(self, result: SimResult) -> SimResult:
+        """``result`` with the workload's own booking (e.g. host or fitted rows as host/residual
+        time); return it unchanged when there is none. Times and totals never change."""
+        ...
+
+    def section(self, result: SimResult) -> Section:
+        """The workload's part of the report of ``result``."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class TimedStep:
+    """A timed workload step: the program it ran and the engine's booked record."""
+
+    program: Program | CompactProgram
+    result: SimResult
+
+    @property
+    def step_s(self) -> float:
+        """Predicted seconds of the step."""
+        return self.result.total_s
+
+
+def time_workload(workload: Workload, machine: Machine, *, keep_timeline: bool = True) -> TimedStep:
+    """Time one step of ``workload`` on ``machine``: its tile rows, reduced to chips by the
+    machine's fabric and run by the engine (:func:`tilesim.engine.simulate`), then booked by
+    the workload. ``keep_timeline=False`` drops the per-chip timeline arrays (a calibration or
+    search that needs only totals)."""
+    program = workload.program(machine)
+    return TimedStep(program, workload.book(simulate(program, machine, keep_timeline=keep_timeline)))
