@@ -73,8 +73,9 @@ class ToyRingFabric(OnChipFabric):
         self.mean_hops = machine.tiles_per_chip / 4
 
     def exchange_cycles(self, bytes_in, bytes_out, rows_transfers=None):
-        peak = np.maximum(bytes_in.max(axis=2), bytes_out.max(axis=2)).astype(np.float64)
-        crit = np.where(bytes_in.max(axis=2) >= bytes_out.max(axis=2), bytes_in.argmax(axis=2), bytes_out.argmax(axis=2))
+        peak_in, peak_out = bytes_in.max(axis=2), bytes_out.max(axis=2)
+        peak = np.maximum(peak_in, peak_out).astype(np.float64)
+        crit = np.where(peak_in >= peak_out, bytes_in.argmax(axis=2), bytes_out.argmax(axis=2))
         cycles = np.where(peak > 0, self.fixed + np.ceil(peak / self.bpc) + self.mean_hops * self.hop, 0.0)
         return cycles, crit
 
