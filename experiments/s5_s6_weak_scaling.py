@@ -40,7 +40,7 @@ from experiments.s_common import (
     time_fixed,
     weak_config,
 )
-from models.snn.scaling import ASSUMPTIONS
+from models.snn.scaling import ASSUMPTIONS, PAPER_STEPS_PER_EXECUTION
 from models.snn.structure import DEFAULT_STRUCTURE, flipped
 from tilesim.plots import PHASE_COLOURS
 
@@ -55,7 +55,6 @@ QUICK_CHIPS = (1, 4)
 QUICK_GRID = [("shd", 2, 24), ("shd", 2, 96), ("shd", 8, 24), ("shd", 8, 96)]
 QUICK_EXTRA = [("nmnist", 8, 24, (1, 16))]  # the headline network, counted and timed
 HEADLINE = {"nmnist": (188_282, 184.8e6), "shd": (188_284, 184.35e6)}  # §4.4, 16 chips × 8/tile
-STEPS_PER_EXECUTION = 1000  # §4.4: 1000 steps per epoch, one device execution per epoch (as in the calibration log)
 
 
 def _row(dataset, npt, batch, chips):
@@ -73,11 +72,11 @@ def _row(dataset, npt, batch, chips):
     doc = WEAK_SCALING_TABLE.get((npt, chips))
     row["neurons_doc"] = (doc[1] if dataset == "nmnist" else doc[2]) if doc else ""
     row["weights_doc_M"] = (doc[3] if dataset == "nmnist" else doc[4]) if doc else ""
-    row.update(time_fixed(cfg, chips, npt, band=True, steps_per_execution=STEPS_PER_EXECUTION))
+    row.update(time_fixed(cfg, chips, npt, band=True, steps_per_execution=PAPER_STEPS_PER_EXECUTION))
     row["structure"] = DEFAULT_STRUCTURE.describe()
     for name in ASSUMPTIONS:  # the structural band: each assumption switched the other way
         other = flipped(DEFAULT_STRUCTURE, name)
-        t = time_fixed(cfg, chips, npt, steps_per_execution=STEPS_PER_EXECUTION, structure=other)
+        t = time_fixed(cfg, chips, npt, steps_per_execution=PAPER_STEPS_PER_EXECUTION, structure=other)
         row[f"step_ms_if_{name}"] = t["step_ms"]
     comm = row["sync_ms"] + row["exchange_ms"] + row["links_ms"]
     row["comm_share"] = comm / row["step_ms"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from experiments.b_common import pyplot, read_csv, standard_main, write_csv  # noqa: F401  (re-exported)
+from models.snn.timing import STEPS_PER_EXECUTION
 from tilesim.records import PHASES
 
 SEED = 0
@@ -251,7 +252,7 @@ def timing_fields(pred, batch: int) -> dict:
     return out
 
 
-def prediction_band(config, placement, mach, activity=None, steps_per_execution: int = 52):
+def prediction_band(config, placement, mach, activity=None, steps_per_execution: int = STEPS_PER_EXECUTION):
     """``(lo_s, mid_s, hi_s)`` from ``models.snn.calibrate.prediction_band`` (leave-one-out
     refits of the cost model) when that function exists, else None."""
     try:
@@ -270,7 +271,9 @@ def place(config, mach, npt):
     return placement, ledger
 
 
-def time_fixed(config, chips: int, npt: int, band: bool = False, steps_per_execution: int = 52, structure=None) -> dict:
+def time_fixed(
+    config, chips: int, npt: int, band: bool = False, steps_per_execution: int = STEPS_PER_EXECUTION, structure=None
+) -> dict:
     """Fixed-activity step (every list at its cap) re-timed without float math; memory from the ledger.
     ``steps_per_execution``: steps per device execution, over which the host variable sync is amortised;
     ``structure``: a :class:`models.snn.structure.StepStructure` (default: its defaults; the cost-model

@@ -115,7 +115,7 @@ def bsp_superstep(img: Path, quick: bool) -> dict:
     from tilesim import plots
     from tilesim.engine import simulate
     from tilesim.machine import load_machine
-    from tilesim.program import load_program
+    from tilesim.program_toml import load_program
 
     m = load_machine("m2000")
     with resources.as_file(resources.files("tilesim") / "examples" / "demo.toml") as p:
@@ -484,7 +484,7 @@ def workers(img: Path, quick: bool) -> dict:
 
 # ---- vertices, codelets, compute sets ------------------------------------------------------------
 def compute_sets(img: Path, quick: bool) -> dict:
-    from models.snn.timing import STEP_ROWS, step_shape
+    from models.snn.step_table import STEP_ROWS, step_shape
 
     B, T = (16, 20) if quick else (48, 100)
     cfg = _cfg(batch=B, timesteps=T)
@@ -688,7 +688,7 @@ def ladder(img: Path, quick: bool) -> dict:
 # ---- the host link ---------------------------------------------------------------------------------
 def host_link(img: Path, quick: bool) -> dict:
     from models.snn.retime import retime
-    from models.snn.timing import HOST_LABELS
+    from models.snn.step_table import HOST_LABELS
     from tilesim.machine import load_machine
 
     B, T = (16, 20) if quick else (48, 100)

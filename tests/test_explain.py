@@ -95,7 +95,8 @@ def test_exchange_flows_follow_the_step_table():
     send (receive) bytes in the timed program are those of its flows; FIXED_ROWS and
     LABEL_COUNTERS are read from the same table."""
     from models.snn.explain import FIXED_ROWS, LABEL_COUNTERS
-    from models.snn.timing import STEP_ROWS, build_step_program
+    from models.snn.step_table import STEP_ROWS
+    from models.snn.timing import build_step_program
 
     machine = load_machine("gc200", 2)
     TPC = machine.tiles_per_chip

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tilesim.cli import main
-from tilesim.program import _STEP_KEYS
+from tilesim.program_toml import _STEP_KEYS
 
 # ---- the contract ------------------------------------------------------------------------------
 CASE_LIMIT_S = 20.0  # no single case may take longer (a hang or a runaway is a failure)

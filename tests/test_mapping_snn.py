@@ -259,7 +259,7 @@ def test_map_search_on_a_mesh_machine(tmp_path):
 
 
 def test_search_memory_totals_equal_the_ledger():
-    from models.snn.timing import snn_memory
+    from models.snn.step_memory import snn_memory
     from tilesim.memory import MemoryTotals
 
     machine = load_machine("gc200", 2)
@@ -286,11 +286,13 @@ def test_search_caches_stay_within_their_byte_budget(monkeypatch, budget):
     least recently used entries beyond their byte budget (a value larger than the whole budget
     is not kept) and give the same times as uncached runs."""
     import models.snn.counters as counters_mod
+    import models.snn.step_memory as step_memory_mod
     import models.snn.timing as timing_mod
     from models.snn.mapsearch import make_objective
 
     monkeypatch.setattr(counters_mod, "CACHE_BYTES", budget)
     monkeypatch.setattr(timing_mod, "CACHE_BYTES", budget)
+    monkeypatch.setattr(step_memory_mod, "CACHE_BYTES", budget)
     machine = load_machine("gc200", 2)
     _, rec = train(CFG, place_network(CFG, machine, 2, "contiguous").placement, steps=1)
     objective = make_objective(CFG, machine, rec[0].activity)

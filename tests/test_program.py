@@ -2,7 +2,8 @@ import pytest
 
 from tilesim.errors import ConfigError
 from tilesim.machine import load_machine
-from tilesim.program import ProgramBuilder, load_program, parse_tiles
+from tilesim.program import ProgramBuilder
+from tilesim.program_toml import load_program, parse_tiles
 
 
 def test_parse_tiles():
@@ -142,7 +143,7 @@ def test_malformed_program_entries_are_one_line_errors(tmp_path, text, match):
 
 
 def test_program_size_is_estimated_without_building():
-    from tilesim.program import program_size
+    from tilesim.program_toml import program_size
 
     m = load_machine("gc200x2")
     data = {"superstep": [{"repeat": 10**9}, {"exchange_bytes": 1, "repeat": 2}]}

@@ -12,8 +12,9 @@ from models.snn.counters import count_work
 from models.snn.network import NetworkConfig
 from models.snn.placing import place
 from models.snn.scaling import ScalingRecipe, recipe_layers, scaling_study
+from models.snn.step_table import HOST_LABELS, RESIDUAL_LABELS, step_shape
 from models.snn.structure import D2H_BYTES_PER_S, DEFAULT_STRUCTURE, StepStructure, flipped
-from models.snn.timing import HOST_LABELS, RESIDUAL_LABELS, build_step_program, default_costs, step_shape
+from models.snn.timing import build_step_program, default_costs
 from tilesim.cli import main
 from tilesim.engine import simulate
 from tilesim.errors import ConfigError

@@ -7,10 +7,13 @@ import sys
 import numpy as np
 import pytest
 
+from models.snn.layout import compaction_spread
 from models.snn.network import NetworkConfig, compute_gradients, init_network, train_step
 from models.snn.placement import contiguous_placement
 from models.snn.placing import place, to_placement
-from models.snn.timing import PHASE_LABELS, build_step_program, compaction_spread, snn_memory
+from models.snn.step_memory import snn_memory
+from models.snn.step_table import PHASE_LABELS
+from models.snn.timing import build_step_program
 from tilesim.engine import simulate
 from tilesim.errors import MappingError, SramOverflowError
 from tilesim.machine import load_machine
@@ -288,7 +291,7 @@ def test_the_step_table_drives_the_program():
     field of LayerTerms."""
     from dataclasses import fields
 
-    from models.snn.timing import STEP_ROWS, LayerTerms, step_shape
+    from models.snn.step_table import STEP_ROWS, LayerTerms, step_shape
 
     cfg, m, pl, led, prog, res = step("64-40-30-4", T=4)
     T, L = cfg.timesteps, cfg.n_layers
@@ -313,13 +316,15 @@ def test_the_step_table_drives_the_program():
 
 
 def test_both_row_sinks_follow_the_protocol_and_agree():
-    """_DenseRows and _ChipRows implement RowSink, and the chip reduction of the dense arrays is
-    what _ChipRows builds (max over each chip's tiles)."""
+    """DenseRows and PeakRows implement RowSink, and the chip reduction of the dense arrays is
+    what PeakRows builds (max over each chip's tiles)."""
     from models.snn.activity import fixed_activity
     from models.snn.counters import count_work
-    from models.snn.timing import RowSink, _ChipRows, _DenseRows, _emit, default_costs, step_shape
+    from models.snn.step_rows import DenseRows, PeakRows, RowSink
+    from models.snn.step_table import step_shape
+    from models.snn.timing import _emit, default_costs
 
-    for sink in (_DenseRows, _ChipRows):
+    for sink in (DenseRows, PeakRows):
         for name in ("owner", "local", "chip", "spread", "overhead", "finish"):
             assert callable(getattr(sink, name)), (sink, name)
             assert name in RowSink.__dict__
@@ -330,7 +335,7 @@ def test_both_row_sinks_follow_the_protocol_and_agree():
     shape = step_shape(cfg.timesteps, cfg.n_layers)
     active = np.ones(m.total_tiles)
     active[0] = 0
-    dense, chips = _DenseRows(shape, m.chips, m.tiles_per_chip, active), _ChipRows(shape, m.chips, m.tiles_per_chip)
+    dense, chips = DenseRows(shape, m.chips, m.tiles_per_chip, active), PeakRows(shape, m.chips, m.tiles_per_chip)
     for rows in (dense, chips):
         _emit(cfg, pl, cnt, m, default_costs(), 52, None, rows)
     d, c = dense.finish(), chips.finish()

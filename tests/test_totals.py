@@ -10,7 +10,7 @@ import pytest
 from models.snn.cli import format_run, write_run_outputs
 from models.snn.options import RunOptions
 from models.snn.run import run_training
-from models.snn.timing import HOST_LABELS
+from models.snn.step_table import HOST_LABELS
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ def test_time_by_phase_agrees_and_host_copy_is_host(gc200x2):
 def test_fitted_residual_is_its_own_category_everywhere(gc200x2):
     """Issue 17: the labelled residual was counted as compute in every breakdown and picture."""
     from models.snn.cli import format_run
-    from models.snn.timing import RESIDUAL_LABELS
+    from models.snn.step_table import RESIDUAL_LABELS
 
     out, _ = gc200x2
     s = json.loads((out / "summary.json").read_text())

@@ -150,7 +150,7 @@ def check_program_size(data: dict, machine, force: bool = False) -> None:
     """Refuse a program table whose build would not fit in memory, or (without ``force``) take
     longer than :data:`tilesim.limits.TIME_LIMIT_S`; estimated before anything is built."""
     from tilesim.limits import SIM_NS_PER_TILE_STEP, check_memory, check_time
-    from tilesim.program import program_size
+    from tilesim.program_toml import program_size
 
     steps, nbytes = program_size(data, machine)
     fix = "lower the repeat counts (a loop's time scales linearly: simulate fewer iterations and multiply)"
@@ -170,7 +170,7 @@ def _simulate_file(
     from tilesim.io import check_output_path, read_toml
     from tilesim.machine import load_machine
     from tilesim.memory import MemoryLedger
-    from tilesim.program import program_from_dict
+    from tilesim.program_toml import program_from_dict
 
     if out:
         check_output_path(out, "--out", "dir")

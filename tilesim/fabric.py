@@ -47,8 +47,8 @@ import numpy as np
 
 from tilesim.errors import ConfigError, config_message
 from tilesim.machine import FABRIC_KINDS, Machine
-from tilesim.program import ChipPeaks, TileRows
 from tilesim.records import ChipWork
+from tilesim.rows import ChipPeaks, TileRows
 
 __all__ = [
     "AllToAllFabric",

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from models.snn.timing import STEPS_PER_EXECUTION
 from tilesim.costs import CostModel, load_costs
 from tilesim.errors import ConfigError, TileSimError, config_message
 from tilesim.workload import time_workload
@@ -123,7 +124,7 @@ class Case:
     output_second_threshold: float | None = None
     chips: int | None = None
     rounding_ms: float = 0.0
-    steps_per_execution: int = 52
+    steps_per_execution: int = STEPS_PER_EXECUTION
     weight_mul: float = 2.0
     seed: int = 0
 
@@ -301,7 +302,13 @@ class CaseBasis:
     ``program(theta)`` / ``seconds(theta)`` re-time any θ without rebuilding."""
 
     def __init__(
-        self, config, placement, machine, activity=None, base: CostModel | None = None, steps_per_execution: int = 52
+        self,
+        config,
+        placement,
+        machine,
+        activity=None,
+        base: CostModel | None = None,
+        steps_per_execution: int = STEPS_PER_EXECUTION,
     ):
         from models.snn.activity import fixed_activity
         from models.snn.counters import count_work
@@ -512,7 +519,12 @@ def _loo_sets(costs: CostModel) -> list:
 
 
 def prediction_band(
-    config, placement, machine, activity=None, costs: CostModel | None = None, steps_per_execution: int = 52
+    config,
+    placement,
+    machine,
+    activity=None,
+    costs: CostModel | None = None,
+    steps_per_execution: int = STEPS_PER_EXECUTION,
 ) -> tuple:
     """``(lo_s, mid_s, hi_s)``: the step time under ``costs`` (default: the shipped calibrated
     model) and the range over its leave-one-out coefficient sets (lo ≤ mid ≤ hi).

@@ -2,7 +2,7 @@
 
 ``exchange_matrices`` spreads every exchange of the step over chip × chip and, for one chip,
 tile-group × tile-group. Who sends to whom is read from the step's table
-(:data:`models.snn.timing.STEP_ROWS`: each exchanging row's ``out`` and ``in`` places — input
+(:data:`models.snn.step_table.STEP_ROWS`: each exchanging row's ``out`` and ``in`` places — input
 lists, flags to the compaction tiles, chunk lists to the combiners, lists to the sequence
 slices, loss gradients, replicated lists, input-gradient partials to the reduction tiles, slot
 gradients back to the layer below); bytes are counted at the receiver (a multicast counts once
@@ -20,26 +20,16 @@ import numpy as np
 
 from mapping.core import Mapping
 from models.snn.counters import WorkCounters
+from models.snn.layout import grad_targets, layer_layout, place_tiles
 from models.snn.network import NetworkConfig
-from models.snn.timing import (
-    GRAD_TARGET,
-    IN,
-    KIND_COMPUTE,
-    OUT,
-    OWNER,
-    RESIDUAL_LABELS,
-    STEP_ROWS,
-    _layout,
-    applies,
-    grad_targets,
-    label_sums,
-    place_tiles,
-)
+from models.snn.step_rows import label_sums
+from models.snn.step_table import GRAD_TARGET, IN, KIND_COMPUTE, OUT, OWNER, RESIDUAL_LABELS, STEP_ROWS
+from models.snn.timing import applies
 
 __all__ = ["exchange_flows", "exchange_matrices", "explain_critical", "label_tile_cycles"]
 
 # rows whose cost is the same on every tile, and the counters that make each compute row's work
-# (both read from the step's table, :data:`models.snn.timing.STEP_ROWS`)
+# (both read from the step's table, :data:`models.snn.step_table.STEP_ROWS`)
 FIXED_ROWS = tuple(row.label for row in STEP_ROWS if row.kind != KIND_COMPUTE)
 LABEL_COUNTERS = {row.label: list(row.counters) for row in STEP_ROWS if row.counters}
 HINTS = {
@@ -87,14 +77,14 @@ def _union(parts: list) -> np.ndarray:
 
 def exchange_flows(config: NetworkConfig, placement: Mapping, counters: WorkCounters, machine) -> list:
     """Every exchange of one step as ``(what, src tiles, src weights, dst tiles, dst weights, bytes)``,
-    layer by layer in the order of the step's table (:data:`models.snn.timing.STEP_ROWS`): a
+    layer by layer in the order of the step's table (:data:`models.snn.step_table.STEP_ROWS`): a
     row's senders are the places of its ``out`` writes (or its ``sent_from``), its receivers
     those of its ``in`` writes (a gradient row: one flow per receiving layer). Senders that are
     owner tiles weigh by owned neurons, all others equally; bytes from the counters' totals
     (broadcast receives at half their bytes: both tiles of a supertile take them at once)."""
     TPC = machine.tiles_per_chip
     L = config.n_layers
-    lay = _layout(config, placement, TPC)
+    lay = layer_layout(config, placement, TPC)
     rec = config.recurrent if isinstance(config.recurrent, tuple) else (bool(config.recurrent),) * L
     in_graph = [any(p.phase == "input_grad" and p.layer == l for p in counters.phases) for l in range(L)]
     nbytes = _exchange_bytes(config, counters, lay, float(machine.chip.tiles_per_supertile))
@@ -251,7 +241,7 @@ def explain_critical(
     by = result.by_label()
     label, info = max(by.items(), key=lambda kv: kv[1]["time_s"])
     tile = info["critical_chip"] * TPC + info["critical_tile"]
-    lay = _layout(config, placement, TPC)
+    lay = layer_layout(config, placement, TPC)
     role, layer = _role(tile, lay, placement)
     split = {k: v / info["time_s"] for k, v in info["breakdown_s"].items() if v > 0} if info["time_s"] > 0 else {}
     out = {

@@ -77,7 +77,7 @@ class HostMemoryEstimate:
 
 
 def _supersteps(T: int, L: int) -> int:
-    from models.snn.timing import step_shape
+    from models.snn.step_table import step_shape
 
     return step_shape(T, L).supersteps
 

@@ -20,7 +20,8 @@ from models.snn.counters import count_work
 from models.snn.options import RunOptions
 from models.snn.placing import place_network, strategy_mapping, to_placement
 from models.snn.run import load_cost_model, load_model, network_config, record_activity
-from models.snn.timing import predict_step_s, snn_memory
+from models.snn.step_memory import snn_memory
+from models.snn.timing import STEPS_PER_EXECUTION, predict_step_s
 from tilesim.errors import MappingError, require
 from tilesim.machine import load_machine
 from tilesim.memory import MemoryTotals
@@ -28,7 +29,7 @@ from tilesim.memory import MemoryTotals
 __all__ = ["make_objective", "search_mapping"]
 
 
-def make_objective(config, machine, activity, costs=None, steps_per_execution: int = 52):
+def make_objective(config, machine, activity, costs=None, steps_per_execution: int = STEPS_PER_EXECUTION):
     """``objective(mapping) -> predicted step seconds`` (``inf`` if a tile overflows SRAM)."""
 
     cache: dict = {}

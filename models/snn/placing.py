@@ -17,7 +17,7 @@ import numpy as np
 from mapping import STRATEGIES, Mapping, load_mapping
 from mapping import strategies as S
 from models.snn.network import NetworkConfig
-from models.snn.timing import SRAM_REMEDY_NPT, snn_memory
+from models.snn.step_memory import SRAM_REMEDY_NPT, snn_memory
 from tilesim.errors import MappingError, SramOverflowError, require
 from tilesim.memory import MemoryLedger
 

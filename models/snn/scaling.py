@@ -40,6 +40,9 @@ SPLIT_KEYS = ("compute", "sync", "exchange", "links", "host", "residual")
 # (weak-scaling input size, classes, input cap) of the §4.4 runs (experiments/s_common.py DATASETS)
 _DATASETS = {"shd": (700, 20, 48), "nmnist": (1152, 10, 32)}
 MODES = ("weak", "strong")
+PAPER_STEPS_PER_EXECUTION = 1000
+"""Steps per device execution of the §4.4 scaling runs: 1000 steps per epoch, one execution per
+epoch (as in the calibration log, where an epoch is 52 steps: ``timing.STEPS_PER_EXECUTION``)."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class ScalingRecipe:
     max_activity: float = 0.05
     timesteps: int = 10
     machine: str = "bow"
-    steps_per_execution: int = 1000
+    steps_per_execution: int = PAPER_STEPS_PER_EXECUTION
 
     def __post_init__(self):
         require(self.dataset in _DATASETS, "dataset", self.dataset, "must be shd or nmnist", "e.g. --dataset shd")

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from mapping.core import Mapping
 from models.snn.counters import WorkCounters
 from models.snn.network import NetworkConfig
+from models.snn.step_memory import snn_memory
+from models.snn.step_table import book_step
 from models.snn.structure import DEFAULT_STRUCTURE, StepStructure
-from models.snn.timing import STEPS_PER_EXECUTION, book_step, build_step_program, snn_memory
+from models.snn.timing import STEPS_PER_EXECUTION, build_step_program
 from tilesim.costs import CostModel
 from tilesim.machine import Machine
 from tilesim.memory import MemoryLedger
@@ -64,7 +66,7 @@ class SnnStep:
         )
 
     def memory(self, machine: Machine) -> MemoryLedger:
-        """Per-tile SRAM of the step (:func:`models.snn.timing.snn_memory`)."""
+        """Per-tile SRAM of the step (:func:`models.snn.step_memory.snn_memory`)."""
         return snn_memory(self.config, self.placement, machine)
 
     def book(self, result: SimResult) -> SimResult:
