@@ -33,7 +33,7 @@ def main(argv=None) -> int:
         layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05, input_cap=32, activity="fixed"
     )
     m = load_machine("gc200")
-    pl = contiguous_placement(cfg.layers[1:], 2, 1)
+    pl = contiguous_placement(cfg.layers[1:], 2, 1, tiles_per_chip=1472)
     pl = to_placement(pl, m)
     rng = np.random.default_rng(0)
     x = (rng.random((cfg.timesteps, cfg.batch, cfg.layers[0])) < 0.02).astype(np.uint8)

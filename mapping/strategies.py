@@ -106,9 +106,7 @@ def from_layout(
     return Mapping(tuple(layer_sizes), chips, tiles_per_chip, tuple(arrays), strategy)
 
 
-def contiguous(
-    layer_sizes, chips: int = 1, tiles_per_chip: int = 1472, neurons_per_tile: int = 2, first_tile: int = 1
-) -> Mapping:
+def contiguous(layer_sizes, chips: int, tiles_per_chip: int, neurons_per_tile: int = 2, first_tile: int = 1) -> Mapping:
     """The paper's placement (see the module table)."""
     _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile)
     need = [block_tiles(int(n), neurons_per_tile) for n in layer_sizes]
@@ -119,7 +117,7 @@ def contiguous(
 
 
 def round_robin(
-    layer_sizes, chips: int = 1, tiles_per_chip: int = 1472, neurons_per_tile: int = 2, first_tile: int = 1
+    layer_sizes, chips: int, tiles_per_chip: int, neurons_per_tile: int = 2, first_tile: int = 1
 ) -> Mapping:
     """``contiguous``'s tiles with neurons dealt out cyclically."""
     _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile)
@@ -160,8 +158,8 @@ def share_tiles(weights, sizes, budget: int) -> list[int]:
 
 def balanced(
     layer_sizes,
-    chips: int = 1,
-    tiles_per_chip: int = 1472,
+    chips: int,
+    tiles_per_chip: int,
     weights=None,
     neurons_per_tile: int = 2,
     first_tile: int = 1,
@@ -228,8 +226,8 @@ def _bisect(G: nx.Graph, parts: int, capacity: int, seed: int) -> list[set]:
 
 def graph(
     layer_sizes,
-    chips: int = 1,
-    tiles_per_chip: int = 1472,
+    chips: int,
+    tiles_per_chip: int,
     edge_bytes=None,
     neurons_per_tile: int = 2,
     first_tile: int = 1,

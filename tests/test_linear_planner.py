@@ -5,14 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.linear.planner import (
-    OverheadConstants,
-    SuperstepCosts,
-    build_matmul_plan,
-    overhead_breakdown,
-    overhead_bytes_per_tile,
-    plan_matmul,
-)
+from models.linear.phases import OverheadConstants, SuperstepCosts, overhead_breakdown, overhead_bytes_per_tile
+from models.linear.planner import build_matmul_plan, plan_matmul
 from models.linear.schedules import butterfly_schedule, dense_schedule, lowrank_schedule, pixelfly_schedule
 from tilesim.errors import ConfigError, SramOverflowError
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from models.linear.planner import SuperstepCosts, phases_cycles
+from models.linear.phases import SuperstepCosts, phases_cycles
 from models.linear.schedules import butterfly_schedule, dense_schedule
 from models.linear.shl import TABLE4_PARAMS
 from models.linear.steps import butterfly_backward_schedule, circulant_schedules, fastfood_schedules

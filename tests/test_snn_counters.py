@@ -161,7 +161,7 @@ def test_placement_errors():
     with pytest.raises(MappingError, match=r"mapping layer sizes = \[3\]: the network has neuron layers \[4\]"):
         p.check((4,))
     with pytest.raises(MappingError, match="more than one chip"):
-        contiguous_placement((5000,), 2)
+        contiguous_placement((5000,), 2, first_tile=1, tiles_per_chip=1472)
     with pytest.raises(ConfigError, match="neurons_per_tile = 0"):
         contiguous_tiles(4, 0)
     # a layer never straddles a chip

@@ -91,7 +91,7 @@ def test_two_chips_use_links():
 def test_memory_ledger_has_every_tensor():
     cfg = NetworkConfig(layers="2312-1466-1466-10", batch=48, timesteps=100, input_cap=32)
     m = load_machine("gc200")
-    pl = contiguous_placement(cfg.layers[1:], 2, 1)
+    pl = contiguous_placement(cfg.layers[1:], 2, 1, tiles_per_chip=1472)
     led = snn_memory(cfg, to_placement(pl, m), m)
     t = int(pl.tile_of_neuron[0][0])
     cats = led.by_category(t)

@@ -30,16 +30,8 @@ from models.linear.layers import (
     random_csr,
     skewed_shape,
 )
-from models.linear.planner import (
-    MatmulPlan,
-    OverheadConstants,
-    Phase,
-    SuperstepCosts,
-    explain_plan,
-    overhead_breakdown,
-    overhead_bytes_per_tile,
-    plan_matmul,
-)
+from models.linear.phases import OverheadConstants, Phase, SuperstepCosts, overhead_breakdown, overhead_bytes_per_tile
+from models.linear.planner import MatmulPlan, explain_plan, plan_matmul
 from models.linear.schedules import (
     LayerSchedule,
     butterfly_schedule,

@@ -32,19 +32,18 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from models.linear.planner import (
-    DEFAULT_MEMORY_PROPORTION,
+from models.linear.phases import (
     OverheadConstants,
     Phase,
     SuperstepCosts,
-    _as_tile_array,
-    _check_proportion,
-    _require_precision,
+    as_tile_array,
     overhead_breakdown,
     overhead_bytes_per_tile,
     phases_cycles,
+    require_precision,
     split_sizes,
 )
+from models.linear.planner import DEFAULT_MEMORY_PROPORTION, _check_proportion
 from tilesim.errors import SramOverflowError, require
 
 __all__ = ["StaticBlockCosts", "BlockSparsePlan", "plan_block_sparse", "weight_grad_phases", "SUPPORTED_BLOCKS"]
@@ -163,7 +162,7 @@ class BlockSparsePlan:
         for f in fields(self):
             v = getattr(self, f.name, None)
             if f.init and isinstance(v, np.ndarray):
-                object.__setattr__(self, f.name, _as_tile_array(f.name, v, self.tiles))
+                object.__setattr__(self, f.name, as_tile_array(f.name, v, self.tiles))
         require(
             int(self.macs.sum()) == self.nnz_blocks * self.block**2 * self.n,
             "plan MACs",
@@ -172,9 +171,9 @@ class BlockSparsePlan:
             "",
         )
         data = self.weight_bytes + self.home_bytes + self.output_bytes + self.operand_bytes + self.partial_bytes
-        object.__setattr__(self, "data_bytes", _as_tile_array("data_bytes", data, self.tiles))
+        object.__setattr__(self, "data_bytes", as_tile_array("data_bytes", data, self.tiles))
         object.__setattr__(
-            self, "temp_bytes", _as_tile_array("temp_bytes", self.operand_bytes + self.partial_bytes, self.tiles)
+            self, "temp_bytes", as_tile_array("temp_bytes", self.operand_bytes + self.partial_bytes, self.tiles)
         )
 
     @property
@@ -415,8 +414,8 @@ def plan_block_sparse(
             "",
         )
     _check_proportion(memory_proportion)
-    eb = _require_precision("precision", precision)
-    pb = _require_precision("partials_precision", partials_precision)
+    eb = require_precision("precision", precision)
+    pb = require_precision("partials_precision", partials_precision)
     bound = memory_proportion * sram_bytes
     nbc = layout.shape[1]
     found = []

@@ -105,37 +105,6 @@ def butterfly_backward(tw, inter, grad_out, grad_tw):
 
 
 @nb.njit(**PARALLEL_EXACT)
-def csr_rows_matmul(indptr, indices, data, xt, out):
-    """``out = W @ xt`` for CSR ``W`` (rows x cols) and dense ``xt`` (cols x batch)."""
-    rows = indptr.shape[0] - 1
-    batch = xt.shape[1]
-    for r in nb.prange(rows):
-        for c in range(batch):
-            out[r, c] = 0.0
-        for e in range(indptr[r], indptr[r + 1]):
-            w = data[e]
-            col = indices[e]
-            for c in range(batch):
-                out[r, c] += w * xt[col, c]
-    return out
-
-
-@nb.njit(**PARALLEL_EXACT)
-def csr_sddmm(indptr, indices, gt, xt, grad_data):
-    """Gradient of the CSR values: ``grad_data[e] = <gt[row(e), :], xt[col(e), :]>`` (sampled dense-dense)."""
-    rows = indptr.shape[0] - 1
-    batch = xt.shape[1]
-    for r in nb.prange(rows):
-        for e in range(indptr[r], indptr[r + 1]):
-            col = indices[e]
-            acc = 0.0
-            for c in range(batch):
-                acc += gt[r, c] * xt[col, c]
-            grad_data[e] = acc
-    return grad_data
-
-
-@nb.njit(**PARALLEL_EXACT)
 def block_sparse_matmul(row_ptr, block_cols, blocks, x, out):
     """``out = x W^T`` for a block-sparse ``W`` (``R·B x C·B``) stored by block rows (BSR).
 

@@ -628,105 +628,6 @@ class PixelflyLinear(_LayerBase):
 
 
 # --------------------------------------------------------------------------------------------
-# CSR sparse x dense
-# --------------------------------------------------------------------------------------------
-def random_csr(n_rows: int, n_cols: int, density: float, seed: int = 0):
-    """Random CSR pattern with exactly ``round(density · n_rows · n_cols)`` nonzeros (>= 1).
-
-    Returns ``(indptr, indices)`` (int64, column indices sorted within each row); the positions are a
-    uniform sample without replacement. Sparsity 90 % is ``density = 0.1``, 99 % is ``0.01``.
-    """
-    _require_pos_int("n_rows", n_rows)
-    _require_pos_int("n_cols", n_cols)
-    require(0.0 < density <= 1.0, "density", density, "must be in (0, 1]", "sparsity 90 % is density 0.1")
-    total = n_rows * n_cols
-    nnz = max(1, int(round(density * total)))
-    rng = np.random.default_rng(seed)
-    flat = np.sort(rng.choice(total, size=nnz, replace=False))
-    rows, cols = np.divmod(flat, n_cols)
-    indptr = np.zeros(n_rows + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
-    return indptr, cols.astype(np.int64)
-
-
-@dataclass(frozen=True)
-class CsrLinear(_LayerBase):
-    """Sparse layer with a fixed random CSR pattern: ``y = x W^T + b``, ``W`` stored as CSR values.
-
-    Forward ``y^T = W x^T`` row by row (Numba, parallel over rows), ``nnz`` MACs per sample;
-    backward ``grad_x^T = W^T g^T`` (the same kernel on the precomputed transpose pattern) and
-    ``grad_data[e] = <g[:, row(e)], x[:, col(e)]>`` (SDDMM). Parameters: ``nnz`` (+ bias).
-    """
-
-    n_in: int
-    n_out: int
-    density: float
-    bias: bool = True
-    seed: int = 0
-    dtype: type = np.float64
-    indptr: np.ndarray = field(init=False, repr=False)
-    indices: np.ndarray = field(init=False, repr=False)
-    data: np.ndarray = field(init=False, repr=False)
-    t_indptr: np.ndarray = field(init=False, repr=False)
-    t_indices: np.ndarray = field(init=False, repr=False)
-    t_order: np.ndarray = field(init=False, repr=False)
-    b: np.ndarray = field(init=False, repr=False)
-
-    def __post_init__(self):
-        indptr, indices = random_csr(self.n_out, self.n_in, self.density, self.seed)
-        rng = np.random.default_rng(self.seed + 1)
-        nnz = indices.size
-        rows = np.repeat(np.arange(self.n_out), np.diff(indptr))
-        order = np.lexsort((rows, indices))  # transpose: sort entries by column, then row
-        t_indptr = np.zeros(self.n_in + 1, dtype=np.int64)
-        np.cumsum(np.bincount(indices, minlength=self.n_in), out=t_indptr[1:])
-        std = 1.0 / math.sqrt(max(1.0, nnz / self.n_out))
-        set_ = object.__setattr__
-        set_(self, "indptr", indptr)
-        set_(self, "indices", indices)
-        set_(self, "data", rng.normal(0, std, nnz).astype(self.dtype))
-        set_(self, "t_indptr", t_indptr)
-        set_(self, "t_indices", rows[order].astype(np.int64))
-        set_(self, "t_order", order)
-        set_(self, "b", np.zeros(self.n_out, dtype=self.dtype) if self.bias else None)
-
-    @property
-    def nnz(self) -> int:
-        return int(self.indices.size)
-
-    @property
-    def params(self):
-        return (self.data,) + ((self.b,) if self.bias else ())
-
-    @property
-    def param_names(self):
-        return ("data",) + (("b",) if self.bias else ())
-
-    def dense_matrix(self):
-        w = np.zeros((self.n_out, self.n_in))
-        rows = np.repeat(np.arange(self.n_out), np.diff(self.indptr))
-        w[rows, self.indices] = self.data
-        return w
-
-    def forward(self, x):
-        x = _check_input(x, self.n_in, "CsrLinear")
-        xt = np.ascontiguousarray(x.T, dtype=np.float64)
-        out = np.empty((self.n_out, x.shape[0]))
-        kernels.csr_rows_matmul(self.indptr, self.indices, self.data.astype(np.float64), xt, out)
-        return self._add_bias(out.T.astype(self.dtype)), xt
-
-    def backward(self, grad_y, cache):
-        xt = cache
-        gt = np.ascontiguousarray(grad_y.T, dtype=np.float64)
-        gxt = np.empty((self.n_in, gt.shape[1]))
-        t_data = np.ascontiguousarray(self.data[self.t_order], dtype=np.float64)
-        kernels.csr_rows_matmul(self.t_indptr, self.t_indices, t_data, gt, gxt)
-        grad_data = np.empty(self.nnz)
-        kernels.csr_sddmm(self.indptr, self.indices, gt, xt, grad_data)
-        return gxt.T.astype(self.dtype), (grad_data.astype(self.dtype),) + self._bias_grad(grad_y)
-
-
-# --------------------------------------------------------------------------------------------
 # Static block-sparse (PopSparse static sparse matmul)
 # --------------------------------------------------------------------------------------------
 def random_block_layout(n_out: int, n_in: int, block: int, density: float, seed: int = 0) -> np.ndarray:
@@ -734,7 +635,7 @@ def random_block_layout(n_out: int, n_in: int, block: int, density: float, seed:
     non-zero blocks at uniformly random positions (sampled without replacement from ``seed``)."""
     _require_pos_int("n_out", n_out)
     _require_pos_int("n_in", n_in)
-    _require_pos_int("block", block, "PopSparse's static block codelets use block 4, 8 or 16")
+    _require_pos_int("block", block, "PopSparse's static sparse matmul uses block 1 (element-wise), 4, 8 or 16")
     require(
         isinstance(density, (int, float)) and not isinstance(density, bool) and 0.0 < density <= 1.0,
         "density",
@@ -859,6 +760,24 @@ class BlockSparseLinear(_LayerBase):
         grad_blocks = np.empty(self.blocks.shape)
         kernels.block_sparse_grad_blocks(self.block_rows, self.block_cols, g, xf, grad_blocks)
         return grad_x.astype(self.dtype), (grad_blocks.astype(self.dtype),) + self._bias_grad(grad_y)
+
+
+def random_csr(n_rows: int, n_cols: int, density: float, seed: int = 0):
+    """Random element-wise pattern with exactly ``round(density · n_rows · n_cols)`` nonzeros (>= 1),
+    as CSR: ``(indptr, indices)`` (int64, column indices sorted within each row); the positions are a
+    uniform sample without replacement (:func:`random_block_layout` with 1 × 1 blocks). Sparsity
+    90 % is ``density = 0.1``, 99 % is ``0.01``."""
+    mask = random_block_layout(n_rows, n_cols, 1, density, seed)
+    rows, cols = np.nonzero(mask)
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
+    return indptr, cols.astype(np.int64)
+
+
+def CsrLinear(n_in: int, n_out: int, density: float, bias: bool = True, seed: int = 0, dtype=np.float64):  # noqa: N802
+    """Element-wise sparse layer (PopSparse's unstructured sparsity): a :class:`BlockSparseLinear`
+    with 1 × 1 blocks, ``round(density · n_in · n_out)`` weights at random positions from ``seed``."""
+    return BlockSparseLinear(n_in, n_out, block=1, density=density, bias=bias, seed=seed, dtype=dtype)
 
 
 # --------------------------------------------------------------------------------------------

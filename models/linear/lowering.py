@@ -82,7 +82,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from models.linear.planner import PRECISION_BYTES, OverheadConstants, Phase, SuperstepCosts, plan_matmul, split_sizes
+from models.linear.phases import PRECISION_BYTES, OverheadConstants, Phase, SuperstepCosts, split_sizes
+from models.linear.planner import AMP_VERTEX_CYCLES, plan_matmul
 from models.linear.schedules import LayerSchedule
 from tilesim.errors import require
 
@@ -236,7 +237,7 @@ class OpBuilder:
         precision: str = "fp32",
         costs: SuperstepCosts = SuperstepCosts(),
         overheads: OverheadConstants = OverheadConstants(),
-        fixed_cycles: float = 331.0,
+        fixed_cycles: float = AMP_VERTEX_CYCLES,
     ):
         self.tiles, self.sram_bytes, self.flops_per_cycle = tiles, sram_bytes, flops_per_cycle
         self.precision, self.costs, self.overheads, self.vertex = precision, costs, overheads, vertex
@@ -444,7 +445,7 @@ class OpBuilder:
         self._keep(el * self.eb * (int(inputs) + 1))  # every partial is live until the one Sum op runs
 
     def schedule(self, name: str) -> LayerSchedule:
-        from models.linear.planner import phases_cycles
+        from models.linear.phases import phases_cycles
 
         require(len(self.phases) >= 1, "lowered part", name, "has no ops", "")
         return LayerSchedule(

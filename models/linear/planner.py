@@ -66,282 +66,40 @@ reduction exchange and vector work.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from models.linear.phases import (
+    OverheadConstants,
+    Phase,
+    SuperstepCosts,
+    as_tile_array,
+    block_pieces,
+    compute_sets_per_tile,
+    exchange_programs_per_tile,
+    overhead_breakdown,
+    overhead_bytes_per_tile,
+    phases_cycles,
+    require_int,
+    require_precision,
+    split_sizes,
+    vertices_per_tile,
+)
 from tilesim.errors import SramOverflowError, require
 
+AMP_VERTEX_CYCLES = 331.0
+"""Fixed cycles of one AMP (matmul) vertex beyond its ``4 N`` streaming cycles: fitted on the tessellate-ipu
+``[N,16] @ [16,16]`` Bow measurements (``331 + 4 N``) [M]; a per-vertex constant, not a per-case factor."""
+
 __all__ = [
-    "PRECISION_BYTES",
-    "SuperstepCosts",
-    "OverheadConstants",
-    "Phase",
     "MatmulPlan",
     "plan_matmul",
     "build_matmul_plan",
     "explain_plan",
     "DEFAULT_MEMORY_PROPORTION",
     "MAX_SERIAL_SPLIT",
-    "phases_cycles",
-    "overhead_breakdown",
-    "overhead_bytes_per_tile",
-    "compute_sets_per_tile",
-    "vertices_per_tile",
-    "exchange_programs_per_tile",
-    "split_sizes",
-    "block_pieces",
 ]
-
-PRECISION_BYTES = {"fp16": 2, "fp32": 4}
-
-
-def _require_precision(name: str, value: str) -> int:
-    require(
-        value in PRECISION_BYTES,
-        name,
-        value,
-        f"must be one of {sorted(PRECISION_BYTES)}",
-        "use 'fp32' (default) or 'fp16'",
-    )
-    return PRECISION_BYTES[value]
-
-
-def _require_int(name: str, value, low: int = 1) -> None:
-    require(
-        isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= low,
-        name,
-        value,
-        f"must be an integer >= {low}",
-        "",
-    )
-
-
-@dataclass(frozen=True)
-class SuperstepCosts:
-    """Constants of the superstep cost model (``ipu-hardware.md`` §3.2 and §6 recommended defaults)."""
-
-    exchange_bytes_per_cycle: float = 4.0  # [S] exchangeBytesPerCycle, per tile port
-    exchange_fixed_cycles: float = 100.0  # [S] popnn/CTCLossPlan.cpp fixed exchange overhead
-    sync_cycles: float = 90.0  # [S] on-chip sync (measured 30-150)
-    vector_bytes_per_cycle: float = 8.0  # [D] 64-bit SIMD, one instruction/cycle/tile
-    vector_fixed_cycles: float = 11.0  # [S] basicOpSupervisorOverhead
-    vector_stream_bytes_per_cycle: float = 0.0  # 0 = issue-bound only; see vector_cycles
-
-    def __post_init__(self):
-        for f in fields(self):
-            v = getattr(self, f.name)
-            require(v >= 0, f.name, v, "must be >= 0", "costs are cycles or bytes per cycle")
-        require(
-            self.exchange_bytes_per_cycle > 0,
-            "exchange_bytes_per_cycle",
-            self.exchange_bytes_per_cycle,
-            "must be > 0",
-            "the IPU moves 4 B/cycle per tile",
-        )
-        require(
-            self.vector_bytes_per_cycle > 0,
-            "vector_bytes_per_cycle",
-            self.vector_bytes_per_cycle,
-            "must be > 0",
-            "the IPU vector path is 8 B (64 bit) wide",
-        )
-
-    def vector_cycles(self, ops, element_bytes: int):
-        """Cycles of ``ops`` element operations (0 where there is no work)."""
-        ops = np.asarray(ops, dtype=np.int64)
-        per_cycle = self.vector_bytes_per_cycle / element_bytes
-        work = ops / per_cycle
-        if self.vector_stream_bytes_per_cycle > 0:
-            work = np.maximum(work, ops * 3 * element_bytes / self.vector_stream_bytes_per_cycle)
-        cyc = self.vector_fixed_cycles + np.ceil(work)
-        return np.where(ops > 0, cyc, 0).astype(np.int64)
-
-
-@dataclass(frozen=True)
-class OverheadConstants:
-    """Per-tile memory charged for vertices, exchanges and compute sets (``ipu-hardware.md`` §3.3).
-
-    * ``vertex_state_base_bytes = 20`` and ``vertex_edge_bytes = 8``: the PopLibs reduction planner's
-      vertex-state cost, 20 B base + 8 B per region, a region being a ``SPAN`` edge (32-bit pointer +
-      32-bit count) (``popops/reduction/ReductionConnection.cpp``; Poplar "Vertex vector types") [S].
-    * ``exchange_instruction_bytes = 4``: the DynamicSlice planner's 4 B per exchange instruction
-      per tile (``popops/DynamicSlice.cpp``) [S].
-    * ``control_code_bytes_per_compute_set`` and ``control_code_bytes_per_exchange``: no public constant
-      exists (§3.3 "No public per-compute-set byte constant was found"); 32 B (≈ 8 32-bit instructions:
-      call, sync, branch bookkeeping) is an **uncalibrated placeholder** [U] — calibrate with libpva
-      (``IPUModel.compileIPUCode``). It is charged on every tile that takes part in a compute set or an
-      exchange program, which is the mechanism of the paper's Observation 3 (memory grows with compute
-      sets); the paper gives no byte values (Fig. 5/7 are not in its text) to check the magnitude.
-    * ``vertex_code_bytes``: code of each distinct codelet present on a tile, once per tile;
-      AMP 1024 B, vector 256 B are **uncalibrated placeholders** [U] (§3.3 lists ``vertexCode`` as a
-      category but gives no size; PopLiner's vertex-code estimate is within 0.8 % of libpva, §5, but
-      its per-codelet sizes are not in the reference).
-
-    Cross-check with §3.3's observed 2-IPU profile: it reports totals only (e.g. 55,640 B of
-    ``vertexInstanceState`` over all tiles) without vertex or compute-set counts, so it cannot
-    calibrate a per-vertex or per-compute-set constant.
-    """
-
-    vertex_state_base_bytes: int = 20
-    vertex_edge_bytes: int = 8
-    exchange_instruction_bytes: int = 4
-    control_code_bytes_per_compute_set: int = 32
-    control_code_bytes_per_exchange: int = 32
-    vertex_code_bytes_amp: int = 1024
-    vertex_code_bytes_vector: int = 256
-
-    def __post_init__(self):
-        for f in fields(self):
-            _require_int(f.name, getattr(self, f.name), 0)
-
-
-def _as_tile_array(name: str, value, tiles: int) -> np.ndarray:
-    a = np.array(value, dtype=np.int64)
-    require(a.shape == (tiles,), name + " shape", a.shape, f"must be ({tiles},)", "one entry per tile")
-    require(bool((a >= 0).all()), name, int(a.min()), "must be >= 0 on every tile", "counts cannot be negative")
-    a.setflags(write=False)
-    return a
-
-
-@dataclass(frozen=True)
-class Phase:
-    """One BSP superstep of a layer: sync, then exchange (``bytes_in``/``bytes_out`` per tile), then one
-    compute set (``compute_cycles`` per tile, ``unit`` "amp" or "vector").
-
-    Per-tile arrays (int64, length ``tiles``): ``macs`` (AMP MACs or vector element operations),
-    ``compute_cycles``, ``bytes_in``, ``bytes_out``, ``vertices``, ``vertex_edges`` (edge pointers of
-    those vertices) and ``exchange_instructions`` (estimated send + receive instructions), all for
-    **one** execution. ``repeat`` > 1 is the body of a Poplar ``Repeat`` loop (a serially split
-    matmul): the superstep runs ``repeat`` times, but its compute set, vertices and exchange code
-    exist once in memory.
-    """
-
-    name: str
-    unit: str
-    macs: np.ndarray
-    compute_cycles: np.ndarray
-    bytes_in: np.ndarray
-    bytes_out: np.ndarray
-    vertices: np.ndarray
-    vertex_edges: np.ndarray
-    exchange_instructions: np.ndarray
-    repeat: int = 1
-
-    def __post_init__(self):
-        require(self.unit in ("amp", "vector"), "phase unit", self.unit, "must be 'amp' or 'vector'", "")
-        _require_int("phase repeat", self.repeat)
-        tiles = np.asarray(self.macs).shape[0] if np.ndim(self.macs) == 1 else -1
-        require(tiles >= 1, "phase macs", np.shape(self.macs), "must be a 1-D per-tile array", "")
-        for name in (
-            "macs",
-            "compute_cycles",
-            "bytes_in",
-            "bytes_out",
-            "vertices",
-            "vertex_edges",
-            "exchange_instructions",
-        ):
-            object.__setattr__(self, name, _as_tile_array(f"phase {self.name}.{name}", getattr(self, name), tiles))
-
-    @property
-    def tiles(self) -> int:
-        return int(self.macs.shape[0])
-
-    @property
-    def has_exchange(self) -> bool:
-        return bool(self.bytes_in.any() or self.bytes_out.any())
-
-    def exchange_cycles(self, costs: SuperstepCosts) -> int:
-        if not self.has_exchange:
-            return 0
-        peak = int(np.maximum(self.bytes_in, self.bytes_out).max())
-        return int(costs.exchange_fixed_cycles + math.ceil(peak / costs.exchange_bytes_per_cycle))
-
-    def cycles(self, costs: SuperstepCosts) -> int:
-        """``repeat · (sync + exchange + max compute)`` of this superstep (the planner's estimate)."""
-        once = int(costs.sync_cycles) + self.exchange_cycles(costs) + int(self.compute_cycles.max())
-        return self.repeat * once
-
-
-def phases_cycles(phases, costs: SuperstepCosts) -> int:
-    """Predicted cycles of a sequence of phases (sum of :meth:`Phase.cycles`)."""
-    return int(sum(p.cycles(costs) for p in phases))
-
-
-def compute_sets_per_tile(phases) -> np.ndarray:
-    """Number of compute sets each tile takes part in (phases where it has a vertex)."""
-    return sum((p.vertices > 0).astype(np.int64) for p in phases)
-
-
-def vertices_per_tile(phases) -> np.ndarray:
-    """Total vertex count on each tile, summed over ``phases`` (each with a per-tile ``.vertices`` array)."""
-    return sum(p.vertices for p in phases)
-
-
-def exchange_programs_per_tile(phases) -> np.ndarray:
-    """Number of exchange programs each tile sends or receives in."""
-    return sum(((p.bytes_in > 0) | (p.bytes_out > 0)).astype(np.int64) for p in phases)
-
-
-def overhead_breakdown(plan, constants: OverheadConstants = OverheadConstants()) -> dict:
-    """Per-tile overhead bytes by profiler category for anything with ``.phases``.
-
-    ``vertexInstanceState = Σ (base · vertices + edge_bytes · edges)``,
-    ``internalExchangeCode = 4 B · exchange instructions``,
-    ``controlCode = 32 B · (compute sets + exchange programs)`` [U],
-    ``vertexCode`` = code of each distinct unit ("amp", "vector") present on the tile [U].
-    """
-    phases = plan.phases
-    c = constants
-    state = sum(c.vertex_state_base_bytes * p.vertices + c.vertex_edge_bytes * p.vertex_edges for p in phases)
-    exch = sum(c.exchange_instruction_bytes * p.exchange_instructions for p in phases)
-    control = c.control_code_bytes_per_compute_set * compute_sets_per_tile(
-        phases
-    ) + c.control_code_bytes_per_exchange * exchange_programs_per_tile(phases)
-    code = 0
-    for unit, size in (("amp", c.vertex_code_bytes_amp), ("vector", c.vertex_code_bytes_vector)):
-        present = np.zeros(phases[0].tiles, dtype=bool)
-        for p in phases:
-            if p.unit == unit:
-                present |= p.vertices > 0
-        code = code + size * present.astype(np.int64)
-    return {
-        "vertexInstanceState": np.asarray(state, dtype=np.int64),
-        "internalExchangeCode": np.asarray(exch, dtype=np.int64),
-        "controlCode": np.asarray(control, dtype=np.int64),
-        "vertexCode": np.asarray(code, dtype=np.int64),
-    }
-
-
-def overhead_bytes_per_tile(plan, constants: OverheadConstants = OverheadConstants()) -> np.ndarray:
-    """Total per-tile bytes of vertex state, exchange code, control code and vertex code (see
-    :func:`overhead_breakdown`); the memory that grows with compute sets (paper Observation 3)."""
-    return sum(overhead_breakdown(plan, constants).values())
-
-
-def split_sizes(total: int, parts: int) -> np.ndarray:
-    """Near-equal split: ``total // parts + (i < total % parts)`` for ``i < parts``."""
-    base, rem = divmod(int(total), int(parts))
-    return base + (np.arange(parts) < rem).astype(np.int64)
-
-
-def block_pieces(rows, cols, row_len: int, chunk: int, max_pieces: int) -> np.ndarray:
-    """Estimated contiguous pieces of a ``rows x cols`` block of a row-major matrix with rows of
-    ``row_len`` elements whose flat storage is cut into chunks of ``chunk`` elements.
-
-    ``runs = 1`` if the block spans whole rows else ``rows``; each chunk boundary inside the block's
-    flat extent ``(rows - 1) row_len + cols`` splits at most one run, so
-    ``pieces = runs + min(extent // chunk, max_pieces - 1)`` (upper estimate; 0 for empty blocks).
-    """
-    rows = np.asarray(rows, dtype=np.int64)
-    cols = np.asarray(cols, dtype=np.int64)
-    runs = np.where(cols == row_len, 1, rows)
-    extent = np.maximum(rows - 1, 0) * row_len + cols
-    pieces = runs + np.minimum(extent // max(chunk, 1), max_pieces - 1)
-    return np.where(rows * cols > 0, pieces, 0)
-
 
 DEFAULT_MEMORY_PROPORTION = 0.6
 """poplin ``ConvOptions::availableMemoryProportion`` default (``lib/poplin/ConvOptions.hpp``) [S]."""
@@ -415,7 +173,7 @@ class MatmulPlan:
         for f in fields(self):
             v = getattr(self, f.name, None)
             if f.init and isinstance(v, np.ndarray):
-                object.__setattr__(self, f.name, _as_tile_array(f.name, v, self.tiles))
+                object.__setattr__(self, f.name, as_tile_array(f.name, v, self.tiles))
         require(
             self.split_m * self.split_k * self.split_n <= self.tiles,
             "split",
@@ -428,16 +186,16 @@ class MatmulPlan:
             total == self.m * self.k * self.n, "plan MACs", total, f"must equal m k n = {self.m * self.k * self.n}", ""
         )
         object.__setattr__(
-            self, "compute_sets", _as_tile_array("compute_sets", compute_sets_per_tile(self.phases), self.tiles)
+            self, "compute_sets", as_tile_array("compute_sets", compute_sets_per_tile(self.phases), self.tiles)
         )
-        object.__setattr__(self, "vertices", _as_tile_array("vertices", vertices_per_tile(self.phases), self.tiles))
+        object.__setattr__(self, "vertices", as_tile_array("vertices", vertices_per_tile(self.phases), self.tiles))
         object.__setattr__(
             self,
             "exchange_programs",
-            _as_tile_array("exchange_programs", exchange_programs_per_tile(self.phases), self.tiles),
+            as_tile_array("exchange_programs", exchange_programs_per_tile(self.phases), self.tiles),
         )
         temp = self.operand_bytes + self.partial_bytes + self.slice_bytes + self.accumulator_bytes
-        object.__setattr__(self, "temp_bytes", _as_tile_array("temp_bytes", temp, self.tiles))
+        object.__setattr__(self, "temp_bytes", as_tile_array("temp_bytes", temp, self.tiles))
 
     @property
     def split(self) -> tuple:
@@ -523,7 +281,7 @@ def explain_plan(
 
 def _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles):
     for name, v in (("m", m), ("k", k), ("n", n), ("tiles", tiles), ("sram_bytes", sram_bytes)):
-        _require_int(name, v)
+        require_int(name, v)
     require(
         flops_per_cycle > 0,
         "flops_per_cycle",
@@ -531,7 +289,7 @@ def _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles):
         "must be > 0",
         "GC200 AMP: 128 (fp16) or 32 (fp32) flop/cycle per tile",
     )
-    require(fixed_cycles >= 0, "fixed_cycles", fixed_cycles, "must be >= 0", "the Bow fit gives 331")
+    require(fixed_cycles >= 0, "fixed_cycles", fixed_cycles, "must be >= 0", f"the Bow fit gives {AMP_VERTEX_CYCLES:g}")
 
 
 def _check_proportion(p) -> None:
@@ -720,7 +478,7 @@ def build_matmul_plan(
     *,
     tiles: int,
     flops_per_cycle: float,
-    fixed_cycles: float = 331.0,
+    fixed_cycles: float = AMP_VERTEX_CYCLES,
     precision: str = "fp32",
     partials_precision: str = "fp32",
     costs: SuperstepCosts = SuperstepCosts(),
@@ -732,8 +490,8 @@ def build_matmul_plan(
     ``serial = (S_k, S_n)`` passes (no memory check; ``S_k`` must divide ``k``, ``S_n`` divide ``n``)."""
     _check_problem(m, k, n, tiles, 1, flops_per_cycle, fixed_cycles)
     _check_proportion(memory_proportion)
-    eb = _require_precision("precision", precision)
-    pb = _require_precision("partials_precision", partials_precision)
+    eb = require_precision("precision", precision)
+    pb = require_precision("partials_precision", partials_precision)
     pm, pk, pn, sk, sn = _check_split(m, k, n, split, serial, tiles)
     ks, ns, passes = k // sk, n // sn, sk * sn
     macs_per_cycle = flops_per_cycle / 2.0
@@ -902,7 +660,7 @@ def plan_matmul(
     tiles: int,
     sram_bytes: int,
     flops_per_cycle: float,
-    fixed_cycles: float = 331.0,
+    fixed_cycles: float = AMP_VERTEX_CYCLES,
     precision: str = "fp32",
     partials_precision: str = "fp32",
     costs: SuperstepCosts = SuperstepCosts(),
@@ -931,9 +689,9 @@ def plan_matmul(
     """
     _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles)
     _check_proportion(memory_proportion)
-    _require_int("max_serial", max_serial)
-    eb = _require_precision("precision", precision)
-    pb = _require_precision("partials_precision", partials_precision)
+    require_int("max_serial", max_serial)
+    eb = require_precision("precision", precision)
+    pb = require_precision("partials_precision", partials_precision)
     bound = memory_proportion * sram_bytes
     c = _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, flops_per_cycle, fixed_cycles, costs, max_serial)
     fit = c["data"] <= sram_bytes

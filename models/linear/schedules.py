@@ -34,18 +34,17 @@ import numpy as np
 
 from models.linear.blocksparse import SUPPORTED_BLOCKS, StaticBlockCosts, plan_block_sparse, weight_grad_phases
 from models.linear.layers import is_power_of_two, pixelfly_layout
-from models.linear.planner import (
-    DEFAULT_MEMORY_PROPORTION,
+from models.linear.phases import (
     OverheadConstants,
     Phase,
     SuperstepCosts,
-    _require_precision,
     block_pieces,
     overhead_bytes_per_tile,
     phases_cycles,
-    plan_matmul,
+    require_precision,
     split_sizes,
 )
+from models.linear.planner import AMP_VERTEX_CYCLES, DEFAULT_MEMORY_PROPORTION, plan_matmul
 from tilesim.errors import SramOverflowError, require
 
 __all__ = [
@@ -97,7 +96,7 @@ class LayerSchedule:
 def _common(batch, tiles, sram_bytes, precision):
     for name, v in (("batch", batch), ("tiles", tiles), ("sram_bytes", sram_bytes)):
         require(isinstance(v, (int, np.integer)) and v >= 1, name, v, "must be a positive integer", "")
-    return _require_precision("precision", precision)
+    return require_precision("precision", precision)
 
 
 def _from_plans(name, plans, tiles, precision, costs):
@@ -114,7 +113,7 @@ def dense_schedule(
     tiles: int,
     sram_bytes: int,
     flops_per_cycle: float,
-    fixed_cycles: float = 331.0,
+    fixed_cycles: float = AMP_VERTEX_CYCLES,
     precision: str = "fp32",
     costs: SuperstepCosts = SuperstepCosts(),
     overheads: OverheadConstants = OverheadConstants(),
@@ -150,7 +149,7 @@ def lowrank_schedule(
     tiles: int,
     sram_bytes: int,
     flops_per_cycle: float,
-    fixed_cycles: float = 331.0,
+    fixed_cycles: float = AMP_VERTEX_CYCLES,
     precision: str = "fp32",
     costs: SuperstepCosts = SuperstepCosts(),
     overheads: OverheadConstants = OverheadConstants(),
@@ -302,7 +301,7 @@ def pixelfly_schedule(
     sram_bytes: int,
     flops_per_cycle: float,
     workers: int,
-    fixed_cycles: float = 331.0,
+    fixed_cycles: float = AMP_VERTEX_CYCLES,
     precision: str = "fp32",
     costs: SuperstepCosts = SuperstepCosts(),
     overheads: OverheadConstants = OverheadConstants(),
@@ -411,8 +410,8 @@ def block_sparse_schedules(
     if not backward:
         return fs, None
     gx = plan_block_sparse(layout.T, batch, **kw)
-    eb = _require_precision("precision", precision)
-    pb = _require_precision("partials_precision", partials_precision)
+    eb = require_precision("precision", precision)
+    pb = require_precision("partials_precision", partials_precision)
     wg_phases, wg_data = weight_grad_phases(fwd, eb, pb, workers, costs, vertex)
     phases = gx.phases + wg_phases
     data = np.maximum(gx.data_bytes, wg_data)

@@ -51,18 +51,17 @@ import numpy as np
 
 from models.linear.blocksparse import StaticBlockCosts, plan_block_sparse, weight_grad_phases
 from models.linear.layers import is_power_of_two, pixelfly_layout
-from models.linear.planner import (
-    DEFAULT_MEMORY_PROPORTION,
+from models.linear.phases import (
     PRECISION_BYTES,
     OverheadConstants,
     Phase,
     SuperstepCosts,
-    _require_precision,
     block_pieces,
     phases_cycles,
-    plan_matmul,
+    require_precision,
     split_sizes,
 )
+from models.linear.planner import AMP_VERTEX_CYCLES, DEFAULT_MEMORY_PROPORTION, plan_matmul
 from models.linear.schedules import LayerSchedule, popsparse_layout
 from tilesim.errors import SramOverflowError, require
 
@@ -108,7 +107,7 @@ def elementwise_schedule(
     exchange: bool = True,
 ) -> LayerSchedule:
     """One vector phase over ``elements`` spread on all tiles (see module docstring)."""
-    eb = _require_precision("precision", precision)
+    eb = require_precision("precision", precision)
     require(isinstance(elements, (int, np.integer)) and elements >= 1, "elements", elements, "must be >= 1", "")
     el = split_sizes(elements, tiles)
     ops = np.ceil(el * ops_per_element).astype(np.int64)
@@ -178,7 +177,7 @@ def dense_backward_schedule(
     tiles: int,
     sram_bytes: int,
     flops_per_cycle: float,
-    fixed_cycles: float = 331.0,
+    fixed_cycles: float = AMP_VERTEX_CYCLES,
     precision: str = "fp32",
     costs: SuperstepCosts = SuperstepCosts(),
     overheads: OverheadConstants = OverheadConstants(),
@@ -214,7 +213,7 @@ def lowrank_backward_schedule(
     tiles: int,
     sram_bytes: int,
     flops_per_cycle: float,
-    fixed_cycles: float = 331.0,
+    fixed_cycles: float = AMP_VERTEX_CYCLES,
     precision: str = "fp32",
     costs: SuperstepCosts = SuperstepCosts(),
     overheads: OverheadConstants = OverheadConstants(),
@@ -354,7 +353,7 @@ def butterfly_backward_schedule(
 ) -> LayerSchedule:
     """Backward of a :func:`butterfly_schedule` forward on its partition (module docstring)."""
     require(forward.name == "butterfly", "forward schedule", forward.name, "must be a butterfly schedule", "")
-    eb = _require_precision("precision", forward.precision)
+    eb = require_precision("precision", forward.precision)
     tiles = forward.tiles
     pf, pb = forward.partition["features"], forward.partition["batch"]
     levels = int(math.log2(n))
@@ -379,7 +378,7 @@ def pixelfly_backward_schedule(
     sram_bytes: int,
     flops_per_cycle: float,
     workers: int,
-    fixed_cycles: float = 331.0,
+    fixed_cycles: float = AMP_VERTEX_CYCLES,
     costs: SuperstepCosts = SuperstepCosts(),
     overheads: OverheadConstants = OverheadConstants(),
 ) -> LayerSchedule:
@@ -388,7 +387,7 @@ def pixelfly_backward_schedule(
     layout, the weight gradient on the forward's partition), then the low-rank backward."""
     require(forward.name == "pixelfly", "forward schedule", forward.name, "must be a pixelfly schedule", "")
     precision = forward.precision
-    eb = _require_precision("precision", precision)
+    eb = require_precision("precision", precision)
     tiles = forward.tiles
     fwd = forward.parts[0]
     sub, layout = popsparse_layout(pixelfly_layout(n, n, block_size, butterfly_size), block_size)
@@ -445,7 +444,7 @@ def fastfood_schedules(
     overheads: OverheadConstants = OverheadConstants(),
 ) -> tuple:
     """``(forward, backward)`` of the fastfood layer on the best radix-2 partition (module docstring)."""
-    eb = _require_precision("precision", precision)
+    eb = require_precision("precision", precision)
     require(
         is_power_of_two(n) and n >= 2,
         "n",
@@ -517,7 +516,7 @@ def circulant_schedules(
     overheads: OverheadConstants = OverheadConstants(),
 ) -> tuple:
     """``(forward, backward)`` of the FFT circulant layer (module docstring); ``n`` a power of two >= 4."""
-    eb = _require_precision("precision", precision)
+    eb = require_precision("precision", precision)
     require(
         is_power_of_two(n) and n >= 4,
         "n",

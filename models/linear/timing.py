@@ -44,15 +44,8 @@ from models.linear.lowering import (
     poptorch_common_parts,
     poptorch_layer,
 )
-from models.linear.planner import (
-    DEFAULT_MEMORY_PROPORTION,
-    PRECISION_BYTES,
-    OverheadConstants,
-    SuperstepCosts,
-    _check_proportion,
-    _require_precision,
-    explain_plan,
-)
+from models.linear.phases import PRECISION_BYTES, OverheadConstants, SuperstepCosts, require_precision
+from models.linear.planner import DEFAULT_MEMORY_PROPORTION, _check_proportion, explain_plan
 from models.linear.schedules import (
     block_sparse_schedules,
     butterfly_schedule,
@@ -108,7 +101,7 @@ class MatmulOptions:
 
     def __post_init__(self):
         _check_proportion(self.memory_proportion)
-        _require_precision("partials_precision", self.partials_precision)
+        require_precision("partials_precision", self.partials_precision)
 
 
 @dataclass(frozen=True)

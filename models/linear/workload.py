@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from models.linear.planner import PRECISION_BYTES, OverheadConstants, overhead_breakdown, split_sizes
+from models.linear.phases import PRECISION_BYTES, OverheadConstants, overhead_breakdown, split_sizes
 from tilesim.machine import Machine
 from tilesim.memory import MemoryLedger
 from tilesim.program import Program, ProgramBuilder

@@ -358,13 +358,18 @@ class NetworkState:
     placement: Mapping
 
 
+PAPER_TILES_PER_CHIP = 1472
+"""Tiles of the paper's chip (GC200 / Bow, ipu-hardware.md §1): where a network is placed when no
+placement or machine is given (:func:`default_placement`)."""
+
+
 def default_placement(config: NetworkConfig) -> Mapping:
     """The paper's placement: constant neurons per tile (2, 4, … until every layer fits on one
-    1472-tile chip), contiguous tiles, tile 0 of chip 0 left free."""
+    chip of :data:`PAPER_TILES_PER_CHIP` tiles), contiguous tiles, tile 0 of chip 0 left free."""
     npt = 2
     while True:
         try:
-            return contiguous_placement(config.layers[1:], npt, first_tile=1)
+            return contiguous_placement(config.layers[1:], npt, first_tile=1, tiles_per_chip=PAPER_TILES_PER_CHIP)
         except MappingError:
             npt += 2
 

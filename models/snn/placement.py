@@ -20,9 +20,7 @@ def contiguous_tiles(n_neurons: int, neurons_per_tile: int, first_tile: int = 0)
     return (first_tile + np.arange(n_neurons) // neurons_per_tile).astype(np.int32)
 
 
-def contiguous_placement(
-    layer_sizes, neurons_per_tile: int = 2, first_tile: int = 1, tiles_per_chip: int = 1472
-) -> Mapping:
+def contiguous_placement(layer_sizes, neurons_per_tile: int, first_tile: int, tiles_per_chip: int) -> Mapping:
     """The paper's placement (snn-on-ipu.md §3.1): every layer on ⌈N/npt⌉ contiguous tiles,
     layers packed one after another from ``first_tile`` (tile 0 of chip 0 left free), a layer
     never straddling a chip; ``n_tiles`` is a whole number of chips."""

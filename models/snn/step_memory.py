@@ -39,9 +39,7 @@ STACK_BYTES = 6 * 512 + 1024  # [U] worker stacks + supervisor stack
 @lru_cache(maxsize=1)
 def _code_bytes() -> tuple:
     """(vertex state, control code per compute set, exchange code per instruction) bytes."""
-    from models.linear.planner import (
-        OverheadConstants,  # deferred: the linear package is big
-    )
+    from models.linear.phases import OverheadConstants  # deferred: an SNN run never needs the linear package
 
     o = OverheadConstants()
     return (
