@@ -123,3 +123,37 @@ def test_an_unregistered_fabric_is_refused_with_the_known_kinds():
 
     with pytest.raises(ConfigError, match=r"fabric.kind.*hypercube.*all-to-all.*mesh"):
         machine_from_dict(loads_toml(doc), "m.toml")
+
+
+# Words that belong to one workload. The one exception is the SRAM ledger's "spikes" role
+# (a memory category of the vendor-profiler-style ledger that summary.json reports by name).
+WORKLOAD_WORDS = ("neuron", "neurons", "spike", "snn", "loss", "accuracy", "stencil", "theta2", "synaptic", "halo")
+ALLOWED = {("tilesim/memory.py", "spikes")}
+
+
+def test_the_core_names_no_workload_concept():
+    """Issue 24: tilesim/ knows no workload; a workload's words live in its own package (its report
+    section is found through the tilesim.report_sections entry points)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for path in sorted((root / "tilesim").glob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            for w in re.findall(r"[A-Za-z0-9_]+", line.lower()):
+                if w in WORKLOAD_WORDS or w.rstrip("s") in WORKLOAD_WORDS:
+                    if (rel, w) not in ALLOWED:
+                        found.append(f"{rel}:{i}: {w}")
+    assert not found, "\n".join(found)
+
+
+def test_the_snn_report_section_is_found_by_its_entry_point():
+    from tilesim.report import summary_markdown
+    from tilesim.workload import report_parts
+
+    s = {"workload": "snn", "loss": [2.0, 1.0], "findings": [], "network": None, "breakdown_s": {}}
+    assert report_parts(s).tail[0].startswith("Loss 2.0000 → 1.0000")
+    assert "Loss 2.0000" in summary_markdown(s)
+    assert "Loss" not in summary_markdown({**s, "workload": "unknown"})

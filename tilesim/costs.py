@@ -1,7 +1,7 @@
 """Cost model: per-tile work counters → compute cycles, with calibrated coefficients.
 
 A workload's kernels count what each tile actually did (``counters[name]`` = an array over
-tiles, e.g. synaptic adds). A :class:`CostModel` holds *worker cycles per unit* of each counter
+tiles, e.g. multiply-adds). A :class:`CostModel` holds *worker cycles per unit* of each counter
 and turns them into tile cycles with the barrel-threading rule of ipu-hardware.md §2: a tile
 issues one instruction per cycle, round-robin over ``workers`` contexts, so a single busy worker
 advances at 1/workers of the issue rate::

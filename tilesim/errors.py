@@ -16,7 +16,7 @@ class ConfigError(TileSimError, ValueError):
 
 
 class MappingError(TileSimError, ValueError):
-    """A neuron-to-tile placement is incomplete, overlapping or out of range."""
+    """A placement of work on tiles is incomplete, overlapping or out of range."""
 
 
 class MissingDataError(TileSimError, KeyError):

@@ -179,7 +179,7 @@ class System:
     Global sync cycles = global_sync_fixed_cycles + ceil(global_sync_ns_per_hop · f · hops · 2) with
     hops = 1 + ⌊⌊N/2⌋/2⌋. ``global_sync_fixed_cycles`` is the part of a cross-chip sync that does not
     grow with the hop count (sync-link handshake and the chips' external-sync entry and exit); 0 unless a
-    preset gives measured evidence (gc2x16: measured multi-IPU stencil, ``calibration/multi-ipu/``).
+    preset gives measured evidence (gc2x16: measured multi-IPU runs, ``calibration/multi-ipu/``).
     ``link_message_bytes``: link time one message (a contiguous region sent to one tile of another
     chip) occupies beyond its payload, in bytes at the link rate; workloads that count messages add
     it to their flows' bytes. 0 unless a preset gives measured evidence.

@@ -49,7 +49,7 @@ class MemoryLedger:
         self.table = np.zeros((len(CATEGORIES), self.total_tiles), np.int64)
         self.entries: list[_Entry] = []
         self.remedy = remedy or (
-            "put fewer neurons/elements on each tile (use more tiles or chips), "
+            "put less work on each tile (use more tiles or chips), "
             "shrink batch or time steps, or use a machine with more SRAM per tile"
         )
 

@@ -69,7 +69,8 @@ def _chip_image(values, rows, cols):
 
 
 def _mark_layers(ax, layer, rows, cols):
-    """Outline the tiles of each neuron layer (``layer`` int per tile, 0 = none) and name it."""
+    """Outline the tiles of each tile group (``layer`` int per tile, 0 = none: a workload's groups, e.g. its
+    layers) and name it."""
     if layer is None or not np.any(layer):
         return
     img = _chip_image(np.asarray(layer, float), rows, cols)
@@ -108,7 +109,7 @@ def tile_heatmap(
     each; default one chip). Up to :data:`MAX_CHIP_PANELS` chips side by side on one colour
     scale; more: the chip with the largest value drawn tile by tile beside a strip of every
     chip's max and mean. ``over`` (bool per tile) is outlined in red; ``tile_layer`` (int per
-    tile, 0 = none) outlines and names the neuron layers."""
+    tile, 0 = none) outlines and names the workload's tile groups."""
     plt = _plt()
     values = np.asarray(values, float)
     tpc = tiles_per_chip or values.size

@@ -520,7 +520,7 @@ class CompactProgram(_ProgramShape):
     bytes each chip sends per superstep, and ``rows`` (a :class:`ChipRowSource`) that rebuilds a
     chip's ``[S, tiles]`` rows for the tiles a person looks at. Everything else (labels, syncs,
     flows, host transfers, extras) as in :class:`Program`. Built chip by chip from the same rows
-    as the dense form (e.g. :func:`models.snn.timing.build_step_program` with ``compact=True``),
+    as the dense form (a workload's compact build),
     so :func:`tilesim.engine.simulate` gives the same result on any fabric that needs no routes."""
 
     name: str

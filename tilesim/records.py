@@ -360,7 +360,7 @@ class ProgramDigest:
     label_chip_bytes: np.ndarray  # float64 [labels, C] the same summed per superstep label
     link_bytes: np.ndarray  # float64 [C, C] bytes over the links, sender chip x receiver chip
     flows: tuple  # (step, src chip, dst chip, bytes) arrays of the link flows
-    tile_group: np.ndarray | None = None  # int [C*T] the workload's group of each tile (SNN: neuron
+    tile_group: np.ndarray | None = None  # int [C*T] the workload's group of each tile (e.g. its
     # layer, 1-based; 0 = none), outlined in the pictures
 
     @classmethod

@@ -19,6 +19,7 @@ from tilesim.errors import ConfigError, config_message
 from tilesim.fabric import grid_shape
 from tilesim.io import atomic_write_bytes, atomic_write_text
 from tilesim.records import PHASES
+from tilesim.workload import ReportParts, report_parts
 
 __all__ = [
     "write_run_report",
@@ -228,6 +229,7 @@ def _draw(out, summary, a, plots) -> list[Path]:
         written.append(plots.timeline(shim, out / "timeline.png", booked=booked))
         written.append(plots.breakdown_bars(shim, out / "breakdown.png"))
     rows, cols = _grid(a, tpc)
+    parts = report_parts(summary)
     if "memory_bytes" in a:
         mem = a["memory_bytes"].astype(float)
         budget = float(a["memory_budget"])
@@ -238,7 +240,7 @@ def _draw(out, summary, a, plots) -> list[Path]:
                 out / "memory.png",
                 rows,
                 cols,
-                f"SRAM per tile ({summary.get('machine', '')}); budget {budget:,.0f} B; {_layout_note(a)}",
+                f"SRAM per tile ({summary.get('machine', '')}); budget {budget:,.0f} B; {_layout_note(a, parts)}",
                 "used / budget",
                 vmax=max(1.0, float(used.max())),
                 over=used > 1,
@@ -253,7 +255,7 @@ def _draw(out, summary, a, plots) -> list[Path]:
             out / "work.png",
             rows,
             cols,
-            f"compute cycles per tile over one step (host-booked supersteps left out); {_layout_note(a)}",
+            f"compute cycles per tile over one step (host-booked supersteps left out); {_layout_note(a, parts)}",
             "million cycles",
             tiles_per_chip=tpc,
             tile_layer=a.get("tile_group"),
@@ -275,56 +277,17 @@ def _draw(out, summary, a, plots) -> list[Path]:
     return written
 
 
-def _layout_note(a) -> str:
+def _layout_note(a, parts: ReportParts) -> str:
     g = tuple(int(x) for x in a.get("grid", (0, 0)))
     return (
         "tiles on the mesh's grid"
         if g[0]
         else "tiles in id order, supertile pairs side by side (floorplan not modelled)"
-    ) + ("; L1, L2, ...: neuron layers" if "tile_group" in a else "")
+    ) + (f"; L1, L2, ...: {parts.tile_groups}" if "tile_group" in a else "")
 
 
 def _ms(x):
     return f"{x * 1e3:.3f} ms"
-
-
-def _training_markdown(s: dict) -> list:
-    """The training diagnosis of a run: each finding with its fix, and the last step's activity per
-    layer (the numbers that decide both the time and whether training works)."""
-    if "findings" not in s or s.get("loss", ()) is None:  # no training at fixed activity
-        return []
-    out = ["## Training", ""]
-    sched = s.get("second_threshold_schedule")
-    out.append(
-        "Second threshold (theta2): "
-        + (
-            f"the authors' schedule from {sched['start']:g}, rate {sched['rate']:g} per batch."
-            if sched
-            else "constant."
-        )
-    )
-    out.append("")
-    out += [f"* **{f['kind'].replace('_', ' ')}**: {f['message']}. Fix: {f['fix']}." for f in s["findings"]]
-    if not s["findings"]:
-        out.append(
-            "No findings: every layer spiked or carried gradient entries, no layer filled its cap every "
-            "step, and the loss moved."
-        )
-    act = s.get("activity") or []
-    if act and act[-1].get("layers"):
-        out += [
-            "",
-            f"Last step ({len(act)} steps):",
-            "",
-            "| layer | spikes per sample and step | cap used | gradient-only entries | theta2 |",
-            "|---|---:|---:|---:|---:|",
-        ]
-        for i, ly in enumerate(act[-1]["layers"]):
-            out.append(
-                f"| {i + 1} | {ly.get('spikes', 0):.3g} | {100 * ly.get('cap_used', 0):.0f} % | "
-                f"{ly.get('gradient_only', 0):.3g} | {ly.get('second_threshold', float('nan')):g} |"
-            )
-    return out + [""]
 
 
 def _critical_kernel_markdown(ex) -> list:
@@ -381,17 +344,10 @@ def _memory_markdown(m) -> list:
 def summary_markdown(s: dict) -> str:
     """The run in words: the time per step and where it goes, the critical kernel, memory."""
     total = s.get("predicted_step_s", s.get("total_s", 0.0))
-    lines = ["# Run summary", ""]
-    net = s.get("network")
-    if net:
-        lines.append(
-            f"Network {'-'.join(map(str, net['layers']))}: {net['neurons']:,} neurons, {net['weights']:,} "
-            f"weights, caps {net['caps']}, up to {net['neurons_per_tile']} neurons per tile, on "
-            f"{s.get('machine')} ({s.get('chips')} chip(s)); mapping `{s.get('mapping', {}).get('strategy', '?')}`."
-        )
-        lines.append("")
+    parts = report_parts(s)
+    lines = ["# Run summary", "", *parts.head]
     st = s.get("structure")
-    if st:  # the workload's named structural assumptions (SNN: models/snn/structure.py)
+    if st:  # the workload's named structural assumptions
         lines += ["Assumed structure: " + ", ".join(f"{k} `{v}`" for k, v in st.items()) + ".", ""]
     b = s.get("bytes")
     lines += [
@@ -421,10 +377,9 @@ def summary_markdown(s: dict) -> str:
             )
         lines.append("")
     lines += _critical_kernel_markdown(s.get("explain"))
-    lines += _training_markdown(s)
+    lines += parts.body
     lines += _memory_markdown(s.get("memory"))
-    if s.get("loss"):
-        lines += [f"Loss {s['loss'][0]:.4f} → {s['loss'][-1]:.4f} over {len(s['loss'])} step(s).", ""]
+    lines += parts.tail
     lines += [f"{n}." for n in s.get("notes") or []] + ([""] if s.get("notes") else [])
     lines += [
         "Pictures: `timeline.png` (BSP phases per chip), `memory.png` (SRAM per tile), `work.png` "

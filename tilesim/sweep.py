@@ -414,7 +414,7 @@ def resolve_runner(text: str):
         "runner",
         text,
         "must look like 'package.module:function'",
-        "e.g. models.snn.sweep_cli:run_point",
+        "e.g. mypackage.sweeps:run_point",
     )
     try:
         fn = getattr(importlib.import_module(mod), attr)

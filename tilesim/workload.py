@@ -1,6 +1,6 @@
 """The one seam between workloads and machines.
 
-A workload (the SNN training step, the stencil, the matrix layers, or one of yours) turns its
+A workload (each package under ``models/``, or one of yours) turns its
 description and placement into **tile rows** on a machine — per-tile compute cycles, exchange
 bytes, link flows, host transfers and syncs (:mod:`tilesim.program`) — and reports its SRAM.
 Everything after that is the core's, the same for every workload::
@@ -9,8 +9,8 @@ Everything after that is the core's, the same for every workload::
         (tile rows)               (tilesim.fabric: per-chip work)      (tilesim.engine)
 
 :func:`time_workload` is that pipeline, the one function that times a workload on a machine.
-The core never names a workload concept: what a workload wants said about its run (neurons and
-spikes, image tiles, matrix partitions) it says in its own :class:`Section`.
+The core never names a workload concept: what a workload wants said about its run (its
+network, its image, its matrices) it says in its own :class:`Section`.
 
 A new workload is a class with these four members (CONTRIBUTING.md walks through one that
 ``tests/test_workload_seam.py`` runs); nothing in ``tilesim/`` changes.
@@ -19,6 +19,7 @@ A new workload is a class with these four members (CONTRIBUTING.md walks through
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Protocol, runtime_checkable
 
 from tilesim.engine import simulate
@@ -27,7 +28,7 @@ from tilesim.memory import MemoryLedger
 from tilesim.program import CompactProgram, Program
 from tilesim.records import SimResult
 
-__all__ = ["Workload", "Section", "TimedStep", "time_workload"]
+__all__ = ["Workload", "Section", "TimedStep", "time_workload", "ReportParts", "report_parts", "REPORT_GROUP"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Section:
 
 @runtime_checkable
 class Workload(Protocol):
-    """What the core needs of a workload. ``name`` says which (e.g. ``"snn"``)."""
+    """What the core needs of a workload. ``name`` says which (its package name)."""
 
     name: str
 
@@ -91,3 +92,32 @@ def time_workload(workload: Workload, machine: Machine, *, keep_timeline: bool =
     search that needs only totals)."""
     program = workload.program(machine)
     return TimedStep(program, workload.book(simulate(program, machine, keep_timeline=keep_timeline)))
+
+
+REPORT_GROUP = "tilesim.report_sections"
+"""Entry-point group of the workloads' report sections: ``<workload> = "module:function"``, the
+function taking a stored ``summary.json`` (a dict) and returning :class:`ReportParts`."""
+
+
+@dataclass(frozen=True)
+class ReportParts:
+    """A workload's lines in a run's ``summary.md``: ``head`` after the title (what was run),
+    ``body`` after the critical kernel (e.g. the training diagnosis), ``tail`` after the memory;
+    ``tile_groups`` names what the outlined tile groups of the pictures are (e.g. layers)."""
+
+    head: tuple[str, ...] = ()
+    body: tuple[str, ...] = ()
+    tail: tuple[str, ...] = ()
+    tile_groups: str = "tile groups"
+
+
+def report_parts(summary: dict) -> ReportParts:
+    """The report section of the workload named by ``summary["workload"]`` (registered under
+    :data:`REPORT_GROUP`); empty parts when the summary names none or nothing is registered for it."""
+    name = summary.get("workload")
+    if not isinstance(name, str):
+        return ReportParts()
+    for ep in metadata.entry_points(group=REPORT_GROUP):
+        if ep.name == name:
+            return ep.load()(summary)
+    return ReportParts()

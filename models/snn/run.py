@@ -254,6 +254,7 @@ class RunSummary:
     findings: list = field(default_factory=list)  # training diagnosis: dead / saturated layers, flat loss, depth
     structure: dict = field(default_factory=dict)  # the structural assumptions (models.snn.structure.StepStructure)
     notes: list = field(default_factory=list)  # one-line remarks on how the run was timed (e.g. FIXED_NOTE)
+    workload: str = "snn"  # whose report section renders the rest (tilesim.workload.report_parts)
     artifacts: RunArtifacts | None = field(default=None, repr=False, compare=False)
 
     def by_phase_frame(self):
