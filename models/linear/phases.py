@@ -34,6 +34,7 @@ PRECISION_BYTES = {"fp16": 2, "fp32": 4}
 
 
 def require_precision(name: str, value: str) -> int:
+    """Bytes per element of precision ``value`` (fp16 | fp32); ConfigError naming ``name`` otherwise."""
     require(
         value in PRECISION_BYTES,
         name,
@@ -45,6 +46,7 @@ def require_precision(name: str, value: str) -> int:
 
 
 def require_int(name: str, value, low: int = 1) -> None:
+    """Raise ConfigError naming ``name`` unless ``value`` is an integer >= ``low``."""
     require(
         isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= low,
         name,
@@ -134,6 +136,7 @@ class OverheadConstants:
 
 
 def as_tile_array(name: str, value, tiles: int) -> np.ndarray:
+    """``value`` as a read-only int64 array of one non-negative count per tile; ConfigError otherwise."""
     a = np.array(value, dtype=np.int64)
     require(a.shape == (tiles,), name + " shape", a.shape, f"must be ({tiles},)", "one entry per tile")
     require(bool((a >= 0).all()), name, int(a.min()), "must be >= 0 on every tile", "counts cannot be negative")

@@ -1,0 +1,146 @@
+"""This tree against an older revision, case by case, in alternating subprocesses (issue 24).
+
+A refactoring must not slow down what users wait for. Three cases, each timed inside a fresh
+process whose ``PYTHONPATH`` is either this tree or an export of ``--base`` (``git archive``), the two
+alternating ``--rounds`` times (the machines are noisy); printed: each tree's median seconds and the
+ratio this / base (< 1: faster now).
+
+* ``functional step``: one training step of the paper's N-MNIST network 2312-1466-1466-10 (B 48,
+  T 100, 5 % caps) on a GC200 — kernels, per-step counters, the step program, the engine — after a
+  warm-up step (Numba compiles once per tree and caches);
+* ``64-chip step``: the §4.4 weak-scaling network on 64 Bow chips re-timed at fixed activity
+  (placement done before the clock starts);
+* ``re-timing``: the mapping search's objective on 12 mappings of the N-MNIST network (SRAM
+  ledger + re-timing from one recorded step), seconds per mapping.
+
+    python benchmarks/bench_against_revision.py [--base REV] [--rounds 3] [--cases retime functional]
+
+``--base`` defaults to the parent of the commit that added this file (the code before the seam).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CASES = {
+    "functional": """
+import time, numpy as np
+from models.snn.network import NetworkConfig, init_network, train_step
+from models.snn.placing import place_network
+from tilesim.machine import load_machine
+cfg = NetworkConfig(layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05, input_cap=32)
+m = load_machine("gc200")
+st = init_network(cfg, place_network(cfg, m, mapping="contiguous").placement)
+rng = np.random.default_rng(0)
+x = (rng.random((100, 48, 2312)) < 0.02).astype(np.float32)
+y = rng.integers(0, 10, 48)
+train_step(st, x, y, per_step_counters=True)
+t0 = time.perf_counter()
+train_step(st, x, y, per_step_counters=True)
+RESULT = time.perf_counter() - t0
+""",
+    "64-chip": """
+import time
+from experiments.s_common import weak_config
+from models.snn.placing import place_network
+from models.snn.retime import retime
+from tilesim.machine import load_machine
+cfg = weak_config("shd", 8, 64, batch=24, max_activity=0.05)
+m = load_machine("bow", 64)
+pl = place_network(cfg, m, 8, "contiguous").placement
+t0 = time.perf_counter()
+retime(None, cfg, pl, m, steps_per_execution=1000)
+RESULT = time.perf_counter() - t0
+""",
+    "retime": """
+import time, numpy as np
+from models.snn.mapsearch import make_objective
+from models.snn.network import NetworkConfig, init_network, train_step
+from models.snn.placing import place_network, strategy_mapping
+from tilesim.machine import load_machine
+cfg = NetworkConfig(layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05, input_cap=32)
+m = load_machine("gc200")
+st = init_network(cfg, place_network(cfg, m, mapping="contiguous").placement)
+rng = np.random.default_rng(0)
+x = (rng.random((100, 48, 2312)) < 0.02).astype(np.float32)
+res = train_step(st, x, rng.integers(0, 10, 48))
+objective = make_objective(cfg, m, res.activity)
+maps = [strategy_mapping(s, cfg, m, n) for s in ("contiguous", "round_robin") for n in (2, 3, 4, 5, 6, 8)]
+objective(maps[0])
+t0 = time.perf_counter()
+for mp in maps:
+    objective(mp)
+RESULT = (time.perf_counter() - t0) / len(maps)
+""",
+}
+
+
+def _default_base() -> str:
+    out = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%H", "--", "benchmarks/bench_against_revision.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return (out[-1] + "^") if out else "HEAD"
+
+
+def _export(rev: str, into: Path) -> Path:
+    """The tree of ``rev`` unpacked into ``into`` (its Numba cache stays there)."""
+    archive = into / "base.tar"
+    subprocess.run(["git", "archive", "--format=tar", "-o", str(archive), rev], cwd=ROOT, check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(into / "tree", filter="data")
+    return into / "tree"
+
+
+def _time(tree: Path, code: str) -> float:
+    """Seconds the case reports, run in a fresh process on ``tree``."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    prog = code + "\nimport json, sys\nsys.stdout.write(json.dumps(RESULT))\n"
+    out = subprocess.run([sys.executable, "-c", prog], cwd=tree, env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"case failed on {tree}:\n{out.stderr[-2000:]}")
+    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def main(argv=None) -> int:
+    """Print the per-case medians and ratios; returns the exit status."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", default=None, help="git revision to compare with (default: before the seam)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    a = ap.parse_args(argv)
+    try:
+        base = a.base or _default_base()
+    except (OSError, subprocess.CalledProcessError):
+        print("no git history here: nothing to compare with")
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        old = _export(base, Path(tmp))
+        print(f"this tree vs {base}; {a.rounds} alternating rounds per case")
+        for name in a.cases:
+            code = CASES[name]
+            _time(old, code), _time(ROOT, code)  # warm-up: Numba caches in each tree
+            new_s, old_s = [], []
+            for _ in range(a.rounds):
+                old_s.append(_time(old, code))
+                new_s.append(_time(ROOT, code))
+            n, o = statistics.median(new_s), statistics.median(old_s)
+            print(f"{name:12s} this {n:8.4f} s   base {o:8.4f} s   ratio {n / o:5.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
