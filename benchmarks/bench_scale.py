@@ -27,14 +27,15 @@ import subprocess
 import sys
 import time
 
+from experiments.s_common import weak_config
+from models.snn.hostmem import peak_rss_bytes
+
 
 def _child(kind: str, chips: int) -> dict:
     """One case, in this process; returns its measurements."""
-    import resource
+    import resource  # POSIX-only module
 
     t0 = time.perf_counter()
-    from experiments.s_common import weak_config
-    from models.snn.hostmem import peak_rss_bytes
 
     cfg = weak_config("shd", 8, chips, batch=24, max_activity=0.05)
     imports = time.perf_counter() - t0
@@ -42,8 +43,8 @@ def _child(kind: str, chips: int) -> dict:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     cpu0 = ru.ru_utime + ru.ru_stime
     if kind == "natural":
-        from models.snn.options import RunOptions
-        from models.snn.run import run_training
+        from models.snn.options import RunOptions  # imported in the measured child process
+        from models.snn.run import run_training  # imported in the measured child process
 
         opts = RunOptions(
             machine="bow",
@@ -70,8 +71,8 @@ def _child(kind: str, chips: int) -> dict:
             "estimate_bytes": s.host_memory["estimate_bytes"],
         }
     else:
-        from experiments.s_common import machine, place
-        from models.snn.retime import retime
+        from experiments.s_common import machine, place  # imported in the measured child process
+        from models.snn.retime import retime  # imported in the measured child process
 
         mach = machine(chips)
         placement, _ = place(cfg, mach, 8)

@@ -20,13 +20,13 @@ from pathlib import Path
 
 from distributed import Client
 
+from models.snn.sweep_cli import run_point
 from tilesim.sweep import expand, run_sweep, start_local_cluster, sweep_from_dict
 
 RUNNER = "models.snn.sweep_cli:run_point"
 
 
 def _warm(config):
-    from models.snn.sweep_cli import run_point
 
     run_point(config)
     return True

@@ -18,8 +18,9 @@ from __future__ import annotations
 import sys
 
 from experiments.b_common import pyplot, standard_main
-from models.linear.timing import time_layer
+from models.linear.timing import layer_parts, time_layer
 from tilesim.errors import SramOverflowError
+from tilesim.machine import load_machine
 
 BATCH = 50
 KINDS = ("dense", "butterfly", "pixelfly")
@@ -61,8 +62,6 @@ def run(quick: bool = False) -> list[dict]:
 
 
 def _phases(kind, n):
-    from models.linear.timing import layer_parts
-    from tilesim.machine import load_machine
 
     f, b = layer_parts(kind, n, BATCH, load_machine("gc200"))
     return f.phases + b.phases

@@ -40,10 +40,10 @@ def read_csv(path) -> list[dict]:
 
 
 def pyplot():
-    import matplotlib
+    import matplotlib  # matplotlib is imported only when drawing (start-up time)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib is imported only when drawing (start-up time)
 
     return plt
 

@@ -17,6 +17,7 @@ names the first npt that overflows and the category that causes it. No GPU side 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 from experiments.s_common import dataset_for, n_weights, pyplot, standard_main, time_fixed, time_natural, weak_config
 
@@ -34,7 +35,6 @@ QUICK_NATURAL_NPTS = (2,)
 
 
 def _config(npt, series):
-    from dataclasses import replace
 
     s = SERIES[series]
     cfg = weak_config(DATASET, npt, 1, batch=s["batch"], max_activity=MAX_ACTIVITY, timesteps=s["timesteps"])

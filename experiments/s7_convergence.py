@@ -30,6 +30,10 @@ import sys
 import numpy as np
 
 from experiments.s_common import SEED, machine, pyplot, standard_main
+from models.snn import data as D
+from models.snn.data import EventDataset
+from models.snn.placing import place
+from models.snn.retime import retime
 
 TASKS = {  # name -> (layers "input-hidden-hidden-classes", synthetic() options)
     # 8 spikes per active channel: ≈ 10 input events per 1 ms step (SHD-like drive)
@@ -71,7 +75,6 @@ QUICK = dict(
 
 
 def _split(ds, idx):
-    from models.snn.data import EventDataset
 
     return EventDataset(ds.name, ds.n_channels, ds.n_classes, tuple(ds.samples[i] for i in idx), ds.labels[idx])
 
@@ -83,7 +86,7 @@ def _caps(sizes, a):
 
 
 def _evaluate(state, test, T):
-    from models.snn.network import compute_gradients
+    from models.snn.network import compute_gradients  # Numba kernels load only when they run (start-up time)
 
     accs, losses = [], []
     for x, y in test.batches(BATCH, T, INPUT_CAP, np.random.default_rng(SEED + 7), shuffle=False):
@@ -95,9 +98,12 @@ def _evaluate(state, test, T):
 
 def train_mode(layers, T, a, seed, epochs, train, test, mach, lr=LR, schedule=None):
     """Rows of one (mode, seed) run: epoch 0 = before training, then one row per epoch."""
-    from models.snn.network import NetworkConfig, SecondThresholdSchedule, init_network, train_step
-    from models.snn.placing import place
-    from models.snn.retime import retime
+    from models.snn.network import (  # Numba kernels load only when they run (start-up time)
+        NetworkConfig,
+        SecondThresholdSchedule,
+        init_network,
+        train_step,
+    )
 
     schedule = a is not None if schedule is None else schedule
     sizes = tuple(int(x) for x in layers.split("-"))
@@ -156,7 +162,6 @@ def train_mode(layers, T, a, seed, epochs, train, test, mach, lr=LR, schedule=No
 
 
 def run(quick: bool = False) -> list[dict]:
-    from models.snn import data as D
 
     q = (
         QUICK

@@ -21,7 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from experiments.b_common import pyplot, read_csv, standard_main, write_csv  # noqa: F401  (re-exported)
-from models.snn.timing import STEPS_PER_EXECUTION
+from models.snn import data as D
+from models.snn.placing import place as _place
+from models.snn.retime import retime
+from models.snn.timing import STEPS_PER_EXECUTION, default_costs
+from tilesim.machine import load_machine
 from tilesim.records import PHASES
 
 SEED = 0
@@ -141,7 +145,6 @@ def n_weights(layers) -> int:
 
 
 def machine(chips: int = 1):
-    from tilesim.machine import load_machine
 
     return load_machine(MACHINE, chips)
 
@@ -155,7 +158,7 @@ def single_chip_config(
     activity: str = "natural",
 ):
     """The §4.2 configuration: 2942 neurons on one IPU, Adam 1e-3, theta2 0.9, weight_mul 2.0."""
-    from models.snn.network import NetworkConfig
+    from models.snn.network import NetworkConfig  # Numba kernels load only when they run (start-up time)
 
     spec = DATASETS[dataset]
     return NetworkConfig(
@@ -185,7 +188,7 @@ def weak_config(
     n_hidden: int | None = None,
 ):
     """The §4.4 ``multi_neuron`` configuration: T = 10, SGD 3e-5, theta2 0.9."""
-    from models.snn.network import NetworkConfig
+    from models.snn.network import NetworkConfig  # Numba kernels load only when they run (start-up time)
 
     spec = DATASETS[dataset]
     return NetworkConfig(
@@ -236,7 +239,6 @@ def memory_fields(ledger) -> dict:
 
 def cost_model_id() -> str:
     """Name and version of the shipped SNN cost model the predictions used (it changes with calibration)."""
-    from models.snn.timing import default_costs
 
     c = default_costs()
     return f"{c.name} v{c.version}"
@@ -256,7 +258,7 @@ def prediction_band(config, placement, mach, activity=None, steps_per_execution:
     """``(lo_s, mid_s, hi_s)`` from ``models.snn.calibrate.prediction_band`` (leave-one-out
     refits of the cost model) when that function exists, else None."""
     try:
-        from models.snn.calibrate import prediction_band as band
+        from models.snn.calibrate import prediction_band as band  # the calibration loads only for a band
     except ImportError:
         return None
     return tuple(float(x) for x in band(config, placement, mach, activity, steps_per_execution=steps_per_execution))
@@ -265,7 +267,6 @@ def prediction_band(config, placement, mach, activity=None, steps_per_execution:
 def place(config, mach, npt):
     """The paper's contiguous placement at ``npt`` neurons/tile; the ledger in report mode (never raises
     on overflow, so the experiments can show where SRAM runs out)."""
-    from models.snn.placing import place as _place
 
     placement, ledger, _ = _place(config, mach, npt, "contiguous", "report")
     return placement, ledger
@@ -278,7 +279,6 @@ def time_fixed(
     ``steps_per_execution``: steps per device execution, over which the host variable sync is amortised;
     ``structure``: a :class:`models.snn.structure.StepStructure` (default: its defaults; the cost-model
     band is always under the defaults)."""
-    from models.snn.retime import retime
 
     mach = machine(chips)
     placement, ledger = place(config, mach, npt)
@@ -292,7 +292,6 @@ def time_fixed(
 
 def dataset_for(dataset: str, n_samples: int, n_inputs: int, seed: int = SEED):
     """Dataset-shaped event data: the generators of :mod:`models.snn.data` (no downloads)."""
-    from models.snn import data as D
 
     gen = getattr(D, DATASETS[dataset].generator)
     ds = gen(n_samples, seed=seed)
@@ -304,8 +303,7 @@ def dataset_for(dataset: str, n_samples: int, n_inputs: int, seed: int = SEED):
 def time_natural(config, chips: int, npt: int, ds, steps: int) -> dict:
     """Train ``steps`` steps on ``ds`` (natural activity) and re-time each recorded step; the row of the
     median step, with the mean fraction of each layer's cap that real spikes used."""
-    from models.snn.network import init_network, train_step
-    from models.snn.retime import retime
+    from models.snn.network import init_network, train_step  # Numba kernels load only when they run (start-up time)
 
     mach = machine(chips)
     placement, ledger = place(config, mach, npt)

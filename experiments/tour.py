@@ -22,8 +22,20 @@ from pathlib import Path
 import numpy as np
 
 from experiments.b_common import SEED, pyplot
+from models.linear.cli import exchange_bench
+from models.snn import data as D
+from models.snn.placing import place
+from models.snn.retime import retime
+from models.snn.step_table import HOST_LABELS, STEP_ROWS, step_shape
+from tilesim import plots
+from tilesim.costs import barrel_tile_cycles
+from tilesim.engine import simulate
+from tilesim.fabric import LadderLinks
 from tilesim.io import atomic_write_text
+from tilesim.machine import load_machine
 from tilesim.plots import PHASE_COLOURS, SERIES_COLOURS
+from tilesim.program_toml import load_program
+from tilesim.records import PHASES
 
 DPI = 100
 SHD = "700-1462-1460-20"
@@ -46,7 +58,7 @@ CAT_COLOURS = {
 
 
 def _cfg(layers=SHD, batch=48, timesteps=100, **kw):
-    from models.snn.network import NetworkConfig
+    from models.snn.network import NetworkConfig  # Numba kernels load only when they run (start-up time)
 
     return NetworkConfig(
         layers=layers, batch=batch, timesteps=timesteps, max_activity=0.05, input_cap=48, seed=SEED, **kw
@@ -54,7 +66,6 @@ def _cfg(layers=SHD, batch=48, timesteps=100, **kw):
 
 
 def _place(cfg, machine, npt=None):
-    from models.snn.placing import place
 
     return place(cfg, machine, npt, "contiguous", "report")
 
@@ -72,7 +83,6 @@ def _kib(b) -> str:
 
 # ---- 1. a tile and its SRAM -----------------------------------------------------------------
 def tile_sram(img: Path, quick: bool) -> dict:
-    from tilesim.machine import load_machine
 
     B, T = (16, 20) if quick else (48, 100)
     m = load_machine("gc200")
@@ -112,10 +122,6 @@ def tile_sram(img: Path, quick: bool) -> dict:
 
 # ---- 2. one BSP superstep -------------------------------------------------------------------
 def bsp_superstep(img: Path, quick: bool) -> dict:
-    from tilesim import plots
-    from tilesim.engine import simulate
-    from tilesim.machine import load_machine
-    from tilesim.program_toml import load_program
 
     m = load_machine("m2000")
     with resources.as_file(resources.files("tilesim") / "examples" / "demo.toml") as p:
@@ -149,8 +155,6 @@ def bsp_superstep(img: Path, quick: bool) -> dict:
 
 # ---- 3. exchange distance -------------------------------------------------------------------
 def exchange_distance(img: Path, quick: bool) -> dict:
-    from models.linear.cli import exchange_bench
-    from tilesim.machine import load_machine
 
     ipu = load_machine("gc200")
     sizes = [4, 256, 16384, 1048576] if quick else [4 * 4**i for i in range(10)]
@@ -203,9 +207,11 @@ def exchange_distance(img: Path, quick: bool) -> dict:
 
 # ---- 4. sparse spike lists ------------------------------------------------------------------
 def spike_lists(img: Path, quick: bool) -> dict:
-    from models.snn import data as D
-    from models.snn.network import NetworkConfig, init_network, train_step
-    from tilesim.machine import load_machine
+    from models.snn.network import (  # Numba kernels load only when they run (start-up time)
+        NetworkConfig,
+        init_network,
+        train_step,
+    )
 
     layers, T, B = "100-64-10", 30, 2
     cfg = NetworkConfig(
@@ -232,7 +238,7 @@ def spike_lists(img: Path, quick: bool) -> dict:
         kind[t, : counts[t, 0]] = 1
         kind[t, counts[t, 0] : counts[t, 1]] = 2
     plt = pyplot()
-    from matplotlib.colors import ListedColormap
+    from matplotlib.colors import ListedColormap  # matplotlib is imported only when drawing (start-up time)
 
     fig, ax = plt.subplots(figsize=(8, 3.4))
     ax.imshow(
@@ -282,7 +288,6 @@ def spike_lists(img: Path, quick: bool) -> dict:
 
 # ---- 5. BPTT memory vs T x B ----------------------------------------------------------------
 def bptt_memory(img: Path, quick: bool) -> dict:
-    from tilesim.machine import load_machine
 
     m = load_machine("gc200")
     Ts = [25, 50, 100] if quick else [25, 50, 100, 150, 200]
@@ -333,8 +338,6 @@ def bptt_memory(img: Path, quick: bool) -> dict:
 
 # ---- 6. 2 vs 16 neurons per tile ------------------------------------------------------------
 def neurons_per_tile(img: Path, quick: bool) -> dict:
-    from tilesim import plots
-    from tilesim.machine import load_machine
 
     B, T = (16, 20) if quick else (48, 100)
     m = load_machine("gc200")
@@ -378,10 +381,7 @@ def neurons_per_tile(img: Path, quick: bool) -> dict:
 
 # ---- 7. multi-chip ---------------------------------------------------------------------------
 def multichip(img: Path, quick: bool) -> dict:
-    from models.snn.retime import retime
-    from tilesim.machine import load_machine
-    from tilesim.plots import PHASE_COLOURS
-    from tilesim.records import PHASES
+    from tilesim.plots import PHASE_COLOURS  # matplotlib is imported only when drawing (start-up time)
 
     chips = (1, 2, 4) if quick else (1, 2, 4, 8, 16)
     B, T = (8, 20) if quick else (48, 100)
@@ -441,8 +441,6 @@ def multichip(img: Path, quick: bool) -> dict:
 
 # ---- workers and the supervisor ---------------------------------------------------------------
 def workers(img: Path, quick: bool) -> dict:
-    from tilesim.costs import barrel_tile_cycles
-    from tilesim.machine import load_machine
 
     m = load_machine("gc200")
     W, sup = m.chip.workers_per_tile, m.chip.supervisor_overhead_cycles
@@ -461,7 +459,7 @@ def workers(img: Path, quick: bool) -> dict:
         fontsize=9,
     )
     ax.legend(fontsize=8)
-    from tilesim.plots import label_bars
+    from tilesim.plots import label_bars  # matplotlib is imported only when drawing (start-up time)
 
     label_bars(ax, bars[:1], "{:,.0f}")
     path = _save(fig, img / "workers.png")
@@ -484,7 +482,6 @@ def workers(img: Path, quick: bool) -> dict:
 
 # ---- vertices, codelets, compute sets ------------------------------------------------------------
 def compute_sets(img: Path, quick: bool) -> dict:
-    from models.snn.step_table import STEP_ROWS, step_shape
 
     B, T = (16, 20) if quick else (48, 100)
     cfg = _cfg(batch=B, timesteps=T)
@@ -536,8 +533,6 @@ def compute_sets(img: Path, quick: bool) -> dict:
 
 # ---- one superstep, tile by tile ---------------------------------------------------------------
 def superstep_tiles(img: Path, quick: bool) -> dict:
-    from models.snn.retime import retime
-    from tilesim.machine import load_machine
 
     B, T = (16, 20) if quick else (48, 100)
     m = load_machine("gc200")
@@ -635,9 +630,6 @@ def _draw_ladder(ax, lk, used: dict, C: int) -> None:
 
 
 def ladder(img: Path, quick: bool) -> dict:
-    from models.snn.retime import retime
-    from tilesim.fabric import LadderLinks
-    from tilesim.machine import load_machine
 
     C = 4 if quick else 8
     B, T = (8, 20) if quick else (16, 50)
@@ -687,9 +679,6 @@ def ladder(img: Path, quick: bool) -> dict:
 
 # ---- the host link ---------------------------------------------------------------------------------
 def host_link(img: Path, quick: bool) -> dict:
-    from models.snn.retime import retime
-    from models.snn.step_table import HOST_LABELS
-    from tilesim.machine import load_machine
 
     B, T = (16, 20) if quick else (48, 100)
     m = load_machine("gc200")
@@ -748,8 +737,6 @@ def host_link(img: Path, quick: bool) -> dict:
 # ---- exercises, glossary, what is not modelled ------------------------------------------------------
 def exercises(quick: bool) -> list:
     """Three questions and the simulator's answers (computed now)."""
-    from models.snn.retime import retime
-    from tilesim.machine import load_machine
 
     B, T = (16, 20) if quick else (48, 100)
     m = load_machine("gc200")

@@ -17,7 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
+from models.snn.calibrate import _load_costs_arg, predict_cases, read_cases, shipped_cases_path
+from models.stencil.calibrate import fit_stencil
+from models.stencil.measured import shipped_stencil_cases, validate_stencil
 from tilesim.errors import ConfigError, config_message
+from tilesim.io import atomic_write_bytes, check_output_path
 
 __all__ = ["register", "cmd_validate", "cmd_calibrate", "workload_of", "WORKLOADS"]
 
@@ -50,7 +54,6 @@ def workload_of(path) -> str:
 
 
 def _snn_rows(path, costs) -> list[dict]:
-    from models.snn.calibrate import _load_costs_arg, predict_cases, read_cases
 
     cases = read_cases(path)
     preds = predict_cases(cases, _load_costs_arg(costs))
@@ -75,15 +78,12 @@ def _snn_rows(path, costs) -> list[dict]:
 def _files(args) -> list[Path]:
     if args.cases:
         return [Path(c) for c in args.cases]
-    from models.snn.calibrate import shipped_cases_path
-    from models.stencil.measured import shipped_stencil_cases
 
     return [shipped_cases_path(), *shipped_stencil_cases()]
 
 
 def cmd_validate(args) -> int:
     """Validate every file; print a table per file (or one JSON list) and the mean |error|."""
-    from models.stencil.measured import validate_stencil
 
     report = []
     for f in _files(args):
@@ -107,7 +107,6 @@ def cmd_validate(args) -> int:
 
 def cmd_calibrate(args) -> int:
     """Fit the SNN cost model (one SNN file) or the multi-chip constants (stencil files)."""
-    from tilesim.io import check_output_path
 
     check_output_path(args.out, "--out", "file")  # before the fit, not after it
     kinds = {workload_of(f) for f in args.cases}
@@ -118,13 +117,12 @@ def cmd_calibrate(args) -> int:
     if kinds == {"snn"}:
         if len(args.cases) != 1:
             raise ConfigError(config_message("cases", ", ".join(args.cases), "SNN calibration takes one file"))
-        from models.snn.calibrate import cmd_calibrate as snn_calibrate
+        from models.snn.calibrate import (
+            cmd_calibrate as snn_calibrate,  # loaded only when the command runs (start-up time)
+        )
 
         return snn_calibrate(argparse.Namespace(**{**vars(args), "cases": args.cases[0]}))
-    import tomli_w
-
-    from models.stencil.calibrate import fit_stencil
-    from tilesim.io import atomic_write_bytes
+    import tomli_w  # tomli_w is needed only when writing TOML
 
     res = fit_stencil(args.cases, machine=args.machine)
     header = (

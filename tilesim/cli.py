@@ -88,9 +88,13 @@ def write_outputs(
     work and — with a ledger — memory; with ``exchange`` matrices, exchange.png), and ``files``
     ({name: bytes}, e.g. mapping.json). The folder's manifest is removed first and written last
     (:func:`tilesim.report.seal_run_folder`), so an interrupted write never passes for a run."""
-    from tilesim.io import atomic_write_bytes, atomic_write_text
-    from tilesim.report import begin_run_folder, seal_run_folder, write_run_report
-    from tilesim.trace import write_trace
+    from tilesim.io import atomic_write_bytes, atomic_write_text  # loaded only when the command runs (start-up time)
+    from tilesim.report import (  # loaded only when the command runs (start-up time)
+        begin_run_folder,
+        seal_run_folder,
+        write_run_report,
+    )
+    from tilesim.trace import write_trace  # loaded only when the command runs (start-up time)
 
     out = begin_run_folder(out)
     sealed = ["summary.json", "trace.json", "arrays.npz"]
@@ -113,7 +117,7 @@ def write_outputs(
 
 
 def _cmd_report(args) -> int:
-    from tilesim.report import render
+    from tilesim.report import render  # loaded only when the command runs (start-up time)
 
     written = render(Path(args.dir), verify=True)
     print("wrote " + ", ".join(str(p) for p in written))
@@ -121,7 +125,11 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_machines(args) -> int:
-    from tilesim.machine import load_machine, preset_names, preset_text
+    from tilesim.machine import (  # loaded only when the command runs (start-up time)
+        load_machine,
+        preset_names,
+        preset_text,
+    )
 
     if args.name is None:
         if args.json:
@@ -149,8 +157,12 @@ def _cmd_machines(args) -> int:
 def check_program_size(data: dict, machine, force: bool = False) -> None:
     """Refuse a program table whose build would not fit in memory, or (without ``force``) take
     longer than :data:`tilesim.limits.TIME_LIMIT_S`; estimated before anything is built."""
-    from tilesim.limits import SIM_NS_PER_TILE_STEP, check_memory, check_time
-    from tilesim.program_toml import program_size
+    from tilesim.limits import (  # loaded only when the command runs (start-up time)
+        SIM_NS_PER_TILE_STEP,
+        check_memory,
+        check_time,
+    )
+    from tilesim.program_toml import program_size  # loaded only when the command runs (start-up time)
 
     steps, nbytes = program_size(data, machine)
     fix = "lower the repeat counts (a loop's time scales linearly: simulate fewer iterations and multiply)"
@@ -166,11 +178,11 @@ def check_program_size(data: dict, machine, force: bool = False) -> None:
 def _simulate_file(
     program_path, machine_name, chips, out, as_json, trace_tiles, memory_check, force: bool = False
 ) -> int:
-    from tilesim.engine import simulate
-    from tilesim.io import check_output_path, read_toml
-    from tilesim.machine import load_machine
-    from tilesim.memory import MemoryLedger
-    from tilesim.program_toml import program_from_dict
+    from tilesim.engine import simulate  # loaded only when the command runs (start-up time)
+    from tilesim.io import check_output_path, read_toml  # loaded only when the command runs (start-up time)
+    from tilesim.machine import load_machine  # loaded only when the command runs (start-up time)
+    from tilesim.memory import MemoryLedger  # loaded only when the command runs (start-up time)
+    from tilesim.program_toml import program_from_dict  # loaded only when the command runs (start-up time)
 
     if out:
         check_output_path(out, "--out", "dir")

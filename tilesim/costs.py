@@ -81,7 +81,7 @@ class CostModel:
         return total
 
     def to_toml(self) -> str:
-        import tomli_w
+        import tomli_w  # tomli_w is needed only when writing TOML
 
         return tomli_w.dumps(
             {

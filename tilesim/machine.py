@@ -373,7 +373,7 @@ class Machine:
         }
 
     def to_toml(self) -> str:
-        import tomli_w
+        import tomli_w  # tomli_w is needed only when writing TOML
 
         return tomli_w.dumps(self.to_dict())
 

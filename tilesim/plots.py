@@ -43,10 +43,10 @@ MAX_CHIP_PANELS = 4
 
 
 def _plt():
-    import matplotlib
+    import matplotlib  # matplotlib is imported only when drawing (start-up time)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib is imported only when drawing (start-up time)
 
     return plt
 
@@ -207,7 +207,7 @@ def exchange_matrices(
     group (right; ``group_edges`` = first tile of every group plus the end). Titles state the
     totals, which are the run's ``bytes.onchip`` / ``bytes.links``."""
     plt = _plt()
-    from matplotlib.colors import LogNorm
+    from matplotlib.colors import LogNorm  # matplotlib is imported only when drawing (start-up time)
 
     chip_bytes = np.asarray(chip_bytes, float)
     group_bytes = np.asarray(group_bytes, float)

@@ -12,11 +12,12 @@ chip-local syncs) is taken off the front of that path. So for every superstep
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.io import atomic_write_text
 
 __all__ = [
     "SimResult",
@@ -179,7 +180,6 @@ class SimResult:
         to it; ``"residual"``: a fitted term no modelled mechanism explains). The engine times both
         as compute; only the attribution moves, times and totals stay. Pictures and traces draw
         those supersteps' compute in their booked phase (:meth:`booked_phase`)."""
-        from dataclasses import replace
 
         if phase not in ("host", "residual"):
             raise ConfigError(
@@ -286,8 +286,6 @@ class SimResult:
     def to_json(self, path=None, supersteps: int = 0) -> str:
         text = json.dumps(self.to_dict(supersteps), indent=2)
         if path is not None:
-            from tilesim.io import atomic_write_text
-
             atomic_write_text(path, text)
         return text
 
@@ -321,7 +319,7 @@ class SimResult:
 
 def _pandas():
     try:
-        import pandas as pd
+        import pandas as pd  # pandas loads only where a DataFrame is asked for (start-up time)
     except ImportError:  # pragma: no cover - pandas is a dependency
         from tilesim.errors import ConfigError
 

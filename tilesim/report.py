@@ -9,16 +9,20 @@ by category, compute cycles per tile, exchange matrices) beside ``summary.json``
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
+from tilesim import plots
 from tilesim.errors import ConfigError, config_message
 from tilesim.fabric import grid_shape
-from tilesim.io import atomic_write_bytes, atomic_write_text
-from tilesim.records import PHASES
+from tilesim.io import atomic_write_bytes, atomic_write_text, check_output_path
+from tilesim.records import PHASES, ProgramDigest
 from tilesim.workload import ReportParts, report_parts
 
 __all__ = [
@@ -46,7 +50,6 @@ EXCHANGE_KEYS = ("exchange_chip", "exchange_group", "exchange_edges", "exchange_
 
 
 def _digest(path: Path) -> str:
-    import hashlib
 
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -119,9 +122,6 @@ def verify_run_folder(out) -> None:
 
 def write_run_report(out, result, program, ledger, exchange: dict | None = None) -> None:
     """Store the arrays a report needs in ``out/arrays.npz`` and render everything."""
-    import io
-
-    from tilesim.records import ProgramDigest
 
     out = Path(out)
     not_work = tuple(getattr(result, "host_labels", ())) + tuple(getattr(result, "residual_labels", ()))
@@ -156,7 +156,6 @@ def write_run_report(out, result, program, ledger, exchange: dict | None = None)
 
 def _load(out: Path):
     """summary.json and arrays.npz, checked for everything :func:`render` reads."""
-    import zipfile
 
     s, a = out / "summary.json", out / "arrays.npz"
     for p in (s, a):
@@ -183,7 +182,7 @@ def _load(out: Path):
 
 
 def _grid(arrays, tpc):
-    from tilesim.plots import _grid as near_square
+    from tilesim.plots import _grid as near_square  # matplotlib is imported only when drawing (start-up time)
 
     g = tuple(int(x) for x in arrays.get("grid", (0, 0)))
     return g if g[0] else near_square(tpc)
@@ -194,8 +193,6 @@ def render(out, verify: bool = True) -> list[Path]:
 
     With ``verify`` (``tilesim report``) the folder must first pass :func:`verify_run_folder`
     and be writable; a broken or mixed folder raises :class:`ConfigError` (one line)."""
-    from tilesim import plots
-    from tilesim.io import check_output_path
 
     out = Path(out)
     if verify:

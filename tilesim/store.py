@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.io import atomic_write_bytes, atomic_write_text, check_output_path
 
 __all__ = [
     "ResultStore",
@@ -144,8 +145,6 @@ class ResultStore:
                 config_message("results database", str(path), "no such file", "give the --db file of a tilesim sweep")
             )
         if create:
-            from tilesim.io import check_output_path
-
             check_output_path(self.path, "--db", "file")
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -428,7 +427,7 @@ def export_table(rows, flatten=default_flatten) -> tuple:
 def to_dataframe(rows, flatten=default_flatten):
     """The sweep's results (:meth:`ResultStore.rows`) as a pandas DataFrame: the columns and
     records of :func:`export_table`, one row per point (``tilesim.store.ResultStore(db).to_dataframe()``)."""
-    import pandas as pd
+    import pandas as pd  # pandas loads only where used (start-up time)
 
     columns, records = export_table(rows, flatten)
     return pd.DataFrame(records, columns=columns)
@@ -436,7 +435,6 @@ def to_dataframe(rows, flatten=default_flatten):
 
 def write_csv(path, columns, records) -> Path:
     """Write the table as CSV (atomically); empty cells for missing values."""
-    from tilesim.io import atomic_write_text
 
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
@@ -447,10 +445,8 @@ def write_csv(path, columns, records) -> Path:
 
 def write_parquet(path, columns, records) -> Path:
     """Write the table as Parquet (atomically, with pyarrow): one column per field."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from tilesim.io import atomic_write_bytes
+    import pyarrow as pa  # pyarrow loads only where used (start-up time)
+    import pyarrow.parquet as pq  # pyarrow loads only where used (start-up time)
 
     buf = io.BytesIO()
     pq.write_table(pa.table({c: [rec[c] for rec in records] for c in columns}), buf)

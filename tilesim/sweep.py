@@ -63,6 +63,9 @@ from pathlib import Path
 import numpy as np
 
 from tilesim.errors import ConfigError, config_message, require
+from tilesim.io import read_toml
+from tilesim.limits import MAX_SWEEP_POINTS
+from tilesim.store import LEASE_S, ResultStore, lease_owner
 
 __all__ = [
     "RandomRange",
@@ -196,7 +199,6 @@ class SweepSpec:
                 "must be >= 1 when ranges are given",
                 "e.g. samples = 8",
             )
-        from tilesim.limits import MAX_SWEEP_POINTS
 
         require(
             self.samples <= MAX_SWEEP_POINTS,
@@ -355,7 +357,6 @@ def sweep_from_dict(data: dict, allowed=None, forbidden=None, where: str = "swee
 
 def load_sweep(path, allowed=None, forbidden=None) -> SweepSpec:
     """Read and validate a sweep file (see the module docstring); errors name the file and key."""
-    from tilesim.io import read_toml
 
     return sweep_from_dict(read_toml(path, "sweep file"), allowed, forbidden, where=str(path))
 
@@ -506,8 +507,8 @@ def start_local_cluster(workers: int | None = None, quiet: bool = True, numba_th
     """A ``LocalCluster`` of ``workers`` processes (default: the number of cores), one task
     thread each; the cores are shared out as numba/OpenMP threads (``numba_threads`` per worker,
     default cores // workers) so that workers do not oversubscribe them."""
-    import dask
-    from distributed import LocalCluster
+    import dask  # dask loads only where used (start-up time)
+    from distributed import LocalCluster  # dask.distributed loads only where used (start-up time)
 
     n = _cores() if workers is None else check_workers(workers)
     threads = str(numba_threads or max(1, _cores() // n))
@@ -531,7 +532,7 @@ def start_local_cluster(workers: int | None = None, quiet: bool = True, numba_th
 
 def _connect(workers, scheduler, quiet):
     """A dask Client (and the LocalCluster it owns, or None)."""
-    from distributed import Client
+    from distributed import Client  # dask.distributed loads only where used (start-up time)
 
     if scheduler:
         require(
@@ -565,7 +566,6 @@ class _LeaseRenewer(threading.Thread):
         self._stopped = threading.Event()
 
     def run(self) -> None:
-        from tilesim.store import ResultStore
 
         with ResultStore(self._db, create=False) as store:
             while not self._stopped.wait(self._every_s):
@@ -624,7 +624,7 @@ def _outcome(fut) -> dict:
 def _drain(client, first: list, claims: _Claims, window: int, runner: str, version: str, bar) -> tuple:
     """Run ``first`` on ``client`` and keep ``window`` points in flight, storing each result as it
     completes and claiming more; returns ``(ok, failed, failures)``."""
-    from distributed import as_completed
+    from distributed import as_completed  # dask.distributed loads only where used (start-up time)
 
     store = claims.store
     ok = failed = 0
@@ -675,7 +675,7 @@ def _drain(client, first: list, claims: _Claims, window: int, runner: str, versi
 def _run_claimed(first, claims, window, db, runner, version, workers, scheduler, progress, total) -> tuple:
     """Start the lease renewer, the progress bar and the cluster (or connect to ``scheduler``), run the
     claimed points (:func:`_drain`), and always release the leases and close what was opened."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # tqdm loads only where used (start-up time)
 
     renewer = _renewer(db, claims.owner, claims.lease_s / 4)
     client = cluster = None
@@ -744,7 +744,6 @@ def run_sweep(
     ConfigError
         Unresolvable runner, bad worker count, unreachable scheduler, unusable database file.
     """
-    from tilesim.store import LEASE_S, ResultStore, lease_owner
 
     resolve_runner(runner)  # fail fast, before any cluster starts
     if workers is not None and not scheduler:

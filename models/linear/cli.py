@@ -73,9 +73,9 @@ def _fraction(text: str) -> float:
 
 
 def _cmd_shl(args) -> int:
-    import sys
+    import sys  # loaded only when the command runs (start-up time)
 
-    from models.linear.timing import SHL_DENSE_ALIASES, time_shl
+    from models.linear.timing import SHL_DENSE_ALIASES, time_shl  # loaded only when the command runs (start-up time)
 
     _positive("--batch", args.batch, "the paper uses 50")
     if args.method in SHL_DENSE_ALIASES.values():
@@ -90,7 +90,12 @@ def _cmd_shl(args) -> int:
 
 
 def _cmd_layer(args) -> int:
-    from models.linear.timing import BlockSparseConfig, MatmulOptions, explain_step, time_layer
+    from models.linear.timing import (  # loaded only when the command runs (start-up time)
+        BlockSparseConfig,
+        MatmulOptions,
+        explain_step,
+        time_layer,
+    )
 
     _positive("--n", args.n, "the layer is n x n")
     _positive("--batch", args.batch, "the paper uses 50")
@@ -164,8 +169,8 @@ def _cmd_layer(args) -> int:
 
 def exchange_bench(machine, src: int, dsts, sizes) -> list[dict]:
     """Point-to-point transfer cycles ``src -> dst`` for every ``dst`` and size (the fabric's model)."""
-    from tilesim.fabric import make_fabric
-    from tilesim.machine import load_machine
+    from tilesim.fabric import make_fabric  # loaded only when the command runs (start-up time)
+    from tilesim.machine import load_machine  # loaded only when the command runs (start-up time)
 
     m = load_machine(machine)
     tiles = m.tiles_per_chip
@@ -226,8 +231,8 @@ def _shl_choices(methods) -> list:
 
 def register(subparsers) -> None:
     """Add ``shl``, ``layer`` and ``exchange-bench`` to the ``tilesim`` command line."""
-    from models.linear.shl import SHL_METHODS
-    from models.linear.timing import LAYER_KINDS
+    from models.linear.shl import SHL_METHODS  # loaded only when the command runs (start-up time)
+    from models.linear.timing import LAYER_KINDS  # loaded only when the command runs (start-up time)
 
     s = subparsers.add_parser("shl", help="time one training step of the paper's single-hidden-layer model")
     s.add_argument(

@@ -82,9 +82,11 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from models.linear.phases import PRECISION_BYTES, OverheadConstants, Phase, SuperstepCosts, split_sizes
+from models.linear.layers import pixelfly_layout
+from models.linear.phases import PRECISION_BYTES, OverheadConstants, Phase, SuperstepCosts, phases_cycles, split_sizes
 from models.linear.planner import AMP_VERTEX_CYCLES, plan_matmul
 from models.linear.schedules import LayerSchedule
+from models.linear.shl import PIXELFLY_SHL
 from tilesim.errors import require
 
 
@@ -445,7 +447,6 @@ class OpBuilder:
         self._keep(el * self.eb * (int(inputs) + 1))  # every partial is live until the one Sum op runs
 
     def schedule(self, name: str) -> LayerSchedule:
-        from models.linear.phases import phases_cycles
 
         require(len(self.phases) >= 1, "lowered part", name, "has no ops", "")
         return LayerSchedule(
@@ -529,7 +530,6 @@ def _fastfood(fw: OpBuilder, bw: OpBuilder | None, n: int, batch: int, input_gra
 
 
 def _pixelfly(fw: OpBuilder, bw: OpBuilder | None, n: int, batch: int, cfg: dict, input_grad: bool) -> None:
-    from models.linear.layers import pixelfly_layout
 
     bs, rank = int(cfg["block_size"]), int(cfg["lowrank_size"])
     nnz = int(pixelfly_layout(n, n, bs, int(cfg["butterfly_size"])).sum())
@@ -629,8 +629,6 @@ def poptorch_layer(
     elif kind == "butterfly":
         _butterfly(fw, bw, n, batch, input_grad)
     elif kind == "pixelfly":
-        from models.linear.shl import PIXELFLY_SHL
-
         _pixelfly(fw, bw, n, batch, dict(PIXELFLY_SHL if pixelfly is None else pixelfly), input_grad)
     else:
         _fastfood(fw, bw, n, batch, input_grad)

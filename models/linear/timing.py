@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.linear.blocksparse import SUPPORTED_BLOCKS
-from models.linear.layers import is_power_of_two
+from models.linear.layers import is_power_of_two, pixelfly_layout, random_block_layout
 from models.linear.lowering import (
     LOWERINGS,
     POPTORCH_KINDS,
@@ -130,7 +130,6 @@ class BlockSparseConfig:
         )
 
     def layout(self, n: int):
-        from models.linear.layers import random_block_layout
 
         return random_block_layout(n, n, self.block, self.density, self.seed)
 
@@ -253,7 +252,6 @@ def layer_params(
         return 4 * n
     if kind == "circulant":
         return 2 * n
-    from models.linear.layers import pixelfly_layout
 
     cfg = dict(PIXELFLY_SHL if pixelfly is None else pixelfly)
     bs = cfg["block_size"]

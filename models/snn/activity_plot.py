@@ -23,10 +23,10 @@ def plot_activity(history, path, title: str | None = None) -> Path:
     file name, or a binary file object that receives the PNG)."""
     hist = list(history)
     require(len(hist) > 0, "history", 0, "needs at least one training step")
-    import matplotlib
+    import matplotlib  # matplotlib is imported only when drawing (start-up time)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib is imported only when drawing (start-up time)
 
     steps = np.array([r.step for r in hist])
     L = len(hist[0].layers)

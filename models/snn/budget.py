@@ -18,6 +18,7 @@ and left out, so the estimate is a lower bound of what a run touches.
 
 from __future__ import annotations
 
+from models.snn.hostmem import check_host_memory, estimate_for_options
 from tilesim.limits import check_time
 
 __all__ = ["run_memory_bytes", "check_run_memory", "check_run_time", "STEP_FLOOR_S"]
@@ -33,7 +34,6 @@ def run_memory_bytes(options) -> float:
     0 for a NIR model (its layers are known only after the file is read). The one estimate is
     :func:`models.snn.hostmem.estimate_host_memory` (issue 15: by part, checked against the memory
     actually available)."""
-    from models.snn.hostmem import estimate_for_options
 
     est = estimate_for_options(options)
     return 0.0 if est is None else est.total_bytes
@@ -42,7 +42,6 @@ def run_memory_bytes(options) -> float:
 def check_run_memory(options, what: str = "run") -> None:
     """Refuse a run whose estimate exceeds the memory available (ConfigError, one line naming
     the estimate, its largest part, what is available and the fix)."""
-    from models.snn.hostmem import check_host_memory, estimate_for_options
 
     est = estimate_for_options(options)
     if est is not None:

@@ -37,15 +37,24 @@ import dataclasses
 import datetime as _dt
 import json
 import math
+import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
-from models.snn.timing import STEPS_PER_EXECUTION
+from models.snn.activity import fixed_activity
+from models.snn.counters import count_work
+from models.snn.placing import place
+from models.snn.run import record_activity
+from models.snn.timing import STEPS_PER_EXECUTION, default_costs, uncalibrated_costs
+from models.snn.workload import SnnStep
 from tilesim.costs import CostModel, load_costs
+from tilesim.engine import simulate
 from tilesim.errors import ConfigError, TileSimError, config_message
+from tilesim.io import atomic_write_bytes
+from tilesim.machine import load_machine
 from tilesim.workload import time_workload
 
 __all__ = [
@@ -254,9 +263,7 @@ def read_cases(path=None) -> tuple:
 
 def case_setup(case: Case, where: str = "case"):
     """``(config, machine, placement)`` of a case; errors name the case."""
-    from models.snn.network import NetworkConfig
-    from models.snn.placing import place
-    from tilesim.machine import load_machine
+    from models.snn.network import NetworkConfig  # Numba kernels load only when they run (start-up time)
 
     try:
         config = NetworkConfig(
@@ -282,7 +289,6 @@ def case_setup(case: Case, where: str = "case"):
 
 def _natural_activity(case: Case, config, placement):
     """The activity of one functional training step on the case's dataset-shaped generator."""
-    from models.snn.run import record_activity
 
     return record_activity(config, placement, case.dataset)
 
@@ -310,10 +316,6 @@ class CaseBasis:
         base: CostModel | None = None,
         steps_per_execution: int = STEPS_PER_EXECUTION,
     ):
-        from models.snn.activity import fixed_activity
-        from models.snn.counters import count_work
-        from models.snn.timing import uncalibrated_costs
-        from models.snn.workload import SnnStep
 
         self.base = base or uncalibrated_costs()
         self.machine = machine
@@ -335,8 +337,6 @@ class CaseBasis:
             self._G.append((build(e).compute_cycles - p0.compute_cycles).astype(np.float32))
         self._rest = None
         if machine.chips == 1 and p0.flow_step.size == 0:
-            from tilesim.engine import simulate
-
             total = simulate(p0, machine, keep_timeline=False).total_s * machine.clock_hz
             self._rest = total - float(p0.compute_cycles.astype(np.float64).max(axis=1).sum())
 
@@ -354,7 +354,6 @@ class CaseBasis:
         """Predicted step time. One chip without link flows: the engine's timeline is the sum of
         (max-tile compute + sync + exchange) over supersteps plus host time, so only the compute
         maxima change with θ; otherwise the program is re-simulated."""
-        from tilesim.engine import simulate
 
         if self._rest is None:
             return float(simulate(self.program(theta), self.machine, keep_timeline=False).total_s)
@@ -444,7 +443,7 @@ class FitResult:
 
 
 def _solve(idx, cases, bases, theta0):
-    from scipy.optimize import least_squares
+    from scipy.optimize import least_squares  # scipy loads only where used (start-up time)
 
     lo = np.array([BOUNDS[k][0] for k in FIT_PARAMS])
     hi = np.array([BOUNDS[k][1] for k in FIT_PARAMS])
@@ -463,7 +462,6 @@ def _solve(idx, cases, bases, theta0):
 
 def fit(cases, base: CostModel | None = None, loo: bool = True, progress=None) -> FitResult:
     """Least-squares fit of :data:`FIT_PARAMS` to ``cases``; with ``loo`` also one refit per left-out case."""
-    from models.snn.timing import uncalibrated_costs
 
     base = base or uncalibrated_costs()
     cases = tuple(cases)
@@ -500,9 +498,6 @@ def predict_cases(cases, costs: CostModel | None = None, progress=None) -> list:
 
 
 def _retime_spe(activity, config, placement, machine, costs, spe):
-    from models.snn.activity import fixed_activity
-    from models.snn.counters import count_work
-    from models.snn.workload import SnnStep
 
     act = fixed_activity(config) if activity is None else activity
     counters = count_work(act, placement, per_step=True)
@@ -531,7 +526,6 @@ def prediction_band(
 
     ``activity`` None times a fixed-activity step. A model without LOO sets gives lo = mid = hi.
     """
-    from models.snn.timing import default_costs
 
     costs = costs or default_costs()
     fitp = costs.provenance.get("fit") if isinstance(costs.provenance, dict) else None
@@ -562,9 +556,8 @@ def _load_costs_arg(path):
 
 def _bar(total, desc, args):
     """A progress bar on stderr, off with --quiet or --json (stdout stays clean)."""
-    import sys
 
-    from tqdm import tqdm
+    from tqdm import tqdm  # tqdm loads only where used (start-up time)
 
     return tqdm(
         total=total,
@@ -615,9 +608,7 @@ def cmd_validate(args) -> int:
 def cmd_calibrate(args) -> int:
     """Fit the SNN cost coefficients to ``args.cases`` and write them to ``args.out`` (a versioned
     TOML with the rows, residuals and leave-one-out refits); returns the exit status (0)."""
-    import tomli_w
-
-    from tilesim.io import atomic_write_bytes
+    import tomli_w  # tomli_w is needed only when writing TOML
 
     cases = read_cases(args.cases)
     with _bar(None, "calibrate: timing cases", args) as bar:

@@ -111,12 +111,12 @@ def write_run_outputs(out, summary: RunSummary) -> None:
 def cmd_run(args) -> int:
     """``tilesim run``: options from the TOML file and the flags, train, print (and write --out)."""
     options = options_from_args(args)
-    from models.snn.budget import check_run_memory, check_run_time
+    from models.snn.budget import check_run_memory, check_run_time  # loaded only when the command runs (start-up time)
 
     check_run_memory(options)  # refused before anything is allocated
     check_run_time(options, args.force)
     if options.out:  # before the training, not after it
-        from tilesim.io import check_output_path
+        from tilesim.io import check_output_path  # loaded only when the command runs (start-up time)
 
         check_output_path(options.out, "--out", "dir")
     with tqdm(
@@ -154,7 +154,7 @@ def cmd_map_search(args) -> int:
     require(args.budget_s > 0, "--budget-s", args.budget_s, "must be > 0", "e.g. --budget-s 10")
     options = options_from_args(args, SEARCH_OPTIONS)
     if args.out:
-        from tilesim.io import check_output_path
+        from tilesim.io import check_output_path  # loaded only when the command runs (start-up time)
 
         check_output_path(args.out, "--out", "file")
     bar, progress = None, None
@@ -238,15 +238,15 @@ def _npz(path, what):
 
 
 def _grad_weights(path) -> list:
-    from models.snn.grad_inputs import grad_weights
+    from models.snn.grad_inputs import grad_weights  # loaded only when the command runs (start-up time)
 
     return grad_weights(_npz(path, "--weights"))
 
 
 def cmd_grad(args) -> int:
     """``tilesim grad``: loss and weight gradients of one batch from W.npz and X.npz into G.npz."""
-    from models.snn.grad_inputs import grad_batch
-    from tilesim.io import check_output_path
+    from models.snn.grad_inputs import grad_batch  # loaded only when the command runs (start-up time)
+    from tilesim.io import check_output_path  # loaded only when the command runs (start-up time)
 
     check_output_path(args.out, "--out", "file")
     Ws = _grad_weights(args.weights)
@@ -264,7 +264,12 @@ def cmd_grad(args) -> int:
 
 def _register_scaling(sub) -> None:
     """``tilesim scaling``: weak or strong scaling efficiency of the authors' network recipe."""
-    from models.snn.structure import COPIES, HOST_DIRECTIONS, HOST_TRANSFERS, SYNC_SCOPES
+    from models.snn.structure import (  # loaded only when the command runs (start-up time)
+        COPIES,
+        HOST_DIRECTIONS,
+        HOST_TRANSFERS,
+        SYNC_SCOPES,
+    )
 
     s = sub.add_parser(
         "scaling",
@@ -304,8 +309,12 @@ def _chip_list(text: str) -> tuple:
 
 def cmd_scaling(args) -> int:
     """Run a scaling study; print the table or JSON; ``--out`` writes scaling.json and scaling.png."""
-    from models.snn.scaling import ScalingRecipe, format_table, scaling_study
-    from models.snn.structure import StepStructure
+    from models.snn.scaling import (  # loaded only when the command runs (start-up time)
+        ScalingRecipe,
+        format_table,
+        scaling_study,
+    )
+    from models.snn.structure import StepStructure  # loaded only when the command runs (start-up time)
 
     recipe = ScalingRecipe(
         dataset=args.dataset,
@@ -323,7 +332,7 @@ def cmd_scaling(args) -> int:
     study = scaling_study(recipe, _chip_list(args.chips), args.mode, structure, band=not args.no_band)
     print(json.dumps(study.to_dict(), indent=1) if args.json else format_table(study))
     if args.out:
-        from models.snn.scaling_plot import plot_scaling
+        from models.snn.scaling_plot import plot_scaling  # matplotlib is imported only when drawing (start-up time)
 
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -175,7 +175,7 @@ def synthetic(
     ``spikes_per_channel`` defaults to ``max(1, round(SYNTHETIC_CHANNEL_RATE · timesteps))`` (2 at
     T = 40, 5 at T = 100), so the input drive per time step — what decides whether the first
     layer fires — does not fall as T grows."""
-    from models.snn.network import parse_layers
+    from models.snn.network import parse_layers  # Numba kernels load only when they run (start-up time)
 
     sizes = parse_layers(layers)
     n_ch, n_cls = sizes[0], sizes[-1]
@@ -329,7 +329,7 @@ def read_shd(path, n_channels: int = 700, n_classes: int | None = None, limit: i
     ConfigError
         If the file lacks one of those datasets.
     """
-    import h5py
+    import h5py  # h5py loads only where used (start-up time)
 
     try:
         f = h5py.File(path, "r")

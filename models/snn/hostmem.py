@@ -26,9 +26,13 @@ import resource
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
+from types import SimpleNamespace
 
 from models.snn.network import NetworkConfig
+from models.snn.options import _host_bytes, network_fields
+from models.snn.step_table import step_shape
 from tilesim.errors import ConfigError, config_message
+from tilesim.machine import load_machine
 
 __all__ = [
     "HostMemoryEstimate",
@@ -77,7 +81,6 @@ class HostMemoryEstimate:
 
 
 def _supersteps(T: int, L: int) -> int:
-    from models.snn.step_table import step_shape
 
     return step_shape(T, L).supersteps
 
@@ -88,9 +91,6 @@ def estimate_host_memory(config: NetworkConfig, machine, dense_program: bool = F
     (the reference form) rather than chip by chip. Cheap: sizes only, nothing is allocated.
     At ``config.activity == "fixed"`` the run only times the step (:func:`models.snn.run.run_training`):
     no weights, gradients, optimizer slots or state sequences are held (those parts are 0)."""
-    from types import SimpleNamespace
-
-    from models.snn.options import _host_bytes
 
     sizes = config.layers
     L = config.n_layers
@@ -131,7 +131,6 @@ def estimate_for_options(options) -> HostMemoryEstimate | None:
     whose network is invalid (that error is reported where the network is built)."""
     if getattr(options, "model", None):
         return None
-    from models.snn.options import network_fields
 
     try:
         config = NetworkConfig(**{name: getattr(options, name) for name in network_fields()})
@@ -144,7 +143,6 @@ def estimate_for_options(options) -> HostMemoryEstimate | None:
 @lru_cache(maxsize=64)
 def _machine(name, chips):
     """The machine of a run's options (a sweep checks every point: read each file once)."""
-    from tilesim.machine import load_machine
 
     return load_machine(name, chips)
 
@@ -158,7 +156,7 @@ def _meminfo_available() -> float | None:
     except OSError:
         pass
     try:
-        import psutil
+        import psutil  # psutil only where /proc/meminfo is missing
 
         return float(psutil.virtual_memory().available)
     except Exception:  # no psutil, or it cannot tell

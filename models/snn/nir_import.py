@@ -412,7 +412,7 @@ def _alpha_warning(name, kind, dt, tau, alpha, r, discretization):
 def _read(p):
     """The graph in file ``p``, read without nir's type check (it rejects a leading batch
     dimension; the shapes are checked by :func:`load_nir`)."""
-    import nir
+    import nir  # nir (and h5py) load only where used (start-up time)
 
     require(p.is_file(), "NIR file", str(p), "no such file")
     unchecked = "type_check" in inspect.signature(nir.read).parameters  # nir >= 1.0.7
@@ -601,7 +601,7 @@ def load_nir(path_or_graph, dt: float | None = None, discretization: str = "exac
         Unreadable file, bad ``dt``, or any node or structure that the network cannot
         represent exactly (the message names the node, its type and why).
     """
-    import nir
+    import nir  # nir (and h5py) load only where used (start-up time)
 
     require(discretization in ("exact", "euler"), "discretization", discretization, "must be 'exact' or 'euler'")
     if isinstance(path_or_graph, (str, Path)):

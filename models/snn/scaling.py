@@ -21,8 +21,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from models.snn.placing import place
+from models.snn.retime import retime
 from models.snn.structure import DEFAULT_STRUCTURE, StepStructure, flipped
-from tilesim.errors import require
+from tilesim.errors import MappingError, require
+from tilesim.machine import load_machine
 
 __all__ = [
     "ScalingRecipe",
@@ -84,7 +87,7 @@ def recipe_layers(recipe: ScalingRecipe, chips: int) -> tuple:
 
 
 def _config(recipe: ScalingRecipe, layers: tuple):
-    from models.snn.network import NetworkConfig
+    from models.snn.network import NetworkConfig  # Numba kernels load only when they run (start-up time)
 
     return NetworkConfig(
         layers=layers,
@@ -144,9 +147,6 @@ def _time(recipe: ScalingRecipe, layers: tuple, chips: int, npt: int, structure:
     key = (layers, chips, npt, structure)
     if key in memo:
         return memo[key]
-    from models.snn.placing import place
-    from models.snn.retime import retime
-    from tilesim.machine import load_machine
 
     config = _config(recipe, layers)
     machine = load_machine(recipe.machine, chips)
@@ -172,9 +172,6 @@ def _time(recipe: ScalingRecipe, layers: tuple, chips: int, npt: int, structure:
 def _strong_npt(recipe: ScalingRecipe, layers: tuple, chips: int, npt: int) -> int:
     """The fewest neurons per tile from ``npt`` up at which ``layers`` place on ``chips`` chips
     in whole-layer blocks (rounding each layer to whole tiles may need a few more than the even share)."""
-    from models.snn.placing import place
-    from tilesim.errors import MappingError
-    from tilesim.machine import load_machine
 
     machine = load_machine(recipe.machine, chips)
     config = _config(recipe, layers)

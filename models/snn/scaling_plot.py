@@ -13,10 +13,10 @@ _COLOURS = PHASE_COLOURS  # the one palette of every picture
 def plot_scaling(study: ScalingStudy, out) -> None:
     """Two panels into ``out`` (a path or a binary file): efficiency against chips with the
     structural band (each assumption flipped), and the step split per chip count."""
-    import matplotlib
+    import matplotlib  # matplotlib is imported only when drawing (start-up time)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib is imported only when drawing (start-up time)
 
     pts = study.points
     chips = [p.chips for p in pts]

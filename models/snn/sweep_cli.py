@@ -61,14 +61,14 @@ def check_points(points, spec, where: str) -> None:
         **{k: "random" for k, _ in spec.random},
     }
     labels = {k: f"{where}: [{t}] {k}" for k, t in tables.items()}
-    from models.snn.budget import check_run_memory
+    from models.snn.budget import check_run_memory  # loaded only when the command runs (start-up time)
 
     for p in points:
         check_run_memory(options_from_mapping(p.config, labels=labels), f"{where}: point {p.swept}")
 
 
 def _first(iterable, n: int) -> list:
-    import itertools
+    import itertools  # loaded only when the command runs (start-up time)
 
     return list(itertools.islice(iterable, n))
 

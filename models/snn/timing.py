@@ -125,6 +125,7 @@ from models.snn.step_table import (
 )
 from models.snn.structure import DEFAULT_STRUCTURE, StepStructure, host_copy_bytes_per_s
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
+from tilesim.engine import makespan_s, simulate
 from tilesim.errors import ConfigError, MappingError, config_message, require
 from tilesim.fabric import make_fabric
 from tilesim.memo import lru_in
@@ -325,7 +326,6 @@ def predict_step_s(
     :func:`tilesim.engine.makespan_s` — the same number as ``simulate(build_step_program(...))``
     at a fraction of the cost (the mapping search's objective). On a fabric whose exchange
     time depends on which tiles talk (a mesh), the full program is built and simulated."""
-    from tilesim.engine import makespan_s, simulate
 
     fabric = make_fabric(machine)
     if fabric.needs_transfers:

@@ -117,7 +117,7 @@ def _predict(targets, plans, base, x) -> np.ndarray:
 
 def fit_stencil(paths, machine: str = "gc2x16") -> StencilFit:
     """Least-squares fit of :data:`FIT_NAMES` to the multi-IPU rows of ``paths``."""
-    from scipy.optimize import least_squares
+    from scipy.optimize import least_squares  # scipy loads only where used (start-up time)
 
     base = load_machine(machine)
     targets = _targets(paths)

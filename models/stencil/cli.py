@@ -17,9 +17,13 @@ __all__ = ["register"]
 
 
 def _cmd_stencil(args) -> int:
-    from models.stencil.workload import StencilConfig, blur_image, run_stencil
-    from tilesim.io import check_output_path
-    from tilesim.machine import load_machine
+    from models.stencil.workload import (  # loaded only when the command runs (start-up time)
+        StencilConfig,
+        blur_image,
+        run_stencil,
+    )
+    from tilesim.io import check_output_path  # loaded only when the command runs (start-up time)
+    from tilesim.machine import load_machine  # loaded only when the command runs (start-up time)
 
     if args.out:
         check_output_path(args.out, "--out", "dir")
@@ -28,7 +32,7 @@ def _cmd_stencil(args) -> int:
         raise ConfigError(config_message("--image-size", None, "missing", "give --image-size WxH or --image PNG"))
     img = None
     if args.image is not None:
-        from models.stencil.plots import read_png
+        from models.stencil.plots import read_png  # loaded only when the command runs (start-up time)
 
         img = read_png(args.image)
         size = (img.shape[1], img.shape[0])
@@ -59,12 +63,12 @@ def _cmd_stencil(args) -> int:
     run = run_stencil(cfg, machine)
     summary = run.to_dict()
     if args.out:
-        from tilesim.cli import write_outputs
+        from tilesim.cli import write_outputs  # loaded only when the command runs (start-up time)
 
         out = Path(args.out)
         write_outputs(out, run.result, run.program, run.ledger, extra={"stencil": summary})
         if img is not None:
-            from models.stencil.plots import write_png
+            from models.stencil.plots import write_png  # loaded only when the command runs (start-up time)
 
             blurred = blur_image(img, cfg, machine.tiles_per_chip, machine.chip.workers_per_tile)
             write_png(out / "blurred.png", blurred)

@@ -11,7 +11,9 @@ import csv
 from importlib import resources
 from pathlib import Path
 
+from models.stencil.workload import StencilConfig, parse_pair, run_stencil
 from tilesim.errors import ConfigError, config_message
+from tilesim.machine import load_machine
 
 __all__ = ["shipped_stencil_cases", "validate_stencil", "PHASE_IMAGE"]
 
@@ -56,8 +58,6 @@ def validate_stencil(path, machine: str = "gc2x16", iterations: int = 10) -> lis
     ``iterations``: simulated iterations per row (the time per iteration does not depend on it
     beyond the first exchange and the tail; the measured runs used 100).
     """
-    from models.stencil.workload import StencilConfig, parse_pair, run_stencil
-    from tilesim.machine import load_machine
 
     p = Path(path)
     with open(p, newline="") as fh:

@@ -13,7 +13,7 @@ __all__ = ["read_png", "write_png"]
 
 def read_png(path) -> np.ndarray:
     """An RGBA float32 image in [0, 1], shape (rows, cols, 4); RGB gets an opaque alpha."""
-    import matplotlib.image as mpimg
+    import matplotlib.image as mpimg  # matplotlib is imported only when drawing (start-up time)
 
     p = Path(path)
     if not p.is_file():
@@ -33,6 +33,6 @@ def read_png(path) -> np.ndarray:
 
 def write_png(path, image: np.ndarray) -> None:
     """Write an ``[H, W, 3|4]`` float image to ``path`` as PNG, clipping values to [0, 1]."""
-    import matplotlib.image as mpimg
+    import matplotlib.image as mpimg  # matplotlib is imported only when drawing (start-up time)
 
     mpimg.imsave(Path(path), np.clip(image, 0.0, 1.0))

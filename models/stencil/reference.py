@@ -33,6 +33,6 @@ def blur_slices_ref(src: np.ndarray, r0, r1, c0, c1) -> np.ndarray:
 
 def blur_zero_padded(src: np.ndarray) -> np.ndarray:
     """The textbook blur with zero padding (scipy.ndimage.correlate, mode='constant')."""
-    from scipy.ndimage import correlate
+    from scipy.ndimage import correlate  # scipy loads only where used (start-up time)
 
     return correlate(src, WEIGHTS[:, :, None], mode="constant", cval=0.0)

@@ -23,6 +23,7 @@ from models.stencil.costs import COPY, Codelet, CopyCosts, codelet
 from models.stencil.geometry import HaloCounts, halo_counts
 from models.stencil.partition import Blocks, partition_image
 from tilesim.errors import ConfigError, config_message
+from tilesim.limits import check_memory
 from tilesim.machine import Machine
 from tilesim.memory import MemoryLedger
 from tilesim.program import Program, ProgramBuilder
@@ -176,7 +177,6 @@ def plan_stencil(config: StencilConfig, machine: Machine, copy: CopyCosts = COPY
 
 def build_program(plan: StencilPlan, machine: Machine) -> Program:
     """The BSP program of ``plan.config.iterations`` iterations (module docstring)."""
-    from tilesim.limits import check_memory
 
     cfg = plan.config
     sets = 2 * cfg.iterations
@@ -326,7 +326,7 @@ def run_stencil(
 def blur_image(image: np.ndarray, config: StencilConfig, tiles_per_ipu: int, workers: int = 6) -> np.ndarray:
     """Run the real blur: ``config.iterations`` iterations of the two compute sets, slice by slice
     as the authors' vertices do (``half4`` rounds to fp16 after every compute set)."""
-    from models.stencil.kernels import blur_slices
+    from models.stencil.kernels import blur_slices  # Numba kernels load only when they run (start-up time)
 
     img = np.asarray(image, np.float32)
     if img.ndim != 3 or img.shape[2] != 4 or img.shape[:2] != (config.height, config.width):
