@@ -36,7 +36,10 @@ from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program
 from tilesim.records import ChipTimeline, SimResult
 from tilesim.timeline import Flow
 
-__all__ = ["simulate", "makespan_s", "chip_timeline"]
+# Two entry points: ``simulate`` (a program, reduced by the machine's fabric, to a full SimResult with
+# its critical-path attribution) and ``makespan_s`` (chip work already reduced, to the total alone: the
+# mapping search's objective, thousands of calls). Both run the same ``_chip_timeline``.
+__all__ = ["simulate", "makespan_s"]
 
 
 class _ActiveFlow:
@@ -245,7 +248,7 @@ def simulate(program: Program | CompactProgram, machine: Machine, *, keep_timeli
             )
         )
     work = program.reduce_on(make_fabric(machine))  # the fabric: the one place tiles become chips
-    tl = chip_timeline(
+    tl = _chip_timeline(
         work.compute,
         work.exchange,
         machine,
@@ -292,11 +295,11 @@ def makespan_s(
         tails = closed.tails(ex, machine, np.ones(S, bool), exchange_extra, fl, host)
         sync = machine.group_sync_cycles(machine.chips) + np.asarray(sync_extra, np.float64)
         return closed.global_makespan_cycles(comp, sync, tails) / machine.clock_hz
-    tl = chip_timeline(comp, ex, machine, scope, partitions, sync_extra, exchange_extra, fl, host)
+    tl = _chip_timeline(comp, ex, machine, scope, partitions, sync_extra, exchange_extra, fl, host)
     return float(tl.end.max()) / machine.clock_hz if S else 0.0
 
 
-def chip_timeline(
+def _chip_timeline(
     comp: np.ndarray,
     ex: np.ndarray,
     machine: Machine,
