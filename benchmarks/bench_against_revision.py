@@ -15,7 +15,8 @@ ratio this / base (< 1: faster now).
 
     python benchmarks/bench_against_revision.py [--base REV] [--rounds 3] [--cases retime functional]
 
-``--base`` defaults to the parent of the commit that added this file (the code before the seam).
+``--base`` defaults to the parent of the commit that added ``tilesim/workload.py`` (the code before the
+workload/fabric seam of issue 24).
 """
 
 from __future__ import annotations
@@ -86,8 +87,9 @@ RESULT = (time.perf_counter() - t0) / len(maps)
 
 
 def _default_base() -> str:
+    """The revision before the workload/fabric seam (issue 24)."""
     out = subprocess.run(
-        ["git", "log", "--diff-filter=A", "--format=%H", "--", "benchmarks/bench_against_revision.py"],
+        ["git", "log", "--diff-filter=A", "--format=%H", "--", "tilesim/workload.py"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -97,7 +99,7 @@ def _default_base() -> str:
 
 
 def _export(rev: str, into: Path) -> Path:
-    """The tree of ``rev`` unpacked into ``into`` (its Numba cache stays there)."""
+    """The tree of ``rev`` unpacked into ``into / "tree"`` (its Numba cache stays there)."""
     archive = into / "base.tar"
     subprocess.run(["git", "archive", "--format=tar", "-o", str(archive), rev], cwd=ROOT, check=True)
     with tarfile.open(archive) as tar:

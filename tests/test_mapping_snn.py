@@ -204,11 +204,16 @@ def test_m1_experiment_quick(tmp_path):
     ids=["ff-1chip", "rec-1chip", "ff-2chips", "rec-2chips"],
 )
 def test_chip_reduced_step_equals_the_simulated_program(cfg, chips):
-    """predict_step_s (rows reduced to chips as they are emitted, no [S, tiles] arrays) gives the
-    engine's time of the full program, for every strategy, a layer on tile 0, and layers on two chips."""
+    """The peaks form (rows reduced to chip peaks as they are emitted, no [S, tiles] arrays), timed by
+    makespan_s, gives the engine's time of the full program, for every strategy, a layer on tile 0,
+    and layers on two chips."""
     from mapping.strategies import from_layout
     from models.snn.counters import count_work
-    from models.snn.timing import predict_step_s
+    from models.snn.workload import SnnStep
+    from tilesim.workload import step_seconds
+
+    def predict_step_s(cfg, pl, counters, machine, cache=None):
+        return step_seconds(SnnStep(cfg, pl, counters, cache=cache, form="peaks"), machine)
 
     machine = load_machine("gc200", chips)
     TPC = machine.tiles_per_chip

@@ -52,7 +52,7 @@ def test_compact_program_times_like_dense(layers, chips, recurrent):
     cfg, m, pl, st, sp, lab = _step(layers, chips, recurrent)
     res = train_step(st, sp, lab, per_step_counters=True)
     dense = build_step_program(cfg, pl, res.counters, m)
-    comp = build_step_program(cfg, pl, res.counters, m, compact=True)
+    comp = build_step_program(cfg, pl, res.counters, m, form="compact")
     assert isinstance(comp, CompactProgram)
     # nothing of size supersteps x all tiles is kept
     assert all(

@@ -350,7 +350,11 @@ def test_layer_terms_are_cached_by_content():
     finds the terms; another activity does not."""
     from models.snn.activity import fixed_activity
     from models.snn.counters import count_work
-    from models.snn.timing import predict_step_s
+    from models.snn.workload import SnnStep
+    from tilesim.workload import step_seconds
+
+    def predict_step_s(cfg, pl, counters, m, cache):
+        return step_seconds(SnnStep(cfg, pl, counters, cache=cache, form="peaks"), m)
 
     cfg = NetworkConfig(layers="64-40-30-4", batch=4, timesteps=5, input_cap=10, max_activity=0.2, activity="fixed")
     m = load_machine("gc200")

@@ -20,7 +20,7 @@ supersteps, flows of supersteps that sync all chips (one fluid batch each), and 
 supersteps with one sync scope (a cumulative sum once the run has started). This module keeps
 only what needs events: when each chip enters each run, the syncs of groups that run apart,
 and flows under partial syncs, which may overlap in time on the links (:class:`_FluidLinks`).
-:func:`makespan_s` runs the same timeline on a program already reduced to chips.
+:func:`makespan_s` runs the same timeline for the total alone.
 """
 
 from __future__ import annotations
@@ -264,38 +264,31 @@ def simulate(program: Program | CompactProgram, machine: Machine, *, keep_timeli
     )
 
 
-def makespan_s(
-    comp: np.ndarray,
-    ex: np.ndarray,
-    machine: Machine,
-    sync_scope: np.ndarray,
-    *,
-    partitions: tuple = (),
-    sync_extra: np.ndarray | None = None,
-    exchange_extra: np.ndarray | None = None,
-    flows: tuple | None = None,
-    host: tuple | None = None,
-) -> float:
-    """Seconds of a program already reduced to chips: ``comp`` / ``ex`` [S, C] are the slowest
-    tile's compute and the on-chip exchange cycles (what :func:`simulate` derives from the tiles);
-    ``sync_scope``, ``partitions``, ``sync_extra`` and ``exchange_extra`` as in :class:`Program`
-    (extras default to 0); ``flows`` = (step, src chip, dst chip, bytes) and ``host`` = (step,
-    chip, bytes) arrays as in :class:`Program`. Same timeline as :func:`simulate`, for callers
-    that evaluate many programs (a mapping search) and need only the total. Inputs are trusted
-    (no validation)."""
-    S = comp.shape[0]
-    z = np.zeros(S)
-    sync_extra = z if sync_extra is None else sync_extra
-    exchange_extra = z if exchange_extra is None else exchange_extra
-    fl = {} if flows is None else closed.flows_by_step(*flows)
-    host = (np.zeros(0, np.int64),) * 2 + (np.zeros(0),) if host is None else host
-    comp, ex, scope = np.asarray(comp, np.float64), np.asarray(ex, np.float64), np.asarray(sync_scope)
+def makespan_s(program: Program | CompactProgram, machine: Machine) -> float:
+    """Seconds of ``program`` on ``machine``: the same timeline as :func:`simulate`, the total
+    alone (no attribution, no result record) — for callers that time many programs (a mapping
+    search). Inputs are trusted (no shape check)."""
+    work = program.reduce_on(make_fabric(machine))
+    S = work.compute.shape[0]
+    fl = closed.flows_by_step(program.flow_step, program.flow_src, program.flow_dst, program.flow_bytes)
+    host = (program.host_step, program.host_chip, program.host_bytes)
+    scope = np.asarray(program.sync_scope)
     if S and (machine.chips == 1 or (scope == SYNC_ALL).all()):
         # every superstep syncs the whole machine: no chip runs ahead, no events
-        tails = closed.tails(ex, machine, np.ones(S, bool), exchange_extra, fl, host)
-        sync = machine.group_sync_cycles(machine.chips) + np.asarray(sync_extra, np.float64)
-        return closed.global_makespan_cycles(comp, sync, tails) / machine.clock_hz
-    tl = _chip_timeline(comp, ex, machine, scope, partitions, sync_extra, exchange_extra, fl, host)
+        tails = closed.tails(work.exchange, machine, np.ones(S, bool), program.exchange_extra_cycles, fl, host)
+        sync = machine.group_sync_cycles(machine.chips) + np.asarray(program.sync_extra_cycles, np.float64)
+        return closed.global_makespan_cycles(work.compute, sync, tails) / machine.clock_hz
+    tl = _chip_timeline(
+        work.compute,
+        work.exchange,
+        machine,
+        scope,
+        program.partitions,
+        program.sync_extra_cycles,
+        program.exchange_extra_cycles,
+        fl,
+        host,
+    )
     return float(tl.end.max()) / machine.clock_hz if S else 0.0
 
 

@@ -531,8 +531,8 @@ class CompactProgram(_ProgramShape):
     sync_scope: np.ndarray  # int32 [S]
     partitions: tuple
     peaks: ChipPeaks  # [S, chips] / [E, chips] arrays
-    label_tile_cycles: np.ndarray  # float64 [labels, chips*tiles]
-    onchip_bytes: np.ndarray  # float64 [S, chips] bytes sent on each chip's exchange fabric
+    label_tile_cycles: np.ndarray | None  # float64 [labels, chips*tiles]; None: peaks only (no tile detail)
+    onchip_bytes: np.ndarray | None  # float64 [S, chips] bytes sent on each chip's exchange fabric
     flow_step: np.ndarray
     flow_src: np.ndarray
     flow_dst: np.ndarray
@@ -576,6 +576,8 @@ class CompactProgram(_ProgramShape):
 
     def work_cycles(self) -> np.ndarray:
         """float64 [chips*tiles]: compute cycles per tile over the program."""
+        if self.label_tile_cycles is None:
+            raise TypeError(f"compact program {self.name!r} keeps peaks only: it has no per-tile sums")
         return self.label_tile_cycles.sum(axis=0)
 
     def tile_compute(self, tiles) -> np.ndarray:

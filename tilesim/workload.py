@@ -22,13 +22,22 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Protocol, runtime_checkable
 
-from tilesim.engine import simulate
+from tilesim.engine import makespan_s, simulate
 from tilesim.machine import Machine
 from tilesim.memory import MemoryLedger
 from tilesim.program import CompactProgram, Program
 from tilesim.records import SimResult
 
-__all__ = ["Workload", "Section", "TimedStep", "time_workload", "ReportParts", "report_parts", "REPORT_GROUP"]
+__all__ = [
+    "Workload",
+    "Section",
+    "TimedStep",
+    "time_workload",
+    "step_seconds",
+    "ReportParts",
+    "report_parts",
+    "REPORT_GROUP",
+]
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,12 @@ def time_workload(workload: Workload, machine: Machine, *, keep_timeline: bool =
     search that needs only totals)."""
     program = workload.program(machine)
     return TimedStep(program, workload.book(simulate(program, machine, keep_timeline=keep_timeline)))
+
+
+def step_seconds(workload: Workload, machine: Machine) -> float:
+    """Seconds of one step of ``workload`` on ``machine`` — the total of :func:`time_workload`
+    without its record (:func:`tilesim.engine.makespan_s`): a search's objective."""
+    return makespan_s(workload.program(machine), machine)
 
 
 REPORT_GROUP = "tilesim.report_sections"

@@ -324,7 +324,7 @@ class CaseBasis:
 
         def build(theta):  # the dense form: the decomposition reads its [S, tiles] compute
             return SnnStep(
-                config, placement, counters, costs_from_theta(theta, self.base), steps_per_execution, compact=False
+                config, placement, counters, costs_from_theta(theta, self.base), steps_per_execution, form="dense"
             ).program(machine)
 
         p0 = build((0.0, 0.0, 0.0, 0.0))
@@ -501,7 +501,7 @@ def _retime_spe(activity, config, placement, machine, costs, spe):
 
     act = fixed_activity(config) if activity is None else activity
     counters = count_work(act, placement, per_step=True)
-    step = SnnStep(config, placement, counters, costs, spe, compact=False)
+    step = SnnStep(config, placement, counters, costs, spe, form="dense")
     return float(time_workload(step, machine, keep_timeline=False).step_s)
 
 

@@ -21,10 +21,12 @@ from models.snn.options import RunOptions
 from models.snn.placing import place_network, strategy_mapping, to_placement
 from models.snn.run import load_cost_model, load_model, network_config, record_activity
 from models.snn.step_memory import snn_memory
-from models.snn.timing import STEPS_PER_EXECUTION, predict_step_s
+from models.snn.timing import STEPS_PER_EXECUTION
+from models.snn.workload import SnnStep
 from tilesim.errors import MappingError, require
 from tilesim.machine import load_machine
 from tilesim.memory import MemoryTotals
+from tilesim.workload import step_seconds
 
 __all__ = ["make_objective", "search_mapping"]
 
@@ -39,7 +41,8 @@ def make_objective(config, machine, activity, costs=None, steps_per_execution: i
         if snn_memory(config, placement, machine, MemoryTotals(machine), cache).overflow_tiles().size:
             return math.inf
         counters = count_work(activity, placement, per_step=True, cache=cache)
-        return predict_step_s(config, placement, counters, machine, costs, steps_per_execution, cache)
+        step = SnnStep(config, placement, counters, costs, steps_per_execution, cache=cache, form="peaks")
+        return step_seconds(step, machine)
 
     objective.cache = cache  # what it keeps between candidates (byte-bounded LRUs inside)
     return objective

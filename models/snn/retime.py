@@ -83,7 +83,7 @@ def retime(
         steps_per_execution,
         DEFAULT_STRUCTURE if structure is None else structure,
         cache,
-        compact=True,  # chip by chip (issue 15)
+        form="compact",  # chip by chip (issue 15)
     )
     timed = time_workload(step, machine)
     return Prediction(timed.result, timed.program, counters)

@@ -125,9 +125,7 @@ from models.snn.step_table import (
 )
 from models.snn.structure import DEFAULT_STRUCTURE, StepStructure, host_copy_bytes_per_s
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
-from tilesim.engine import makespan_s, simulate
 from tilesim.errors import ConfigError, MappingError, config_message, require
-from tilesim.fabric import make_fabric
 from tilesim.memo import lru_in
 from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program, flow_columns
 from tilesim.rows import ChipPeaks
@@ -136,11 +134,14 @@ __all__ = [
     "default_costs",
     "uncalibrated_costs",
     "build_step_program",
-    "predict_step_s",
+    "FORMS",
     "host_sync_cycles_per_byte",
     "applies",
     "STEPS_PER_EXECUTION",
 ]
+
+FORMS = ("dense", "compact", "peaks")
+"""The program forms of a step (:func:`build_step_program`)."""
 
 STEPS_PER_EXECUTION = 52
 """Training steps per device execution in the measured runs (the calibration's 12 Bow steps): one
@@ -184,7 +185,7 @@ def build_step_program(
     name: str = "snn training step",
     steps_per_execution: int = STEPS_PER_EXECUTION,
     cache: dict | None = None,
-    compact: bool = False,
+    form: str = "dense",
     structure: StepStructure = DEFAULT_STRUCTURE,
 ) -> Program | CompactProgram:
     """The BSP program of one training step, from the step's per-step counters.
@@ -198,19 +199,25 @@ def build_step_program(
     Per-layer work is computed on the layer's own tiles and written straight into the rows of
     the program's arrays (row views), so a re-timing costs a few passes over ``[S, tiles]``.
 
-    ``compact``: a :class:`tilesim.program.CompactProgram` instead, which never holds
-    ``[S, all tiles]``: the same rows are recorded per chip (:class:`ChipCalls`) and built one
-    chip at a time, reduced to what the engine needs by the machine's fabric (its ``reduce``), the
-    per-tile label sums and the chip's sent bytes; ``simulate`` gives the same times, breakdowns
-    and critical tiles as for the dense program (tests/test_scale.py).
+    ``form`` (:data:`FORMS`): ``"dense"``, the :class:`tilesim.program.Program` above;
+    ``"compact"``, a :class:`tilesim.program.CompactProgram`, which never holds ``[S, all tiles]``:
+    the same rows are recorded per chip (:class:`ChipCalls`) and built one chip at a time, kept as
+    each chip's peaks (:class:`tilesim.rows.ChipPeaks`), the per-tile label sums and the chip's
+    sent bytes (``simulate`` gives the same times, breakdowns and critical tiles as for the dense
+    program: tests/test_scale.py); ``"peaks"``, the peaks alone, taken as the rows are emitted
+    (:class:`PeakRows`) — the same time from :func:`tilesim.engine.makespan_s` at a fraction of the
+    cost, and no per-tile detail (the mapping search's objective).
 
     ``structure``: the structural assumptions (:class:`models.snn.structure.StepStructure`).
     """
     _check_step_args(placement, machine, steps_per_execution)
+    require(form in FORMS, "form", form, f"must be one of {FORMS}", 'e.g. form="compact"')
     active = np.ones(machine.total_tiles)
     active[0] = 0.0  # tile 0 of chip 0 is outside the op's graph
     shape = step_shape(config.timesteps, config.n_layers, structure.copies == "merged")
-    if compact:
+    if form == "peaks":
+        return _peaks_program(config, placement, counters, machine, costs, name, steps_per_execution, cache, structure)
+    if form == "compact":
         return _compact_program(
             config,
             placement,
@@ -311,56 +318,32 @@ class _RecordedRows:
         return arr[COMPUTE], arr[IN], arr[OUT]
 
 
-def predict_step_s(
-    config: NetworkConfig,
-    placement: Mapping,
-    counters: WorkCounters,
-    machine,
-    costs: CostModel | None = None,
-    steps_per_execution: int = STEPS_PER_EXECUTION,
-    cache: dict | None = None,
-    structure: StepStructure = DEFAULT_STRUCTURE,
-) -> float:
-    """Seconds of the step :func:`build_step_program` describes, without building it: every row
-    is reduced to chips as it is emitted (:class:`PeakRows`) and timed by
-    :func:`tilesim.engine.makespan_s` — the same number as ``simulate(build_step_program(...))``
-    at a fraction of the cost (the mapping search's objective). On a fabric whose exchange
-    time depends on which tiles talk (a mesh), the full program is built and simulated."""
-
-    fabric = make_fabric(machine)
-    if fabric.needs_transfers:
-        return simulate(
-            build_step_program(
-                config,
-                placement,
-                counters,
-                machine,
-                costs,
-                steps_per_execution=steps_per_execution,
-                cache=cache,
-                structure=structure,
-            ),
-            machine,
-        ).total_s
-    _check_step_args(placement, machine, steps_per_execution)
-    C = machine.chips
+def _peaks_program(
+    config, placement, counters, machine, costs, name, steps_per_execution, cache, structure
+) -> CompactProgram:
+    """:func:`build_step_program` with ``form="peaks"``: each chip's peaks taken as the rows are
+    emitted (:class:`PeakRows`), no per-tile detail."""
     memo = None if cache is None else lru_in(cache, ("chip rows",), CACHE_BYTES, memo_nbytes)
     shape = step_shape(config.timesteps, config.n_layers, structure.copies == "merged")
-    rows = PeakRows(shape, C, machine.tiles_per_chip, memo)
+    rows = PeakRows(shape, machine.chips, machine.tiles_per_chip, memo)
     meta = _emit(
         config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows, structure
     )
     arr = rows.finish()
-    work = fabric.reduce_peaks(ChipPeaks.of_chips(arr[COMPUTE], arr[IN], arr[OUT]))
-    return makespan_s(
-        work.compute,
-        work.exchange,
-        machine,
-        meta["scope"],
-        sync_extra=meta["sync_extra"],
-        exchange_extra=meta["exchange_extra"],
-        flows=meta["flows"],
-        host=meta["host"],
+    return CompactProgram(
+        name=name,
+        chips=machine.chips,
+        tiles_per_chip=machine.tiles_per_chip,
+        labels=PHASE_LABELS,
+        label_id=np.asarray(meta["label_id"], np.int32),
+        sync_scope=np.asarray(meta["scope"], np.int32),
+        partitions=(),
+        peaks=ChipPeaks.of_chips(arr[COMPUTE], arr[IN], arr[OUT]),
+        label_tile_cycles=None,
+        onchip_bytes=None,
+        **flow_columns(meta["flows"], meta["host"]),
+        sync_extra_cycles=np.asarray(meta["sync_extra"], np.float64),
+        exchange_extra_cycles=np.asarray(meta["exchange_extra"], np.float64),
     )
 
 

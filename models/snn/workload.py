@@ -6,7 +6,8 @@
 
 Every caller that times an SNN step (a functional run, a re-timing, the calibration) goes
 through this class and :func:`tilesim.workload.time_workload`; the mapping search's fast path
-(:func:`models.snn.timing.predict_step_s`) gives the same number from the same rows.
+(:func:`tilesim.workload.step_seconds` of ``SnnStep(..., form="peaks")``) gives the same number from
+the same rows.
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ class SnnStep:
     ``costs``: the cost model (default: the shipped calibration); ``steps_per_execution``: steps
     per device execution (host copies amortise over them); ``structure``: the structural
     assumptions (:class:`models.snn.structure.StepStructure`); ``cache``: a dict the caller
-    keeps across re-timings (layer terms reused); ``compact``: build the program chip by chip
-    (:class:`tilesim.program.CompactProgram`, the form a run uses) rather than as dense
-    ``[supersteps, tiles]`` arrays (what the calibration's decomposition needs)."""
+    keeps across re-timings (layer terms reused); ``form``: ``"compact"`` (chip by chip, the form a
+    run uses), ``"dense"`` (``[supersteps, tiles]`` arrays: what the calibration's decomposition
+    needs) or ``"peaks"`` (each chip's peaks alone: the mapping search's objective)
+    (:func:`models.snn.timing.build_step_program`)."""
 
     config: NetworkConfig
     placement: Mapping
@@ -48,7 +50,7 @@ class SnnStep:
     steps_per_execution: int = STEPS_PER_EXECUTION
     structure: StepStructure = DEFAULT_STRUCTURE
     cache: dict | None = None
-    compact: bool = True
+    form: str = "compact"
     name: str = "snn"
 
     def program(self, machine: Machine) -> Program | CompactProgram:
@@ -61,7 +63,7 @@ class SnnStep:
             self.costs,
             steps_per_execution=self.steps_per_execution,
             cache=self.cache,
-            compact=self.compact,
+            form=self.form,
             structure=self.structure,
         )
 
