@@ -133,6 +133,10 @@ class SecondThresholdSchedule:
         """ϑ2 after ``step`` updates for a layer whose final value is ``target``."""
         return float(target + (self.start - target) * (1.0 - self.rate) ** max(step, 0))
 
+    def to_dict(self) -> dict:
+        """The summary.json form: ``{"start", "rate"}``."""
+        return {"start": self.start, "rate": self.rate}
+
 
 @dataclass(frozen=True)
 class NetworkConfig:

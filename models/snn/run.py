@@ -24,7 +24,7 @@ from mapping.core import Mapping
 from models.snn import data as D
 from models.snn.activity import fixed_activity
 from models.snn.counters import Activity, count_work
-from models.snn.diagnose import StepRecord, check_depth, diagnose
+from models.snn.diagnose import Finding, StepRecord, check_depth, diagnose
 from models.snn.explain import exchange_matrices, explain_critical, label_tile_cycles
 from models.snn.hostmem import check_host_memory, estimate_host_memory, peak_rss_bytes
 from models.snn.network import (
@@ -43,7 +43,8 @@ from models.snn.workload import SnnStep
 from tilesim.costs import CostModel, load_costs
 from tilesim.errors import ConfigError, config_message, require
 from tilesim.machine import load_machine
-from tilesim.records import ProgramDigest, by_phase_frame, critical_tiles
+from tilesim.memory import MemoryLedger
+from tilesim.records import ProgramDigest, SimResult, by_phase_frame, critical_tiles
 from tilesim.workload import time_workload
 
 __all__ = [
@@ -219,14 +220,64 @@ class RunArtifacts:
     (``--trace-tiles``, else the step's critical tiles) and ``tile_layer`` (int [C*T]: the neuron
     layer, 1-based, whose neurons each tile owns; 0 = none)."""
 
-    result: object
-    program: object
-    ledger: object
+    result: SimResult
+    program: ProgramDigest
+    ledger: MemoryLedger
     exchange: dict
-    mapping: object
+    mapping: Mapping
     trace_tiles: tuple
     tile_layer: np.ndarray | None = None
     history: tuple = ()  # per step: diagnose.StepRecord (drawn as activity.png)
+
+
+@dataclass(frozen=True)
+class NetworkSummary:
+    """The network a run trained: layer sizes, neuron and weight counts, spike caps, neurons per tile
+    and, for a ``--model`` run, the NIR graph's own summary."""
+
+    layers: tuple[int, ...]
+    neurons: int
+    weights: int
+    caps: tuple[int, ...]
+    neurons_per_tile: int
+    nir: dict | None = None
+
+    def to_dict(self) -> dict:
+        """The summary.json form (``nir`` only for a NIR model)."""
+        d = {
+            "layers": list(self.layers),
+            "neurons": self.neurons,
+            "weights": self.weights,
+            "caps": list(self.caps),
+            "neurons_per_tile": self.neurons_per_tile,
+        }
+        return d if self.nir is None else {**d, "nir": self.nir}
+
+
+@dataclass(frozen=True)
+class HostMemory:
+    """The host-memory guard's estimate (total and by part) and the measured peak RSS, bytes."""
+
+    estimate_bytes: int
+    estimate_parts_bytes: dict[str, int]
+    peak_rss_bytes: int | None
+
+    def to_dict(self) -> dict:
+        """The summary.json form."""
+        return {
+            "estimate_bytes": self.estimate_bytes,
+            "estimate_parts_bytes": self.estimate_parts_bytes,
+            "peak_rss_bytes": self.peak_rss_bytes,
+        }
+
+
+def _jsonable(value):
+    """A summary field in its JSON form: records by their ``to_dict``, sequences of records as lists."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, tuple) and value and hasattr(value[0], "to_dict"):
+        return [v.to_dict() for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -235,25 +286,25 @@ class RunSummary:
 
     predicted_step_s: float  # the median step (upper middle for even counts)
     samples_per_s: float
-    breakdown_s: dict
-    memory: dict
-    network: dict
+    breakdown_s: dict[str, float]  # seconds per time category (tilesim.records.PHASES)
+    memory: dict  # the SRAM ledger's own record (tilesim.memory.MemoryLedger.to_dict)
+    network: NetworkSummary
     machine: str
     chips: int
-    mapping: dict
-    loss: list | None  # per step; None at fixed activity (no training)
-    accuracy: list | None
-    predicted_step_s_per_step: list
+    mapping: dict  # the placement's own record (mapping.Mapping.summary)
+    loss: list[float] | None  # per step; None at fixed activity (no training)
+    accuracy: list[float] | None
+    predicted_step_s_per_step: list[float]
     wall_s_per_step: float
-    by_phase: dict
-    explain: dict
+    by_phase: dict[str, dict]  # per superstep label: the engine's record (SimResult.by_label)
+    explain: dict  # the critical kernel in words and numbers (models.snn.explain.explain_critical)
     wall_s_total: float
-    host_memory: dict = field(default_factory=dict)  # the guard's estimate and the measured peak RSS, bytes
-    second_threshold_schedule: dict | None = None  # {"start", "rate"} of the theta2 schedule, None if constant
-    activity: list = field(default_factory=list)  # per step: loss, accuracy, theta2 and activity per layer
-    findings: list = field(default_factory=list)  # training diagnosis: dead / saturated layers, flat loss, depth
-    structure: dict = field(default_factory=dict)  # the structural assumptions (models.snn.structure.StepStructure)
-    notes: list = field(default_factory=list)  # one-line remarks on how the run was timed (e.g. FIXED_NOTE)
+    host_memory: HostMemory | None = None
+    second_threshold_schedule: SecondThresholdSchedule | None = None  # None: a constant theta2
+    activity: tuple[StepRecord, ...] = ()  # per step: loss, accuracy, theta2 and activity per layer
+    findings: tuple[Finding, ...] = ()  # training diagnosis: dead / saturated layers, flat loss, depth
+    structure: StepStructure | None = None  # the structural assumptions the steps were timed under
+    notes: tuple[str, ...] = ()  # one-line remarks on how the run was timed (e.g. FIXED_NOTE)
     workload: str = "snn"  # whose report section renders the rest (tilesim.workload.report_parts)
     artifacts: RunArtifacts | None = field(default=None, repr=False, compare=False)
 
@@ -263,7 +314,11 @@ class RunSummary:
 
     def to_dict(self) -> dict:
         """The JSON summary (every field but ``artifacts``, in declaration order)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "artifacts"}
+        out = {f.name: _jsonable(getattr(self, f.name)) for f in fields(self) if f.name != "artifacts"}
+        for name, empty in (("host_memory", {}), ("structure", {}), ("activity", []), ("findings", []), ("notes", [])):
+            if out[name] is None or out[name] == ():
+                out[name] = empty
+        return out
 
 
 @dataclass
@@ -366,7 +421,22 @@ def _tile_layer(placement: Mapping, machine) -> np.ndarray:
     return out
 
 
-def _summarize(config, machine, placed: Placed, n_weights: int, s: _Steps, t_all: float) -> RunSummary:
+@dataclass(frozen=True)
+class _RunFacts:
+    """What a run knows besides its timed steps, handed to :func:`_summarize` once."""
+
+    structure: StepStructure
+    estimate: object  # the host-memory guard's estimate (models.snn.hostmem.HostMemoryEstimate)
+    schedule: SecondThresholdSchedule | None = None
+    findings: tuple[Finding, ...] = ()
+    nir: dict | None = None
+    notes: tuple[str, ...] = ()
+
+
+def _summarize(
+    config, machine, placed: Placed, n_weights: int, s: _Steps, t_all: float, facts: _RunFacts
+) -> RunSummary:
+    """The run's summary, built once from its steps and ``facts`` (the peak RSS measured last)."""
     med = int(np.argsort(s.pred)[len(s.pred) // 2])
     sim, placement, digest = s.results[med], placed.placement, s.digests[med]
     explain = explain_critical(sim, config, placement, s.counters[med], machine, s.programs[med])
@@ -375,29 +445,39 @@ def _summarize(config, machine, placed: Placed, n_weights: int, s: _Steps, t_all
     explain["exchange_received_bytes"] = exchange["received_bytes"]
     tile_layer = _tile_layer(placement, machine)
     digest = replace(digest, tile_group=tile_layer)
-    artifacts = RunArtifacts(sim, digest, placed.ledger, exchange, placed.mapping, digest.tiles, tile_layer)
+    artifacts = RunArtifacts(
+        sim, digest, placed.ledger, exchange, placed.mapping, digest.tiles, tile_layer, tuple(s.history)
+    )
+    trained = bool(s.history)
     return RunSummary(
         predicted_step_s=float(s.pred[med]),
         samples_per_s=config.batch / float(s.pred[med]),
         breakdown_s=sim.breakdown_s(),
         memory=placed.ledger.to_dict(),
-        network={
-            "layers": list(config.layers),
-            "neurons": int(sum(config.layers[1:])),
-            "weights": int(n_weights),
-            "caps": list(config.n_max),
-            "neurons_per_tile": placed.neurons_per_tile,
-        },
+        network=NetworkSummary(
+            layers=tuple(config.layers),
+            neurons=int(sum(config.layers[1:])),
+            weights=int(n_weights),
+            caps=tuple(config.n_max),
+            neurons_per_tile=placed.neurons_per_tile,
+            nir=facts.nir,
+        ),
         machine=machine.name,
         chips=machine.chips,
         mapping=placed.mapping.summary(),
-        loss=s.losses if s.history else None,
-        accuracy=s.accs if s.history else None,
+        loss=s.losses if trained else None,
+        accuracy=s.accs if trained else None,
         predicted_step_s_per_step=s.pred,
         wall_s_per_step=float(np.median(s.walls[1:] if len(s.walls) > 1 else s.walls)),
         by_phase=sim.by_label(),
         explain=explain,
         wall_s_total=time.perf_counter() - t_all,
+        host_memory=_host_memory(facts.estimate),
+        second_threshold_schedule=facts.schedule,
+        activity=tuple(s.history),
+        findings=facts.findings,
+        structure=facts.structure,
+        notes=facts.notes,
         artifacts=artifacts,
     )
 
@@ -447,41 +527,30 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
         if too_deep is None or f.key != too_deep.key:
             log.warning("%s; fix: %s", f.message, f.fix)
     n_weights = sum(w.size for w in state.W) + sum(v.size for v in state.V if v is not None)
-    summary = _summarize(config, machine, placed, n_weights, steps, t_all)
-    sched = config.second_threshold_schedule
-    summary = replace(
-        summary,
-        activity=[r.to_dict() for r in steps.history],
-        findings=[f.to_dict() for f in findings],
-        second_threshold_schedule=None if sched is None else {"start": sched.start, "rate": sched.rate},
-        structure=step_structure(options).to_dict(),
-        artifacts=replace(summary.artifacts, history=tuple(steps.history)),
+    facts = _RunFacts(
+        structure=step_structure(options),
+        estimate=estimate,
+        schedule=config.second_threshold_schedule,
+        findings=tuple(findings),
+        nir=None if model is None else model.summary(),
     )
-    if model is not None:
-        summary = replace(summary, network={**summary.network, "nir": model.summary()})
-    return replace(summary, host_memory=_host_memory(estimate))
+    return _summarize(config, machine, placed, n_weights, steps, t_all, facts)
 
 
-def _host_memory(estimate) -> dict:
+def _host_memory(estimate) -> HostMemory:
     """The summary's ``host_memory``: the guard's estimate by part and the measured peak RSS."""
-    return {
-        "estimate_bytes": estimate.total_bytes,
-        "estimate_parts_bytes": estimate.to_dict()["parts_bytes"],
-        "peak_rss_bytes": peak_rss_bytes(),
-    }
+    return HostMemory(estimate.total_bytes, estimate.to_dict()["parts_bytes"], peak_rss_bytes())
 
 
 def _run_fixed(options, config, machine, placed: Placed, costs, estimate, t_all: float) -> RunSummary:
     """:func:`run_training` at ``activity = "fixed"``: one step timed without float math
     (:func:`_time_fixed`); loss and accuracy are None and ``notes`` says so."""
     steps = _time_fixed(options, config, machine, placed.placement, costs)
-    summary = _summarize(config, machine, placed, _n_weights(config), steps, t_all)
     notes = [FIXED_NOTE]
     if options.steps > 1:
         notes.append(f"{options.steps} steps asked, one timed: at fixed activity every step is the same")
-    return replace(
-        summary, structure=step_structure(options).to_dict(), notes=notes, host_memory=_host_memory(estimate)
-    )
+    facts = _RunFacts(structure=step_structure(options), estimate=estimate, notes=tuple(notes))
+    return _summarize(config, machine, placed, _n_weights(config), steps, t_all, facts)
 
 
 def batch_gradients(weights: list, spikes: np.ndarray, labels: np.ndarray, options: RunOptions) -> dict:

@@ -1,0 +1,41 @@
+"""Issue 24: a run's summary is typed records at the core, and its JSON keeps the shape users read."""
+
+from __future__ import annotations
+
+import json
+
+from models.snn.diagnose import Finding, StepRecord
+from models.snn.options import RunOptions
+from models.snn.run import HostMemory, NetworkSummary, run_training
+from models.snn.structure import StepStructure
+
+KEYS = [
+    "predicted_step_s", "samples_per_s", "breakdown_s", "memory", "network", "machine", "chips", "mapping",
+    "loss", "accuracy", "predicted_step_s_per_step", "wall_s_per_step", "by_phase", "explain", "wall_s_total",
+    "host_memory", "second_threshold_schedule", "activity", "findings", "structure", "notes", "workload",
+]  # fmt: skip
+
+
+def test_the_summary_is_records_and_its_json_has_the_users_shape():
+    s = run_training(RunOptions(layers="40-30-4", batch=4, timesteps=8, max_activity=0.2, input_cap=8, steps=2))
+    assert isinstance(s.network, NetworkSummary) and s.network.layers == (40, 30, 4)
+    assert isinstance(s.host_memory, HostMemory) and isinstance(s.structure, StepStructure)
+    assert all(isinstance(r, StepRecord) for r in s.activity) and len(s.activity) == 2
+    assert all(isinstance(f, Finding) for f in s.findings)
+    d = json.loads(json.dumps(s.to_dict()))  # plain JSON all the way down
+    assert list(d) == KEYS
+    net = {"layers": [40, 30, 4], "neurons": 34, "weights": 40 * 30 + 30 * 4, "caps": list(s.network.caps)}
+    assert d["network"] == {**net, "neurons_per_tile": s.network.neurons_per_tile}
+    assert set(d["host_memory"]) == {"estimate_bytes", "estimate_parts_bytes", "peak_rss_bytes"}
+    assert d["second_threshold_schedule"] == {"start": -100.0, "rate": 0.5}
+    assert d["structure"]["sync_scope"] == "chip" and d["workload"] == "snn"
+    assert [a["step"] for a in d["activity"]] == [0, 1]
+
+
+def test_a_fixed_activity_summary_keeps_the_empty_shapes():
+    s = run_training(
+        RunOptions(layers="40-30-4", batch=4, timesteps=8, max_activity=0.2, input_cap=8, steps=1, activity="fixed")
+    )
+    d = s.to_dict()
+    assert d["loss"] is None and d["activity"] == [] and d["findings"] == [] and d["notes"]
+    assert d["second_threshold_schedule"] is None and d["structure"]["copies"] == "separate"
