@@ -39,3 +39,17 @@ def test_a_fixed_activity_summary_keeps_the_empty_shapes():
     d = s.to_dict()
     assert d["loss"] is None and d["activity"] == [] and d["findings"] == [] and d["notes"]
     assert d["second_threshold_schedule"] is None and d["structure"]["copies"] == "separate"
+
+
+def test_options_are_read_in_typed_parts_built_once():
+    """Issue 24: the flat declaration users write, read as typed parts (each built once)."""
+    from models.snn.options import OutputOptions, PlacementOptions, TrainingOptions
+
+    o = RunOptions(layers="40-30-4", batch=4, chips=2, copies="merged", out="x", steps=3)
+    assert isinstance(o.placement, PlacementOptions) and o.placement.chips == 2
+    assert isinstance(o.structure, StepStructure) and o.structure.copies == "merged"
+    assert isinstance(o.training, TrainingOptions) and o.training.steps == 3
+    assert isinstance(o.output, OutputOptions) and o.output.out == "x"
+    assert o.network["layers"] == (40, 30, 4) and "chips" not in o.network
+    assert o.placement is o.placement and o.structure is o.structure  # built once
+    assert RunOptions(layers="40-30-4", batch=4) == RunOptions(layers="40-30-4", batch=4)

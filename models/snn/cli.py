@@ -134,15 +134,16 @@ def cmd_run(args) -> int:
                 bar.update(1),
             ),
         )
-    if options.out:
-        write_run_outputs(options.out, summary)
-    if options.json:
+    out = options.output
+    if out.out:
+        write_run_outputs(out.out, summary)
+    if out.json:
         print(json.dumps(summary.to_dict(), indent=2))
     else:
         print(format_run(summary.to_dict()))
-        if options.out:
+        if out.out:
             print(
-                f"wrote {options.out}/: summary.md, summary.json, trace.json (https://ui.perfetto.dev), mapping.json, "
+                f"wrote {out.out}/: summary.md, summary.json, trace.json (https://ui.perfetto.dev), mapping.json, "
                 "memory.png, work.png, exchange.png, timeline.png, breakdown.png"
                 + (", activity.png" if summary.artifacts.history else "")
             )

@@ -24,17 +24,22 @@ import dataclasses
 import difflib
 import os
 import re
+from functools import cached_property
 from typing import Annotated, Literal, Optional, Union, get_args, get_origin
 
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic.dataclasses import dataclass
 from pydantic_core import PydanticCustomError
 
+from models.snn.structure import StepStructure
 from tilesim.errors import ConfigError, config_message
 from tilesim.io import read_toml
 
 __all__ = [
     "RunOptions",
+    "PlacementOptions",
+    "TrainingOptions",
+    "OutputOptions",
     "DATASETS",
     "DATASET_CHANNELS",
     "option_names",
@@ -83,8 +88,9 @@ _CONFIG = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, arbitrary
 
 
 @dataclass(frozen=True, config=_CONFIG)
-class RunOptions:
-    """Everything ``tilesim run`` takes; see each field's ``help`` (``tilesim run --help``)."""
+class _OptionFields:
+    """The one declaration of every ``tilesim run`` option (type, default, limits, help); what
+    :class:`RunOptions` validates. TOML keys, flags and sweep axes are these names."""
 
     machine: str = _opt("gc200", "machine preset or TOML file", min_length=1)
     chips: Optional[int] = _opt(None, "number of chips (default: the machine's)", example=4, ge=1)
@@ -231,18 +237,100 @@ class RunOptions:
         return self
 
 
-_validated_init = RunOptions.__init__
+@dataclasses.dataclass(frozen=True)
+class PlacementOptions:
+    """Where a run's network goes: the machine (preset or file) and its chips, the neurons per tile,
+    the mapping (strategy or file) and what an SRAM overflow does."""
+
+    machine: str
+    chips: int | None
+    neurons_per_tile: int | None
+    mapping: str
+    memory_check: str
 
 
-def _init(self, *args, **kwargs):
-    """``RunOptions(...)`` from Python: the same validation, errors as one-line ConfigErrors."""
-    try:
-        _validated_init(self, *args, **kwargs)
-    except ValidationError as exc:
-        raise _with_whole_value(translate_error(exc, style="python"), exc, kwargs, {}) from None
+@dataclasses.dataclass(frozen=True)
+class TrainingOptions:
+    """How a run trains and is timed: the data, the steps, the theta2 schedule, a NIR model, the
+    cost model and the steps per device execution."""
+
+    dataset: str
+    data: str | None
+    steps: int
+    second_threshold_schedule: str
+    second_threshold_start: float
+    second_threshold_rate: float
+    model: str | None
+    dt: float | None
+    discretization: str
+    costs: str | None
+    steps_per_execution: int
 
 
-RunOptions.__init__ = _init
+@dataclasses.dataclass(frozen=True)
+class OutputOptions:
+    """What a run writes: its folder, JSON on standard output, the tiles given a trace track."""
+
+    out: str | None
+    json: bool
+    trace_tiles: tuple
+
+
+class RunOptions(_OptionFields):
+    """Everything ``tilesim run`` takes; see each field's ``help`` (``tilesim run --help``). Flat,
+    as users write it (TOML keys, flags, sweep axes); read in typed parts — :attr:`network` (the
+    :class:`models.snn.network.NetworkConfig` fields), :attr:`placement`, :attr:`structure`
+    (:class:`models.snn.structure.StepStructure`), :attr:`training`, :attr:`output` — each built
+    once. ``RunOptions(...)`` validates like the CLI: a bad value raises one ConfigError naming it."""
+
+    def __init__(self, *args, **kwargs):
+        """Validated construction (errors as one-line ConfigErrors, Python style)."""
+        try:
+            super().__init__(*args, **kwargs)
+        except ValidationError as exc:
+            raise _with_whole_value(translate_error(exc, style="python"), exc, kwargs, {}) from None
+
+    @cached_property
+    def network(self) -> dict:
+        """The options passed unchanged to :class:`models.snn.network.NetworkConfig` (by name)."""
+        return {name: getattr(self, name) for name in network_fields()}
+
+    @cached_property
+    def placement(self) -> PlacementOptions:
+        """Machine, chips and placement."""
+        return PlacementOptions(self.machine, self.chips, self.neurons_per_tile, self.mapping, self.memory_check)
+
+    @cached_property
+    def structure(self) -> StepStructure:
+        """The structural assumptions the steps are timed under."""
+        return StepStructure(
+            sync_scope=self.sync_scope,
+            copies=self.copies,
+            host_transfer=self.host_transfer,
+            host_direction=self.host_direction,
+        )
+
+    @cached_property
+    def training(self) -> TrainingOptions:
+        """Data, steps, theta2 schedule, model, costs."""
+        return TrainingOptions(
+            self.dataset,
+            self.data,
+            self.steps,
+            self.second_threshold_schedule,
+            self.second_threshold_start,
+            self.second_threshold_rate,
+            self.model,
+            self.dt,
+            self.discretization,
+            self.costs,
+            self.steps_per_execution,
+        )
+
+    @cached_property
+    def output(self) -> OutputOptions:
+        """Folder, JSON, trace tiles."""
+        return OutputOptions(self.out, self.json, self.trace_tiles)
 
 
 def _dash(sizes) -> str:
@@ -390,7 +478,7 @@ def _build(values: dict, labels: dict, style: str) -> RunOptions:
         raise _unknown(labels.get(unknown[0], unknown[0]), unknown[0], values[unknown[0]])
     options = RunOptions.__new__(RunOptions)
     try:
-        _validated_init(options, **values)
+        _OptionFields.__init__(options, **values)
     except ValidationError as exc:
         raise _with_whole_value(translate_error(exc, labels, style), exc, values, labels) from None
     return options

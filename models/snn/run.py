@@ -334,21 +334,10 @@ class _Steps:
     history: list = field(default_factory=list)  # per step: diagnose.StepRecord (loss, per-layer activity)
 
 
-def step_structure(options: RunOptions) -> StepStructure:
-    """The structural assumptions a run's steps are timed under (its ``sync_scope``, ``copies``,
-    ``host_transfer`` and ``host_direction`` options)."""
-    return StepStructure(
-        sync_scope=options.sync_scope,
-        copies=options.copies,
-        host_transfer=options.host_transfer,
-        host_direction=options.host_direction,
-    )
-
-
 def _time_step(options, config, machine, placement, costs, counters, out: _Steps, t0: float):
     """Build and simulate the program of one step's ``counters``; append its record, program and
     digest (and the wall time since ``t0``) to ``out``. Returns the engine's record."""
-    step = SnnStep(config, placement, counters, costs, options.steps_per_execution, step_structure(options))
+    step = SnnStep(config, placement, counters, costs, options.steps_per_execution, options.structure)
     timed = time_workload(step, machine)
     program, sim = timed.program, timed.result
     out.walls.append(time.perf_counter() - t0)
@@ -499,9 +488,10 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
     t_all = time.perf_counter()
     model = load_model(options)
     config = network_config(options, model)
-    machine = load_machine(options.machine, options.chips)
+    where = options.placement
+    machine = load_machine(where.machine, where.chips)
     n_tiles = machine.chips * machine.tiles_per_chip
-    bad = [t for t in options.trace_tiles if t >= n_tiles]
+    bad = [t for t in options.output.trace_tiles if t >= n_tiles]
     require(
         not bad,
         "--trace-tiles",
@@ -511,7 +501,7 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
     )
     estimate = estimate_host_memory(config, machine)
     check_host_memory(estimate)  # before anything big is allocated
-    placed = place_network(config, machine, options.neurons_per_tile, options.mapping, options.memory_check)
+    placed = place_network(config, machine, where.neurons_per_tile, where.mapping, where.memory_check)
     costs = load_cost_model(options)
     if config.activity == "fixed":
         return _run_fixed(options, config, machine, placed, costs, estimate, t_all)
@@ -528,7 +518,7 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
             log.warning("%s; fix: %s", f.message, f.fix)
     n_weights = sum(w.size for w in state.W) + sum(v.size for v in state.V if v is not None)
     facts = _RunFacts(
-        structure=step_structure(options),
+        structure=options.structure,
         estimate=estimate,
         schedule=config.second_threshold_schedule,
         findings=tuple(findings),
@@ -549,7 +539,7 @@ def _run_fixed(options, config, machine, placed: Placed, costs, estimate, t_all:
     notes = [FIXED_NOTE]
     if options.steps > 1:
         notes.append(f"{options.steps} steps asked, one timed: at fixed activity every step is the same")
-    facts = _RunFacts(structure=step_structure(options), estimate=estimate, notes=tuple(notes))
+    facts = _RunFacts(structure=options.structure, estimate=estimate, notes=tuple(notes))
     return _summarize(config, machine, placed, _n_weights(config), steps, t_all, facts)
 
 
