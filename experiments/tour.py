@@ -44,7 +44,7 @@ CAT_COLOURS = {
     "variables:gradients": "#c44e52",
     "variables:optimizer": "#dd8452",
     "variables:state": "#8172b3",
-    "variables:spikes": "#937860",
+    "variables:sequences": "#937860",
     "variables:inputs": "#da8bc3",
     "variables:activations": "#8c8c8c",
     "variables:other": "#ccb974",

@@ -100,7 +100,7 @@ def test_memory_ledger_has_every_tensor():
         "variables:gradients",
         "variables:optimizer",
         "variables:state",
-        "variables:spikes",
+        "variables:sequences",
         "exchange_buffers",
         "vertex_state",
         "vertex_code",

@@ -125,10 +125,9 @@ def test_an_unregistered_fabric_is_refused_with_the_known_kinds():
         machine_from_dict(loads_toml(doc), "m.toml")
 
 
-# Words that belong to one workload. The one exception is the SRAM ledger's "spikes" role
-# (a memory category of the vendor-profiler-style ledger that summary.json reports by name).
+# Words that belong to one workload.
 WORKLOAD_WORDS = ("neuron", "neurons", "spike", "snn", "loss", "accuracy", "stencil", "theta2", "synaptic", "halo")
-ALLOWED = {("tilesim/memory.py", "spikes")}
+ALLOWED: set = set()
 
 
 def test_the_core_names_no_workload_concept():

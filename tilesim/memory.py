@@ -1,7 +1,8 @@
 """The SRAM ledger: bytes per tile and category, with the vendor profiler's categories.
 
 Categories (PopVision's names, ipu-hardware.md §3.3): ``variables:<role>`` (role = weights,
-gradients, optimizer, state, activations, spikes, inputs, other), ``exchange_buffers``,
+gradients, optimizer, state, activations, sequences (per-time-step values kept for the backward pass),
+inputs, other), ``exchange_buffers``,
 ``vertex_state``, ``vertex_code``, ``control_code``, ``exchange_code``, ``stack``.
 
 Every entry remembers its label and tiles, so the ledger can say *which tensor* fills a tile.
@@ -19,7 +20,7 @@ from tilesim.errors import ConfigError, SramOverflowError, config_message
 
 __all__ = ["MemoryLedger", "MemoryTotals", "EntryGroup", "CATEGORIES", "VARIABLE_ROLES"]
 
-VARIABLE_ROLES = ("weights", "gradients", "optimizer", "state", "activations", "spikes", "inputs", "other")
+VARIABLE_ROLES = ("weights", "gradients", "optimizer", "state", "activations", "sequences", "inputs", "other")
 CATEGORIES = tuple(f"variables:{r}" for r in VARIABLE_ROLES) + (
     "exchange_buffers",
     "vertex_state",

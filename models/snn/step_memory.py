@@ -117,7 +117,7 @@ def snn_memory(
         # spike id/count sequences [T, B, N_max] + [T, B, 2], spread over the layer's chip (tile 0 of chip 0 free)
         chip_tiles = slice(ly.chip * TPC + (1 if ly.chip == 0 else 0), (ly.chip + 1) * TPC)
         led.add(
-            "variables:spikes",
+            "variables:sequences",
             4.0 * T * B * (nmax[l] + 2) / (chip_tiles.stop - chip_tiles.start),
             chip_tiles,
             f"layer {l + 1} spike sequence",
