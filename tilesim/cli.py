@@ -87,32 +87,34 @@ def write_outputs(
     """summary.json, trace.json, arrays.npz, summary.md and the pictures (timeline, breakdown,
     work and — with a ledger — memory; with ``exchange`` matrices, exchange.png), and ``files``
     ({name: bytes}, e.g. mapping.json). The folder's manifest is removed first and written last
-    (:func:`tilesim.report.seal_run_folder`), so an interrupted write never passes for a run."""
-    from tilesim.io import atomic_write_bytes, atomic_write_text  # loaded only when the command runs (start-up time)
-    from tilesim.report import (  # loaded only when the command runs (start-up time)
-        begin_run_folder,
-        seal_run_folder,
-        write_run_report,
+    (:func:`tilesim.report.seal_run_folder`); everything is written into a staging folder beside
+    ``out`` and swapped in whole (:func:`tilesim.io.staged_folder`), so a kill at any moment leaves
+    the previous run or the new one."""
+    from tilesim.io import (  # loaded only when the command runs (start-up time)
+        atomic_write_bytes,
+        atomic_write_text,
+        staged_folder,
     )
+    from tilesim.report import seal_run_folder, write_run_report  # loaded only when the command runs (start-up time)
     from tilesim.trace import write_trace  # loaded only when the command runs (start-up time)
 
-    out = begin_run_folder(out)
-    sealed = ["summary.json", "trace.json", "arrays.npz"]
-    for name, data in (files or {}).items():
-        atomic_write_bytes(out / name, data)
-        sealed.append(name)
     summary = result.to_dict()
     if ledger is not None:
         summary["memory"] = ledger.to_dict()
     if extra:
         summary.update(extra)
-    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
-    write_trace(out / "trace.json", result, program, trace_tiles)
-    if ledger is not None:
-        atomic_write_text(out / "memory.txt", ledger.report() + "\n")
-        sealed.append("memory.txt")
-    write_run_report(out, result, program, ledger, exchange)
-    seal_run_folder(out, sealed)
+    with staged_folder(out) as stage:  # the old run stays whole until the new one is complete
+        sealed = ["summary.json", "trace.json", "arrays.npz"]
+        for name, data in (files or {}).items():
+            atomic_write_bytes(stage / name, data)
+            sealed.append(name)
+        atomic_write_text(stage / "summary.json", json.dumps(summary, indent=2))
+        write_trace(stage / "trace.json", result, program, trace_tiles)
+        if ledger is not None:
+            atomic_write_text(stage / "memory.txt", ledger.report() + "\n")
+            sealed.append("memory.txt")
+        write_run_report(stage, result, program, ledger, exchange)
+        seal_run_folder(stage, sealed)
     return summary
 
 
@@ -179,13 +181,13 @@ def _simulate_file(
     program_path, machine_name, chips, out, as_json, trace_tiles, memory_check, force: bool = False
 ) -> int:
     from tilesim.engine import simulate  # loaded only when the command runs (start-up time)
-    from tilesim.io import check_output_path, read_toml  # loaded only when the command runs (start-up time)
+    from tilesim.io import check_run_folder, read_toml  # loaded only when the command runs (start-up time)
     from tilesim.machine import load_machine  # loaded only when the command runs (start-up time)
     from tilesim.memory import MemoryLedger  # loaded only when the command runs (start-up time)
     from tilesim.program_toml import program_from_dict  # loaded only when the command runs (start-up time)
 
     if out:
-        check_output_path(out, "--out", "dir")
+        check_run_folder(out, "--out", force)
     machine = load_machine(machine_name, chips)
     for t in trace_tiles:
         if not 0 <= t < machine.total_tiles:
@@ -233,7 +235,7 @@ def _cmd_simulate(args) -> int:
 def _cmd_demo(args) -> int:
     path = resources.files("tilesim") / "examples" / "demo.toml"
     with resources.as_file(path) as p:
-        return _simulate_file(p, args.machine, None, args.out, args.json, [], "report")  # critical tiles
+        return _simulate_file(p, args.machine, None, args.out, args.json, [], "report", args.force)
 
 
 def _load_plugins(sub) -> None:
@@ -320,7 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--force",
         action="store_true",
-        help="run a program estimated to take longer than an hour (memory limits still apply)",
+        help="run a program estimated to take longer than an hour, or write --out into a folder that is not a "
+        "tilesim run (memory limits still apply)",
     )
     s.set_defaults(func=_cmd_simulate)
 
@@ -328,6 +331,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--machine", default="m2000", help="machine with 4 chips (default m2000)")
     d.add_argument("--out", default="out/demo", help="output directory (default out/demo)")
     d.add_argument("--json", action="store_true", help="print the summary as JSON")
+    d.add_argument(
+        "--force",
+        action="store_true",
+        help="write --out into a folder that is not a tilesim run (its other files are kept)",
+    )
     d.set_defaults(func=_cmd_demo)
 
     r = sub.add_parser(

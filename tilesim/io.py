@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -153,4 +155,107 @@ def check_output_path(path, flag: str, kind: str = "file") -> Path:
         raise ConfigError(
             config_message(flag, text, f"is not usable ({exc.strerror or exc})", "give a shorter or simpler path")
         ) from None
+    return p
+
+
+# ---- folders written whole: staged beside the target, swapped in when complete ----------------
+STAGING = ".staging-"  # prefix of a folder being written beside its target (never a run)
+RETIRED = ".retired-"  # prefix of a replaced folder on its way out (restored if the swap was cut short)
+
+
+def _renameat2_exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes  # only here: the swap's one system call (start-up time)
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def recover_folder(target) -> None:
+    """Undo a swap cut short by a kill: when ``target`` is missing but a retired copy of it lies
+    beside it, put that copy back; staging folders of killed writes are removed."""
+    target = Path(target)
+    parent = target.parent
+    if not parent.is_dir():
+        return
+    retired = sorted(parent.glob(f".{target.name}{RETIRED}*"), key=lambda p: p.stat().st_mtime)
+    if retired and not target.exists():
+        os.rename(retired.pop(), target)
+    for p in retired + list(parent.glob(f".{target.name}{STAGING}*")):
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def _swap_in(stage: Path, target: Path) -> None:
+    """Make ``stage`` the folder at ``target``. The old folder's files that the new one does not
+    have (the user's own notes, say) move into the new one; then the old folder is removed."""
+    if not target.exists():
+        os.rename(stage, target)
+        return
+    if _renameat2_exchange(stage, target):  # one step: target is the old run, then the new one
+        old = stage
+    else:  # two steps; a kill between them leaves the old run retired beside it (recover_folder)
+        old = target.parent / f".{target.name}{RETIRED}{stage.name.rsplit('-', 1)[-1]}"
+        os.rename(target, old)
+        os.rename(stage, target)
+    for p in old.iterdir():
+        if not (target / p.name).exists():
+            os.rename(p, target / p.name)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def staged_folder(target):
+    """``with staged_folder(out) as stage:`` write every file into ``stage``, a fresh folder beside
+    ``out``; when the block ends without an error the stage becomes ``out`` in one swap, so a kill
+    at any moment leaves the old folder or the new one, never neither and never a mix. On an error
+    the stage is removed and ``out`` is untouched."""
+    target = Path(target).expanduser().absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    recover_folder(target)
+    stage = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}{STAGING}"))
+    try:
+        yield stage
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    os.chmod(stage, 0o755)
+    _swap_in(stage, target)
+
+
+RUN_MARKERS = ("manifest.json", "summary.json")
+"""Files that make a folder a tilesim run (summary.json alone: a run interrupted, or an older tilesim)."""
+
+
+def check_run_folder(path, flag: str, force: bool = False) -> Path:
+    """:func:`check_output_path` for a run folder, and: an existing folder that holds other files
+    but no tilesim run is refused unless ``force`` (a run would replace its files of the same
+    names; with ``force`` its other files are kept beside the run).
+
+    Raises
+    ------
+    ConfigError
+        One line naming ``flag``, the folder, what it holds and the fix.
+    """
+    p = check_output_path(path, flag, "dir")
+    if force or not p.is_dir() or any((p / m).exists() for m in RUN_MARKERS):
+        return p
+    others = sorted(e.name for e in p.iterdir() if not e.name.startswith("."))
+    if others:
+        raise ConfigError(
+            config_message(
+                flag,
+                str(path),
+                f"is a folder of {len(others)} other file(s) (e.g. {others[0]!r}), not a tilesim run: a run would "
+                "replace its files of the same names",
+                "give a new or empty folder, or add --force to write into it (its other files are kept)",
+            )
+        )
     return p

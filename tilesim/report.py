@@ -29,7 +29,6 @@ __all__ = [
     "write_run_report",
     "render",
     "summary_markdown",
-    "begin_run_folder",
     "seal_run_folder",
     "verify_run_folder",
     "MANIFEST",
@@ -56,15 +55,6 @@ def _digest(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def begin_run_folder(out) -> Path:
-    """Create ``out`` and remove its manifest: from here until :func:`seal_run_folder` the folder
-    is marked incomplete (the user's other files are kept)."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST).unlink(missing_ok=True)
-    return out
 
 
 def seal_run_folder(out, names) -> Path:

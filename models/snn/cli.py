@@ -54,7 +54,10 @@ def register(sub) -> None:
     add_option_flags(r)
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument(
-        "--force", action="store_true", help="run more steps than fit in an hour (memory limits still apply)"
+        "--force",
+        action="store_true",
+        help="run more steps than fit in an hour, or write --out into a folder that is not a tilesim run "
+        "(memory limits still apply)",
     )
     r.set_defaults(func=cmd_run)
 
@@ -116,9 +119,9 @@ def cmd_run(args) -> int:
     check_run_memory(options)  # refused before anything is allocated
     check_run_time(options, args.force)
     if options.out:  # before the training, not after it
-        from tilesim.io import check_output_path  # loaded only when the command runs (start-up time)
+        from tilesim.io import check_run_folder  # loaded only when the command runs (start-up time)
 
-        check_output_path(options.out, "--out", "dir")
+        check_run_folder(options.out, "--out", args.force)
     with tqdm(
         total=options.steps,
         desc="training",

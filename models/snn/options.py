@@ -25,6 +25,7 @@ import difflib
 import os
 import re
 from functools import cached_property
+from pathlib import Path
 from typing import Annotated, Literal, Optional, Union, get_args, get_origin
 
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -37,6 +38,7 @@ from tilesim.io import read_toml
 
 __all__ = [
     "RunOptions",
+    "config_out_path",
     "PlacementOptions",
     "TrainingOptions",
     "OutputOptions",
@@ -564,6 +566,30 @@ def _is_float(text: str) -> bool:
     return True
 
 
+def config_out_path(out: str, config_path) -> str:
+    """``out`` as a config file gives it: resolved against the file's own folder and confined to it.
+    A shared or downloaded config decides what a run computes, not where it writes: a path that
+    leaves the config's folder (absolute, ``..``, a link out) belongs on the command line.
+
+    Raises
+    ------
+    ConfigError
+        The path leaves the config file's folder.
+    """
+    home = Path(config_path).expanduser().resolve().parent
+    target = (home / Path(out).expanduser()).resolve()
+    if Path(out).expanduser().is_absolute() or not (target == home or home in target.parents):
+        raise ConfigError(
+            config_message(
+                f"out (in {config_path})",
+                out,
+                f"leaves the config file's folder {str(home)!r}: a config file writes only beside itself",
+                "give a path inside that folder, or put --out on the command line",
+            )
+        )
+    return str(target)
+
+
 def options_from_args(
     args: argparse.Namespace, names=None, given: dict | None = None, config_key: str = "config"
 ) -> RunOptions:
@@ -572,6 +598,8 @@ def options_from_args(
     the flags given on the command line (they win). ``names`` restricts the flags read."""
     path = getattr(args, config_key, None)
     base = options_from_mapping(read_toml(path, "run config file"), str(path)) if path else None
+    if base is not None and base.out is not None:
+        base = dataclasses.replace(base, out=config_out_path(base.out, path))
     values = {**(options_dict(base, json_safe=False) if base is not None else {}), **(given or {})}
     labels = {}
     for name in names or option_names():

@@ -22,11 +22,11 @@ def _cmd_stencil(args) -> int:
         blur_image,
         run_stencil,
     )
-    from tilesim.io import check_output_path  # loaded only when the command runs (start-up time)
+    from tilesim.io import check_run_folder  # loaded only when the command runs (start-up time)
     from tilesim.machine import load_machine  # loaded only when the command runs (start-up time)
 
     if args.out:
-        check_output_path(args.out, "--out", "dir")
+        check_run_folder(args.out, "--out", args.force)
 
     if args.image_size is None and args.image is None:
         raise ConfigError(config_message("--image-size", None, "missing", "give --image-size WxH or --image PNG"))
@@ -113,5 +113,10 @@ def register(subparsers) -> None:
     s.add_argument("--iterations", type=_int, default=100, help="blur iterations (supersteps of the program)")
     s.add_argument("--machine", default="gc2x16", help="preset or TOML, resized to --ipus (default gc2x16)")
     s.add_argument("--out", help="directory for summary, trace, pictures and blurred.png")
+    s.add_argument(
+        "--force",
+        action="store_true",
+        help="write --out into a folder that is not a tilesim run (its other files are kept)",
+    )
     s.add_argument("--json", action="store_true", help="print the result as JSON")
     s.set_defaults(func=_cmd_stencil)
