@@ -321,8 +321,6 @@ def _pandas():
     try:
         import pandas as pd  # pandas loads only where a DataFrame is asked for (start-up time)
     except ImportError:  # pragma: no cover - pandas is a dependency
-        from tilesim.errors import ConfigError
-
         raise ConfigError("pandas: not installed; results as tables need it: pip install pandas") from None
     return pd
 
