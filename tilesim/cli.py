@@ -13,6 +13,7 @@ command set the log level (INFO / DEBUG / errors only; default WARNING) of the `
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import sys
@@ -83,10 +84,12 @@ def write_outputs(
     extra: dict | None = None,
     exchange: dict | None = None,
     files: dict | None = None,
+    unsealed: dict | None = None,
 ) -> dict:
     """summary.json, trace.json, arrays.npz, summary.md and the pictures (timeline, breakdown,
     work and — with a ledger — memory; with ``exchange`` matrices, exchange.png), and ``files``
-    ({name: bytes}, e.g. mapping.json). The folder's manifest is removed first and written last
+    ({name: bytes}, e.g. mapping.json; ``unsealed`` files are left out of the manifest: the host's
+    own measurements, which differ between identical runs). The folder's manifest is removed first and written last
     (:func:`tilesim.report.seal_run_folder`); everything is written into a staging folder beside
     ``out`` and swapped in whole (:func:`tilesim.io.staged_folder`), so a kill at any moment leaves
     the previous run or the new one."""
@@ -108,6 +111,8 @@ def write_outputs(
         for name, data in (files or {}).items():
             atomic_write_bytes(stage / name, data)
             sealed.append(name)
+        for name, data in (unsealed or {}).items():  # measurements of the host, not of the run
+            atomic_write_bytes(stage / name, data)
         atomic_write_text(stage / "summary.json", json.dumps(summary, indent=2))
         write_trace(stage / "trace.json", result, program, trace_tiles)
         if ledger is not None:
@@ -389,16 +394,19 @@ def main(argv=None) -> int:
         )
         return 2
     except OSError as exc:  # the file system refused a write the up-front checks could not foresee
-        where = f" {exc.filename}" if exc.filename else ""
-        print(
-            f"tilesim: error: cannot access{where}: {exc.strerror or exc}; check the path, its permissions "
-            "and the free disk space",
-            file=sys.stderr,
-        )
+        print(f"tilesim: error: {os_error_message(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("tilesim: interrupted", file=sys.stderr)
         return 130
+
+
+def os_error_message(exc: OSError) -> str:
+    """One line for a write the file system refused: the path, what happened and the fix."""
+    where = f" {exc.filename}" if exc.filename else ""
+    if exc.errno == errno.ENOSPC:
+        return f"no space left to write{where}: free space on that disk, or write to another (e.g. --out elsewhere)"
+    return f"cannot access{where}: {exc.strerror or exc}; check the path and its permissions"
 
 
 def _log_flags(argv) -> tuple:

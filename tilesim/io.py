@@ -33,6 +33,12 @@ def read_toml(path, what: str) -> dict:
         raise ConfigError(
             config_message(what, str(path), f"is not valid TOML ({exc})", "fix the syntax at the position given")
         ) from None
+    except RecursionError:
+        raise ConfigError(
+            config_message(
+                what, str(path), "nests arrays or tables too deeply to read", "write at most a few levels of nesting"
+            )
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(
             config_message(
@@ -58,6 +64,9 @@ def atomic_write_bytes(path, data: bytes) -> Path:
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+    except OSError as exc:  # a full disk says nothing of the file: name it
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -649,6 +649,8 @@ class ProgramBuilder:
             'e.g. sync = "all" or sync = [[0, 1], [2, 3]]',
         )
         groups = [list(g) for g in sync]
+        for g in groups:
+            require(len(g) > 0, f"{where}: sync group", g, "is empty", "leave it out (unnamed chips sync alone)")
         ids = np.full(self.chips, -1, np.int32)
         for gi, g in enumerate(groups):
             for c in g:

@@ -167,6 +167,15 @@ class ResultStore:
             cols = [r[1] for r in self._db.execute("PRAGMA table_info(points)")]
         except sqlite3.DatabaseError as exc:
             self._db.close()
+            if "full" in str(exc):  # SQLITE_FULL: the disk, not the file
+                raise ConfigError(
+                    config_message(
+                        "results database",
+                        str(path),
+                        f"cannot be written: {exc}",
+                        "free space on its disk, or give --db on another disk",
+                    )
+                ) from None
             what = (
                 f"is not an SQLite database ({exc})"
                 if "not a database" in str(exc) or "malformed" in str(exc)

@@ -90,10 +90,29 @@ def register(sub) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+WALL_CLOCK_FIELDS = ("wall_s_per_step", "wall_s_total")
+"""Summary fields measured on the host's clock (with ``host_memory.peak_rss_bytes``): they go to
+``wall.json``, so that two identical runs write byte-identical ``summary.json`` files."""
+
+
+def split_wall_clock(summary: dict) -> tuple[dict, dict]:
+    """``(summary without the host's measurements, those measurements)`` (:data:`WALL_CLOCK_FIELDS`
+    and the peak RSS)."""
+    record = {k: v for k, v in summary.items() if k not in WALL_CLOCK_FIELDS}
+    wall = {k: summary[k] for k in WALL_CLOCK_FIELDS if k in summary}
+    host = dict(record.get("host_memory") or {})
+    if "peak_rss_bytes" in host:
+        wall["peak_rss_bytes"] = host.pop("peak_rss_bytes")
+        record["host_memory"] = host
+    return record, wall
+
+
 def write_run_outputs(out, summary: RunSummary) -> None:
-    """summary.json, summary.md, trace.json, the pictures and mapping.json of a run into ``out``."""
+    """summary.json, summary.md, trace.json, the pictures and mapping.json of a run into ``out``;
+    the host's own measurements (wall times, peak RSS) in ``wall.json`` (:func:`split_wall_clock`)."""
     a = summary.artifacts
     mapping = (json.dumps(a.mapping.to_dict(), indent=1) + "\n").encode()  # as Mapping.save writes it
+    record, wall = split_wall_clock(summary.to_dict())
     files = {"mapping.json": mapping}
     if a.history:
         png = io.BytesIO()
@@ -105,9 +124,10 @@ def write_run_outputs(out, summary: RunSummary) -> None:
         a.program,
         a.ledger,
         list(a.trace_tiles),
-        extra=summary.to_dict(),
+        extra=record,
         exchange=a.exchange,
         files=files,
+        unsealed={"wall.json": (json.dumps(wall, indent=2) + "\n").encode()},
     )
 
 

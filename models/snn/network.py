@@ -107,6 +107,34 @@ class LIFParams:
         return self.input_scale * (1.0 - self.decay) if self.gain is None else float(self.gain)
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_float32(config, sizes) -> None:
+    """The values the kernels hold in float32 stay finite there: the learning rate, the thresholds,
+    and a membrane sum of ``fan_in`` inputs at the largest initial weight (√(6/fan_in)·weight_mul,
+    +100 at fixed activity)."""
+    for name in ("lr", "second_threshold", "output_second_threshold"):
+        v = getattr(config, name)
+        require(
+            v is None or abs(v) <= FLOAT32_MAX,
+            name,
+            v,
+            f"must be representable in float32 (|x| <= {FLOAT32_MAX:.3g})",
+            "the kernels compute in float32",
+        )
+    fan_in = max(sizes[:-1])
+    bound = math.sqrt(6.0 / min(sizes[:-1])) * config.weight_mul + (100.0 if config.activity == "fixed" else 0.0)
+    require(
+        bound * fan_in <= FLOAT32_MAX,
+        "weight_mul",
+        config.weight_mul,
+        f"makes initial weights up to {bound:.3g}, whose sum over a fan-in of {fan_in} overflows float32 "
+        f"({FLOAT32_MAX:.3g})",
+        "e.g. weight_mul = 4 (the authors' runs)",
+    )
+
+
 @dataclass(frozen=True)
 class SecondThresholdSchedule:
     """ϑ2 of every layer moves from ``start`` towards the layer's own target ϑ2 after every batch:
@@ -214,6 +242,7 @@ class NetworkConfig:
         require(self.lr > 0 and math.isfinite(self.lr), "lr", self.lr, "must be > 0")
         require(self.weight_mul > 0, "weight_mul", self.weight_mul, "must be > 0")
         require(math.isfinite(self.second_threshold), "second_threshold", self.second_threshold, "must be finite")
+        _check_float32(self, sizes)
         require(
             self.second_threshold < self.lif.threshold,
             "second_threshold",

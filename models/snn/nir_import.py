@@ -262,6 +262,20 @@ def _weight(name, node, n_in, n_out):
     bias = getattr(node, "bias", None)
     if bias is not None and np.any(np.asarray(bias) != 0):
         _refuse(name, node, "its bias is nonzero; the network has no bias")
+    if not np.issubdtype(w.dtype, np.number):
+        _refuse(name, node, f"weight holds {w.dtype} values, not numbers")
+    w32 = np.asarray(w, dtype=np.float64)
+    bad = ~np.isfinite(w32) | (np.abs(w32) > np.finfo(np.float32).max)
+    if bad.any():
+        i = np.unravel_index(int(np.argmax(bad)), w.shape)
+        raise ConfigError(
+            config_message(
+                f"NIR node {name!r} weight{list(map(int, i))}",
+                float(w32[i]),
+                f"must be finite in float32 ({int(bad.sum())} of {w.size} entries are not)",
+                "export the graph from a trained network without NaN or Inf weights",
+            )
+        )
     return np.ascontiguousarray(w.T, dtype=np.float32)
 
 

@@ -228,13 +228,18 @@ class _OptionFields:
                 )
         need, have = _host_bytes(self), _host_memory()
         if have and need > have:
+            per_sample = self.timesteps * (4 * self.input_cap + 8)  # bytes of one sample's input lists
+            fits = have // per_sample
+            field, value, fix = ("batch", self.batch, int(fits)) if fits >= 1 else ("timesteps", self.timesteps, None)
+            if fix is None:  # not even one sample fits: the time steps are what is too large
+                fix = max(1, int(have // (self.batch * (4 * self.input_cap + 8))))
             _fail(
-                "batch",
-                self.batch,
+                field,
+                value,
                 f"one batch of input lists needs {need / 2**30:,.1f} GiB "
-                f"(timesteps {self.timesteps} x batch x (4 x input_cap {self.input_cap} + 8) B), more than the "
-                f"host's {have / 2**30:,.1f} GiB",
-                fix_example=48,
+                f"(timesteps {self.timesteps} x batch {self.batch} x (4 x input_cap {self.input_cap} + 8) B), more "
+                f"than the host's {have / 2**30:,.1f} GiB",
+                fix_example=fix,
             )
         return self
 

@@ -132,6 +132,11 @@ def cmd_sweep(args) -> int:
     check_output_path(args.db, "--db", "file")
     if Path(args.db).is_file():  # another program's database is refused untouched
         ResultStore.check_file(args.db)
+    if args.scheduler and args.workers is not None:
+        print(
+            f"tilesim: --workers {args.workers} ignored: with --scheduler the cluster's own workers run the points",
+            file=sys.stderr,
+        )
     workers = None if args.workers is None or args.scheduler else check_workers(args.workers)
     spec = load_sweep(args.sweep, allowed=option_names(), forbidden=FORBIDDEN)
     n = spec.count()

@@ -71,7 +71,7 @@ class StencilConfig:
             ("--iterations", self.iterations, 1),
         ):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lim:
-                raise ConfigError(config_message(name, v, f"must be an integer >= {lim}"))
+                raise ConfigError(config_message(name, v, f"must be an integer >= {lim}", f"e.g. {name} {max(lim, 1)}"))
         if self.iterations > 100000:
             raise ConfigError(
                 config_message(
