@@ -3,12 +3,14 @@ imported lazily, only here and in experiments/."""
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
 import numpy as np
 
 from tilesim.fabric import grid_shape
+from tilesim.io import atomic_write_bytes
 from tilesim.records import PHASES, phase_spans
 
 # One palette for every picture (run reports, the tour, the experiments): a phase of the BSP
@@ -49,6 +51,17 @@ def _plt():
     import matplotlib.pyplot as plt  # matplotlib is imported only when drawing (start-up time)
 
     return plt
+
+
+def save_figure(fig, path, **kwargs) -> None:
+    """``fig.savefig`` that never leaves a half-written picture: into memory, then an atomic write
+    (``path`` may also be a binary file object)."""
+    if hasattr(path, "write"):
+        fig.savefig(path, **kwargs)
+        return
+    buf = io.BytesIO()
+    fig.savefig(buf, format=kwargs.pop("format", Path(path).suffix.lstrip(".") or "png"), **kwargs)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def _grid(n: int, cols: int | None = None) -> tuple[int, int]:
@@ -168,7 +181,7 @@ def tile_heatmap(
         ax.legend(fontsize=7, loc="lower right")
     fig.suptitle(title, fontsize=10)
     fig.colorbar(im, ax=list(axes[: len(shown)]), fraction=0.03 if n == 1 else 0.025, label=label)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return Path(path)
 
@@ -264,7 +277,7 @@ def exchange_matrices(
     )
     fig.suptitle(title or "exchange bytes per training step")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return Path(path)
 
@@ -349,7 +362,7 @@ def timeline(result, path, max_supersteps: int | None = None, title: str | None 
         _phase_bars(ax2, by, labels)
         ax2.set_title(f"the same step added up per superstep label ({len(by)} labels)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return Path(path)
 
@@ -377,6 +390,6 @@ def breakdown_bars(result, path, title: str | None = None):
     _phase_bars(ax, by, labels)
     ax.set_title(title or "time per superstep label")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return Path(path)

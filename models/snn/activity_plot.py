@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tilesim.errors import require
+from tilesim.plots import save_figure
 
 __all__ = ["plot_activity"]
 
@@ -63,6 +64,6 @@ def plot_activity(history, path, title: str | None = None) -> Path:
         return path
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
+    save_figure(fig, out, dpi=100)
     plt.close(fig)
     return out

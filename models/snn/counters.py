@@ -43,6 +43,7 @@ recorded :class:`Activity` without float math.
 from __future__ import annotations
 
 import hashlib
+import io
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -51,6 +52,7 @@ import numpy as np
 from mapping.core import Mapping, group_tiles
 from models.snn.spikes import SpikeList
 from tilesim.errors import MissingDataError, require
+from tilesim.io import atomic_write_bytes
 from tilesim.memo import lru_in
 
 PHASES = ("state_update", "spike_detect", "state_grad", "weight_grad", "input_grad", "optimizer")
@@ -469,7 +471,10 @@ def save_activity(path, activity: Activity) -> None:
     for l, (lst, init) in enumerate(zip(activity.layers, activity.initial)):
         arrays[f"layer{l}_ids"], arrays[f"layer{l}_counts"] = lst.ids, lst.counts
         arrays[f"initial{l}_ids"], arrays[f"initial{l}_counts"] = init.ids, init.counts
-    np.savez_compressed(path, **arrays)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    path = str(path) if str(path).endswith(".npz") else f"{path}.npz"  # as np.savez names it
+    atomic_write_bytes(path, buf.getvalue())  # never half-written
 
 
 def load_activity(path) -> Activity:

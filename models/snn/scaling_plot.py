@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from models.snn.scaling import SPLIT_KEYS, ScalingStudy
-from tilesim.plots import PHASE_COLOURS
+from tilesim.plots import PHASE_COLOURS, save_figure
 
 __all__ = ["plot_scaling"]
 
@@ -45,5 +45,5 @@ def plot_scaling(study: ScalingStudy, out) -> None:
     r = study.recipe
     fig.suptitle(f"{r.dataset}, {r.neurons_per_tile} neurons/tile, batch {r.batch}, fixed activity {r.max_activity:g}")
     fig.tight_layout()
-    fig.savefig(out, format="png", dpi=110)
+    save_figure(fig, out, format="png", dpi=110)
     plt.close(fig)
