@@ -33,8 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CASES = {
-    "functional": """
+NMNIST = """
 import time, numpy as np
 from models.snn.network import NetworkConfig, init_network, train_step
 from models.snn.placing import place_network
@@ -44,7 +43,11 @@ m = load_machine("gc200")
 st = init_network(cfg, place_network(cfg, m, mapping="contiguous").placement)
 rng = np.random.default_rng(0)
 x = (rng.random((100, 48, 2312)) < 0.02).astype(np.float32)
-y = rng.integers(0, 10, 48)
+"""  # the paper's N-MNIST network on a GC200 and one batch of its input (both cases below)
+
+CASES = {
+    "functional": NMNIST
+    + """y = rng.integers(0, 10, 48)
 train_step(st, x, y, per_step_counters=True)
 t0 = time.perf_counter()
 train_step(st, x, y, per_step_counters=True)
@@ -63,17 +66,10 @@ t0 = time.perf_counter()
 retime(None, cfg, pl, m, steps_per_execution=1000)
 RESULT = time.perf_counter() - t0
 """,
-    "retime": """
-import time, numpy as np
+    "retime": NMNIST
+    + """
 from models.snn.mapsearch import make_objective
-from models.snn.network import NetworkConfig, init_network, train_step
-from models.snn.placing import place_network, strategy_mapping
-from tilesim.machine import load_machine
-cfg = NetworkConfig(layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05, input_cap=32)
-m = load_machine("gc200")
-st = init_network(cfg, place_network(cfg, m, mapping="contiguous").placement)
-rng = np.random.default_rng(0)
-x = (rng.random((100, 48, 2312)) < 0.02).astype(np.float32)
+from models.snn.placing import strategy_mapping
 res = train_step(st, x, rng.integers(0, 10, 48))
 objective = make_objective(cfg, m, res.activity)
 maps = [strategy_mapping(s, cfg, m, n) for s in ("contiguous", "round_robin") for n in (2, 3, 4, 5, 6, 8)]
