@@ -237,7 +237,9 @@ def format_run(summary: dict) -> str:
             if summary["loss"]
             else ""
         )
-        + f"simulator wall time {summary['wall_s_per_step']:.3f} s per step",
+        + (  # a stored summary.json keeps the host's wall times in wall.json
+            f"simulator wall time {summary['wall_s_per_step']:.3f} s per step" if "wall_s_per_step" in summary else ""
+        ),
     ]
     lines += [f"  {n}" for n in summary.get("notes", [])]
     st = summary.get("structure")
