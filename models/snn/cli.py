@@ -294,6 +294,8 @@ def _register_scaling(sub) -> None:
         COPIES,
         HOST_DIRECTIONS,
         HOST_TRANSFERS,
+        RESIDUAL_PER,
+        RESIDUAL_SHARED,
         SYNC_SCOPES,
     )
 
@@ -315,6 +317,21 @@ def _register_scaling(sub) -> None:
     s.add_argument("--copies", choices=COPIES, default="separate", help="per-layer copies (default separate)")
     s.add_argument("--host-transfer", choices=HOST_TRANSFERS, default="per_epoch", help="default per_epoch")
     s.add_argument("--host-direction", choices=HOST_DIRECTIONS, default="round_trip", help="default round_trip")
+    s.add_argument(
+        "--residual-per", choices=RESIDUAL_PER, default="epoch", help="when the fitted residual is paid (default epoch)"
+    )
+    s.add_argument(
+        "--residual-shared",
+        choices=RESIDUAL_SHARED,
+        default="chip",
+        help="residual paid per chip in parallel, or serially per host link (default chip)",
+    )
+    s.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="also the S6 sensitivity table: E(max chips) for npt 2/4/8 x batch 24/96/384 under every "
+        "setting of every unknown, with the verdict on each half of S6 (about 30 s)",
+    )
     s.add_argument("--no-band", action="store_true", help="skip the structural band")
     s.add_argument("--json", action="store_true", help="print the study as JSON")
     s.add_argument("--out", help="folder for scaling.json and scaling.png")
@@ -336,9 +353,12 @@ def _chip_list(text: str) -> tuple:
 def cmd_scaling(args) -> int:
     """Run a scaling study; print the table or JSON; ``--out`` writes scaling.json and scaling.png."""
     from models.snn.scaling import (  # loaded only when the command runs (start-up time)
+        PAPER_EXECUTIONS_PER_EPOCH,
         ScalingRecipe,
+        format_sensitivity,
         format_table,
         scaling_study,
+        sensitivity_table,
     )
     from models.snn.structure import StepStructure  # loaded only when the command runs (start-up time)
 
@@ -354,9 +374,17 @@ def cmd_scaling(args) -> int:
         copies=args.copies,
         host_transfer=args.host_transfer,
         host_direction=args.host_direction,
+        executions_per_epoch=PAPER_EXECUTIONS_PER_EPOCH,
+        residual_per=args.residual_per,
+        residual_shared=args.residual_shared,
     )
-    study = scaling_study(recipe, _chip_list(args.chips), args.mode, structure, band=not args.no_band)
-    print(json.dumps(study.to_dict(), indent=1) if args.json else format_table(study))
+    chips = _chip_list(args.chips)
+    study = scaling_study(recipe, chips, args.mode, structure, band=not args.no_band)
+    table = sensitivity_table(recipe, max(chips), structure) if args.sensitivity else None
+    if args.json:
+        print(json.dumps({**study.to_dict(), "sensitivity": table.to_dict() if table else None}, indent=1))
+    else:
+        print(format_table(study) + ("\n\n" + format_sensitivity(table) if table else ""))
     if args.out:
         from models.snn.scaling_plot import plot_scaling  # matplotlib is imported only when drawing (start-up time)
 
@@ -366,6 +394,9 @@ def cmd_scaling(args) -> int:
         png = io.BytesIO()
         plot_scaling(study, png)
         atomic_write_bytes(out / "scaling.png", png.getvalue())
+        if table:
+            atomic_write_bytes(out / "sensitivity.json", (json.dumps(table.to_dict(), indent=1) + "\n").encode())
+            atomic_write_bytes(out / "sensitivity.md", (format_sensitivity(table) + "\n").encode())
         if not args.json:
-            print(f"wrote {out}/scaling.json, {out}/scaling.png")
+            print(f"wrote {out}/scaling.json, {out}/scaling.png" + (", sensitivity.json, sensitivity.md" if table else ""))
     return 0

@@ -28,6 +28,16 @@ it assumed, and a scaling study can switch each one the other way (:func:`flippe
     paper's runs have one execution per epoch, where the two coincide.
 ``host_direction``  ``"round_trip"`` (default) | ``"one_way"``
     Device→host only, or device→host and host→device.
+``residual_per``  ``"epoch"`` (default) | ``"execution"`` | ``"step"``
+    When the labelled residual ``unexplained: per-weight epoch cost`` is paid. Every measured
+    single-chip row ran one execution of 52 steps per epoch
+    (:data:`CALIBRATION_STEPS_PER_EPOCH`), so the data fit all three equally: the fitted
+    cycles per weight are spread over the steps of an epoch, of an execution, or over 52 steps
+    every step. The §4.4 scaling runs (1000 steps per epoch, two executions of 500) tell them apart.
+``residual_shared``  ``"chip"`` (default) | ``"host_link"``
+    Whether each chip pays the residual for its own weights in parallel, or the chips behind one
+    host link (:data:`CHIPS_PER_HOST_LINK`, an IPU-Machine's gateway) pay it one after another
+    (each chip waits for the whole group's weights): the test of a host-serial cost.
 
 The host transfer runs at :func:`host_copy_bytes_per_s`: the machine's host link bounded by
 the documented host-traffic rates. What the measured single-chip steps need beyond it is the
@@ -48,6 +58,10 @@ __all__ = [
     "COPIES",
     "HOST_TRANSFERS",
     "HOST_DIRECTIONS",
+    "RESIDUAL_PER",
+    "RESIDUAL_SHARED",
+    "CALIBRATION_STEPS_PER_EPOCH",
+    "CHIPS_PER_HOST_LINK",
     "D2H_BYTES_PER_S",
     "H2D_BYTES_PER_S",
     "host_copy_bytes_per_s",
@@ -58,6 +72,15 @@ SYNC_SCOPES = ("chip", "all")
 COPIES = ("separate", "merged")
 HOST_TRANSFERS = ("per_epoch", "per_execution")
 HOST_DIRECTIONS = ("round_trip", "one_way")
+RESIDUAL_PER = ("epoch", "execution", "step")
+RESIDUAL_SHARED = ("chip", "host_link")
+
+CALIBRATION_STEPS_PER_EPOCH = 52
+"""Steps per execution and per epoch of every measured single-chip row (9984 samples / 48 / 4;
+``benchmark_multi_layer_nmnist.py`` at afd6c70): the steps the fitted residual was spread over."""
+CHIPS_PER_HOST_LINK = 4
+"""IPUs behind one host link: an IPU-Machine (M2000 / Bow-2000) reaches its host through one
+IPU-Gateway with a 2 × 100 GbE NIC (ipu-hardware.md §1.2, "Gateway / host")."""
 
 # Graphcore's host-traffic test on an IPU-M2000 (Poplar SDK examples, "host traffic"): ~3 GB/s
 # device->host, 3-7 GB/s host->device for large buffers; the low ends are used.
@@ -77,6 +100,8 @@ class StepStructure:
     host_transfer: str = "per_epoch"
     host_direction: str = "round_trip"
     executions_per_epoch: int = 1
+    residual_per: str = "epoch"
+    residual_shared: str = "chip"
 
     def __post_init__(self):
         for name, allowed in (
@@ -84,6 +109,8 @@ class StepStructure:
             ("copies", COPIES),
             ("host_transfer", HOST_TRANSFERS),
             ("host_direction", HOST_DIRECTIONS),
+            ("residual_per", RESIDUAL_PER),
+            ("residual_shared", RESIDUAL_SHARED),
         ):
             v = getattr(self, name)
             require(v in allowed, name, v, f"must be one of {', '.join(allowed)}", f"e.g. {name}={allowed[0]!r}")
@@ -100,14 +127,25 @@ class StepStructure:
         k = self.executions_per_epoch if self.host_transfer == "per_epoch" else 1
         return steps_per_execution * k
 
+    def residual_steps(self, steps_per_execution: int) -> int:
+        """Training steps the per-weight residual of one epoch of the calibration runs is spread
+        over (``residual_per``): an epoch's, an execution's, or the calibration epoch's 52 steps."""
+        if self.residual_per == "epoch":
+            return steps_per_execution * self.executions_per_epoch
+        if self.residual_per == "execution":
+            return steps_per_execution
+        return CALIBRATION_STEPS_PER_EPOCH
+
     def to_dict(self) -> dict:
         """The JSON form (every summary carries it)."""
         return asdict(self)
 
     def describe(self) -> str:
         """One line: ``sync chip, copies separate, host per_epoch round_trip``."""
-        return f"sync {self.sync_scope}, copies {self.copies}, host {self.host_transfer} {self.host_direction}" + (
-            f" ({self.executions_per_epoch} executions/epoch)" if self.executions_per_epoch > 1 else ""
+        return (
+            f"sync {self.sync_scope}, copies {self.copies}, host {self.host_transfer} {self.host_direction}"
+            + (f" ({self.executions_per_epoch} executions/epoch)" if self.executions_per_epoch > 1 else "")
+            + f", residual per {self.residual_per} per {self.residual_shared.replace('_', ' ')}"
         )
 
 
@@ -118,6 +156,7 @@ _OTHER = {
     "copies": dict(zip(COPIES, reversed(COPIES))),
     "host_transfer": dict(zip(HOST_TRANSFERS, reversed(HOST_TRANSFERS))),
     "host_direction": dict(zip(HOST_DIRECTIONS, reversed(HOST_DIRECTIONS))),
+    "residual_shared": dict(zip(RESIDUAL_SHARED, reversed(RESIDUAL_SHARED))),
 }
 
 

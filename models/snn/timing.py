@@ -123,7 +123,7 @@ from models.snn.step_table import (
     Write,
     step_shape,
 )
-from models.snn.structure import DEFAULT_STRUCTURE, StepStructure, host_copy_bytes_per_s
+from models.snn.structure import CHIPS_PER_HOST_LINK, DEFAULT_STRUCTURE, StepStructure, host_copy_bytes_per_s
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
 from tilesim.errors import ConfigError, MappingError, config_message, require
 from tilesim.memo import lru_in
@@ -369,7 +369,7 @@ class _Step:
     chip_sync_cycles: float = 0.0  # one sync of one chip
     host_cycles_per_byte: float = 0.0  # the host variable copy (:func:`host_sync_cycles_per_byte`)
     transfer_steps: int = 1  # steps one host transfer is amortised over
-    epoch_steps: int = 1  # steps per epoch (the residual's amortisation)
+    residual_steps: int = 1  # steps the per-weight residual is spread over (``StepStructure.residual_steps``)
 
     def cycles(self, work, vertices):
         """Tile cycles of ``work`` worker cycles over ``vertices`` vertices (barrel scheduling)."""
@@ -411,7 +411,7 @@ def _step(config, placement, counters, machine, costs, steps_per_execution, stru
         float(machine.chip.sync_cycles),
         host_sync_cycles_per_byte(machine, structure),
         structure.transfer_steps(steps_per_execution),
-        steps_per_execution * structure.executions_per_epoch,
+        structure.residual_steps(steps_per_execution),
     )
 
 
@@ -592,7 +592,8 @@ def host_sync_cycles_per_byte(machine, structure: StepStructure) -> float:
 def _host_sync(s: _Step, terms: list, rows: RowSink, w: Write, k: int) -> None:
     """Per-chip once-per-step terms on the op's tiles: the host variable copy of the chip's
     trainable state (weights and optimizer slots), amortised over the steps between transfers
-    (:data:`HOST_SYNC`), or the labelled per-weight epoch residual (:data:`EPOCH_RESIDUAL`)."""
+    (:data:`HOST_SYNC`), or the labelled per-weight epoch residual (:data:`EPOCH_RESIDUAL`), spread
+    over ``structure.residual_steps`` and paid per chip or per host link (``residual_shared``)."""
     on_chip = np.zeros(s.C)
     for l, ly in enumerate(s.layers):
         on_chip[ly.chip] += getattr(terms[l], w.term)
@@ -601,7 +602,10 @@ def _host_sync(s: _Step, terms: list, rows: RowSink, w: Write, k: int) -> None:
         per_step = s.host_cycles_per_byte * 4.0 * (1 + slots) * on_chip / s.transfer_steps  # per chip
     else:
         coef = float(s.costs.coefficients.get("epoch_residual_cycles_per_weight", 0.0))
-        per_step = coef * on_chip / s.epoch_steps
+        if s.structure.residual_shared == "host_link":  # each chip waits for its host link's whole group
+            group = np.arange(s.C) // CHIPS_PER_HOST_LINK
+            on_chip = np.bincount(group, weights=on_chip)[group]
+        per_step = coef * on_chip / s.residual_steps
     for c in range(s.C):
         if per_step[c]:
             rows.chip(w.array, k, c, per_step[c], masked=True)
