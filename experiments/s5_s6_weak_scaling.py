@@ -21,9 +21,10 @@ E(C) = throughput(C) / (C · throughput(1)) for the same dataset, npt and batch.
 share = (sync + exchange + links) / step. If ``models.snn.calibrate.prediction_band`` exists the
 step times and efficiencies carry its leave-one-out band (``*_lo``/``*_hi`` columns).
 
-Structure (issue 17): every point is timed under the default
-:class:`models.snn.structure.StepStructure` (sync scope "chip", copies "separate", host per epoch,
-round trip) and again with each assumption switched the other way: ``step_ms_if_<name>`` and
+Structure (issues 17, 25): every point is timed under the §4.4 runs' structure
+(:data:`models.snn.scaling.PAPER_STRUCTURE`: sync scope "chip", copies "separate", host per epoch,
+round trip, two executions of 500 steps per epoch, the residual per epoch and per chip) and again
+with each assumption switched the other way: ``step_ms_if_<name>`` and
 ``efficiency_if_<name>`` (the structural band; ``tilesim scaling`` draws the same for one recipe).
 """
 
@@ -40,8 +41,8 @@ from experiments.s_common import (
     time_fixed,
     weak_config,
 )
-from models.snn.scaling import ASSUMPTIONS, PAPER_STEPS_PER_EXECUTION
-from models.snn.structure import DEFAULT_STRUCTURE, flipped
+from models.snn.scaling import ASSUMPTIONS, PAPER_STEPS_PER_EXECUTION, PAPER_STRUCTURE
+from models.snn.structure import flipped
 from tilesim.plots import PHASE_COLOURS
 
 MAX_ACTIVITY = 0.05
@@ -72,10 +73,11 @@ def _row(dataset, npt, batch, chips):
     doc = WEAK_SCALING_TABLE.get((npt, chips))
     row["neurons_doc"] = (doc[1] if dataset == "nmnist" else doc[2]) if doc else ""
     row["weights_doc_M"] = (doc[3] if dataset == "nmnist" else doc[4]) if doc else ""
-    row.update(time_fixed(cfg, chips, npt, band=True, steps_per_execution=PAPER_STEPS_PER_EXECUTION))
-    row["structure"] = DEFAULT_STRUCTURE.describe()
+    spe = PAPER_STEPS_PER_EXECUTION
+    row.update(time_fixed(cfg, chips, npt, band=True, steps_per_execution=spe, structure=PAPER_STRUCTURE))
+    row["structure"] = PAPER_STRUCTURE.describe()
     for name in ASSUMPTIONS:  # the structural band: each assumption switched the other way
-        other = flipped(DEFAULT_STRUCTURE, name)
+        other = flipped(PAPER_STRUCTURE, name)
         t = time_fixed(cfg, chips, npt, steps_per_execution=PAPER_STEPS_PER_EXECUTION, structure=other)
         row[f"step_ms_if_{name}"] = t["step_ms"]
     comm = row["sync_ms"] + row["exchange_ms"] + row["links_ms"]

@@ -144,3 +144,92 @@ def test_tilesim_scaling_bad_input_is_one_line(capsys):
     assert main(["scaling", "--chips", "0,2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--chips" in err[0]
+
+
+# ---- issue 25: the residual's scaling axis, the §4.4 executions, the S6 sensitivity table ----------
+
+
+def _residual_cycles(structure, layers="64-40-40-40-40-4", chips=1, steps_per_execution=52):
+    cfg = NetworkConfig(layers=layers, batch=4, timesteps=6, input_cap=8, max_activity=0.2, activity="fixed")
+    m = load_machine("bow", chips)
+    pl = place(cfg, m, 8, "contiguous", "report")[0]
+    cnt = count_work(fixed_activity(cfg), pl, per_step=True)
+    prog = build_step_program(
+        cfg, pl, cnt, m, default_costs(), steps_per_execution=steps_per_execution, structure=structure
+    )
+    i = prog.labels.index(RESIDUAL_LABELS[0])
+    rows = prog.compute_cycles[prog.label_id == i]
+    per_chip = rows.reshape(rows.shape[0], chips, -1).max(axis=2).sum(axis=0)
+    weights = sum(a * b for a, b in zip(cfg.layers, cfg.layers[1:]))
+    return per_chip, weights, pl
+
+
+def test_residual_is_spread_over_the_steps_its_axis_names():
+    from models.snn.structure import CALIBRATION_STEPS_PER_EPOCH
+
+    coef = default_costs().coefficients["epoch_residual_cycles_per_weight"]
+    spe, epe = 100, 3
+    got = {
+        per: _residual_cycles(StepStructure(residual_per=per, executions_per_epoch=epe), steps_per_execution=spe)
+        for per in ("epoch", "execution", "step")
+    }
+    weights = got["epoch"][1]
+    assert got["epoch"][0][0] == pytest.approx(coef * weights / (spe * epe), rel=1e-5)
+    assert got["execution"][0][0] == pytest.approx(coef * weights / spe, rel=1e-5)
+    assert got["step"][0][0] == pytest.approx(coef * weights / CALIBRATION_STEPS_PER_EPOCH, rel=1e-5)
+    # on the calibration runs' 52 steps per execution, one execution per epoch, the three coincide
+    same = [_residual_cycles(StepStructure(residual_per=p))[0][0] for p in ("epoch", "execution", "step")]
+    assert same[0] == pytest.approx(same[1]) == pytest.approx(same[2])
+
+
+def test_residual_per_host_link_waits_for_the_whole_group():
+    layers = "64-4000-4000-4000-4000-4"
+    own, _, pl = _residual_cycles(StepStructure(), layers, chips=2)
+    shared, _, _ = _residual_cycles(StepStructure(residual_shared="host_link"), layers, chips=2)
+    assert (own > 0).all() and own[0] != pytest.approx(own[1])  # the chips hold different weights
+    assert shared == pytest.approx([own.sum(), own.sum()], rel=1e-5)  # two chips behind one gateway
+
+
+def test_scaling_recipe_runs_two_executions_of_500_steps_per_epoch():
+    from models.snn.scaling import PAPER_STEPS_PER_EXECUTION, PAPER_STRUCTURE
+
+    assert (PAPER_STEPS_PER_EXECUTION, PAPER_STRUCTURE.executions_per_epoch) == (500, 2)
+    r = ScalingRecipe(neurons_per_tile=2, batch=24)
+    epoch = scaling_study(r, (1,), band=False).points[0].split_s["residual"]
+    execution = scaling_study(r, (1,), structure=StepStructure(executions_per_epoch=2, residual_per="execution"))
+    assert execution.points[0].split_s["residual"] == pytest.approx(2 * epoch, rel=1e-3)
+
+
+def test_s6_verdict_needs_every_row_to_agree():
+    from models.snn.scaling import SensitivityRow, _verdict
+
+    def row(unknown, s):
+        return SensitivityRow(unknown, "x", {}, {24: s, 384: s}, {2: s, 8: s})
+
+    up = [row("(as assumed)", 1), row("copies", 1)]
+    assert _verdict([1, 1, 1, 1], "npt", up) == "reproduced"
+    assert _verdict([-1, -1], "npt", [row("(as assumed)", -1)]) == "refuted"
+    split = [row("(as assumed)", -1), row("residual_per", 1), row("copies", -1)]
+    v = _verdict([-1, -1, 1, 1, -1, -1], "npt", split)
+    assert v.startswith("undetermined: residual_per flips it") and "copies" not in v
+    assert "steps-per-execution" in v  # names the measurement that would settle it
+
+
+@pytest.mark.slow
+def test_sensitivity_table_covers_every_unknown(tmp_path, capsys):
+    from models.snn.scaling import sensitivity_table
+
+    t = sensitivity_table(ScalingRecipe(), chips=2, npts=(2, 8), batches=(24, 96))
+    unknowns = [r.unknown for r in t.rows]
+    assert unknowns[0] == "(as assumed)"
+    assert {"residual_per", "residual_shared", "sync_scope", "copies", "host_transfer", "host_direction"} <= set(
+        unknowns
+    )
+    assert unknowns.count("residual_per") == 2  # execution and step beside the assumed epoch
+    for r in t.rows:
+        assert set(r.efficiency) == {(2, 24), (2, 96), (8, 24), (8, 96)}
+        assert all(0 < e <= 1.5 for e in r.efficiency.values())
+    assert t.verdict_npt.split(":")[0] in ("reproduced", "refuted", "undetermined")
+    assert main(["scaling", "--chips", "1,2", "--no-band", "--sensitivity", "--out", str(tmp_path)]) == 0
+    assert "S6 second half" in (tmp_path / "sensitivity.md").read_text()
+    assert json.loads((tmp_path / "sensitivity.json").read_text())["chips"] == 2

@@ -246,7 +246,8 @@ def format_run(summary: dict) -> str:
     if st:
         lines.append(
             f"  assumed structure: sync {st['sync_scope']}, copies {st['copies']}, host {st['host_transfer']} "
-            f"{st['host_direction']} (models/snn/structure.py)"
+            f"{st['host_direction']}, residual per {st.get('residual_per', 'epoch')} "
+            f"per {st.get('residual_shared', 'chip').replace('_', ' ')} (models/snn/structure.py)"
         )
     lines += [f"  training: {f['message']}; fix: {f['fix']}" for f in summary.get("findings", [])]
     return "\n".join(lines)
@@ -398,5 +399,6 @@ def cmd_scaling(args) -> int:
             atomic_write_bytes(out / "sensitivity.json", (json.dumps(table.to_dict(), indent=1) + "\n").encode())
             atomic_write_bytes(out / "sensitivity.md", (format_sensitivity(table) + "\n").encode())
         if not args.json:
-            print(f"wrote {out}/scaling.json, {out}/scaling.png" + (", sensitivity.json, sensitivity.md" if table else ""))
+            extra = ", sensitivity.json, sensitivity.md" if table else ""
+            print(f"wrote {out}/scaling.json, {out}/scaling.png{extra}")
     return 0

@@ -191,6 +191,14 @@ class _OptionFields:
     host_direction: Literal["round_trip", "one_way"] = _opt(
         "round_trip", "the host variable copy: device to host and back, or device to host only"
     )
+    residual_per: Literal["epoch", "execution", "step"] = _opt(
+        "epoch",
+        "when the fitted residual 'unexplained: per-weight epoch cost' is paid: spread over an epoch's "
+        "steps, an execution's, or every step (the 52-step calibration runs cannot tell them apart)",
+    )
+    residual_shared: Literal["chip", "host_link"] = _opt(
+        "chip", "the residual paid by each chip in parallel, or one after another by the 4 chips of a host link"
+    )
     costs: Optional[str] = _opt(
         None,
         "cost-model TOML (default: the shipped calibration; make one with tilesim calibrate)",
@@ -315,6 +323,8 @@ class RunOptions(_OptionFields):
             copies=self.copies,
             host_transfer=self.host_transfer,
             host_direction=self.host_direction,
+            residual_per=self.residual_per,
+            residual_shared=self.residual_shared,
         )
 
     @cached_property
