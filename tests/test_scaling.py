@@ -47,7 +47,8 @@ def test_chip_scope_syncs_all_chips_only_where_data_crosses():
     assert (prog_all.sync_scope == SYNC_ALL).all()
     glob = prog.sync_scope == SYNC_ALL
     assert glob.any() and (prog.sync_scope[~glob] == SYNC_CHIP).all()
-    assert set(prog.flow_step.tolist()) == set(np.flatnonzero(glob).tolist())  # the link flows, and only they
+    loss = int(np.flatnonzero(prog.label_id == prog.labels.index("loss"))[0])  # + the pipeline's stage switches
+    assert set(prog.flow_step.tolist()) | {loss} == set(np.flatnonzero(glob).tolist())  # the link flows, and only they
     assert res.total_s < res_all.total_s
     assert res.breakdown_s()["sync"] < res_all.breakdown_s()["sync"]
 
@@ -233,3 +234,46 @@ def test_sensitivity_table_covers_every_unknown(tmp_path, capsys):
     assert main(["scaling", "--chips", "1,2", "--no-band", "--sensitivity", "--out", str(tmp_path)]) == 0
     assert "S6 second half" in (tmp_path / "sensitivity.md").read_text()
     assert json.loads((tmp_path / "sensitivity.json").read_text())["chips"] == 2
+
+
+def test_two_chip_structure_counted_by_hand():
+    """The authors' multi-IPU structure on 2 chips (layers on chips 0, 0, 1, 1, 1; T = 6): one
+    reduceMany per chip, one after another, in every backward time step; 2 pipeline stage switches
+    (stage 0 → 1 forward, 1 → 0 backward) on the loss superstep, each a sync of both chips and an
+    exchange set-up. On one chip neither exists."""
+    from models.snn.timing import pipeline_switches
+
+    T = 6
+    cfg, m, prog, _ = _two_chip_step(StepStructure())
+    TPC, sync_all, sync_chip, xfix = m.tiles_per_chip, m.group_sync_cycles(2), m.chip.sync_cycles, 100
+    assert m.chip.exchange_fixed_cycles == xfix
+    red = np.flatnonzero(prog.label_id == prog.labels.index("bwd: reduce input grad"))
+    assert red.size == 2 * T  # chip 0's reduce, then chip 1's, per backward time step
+    comp = prog.compute_cycles[red].reshape(T, 2, 2, TPC).max(axis=3)  # [t, slot, chip]
+    assert (comp[:, 0, 0] > 0).all() and (comp[:, 0, 1] == 0).all()  # slot 1: chip 0 only
+    assert (comp[:, 1, 1] > 0).all() and (comp[:, 1, 0] == 0).all()  # slot 2: chip 1 only
+    assert set(prog.flow_step.tolist()) & set(red.tolist()) <= set(red[1::2].tolist())  # slot grads ride with the last
+    assert (prog.sync_scope[red[0::2]] == SYNC_CHIP).all() and (prog.sync_scope[red[1::2]] == SYNC_ALL).all()
+
+    assert pipeline_switches(2) == 2 and pipeline_switches(1) == 0 and pipeline_switches(16) == 30
+    loss = int(np.flatnonzero(prog.label_id == prog.labels.index("loss"))[0])
+    folded = 2  # the loss row's 3 compute sets: 2 beyond the row itself, each an own-chip sync
+    assert prog.sync_scope[loss] == SYNC_ALL
+    assert prog.sync_extra_cycles[loss] == pytest.approx(folded * sync_chip + 2 * sync_all)
+    assert prog.exchange_extra_cycles[loss] == pytest.approx(folded * xfix + 2 * xfix)
+
+    _, m1, one, _ = _two_chip_step(StepStructure(), "64-400-400-400-400-4", chips=1)
+    assert np.count_nonzero(one.label_id == one.labels.index("bwd: reduce input grad")) == T
+    loss1 = int(np.flatnonzero(one.label_id == one.labels.index("loss"))[0])
+    assert one.sync_extra_cycles[loss1] == pytest.approx(folded * sync_chip)
+
+
+def test_serial_reduces_add_up_when_every_superstep_syncs_all_chips():
+    """Under sync scope "all" the per-chip reduces cannot overlap: the row costs the sum of the
+    chips' reduces; under "chip" each chip runs its own while the other passes its empty slot."""
+    _, m, prog, res = _two_chip_step(StepStructure(sync_scope="all"))
+    red = np.flatnonzero(prog.label_id == prog.labels.index("bwd: reduce input grad"))
+    TPC = m.tiles_per_chip
+    per_chip = prog.compute_cycles[red].reshape(-1, 2, TPC).max(axis=2)
+    serial = per_chip.sum() / m.clock_hz
+    assert res.by_label()["bwd: reduce input grad"]["breakdown_s"]["compute"] == pytest.approx(serial, rel=1e-5)

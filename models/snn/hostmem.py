@@ -80,9 +80,10 @@ class HostMemoryEstimate:
         return {"total_bytes": self.total_bytes, "parts_bytes": {n: float(b) for n, b in self.parts}}
 
 
-def _supersteps(T: int, L: int) -> int:
-
-    return step_shape(T, L).supersteps
+def _supersteps(T: int, L: int, chips: int) -> int:
+    """Supersteps of the step, at most (a per-chip reduce slot on every chip that can hold a layer)."""
+    reduce_chips = tuple(range(min(chips, L))) if chips > 1 else ()
+    return step_shape(T, L, False, reduce_chips).supersteps
 
 
 def estimate_host_memory(config: NetworkConfig, machine, dense_program: bool = False) -> HostMemoryEstimate:
@@ -107,7 +108,7 @@ def estimate_host_memory(config: NetworkConfig, machine, dense_program: bool = F
     # lists, their shifted copies (the next layer's inputs) and the recorded activity
     lists = 3 * sum(4.0 * T * B * (n + 2) for n in config.n_max)
     inputs = float(_host_bytes(SimpleNamespace(timesteps=T, batch=B, input_cap=config.input_cap)))
-    S = _supersteps(T, L)
+    S = _supersteps(T, L, machine.chips)
     tiles = machine.total_tiles if dense_program else machine.tiles_per_chip
     program = ROW_ARRAYS * 4.0 * S * tiles + 8 * S * machine.chips * 12  # rows + the [S, C] engine arrays
     fixed = config.activity == "fixed"

@@ -11,7 +11,7 @@ from typing import Protocol
 import numpy as np
 
 from mapping.core import group_tiles
-from models.snn.step_table import ARRAYS, COMPUTE, IN, OUT, LayerTerms, StepShape, step_shape
+from models.snn.step_table import ARRAYS, COMPUTE, IN, OUT, LayerTerms, StepShape
 from tilesim.rows import TileRows
 
 
@@ -330,7 +330,7 @@ class PeakRows:
         out = self.chip_wide + self.chip_wide_masked + self.tile_max
         first = self.chip_wide[:, :, 0] + self.tile0
         out[:, :, 0] = np.maximum(out[:, :, 0], first) if self.TPC > 1 else first
-        per, once = slot_rows(self.shape.T, self.shape.L, self.shape.merged)
+        per, once = slot_rows(self.shape)
         K = self.K
         arrays = {}
         for j, a in enumerate(ARRAYS):
@@ -342,9 +342,8 @@ class PeakRows:
 
 
 @lru_cache(maxsize=64)
-def slot_rows(T: int, L: int, merged: bool = False) -> tuple:
+def slot_rows(shape: StepShape) -> tuple:
     """((per-step slots [P], their supersteps [P, T]), (once slots [Q], their supersteps [Q]))."""
-    shape = step_shape(T, L, merged)
     per = [k for k in range(len(shape.row)) if shape.stride[k] != 0]
     once = [k for k in range(len(shape.row)) if shape.stride[k] == 0]
     return (

@@ -98,7 +98,10 @@ class StepRow:
     into the row (each compute set adds ``compute_set_cycles`` to every tile of the op; all
     but one of them add a sync and an exchange set-up). ``writes`` are applied in order, layer
     by layer; the compute-set cycles come after them, or before them if ``sets_first``.
-    ``per_layer``: one row per layer (layer l's terms only). ``counters``: the work counters
+    ``per_layer``: one row per layer (layer l's terms only). ``per_chip``: one row per chip that
+    has work in it, in chip order (the authors issue one ``reduceMany`` per IPU, one after another:
+    each slot computes the layers of its chip; the row's exchange comes with the last chip's slot).
+    ``counters``: the work counters
     (phase, names) its compute is made of. ``exchange``: what the row's exchange carries (its
     senders are the places of its ``out`` writes, its receivers those of its ``in`` writes, or
     ``sent_from`` when the senders pay nothing: :mod:`models.snn.explain` reads these)."""
@@ -111,6 +114,7 @@ class StepRow:
     writes: tuple = ()
     flows: tuple = ()
     per_layer: bool = False
+    per_chip: bool = False
     sets_first: bool = False
     counters: tuple = ()
     exchange: str = ""
@@ -221,6 +225,7 @@ STEP_ROWS = (
             Write(IN, GRAD_TARGET, "slot_grads", WITH_INPUT_GRAD),
         ),
         flows=(Flow("slot_grads_link", TO_GRAD_TARGETS, WITH_INPUT_GRAD),),
+        per_chip=True,
         exchange="slot gradients",
     ),
     StepRow(
@@ -325,7 +330,8 @@ class StepShape:
     """Where the rows of :data:`STEP_ROWS` sit in the program of ``T`` time steps and ``L``
     layers. A *slot* is one row of the table (per layer for ``per_layer`` rows): ``row[k]``
     its index in the table, ``layer[k]`` its layer (−1: all), and its superstep at time step
-    ``t`` is ``start[k] + stride[k]·t`` (``stride`` 0: once per step)."""
+    ``t`` is ``start[k] + stride[k]·t`` (``stride`` 0: once per step). ``chip[k]``: the chip of
+    a slot of a ``per_chip`` row split over ``reduce_chips`` (−1: not split)."""
 
     T: int
     L: int
@@ -335,6 +341,8 @@ class StepShape:
     start: tuple
     stride: tuple
     merged: bool = False  # per-layer exchange rows merged into one slot (``copies="merged"``)
+    chip: tuple = ()
+    reduce_chips: tuple = ()  # the chips a ``per_chip`` row runs on, in order (one or none: one slot)
 
     def slots_of(self, j: int) -> list:
         """The slots of table row ``j``."""
@@ -370,29 +378,39 @@ class StepShape:
         return arr[s + d * (self.T - 1) : s + 1 : -d][::-1]
 
 
+def _slots_of_row(row_j: StepRow, L: int, merged: bool, reduce_chips: tuple) -> list:
+    """(layer, chip) of each slot of one table row (−1: all layers / not split by chip)."""
+    if row_j.per_chip and len(reduce_chips) > 1:
+        return [(-1, c) for c in reduce_chips]
+    split = row_j.per_layer and not (merged and row_j.kind == KIND_EXCHANGE)
+    return [(l, -1) for l in (range(L) if split else [-1])]
+
+
 @lru_cache(maxsize=64)
-def step_shape(T: int, L: int, merged: bool = False) -> StepShape:
+def step_shape(T: int, L: int, merged: bool = False, reduce_chips: tuple = ()) -> StepShape:
     """The :class:`StepShape` of ``T`` time steps and ``L`` layers: consecutive rows of the
     table with the same ``loop`` form a block, repeated T times (forward: t ascending,
     backward: t descending) or once. ``merged`` (``copies="merged"``): a per-layer row made
     of copies only (:data:`KIND_EXCHANGE`) is one slot for all layers: the L consecutive
-    ``Copy`` programs are one exchange (each tile's bytes summed, the busiest tile sets it)."""
-    row, layer, start, stride = [], [], [], []
+    ``Copy`` programs are one exchange (each tile's bytes summed, the busiest tile sets it).
+    ``reduce_chips``: the chips a ``per_chip`` row runs on; with two or more it is one slot per
+    chip, one after another (with one or none it is one slot)."""
+    row, layer, chip, start, stride = [], [], [], [], []
     s = 0
     j = 0
     while j < len(STEP_ROWS):
         loop = STEP_ROWS[j].loop
         block = []
         while j < len(STEP_ROWS) and STEP_ROWS[j].loop == loop:
-            row_j = STEP_ROWS[j]
-            split = row_j.per_layer and not (merged and row_j.kind == KIND_EXCHANGE)
-            block += [(j, l) for l in (range(L) if split else [-1])]
+            block += [(j, l, c) for l, c in _slots_of_row(STEP_ROWS[j], L, merged, reduce_chips)]
             j += 1
         n = len(block)
-        for i, (r, l) in enumerate(block):
+        for i, (r, l, c) in enumerate(block):
             row.append(r)
             layer.append(l)
+            chip.append(c)
             start.append(s + i + (n * (T - 1) if loop == BACKWARD else 0))
             stride.append({FORWARD: n, BACKWARD: -n, ONCE: 0}[loop])
         s += n * (1 if loop == ONCE else T)
-    return StepShape(T, L, s, tuple(row), tuple(layer), tuple(start), tuple(stride), merged)
+    rc = tuple(reduce_chips) if len(reduce_chips) > 1 else ()
+    return StepShape(T, L, s, tuple(row), tuple(layer), tuple(start), tuple(stride), merged, tuple(chip), rc)

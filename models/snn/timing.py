@@ -162,6 +162,20 @@ def uncalibrated_costs() -> CostModel:
         return load_costs(p)
 
 
+def _reduce_chips(config, placement, counters, tiles_per_chip: int) -> tuple:
+    """The chips, in order, that run the backward input-gradient ``reduceMany`` (those holding a
+    layer that computes input gradients): the authors issue one per IPU, one after another."""
+    with_input_grad = {p.layer for p in counters.phases if p.phase == "input_grad"}
+    lay = layer_layout(config, placement, tiles_per_chip)
+    return tuple(sorted({lay[l].chip for l in with_input_grad}))
+
+
+def _shape(config, placement, counters, machine, structure) -> StepShape:
+    """The :class:`StepShape` of this step (its per-chip reduce slots included)."""
+    rc = _reduce_chips(config, placement, counters, machine.tiles_per_chip) if machine.chips > 1 else ()
+    return step_shape(config.timesteps, config.n_layers, structure.copies == "merged", rc)
+
+
 def _check_step_args(placement, machine, steps_per_execution):
     require(
         isinstance(steps_per_execution, (int, np.integer)) and steps_per_execution >= 1,
@@ -214,7 +228,7 @@ def build_step_program(
     require(form in FORMS, "form", form, f"must be one of {FORMS}", 'e.g. form="compact"')
     active = np.ones(machine.total_tiles)
     active[0] = 0.0  # tile 0 of chip 0 is outside the op's graph
-    shape = step_shape(config.timesteps, config.n_layers, structure.copies == "merged")
+    shape = _shape(config, placement, counters, machine, structure)
     if form == "peaks":
         return _peaks_program(config, placement, counters, machine, costs, name, steps_per_execution, cache, structure)
     if form == "compact":
@@ -324,7 +338,7 @@ def _peaks_program(
     """:func:`build_step_program` with ``form="peaks"``: each chip's peaks taken as the rows are
     emitted (:class:`PeakRows`), no per-tile detail."""
     memo = None if cache is None else lru_in(cache, ("chip rows",), CACHE_BYTES, memo_nbytes)
-    shape = step_shape(config.timesteps, config.n_layers, structure.copies == "merged")
+    shape = _shape(config, placement, counters, machine, structure)
     rows = PeakRows(shape, machine.chips, machine.tiles_per_chip, memo)
     meta = _emit(
         config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows, structure
@@ -552,9 +566,8 @@ def applies(only: str, l: int, n_layers: int, input_grad: bool) -> bool:
 
 
 @lru_cache(maxsize=1024)
-def _owner_table(T: int, L: int, l: int, with_input_grad: bool, output: bool, merged: bool = False) -> tuple:
+def _owner_table(shape: StepShape, l: int, with_input_grad: bool, output: bool) -> tuple:
     """((array, slot, term), ...): the :data:`OWNER` writes of layer ``l`` in the step."""
-    shape = step_shape(T, L, merged)
     only = {EVERY_LAYER: True, WITH_INPUT_GRAD: with_input_grad, OUTPUT_LAYER: output}
     return tuple(
         (w.array, shape.slot(j, l), w.term)
@@ -623,12 +636,23 @@ def _links(s: _Step, terms: list, f: Flow, l: int) -> list:
     return [(a, b, getattr(terms[t], f.term)) for a, b, t in ends if a != b]
 
 
+def _slot_keeps(shape: StepShape, k: int, layer_chips: tuple, l: int, w=None) -> bool:
+    """Whether slot ``k`` carries layer ``l``'s write ``w`` (a flow if ``w`` is None): a slot of
+    a row split by chip computes its own chip's layers; the row's exchange rides with the last."""
+    c = shape.chip[k] if shape.chip else -1
+    if c < 0:
+        return True
+    if w is not None and w.array == COMPUTE:
+        return layer_chips[l] == c
+    return c == shape.reduce_chips[-1]
+
+
 @lru_cache(maxsize=256)
-def _plan(T: int, L: int, in_graph: tuple, merged: bool = False) -> tuple:
-    """The table unrolled for ``T`` time steps and layers ``in_graph`` (computing input
-    gradients or not): per slot, in order, ``(slot, sets first, [(layer, Write)], [host
-    Writes], [(layer, Flow)])`` with only the writes and flows that apply to each layer."""
-    shape = step_shape(T, L, merged)
+def _plan(shape: StepShape, in_graph: tuple, layer_chips: tuple) -> tuple:
+    """The table unrolled over ``shape`` for layers ``in_graph`` (computing input gradients or
+    not) on chips ``layer_chips``: per slot, in order, ``(slot, sets first, [(layer, Write)],
+    [host Writes], [(layer, Flow)])`` with only the writes and flows that apply to each layer."""
+    L = shape.L
     out = []
     for k, (j, lk) in enumerate(zip(shape.row, shape.layer)):
         row = STEP_ROWS[j]
@@ -637,9 +661,16 @@ def _plan(T: int, L: int, in_graph: tuple, merged: bool = False) -> tuple:
             (l, w)
             for l in layers
             for w in row.writes
-            if w.where not in (OWNER, *PER_CHIP_PLACES) and applies(w.only, l, L, in_graph[l])
+            if w.where not in (OWNER, *PER_CHIP_PLACES)
+            and applies(w.only, l, L, in_graph[l])
+            and _slot_keeps(shape, k, layer_chips, l, w)
         )
-        flows = tuple((l, f) for l in layers for f in row.flows if applies(f.only, l, L, in_graph[l]))
+        flows = tuple(
+            (l, f)
+            for l in layers
+            for f in row.flows
+            if applies(f.only, l, L, in_graph[l]) and _slot_keeps(shape, k, layer_chips, l)
+        )
         host = tuple(w for w in row.writes if w.where in PER_CHIP_PLACES)
         out.append((k, row, writes, host, flows))
     return tuple(out)
@@ -652,38 +683,47 @@ def _emit(
     :data:`STEP_ROWS`; return the rest of the program: labels, sync scopes, folded supersteps,
     link flows, host infeed."""
     s = _step(config, placement, counters, machine, costs, steps_per_execution, structure)
-    T, L, cs_cycles = config.timesteps, config.n_layers, costs.coef("compute_set_cycles")
-    merged = structure.copies == "merged"
+    L, cs_cycles = config.n_layers, costs.coef("compute_set_cycles")
+    shape = _shape(config, placement, counters, machine, structure)
     terms = _all_terms(s, cache)
     for l, ly in enumerate(s.layers):  # each layer on its own tiles
-        rows.owner(ly.tiles, terms[l], _owner_table(T, L, l, s.in_graph[l], l == L - 1, merged))
+        rows.owner(ly.tiles, terms[l], _owner_table(shape, l, s.in_graph[l], l == L - 1))
     any_in = any(s.in_graph)
     links = []  # per slot: [(src chip, dst chip, bytes)]
-    for k, row, writes, host, flows in _plan(T, L, s.in_graph, merged):
+    layer_chips = tuple(ly.chip for ly in s.layers)
+    for k, row, writes, host, flows in _plan(shape, s.in_graph, layer_chips):
         sets = row.compute_sets.count(L, any_in) * cs_cycles
+        own_chip = shape.chip[k] if shape.chip else -1  # a per-chip slot's compute sets run on its chip only
         if row.sets_first:
-            rows.overhead(k, sets)
+            _overhead(rows, k, sets, own_chip)
         for l, w in writes:  # layer by layer, in the row's order
             _write(s, terms, rows, w, k, l)
         for w in host:
             _host_sync(s, terms, rows, w, k)
         if not row.sets_first and sets:
-            rows.overhead(k, sets)
+            _overhead(rows, k, sets, own_chip)
         links.append([x for l, f in flows for x in _links(s, terms, f, l)])
-    return _meta(s, step_shape(T, L, merged), links, any_in)
+    return _meta(s, shape, links, any_in)
+
+
+def _overhead(rows: RowSink, k: int, cycles: float, chip: int) -> None:
+    """Compute-set cycles of slot ``k`` on every tile of the op, or of ``chip`` (≥ 0) only."""
+    if chip < 0:
+        rows.overhead(k, cycles)
+    elif cycles:
+        rows.chip(COMPUTE, k, chip, cycles, masked=True)
 
 
 @lru_cache(maxsize=256)
-def _row_meta(T: int, L: int, any_in: bool, merged: bool = False) -> tuple:
-    """Per superstep: the label id and the supersteps folded into it (read-only arrays);
-    ``merged``: a row's consecutive copies are one exchange."""
-    shape = step_shape(T, L, merged)
+def _row_meta(shape: StepShape, any_in: bool) -> tuple:
+    """Per superstep: the label id and the supersteps folded into it (read-only arrays;
+    ``shape.merged``: a row's consecutive copies are one exchange)."""
     label_id = np.zeros(shape.supersteps, np.int32)
     n_folded = np.zeros(shape.supersteps, np.int64)
     for k, j in enumerate(shape.row):
         at = shape.rows_of(k)
         label_id[at] = j
-        n_folded[at] = STEP_ROWS[j].folded(L, any_in, merged)
+        n_folded[at] = STEP_ROWS[j].folded(shape.L, any_in, shape.merged)
     label_id.flags.writeable = n_folded.flags.writeable = False
     return label_id, n_folded
 
@@ -694,7 +734,7 @@ def _meta(s: _Step, shape: StepShape, links: list, any_in: bool) -> dict:
     own; ``"all"``: every superstep syncs all chips; ``"chip"``: only supersteps with link flows
     do, and every folded call syncs its own chip."""
     T, C, B = shape.T, s.C, s.config.batch
-    label_id, n_folded = _row_meta(T, shape.L, any_in, s.structure.copies == "merged")
+    label_id, n_folded = _row_meta(shape, any_in)
     chip_scope = C > 1 and s.structure.sync_scope == "chip"
     scope = np.full(shape.supersteps, SYNC_CHIP if C == 1 or chip_scope else SYNC_ALL, np.int32)
     flows = []
@@ -708,11 +748,39 @@ def _meta(s: _Step, shape: StepShape, links: list, any_in: bool) -> dict:
     f_arr = tuple(np.asarray(x) for x in zip(*flows)) if flows else None
     infeed = T * B * 4.0 * (s.config.input_cap + 1) + 4.0 * B
     host = (np.array([0], np.int32), np.array([s.layers[0].chip], np.int32), np.array([infeed]))
+    sync_extra = n_folded * (s.chip_sync_cycles if chip_scope else s.sync_cycles)
+    exchange_extra = n_folded * s.exchange_fixed_cycles
+    if C > 1:
+        _pipeline_switches(s, shape, scope, sync_extra, exchange_extra)
     return {
         "label_id": label_id.copy(),
         "scope": scope,
         "flows": f_arr,
         "host": host,
-        "sync_extra": n_folded * (s.chip_sync_cycles if chip_scope else s.sync_cycles),
-        "exchange_extra": n_folded * s.exchange_fixed_cycles,
+        "sync_extra": sync_extra,
+        "exchange_extra": exchange_extra,
     }
+
+
+LOSS_ROW = PHASE_LABELS.index("loss")
+
+
+def pipeline_switches(chips: int) -> int:
+    """Stage switches per training step of the authors' multi-IPU model: ``chips`` pipeline stages
+    (stage 0, the whole op, on all IPUs; C−2 identity stages and the sparse→dense + loss stage on
+    the last IPU; ``PipelineSchedule.Sequential``, gradient accumulation 1; ``multi_ipu.py``
+    ``model_fn_sparse_layer_multi_ipu``), each crossed forward and backward: 2(C−1); none on one chip."""
+    return 2 * (chips - 1) if chips > 1 else 0
+
+
+def _pipeline_switches(s: _Step, shape: StepShape, scope, sync_extra, exchange_extra) -> None:
+    """Book the pipeline's stage switches (:func:`pipeline_switches`) on the loss superstep: each
+    syncs every chip (the stages span different IPUs) and is one exchange, the inter-stage copy of
+    the last layer's output (ids + counts forward, their gradient backward) on the last chip. That
+    tensor is spread over the chip's tiles (``createSliceableTensor`` on the IPU's virtual graph),
+    so its bytes per tile are negligible: a switch costs a sync of all chips and an exchange set-up."""
+    at = shape.start[shape.slot(LOSS_ROW)]
+    n = pipeline_switches(s.C)
+    scope[at] = SYNC_ALL
+    sync_extra[at] += n * s.sync_cycles
+    exchange_extra[at] += n * s.exchange_fixed_cycles
