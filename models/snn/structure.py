@@ -42,7 +42,20 @@ it assumed, and a scaling study can switch each one the other way (:func:`flippe
 The host transfer runs at :func:`host_copy_bytes_per_s`: the machine's host link bounded by
 the documented host-traffic rates. What the measured single-chip steps need beyond it is the
 labelled residual ``unexplained: per-weight epoch cost`` (a fitted coefficient, cycles per weight
-per epoch, ``epoch_residual_cycles_per_weight``), not a host link at an impossible rate.
+per epoch, ``epoch_residual_cycles_per_weight``), not a host link at an impossible rate. Its
+leading candidate (not modelled: no source gives its rate): Graphcore's TensorFlow executor
+moves every resource variable device→host when the engine changes and back before the next run
+(``poplar_executor.cc``: ``CheckMoveDeviceToHostRequired(engine_changed)``), so an epoch boundary
+that runs another executable (e.g. Keras resetting its metrics) costs a round trip of weights and
+Adam moments (24 B per weight) through per-tensor host reads; the residual is 30 ns per weight per
+epoch, an effective 0.8 GB/s. ``residual_per`` / ``residual_shared`` say when and where it is paid.
+
+Not options, because the authors' code leaves no choice (modelled in :mod:`models.snn.timing`):
+on C > 1 chips the op's input-gradient ``reduceMany`` runs once per IPU, one after another
+(``poplar_code.cpp``, ``poplarReduceInpSpikesGrad``: one virtual graph per IPU), and the Keras
+model is a Sequential pipeline of C stages (the op on all IPUs, C−2 identity stages and the
+sparse→dense + loss stage on the last IPU; ``multi_ipu.py``), crossed forward and backward:
+2(C−1) stage switches per step (:func:`models.snn.timing.pipeline_switches`).
 """
 
 from __future__ import annotations
