@@ -3,7 +3,24 @@
 Pure functions over numpy/networkx; nothing here runs a kernel (architecture.md).
 """
 
-from mapping.core import FORMAT, Block, Mapping, load_mapping
-from mapping.strategies import STRATEGIES, balanced, contiguous, graph, round_robin
+from tilesim.lazy import lazy_exports
 
-__all__ = ["FORMAT", "Block", "Mapping", "load_mapping", "STRATEGIES", "contiguous", "round_robin", "balanced", "graph"]
+# loaded on first use (tilesim.lazy): importing the package alone imports neither Numba nor networkx
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "mapping.core": (
+            "FORMAT",
+            "Block",
+            "Mapping",
+            "load_mapping",
+        ),
+        "mapping.strategies": (
+            "STRATEGIES",
+            "balanced",
+            "contiguous",
+            "graph",
+            "round_robin",
+        ),
+    },
+)

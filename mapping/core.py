@@ -28,6 +28,7 @@ may instead give ``"tiles": [t0, t1, …]``: the global tile of every neuron.
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -394,9 +395,12 @@ def load_mapping(path) -> Mapping:
     """Read a mapping JSON file; any problem is a :class:`MappingError` naming the file."""
     p = Path(path)
     if not p.is_file():
+        names = ("contiguous", "round_robin", "balanced", "graph")
+        close = difflib.get_close_matches(str(path), names, n=1)
         _err(
-            f"mapping file {str(path)!r}: no such file; give a strategy name "
-            "(contiguous, round_robin, balanced, graph) or a JSON file"
+            f"mapping file {str(path)!r}: no such file; "
+            + (f"did you mean {close[0]}? " if close else "")
+            + f"give a strategy name ({', '.join(names)}) or a JSON file"
         )
     try:
         data = json.loads(p.read_text())

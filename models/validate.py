@@ -15,11 +15,6 @@ import csv
 import json
 from pathlib import Path
 
-import numpy as np
-
-from models.snn.calibrate import _load_costs_arg, predict_cases, read_cases, shipped_cases_path
-from models.stencil.calibrate import fit_stencil
-from models.stencil.measured import shipped_stencil_cases, validate_stencil
 from tilesim.errors import ConfigError, config_message
 from tilesim.io import atomic_write_bytes, check_output_path
 
@@ -54,6 +49,7 @@ def workload_of(path) -> str:
 
 
 def _snn_rows(path, costs) -> list[dict]:
+    from models.snn.calibrate import _load_costs_arg, predict_cases, read_cases  # when it runs (start-up time)
 
     cases = read_cases(path)
     preds = predict_cases(cases, _load_costs_arg(costs))
@@ -78,12 +74,15 @@ def _snn_rows(path, costs) -> list[dict]:
 def _files(args) -> list[Path]:
     if args.cases:
         return [Path(c) for c in args.cases]
+    from models.snn.calibrate import shipped_cases_path  # loaded only when the command runs (start-up time)
+    from models.stencil.measured import shipped_stencil_cases
 
     return [shipped_cases_path(), *shipped_stencil_cases()]
 
 
 def cmd_validate(args) -> int:
     """Validate every file; print a table per file (or one JSON list) and the mean |error|."""
+    from models.stencil.measured import validate_stencil  # loaded only when the command runs (start-up time)
 
     report = []
     for f in _files(args):
@@ -101,7 +100,7 @@ def cmd_validate(args) -> int:
             err = "n/a" if r["error_pct"] is None else f"{r['error_pct']:+.1f}"
             print(f"  {r['case']:<{w}}  {r['quantity']:<20}  {r['predicted']:>11.3f}  {r['measured']:>11.3f}  {err:>8}")
         errs = [abs(r["error_pct"]) for r in rows if r["error_pct"] is not None]
-        print(f"  mean |error| {np.mean(errs):.1f} %, max {np.max(errs):.1f} % over {len(errs)} rows")
+        print(f"  mean |error| {sum(errs) / len(errs):.1f} %, max {max(errs):.1f} % over {len(errs)} rows")
     return 0
 
 
@@ -123,6 +122,8 @@ def cmd_calibrate(args) -> int:
 
         return snn_calibrate(argparse.Namespace(**{**vars(args), "cases": args.cases[0]}))
     import tomli_w  # tomli_w is needed only when writing TOML
+
+    from models.stencil.calibrate import fit_stencil  # loaded only when the command runs (start-up time)
 
     res = fit_stencil(args.cases, machine=args.machine)
     header = (

@@ -13,17 +13,16 @@ command set the log level (INFO / DEBUG / errors only; default WARNING) of the `
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import json
 import logging
+import re
 import sys
 from importlib import metadata, resources
 from pathlib import Path
 
-import numpy as np
-
 from tilesim.errors import ConfigError, TileSimError
-from tilesim.records import critical_tiles
 
 __all__ = ["main", "write_outputs", "format_summary"]
 
@@ -185,11 +184,14 @@ def check_program_size(data: dict, machine, force: bool = False) -> None:
 def _simulate_file(
     program_path, machine_name, chips, out, as_json, trace_tiles, memory_check, force: bool = False
 ) -> int:
-    from tilesim.engine import simulate  # loaded only when the command runs (start-up time)
+    import numpy as np  # loaded only when the command runs (start-up time)
+
+    from tilesim.engine import simulate
     from tilesim.io import check_run_folder, read_toml  # loaded only when the command runs (start-up time)
     from tilesim.machine import load_machine  # loaded only when the command runs (start-up time)
     from tilesim.memory import MemoryLedger  # loaded only when the command runs (start-up time)
     from tilesim.program_toml import program_from_dict  # loaded only when the command runs (start-up time)
+    from tilesim.records import critical_tiles
 
     if out:
         check_run_folder(out, "--out", force)
@@ -280,7 +282,52 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        self.exit(2, f"tilesim: error: {self.prog}: {message}; see `{self.prog} --help`\n")
+        where = self.prog.removeprefix("tilesim").strip()  # the sub-command ("run"), or nothing
+        hint = _did_you_mean_choice(self, message)
+        self.exit(2, f"tilesim: error: {where + ': ' if where else ''}{message}{hint}; see `{self.prog} --help`\n")
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but an unknown flag is reported by the sub-command it was given to, with
+        the closest flag that sub-command has (``did you mean --neurons-per-tile?``)."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = _subcommand_parsers(self).get(getattr(ns, "command", None), self)
+            parser.error(_unrecognized(extras, parser))
+        return ns
+
+
+def _subcommand_parsers(parser: argparse.ArgumentParser) -> dict:
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            return dict(a.choices)
+    return {}
+
+
+def _closest(word: str, names) -> str:
+    """The name most like ``word`` (dashes aside: ``--bogus`` is not like ``--out``), or ``""``."""
+    bare = {n.lstrip("-"): n for n in names}
+    close = difflib.get_close_matches(word.lstrip("-"), list(bare), n=1, cutoff=0.6)
+    return bare[close[0]] if close else ""
+
+
+def _unrecognized(extras: list, parser: argparse.ArgumentParser) -> str:
+    """``unrecognized argument --neuron-per-tile; did you mean --neurons-per-tile?``"""
+    message = f"unrecognized argument{'s' if len(extras) > 1 else ''} {' '.join(extras)}"
+    flags = [e.split("=", 1)[0] for e in extras if e.startswith("-")]
+    close = _closest(flags[0], parser._option_string_actions) if flags else ""
+    return message + (f"; did you mean {close}?" if close else "")
+
+
+def _did_you_mean_choice(parser: argparse.ArgumentParser, message: str) -> str:
+    """``; did you mean run?`` for argparse's "argument X: invalid choice: 'rnu'" message."""
+    m = re.match(r"argument (\S+): invalid choice: '([^']*)'", message)
+    if not m:
+        return ""
+    for a in parser._actions:
+        if a.choices is not None and argparse._get_action_name(a) == m.group(1):
+            close = _closest(m.group(2), [str(c) for c in a.choices])
+            return f"; did you mean {close}?" if close else ""
+    return ""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -65,6 +65,7 @@ import numpy as np
 from tilesim.errors import ConfigError, config_message, require
 from tilesim.io import read_toml
 from tilesim.limits import MAX_SWEEP_POINTS
+from tilesim.progress import progress_bar
 from tilesim.store import LEASE_S, ResultStore, lease_owner
 
 __all__ = [
@@ -675,19 +676,9 @@ def _drain(client, first: list, claims: _Claims, window: int, runner: str, versi
 def _run_claimed(first, claims, window, db, runner, version, workers, scheduler, progress, total) -> tuple:
     """Start the lease renewer, the progress bar and the cluster (or connect to ``scheduler``), run the
     claimed points (:func:`_drain`), and always release the leases and close what was opened."""
-    from tqdm import tqdm  # tqdm loads only where used (start-up time)
-
     renewer = _renewer(db, claims.owner, claims.lease_s / 4)
     client = cluster = None
-    bar = tqdm(
-        total=total,
-        initial=claims.skipped,
-        unit="pt",
-        desc="sweep",
-        file=sys.stderr,
-        disable=not progress,
-        dynamic_ncols=True,
-    )
+    bar = progress_bar(total, "sweep", "pt", quiet=not progress, initial=claims.skipped, dynamic_ncols=True, leave=True)
     try:
         client, cluster = _connect(workers, scheduler, quiet=not progress)
         return _drain(client, first, claims, window, runner, version, bar)
@@ -733,7 +724,7 @@ def run_sweep(
     scheduler : str or None
         Address of a running dask scheduler (``tcp://HOST:PORT``) instead of a local cluster.
     progress : bool
-        A tqdm bar (points done, ETA) on stderr.
+        A tqdm bar (points done, ETA) on stderr, when it is a terminal (tilesim.progress).
     total : int or None
         The number of points, for the progress bar (default ``len(points)`` when it has one).
     lease_s : float or None

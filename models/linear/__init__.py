@@ -14,66 +14,57 @@
 * :mod:`models.linear.kernels` — the Numba kernels (the only module importing numba).
 """
 
-from models.linear.blocksparse import BlockSparsePlan, plan_block_sparse
-from models.linear.layers import (
-    BlockSparseLinear,
-    ButterflyLinear,
-    CirculantLinear,
-    CsrLinear,
-    DenseLinear,
-    FastfoodLinear,
-    LowRankLinear,
-    PixelflyLinear,
-    matmul,
-    pixelfly_layout,
-    random_block_layout,
-    random_csr,
-    skewed_shape,
-)
-from models.linear.phases import OverheadConstants, Phase, SuperstepCosts, overhead_breakdown, overhead_bytes_per_tile
-from models.linear.planner import MatmulPlan, explain_plan, plan_matmul
-from models.linear.schedules import (
-    LayerSchedule,
-    butterfly_schedule,
-    dense_schedule,
-    lowrank_schedule,
-    pixelfly_schedule,
-)
-from models.linear.shl import PIXELFLY_SHL, SHL_METHODS, TABLE4_PARAMS, SHLModel, compression_ratio, shl_model
+from tilesim.lazy import lazy_exports
 
-__all__ = [
-    "BlockSparseLinear",
-    "random_block_layout",
-    "BlockSparsePlan",
-    "plan_block_sparse",
-    "explain_plan",
-    "ButterflyLinear",
-    "CirculantLinear",
-    "CsrLinear",
-    "DenseLinear",
-    "FastfoodLinear",
-    "LowRankLinear",
-    "PixelflyLinear",
-    "matmul",
-    "pixelfly_layout",
-    "random_csr",
-    "skewed_shape",
-    "MatmulPlan",
-    "OverheadConstants",
-    "Phase",
-    "SuperstepCosts",
-    "overhead_breakdown",
-    "overhead_bytes_per_tile",
-    "plan_matmul",
-    "LayerSchedule",
-    "butterfly_schedule",
-    "dense_schedule",
-    "lowrank_schedule",
-    "pixelfly_schedule",
-    "PIXELFLY_SHL",
-    "SHL_METHODS",
-    "TABLE4_PARAMS",
-    "SHLModel",
-    "compression_ratio",
-    "shl_model",
-]
+# loaded on first use (tilesim.lazy): importing the package alone imports neither Numba nor networkx
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "models.linear.blocksparse": (
+            "BlockSparsePlan",
+            "plan_block_sparse",
+        ),
+        "models.linear.layers": (
+            "BlockSparseLinear",
+            "ButterflyLinear",
+            "CirculantLinear",
+            "CsrLinear",
+            "DenseLinear",
+            "FastfoodLinear",
+            "LowRankLinear",
+            "PixelflyLinear",
+            "matmul",
+            "pixelfly_layout",
+            "random_block_layout",
+            "random_csr",
+            "skewed_shape",
+        ),
+        "models.linear.phases": (
+            "OverheadConstants",
+            "Phase",
+            "SuperstepCosts",
+            "overhead_breakdown",
+            "overhead_bytes_per_tile",
+        ),
+        "models.linear.planner": (
+            "MatmulPlan",
+            "explain_plan",
+            "plan_matmul",
+        ),
+        "models.linear.schedules": (
+            "LayerSchedule",
+            "butterfly_schedule",
+            "dense_schedule",
+            "lowrank_schedule",
+            "pixelfly_schedule",
+        ),
+        "models.linear.shl": (
+            "PIXELFLY_SHL",
+            "SHL_METHODS",
+            "TABLE4_PARAMS",
+            "SHLModel",
+            "compression_ratio",
+            "shl_model",
+        ),
+    },
+)

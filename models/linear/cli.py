@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES, SHL_METHODS
 from tilesim.errors import ConfigError, config_message
 
 __all__ = ["register", "exchange_bench"]
@@ -75,7 +76,7 @@ def _fraction(text: str) -> float:
 def _cmd_shl(args) -> int:
     import sys  # loaded only when the command runs (start-up time)
 
-    from models.linear.timing import SHL_DENSE_ALIASES, time_shl  # loaded only when the command runs (start-up time)
+    from models.linear.timing import time_shl  # loaded only when the command runs (start-up time)
 
     _positive("--batch", args.batch, "the paper uses 50")
     if args.method in SHL_DENSE_ALIASES.values():
@@ -231,8 +232,6 @@ def _shl_choices(methods) -> list:
 
 def register(subparsers) -> None:
     """Add ``shl``, ``layer`` and ``exchange-bench`` to the ``tilesim`` command line."""
-    from models.linear.shl import SHL_METHODS  # loaded only when the command runs (start-up time)
-    from models.linear.timing import LAYER_KINDS  # loaded only when the command runs (start-up time)
 
     s = subparsers.add_parser("shl", help="time one training step of the paper's single-hidden-layer model")
     s.add_argument(

@@ -64,6 +64,7 @@ from models.linear.layers import (
     LowRankLinear,
     PixelflyLinear,
 )
+from models.linear.names import SHL_METHODS, TABLE4_PARAMS
 from tilesim.errors import require
 
 __all__ = [
@@ -76,17 +77,6 @@ __all__ = [
     "softmax_cross_entropy",
 ]
 
-TABLE4_PARAMS = {
-    "baseline": 1_059_850,
-    "butterfly": 16_390,
-    "fastfood": 14_346,
-    "circulant": 12_298,
-    "low-rank": 13_322,
-    "pixelfly": 404_490,
-}
-"""N_Params column of the paper's Table 4 (identical for GPU and IPU runs)."""
-
-SHL_METHODS = tuple(TABLE4_PARAMS)
 
 PIXELFLY_SHL = {"block_size": 16, "butterfly_size": 16, "lowrank_size": 32}
 """Pixelfly configuration that reproduces Table 4's 404,490 parameters exactly (see module doc)."""

@@ -44,6 +44,7 @@ from models.linear.lowering import (
     poptorch_common_parts,
     poptorch_layer,
 )
+from models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES
 from models.linear.phases import PRECISION_BYTES, OverheadConstants, SuperstepCosts, require_precision
 from models.linear.planner import DEFAULT_MEMORY_PROPORTION, _check_proportion, explain_plan
 from models.linear.schedules import (
@@ -86,8 +87,6 @@ __all__ = [
     "time_shl",
     "explain_step",
 ]
-
-LAYER_KINDS = ("dense", "low-rank", "butterfly", "pixelfly", "fastfood", "circulant", "block-sparse")
 
 
 @dataclass(frozen=True)
@@ -486,9 +485,6 @@ def time_layer(
         training=backward,
     )
 
-
-SHL_DENSE_ALIASES = {"dense": "baseline"}
-"""``time_shl`` method names accepted for a paper method: ``dense`` (as ``tilesim layer`` says) is ``baseline``."""
 
 _HIDDEN_KIND = {
     "baseline": "dense",

@@ -6,36 +6,34 @@ Modules: :mod:`~models.snn.network` (config, init, ``train_step``), :mod:`~model
 :mod:`~models.snn.data` (datasets), :mod:`~models.snn.reference` (dense float64 twin).
 """
 
-from models.snn.counters import Activity, PhaseCounters, WorkCounters, count_work, load_activity, save_activity
-from models.snn.network import (
-    LIFParams,
-    NetworkConfig,
-    NetworkState,
-    StepResult,
-    compute_gradients,
-    init_network,
-    init_weights,
-    train_step,
-)
-from models.snn.placement import contiguous_placement, contiguous_tiles
-from models.snn.spikes import SpikeList
+from tilesim.lazy import lazy_exports
 
-__all__ = [
-    "Activity",
-    "LIFParams",
-    "NetworkConfig",
-    "NetworkState",
-    "PhaseCounters",
-    "SpikeList",
-    "StepResult",
-    "WorkCounters",
-    "compute_gradients",
-    "contiguous_placement",
-    "contiguous_tiles",
-    "count_work",
-    "init_network",
-    "init_weights",
-    "load_activity",
-    "save_activity",
-    "train_step",
-]
+# loaded on first use (tilesim.lazy): importing the package alone imports neither Numba nor networkx
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "models.snn.counters": (
+            "Activity",
+            "PhaseCounters",
+            "WorkCounters",
+            "count_work",
+            "load_activity",
+            "save_activity",
+        ),
+        "models.snn.network": (
+            "LIFParams",
+            "NetworkConfig",
+            "NetworkState",
+            "StepResult",
+            "compute_gradients",
+            "init_network",
+            "init_weights",
+            "train_step",
+        ),
+        "models.snn.placement": (
+            "contiguous_placement",
+            "contiguous_tiles",
+        ),
+        "models.snn.spikes": ("SpikeList",),
+    },
+)

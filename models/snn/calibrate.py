@@ -37,7 +37,6 @@ import dataclasses
 import datetime as _dt
 import json
 import math
-import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -55,6 +54,7 @@ from tilesim.engine import simulate
 from tilesim.errors import ConfigError, TileSimError, config_message
 from tilesim.io import atomic_write_bytes
 from tilesim.machine import load_machine
+from tilesim.progress import progress_bar
 from tilesim.workload import time_workload
 
 __all__ = [
@@ -556,16 +556,8 @@ def _load_costs_arg(path):
 
 def _bar(total, desc, args):
     """A progress bar on stderr, off with --quiet or --json (stdout stays clean)."""
-
-    from tqdm import tqdm  # tqdm loads only where used (start-up time)
-
-    return tqdm(
-        total=total,
-        desc=desc,
-        unit=" cases",
-        file=sys.stderr,
-        leave=False,
-        disable=bool(getattr(args, "quiet", False) or getattr(args, "json", False)),
+    return progress_bar(
+        total, desc, " cases", quiet=bool(getattr(args, "quiet", False) or getattr(args, "json", False))
     )
 
 

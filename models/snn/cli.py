@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-from tqdm import tqdm
-
-from models.snn.activity_plot import plot_activity
-from models.snn.mapsearch import search_mapping
+# only the parsers load at start-up (`tilesim --help` in under 0.3 s): the work's modules (Numba,
+# networkx, matplotlib) are imported by the command that runs
 from models.snn.options import add_option_flags, option_names, options_from_args
-from models.snn.run import RunSummary, batch_gradients, run_training
-from tilesim.cli import write_outputs
 from tilesim.errors import ConfigError, config_message, require
 from tilesim.io import atomic_write_bytes
+from tilesim.progress import progress_bar
+
+if TYPE_CHECKING:
+    from models.snn.run import RunSummary
 
 # the options `tilesim grad` takes (the network's caps and thresholds and its placement)
 GRAD_OPTIONS = (
@@ -110,6 +109,9 @@ def split_wall_clock(summary: dict) -> tuple[dict, dict]:
 def write_run_outputs(out, summary: RunSummary) -> None:
     """summary.json, summary.md, trace.json, the pictures and mapping.json of a run into ``out``;
     the host's own measurements (wall times, peak RSS) in ``wall.json`` (:func:`split_wall_clock`)."""
+    from models.snn.activity_plot import plot_activity  # matplotlib is imported only when drawing (start-up time)
+    from tilesim.cli import write_outputs
+
     a = summary.artifacts
     mapping = (json.dumps(a.mapping.to_dict(), indent=1) + "\n").encode()  # as Mapping.save writes it
     record, wall = split_wall_clock(summary.to_dict())
@@ -142,13 +144,10 @@ def cmd_run(args) -> int:
         from tilesim.io import check_run_folder  # loaded only when the command runs (start-up time)
 
         check_run_folder(options.out, "--out", args.force)
-    with tqdm(
-        total=options.steps,
-        desc="training",
-        unit=" step",
-        file=sys.stderr,
-        leave=False,
-        disable=bool(args.quiet or options.json or options.steps < 2),
+    from models.snn.run import run_training  # loaded only when the command runs (start-up time)
+
+    with progress_bar(
+        options.steps, "training", " step", quiet=bool(args.quiet or options.json or options.steps < 2)
     ) as bar:
         summary = run_training(
             options,
@@ -181,9 +180,11 @@ def cmd_map_search(args) -> int:
         from tilesim.io import check_output_path  # loaded only when the command runs (start-up time)
 
         check_output_path(args.out, "--out", "file")
+    from models.snn.mapsearch import search_mapping  # loaded only when the command runs (start-up time)
+
     bar, progress = None, None
     if not args.json and not args.quiet:
-        bar = tqdm(total=None, unit=" mappings", desc="map-search", leave=False)
+        bar = progress_bar(None, "map-search", " mappings")
 
         def progress(n, best):
             bar.update(n - bar.n)
@@ -254,6 +255,8 @@ def format_run(summary: dict) -> str:
 
 
 def _npz(path, what):
+    import numpy as np  # loaded only when the command runs (start-up time)
+
     p = Path(path)
     require(p.is_file(), what, str(path), "no such file", "give the path of an existing .npz file")
     try:
@@ -272,8 +275,11 @@ def _grad_weights(path) -> list:
 
 def cmd_grad(args) -> int:
     """``tilesim grad``: loss and weight gradients of one batch from W.npz and X.npz into G.npz."""
+    import numpy as np  # loaded only when the command runs (start-up time)
+
     from models.snn.grad_inputs import grad_batch  # loaded only when the command runs (start-up time)
-    from tilesim.io import check_output_path  # loaded only when the command runs (start-up time)
+    from models.snn.run import batch_gradients
+    from tilesim.io import check_output_path
 
     check_output_path(args.out, "--out", "file")
     Ws = _grad_weights(args.weights)

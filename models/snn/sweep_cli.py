@@ -16,12 +16,10 @@ import sys
 from pathlib import Path
 
 from models.snn.options import option_names, options_dict, options_from_mapping
-from models.snn.run import run_training
 from tilesim.errors import require
 from tilesim.io import check_output_path
 from tilesim.limits import MAX_SWEEP_POINTS
 from tilesim.store import ResultStore, export_table, format_table, write_csv, write_parquet
-from tilesim.sweep import check_workers, iter_expand, load_sweep, run_sweep
 
 RUNNER = "models.snn.sweep_cli:run_point"
 TEXT_COLUMNS = ("id", "status", "predicted_step_s", "samples_per_s", "max_tile_bytes", "loss_last", "error")
@@ -48,6 +46,8 @@ def compact(summary: dict) -> dict:
 def run_point(config: dict) -> dict:
     """One sweep point: ``run_training`` of the options ``config`` (a dict of option values; out
     and json are ignored) without outputs; returns the compact summary."""
+    from models.snn.run import run_training  # loaded only when a point runs (start-up time)
+
     options = options_from_mapping({**config, "out": None, "json": False}, "sweep point")
     return compact(run_training(options).to_dict())
 
@@ -129,6 +129,8 @@ def register(sub) -> None:
 
 def cmd_sweep(args) -> int:
     """``tilesim sweep``: validate the file and every point, then run the points on dask."""
+    from tilesim.sweep import check_workers, iter_expand, load_sweep, run_sweep  # numpy, dask: when it runs
+
     check_output_path(args.db, "--db", "file")
     if Path(args.db).is_file():  # another program's database is refused untouched
         ResultStore.check_file(args.db)

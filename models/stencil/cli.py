@@ -10,7 +10,6 @@ import argparse
 import json
 from pathlib import Path
 
-from models.stencil.workload import parse_pair
 from tilesim.errors import ConfigError, config_message
 
 __all__ = ["register"]
@@ -20,6 +19,7 @@ def _cmd_stencil(args) -> int:
     from models.stencil.workload import (  # loaded only when the command runs (start-up time)
         StencilConfig,
         blur_image,
+        parse_pair,
         run_stencil,
     )
     from tilesim.io import check_run_folder  # loaded only when the command runs (start-up time)

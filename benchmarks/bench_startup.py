@@ -1,0 +1,54 @@
+"""Start-up time of the command line against ``python -c pass``, in one process (issue 29).
+
+Targets on a 2-core machine: ``tilesim --help`` <= 0.3 s and ``tilesim run --help`` <= 0.6 s. Each
+command runs ``--rounds`` times in a fresh interpreter, interleaved with the baseline (the machines are
+noisy); the median of each is printed with its ratio to the baseline's median.
+
+    python benchmarks/bench_startup.py [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+COMMANDS = {
+    "python -c pass": [sys.executable, "-c", "pass"],
+    "tilesim --help": [sys.executable, "-m", "tilesim", "--help"],
+    "tilesim run --help": [sys.executable, "-m", "tilesim", "run", "--help"],
+    "tilesim layer --help": [sys.executable, "-m", "tilesim", "layer", "--help"],
+    "tilesim sweep --help": [sys.executable, "-m", "tilesim", "sweep", "--help"],
+}
+TARGETS_S = {"tilesim --help": 0.3, "tilesim run --help": 0.6}
+
+
+def _wall(cmd: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args()
+    for cmd in COMMANDS.values():  # warm the file cache and the bytecode
+        _wall(cmd)
+    times: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    for _ in range(args.rounds):
+        for name, cmd in COMMANDS.items():
+            times[name].append(_wall(cmd))
+    base = statistics.median(times["python -c pass"])
+    print(f"{'command':<24} {'median s':>9} {'x python':>9}  target")
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        target = TARGETS_S.get(name)
+        verdict = "" if target is None else f"<= {target} s: {'met' if med <= target else 'NOT met'}"
+        print(f"{name:<24} {med:9.3f} {med / base:9.1f}  {verdict}")
+
+
+if __name__ == "__main__":
+    main()
