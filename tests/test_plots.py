@@ -66,3 +66,17 @@ def test_timeline_whole_step_legend_outside(round2, tmp_path, figures):
     assert lb.x0 >= ab.x1 - 1  # outside the axes
     colours = {p.get_facecolor()[:3] for p in leg.get_patches()}
     assert colours == {matplotlib.colors.to_rgb(c) for c in plots.PHASE_COLOURS.values()}
+
+
+def test_label_bars_draw_every_label_the_title_counts():
+    """Issue 29: the timeline said 15 labels and drew 14; the rest now add up in one 'other' bar."""
+    from tilesim.plots import _count_labels, _top_labels
+
+    by = {f"l{i}": {"time_s": 1.0 / (i + 1), "breakdown_s": {"compute": 1.0 / (i + 1)}} for i in range(15)}
+    shown, labels = _top_labels(by, 14)
+    assert len(labels) == 14 and labels[-1] == "2 other labels"
+    assert _count_labels(shown) == "15 labels"
+    assert sum(shown[k]["time_s"] for k in labels) == pytest.approx(sum(v["time_s"] for v in by.values()))
+    assert shown[labels[-1]]["breakdown_s"]["compute"] == pytest.approx(1 / 14 + 1 / 15)
+    few, order = _top_labels(dict(list(by.items())[:3]), 14)
+    assert order == ["l0", "l1", "l2"] and _count_labels(few) == "3 labels"

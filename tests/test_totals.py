@@ -155,3 +155,37 @@ def test_results_as_dataframes(gc200x2, tmp_path):
         )
         frame = db.to_dataframe()
     assert frame.loc[0, "batch"] == 8 and frame.loc[0, "breakdown_s.host"] == 0.5
+
+
+def _byte_counts(x, key=""):
+    """Every number under a key naming bytes (``*bytes*``, and the trace's onchip/links counters)."""
+    if isinstance(x, dict):
+        for k, v in x.items():
+            if "bytes" in k or (key == "args" and k in ("onchip", "links")):
+                yield from _numbers(v, k)
+            elif isinstance(v, (dict, list)):
+                yield from _byte_counts(v, k)
+    elif isinstance(x, list):
+        for v in x:
+            yield from _byte_counts(v, key)
+
+
+def _numbers(x, key):
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from _numbers(v, f"{key}.{k}")
+    elif isinstance(x, list):
+        for v in x:
+            yield from _numbers(v, key)
+    elif isinstance(x, (int, float)) and not isinstance(x, bool):
+        yield key, x
+
+
+def test_byte_counts_are_whole_numbers(gc200x2):
+    """Issue 29: no 1,170,051,839.96 B — a byte count is an integer in summary.json and trace.json."""
+    out, _ = gc200x2
+    for name in ("summary.json", "trace.json"):
+        counts = list(_byte_counts(json.loads((out / name).read_text())))
+        assert len(counts) > 20, name
+        bad = [(k, v) for k, v in counts if not isinstance(v, int)]
+        assert not bad, (name, bad[:5])

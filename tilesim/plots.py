@@ -245,10 +245,11 @@ def exchange_matrices(
     for ax, m, what in panels:
         pos = m[m > 0]
         norm = LogNorm(vmin=max(pos.min(), 1.0), vmax=max(pos.max(), 10.0)) if pos.size else None
-        im = ax.imshow(np.where(m > 0, m, np.nan), cmap="magma_r", norm=norm, interpolation="nearest")
+        cmap = plt.get_cmap("viridis").with_extremes(bad="#eeeeee")  # bright = more, as the tile heat maps
+        im = ax.imshow(np.where(m > 0, m, np.nan), cmap=cmap, norm=norm, interpolation="nearest")
         ax.set_xlabel(f"to {what}")
         ax.set_ylabel(f"from {what}")
-        fig.colorbar(im, ax=ax, fraction=0.046, label="bytes per step")
+        fig.colorbar(im, ax=ax, fraction=0.046, label="bytes per step (grey: none)")
         if what == "chip" and C <= 8:
             for i in range(C):
                 for j in range(C):
@@ -260,7 +261,7 @@ def exchange_matrices(
                             ha="center",
                             va="center",
                             fontsize=8,
-                            color="white" if i == j else "black",
+                            color="black" if norm is not None and norm(m[i, j]) > 0.6 else "white",
                         )
     n = len(group_edges) - 1
     step = max(1, n // 8)
@@ -326,8 +327,7 @@ def timeline(result, path, max_supersteps: int | None = None, title: str | None 
         booked = result.booked_phase()
     booked = np.full(S, "compute", dtype=object) if booked is None else np.asarray(booked, dtype=object)
     agg = S > 60 and hasattr(result, "by_label")
-    by = result.by_label() if agg else {}
-    labels = sorted(by, key=lambda k: -by[k]["time_s"])[:14]
+    by, labels = _top_labels(result.by_label(), 14) if agg else ({}, [])
     h_top = 1.0 + 0.42 * min(C, 16)
     fig = plt.figure(figsize=(12, h_top + (0.7 + 0.3 * len(labels) if agg else 0) + 0.6))
     gs = fig.add_gridspec(2 if agg else 1, 1, height_ratios=[h_top, 0.7 + 0.3 * len(labels)] if agg else [1])
@@ -360,11 +360,30 @@ def timeline(result, path, max_supersteps: int | None = None, title: str | None 
     if agg:
         ax2 = fig.add_subplot(gs[1])
         _phase_bars(ax2, by, labels)
-        ax2.set_title(f"the same step added up per superstep label ({len(by)} labels)", fontsize=9)
+        ax2.set_title(f"the same step added up per superstep label ({_count_labels(by)})", fontsize=9)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)
     return Path(path)
+
+
+def _top_labels(by: dict, n: int) -> tuple[dict, list]:
+    """The ``n - 1`` longest labels and one ``"N other labels"`` bar adding up the rest (when there
+    are more than ``n``), so that the bars add up to the step and the title's count is what is drawn."""
+    order = sorted(by, key=lambda k: -by[k]["time_s"])
+    if len(order) <= n:
+        return by, order
+    keep, rest = order[: n - 1], order[n - 1 :]
+    other = f"{len(rest)} other labels"
+    merged = {p: sum(by[k]["breakdown_s"].get(p, 0.0) for k in rest) for p in PHASES}
+    out = {k: by[k] for k in keep}
+    out[other] = {"time_s": sum(by[k]["time_s"] for k in rest), "breakdown_s": merged, "labels": len(rest)}
+    return out, [*keep, other]
+
+
+def _count_labels(by: dict) -> str:
+    n = sum(v.get("labels", 1) for v in by.values())
+    return f"{n} label{'s' if n != 1 else ''}"
 
 
 def _phase_bars(ax, by: dict, labels: list):
@@ -384,11 +403,10 @@ def _phase_bars(ax, by: dict, labels: list):
 def breakdown_bars(result, path, title: str | None = None):
     """Time per label, stacked by phase, with each label's total."""
     plt = _plt()
-    by = result.by_label()
-    labels = sorted(by, key=lambda k: -by[k]["time_s"])[:15]
+    by, labels = _top_labels(result.by_label(), 15)
     fig, ax = plt.subplots(figsize=(10, 0.9 + 0.35 * len(labels)))
     _phase_bars(ax, by, labels)
-    ax.set_title(title or "time per superstep label")
+    ax.set_title(title or f"time per superstep label ({_count_labels(by)})")
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)

@@ -28,11 +28,18 @@ __all__ = [
     "by_phase_frame",
     "critical_tiles",
     "phase_spans",
+    "whole_bytes",
 ]
 
 PHASES = ("compute", "sync", "exchange", "links", "host", "residual")
 """Time categories of every breakdown. The engine times the first five; ``residual`` is compute
 that a workload books as a fitted term no modelled mechanism explains (:meth:`SimResult.book_as`)."""
+
+
+def whole_bytes(nbytes) -> int:
+    """A byte count as a user reads it: a whole number. Per-tile traffic is modelled from average
+    spike counts and kept in float32, so sums carry fractions; every reported total goes through here."""
+    return int(round(float(nbytes)))
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -253,9 +260,9 @@ class SimResult:
             "compute_critical_chip": int(self.compute_critical_chip[s]),
             "critical_tile": int(self.critical_tile[s]),
             "exchange_critical_tile": int(self.exchange_critical_tile[s]),
-            "bytes_onchip": float(self.bytes_onchip[s]),
-            "bytes_links": float(self.bytes_links[s]),
-            "bytes_host": float(self.bytes_host[s]),
+            "bytes_onchip": whole_bytes(self.bytes_onchip[s]),
+            "bytes_links": whole_bytes(self.bytes_links[s]),
+            "bytes_host": whole_bytes(self.bytes_host[s]),
         }
 
     def to_dict(self, supersteps: int = 0) -> dict:
@@ -269,13 +276,13 @@ class SimResult:
             "total_s": self.total_s,
             "breakdown_s": self.breakdown_s(),
             "bytes": {
-                "onchip": float(self.bytes_onchip.sum()),
-                "links": float(self.bytes_links.sum()),
-                "host": float(self.bytes_host.sum()),
+                "onchip": whole_bytes(self.bytes_onchip.sum()),
+                "links": whole_bytes(self.bytes_links.sum()),
+                "host": whole_bytes(self.bytes_host.sum()),
             },
             "by_label": self.by_label(),
             "busiest_link_groups": [
-                {"group": "/".join(map(str, g)), "bytes": b}
+                {"group": "/".join(map(str, g)), "bytes": whole_bytes(b)}
                 for g, b in sorted(self.link_group_bytes.items(), key=lambda kv: -kv[1])[:5]
             ],
         }

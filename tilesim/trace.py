@@ -18,7 +18,7 @@ import numpy as np
 
 from tilesim.errors import ConfigError, config_message
 from tilesim.io import atomic_write_text
-from tilesim.records import PHASES, ProgramDigest, SimResult, critical_tiles, phase_spans
+from tilesim.records import PHASES, ProgramDigest, SimResult, critical_tiles, phase_spans, whole_bytes
 
 __all__ = ["trace_events", "write_trace", "detail_chips", "MAX_FLOW_ARROWS", "MAX_PHASE_SLICES"]
 
@@ -138,7 +138,10 @@ def _byte_counters(
                         "name": "bytes",
                         "pid": c,
                         "ts": tl["start"][s, c] * us,
-                        "args": {"onchip": float(digest.onchip_bytes[s, c]), "links": float(sent_links[s, c])},
+                        "args": {
+                            "onchip": whole_bytes(digest.onchip_bytes[s, c]),
+                            "links": whole_bytes(sent_links[s, c]),
+                        },
                     }
                 )
         for s0, s1 in runs:
@@ -150,8 +153,8 @@ def _byte_counters(
                         "pid": c,
                         "ts": tl["start"][s0, c] * us,
                         "args": {
-                            "onchip": float(digest.onchip_bytes[s0:s1, c].sum()),
-                            "links": float(sent_links[s0:s1, c].sum()),
+                            "onchip": whole_bytes(digest.onchip_bytes[s0:s1, c].sum()),
+                            "links": whole_bytes(sent_links[s0:s1, c].sum()),
                         },
                     }
                 )
@@ -163,7 +166,10 @@ def _byte_counters(
                     "name": "bytes (all chips)",
                     "pid": 0,
                     "ts": result.start_s[s] * 1e6,
-                    "args": {"onchip": float(result.bytes_onchip[s]), "links": float(result.bytes_links[s])},
+                    "args": {
+                        "onchip": whole_bytes(result.bytes_onchip[s]),
+                        "links": whole_bytes(result.bytes_links[s]),
+                    },
                 }
             )
     return ev

@@ -25,6 +25,7 @@ from models.snn.network import NetworkConfig
 from models.snn.step_rows import label_sums
 from models.snn.step_table import GRAD_TARGET, IN, KIND_COMPUTE, OUT, OWNER, RESIDUAL_LABELS, STEP_ROWS
 from models.snn.timing import applies
+from tilesim.records import whole_bytes
 
 __all__ = ["exchange_flows", "exchange_matrices", "explain_critical", "label_tile_cycles"]
 
@@ -164,7 +165,7 @@ def exchange_matrices(
             if j < digest.label_chip_bytes.shape[0] and digest.label_chip_bytes[j].sum() > 0:
                 k = kind_of.get(lab, lab)
                 sent[k] = sent.get(k, np.zeros(C)) + digest.label_chip_bytes[j]
-        totals = {k: float(v.sum()) for k, v in sent.items()}
+        totals = {k: whole_bytes(v.sum()) for k, v in sent.items()}
         for k, m in per_kind.items():
             want = float(sent.get(k, np.zeros(C))[chip])
             per_kind[k] = m * (want / m.sum()) if m.sum() > 0 else m
@@ -175,8 +176,8 @@ def exchange_matrices(
         "group": group_m,
         "edges": edges,
         "chip_index": chip,
-        "totals_bytes": totals,
-        "received_bytes": received,
+        "totals_bytes": {k: whole_bytes(v) for k, v in totals.items()},
+        "received_bytes": {k: whole_bytes(v) for k, v in received.items()},
     }
 
 

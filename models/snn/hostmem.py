@@ -33,6 +33,7 @@ from models.snn.options import _host_bytes, network_fields
 from models.snn.step_table import step_shape
 from tilesim.errors import ConfigError, config_message
 from tilesim.machine import load_machine
+from tilesim.records import whole_bytes
 
 __all__ = [
     "HostMemoryEstimate",
@@ -77,7 +78,7 @@ class HostMemoryEstimate:
 
     def to_dict(self) -> dict:
         """``{"total_bytes", "parts_bytes": {name: bytes}}`` (the ``--json`` form)."""
-        return {"total_bytes": self.total_bytes, "parts_bytes": {n: float(b) for n, b in self.parts}}
+        return {"total_bytes": whole_bytes(self.total_bytes), "parts_bytes": {n: whole_bytes(b) for n, b in self.parts}}
 
 
 def _supersteps(T: int, L: int, chips: int) -> int:

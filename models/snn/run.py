@@ -44,7 +44,7 @@ from tilesim.costs import CostModel, load_costs
 from tilesim.errors import ConfigError, config_message, require
 from tilesim.machine import load_machine
 from tilesim.memory import MemoryLedger
-from tilesim.records import ProgramDigest, SimResult, by_phase_frame, critical_tiles
+from tilesim.records import ProgramDigest, SimResult, by_phase_frame, critical_tiles, whole_bytes
 from tilesim.workload import time_workload
 
 __all__ = [
@@ -529,7 +529,7 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
 
 def _host_memory(estimate) -> HostMemory:
     """The summary's ``host_memory``: the guard's estimate by part and the measured peak RSS."""
-    return HostMemory(estimate.total_bytes, estimate.to_dict()["parts_bytes"], peak_rss_bytes())
+    return HostMemory(whole_bytes(estimate.total_bytes), estimate.to_dict()["parts_bytes"], peak_rss_bytes())
 
 
 def _run_fixed(options, config, machine, placed: Placed, costs, estimate, t_all: float) -> RunSummary:
