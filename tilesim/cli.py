@@ -130,6 +130,25 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _cmd_compare(args) -> int:
+    from tilesim.compare import compare_runs, format_comparison, write_comparison  # when it runs (start-up time)
+
+    if args.out:
+        from tilesim.io import check_output_path  # loaded only when the command runs (start-up time)
+
+        check_output_path(args.out, "--out", "dir")
+    comparison = compare_runs(args.run_a, args.run_b)
+    if args.json:
+        print(json.dumps(comparison.to_dict(), indent=1))
+    else:
+        print(format_comparison(comparison))
+    if args.out:
+        written = write_comparison(comparison, args.out)
+        if not args.json:
+            print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0
+
+
 def _cmd_machines(args) -> int:
     from tilesim.machine import (  # loaded only when the command runs (start-up time)
         load_machine,
@@ -398,6 +417,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("dir", help="a folder written by `tilesim run --out` or `tilesim simulate --out`")
     r.set_defaults(func=_cmd_report)
+
+    c = sub.add_parser(
+        "compare",
+        help="two stored runs side by side: what differs, where, and which is faster",
+        description="Line up two run folders (tilesim run | simulate | stencil --out): step time by phase, "
+        "label and chip, bytes, SRAM by category, critical and fullest tiles, and the workload's own "
+        "settings that differ; with --out, compare.md, compare.json and compare.png (shared scales).",
+    )
+    c.add_argument("run_a", metavar="RUN_A", help="a run folder (A, the baseline)")
+    c.add_argument("run_b", metavar="RUN_B", help="another run folder (B)")
+    c.add_argument("--out", help="folder for compare.md, compare.json and compare.png")
+    c.add_argument("--json", action="store_true", help="print the comparison as JSON (keys a, b, verdict, rows)")
+    c.set_defaults(func=_cmd_compare)
 
     _load_plugins(sub)
     return p

@@ -411,3 +411,55 @@ def breakdown_bars(result, path, title: str | None = None):
     save_figure(fig, path, dpi=110)
     plt.close(fig)
     return Path(path)
+
+
+def comparison_figure(comparison, arrays_a: dict, arrays_b: dict, path):
+    """Runs A and B side by side on shared scales (``tilesim compare``): time by phase and by the
+    labels that moved most (one time axis), and, when both runs stored SRAM per tile, chip 0's
+    tiles of each on one colour scale."""
+    plt = _plt()
+    phases = comparison.section("phase")
+    labels = comparison.section("label")[:10]
+    mem = all("memory_bytes" in a for a in (arrays_a, arrays_b))
+    fig = plt.figure(figsize=(13, 4.2 + 0.22 * len(labels) + (4.2 if mem else 0)))
+    gs = fig.add_gridspec(2 if mem else 1, 2, height_ratios=[1.0, 0.8] if mem else [1])
+    colours = {"A": "#4c72b0", "B": "#dd8452"}
+    top = 0.0
+    for k, (rows, what) in enumerate(((phases, "phase"), (labels, "superstep label"))):
+        ax = fig.add_subplot(gs[0, k])
+        y = np.arange(len(rows))
+        for off, run in ((-0.2, "A"), (0.2, "B")):
+            vals = [((r.a if run == "A" else r.b) or 0.0) * 1e3 for r in rows]
+            top = max([top, *vals])
+            ax.barh(y + off, vals, height=0.4, color=colours[run], label=run)
+        ax.set_yticks(y, [r.item for r in rows], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel("time per step (ms)")
+        ax.set_title(f"time by {what}" + (" (the 10 that moved most)" if what != "phase" else ""), fontsize=9)
+        ax.legend(fontsize=8, frameon=False)
+    for ax in fig.axes:
+        ax.set_xlim(0, top * 1.08 if top > 0 else 1.0)  # one time axis for both panels
+    if mem:
+        vmax = max(float(np.max(a["memory_bytes"])) for a in (arrays_a, arrays_b))
+        for k, (run, a) in enumerate((("A", arrays_a), ("B", arrays_b))):
+            ax = fig.add_subplot(gs[1, k])
+            tpc = int(a["tiles_per_chip"])
+            g = tuple(int(x) for x in a.get("grid", (0, 0)))
+            rows_, cols = g if g[0] else _grid(tpc)
+            im = ax.imshow(
+                _chip_image(np.asarray(a["memory_bytes"][:tpc], float), rows_, cols),
+                cmap="viridis",
+                vmin=0,
+                vmax=vmax,
+                interpolation="nearest",
+                aspect="equal",
+            )
+            ax.set_title(f"{run}: SRAM per tile, chip 0 (max {np.max(a['memory_bytes'][:tpc]):,.0f} B)", fontsize=9)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            fig.colorbar(im, ax=ax, fraction=0.046, shrink=0.6, label="bytes (one scale for A and B)")
+    fig.suptitle(comparison.verdict, fontsize=9, wrap=True)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=100)
+    plt.close(fig)
+    return Path(path)

@@ -28,6 +28,7 @@ from tilesim.workload import ReportParts, report_parts
 __all__ = [
     "write_run_report",
     "render",
+    "load_run",
     "summary_markdown",
     "seal_run_folder",
     "verify_run_folder",
@@ -169,6 +170,13 @@ def _load(out: Path):
     if missing:
         raise _broken(out, f"has an arrays.npz without {', '.join(missing)}")
     return summary, arrays
+
+
+def load_run(out) -> tuple[dict, dict]:
+    """``(summary, arrays)`` of a run folder, after :func:`verify_run_folder` (a broken, mixed or
+    missing folder raises :class:`ConfigError`)."""
+    verify_run_folder(out)
+    return _load(Path(out))
 
 
 def _grid(arrays, tpc):
