@@ -88,3 +88,20 @@ def test_stencil_runs_compare_through_the_same_command(tmp_path, capsys):
     assert {r.item for r in c.section("phase")} >= {"compute", "links"}
     assert len(c.section("chip")) == 4  # B's four chips (A has one)
     assert {r.item for r in c.section("workload")} >= {"machine"}
+
+
+def test_map_search_out_folder_writes_baseline_best_and_comparison(tmp_path, capsys):
+    out = tmp_path / "search"
+    argv = ["map-search", "--layers", "120-64-64-4", "--caps", "16-8-8", "--batch", "4", "--timesteps", "10"]
+    assert main([*argv, "--max-evals", "30", "--quiet", "--out", str(out)]) == 0
+    assert "as full runs:" in capsys.readouterr().out
+    for name in ("best-mapping.json", "compare.md", "compare.json", "compare.png", "baseline/summary.json"):
+        assert (out / name).is_file(), name
+    best = json.loads((out / "best" / "summary.json").read_text())
+    used, found = ((out / p).read_text() for p in ("best/mapping.json", "best-mapping.json"))
+    assert json.loads(used) == json.loads(found)
+    cmp = json.loads((out / "compare.json").read_text())
+    assert cmp["rows"][0]["b"] == best["predicted_step_s"]
+    # a .json --out is still the best mapping alone
+    assert main([*argv, "--max-evals", "10", "--quiet", "--out", str(tmp_path / "m.json")]) == 0
+    assert json.loads((tmp_path / "m.json").read_text())["format"]

@@ -71,7 +71,11 @@ def register(sub) -> None:
     add_option_flags(p, SEARCH_OPTIONS)
     p.add_argument("--budget-s", type=float, default=10.0, help="wall-clock budget of the search (default 10)")
     p.add_argument("--max-evals", type=int, help="stop after this many mappings")
-    p.add_argument("--out", help="write the best mapping here (JSON; use it with --mapping FILE)")
+    p.add_argument(
+        "--out",
+        help="FILE.json: write the best mapping there (use it with --mapping FILE); DIR: also run the "
+        "baseline and the best as full runs (DIR/baseline, DIR/best) and compare them (DIR/compare.md, .png)",
+    )
     p.add_argument(
         "--json", action="store_true", help="print the result as JSON (keys baseline, best, evaluated, wall_s, ...)"
     )
@@ -176,10 +180,12 @@ def cmd_map_search(args) -> int:
     """``tilesim map-search``: options as for ``run``, then the search; prints its result."""
     require(args.budget_s > 0, "--budget-s", args.budget_s, "must be > 0", "e.g. --budget-s 10")
     options = options_from_args(args, SEARCH_OPTIONS)
+    folder = Path(args.out) if args.out and not args.out.endswith(".json") else None
+    mapping_file = str(folder / "best-mapping.json") if folder else args.out
     if args.out:
         from tilesim.io import check_output_path  # loaded only when the command runs (start-up time)
 
-        check_output_path(args.out, "--out", "file")
+        check_output_path(args.out, "--out", "dir" if folder else "file")
     from models.snn.mapsearch import search_mapping  # loaded only when the command runs (start-up time)
 
     bar, progress = None, None
@@ -191,10 +197,14 @@ def cmd_map_search(args) -> int:
             bar.set_postfix_str(f"best {best * 1e3:.3f} ms", refresh=False)
 
     try:
-        out, _ = search_mapping(options, args.budget_s, options.seed, args.max_evals, progress, out=args.out)
+        if folder:
+            folder.mkdir(parents=True, exist_ok=True)
+        out, _ = search_mapping(options, args.budget_s, options.seed, args.max_evals, progress, out=mapping_file)
     finally:
         if bar is not None:
             bar.close()
+    if folder:
+        out["compare"] = _write_search_folder(options, folder, mapping_file)
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -212,7 +222,25 @@ def cmd_map_search(args) -> int:
             f"{out['evaluated']} mappings evaluated in {out['wall_s']:.1f} s "
             f"({out['mappings_per_s']:.1f}/s)" + (f"; wrote {args.out}" if args.out else "")
         )
+        if folder:
+            print(f"as full runs: {out['compare']}; see {folder}/compare.md, baseline/ and best/")
     return 0
+
+
+def _write_search_folder(options, folder: Path, mapping_file: str) -> str:
+    """``map-search --out DIR``: the baseline (contiguous) and the best mapping as full runs of
+    ``options`` (``DIR/baseline``, ``DIR/best``) and their comparison (``DIR/compare.md|json|png``);
+    returns the comparison's verdict."""
+    from models.snn.options import options_dict, options_from_mapping  # when the command runs (start-up time)
+    from models.snn.run import run_training
+    from tilesim.compare import compare_runs, write_comparison
+
+    for name, mapping in (("baseline", "contiguous"), ("best", mapping_file)):
+        values = {**options_dict(options, json_safe=False), "mapping": mapping, "out": None, "json": False}
+        write_run_outputs(folder / name, run_training(options_from_mapping(values, "map-search")))
+    comparison = compare_runs(folder / "baseline", folder / "best")
+    write_comparison(comparison, folder)
+    return comparison.verdict
 
 
 def format_run(summary: dict) -> str:
