@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 OUT     ?= out/demo
 
-.PHONY: install demo test test-nojit test-fast test-pythons lint bench clean
+.PHONY: install browser demo test test-nojit test-fast test-pythons lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,7 +21,14 @@ demo: $(STAMP)
 	$(BIN)/tilesim run --layers 700-1462-1460-20 --dataset shd --input-cap 48 --batch 48 \
 	    --timesteps 100 --max-activity 0.05 --machine gc200 --steps 4 --out $(OUT)
 
-test: $(STAMP) lint
+# Debian's chromium and its driver, for the report page's browser test (tests/test_report_page.py);
+# installed once, never downloaded by the tests.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; }
+
+test: $(STAMP) lint browser
 	$(BIN)/python -m pytest -q
 	$(MAKE) --no-print-directory test-nojit
 

@@ -75,3 +75,12 @@ def run_quick_experiments(out: Path, scripts) -> dict:
         assert (out / f"{name}.png").stat().st_size > 0
         rows[name] = read_csv(out / f"{name}.csv")
     return rows
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report on the test item (``item.rep_call``), so that a fixture can keep evidence
+    of a failure (the browser test's screenshot)."""
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)

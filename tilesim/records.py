@@ -365,6 +365,8 @@ class ProgramDigest:
     flows: tuple  # (step, src chip, dst chip, bytes) arrays of the link flows
     tile_group: np.ndarray | None = None  # int [C*T] the workload's group of each tile (e.g. its
     # layer, 1-based; 0 = none), outlined in the pictures
+    label_tile_cycles: np.ndarray | None = None  # float32 [labels, C*T] compute cycles per label and
+    # tile: the tiles each label keeps busy (report.html)
 
     @classmethod
     def of(cls, program, tiles=(), host_labels=()) -> ProgramDigest:
@@ -385,7 +387,9 @@ class ProgramDigest:
         if has.any():
             bo = program.bytes_out.reshape(-1, C, T).sum(axis=2, dtype=np.float64)
             onchip[has] = bo[program.exchange_row[has]]
-        return cls._with_totals(program, work, tiles, tile_cycles, onchip)
+        per_label = np.zeros((len(program.labels), C * T), np.float64)
+        np.add.at(per_label, np.asarray(program.label_id), program.compute_cycles)
+        return cls._with_totals(program, work, tiles, tile_cycles, onchip, per_label.astype(np.float32))
 
     @classmethod
     def _of_compact(cls, program, tiles, host_ids=()) -> ProgramDigest:
@@ -394,11 +398,16 @@ class ProgramDigest:
         per_label_work[list(host_ids)] = 0.0
         tiles = tuple(int(t) for t in tiles)
         return cls._with_totals(
-            program, per_label_work.sum(axis=0), tiles, program.tile_compute(tiles), program.onchip_bytes.copy()
+            program,
+            per_label_work.sum(axis=0),
+            tiles,
+            program.tile_compute(tiles),
+            program.onchip_bytes.copy(),
+            np.asarray(program.label_tile_cycles, np.float32),
         )
 
     @classmethod
-    def _with_totals(cls, program, work, tiles, tile_cycles, onchip) -> ProgramDigest:
+    def _with_totals(cls, program, work, tiles, tile_cycles, onchip, label_tiles=None) -> ProgramDigest:
         """The digest from its per-program parts, adding the byte totals both program forms share:
         on-chip bytes per label and chip, link bytes per chip pair, and the flows."""
         C = program.chips
@@ -415,6 +424,7 @@ class ProgramDigest:
             label_chip_bytes=per_label,
             link_bytes=links,
             flows=flows,
+            label_tile_cycles=label_tiles,
         )
 
     def chip_matrix(self) -> np.ndarray:

@@ -123,6 +123,8 @@ def write_run_report(out, result, program, ledger, exchange: dict | None = None)
     arrays["labels"] = np.asarray(result.labels)
     arrays["clock_hz"] = np.asarray(result.clock_hz, np.float64)
     arrays["work_cycles"] = digest.work_cycles
+    if digest.label_tile_cycles is not None:
+        arrays["label_tile_cycles"] = digest.label_tile_cycles
     arrays["tiles_per_chip"] = np.asarray(result.tiles_per_chip, np.int64)
     if hasattr(result, "booked_phase"):  # the phase each superstep's compute is drawn in, as PHASES indices
         arrays["booked_phase"] = np.array([PHASES.index(p) for p in result.booked_phase()], np.int64)
@@ -269,6 +271,9 @@ def _draw(out, summary, a, plots) -> list[Path]:
         )
     atomic_write_text(out / "summary.md", summary_markdown(summary))
     written.append(out / "summary.md")
+    from tilesim.page import write_page  # plotly loads only when a page is written (start-up time)
+
+    written.append(write_page(out, summary, a))
     return written
 
 

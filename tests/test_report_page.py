@@ -1,0 +1,118 @@
+"""report.html in a real browser (issue 29): Debian's headless chromium opens the page of a two-chip
+run offline, with no console errors; the heat map and the timeline carry the run's numbers; hovering
+a tile shows its bytes. On failure a screenshot is kept (``out/browser-test/``, a CI artefact).
+
+``make test`` installs chromium and chromium-driver (``make browser``); without them this test is
+skipped on a workstation and fails under CI."""
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from models.snn.cli import write_run_outputs
+from models.snn.options import RunOptions
+from models.snn.run import run_training
+
+ARTEFACTS = Path(os.environ.get("TILESIM_ARTEFACTS", "out/browser-test"))
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("page") / "run"
+    summary = run_training(
+        RunOptions(machine="gc200x2", layers="700-1466-1466-1466-20", steps=1, batch=8, timesteps=20)
+    )
+    write_run_outputs(out, summary)
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (CHROMIUM and DRIVER):
+        if os.environ.get("CI"):
+            pytest.fail("chromium and chromedriver are not installed: run `make browser` (Debian packages)")
+        pytest.skip("chromium and chromedriver are not installed (`make browser`)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",  # the machine has no network: no update or sync calls
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1300,2400",
+    ):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def page(browser, run_dir, request):
+    browser.get((run_dir / "report.html").resolve().as_uri())
+    yield browser
+    if getattr(getattr(request.node, "rep_call", None), "failed", False):  # tests/conftest.py sets rep_call
+        ARTEFACTS.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(ARTEFACTS / f"{request.node.name}.png"))
+
+
+def _plots(driver) -> int:
+    return driver.execute_script("return document.querySelectorAll('.js-plotly-plot').length")
+
+
+def test_page_loads_offline_without_console_errors(page, run_dir):
+    html = (run_dir / "report.html").read_text()
+    assert not re.search(r"<script[^>]*\ssrc=", html)  # plotly.js is in the page: nothing to fetch
+    assert _plots(page) >= 6  # timeline, labels, tiles, chips, memory, exchange
+    errors = [e for e in page.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors
+
+
+def test_heat_map_and_timeline_carry_the_runs_numbers(page, run_dir):
+    summary = json.loads((run_dir / "summary.json").read_text())
+    with np.load(run_dir / "arrays.npz") as a:
+        tpc, mem = int(a["tiles_per_chip"]), a["memory_bytes"]
+    z = page.execute_script("return document.getElementById('tiles-chip0').data[0].z")
+    shown = np.array([v for row in z for v in row if v is not None], float)
+    assert shown.size == tpc and np.array_equal(shown, mem[:tpc].astype(float))
+    end_us = page.execute_script(
+        "const d = document.getElementById('timeline');"
+        "return Math.max(...d.data.map(t => Math.max(...t.base.map((b, i) => b + t.x[i]))));"
+    )
+    assert end_us == pytest.approx(summary["total_s"] * 1e6, rel=1e-6)
+    drawn = page.execute_script("return document.querySelectorAll('#timeline .bars path').length")
+    assert drawn > 100
+    views = page.execute_script(
+        "return document.getElementById('tiles-chip0')._fullLayout.updatemenus[0].buttons.map(b => b.label)"
+    )
+    assert views[:2] == ["SRAM bytes", "compute, all labels"] and any("compute of '" in v for v in views)
+
+
+def test_hovering_a_tile_shows_its_bytes(page, run_dir):
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    with np.load(run_dir / "arrays.npz") as a:
+        mem = a["memory_bytes"]
+    drag = page.find_element("css selector", "#tiles-chip0 .nsewdrag")
+    page.execute_script("arguments[0].scrollIntoView({block: 'center'})", drag)
+    ActionChains(page).move_to_element_with_offset(drag, 5, 3).perform()
+    text = page.execute_script("return document.querySelector('#tiles-chip0 .hoverlayer').textContent")
+    m = re.search(r"global (\d+)\).*?SRAM ([\d,]+) B of", text)
+    assert m, text
+    tile, nbytes = int(m.group(1)), int(m.group(2).replace(",", ""))
+    assert nbytes == int(mem[tile])

@@ -1,0 +1,381 @@
+"""``report.html``: one self-contained page per run (and per comparison) that works offline.
+
+Built with plotly (its figures carry zoom, pan and hover themselves; the page needs no JavaScript of
+ours, and plotly.js is written into the page once, so it opens without a network). Plotly rather
+than bokeh: one package with no server, a heat map whose hover text is set per cell, and dropdowns
+that re-colour a figure from data already in the page, which is how a phase shows its busy tiles.
+
+The page holds, from the run folder's ``summary.json`` and ``arrays.npz`` (the numbers every other
+output reads):
+
+* the step at a glance: time per step, the share of each phase, the run's findings;
+* the whole-step timeline, one row per chip, phases coloured (zoom with the mouse);
+* time per superstep label, stacked by phase;
+* tile heat maps of the critical, the fullest and the first chip: hover a tile for its neurons'
+  layer and its SRAM bytes by category; "colour tiles by" shows SRAM, all compute, or one label's
+  compute (the tiles that label keeps busy);
+* on more than one chip, the multi-chip overview: busy time and fullest tile per chip, bytes chip
+  to chip;
+* SRAM by category over all tiles, and bytes exchanged tile group to tile group.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import numpy as np
+
+from tilesim.io import atomic_write_text
+from tilesim.memory import CATEGORIES
+from tilesim.records import PHASES, phase_spans
+
+__all__ = ["write_page", "page_html", "PAGE_CHIP_ROWS"]
+
+PAGE_CHIP_ROWS = 8
+"""Chips drawn in the page's timeline (the first, the last and the critical ones beyond that)."""
+
+PHASE_COLOURS = {
+    "compute": "#4c72b0",
+    "sync": "#c44e52",
+    "exchange": "#55a868",
+    "links": "#dd8452",
+    "host": "#8172b2",
+    "residual": "#8c8c8c",
+}
+
+
+def _go():
+    import plotly.graph_objects as go  # plotly loads only when a page is written (start-up time)
+
+    return go
+
+
+def _div(fig, div_id: str) -> str:
+    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
+
+
+def _grid(a: dict, tpc: int) -> tuple[int, int]:
+    g = [int(x) for x in a.get("grid", (0, 0))]
+    if g[0]:
+        return g[0], g[1]
+    cols = 64 if tpc >= 256 else int(np.ceil(np.sqrt(tpc * 1.5)))
+    return int(np.ceil(tpc / cols)), cols
+
+
+def _image(values: np.ndarray, rows: int, cols: int) -> list:
+    img = np.full(rows * cols, np.nan)
+    img[: values.size] = values
+    return [[None if np.isnan(v) else float(v) for v in row] for row in img.reshape(rows, cols)]
+
+
+def _timeline(summary: dict, a: dict, chips: list[int]):
+    go = _go()
+    tl = {k[len("timeline_") :]: v for k, v in a.items() if k.startswith("timeline_")}
+    us = 1e6 / float(a["clock_hz"])
+    labels = [str(x) for x in a["labels"]]
+    label_id = a["label_id"]
+    booked = np.asarray(PHASES, object)[a["booked_phase"]] if "booked_phase" in a else None
+    segs: dict[str, tuple[list, list, list, list]] = {p: ([], [], [], []) for p in PHASES}
+    S = tl["start"].shape[0]
+    for c in chips:
+        for s in range(S):
+            for ph, lo, hi in phase_spans(tl, s, c):
+                if hi > lo:
+                    p = booked[s] if (ph == "compute" and booked is not None) else ph
+                    base, width, ys, text = segs[p]
+                    base.append(float(lo) * us)
+                    width.append(float(hi - lo) * us)
+                    ys.append(f"chip {c}")
+                    text.append(f"superstep {s}: {labels[label_id[s]]}<br>{p} {float(hi - lo) * us:,.2f} µs")
+    fig = go.Figure()
+    for p, (base, width, ys, text) in segs.items():
+        if base:
+            fig.add_bar(
+                base=base,
+                x=width,
+                y=ys,
+                orientation="h",
+                name=p,
+                marker_color=PHASE_COLOURS[p],
+                marker_line_width=0,
+                hovertext=text,
+                hoverinfo="text",
+            )
+    shown = "" if len(chips) == tl["start"].shape[1] else f" ({len(chips)} of {tl['start'].shape[1]} chips)"
+    fig.update_layout(
+        barmode="overlay",
+        title=f"the whole step, {S} supersteps{shown}: drag to zoom, double-click to reset",
+        xaxis_title="time (µs)",
+        yaxis={"autorange": "reversed", "type": "category"},
+        height=180 + 40 * len(chips),
+        margin={"l": 70, "r": 20, "t": 50, "b": 40},
+        bargap=0.25,
+    )
+    return fig
+
+
+def _labels(summary: dict):
+    go = _go()
+    by = summary.get("by_phase") or summary.get("by_label") or {}
+    order = sorted(by, key=lambda k: -by[k]["time_s"])
+    fig = go.Figure()
+    for p in PHASES:
+        ms = [by[k]["breakdown_s"].get(p, 0.0) * 1e3 for k in order]
+        if any(ms):
+            fig.add_bar(y=order, x=ms, orientation="h", name=p, marker_color=PHASE_COLOURS[p])
+    fig.update_layout(
+        barmode="stack",
+        title=f"time per superstep label ({len(order)} labels), stacked by phase",
+        xaxis_title="time per step (ms)",
+        yaxis={"autorange": "reversed"},
+        height=140 + 24 * len(order),
+        margin={"l": 240, "r": 20, "t": 50, "b": 40},
+    )
+    return fig
+
+
+def _tile_text(a: dict, tiles: np.ndarray, tpc: int) -> list[str]:
+    """Hover text per tile: its id, layer group, SRAM bytes by category (largest first) and compute."""
+    group = a.get("tile_group")
+    table = a.get("memory_by_category")
+    out = []
+    for t in tiles:
+        chip, local = divmod(int(t), tpc)
+        lines = [f"tile {local} (chip {chip}, global {int(t)})"]
+        if group is not None and int(group[t]) >= 0:
+            lines.append(f"layer {int(group[t])}")
+        if table is not None:
+            col = table[:, t]
+            lines.append(f"SRAM {int(col.sum()):,} B of {int(a['memory_budget']):,} B")
+            for i in np.argsort(-col)[:5]:
+                if col[i] > 0:
+                    lines.append(f"  {CATEGORIES[i]}: {int(col[i]):,} B")
+        lines.append(f"compute {float(a['work_cycles'][t]):,.0f} cycles")
+        out.append("<br>".join(lines))
+    return out
+
+
+def _tiles(summary: dict, a: dict, chip: int, why: str):
+    """One chip's tiles: a heat map with per-tile hover and a 'colour tiles by' dropdown."""
+    go = _go()
+    tpc = int(a["tiles_per_chip"])
+    rows, cols = _grid(a, tpc)
+    tiles = np.arange(chip * tpc, (chip + 1) * tpc)
+    views: list[tuple[str, np.ndarray, str]] = []
+    if "memory_bytes" in a:
+        views.append(("SRAM bytes", np.asarray(a["memory_bytes"][tiles], float), "bytes"))
+    views.append(("compute, all labels", np.asarray(a["work_cycles"][tiles], float), "cycles"))
+    if "label_tile_cycles" in a:
+        for i, lab in enumerate(str(x) for x in a["labels"]):
+            v = np.asarray(a["label_tile_cycles"][i, tiles], float)
+            if v.any():
+                views.append((f"compute of '{lab}'", v, "cycles"))
+    text = _image_text(_tile_text(a, tiles, tpc), rows, cols)
+    name0, v0, unit0 = views[0]
+    fig = go.Figure(
+        go.Heatmap(
+            z=_image(v0, rows, cols),
+            text=text,
+            hovertemplate="%{text}<br><b>shown: %{z:,.0f}</b><extra></extra>",
+            colorscale="Viridis",
+            colorbar={"title": {"text": unit0}},
+            zmin=0,
+            xgap=0,
+            ygap=0,
+        )
+    )
+    buttons = [
+        {
+            "label": name,
+            "method": "update",
+            "args": [
+                {"z": [_image(v, rows, cols)], "colorbar.title.text": unit},
+                {"title.text": f"chip {chip}: {name}"},
+            ],
+        }
+        for name, v, unit in views
+    ]
+    fig.update_layout(
+        title=f"chip {chip} ({why}): {name0}",
+        updatemenus=[{"buttons": buttons, "x": 1.0, "xanchor": "right", "y": 1.18, "yanchor": "top"}],
+        annotations=[
+            {"text": "colour tiles by", "x": 0.62, "xref": "paper", "y": 1.16, "yref": "paper", "showarrow": False}
+        ],
+        yaxis={"autorange": "reversed", "scaleanchor": "x", "showticklabels": False},
+        xaxis={"showticklabels": False},
+        height=220 + 14 * rows,
+        margin={"l": 20, "r": 20, "t": 90, "b": 20},
+    )
+    return fig
+
+
+def _image_text(text: list[str], rows: int, cols: int) -> list:
+    pad = text + [""] * (rows * cols - len(text))
+    return [pad[r * cols : (r + 1) * cols] for r in range(rows)]
+
+
+def _chips_overview(summary: dict, a: dict):
+    from plotly.subplots import make_subplots
+
+    tpc = int(a["tiles_per_chip"])
+    hz = float(a["clock_hz"])
+    comp = a["timeline_compute_cycles"].sum(axis=0) / hz * 1e3
+    exch = a["timeline_exchange_cycles"].sum(axis=0) / hz * 1e3
+    C = comp.size
+    names = [f"chip {c}" for c in range(C)]
+    fig = make_subplots(
+        rows=1, cols=3, subplot_titles=("busy time per chip (ms)", "fullest tile per chip (B)", "bytes chip to chip")
+    )
+    fig.add_bar(x=names, y=comp, name="compute", marker_color=PHASE_COLOURS["compute"], row=1, col=1)
+    fig.add_bar(x=names, y=exch, name="exchange", marker_color=PHASE_COLOURS["exchange"], row=1, col=1)
+    if "memory_bytes" in a:
+        full = a["memory_bytes"].reshape(C, tpc).max(axis=1)
+        fig.add_bar(x=names, y=full, name="fullest tile", marker_color="#937860", row=1, col=2)
+    if "exchange_chip" in a:
+        m = np.asarray(a["exchange_chip"], float)
+        fig.add_heatmap(
+            z=m.tolist(),
+            x=names,
+            y=names,
+            colorscale="Viridis",
+            hovertemplate="from %{y} to %{x}: %{z:,.0f} B<extra></extra>",
+            row=1,
+            col=3,
+        )
+        fig.update_yaxes(autorange="reversed", row=1, col=3)
+    fig.update_layout(
+        barmode="stack",
+        height=440,
+        margin={"l": 40, "r": 20, "t": 60, "b": 40},
+        legend={"orientation": "h", "y": -0.15},
+    )
+    return fig
+
+
+def _memory(summary: dict, a: dict):
+    go = _go()
+    tot = (summary.get("memory") or {}).get("total_by_category_bytes") or {}
+    order = sorted(tot, key=lambda k: -tot[k])
+    fig = go.Figure(go.Bar(y=order, x=[tot[k] for k in order], orientation="h", marker_color="#937860"))
+    fig.update_layout(
+        title=f"SRAM by category, all tiles ({sum(tot.values()):,} B)",
+        xaxis_title="bytes",
+        yaxis={"autorange": "reversed"},
+        height=140 + 24 * len(order),
+        margin={"l": 200, "r": 20, "t": 50, "b": 40},
+    )
+    return fig
+
+
+def _exchange(a: dict):
+    go = _go()
+    m = np.asarray(a["exchange_group"], float)
+    edges = [str(int(e)) for e in a["exchange_edges"][:-1]]
+    fig = go.Figure(
+        go.Heatmap(
+            z=np.where(m > 0, m, np.nan).tolist(),
+            x=edges,
+            y=edges,
+            colorscale="Viridis",
+            hovertemplate="from tiles %{y}.. to tiles %{x}..: %{z:,.0f} B<extra></extra>",
+        )
+    )
+    chip = int(a.get("exchange_chip_index", 0))
+    fig.update_layout(
+        title=f"bytes per step, tile group to tile group on chip {chip} (labels = first tile)",
+        yaxis={"autorange": "reversed", "type": "category"},
+        xaxis={"type": "category"},
+        height=520,
+        margin={"l": 60, "r": 20, "t": 50, "b": 40},
+    )
+    return fig
+
+
+def _chips_to_show(summary: dict, a: dict) -> list[tuple[int, str]]:
+    """(chip, why): the critical chip, the chip of the fullest tile, and chip 0."""
+    tpc = int(a["tiles_per_chip"])
+    out: dict[int, list[str]] = {}
+    ex = summary.get("explain") or {}
+    if isinstance(ex.get("chip"), int):
+        out.setdefault(ex["chip"], []).append("critical tile")
+    if "memory_bytes" in a:
+        out.setdefault(int(np.argmax(a["memory_bytes"])) // tpc, []).append("fullest tile")
+    out.setdefault(0, []).append("first chip")
+    return [(c, ", ".join(w)) for c, w in out.items()]
+
+
+def _timeline_chips(summary: dict, a: dict) -> list[int]:
+    C = a["timeline_start"].shape[1]
+    if C <= PAGE_CHIP_ROWS:
+        return list(range(C))
+    keep = {0, C - 1, *(c for c, _ in _chips_to_show(summary, a))}
+    keep |= set(np.linspace(0, C - 1, PAGE_CHIP_ROWS).astype(int).tolist())
+    return sorted(keep)[:PAGE_CHIP_ROWS]
+
+
+def _glance(summary: dict) -> str:
+    total = float(summary.get("predicted_step_s", summary.get("total_s", 0.0)))
+    bd = summary.get("breakdown_s", {})
+    parts = ", ".join(f"{p} {v / total * 100:.0f} %" for p, v in bd.items() if v > 0 and total > 0)
+    rows = [
+        f"<p><b>{total * 1e3:,.3f} ms</b> per step on <b>{html.escape(str(summary.get('machine', '')))}</b> "
+        f"({summary.get('chips', 1)} chip(s), {summary.get('supersteps', 0):,} supersteps): {parts}.</p>"
+    ]
+    b = summary.get("bytes") or {}
+    if b:
+        rows.append(
+            f"<p>{b.get('onchip', 0):,} B sent on chip, {b.get('links', 0):,} B over the chip-to-chip links, "
+            f"{b.get('host', 0):,} B to and from the host per step.</p>"
+        )
+    ex = summary.get("explain") or {}
+    if ex.get("sentence"):
+        rows.append(f"<p class='finding'>{html.escape(ex['sentence'])}</p>")
+    for f in summary.get("findings") or []:
+        if isinstance(f, dict):
+            rows.append(f"<p class='finding'>{html.escape(f.get('message', ''))} {html.escape(f.get('fix', ''))}</p>")
+    for n in summary.get("notes") or []:
+        rows.append(f"<p class='note'>{html.escape(str(n))}</p>")
+    return "\n".join(rows)
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+.finding { background: #f6f6f0; padding: .5em .8em; border-left: 3px solid #c44e52; }
+.note { color: #555; font-size: .9em; }
+"""
+
+
+def page_html(summary: dict, a: dict, title: str | None = None) -> str:
+    """The page's HTML (plotly.js inline): everything from ``summary`` and the run's ``arrays``."""
+    from plotly.offline import get_plotlyjs  # plotly loads only when a page is written (start-up time)
+
+    sections: list[tuple[str, str]] = [("The step at a glance", _glance(summary))]
+    if "timeline_start" in a:
+        sections.append(("Timeline", _div(_timeline(summary, a, _timeline_chips(summary, a)), "timeline")))
+    sections.append(("Time by superstep label", _div(_labels(summary), "labels")))
+    for c, why in _chips_to_show(summary, a):
+        sections.append((f"Tiles of chip {c} ({why})", _div(_tiles(summary, a, c, why), f"tiles-chip{c}")))
+    if "timeline_start" in a and a["timeline_start"].shape[1] > 1:
+        sections.append(("Chips", _div(_chips_overview(summary, a), "chips")))
+    if (summary.get("memory") or {}).get("total_by_category_bytes"):
+        sections.append(("Memory by category", _div(_memory(summary, a), "memory")))
+    if "exchange_group" in a:
+        sections.append(("Exchange", _div(_exchange(a), "exchange")))
+    name = title or f"{summary.get('program', 'run')} on {summary.get('machine', '')}"
+    body = "\n".join(f"<h2>{html.escape(h)}</h2>\n{content}" for h, content in sections)
+    meta = json.dumps({"predicted_step_s": summary.get("predicted_step_s", summary.get("total_s"))})
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(name)}</title><style>{STYLE}</style>"
+        f"<script type='text/javascript'>{get_plotlyjs()}</script>"
+        f"<script type='application/json' id='run-summary'>{meta}</script>"
+        f"</head><body><h1>{html.escape(name)}</h1>\n{body}\n</body></html>\n"
+    )
+
+
+def write_page(out, summary: dict, arrays: dict, title: str | None = None) -> Path:
+    """Write ``out/report.html`` (atomically) and return its path."""
+    return Path(atomic_write_text(Path(out) / "report.html", page_html(summary, arrays, title)))
