@@ -116,3 +116,21 @@ def test_hovering_a_tile_shows_its_bytes(page, run_dir):
     assert m, text
     tile, nbytes = int(m.group(1)), int(m.group(2).replace(",", ""))
     assert nbytes == int(mem[tile])
+
+
+def test_compare_page_opens_with_both_runs(browser, run_dir, tmp_path):
+    from tilesim.cli import main
+
+    other = tmp_path / "other"
+    summary = run_training(
+        RunOptions(
+            machine="gc200x2", layers="700-1466-1466-1466-20", steps=1, batch=8, timesteps=20, neurons_per_tile=4
+        )
+    )
+    write_run_outputs(other, summary)
+    assert main(["compare", str(run_dir), str(other), "--out", str(tmp_path / "cmp")]) == 0
+    browser.get((tmp_path / "cmp" / "compare.html").resolve().as_uri())
+    assert _plots(browser) >= 3
+    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    names = browser.execute_script("return document.getElementById('phases').data.map(t => t.name)")
+    assert names == ["A", "B"]

@@ -423,11 +423,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="two stored runs side by side: what differs, where, and which is faster",
         description="Line up two run folders (tilesim run | simulate | stencil --out): step time by phase, "
         "label and chip, bytes, SRAM by category, critical and fullest tiles, and the workload's own "
-        "settings that differ; with --out, compare.md, compare.json and compare.png (shared scales).",
+        "settings that differ; with --out, compare.md, compare.json, compare.png and compare.html (shared scales).",
     )
     c.add_argument("run_a", metavar="RUN_A", help="a run folder (A, the baseline)")
     c.add_argument("run_b", metavar="RUN_B", help="another run folder (B)")
-    c.add_argument("--out", help="folder for compare.md, compare.json and compare.png")
+    c.add_argument("--out", help="folder for compare.md, compare.json, compare.png and compare.html")
     c.add_argument("--json", action="store_true", help="print the comparison as JSON (keys a, b, verdict, rows)")
     c.set_defaults(func=_cmd_compare)
 

@@ -265,7 +265,8 @@ def format_comparison(c: Comparison) -> str:
 
 
 def write_comparison(c: Comparison, out) -> list[Path]:
-    """``compare.md``, ``compare.json`` and ``compare.png`` (side by side on shared scales) into ``out``."""
+    """``compare.md``, ``compare.json``, ``compare.png`` and ``compare.html`` (side by side on shared
+    scales; the page with hover and zoom) into ``out``."""
     from tilesim.io import atomic_write_text  # loaded only when the command runs (start-up time)
     from tilesim.plots import comparison_figure  # matplotlib is imported only when drawing (start-up time)
 
@@ -275,7 +276,11 @@ def write_comparison(c: Comparison, out) -> list[Path]:
         atomic_write_text(out / "compare.md", format_comparison(c) + "\n"),
         atomic_write_text(out / "compare.json", json.dumps(c.to_dict(), indent=1) + "\n"),
     ]
-    _, aa = _load(c.a)
-    _, ab = _load(c.b)
+    from tilesim.page import comparison_html  # plotly loads only when a page is written (start-up time)
+
+    sa, aa = _load(c.a)
+    sb, ab = _load(c.b)
     written.append(comparison_figure(c, aa, ab, out / "compare.png"))
+    page = comparison_html(c, [("A", sa, aa), ("B", sb, ab)], format_comparison(c))
+    written.append(atomic_write_text(out / "compare.html", page))
     return [Path(p) for p in written]

@@ -379,3 +379,81 @@ def page_html(summary: dict, a: dict, title: str | None = None) -> str:
 def write_page(out, summary: dict, arrays: dict, title: str | None = None) -> Path:
     """Write ``out/report.html`` (atomically) and return its path."""
     return Path(atomic_write_text(Path(out) / "report.html", page_html(summary, arrays, title)))
+
+
+def _pair_bars(comparison, section: str, title: str, n: int | None = None):
+    go = _go()
+    rows = comparison.section(section)[:n]
+    fig = go.Figure()
+    for run, colour in (("A", "#4c72b0"), ("B", "#dd8452")):
+        fig.add_bar(
+            y=[r.item for r in rows],
+            x=[((r.a if run == "A" else r.b) or 0.0) * 1e3 for r in rows],
+            orientation="h",
+            name=run,
+            marker_color=colour,
+        )
+    fig.update_layout(
+        barmode="group",
+        title=title,
+        xaxis_title="time per step (ms)",
+        yaxis={"autorange": "reversed"},
+        height=160 + 34 * len(rows),
+        margin={"l": 240, "r": 20, "t": 50, "b": 40},
+    )
+    return fig
+
+
+def _pair_tiles(runs: list[tuple[str, dict, dict]]):
+    """SRAM per tile of chip 0 of each run, side by side on one colour scale, with per-tile hover."""
+    from plotly.subplots import make_subplots  # plotly loads only when a page is written (start-up time)
+
+    top = max(float(np.max(a["memory_bytes"])) for _, _, a in runs)
+    fig = make_subplots(
+        rows=1, cols=len(runs), subplot_titles=[f"{name}: SRAM per tile, chip 0" for name, _, _ in runs]
+    )
+    for k, (_, _, a) in enumerate(runs):
+        tpc = int(a["tiles_per_chip"])
+        rows, cols = _grid(a, tpc)
+        tiles = np.arange(tpc)
+        fig.add_heatmap(
+            z=_image(np.asarray(a["memory_bytes"][:tpc], float), rows, cols),
+            text=_image_text(_tile_text(a, tiles, tpc), rows, cols),
+            hovertemplate="%{text}<extra></extra>",
+            colorscale="Viridis",
+            zmin=0,
+            zmax=top,
+            showscale=k == len(runs) - 1,
+            row=1,
+            col=k + 1,
+        )
+        fig.update_yaxes(autorange="reversed", showticklabels=False, row=1, col=k + 1)
+        fig.update_xaxes(showticklabels=False, row=1, col=k + 1)
+    fig.update_layout(height=460, margin={"l": 20, "r": 20, "t": 60, "b": 20})
+    return fig
+
+
+def comparison_html(comparison, runs: list[tuple[str, dict, dict]], table_md: str) -> str:
+    """The ``compare.html`` page: the verdict, time by phase and by label of A and B on one axis,
+    their tiles on one colour scale, and the comparison table (``runs``: (name, summary, arrays))."""
+    from plotly.offline import get_plotlyjs  # plotly loads only when a page is written (start-up time)
+
+    sections = [
+        ("Verdict", f"<p class='finding'>{html.escape(comparison.verdict)}.</p>"),
+        ("Time by phase", _div(_pair_bars(comparison, "phase", "time by phase, A and B"), "phases")),
+        (
+            "Time by superstep label",
+            _div(_pair_bars(comparison, "label", "the labels that moved most", 12), "labels"),
+        ),
+    ]
+    if all("memory_bytes" in a for _, _, a in runs):
+        sections.append(("Tiles", _div(_pair_tiles(runs), "tiles")))
+    sections.append(("Table", f"<pre>{html.escape(table_md)}</pre>"))
+    body = "\n".join(f"<h2>{html.escape(h)}</h2>\n{content}" for h, content in sections)
+    name = f"A: {comparison.a} vs B: {comparison.b}"
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(name)}</title><style>{STYLE}</style>"
+        f"<script type='text/javascript'>{get_plotlyjs()}</script>"
+        f"</head><body><h1>{html.escape(name)}</h1>\n{body}\n</body></html>\n"
+    )
