@@ -33,13 +33,13 @@ or in VS Code with the `.venv` kernel."""
 SETUP = """import sys
 from pathlib import Path
 
+from IPython.display import Image, Markdown, display
+
 # the repository's root (this notebook lives in docs/): experiments/ is not an installed package
 ROOT = next(p for p in (Path.cwd(), *Path.cwd().parents) if (p / "experiments" / "tour.py").is_file())
 sys.path.insert(0, str(ROOT))
 
-from IPython.display import Image, Markdown, display
-
-from experiments import tour
+from experiments import tour  # noqa: E402 (after the path is set)
 
 QUICK = True  # False: the paper's sizes
 IMG = ROOT / "out" / "tour-notebook"

@@ -5,6 +5,7 @@ one-line error names (the contract of tests/test_fuzz.py: exit 0, or exit 2 with
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import socket
@@ -79,14 +80,24 @@ def test_an_empty_sync_group_is_refused(tmp_path):
     assert "is empty" in refused(["simulate", prog, "--machine", "m2000"], "sync group")
 
 
-def test_workers_with_a_scheduler_are_said_to_be_ignored(tmp_path):
+def test_workers_with_a_scheduler_are_said_to_be_ignored(tmp_path, monkeypatch):
+    import tilesim.sweep
+
+    monkeypatch.setattr(tilesim.sweep, "CONNECT_TIMEOUT_S", 1.0)
     sweep = tmp_path / "s.toml"
     sweep.write_text('[base]\nlayers = "40-30-4"\nbatch = 4\n[grid]\nseed = [0]\n')
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
+    srv.listen(8)
     port = srv.getsockname()[1]
-    threading.Thread(target=lambda: srv.accept()[0].close(), daemon=True).start()  # not a dask scheduler
+    held = []  # not a dask scheduler: it takes every connection and never says a word (issue 29's CI hang)
+
+    def silent():
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(srv.accept()[0])
+
+    threading.Thread(target=silent, daemon=True).start()
     rc, out, err = call(["sweep", sweep, "--db", tmp_path / "r.db", "--workers", "1000", "--scheduler",
                          f"tcp://127.0.0.1:{port}", "--quiet"])  # fmt: skip
     srv.close()

@@ -531,6 +531,32 @@ def start_local_cluster(workers: int | None = None, quiet: bool = True, numba_th
         )
 
 
+CONNECT_TIMEOUT_S = 10.0
+"""Seconds a ``--scheduler`` has to answer as a dask scheduler before the sweep is refused."""
+
+
+def _client_within(client_cls, scheduler: str, seconds: float):
+    """``client_cls(scheduler)`` or :class:`TimeoutError` after ``seconds``: a service that accepts
+    the connection but never speaks dask's handshake would otherwise hold the sweep for ever (the
+    client's own timeout covers the connection, not the handshake)."""
+    box: dict = {}
+
+    def connect() -> None:
+        try:
+            box["client"] = client_cls(scheduler, timeout=f"{seconds}s")
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=connect, name="tilesim-connect", daemon=True)
+    thread.start()
+    thread.join(seconds + 2.0)
+    if thread.is_alive():
+        raise TimeoutError(f"no dask scheduler answered within {seconds + 2.0:.0f} s")
+    if "error" in box:
+        raise box["error"]
+    return box["client"]
+
+
 def _connect(workers, scheduler, quiet):
     """A dask Client (and the LocalCluster it owns, or None)."""
     from distributed import Client  # dask.distributed loads only where used (start-up time)
@@ -544,7 +570,7 @@ def _connect(workers, scheduler, quiet):
             "start workers with `dask worker ADDRESS` and drop --workers",
         )
         try:
-            return Client(scheduler, timeout="10s"), None
+            return _client_within(Client, scheduler, CONNECT_TIMEOUT_S), None
         except (OSError, TimeoutError, ValueError) as exc:
             raise ConfigError(
                 config_message(
