@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.snn.spikes import SpikeList
-from tilesim.errors import ConfigError, require
+from tilesim.errors import ConfigError, config_message, require
 
 
 @dataclass(frozen=True)
@@ -405,16 +405,77 @@ def from_structured(events, sensor_size, spatial_factor: float = 1.0):
     (W, H, P)) → ``((channels, times_ms), n_channels)``; ``spatial_factor`` downsamples
     (``x' = ⌊x·f⌋``, e.g. 0.375 for DVSGesture 128 → 48)."""
     names = events.dtype.names or ()
+    if "y" not in names and int(sensor_size[1]) == 1 and names:  # 1-D sensors (tonic's SHD: t, x, p)
+        events = _with_y(events)
+        names = events.dtype.names
     for fld in ("x", "y", "p", "t"):
         require(fld in names, "events fields", names, f"need field {fld!r}", "pass a tonic event array")
     W, H, P = (int(s) for s in sensor_size)
-    w, h = int(W * spatial_factor), int(H * spatial_factor)
+    w, h = max(1, int(W * spatial_factor)), max(1, int(H * spatial_factor))
     x = np.floor(events["x"].astype(np.float64) * spatial_factor).astype(np.int64)
     y = np.floor(events["y"].astype(np.float64) * spatial_factor).astype(np.int64)
-    p = events["p"].astype(np.int64)
+    p = events["p"].astype(np.int64) if P > 1 else np.zeros(len(events), np.int64)  # tonic's SHD: p = 1 of 1
     ok = (x >= 0) & (x < w) & (y >= 0) & (y < h) & (p >= 0) & (p < P)
     ch = (p[ok] * h + y[ok]) * w + x[ok]
     return (ch.astype(np.int32), events["t"][ok].astype(np.float64) / 1e3), P * h * w
+
+
+def _with_y(events):
+    out = np.zeros(events.shape, [*((n, events.dtype[n]) for n in events.dtype.names), ("y", np.int64)])
+    for n in events.dtype.names:
+        out[n] = events[n]
+    return out
+
+
+TONIC_DATASETS = {"shd": ("SHD", 1.0, 20), "nmnist": ("NMNIST", 1.0, 10), "dvsgesture": ("DVSGesture", 0.375, 11)}
+"""``--dataset`` name → (tonic dataset class, spatial factor to this project's channels — DVSGesture's
+128×128 sensor is pooled to 48×48 as in :func:`dvsgesture_like` —, classes)."""
+
+
+def read_tonic(dataset: str, root, limit: int | None = None, train: bool = True) -> EventDataset:
+    """The first ``limit`` samples of tonic's ``dataset`` (``shd``, ``nmnist``, ``dvsgesture``) kept
+    under ``root`` (tonic's ``save_to``: ``root/SHD``, ``root/NMNIST``, ``root/DVSGesture``); tonic
+    downloads it there when it is missing and the machine has network.
+
+    Raises
+    ------
+    ConfigError
+        If tonic is not installed, the dataset is unknown, or it is missing and cannot be downloaded.
+    """
+    require(
+        dataset in TONIC_DATASETS, "--dataset", dataset, f"must be one of {', '.join(TONIC_DATASETS)} with --data-root"
+    )
+    try:
+        import tonic  # an optional extra: pip install 'tilesim[data]'
+    except ImportError:
+        raise ConfigError(
+            config_message(
+                "--data-root", str(root), "needs tonic", "pip install 'tilesim[data]' (or pip install tonic)"
+            )
+        ) from None
+    cls_name, factor, n_classes = TONIC_DATASETS[dataset]
+    cls = getattr(tonic.datasets, cls_name)
+    try:
+        ds = cls(save_to=str(root), train=train)
+    except Exception as exc:  # noqa: BLE001 (tonic raises what its download raises: URLError, OSError, ...)
+        raise ConfigError(
+            config_message(
+                "--data-root",
+                str(root),
+                f"holds no {cls_name} in tonic's layout and tonic could not download it ({type(exc).__name__}: "
+                f"{str(exc)[:80]})",
+                f"download it where there is network (tonic.datasets.{cls_name}(save_to=...)), copy {root}/{cls_name}",
+            )
+        ) from None
+    n = len(ds) if limit is None else min(limit, len(ds))
+    samples, labels, n_channels = [], [], 0
+    for i in range(n):
+        events, target = ds[i]
+        sample, n_channels = from_structured(events, cls.sensor_size, factor)
+        samples.append(sample)
+        labels.append(int(target))
+    require(n > 0, "--data-root", str(root), f"tonic's {cls_name} there holds no samples", "give a folder with data")
+    return EventDataset(f"tonic {cls_name}", int(n_channels), n_classes, tuple(samples), np.asarray(labels, np.int64))
 
 
 NPZ_FORMAT = (

@@ -72,7 +72,7 @@ def search_mapping(
     config = network_config(options, model)
     machine = load_machine(options.machine, options.chips)
     base = place_network(config, machine, options.neurons_per_tile, "contiguous", "raise")
-    activity = record_activity(config, base.placement, options.dataset, options.data, model)
+    activity = record_activity(config, base.placement, options.dataset, options.data, model, options.data_root)
     objective = make_objective(config, machine, activity, load_cost_model(options), options.steps_per_execution)
     extra = []
     if options.mapping not in STRATEGIES:  # --mapping FILE: start from it too

@@ -105,6 +105,13 @@ class _OptionFields:
         example="shd_train.h5",
         min_length=1,
     )
+    data_root: Optional[str] = _opt(
+        None,
+        "tonic's dataset folder (its save_to): --dataset shd|nmnist|dvsgesture is read there with tonic "
+        "(pip install 'tilesim[data]'), downloaded when missing and the network allows",
+        example="~/data",
+        min_length=1,
+    )
     batch: int = _opt(48, "samples per training step", ge=1, network=True)
     timesteps: int = _opt(100, "time steps per sample", ge=1, network=True)
     max_activity: float = _opt(0.05, "cap fraction a: N_max = 2*floor(a*N/2) per layer", gt=0, le=1, network=True)
@@ -225,6 +232,15 @@ class _OptionFields:
                     f"needs one cap per neuron layer ({L} for layers {_dash(self.layers)})",
                     fix_example=_dash(fit),
                 )
+            if self.data_root is not None and self.data is not None:
+                _fail("data_root", self.data_root, "cannot be given with data (one source of data)")
+            if self.data_root is not None and self.dataset not in DATASET_CHANNELS:
+                _fail(
+                    "dataset",
+                    self.dataset,
+                    f"must be one of {', '.join(DATASET_CHANNELS)} with data_root (tonic's datasets)",
+                    fix_example="shd",
+                )
             n0 = DATASET_CHANNELS.get(self.dataset)
             if self.data is None and n0 is not None and self.layers[0] != n0:
                 _fail(
@@ -271,6 +287,7 @@ class TrainingOptions:
 
     dataset: str
     data: str | None
+    data_root: str | None
     steps: int
     second_threshold_schedule: str
     second_threshold_start: float
@@ -333,6 +350,7 @@ class RunOptions(_OptionFields):
         return TrainingOptions(
             self.dataset,
             self.data,
+            self.data_root,
             self.steps,
             self.second_threshold_schedule,
             self.second_threshold_start,

@@ -108,6 +108,8 @@ def network_config(options: RunOptions, model: NirModel | None = None) -> Networ
 
 
 def _real_dataset(path: Path, config: NetworkConfig):
+    """The user's own data file or folder (SHD/SSC .h5, N-MNIST folder, events .npz), checked
+    against the network (:func:`_check_fits`)."""
     require(
         path.exists(),
         "--data",
@@ -127,6 +129,11 @@ def _real_dataset(path: Path, config: NetworkConfig):
                 "--data", str(path), "unknown format", "give an SHD/SSC .h5 file, an N-MNIST folder or an events .npz"
             )
         )
+    return _check_fits(ds, config)
+
+
+def _check_fits(ds, config: NetworkConfig):
+    """``ds`` if the network's input channels, classes and batch fit it; ConfigError otherwise."""
     require(
         ds.n_channels == config.layers[0],
         "--layers N0",
@@ -151,12 +158,21 @@ def _real_dataset(path: Path, config: NetworkConfig):
     return ds
 
 
-def make_dataset(config: NetworkConfig, n_samples: int, dataset: str = "synthetic", data: str | None = None):
-    """The training data: the file or folder ``data`` if given, else the generator ``dataset``
-    (``synthetic`` is sized from ``config.layers``; the others need their own N0). ConfigError
-    if the network's input or class count does not fit the data."""
+def make_dataset(
+    config: NetworkConfig,
+    n_samples: int,
+    dataset: str = "synthetic",
+    data: str | None = None,
+    data_root: str | None = None,
+):
+    """The training data: the file or folder ``data`` if given; tonic's ``dataset`` kept under
+    ``data_root`` if that is given (:func:`models.snn.data.read_tonic`, its first ``n_samples``);
+    else the generator ``dataset`` (``synthetic`` is sized from ``config.layers``; the others need
+    their own N0). ConfigError if the network's input or class count does not fit the data."""
     if data:
         return _real_dataset(Path(data), config)
+    if data_root:
+        return _check_fits(D.read_tonic(dataset, Path(data_root).expanduser(), limit=n_samples), config)
     if dataset == "synthetic":
         return D.synthetic(config.layers, n_samples, config.timesteps, seed=config.seed)
     require(
@@ -197,6 +213,7 @@ def record_activity(
     dataset: str = "synthetic",
     data: str | None = None,
     model: NirModel | None = None,
+    data_root: str | None = None,
 ) -> Activity:
     """The activity of one training step of ``config``: fixed activity is built without training;
     natural activity comes from one functional step on the first batch of the data
@@ -206,7 +223,7 @@ def record_activity(
         return fixed_activity(config)
     state = init_network(config, placement)
     _load_weights(state, model)
-    ds = make_dataset(config, config.batch * DATASET_BATCHES, dataset, data)  # as run_training
+    ds = make_dataset(config, config.batch * DATASET_BATCHES, dataset, data, data_root)  # as run_training
     rng = np.random.default_rng(config.seed + 1)
     spikes, labels = next(ds.batches(config.batch, config.timesteps, config.input_cap, rng))
     return train_step(state, spikes, labels).activity
@@ -507,7 +524,7 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
         return _run_fixed(options, config, machine, placed, costs, estimate, t_all)
     state = init_network(config, placed.placement)
     _load_weights(state, model)
-    ds = make_dataset(config, config.batch * DATASET_BATCHES, options.dataset, options.data)
+    ds = make_dataset(config, config.batch * DATASET_BATCHES, options.dataset, options.data, options.data_root)
     too_deep = check_depth(config)
     if too_deep is not None:  # said before training, as it decides what training can do
         log.warning("%s; fix: %s", too_deep.message, too_deep.fix)
