@@ -1,6 +1,6 @@
 """This tree against an older revision, case by case, in alternating subprocesses (issue 24).
 
-A refactoring must not slow down what users wait for. Three cases, each timed inside a fresh
+A refactoring must not slow down what users wait for. Four cases, each timed inside a fresh
 process whose ``PYTHONPATH`` is either this tree or an export of ``--base`` (``git archive``), the two
 alternating ``--rounds`` times (the machines are noisy); printed: each tree's median seconds and the
 ratio this / base (< 1: faster now).
@@ -11,7 +11,9 @@ ratio this / base (< 1: faster now).
 * ``64-chip step``: the §4.4 weak-scaling network on 64 Bow chips re-timed at fixed activity
   (placement done before the clock starts);
 * ``re-timing``: the mapping search's objective on 12 mappings of the N-MNIST network (SRAM
-  ledger + re-timing from one recorded step), seconds per mapping.
+  ledger + re-timing from one recorded step), seconds per mapping;
+* ``demo``: what ``make demo`` does after start-up — four training steps of the SHD network on a
+  GC200 and every output written (summary, trace, pictures and, from issue 29, report.html).
 
     python benchmarks/bench_against_revision.py [--base REV] [--rounds 3] [--cases retime functional]
 
@@ -78,6 +80,18 @@ t0 = time.perf_counter()
 for mp in maps:
     objective(mp)
 RESULT = (time.perf_counter() - t0) / len(maps)
+""",
+    "demo": """
+import tempfile, time
+from models.snn.cli import write_run_outputs
+from models.snn.options import options_from_mapping
+from models.snn.run import run_training
+demo = dict(layers="700-1462-1460-20", dataset="shd", input_cap=48, batch=48, timesteps=100, max_activity=0.05)
+run_training(options_from_mapping({**demo, "steps": 1}, "warm-up"))  # Numba compiles once per tree
+t0 = time.perf_counter()
+with tempfile.TemporaryDirectory() as d:
+    write_run_outputs(d + "/demo", run_training(options_from_mapping({**demo, "steps": 4}, "make demo")))
+RESULT = time.perf_counter() - t0
 """,
 }
 

@@ -208,7 +208,7 @@ def render(out, verify: bool = True) -> list[Path]:
         ) from None
 
 
-def _draw(out, summary, a, plots) -> list[Path]:
+def _draw(out, summary, a, plots, page: bool = True) -> list[Path]:
     tpc = int(a["tiles_per_chip"])
     written = []
     if "timeline_start" in a:
@@ -271,9 +271,10 @@ def _draw(out, summary, a, plots) -> list[Path]:
         )
     atomic_write_text(out / "summary.md", summary_markdown(summary))
     written.append(out / "summary.md")
-    from tilesim.page import write_page  # plotly loads only when a page is written (start-up time)
+    if page:
+        from tilesim.page import write_page  # plotly loads only when a page is written (start-up time)
 
-    written.append(write_page(out, summary, a))
+        written.append(write_page(out, summary, a))
     return written
 
 
