@@ -307,7 +307,7 @@ class _Parser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):
         """As argparse's, but an unknown flag is reported by the sub-command it was given to, with
-        the closest flag that sub-command has (``did you mean --neurons-per-tile?``)."""
+        the closest flag that sub-command has (``did you mean --chips?``)."""
         ns, extras = self.parse_known_args(args, namespace)
         if extras:
             parser = _subcommand_parsers(self).get(getattr(ns, "command", None), self)
@@ -330,7 +330,7 @@ def _closest(word: str, names) -> str:
 
 
 def _unrecognized(extras: list, parser: argparse.ArgumentParser) -> str:
-    """``unrecognized argument --neuron-per-tile; did you mean --neurons-per-tile?``"""
+    """``unrecognized argument --chip; did you mean --chips?``"""
     message = f"unrecognized argument{'s' if len(extras) > 1 else ''} {' '.join(extras)}"
     flags = [e.split("=", 1)[0] for e in extras if e.startswith("-")]
     close = _closest(flags[0], parser._option_string_actions) if flags else ""
@@ -421,7 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser(
         "compare",
         help="two stored runs side by side: what differs, where, and which is faster",
-        description="Line up two run folders (tilesim run | simulate | stencil --out): step time by phase, "
+        description="Line up two run folders (any command's --out): step time by phase, "
         "label and chip, bytes, SRAM by category, critical and fullest tiles, and the workload's own "
         "settings that differ; with --out, compare.md, compare.json, compare.png and compare.html (shared scales).",
     )

@@ -1,6 +1,6 @@
 """Two stored runs side by side: what differs, where, and which is faster (``tilesim compare``).
 
-Reads two run folders (written by ``tilesim run | simulate | stencil --out``; each checked against
+Reads two run folders (written by any command's ``--out``; each checked against
 its manifest first) and lines up the numbers both summaries hold, section by section:
 
 * ``step``: predicted time per step (``predicted_step_s``, else ``total_s``) and samples per second;
@@ -10,8 +10,8 @@ its manifest first) and lines up the numbers both summaries hold, section by sec
 * ``bytes``: bytes sent on chip, over the chip-to-chip links and to the host;
 * ``memory``: SRAM by category (all tiles), the fullest tile's bytes, tiles over budget;
 * ``tiles``: the critical tile and the fullest tile (chip/tile), as text;
-* ``workload``: every other scalar both summaries hold that differs (an SNN's mapping strategy and
-  neurons per tile, a stencil's partition, ...): the workload's own section, read generically.
+* ``workload``: every other scalar (or short list) of the summaries that differs (a mapping's
+  strategy, a partition, a per-step series, ...): the workload's own section, read generically.
 
 ``delta = B - A``, ``ratio = B / A``. The verdict names the faster run, by how much, and the phase
 and labels that carry most of the difference: the answer to "which is better, and why?".
@@ -35,9 +35,9 @@ LABEL_ROWS = 12
 CORE_KEYS = frozenset(
     "program machine chips tiles_per_chip supersteps total_s breakdown_s bytes by_label by_phase "
     "busiest_link_groups memory predicted_step_s samples_per_s explain host_memory findings notes "
-    "activity loss accuracy predicted_step_s_per_step workload".split()
+    "workload".split()
 )
-"""Summary keys the sections above read (or that are per-step lists): the rest is the workload's."""
+"""Summary keys the sections above read: the rest is the workload's."""
 
 
 @dataclass(frozen=True)

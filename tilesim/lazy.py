@@ -1,7 +1,7 @@
 """Package names that load on first use (PEP 562), so that ``tilesim --help`` does not import Numba.
 
-A package lists what it offers, module by module; ``from models.snn import train_step`` imports
-``models.snn.network`` at that moment, and ``import models.snn`` alone imports nothing heavy.
+A package lists what it offers, module by module; ``from pkg import f`` imports the module that
+defines ``f`` at that moment, and ``import pkg`` alone imports nothing heavy.
 """
 
 from __future__ import annotations

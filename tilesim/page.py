@@ -11,8 +11,8 @@ output reads):
 * the step at a glance: time per step, the share of each phase, the run's findings;
 * the whole-step timeline, one row per chip, phases coloured (zoom with the mouse);
 * time per superstep label, stacked by phase;
-* tile heat maps of the critical, the fullest and the first chip: hover a tile for its neurons'
-  layer and its SRAM bytes by category; "colour tiles by" shows SRAM, all compute, or one label's
+* tile heat maps of the critical, the fullest and the first chip: hover a tile for its group (the
+  workload's, e.g. a layer) and its SRAM bytes by category; "colour tiles by" shows SRAM, all compute, or one label's
   compute (the tiles that label keeps busy);
 * on more than one chip, the multi-chip overview: busy time and fullest tile per chip, bytes chip
   to chip;
@@ -144,7 +144,7 @@ def _tile_text(a: dict, tiles: np.ndarray, tpc: int) -> list[str]:
     for t in tiles:
         chip, local = divmod(int(t), tpc)
         lines = [f"tile {local} (chip {chip}, global {int(t)})"]
-        if group is not None and int(group[t]) >= 0:
+        if group is not None and int(group[t]) > 0:
             lines.append(f"layer {int(group[t])}")
         if table is not None:
             col = table[:, t]

@@ -29,6 +29,7 @@ __all__ = [
     "critical_tiles",
     "phase_spans",
     "whole_bytes",
+    "label_sums",
 ]
 
 PHASES = ("compute", "sync", "exchange", "links", "host", "residual")
@@ -38,8 +39,23 @@ that a workload books as a fitted term no modelled mechanism explains (:meth:`Si
 
 def whole_bytes(nbytes) -> int:
     """A byte count as a user reads it: a whole number. Per-tile traffic is modelled from average
-    spike counts and kept in float32, so sums carry fractions; every reported total goes through here."""
+    activity and kept in float32, so sums carry fractions; every reported total goes through here."""
     return int(round(float(nbytes)))
+
+
+def label_sums(compute: np.ndarray, label_id: np.ndarray, n_labels: int) -> np.ndarray:
+    """float64 ``[n_labels, tiles]``: the rows of ``compute`` ``[S, tiles]`` summed per label: each
+    run of consecutive rows with one label summed in float64 (a view: no copy), the runs of a
+    label added in order. The dense and the compact program use this one sum."""
+    out = np.zeros((n_labels, compute.shape[1]))
+    if not compute.shape[0]:
+        return out
+    cut = np.flatnonzero(np.diff(label_id) != 0) + 1
+    starts = np.concatenate([[0], cut]).tolist()
+    ends = np.concatenate([cut, [compute.shape[0]]]).tolist()
+    for a, b in zip(starts, ends):
+        out[int(label_id[a])] += compute[a:b].sum(axis=0, dtype=np.float64)
+    return out
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -387,8 +403,7 @@ class ProgramDigest:
         if has.any():
             bo = program.bytes_out.reshape(-1, C, T).sum(axis=2, dtype=np.float64)
             onchip[has] = bo[program.exchange_row[has]]
-        per_label = np.zeros((len(program.labels), C * T), np.float64)
-        np.add.at(per_label, np.asarray(program.label_id), program.compute_cycles)
+        per_label = label_sums(program.compute_cycles, np.asarray(program.label_id), len(program.labels))
         return cls._with_totals(program, work, tiles, tile_cycles, onchip, per_label.astype(np.float32))
 
     @classmethod

@@ -22,10 +22,9 @@ from mapping.core import Mapping
 from models.snn.counters import WorkCounters
 from models.snn.layout import grad_targets, layer_layout, place_tiles
 from models.snn.network import NetworkConfig
-from models.snn.step_rows import label_sums
 from models.snn.step_table import GRAD_TARGET, IN, KIND_COMPUTE, OUT, OWNER, RESIDUAL_LABELS, STEP_ROWS
 from models.snn.timing import applies
-from tilesim.records import whole_bytes
+from tilesim.records import label_sums, whole_bytes
 
 __all__ = ["exchange_flows", "exchange_matrices", "explain_critical", "label_tile_cycles"]
 

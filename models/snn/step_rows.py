@@ -152,21 +152,6 @@ class ChipCalls:
         return self.calls
 
 
-def label_sums(compute: np.ndarray, label_id: np.ndarray, n_labels: int) -> np.ndarray:
-    """float64 ``[n_labels, tiles]``: the rows of ``compute`` ``[S, tiles]`` summed per label: each
-    run of consecutive rows with one label summed in float64 (a view: no copy), the runs of a
-    label added in order. The dense and the compact program use this one sum."""
-    out = np.zeros((n_labels, compute.shape[1]))
-    if not compute.shape[0]:
-        return out
-    cut = np.flatnonzero(np.diff(label_id) != 0) + 1
-    starts = np.concatenate([[0], cut]).tolist()
-    ends = np.concatenate([cut, [compute.shape[0]]]).tolist()
-    for a, b in zip(starts, ends):
-        out[int(label_id[a])] += compute[a:b].sum(axis=0, dtype=np.float64)
-    return out
-
-
 def one_chip_rows(arr: dict) -> TileRows:
     """One chip's ``[n, TPC]`` row arrays as :class:`TileRows` (every row may exchange)."""
     n, TPC = arr[COMPUTE].shape
