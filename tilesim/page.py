@@ -72,23 +72,25 @@ def _image(values: np.ndarray, rows: int, cols: int) -> list:
 
 def _timeline(summary: dict, a: dict, chips: list[int]):
     go = _go()
-    tl = {k[len("timeline_") :]: v for k, v in a.items() if k.startswith("timeline_")}
+    tl = {k[len("timeline_") :]: np.asarray(v, np.float64) for k, v in a.items() if k.startswith("timeline_")}
     us = 1e6 / float(a["clock_hz"])
-    labels = [str(x) for x in a["labels"]]
-    label_id = a["label_id"]
+    labels = np.asarray([str(x) for x in a["labels"]], object)[np.asarray(a["label_id"])]
     booked = np.asarray(PHASES, object)[a["booked_phase"]] if "booked_phase" in a else None
-    segs: dict[str, tuple[list, list, list, list]] = {p: ([], [], [], []) for p in PHASES}
     S = tl["start"].shape[0]
+    segs: dict[str, tuple[list, list, list, list]] = {p: ([], [], [], []) for p in PHASES}
+    steps = np.arange(S)
     for c in chips:
-        for s in range(S):
-            for ph, lo, hi in phase_spans(tl, s, c):
-                if hi > lo:
-                    p = booked[s] if (ph == "compute" and booked is not None) else ph
-                    base, width, ys, text = segs[p]
-                    base.append(float(lo) * us)
-                    width.append(float(hi - lo) * us)
-                    ys.append(f"chip {c}")
-                    text.append(f"superstep {s}: {labels[label_id[s]]}<br>{p} {float(hi - lo) * us:,.2f} µs")
+        for ph, lo, hi in phase_spans(tl, slice(None), c):  # every superstep of chip c at once
+            keep = hi > lo
+            drawn = np.full(S, ph, object) if ph != "compute" or booked is None else booked
+            for p in set(drawn[keep].tolist()):
+                m = keep & (drawn == p)
+                base, width, ys, text = segs[p]
+                w = (hi[m] - lo[m]) * us
+                base.extend((lo[m] * us).tolist())
+                width.extend(w.tolist())
+                ys.extend([f"chip {c}"] * int(m.sum()))
+                text.extend(f"superstep {s}: {lab}<br>{p} {d:,.2f} µs" for s, lab, d in zip(steps[m], labels[m], w))
     fig = go.Figure()
     for p, (base, width, ys, text) in segs.items():
         if base:

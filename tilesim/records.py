@@ -463,8 +463,9 @@ def critical_tiles(result: SimResult, k: int = 4) -> tuple:
     return tuple(int(t) for t in order[:k] if w[t] > 0)
 
 
-def phase_spans(timeline: dict, s: int, c: int) -> tuple:
-    """``(phase, start, end)`` in cycles of chip ``c`` in superstep ``s`` of a per-chip timeline
+def phase_spans(timeline: dict, s: int | slice, c: int) -> tuple:
+    """``(phase, start, end)`` in cycles of chip ``c`` in superstep ``s`` (a slice: arrays over
+    those supersteps) of a per-chip timeline
     (:attr:`SimResult.timeline`): compute, sync, exchange, links, host, in that order. The one
     definition the pictures and the trace draw from."""
     rel = timeline["release"][s, c]
