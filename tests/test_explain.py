@@ -34,7 +34,7 @@ def test_critical_tile_is_explained():
     machine = load_machine("gc200")
     pl = place_network(CFG, machine, 2, "contiguous").placement
     pred = retime(None, CFG, pl, machine)
-    from models.snn.explain import label_tile_cycles
+    from tilesim.records import label_tile_cycles
 
     ex = explain_critical(pred.result, CFG, pl, pred.counters, machine, label_tile_cycles(pred.program))
     assert ex["phase"] in pred.result.by_label()

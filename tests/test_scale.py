@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from models.snn import data as D
-from models.snn.explain import label_tile_cycles
 from models.snn.hostmem import check_host_memory, estimate_host_memory
 from models.snn.network import NetworkConfig, apply_gradients, compute_gradients, init_network, train_step
 from models.snn.placing import place
@@ -22,7 +21,7 @@ from tilesim.engine import simulate
 from tilesim.errors import ConfigError
 from tilesim.machine import load_machine
 from tilesim.program import CompactProgram
-from tilesim.records import ProgramDigest
+from tilesim.records import ProgramDigest, label_tile_cycles
 
 
 def _step(layers, chips, recurrent=False, optimizer="adam"):

@@ -30,6 +30,7 @@ __all__ = [
     "phase_spans",
     "whole_bytes",
     "label_sums",
+    "label_tile_cycles",
 ]
 
 PHASES = ("compute", "sync", "exchange", "links", "host", "residual")
@@ -56,6 +57,14 @@ def label_sums(compute: np.ndarray, label_id: np.ndarray, n_labels: int) -> np.n
     for a, b in zip(starts, ends):
         out[int(label_id[a])] += compute[a:b].sum(axis=0, dtype=np.float64)
     return out
+
+
+def label_tile_cycles(program) -> np.ndarray:
+    """float64 ``[labels, tiles]``: compute cycles of each superstep label summed per tile (a
+    compact program keeps them; a dense one is summed by :func:`label_sums`)."""
+    if getattr(program, "label_tile_cycles", None) is not None:
+        return program.label_tile_cycles
+    return label_sums(program.compute_cycles, program.label_id, len(program.labels))
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -381,8 +390,8 @@ class ProgramDigest:
     flows: tuple  # (step, src chip, dst chip, bytes) arrays of the link flows
     tile_group: np.ndarray | None = None  # int [C*T] the workload's group of each tile (e.g. its
     # layer, 1-based; 0 = none), outlined in the pictures
-    label_tile_cycles: np.ndarray | None = None  # float32 [labels, C*T] compute cycles per label and
-    # tile: the tiles each label keeps busy (report.html)
+    label_tile_cycles: np.ndarray | None = None  # [labels, C*T] compute cycles per label and tile
+    # (:func:`label_tile_cycles`): the tiles each label keeps busy (report.html); set by the workload
 
     @classmethod
     def of(cls, program, tiles=(), host_labels=()) -> ProgramDigest:
@@ -403,8 +412,7 @@ class ProgramDigest:
         if has.any():
             bo = program.bytes_out.reshape(-1, C, T).sum(axis=2, dtype=np.float64)
             onchip[has] = bo[program.exchange_row[has]]
-        per_label = label_sums(program.compute_cycles, np.asarray(program.label_id), len(program.labels))
-        return cls._with_totals(program, work, tiles, tile_cycles, onchip, per_label.astype(np.float32))
+        return cls._with_totals(program, work, tiles, tile_cycles, onchip)
 
     @classmethod
     def _of_compact(cls, program, tiles, host_ids=()) -> ProgramDigest:
@@ -413,16 +421,11 @@ class ProgramDigest:
         per_label_work[list(host_ids)] = 0.0
         tiles = tuple(int(t) for t in tiles)
         return cls._with_totals(
-            program,
-            per_label_work.sum(axis=0),
-            tiles,
-            program.tile_compute(tiles),
-            program.onchip_bytes.copy(),
-            np.asarray(program.label_tile_cycles, np.float32),
+            program, per_label_work.sum(axis=0), tiles, program.tile_compute(tiles), program.onchip_bytes.copy()
         )
 
     @classmethod
-    def _with_totals(cls, program, work, tiles, tile_cycles, onchip, label_tiles=None) -> ProgramDigest:
+    def _with_totals(cls, program, work, tiles, tile_cycles, onchip) -> ProgramDigest:
         """The digest from its per-program parts, adding the byte totals both program forms share:
         on-chip bytes per label and chip, link bytes per chip pair, and the flows."""
         C = program.chips
@@ -439,7 +442,6 @@ class ProgramDigest:
             label_chip_bytes=per_label,
             link_bytes=links,
             flows=flows,
-            label_tile_cycles=label_tiles,
         )
 
     def chip_matrix(self) -> np.ndarray:

@@ -22,7 +22,7 @@ from tilesim import plots
 from tilesim.errors import ConfigError, config_message
 from tilesim.fabric import grid_shape
 from tilesim.io import atomic_write_bytes, atomic_write_text, check_output_path
-from tilesim.records import PHASES, ProgramDigest
+from tilesim.records import PHASES, ProgramDigest, label_tile_cycles
 from tilesim.workload import ReportParts, report_parts
 
 __all__ = [
@@ -123,8 +123,9 @@ def write_run_report(out, result, program, ledger, exchange: dict | None = None)
     arrays["labels"] = np.asarray(result.labels)
     arrays["clock_hz"] = np.asarray(result.clock_hz, np.float64)
     arrays["work_cycles"] = digest.work_cycles
-    if digest.label_tile_cycles is not None:
-        arrays["label_tile_cycles"] = digest.label_tile_cycles
+    per_label = digest.label_tile_cycles if program is digest else label_tile_cycles(program)
+    if per_label is not None:
+        arrays["label_tile_cycles"] = np.asarray(per_label, np.float32)
     arrays["tiles_per_chip"] = np.asarray(result.tiles_per_chip, np.int64)
     if hasattr(result, "booked_phase"):  # the phase each superstep's compute is drawn in, as PHASES indices
         arrays["booked_phase"] = np.array([PHASES.index(p) for p in result.booked_phase()], np.int64)

@@ -24,9 +24,9 @@ from models.snn.layout import grad_targets, layer_layout, place_tiles
 from models.snn.network import NetworkConfig
 from models.snn.step_table import GRAD_TARGET, IN, KIND_COMPUTE, OUT, OWNER, RESIDUAL_LABELS, STEP_ROWS
 from models.snn.timing import applies
-from tilesim.records import label_sums, whole_bytes
+from tilesim.records import whole_bytes
 
-__all__ = ["exchange_flows", "exchange_matrices", "explain_critical", "label_tile_cycles"]
+__all__ = ["exchange_flows", "exchange_matrices", "explain_critical"]
 
 # rows whose cost is the same on every tile, and the counters that make each compute row's work
 # (both read from the step's table, :data:`models.snn.step_table.STEP_ROWS`)
@@ -190,13 +190,6 @@ def _role(tile: int, lay, placement) -> tuple[str, int | None]:
         if tile in set(ly.comp_tiles.tolist()):
             return "compaction", l
     return "reduction", None
-
-
-def label_tile_cycles(program) -> np.ndarray:
-    """float64 ``[labels, tiles]``: compute cycles of each superstep label summed per tile."""
-    if getattr(program, "label_tile_cycles", None) is not None:  # a CompactProgram keeps them
-        return program.label_tile_cycles
-    return label_sums(program.compute_cycles, program.label_id, len(program.labels))
 
 
 _HOST_COPY_WHY = (

@@ -25,7 +25,7 @@ from models.snn import data as D
 from models.snn.activity import fixed_activity
 from models.snn.counters import Activity, count_work
 from models.snn.diagnose import Finding, StepRecord, check_depth, diagnose
-from models.snn.explain import exchange_matrices, explain_critical, label_tile_cycles
+from models.snn.explain import exchange_matrices, explain_critical
 from models.snn.hostmem import check_host_memory, estimate_host_memory, peak_rss_bytes
 from models.snn.network import (
     NetworkConfig,
@@ -44,7 +44,7 @@ from tilesim.costs import CostModel, load_costs
 from tilesim.errors import ConfigError, config_message, require
 from tilesim.machine import load_machine
 from tilesim.memory import MemoryLedger
-from tilesim.records import ProgramDigest, SimResult, by_phase_frame, critical_tiles, whole_bytes
+from tilesim.records import ProgramDigest, SimResult, by_phase_frame, critical_tiles, label_tile_cycles, whole_bytes
 from tilesim.workload import time_workload
 
 __all__ = [
@@ -450,7 +450,7 @@ def _summarize(
     explain["exchange_bytes"] = exchange["totals_bytes"]
     explain["exchange_received_bytes"] = exchange["received_bytes"]
     tile_layer = _tile_layer(placement, machine)
-    digest = replace(digest, tile_group=tile_layer)
+    digest = replace(digest, tile_group=tile_layer, label_tile_cycles=s.programs[med])
     artifacts = RunArtifacts(
         sim, digest, placed.ledger, exchange, placed.mapping, digest.tiles, tile_layer, tuple(s.history)
     )
