@@ -118,6 +118,19 @@ def _timeline(summary: dict, a: dict, chips: list[int]):
     return fig
 
 
+def _bars_layout(fig, title: str, x_title: str, bars_px: int, left_px: int, **layout):
+    """Horizontal bars read top down: the first item on top, ``bars_px`` of height for the bars."""
+    fig.update_layout(
+        title=title,
+        xaxis_title=x_title,
+        yaxis={"autorange": "reversed"},
+        height=140 + bars_px,
+        margin={"l": left_px, "r": 20, "t": 50, "b": 40},
+        **layout,
+    )
+    return fig
+
+
 def _labels(summary: dict):
     go = _go()
     by = summary.get("by_phase") or summary.get("by_label") or {}
@@ -127,15 +140,14 @@ def _labels(summary: dict):
         ms = [by[k]["breakdown_s"].get(p, 0.0) * 1e3 for k in order]
         if any(ms):
             fig.add_bar(y=order, x=ms, orientation="h", name=p, marker_color=PHASE_COLOURS[p])
-    fig.update_layout(
+    return _bars_layout(
+        fig,
+        f"time per superstep label ({len(order)} labels), stacked by phase",
+        "time per step (ms)",
+        24 * len(order),
+        240,
         barmode="stack",
-        title=f"time per superstep label ({len(order)} labels), stacked by phase",
-        xaxis_title="time per step (ms)",
-        yaxis={"autorange": "reversed"},
-        height=140 + 24 * len(order),
-        margin={"l": 240, "r": 20, "t": 50, "b": 40},
     )
-    return fig
 
 
 def _tile_text(a: dict, tiles: np.ndarray, tpc: int) -> list[str]:
@@ -261,14 +273,7 @@ def _memory(summary: dict, a: dict):
     tot = (summary.get("memory") or {}).get("total_by_category_bytes") or {}
     order = sorted(tot, key=lambda k: -tot[k])
     fig = go.Figure(go.Bar(y=order, x=[tot[k] for k in order], orientation="h", marker_color="#937860"))
-    fig.update_layout(
-        title=f"SRAM by category, all tiles ({sum(tot.values()):,} B)",
-        xaxis_title="bytes",
-        yaxis={"autorange": "reversed"},
-        height=140 + 24 * len(order),
-        margin={"l": 200, "r": 20, "t": 50, "b": 40},
-    )
-    return fig
+    return _bars_layout(fig, f"SRAM by category, all tiles ({sum(tot.values()):,} B)", "bytes", 24 * len(order), 200)
 
 
 def _exchange(a: dict):
@@ -395,15 +400,7 @@ def _pair_bars(comparison, section: str, title: str, n: int | None = None):
             name=run,
             marker_color=colour,
         )
-    fig.update_layout(
-        barmode="group",
-        title=title,
-        xaxis_title="time per step (ms)",
-        yaxis={"autorange": "reversed"},
-        height=160 + 34 * len(rows),
-        margin={"l": 240, "r": 20, "t": 50, "b": 40},
-    )
-    return fig
+    return _bars_layout(fig, title, "time per step (ms)", 20 + 34 * len(rows), 240, barmode="group")
 
 
 def _pair_tiles(runs: list[tuple[str, dict, dict]]):
