@@ -361,14 +361,14 @@ SWEEP_KEYS = [
     extra=st.sampled_from([{}, {"bogus": {"a": 1}}]),
 )
 def test_fuzz_sweep_files(tmp_path_factory, monkeypatch, base, grid, rnd, extra):
-    import models.snn.sweep_cli as sc
+    import tilesim.sweep as sweep  # `tilesim sweep` imports run_sweep from here when it runs
     from tilesim.sweep import SweepReport
 
     def no_cluster(points, db, runner, **kw):  # everything up to here is the user's input
         n = sum(1 for _ in points)
         return SweepReport(db=str(db), points=n, skipped=0, ran=0, ok=0, failed=0, wall_s=0.0)
 
-    monkeypatch.setattr(sc, "run_sweep", no_cluster)
+    monkeypatch.setattr(sweep, "run_sweep", no_cluster)
     d = tmp_path_factory.mktemp("sweep")
     data = {
         **({"base": base} if base else {}),

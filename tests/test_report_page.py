@@ -62,9 +62,17 @@ def browser():
     driver.quit()
 
 
+def _open(driver, path, plots: int):
+    """Load ``path`` and wait (up to 60 s, for a loaded machine) until ``plots`` figures are drawn."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(path.resolve().as_uri())
+    WebDriverWait(driver, 60).until(lambda d: _plots(d) >= plots)
+
+
 @pytest.fixture
 def page(browser, run_dir, request):
-    browser.get((run_dir / "report.html").resolve().as_uri())
+    _open(browser, run_dir / "report.html", 6)
     yield browser
     if getattr(getattr(request.node, "rep_call", None), "failed", False):  # tests/conftest.py sets rep_call
         ARTEFACTS.mkdir(parents=True, exist_ok=True)
@@ -129,8 +137,7 @@ def test_compare_page_opens_with_both_runs(browser, run_dir, tmp_path):
     )
     write_run_outputs(other, summary)
     assert main(["compare", str(run_dir), str(other), "--out", str(tmp_path / "cmp")]) == 0
-    browser.get((tmp_path / "cmp" / "compare.html").resolve().as_uri())
-    assert _plots(browser) >= 3
+    _open(browser, tmp_path / "cmp" / "compare.html", 3)
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     names = browser.execute_script("return document.getElementById('phases').data.map(t => t.name)")
     assert names == ["A", "B"]

@@ -349,6 +349,22 @@ def _did_you_mean_choice(parser: argparse.ArgumentParser, message: str) -> str:
     return ""
 
 
+def _add_compare(sub) -> None:
+    """``tilesim compare RUN_A RUN_B [--out DIR] [--json]``."""
+    c = sub.add_parser(
+        "compare",
+        help="two stored runs side by side: what differs, where, and which is faster",
+        description="Line up two run folders (any command's --out): step time by phase, "
+        "label and chip, bytes, SRAM by category, critical and fullest tiles, and the workload's own "
+        "settings that differ; with --out, compare.md, compare.json, compare.png and compare.html (shared scales).",
+    )
+    c.add_argument("run_a", metavar="RUN_A", help="a run folder (A, the baseline)")
+    c.add_argument("run_b", metavar="RUN_B", help="another run folder (B)")
+    c.add_argument("--out", help="folder for compare.md, compare.json, compare.png and compare.html")
+    c.add_argument("--json", action="store_true", help="print the comparison as JSON (keys a, b, verdict, rows)")
+    c.set_defaults(func=_cmd_compare)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``tilesim`` parser: the core commands plus every workload's, found by entry point."""
     p = _Parser(prog="tilesim", description=__doc__.split("\n")[0])
@@ -418,19 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("dir", help="a folder written by `tilesim run --out` or `tilesim simulate --out`")
     r.set_defaults(func=_cmd_report)
 
-    c = sub.add_parser(
-        "compare",
-        help="two stored runs side by side: what differs, where, and which is faster",
-        description="Line up two run folders (any command's --out): step time by phase, "
-        "label and chip, bytes, SRAM by category, critical and fullest tiles, and the workload's own "
-        "settings that differ; with --out, compare.md, compare.json, compare.png and compare.html (shared scales).",
-    )
-    c.add_argument("run_a", metavar="RUN_A", help="a run folder (A, the baseline)")
-    c.add_argument("run_b", metavar="RUN_B", help="another run folder (B)")
-    c.add_argument("--out", help="folder for compare.md, compare.json, compare.png and compare.html")
-    c.add_argument("--json", action="store_true", help="print the comparison as JSON (keys a, b, verdict, rows)")
-    c.set_defaults(func=_cmd_compare)
-
+    _add_compare(sub)
     _load_plugins(sub)
     return p
 
