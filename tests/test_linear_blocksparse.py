@@ -10,7 +10,7 @@ from tilesim.errors import ConfigError
 BOW = dict(tiles=1472, sram_bytes=638_976, workers=6)
 
 
-@pytest.mark.parametrize("block,density,seed", [(4, 0.3, 0), (8, 0.125, 1), (16, 1.0, 2), (16, 0.02, 3)])
+@pytest.mark.parametrize("block,density,seed", [(1, 0.1, 4), (4, 0.3, 0), (8, 0.125, 1), (16, 1.0, 2), (16, 0.02, 3)])
 def test_forward_backward_match_dense_twin(block, density, seed):
     layer = BlockSparseLinear(64, 48, block, density=density, seed=seed)
     rng = np.random.default_rng(seed)
@@ -39,7 +39,7 @@ def test_layout_has_exact_block_count_and_clear_errors():
         random_block_layout(64, 64, 16, 0)
     with pytest.raises(ConfigError, match=r"n_out = 60: must be a multiple of block = 16"):
         random_block_layout(60, 64, 16, 0.5)
-    with pytest.raises(ConfigError, match=r"block = 5: must be one of \(4, 8, 16\)"):
+    with pytest.raises(ConfigError, match=r"block = 5: must be one of \(1, 4, 8, 16\)"):
         plan_block_sparse(np.ones((4, 4), bool), 8, block=5, **BOW)
 
 
@@ -50,6 +50,29 @@ def test_static_block_cycles_hand_computed():
     # fp32 partials add PopSparse's zeroing: 16*6*4 B = 48 64-bit stores -> 6 * (12 + 8)
     assert v.cycles([1], [1], [6], 16, 2, 6, 4).tolist() == [325 + 120]
     assert v.cycles([0], [0], [6], 16, 2, 6, 2).tolist() == [0]
+
+
+def test_elementwise_cycles_hand_computed():
+    """Block 1 (issue 27): PopSparse's element-wise estimate, rows split over the 6 workers."""
+    v = StaticBlockCosts()
+    # fp16, 6 rows (1 per worker), 12 non-zeros (2 per row), 16 columns: 6 (33 + 1 (11 + 2 (14 + 3))) = 468
+    assert v.cycles([6], [12], [16], 1, 2, 6, 4).tolist() == [468]
+    # fp16 n = 8 is specialised: 6 (31 + 1 (8 + 3)) = 252; fp32 n = 6: 6 (31 + 12 + (10 + 3) + (10 + 2)) = 408
+    assert v.cycles([6], [12], [8], 1, 2, 6, 4).tolist() == [252]
+    assert v.cycles([6], [12], [6], 1, 4, 6, 4).tolist() == [408]
+    # 12 rows: two per worker; no partials zeroing for block 1 whatever the partials type
+    assert v.cycles([12], [24], [16], 1, 2, 6, 2).tolist() == [6 * (33 + 2 * 45)]
+
+
+def test_elementwise_plan_runs_on_the_workers_and_counts_every_nonzero():
+    lay = random_block_layout(1024, 1024, 1, 1 / 16, seed=0)
+    plan = plan_block_sparse(lay, 256, block=1, precision="fp16", **BOW)
+    assert int(plan.macs.sum()) == int(lay.sum()) * 256
+    assert plan.phases[0].unit == "vector"  # no AMP for element-wise sparsity
+    assert plan.bands <= 128 and plan.n_split <= 32  # PopSparse's search bounds
+    # per non-zero, element-wise is slower than 16x16 blocks at the same density
+    b16 = plan_block_sparse(random_block_layout(1024, 1024, 16, 1 / 16, seed=0), 256, block=16, precision="fp16", **BOW)
+    assert plan.predicted_cycles > b16.predicted_cycles
 
 
 def test_plan_accounts_every_block_and_time_falls_with_density():
@@ -80,3 +103,14 @@ def test_layer_density_one_sixteenth_fits_and_is_faster_than_dense():
     assert sparse.fits and dense.fits
     assert sparse.step_s < dense.step_s / 2
     assert sparse.params == 4096 * 16 * 16 + 4096  # 4096 non-zero blocks of 16 x 16 + bias
+
+
+def test_layer_command_takes_block_one(capsys):
+    import json
+
+    from tilesim.cli import main
+
+    argv = ["layer", "--kind", "block-sparse", "--block", "1", "--density", "1/16", "--n", "1024", "--batch", "256"]
+    assert main([*argv, "--precision", "fp16", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["step_s"] > 0 and out["fits"]

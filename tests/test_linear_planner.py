@@ -151,7 +151,7 @@ def test_schedule_errors():
         butterfly_schedule(1024, 8, tiles=2, sram_bytes=100)
     with pytest.raises(ConfigError, match=r"block_size = 5: must be a power of two"):
         pixelfly_schedule(64, 8, 5, 4, 2, tiles=16, workers=6, **GC200)
-    with pytest.raises(ConfigError, match=r"block_size = 2: must be one of \(4, 8, 16\) or a multiple of 16"):
+    with pytest.raises(ConfigError, match=r"block_size = 2: must be one of \(1, 4, 8, 16\) or a multiple of 16"):
         pixelfly_schedule(64, 8, 2, 4, 2, tiles=16, workers=6, **GC200)
 
 

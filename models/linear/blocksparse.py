@@ -48,8 +48,14 @@ from tilesim.errors import SramOverflowError, require
 
 __all__ = ["StaticBlockCosts", "BlockSparsePlan", "plan_block_sparse", "weight_grad_phases", "SUPPORTED_BLOCKS"]
 
-SUPPORTED_BLOCKS = (4, 8, 16)
-"""Block sizes of PopSparse's static block codelets (``StaticBlock{4x4,8x8,16x16}SparseDenseMatMul``)."""
+SUPPORTED_BLOCKS = (1, 4, 8, 16)
+"""Block sizes of PopSparse's static codelets: element-wise (``StaticSparseDenseElementWise``, block 1) and
+``StaticBlock{4x4,8x8,16x16}SparseDenseMatMul``."""
+
+MAX_BANDS = 128
+MAX_N_SPLIT = 32
+"""PopSparse's static planner's search bounds (``maxKSplit``, ``maxNSplit`` in
+``StaticMatMulPartitioner.cpp``): it tries at most 128 column bands and 32 dense-column parts."""
 
 
 @dataclass(frozen=True)
@@ -91,11 +97,37 @@ class StaticBlockCosts:
             return 13, (1 if half else 4)
         return (13 if half else 16), (1 if half else 4)
 
+    def elementwise_cycles(self, rows, nonzeros, n_j, element_bytes: int, workers: int):
+        """Cycles of PopSparse's element-wise (block 1) static vertex, its planner's estimate [S]: the
+        tile's ``rows`` are split over the workers (``m_w = ceil(rows / W)``), each row holds
+        ``k_w = ceil(nonzeros / rows)`` non-zeros and every worker runs all ``n`` dense columns::
+
+            fp16: W (33 + m_w (11 + (n div 8)(14 + 3(k_w - 1)) + [n mod 8 > 0](9 + 2(k_w - 1))))
+            fp32: W (31 + m_w (12 + (n div 4)(10 + 3(k_w - 1)) + [n mod 4 > 0](10 + 2(k_w - 1))))
+
+        with fp16 n = 4 (``31 + m_w (7 + 2(k_w - 1))``) and n = 8 (``31 + m_w (8 + 3(k_w - 1))``) and fp32
+        n = 2 (``29 + m_w (5 + 2(k_w - 1))``) and n = 4 (``30 + m_w (6 + 3(k_w - 1))``) specialised. No
+        partials zeroing (the planner charges none for block 1)."""
+        rows = np.maximum(np.asarray(rows, dtype=np.int64), 1)
+        n = np.asarray(n_j, dtype=np.int64)
+        m_w = -(-rows // workers)
+        k1 = -(-np.asarray(nonzeros, dtype=np.int64) // rows) - 1
+        if element_bytes == 2:
+            general = 33 + m_w * (11 + (n // 8) * (14 + 3 * k1) + (n % 8 > 0) * (9 + 2 * k1))
+            per = np.where(n == 4, 31 + m_w * (7 + 2 * k1), np.where(n == 8, 31 + m_w * (8 + 3 * k1), general))
+        else:
+            general = 31 + m_w * (12 + (n // 4) * (10 + 3 * k1) + (n % 4 > 0) * (10 + 2 * k1))
+            per = np.where(n == 2, 29 + m_w * (5 + 2 * k1), np.where(n == 4, 30 + m_w * (6 + 3 * k1), general))
+        return workers * per
+
     def cycles(self, rows, blocks, n_j, block: int, element_bytes: int, workers: int, partials_bytes: int):
-        """Per-tile vertex cycles (0 where a tile has no block)."""
+        """Per-tile vertex cycles (0 where a tile has no block); block 1 is :meth:`elementwise_cycles`."""
         rows = np.asarray(rows, dtype=np.int64)
         blocks = np.asarray(blocks, dtype=np.int64)
         n_j = np.asarray(n_j, dtype=np.int64)
+        if block == 1:
+            cyc = self.elementwise_cycles(rows, blocks, n_j, element_bytes, workers)
+            return np.where(blocks > 0, cyc, 0).astype(np.int64)
         h, x = self.header_cycles(block, element_bytes)
         per_row = -(-blocks // np.maximum(rows, 1))
         n_w = np.maximum(-(-n_j // workers), 1)
@@ -211,60 +243,70 @@ class BlockSparsePlan:
         return d
 
 
-def _chunk_stats(rows, cols, group, groups):
-    """Per group: blocks, distinct rows, distinct columns."""
-    nblk = np.bincount(group, minlength=groups)
-    big = int(max(rows.max(initial=0), cols.max(initial=0))) + 1
-    urows = np.unique(group * big + rows) // big
-    ucols = np.unique(group * big + cols) // big
-    return nblk, np.bincount(urows, minlength=groups), np.bincount(ucols, minlength=groups)
+def _seen(group: np.ndarray, index: np.ndarray, groups: int, size: int) -> np.ndarray:
+    """bool ``[size, groups]``: which ``index`` values (block rows or columns) each group touches."""
+    seen = np.zeros((size, groups), dtype=bool)
+    seen[index, group] = True
+    return seen
 
 
-def _group_blocks(layout: np.ndarray, bands: int, tg: int) -> tuple:
-    """``(rows, cols, group)`` of every nonzero block of ``layout``, ordered by column band then row-major,
-    with its group ``band · tg + chunk``: chunk ``c`` of a band is a near-equal contiguous split of the
-    band's blocks into ``tg`` chunks."""
-    rows, cols = np.nonzero(layout)
-    band_of_col = np.repeat(np.arange(bands), split_sizes(layout.shape[1], bands))
-    band = band_of_col[cols]
-    order = np.lexsort((cols, rows, band))  # by band, then row-major inside the band
-    rows, cols, band = rows[order], cols[order], band[order]
-    count = np.bincount(band, minlength=bands)
-    pos = np.arange(rows.size) - np.repeat(np.cumsum(count) - count, count)
-    base, rem = count[band] // tg, count[band] % tg
-    big_len = base + 1
-    chunk = np.where(
-        pos < rem * big_len, pos // np.maximum(big_len, 1), rem + (pos - rem * big_len) // np.maximum(base, 1)
+def _chunk_stats(rows, cols, group, groups, nbr: int, nbc: int):
+    """Per group: blocks, distinct rows, distinct columns (and the row incidence ``[rows, groups]``, for
+    the reduction)."""
+    rows_seen = _seen(group, rows, groups, nbr)
+    return (
+        np.bincount(group, minlength=groups),
+        np.count_nonzero(rows_seen, axis=0),
+        np.count_nonzero(_seen(group, cols, groups, nbc), axis=0),
+        rows_seen,
     )
-    return rows, cols, band * tg + chunk
 
 
-def _row_owners(group: np.ndarray, rows: np.ndarray, nbr: int, groups: int) -> tuple:
-    """The reduction of output block rows: a block row is held by every group with a block in it and owned
-    by the first. Returns ``(reduces, senders, received, owned)``: whether any row is held twice, and per
-    group the rows it sends, the partial rows it receives and the rows it owns."""
-    pairs = np.unique(group * nbr + rows)
-    pg, pr = pairs // nbr, pairs % nbr
-    first = np.ones(pairs.size, dtype=bool)
-    by_row = np.lexsort((pg, pr))
-    pr_sorted = pr[by_row]
-    first[by_row] = np.r_[True, pr_sorted[1:] != pr_sorted[:-1]]
-    owner_of_row = np.full(nbr, -1)
-    owner_of_row[pr[first]] = pg[first]
-    reduces = bool((~first).any())
-    senders = np.bincount(pg[~first], minlength=groups)
-    received = np.bincount(owner_of_row[pr[~first]], minlength=groups) if reduces else np.zeros(groups, np.int64)
-    return reduces, senders, received, np.bincount(pg[first], minlength=groups)
+def _band_order(layout: np.ndarray, bands: int, nonzero: tuple | None = None) -> tuple:
+    """``(rows, cols, band)`` of every non-zero block (``nonzero``: ``np.nonzero(layout)`` if known),
+    ordered by column band, then row-major inside the band (``np.nonzero`` is row-major, and a stable
+    sort by band keeps that order within a band)."""
+    rows, cols = np.nonzero(layout) if nonzero is None else nonzero
+    band = np.repeat(np.arange(bands), split_sizes(layout.shape[1], bands))[cols]
+    order = np.argsort(band, kind="stable")
+    return rows[order], cols[order], band[order]
 
 
-def _sparse_mm_phase(macs, compute, bytes_in, bytes_out, blocks_t, rows_t, cols_t, recv_vals) -> Phase:
-    """``sparse-mm``: one AMP vertex per tile with blocks (3 + 2 edges per block row); exchange
-    instructions: a receive per column block and per weight copy, plus the sends spread over the tiles."""
+def _group_blocks(ordered: tuple, bands: int, tg: int) -> tuple:
+    """``(rows, cols, group)`` of the blocks in ``ordered`` (:func:`_band_order`), each with its group
+    ``band · tg + chunk``: chunk ``c`` of a band is a near-equal contiguous split of the band's blocks
+    into ``tg`` chunks."""
+    rows, cols, band = ordered
+    count = np.bincount(band, minlength=bands)
+    base, rem = count // tg, count % tg  # the first ``rem`` chunks of a band hold one block more
+    sizes = base[:, None] + (np.arange(tg)[None, :] < rem[:, None])
+    return rows, cols, np.repeat(np.arange(bands * tg), sizes.ravel())
+
+
+def _row_owners(rows_seen: np.ndarray) -> tuple:
+    """The reduction of output block rows: a block row is held by every group with a block in it
+    (``rows_seen`` ``[rows, groups]``) and owned by the first. Returns ``(reduces, senders, received,
+    owned)``: whether any row is held twice, and per group the rows it sends, the partial rows it
+    receives and the rows it owns."""
+    groups = rows_seen.shape[1]
+    holders = np.count_nonzero(rows_seen, axis=1)
+    held = holders > 0
+    owner = np.argmax(rows_seen, axis=1)[held]
+    owned = np.bincount(owner, minlength=groups)
+    received = np.bincount(owner, weights=holders[held] - 1, minlength=groups).astype(np.int64)
+    senders = np.count_nonzero(rows_seen, axis=0) - owned
+    return bool((holders > 1).any()), senders, received, owned
+
+
+def _sparse_mm_phase(macs, compute, bytes_in, bytes_out, blocks_t, rows_t, cols_t, recv_vals, unit) -> Phase:
+    """``sparse-mm``: one vertex per tile with blocks (3 + 2 edges per block row), on the AMP (blocks of 4,
+    8, 16) or the workers' vector path (element-wise, ``unit`` "vector"); exchange instructions: a receive
+    per column block and per weight copy, plus the sends spread over the tiles."""
     one = (blocks_t > 0).astype(np.int64)
     recv = cols_t + (recv_vals > 0)
     return Phase(
         "sparse-mm",
-        "amp",
+        unit,
         macs,
         compute,
         bytes_in,
@@ -293,13 +335,15 @@ def _reduce_phase(recv_el: np.ndarray, send_el: np.ndarray, pb: int, costs: Supe
     )
 
 
-def _build(layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vertex, memory_proportion, within):
+def _build(
+    layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vertex, memory_proportion, within, ordered=None
+):
     nbr, nbc = layout.shape
     m, k = nbr * block, nbc * block
     tg = tiles // (bands * n_split)
-    rows, cols, group = _group_blocks(layout, bands, tg)
+    rows, cols, group = _group_blocks(ordered or _band_order(layout, bands), bands, tg)
     groups = bands * tg
-    nblk, nrows, ncols = _chunk_stats(rows, cols, group, groups)
+    nblk, nrows, ncols, rows_seen = _chunk_stats(rows, cols, group, groups, nbr, nbc)
 
     used = groups * n_split
     t = np.arange(tiles)
@@ -321,9 +365,13 @@ def _build(layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vert
     rows_in = cols_t * block * n_j * eb
     bytes_in = rows_in + recv_vals
     bytes_out = home * eb + send_vals
-    phases = [_sparse_mm_phase(macs, compute, bytes_in, bytes_out, blocks_t, rows_t, cols_t, recv_vals)]
+    phases = [
+        _sparse_mm_phase(
+            macs, compute, bytes_in, bytes_out, blocks_t, rows_t, cols_t, recv_vals, "vector" if block == 1 else "amp"
+        )
+    ]
     # reduction: block row r of part j is held by every group that has a block in it; the first one owns it
-    reduces, senders, received, owned = _row_owners(group, rows, nbr, groups)
+    reduces, senders, received, owned = _row_owners(rows_seen)
     out_rows = np.where(active, owned[g], 0)
     output_bytes = out_rows * block * n_j * eb
     partial = rows_t * block * n_j * pb
@@ -403,7 +451,7 @@ def plan_block_sparse(
         "block",
         block,
         f"must be one of {SUPPORTED_BLOCKS}",
-        "PopSparse's static block codelets exist for 4x4, 8x8 and 16x16 blocks",
+        "PopSparse's static codelets exist for element-wise (1) and 4x4, 8x8 and 16x16 blocks",
     )
     for name, v in (("n", n), ("tiles", tiles), ("sram_bytes", sram_bytes), ("workers", workers)):
         require(
@@ -419,10 +467,25 @@ def plan_block_sparse(
     bound = memory_proportion * sram_bytes
     nbc = layout.shape[1]
     found = []
-    for bands in _powers_of_two(min(nbc, tiles)):
-        for n_split in _powers_of_two(min(n, tiles // bands)):
+    nonzero = np.nonzero(layout)
+    for bands in _powers_of_two(min(nbc, tiles, MAX_BANDS)):
+        ordered = _band_order(layout, bands, nonzero)  # the same for every number of parts
+        for n_split in _powers_of_two(min(n, tiles // bands, MAX_N_SPLIT)):
             plan = _build(
-                layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vertex, memory_proportion, True
+                layout,
+                n,
+                bands,
+                n_split,
+                tiles,
+                block,
+                eb,
+                pb,
+                workers,
+                costs,
+                vertex,
+                memory_proportion,
+                True,
+                ordered,
             )
             mem = int(plan.memory_bytes(overheads).max())
             found.append((plan.predicted_cycles, int(plan.temp_bytes.max()), mem, bands, n_split, plan))

@@ -262,7 +262,9 @@ def register(subparsers) -> None:
         default=None,
         help="block-sparse: fraction of non-zero blocks, e.g. 1/16 (default 1/16)",
     )
-    la.add_argument("--block", type=_int, default=None, help="block-sparse: block size 4, 8 or 16 (default 16)")
+    la.add_argument(
+        "--block", type=_int, default=None, help="block-sparse: block size 1 (element-wise), 4, 8 or 16 (default 16)"
+    )
     la.add_argument(
         "--memory-proportion",
         type=_float,

@@ -267,7 +267,7 @@ def popsparse_layout(layout: np.ndarray, block_size: int) -> tuple:
         "block_size",
         block_size,
         f"must be one of {SUPPORTED_BLOCKS} or a multiple of 16 for PopSparse's static block codelets",
-        "use a block size of 4, 8, 16 or a multiple of 16",
+        "use a block size of 1, 4, 8, 16 or a multiple of 16",
     )
     r = block_size // 16
     return 16, np.kron(layout, np.ones((r, r), dtype=bool)).astype(bool)
