@@ -418,6 +418,23 @@ def _powers_of_two(limit: int) -> list:
     return [1 << i for i in range(int(math.log2(max(limit, 1))) + 1)]
 
 
+def _candidates(layout, n, tiles, block, eb, pb, workers, costs, vertex, overheads, memory_proportion) -> list:
+    """Every (band, part) partition PopSparse's planner would try (powers of two up to its bounds), as
+    ``(cycles, temporary bytes, fullest tile's bytes, bands, parts, plan)``."""
+    found = []
+    nonzero = np.nonzero(layout)
+    for bands in _powers_of_two(min(layout.shape[1], tiles, MAX_BANDS)):
+        ordered = _band_order(layout, bands, nonzero)  # the same for every number of parts
+        for n_split in _powers_of_two(min(n, tiles // bands, MAX_N_SPLIT)):
+            plan = _build(
+                layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vertex, memory_proportion, True,
+                ordered,
+            )  # fmt: skip
+            mem = int(plan.memory_bytes(overheads).max())
+            found.append((plan.predicted_cycles, int(plan.temp_bytes.max()), mem, bands, n_split, plan))
+    return found
+
+
 def plan_block_sparse(
     layout,
     n: int,
@@ -466,29 +483,7 @@ def plan_block_sparse(
     pb = require_precision("partials_precision", partials_precision)
     bound = memory_proportion * sram_bytes
     nbc = layout.shape[1]
-    found = []
-    nonzero = np.nonzero(layout)
-    for bands in _powers_of_two(min(nbc, tiles, MAX_BANDS)):
-        ordered = _band_order(layout, bands, nonzero)  # the same for every number of parts
-        for n_split in _powers_of_two(min(n, tiles // bands, MAX_N_SPLIT)):
-            plan = _build(
-                layout,
-                n,
-                bands,
-                n_split,
-                tiles,
-                block,
-                eb,
-                pb,
-                workers,
-                costs,
-                vertex,
-                memory_proportion,
-                True,
-                ordered,
-            )
-            mem = int(plan.memory_bytes(overheads).max())
-            found.append((plan.predicted_cycles, int(plan.temp_bytes.max()), mem, bands, n_split, plan))
+    found = _candidates(layout, n, tiles, block, eb, pb, workers, costs, vertex, overheads, memory_proportion)
     within = [f for f in found if f[2] <= sram_bytes and f[1] <= bound]
     if within:
         return min(within, key=lambda f: (f[0], f[3] * f[4], f[3]))[5]
