@@ -40,9 +40,11 @@ from tilesim.errors import MappingError
 from tilesim.io import atomic_write_text
 from tilesim.memo import BytesLRU
 
-__all__ = ["Mapping", "Block", "FORMAT", "load_mapping", "block_tiles"]
+__all__ = ["Mapping", "Block", "FORMAT", "STRATEGIES", "load_mapping", "block_tiles"]
 
 FORMAT = "tilesim-mapping/1"
+STRATEGIES = ("contiguous", "round_robin", "balanced", "graph")
+"""The placement strategies by name (:mod:`mapping.strategies`); a mapping is one of these or a file."""
 _BLOCK_KEYS = {"first_neuron", "count", "chip", "first_tile", "neurons_per_tile", "n_tiles", "order"}
 
 
@@ -395,12 +397,11 @@ def load_mapping(path) -> Mapping:
     """Read a mapping JSON file; any problem is a :class:`MappingError` naming the file."""
     p = Path(path)
     if not p.is_file():
-        names = ("contiguous", "round_robin", "balanced", "graph")
-        close = difflib.get_close_matches(str(path), names, n=1)
+        close = difflib.get_close_matches(str(path), STRATEGIES, n=1)
         _err(
             f"mapping file {str(path)!r}: no such file; "
             + (f"did you mean {close[0]}? " if close else "")
-            + f"give a strategy name ({', '.join(names)}) or a JSON file"
+            + f"give a strategy name ({', '.join(STRATEGIES)}) or a JSON file"
         )
     try:
         data = json.loads(p.read_text())

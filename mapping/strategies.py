@@ -27,12 +27,10 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
-from mapping.core import Block, Mapping, block_tiles
+from mapping.core import STRATEGIES, Block, Mapping, block_tiles
 from tilesim.errors import MappingError, require
 
 __all__ = ["STRATEGIES", "contiguous", "round_robin", "balanced", "graph", "pack_layers", "from_layout"]
-
-STRATEGIES = ("contiguous", "round_robin", "balanced", "graph")
 
 
 def _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile):

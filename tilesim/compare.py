@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tilesim.errors import ConfigError, config_message
@@ -71,12 +71,14 @@ class Row:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Runs ``a`` and ``b`` (folder paths), their rows and the verdict sentence."""
+    """Runs ``a`` and ``b`` (folder paths), their rows and the verdict sentence; ``runs`` keeps the two
+    loaded folders (``(summary, arrays)`` each) so that writing the pictures reads neither again."""
 
     a: str
     b: str
     rows: tuple[Row, ...]
     verdict: str
+    runs: tuple = field(default=(), repr=False, compare=False)
 
     def section(self, name: str) -> list[Row]:
         """The rows of one section."""
@@ -220,7 +222,7 @@ def compare_runs(dir_a, dir_b) -> Comparison:
     sa, aa = _load(dir_a)
     sb, ab = _load(dir_b)
     rows = _rows(sa, aa, sb, ab)
-    return Comparison(str(dir_a), str(dir_b), tuple(rows), _verdict(rows))
+    return Comparison(str(dir_a), str(dir_b), tuple(rows), _verdict(rows), ((sa, aa), (sb, ab)))
 
 
 def _cell(v, unit: str) -> str:
@@ -278,8 +280,7 @@ def write_comparison(c: Comparison, out) -> list[Path]:
     ]
     from tilesim.page import comparison_html  # plotly loads only when a page is written (start-up time)
 
-    sa, aa = _load(c.a)
-    sb, ab = _load(c.b)
+    (sa, aa), (sb, ab) = c.runs or (_load(c.a), _load(c.b))
     written.append(comparison_figure(c, aa, ab, out / "compare.png"))
     page = comparison_html(c, [("A", sa, aa), ("B", sb, ab)], format_comparison(c))
     written.append(atomic_write_text(out / "compare.html", page))

@@ -29,6 +29,7 @@ import numpy as np
 
 from tilesim.io import atomic_write_text
 from tilesim.memory import CATEGORIES
+from tilesim.plots import _chip_image, stored_grid
 from tilesim.records import PHASES, phase_spans
 
 __all__ = ["write_page", "page_html", "PAGE_CHIP_ROWS"]
@@ -56,18 +57,9 @@ def _div(fig, div_id: str) -> str:
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
 
 
-def _grid(a: dict, tpc: int) -> tuple[int, int]:
-    g = [int(x) for x in a.get("grid", (0, 0))]
-    if g[0]:
-        return g[0], g[1]
-    cols = 64 if tpc >= 256 else int(np.ceil(np.sqrt(tpc * 1.5)))
-    return int(np.ceil(tpc / cols)), cols
-
-
 def _image(values: np.ndarray, rows: int, cols: int) -> list:
-    img = np.full(rows * cols, np.nan)
-    img[: values.size] = values
-    return [[None if np.isnan(v) else float(v) for v in row] for row in img.reshape(rows, cols)]
+    """One chip's tile values laid out as the pictures lay them out, padding as JSON nulls."""
+    return [[None if np.isnan(v) else float(v) for v in row] for row in _chip_image(values, rows, cols)]
 
 
 def _timeline(summary: dict, a: dict, chips: list[int]):
@@ -175,7 +167,7 @@ def _tiles(summary: dict, a: dict, chip: int, why: str):
     """One chip's tiles: a heat map with per-tile hover and a 'colour tiles by' dropdown."""
     go = _go()
     tpc = int(a["tiles_per_chip"])
-    rows, cols = _grid(a, tpc)
+    rows, cols = stored_grid(a)
     tiles = np.arange(chip * tpc, (chip + 1) * tpc)
     views: list[tuple[str, np.ndarray, str]] = []
     if "memory_bytes" in a:
@@ -413,7 +405,7 @@ def _pair_tiles(runs: list[tuple[str, dict, dict]]):
     )
     for k, (_, _, a) in enumerate(runs):
         tpc = int(a["tiles_per_chip"])
-        rows, cols = _grid(a, tpc)
+        rows, cols = stored_grid(a)
         tiles = np.arange(tpc)
         fig.add_heatmap(
             z=_image(np.asarray(a["memory_bytes"][:tpc], float), rows, cols),

@@ -75,6 +75,13 @@ def tile_grid(machine) -> tuple[int, int]:
     return grid_shape(machine) or _grid(machine.tiles_per_chip)
 
 
+def stored_grid(arrays: dict) -> tuple[int, int]:
+    """Rows and columns of one chip's tiles for a stored run (its ``arrays.npz``): the grid it
+    recorded (a mesh), else :func:`tile_grid`'s rows of :data:`TILES_PER_ROW`."""
+    g = [int(x) for x in arrays.get("grid", (0, 0))]
+    return (g[0], g[1]) if g[0] else _grid(int(arrays["tiles_per_chip"]))
+
+
 def _chip_image(values, rows, cols):
     img = np.full(rows * cols, np.nan)
     img[: values.size] = values
@@ -444,8 +451,7 @@ def comparison_figure(comparison, arrays_a: dict, arrays_b: dict, path):
         for k, (run, a) in enumerate((("A", arrays_a), ("B", arrays_b))):
             ax = fig.add_subplot(gs[1, k])
             tpc = int(a["tiles_per_chip"])
-            g = tuple(int(x) for x in a.get("grid", (0, 0)))
-            rows_, cols = g if g[0] else _grid(tpc)
+            rows_, cols = stored_grid(a)
             im = ax.imshow(
                 _chip_image(np.asarray(a["memory_bytes"][:tpc], float), rows_, cols),
                 cmap="viridis",

@@ -182,13 +182,6 @@ def load_run(out) -> tuple[dict, dict]:
     return _load(Path(out))
 
 
-def _grid(arrays, tpc):
-    from tilesim.plots import _grid as near_square  # matplotlib is imported only when drawing (start-up time)
-
-    g = tuple(int(x) for x in arrays.get("grid", (0, 0)))
-    return g if g[0] else near_square(tpc)
-
-
 def render(out, verify: bool = True) -> list[Path]:
     """Draw every picture and write ``summary.md`` from ``summary.json`` + ``arrays.npz``.
 
@@ -226,7 +219,7 @@ def _draw(out, summary, a, plots, page: bool = True) -> list[Path]:
         booked = np.asarray(PHASES, object)[a["booked_phase"]] if "booked_phase" in a else None
         written.append(plots.timeline(shim, out / "timeline.png", booked=booked))
         written.append(plots.breakdown_bars(shim, out / "breakdown.png"))
-    rows, cols = _grid(a, tpc)
+    rows, cols = plots.stored_grid(a)
     parts = report_parts(summary)
     if "memory_bytes" in a:
         mem = a["memory_bytes"].astype(float)
