@@ -246,7 +246,8 @@ def _simulate_file(
         print(format_summary(result, ledger))
         if out:
             print(
-                f"  wrote {out}/summary.md, summary.json, trace.json (open in https://ui.perfetto.dev), "
+                f"  wrote {out}/report.html (open it in a browser), summary.md, summary.json, trace.json "
+                "(open in https://ui.perfetto.dev), "
                 f"timeline.png, breakdown.png, memory.png, work.png"
             )
     return 0

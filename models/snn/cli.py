@@ -169,7 +169,8 @@ def cmd_run(args) -> int:
         print(format_run(summary.to_dict()))
         if out.out:
             print(
-                f"wrote {out.out}/: summary.md, summary.json, trace.json (https://ui.perfetto.dev), mapping.json, "
+                f"wrote {out.out}/: report.html (open it in a browser), summary.md, summary.json, trace.json "
+                "(https://ui.perfetto.dev), mapping.json, "
                 "memory.png, work.png, exchange.png, timeline.png, breakdown.png"
                 + (", activity.png" if summary.artifacts.history else "")
             )

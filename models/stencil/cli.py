@@ -89,8 +89,8 @@ def _cmd_stencil(args) -> int:
     )
     if args.out:
         print(
-            f"  wrote {args.out}/summary.json, summary.md, trace.json (Perfetto), pictures"
-            + (", blurred.png" if img is not None else "")
+            f"  wrote {args.out}/report.html (open it in a browser), summary.json, summary.md, trace.json (Perfetto), "
+            "pictures" + (", blurred.png" if img is not None else "")
         )
     return 0
 
