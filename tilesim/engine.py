@@ -30,7 +30,7 @@ import simpy
 
 from tilesim import timeline as closed
 from tilesim.errors import ConfigError, config_message
-from tilesim.fabric import LadderLinks, make_fabric
+from tilesim.fabric import ChipLinks, make_fabric
 from tilesim.machine import Machine
 from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program
 from tilesim.records import ChipTimeline, SimResult
@@ -53,10 +53,10 @@ class _ActiveFlow:
 
 class _FluidLinks:
     """Flows sharing directed link groups over simulated time; bandwidth split evenly among the
-    flows on a group (:func:`tilesim.timeline.fair_rates`), rates recomputed at every start and finish."""
+    flows on a group (:func:`tilesim.fluid.fair_rates`), rates recomputed at every start and finish."""
 
-    def __init__(self, env: simpy.Environment, ladder: LadderLinks):
-        self.env, self.ladder = env, ladder
+    def __init__(self, env: simpy.Environment, links: ChipLinks):
+        self.env, self.links = env, links
         self.active: dict[int, _ActiveFlow] = {}
         self.next_id = 0
         self.last = 0.0
@@ -76,7 +76,7 @@ class _FluidLinks:
             yield self.env.timeout(delay)
         self._advance()
         for f, ev in zip(flows, events):
-            route = self.ladder.route(f.src_chip, f.dst_chip)
+            route = self.links.route(f.src_chip, f.dst_chip)
             for g in route:
                 self.group_bytes[g] = self.group_bytes.get(g, 0.0) + f.nbytes
             self.active[self.next_id] = _ActiveFlow(float(f.nbytes), route, ev)
@@ -92,7 +92,7 @@ class _FluidLinks:
         self.last = self.env.now
 
     def _finish(self, f: _ActiveFlow):
-        delay = self.ladder.latency_cycles * len(f.route)
+        delay = self.links.latency_cycles * len(f.route)
         if delay > 0:
 
             def arrived(_e: simpy.Event) -> None:  # the last byte reaches the far end of the route
@@ -114,7 +114,7 @@ class _FluidLinks:
             if not self.active:
                 continue
             flows = list(self.active.values())
-            for f, rate in zip(flows, closed.fair_rates([f.route for f in flows], self.ladder.bw)):
+            for f, rate in zip(flows, closed.fair_rates([f.route for f in flows], self.links.bw)):
                 f.rate = rate
             t_next = min(f.remaining / f.rate for f in flows)
             res = yield self.env.any_of([self.wake, self.env.timeout(t_next)])
@@ -149,7 +149,7 @@ class _ChipEvents:
         self.comp, self.sync, self.tails, self.rs, self.off = comp, sync, tails, rs, off
         self.starts, self.tl = starts, tl
         self.env = simpy.Environment()
-        self.links = _FluidLinks(self.env, closed.ladder_of(machine)) if tails.events.any() else None
+        self.links = _FluidLinks(self.env, closed.links_of(machine)) if tails.events.any() else None
         self.barriers: dict[tuple, _Barrier] = {}
         C = machine.chips
         self.members_of = {code: [np.flatnonzero(g == g[c]) for c in range(C)] for code, g in group_of.items()}

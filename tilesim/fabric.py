@@ -42,10 +42,13 @@ directed link groups with a bandwidth each; flows that share a group share its b
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.fluid import drain_times
 from tilesim.machine import FABRIC_KINDS, Machine
 from tilesim.records import ChipWork
 from tilesim.rows import ChipPeaks, TileRows
@@ -56,7 +59,12 @@ __all__ = [
     "OnChipFabric",
     "FABRICS",
     "register_fabric",
+    "TorusFabric",
     "LadderLinks",
+    "EthernetLinks",
+    "ChipLinks",
+    "CHIP_LINKS",
+    "chip_links",
     "LinkGroup",
     "make_fabric",
     "grid_shape",
@@ -140,9 +148,10 @@ class AllToAllFabric(OnChipFabric):
 
 
 class MeshFabric(OnChipFabric):
-    """2-D mesh with dimension-ordered (XY) routing; cost grows with hop distance."""
+    """2-D mesh with dimension-ordered (XY) routing; cost grows with hop distance and contention."""
 
     needs_transfers = True  # explicit tile-to-tile transfers are routed (link loads, hops)
+    wraps = False  # a torus adds the wrap-around links
 
     def __init__(self, machine: Machine):
         f = machine.fabric
@@ -153,31 +162,53 @@ class MeshFabric(OnChipFabric):
         self.fixed = float(machine.chip.exchange_fixed_cycles)
         self.port_bpc = float(machine.chip.exchange_bytes_per_cycle)
         self.tiles = machine.tiles_per_chip
-        # mean |dx| + |dy| between two uniformly chosen tiles: (n^2 - 1) / (3n) per dimension
-        self.mean_hops = (self.cols**2 - 1) / (3 * self.cols) + (self.rows**2 - 1) / (3 * self.rows)
+        self.mean_hops = self._mean_hops(self.cols) + self._mean_hops(self.rows)
+
+    def _mean_hops(self, n: int) -> float:
+        """Mean hops along one dimension of ``n`` between two uniformly chosen positions:
+        (n^2 - 1) / (3n) on a line."""
+        return (n * n - 1) / (3 * n)
+
+    def _steps(self, a: int, b: int, n: int) -> tuple[int, int]:
+        """(direction, hops) from position ``a`` to ``b`` along a dimension of ``n`` positions."""
+        return (1 if b > a else -1), abs(b - a)
 
     def hops(self, src: int, dst: int) -> int:
-        sx, sy = src % self.cols, src // self.cols
-        dx, dy = dst % self.cols, dst // self.cols
-        return abs(sx - dx) + abs(sy - dy)
+        return (
+            self._steps(src % self.cols, dst % self.cols, self.cols)[1]
+            + self._steps(src // self.cols, dst // self.cols, self.rows)[1]
+        )
 
-    def _link_load(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> float:
-        """Largest byte load on any directed mesh link under XY routing."""
-        load: dict[tuple, float] = {}
-        for s, d, b in zip(src.tolist(), dst.tolist(), nbytes.tolist()):
-            x, y = s % self.cols, s // self.cols
-            tx, ty = d % self.cols, d // self.cols
-            while x != tx:
-                nx = x + (1 if tx > x else -1)
-                key = (x, y, nx, y)
-                load[key] = load.get(key, 0.0) + b
-                x = nx
-            while y != ty:
-                ny = y + (1 if ty > y else -1)
-                key = (x, y, x, ny)
-                load[key] = load.get(key, 0.0) + b
-                y = ny
-        return max(load.values(), default=0.0)
+    def route(self, src: int, dst: int) -> tuple:
+        """Directed links from tile ``src`` to tile ``dst`` (dimension order: X, then Y), with the
+        source's injection port and the destination's ejection port at the ends."""
+        x, y = src % self.cols, src // self.cols
+        tx, ty = dst % self.cols, dst // self.cols
+        links: list[tuple] = [("inject", src)]
+        step, n = self._steps(x, tx, self.cols)
+        for _ in range(n):
+            nx = (x + step) % self.cols
+            links.append((x, y, nx, y))
+            x = nx
+        step, n = self._steps(y, ty, self.rows)
+        for _ in range(n):
+            ny = (y + step) % self.rows
+            links.append((x, y, x, ny))
+            y = ny
+        links.append(("eject", dst))
+        return tuple(links)
+
+    def transfer_cycles(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> float:
+        """Cycles of one exchange phase of explicit transfers on one chip, starting together:
+        ``fixed + max_i(drain_i + hops_i · hop_cycles)`` with the drain times of the fluid rule
+        (:func:`tilesim.fluid.drain_times`) over the mesh links and the tiles' ports, so flows
+        that share a link or a port share its bandwidth."""
+        pairs = list(zip(src.tolist(), dst.tolist()))
+        routes = [self.route(a, b) for a, b in pairs]
+        bw = {g: (self.port_bpc if isinstance(g[0], str) else self.link_bpc) for r in routes for g in r}
+        done = drain_times(routes, nbytes, bw)
+        hops = np.array([self.hops(a, b) for a, b in pairs], np.float64)
+        return self.fixed + float(np.max(np.ceil(done) + hops * self.hop, initial=0.0))
 
     def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None):
         """``rows_transfers``: optional {row: (chip, src_local, dst_local, bytes)} explicit transfers."""
@@ -186,13 +217,7 @@ class MeshFabric(OnChipFabric):
         for row, (chip, src, dst, nb) in (rows_transfers or {}).items():
             for c in np.unique(chip):
                 m = chip == c
-                hops = max((self.hops(a, b) for a, b in zip(src[m].tolist(), dst[m].tolist())), default=0)
-                link = self._link_load(src[m], dst[m], nb[m])
-                cycles[row, c] = (
-                    self.fixed
-                    + max(math.ceil(peak[row, c] / self.port_bpc), math.ceil(link / self.link_bpc))
-                    + hops * self.hop
-                )
+                cycles[row, c] = self.transfer_cycles(src[m], dst[m], nb[m])
         return cycles, crit
 
     def point_to_point_cycles(self, src: int, dst: int, nbytes: float) -> float:
@@ -200,7 +225,25 @@ class MeshFabric(OnChipFabric):
         return self.fixed + math.ceil(nbytes / bpc) + self.hops(src, dst) * self.hop
 
 
-FABRICS: dict[str, type[OnChipFabric]] = {"all-to-all": AllToAllFabric, "mesh": MeshFabric}
+class TorusFabric(MeshFabric):
+    """2-D torus: the mesh with wrap-around links in both dimensions; a route goes the shorter
+    way round in each dimension (ties: the positive direction), X first.
+
+    Tenstorrent's two NoCs are unidirectional tori in opposite directions; a kernel that picks the
+    NoC with the shorter route sees this torus (the assumption is named in EVIDENCE.md)."""
+
+    wraps = True
+
+    def _mean_hops(self, n: int) -> float:
+        """Mean shorter-way-round distance on a ring of ``n``: ``floor(n^2 / 4) / n``."""
+        return (n * n // 4) / n
+
+    def _steps(self, a: int, b: int, n: int) -> tuple[int, int]:
+        up, down = (b - a) % n, (a - b) % n
+        return (1, up) if up <= down else (-1, down)
+
+
+FABRICS: dict[str, type[OnChipFabric]] = {"all-to-all": AllToAllFabric, "mesh": MeshFabric, "torus": TorusFabric}
 """On-chip fabric models by ``[fabric] kind`` of a machine file (:func:`register_fabric`)."""
 
 
@@ -352,3 +395,99 @@ class LadderLinks:
         if side != side1:
             path.append(("pair", g0 + r1, side))
         return path
+
+
+class ChipLinks(Protocol):
+    """What the engine needs of a system's chip-to-chip links: directed link groups with their
+    bandwidth in bytes per cycle (``bw``), the route between two chips as a tuple of groups, and
+    the latency of one hop in cycles."""
+
+    bw: dict
+    latency_cycles: float
+
+    def route(self, src: int, dst: int) -> tuple:
+        """The link groups a flow from chip ``src`` to chip ``dst`` crosses, in order."""
+        ...
+
+
+class EthernetLinks:
+    """Chips on a line, a ring, a 2-D mesh or a 2-D torus of point-to-point links (Tenstorrent's
+    Ethernet; any machine whose chips talk only to their neighbours).
+
+    Chip ``i`` sits at column ``i % cols``, row ``i // cols`` (``cols`` = ``system.grid_cols`` on a
+    mesh or torus, every chip on a line or ring). Neighbours are joined in each direction by
+    ``system.links_per_neighbour`` links of ``link_bytes_per_s · link_efficiency``; a ring or torus
+    adds the wrap-around of each dimension with more than two chips. Routes are dimension-ordered
+    (X, then Y), the shorter way round where a dimension wraps (ties: the positive direction);
+    groups are ``("eth", from_chip, to_chip)``. Each hop adds ``link_latency_s``. A flow that
+    crosses several chips is forwarded chip by chip (store-and-forward of packets: the drain is set
+    by the busiest link, the latency by the hops), which is also how a multicast along a line runs:
+    one flow to its farthest chip carries the bytes over every link once.
+    """
+
+    def __init__(self, machine: Machine):
+        s = machine.system
+        self.chips = machine.chips
+        grid = s.topology in ("mesh", "torus")
+        self.cols = s.grid_cols if grid else self.chips
+        self.rows = -(-self.chips // self.cols)
+        self.wrap = s.topology in ("ring", "torus")
+        per_group = s.links_per_neighbour * s.link_bytes_per_s * s.link_efficiency / machine.clock_hz
+        self.latency_cycles = s.link_latency_s * machine.clock_hz
+        self.bw: dict[tuple, float] = {}
+        for c in range(self.chips):
+            x, y = c % self.cols, c // self.cols
+            for nx, ny, n, d in ((x + 1, y, self.cols, x + 1), (x, y + 1, self.rows, y + 1)):
+                if d >= n:  # past the edge: the wrap-around where the dimension has more than two
+                    if not (self.wrap and n > 2):
+                        continue
+                    nx, ny = nx % self.cols, ny % self.rows
+                other = ny * self.cols + nx
+                if other < self.chips and other != c:
+                    self.bw[("eth", c, other)] = self.bw[("eth", other, c)] = per_group
+        self._routes: dict[tuple[int, int], tuple] = {}
+
+    def _walk(self, a: int, b: int, n: int) -> tuple[int, int]:
+        """(direction, hops) from position ``a`` to ``b`` along a dimension of ``n`` positions."""
+        if not self.wrap or n <= 2:
+            return (1 if b >= a else -1), abs(b - a)
+        up, down = (b - a) % n, (a - b) % n
+        return (1, up) if up <= down else (-1, down)
+
+    def route(self, src: int, dst: int) -> tuple:
+        key = (src, dst)
+        if key not in self._routes:
+            x, y = src % self.cols, src // self.cols
+            tx, ty = dst % self.cols, dst // self.cols
+            path: list[tuple] = []
+            step, n = self._walk(x, tx, self.cols)
+            for _ in range(n):
+                nx = (x + step) % self.cols
+                path.append(("eth", y * self.cols + x, y * self.cols + nx))
+                x = nx
+            step, n = self._walk(y, ty, self.rows)
+            for _ in range(n):
+                ny = (y + step) % self.rows
+                path.append(("eth", y * self.cols + x, ny * self.cols + x))
+                y = ny
+            self._routes[key] = tuple(path)
+        return self._routes[key]
+
+    def hops(self, src: int, dst: int) -> int:
+        """Links a flow from ``src`` to ``dst`` crosses."""
+        return len(self.route(src, dst))
+
+
+CHIP_LINKS: dict[str, Callable[[Machine], ChipLinks]] = {
+    "ladder": LadderLinks,
+    "line": EthernetLinks,
+    "ring": EthernetLinks,
+    "mesh": EthernetLinks,
+    "torus": EthernetLinks,
+}
+"""Chip-to-chip link models by ``[system] topology`` of a machine file."""
+
+
+def chip_links(machine: Machine) -> ChipLinks:
+    """The chip-to-chip links of ``machine`` (:data:`CHIP_LINKS` by ``system.topology``)."""
+    return CHIP_LINKS[machine.system.topology](machine)

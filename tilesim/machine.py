@@ -20,8 +20,8 @@ from tilesim.io import loads_toml, read_toml
 
 __all__ = ["Chip", "Fabric", "System", "Machine", "load_machine", "preset_names", "preset_text"]
 
-FABRIC_KINDS = ["all-to-all", "mesh"]  # kinds with a model (tilesim.fabric.register_fabric adds to it)
-TOPOLOGIES = ("ladder",)
+FABRIC_KINDS = ["all-to-all", "mesh", "torus"]  # kinds with a model (tilesim.fabric.register_fabric adds to it)
+TOPOLOGIES = ("ladder", "line", "ring", "mesh", "torus")  # tilesim.fabric.CHIP_LINKS
 
 
 def _example(field: str) -> str:
@@ -144,7 +144,8 @@ class Fabric:
 
     ``all-to-all`` (IPU): compiled, time-deterministic exchange; a tile's exchange time depends on
     the bytes it sends/receives, never on distance. ``mesh``: tiles on a ``cols`` × ``rows`` grid with
-    XY routing; each hop adds ``hop_cycles`` and directed links carry ``link_bytes_per_cycle``.
+    XY routing; each hop adds ``hop_cycles`` and directed links carry ``link_bytes_per_cycle``,
+    shared by the flows on them. ``torus``: the mesh with wrap-around links (Tenstorrent's NoCs).
     """
 
     kind: str
@@ -163,7 +164,7 @@ class Fabric:
                     'e.g. kind = "all-to-all" (the IPU)',
                 )
             )
-        if self.kind == "mesh":
+        if self.kind in ("mesh", "torus"):
             _positive(
                 "fabric", self, ["cols", "rows", "link_bytes_per_cycle", "hop_cycles"], allow_zero=("hop_cycles",)
             )
@@ -193,17 +194,19 @@ class System:
     link_bytes_per_s: float
     link_efficiency: float
     link_latency_s: float
-    pair_links: int
-    vertical_links: int
-    wrap_links: int
-    links_per_chip: int
     global_sync_ns_per_hop: float
     host_bytes_per_s: float
     host_latency_s: float
+    pair_links: int = 0  # ladder only
+    vertical_links: int = 0  # ladder only
+    wrap_links: int = 0  # ladder only
+    links_per_chip: int = 0
     global_sync_fixed_cycles: int = 0
     link_message_bytes: float = 0.0
     chips_per_rack: int = 0  # chips joined by IPU-Links in one rack; 0: every chip (tilesim.fabric.LadderLinks)
     gw_link_bytes_per_s: float = 0.0  # one GW-Link between racks, per direction
+    grid_cols: int = 0  # chips per row of a mesh or torus of chips (tilesim.fabric.EthernetLinks)
+    links_per_neighbour: int = 1  # parallel links between neighbours of a line, ring, mesh or torus
 
     def __post_init__(self):
         if self.topology not in TOPOLOGIES:
@@ -212,9 +215,10 @@ class System:
                     "system.topology",
                     self.topology,
                     f"must be one of {', '.join(TOPOLOGIES)}",
-                    'write topology = "ladder"',
+                    'e.g. topology = "ladder" (IPU-Links) or "ring" (Ethernet)',
                 )
             )
+        self._check_topology()
         _positive(
             "system",
             self,
@@ -234,10 +238,15 @@ class System:
                 "link_message_bytes",
                 "chips_per_rack",
                 "gw_link_bytes_per_s",
+                "grid_cols",
+                "links_per_neighbour",
             ],
             allow_zero=(
                 "link_latency_s",
                 "host_latency_s",
+                "pair_links",
+                "vertical_links",
+                "grid_cols",
                 "wrap_links",
                 "global_sync_ns_per_hop",
                 "links_per_chip",
@@ -271,6 +280,25 @@ class System:
                 config_message("system.chips", self.chips, "must be <= 4096", "e.g. chips = 64 (an IPU-POD64)")
             )
 
+    def _check_topology(self) -> None:
+        """The fields the chosen topology needs: ladder links, whole rows of a mesh or torus."""
+        if self.topology == "ladder" and (self.pair_links < 1 or self.vertical_links < 1):
+            bad = "pair_links" if self.pair_links < 1 else "vertical_links"
+            raise ConfigError(
+                config_message(
+                    f"system.{bad}", getattr(self, bad), "must be >= 1 on a ladder", _example(f"system.{bad}")
+                )
+            )
+        if self.topology in ("mesh", "torus") and (self.grid_cols < 1 or self.chips % self.grid_cols):
+            raise ConfigError(
+                config_message(
+                    "system.grid_cols",
+                    self.grid_cols,
+                    f"must be >= 1 and divide system.chips = {self.chips} on a {self.topology}",
+                    "e.g. grid_cols = 4 for a 2 x 4 mesh of 8 chips",
+                )
+            )
+
 
 @dataclass(frozen=True)
 class Machine:
@@ -283,7 +311,7 @@ class Machine:
     system: System
 
     def __post_init__(self):
-        if self.fabric.kind == "mesh" and self.fabric.cols * self.fabric.rows != self.chip.tiles:
+        if self.fabric.kind in ("mesh", "torus") and self.fabric.cols * self.fabric.rows != self.chip.tiles:
             raise ConfigError(
                 config_message(
                     "fabric.cols*rows",
@@ -316,7 +344,21 @@ class Machine:
             raise ConfigError(config_message("chips", chips, "must be an integer in 1..4096", "e.g. --chips 16"))
         if chips == self.chips:
             return self
-        return replace(self, name=f"{self.name}[{chips} chips]", system=replace(self.system, chips=chips))
+        cols = self.system.grid_cols
+        if self.system.topology in ("mesh", "torus") and chips < cols:
+            cols = chips  # fewer chips than a row: one row of them
+        system = replace(self.system, chips=chips, grid_cols=cols)
+        return replace(self, name=f"{self.name}[{chips} chips]", system=system)
+
+    def with_topology(self, topology: str, chips: int) -> Machine:
+        """``chips`` of this machine's chips joined as a ``line`` or ``ring`` (or any topology of
+        :data:`TOPOLOGIES`) with its links: the logical topology a collective library resolves on
+        a larger mesh (its neighbours are physical neighbours, so the links are the same)."""
+        base = self.with_chips(chips)
+        if topology == base.system.topology:
+            return base
+        system = replace(base.system, topology=topology)
+        return replace(base, name=f"{self.name}[{chips}-chip {topology}]", system=system)
 
     def global_sync_cycles(self, chips: int | None = None) -> int:
         """Cycles of a sync across ``chips`` chips: the preset's fixed part plus Poplar's IPUModel
@@ -325,10 +367,23 @@ class Machine:
         n = self.chips if chips is None else chips
         if n <= 1:
             return self.chip.sync_cycles
-        hops = 1 + (n // 2) // 2
+        hops = self.sync_hops(n)
         return self.system.global_sync_fixed_cycles + math.ceil(
             self.system.global_sync_ns_per_hop * 1e-9 * self.clock_hz * hops * 2 - 1e-9
         )
+
+    def sync_hops(self, chips: int) -> int:
+        """Hops of a sync across ``chips`` chips: Poplar's IPUModel rule ``1 + floor(floor(N/2)/2)``
+        on a ladder (§1.3); the diameter of the chips' line, ring, mesh or torus otherwise (a
+        software barrier over neighbour links: there is no sync network)."""
+        s = self.system
+        if s.topology == "ladder":
+            return 1 + (chips // 2) // 2
+        cols = min(s.grid_cols, chips) if s.topology in ("mesh", "torus") else chips
+        rows = -(-chips // cols)
+        if s.topology in ("ring", "torus"):
+            return cols // 2 + rows // 2
+        return (cols - 1) + (rows - 1)
 
     def group_sync_cycles(self, chips: int) -> int:
         """A sync across ``chips`` chips: each chip's internal sync plus the Sync-Link round trip.
@@ -368,7 +423,7 @@ class Machine:
             "name": self.name,
             "description": self.description,
             "chip": asdict(self.chip),
-            "fabric": {k: v for k, v in asdict(self.fabric).items() if self.fabric.kind == "mesh" or k == "kind"},
+            "fabric": {k: v for k, v in asdict(self.fabric).items() if self.fabric.kind != "all-to-all" or k == "kind"},
             "system": asdict(self.system),
         }
 

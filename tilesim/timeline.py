@@ -32,7 +32,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tilesim.fabric import LadderLinks
+from tilesim.fabric import ChipLinks, chip_links
+from tilesim.fluid import DRAINED_BYTES, drain_times, fair_rates
 from tilesim.machine import Machine
 from tilesim.program import SYNC_ALL, SYNC_CHIP
 from tilesim.records import ChipTimeline
@@ -54,11 +55,8 @@ __all__ = [
     "runs",
     "run_offsets",
     "fill_runs",
-    "ladder_of",
+    "links_of",
 ]
-
-DRAINED_BYTES = 1e-6  # a flow with this little left has finished (float round-off)
-
 
 class Flow(NamedTuple):
     """Bytes sent from one chip to another over the links in one superstep. A named tuple: made,
@@ -82,52 +80,31 @@ def flows_by_step(step, src, dst, nbytes) -> dict[int, tuple[Flow, ...]]:
     return {s: tuple(fl) for s, fl in out.items()}
 
 
-def fair_rates(routes: list[tuple], bw: dict) -> list[float]:
-    """Bytes per cycle of each flow, given by its route (link groups): every group's bandwidth
-    ``bw[group]`` split evenly among the flows on it, a flow limited by its busiest group."""
-    share: dict[tuple, int] = {}
-    for route in routes:
-        for g in route:
-            share[g] = share.get(g, 0) + 1
-    return [min(bw[g] / share[g] for g in route) for route in routes]
-
-
-def fluid_batch(flows: tuple[Flow, ...], ladder: LadderLinks) -> tuple[np.ndarray, dict]:
+def fluid_batch(flows: tuple[Flow, ...], links: ChipLinks) -> tuple[np.ndarray, dict]:
     """Flows that all start together and share the link groups only with each other.
 
-    Returns each flow's completion in cycles after the start (the fluid rule of the module
-    docstring, plus ``ladder.latency_cycles`` per hop) and the bytes per link group."""
-    remaining = np.array([f.nbytes for f in flows], np.float64)
-    routes = [ladder.route(f.src_chip, f.dst_chip) for f in flows]
+    Returns each flow's completion in cycles after the start (the fluid rule of
+    :mod:`tilesim.fluid`, plus ``links.latency_cycles`` per hop) and the bytes per link group."""
+    routes = [links.route(f.src_chip, f.dst_chip) for f in flows]
     group_bytes: dict[tuple, float] = {}
     for f, route in zip(flows, routes):
         for g in route:
             group_bytes[g] = group_bytes.get(g, 0.0) + f.nbytes
-    done = np.zeros(len(flows))
-    now = 0.0
-    active = [i for i in range(len(flows)) if remaining[i] > DRAINED_BYTES]
-    while active:
-        rates = fair_rates([routes[i] for i in active], ladder.bw)
-        dt = min(remaining[i] / r for i, r in zip(active, rates))
-        now += dt
-        for i, r in zip(active, rates):
-            remaining[i] -= r * dt
-        done[[i for i in active if remaining[i] <= DRAINED_BYTES]] = now
-        active = [i for i in active if remaining[i] > DRAINED_BYTES]
-    done += ladder.latency_cycles * np.array([len(r) for r in routes], np.float64)
+    done = drain_times(routes, [f.nbytes for f in flows], links.bw)
+    done += links.latency_cycles * np.array([len(r) for r in routes], np.float64)
     return done, group_bytes
 
 
 @lru_cache(maxsize=16)
-def ladder_of(machine: Machine) -> LadderLinks:
-    """The machine's link groups and routes (built once per machine)."""
-    return LadderLinks(machine)
+def links_of(machine: Machine) -> ChipLinks:
+    """The machine's link groups and routes (built once per machine; :func:`tilesim.fabric.chip_links`)."""
+    return chip_links(machine)
 
 
 @lru_cache(maxsize=4096)
 def _batch(machine: Machine, flows: tuple[Flow, ...]) -> tuple[np.ndarray, dict]:
     """:func:`fluid_batch` on the machine's links, remembered (a step repeats its flows)."""
-    return fluid_batch(flows, ladder_of(machine))
+    return fluid_batch(flows, links_of(machine))
 
 
 def sync_groups(chips: int, partitions: tuple) -> dict[int, np.ndarray]:
