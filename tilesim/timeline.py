@@ -58,6 +58,7 @@ __all__ = [
     "links_of",
 ]
 
+
 class Flow(NamedTuple):
     """Bytes sent from one chip to another over the links in one superstep. A named tuple: made,
     hashed and compared in C, so that supersteps with equal flows share one solution cheaply (a
