@@ -160,12 +160,20 @@ def _cmd_machines(args) -> int:
         if args.json:
             print(json.dumps([load_machine(n).derived() for n in preset_names()], indent=2))
             return 0
-        for n in preset_names():
+        names = preset_names()
+        width = max(map(len, names))
+        for n in names:
             m = load_machine(n)
+            shape = f"{m.chips} x {m.chip.tiles} tiles"
+            links = "" if m.chips == 1 else f", {m.system.topology} of chips"
             print(
-                f"{n:<10} {m.chips:>3} x {m.chip.tiles} tiles, {m.chip.sram_bytes // 1024} KiB/tile, "
-                f"{m.clock_hz / 1e9:.2f} GHz, {m.fabric.kind:<10} {m.description}"
+                f"{n:<{width}}  {shape:>18}, {m.chip.sram_bytes // 1024:>5} KiB/tile, {m.clock_hz / 1e9:.2f} GHz, "
+                f"{m.fabric.kind + links:<22} {m.description}"
             )
+        print(
+            "sources: every number of a preset carries an evidence tag and a section of "
+            "tilesim/presets/EVIDENCE.md (tilesim machines NAME --toml shows them)"
+        )
         return 0
     m = load_machine(args.name, args.chips)
     if args.toml:

@@ -113,6 +113,8 @@ class Chip:
     exchange_fixed_cycles: int
     sync_cycles: int
     tiles_per_supertile: int = 1
+    matrix_tile_cycles: float = 0.0  # a 32x32x32 matrix-engine tile product at its lowest fidelity; 0: none
+    dram_bytes_per_s: float = 0.0  # device DRAM beside the tiles' SRAM (Tenstorrent GDDR6); 0: none
 
     def __post_init__(self):
         _positive(
@@ -131,8 +133,16 @@ class Chip:
                 "supervisor_overhead_cycles",
                 "exchange_fixed_cycles",
                 "sync_cycles",
+                "matrix_tile_cycles",
+                "dram_bytes_per_s",
             ],
-            allow_zero=("supervisor_overhead_cycles", "exchange_fixed_cycles", "sync_cycles"),
+            allow_zero=(
+                "supervisor_overhead_cycles",
+                "exchange_fixed_cycles",
+                "sync_cycles",
+                "matrix_tile_cycles",
+                "dram_bytes_per_s",
+            ),
         )
         if self.tiles > 1 << 20:
             raise ConfigError(config_message("chip.tiles", self.tiles, "must be <= 1048576", _example("chip.tiles")))
@@ -416,6 +426,7 @@ class Machine:
             "link_bytes_per_s": s.links_per_chip * s.link_bytes_per_s * 2,  # both directions
             "global_sync_cycles": self.global_sync_cycles(),
             "fabric": self.fabric.kind,
+            "topology": s.topology,
         }
 
     def to_dict(self) -> dict:
