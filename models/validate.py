@@ -20,7 +20,7 @@ from tilesim.io import atomic_write_bytes, check_output_path
 
 __all__ = ["register", "cmd_validate", "cmd_calibrate", "workload_of", "WORKLOADS"]
 
-WORKLOADS = ("snn", "stencil")
+WORKLOADS = ("snn", "stencil", "collective")
 
 
 def workload_of(path) -> str:
@@ -74,33 +74,58 @@ def _snn_rows(path, costs) -> list[dict]:
 def _files(args) -> list[Path]:
     if args.cases:
         return [Path(c) for c in args.cases]
+    from models.collective.measured import shipped_collective_cases  # loaded only when the command runs
     from models.snn.calibrate import shipped_cases_path  # loaded only when the command runs (start-up time)
     from models.stencil.measured import shipped_stencil_cases
 
-    return [shipped_cases_path(), *shipped_stencil_cases()]
+    return [shipped_cases_path(), *shipped_stencil_cases(), *shipped_collective_cases()]
+
+
+def _rows(path: Path, wl: str, args) -> list[dict]:
+    """The validate rows of one cases file of workload ``wl``."""
+    if wl == "snn":
+        return _snn_rows(path, args.costs)
+    if wl == "collective":
+        from models.collective.measured import validate_collective  # loaded only when the command runs
+
+        return validate_collective(path)
+    from models.stencil.measured import validate_stencil  # loaded only when the command runs (start-up time)
+
+    return validate_stencil(path, machine=args.machine)
+
+
+def _print_file(f: Path, wl: str, rows: list[dict]) -> None:
+    print(f"{wl}: {f.name}")
+    w = max(len(r["case"]) for r in rows)
+    print(f"  {'case':<{w}}  {'quantity':<20}  {'predicted':>11}  {'measured':>11}  {'error %':>8}")
+    for r in rows:
+        err = "n/a" if r["error_pct"] is None else f"{r['error_pct']:+.1f}"
+        pred = "-" if r["predicted"] is None else f"{r['predicted']:>11.3f}"
+        meas = "-" if r["measured"] is None else f"{r['measured']:>11.3f}"
+        why = f"  not predicted: {r['problem']}" if r.get("problem") else ""
+        print(f"  {r['case']:<{w}}  {r['quantity']:<20}  {pred:>11}  {meas:>11}  {err:>8}{why}")
+    groups = sorted({r.get("use", "") for r in rows})
+    for g in groups:
+        errs = [abs(r["error_pct"]) for r in rows if r["error_pct"] is not None and r.get("use", "") == g]
+        if errs:
+            what = {"calibrate": " (fitted rows)", "check": " (held out)"}.get(g, "")
+            print(f"  mean |error| {sum(errs) / len(errs):.1f} %, max {max(errs):.1f} % over {len(errs)} rows{what}")
+    bad = sum(1 for r in rows if r["error_pct"] is None and r.get("problem"))
+    if bad:
+        print(f"  {bad} rows not predicted (reason on each row)")
 
 
 def cmd_validate(args) -> int:
     """Validate every file; print a table per file (or one JSON list) and the mean |error|."""
-    from models.stencil.measured import validate_stencil  # loaded only when the command runs (start-up time)
-
     report = []
     for f in _files(args):
         wl = workload_of(f)
-        rows = _snn_rows(f, args.costs) if wl == "snn" else validate_stencil(f, machine=args.machine)
-        report.append((f, wl, rows))
+        report.append((f, wl, _rows(f, wl, args)))
     if args.json:
         print(json.dumps([dict(r, file=f.name) for f, _, rows in report for r in rows], indent=2))
         return 0
     for f, wl, rows in report:
-        print(f"{wl}: {f.name}")
-        w = max(len(r["case"]) for r in rows)
-        print(f"  {'case':<{w}}  {'quantity':<20}  {'predicted':>11}  {'measured':>11}  {'error %':>8}")
-        for r in rows:
-            err = "n/a" if r["error_pct"] is None else f"{r['error_pct']:+.1f}"
-            print(f"  {r['case']:<{w}}  {r['quantity']:<20}  {r['predicted']:>11.3f}  {r['measured']:>11.3f}  {err:>8}")
-        errs = [abs(r["error_pct"]) for r in rows if r["error_pct"] is not None]
-        print(f"  mean |error| {sum(errs) / len(errs):.1f} %, max {max(errs):.1f} % over {len(errs)} rows")
+        _print_file(f, wl, rows)
     return 0
 
 
@@ -121,6 +146,8 @@ def cmd_calibrate(args) -> int:
         )
 
         return snn_calibrate(argparse.Namespace(**{**vars(args), "cases": args.cases[0]}))
+    if kinds == {"collective"}:
+        return _calibrate_collective(args)
     import tomli_w  # tomli_w is needed only when writing TOML
 
     from models.stencil.calibrate import fit_stencil  # loaded only when the command runs (start-up time)
@@ -154,14 +181,41 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
+def _calibrate_collective(args) -> int:
+    """Fit the chip-link constants and the CCL launch cycles to the collective rows marked
+    ``use = calibrate``; write them as ``[system]`` and ``[collective]`` TOML tables."""
+    import tomli_w  # tomli_w is needed only when writing TOML
+
+    from models.collective.measured import fit_collective  # loaded only when the command runs
+
+    res = fit_collective([Path(c) for c in args.cases])
+    header = (
+        "# Chip-link constants and the collective library's launch cycles fitted by `tilesim calibrate`\n"
+        "# (models/collective/measured.py) on the use = calibrate rows of "
+        f"{', '.join(Path(c).name for c in args.cases)}:\n"
+        "# [system] goes into the machine TOML, [collective] into models/collective/costs.toml.\n"
+        f"# mean |error| {res.mean_abs_error_pct_start:.1f} % -> {res.mean_abs_error_pct:.1f} % over {res.rows} rows.\n"
+    )
+    atomic_write_bytes(args.out, (header + tomli_w.dumps({"system": res.system, "collective": res.costs})).encode())
+    if args.json:
+        print(json.dumps({"out": str(args.out), "system": res.system, "collective": res.costs,
+                          "mean_abs_error_pct": res.mean_abs_error_pct, "rows": res.rows}, indent=2))  # fmt: skip
+        return 0
+    print(f"fitted {res.rows} collective rows -> {args.out}")
+    for k, v in {**res.system, **res.costs}.items():
+        print(f"  {k:<18} {v:.6g}")
+    print(f"mean |error| {res.mean_abs_error_pct_start:.1f} % -> {res.mean_abs_error_pct:.1f} %")
+    return 0
+
+
 def register(sub) -> None:
     """Add ``validate`` and ``calibrate`` to the ``tilesim`` command line."""
     v = sub.add_parser(
         "validate",
         help="predicted vs measured for every workload (default: all shipped cases)",
-        description="Time every row of measured-cases CSVs (column workload = snn or stencil).",
+        description="Time every row of measured-cases CSVs (column workload = snn, stencil or collective).",
     )
-    v.add_argument("cases", nargs="*", help="cases CSVs (default: the shipped SNN and stencil cases)")
+    v.add_argument("cases", nargs="*", help="cases CSVs (default: every shipped SNN, stencil and collective case)")
     v.add_argument("--costs", help="SNN cost-model TOML (default: tilesim/presets/costs/snn.toml)")
     v.add_argument("--machine", default="gc2x16", help="machine for stencil cases (default gc2x16)")
     v.add_argument("--json", action="store_true", help="print one JSON list of rows")
@@ -171,9 +225,10 @@ def register(sub) -> None:
         "calibrate",
         help="fit a workload's physical constants to measured cases",
         description="SNN cases: least-squares fit of the SNN cost model (writes a versioned TOML). "
-        "Stencil cases: fit the multi-chip sync, link latency and per-message constants.",
+        "Stencil cases: fit the multi-chip sync, link latency and per-message constants. "
+        "Collective cases: fit link efficiency, link latency and launch cycles on the rows marked use = calibrate.",
     )
-    c.add_argument("cases", nargs="+", help="cases CSV(s): one SNN file, or stencil files")
+    c.add_argument("cases", nargs="+", help="cases CSV(s): one SNN file, or stencil files, or collective files")
     c.add_argument("--out", required=True, help="TOML to write")
     c.add_argument("--machine", default="gc2x16", help="machine whose constants are fitted (stencil; default gc2x16)")
     c.add_argument("--json", action="store_true", help="print the fit as JSON")

@@ -364,9 +364,10 @@ class Machine:
         """``chips`` of this machine's chips joined as a ``line`` or ``ring`` (or any topology of
         :data:`TOPOLOGIES`) with its links: the logical topology a collective library resolves on
         a larger mesh (its neighbours are physical neighbours, so the links are the same)."""
-        base = self.with_chips(chips)
-        if topology == base.system.topology:
-            return base
+        if topology == self.system.topology:
+            return self.with_chips(chips)
+        line = replace(self, system=replace(self.system, topology="line", grid_cols=0))
+        base = line.with_chips(chips)
         system = replace(base.system, topology=topology)
         return replace(base, name=f"{self.name}[{chips}-chip {topology}]", system=system)
 

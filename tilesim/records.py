@@ -90,7 +90,7 @@ class ChipTimeline:
     links_end: np.ndarray  # on-chip exchange and the chip's cross-chip flows are done
     end: np.ndarray  # host transfers done: the superstep ends on this chip
     arriver: np.ndarray  # int: the chip of the sync group that arrived last
-    link_group_bytes: dict  # bytes per directed link group (:class:`tilesim.fabric.LadderLinks`)
+    link_group_bytes: dict  # bytes per directed link group (:data:`tilesim.fabric.CHIP_LINKS`)
 
     @classmethod
     def empty(cls, chips: int) -> ChipTimeline:
