@@ -20,7 +20,7 @@ from tilesim.io import atomic_write_bytes, check_output_path
 
 __all__ = ["register", "cmd_validate", "cmd_calibrate", "workload_of", "WORKLOADS"]
 
-WORKLOADS = ("snn", "stencil", "collective")
+WORKLOADS = ("snn", "stencil", "collective", "matmul")
 
 
 def workload_of(path) -> str:
@@ -77,8 +77,9 @@ def _files(args) -> list[Path]:
     from models.collective.measured import shipped_collective_cases  # loaded only when the command runs
     from models.snn.calibrate import shipped_cases_path  # loaded only when the command runs (start-up time)
     from models.stencil.measured import shipped_stencil_cases
+    from models.tensix.measured import shipped_matmul_cases  # loaded only when the command runs
 
-    return [shipped_cases_path(), *shipped_stencil_cases(), *shipped_collective_cases()]
+    return [shipped_cases_path(), *shipped_stencil_cases(), *shipped_collective_cases(), *shipped_matmul_cases()]
 
 
 def _rows(path: Path, wl: str, args) -> list[dict]:
@@ -89,6 +90,10 @@ def _rows(path: Path, wl: str, args) -> list[dict]:
         from models.collective.measured import validate_collective  # loaded only when the command runs
 
         return validate_collective(path)
+    if wl == "matmul":
+        from models.tensix.measured import validate_matmul  # loaded only when the command runs
+
+        return validate_matmul(path)
     from models.stencil.measured import validate_stencil  # loaded only when the command runs (start-up time)
 
     return validate_stencil(path, machine=args.machine)
@@ -148,6 +153,8 @@ def cmd_calibrate(args) -> int:
         return snn_calibrate(argparse.Namespace(**{**vars(args), "cases": args.cases[0]}))
     if kinds == {"collective"}:
         return _calibrate_collective(args)
+    if kinds == {"matmul"}:
+        return _calibrate_matmul(args)
     import tomli_w  # tomli_w is needed only when writing TOML
 
     from models.stencil.calibrate import fit_stencil  # loaded only when the command runs (start-up time)
@@ -208,14 +215,44 @@ def _calibrate_collective(args) -> int:
     return 0
 
 
+def _calibrate_matmul(args) -> int:
+    """Fit the Tensix matmul constants to the rows marked ``use = calibrate``; write them as TOML
+    (the keys of models/tensix/costs.toml)."""
+    import tomli_w  # tomli_w is needed only when writing TOML
+
+    from models.tensix.measured import fit_matmul  # loaded only when the command runs
+
+    res = fit_matmul([Path(c) for c in args.cases])
+    header = (
+        "# Tensix matmul constants fitted by `tilesim calibrate` (models/tensix/measured.py) on the use = calibrate\n"
+        f"# rows of {', '.join(Path(c).name for c in args.cases)}; the keys of models/tensix/costs.toml.\n"
+        f"# mean |error| {res.mean_abs_error_pct_start:.1f} % -> {res.mean_abs_error_pct:.1f} % over {res.rows} rows.\n"
+    )
+    atomic_write_bytes(args.out, (header + tomli_w.dumps(res.values)).encode())
+    if args.json:
+        print(
+            json.dumps(
+                {"out": str(args.out), "fit": res.values, "mean_abs_error_pct": res.mean_abs_error_pct}, indent=2
+            )
+        )
+        return 0
+    print(f"fitted {res.rows} matmul rows -> {args.out}")
+    for k, v in res.values.items():
+        print(f"  {k:<24} {v:.6g}")
+    print(f"mean |error| {res.mean_abs_error_pct_start:.1f} % -> {res.mean_abs_error_pct:.1f} %")
+    return 0
+
+
 def register(sub) -> None:
     """Add ``validate`` and ``calibrate`` to the ``tilesim`` command line."""
     v = sub.add_parser(
         "validate",
         help="predicted vs measured for every workload (default: all shipped cases)",
-        description="Time every row of measured-cases CSVs (column workload = snn, stencil or collective).",
+        description="Time every row of measured-cases CSVs (column workload = snn, stencil, collective or matmul).",
     )
-    v.add_argument("cases", nargs="*", help="cases CSVs (default: every shipped SNN, stencil and collective case)")
+    v.add_argument(
+        "cases", nargs="*", help="cases CSVs (default: every shipped SNN, stencil, collective and matmul case)"
+    )
     v.add_argument("--costs", help="SNN cost-model TOML (default: tilesim/presets/costs/snn.toml)")
     v.add_argument("--machine", default="gc2x16", help="machine for stencil cases (default gc2x16)")
     v.add_argument("--json", action="store_true", help="print one JSON list of rows")
@@ -226,9 +263,10 @@ def register(sub) -> None:
         help="fit a workload's physical constants to measured cases",
         description="SNN cases: least-squares fit of the SNN cost model (writes a versioned TOML). "
         "Stencil cases: fit the multi-chip sync, link latency and per-message constants. "
-        "Collective cases: fit link efficiency, link latency and launch cycles on the rows marked use = calibrate.",
+        "Collective cases: fit link efficiency, link latency and launch cycles; matmul cases: the Tensix "
+        "unpack rate and launch cycles (both on the rows marked use = calibrate).",
     )
-    c.add_argument("cases", nargs="+", help="cases CSV(s): one SNN file, or stencil files, or collective files")
+    c.add_argument("cases", nargs="+", help="cases CSV(s): one SNN file, or stencil, collective or matmul files")
     c.add_argument("--out", required=True, help="TOML to write")
     c.add_argument("--machine", default="gc2x16", help="machine whose constants are fitted (stencil; default gc2x16)")
     c.add_argument("--json", action="store_true", help="print the fit as JSON")

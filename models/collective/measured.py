@@ -13,12 +13,12 @@ others.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from models.cases import number, read_table, result_row
 from models.collective.costs import CollectiveCosts, load_costs
 from models.collective.workload import CollectiveSpec, time_collective
 from tilesim.errors import ConfigError, TileSimError, config_message
@@ -61,24 +61,16 @@ def shipped_collective_cases() -> list[Path]:
 def _row(r: dict, line: int) -> CollectiveCase:
     case = (r.get("case") or f"row {line}").strip()
     try:
-        for col in ("chips", "size_bytes", "measured_us"):
-            try:
-                float(r.get(col) or "")
-            except ValueError:
-                raise ConfigError(
-                    config_message(f"{case}: {col}", r.get(col), "must be a number", "fix the row")
-                ) from None
+        chips, size = number(r, "chips", case, integer=True), number(r, "size_bytes", case, integer=True)
+        measured = number(r, "measured_us", case)
         storage = (r.get("storage") or "DRAM").strip()
         if storage not in STORAGE:
             raise ConfigError(
                 config_message(f"{case}: storage", storage, f"must be one of {', '.join(STORAGE)}", "L1 or DRAM")
             )
-        spec = CollectiveSpec(
-            r["op"].strip(), int(float(r["chips"])), r["topology"].strip(), int(float(r["size_bytes"]))
-        )
-        measured = float(r["measured_us"])
         if not measured > 0:
             raise ConfigError(config_message(f"{case}: measured_us", measured, "must be > 0", "fix the row"))
+        spec = CollectiveSpec(r["op"].strip(), chips, r["topology"].strip(), size)
         return CollectiveCase(
             case, r["machine"].strip(), spec, measured, (r.get("use") or "") == "calibrate", r.get("source", "")
         )
@@ -90,16 +82,7 @@ def _row(r: dict, line: int) -> CollectiveCase:
 
 def read_cases(path) -> list[CollectiveCase]:
     """Every row of a collective cases CSV; raises :class:`ConfigError` for a missing column."""
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ConfigError(
-                config_message(
-                    f"{Path(path).name}: columns", ",".join(missing), "missing", f"give {', '.join(COLUMNS)}"
-                )
-            )
-        return [_row(r, i) for i, r in enumerate(reader, start=2)]
+    return [_row(r, i) for i, r in enumerate(read_table(path, COLUMNS), start=2)]
 
 
 def _machine(name: str, cache: dict, over: dict | None) -> Machine:
@@ -128,23 +111,19 @@ def predict_us(cases, costs: CollectiveCosts, over: dict | None = None) -> list[
 def validate_collective(path, costs: CollectiveCosts | None = None) -> list[dict]:
     """``tilesim validate`` rows of a collective cases CSV (predicted and measured in us)."""
     cases = read_cases(path)
-    rows = []
-    for c, p in zip(cases, predict_us(cases, costs or load_costs())):
-        ok = isinstance(p, float)
-        rows.append(
-            {
-                "workload": "collective",
-                "case": c.case,
-                "machine": c.machine,
-                "quantity": "us_per_call",
-                "use": "calibrate" if c.calibrate else "check",
-                "predicted": round(p, 3) if ok else None,
-                "measured": None if c.problem else c.measured_us,
-                "error_pct": round(100 * (p - c.measured_us) / c.measured_us, 2) if ok else None,
-                "problem": None if ok else p,
-            }
-        )
-    return rows
+    return [
+        result_row(
+            "collective",
+            c.case,
+            c.machine,
+            "us_per_call",
+            "calibrate" if c.calibrate else "check",
+            p if isinstance(p, float) else None,
+            None if c.problem else c.measured_us,
+            p,
+        )  # fmt: skip
+        for c, p in zip(cases, predict_us(cases, costs or load_costs()))
+    ]
 
 
 @dataclass(frozen=True)
