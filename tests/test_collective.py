@@ -147,3 +147,12 @@ def test_collective_command(capsys):
     assert main(["validate", str(shipped_collective_cases()[0])]) == 0
     text = capsys.readouterr().out
     assert "(fitted rows)" in text and "(held out)" in text
+
+
+def test_t1_experiment(tmp_path):
+    from experiments import t1_tenstorrent as t1
+
+    assert t1.main(["--quick", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "t1_tenstorrent.png").stat().st_size > 0
+    means = {(kind, name): mean for kind, name, mean, _, _ in t1.groups(t1.run())}
+    assert means[("collective", "held out")] < 25 and means[("matmul", "Blackhole (held out)")] < 25
