@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from tilesim.fabric import LadderLinks, make_fabric
+from tilesim.fabric import ChipLinks, chip_links, make_fabric
 from tilesim.program import SYNC_ALL, SYNC_CHIP
 
 DRAINED = 1e-6  # bytes left that count as delivered (float round-off), as in the engine
@@ -42,7 +42,7 @@ class NaiveLinks:
     a flow moves at the rate of its most shared group. Rates depend only on which flows are on
     the links, so they are recomputed from scratch whenever that set changes."""
 
-    def __init__(self, env: simpy.Environment, ladder: LadderLinks):
+    def __init__(self, env: simpy.Environment, ladder: ChipLinks):
         self.env, self.ladder = env, ladder
         self.flows: list[list] = []  # [bytes left, route, delivered event]
         self.t = 0.0
@@ -129,7 +129,7 @@ def _chip_costs(program, machine):
 def _group(program, machine, s: int, c: int) -> list[int]:
     """The chips chip ``c`` syncs with in superstep ``s``."""
     code = int(program.sync_scope[s])
-    if machine.chips == 1 or code == SYNC_CHIP:
+    if machine.chips == 1 or code == SYNC_CHIP or machine.chip.execution == "dataflow":
         return [c]
     if code == SYNC_ALL:
         return list(range(machine.chips))
@@ -143,9 +143,10 @@ def naive_simulate(program, machine) -> NaiveTimeline:
     comp, ex, host = _chip_costs(program, machine)
     extra = program.sync_extra_cycles
     env = simpy.Environment()
-    links = NaiveLinks(env, LadderLinks(machine))
+    links = NaiveLinks(env, chip_links(machine))
     times = {k: np.zeros((S, C)) for k in ("start", "arrive", "release", "links_end", "end")}
     barriers: dict = {}
+    done_of: dict = {}  # superstep -> one arrival event per flow (a flow starts at its sender's release)
     flows = [
         [
             (int(a), int(b), float(n))
@@ -167,17 +168,17 @@ def naive_simulate(program, machine) -> NaiveTimeline:
             times["arrive"][s, c] = env.now
             group = _group(program, machine, s, c)
             sync = machine.group_sync_cycles(len(group)) + (0.0 if extra is None else float(extra[s]))
-            b = barriers.setdefault((s, group[0]), {"in": [], "go": env.event(), "flows": []})
+            b = barriers.setdefault((s, group[0]), {"in": [], "go": env.event()})
             b["in"].append(c)
+            arrived = done_of.setdefault(s, [env.event() for _ in flows[s]])
             if len(b["in"]) == len(group):
-                b["flows"] = [f for f in flows[s] if f[0] in group]
-                b["done"] = [env.event() for _ in b["flows"]]
-                env.process(start_flows(sync, b["flows"], b["done"]))
+                sending = [i for i, f in enumerate(flows[s]) if f[0] in group]
+                env.process(start_flows(sync, [flows[s][i] for i in sending], [arrived[i] for i in sending]))
                 b["go"].succeed()
             yield b["go"]
             yield env.timeout(sync)
             times["release"][s, c] = env.now
-            mine = [ev for f, ev in zip(b["flows"], b["done"]) if c in (f[0], f[1])]
+            mine = [ev for f, ev in zip(flows[s], arrived) if c in (f[0], f[1])]
             yield env.all_of([env.timeout(ex[s, c])] + mine)
             times["links_end"][s, c] = env.now
             yield env.timeout(host[s, c])

@@ -60,15 +60,22 @@ def test_two_chip_all_gather_counted_by_hand():
 
 
 def test_four_chip_line_all_reduce_counted_by_hand():
-    """4-chip line, 4000 B per chip, chunks of 1000 B. Reduce-scatter: the link 3->2 carries the
-    partial sums of chunks 0, 1 and 2 (3000 B: the edge bound), 3 hops: 3000 + 300; the reduce
-    latency adds 3 hops x r x 100 cycles. All-gather: the link 1->0 carries the shards of chips 1, 2
-    and 3: 3000 + 300. Launch: two passes."""
+    """4-chip line, 4000 B per chip, chunks of 1000 B, 1 B/cycle links, 100-cycle hops.
+    Reduce-scatter: three partial sums share each end link (1/3 of it each) and drain at 3000;
+    they arrive after their hops: chips 0 and 3 are done at 3300, chips 1 and 2 at 3200.
+    BSP: all chips wait for each other, so the all-gather starts at 3300 and is the mirror image:
+    3300 + 3300. Dataflow (the preset): chips 1 and 2 start the all-gather at 3200, so the shards
+    of chips 1 and 2 share link 1->0 two ways for 100 cycles (50 B each), then three ways: they
+    drain at 3200 + 100 + 2850 = 6150, chip 3's last 50 B at 6200, +300 for its hops: 6500.
+    The reduce latency adds 3 hops x r x 100 cycles; the launch, one per pass."""
     spec = CollectiveSpec("all_reduce", 4, "line", 4000)
     m = unit_ring(4)
-    assert time_collective(spec, m, NO_COSTS).total_s * 1e9 == pytest.approx(3300 + 3300)
+    assert m.chip.execution == "dataflow"
+    assert time_collective(spec, m, NO_COSTS).total_s * 1e9 == pytest.approx(6500)
+    bsp = replace(m, chip=replace(m.chip, execution="bsp"))
+    assert time_collective(spec, bsp, NO_COSTS).total_s * 1e9 == pytest.approx(3300 + 3300)
     costs = CollectiveCosts(launch_cycles=500.0, reduce_latency_hops=1.0)
-    assert time_collective(spec, m, costs).total_s * 1e9 == pytest.approx(3300 + 300 + 3300 + 2 * 500)
+    assert time_collective(spec, bsp, costs).total_s * 1e9 == pytest.approx(3300 + 300 + 3300 + 2 * 500)
 
 
 def test_each_mechanism_costs_time():

@@ -328,3 +328,50 @@ def test_mesh_transfers_equal_the_naive_event_model():
     b.superstep("plain", 3, bytes_out=16, bytes_in=16)
     p = b.build()
     assert_same_timeline(simulate(p, m), naive_simulate(p, m), m)
+
+
+def dataflow(m):
+    """The same machine, but its chips go on when their data arrives (no barrier between chips)."""
+    import dataclasses
+
+    return dataclasses.replace(m, chip=dataclasses.replace(m.chip, execution="dataflow"))
+
+
+def test_dataflow_counted_by_hand(round2):
+    """Chip 0 computes 100 cycles, chip 1 1000; chip 0 sends 4000 B to chip 1 over links of
+    1 B/cycle (1 GB/s at 1 GHz, efficiency 1, no latency). BSP: both wait for chip 1 (1000) and
+    the global sync, then the flow takes 4000. Dataflow: chip 0 sends at its own release (100 +
+    its chip sync 90): the data is there at 4190, chip 1 ends then, not at 1000 + sync + 4000."""
+    import dataclasses
+
+    m = dataclasses.replace(
+        round2,
+        chip=dataclasses.replace(round2.chip, clock_hz=1e9),
+        system=dataclasses.replace(round2.system, link_bytes_per_s=1e9, link_efficiency=1.0, link_latency_s=0.0),
+    )
+    b = ProgramBuilder.for_machine(m)
+    comp = np.zeros(m.total_tiles)
+    comp[: m.tiles_per_chip] = 100.0
+    comp[m.tiles_per_chip :] = 1000.0
+    b.superstep("send", comp, flows=[(0, 1, 4000.0)], sync="all")
+    p = b.build()
+    bsp = simulate(p, m)
+    assert bsp.timeline["end"][0].tolist() == [1000 + m.group_sync_cycles(2) + 4000] * 2
+    df = simulate(p, dataflow(m))
+    assert df.timeline["release"][0].tolist() == [190.0, 1090.0]
+    assert df.timeline["end"][0].tolist() == [4190.0, 4190.0]
+    assert makespan_of(p, dataflow(m)) * 1e9 == pytest.approx(4190.0)
+    ref = naive_simulate(p, dataflow(m))
+    assert ref.end[0].tolist() == [4190.0, 4190.0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(spec=mixed_steps)
+def test_dataflow_equals_the_naive_event_model(m4, spec):
+    """Random programs on a dataflow machine (every chip its own sync group; flows start at their
+    sender's release and hold back only their two chips): simulate equals the naive twin."""
+    m = dataflow(m4)
+    p = build_mixed(m, spec)
+    ref = naive_simulate(p, m)
+    assert_same_timeline(simulate(p, m), ref, m)
+    assert makespan_of(p, m) * m.clock_hz == pytest.approx(ref.end.max(), rel=1e-9)

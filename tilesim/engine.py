@@ -9,6 +9,11 @@ Time model of superstep ``s`` on chip ``c`` (all in cycles of the chip clock)::
     links_end = max(exch_end, completion of the chip's cross-chip flows)
     end = links_end + host[s, c]
 
+A flow starts at its sender's release. On a ``dataflow`` machine (``chip.execution``: Tensix
+cores, wafer-scale PEs) no chip waits for another at a sync: every chip is its own sync group, its
+outgoing flows start at its own release, and its superstep ends once the flows it sends and
+receives have arrived — the data, not a barrier, holds it back.
+
 Cross-chip flows go through a fluid model of the link groups: every active flow gets ``min over
 its route of bandwidth / flows sharing`` (Poplar's global-exchange constraint, ipu-hardware.md
 §3.2), recomputed whenever a flow starts or finishes, plus the link latency per hop.
@@ -122,16 +127,23 @@ class _FluidLinks:
                 self.wake = self.env.event()
 
 
-class _Barrier:
-    """One sync of one group: who has arrived (chip -> time), the release event, and the events
-    of the group's flows per member chip."""
+def _trigger(event: simpy.Event):
+    """A simpy callback that succeeds ``event`` (a flow's arrival, when the links deliver it)."""
 
-    __slots__ = ("n", "arrived", "event", "flow_events")
+    def fire(_e: simpy.Event) -> None:
+        event.succeed()
+
+    return fire
+
+
+class _Barrier:
+    """One sync of one group: who has arrived (chip -> time) and the release event."""
+
+    __slots__ = ("n", "arrived", "event")
 
     def __init__(self, env: simpy.Environment, n: int):
         self.n, self.event = n, env.event()
         self.arrived: dict[int, float] = {}
-        self.flow_events: dict[int, list[simpy.Event]] = {}
 
     def arrive(self, chip: int, t: float) -> bool:
         """Record ``chip`` arriving at ``t``; True for the last member to arrive."""
@@ -151,6 +163,7 @@ class _ChipEvents:
         self.env = simpy.Environment()
         self.links = _FluidLinks(self.env, closed.links_of(machine)) if tails.events.any() else None
         self.barriers: dict[tuple, _Barrier] = {}
+        self.flow_done: dict[int, list[tuple[Flow, simpy.Event]]] = {}
         C = machine.chips
         self.members_of = {code: [np.flatnonzero(g == g[c]) for c in range(C)] for code, g in group_of.items()}
 
@@ -167,9 +180,19 @@ class _ChipEvents:
             b = self.barriers[key] = _Barrier(self.env, members.size)
         return b
 
+    def _flows(self, s: int) -> list[tuple[Flow, simpy.Event]]:
+        """Superstep ``s``'s flows, each with the event of its arrival (made on first use, by the
+        sender's group or by a receiver that looks first)."""
+        if s not in self.flow_done:
+            self.flow_done[s] = [(f, self.env.event()) for f in self.tails.flows.get(s, ())]
+        return self.flow_done[s]
+
     def _event_step(self, s: int, c: int, members: np.ndarray):
         """Chip ``c`` through superstep ``s`` (sync group ``members``), every phase an event; the
-        last member to arrive starts the group's flows on the shared links at the release."""
+        last member to arrive starts the group's outgoing flows on the shared links at the release;
+        each chip's superstep ends when its exchange and every flow it sends or receives are done.
+        Under BSP a flow's two chips are in one group; under dataflow every chip is its own group,
+        so a chip sends when it is ready and waits only for its own data."""
         env, tl = self.env, self.tl
         tl.start[s, c] = env.now
         yield env.timeout(self.comp[s, c])
@@ -179,19 +202,19 @@ class _ChipEvents:
             arr = np.array([b.arrived[m] for m in members.tolist()])
             tl.arriver[s, members] = members[int(np.argmax(arr))]
             mset = set(members.tolist())
-            group_flows = tuple(f for f in self.tails.flows.get(s, ()) if f.src_chip in mset)
-            events: list[simpy.Event] = []
-            if group_flows:
+            sending = [(f, ev) for f, ev in self._flows(s) if f.src_chip in mset]
+            if sending:
                 assert self.links is not None  # made whenever the program has event supersteps with flows
-                events = self.links.start_later(self.sync[s, c], group_flows)
-            b.flow_events = {
-                m: [ev for f, ev in zip(group_flows, events) if m in (f.src_chip, f.dst_chip)] for m in members.tolist()
-            }
+                started = self.links.start_later(self.sync[s, c], tuple(f for f, _ in sending))
+                for (_, done), ev in zip(sending, started):
+                    ev.callbacks.append(_trigger(done))
             b.event.succeed()
         yield b.event
         yield env.timeout(self.sync[s, c])
         tl.release[s, c] = env.now
-        yield env.all_of([env.timeout(self.tails.exchange[s, c])] + b.flow_events.get(c, []))
+        waits: list[simpy.Event] = [env.timeout(self.tails.exchange[s, c])]
+        waits += [ev for f, ev in self._flows(s) if c in (f.src_chip, f.dst_chip)]
+        yield env.all_of(waits)
         tl.links_end[s, c] = env.now
         if self.tails.host[s, c] > 0:
             yield env.timeout(self.tails.host[s, c])
@@ -273,7 +296,7 @@ def makespan_s(program: Program | CompactProgram, machine: Machine) -> float:
     fl = closed.flows_by_step(program.flow_step, program.flow_src, program.flow_dst, program.flow_bytes)
     host = (program.host_step, program.host_chip, program.host_bytes)
     scope = np.asarray(program.sync_scope)
-    if S and (machine.chips == 1 or (scope == SYNC_ALL).all()):
+    if S and (machine.chips == 1 or (scope == SYNC_ALL).all()) and machine.chip.execution == "bsp":
         # every superstep syncs the whole machine: no chip runs ahead, no events
         tails = closed.tails(work.exchange, machine, np.ones(S, bool), program.exchange_extra_cycles, fl, host)
         sync = machine.group_sync_cycles(machine.chips) + np.asarray(program.sync_extra_cycles, np.float64)
@@ -310,8 +333,8 @@ def _chip_timeline(
     C = machine.chips
     S = comp.shape[0]
     scope = np.array(scope, np.int64)
-    if C == 1:
-        scope[:] = SYNC_CHIP
+    if C == 1 or machine.chip.execution == "dataflow":
+        scope[:] = SYNC_CHIP  # no barrier between chips: each goes on when its own data has arrived
     group_of = closed.sync_groups(C, partitions)
     sync = closed.sync_cycles(machine, scope, group_of, sync_extra)
     tails = closed.tails(ex, machine, scope == SYNC_ALL, exchange_extra, flows, host_tx)

@@ -22,6 +22,7 @@ __all__ = ["Chip", "Fabric", "System", "Machine", "load_machine", "preset_names"
 
 FABRIC_KINDS = ["all-to-all", "mesh", "torus"]  # kinds with a model (tilesim.fabric.register_fabric adds to it)
 TOPOLOGIES = ("ladder", "line", "ring", "mesh", "torus")  # tilesim.fabric.CHIP_LINKS
+EXECUTIONS = ("bsp", "dataflow")  # tilesim.engine: syncs that wait for every member, or for the data only
 
 
 def _example(field: str) -> str:
@@ -99,7 +100,12 @@ def _positive(section: str, obj, names, allow_zero=()):
 
 @dataclass(frozen=True)
 class Chip:
-    """One chip: identical tiles with private SRAM, barrel-threaded workers, an exchange port."""
+    """One chip: identical tiles with private SRAM, barrel-threaded workers, an exchange port.
+
+    ``execution``: ``"bsp"`` (the IPU) — a superstep's chips meet at its sync before data crosses
+    between them; ``"dataflow"`` (Tensix cores, wafer-scale PEs) — there is no barrier between
+    chips: a chip sends as soon as it is ready and goes on when the data it sends and receives has
+    arrived (:mod:`tilesim.engine`)."""
 
     tiles: int
     sram_bytes: int
@@ -115,8 +121,18 @@ class Chip:
     tiles_per_supertile: int = 1
     matrix_tile_cycles: float = 0.0  # a 32x32x32 matrix-engine tile product at its lowest fidelity; 0: none
     dram_bytes_per_s: float = 0.0  # device DRAM beside the tiles' SRAM (Tenstorrent GDDR6); 0: none
+    execution: str = "bsp"  # "bsp": chips meet at the syncs; "dataflow": a chip goes on when its data arrives
 
     def __post_init__(self):
+        if self.execution not in EXECUTIONS:
+            raise ConfigError(
+                config_message(
+                    "chip.execution",
+                    self.execution,
+                    f"must be one of {', '.join(EXECUTIONS)}",
+                    'e.g. execution = "bsp" (the IPU) or "dataflow" (Tensix, wafer-scale PEs)',
+                )  # fmt: skip
+            )
         _positive(
             "chip",
             self,
