@@ -141,3 +141,21 @@ def test_compare_page_opens_with_both_runs(browser, run_dir, tmp_path):
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     names = browser.execute_script("return document.getElementById('phases').data.map(t => t.name)")
     assert names == ["A", "B"]
+
+
+def test_a_wafer_sized_chip_is_drawn_in_blocks_of_tiles():
+    """850,000 PEs are drawn as 8 x 8 blocks (13,375 cells, each the block's largest value);
+    every tile is in exactly one cell; a chip of up to 16,384 tiles is drawn tile by tile."""
+    import numpy as np
+
+    from tilesim.page import PAGE_CELLS, _Grid
+
+    assert _Grid.of(9, 8).k == 1 and _Grid.of(128, 128).k == 1
+    g = _Grid.of(850, 1000)
+    assert g.k == 8
+    values = np.arange(850_000, dtype=float)
+    img = g.image(values)
+    assert img.shape == (107, 125) and img.size <= PAGE_CELLS
+    assert img[0, 0] == 7 * 1000 + 7 and img[-1, -1] == 849_999  # the block's largest tile
+    cells = g.cells()
+    assert np.array_equal(np.sort(np.concatenate(cells)), np.arange(850_000))

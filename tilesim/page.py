@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import html
 import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -57,9 +59,54 @@ def _div(fig, div_id: str) -> str:
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
 
 
+PAGE_CELLS = 16384
+"""Most heat-map cells a page draws per chip: a larger chip (a wafer of 850,000 PEs) is drawn in
+square blocks of tiles, each cell the block's largest value (per-tile values stay in arrays.npz)."""
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """How a chip's tiles become heat-map cells: ``k`` x ``k`` tiles per cell (1: one tile each)."""
+
+    rows: int
+    cols: int
+    k: int
+
+    @classmethod
+    def of(cls, rows: int, cols: int) -> _Grid:
+        return cls(rows, cols, max(1, math.ceil(math.sqrt(rows * cols / PAGE_CELLS))))
+
+    def image(self, values: np.ndarray) -> np.ndarray:
+        """Cell values: the tiles' values laid out as the pictures lay them out, each cell the
+        largest of its block (NaN where there is no tile)."""
+        img = _chip_image(values, self.rows, self.cols)
+        if self.k == 1:
+            return img
+        r, c = -(-self.rows // self.k), -(-self.cols // self.k)
+        pad = np.full((r * self.k, c * self.k), np.nan)
+        pad[: self.rows, : self.cols] = img
+        blocks = pad.reshape(r, self.k, c, self.k).transpose(0, 2, 1, 3).reshape(r, c, -1)
+        with np.errstate(all="ignore"):
+            out = np.nanmax(np.where(np.isnan(blocks).all(axis=2, keepdims=True), -np.inf, blocks), axis=2)
+        return np.where(np.isinf(out), np.nan, out)
+
+    def cells(self) -> list[np.ndarray]:
+        """Row-major list of each cell's tile indices on the chip (a cell may be empty)."""
+        r, c = -(-self.rows // self.k), -(-self.cols // self.k)
+        out = []
+        for i in range(r):
+            for j in range(c):
+                ys = np.arange(i * self.k, min((i + 1) * self.k, self.rows))
+                xs = np.arange(j * self.k, min((j + 1) * self.k, self.cols))
+                t = (ys[:, None] * self.cols + xs[None, :]).ravel()
+                out.append(t[t < self.rows * self.cols])
+        return out
+
+
 def _image(values: np.ndarray, rows: int, cols: int) -> list:
-    """One chip's tile values laid out as the pictures lay them out, padding as JSON nulls."""
-    return [[None if np.isnan(v) else float(v) for v in row] for row in _chip_image(values, rows, cols)]
+    """One chip's tile values laid out as the pictures lay them out (in blocks on a chip larger
+    than :data:`PAGE_CELLS`), padding as JSON nulls."""
+    return [[None if np.isnan(v) else float(v) for v in row] for row in _Grid.of(rows, cols).image(values)]
 
 
 def _timeline(summary: dict, a: dict, chips: list[int]):
@@ -178,7 +225,7 @@ def _tiles(summary: dict, a: dict, chip: int, why: str):
             v = np.asarray(a["label_tile_cycles"][i, tiles], float)
             if v.any():
                 views.append((f"compute of '{lab}'", v, "cycles"))
-    text = _image_text(_tile_text(a, tiles, tpc), rows, cols)
+    text = _image_text(a, tiles, tpc, rows, cols)
     name0, v0, unit0 = views[0]
     fig = go.Figure(
         go.Heatmap(
@@ -211,15 +258,32 @@ def _tiles(summary: dict, a: dict, chip: int, why: str):
         ],
         yaxis={"autorange": "reversed", "scaleanchor": "x", "showticklabels": False},
         xaxis={"showticklabels": False},
-        height=220 + 14 * rows,
+        height=220 + 14 * len(text),
         margin={"l": 20, "r": 20, "t": 90, "b": 20},
     )
     return fig
 
 
-def _image_text(text: list[str], rows: int, cols: int) -> list:
-    pad = text + [""] * (rows * cols - len(text))
-    return [pad[r * cols : (r + 1) * cols] for r in range(rows)]
+def _image_text(a: dict, tiles: np.ndarray, tpc: int, rows: int, cols: int) -> list:
+    """Hover text per cell: the tile's own (:func:`_tile_text`), or on a chip drawn in blocks the
+    block's extent and its fullest tile's text."""
+    g = _Grid.of(rows, cols)
+    if g.k == 1:
+        text = _tile_text(a, tiles, tpc)
+        pad = text + [""] * (rows * cols - len(text))
+        return [pad[r * cols : (r + 1) * cols] for r in range(rows)]
+    values = np.asarray(a["memory_bytes"] if "memory_bytes" in a else a["work_cycles"], float)
+    flat = []
+    for cell in g.cells():
+        cell = cell[cell < tiles.size]
+        if cell.size == 0:
+            flat.append("")
+            continue
+        top = tiles[cell[int(np.argmax(values[tiles[cell]]))]]
+        head = f"{cell.size} tiles ({g.k} x {g.k} block, tiles {int(tiles[cell[0]])}..{int(tiles[cell[-1]])}); fullest:"
+        flat.append(head + "<br>" + _tile_text(a, np.array([top]), tpc)[0])
+    ncols = -(-cols // g.k)
+    return [flat[i : i + ncols] for i in range(0, len(flat), ncols)]
 
 
 def _chips_overview(summary: dict, a: dict):
@@ -409,7 +473,7 @@ def _pair_tiles(runs: list[tuple[str, dict, dict]]):
         tiles = np.arange(tpc)
         fig.add_heatmap(
             z=_image(np.asarray(a["memory_bytes"][:tpc], float), rows, cols),
-            text=_image_text(_tile_text(a, tiles, tpc), rows, cols),
+            text=_image_text(a, tiles, tpc, rows, cols),
             hovertemplate="%{text}<extra></extra>",
             colorscale="Viridis",
             zmin=0,
