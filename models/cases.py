@@ -1,15 +1,46 @@
-"""What every workload's measured-cases CSV shares: reading it with its required columns, numbers
-that name their row when they are not numbers, and the rows ``tilesim validate`` prints (predicted
-and measured in the file's unit; a row that cannot be predicted says why and stops nothing)."""
+"""What every workload's measured-cases CSV shares: reading it with its required columns, one
+:class:`Case` per row (or the reason the row cannot be used), predicting the rows and the rows
+``tilesim validate`` prints (predicted and measured in the file's unit; a row that cannot be
+predicted says why and stops nothing), and a relative least-squares fit of a few constants to the
+rows marked ``use = calibrate``."""
 
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from tilesim.errors import ConfigError, config_message
+import numpy as np
 
-__all__ = ["read_table", "number", "result_row"]
+from tilesim.errors import ConfigError, TileSimError, config_message
+from tilesim.machine import Machine, load_machine
+
+__all__ = ["Case", "CaseFit", "read_table", "number", "read_rows", "predict", "validate_rows", "fit_cases"]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measured row: its name, machine, the workload's spec, the measured value (in the file's
+    unit), whether calibration may fit it; ``problem`` says why it cannot be used (then ``spec`` is
+    None)."""
+
+    case: str
+    machine: str
+    spec: object
+    measured: float
+    calibrate: bool
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class CaseFit:
+    """A fit: the TOML tables of fitted values, the mean |error| before and after, the rows fitted."""
+
+    tables: dict
+    mean_abs_error_pct_start: float
+    mean_abs_error_pct: float
+    rows: int
 
 
 def read_table(path, columns: tuple[str, ...]) -> list[dict]:
@@ -40,17 +71,78 @@ def number(row: dict, col: str, case: str, *, integer: bool = False) -> float:
     return value
 
 
-def result_row(workload: str, case: str, machine: str, quantity: str, use: str, predicted, measured, problem) -> dict:
-    """One ``tilesim validate`` row: ``predicted`` a number or None (then ``problem`` says why)."""
-    ok = predicted is not None
-    return {
-        "workload": workload,
-        "case": case,
-        "machine": machine,
-        "quantity": quantity,
-        "use": use,
-        "predicted": round(float(predicted), 3) if ok else None,
-        "measured": measured,
-        "error_pct": round(100 * (predicted - measured) / measured, 2) if ok and measured else None,
-        "problem": None if ok else problem,
-    }
+def read_rows(path, columns: tuple[str, ...], measured: str, spec_of: Callable[[dict, str], object]) -> list[Case]:
+    """Every row of a cases CSV as a :class:`Case`: ``spec_of(row, case)`` makes the workload's spec
+    (raising :class:`TileSimError` for a bad row), ``measured`` names the measured column (> 0)."""
+    out = []
+    for line, r in enumerate(read_table(path, columns), start=2):
+        case = (r.get("case") or f"row {line}").strip()
+        machine = (r.get("machine") or "").strip()
+        try:
+            value = number(r, measured, case)
+            if not value > 0:
+                raise ConfigError(config_message(f"{case}: {measured}", value, "must be > 0", "fix the row"))
+            out.append(Case(case, machine, spec_of(r, case), value, (r.get("use") or "") == "calibrate"))
+        except TileSimError as e:
+            out.append(Case(case, machine, None, float("nan"), False, str(e)))
+    return out
+
+
+def predict(cases: Sequence[Case], time_one: Callable[[object, Machine], float], machine_of=load_machine) -> list:
+    """``time_one(spec, machine)`` of every case (the machine loaded once per name by
+    ``machine_of``), or the reason the case cannot be predicted."""
+    machines: dict = {}
+    out: list = []
+    for c in cases:
+        if c.problem:
+            out.append(c.problem)
+            continue
+        try:
+            if c.machine not in machines:
+                machines[c.machine] = machine_of(c.machine)
+            out.append(float(time_one(c.spec, machines[c.machine])))
+        except TileSimError as e:
+            out.append(str(e))
+    return out
+
+
+def validate_rows(workload: str, quantity: str, cases: Sequence[Case], predicted: list) -> list[dict]:
+    """The ``tilesim validate`` rows of ``cases`` and their predictions (numbers or reasons)."""
+    rows = []
+    for c, p in zip(cases, predicted):
+        ok = isinstance(p, float)
+        rows.append(
+            {
+                "workload": workload,
+                "case": c.case,
+                "machine": c.machine,
+                "quantity": quantity,
+                "use": "calibrate" if c.calibrate else "check",
+                "predicted": round(p, 3) if ok else None,
+                "measured": None if c.problem else c.measured,
+                "error_pct": round(100 * (p - c.measured) / c.measured, 2) if ok else None,
+                "problem": None if ok else p,
+            }
+        )
+    return rows
+
+
+def fit_cases(cases: Sequence[Case], predict_with: Callable[[np.ndarray], list], x0, bounds, tables_of) -> CaseFit:
+    """Least squares on the relative errors of the cases marked ``use = calibrate``:
+    ``predict_with(x, cases)`` predicts them for trial parameters ``x`` (starting at ``x0`` within
+    ``bounds``), ``tables_of(x)`` turns the solution into TOML tables."""
+    from scipy.optimize import least_squares  # scipy is needed only for a fit
+
+    fitted = [c for c in cases if c.calibrate and not c.problem]
+    if not fitted:
+        raise ConfigError(config_message("cases", len(cases), "no row with use = calibrate", "mark the rows to fit"))
+    meas = np.array([c.measured for c in fitted])
+
+    def residual(x):
+        return (np.array(predict_with(np.asarray(x), fitted), np.float64) - meas) / meas
+
+    r0 = residual(np.asarray(x0, float))
+    sol = least_squares(residual, np.asarray(x0, float), bounds=bounds, diff_step=1e-3)
+    return CaseFit(
+        tables_of(sol.x), float(np.mean(np.abs(r0)) * 100), float(np.mean(np.abs(sol.fun)) * 100), len(fitted)
+    )

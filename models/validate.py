@@ -188,59 +188,52 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
-def _calibrate_collective(args) -> int:
-    """Fit the chip-link constants and the CCL launch cycles to the collective rows marked
-    ``use = calibrate``; write them as ``[system]`` and ``[collective]`` TOML tables."""
+def _write_fit(args, res, what: str, where: str) -> int:
+    """Write a :class:`models.cases.CaseFit` as TOML (its tables, with a header saying where they
+    go) and print it."""
     import tomli_w  # tomli_w is needed only when writing TOML
 
-    from models.collective.measured import fit_collective  # loaded only when the command runs
-
-    res = fit_collective([Path(c) for c in args.cases])
     header = (
-        "# Chip-link constants and the collective library's launch cycles fitted by `tilesim calibrate`\n"
-        "# (models/collective/measured.py) on the use = calibrate rows of "
-        f"{', '.join(Path(c).name for c in args.cases)}:\n"
-        "# [system] goes into the machine TOML, [collective] into models/collective/costs.toml.\n"
+        f"# {what} fitted by `tilesim calibrate` on the use = calibrate rows of "
+        f"{', '.join(Path(c).name for c in args.cases)};\n# {where}.\n"
         f"# mean |error| {res.mean_abs_error_pct_start:.1f} % -> {res.mean_abs_error_pct:.1f} % over {res.rows} rows.\n"
     )
-    atomic_write_bytes(args.out, (header + tomli_w.dumps({"system": res.system, "collective": res.costs})).encode())
-    if args.json:
-        print(json.dumps({"out": str(args.out), "system": res.system, "collective": res.costs,
-                          "mean_abs_error_pct": res.mean_abs_error_pct, "rows": res.rows}, indent=2))  # fmt: skip
-        return 0
-    print(f"fitted {res.rows} collective rows -> {args.out}")
-    for k, v in {**res.system, **res.costs}.items():
-        print(f"  {k:<18} {v:.6g}")
-    print(f"mean |error| {res.mean_abs_error_pct_start:.1f} % -> {res.mean_abs_error_pct:.1f} %")
-    return 0
-
-
-def _calibrate_matmul(args) -> int:
-    """Fit the Tensix matmul constants to the rows marked ``use = calibrate``; write them as TOML
-    (the keys of models/tensix/costs.toml)."""
-    import tomli_w  # tomli_w is needed only when writing TOML
-
-    from models.tensix.measured import fit_matmul  # loaded only when the command runs
-
-    res = fit_matmul([Path(c) for c in args.cases])
-    header = (
-        "# Tensix matmul constants fitted by `tilesim calibrate` (models/tensix/measured.py) on the use = calibrate\n"
-        f"# rows of {', '.join(Path(c).name for c in args.cases)}; the keys of models/tensix/costs.toml.\n"
-        f"# mean |error| {res.mean_abs_error_pct_start:.1f} % -> {res.mean_abs_error_pct:.1f} % over {res.rows} rows.\n"
-    )
-    atomic_write_bytes(args.out, (header + tomli_w.dumps(res.values)).encode())
+    atomic_write_bytes(args.out, (header + tomli_w.dumps(res.tables)).encode())
     if args.json:
         print(
             json.dumps(
-                {"out": str(args.out), "fit": res.values, "mean_abs_error_pct": res.mean_abs_error_pct}, indent=2
+                {"out": str(args.out), "fit": res.tables, "mean_abs_error_pct": res.mean_abs_error_pct}, indent=2
             )
         )
         return 0
-    print(f"fitted {res.rows} matmul rows -> {args.out}")
-    for k, v in res.values.items():
-        print(f"  {k:<24} {v:.6g}")
+    print(f"fitted {res.rows} rows -> {args.out}")
+    for table, values in res.tables.items():
+        for k, v in values.items():
+            print(f"  [{table}] {k:<24} {v:.6g}")
     print(f"mean |error| {res.mean_abs_error_pct_start:.1f} % -> {res.mean_abs_error_pct:.1f} %")
     return 0
+
+
+def _calibrate_collective(args) -> int:
+    from models.collective.measured import fit_collective  # loaded only when the command runs
+
+    return _write_fit(
+        args,
+        fit_collective([Path(c) for c in args.cases]),
+        "Chip-link constants and the collective library's launch cycles",
+        "[system] goes into the machine TOML, [collective] into models/collective/costs.toml",
+    )
+
+
+def _calibrate_matmul(args) -> int:
+    from models.tensix.measured import fit_matmul  # loaded only when the command runs
+
+    return _write_fit(
+        args,
+        fit_matmul([Path(c) for c in args.cases]),
+        "Tensix matmul constants",
+        "[matmul] holds the keys of models/tensix/costs.toml",
+    )
 
 
 def register(sub) -> None:

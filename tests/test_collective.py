@@ -122,9 +122,9 @@ def test_presets_hold_the_wormhole_fit_and_blackhole_its_cycles():
     Blackhole holds Wormhole's per-hop latency in cycles at its own clock (not refitted)."""
     fit = fit_collective(shipped_collective_cases())
     wh, bh = load_machine("wormhole-t3000"), load_machine("blackhole-p150x8")
-    assert wh.system.link_efficiency == pytest.approx(fit.system["link_efficiency"], abs=2e-3)
-    assert wh.system.link_latency_s == pytest.approx(fit.system["link_latency_s"], rel=2e-3)
-    assert load_costs().launch_cycles == pytest.approx(fit.costs["launch_cycles"], rel=2e-3)
+    assert wh.system.link_efficiency == pytest.approx(fit.tables["system"]["link_efficiency"], abs=2e-3)
+    assert wh.system.link_latency_s == pytest.approx(fit.tables["system"]["link_latency_s"], rel=2e-3)
+    assert load_costs().launch_cycles == pytest.approx(fit.tables["collective"]["launch_cycles"], rel=2e-3)
     assert bh.system.link_efficiency == wh.system.link_efficiency
     assert bh.system.link_latency_s * bh.clock_hz == pytest.approx(wh.system.link_latency_s * wh.clock_hz, rel=1e-3)
     for name in ("wormhole-n150", "wormhole-n300", "wormhole-galaxy"):

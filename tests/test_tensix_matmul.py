@@ -57,8 +57,8 @@ def test_l1_overflow_and_a_machine_without_a_matrix_engine_are_refused():
 def test_shipped_constants_are_the_wormhole_fit_and_blackhole_is_held_out():
     fit = fit_matmul(shipped_matmul_cases())
     costs = load_matmul_costs()
-    assert costs.unpack_bytes_per_cycle == pytest.approx(fit.values["unpack_bytes_per_cycle"], rel=2e-3)
-    assert costs.launch_cycles == pytest.approx(fit.values["launch_cycles"], rel=2e-3)
+    assert costs.unpack_bytes_per_cycle == pytest.approx(fit.tables["matmul"]["unpack_bytes_per_cycle"], rel=2e-3)
+    assert costs.launch_cycles == pytest.approx(fit.tables["matmul"]["launch_cycles"], rel=2e-3)
     rows = validate_matmul(shipped_matmul_cases()[0])
     fitted = [abs(r["error_pct"]) for r in rows if r["use"] == "calibrate"]
     held = [abs(r["error_pct"]) for r in rows if r["use"] == "check"]

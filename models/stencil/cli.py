@@ -79,7 +79,7 @@ def _cmd_stencil(args) -> int:
         print(json.dumps(summary, indent=2))
         return 0
     print(
-        f"stencil {summary['image']} {cfg.dtype} on {args.ipus} IPU(s) ({machine.name}), min partition "
+        f"stencil {summary['image']} {cfg.dtype} on {args.ipus} chip(s) of {machine.name}, min partition "
         f"{summary['min_partition']}, {cfg.iterations} iterations: {run.us_per_iteration:.2f} us per iteration"
     )
     print("  per superstep (cycles): " + ", ".join(f"{k} {v:,.0f}" for k, v in run.phases.items()))

@@ -13,34 +13,19 @@ device-based utilisation); ``use_trace`` is read and kept (it changes host time,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
-from models.cases import number, read_table, result_row
+from models.cases import Case, CaseFit, fit_cases, number, predict, read_rows, validate_rows
 from models.tensix.matmul import MatmulCosts, MatmulSpec, load_matmul_costs, time_matmul
-from tilesim.errors import ConfigError, TileSimError, config_message
-from tilesim.machine import load_machine
 
-__all__ = ["COLUMNS", "MatmulCase", "read_matmul_cases", "validate_matmul", "fit_matmul", "shipped_matmul_cases"]
+__all__ = ["COLUMNS", "read_matmul_cases", "predict_ns", "validate_matmul", "fit_matmul", "shipped_matmul_cases"]
 
 COLUMNS = (
     "workload", "case", "machine", "m", "k", "n", "dtype", "math_fidelity", "grid_x", "grid_y",
     "in0_storage", "in1_storage", "out_storage", "use_trace", "measured_ns", "source",
 )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class MatmulCase:
-    """One measured row (``problem``: why it cannot be predicted, None when it can)."""
-
-    case: str
-    machine: str
-    spec: MatmulSpec | None
-    measured_ns: float
-    calibrate: bool
-    problem: str | None = None
+TEXT = ("dtype", "math_fidelity", "in0_storage", "in1_storage", "out_storage")
 
 
 def shipped_matmul_cases() -> list[Path]:
@@ -48,95 +33,40 @@ def shipped_matmul_cases() -> list[Path]:
     return sorted((Path(__file__).parent / "cases").glob("*.csv"))
 
 
-def _row(r: dict, line: int) -> MatmulCase:
-    case = (r.get("case") or f"row {line}").strip()
-    machine = (r.get("machine") or "").strip()
-    try:
-        dims = {c: number(r, c, case, integer=True) for c in ("m", "k", "n", "grid_x", "grid_y")}
-        text = {
-            c: (r.get(c) or "").strip() for c in ("dtype", "math_fidelity", "in0_storage", "in1_storage", "out_storage")
-        }
-        measured = number(r, "measured_ns", case)
-        if not measured > 0:
-            raise ConfigError(config_message(f"{case}: measured_ns", measured, "must be > 0", "fix the row"))
-        return MatmulCase(case, machine, MatmulSpec(**dims, **text), measured, (r.get("use") or "") == "calibrate")
-    except TileSimError as e:
-        return MatmulCase(case, machine, None, float("nan"), False, str(e))
+def _spec(r: dict, case: str) -> MatmulSpec:
+    dims = {c: int(number(r, c, case, integer=True)) for c in ("m", "k", "n", "grid_x", "grid_y")}
+    return MatmulSpec(**dims, **{c: (r.get(c) or "").strip() for c in TEXT})
 
 
-def read_matmul_cases(path) -> list[MatmulCase]:
+def read_matmul_cases(path) -> list[Case]:
     """Every row of a matmul cases CSV (a missing column raises :class:`ConfigError`)."""
-    return [_row(r, i) for i, r in enumerate(read_table(path, COLUMNS), start=2)]
+    return read_rows(path, COLUMNS, "measured_ns", _spec)
 
 
-def predict_ns(cases, costs: MatmulCosts) -> list[float | str]:
+def predict_ns(cases, costs: MatmulCosts) -> list:
     """Predicted device nanoseconds of each case, or why it cannot be predicted."""
-    machines: dict = {}
-    out: list[float | str] = []
-    for c in cases:
-        if c.problem:
-            out.append(c.problem)
-            continue
-        try:
-            if c.machine not in machines:
-                machines[c.machine] = load_machine(c.machine)
-            out.append(time_matmul(c.spec, machines[c.machine], costs)[0] * 1e9)
-        except TileSimError as e:
-            out.append(str(e))
-    return out
+    return predict(cases, lambda spec, m: time_matmul(spec, m, costs)[0] * 1e9)
 
 
 def validate_matmul(path, costs: MatmulCosts | None = None) -> list[dict]:
     """``tilesim validate`` rows of a matmul cases CSV (predicted and measured in ns)."""
     cases = read_matmul_cases(path)
-    return [
-        result_row(
-            "matmul",
-            c.case,
-            c.machine,
-            "ns_per_call",
-            "calibrate" if c.calibrate else "check",
-            p if isinstance(p, float) else None,
-            None if c.problem else c.measured_ns,
-            p,
-        )  # fmt: skip
-        for c, p in zip(cases, predict_ns(cases, costs or load_matmul_costs()))
-    ]
+    return validate_rows("matmul", "ns_per_call", cases, predict_ns(cases, costs or load_matmul_costs()))
 
 
-@dataclass(frozen=True)
-class MatmulFit:
-    """The fitted constants, the mean |error| before and after, and how many rows."""
-
-    values: dict
-    mean_abs_error_pct_start: float
-    mean_abs_error_pct: float
-    rows: int
-
-
-def fit_matmul(paths) -> MatmulFit:
+def fit_matmul(paths) -> CaseFit:
     """Least-squares fit of ``unpack_bytes_per_cycle`` and ``launch_cycles`` to the rows marked
-    ``use = calibrate`` (relative errors)."""
-    from scipy.optimize import least_squares  # scipy is needed only for a fit
-
-    cases = [c for p in paths for c in read_matmul_cases(p) if c.calibrate and not c.problem]
-    if not cases:
-        raise ConfigError(
-            config_message("cases", ", ".join(map(str, paths)), "no row with use = calibrate", "mark rows to fit")
-        )
+    ``use = calibrate`` (relative errors). Table: the keys of ``models/tensix/costs.toml``."""
     base = load_matmul_costs()
-    meas = np.array([c.measured_ns for c in cases])
 
-    def residual(x):
-        trial = replace(base, unpack_bytes_per_cycle=float(x[0]), launch_cycles=float(x[1]) * 1e3)
-        return (np.array(predict_ns(cases, trial), np.float64) - meas) / meas
+    def predict_with(x, fitted):
+        return predict_ns(fitted, replace(base, unpack_bytes_per_cycle=float(x[0]), launch_cycles=float(x[1]) * 1e3))
 
-    x0 = np.array([base.unpack_bytes_per_cycle, base.launch_cycles * 1e-3])
-    r0 = residual(x0)
-    sol = least_squares(residual, x0, bounds=([1.0, 0.0], [1e4, 1e3]))
-    return MatmulFit(
-        {"unpack_bytes_per_cycle": round(float(sol.x[0]), 1), "launch_cycles": round(float(sol.x[1]) * 1e3, 1)},
-        float(np.mean(np.abs(r0)) * 100),
-        float(np.mean(np.abs(sol.fun)) * 100),
-        len(cases),
-    )
+    def tables(x):
+        return {
+            "matmul": {"unpack_bytes_per_cycle": round(float(x[0]), 1), "launch_cycles": round(float(x[1]) * 1e3, 1)}
+        }
+
+    cases = [c for p in paths for c in read_matmul_cases(p)]
+    x0 = [base.unpack_bytes_per_cycle, base.launch_cycles * 1e-3]
+    return fit_cases(cases, predict_with, x0, ([1.0, 0.0], [1e4, 1e3]), tables)
