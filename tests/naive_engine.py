@@ -112,7 +112,9 @@ def _chip_costs(program, machine):
             transfers = None
             if fabric.needs_transfers and mine.any():
                 src, dst = program.transfer_src[mine], program.transfer_dst[mine]
-                transfers = {0: (src // T, src % T, dst % T, program.transfer_bytes[mine])}
+                transfers = {
+                    0: (src // T, src % T, dst % T, program.transfer_bytes[mine], program.transfer_group[mine])
+                }
             cyc, _ = fabric.exchange_cycles(
                 program.bytes_in[row].reshape(1, C, T), program.bytes_out[row].reshape(1, C, T), transfers
             )

@@ -326,6 +326,7 @@ def test_mesh_transfers_equal_the_naive_event_model():
     b.superstep("shared", 5, transfers=[(0, 3, 8000), (1, 2, 8000)], host_bytes=100)
     b.superstep("far", 7, transfers=[(0, 255, 64)], sync="all", repeat=2)
     b.superstep("plain", 3, bytes_out=16, bytes_in=16)
+    b.superstep("multicast", 2, multicasts=[(17, [0, 1, 2, 16, 18], 4096), (40, [41, 57], 512)])
     p = b.build()
     assert_same_timeline(simulate(p, m), naive_simulate(p, m), m)
 

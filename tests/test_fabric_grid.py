@@ -105,3 +105,52 @@ def test_a_mesh_of_chips_needs_whole_rows():
     assert m.with_chips(2).system.grid_cols == 2  # fewer chips than a row: one row
     assert m.sync_hops(8) == 4 and ethernet("ring", 8).sync_hops(8) == 4 and ethernet("line", 4).sync_hops(4) == 3
     assert m.with_topology("ring", 8).system.topology == "ring"
+
+
+def test_rectangular_multicast_counted_by_hand():
+    """Tile 0 at (0, 0) sends 1000 B to the 2 x 2 rectangle of columns 2-3, rows 2-3 of a 4 x 4 mesh
+    (1 B/cycle links, 5 cycles per hop). As a multicast its tree carries the message once per
+    link: 1000 cycles of drain + 6 hops to tile 15 = 1030. As four point-to-point transfers the
+    first link carries it four times: 4000 + 30."""
+    from tilesim.engine import simulate
+    from tilesim.fabric import rectangle_tiles
+    from tilesim.program import ProgramBuilder
+
+    m = grid_machine("mesh", 4, hop=5.0)
+    rect = rectangle_tiles(4, 2, 2, 3, 3)
+    assert rect == [10, 11, 14, 15]
+    b = ProgramBuilder.for_machine(m)
+    b.superstep("multicast", 0, multicasts=[(0, rect, 1000.0)])
+    b.superstep("unicasts", 0, transfers=[(0, t, 1000.0) for t in rect])
+    p = b.build()
+    assert p.bytes_out[0, 0] == 1000 and p.bytes_out[1, 0] == 4000 and (p.bytes_in[0, rect] == 1000).all()
+    r = simulate(p, m)
+    assert r.phase_s[0, 2] * m.clock_hz == pytest.approx(1030)
+    assert r.phase_s[1, 2] * m.clock_hz == pytest.approx(4030)
+    f = MeshFabric(m)
+    tree = set(dict.fromkeys(link for t in rect for link in f.route(0, t)))
+    assert len([g for g in tree if not isinstance(g[0], str)]) == 9  # 3 along row 0, 6 down columns 2 and 3
+
+
+def test_two_multicasts_share_their_common_links():
+    """0 -> {2, 3} and 1 -> {3} on a 4 x 1 row share links 1->2 and 2->3: half each, 2000 cycles."""
+    f = MeshFabric(grid_machine("mesh", 4))
+    src, dst = np.array([0, 0, 1]), np.array([2, 3, 3])
+    nb, group = np.array([1000.0, 1000.0, 1000.0]), np.array([0, 0, 1])
+    assert f.transfer_cycles(src, dst, nb, group) == 2000
+
+
+def test_a_multicast_has_one_source_and_one_size():
+    from tilesim.program import Program, ProgramBuilder
+
+    m = grid_machine("mesh", 2)
+    b = ProgramBuilder.for_machine(m)
+    b.superstep("x", 0, multicasts=[(0, [1, 2], 64.0)])
+    p = b.build()
+    import dataclasses
+
+    with pytest.raises(ConfigError, match="multicast = 0: mixes supersteps, sources or byte counts"):
+        Program(**{**{f.name: getattr(p, f.name) for f in dataclasses.fields(p)},
+                   "transfer_src": np.array([0, 3], np.int32)})  # fmt: skip
+    with pytest.raises(ConfigError, match="multicast destinations"):
+        ProgramBuilder.for_machine(m).superstep("x", 0, multicasts=[(0, [], 64.0)])

@@ -149,3 +149,26 @@ def test_program_size_is_estimated_without_building():
     data = {"superstep": [{"repeat": 10**9}, {"exchange_bytes": 1, "repeat": 2}]}
     S, nbytes = program_size(data, m)
     assert S == 10**9 + 2 and nbytes == 2 * 4 * (10**9 + 3 * 2) * m.total_tiles
+
+
+def test_program_file_multicasts(tmp_path):
+    """A program file's multicast to a rectangle of a mesh machine costs its tree once; a rectangle
+    off the grid is refused with the grid's size."""
+    from tilesim.engine import simulate
+
+    m = load_machine("mesh-demo")
+    f = tmp_path / "p.toml"
+    f.write_text(
+        '[[superstep]]\nlabel = "m"\nmulticasts = [{src_tile = 0, rectangle = [8, 8, 15, 15], bytes = 4096}]\n'
+        '[[superstep]]\nlabel = "u"\ntransfers = [{src_tile = 0, dst_tile = 136, bytes = 4096}]\n'
+    )
+    p = load_program(f, m)[0]
+    assert p.bytes_out[0, 0] == 4096 and (p.bytes_in[0] > 0).sum() == 64
+    r = simulate(p, m)
+    # 20 fixed + 4096 B at 8 B/cycle over the tree (512 cycles) + 30 hops x 3 cycles to tile 255
+    assert r.phase_s[0, 2] * m.clock_hz == 20 + 512 + 30 * 3
+    f.write_text("[[superstep]]\nmulticasts = [{src_tile = 0, rectangle = [8, 8, 16, 15], bytes = 64}]\n")
+    with pytest.raises(
+        ConfigError, match=r"rectangle = \[8, 8, 16, 15\]: must be \[x0, y0, x1, y1\] within 16 columns"
+    ):
+        load_program(f, m)

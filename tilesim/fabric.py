@@ -68,6 +68,7 @@ __all__ = [
     "LinkGroup",
     "make_fabric",
     "grid_shape",
+    "rectangle_tiles",
 ]
 
 # A directed group of IPU-Links (:class:`LadderLinks`): ``("pair", rung, from_side)``,
@@ -118,7 +119,7 @@ class OnChipFabric:
         if has_ex.any():
             routed = None
             if transfers and self.needs_transfers:
-                routed = {r: (t.chip, t.src, t.dst, t.nbytes) for r, t in transfers.items()}
+                routed = {r: (t.chip, t.src, t.dst, t.nbytes, t.group) for r, t in transfers.items()}
             cyc, _ = self.exchange_cycles(peaks.bytes_in[..., None], peaks.bytes_out[..., None], routed)
             tile = np.where(peaks.bytes_in >= peaks.bytes_out, peaks.in_tile, peaks.out_tile)
             idx = peaks.exchange_row[has_ex]
@@ -198,26 +199,42 @@ class MeshFabric(OnChipFabric):
         links.append(("eject", dst))
         return tuple(links)
 
-    def transfer_cycles(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> float:
+    def transfer_cycles(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, group=None) -> float:
         """Cycles of one exchange phase of explicit transfers on one chip, starting together:
         ``fixed + max_i(drain_i + hops_i · hop_cycles)`` with the drain times of the fluid rule
         (:func:`tilesim.fluid.drain_times`) over the mesh links and the tiles' ports, so flows
-        that share a link or a port share its bandwidth."""
-        pairs = list(zip(src.tolist(), dst.tolist()))
-        routes = [self.route(a, b) for a, b in pairs]
+        that share a link or a port share its bandwidth. Transfers of one ``group`` (>= 0) are
+        one multicast: one flow over the union of their routes (its tree: each link once, an
+        ejection port per destination), as far as its farthest destination."""
+        group = np.full(src.shape, -1) if group is None else np.asarray(group)
+        routes: list[tuple] = []
+        hops: list[int] = []
+        sizes: list[float] = []
+        for i in np.flatnonzero(group < 0).tolist():
+            routes.append(self.route(int(src[i]), int(dst[i])))
+            hops.append(self.hops(int(src[i]), int(dst[i])))
+            sizes.append(float(nbytes[i]))
+        for g in np.unique(group[group >= 0]).tolist():
+            members = np.flatnonzero(group == g).tolist()
+            tree = dict.fromkeys(link for i in members for link in self.route(int(src[i]), int(dst[i])))
+            routes.append(tuple(tree))
+            hops.append(max(self.hops(int(src[i]), int(dst[i])) for i in members))
+            sizes.append(float(nbytes[members[0]]))
         bw = {g: (self.port_bpc if isinstance(g[0], str) else self.link_bpc) for r in routes for g in r}
-        done = drain_times(routes, nbytes, bw)
-        hops = np.array([self.hops(a, b) for a, b in pairs], np.float64)
-        return self.fixed + float(np.max(np.ceil(done) + hops * self.hop, initial=0.0))
+        done = drain_times(routes, sizes, bw)
+        return self.fixed + float(np.max(np.ceil(done) + np.asarray(hops, np.float64) * self.hop, initial=0.0))
 
     def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None):
-        """``rows_transfers``: optional {row: (chip, src_local, dst_local, bytes)} explicit transfers."""
+        """``rows_transfers``: optional {row: (chip, src_local, dst_local, bytes[, group])} explicit
+        transfers (group: multicast ids, -1 point to point)."""
         peak, crit = _port_peak(bytes_in, bytes_out)
         cycles = np.where(peak > 0, self.fixed + np.ceil(peak / self.port_bpc) + self.mean_hops * self.hop, 0.0)
-        for row, (chip, src, dst, nb) in (rows_transfers or {}).items():
+        for row, t in (rows_transfers or {}).items():
+            chip, src, dst, nb = t[:4]
+            group = t[4] if len(t) > 4 and t[4] is not None else np.full(chip.shape, -1)
             for c in np.unique(chip):
                 m = chip == c
-                cycles[row, c] = self.transfer_cycles(src[m], dst[m], nb[m])
+                cycles[row, c] = self.transfer_cycles(src[m], dst[m], nb[m], group[m])
         return cycles, crit
 
     def point_to_point_cycles(self, src: int, dst: int, nbytes: float) -> float:
@@ -259,6 +276,16 @@ def register_fabric(kind: str):
         return cls
 
     return add
+
+
+def rectangle_tiles(cols: int, x0: int, y0: int, x1: int, y1: int, chip: int = 0, tiles_per_chip: int = 0) -> list[int]:
+    """Global ids of the tiles in columns ``x0..x1`` and rows ``y0..y1`` (inclusive) of a chip's
+    ``cols``-wide grid (tile ``t`` at row ``t // cols``, column ``t % cols``): the destinations of a
+    rectangular multicast (:meth:`tilesim.program.ProgramBuilder.superstep`)."""
+    base = chip * tiles_per_chip
+    return [
+        base + y * cols + x for y in range(min(y0, y1), max(y0, y1) + 1) for x in range(min(x0, x1), max(x0, x1) + 1)
+    ]
 
 
 def make_fabric(machine: Machine) -> OnChipFabric:

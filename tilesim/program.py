@@ -156,12 +156,18 @@ class Program(_ProgramShape):
     # calls folded into one row: their syncs and exchange set-ups), booked as sync / exchange
     sync_extra_cycles: np.ndarray | None = None  # float64 [S]
     exchange_extra_cycles: np.ndarray | None = None  # float64 [S]
+    # transfers with the same group id >= 0 are one multicast (one source, its bytes sent once over
+    # each link of the tree to all their destinations); -1: a point-to-point transfer
+    transfer_group: np.ndarray | None = None  # int32 [X]
 
     def __post_init__(self):
         S = self.supersteps
         for name in ("sync_extra_cycles", "exchange_extra_cycles"):
             v = getattr(self, name)
             object.__setattr__(self, name, np.zeros(S) if v is None else np.asarray(v, np.float64))
+        X = self.transfer_step.shape[0]
+        g = self.transfer_group
+        object.__setattr__(self, "transfer_group", np.full(X, -1, np.int32) if g is None else np.asarray(g, np.int32))
         self.validate()
 
     def validate(self) -> None:
@@ -387,6 +393,7 @@ class Program(_ProgramShape):
                             f"transfer {name[9:]} tile", bad, f"must be in 0..{N - 1}", "use a tile of the machine"
                         )
                     )
+            self._check_groups()
             cross = (self.transfer_src // self.tiles_per_chip) != (self.transfer_dst // self.tiles_per_chip)
             if cross.any():
                 i = int(np.argmax(cross))
@@ -397,6 +404,32 @@ class Program(_ProgramShape):
                         "on-chip transfers must stay on one chip",
                         "use a cross-chip flow",
                     )
+                )
+
+    def _check_groups(self) -> None:
+        """A multicast's transfers (one group id) share their superstep, source and bytes."""
+        g = self.transfer_group
+        assert g is not None  # filled by __post_init__
+        require(g.shape == self.transfer_step.shape, "program.transfer_group", g.shape, "must have one id per transfer",
+                "give -1 for a point-to-point transfer")  # fmt: skip
+        m = g >= 0
+        if not m.any():
+            return
+        order = np.argsort(g[m], kind="stable")
+        gid = g[m][order]
+        first = np.r_[True, gid[1:] != gid[:-1]]
+        for col in (self.transfer_step, self.transfer_src, self.transfer_bytes):
+            v = col[m][order]
+            lead = np.maximum.accumulate(np.where(first, np.arange(v.size), 0))
+            bad = v != v[lead]
+            if bad.any():
+                raise ConfigError(
+                    config_message(
+                        "multicast",
+                        int(gid[int(np.argmax(bad))]),
+                        "mixes supersteps, sources or byte counts",
+                        "one multicast is one source sending one message to several tiles",
+                    )  # fmt: skip
                 )
 
     def reduce_on(self, fabric: ChipReducer) -> ChipWork:
@@ -413,7 +446,10 @@ class Program(_ProgramShape):
             for r in np.unique(erow_of):
                 m = erow_of == r
                 src, dst = self.transfer_src[m], self.transfer_dst[m]
-                transfers[int(r)] = Transfers(src // T, src % T, dst % T, self.transfer_bytes[m])
+                assert self.transfer_group is not None  # filled by __post_init__
+                transfers[int(r)] = Transfers(
+                    src // T, src % T, dst % T, self.transfer_bytes[m], self.transfer_group[m]
+                )
         return TileRows(
             self.compute_cycles.reshape(S, C, T),
             self.bytes_in.reshape(E, C, T),
@@ -463,7 +499,8 @@ class Program(_ProgramShape):
         """Bulk constructor for workloads that already hold columnar arrays.
 
         ``flows`` = (step, src_chip, dst_chip, bytes) arrays; ``host`` = (step, chip, bytes);
-        ``transfers`` = (step, src_tile, dst_tile, bytes). Missing exchange arrays mean none.
+        ``transfers`` = (step, src_tile, dst_tile, bytes[, group]) (group: see ``transfer_group``).
+        Missing exchange arrays mean none.
         ``sync_extra`` / ``exchange_extra``: [S] fixed cycles booked as sync / exchange.
         """
         compute = np.ascontiguousarray(compute_cycles, dtype=np.float32)
@@ -489,7 +526,7 @@ class Program(_ProgramShape):
                 else np.asarray(exchange_row, np.int32)
             )
         z32, z64 = np.zeros(0, np.int32), np.zeros(0, np.float64)
-        x = transfers if transfers is not None else (z32, z32, z32, z64)
+        x: tuple = tuple(transfers) if transfers is not None else (z32, z32, z32, z64)
         return cls(
             name=name,
             chips=int(chips),
@@ -509,6 +546,7 @@ class Program(_ProgramShape):
             transfer_bytes=np.asarray(x[3], np.float64),
             sync_extra_cycles=sync_extra,
             exchange_extra_cycles=exchange_extra,
+            transfer_group=np.asarray(x[4], np.int32) if len(x) > 4 else None,
         )
 
 
@@ -627,6 +665,7 @@ class ProgramBuilder:
         self._flows: list[tuple] = []
         self._host: list[tuple] = []
         self._transfers: list[tuple] = []
+        self._groups = 0  # multicasts so far (their group ids)
 
     @classmethod
     def for_machine(cls, machine, name: str = "program") -> ProgramBuilder:
@@ -737,6 +776,7 @@ class ProgramBuilder:
         flows: Iterable[tuple] = (),
         host_bytes=None,
         transfers: Iterable[tuple] = (),
+        multicasts: Iterable[tuple] = (),
         sync="chip",
         repeat: int = 1,
     ) -> None:
@@ -750,6 +790,9 @@ class ProgramBuilder:
         host_bytes : scalar (every chip) or per-chip array moved to/from the host
         transfers : (src_tile, dst_tile, bytes) explicit on-chip transfers (global tile ids);
             they add to ``bytes_out``/``bytes_in`` and let a mesh fabric route them
+        multicasts : (src_tile, dst_tiles, bytes): one message to several tiles of its chip (e.g. a
+            rectangle, :func:`tilesim.fabric.rectangle_tiles`); the source sends it once, each
+            link of its tree carries it once, each destination receives it
         sync : "chip", "all", or a list of chip groups (lists of chip ids)
         """
         where = f"superstep {len(self._label_id)} ({label})"
@@ -764,16 +807,20 @@ class ProgramBuilder:
         N = self.total_tiles
         comp = _as_row(compute_cycles, N, "compute_cycles", where)
         scope = self._scope_code(sync, where)
-        xfers = [tuple(t) for t in transfers]
-        have_exchange = bytes_out is not None or bytes_in is not None or xfers
+        xfers = [(*tuple(t), -1) if len(tuple(t)) == 3 else tuple(t) for t in transfers]
+        mcast = [self._multicast(m, N, where) for m in multicasts]
+        have_exchange = bytes_out is not None or bytes_in is not None or xfers or mcast
         if have_exchange:
             bout = _as_row(0.0 if bytes_out is None else bytes_out, N, "bytes_out", where)
             bin_ = _as_row(0.0 if bytes_in is None else bytes_in, N, "bytes_in", where)
             for t in xfers:
-                _check_transfer(t, N, where)
-                src, dst, nb = t
+                _check_transfer(t[:3], N, where)
+                src, dst, nb = t[:3]
                 bout[src] += nb
                 bin_[dst] += nb
+            for src, dsts, nb in mcast:
+                bout[src] += nb
+                bin_[dsts] += nb
         fl = [self._checked_flow(f, where) for f in flows]
         if host_bytes is not None:
             hb = self._host_row(host_bytes, where)
@@ -793,7 +840,22 @@ class ProgramBuilder:
             self._flows.extend((s, a, b, nb) for a, b, nb in fl)
             if host_bytes is not None:
                 self._host.extend((s, c, float(hb[c])) for c in range(self.chips) if hb[c] > 0)
-            self._transfers.extend((s, int(a), int(b), float(nb)) for a, b, nb in xfers)
+            self._transfers.extend((s, int(a), int(b), float(nb), -1) for a, b, nb, _ in xfers)
+            for src, dsts, nb in mcast:
+                self._transfers.extend((s, int(src), int(d), float(nb), self._groups) for d in dsts.tolist())
+                self._groups += 1
+
+    def _multicast(self, m, N: int, where: str) -> tuple[int, np.ndarray, float]:
+        """A checked multicast: (source tile, destination tiles, bytes)."""
+        require(len(tuple(m)) == 3, f"{where}: multicast", m, "must be (src_tile, dst_tiles, bytes)",
+                "e.g. (0, [1, 2, 3], 4096)")  # fmt: skip
+        src, dsts, nb = m
+        d = np.unique(np.asarray(list(dsts) if not isinstance(dsts, np.ndarray) else dsts, np.int64))
+        require(d.size > 0, f"{where}: multicast destinations", list(dsts), "must name at least one tile",
+                "give the destination tiles")  # fmt: skip
+        for t in d.tolist():
+            _check_transfer((src, t, nb), N, where)
+        return int(src), d, float(nb)
 
     def build(self) -> Program:
         N = self.total_tiles
@@ -823,7 +885,7 @@ class ProgramBuilder:
             exchange_row=np.asarray(self._erow, np.int32),
             flows=cols(self._flows, 4, (np.int32, np.int32, np.int32, np.float64)),
             host=cols(self._host, 3, (np.int32, np.int32, np.float64)),
-            transfers=cols(self._transfers, 4, (np.int32, np.int32, np.int32, np.float64)),
+            transfers=cols(self._transfers, 5, (np.int32, np.int32, np.int32, np.float64, np.int32)),
             name=self.name,
         )
 
@@ -850,7 +912,7 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
     fl: list[tuple[np.ndarray, ...]] = []
     ho: list[tuple[np.ndarray, ...]] = []
     xf: list[tuple[np.ndarray, ...]] = []
-    s_off = e_off = 0
+    s_off = e_off = g_off = 0
     for p in programs:
         require(
             (p.chips, p.tiles_per_chip) == (p0.chips, p0.tiles_per_chip),
@@ -872,7 +934,10 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
         bouts.append(p.bytes_out)
         fl.append((p.flow_step + s_off, p.flow_src, p.flow_dst, p.flow_bytes))
         ho.append((p.host_step + s_off, p.host_chip, p.host_bytes))
-        xf.append((p.transfer_step + s_off, p.transfer_src, p.transfer_dst, p.transfer_bytes))
+        assert p.transfer_group is not None  # filled by __post_init__
+        grp = np.where(p.transfer_group >= 0, p.transfer_group + g_off, -1)
+        xf.append((p.transfer_step + s_off, p.transfer_src, p.transfer_dst, p.transfer_bytes, grp))
+        g_off += int(p.transfer_group.max(initial=-1)) + 1
         s_off += p.supersteps
         e_off += p.bytes_in.shape[0]
     cat = lambda seq, k: tuple(np.concatenate([t[i] for t in seq]) for i in range(k))  # noqa: E731
@@ -889,7 +954,7 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
         exchange_row=np.concatenate(erow),
         flows=cat(fl, 4),
         host=cat(ho, 3),
-        transfers=cat(xf, 4),
+        transfers=cat(xf, 5),
         name=name or p0.name,
         sync_extra=np.concatenate(sx),
         exchange_extra=np.concatenate(ex),

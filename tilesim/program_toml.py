@@ -74,6 +74,7 @@ _STEP_KEYS = {
     "exchange",
     "flows",
     "transfers",
+    "multicasts",
     "host_bytes",
 }
 _MEM_KEYS = {"category", "tiles", "chips", "bytes", "label"}
@@ -152,7 +153,15 @@ def program_size(data: dict, machine) -> tuple:
         r = st.get("repeat", 1) if isinstance(st, dict) else 1
         r = r if isinstance(r, int) and not isinstance(r, bool) and r >= 1 else 1
         ex = isinstance(st, dict) and any(
-            k in st for k in ("exchange_bytes", "exchange_in_bytes", "exchange_out_bytes", "exchange", "transfers")
+            k in st
+            for k in (
+                "exchange_bytes",
+                "exchange_in_bytes",
+                "exchange_out_bytes",
+                "exchange",
+                "transfers",
+                "multicasts",
+            )
         )
         S += r
         rows += r * (3 if ex else 1)
@@ -248,6 +257,61 @@ def _step_transfers(st: dict, where: str, machine) -> list:
     return xfers
 
 
+def _tile_of(v, machine, where: str) -> int:
+    require(
+        not isinstance(v, bool) and isinstance(v, int) and 0 <= v < machine.tiles_per_chip,
+        where, v, f"must be in 0..{machine.tiles_per_chip - 1}", "use a tile index of one chip",
+    )  # fmt: skip
+    return int(v)
+
+
+def _step_multicasts(st: dict, where: str, machine) -> list:
+    """``(src, dst tiles, bytes)`` with global tile ids of every multicast table of superstep ``st``:
+    ``src_tile``, ``bytes``, and ``dst_tiles = [...]`` or ``rectangle = [x0, y0, x1, y1]`` (columns
+    and rows of the chip's grid, inclusive; a mesh or torus machine), optional ``chip``."""
+    from tilesim.fabric import grid_shape, rectangle_tiles  # the machine's grid, only for a rectangle
+
+    out = []
+    keys = {"src_tile", "dst_tiles", "rectangle", "bytes", "chip"}
+    for j, t in enumerate(_tables(st.get("multicasts", []), f"{where}.multicasts", "superstep.multicasts")):
+        w = f"{where}.multicasts[{j}]"
+        require(
+            isinstance(t, dict)
+            and {"src_tile", "bytes"} <= set(t) <= keys
+            and ("dst_tiles" in t) != ("rectangle" in t),
+            w, t, "must be a table with src_tile, bytes and one of dst_tiles or rectangle (and optional chip)",
+            "e.g. {src_tile = 0, rectangle = [2, 2, 3, 3], bytes = 4096}",
+        )  # fmt: skip
+        chip = t.get("chip", 0)
+        require(
+            isinstance(chip, int) and not isinstance(chip, bool) and 0 <= chip < machine.chips,
+            f"{w}.chip", chip, f"must be in 0..{machine.chips - 1}", "use a chip of the machine (or --chips)",
+        )  # fmt: skip
+        src = _tile_of(t["src_tile"], machine, f"{w}.src_tile")
+        if "rectangle" in t:
+            grid = grid_shape(machine)
+            r = t["rectangle"]
+            require(grid is not None, f"{w}.rectangle", r, "needs a machine whose tiles sit on a grid (mesh or torus)",
+                    "give dst_tiles instead")  # fmt: skip
+            assert grid is not None
+            rows, cols = grid
+            ok = isinstance(r, list) and len(r) == 4 and all(isinstance(v, int) and not isinstance(v, bool) for v in r)
+            ok = ok and 0 <= min(r[0], r[2]) and max(r[0], r[2]) < cols
+            require(ok and 0 <= min(r[1], r[3]) and max(r[1], r[3]) < rows,
+                    f"{w}.rectangle", r, f"must be [x0, y0, x1, y1] within {cols} columns x {rows} rows",
+                    "e.g. rectangle = [0, 0, 3, 3]")  # fmt: skip
+            dsts = rectangle_tiles(cols, *r)
+        else:
+            d = t["dst_tiles"]
+            require(
+                isinstance(d, list) and len(d) > 0, f"{w}.dst_tiles", d, "must be a non-empty list of tiles", "e.g. [1, 2, 3]"
+            )
+            dsts = [_tile_of(v, machine, f"{w}.dst_tiles") for v in d]
+        base = chip * machine.tiles_per_chip
+        out.append((base + src, [base + v for v in dsts], _number(t["bytes"], f"{w}.bytes")))
+    return out
+
+
 def _memory_entries(data: dict, machine) -> list:
     """``(category, tile selection, bytes, label)`` of every ``[[memory]]`` table of a program table."""
     memory = []
@@ -297,6 +361,7 @@ def program_from_dict(data: dict, machine, source: str = "program"):
         bout, bin_ = _step_exchange(st, where, machine)
         flows = _step_flows(st, where)
         xfers = _step_transfers(st, where, machine)
+        mcast = _step_multicasts(st, where, machine)
         host = st.get("host_bytes")
         b.superstep(
             str(st.get("label", f"step{i}")),
@@ -305,6 +370,7 @@ def program_from_dict(data: dict, machine, source: str = "program"):
             bytes_in=bin_,
             flows=flows,
             transfers=xfers,
+            multicasts=mcast,
             host_bytes=None if host is None else _number(host, f"{where}.host_bytes"),
             sync=_sync(st.get("sync", "chip"), f"{where}.sync", machine.chips),
             repeat=_repeat(st.get("repeat", 1), f"{where}.repeat"),

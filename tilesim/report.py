@@ -275,7 +275,7 @@ def _draw(out, summary, a, plots, page: bool = True) -> list[Path]:
 def _layout_note(a, parts: ReportParts) -> str:
     g = tuple(int(x) for x in a.get("grid", (0, 0)))
     return (
-        "tiles on the mesh's grid"
+        f"tiles where they sit on the network-on-chip ({g[0]} rows x {g[1]} columns)"
         if g[0]
         else "tiles in id order, supertile pairs side by side (floorplan not modelled)"
     ) + (f"; L1, L2, ...: {parts.tile_groups}" if "tile_group" in a else "")

@@ -19,13 +19,15 @@ __all__ = ["Transfers", "ChipPeaks", "TileRows", "ChipReducer", "ChipRowSource"]
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Transfers:
-    """Explicit on-chip point-to-point transfers of one exchange row: per transfer its chip, source
-    and destination tile (indices on the chip) and bytes (all arrays of one length)."""
+    """Explicit on-chip transfers of one exchange row: per transfer its chip, source and
+    destination tile (indices on the chip), bytes and multicast group (all arrays of one length;
+    transfers with one group id >= 0 are one message to several tiles; -1 or None: point to point)."""
 
     chip: np.ndarray
     src: np.ndarray
     dst: np.ndarray
     nbytes: np.ndarray
+    group: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False, slots=True)
