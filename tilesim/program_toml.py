@@ -304,7 +304,11 @@ def _step_multicasts(st: dict, where: str, machine) -> list:
         else:
             d = t["dst_tiles"]
             require(
-                isinstance(d, list) and len(d) > 0, f"{w}.dst_tiles", d, "must be a non-empty list of tiles", "e.g. [1, 2, 3]"
+                isinstance(d, list) and len(d) > 0,
+                f"{w}.dst_tiles",
+                d,
+                "must be a non-empty list of tiles",
+                "e.g. [1, 2, 3]",
             )
             dsts = [_tile_of(v, machine, f"{w}.dst_tiles") for v in d]
         base = chip * machine.tiles_per_chip
