@@ -119,6 +119,18 @@ def test_layer_block_sparse_and_options(capsys):
         "--explain",
     )
     assert code == 0 and "static block-sparse matmul" in out and "fits = True" in out
+    # --explain says why the sparse layer is faster or slower than the dense one of the same shape
+    import re
+
+    from models.linear.timing import time_layer
+
+    m = re.search(r"sparse ([\d,.]+) us, dense ([\d,.]+) us: sparse ([\d.]+)x (faster|slower)", out)
+    assert m, out
+    dense = time_layer("dense", 4096, 2048, "bow", precision="fp16", backward=False)
+    assert float(m.group(2).replace(",", "")) == pytest.approx(dense.step_s * 1e6, abs=0.06)
+    sp, de = (float(m.group(i).replace(",", "")) for i in (1, 2))
+    assert float(m.group(3)) == pytest.approx(max(sp, de) / min(sp, de), abs=0.01)
+    assert "the difference is mostly" in out and "per useful multiply-add" in out
     code, _, err = run(capsys, "layer", "--kind", "dense", "--n", "256", "--density", "0.5")
     assert code == 2 and "--density/--block = 0.5: only apply to --kind block-sparse" in err
     code, _, err = run(capsys, "layer", "--kind", "dense", "--n", "256", "--memory-proportion", "2")

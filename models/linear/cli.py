@@ -96,6 +96,7 @@ def _cmd_layer(args) -> int:
         MatmulOptions,
         explain_step,
         time_layer,
+        versus_dense,
     )
 
     _positive("--n", args.n, "the layer is n x n")
@@ -160,6 +161,12 @@ def _cmd_layer(args) -> int:
     if args.kind == "block-sparse":
         extra.update(density=kw["block_sparse"].density, block=kw["block_sparse"].block)
     text = explain_step(t, args.machine, args.lowering) if args.explain else ""
+    if args.explain and args.kind == "block-sparse":
+        dense = time_layer(
+            "dense", args.n, args.batch, args.machine, precision=args.precision, backward=not args.forward_only,
+            lowering=args.lowering, matmul=opts,
+        )  # fmt: skip
+        text += "\n" + "\n".join(versus_dense(t, dense, kw["block_sparse"].density))
     if args.explain and args.json:
         extra["explain"] = text.splitlines()
     _print_timing(t, extra, args.json)

@@ -453,6 +453,36 @@ def _machine(machine) -> Machine:
     return machine if isinstance(machine, Machine) else load_machine(machine)
 
 
+def versus_dense(sparse: StepTiming, dense: StepTiming, density: float) -> list[str]:
+    """Why a sparse layer is faster or slower than the dense layer of the same shape: the two step
+    times, each phase side by side, the phase that carries most of the difference, the useful
+    multiply-add rate of the sparse compute against the dense one (the dense compute scaled by
+    ``density`` over the sparse compute: 1.0 means the sparse codelets are as efficient per useful
+    multiply-add as the dense AMP path), and the fullest tile of each."""
+    s, d = sparse.step_s, dense.step_s
+    verdict = f"{d / s:.2f}x faster" if s <= d else f"{s / d:.2f}x slower"
+    lines = [
+        f"versus the dense layer of the same shape: sparse {s * 1e6:,.1f} us, dense {d * 1e6:,.1f} us: sparse {verdict}"
+    ]
+    delta = {}
+    for phase in ("compute", "exchange", "sync"):
+        a, b = sparse.breakdown_s.get(phase, 0.0), dense.breakdown_s.get(phase, 0.0)
+        delta[phase] = a - b
+        lines.append(f"  {phase:<9} sparse {a * 1e6:9,.1f} us   dense {b * 1e6:9,.1f} us")
+    main = max(delta, key=lambda k: abs(delta[k]))
+    lines.append(f"  the difference is mostly {main} ({delta[main] * 1e6:+,.1f} us of {(s - d) * 1e6:+,.1f} us)")
+    sc, dc = sparse.breakdown_s.get("compute", 0.0), dense.breakdown_s.get("compute", 0.0)
+    if sc > 0 and dc > 0:
+        eff = density * dc / sc
+        lines.append(
+            f"  per useful multiply-add the sparse compute runs at {eff:.2f}x the dense rate; doing {density:.4g} "
+            f"of the work it takes {sc / dc:.3g}x the dense compute time (it wins compute whenever that rate "
+            "exceeds the density)"
+        )
+    lines.append(f"  fullest tile: sparse {sparse.max_tile_bytes:,} B, dense {dense.max_tile_bytes:,} B")
+    return lines
+
+
 def time_layer(
     kind: str,
     n: int,
