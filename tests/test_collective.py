@@ -98,6 +98,8 @@ def test_bad_specs_are_refused_with_the_fix():
         CollectiveSpec("allreduce", 4, "ring", 1024)
     with pytest.raises(ConfigError, match=r"size_bytes = 3: must be an integer >= chips \(4\)"):
         CollectiveSpec("all_reduce", 4, "ring", 3)
+    with pytest.raises(ConfigError, match=r"chips = 300: must be an integer in 2..256 for all_reduce on a line"):
+        CollectiveSpec("all_reduce", 300, "line", 1 << 20)
     with pytest.raises(ConfigError, match=r"topology = 'mesh': must be one of line, ring"):
         CollectiveSpec("all_reduce", 4, "mesh", 1024)
 
