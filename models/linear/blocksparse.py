@@ -243,59 +243,79 @@ class BlockSparsePlan:
         return d
 
 
-def _seen(group: np.ndarray, index: np.ndarray, groups: int, size: int) -> np.ndarray:
-    """bool ``[size, groups]``: which ``index`` values (block rows or columns) each group touches."""
-    seen = np.zeros((size, groups), dtype=bool)
-    seen[index, group] = True
-    return seen
-
-
-def _chunk_stats(rows, cols, group, groups, nbr: int, nbc: int):
-    """Per group: blocks, distinct rows, distinct columns (and the row incidence ``[rows, groups]``, for
-    the reduction)."""
-    rows_seen = _seen(group, rows, groups, nbr)
+def _chunk_stats(ordered: BandOrder, group: np.ndarray, sizes: np.ndarray, groups: int):
+    """Per group: blocks, distinct rows, distinct columns, and the distinct ``(group, row)`` pairs in
+    group order (for the reduction). Rows never decrease inside a group (a chunk of a band's
+    row-major blocks), so a group's distinct rows start where the row changes or a group starts;
+    columns are counted on a ``[groups, width]`` incidence of the columns inside each band."""
+    new = ordered.row_change.copy()
+    starts = np.cumsum(sizes)[:-1]
+    new[starts[starts < new.size]] = True
+    pair_group, pair_row = group[new], ordered.rows[new]
+    seen = np.zeros(groups * ordered.width, dtype=bool)
+    seen[group * ordered.width + ordered.local_cols] = True
     return (
         np.bincount(group, minlength=groups),
-        np.count_nonzero(rows_seen, axis=0),
-        np.count_nonzero(_seen(group, cols, groups, nbc), axis=0),
-        rows_seen,
+        np.bincount(pair_group, minlength=groups),
+        np.count_nonzero(seen.reshape(groups, ordered.width), axis=1),
+        (pair_group, pair_row),
     )
 
 
-def _band_order(layout: np.ndarray, bands: int, nonzero: tuple | None = None) -> tuple:
-    """``(rows, cols, band)`` of every non-zero block (``nonzero``: ``np.nonzero(layout)`` if known),
-    ordered by column band, then row-major inside the band (``np.nonzero`` is row-major, and a stable
-    sort by band keeps that order within a band)."""
+@dataclass(frozen=True)
+class BandOrder:
+    """The non-zero blocks ordered by column band, row-major inside a band: their rows, columns,
+    band, column inside the band, where the row changes, and the widest band."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    band: np.ndarray
+    local_cols: np.ndarray
+    row_change: np.ndarray
+    width: int
+
+
+def _band_order(layout: np.ndarray, bands: int, nonzero: tuple | None = None) -> BandOrder:
+    """Every non-zero block (``nonzero``: ``np.nonzero(layout)`` if known) ordered by column band,
+    then row-major inside the band (``np.nonzero`` is row-major, and a stable sort by band keeps that
+    order within a band): the same for every number of parts, so made once per band count."""
     rows, cols = np.nonzero(layout) if nonzero is None else nonzero
-    band = np.repeat(np.arange(bands), split_sizes(layout.shape[1], bands))[cols]
-    order = np.argsort(band, kind="stable")
-    return rows[order], cols[order], band[order]
+    widths = split_sizes(layout.shape[1], bands)
+    start = np.concatenate([[0], np.cumsum(widths)[:-1]])
+    band = np.repeat(np.arange(bands, dtype=np.uint8), widths)[cols]
+    order = np.argsort(band, kind="stable")  # a radix sort on 8-bit keys (bands <= MAX_BANDS = 128)
+    rows, cols, band = rows[order], cols[order], band[order].astype(np.int64)
+    change = np.ones(rows.size, dtype=bool)
+    change[1:] = (rows[1:] != rows[:-1]) | (band[1:] != band[:-1])
+    return BandOrder(rows, cols, band, cols - start[band], change, int(widths.max()))
 
 
-def _group_blocks(ordered: tuple, bands: int, tg: int) -> tuple:
-    """``(rows, cols, group)`` of the blocks in ``ordered`` (:func:`_band_order`), each with its group
-    ``band · tg + chunk``: chunk ``c`` of a band is a near-equal contiguous split of the band's blocks
-    into ``tg`` chunks."""
-    rows, cols, band = ordered
-    count = np.bincount(band, minlength=bands)
+def _group_blocks(ordered: BandOrder, bands: int, tg: int) -> tuple:
+    """The group ``band · tg + chunk`` of every block of ``ordered`` (chunk ``c`` of a band is a
+    near-equal contiguous split of the band's blocks into ``tg`` chunks) and the groups' sizes."""
+    count = np.bincount(ordered.band, minlength=bands)
     base, rem = count // tg, count % tg  # the first ``rem`` chunks of a band hold one block more
-    sizes = base[:, None] + (np.arange(tg)[None, :] < rem[:, None])
-    return rows, cols, np.repeat(np.arange(bands * tg), sizes.ravel())
+    sizes = (base[:, None] + (np.arange(tg)[None, :] < rem[:, None])).ravel()
+    return np.repeat(np.arange(bands * tg), sizes), sizes
 
 
-def _row_owners(rows_seen: np.ndarray) -> tuple:
+def _row_owners(pairs: tuple, nrows: np.ndarray, nbr: int) -> tuple:
     """The reduction of output block rows: a block row is held by every group with a block in it
-    (``rows_seen`` ``[rows, groups]``) and owned by the first. Returns ``(reduces, senders, received,
-    owned)``: whether any row is held twice, and per group the rows it sends, the partial rows it
-    receives and the rows it owns."""
-    groups = rows_seen.shape[1]
-    holders = np.count_nonzero(rows_seen, axis=1)
-    held = holders > 0
-    owner = np.argmax(rows_seen, axis=1)[held]
+    (``pairs``: the distinct ``(group, row)`` pairs in group order; ``nrows``: distinct rows per
+    group) and owned by the first. Returns ``(reduces, senders, received, owned)``: whether any row
+    is held twice, and per group the rows it sends, the partial rows it receives and the rows it owns."""
+    pair_group, pair_row = pairs
+    groups = nrows.size
+    holders = np.bincount(pair_row, minlength=nbr)
+    key = pair_row.astype(np.uint16) if nbr <= 1 << 16 else pair_row
+    order = np.argsort(key, kind="stable")  # by row; the first of each row is its smallest group
+    by_row = pair_row[order]
+    first = np.ones(by_row.size, dtype=bool)
+    first[1:] = by_row[1:] != by_row[:-1]
+    owner, held_rows = pair_group[order[first]], by_row[first]
     owned = np.bincount(owner, minlength=groups)
-    received = np.bincount(owner, weights=holders[held] - 1, minlength=groups).astype(np.int64)
-    senders = np.count_nonzero(rows_seen, axis=0) - owned
-    return bool((holders > 1).any()), senders, received, owned
+    received = np.bincount(owner, weights=holders[held_rows] - 1, minlength=groups).astype(np.int64)
+    return bool((holders > 1).any()), nrows - owned, received, owned
 
 
 def _sparse_mm_phase(macs, compute, bytes_in, bytes_out, blocks_t, rows_t, cols_t, recv_vals, unit) -> Phase:
@@ -341,9 +361,10 @@ def _build(
     nbr, nbc = layout.shape
     m, k = nbr * block, nbc * block
     tg = tiles // (bands * n_split)
-    rows, cols, group = _group_blocks(ordered or _band_order(layout, bands), bands, tg)
+    ordered = ordered or _band_order(layout, bands)
+    group, sizes = _group_blocks(ordered, bands, tg)
     groups = bands * tg
-    nblk, nrows, ncols, rows_seen = _chunk_stats(rows, cols, group, groups, nbr, nbc)
+    nblk, nrows, ncols, pairs = _chunk_stats(ordered, group, sizes, groups)
 
     used = groups * n_split
     t = np.arange(tiles)
@@ -371,7 +392,7 @@ def _build(
         )
     ]
     # reduction: block row r of part j is held by every group that has a block in it; the first one owns it
-    reduces, senders, received, owned = _row_owners(rows_seen)
+    reduces, senders, received, owned = _row_owners(pairs, nrows, nbr)
     out_rows = np.where(active, owned[g], 0)
     output_bytes = out_rows * block * n_j * eb
     partial = rows_t * block * n_j * pb
