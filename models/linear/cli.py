@@ -90,15 +90,8 @@ def _cmd_shl(args) -> int:
     return 0
 
 
-def _cmd_layer(args) -> int:
-    from models.linear.timing import (  # loaded only when the command runs (start-up time)
-        BlockSparseConfig,
-        MatmulOptions,
-        explain_step,
-        time_layer,
-        versus_dense,
-    )
-
+def _check_layer_args(args) -> None:
+    """Refuse flag combinations ``tilesim layer`` cannot honour, naming the flag and the fix."""
     _positive("--n", args.n, "the layer is n x n")
     _positive("--batch", args.batch, "the paper uses 50")
     if args.kind != "block-sparse" and (args.density is not None or args.block is not None):
@@ -132,6 +125,18 @@ def _cmd_layer(args) -> int:
                 "use --lowering fused",
             )
         )
+
+
+def _cmd_layer(args) -> int:
+    from models.linear.timing import (  # loaded only when the command runs (start-up time)
+        BlockSparseConfig,
+        MatmulOptions,
+        explain_step,
+        time_layer,
+        versus_dense,
+    )
+
+    _check_layer_args(args)
     opts = MatmulOptions(
         **({} if args.memory_proportion is None else {"memory_proportion": args.memory_proportion}),
         partials_precision=args.partials,
