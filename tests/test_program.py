@@ -172,3 +172,10 @@ def test_program_file_multicasts(tmp_path):
         ConfigError, match=r"rectangle = \[8, 8, 16, 15\]: must be \[x0, y0, x1, y1\] within 16 columns"
     ):
         load_program(f, m)
+
+
+def test_a_transfer_is_exactly_src_dst_bytes():
+    """A transfer with a fourth field is refused, not truncated (multicasts have their own argument)."""
+    b = ProgramBuilder(chips=1, tiles_per_chip=4)
+    with pytest.raises(ConfigError, match=r"transfer = \(0, 1, 64, 7\): must be \(src_tile, dst_tile, bytes\)"):
+        b.superstep("x", 0, transfers=[(0, 1, 64, 7)])

@@ -296,7 +296,7 @@ def makespan_s(program: Program | CompactProgram, machine: Machine) -> float:
     fl = closed.flows_by_step(program.flow_step, program.flow_src, program.flow_dst, program.flow_bytes)
     host = (program.host_step, program.host_chip, program.host_bytes)
     scope = np.asarray(program.sync_scope)
-    if S and (machine.chips == 1 or (scope == SYNC_ALL).all()) and machine.chip.execution == "bsp":
+    if S and (machine.chips == 1 or ((scope == SYNC_ALL).all() and machine.chip.execution == "bsp")):
         # every superstep syncs the whole machine: no chip runs ahead, no events
         tails = closed.tails(work.exchange, machine, np.ones(S, bool), program.exchange_extra_cycles, fl, host)
         sync = machine.group_sync_cycles(machine.chips) + np.asarray(program.sync_extra_cycles, np.float64)

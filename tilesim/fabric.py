@@ -76,6 +76,34 @@ __all__ = [
 LinkGroup = tuple[str, int, int] | tuple[str, int, int, int]
 
 
+def _walk(a: int, b: int, n: int, wrap: bool) -> tuple[int, int]:
+    """(direction, hops) from position ``a`` to ``b`` along one dimension of ``n`` positions: the
+    direct way, or with wrap-around the shorter way round (ties: the positive direction)."""
+    if not wrap or n <= 2:
+        return (1 if b >= a else -1), abs(b - a)
+    up, down = (b - a) % n, (a - b) % n
+    return (1, up) if up <= down else (-1, down)
+
+
+def _grid_steps(src: int, dst: int, cols: int, rows: int, wrap: bool) -> list[tuple[int, int, int, int]]:
+    """The hops ``(x, y, next x, next y)`` of the dimension-ordered route (X, then Y) from cell
+    ``src`` to cell ``dst`` of a ``cols`` x ``rows`` grid (cell ``i`` at ``i % cols``, ``i // cols``)."""
+    x, y = src % cols, src // cols
+    tx, ty = dst % cols, dst // cols
+    steps = []
+    step, n = _walk(x, tx, cols, wrap)
+    for _ in range(n):
+        nx = (x + step) % cols
+        steps.append((x, y, nx, y))
+        x = nx
+    step, n = _walk(y, ty, rows, wrap)
+    for _ in range(n):
+        ny = (y + step) % rows
+        steps.append((x, y, x, ny))
+        y = ny
+    return steps
+
+
 def _port_peak(bytes_in: np.ndarray, bytes_out: np.ndarray):
     """Per (row, chip): the busiest tile port's max(bytes in, bytes out), and that tile."""
     tin = bytes_in.argmax(axis=2)
@@ -170,34 +198,17 @@ class MeshFabric(OnChipFabric):
         (n^2 - 1) / (3n) on a line."""
         return (n * n - 1) / (3 * n)
 
-    def _steps(self, a: int, b: int, n: int) -> tuple[int, int]:
-        """(direction, hops) from position ``a`` to ``b`` along a dimension of ``n`` positions."""
-        return (1 if b > a else -1), abs(b - a)
-
     def hops(self, src: int, dst: int) -> int:
+        wrap = self.wraps
         return (
-            self._steps(src % self.cols, dst % self.cols, self.cols)[1]
-            + self._steps(src // self.cols, dst // self.cols, self.rows)[1]
+            _walk(src % self.cols, dst % self.cols, self.cols, wrap)[1]
+            + _walk(src // self.cols, dst // self.cols, self.rows, wrap)[1]
         )
 
     def route(self, src: int, dst: int) -> tuple:
         """Directed links from tile ``src`` to tile ``dst`` (dimension order: X, then Y), with the
         source's injection port and the destination's ejection port at the ends."""
-        x, y = src % self.cols, src // self.cols
-        tx, ty = dst % self.cols, dst // self.cols
-        links: list[tuple] = [("inject", src)]
-        step, n = self._steps(x, tx, self.cols)
-        for _ in range(n):
-            nx = (x + step) % self.cols
-            links.append((x, y, nx, y))
-            x = nx
-        step, n = self._steps(y, ty, self.rows)
-        for _ in range(n):
-            ny = (y + step) % self.rows
-            links.append((x, y, x, ny))
-            y = ny
-        links.append(("eject", dst))
-        return tuple(links)
+        return (("inject", src), *_grid_steps(src, dst, self.cols, self.rows, self.wraps), ("eject", dst))
 
     def transfer_cycles(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, group=None) -> float:
         """Cycles of one exchange phase of explicit transfers on one chip, starting together:
@@ -212,14 +223,13 @@ class MeshFabric(OnChipFabric):
         sizes: list[float] = []
         for i in np.flatnonzero(group < 0).tolist():
             routes.append(self.route(int(src[i]), int(dst[i])))
-            hops.append(self.hops(int(src[i]), int(dst[i])))
+            hops.append(len(routes[-1]) - 2)  # the links between the two ports
             sizes.append(float(nbytes[i]))
         for g in np.unique(group[group >= 0]).tolist():
-            members = np.flatnonzero(group == g).tolist()
-            tree = dict.fromkeys(link for i in members for link in self.route(int(src[i]), int(dst[i])))
-            routes.append(tuple(tree))
-            hops.append(max(self.hops(int(src[i]), int(dst[i])) for i in members))
-            sizes.append(float(nbytes[members[0]]))
+            members = [self.route(int(src[i]), int(dst[i])) for i in np.flatnonzero(group == g).tolist()]
+            routes.append(tuple(dict.fromkeys(link for r in members for link in r)))  # the tree: each link once
+            hops.append(max(len(r) for r in members) - 2)
+            sizes.append(float(nbytes[group == g][0]))
         bw = {g: (self.port_bpc if isinstance(g[0], str) else self.link_bpc) for r in routes for g in r}
         done = drain_times(routes, sizes, bw)
         return self.fixed + float(np.max(np.ceil(done) + np.asarray(hops, np.float64) * self.hop, initial=0.0))
@@ -254,10 +264,6 @@ class TorusFabric(MeshFabric):
     def _mean_hops(self, n: int) -> float:
         """Mean shorter-way-round distance on a ring of ``n``: ``floor(n^2 / 4) / n``."""
         return (n * n // 4) / n
-
-    def _steps(self, a: int, b: int, n: int) -> tuple[int, int]:
-        up, down = (b - a) % n, (a - b) % n
-        return (1, up) if up <= down else (-1, down)
 
 
 FABRICS: dict[str, type[OnChipFabric]] = {"all-to-all": AllToAllFabric, "mesh": MeshFabric, "torus": TorusFabric}
@@ -474,30 +480,12 @@ class EthernetLinks:
                     self.bw[("eth", c, other)] = self.bw[("eth", other, c)] = per_group
         self._routes: dict[tuple[int, int], tuple] = {}
 
-    def _walk(self, a: int, b: int, n: int) -> tuple[int, int]:
-        """(direction, hops) from position ``a`` to ``b`` along a dimension of ``n`` positions."""
-        if not self.wrap or n <= 2:
-            return (1 if b >= a else -1), abs(b - a)
-        up, down = (b - a) % n, (a - b) % n
-        return (1, up) if up <= down else (-1, down)
-
     def route(self, src: int, dst: int) -> tuple:
         key = (src, dst)
         if key not in self._routes:
-            x, y = src % self.cols, src // self.cols
-            tx, ty = dst % self.cols, dst // self.cols
-            path: list[tuple] = []
-            step, n = self._walk(x, tx, self.cols)
-            for _ in range(n):
-                nx = (x + step) % self.cols
-                path.append(("eth", y * self.cols + x, y * self.cols + nx))
-                x = nx
-            step, n = self._walk(y, ty, self.rows)
-            for _ in range(n):
-                ny = (y + step) % self.rows
-                path.append(("eth", y * self.cols + x, ny * self.cols + x))
-                y = ny
-            self._routes[key] = tuple(path)
+            c = self.cols
+            steps = _grid_steps(src, dst, c, self.rows, self.wrap)
+            self._routes[key] = tuple(("eth", y * c + x, ny * c + nx) for x, y, nx, ny in steps)
         return self._routes[key]
 
     def hops(self, src: int, dst: int) -> int:

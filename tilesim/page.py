@@ -86,9 +86,7 @@ class _Grid:
         pad = np.full((r * self.k, c * self.k), np.nan)
         pad[: self.rows, : self.cols] = img
         blocks = pad.reshape(r, self.k, c, self.k).transpose(0, 2, 1, 3).reshape(r, c, -1)
-        with np.errstate(all="ignore"):
-            out = np.nanmax(np.where(np.isnan(blocks).all(axis=2, keepdims=True), -np.inf, blocks), axis=2)
-        return np.where(np.isinf(out), np.nan, out)
+        return np.fmax.reduce(blocks, axis=2)  # fmax skips NaN; a block of padding only stays NaN
 
     def cells(self) -> list[np.ndarray]:
         """Row-major list of each cell's tile indices on the chip (a cell may be empty)."""

@@ -418,9 +418,9 @@ class Program(_ProgramShape):
         order = np.argsort(g[m], kind="stable")
         gid = g[m][order]
         first = np.r_[True, gid[1:] != gid[:-1]]
+        lead = np.maximum.accumulate(np.where(first, np.arange(gid.size), 0))  # each member's group's first
         for col in (self.transfer_step, self.transfer_src, self.transfer_bytes):
             v = col[m][order]
-            lead = np.maximum.accumulate(np.where(first, np.arange(v.size), 0))
             bad = v != v[lead]
             if bad.any():
                 raise ConfigError(
@@ -807,15 +807,15 @@ class ProgramBuilder:
         N = self.total_tiles
         comp = _as_row(compute_cycles, N, "compute_cycles", where)
         scope = self._scope_code(sync, where)
-        xfers = [(*tuple(t), -1) if len(tuple(t)) == 3 else tuple(t) for t in transfers]
+        xfers = [tuple(t) for t in transfers]
         mcast = [self._multicast(m, N, where) for m in multicasts]
         have_exchange = bytes_out is not None or bytes_in is not None or xfers or mcast
         if have_exchange:
             bout = _as_row(0.0 if bytes_out is None else bytes_out, N, "bytes_out", where)
             bin_ = _as_row(0.0 if bytes_in is None else bytes_in, N, "bytes_in", where)
             for t in xfers:
-                _check_transfer(t[:3], N, where)
-                src, dst, nb = t[:3]
+                _check_transfer(t, N, where)
+                src, dst, nb = t
                 bout[src] += nb
                 bin_[dst] += nb
             for src, dsts, nb in mcast:
@@ -840,7 +840,7 @@ class ProgramBuilder:
             self._flows.extend((s, a, b, nb) for a, b, nb in fl)
             if host_bytes is not None:
                 self._host.extend((s, c, float(hb[c])) for c in range(self.chips) if hb[c] > 0)
-            self._transfers.extend((s, int(a), int(b), float(nb), -1) for a, b, nb, _ in xfers)
+            self._transfers.extend((s, int(a), int(b), float(nb), -1) for a, b, nb in xfers)
             for src, dsts, nb in mcast:
                 self._transfers.extend((s, int(src), int(d), float(nb), self._groups) for d in dsts.tolist())
                 self._groups += 1

@@ -238,23 +238,21 @@ def _step_transfers(st: dict, where: str, machine) -> list:
             "must be a table with src_tile, dst_tile, bytes (and optional chip)",
             "e.g. {src_tile = 0, dst_tile = 5, bytes = 256}",
         )
-        chip = t.get("chip", 0)
-        chip_ok = isinstance(chip, int) and not isinstance(chip, bool) and 0 <= chip < machine.chips
-        require(
-            chip_ok, f"{w}.chip", chip, f"must be in 0..{machine.chips - 1}", "use a chip of the machine (or --chips)"
-        )
-        for k in ("src_tile", "dst_tile"):
-            v = t[k]
-            require(
-                not isinstance(v, bool) and isinstance(v, int) and 0 <= v < machine.tiles_per_chip,
-                f"{w}.{k}",
-                v,
-                f"must be in 0..{machine.tiles_per_chip - 1}",
-                "use a tile index of one chip",
-            )
+        chip = _chip_of(t, machine, w)
+        src, dst = (_tile_of(t[k], machine, f"{w}.{k}") for k in ("src_tile", "dst_tile"))
         base = chip * machine.tiles_per_chip
-        xfers.append((base + t["src_tile"], base + t["dst_tile"], _number(t["bytes"], f"{w}.bytes")))
+        xfers.append((base + src, base + dst, _number(t["bytes"], f"{w}.bytes")))
     return xfers
+
+
+def _chip_of(t: dict, machine, where: str) -> int:
+    """The ``chip`` of a transfer or multicast table (default 0), checked against the machine."""
+    chip = t.get("chip", 0)
+    require(
+        isinstance(chip, int) and not isinstance(chip, bool) and 0 <= chip < machine.chips,
+        f"{where}.chip", chip, f"must be in 0..{machine.chips - 1}", "use a chip of the machine (or --chips)",
+    )  # fmt: skip
+    return chip
 
 
 def _tile_of(v, machine, where: str) -> int:
@@ -282,11 +280,7 @@ def _step_multicasts(st: dict, where: str, machine) -> list:
             w, t, "must be a table with src_tile, bytes and one of dst_tiles or rectangle (and optional chip)",
             "e.g. {src_tile = 0, rectangle = [2, 2, 3, 3], bytes = 4096}",
         )  # fmt: skip
-        chip = t.get("chip", 0)
-        require(
-            isinstance(chip, int) and not isinstance(chip, bool) and 0 <= chip < machine.chips,
-            f"{w}.chip", chip, f"must be in 0..{machine.chips - 1}", "use a chip of the machine (or --chips)",
-        )  # fmt: skip
+        chip = _chip_of(t, machine, w)
         src = _tile_of(t["src_tile"], machine, f"{w}.src_tile")
         if "rectangle" in t:
             grid = grid_shape(machine)
