@@ -86,7 +86,8 @@ class _Grid:
         pad = np.full((r * self.k, c * self.k), np.nan)
         pad[: self.rows, : self.cols] = img
         blocks = pad.reshape(r, self.k, c, self.k).transpose(0, 2, 1, 3).reshape(r, c, -1)
-        return np.fmax.reduce(blocks, axis=2)  # fmax skips NaN; a block of padding only stays NaN
+        top = np.where(np.isnan(blocks), -np.inf, blocks).max(axis=2)  # the largest real tile of each block
+        return np.where(np.isneginf(top), np.nan, top)  # a block of padding only stays NaN
 
     def cells(self) -> list[np.ndarray]:
         """Row-major list of each cell's tile indices on the chip (a cell may be empty)."""
