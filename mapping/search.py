@@ -10,7 +10,8 @@ kernel. Moves:
 * give tiles to a layer from another layer on the same chip (or from the chip's free tiles),
 * take tiles from a layer,
 * switch a layer between ``block`` and ``cyclic``,
-* move a layer to another chip that has room.
+* move a layer to another chip that has room,
+* on a mesh or torus, walk the chip's grid in another tile order (:mod:`mapping.grid`).
 
 A move is accepted if it is faster, or with probability exp(−Δ/τ) (τ falls linearly to 0 over
 the budget); the best mapping seen is returned, never one the objective rejected.
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from mapping.core import Mapping
+from mapping.grid import TILE_ORDERS, order_of, reorder
 from mapping.strategies import from_layout, pack_layers
 from tilesim.errors import MappingError, require
 
@@ -44,6 +46,8 @@ class Layout:
     n_tiles: tuple  # tiles of every layer
     order: tuple  # "block" | "cyclic" per layer
     first_tile: int = 1
+    grid: tuple | None = None  # (rows, cols) of a chip's tiles on a fabric with distance, else None
+    tile_order: str = "rows"  # how slots walk that grid (:data:`mapping.grid.TILE_ORDERS`)
 
     def capacity(self, c: int) -> int:
         return self.tiles_per_chip - (self.first_tile if c == 0 else 0)
@@ -53,13 +57,18 @@ class Layout:
 
     def mapping(self, strategy: str = "search") -> Mapping:
         places = pack_layers(self.n_tiles, self.chips, self.tiles_per_chip, self.first_tile, self.chip)
-        return from_layout(
+        slots = from_layout(
             self.layer_sizes, self.chips, self.tiles_per_chip, places, self.n_tiles, self.order, None, strategy
         )
+        return slots if self.grid is None else reorder(slots, self.tile_order, *self.grid)
 
 
-def layout_of(m: Mapping, first_tile: int = 1) -> Layout:
-    """The layout of a mapping whose layers each sit on one run of consecutive tiles."""
+def layout_of(m: Mapping, first_tile: int = 1, grid: tuple | None = None) -> Layout:
+    """The layout of a mapping whose layers each sit on one run of consecutive tiles (on a
+    ``grid``, consecutive in one of the tile orders of :mod:`mapping.grid`)."""
+    tile_order = "rows"
+    if grid is not None:
+        tile_order, m = order_of(m, *grid)
     chips, n_tiles, order = [], [], []
     for l, a in enumerate(m.tile_of_neuron):
         t = m.tiles_of_layer(l)
@@ -72,7 +81,17 @@ def layout_of(m: Mapping, first_tile: int = 1) -> Layout:
         n_tiles.append(int(t.size))
         cyc = t.size > 1 and a.size > t.size and a[1] != a[0] and a[t.size] == a[0]
         order.append("cyclic" if cyc else "block")
-    return Layout(m.layer_sizes, m.chips, m.tiles_per_chip, tuple(chips), tuple(n_tiles), tuple(order), first_tile)
+    return Layout(
+        m.layer_sizes,
+        m.chips,
+        m.tiles_per_chip,
+        tuple(chips),
+        tuple(n_tiles),
+        tuple(order),
+        first_tile,
+        grid,
+        tile_order,
+    )
 
 
 @dataclass
@@ -94,7 +113,10 @@ def _neighbour(lay: Layout, rng: np.random.Generator) -> Layout | None:
     L = len(lay.layer_sizes)
     l = int(rng.integers(L))
     n_tiles, chip, order = list(lay.n_tiles), list(lay.chip), list(lay.order)
-    kind = rng.choice(4, p=[0.45, 0.2, 0.2, 0.15])
+    kind = rng.choice(5, p=[0.4, 0.2, 0.2, 0.1, 0.1] if lay.grid else [0.45, 0.2, 0.2, 0.15, 0.0])
+    if kind == 4:  # walk the grid in another tile order
+        other = [o for o in TILE_ORDERS if o != lay.tile_order]
+        return replace(lay, tile_order=str(rng.choice(other)))
     step = max(1, int(round(n_tiles[l] * rng.choice([0.01, 0.05, 0.15]))))
     if kind == 0:  # give tiles to layer l
         c = chip[l]
@@ -133,12 +155,15 @@ def anneal(
     first_tile: int = 1,
     extra_starts=(),
     progress=None,
+    grid: tuple | None = None,
 ) -> SearchResult:
     """Minimise ``objective(mapping) -> seconds`` (``inf`` = rejected) from ``start``.
 
     ``extra_starts`` are further mappings (e.g. the other strategies) evaluated first; the
-    annealing walk starts from the best of them. Stops after ``budget_s`` seconds of wall time
-    or ``max_evals`` evaluations.
+    annealing walk starts from the best of them. ``grid``: (rows, cols) of a chip's tiles when
+    the fabric has distance (a mesh or torus): the search also moves the tile order
+    (:mod:`mapping.grid`), and ``start`` is tried in every order first. Stops after ``budget_s``
+    seconds of wall time or ``max_evals`` evaluations.
     """
     require(budget_s > 0, "budget_s", budget_s, "must be > 0")
     t0 = time.perf_counter()
@@ -149,13 +174,15 @@ def anneal(
             "the starting mapping is rejected by the objective (it does not fit); start from a mapping that fits"
         )
     evaluated, accepted = 1, 0
-    cur, cur_v = layout_of(start, first_tile), base
+    cur, cur_v = layout_of(start, first_tile, grid), base
     best, best_v = start, base
+    if grid is not None:
+        extra_starts = [reorder(start, o, *grid) for o in TILE_ORDERS[1:]] + list(extra_starts)
     for m in extra_starts:
         v = float(objective(m))
         evaluated += 1
         try:
-            lay = layout_of(m, first_tile)
+            lay = layout_of(m, first_tile, grid)
         except MappingError:
             continue
         if v < best_v:

@@ -32,8 +32,9 @@ On-chip fabrics turn per-tile exchange bytes into the cycles of one exchange pha
 
       cycles = fixed + max(max_port_load / port_bpc, max_link_load / link_bpc) + max_hops · hop_cycles
 
-  Without explicit transfers (only per-tile totals) the mean XY distance of the grid stands in
-  for the hop count.
+  Without explicit transfers (only per-tile totals) the links carry proportional traffic (every
+  receiver draws from the senders in proportion to what they send: :mod:`tilesim.gridload`), so
+  where the tiles sit still matters; with only chip peaks, the grid's mean distance stands in.
 
 :class:`LadderLinks` routes cross-chip flows over Poplar's ladder model of IPU-Links (§1.2):
 directed link groups with a bandwidth each; flows that share a group share its bandwidth.
@@ -43,12 +44,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
 
 from tilesim.errors import ConfigError, config_message
 from tilesim.fluid import drain_times
+from tilesim.gridload import GridLinks, grid_link_peaks, grid_link_totals
 from tilesim.machine import FABRIC_KINDS, Machine
 from tilesim.records import ChipWork
 from tilesim.rows import ChipPeaks, TileRows
@@ -123,17 +126,35 @@ class OnChipFabric:
     def __init__(self, machine: Machine):
         """A fabric reads its constants from ``machine`` (its chip and ``[fabric]`` table)."""
 
-    def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None):
-        """Cycles and bounding tile per (row, chip) of ``[E, chips, tiles]`` per-tile bytes."""
+    def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None, links=None):
+        """Cycles and bounding tile per (row, chip) of ``[E, chips, tiles]`` per-tile bytes
+        (``links``: :meth:`chip_link_peaks` of the per-tile totals when ``bytes_*`` are peaks)."""
         raise NotImplementedError
 
     def point_to_point_cycles(self, src: int, dst: int, nbytes: float) -> float:
         """Cycles to move ``nbytes`` from tile ``src`` to tile ``dst`` of one chip, alone."""
         raise NotImplementedError
 
+    def link_peaks(self, bytes_in: np.ndarray, bytes_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(busiest link's bytes [E], longest route's hops [E])`` of one chip's ``[E, tiles]``
+        per-tile totals, for a fabric whose exchange time depends on where the tiles are (``grid``
+        not None): what :class:`ChipPeaks` keeps of the per-tile detail."""
+        raise NotImplementedError
+
+    def chip_link_peaks(self, bytes_in: np.ndarray, bytes_out: np.ndarray) -> tuple | None:
+        """:meth:`link_peaks` of every chip of ``[E, chips, tiles]`` arrays, as ``[E, chips]`` pairs."""
+        if self.grid is None:
+            return None
+        per = [self.link_peaks(bytes_in[:, c], bytes_out[:, c]) for c in range(bytes_in.shape[1])]
+        return np.stack([p[0] for p in per], axis=1), np.stack([p[1] for p in per], axis=1)
+
     def reduce(self, rows: TileRows) -> ChipWork:
         """``rows`` reduced to chips (the contract is in the module docstring)."""
-        return self.reduce_peaks(rows.peaks(), rows.transfers)
+        peaks = rows.peaks()
+        links = self.chip_link_peaks(rows.bytes_in, rows.bytes_out)
+        if links is not None:
+            peaks = replace(peaks, link_bytes=links[0], hops=links[1])
+        return self.reduce_peaks(peaks, rows.transfers)
 
     def reduce_peaks(self, peaks: ChipPeaks, transfers: dict | None = None) -> ChipWork:
         """Chip work from each chip's slowest tile and busiest ports (:class:`ChipPeaks`) and, for
@@ -148,7 +169,10 @@ class OnChipFabric:
             routed = None
             if transfers and self.needs_transfers:
                 routed = {r: (t.chip, t.src, t.dst, t.nbytes, t.group) for r, t in transfers.items()}
-            cyc, _ = self.exchange_cycles(peaks.bytes_in[..., None], peaks.bytes_out[..., None], routed)
+            args: tuple = (peaks.bytes_in[..., None], peaks.bytes_out[..., None], routed)
+            if peaks.link_bytes is not None:  # a fabric without distance never gets them
+                args += ((peaks.link_bytes, peaks.hops),)
+            cyc, _ = self.exchange_cycles(*args)
             tile = np.where(peaks.bytes_in >= peaks.bytes_out, peaks.in_tile, peaks.out_tile)
             idx = peaks.exchange_row[has_ex]
             ex[has_ex] = cyc[idx]
@@ -167,7 +191,7 @@ class AllToAllFabric(OnChipFabric):
         self.fixed = float(machine.chip.exchange_fixed_cycles)
         self.bpc = float(machine.chip.exchange_bytes_per_cycle)
 
-    def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None):
+    def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None, links=None):
         """Cycles and critical tile per (row, chip) for arrays shaped ``[E, chips, tiles]``."""
         peak, crit = _port_peak(bytes_in, bytes_out)
         return np.where(peak > 0, self.fixed + np.ceil(peak / self.bpc), 0.0), crit
@@ -234,11 +258,50 @@ class MeshFabric(OnChipFabric):
         done = drain_times(routes, sizes, bw)
         return self.fixed + float(np.max(np.ceil(done) + np.asarray(hops, np.float64) * self.hop, initial=0.0))
 
-    def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None):
-        """``rows_transfers``: optional {row: (chip, src_local, dst_local, bytes[, group])} explicit
-        transfers (group: multicast ids, -1 point to point)."""
+    def link_peaks(self, bytes_in: np.ndarray, bytes_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The busiest link and the longest route of each row's per-tile totals under proportional
+        traffic (:func:`tilesim.gridload.grid_link_peaks`)."""
+        return grid_link_peaks(bytes_in, bytes_out, self.rows, self.cols, self.wraps)
+
+    def link_totals(self, bytes_in: np.ndarray, bytes_out: np.ndarray, transfers=()) -> GridLinks:
+        """Bytes per directed link of one chip over a program: the rows ``[E, tiles]`` timed from
+        per-tile totals (proportional traffic) plus explicit ``transfers`` ``(src, dst, bytes,
+        group)`` along their routes, a multicast group's tree once (the tiles' injection and
+        ejection ports are not links of the grid)."""
+        links = grid_link_totals(bytes_in, bytes_out, self.rows, self.cols, self.wraps)
+        trees: dict = {}
+        for k, (src, dst, nbytes, group) in enumerate(transfers):
+            tree = trees.setdefault(("multicast", group) if group >= 0 else ("unicast", k), [nbytes, {}])
+            tree[1].update(dict.fromkeys(_grid_steps(int(src), int(dst), self.cols, self.rows, self.wraps)))
+        for nbytes, steps in trees.values():
+            for x, y, nx, ny in steps:
+                if ny == y:
+                    if nx == (x + 1) % self.cols and not (self.cols == 2 and nx < x):
+                        links.right[y, x] += nbytes
+                    else:
+                        links.left[y, nx] += nbytes
+                elif ny == (y + 1) % self.rows and not (self.rows == 2 and ny < y):
+                    links.down[y, x] += nbytes
+                else:
+                    links.up[ny, x] += nbytes
+        return links
+
+    def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None, links=None):
+        """Cycles and bounding tile per (row, chip) of ``[E, chips, tiles]`` bytes. ``rows_transfers``:
+        optional {row: (chip, src_local, dst_local, bytes[, group])} explicit transfers (group:
+        multicast ids, -1 point to point), routed one by one. Other rows are timed from the per-tile
+        totals: the busier of the busiest port and the busiest link (proportional traffic,
+        :mod:`tilesim.gridload`; ``links`` when ``bytes_*`` are already chip peaks) plus the longest
+        route's hops; with neither per-tile totals nor ``links``, the grid's mean distance."""
         peak, crit = _port_peak(bytes_in, bytes_out)
-        cycles = np.where(peak > 0, self.fixed + np.ceil(peak / self.port_bpc) + self.mean_hops * self.hop, 0.0)
+        if links is None and bytes_in.shape[2] == self.tiles:
+            links = self.chip_link_peaks(bytes_in, bytes_out)
+        if links is None:
+            drain, hops = np.ceil(peak / self.port_bpc), np.full(peak.shape, self.mean_hops)
+        else:
+            drain = np.ceil(np.maximum(peak / self.port_bpc, links[0] / self.link_bpc))
+            hops = np.where(links[1] >= 0, links[1], self.mean_hops)
+        cycles = np.where(peak > 0, self.fixed + drain + hops * self.hop, 0.0)
         for row, t in (rows_transfers or {}).items():
             chip, src, dst, nb = t[:4]
             group = t[4] if len(t) > 4 and t[4] is not None else np.full(chip.shape, -1)

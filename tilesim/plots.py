@@ -290,6 +290,68 @@ def exchange_matrices(
     return Path(path)
 
 
+LINK_SEGMENTS_MAX = 4096
+"""Grids of at most this many tiles draw every directed link as a segment; larger ones (a wafer)
+draw each tile's busiest outgoing link as a heat map."""
+
+
+def link_load(links: dict, path, title: str):
+    """Bytes on every directed link of one chip's 2-D network-on-chip, drawn where the links are:
+    ``links`` has ``right``, ``left``, ``down``, ``up`` ``[rows, cols]`` (:class:`tilesim.gridload.GridLinks`;
+    a torus's wrap-around links are drawn as stubs at the edge). Each link is a segment between two
+    tile centres, the two directions side by side, on one log colour scale; the busiest is named.
+    Grids larger than :data:`LINK_SEGMENTS_MAX` tiles: each tile's busiest outgoing link."""
+    plt = _plt()
+    from matplotlib.collections import LineCollection  # matplotlib is imported only when drawing
+    from matplotlib.colors import LogNorm
+
+    right, left, down, up = (np.asarray(links[k], float) for k in ("right", "left", "down", "up"))
+    rows, cols = right.shape
+    top = float(max(a.max() for a in (right, left, down, up)))
+    cmap = plt.get_cmap("viridis")
+    fig, ax = plt.subplots(figsize=(min(14, 2.5 + cols * 0.55), min(12, 1.5 + rows * 0.55)))
+    if top <= 0:
+        ax.text(0.5, 0.5, "no traffic on the chip's links", ha="center", va="center", transform=ax.transAxes)
+    elif rows * cols > LINK_SEGMENTS_MAX:
+        out = np.max(np.stack([right, left, down, up]), axis=0)
+        im = ax.imshow(np.where(out > 0, out, np.nan), cmap=cmap, norm=LogNorm(vmin=max(top * 1e-4, 1), vmax=top))
+        fig.colorbar(im, ax=ax, label="bytes per step on the busiest link at each tile")
+    else:
+        norm = LogNorm(vmin=max(top * 1e-3, 1.0), vmax=top)
+        segs, vals = [], []
+        o = 0.12  # the two directions of a link side by side
+        for y in range(rows):
+            for x in range(cols):
+                nx, ny = min(x + 1, cols - 0.6), min(y + 1, rows - 0.6)  # a wrap-around: a stub at the edge
+                segs += [[(x, y - o), (nx, y - o)], [(nx, y + o), (x, y + o)]]
+                vals += [right[y, x], left[y, x]]
+                segs += [[(x + o, y), (x + o, ny)], [(x - o, ny), (x - o, y)]]
+                vals += [down[y, x], up[y, x]]
+        vals_a = np.asarray(vals)
+        keep = vals_a > 0
+        lc = LineCollection(
+            [s for s, k in zip(segs, keep) if k], cmap=cmap, norm=norm, linewidths=1.0 + 3.0 * (vals_a[keep] / top)
+        )
+        lc.set_array(vals_a[keep])
+        ax.add_collection(lc)
+        ax.scatter(*np.meshgrid(np.arange(cols), np.arange(rows)), s=30, c="#dddddd", edgecolors="#888888", zorder=3)
+        ax.set_xlim(-0.7, cols - 0.3)
+        ax.set_ylim(rows - 0.3, -0.7)
+        ax.set_aspect("equal")
+        fig.colorbar(lc, ax=ax, fraction=0.046, label="bytes per step on the link (log)")
+    names = ("right", "left", "down", "up")
+    k = int(np.argmax([a.max() for a in (right, left, down, up)]))
+    arr = (right, left, down, up)[k]
+    y, x = (int(v) for v in np.unravel_index(int(np.argmax(arr)), arr.shape))
+    ax.set_xlabel(f"column; the busiest link: {names[k]} from the tile at column {x}, row {y}: {_mb(top)} per step")
+    ax.set_ylabel("row")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
 def _mb(b: float) -> str:
     return f"{b / 1e9:.2f} GB" if b >= 1e9 else f"{b / 1e6:.2f} MB" if b >= 1e4 else f"{b:,.0f} B"
 

@@ -436,6 +436,24 @@ class Program(_ProgramShape):
         """The program reduced to chips by ``fabric`` (its tile rows and transfers)."""
         return fabric.reduce(self.tile_rows())
 
+    def chip_exchange(self, chip: int) -> tuple[np.ndarray, np.ndarray, list]:
+        """One chip's on-chip exchange over the program: ``(bytes_in, bytes_out)`` ``[E, tiles]``
+        of the rows a fabric times from per-tile totals (a row with explicit transfers on the chip
+        is zero here) and those transfers as ``(src, dst, bytes, group)`` with chip-local tiles."""
+        T = self.tiles_per_chip
+        cols = slice(chip * T, (chip + 1) * T)
+        b_in, b_out = np.array(self.bytes_in[:, cols], np.float64), np.array(self.bytes_out[:, cols], np.float64)
+        mine = np.flatnonzero(self.transfer_src // T == chip)
+        rows = self.exchange_row[self.transfer_step[mine]]
+        b_in[rows[rows >= 0]] = 0.0
+        b_out[rows[rows >= 0]] = 0.0
+        group = self.transfer_group if self.transfer_group is not None else np.full(self.transfer_step.shape, -1)
+        transfers = [
+            (int(self.transfer_src[k]) % T, int(self.transfer_dst[k]) % T, float(self.transfer_bytes[k]), int(group[k]))
+            for k in mine.tolist()
+        ]
+        return b_in, b_out, transfers
+
     def tile_rows(self) -> TileRows:
         """The program's per-tile work and traffic, shaped per chip, for a fabric to reduce."""
         S, C, T = self.supersteps, self.chips, self.tiles_per_chip
@@ -617,6 +635,14 @@ class CompactProgram(_ProgramShape):
         if self.label_tile_cycles is None:
             raise TypeError(f"compact program {self.name!r} keeps peaks only: it has no per-tile sums")
         return self.label_tile_cycles.sum(axis=0)
+
+    def chip_exchange(self, chip: int) -> tuple[np.ndarray, np.ndarray, list]:
+        """One chip's on-chip exchange (as :meth:`Program.chip_exchange`; every superstep its own
+        row, no explicit transfers), its rows rebuilt."""
+        if self.rows is None:
+            raise TypeError(f"compact program {self.name!r} was built without its rows: its tile rows are gone")
+        _, b_in, b_out = self.rows.chip_rows(chip)
+        return b_in, b_out, []
 
     def tile_compute(self, tiles) -> np.ndarray:
         """float64 [S, len(tiles)]: the compute cycles of global ``tiles`` per superstep (each

@@ -392,14 +392,25 @@ class ProgramDigest:
     # layer, 1-based; 0 = none), outlined in the pictures
     label_tile_cycles: np.ndarray | None = None  # [labels, C*T] compute cycles per label and tile
     # (:func:`label_tile_cycles`): the tiles each label keeps busy (report.html); set by the workload
+    grid_links: tuple | None = None  # (chip, :class:`tilesim.gridload.GridLinks`): on a mesh or torus,
+    # the bytes on every link of the chip that sends the most on chip (links.png)
 
     @classmethod
-    def of(cls, program, tiles=(), host_labels=()) -> ProgramDigest:
+    def of(cls, program, tiles=(), host_labels=(), fabric=None) -> ProgramDigest:
         """The digest of ``program`` keeping the compute of global ``tiles`` per superstep.
         ``work_cycles`` leaves out the supersteps labelled one of ``host_labels`` (their compute
-        is booked as host time: :meth:`SimResult.book_as_host`, :attr:`SimResult.host_labels`)."""
+        is booked as host time: :meth:`SimResult.book_as_host`, :attr:`SimResult.host_labels`).
+        With a ``fabric`` that has a grid, also the load of every link of the busiest chip."""
         if isinstance(program, ProgramDigest):
             return program
+        digest = cls._of(program, tiles, host_labels)
+        if fabric is None or fabric.grid is None or getattr(program, "rows", True) is None:
+            return digest
+        chip = int(np.argmax(digest.onchip_bytes.sum(axis=0)))
+        return replace(digest, grid_links=(chip, fabric.link_totals(*program.chip_exchange(chip))))
+
+    @classmethod
+    def _of(cls, program, tiles, host_labels) -> ProgramDigest:
         host_ids = [i for i, lab in enumerate(program.labels) if lab in set(host_labels)]
         if hasattr(program, "tile_compute"):  # a CompactProgram: no [S, tiles] arrays to read
             return cls._of_compact(program, tiles, host_ids)

@@ -20,7 +20,7 @@ import numpy as np
 
 from tilesim import plots
 from tilesim.errors import ConfigError, config_message
-from tilesim.fabric import grid_shape
+from tilesim.fabric import grid_shape, make_fabric
 from tilesim.io import atomic_write_bytes, atomic_write_text, check_output_path
 from tilesim.records import PHASES, ProgramDigest, label_tile_cycles
 from tilesim.workload import ReportParts, report_parts
@@ -116,7 +116,8 @@ def write_run_report(out, result, program, ledger, exchange: dict | None = None)
 
     out = Path(out)
     not_work = tuple(getattr(result, "host_labels", ())) + tuple(getattr(result, "residual_labels", ()))
-    digest = ProgramDigest.of(program, host_labels=not_work)
+    fabric = make_fabric(ledger.machine) if ledger is not None else None
+    digest = ProgramDigest.of(program, host_labels=not_work, fabric=fabric)
     arrays: dict[str, np.ndarray] = {f"timeline_{k}": np.asarray(v) for k, v in (result.timeline or {}).items()}
     arrays["time_s"] = result.time_s
     arrays["label_id"] = result.label_id
@@ -136,6 +137,11 @@ def write_run_report(out, result, program, ledger, exchange: dict | None = None)
         arrays["memory_by_category"] = ledger.table
         arrays["memory_budget"] = np.asarray(ledger.budget, np.int64)
         arrays["grid"] = np.asarray(grid_shape(ledger.machine) or (0, 0))
+    if digest.grid_links is not None:
+        chip, links = digest.grid_links
+        for k in ("right", "left", "down", "up"):
+            arrays[f"links_{k}"] = getattr(links, k)
+        arrays["links_chip"] = np.asarray(chip, np.int64)
     if exchange is not None:
         arrays["exchange_chip"] = exchange["chip"]
         arrays["exchange_group"] = exchange["group"]
@@ -261,6 +267,15 @@ def _draw(out, summary, a, plots, page: bool = True) -> list[Path]:
                 out / "exchange.png",
                 chip=int(a["exchange_chip_index"]),
                 totals=(summary.get("explain") or {}).get("exchange_bytes"),
+            )
+        )
+    if "links_right" in a:
+        written.append(
+            plots.link_load(
+                {k: a[f"links_{k}"] for k in ("right", "left", "down", "up")},
+                out / "links.png",
+                f"bytes per step on each directed link of chip {int(a['links_chip'])}'s network-on-chip "
+                f"({summary.get('machine', '')})\nper-tile totals as proportional traffic (tilesim/gridload.py)",
             )
         )
     atomic_write_text(out / "summary.md", summary_markdown(summary))

@@ -40,7 +40,10 @@ class ChipPeaks:
 
     ``compute``, ``compute_tile`` [S, C]; ``exchange_row`` [S] (-1: no exchange phase);
     ``bytes_in``, ``in_tile``, ``bytes_out``, ``out_tile`` [E, C]; ``row_bytes`` [E] all bytes
-    sent over the chips' fabrics in that exchange row."""
+    sent over the chips' fabrics in that exchange row. On a fabric with distance
+    (:meth:`tilesim.fabric.OnChipFabric.link_peaks`) also ``link_bytes`` [E, C], the busiest
+    link's bytes, and ``hops`` [E, C], the longest route (−1: unknown), taken from the per-tile
+    totals before they were reduced (None: not known, the fabric assumes uniform traffic)."""
 
     compute: np.ndarray
     compute_tile: np.ndarray
@@ -50,6 +53,8 @@ class ChipPeaks:
     bytes_out: np.ndarray
     out_tile: np.ndarray
     row_bytes: np.ndarray
+    link_bytes: np.ndarray | None = None
+    hops: np.ndarray | None = None
 
     @classmethod
     def of_chips(cls, compute: np.ndarray, bytes_in: np.ndarray, bytes_out: np.ndarray) -> ChipPeaks:

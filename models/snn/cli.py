@@ -218,7 +218,10 @@ def cmd_map_search(args) -> int:
         print(
             f"best found:         {o['predicted_step_s'] * 1e3:.3f} ms/step ({out['speedup']:.3f}x), "
             f"neurons/tile {o['neurons_per_tile']}, chips {o['chip_of_layer']}"
+            + (f", tile order {o['tile_order']}" if o["tile_order"] else "")
         )
+        for line in out["why"]:
+            print(f"  why: {line}")
         print(
             f"{out['evaluated']} mappings evaluated in {out['wall_s']:.1f} s "
             f"({out['mappings_per_s']:.1f}/s)" + (f"; wrote {args.out}" if args.out else "")

@@ -42,6 +42,7 @@ from models.snn.structure import StepStructure
 from models.snn.workload import SnnStep
 from tilesim.costs import CostModel, load_costs
 from tilesim.errors import ConfigError, config_message, require
+from tilesim.fabric import make_fabric
 from tilesim.machine import load_machine
 from tilesim.memory import MemoryLedger
 from tilesim.records import ProgramDigest, SimResult, by_phase_frame, critical_tiles, label_tile_cycles, whole_bytes
@@ -363,7 +364,12 @@ def _time_step(options, config, machine, placement, costs, counters, out: _Steps
     out.counters.append(counters.totals_only())
     out.programs.append(label_tile_cycles(program))
     out.digests.append(
-        ProgramDigest.of(program, options.trace_tiles or critical_tiles(sim), sim.host_labels + sim.residual_labels)
+        ProgramDigest.of(
+            program,
+            options.trace_tiles or critical_tiles(sim),
+            sim.host_labels + sim.residual_labels,
+            make_fabric(machine),
+        )
     )
     return sim
 

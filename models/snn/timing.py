@@ -126,6 +126,7 @@ from models.snn.step_table import (
 from models.snn.structure import CHIPS_PER_HOST_LINK, DEFAULT_STRUCTURE, StepStructure, host_copy_bytes_per_s
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
 from tilesim.errors import ConfigError, MappingError, config_message, require
+from tilesim.fabric import make_fabric
 from tilesim.memo import lru_in
 from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program, flow_columns
 from tilesim.rows import ChipPeaks
@@ -229,7 +230,7 @@ def build_step_program(
     active = np.ones(machine.total_tiles)
     active[0] = 0.0  # tile 0 of chip 0 is outside the op's graph
     shape = _shape(config, placement, counters, machine, structure)
-    if form == "peaks":
+    if form == "peaks" and make_fabric(machine).grid is None:  # a grid's links need the per-tile totals
         return _peaks_program(config, placement, counters, machine, costs, name, steps_per_execution, cache, structure)
     if form == "compact":
         return _compact_program(
@@ -279,6 +280,8 @@ def _compact_program(
     comp, crit = np.zeros((S, C)), np.zeros((S, C), np.int64)
     pin, tin, pout, tout = np.zeros((S, C)), np.zeros((S, C), np.int64), np.zeros((S, C)), np.zeros((S, C), np.int64)
     onchip = np.zeros((S, C))
+    fabric = make_fabric(machine)
+    link, hops = np.zeros((S, C)), np.full((S, C), -1.0)  # a fabric with distance: from the per-tile totals
     n_labels = len(PHASE_LABELS)
     label_tiles = np.zeros((n_labels, C * TPC))
     label_id = meta["label_id"]
@@ -297,6 +300,8 @@ def _compact_program(
             pk.out_tile[:, 0],
         )
         onchip[rows, c] = sub[OUT].sum(axis=1, dtype=np.float64)
+        if fabric.grid is not None:
+            link[rows, c], hops[rows, c] = fabric.link_peaks(sub[IN], sub[OUT])
         label_tiles[:, c * TPC : (c + 1) * TPC] = label_sums_of_rows(sub[COMPUTE], rows, label_id, run_id, n_labels)
     return CompactProgram(
         name=name,
@@ -306,7 +311,17 @@ def _compact_program(
         label_id=np.asarray(label_id, np.int32),
         sync_scope=np.asarray(meta["scope"], np.int32),
         partitions=(),
-        peaks=ChipPeaks(comp, crit, np.arange(S, dtype=np.int32), pin, tin, pout, tout, onchip.sum(axis=1)),
+        peaks=ChipPeaks(
+            comp,
+            crit,
+            np.arange(S, dtype=np.int32),
+            pin,
+            tin,
+            pout,
+            tout,
+            onchip.sum(axis=1),
+            *((link, hops) if fabric.grid is not None else ()),
+        ),  # fmt: skip
         label_tile_cycles=label_tiles,
         onchip_bytes=onchip,
         **flow_columns(meta["flows"], meta["host"]),
