@@ -46,6 +46,13 @@ def _row(machine_name, mapping_name, mp, objective, grid):
     }
 
 
+def _described(row: dict) -> dict:
+    """A result row as :func:`models.snn.mapsearch.gain_reasons` reads a mapping's description."""
+    phases = {k[:-2]: v for k, v in row.items() if k.endswith("_s") and k != "predicted_step_s"}
+    keep = ("neurons_per_tile", "tiles_used", "tile_order")
+    return {"breakdown_s": phases, "chip_of_layer": [0], **{k: row[k] for k in keep}}
+
+
 def run(quick: bool = False) -> list[dict]:
     cfg = NetworkConfig(**{**CASE, **(dict(batch=8, timesteps=20) if quick else {})})
     rows = []
@@ -62,17 +69,8 @@ def run(quick: bool = False) -> list[dict]:
             extra = [strategy_mapping(s, cfg, m, npt) for s in ("round_robin", "balanced")]
             res = anneal(base, objective, 4.0 if quick else SEARCH_BUDGET_S, seed=SEED, extra_starts=extra, grid=grid)
             row = _row(name, f"map-search ({res.evaluated} evaluated)", res.best, objective, grid)
-            describe = {
-                "breakdown_s": {k[:-2]: v for k, v in row.items() if k.endswith("_s") and k != "predicted_step_s"},
-                "neurons_per_tile": row["neurons_per_tile"],
-                "tiles_used": row["tiles_used"],
-                "tile_order": row["tile_order"],
-                "chip_of_layer": [0],
-            }
-            first = rows[-len(TILE_ORDERS)]
-            before = {**describe, **{k: first[k] for k in ("neurons_per_tile", "tiles_used", "tile_order")}}
-            before["breakdown_s"] = {k[:-2]: v for k, v in first.items() if k.endswith("_s") and k != "predicted_step_s"}
-            row["why"] = "; ".join(gain_reasons(before, describe, True))
+            first = rows[-len(TILE_ORDERS)]  # contiguous, rows
+            row["why"] = "; ".join(gain_reasons(_described(first), _described(row), True))
             rows.append(row)
     return rows
 

@@ -110,11 +110,12 @@ def grid_max_hops(bytes_in: np.ndarray, bytes_out: np.ndarray, rows: int, cols: 
     x, y = t % cols, t // cols
     send, recv = bytes_out > 0, bytes_in > 0
     best = np.full(E, -np.inf)
+    big = rows + cols + 1  # below every real sign-combined coordinate
     for sx, sy in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
-        v = sx * x + sy * y
-        hi = np.where(send, v, -np.inf).max(axis=1, initial=-np.inf)
-        lo = np.where(recv, v, np.inf).min(axis=1, initial=np.inf)
-        best = np.maximum(best, hi - lo)
+        v = (sx * x + sy * y + big).astype(np.int32)  # > 0 on every tile
+        hi = (send * v).max(axis=1)  # 0 where nothing is sent
+        lo = big * 4 - (recv * (big * 4 - v)).max(axis=1)
+        best = np.maximum(best, (hi - lo).astype(np.float64))
     if wrap:
         best = np.minimum(best, cols // 2 + rows // 2)
     ok = send.any(axis=1) & recv.any(axis=1)
@@ -127,12 +128,14 @@ def grid_link_peaks(
     """``(busiest link's bytes [E], longest route's hops [E])`` of each exchange row (module
     docstring), in chunks of rows so that a large grid never holds more than a few tens of MiB."""
     E = bytes_out.shape[0]
-    link = np.zeros(E)
+    link, hops = np.zeros(E), np.full(E, -1.0)
+    live = np.flatnonzero(bytes_out.any(axis=1) & bytes_in.any(axis=1))  # rows that move bytes at all
     step = max(1, _CHUNK_CELLS // max(rows * cols, 1))
-    for a in range(0, E, step):
-        b = min(E, a + step)
-        link[a:b] = grid_link_loads(bytes_in[a:b], bytes_out[a:b], rows, cols, wrap).busiest()
-    return link, grid_max_hops(bytes_in, bytes_out, rows, cols, wrap)
+    for a in range(0, live.size, step):
+        r = live[a : a + step]
+        link[r] = grid_link_loads(bytes_in[r], bytes_out[r], rows, cols, wrap).busiest()
+        hops[r] = grid_max_hops(bytes_in[r], bytes_out[r], rows, cols, wrap)
+    return link, hops
 
 
 def grid_link_totals(bytes_in: np.ndarray, bytes_out: np.ndarray, rows: int, cols: int, wrap: bool) -> GridLinks:
@@ -140,9 +143,11 @@ def grid_link_totals(bytes_in: np.ndarray, bytes_out: np.ndarray, rows: int, col
     :func:`grid_link_loads` summed; ``[rows, cols]`` each), in chunks of rows as
     :func:`grid_link_peaks`."""
     acc = [np.zeros((rows, cols)) for _ in range(4)]
+    live = np.flatnonzero(bytes_out.any(axis=1) & bytes_in.any(axis=1))
     step = max(1, _CHUNK_CELLS // max(rows * cols, 1))
-    for a in range(0, bytes_out.shape[0], step):
-        part = grid_link_loads(bytes_in[a : a + step], bytes_out[a : a + step], rows, cols, wrap)
+    for a in range(0, live.size, step):
+        r = live[a : a + step]
+        part = grid_link_loads(bytes_in[r], bytes_out[r], rows, cols, wrap)
         for k, arr in enumerate((part.right, part.left, part.down, part.up)):
             acc[k] += arr.sum(axis=0)
     return GridLinks(*acc)
