@@ -221,7 +221,9 @@ def build_step_program(
     sent bytes (``simulate`` gives the same times, breakdowns and critical tiles as for the dense
     program: tests/test_scale.py); ``"peaks"``, the peaks alone, taken as the rows are emitted
     (:class:`PeakRows`) — the same time from :func:`tilesim.engine.makespan_s` at a fraction of the
-    cost, and no per-tile detail (the mapping search's objective).
+    cost, and no per-tile detail (the mapping search's objective). On a fabric with a grid (a mesh or
+    torus) ``"peaks"`` is ``"compact"``: its links need each exchange row's per-tile totals
+    (:meth:`tilesim.fabric.OnChipFabric.link_peaks`), which the compact form reduces chip by chip.
 
     ``structure``: the structural assumptions (:class:`models.snn.structure.StepStructure`).
     """
