@@ -546,7 +546,10 @@ def options_from_mapping(
         raise ConfigError(
             config_message(where or "options", data, "must be a table of options", "write key = value lines")
         )
-    labels = {**{k: f"{where}: {k}" if where else str(k) for k in data}, **(labels or {})}
+    # every option, not only the keys given: a combination refused because of a default (e.g. data_root
+    # with the default dataset) still names the file it came from
+    keys = [*option_names(), *data] if where else list(data)
+    labels = {**{k: f"{where}: {k}" if where else str(k) for k in keys}, **(labels or {})}
     start = options_dict(base, json_safe=False) if base is not None else {}
     return _build({**start, **data}, labels, style="toml")
 
