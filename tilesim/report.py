@@ -394,7 +394,8 @@ def summary_markdown(s: dict) -> str:
     lines += [
         "Pictures: `timeline.png` (BSP phases per chip), `memory.png` (SRAM per tile), `work.png` "
         "(compute per tile), `exchange.png` (bytes chip × chip and tile group × tile group), "
-        "`breakdown.png`; `trace.json` opens in https://ui.perfetto.dev.",
+        "`breakdown.png`, on a mesh or torus `links.png` (bytes on every directed link of the NoC); "
+        "`trace.json` opens in https://ui.perfetto.dev.",
         "",
     ]
     return "\n".join(lines)

@@ -173,6 +173,7 @@ def cmd_run(args) -> int:
                 "(https://ui.perfetto.dev), mapping.json, "
                 "memory.png, work.png, exchange.png, timeline.png, breakdown.png"
                 + (", activity.png" if summary.artifacts.history else "")
+                + (", links.png" if (Path(out.out) / "links.png").is_file() else "")
             )
     return 0
 
