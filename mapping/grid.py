@@ -37,6 +37,7 @@ def tile_order(order: str, rows: int, cols: int, tiles: int) -> np.ndarray:
     require(rows * cols >= tiles, "grid", f"{rows} x {cols}", f"must hold the chip's {tiles} tiles")
     cell = np.arange(rows * cols)
     y, x = cell // cols, cell % cols
+    walk: np.ndarray
     if order == "rows":
         walk = cell
     elif order == "columns":
