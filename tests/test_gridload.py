@@ -13,7 +13,7 @@ from mapping.search import anneal, layout_of
 from mapping.strategies import contiguous
 from tests.test_fabric_grid import grid_machine
 from tilesim.fabric import MeshFabric, TorusFabric, _grid_steps, make_fabric
-from tilesim.gridload import grid_link_loads, grid_max_hops
+from tilesim.gridload import grid_link_loads, grid_max_hops, link_slot
 from tilesim.machine import load_machine
 from tilesim.rows import TileRows
 
@@ -34,12 +34,8 @@ def _brute(bytes_in, bytes_out, rows, cols, wrap):
 
 def _read(links, e, link, rows, cols):
     """The load of directed link ``(x, y, nx, ny)`` in :class:`GridLinks`."""
-    x, y, nx, ny = link
-    if ny == y:
-        forward = nx == (x + 1) % cols and not (cols == 2 and nx < x)
-        return links.right[e, y, x] if forward else links.left[e, y, nx]
-    forward = ny == (y + 1) % rows and not (rows == 2 and ny < y)
-    return links.down[e, y, x] if forward else links.up[e, ny, x]
+    name, y, x = link_slot(link, rows, cols)
+    return getattr(links, name)[e, y, x]
 
 
 @settings(max_examples=60, deadline=None)
@@ -195,3 +191,16 @@ def test_m3_mesh_placement_quick(tmp_path):
     search = next(r for r in rows if r["mapping"].startswith("map-search"))
     assert float(search["predicted_step_s"]) < step[mesh, "contiguous, rows"] and search["why"]
     assert (tmp_path / "m3_mesh_placement.png").stat().st_size > 1000
+
+
+def test_link_totals_route_explicit_transfers_and_a_multicast_tree_once():
+    """4 x 4 mesh: a multicast from tile 0 to tiles 10 and 11 (group 0) loads each link of its XY tree
+    once — row 0 rightwards to column 3, then down columns 2 and 3 to row 2 — and a unicast 5 -> 4
+    loads the one link back from (1, 1) to (0, 1); no per-tile rows."""
+    f = MeshFabric(grid_machine("mesh", 4))
+    none = np.zeros((0, 16))
+    links = f.link_totals(none, none, [(0, 10, 1000.0, 0), (0, 11, 1000.0, 0), (5, 4, 300.0, -1)])
+    assert links.right[0].tolist() == [1000, 1000, 1000, 0] and not links.right[1:].any()
+    assert links.down[:, 2].tolist() == [1000, 1000, 0, 0] and links.down[:, 3].tolist() == [1000, 1000, 0, 0]
+    assert links.down.sum() == 4000 and not links.up.any()
+    assert links.left[1, 0] == 300 and links.left.sum() == 300

@@ -51,7 +51,7 @@ import numpy as np
 
 from tilesim.errors import ConfigError, config_message
 from tilesim.fluid import drain_times
-from tilesim.gridload import GridLinks, grid_link_peaks, grid_link_totals
+from tilesim.gridload import GridLinks, grid_link_peaks, grid_link_totals, link_slot
 from tilesim.machine import FABRIC_KINDS, Machine
 from tilesim.records import ChipWork
 from tilesim.rows import ChipPeaks, TileRows
@@ -274,16 +274,9 @@ class MeshFabric(OnChipFabric):
             tree = trees.setdefault(("multicast", group) if group >= 0 else ("unicast", k), [nbytes, {}])
             tree[1].update(dict.fromkeys(_grid_steps(int(src), int(dst), self.cols, self.rows, self.wraps)))
         for nbytes, steps in trees.values():
-            for x, y, nx, ny in steps:
-                if ny == y:
-                    if nx == (x + 1) % self.cols and not (self.cols == 2 and nx < x):
-                        links.right[y, x] += nbytes
-                    else:
-                        links.left[y, nx] += nbytes
-                elif ny == (y + 1) % self.rows and not (self.rows == 2 and ny < y):
-                    links.down[y, x] += nbytes
-                else:
-                    links.up[ny, x] += nbytes
+            for step in steps:
+                name, y, x = link_slot(step, self.rows, self.cols)
+                getattr(links, name)[y, x] += nbytes
         return links
 
     def exchange_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, rows_transfers=None, links=None):

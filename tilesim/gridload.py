@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["GridLinks", "grid_link_loads", "grid_link_peaks", "grid_link_totals", "grid_max_hops"]
+__all__ = ["GridLinks", "grid_link_loads", "grid_link_peaks", "grid_link_totals", "grid_max_hops", "link_slot"]
 
 _CHUNK_CELLS = 1 << 22  # rows x cells per chunk of work (a few 32 MiB temporaries)
 
@@ -51,6 +51,18 @@ class GridLinks:
     def busiest(self) -> np.ndarray:
         """The largest load over all links, per leading index."""
         return np.max([a.max(axis=(-2, -1)) for a in (self.right, self.left, self.down, self.up)], axis=0)
+
+
+def link_slot(step: tuple[int, int, int, int], rows: int, cols: int) -> tuple[str, int, int]:
+    """Where a route's hop ``(x, y, next x, next y)`` is kept in :class:`GridLinks`: the field's name
+    and its ``(y, x)`` index (a hop forward in a dimension is ``right`` / ``down`` at its start; one
+    back is ``left`` / ``up`` at its end; a dimension of two has no wrap-around, so 1 -> 0 is back)."""
+    x, y, nx, ny = step
+    if ny == y:
+        forward = nx == (x + 1) % cols and not (cols == 2 and nx < x)
+        return ("right", y, x) if forward else ("left", y, nx)
+    forward = ny == (y + 1) % rows and not (rows == 2 and ny < y)
+    return ("down", y, x) if forward else ("up", ny, x)
 
 
 def _line(a: np.ndarray, b: np.ndarray, wrap: bool) -> tuple[np.ndarray, np.ndarray]:

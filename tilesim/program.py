@@ -447,7 +447,8 @@ class Program(_ProgramShape):
         rows = self.exchange_row[self.transfer_step[mine]]
         b_in[rows[rows >= 0]] = 0.0
         b_out[rows[rows >= 0]] = 0.0
-        group = self.transfer_group if self.transfer_group is not None else np.full(self.transfer_step.shape, -1)
+        group = self.transfer_group
+        assert group is not None  # filled by __post_init__
         transfers = [
             (int(self.transfer_src[k]) % T, int(self.transfer_dst[k]) % T, float(self.transfer_bytes[k]), int(group[k]))
             for k in mine.tolist()

@@ -404,6 +404,7 @@ class ProgramDigest:
         if isinstance(program, ProgramDigest):
             return program
         digest = cls._of(program, tiles, host_labels)
+        # a compact program built without its rows (``rows`` None) has no per-tile traffic left to load links with
         if fabric is None or fabric.grid is None or getattr(program, "rows", True) is None:
             return digest
         chip = int(np.argmax(digest.onchip_bytes.sum(axis=0)))

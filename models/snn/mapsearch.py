@@ -91,13 +91,10 @@ def search_mapping(
             extra.append(strategy_mapping(name, config, machine, base.neurons_per_tile))
         except MappingError:
             pass
-    res = anneal(
-        base.mapping, objective, budget_s, max_evals, seed, extra_starts=extra, progress=progress,
-        grid=grid_shape(machine),
-    )  # fmt: skip
     grid = grid_shape(machine)
-    baseline = _describe(base.mapping, res.baseline_value, config, machine, objective)
-    best = _describe(res.best, res.best_value, config, machine, objective)
+    res = anneal(base.mapping, objective, budget_s, max_evals, seed, extra_starts=extra, progress=progress, grid=grid)
+    baseline = _describe(base.mapping, res.baseline_value, config, machine, objective, grid)
+    best = _describe(res.best, res.best_value, config, machine, objective, grid)
     summary = {
         "baseline": baseline,
         "best": best,
@@ -116,10 +113,10 @@ def search_mapping(
     return summary, res.best
 
 
-def _describe(m: Mapping, step_s: float, config, machine, objective) -> dict:
-    """What the summary says of one mapping: its time and the phase split of that time."""
+def _describe(m: Mapping, step_s: float, config, machine, objective, grid: tuple | None) -> dict:
+    """What the summary says of one mapping: its time and the phase split of that time (and its
+    tile order on a ``grid``)."""
     led = snn_memory(config, to_placement(m, machine), machine)
-    grid = grid_shape(machine)
     return {
         "predicted_step_s": step_s,
         "samples_per_s": config.batch / step_s,

@@ -322,7 +322,8 @@ def _compact_program(
             pout,
             tout,
             onchip.sum(axis=1),
-            *((link, hops) if fabric.grid is not None else ()),
+            link_bytes=link if fabric.grid is not None else None,
+            hops=hops if fabric.grid is not None else None,
         ),  # fmt: skip
         label_tile_cycles=label_tiles,
         onchip_bytes=onchip,
