@@ -27,7 +27,6 @@ Per-vertex worklists (metadata) are not counted.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -44,6 +43,7 @@ from models.linear.phases import (
     split_sizes,
 )
 from models.linear.planner import DEFAULT_MEMORY_PROPORTION, _check_proportion
+from models.linear.popsparse_plan import choose_static_partition
 from tilesim.errors import SramOverflowError, require
 
 __all__ = ["StaticBlockCosts", "BlockSparsePlan", "plan_block_sparse", "weight_grad_phases", "SUPPORTED_BLOCKS"]
@@ -51,11 +51,6 @@ __all__ = ["StaticBlockCosts", "BlockSparsePlan", "plan_block_sparse", "weight_g
 SUPPORTED_BLOCKS = (1, 4, 8, 16)
 """Block sizes of PopSparse's static codelets: element-wise (``StaticSparseDenseElementWise``, block 1) and
 ``StaticBlock{4x4,8x8,16x16}SparseDenseMatMul``."""
-
-MAX_BANDS = 128
-MAX_N_SPLIT = 32
-"""PopSparse's static planner's search bounds (``maxKSplit``, ``maxNSplit`` in
-``StaticMatMulPartitioner.cpp``): it tries at most 128 column bands and 32 dense-column parts."""
 
 
 @dataclass(frozen=True)
@@ -244,21 +239,18 @@ class BlockSparsePlan:
 
 
 def _chunk_stats(ordered: BandOrder, group: np.ndarray, sizes: np.ndarray, groups: int):
-    """Per group: blocks, distinct rows, distinct columns, and the distinct ``(group, row)`` pairs in
-    group order (for the reduction). Rows never decrease inside a group (a chunk of a band's
-    row-major blocks), so a group's distinct rows start where the row changes or a group starts;
-    columns are counted on a ``[groups, width]`` incidence of the columns inside each band."""
+    """Per group: blocks, distinct rows and distinct columns. Rows never decrease inside a group (a
+    chunk of a band's row-major blocks), so a group's distinct rows start where the row changes or a
+    group starts; columns are counted on a ``[groups, width]`` incidence of the columns inside each band."""
     new = ordered.row_change.copy()
     starts = np.cumsum(sizes)[:-1]
     new[starts[starts < new.size]] = True
-    pair_group, pair_row = group[new], ordered.rows[new]
     seen = np.zeros(groups * ordered.width, dtype=bool)
     seen[group * ordered.width + ordered.local_cols] = True
     return (
         np.bincount(group, minlength=groups),
-        np.bincount(pair_group, minlength=groups),
+        np.bincount(group[new], minlength=groups),
         np.count_nonzero(seen.reshape(groups, ordered.width), axis=1),
-        (pair_group, pair_row),
     )
 
 
@@ -275,16 +267,17 @@ class BandOrder:
     width: int
 
 
-def _band_order(layout: np.ndarray, bands: int, nonzero: tuple | None = None) -> BandOrder:
-    """Every non-zero block (``nonzero``: ``np.nonzero(layout)`` if known) ordered by column band,
-    then row-major inside the band (``np.nonzero`` is row-major, and a stable sort by band keeps that
-    order within a band): the same for every number of parts, so made once per band count."""
+def _band_order(layout: np.ndarray, boundaries: tuple, nonzero: tuple | None = None) -> BandOrder:
+    """Every non-zero block (``nonzero``: ``np.nonzero(layout)`` if known) ordered by column band
+    (``boundaries``: the bands' first block columns and the end), then row-major inside the band
+    (``np.nonzero`` is row-major, and a stable sort by band keeps that order within a band)."""
     rows, cols = np.nonzero(layout) if nonzero is None else nonzero
-    widths = split_sizes(layout.shape[1], bands)
-    start = np.concatenate([[0], np.cumsum(widths)[:-1]])
-    band = np.repeat(np.arange(bands, dtype=np.uint8), widths)[cols]
-    order = np.argsort(band, kind="stable")  # a radix sort on 8-bit keys (bands <= MAX_BANDS = 128)
-    rows, cols, band = rows[order], cols[order], band[order].astype(np.int64)
+    edges = np.asarray(boundaries, dtype=np.int64)
+    start, widths = edges[:-1], edges[1:] - edges[:-1]
+    band = np.repeat(np.arange(start.size, dtype=np.int64), widths)[cols]
+    key = band.astype(np.uint8) if start.size <= 256 else band
+    order = np.argsort(key, kind="stable")  # a radix sort on 8-bit keys (PopSparse: at most 128 bands)
+    rows, cols, band = rows[order], cols[order], band[order]
     change = np.ones(rows.size, dtype=bool)
     change[1:] = (rows[1:] != rows[:-1]) | (band[1:] != band[:-1])
     return BandOrder(rows, cols, band, cols - start[band], change, int(widths.max()))
@@ -297,25 +290,6 @@ def _group_blocks(ordered: BandOrder, bands: int, tg: int) -> tuple:
     base, rem = count // tg, count % tg  # the first ``rem`` chunks of a band hold one block more
     sizes = (base[:, None] + (np.arange(tg)[None, :] < rem[:, None])).ravel()
     return np.repeat(np.arange(bands * tg), sizes), sizes
-
-
-def _row_owners(pairs: tuple, nrows: np.ndarray, nbr: int) -> tuple:
-    """The reduction of output block rows: a block row is held by every group with a block in it
-    (``pairs``: the distinct ``(group, row)`` pairs in group order; ``nrows``: distinct rows per
-    group) and owned by the first. Returns ``(reduces, senders, received, owned)``: whether any row
-    is held twice, and per group the rows it sends, the partial rows it receives and the rows it owns."""
-    pair_group, pair_row = pairs
-    groups = nrows.size
-    holders = np.bincount(pair_row, minlength=nbr)
-    key = pair_row.astype(np.uint16) if nbr <= 1 << 16 else pair_row
-    order = np.argsort(key, kind="stable")  # by row; the first of each row is its smallest group
-    by_row = pair_row[order]
-    first = np.ones(by_row.size, dtype=bool)
-    first[1:] = by_row[1:] != by_row[:-1]
-    owner, held_rows = pair_group[order[first]], by_row[first]
-    owned = np.bincount(owner, minlength=groups)
-    received = np.bincount(owner, weights=holders[held_rows] - 1, minlength=groups).astype(np.int64)
-    return bool((holders > 1).any()), nrows - owned, received, owned
 
 
 def _sparse_mm_phase(macs, compute, bytes_in, bytes_out, blocks_t, rows_t, cols_t, recv_vals, unit) -> Phase:
@@ -338,8 +312,9 @@ def _sparse_mm_phase(macs, compute, bytes_in, bytes_out, blocks_t, rows_t, cols_
 
 
 def _reduce_phase(recv_el: np.ndarray, send_el: np.ndarray, pb: int, costs: SuperstepCosts) -> Phase:
-    """``sparse-reduce``: each tile receives ``recv_el`` partial elements of the rows it owns (and adds them
-    on the vector unit) and sends ``send_el`` of the rows others own, in the partials type (``pb`` bytes)."""
+    """``sparse-reduce``: every tile sends its ``send_el`` partial elements to the tiles of the output
+    (PopSparse's ``reduceMany`` into a linearly mapped result), each of which receives ``recv_el`` partials
+    of its slice and adds them on the vector unit, in the partials type (``pb`` bytes)."""
     red_in, red_out = recv_el * pb, send_el * pb
     has = (recv_el > 0).astype(np.int64)
     return Phase(
@@ -355,16 +330,15 @@ def _reduce_phase(recv_el: np.ndarray, send_el: np.ndarray, pb: int, costs: Supe
     )
 
 
-def _build(
-    layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vertex, memory_proportion, within, ordered=None
-):
+def _build(layout, n, boundaries, n_split, tiles, block, eb, workers, costs, vertex, memory_proportion, within):
     nbr, nbc = layout.shape
     m, k = nbr * block, nbc * block
+    bands = len(boundaries) - 1
     tg = tiles // (bands * n_split)
-    ordered = ordered or _band_order(layout, bands)
+    ordered = _band_order(layout, boundaries)
     group, sizes = _group_blocks(ordered, bands, tg)
     groups = bands * tg
-    nblk, nrows, ncols, pairs = _chunk_stats(ordered, group, sizes, groups)
+    nblk, nrows, ncols = _chunk_stats(ordered, group, sizes, groups)
 
     used = groups * n_split
     t = np.arange(tiles)
@@ -376,7 +350,7 @@ def _build(
     rows_t = np.where(active, nrows[g], 0)
     cols_t = np.where(active, ncols[g], 0)
     macs = blocks_t * block * block * n_j
-    compute = vertex.cycles(rows_t, blocks_t, n_j, block, eb, workers, pb)
+    compute = vertex.cycles(rows_t, blocks_t, n_j, block, eb, workers, eb)
     home = split_sizes(n * k, tiles)
     weight_bytes = np.where(j == 0, blocks_t, 0) * block * block * eb
     recv_vals = (
@@ -386,26 +360,14 @@ def _build(
     rows_in = cols_t * block * n_j * eb
     bytes_in = rows_in + recv_vals
     bytes_out = home * eb + send_vals
-    phases = [
-        _sparse_mm_phase(
-            macs, compute, bytes_in, bytes_out, blocks_t, rows_t, cols_t, recv_vals, "vector" if block == 1 else "amp"
-        )
-    ]
-    # reduction: block row r of part j is held by every group that has a block in it; the first one owns it
-    reduces, senders, received, owned = _row_owners(pairs, nrows, nbr)
-    out_rows = np.where(active, owned[g], 0)
-    output_bytes = out_rows * block * n_j * eb
-    partial = rows_t * block * n_j * pb
-    operand_bytes = bytes_in
-    if reduces:
-        row_el = block * n_j
-        phases.append(
-            _reduce_phase(
-                np.where(active, received[g], 0) * row_el, np.where(active, senders[g], 0) * row_el, pb, costs
-            )
-        )
-        partial = partial + phases[-1].bytes_in
-    phases = tuple(phases)
+    mm = _sparse_mm_phase(
+        macs, compute, bytes_in, bytes_out, blocks_t, rows_t, cols_t, recv_vals, "vector" if block == 1 else "amp"
+    )
+    # every partial row goes to the linearly mapped result (PopSparse's reduceMany "scatter-add" [S])
+    send_el = rows_t * block * n_j
+    recv_el = split_sizes(int(send_el.sum()), tiles)
+    reduce = _reduce_phase(recv_el, send_el, eb, costs)
+    phases = (mm, reduce)
     return BlockSparsePlan(
         m,
         k,
@@ -413,7 +375,7 @@ def _build(
         tiles,
         block,
         {2: "fp16", 4: "fp32"}[eb],
-        {2: "fp16", 4: "fp32"}[pb],
+        {2: "fp16", 4: "fp32"}[eb],
         int(layout.sum()),
         bands,
         n_split,
@@ -425,35 +387,14 @@ def _build(
         macs,
         weight_bytes,
         home * eb,
-        output_bytes,
-        operand_bytes,
-        partial,
+        split_sizes(m * n, tiles) * eb,
+        bytes_in,
+        send_el * eb + reduce.bytes_in,
         phases,
         phases_cycles(phases, costs),
         float(memory_proportion),
         bool(within),
     )
-
-
-def _powers_of_two(limit: int) -> list:
-    return [1 << i for i in range(int(math.log2(max(limit, 1))) + 1)]
-
-
-def _candidates(layout, n, tiles, block, eb, pb, workers, costs, vertex, overheads, memory_proportion) -> list:
-    """Every (band, part) partition PopSparse's planner would try (powers of two up to its bounds), as
-    ``(cycles, temporary bytes, fullest tile's bytes, bands, parts, plan)``."""
-    found = []
-    nonzero = np.nonzero(layout)
-    for bands in _powers_of_two(min(layout.shape[1], tiles, MAX_BANDS)):
-        ordered = _band_order(layout, bands, nonzero)  # the same for every number of parts
-        for n_split in _powers_of_two(min(n, tiles // bands, MAX_N_SPLIT)):
-            plan = _build(
-                layout, n, bands, n_split, tiles, block, eb, pb, workers, costs, vertex, memory_proportion, True,
-                ordered,
-            )  # fmt: skip
-            mem = int(plan.memory_bytes(overheads).max())
-            found.append((plan.predicted_cycles, int(plan.temp_bytes.max()), mem, bands, n_split, plan))
-    return found
 
 
 def plan_block_sparse(
@@ -464,18 +405,20 @@ def plan_block_sparse(
     sram_bytes: int,
     block: int,
     precision: str = "fp32",
-    partials_precision: str = "fp32",
     workers: int,
+    tile_grain: int = 2,
     costs: SuperstepCosts = SuperstepCosts(),
     vertex: StaticBlockCosts = StaticBlockCosts(),
     overheads: OverheadConstants = OverheadConstants(),
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
 ) -> BlockSparsePlan:
-    """Fastest (band, part) partition of ``W (layout, block) · X^T (k x n)`` whose temporary bytes meet
-    ``memory_proportion · sram_bytes`` and whose memory fits ``sram_bytes``; else the least-temporary plan
-    that fits (``within_proportion = False``); else :class:`~tilesim.errors.SramOverflowError` naming the
-    smallest plan's bytes. ``layout``: bool block mask ``(m / block, k / block)``; ``workers``: the chip's
-    worker contexts per tile (``machine.chip.workers_per_tile``)."""
+    """The partition PopSparse's static planner picks for ``W (layout, block) · X^T (k x n)``
+    (:func:`~models.linear.popsparse_plan.choose_static_partition`: its own estimate over every
+    ``(S_n, S_k)``, temporary bytes bounded by ``memory_proportion · sram_bytes``), built and costed tile
+    by tile; :class:`~tilesim.errors.SramOverflowError` if that plan does not fit ``sram_bytes``.
+    ``layout``: bool block mask ``(m / block, k / block)``; ``workers``: the chip's worker contexts per
+    tile; ``tile_grain``: tiles that share an exchange bus (PopSparse gives bands whole pairs). Partials
+    are in the input type, as ``sparseDenseMatMul`` sets them [S]."""
     layout = np.asarray(layout, dtype=bool)
     require(
         layout.ndim == 2 and layout.any(),
@@ -491,7 +434,9 @@ def plan_block_sparse(
         f"must be one of {SUPPORTED_BLOCKS}",
         "PopSparse's static codelets exist for element-wise (1) and 4x4, 8x8 and 16x16 blocks",
     )
-    for name, v in (("n", n), ("tiles", tiles), ("sram_bytes", sram_bytes), ("workers", workers)):
+    for name, v in (
+        ("n", n), ("tiles", tiles), ("sram_bytes", sram_bytes), ("workers", workers), ("tile_grain", tile_grain)
+    ):  # fmt: skip
         require(
             isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1,
             name,
@@ -501,27 +446,32 @@ def plan_block_sparse(
         )
     _check_proportion(memory_proportion)
     eb = require_precision("precision", precision)
-    pb = require_precision("partials_precision", partials_precision)
-    bound = memory_proportion * sram_bytes
-    nbc = layout.shape[1]
-    found = _candidates(layout, n, tiles, block, eb, pb, workers, costs, vertex, overheads, memory_proportion)
-    within = [f for f in found if f[2] <= sram_bytes and f[1] <= bound]
-    if within:
-        return min(within, key=lambda f: (f[0], f[3] * f[4], f[3]))[5]
-    fit = [f for f in found if f[2] <= sram_bytes]
-    if fit:
-        best = min(fit, key=lambda f: (f[1], f[0]))
-        return _build(
-            layout, n, best[3], best[4], tiles, block, eb, pb, workers, costs, vertex, memory_proportion, False
-        )
-    small = min(found, key=lambda f: f[2])
-    raise SramOverflowError(
-        f"block-sparse matmul (m, k, n) = ({layout.shape[0] * block}, {nbc * block}, {n}), block {block}, "
-        f"{int(layout.sum())} blocks, {precision} on {tiles} tiles: no partition fits; the smallest ({small[3]} bands "
-        f"x {small[4]} parts) needs {small[2]} B on its fullest tile > sram_bytes = {sram_bytes} B; use more tiles, "
-        f"fp16, a lower density or a smaller batch",
-        tiles=[int(np.argmax(small[5].memory_bytes(overheads)))],
+    choice = choose_static_partition(
+        layout,
+        n,
+        block=block,
+        element_bytes=eb,
+        tiles=tiles,
+        workers=workers,
+        exchange_bytes_per_cycle=costs.exchange_bytes_per_cycle,
+        tile_grain=tile_grain,
+        sram_bytes=sram_bytes,
+        memory_proportion=memory_proportion,
+        vertex=vertex,
     )
+    plan = _build(
+        layout, n, choice.boundaries, choice.n_split, tiles, block, eb, workers, costs, vertex, memory_proportion, True
+    )  # fmt: skip
+    used = plan.memory_bytes(overheads)
+    if int(used.max()) > sram_bytes:
+        raise SramOverflowError(
+            f"block-sparse matmul (m, k, n) = ({plan.m}, {plan.k}, {n}), block {block}, {plan.nnz_blocks} blocks, "
+            f"{precision} on {tiles} tiles: PopSparse's partition ({plan.bands} bands x {plan.n_split} parts) needs "
+            f"{int(used.max())} B on its fullest tile > sram_bytes = {sram_bytes} B; use more tiles, "
+            f"fp16, a lower density or a smaller batch",
+            tiles=[int(np.argmax(used))],
+        )
+    return plan
 
 
 def weight_grad_phases(

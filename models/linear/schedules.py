@@ -370,6 +370,7 @@ def block_sparse_schedules(
     precision: str = "fp32",
     partials_precision: str = "fp32",
     workers: int,
+    tile_grain: int = 2,
     costs: SuperstepCosts = SuperstepCosts(),
     vertex=None,
     overheads: OverheadConstants = OverheadConstants(),
@@ -380,7 +381,8 @@ def block_sparse_schedules(
     ``y = x W^T`` (``layout``: ``(n_out / block, n_in / block)``). Forward: :func:`plan_block_sparse` of
     ``W · x^T``; backward: ``grad_x^T = W^T g^T`` (planned on the transposed layout) and the weight
     gradient on the forward partition (:func:`~models.linear.blocksparse.weight_grad_phases`).
-    ``backward=False``: ``(forward, None)``.
+    ``backward=False``: ``(forward, None)``. ``partials_precision`` is the weight gradient's (the sparse
+    matmuls accumulate in the input type, as PopSparse does); ``tile_grain``: tiles per exchange bus.
     The backward's data peak is the larger of its two parts (their buffers are not live together)."""
     layout = np.asarray(layout, dtype=bool)
     vertex = StaticBlockCosts() if vertex is None else vertex
@@ -389,8 +391,8 @@ def block_sparse_schedules(
         sram_bytes=sram_bytes,
         block=block,
         precision=precision,
-        partials_precision=partials_precision,
         workers=workers,
+        tile_grain=tile_grain,
         costs=costs,
         vertex=vertex,
         overheads=overheads,

@@ -405,6 +405,7 @@ def _block_sparse_parts(n, batch, machine, precision, costs, overheads, lowering
         precision=precision,
         partials_precision=matmul.partials_precision,
         workers=machine.chip.workers_per_tile,
+        tile_grain=machine.chip.tiles_per_supertile,
         costs=costs,
         overheads=overheads,
         memory_proportion=matmul.memory_proportion,

@@ -1,0 +1,120 @@
+"""Measured sparse and dense matmuls on the IPU (the PopSparse paper): read a cases CSV, predict every row.
+
+Columns (users can bring their own)::
+
+    workload=sparse-matmul, case, machine, method (dense|static|dynamic), precision (fp16|fp32),
+    m, k, n (a batch, or ``best``), density (e.g. 1/16), block (1, 4, 8, 16; 0 for dense),
+    measured_tflops, source
+
+and optionally ``use``. ``measured_tflops`` is the rate of **non-zero** work, ``2 m k n density``
+FLOP per second (dense: ``density = 1``). ``n = best`` is the best rate over the batches the paper swept
+(:data:`BEST_OF`; a batch a plan refuses is skipped, as PopSparse refuses it), which is how the paper's
+density figure and static-vs-dynamic table report it. The shipped rows
+(``models/linear/cases/popsparse_bow.csv``) were read off the paper's figures by
+``python -m experiments.digitise_popsparse``; none of them is fitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+from models.cases import Case, number, predict, read_rows, validate_rows
+from tilesim.errors import ConfigError, TileSimError, config_message
+from tilesim.machine import Machine
+
+__all__ = ["COLUMNS", "BEST_OF", "SparseCase", "read_sparse_cases", "predict_tflops", "validate_sparse",
+           "shipped_sparse_cases"]  # fmt: skip
+
+COLUMNS = ("workload", "case", "machine", "method", "precision", "m", "k", "n", "density", "block",
+           "measured_tflops", "source")  # fmt: skip
+METHODS = ("dense", "static", "dynamic")
+BEST_OF = (4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384)
+"""The batches tried for ``n = best``: the paper's grid (powers of two from 4; its dense runs reach 16384
+at 4096 wide)."""
+
+
+@dataclass(frozen=True)
+class SparseCase:
+    """One row's matmul: ``method``, ``precision``, ``m``, ``k``, ``n`` (0 = best of :data:`BEST_OF`),
+    ``density`` and ``block``."""
+
+    method: str
+    precision: str
+    m: int
+    k: int
+    n: int
+    density: float
+    block: int
+
+
+def shipped_sparse_cases() -> list[Path]:
+    """The shipped measured sparse-matmul files (``models/linear/cases/*.csv``)."""
+    return sorted((Path(__file__).parent / "cases").glob("*.csv"))
+
+
+def _spec(r: dict, case: str) -> SparseCase:
+    method = (r.get("method") or "").strip()
+    if method not in METHODS:
+        raise ConfigError(config_message(f"{case}: method", method, f"must be one of {METHODS}", "fix the row"))
+    precision = (r.get("precision") or "").strip()
+    if precision not in ("fp16", "fp32"):
+        raise ConfigError(config_message(f"{case}: precision", precision, "must be fp16 or fp32", "fix the row"))
+    n_text = (r.get("n") or "").strip()
+    n = 0 if n_text == "best" else int(number(r, "n", case, integer=True))
+    try:
+        density = float(Fraction((r.get("density") or "").strip()))
+    except (ValueError, ZeroDivisionError):
+        raise ConfigError(config_message(f"{case}: density", r.get("density"), "must be a fraction", "e.g. 1/16"))
+    dims = {c: int(number(r, c, case, integer=True)) for c in ("m", "k", "block")}
+    return SparseCase(method, precision, dims["m"], dims["k"], n, density, dims["block"])
+
+
+def read_sparse_cases(path) -> list[Case]:
+    """Every row of a sparse-matmul cases CSV (a missing column raises :class:`ConfigError`)."""
+    return read_rows(path, COLUMNS, "measured_tflops", _spec)
+
+
+def _rate(spec: SparseCase, n: int, machine: Machine) -> float:
+    """Non-zero TFLOP/s of one forward matmul ``(m x k) · (k x n)`` on ``machine``."""
+    from models.linear.timing import BlockSparseConfig, DynamicSparseConfig, time_layer
+
+    if spec.m != spec.k:
+        raise ConfigError(config_message("m, k", (spec.m, spec.k), "must be equal (a square layer)", "fix the row"))
+    if spec.method == "dense":
+        t = time_layer("dense", spec.m, n, machine, precision=spec.precision, backward=False)
+    elif spec.method == "static":
+        cfg = BlockSparseConfig(density=spec.density, block=spec.block)
+        t = time_layer("block-sparse", spec.m, n, machine, precision=spec.precision, backward=False, block_sparse=cfg)
+    else:
+        dyn = DynamicSparseConfig(density=spec.density, block=spec.block)
+        t = time_layer("dynamic-sparse", spec.m, n, machine, precision=spec.precision, backward=False, dynamic=dyn)
+    if not t.fits:
+        raise ConfigError(config_message("n", n, "does not fit the machine's SRAM", "a smaller batch"))
+    return 2.0 * spec.m * spec.k * n * spec.density / t.step_s / 1e12
+
+
+def _predict_one(spec: SparseCase, machine: Machine) -> float:
+    if spec.n:
+        return _rate(spec, spec.n, machine)
+    rates = []
+    for n in BEST_OF:
+        try:
+            rates.append(_rate(spec, n, machine))
+        except TileSimError:
+            continue  # refused at this batch (SRAM, PopSparse's memory proportion or metadata)
+    if not rates:
+        raise ConfigError(config_message("n", "best", f"no batch of {BEST_OF} can be planned", "give a batch"))
+    return max(rates)
+
+
+def predict_tflops(cases) -> list:
+    """Predicted non-zero TFLOP/s of each case, or why it cannot be predicted."""
+    return predict(cases, _predict_one)
+
+
+def validate_sparse(path) -> list[dict]:
+    """``tilesim validate`` rows of a sparse-matmul cases CSV (non-zero TFLOP/s; + = the model is faster)."""
+    cases = read_sparse_cases(path)
+    return validate_rows("sparse-matmul", "nz_tflops", cases, predict_tflops(cases))

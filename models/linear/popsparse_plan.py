@@ -1,0 +1,265 @@
+"""PopSparse's static planner: its choice of partition, from its own cost estimate.
+
+PopSparse (``lib/popsparse/StaticMatMulPartitioner.cpp``, ``getPartition``) does not build every
+candidate partition: it scores each ``(S_n, S_k)`` — every whole number of dense-column parts up to
+32 and of column bands up to 128, ``S_n S_k`` at most the chip's tile pairs — with a closed-form
+estimate and keeps the cheapest whose temporary bytes meet ``availableMemoryProportion`` [S]. This
+module ports that estimate, so the simulator picks the partition PopSparse would pick (then times it
+tile by tile in :mod:`models.linear.blocksparse`). Per candidate and per distinct ``(n per part,
+tiles per part)``, for the band with the most non-zero blocks per tile::
+
+    cycles = ceil(rhs bytes / (2 E)) · (k_tile / k_sparse)        # dense rows in, multicast bias
+           + [S_n > 1] ceil(non-zero bytes / E)                     # values copied to the other parts
+           + matmulComputeCycles + zeroing                          # the codelet (StaticBlockCosts)
+           + ceil(partial bytes / E) + reduce(outputs / r, r)       # partials to their reduction
+           + ceil(m n_pad bytes / tiles)                            # the result to its final place
+
+``E`` = exchange bytes per cycle; ``k_sparse``, ``m_sparse`` the expected distinct block columns and
+rows on a tile (binomial mean + 1 standard deviation), ``r`` the expected number of tiles holding a
+row. Bands hold about equal numbers of non-zero blocks (greedy over the column counts); tiles go to
+bands in proportion to their blocks, in whole tile pairs. Row/column pre-processing (pruning) is off,
+as by default. Partials are in the input type (``sparseDenseMatMul`` sets ``partialsType`` to it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tilesim.errors import SramOverflowError, require
+
+__all__ = ["StaticChoice", "choose_static_partition", "band_boundaries"]
+
+MAX_N_SPLIT = 32
+MAX_K_SPLIT = 128
+"""``maxNSplit``, ``maxKSplit`` of ``getPartition`` [S]."""
+
+USHORT_MAX = 65535
+"""Metadata is ``unsigned short``: a band's offsets and a tile's worklist must fit it [S]."""
+
+
+@dataclass(frozen=True)
+class StaticChoice:
+    """The partition PopSparse's planner picks: ``n_split`` (``S_n``), ``bands`` (``S_k``) and the
+    band boundaries (block columns), its estimated cycles and temporary bytes on the worst tile."""
+
+    n_split: int
+    bands: int
+    boundaries: tuple
+    estimate_cycles: int
+    estimate_bytes: int
+
+
+def _ceil(a, b):
+    return -(-a // b)
+
+
+def band_boundaries(col_count: np.ndarray, bands: int) -> tuple:
+    """``buildColumnBandInfo``: bands of about ``ceil(nnz / bands)`` non-zero blocks, cut greedily along
+    the block columns. Returns ``(boundaries, blocks per band, widest band without empty columns)``."""
+    total = int(col_count.sum())
+    avg = _ceil(total, bands)
+    csum = np.concatenate([[0], np.cumsum(col_count)])
+    bounds, per, widest = [0], [], 0
+    for _ in range(bands):
+        start = bounds[-1]
+        if start >= col_count.size:
+            break
+        end = int(np.searchsorted(csum, csum[start] + avg, side="left"))
+        end = min(max(end, start + 1), col_count.size)
+        count = int(csum[end] - csum[start])
+        if count == 0:
+            break
+        bounds.append(end)
+        per.append(count)
+        widest = max(widest, int(np.count_nonzero(col_count[start:end])))
+    return tuple(bounds), per, widest
+
+
+def _n_partition(n_pad: int, splits: int, grain: int) -> list:
+    """``buildPartitionForN``: sizes of up to ``splits`` parts of whole grains (empty tails dropped)."""
+    grains = n_pad // grain
+    per = _ceil(grains, splits)
+    sizes = []
+    for s in range(splits):
+        lo, hi = min(per * s, grains), min(per * (s + 1), grains)
+        if lo == hi:
+            break
+        sizes.append((hi - lo) * grain)
+    return sizes
+
+
+def _tile_partition(sizes: list, tiles: int, grain: int) -> list:
+    """``buildTilePartitionForN``: tiles per part in proportion to its columns, in whole tile grains
+    (the total counts one more column than the parts hold, as PopSparse's accumulate starts at 1)."""
+    total = 1 + sum(sizes)
+    grains = _ceil(tiles, grain)
+    least = _ceil(grains, len(sizes))
+    out, start = [], 0
+    for i, size in enumerate(sizes):
+        this = min(least, _ceil(grains * size, total))
+        end = min(start + this * grain, tiles)
+        if i == len(sizes) - 1:
+            end = tiles
+        out.append(end - start)
+        start = end
+    return out
+
+
+def _tiles_for_bands(per_band: list, tiles: int, grain: int) -> list:
+    """``allocateTilesForBands``: tiles per band in proportion to its blocks, in whole grains, at least
+    one grain each, the rest to the last band; an empty list when the tiles run out."""
+    total = sum(per_band)
+    used, out = 0, []
+    nb = len(per_band)
+    for b, count in enumerate(per_band):
+        this = math.floor(count * tiles / total)
+        if this == 0:
+            this = min(tiles, grain)
+        per_tile = _ceil(count, this)
+        needed = _ceil(count, per_tile)
+        this = min(_ceil(needed, grain) * grain, this)
+        if b == nb - 1:
+            this = tiles - used
+        this = (this // grain) * grain
+        avail = min(max(this, grain), tiles - used)
+        avail = min(avail, tiles - (nb - 1 - b) * grain)
+        if avail <= 0:
+            return []
+        out.append(avail)
+        used += avail
+    return out
+
+
+def _spread(prob: float, count: int) -> int:
+    return math.ceil(math.sqrt(prob * (1 - prob) * count))
+
+
+@dataclass(frozen=True)
+class _Problem:
+    m_blocks: int
+    k_blocks: int
+    n_pad: int
+    block: int
+    eb: int
+    nnz: int
+    tiles: int
+    tile_grain: int
+    workers: int
+    exchange_bytes_per_cycle: float
+    density: float
+
+
+def _sub_estimate(p: _Problem, vertex, sn, sk, band_info, n_part, tiles_part) -> tuple | None:
+    """Cycles and bytes of one ``(n per part, tiles per part)`` of a candidate, or None if invalid."""
+    bounds, per_band, widest = band_info
+    per_tile_bands = _tiles_for_bands(per_band, tiles_part, p.tile_grain)
+    if not per_tile_bands:
+        return None
+    ratios = [c / t for c, t in zip(per_band, per_tile_bands)]
+    b = int(np.argmax(ratios))
+    blocks_band, tiles_band, k_band = per_band[b], per_tile_bands[b], bounds[b + 1] - bounds[b]
+    nz_tile = _ceil(blocks_band, tiles_band)
+    m_tile = _ceil(p.m_blocks, tiles_band)
+    k_tile = min(math.ceil(blocks_band / p.density), p.k_blocks) if m_tile == 1 else k_band
+    row_prob = 1.0 - (1.0 - p.density) ** k_tile
+    m_sparse = min(math.ceil(row_prob * m_tile + _spread(row_prob, m_tile)), m_tile)
+    col_prob = 1.0 - (1.0 - p.density) ** m_tile
+    k_sparse = min(math.ceil(col_prob * k_tile + _spread(col_prob, k_tile)), k_tile)
+    factor = 1 if p.block == 1 else 8 * p.block
+    if widest * p.block * n_part * p.eb > USHORT_MAX * factor:
+        return None  # a band's offsets do not fit the metadata type
+    e = p.exchange_bytes_per_cycle
+    rhs_bytes = n_part * k_sparse * p.block * p.eb
+    rhs = int(_ceil(rhs_bytes, int(2 * e)) * (k_tile / k_sparse))
+    nz_bytes = nz_tile * p.block * p.block * p.eb
+    nz = _ceil(nz_bytes, int(e)) if sn > 1 else 0
+    if p.block == 1:
+        compute = int(vertex.elementwise_cycles(m_sparse, nz_tile, n_part, p.eb, p.workers))
+    else:
+        compute = int(vertex.cycles(m_sparse, nz_tile, n_part, p.block, p.eb, p.workers, p.eb))
+    out_bytes = m_sparse * n_part * p.eb * p.block
+    r = math.ceil((row_prob * sk + _spread(row_prob, sk)) * k_band / k_tile)
+    r = max(r, 1)
+    partial_bytes = _ceil(out_bytes * (r - 1), r)
+    move = _ceil(p.m_blocks * p.block * p.n_pad * p.eb, p.tiles)
+    reduce = 0 if r == 1 else _reduce_cycles(_ceil(out_bytes // p.eb, r), p.eb, r, p.workers)
+    cycles = rhs + nz + compute + _ceil(partial_bytes, int(e)) + reduce + move
+    memory = max(rhs_bytes + nz_bytes + out_bytes, partial_bytes + out_bytes)
+    return cycles, memory
+
+
+def _reduce_cycles(outputs: int, eb: int, factor: int, workers: int) -> int:
+    """``reductionCycleEstimate`` (a strided reduce of ``factor`` partials per output, input type) [S]."""
+    outer = (8 if eb == 2 else 5) + 6 + (factor - 1)
+    loops = _ceil(_ceil(outputs, workers), 8 if eb == 2 else 4)
+    return (16 + loops * outer) * workers
+
+
+def choose_static_partition(
+    layout: np.ndarray,
+    n: int,
+    *,
+    block: int,
+    element_bytes: int,
+    tiles: int,
+    workers: int,
+    exchange_bytes_per_cycle: float,
+    tile_grain: int,
+    sram_bytes: int,
+    memory_proportion: float,
+    vertex,
+) -> StaticChoice:
+    """The ``(S_n, S_k)`` PopSparse's static planner picks for ``layout`` (bool block mask) and ``n``
+    dense columns (module docstring); ``vertex``: the codelet estimate
+    (:class:`~models.linear.blocksparse.StaticBlockCosts`)."""
+    grain = 4 if element_bytes == 2 else 2  # the vector width: n is padded to it [S]
+    n_pad = _ceil(n, grain) * grain
+    col_count = layout.sum(axis=0).astype(np.int64)
+    nnz = int(col_count.sum())
+    m_blocks, k_blocks = layout.shape
+    p = _Problem(
+        m_blocks, k_blocks, n_pad, block, element_bytes, nnz, tiles, tile_grain, workers,
+        float(exchange_bytes_per_cycle), min(nnz / (m_blocks * k_blocks), 1.0),
+    )  # fmt: skip
+    k_grain = 1 if block == 1 else grain
+    bound = memory_proportion * sram_bytes
+    n_end = min(MAX_N_SPLIT, _ceil(n_pad, grain))
+    k_end = min(MAX_K_SPLIT, _ceil(k_blocks, k_grain))
+    pairs = tiles // tile_grain
+    bands_info: dict[int, tuple] = {}
+    found: list[tuple[int, int, int, int]] = []  # (cycles, temporary bytes, S_n, S_k) of the valid candidates
+    for sn in range(1, n_end + 1):
+        sizes = _n_partition(n_pad, sn, grain)
+        tiles_n = _tile_partition(sizes, tiles, tile_grain)
+        if any(t <= 0 for t in tiles_n):
+            continue
+        unique = sorted(set(zip(sizes, tiles_n)))
+        for sk in range(1, min(k_end, pairs // sn) + 1):
+            if sk not in bands_info:
+                bands_info[sk] = band_boundaries(col_count, sk)
+            subs = [_sub_estimate(p, vertex, sn, sk, bands_info[sk], a, b) for a, b in unique]
+            if all(sub is not None for sub in subs):
+                found.append((max(sub[0] for sub in subs), max(sub[1] for sub in subs), sn, sk))  # type: ignore[index]
+    require(
+        bool(found),
+        "n",
+        n,
+        f"has no partition PopSparse's static planner accepts for a {m_blocks * block}x{k_blocks * block} "
+        f"block-{block} matrix on {tiles} tiles (a band's offsets overflow its 16-bit metadata)",
+        "use a smaller batch (split it into several matmuls)",
+    )
+    within = [f for f in found if f[1] <= bound]
+    if not within:
+        least = min(f[1] for f in found)
+        raise SramOverflowError(
+            f"block-sparse matmul (m, k, n) = ({m_blocks * block}, {k_blocks * block}, {n}), block {block}, {nnz} "
+            f"blocks on {tiles} tiles: no partition fits: PopSparse's static planner needs {least} B of temporary "
+            f"memory on a tile at least > memory_proportion {memory_proportion} x {sram_bytes} B (it stops with "
+            f"'Could not find valid partition'); raise the memory proportion, use more tiles, fp16, a lower density "
+            f"or a smaller batch"
+        )
+    cycles, memory, sn, sk = min(within, key=lambda f: (f[0], f[2] * f[3]))
+    return StaticChoice(sn, len(bands_info[sk][1]), bands_info[sk][0], int(cycles), int(memory))
