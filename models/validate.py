@@ -20,7 +20,7 @@ from tilesim.io import atomic_write_bytes, check_output_path
 
 __all__ = ["register", "cmd_validate", "cmd_calibrate", "workload_of", "WORKLOADS"]
 
-WORKLOADS = ("snn", "stencil", "collective", "matmul")
+WORKLOADS = ("snn", "stencil", "collective", "matmul", "sparse-matmul")
 
 
 def workload_of(path) -> str:
@@ -75,11 +75,18 @@ def _files(args) -> list[Path]:
     if args.cases:
         return [Path(c) for c in args.cases]
     from models.collective.measured import shipped_collective_cases  # loaded only when the command runs
+    from models.linear.measured import shipped_sparse_cases
     from models.snn.calibrate import shipped_cases_path  # loaded only when the command runs (start-up time)
     from models.stencil.measured import shipped_stencil_cases
     from models.tensix.measured import shipped_matmul_cases  # loaded only when the command runs
 
-    return [shipped_cases_path(), *shipped_stencil_cases(), *shipped_collective_cases(), *shipped_matmul_cases()]
+    return [
+        shipped_cases_path(),
+        *shipped_stencil_cases(),
+        *shipped_collective_cases(),
+        *shipped_matmul_cases(),
+        *shipped_sparse_cases(),
+    ]
 
 
 def _rows(path: Path, wl: str, args) -> list[dict]:
@@ -94,6 +101,10 @@ def _rows(path: Path, wl: str, args) -> list[dict]:
         from models.tensix.measured import validate_matmul  # loaded only when the command runs
 
         return validate_matmul(path)
+    if wl == "sparse-matmul":
+        from models.linear.measured import validate_sparse  # loaded only when the command runs
+
+        return validate_sparse(path)
     from models.stencil.measured import validate_stencil  # loaded only when the command runs (start-up time)
 
     return validate_stencil(path, machine=args.machine)
@@ -241,10 +252,11 @@ def register(sub) -> None:
     v = sub.add_parser(
         "validate",
         help="predicted vs measured for every workload (default: all shipped cases)",
-        description="Time every row of measured-cases CSVs (column workload = snn, stencil, collective or matmul).",
+        description="Time every row of measured-cases CSVs (column workload = snn, stencil, collective, matmul or "
+        "sparse-matmul).",
     )
     v.add_argument(
-        "cases", nargs="*", help="cases CSVs (default: every shipped SNN, stencil, collective and matmul case)"
+        "cases", nargs="*", help="cases CSVs (default: every shipped SNN, stencil, collective, matmul and sparse-matmul case)"
     )
     v.add_argument("--costs", help="SNN cost-model TOML (default: tilesim/presets/costs/snn.toml)")
     v.add_argument("--machine", default="gc2x16", help="machine for stencil cases (default gc2x16)")

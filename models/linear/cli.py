@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES, SHL_METHODS
+from models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES, SHL_METHODS, SPARSE_KINDS
 from tilesim.errors import ConfigError, config_message
 
 __all__ = ["register", "exchange_bench"]
@@ -94,18 +94,18 @@ def _check_layer_args(args) -> None:
     """Refuse flag combinations ``tilesim layer`` cannot honour, naming the flag and the fix."""
     _positive("--n", args.n, "the layer is n x n")
     _positive("--batch", args.batch, "the paper uses 50")
-    if args.kind != "block-sparse" and (args.density is not None or args.block is not None):
+    if args.kind not in SPARSE_KINDS and (args.density is not None or args.block is not None):
         raise ConfigError(
             config_message(
                 "--density/--block",
                 args.density if args.density is not None else args.block,
-                "only apply to --kind block-sparse",
+                "only apply to --kind block-sparse or dynamic-sparse",
                 "drop them or use --kind block-sparse",
             )
         )
     if (
         args.lowering == "poptorch"
-        and args.kind in ("dense", "block-sparse")
+        and args.kind in ("dense", *SPARSE_KINDS)
         and (args.memory_proportion is not None or args.partials != "fp32")
     ):
         raise ConfigError(
@@ -116,12 +116,12 @@ def _check_layer_args(args) -> None:
                 "drop --memory-proportion/--partials or use --lowering fused",
             )
         )
-    if args.kind == "block-sparse" and args.lowering != "fused":
+    if args.kind in SPARSE_KINDS and args.lowering != "fused":
         raise ConfigError(
             config_message(
                 "--lowering",
                 args.lowering,
-                "block-sparse has the fused (PopSparse) lowering only",
+                f"{args.kind} has the fused (PopSparse) lowering only",
                 "use --lowering fused",
             )
         )
@@ -142,7 +142,7 @@ def _cmd_layer(args) -> int:
         partials_precision=args.partials,
     )
     kw = {"matmul": opts} if args.lowering == "fused" else {}
-    if args.kind == "block-sparse":
+    if args.kind in SPARSE_KINDS:
         bs = {k: v for k, v in (("density", args.density), ("block", args.block)) if v is not None}
         kw["block_sparse"] = BlockSparseConfig(**bs)
     t = time_layer(
@@ -163,10 +163,10 @@ def _cmd_layer(args) -> int:
         "forward_s": t.part_s.get("forward", 0.0),
         "backward_s": t.part_s.get("backward", 0.0),
     }
-    if args.kind == "block-sparse":
+    if args.kind in SPARSE_KINDS:
         extra.update(density=kw["block_sparse"].density, block=kw["block_sparse"].block)
     text = explain_step(t, args.machine, args.lowering) if args.explain else ""
-    if args.explain and args.kind == "block-sparse":
+    if args.explain and args.kind in SPARSE_KINDS:
         dense = time_layer(
             "dense", args.n, args.batch, args.machine, precision=args.precision, backward=not args.forward_only,
             lowering=args.lowering, matmul=opts,
@@ -272,10 +272,13 @@ def register(subparsers) -> None:
         "--density",
         type=_fraction,
         default=None,
-        help="block-sparse: fraction of non-zero blocks, e.g. 1/16 (default 1/16)",
+        help="block-sparse, dynamic-sparse: fraction of non-zero blocks, e.g. 1/16 (default 1/16)",
     )
     la.add_argument(
-        "--block", type=_int, default=None, help="block-sparse: block size 1 (element-wise), 4, 8 or 16 (default 16)"
+        "--block",
+        type=_int,
+        default=None,
+        help="block-sparse, dynamic-sparse: block size 1 (element-wise), 4, 8 or 16 (default 16)",
     )
     la.add_argument(
         "--memory-proportion",

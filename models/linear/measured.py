@@ -66,7 +66,9 @@ def _spec(r: dict, case: str) -> SparseCase:
     try:
         density = float(Fraction((r.get("density") or "").strip()))
     except (ValueError, ZeroDivisionError):
-        raise ConfigError(config_message(f"{case}: density", r.get("density"), "must be a fraction", "e.g. 1/16"))
+        raise ConfigError(
+            config_message(f"{case}: density", r.get("density"), "must be a fraction", "e.g. 1/16")
+        ) from None
     dims = {c: int(number(r, c, case, integer=True)) for c in ("m", "k", "block")}
     return SparseCase(method, precision, dims["m"], dims["k"], n, density, dims["block"])
 
@@ -78,18 +80,16 @@ def read_sparse_cases(path) -> list[Case]:
 
 def _rate(spec: SparseCase, n: int, machine: Machine) -> float:
     """Non-zero TFLOP/s of one forward matmul ``(m x k) · (k x n)`` on ``machine``."""
-    from models.linear.timing import BlockSparseConfig, DynamicSparseConfig, time_layer
+    from models.linear.timing import BlockSparseConfig, time_layer
 
     if spec.m != spec.k:
         raise ConfigError(config_message("m, k", (spec.m, spec.k), "must be equal (a square layer)", "fix the row"))
     if spec.method == "dense":
         t = time_layer("dense", spec.m, n, machine, precision=spec.precision, backward=False)
-    elif spec.method == "static":
-        cfg = BlockSparseConfig(density=spec.density, block=spec.block)
-        t = time_layer("block-sparse", spec.m, n, machine, precision=spec.precision, backward=False, block_sparse=cfg)
     else:
-        dyn = DynamicSparseConfig(density=spec.density, block=spec.block)
-        t = time_layer("dynamic-sparse", spec.m, n, machine, precision=spec.precision, backward=False, dynamic=dyn)
+        kind = "block-sparse" if spec.method == "static" else "dynamic-sparse"
+        cfg = BlockSparseConfig(density=spec.density, block=spec.block)
+        t = time_layer(kind, spec.m, n, machine, precision=spec.precision, backward=False, block_sparse=cfg)
     if not t.fits:
         raise ConfigError(config_message("n", n, "does not fit the machine's SRAM", "a smaller batch"))
     return 2.0 * spec.m * spec.k * n * spec.density / t.step_s / 1e12

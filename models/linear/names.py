@@ -5,7 +5,7 @@ from __future__ import annotations
 
 __all__ = ["LAYER_KINDS", "TABLE4_PARAMS", "SHL_METHODS", "SHL_DENSE_ALIASES"]
 
-LAYER_KINDS = ("dense", "low-rank", "butterfly", "pixelfly", "fastfood", "circulant", "block-sparse")
+LAYER_KINDS = ("dense", "low-rank", "butterfly", "pixelfly", "fastfood", "circulant", "block-sparse", "dynamic-sparse")
 """The weight structures ``tilesim layer --kind`` times."""
 
 TABLE4_PARAMS = {
@@ -23,3 +23,6 @@ SHL_METHODS = tuple(TABLE4_PARAMS)
 
 SHL_DENSE_ALIASES = {"dense": "baseline"}
 """``time_shl`` method names accepted for a paper method: ``dense`` (as ``tilesim layer`` says) is ``baseline``."""
+
+SPARSE_KINDS = ("block-sparse", "dynamic-sparse")
+"""The PopSparse layers: static (pattern known when the program is built) and dynamic (known at run time)."""

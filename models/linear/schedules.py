@@ -28,11 +28,12 @@ the parts' peaks (every buffer counted live at once: an upper bound).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from models.linear.blocksparse import SUPPORTED_BLOCKS, StaticBlockCosts, plan_block_sparse, weight_grad_phases
+from models.linear.dynamicsparse import plan_dynamic_sparse
 from models.linear.layers import is_power_of_two, pixelfly_layout
 from models.linear.phases import (
     OverheadConstants,
@@ -55,6 +56,7 @@ __all__ = [
     "pixelfly_schedule",
     "popsparse_layout",
     "block_sparse_schedules",
+    "dynamic_sparse_schedules",
 ]
 
 
@@ -426,4 +428,45 @@ def block_sparse_schedules(
             f"{'' if precision == 'fp16' else ' or fp16'}",
             tiles=[int(np.argmax(bs.memory_bytes(overheads)))],
         )
+    return fs, bs
+
+
+def dynamic_sparse_schedules(
+    n: int,
+    batch: int,
+    *,
+    density: float,
+    block: int,
+    tiles: int,
+    sram_bytes: int,
+    workers: int,
+    precision: str = "fp32",
+    partials_precision: str = "fp32",
+    costs: SuperstepCosts = SuperstepCosts(),
+    overheads: OverheadConstants = OverheadConstants(),
+    memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
+    backward: bool = True,
+):
+    """``(forward, backward)`` of an ``n x n`` dynamic sparse layer (:func:`plan_dynamic_sparse`; the plan
+    depends on the density, not the pattern). Backward: ``grad_x`` planned as its own dynamic matmul of the
+    transposed operand (PopSparse's GradA pass) and the weight gradient costed as the forward on the same
+    partition (PopSparse's GradW pass samples ``g^T x`` at the bucket's non-zeros; same loop structure
+    assumed [D]). ``backward=False``: ``(forward, None)``."""
+    kw = dict(
+        density=density, block=block, tiles=tiles, sram_bytes=sram_bytes, workers=workers, precision=precision,
+        partials_precision=partials_precision, costs=costs, overheads=overheads, memory_proportion=memory_proportion,
+    )  # fmt: skip
+    fwd = plan_dynamic_sparse(n, n, batch, **kw)
+    px, py, pz = fwd.split
+    fs = LayerSchedule(
+        "dynamic-sparse", tiles, precision, fwd.phases, fwd.data_bytes, fwd.predicted_cycles, (fwd,),
+        {"P_x": px, "P_y": py, "P_z": pz},
+    )  # fmt: skip
+    if not backward:
+        return fs, None
+    gx = plan_dynamic_sparse(n, n, batch, **kw)
+    phases = tuple(replace(p, name=f"{p.name}-grada") for p in gx.phases)
+    phases += tuple(replace(p, name=f"{p.name}-gradw") for p in fwd.phases)
+    data = np.maximum(gx.data_bytes, fwd.data_bytes)
+    bs = LayerSchedule("dynamic-sparse-backward", tiles, precision, phases, data, phases_cycles(phases, costs), (gx,))
     return fs, bs

@@ -51,6 +51,7 @@ from models.linear.schedules import (
     block_sparse_schedules,
     butterfly_schedule,
     dense_schedule,
+    dynamic_sparse_schedules,
     lowrank_schedule,
     pixelfly_schedule,
 )
@@ -241,6 +242,9 @@ def layer_params(
     if kind == "block-sparse":
         cfg = block_sparse or BlockSparseConfig()
         return int(cfg.layout(n).sum()) * cfg.block**2 + n
+    if kind == "dynamic-sparse":
+        cfg = block_sparse or BlockSparseConfig()
+        return int(round(cfg.density * (n // cfg.block) ** 2)) * cfg.block**2 + n
     if kind == "dense":
         return n * n + n
     if kind == "low-rank":
@@ -304,7 +308,8 @@ def layer_parts(
     fused schedule with PopLibs vector costs. ``input_grad=False`` (op-by-op kinds only) drops
     the input-gradient ops, as autograd does for a first layer. ``matmul``: planner options of the
     dense matmuls (fused lowering); ``block_sparse``: density, block and seed of ``"block-sparse"``
-    (:mod:`models.linear.blocksparse`, fused lowering only)."""
+    (:mod:`models.linear.blocksparse`) and density and block of ``"dynamic-sparse"``
+    (:mod:`models.linear.dynamicsparse`), fused lowering only."""
     _check_layer(kind, n, batch)
     n_out = n if n_out is None else n_out
     costs = step_costs(machine, lowering)
@@ -321,9 +326,9 @@ def layer_parts(
             dense_schedule(n, n_out, batch, **mm),
             dense_backward_schedule(n, n_out, batch, **mm) if backward else None,
         )
-    if kind == "block-sparse":
+    if kind in ("block-sparse", "dynamic-sparse"):
         return _block_sparse_parts(
-            n, batch, machine, precision, costs, overheads, lowering, matmul, block_sparse, backward
+            kind, n, batch, machine, precision, costs, overheads, lowering, matmul, block_sparse, backward
         )
     if kind == "low-rank":
         return (
@@ -386,30 +391,40 @@ def _poptorch_parts(kind, n, batch, machine, precision, costs, overheads, n_out,
     )
 
 
-def _block_sparse_parts(n, batch, machine, precision, costs, overheads, lowering, matmul, block_sparse, backward):
-    """:func:`layer_parts` of a ``"block-sparse"`` layer (fused lowering only, else :class:`ConfigError`)."""
+def _block_sparse_parts(
+    kind, n, batch, machine, precision, costs, overheads, lowering, matmul, block_sparse, backward
+):  # fmt: skip
+    """:func:`layer_parts` of a ``"block-sparse"`` (static) or ``"dynamic-sparse"`` layer (fused lowering
+    only, else :class:`ConfigError`)."""
     require(
         lowering == "fused",
         "lowering",
         lowering,
-        "block-sparse has the fused (PopSparse) lowering only",
+        f"{kind} has the fused (PopSparse) lowering only",
         "use lowering='fused'",
     )
     cfg = block_sparse or BlockSparseConfig()
-    return block_sparse_schedules(
-        cfg.layout(n),
-        batch,
+    common = dict(
         tiles=machine.tiles_per_chip,
         sram_bytes=machine.chip.sram_bytes,
-        block=cfg.block,
         precision=precision,
-        partials_precision=matmul.partials_precision,
         workers=machine.chip.workers_per_tile,
-        tile_grain=machine.chip.tiles_per_supertile,
         costs=costs,
         overheads=overheads,
         memory_proportion=matmul.memory_proportion,
         backward=backward,
+    )
+    if kind == "dynamic-sparse":
+        return dynamic_sparse_schedules(
+            n, batch, density=cfg.density, block=cfg.block, partials_precision=matmul.partials_precision, **common
+        )
+    return block_sparse_schedules(
+        cfg.layout(n),
+        batch,
+        block=cfg.block,
+        partials_precision=matmul.partials_precision,
+        tile_grain=machine.chip.tiles_per_supertile,
+        **common,
     )
 
 
