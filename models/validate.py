@@ -256,7 +256,9 @@ def register(sub) -> None:
         "sparse-matmul).",
     )
     v.add_argument(
-        "cases", nargs="*", help="cases CSVs (default: every shipped SNN, stencil, collective, matmul and sparse-matmul case)"
+        "cases",
+        nargs="*",
+        help="cases CSVs (default: every shipped SNN, stencil, collective, matmul and sparse-matmul case)",
     )
     v.add_argument("--costs", help="SNN cost-model TOML (default: tilesim/presets/costs/snn.toml)")
     v.add_argument("--machine", default="gc2x16", help="machine for stencil cases (default gc2x16)")

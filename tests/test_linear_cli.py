@@ -132,7 +132,7 @@ def test_layer_block_sparse_and_options(capsys):
     assert float(m.group(3)) == pytest.approx(max(sp, de) / min(sp, de), abs=0.01)
     assert "the difference is mostly" in out and "per useful multiply-add" in out
     code, _, err = run(capsys, "layer", "--kind", "dense", "--n", "256", "--density", "0.5")
-    assert code == 2 and "--density/--block = 0.5: only apply to --kind block-sparse" in err
+    assert code == 2 and "--density/--block = 0.5: only apply to --kind block-sparse or dynamic-sparse" in err
     code, _, err = run(capsys, "layer", "--kind", "dense", "--n", "256", "--memory-proportion", "2")
     assert code == 2 and "memory_proportion = 2.0: must be in [0, 1]" in err
 
@@ -164,3 +164,14 @@ def test_shl_dense_is_the_baseline(capsys):
     code, out, err = run(capsys, "shl", "--method", "baseline", "--json")
     assert code == 0 and "paper's name of 'dense'" in err
     assert json.loads(out)["step_s"] == d_dense["step_s"]
+
+
+def test_layer_dynamic_sparse_runs_and_explains(capsys):
+    code, out, _ = run(
+        capsys, "layer", "--kind", "dynamic-sparse", "--n", "1024", "--batch", "64", "--precision", "fp16",
+        "--density", "1/16", "--block", "1", "--explain",
+    )  # fmt: skip
+    assert code == 0 and "dynamic sparse matmul (m, k, n) = (1024, 1024, 64), block 1" in out
+    assert "partition (P_x, P_y, P_z)" in out and "backward" in out and "versus the dense layer" in out
+    code, out, _ = run(capsys, "layer", "--kind", "dynamic-sparse", "--n", "1024", "--block", "16", "--json")
+    assert code == 0 and json.loads(out)["kind"] == "dynamic-sparse" and json.loads(out)["block"] == 16

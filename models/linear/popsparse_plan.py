@@ -113,19 +113,16 @@ def _tiles_for_bands(per_band: list, tiles: int, grain: int) -> list:
     one grain each, the rest to the last band; an empty list when the tiles run out."""
     total = sum(per_band)
     used, out = 0, []
-    nb = len(per_band)
+    last = len(per_band) - 1
     for b, count in enumerate(per_band):
-        this = math.floor(count * tiles / total)
+        this = count * tiles // total
         if this == 0:
             this = min(tiles, grain)
-        per_tile = _ceil(count, this)
-        needed = _ceil(count, per_tile)
-        this = min(_ceil(needed, grain) * grain, this)
-        if b == nb - 1:
+        needed = -(-count // -(-count // this))  # tiles that hold every block at ceil(count / this) each
+        this = min(-(-needed // grain) * grain, this)
+        if b == last:
             this = tiles - used
-        this = (this // grain) * grain
-        avail = min(max(this, grain), tiles - used)
-        avail = min(avail, tiles - (nb - 1 - b) * grain)
+        avail = min(max(this // grain * grain, grain), tiles - used, tiles - (last - b) * grain)
         if avail <= 0:
             return []
         out.append(avail)

@@ -30,6 +30,7 @@ the simulated cycles equal :func:`~models.linear.planner.phases_cycles` of the s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -129,9 +130,17 @@ class BlockSparseConfig:
             "density 1/16 keeps one block in sixteen",
         )
 
-    def layout(self, n: int):
+    def layout(self, n: int) -> np.ndarray:
+        """The ``n x n`` layer's block mask (read-only; the last few are kept: a sweep over batches plans the
+        same layout many times, and drawing a 4096-wide element-wise one takes ~25 ms)."""
+        return _layout(n, self.block, self.density, self.seed)
 
-        return random_block_layout(n, n, self.block, self.density, self.seed)
+
+@lru_cache(maxsize=4)
+def _layout(n: int, block: int, density: float, seed: int) -> np.ndarray:
+    mask = random_block_layout(n, n, block, density, seed)
+    mask.setflags(write=False)
+    return mask
 
 
 def machine_costs(machine: Machine) -> SuperstepCosts:
