@@ -18,13 +18,13 @@ BOW = dict(tiles=1472, sram_bytes=638_976, workers=6)
 def test_bands_hold_equal_blocks_greedily():
     # columns with 3, 0, 1, 2, 2, 4 blocks; 12 blocks in 3 bands: at least 4 each, cut where the count reaches it
     bounds, per, widest = band_boundaries(np.array([3, 0, 1, 2, 2, 4]), 3)
-    assert bounds == (0, 3, 5, 6) and per == [4, 4, 4] and widest == 2  # band 0 has an empty column
+    assert bounds == (0, 3, 5, 6) and per == (4, 4, 4) and widest == 2  # band 0 has an empty column
 
 
 def test_tiles_go_to_bands_in_proportion_in_whole_pairs():
     # 100 and 300 blocks on 10 tiles in pairs: floor(2.5) = 2 tiles, then the rest (8) to the last band
-    assert _tiles_for_bands([100, 300], 10, 2) == [2, 8]
-    assert _tiles_for_bands([5, 5, 5], 4, 2) == []  # three bands cannot each have a pair of four tiles
+    assert _tiles_for_bands((100, 300), 10, 2) == (2, 8)
+    assert _tiles_for_bands((5, 5, 5), 4, 2) == ()  # three bands cannot each have a pair of four tiles
 
 
 def test_static_choice_is_the_cheapest_estimate_within_memory():

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -75,7 +76,13 @@ def band_boundaries(col_count: np.ndarray, bands: int) -> tuple:
         bounds.append(end)
         per.append(count)
         widest = max(widest, int(np.count_nonzero(col_count[start:end])))
-    return tuple(bounds), per, widest
+    return tuple(bounds), tuple(per), widest
+
+
+@lru_cache(maxsize=4096)
+def _bands(counts: bytes, bands: int) -> tuple:
+    """:func:`band_boundaries` of the column counts ``counts`` (int64 bytes), kept for the next batch."""
+    return band_boundaries(np.frombuffer(counts, dtype=np.int64), bands)
 
 
 def _n_partition(n_pad: int, splits: int, grain: int) -> list:
@@ -108,9 +115,11 @@ def _tile_partition(sizes: list, tiles: int, grain: int) -> list:
     return out
 
 
-def _tiles_for_bands(per_band: list, tiles: int, grain: int) -> list:
+@lru_cache(maxsize=1 << 16)
+def _tiles_for_bands(per_band: tuple, tiles: int, grain: int) -> tuple:
     """``allocateTilesForBands``: tiles per band in proportion to its blocks, in whole grains, at least
-    one grain each, the rest to the last band; an empty list when the tiles run out."""
+    one grain each, the rest to the last band; empty when the tiles run out. (Kept: a layout is planned
+    for many batches, and the allocation depends only on its bands and the tiles of a part.)"""
     total = sum(per_band)
     used, out = 0, []
     last = len(per_band) - 1
@@ -124,10 +133,10 @@ def _tiles_for_bands(per_band: list, tiles: int, grain: int) -> list:
             this = tiles - used
         avail = min(max(this // grain * grain, grain), tiles - used, tiles - (last - b) * grain)
         if avail <= 0:
-            return []
+            return ()
         out.append(avail)
         used += avail
-    return out
+    return tuple(out)
 
 
 def _spread(prob: float, count: int) -> int:
@@ -149,15 +158,25 @@ class _Problem:
     density: float
 
 
+@lru_cache(maxsize=1 << 16)
+def _worst_band(band_info: tuple, tiles: int, grain: int) -> tuple | None:
+    """``findBandWithMaxNzPerTile``: the blocks, tiles and width of the band with the most blocks per tile
+    (the first of equals), or None if the bands cannot all have tiles."""
+    bounds, per_band, _ = band_info
+    per_tile = _tiles_for_bands(per_band, tiles, grain)
+    if not per_tile:
+        return None
+    b = max(range(len(per_band)), key=lambda i: per_band[i] / per_tile[i])
+    return per_band[b], per_tile[b], bounds[b + 1] - bounds[b]
+
+
 def _sub_estimate(p: _Problem, vertex, sn, sk, band_info, n_part, tiles_part) -> tuple | None:
     """Cycles and bytes of one ``(n per part, tiles per part)`` of a candidate, or None if invalid."""
-    bounds, per_band, widest = band_info
-    per_tile_bands = _tiles_for_bands(per_band, tiles_part, p.tile_grain)
-    if not per_tile_bands:
+    worst = _worst_band(band_info, tiles_part, p.tile_grain)
+    if worst is None:
         return None
-    ratios = [c / t for c, t in zip(per_band, per_tile_bands)]
-    b = int(np.argmax(ratios))
-    blocks_band, tiles_band, k_band = per_band[b], per_tile_bands[b], bounds[b + 1] - bounds[b]
+    blocks_band, tiles_band, k_band = worst
+    widest = band_info[2]
     nz_tile = _ceil(blocks_band, tiles_band)
     m_tile = _ceil(p.m_blocks, tiles_band)
     k_tile = min(math.ceil(blocks_band / p.density), p.k_blocks) if m_tile == 1 else k_band
@@ -227,6 +246,7 @@ def choose_static_partition(
     k_end = min(MAX_K_SPLIT, _ceil(k_blocks, k_grain))
     pairs = tiles // tile_grain
     bands_info: dict[int, tuple] = {}
+    counts_key = col_count.tobytes()
     found: list[tuple[int, int, int, int]] = []  # (cycles, temporary bytes, S_n, S_k) of the valid candidates
     for sn in range(1, n_end + 1):
         sizes = _n_partition(n_pad, sn, grain)
@@ -236,7 +256,7 @@ def choose_static_partition(
         unique = sorted(set(zip(sizes, tiles_n)))
         for sk in range(1, min(k_end, pairs // sn) + 1):
             if sk not in bands_info:
-                bands_info[sk] = band_boundaries(col_count, sk)
+                bands_info[sk] = _bands(counts_key, sk)
             subs = [_sub_estimate(p, vertex, sn, sk, bands_info[sk], a, b) for a, b in unique]
             if all(sub is not None for sub in subs):
                 found.append((max(sub[0] for sub in subs), max(sub[1] for sub in subs), sn, sk))  # type: ignore[index]
