@@ -97,3 +97,28 @@ def test_held_out_one_sixteenth_rows_within_30_percent(tmp_path):
     for r in got:
         time_error = r["measured"] / r["predicted"] - 1  # the rows are rates: time goes as 1 / rate
         assert abs(time_error) < 0.30, r
+
+
+def test_dynamic_layer_moves_its_pattern_and_matches_the_dense_twin():
+    from models.linear.layers import DynamicSparseLinear
+
+    layer = DynamicSparseLinear(64, 32, 4, density=0.25, max_density=0.3, seed=3)
+    rng = np.random.default_rng(0)
+    x, g = rng.standard_normal((5, 64)), rng.standard_normal((5, 32))
+    new = random_block_layout(32, 64, 4, 0.3, seed=9)
+    moved = layer.repattern(new)
+    assert moved.nnz_blocks == int(new.sum()) and layer.nnz_blocks == 32  # the original is untouched
+    kept = new & layer.layout
+    w_old, w_new = layer.dense_matrix(), moved.dense_matrix()
+    for r, c in zip(*np.nonzero(kept)):  # kept blocks keep their values, new ones start at zero
+        sl = np.s_[r * 4 : r * 4 + 4, c * 4 : c * 4 + 4]
+        np.testing.assert_array_equal(w_new[sl], w_old[sl])
+    assert not w_new[np.repeat(np.repeat(new & ~layer.layout, 4, 0), 4, 1)].any()
+    moved = moved.repattern(new)  # and a layer with random values on the new pattern
+    object.__setattr__(moved, "blocks", rng.standard_normal(moved.blocks.shape))
+    y, cache = moved.forward(x)
+    np.testing.assert_allclose(y, x @ moved.dense_matrix().T, atol=1e-12)
+    gx, (gb, _) = moved.backward(g, cache)
+    np.testing.assert_allclose(gx, g @ moved.dense_matrix(), atol=1e-12)
+    with pytest.raises(ConfigError, match="layout blocks = 128: must be 1 .. capacity = 39"):
+        layer.repattern(np.ones((8, 16), bool))

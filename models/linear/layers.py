@@ -20,6 +20,7 @@ ICLR 2022), Le, Sarlós & Smola 2013 (fastfood), Thomas et al. 2018 / HazyResear
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 
@@ -37,6 +38,7 @@ __all__ = [
     "PixelflyLinear",
     "CsrLinear",
     "BlockSparseLinear",
+    "DynamicSparseLinear",
     "random_block_layout",
     "hadamard_matrix",
     "pixelfly_layout",
@@ -760,6 +762,62 @@ class BlockSparseLinear(_LayerBase):
         grad_blocks = np.empty(self.blocks.shape)
         kernels.block_sparse_grad_blocks(self.block_rows, self.block_cols, g, xf, grad_blocks)
         return grad_x.astype(self.dtype), (grad_blocks.astype(self.dtype),) + self._bias_grad(grad_y)
+
+
+@dataclass(frozen=True)
+class DynamicSparseLinear(BlockSparseLinear):
+    """Dynamic sparse layer (PopSparse's ``popsparse::dynamic``): the same kernels as
+    :class:`BlockSparseLinear`, but the pattern is data, not program — :meth:`repattern` moves the
+    non-zero blocks between steps (as sparse training's prune-and-regrow does) without rebuilding
+    anything, within a capacity fixed when the layer is made: ``capacity`` blocks
+    (``max_density`` of the blocks; PopSparse sizes its buckets from it and refuses a pattern that
+    does not fit). Blocks kept by a new pattern keep their values; new ones start at zero."""
+
+    max_density: float = 1.0
+    capacity: int = field(init=False)
+
+    def __post_init__(self):
+        super().__post_init__()
+        nb = (self.n_out // self.block) * (self.n_in // self.block)
+        first = self.nnz_blocks / nb
+        require(
+            isinstance(self.max_density, float | int) and first <= self.max_density <= 1.0,
+            "max_density",
+            self.max_density,
+            f"must be in [{first:g} (the first pattern's density), 1]",
+            "the capacity must hold the first pattern",
+        )
+        object.__setattr__(self, "capacity", max(self.nnz_blocks, int(math.ceil(self.max_density * nb))))
+
+    def repattern(self, layout) -> DynamicSparseLinear:
+        """The layer with non-zero blocks where ``layout`` (bool block mask) is set."""
+        layout = np.asarray(layout, dtype=bool)
+        require(
+            layout.shape == self.layout.shape,
+            "layout shape",
+            layout.shape,
+            f"must be {self.layout.shape}",
+            "keep the layer's block grid",
+        )
+        count = int(layout.sum())
+        require(
+            1 <= count <= self.capacity,
+            "layout blocks",
+            count,
+            f"must be 1 .. capacity = {self.capacity}",
+            "make the layer with a larger max_density",
+        )
+        rows, cols = np.nonzero(layout)
+        old = {(int(r), int(c)): i for i, (r, c) in enumerate(zip(self.block_rows, self.block_cols))}
+        blocks = np.zeros((count, self.block, self.block), dtype=self.dtype)
+        for i, key in enumerate(zip(rows.tolist(), cols.tolist())):
+            if key in old:
+                blocks[i] = self.blocks[old[key]]
+        new = copy.copy(self)
+        for name, value in (("layout", layout), ("block_rows", rows.astype(np.int64)),
+                            ("block_cols", cols.astype(np.int64)), ("blocks", blocks)):  # fmt: skip
+            object.__setattr__(new, name, value)
+        return new
 
 
 def random_csr(n_rows: int, n_cols: int, density: float, seed: int = 0):

@@ -1,0 +1,77 @@
+"""Wall time of the sparse ``tilesim layer`` commands against the dense one, in one process (issue 27).
+
+Target on a 2-core machine: every command answers in under 2 s (fresh interpreter, imports included).
+Each command runs ``--rounds`` times interleaved with the baseline (``tilesim layer --kind dense`` of the
+same shape; the machines are noisy); the median of each is printed with its ratio to the baseline's.
+
+    python benchmarks/bench_sparse.py [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+SHAPE = ["--n", "4096", "--batch", "2048", "--precision", "fp16", "--machine", "bow"]
+LAYER = [sys.executable, "-m", "tilesim", "layer"]
+COMMANDS = {
+    "dense (baseline)": [*LAYER, "--kind", "dense", *SHAPE],
+    "static block 16, 1/16": [*LAYER, "--kind", "block-sparse", "--block", "16", "--density", "1/16", *SHAPE],
+    "static block 1, 1/16": [*LAYER, "--kind", "block-sparse", "--block", "1", "--density", "1/16", *SHAPE],
+    "static block 1 --explain": [
+        *LAYER,
+        "--kind",
+        "block-sparse",
+        "--block",
+        "1",
+        "--density",
+        "1/16",
+        "--explain",
+        *SHAPE,
+    ],  # fmt: skip
+    "dynamic block 16, 1/16": [*LAYER, "--kind", "dynamic-sparse", "--block", "16", "--density", "1/16", *SHAPE],
+    "dynamic block 1, 1/16 (batch 1024)": [
+        *LAYER,
+        "--kind",
+        "dynamic-sparse",
+        "--block",
+        "1",
+        "--density",
+        "1/16",
+        *SHAPE[:2],
+        "--batch",
+        "1024",
+        *SHAPE[4:],
+    ],  # fmt: skip
+}
+TARGET_S = 2.0
+
+
+def _wall(cmd: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    for cmd in COMMANDS.values():  # warm the file cache, the bytecode and Numba's cache
+        _wall(cmd)
+    times: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    for _ in range(args.rounds):
+        for name, cmd in COMMANDS.items():
+            times[name].append(_wall(cmd))
+    base = statistics.median(times["dense (baseline)"])
+    print(f"{'command':<36} {'median s':>9} {'x dense':>8}  target")
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        print(f"{name:<36} {med:9.2f} {med / base:8.2f}  < {TARGET_S} s: {'met' if med < TARGET_S else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
