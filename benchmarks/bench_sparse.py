@@ -10,10 +10,9 @@ same shape; the machines are noisy); the median of each is printed with its rati
 from __future__ import annotations
 
 import argparse
-import statistics
-import subprocess
 import sys
-import time
+
+from bench_startup import interleaved_medians  # run as a script: benchmarks/ is on the path
 
 SHAPE = ["--n", "4096", "--batch", "2048", "--precision", "fp16", "--machine", "bow"]
 LAYER = [sys.executable, "-m", "tilesim", "layer"]
@@ -50,26 +49,14 @@ COMMANDS = {
 TARGET_S = 2.0
 
 
-def _wall(cmd: list[str]) -> float:
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    for cmd in COMMANDS.values():  # warm the file cache, the bytecode and Numba's cache
-        _wall(cmd)
-    times: dict[str, list[float]] = {name: [] for name in COMMANDS}
-    for _ in range(args.rounds):
-        for name, cmd in COMMANDS.items():
-            times[name].append(_wall(cmd))
-    base = statistics.median(times["dense (baseline)"])
+    medians = interleaved_medians(COMMANDS, args.rounds)
+    base = medians["dense (baseline)"]
     print(f"{'command':<36} {'median s':>9} {'x dense':>8}  target")
-    for name, ts in times.items():
-        med = statistics.median(ts)
+    for name, med in medians.items():
         print(f"{name:<36} {med:9.2f} {med / base:8.2f}  < {TARGET_S} s: {'met' if med < TARGET_S else 'NOT met'}")
 
 

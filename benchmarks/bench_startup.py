@@ -31,20 +31,25 @@ def _wall(cmd: list[str]) -> float:
     return time.perf_counter() - t0
 
 
+def interleaved_medians(commands: dict[str, list[str]], rounds: int) -> dict[str, float]:
+    """Median wall time of each command over ``rounds`` interleaved rounds (after one warm-up each)."""
+    for cmd in commands.values():  # warm the file cache and the bytecode
+        _wall(cmd)
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(rounds):
+        for name, cmd in commands.items():
+            times[name].append(_wall(cmd))
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()
-    for cmd in COMMANDS.values():  # warm the file cache and the bytecode
-        _wall(cmd)
-    times: dict[str, list[float]] = {name: [] for name in COMMANDS}
-    for _ in range(args.rounds):
-        for name, cmd in COMMANDS.items():
-            times[name].append(_wall(cmd))
-    base = statistics.median(times["python -c pass"])
+    medians = interleaved_medians(COMMANDS, args.rounds)
+    base = medians["python -c pass"]
     print(f"{'command':<24} {'median s':>9} {'x python':>9}  target")
-    for name, ts in times.items():
-        med = statistics.median(ts)
+    for name, med in medians.items():
         target = TARGETS_S.get(name)
         verdict = "" if target is None else f"<= {target} s: {'met' if med <= target else 'NOT met'}"
         print(f"{name:<24} {med:9.3f} {med / base:9.1f}  {verdict}")

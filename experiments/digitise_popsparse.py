@@ -55,13 +55,8 @@ def _image(outputs: list, which: int = -1) -> np.ndarray:
 
 
 def _runs(idx) -> list:
-    groups: list = []
-    for v in idx:
-        if groups and v - groups[-1][-1] <= 1:
-            groups[-1].append(v)
-        else:
-            groups.append([v])
-    return [float(np.mean(g)) for g in groups]
+    """The middle of each run of consecutive pixel indices."""
+    return [float(np.mean(g)) for g in _split(idx)]
 
 
 def _ticks(dark: np.ndarray, spine_x: int, spine_y: int, y_range, x_range) -> tuple:

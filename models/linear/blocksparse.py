@@ -27,7 +27,7 @@ Per-vertex worklists (metadata) are not counted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,9 +35,8 @@ from models.linear.phases import (
     OverheadConstants,
     Phase,
     SuperstepCosts,
+    TilePlan,
     as_tile_array,
-    overhead_breakdown,
-    overhead_bytes_per_tile,
     phases_cycles,
     require_precision,
     split_sizes,
@@ -144,7 +143,7 @@ class StaticBlockCosts:
 
 
 @dataclass(frozen=True)
-class BlockSparsePlan:
+class BlockSparsePlan(TilePlan):
     """A partition of a static block-sparse x dense matmul (module docstring) and its per-tile costs.
 
     Scalars: ``m, k, n``, ``block``, ``nnz_blocks``, ``bands`` (``S_k``), ``n_split`` (``S_n``),
@@ -156,6 +155,8 @@ class BlockSparsePlan:
     ``partial_bytes`` (partials + reduction buffer), ``data_bytes`` (sum), ``temp_bytes`` (operand +
     partial).
     """
+
+    BYTE_FIELDS = ("weight_bytes", "home_bytes", "output_bytes", "operand_bytes", "partial_bytes")
 
     m: int
     k: int
@@ -186,10 +187,7 @@ class BlockSparsePlan:
     temp_bytes: np.ndarray = field(init=False)
 
     def __post_init__(self):
-        for f in fields(self):
-            v = getattr(self, f.name, None)
-            if f.init and isinstance(v, np.ndarray):
-                object.__setattr__(self, f.name, as_tile_array(f.name, v, self.tiles))
+        self._tile_arrays()
         require(
             int(self.macs.sum()) == self.nnz_blocks * self.block**2 * self.n,
             "plan MACs",
@@ -225,17 +223,6 @@ class BlockSparsePlan:
             f"{self.tiles_per_group} tiles each = {self.tiles_used} of {self.tiles} tiles; at most "
             f"{int(self.blocks.max())} non-zero blocks per tile"
         )
-
-    def memory_bytes(self, constants: OverheadConstants = OverheadConstants()) -> np.ndarray:
-        return self.data_bytes + overhead_bytes_per_tile(self, constants)
-
-    def memory_by_category(self, tile: int, constants: OverheadConstants = OverheadConstants()) -> dict:
-        d = {
-            name: int(getattr(self, name)[tile])
-            for name in ("weight_bytes", "home_bytes", "output_bytes", "operand_bytes", "partial_bytes")
-        }
-        d.update({k: int(v[tile]) for k, v in overhead_breakdown(self, constants).items()})
-        return d
 
 
 def _chunk_stats(ordered: BandOrder, group: np.ndarray, sizes: np.ndarray, groups: int):

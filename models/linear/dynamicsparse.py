@@ -28,7 +28,7 @@ counted as 16-bit words: one per non-zero block, two per non-zero row, and a hea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,9 +36,8 @@ from models.linear.phases import (
     OverheadConstants,
     Phase,
     SuperstepCosts,
+    TilePlan,
     as_tile_array,
-    overhead_breakdown,
-    overhead_bytes_per_tile,
     phases_cycles,
     require_precision,
 )
@@ -165,10 +164,12 @@ def _mm_cycles(s: _Split, block: int, float_input: bool, workers: int, costs: Dy
 
 
 @dataclass(frozen=True)
-class DynamicSparsePlan:
+class DynamicSparsePlan(TilePlan):
     """A dynamic sparse x dense matmul's partition (``P_x, P_y, P_z``), its phases and per-tile bytes
     (``weight_bytes``: the bucket's values and meta-info; ``input_bytes``: the dense slice received;
     ``partial_bytes``: partials and the reduction's buffer; ``output_bytes``: the result)."""
+
+    BYTE_FIELDS = ("weight_bytes", "input_bytes", "partial_bytes", "output_bytes")
 
     m: int
     k: int
@@ -192,10 +193,7 @@ class DynamicSparsePlan:
     temp_bytes: np.ndarray = field(init=False)
 
     def __post_init__(self):
-        for f in fields(self):
-            v = getattr(self, f.name, None)
-            if f.init and isinstance(v, np.ndarray):
-                object.__setattr__(self, f.name, as_tile_array(f.name, v, self.tiles))
+        self._tile_arrays()
         data = self.weight_bytes + self.input_bytes + self.partial_bytes + self.output_bytes
         object.__setattr__(self, "data_bytes", as_tile_array("data_bytes", data, self.tiles))
         object.__setattr__(self, "temp_bytes", as_tile_array("temp", self.input_bytes + self.partial_bytes, self.tiles))
@@ -217,15 +215,6 @@ class DynamicSparsePlan:
             f"partition (P_x, P_y, P_z) = ({px}, {py}, {pz}) over (m, k, n) on {self.tiles_used} of {self.tiles} "
             f"tiles; bucket of {self.bucket_blocks} blocks per tile (expected x {1 + BUCKET_OVERSIZE:g})"
         )
-
-    def memory_bytes(self, constants: OverheadConstants = OverheadConstants()) -> np.ndarray:
-        return self.data_bytes + overhead_bytes_per_tile(self, constants)
-
-    def memory_by_category(self, tile: int, constants: OverheadConstants = OverheadConstants()) -> dict:
-        d = {name: int(getattr(self, name)[tile]) for name in ("weight_bytes", "input_bytes", "partial_bytes",
-                                                                  "output_bytes")}  # fmt: skip
-        d.update({k: int(v[tile]) for k, v in overhead_breakdown(self, constants).items()})
-        return d
 
 
 def _phases(s: _Split, tiles, block, eb, pb, workers, costs: SuperstepCosts, vertex: DynamicCosts) -> tuple:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from typing import ClassVar
 
 import numpy as np
 
@@ -28,6 +29,7 @@ __all__ = [
     "exchange_programs_per_tile",
     "split_sizes",
     "block_pieces",
+    "TilePlan",
 ]
 
 PRECISION_BYTES = {"fp16": 2, "fp32": 4}
@@ -280,3 +282,28 @@ def block_pieces(rows, cols, row_len: int, chunk: int, max_pieces: int) -> np.nd
     extent = np.maximum(rows - 1, 0) * row_len + cols
     pieces = runs + np.minimum(extent // max(chunk, 1), max_pieces - 1)
     return np.where(rows * cols > 0, pieces, 0)
+
+
+class TilePlan:
+    """What every planned matmul (a frozen dataclass with ``tiles``, ``phases`` and ``data_bytes``)
+    shares: its per-tile arrays checked and made read-only, memory = data + overheads, and the bytes
+    of a tile by category (the data arrays named in ``BYTE_FIELDS``, then :func:`overhead_breakdown`)."""
+
+    BYTE_FIELDS: ClassVar[tuple] = ()
+
+    def _tile_arrays(self) -> None:
+        """Every ndarray init field as a checked per-tile array (call from ``__post_init__``)."""
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name, None)
+            if f.init and isinstance(v, np.ndarray):
+                object.__setattr__(self, f.name, as_tile_array(f.name, v, self.tiles))  # type: ignore[attr-defined]
+
+    def memory_bytes(self, constants: OverheadConstants = OverheadConstants()) -> np.ndarray:
+        """Per-tile ``data_bytes + overhead_bytes_per_tile``."""
+        return self.data_bytes + overhead_bytes_per_tile(self, constants)  # type: ignore[attr-defined]
+
+    def memory_by_category(self, tile: int, constants: OverheadConstants = OverheadConstants()) -> dict:
+        """Bytes on ``tile`` by category: the data arrays and :func:`overhead_breakdown`."""
+        d = {name: int(getattr(self, name)[tile]) for name in self.BYTE_FIELDS}
+        d.update({k: int(v[tile]) for k, v in overhead_breakdown(self, constants).items()})
+        return d

@@ -66,7 +66,7 @@ reduction exchange and vector work.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -74,12 +74,11 @@ from models.linear.phases import (
     OverheadConstants,
     Phase,
     SuperstepCosts,
+    TilePlan,
     as_tile_array,
     block_pieces,
     compute_sets_per_tile,
     exchange_programs_per_tile,
-    overhead_breakdown,
-    overhead_bytes_per_tile,
     phases_cycles,
     require_int,
     require_precision,
@@ -109,7 +108,7 @@ MAX_SERIAL_SPLIT = 64
 
 
 @dataclass(frozen=True)
-class MatmulPlan:
+class MatmulPlan(TilePlan):
     """A partition of ``C (m x n) = A (m x k) · B (k x n)`` over ``tiles`` tiles and its per-tile costs.
 
     Scalars: the problem, ``split_m/k/n`` (``P_m, P_k, P_n``), the serial splits ``serial_k``,
@@ -127,6 +126,8 @@ class MatmulPlan:
     but the home chunks and the result: what ``availableMemoryProportion`` bounds), and the counts
     ``compute_sets``, ``vertices``, ``exchange_programs``. ``phases`` are the supersteps for the timing layer.
     """
+
+    BYTE_FIELDS = ("home_bytes", "output_bytes", "operand_bytes", "slice_bytes", "partial_bytes", "accumulator_bytes")
 
     m: int
     k: int
@@ -170,10 +171,7 @@ class MatmulPlan:
         for name in ("slice_bytes", "accumulator_bytes"):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, np.zeros(self.tiles, dtype=np.int64))
-        for f in fields(self):
-            v = getattr(self, f.name, None)
-            if f.init and isinstance(v, np.ndarray):
-                object.__setattr__(self, f.name, as_tile_array(f.name, v, self.tiles))
+        self._tile_arrays()
         require(
             self.split_m * self.split_k * self.split_n <= self.tiles,
             "split",
@@ -209,26 +207,6 @@ class MatmulPlan:
     @property
     def tiles_used(self) -> int:
         return self.split_m * self.split_k * self.split_n
-
-    def memory_bytes(self, constants: OverheadConstants = OverheadConstants()) -> np.ndarray:
-        """Per-tile ``data_bytes + overhead_bytes_per_tile``."""
-        return self.data_bytes + overhead_bytes_per_tile(self, constants)
-
-    def memory_by_category(self, tile: int, constants: OverheadConstants = OverheadConstants()) -> dict:
-        """Bytes on ``tile`` by category: the data arrays and :func:`overhead_breakdown`."""
-        d = {
-            name: int(getattr(self, name)[tile])
-            for name in (
-                "home_bytes",
-                "output_bytes",
-                "operand_bytes",
-                "slice_bytes",
-                "partial_bytes",
-                "accumulator_bytes",
-            )
-        }
-        d.update({k: int(v[tile]) for k, v in overhead_breakdown(self, constants).items()})
-        return d
 
 
 def explain_plan(
