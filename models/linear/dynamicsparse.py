@@ -38,6 +38,7 @@ from models.linear.phases import (
     SuperstepCosts,
     TilePlan,
     as_tile_array,
+    ceil_div,
     phases_cycles,
     require_precision,
 )
@@ -51,10 +52,6 @@ DYNAMIC_BLOCKS = (1, 4, 8, 16)
 
 BUCKET_OVERSIZE = 0.3
 """``metaInfoBucketOversizeProportion``, PopSparse's default headroom of a bucket [S]."""
-
-
-def _ceil(a, b):
-    return -(-a // b)
 
 
 @dataclass(frozen=True)
@@ -115,7 +112,7 @@ def _nonzero_groups(density: float, x_groups: int, y_groups: int) -> tuple:
     p_row = 1.0 - (1.0 - density) ** y_groups
     total = math.ceil(x_groups * y_groups * density)
     x_nz = max(math.ceil(x_groups * p_row), 1)
-    return x_nz, _ceil(total, x_nz)
+    return x_nz, ceil_div(total, x_nz)
 
 
 def _reduce_cycles(outputs: int, depth: int, float_out: bool, workers: int) -> int:
@@ -147,7 +144,7 @@ class _Split:
 
 
 def _split(px, py, pz, mb, kb, n, density, block, workers) -> _Split:
-    xg, yg, z = _ceil(mb, px), _ceil(kb, py), _ceil(n, pz)
+    xg, yg, z = ceil_div(mb, px), ceil_div(kb, py), ceil_div(n, pz)
     expected = density * xg * yg
     bucket = max(math.ceil(expected * (1 + BUCKET_OVERSIZE)), 1)
     x_nz, y_nz = _nonzero_groups(density, xg, yg)
@@ -157,10 +154,10 @@ def _split(px, py, pz, mb, kb, n, density, block, workers) -> _Split:
 
 def _mm_cycles(s: _Split, block: int, float_input: bool, workers: int, costs: DynamicCosts) -> int:
     if block == 1:
-        x_w = _ceil(s.x_nz, workers) if s.x_nz >= workers else s.x_nz
-        z_w = s.z if s.x_nz >= workers else _ceil(s.z, _ceil(workers, s.x_nz))
+        x_w = ceil_div(s.x_nz, workers) if s.x_nz >= workers else s.x_nz
+        z_w = s.z if s.x_nz >= workers else ceil_div(s.z, ceil_div(workers, s.x_nz))
         return costs.elementwise(x_w, s.y_nz, z_w, float_input, workers)
-    return costs.block(s.x_nz, s.y_nz, _ceil(s.z, workers), block, float_input, workers)
+    return costs.block(s.x_nz, s.y_nz, ceil_div(s.z, workers), block, float_input, workers)
 
 
 @dataclass(frozen=True)
@@ -226,14 +223,14 @@ def _phases(s: _Split, tiles, block, eb, pb, workers, costs: SuperstepCosts, ver
     # each tile receives its slice and bucket; the slices' homes are spread over the tiles and multicast
     dist = Phase("dyn-distribute", "vector", 0 * on, 0 * on, on * (x_in + r_in), on * x_in, 0 * on, 0 * on, on * 4)
     partials = s.xg * block * s.z
-    zero = workers * (3 + 10 + _ceil(_ceil(partials, workers), 2 if pb == 4 else 4))
+    zero = workers * (3 + 10 + ceil_div(ceil_div(partials, workers), 2 if pb == 4 else 4))
     mm_cycles = _mm_cycles(s, block, eb == 4, workers, vertex) + zero
     macs = s.x_nz * s.y_nz * block * block * s.z
     mm = Phase("dyn-mm", "vector" if block == 1 else "amp", on * macs, on * mm_cycles, 0 * on, 0 * on, on,
                on * (3 + 2 * s.x_nz), 0 * on)  # fmt: skip
     phases = [dist, mm]
     if s.py > 1:
-        share = _ceil(partials, s.py)
+        share = ceil_div(partials, s.py)
         red_bytes = (s.py - 1) * share * pb
         cyc = _reduce_cycles(share, s.py, False, workers)
         phases.append(Phase("dyn-reduce", "vector", on * share * s.py, on * cyc, on * red_bytes, on * red_bytes, on,
@@ -302,7 +299,7 @@ def _plan(m, k, n, tiles, block, precision, partials_precision, density, s, phas
     weights = on * bucket_bytes * (2 if s.pz > 1 else 1)  # its own bucket, and the one broadcast to it
     x_in = on * s.yg * block * s.z * eb
     part = on * partials * pb * (2 if s.py > 1 else 1)
-    out = on * _ceil(s.xg * block * s.z, s.py) * eb
+    out = on * ceil_div(s.xg * block * s.z, s.py) * eb
     return DynamicSparsePlan(
         m, k, n, tiles, block, precision, density, (s.px, s.py, s.pz), s.bucket_blocks, weights, x_in, part, out,
         phases, phases_cycles(phases, costs), float(mp), True, partials_precision,

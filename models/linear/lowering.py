@@ -83,17 +83,19 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from models.linear.layers import pixelfly_layout
-from models.linear.phases import PRECISION_BYTES, OverheadConstants, Phase, SuperstepCosts, phases_cycles, split_sizes
+from models.linear.phases import (
+    PRECISION_BYTES,
+    OverheadConstants,
+    Phase,
+    SuperstepCosts,
+    ceil_div,
+    phases_cycles,
+    split_sizes,
+)
 from models.linear.planner import AMP_VERTEX_CYCLES, plan_matmul
 from models.linear.schedules import LayerSchedule
 from models.linear.shl import PIXELFLY_SHL
 from tilesim.errors import require
-
-
-def _ceil_div(a, b):
-    """Ceiling of ``a / b`` for non-negative integer arrays (``-(-a // b)``)."""
-    return -(-a // b)
-
 
 __all__ = [
     "LOWERINGS",
@@ -165,7 +167,7 @@ class PoplibsVertexCosts:
         the 2 load/store cycles of ``BinaryOp1D`` (so ``inputs = 2`` is exactly :meth:`cycles`) [S/D]."""
         e = np.asarray(elements, dtype=np.int64)
         width = max(1, self.vector_bytes // element_bytes)
-        vectors = _ceil_div(_ceil_div(e, self.workers), width)
+        vectors = ceil_div(ceil_div(e, self.workers), width)
         per_vector = (self.worker_cycles_per_vector - 2) * max(1, int(inputs) - 1) + 2
         cyc = self.supervisor_cycles + self.workers * (self.worker_fixed_cycles + per_vector * vectors)
         return np.where(e > 0, cyc, 0).astype(np.int64)
@@ -175,7 +177,7 @@ class PoplibsVertexCosts:
         same supervisor and worker prologue as :meth:`cycles`) [D]."""
         e = np.asarray(elements, dtype=np.int64)
         width = max(1, self.vector_bytes // element_bytes)
-        vectors = _ceil_div(_ceil_div(e, self.workers), width)
+        vectors = ceil_div(ceil_div(e, self.workers), width)
         cyc = self.supervisor_cycles + self.workers * (self.worker_fixed_cycles + vectors)
         return np.where(e > 0, cyc, 0).astype(np.int64)
 

@@ -28,6 +28,7 @@ __all__ = [
     "vertices_per_tile",
     "exchange_programs_per_tile",
     "split_sizes",
+    "ceil_div",
     "block_pieces",
     "TilePlan",
 ]
@@ -260,6 +261,11 @@ def overhead_bytes_per_tile(plan, constants: OverheadConstants = OverheadConstan
     """Total per-tile bytes of vertex state, exchange code, control code and vertex code (see
     :func:`overhead_breakdown`); the memory that grows with compute sets (paper Observation 3)."""
     return sum(overhead_breakdown(plan, constants).values())
+
+
+def ceil_div(a, b):
+    """Ceiling of ``a / b`` for non-negative integers or integer arrays (``-(-a // b)``, exact, no floats)."""
+    return -(-a // b)
 
 
 def split_sizes(total: int, parts: int) -> np.ndarray:

@@ -77,6 +77,7 @@ from models.linear.phases import (
     TilePlan,
     as_tile_array,
     block_pieces,
+    ceil_div,
     compute_sets_per_tile,
     exchange_programs_per_tile,
     phases_cycles,
@@ -280,10 +281,6 @@ def _check_proportion(p) -> None:
     )
 
 
-def _cdiv(a, b):
-    return -(-a // b)
-
-
 @dataclass(frozen=True)
 class _Blocks:
     """Which block of one pass each tile computes: tile ``t < P_m P_k P_n`` holds block ``(i_m, i_k, i_n)``
@@ -352,7 +349,7 @@ def _operand_exchange(b: _Blocks, m: int, k: int, n: int, sk: int, passes: int, 
     of every home chunk: A's k-slice, B's (k, n) block), and its operand exchange instructions."""
     home_a, home_b = split_sizes(m * k, tiles), split_sizes(k * n, tiles)
     chunk_a, chunk_b = int(home_a.max()), int(home_b.max())
-    send = _cdiv(home_a, sk) + _cdiv(home_b, passes)
+    send = ceil_div(home_a, sk) + ceil_div(home_b, passes)
     pieces_a = block_pieces(b.rows, b.depth, k, chunk_a, tiles)
     pieces_b = block_pieces(b.depth, b.cols, n, chunk_b, tiles)
     # distinct blocks are sent once: A blocks by (i_m, i_k) (tiles with i_n = 0), B by (i_k, i_n) (i_m = 0)
@@ -568,15 +565,15 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, 
     closed forms are the per-tile maxima the phases of :func:`build_matmul_plan` reduce over."""
     ks, ns, passes = k // sk, n // sn, sk * sn
     pm, pk, pn = _candidates(m, ks, ns, tiles)
-    cm, ck, cn = _cdiv(m, pm), _cdiv(ks, pk), _cdiv(ns, pn)
+    cm, ck, cn = ceil_div(m, pm), ceil_div(ks, pk), ceil_div(ns, pn)
     macs0 = cm * ck * cn
     amp0 = fixed_cycles + np.ceil(macs0 / (flops_per_cycle / 2.0))
     in0 = (cm * ck + ck * cn) * eb
-    send0 = _cdiv(_cdiv(m * k, tiles), sk) + _cdiv(_cdiv(k * n, tiles), passes)
+    send0 = ceil_div(ceil_div(m * k, tiles), sk) + ceil_div(ceil_div(k * n, tiles), passes)
     base = costs.sync_cycles + costs.exchange_fixed_cycles
     step = base + np.ceil(np.maximum(in0, send0 * eb) / costs.exchange_bytes_per_cycle) + amp0
     blk = cm * cn
-    sl = np.where(pk > 1, _cdiv(blk, pk), blk)
+    sl = np.where(pk > 1, ceil_div(blk, pk), blk)
     red_in = (pk - 1) * sl * pb
     red_out = (blk - blk // pk) * pb
     red_cyc = costs.vector_cycles((pk - 1 + (sk > 1)) * sl, pb)
@@ -592,7 +589,7 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, 
         total = total + sn * (costs.sync_cycles + costs.vector_cycles(sl, pb))
     partial = np.where(pk > 1, blk * pb + red_in, blk * pb if sk > 1 else 0)
     temp0 = in0 + partial + (send0 * eb if passes > 1 else 0) + (sl * pb if sk > 1 else 0)
-    data0 = temp0 + (_cdiv(m * k, tiles) + _cdiv(k * n, tiles)) * eb + sn * sl * eb
+    data0 = temp0 + (ceil_div(m * k, tiles) + ceil_div(k * n, tiles)) * eb + sn * sl * eb
     return pm, pk, pn, total, temp0, data0
 
 
@@ -708,12 +705,13 @@ def plan_matmul(
 def _no_plan_fits(c: dict, m, k, n, tiles, sram_bytes, precision, eb, max_serial) -> SramOverflowError:
     """The error for a matmul no candidate of table ``c`` fits: names the smallest plan and its bytes."""
     best = int(np.argmin(c["data"]))
+    alone = int((ceil_div(m * k, tiles) + ceil_div(k * n, tiles) + ceil_div(m * n, tiles)) * eb)
     return SramOverflowError(
         f"matmul (m, k, n) = ({m}, {k}, {n}) {precision} on {tiles} tiles: no plan fits, even with serial splits "
         f"(S_k S_n <= {max_serial}); the smallest, (P_m, P_k, P_n) = ({int(c['pm'][best])}, {int(c['pk'][best])}, "
         f"{int(c['pn'][best])}) with (S_k, S_n) = ({int(c['sk'][best])}, {int(c['sn'][best])}), needs "
         f"{int(c['data'][best])} B of data on tile 0 > sram_bytes = {sram_bytes} B; the operands and result alone "
-        f"are {int((_cdiv(m * k, tiles) + _cdiv(k * n, tiles)) * eb + _cdiv(m * n, tiles) * eb)} B per tile: use more "
+        f"are {alone} B per tile: use more "
         f"tiles (chips){'' if precision == 'fp16' else ', fp16'} or a smaller batch",
         tiles=[0],
     )

@@ -29,6 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from models.linear.phases import ceil_div
 from tilesim.errors import SramOverflowError, require
 
 __all__ = ["StaticChoice", "choose_static_partition", "band_boundaries"]
@@ -53,15 +54,11 @@ class StaticChoice:
     estimate_bytes: int
 
 
-def _ceil(a, b):
-    return -(-a // b)
-
-
 def band_boundaries(col_count: np.ndarray, bands: int) -> tuple:
     """``buildColumnBandInfo``: bands of about ``ceil(nnz / bands)`` non-zero blocks, cut greedily along
     the block columns. Returns ``(boundaries, blocks per band, widest band without empty columns)``."""
     total = int(col_count.sum())
-    avg = _ceil(total, bands)
+    avg = ceil_div(total, bands)
     csum = np.concatenate([[0], np.cumsum(col_count)])
     bounds, per, widest = [0], [], 0
     for _ in range(bands):
@@ -88,7 +85,7 @@ def _bands(counts: bytes, bands: int) -> tuple:
 def _n_partition(n_pad: int, splits: int, grain: int) -> list:
     """``buildPartitionForN``: sizes of up to ``splits`` parts of whole grains (empty tails dropped)."""
     grains = n_pad // grain
-    per = _ceil(grains, splits)
+    per = ceil_div(grains, splits)
     sizes = []
     for s in range(splits):
         lo, hi = min(per * s, grains), min(per * (s + 1), grains)
@@ -102,11 +99,11 @@ def _tile_partition(sizes: list, tiles: int, grain: int) -> list:
     """``buildTilePartitionForN``: tiles per part in proportion to its columns, in whole tile grains
     (the total counts one more column than the parts hold, as PopSparse's accumulate starts at 1)."""
     total = 1 + sum(sizes)
-    grains = _ceil(tiles, grain)
-    least = _ceil(grains, len(sizes))
+    grains = ceil_div(tiles, grain)
+    least = ceil_div(grains, len(sizes))
     out, start = [], 0
     for i, size in enumerate(sizes):
-        this = min(least, _ceil(grains * size, total))
+        this = min(least, ceil_div(grains * size, total))
         end = min(start + this * grain, tiles)
         if i == len(sizes) - 1:
             end = tiles
@@ -177,8 +174,8 @@ def _sub_estimate(p: _Problem, vertex, sn, sk, band_info, n_part, tiles_part) ->
         return None
     blocks_band, tiles_band, k_band = worst
     widest = band_info[2]
-    nz_tile = _ceil(blocks_band, tiles_band)
-    m_tile = _ceil(p.m_blocks, tiles_band)
+    nz_tile = ceil_div(blocks_band, tiles_band)
+    m_tile = ceil_div(p.m_blocks, tiles_band)
     k_tile = min(math.ceil(blocks_band / p.density), p.k_blocks) if m_tile == 1 else k_band
     row_prob = 1.0 - (1.0 - p.density) ** k_tile
     m_sparse = min(math.ceil(row_prob * m_tile + _spread(row_prob, m_tile)), m_tile)
@@ -189,9 +186,9 @@ def _sub_estimate(p: _Problem, vertex, sn, sk, band_info, n_part, tiles_part) ->
         return None  # a band's offsets do not fit the metadata type
     e = p.exchange_bytes_per_cycle
     rhs_bytes = n_part * k_sparse * p.block * p.eb
-    rhs = int(_ceil(rhs_bytes, int(2 * e)) * (k_tile / k_sparse))
+    rhs = int(ceil_div(rhs_bytes, int(2 * e)) * (k_tile / k_sparse))
     nz_bytes = nz_tile * p.block * p.block * p.eb
-    nz = _ceil(nz_bytes, int(e)) if sn > 1 else 0
+    nz = ceil_div(nz_bytes, int(e)) if sn > 1 else 0
     if p.block == 1:
         compute = int(vertex.elementwise_cycles(m_sparse, nz_tile, n_part, p.eb, p.workers))
     else:
@@ -199,10 +196,10 @@ def _sub_estimate(p: _Problem, vertex, sn, sk, band_info, n_part, tiles_part) ->
     out_bytes = m_sparse * n_part * p.eb * p.block
     r = math.ceil((row_prob * sk + _spread(row_prob, sk)) * k_band / k_tile)
     r = max(r, 1)
-    partial_bytes = _ceil(out_bytes * (r - 1), r)
-    move = _ceil(p.m_blocks * p.block * p.n_pad * p.eb, p.tiles)
-    reduce = 0 if r == 1 else _reduce_cycles(_ceil(out_bytes // p.eb, r), p.eb, r, p.workers)
-    cycles = rhs + nz + compute + _ceil(partial_bytes, int(e)) + reduce + move
+    partial_bytes = ceil_div(out_bytes * (r - 1), r)
+    move = ceil_div(p.m_blocks * p.block * p.n_pad * p.eb, p.tiles)
+    reduce = 0 if r == 1 else _reduce_cycles(ceil_div(out_bytes // p.eb, r), p.eb, r, p.workers)
+    cycles = rhs + nz + compute + ceil_div(partial_bytes, int(e)) + reduce + move
     memory = max(rhs_bytes + nz_bytes + out_bytes, partial_bytes + out_bytes)
     return cycles, memory
 
@@ -210,7 +207,7 @@ def _sub_estimate(p: _Problem, vertex, sn, sk, band_info, n_part, tiles_part) ->
 def _reduce_cycles(outputs: int, eb: int, factor: int, workers: int) -> int:
     """``reductionCycleEstimate`` (a strided reduce of ``factor`` partials per output, input type) [S]."""
     outer = (8 if eb == 2 else 5) + 6 + (factor - 1)
-    loops = _ceil(_ceil(outputs, workers), 8 if eb == 2 else 4)
+    loops = ceil_div(ceil_div(outputs, workers), 8 if eb == 2 else 4)
     return (16 + loops * outer) * workers
 
 
@@ -232,7 +229,7 @@ def choose_static_partition(
     dense columns (module docstring); ``vertex``: the codelet estimate
     (:class:`~models.linear.blocksparse.StaticBlockCosts`)."""
     grain = 4 if element_bytes == 2 else 2  # the vector width: n is padded to it [S]
-    n_pad = _ceil(n, grain) * grain
+    n_pad = ceil_div(n, grain) * grain
     col_count = layout.sum(axis=0).astype(np.int64)
     nnz = int(col_count.sum())
     m_blocks, k_blocks = layout.shape
@@ -242,8 +239,8 @@ def choose_static_partition(
     )  # fmt: skip
     k_grain = 1 if block == 1 else grain
     bound = memory_proportion * sram_bytes
-    n_end = min(MAX_N_SPLIT, _ceil(n_pad, grain))
-    k_end = min(MAX_K_SPLIT, _ceil(k_blocks, k_grain))
+    n_end = min(MAX_N_SPLIT, ceil_div(n_pad, grain))
+    k_end = min(MAX_K_SPLIT, ceil_div(k_blocks, k_grain))
     pairs = tiles // tile_grain
     bands_info: dict[int, tuple] = {}
     counts_key = col_count.tobytes()
