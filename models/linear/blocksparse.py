@@ -3,11 +3,12 @@
 ``Y^T (m x n) = W (m x k, block-sparse, pattern known at compile time) · X^T (k x n)``; for a layer
 ``m = n_out``, ``k = n_in``, ``n = batch``. PopSparse (``lib/popsparse/StaticMatMulPartitioner.cpp``;
 Li et al. 2023, arXiv:2303.16999) partitions by **non-zero blocks**: the block columns of ``W`` are
-cut into ``S_k`` contiguous *bands*, the dense columns ``n`` into ``S_n`` parts, and each (band, part)
-gets ``T_g = tiles // (S_k S_n)`` tiles. (PopSparse allocates tiles to bands in proportion to their
-non-zero blocks; equal groups are used here, which is the same for uniformly random patterns.) A
-band's non-zero blocks, in row-major order, are cut into ``T_g`` near-equal contiguous chunks; tile
-``t = (j S_k + b) T_g + c`` holds chunk ``c`` of band ``b`` for part ``j``.
+cut into ``S_k`` contiguous *bands* of about equal non-zero blocks, the dense columns ``n`` into ``S_n``
+parts, and each (band, part) gets ``T_g = tiles // (S_k S_n)`` tiles; ``(S_n, S_k)`` is the one
+PopSparse's planner picks (:mod:`models.linear.popsparse_plan`). (PopSparse allocates tiles to bands in
+proportion to their non-zero blocks; equal groups are used here, which is the same for bands of equal
+blocks.) A band's non-zero blocks, in row-major order, are cut into ``T_g`` near-equal contiguous chunks;
+tile ``t = (j S_k + b) T_g + c`` holds chunk ``c`` of band ``b`` for part ``j``.
 
 Phases (supersteps):
 
@@ -16,13 +17,13 @@ Phases (supersteps):
   (their home is the ``j = 0`` tile, as PopSparse's ``exchangeNZDataCycles`` charges for ``S_n > 1``); home
   tiles send their flat chunk of ``X``. Compute: PopSparse's estimate of its static block codelets
   (:class:`StaticBlockCosts`) plus partials zeroing for FP32 partials.
-* ``sparse-reduce`` (if a block row is split over tiles): every tile but the first holding a block row
-  sends its ``B · n_j`` partials (partials type) to that first tile, which adds them (vector unit).
+* ``sparse-reduce``: every tile sends all its partial rows (``B · n_j`` each) to the result, which is
+  mapped linearly over the tiles (PopSparse's ``reduceMany`` "scatter-add"); each tile adds the partials
+  of its slice (vector unit). Partials are in the input type, as ``sparseDenseMatMul`` sets them.
 
-Memory per tile: non-zero values and the ``X`` home chunk and owned output rows (persistent), the received
+Memory per tile: non-zero values, the ``X`` home chunk and the result's slice (persistent), the received
 rows, values and partials and the reduction buffer (temporary; bounded by ``memory_proportion``). No serial
-splits (PopSparse's static partitioner has none); the search is over powers of two ``S_k``, ``S_n``.
-Per-vertex worklists (metadata) are not counted.
+splits (PopSparse's static partitioner has none). Per-vertex worklists (metadata) are not counted.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from models.linear.phases import (
     TilePlan,
     as_tile_array,
     phases_cycles,
+    require_int,
     require_precision,
     split_sizes,
 )
@@ -254,11 +256,11 @@ class BandOrder:
     width: int
 
 
-def _band_order(layout: np.ndarray, boundaries: tuple, nonzero: tuple | None = None) -> BandOrder:
-    """Every non-zero block (``nonzero``: ``np.nonzero(layout)`` if known) ordered by column band
-    (``boundaries``: the bands' first block columns and the end), then row-major inside the band
-    (``np.nonzero`` is row-major, and a stable sort by band keeps that order within a band)."""
-    rows, cols = np.nonzero(layout) if nonzero is None else nonzero
+def _band_order(layout: np.ndarray, boundaries: tuple) -> BandOrder:
+    """Every non-zero block ordered by column band (``boundaries``: the bands' first block columns and
+    the end), then row-major inside the band (``np.nonzero`` is row-major, and a stable sort by band
+    keeps that order within a band)."""
+    rows, cols = np.nonzero(layout)
     edges = np.asarray(boundaries, dtype=np.int64)
     start, widths = edges[:-1], edges[1:] - edges[:-1]
     band = np.repeat(np.arange(start.size, dtype=np.int64), widths)[cols]
@@ -317,7 +319,7 @@ def _reduce_phase(recv_el: np.ndarray, send_el: np.ndarray, pb: int, costs: Supe
     )
 
 
-def _build(layout, n, boundaries, n_split, tiles, block, eb, workers, costs, vertex, memory_proportion, within):
+def _build(layout, n, boundaries, n_split, tiles, block, eb, workers, costs, vertex, memory_proportion):
     nbr, nbc = layout.shape
     m, k = nbr * block, nbc * block
     bands = len(boundaries) - 1
@@ -380,7 +382,6 @@ def _build(layout, n, boundaries, n_split, tiles, block, eb, workers, costs, ver
         phases,
         phases_cycles(phases, costs),
         float(memory_proportion),
-        bool(within),
     )
 
 
@@ -422,15 +423,13 @@ def plan_block_sparse(
         "PopSparse's static codelets exist for element-wise (1) and 4x4, 8x8 and 16x16 blocks",
     )
     for name, v in (
-        ("n", n), ("tiles", tiles), ("sram_bytes", sram_bytes), ("workers", workers), ("tile_grain", tile_grain)
-    ):  # fmt: skip
-        require(
-            isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1,
-            name,
-            v,
-            "must be a positive integer",
-            "",
-        )
+        ("n", n),
+        ("tiles", tiles),
+        ("sram_bytes", sram_bytes),
+        ("workers", workers),
+        ("tile_grain", tile_grain),
+    ):
+        require_int(name, v)
     _check_proportion(memory_proportion)
     eb = require_precision("precision", precision)
     choice = choose_static_partition(
@@ -447,7 +446,7 @@ def plan_block_sparse(
         vertex=vertex,
     )
     plan = _build(
-        layout, n, choice.boundaries, choice.n_split, tiles, block, eb, workers, costs, vertex, memory_proportion, True
+        layout, n, choice.boundaries, choice.n_split, tiles, block, eb, workers, costs, vertex, memory_proportion
     )  # fmt: skip
     used = plan.memory_bytes(overheads)
     if int(used.max()) > sram_bytes:

@@ -40,6 +40,7 @@ from models.linear.phases import (
     as_tile_array,
     ceil_div,
     phases_cycles,
+    require_int,
     require_precision,
 )
 from models.linear.planner import DEFAULT_MEMORY_PROPORTION, _check_proportion
@@ -138,18 +139,24 @@ class _Split:
     yg: int  # block columns per partition
     z: int  # batch columns per partition
     bucket_blocks: int
-    meta_words: int
+    bucket_bytes: int  # values and 16-bit meta-info of one bucket
+    slice_bytes: int  # the dense input slice a tile receives
+    partials: int  # partial elements per tile
     x_nz: int
     y_nz: int
 
+    @property
+    def tiles_used(self) -> int:
+        return self.px * self.py * self.pz
 
-def _split(px, py, pz, mb, kb, n, density, block, workers) -> _Split:
+
+def _split(px, py, pz, mb, kb, n, density, block, eb, workers) -> _Split:
     xg, yg, z = ceil_div(mb, px), ceil_div(kb, py), ceil_div(n, pz)
-    expected = density * xg * yg
-    bucket = max(math.ceil(expected * (1 + BUCKET_OVERSIZE)), 1)
+    bucket = max(math.ceil(density * xg * yg * (1 + BUCKET_OVERSIZE)), 1)
     x_nz, y_nz = _nonzero_groups(density, xg, yg)
-    meta = bucket + 2 * x_nz + 4 * workers + 6
-    return _Split(px, py, pz, xg, yg, z, bucket, meta, x_nz, y_nz)
+    meta_words = bucket + 2 * x_nz + 4 * workers + 6
+    bucket_bytes = bucket * block * block * eb + 2 * meta_words
+    return _Split(px, py, pz, xg, yg, z, bucket, bucket_bytes, yg * block * z * eb, xg * block * z, x_nz, y_nz)
 
 
 def _mm_cycles(s: _Split, block: int, float_input: bool, workers: int, costs: DynamicCosts) -> int:
@@ -214,28 +221,25 @@ class DynamicSparsePlan(TilePlan):
         )
 
 
-def _phases(s: _Split, tiles, block, eb, pb, workers, costs: SuperstepCosts, vertex: DynamicCosts) -> tuple:
-    used = s.px * s.py * s.pz
-    on = (np.arange(tiles) < used).astype(np.int64)
-    bucket_bytes = s.bucket_blocks * block * block * eb + 2 * s.meta_words
-    x_in = s.yg * block * s.z * eb
-    r_in = bucket_bytes if s.pz > 1 else 0
+def _phases(s: _Split, on: np.ndarray, block, eb, pb, workers, vertex: DynamicCosts) -> tuple:
+    """The supersteps of split ``s`` on the tiles where ``on`` is 1 (module docstring)."""
+    r_in = s.bucket_bytes if s.pz > 1 else 0
     # each tile receives its slice and bucket; the slices' homes are spread over the tiles and multicast
-    dist = Phase("dyn-distribute", "vector", 0 * on, 0 * on, on * (x_in + r_in), on * x_in, 0 * on, 0 * on, on * 4)
-    partials = s.xg * block * s.z
-    zero = workers * (3 + 10 + ceil_div(ceil_div(partials, workers), 2 if pb == 4 else 4))
+    dist = Phase("dyn-distribute", "vector", 0 * on, 0 * on, on * (s.slice_bytes + r_in), on * s.slice_bytes, 0 * on,
+                 0 * on, on * 4)  # fmt: skip
+    zero = workers * (3 + 10 + ceil_div(ceil_div(s.partials, workers), 2 if pb == 4 else 4))
     mm_cycles = _mm_cycles(s, block, eb == 4, workers, vertex) + zero
     macs = s.x_nz * s.y_nz * block * block * s.z
     mm = Phase("dyn-mm", "vector" if block == 1 else "amp", on * macs, on * mm_cycles, 0 * on, 0 * on, on,
                on * (3 + 2 * s.x_nz), 0 * on)  # fmt: skip
-    phases = [dist, mm]
-    if s.py > 1:
-        share = ceil_div(partials, s.py)
-        red_bytes = (s.py - 1) * share * pb
-        cyc = _reduce_cycles(share, s.py, False, workers)
-        phases.append(Phase("dyn-reduce", "vector", on * share * s.py, on * cyc, on * red_bytes, on * red_bytes, on,
-                            on * (s.py + 1), on * 2 * (s.py - 1)))  # fmt: skip
-    return tuple(phases), partials
+    if s.py == 1:
+        return dist, mm
+    share = ceil_div(s.partials, s.py)
+    red_bytes = (s.py - 1) * share * pb
+    cyc = _reduce_cycles(share, s.py, False, workers)
+    reduce = Phase("dyn-reduce", "vector", on * share * s.py, on * cyc, on * red_bytes, on * red_bytes, on,
+                   on * (s.py + 1), on * 2 * (s.py - 1))  # fmt: skip
+    return dist, mm, reduce
 
 
 def plan_dynamic_sparse(
@@ -261,7 +265,7 @@ def plan_dynamic_sparse(
     require(block in DYNAMIC_BLOCKS, "block", block, f"must be one of {DYNAMIC_BLOCKS}", "PopSparse's dynamic codelets")
     require(0.0 < density <= 1.0, "density", density, "must be in (0, 1]", "density 1/16 keeps one block in sixteen")
     for name, v in (("m", m), ("k", k), ("n", n), ("tiles", tiles), ("sram_bytes", sram_bytes), ("workers", workers)):
-        require(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1, name, v, "must be >= 1", "")
+        require_int(name, v)
     require(m % block == 0 and k % block == 0, "m, k", (m, k), f"must be multiples of block = {block}", "")
     _check_proportion(memory_proportion)
     eb = require_precision("precision", precision)
@@ -273,10 +277,9 @@ def plan_dynamic_sparse(
         for py in (p for p in powers if p <= kb and px * p <= tiles):
             fill = tiles // (px * py)  # the batch split that uses every tile
             for pz in sorted({p for p in powers if p <= n and px * py * p <= tiles} | ({fill} if fill <= n else set())):
-                s = _split(px, py, pz, mb, kb, n, density, block, workers)
-                phases, partials = _phases(s, tiles, block, eb, pb, workers, costs, vertex)
-                plan = _plan(m, k, n, tiles, block, precision, partials_precision, density, s, phases, partials,
-                             eb, pb, costs, memory_proportion)  # fmt: skip
+                s = _split(px, py, pz, mb, kb, n, density, block, eb, workers)
+                plan = _plan(m, k, n, tiles, block, precision, partials_precision, density, s, eb, pb, workers,
+                             costs, vertex, memory_proportion)  # fmt: skip
                 mem = int(plan.memory_bytes(overheads).max())
                 found.append((plan.predicted_cycles, int(plan.temp_bytes.max()), mem, plan))
     bound = memory_proportion * sram_bytes
@@ -292,15 +295,13 @@ def plan_dynamic_sparse(
     )
 
 
-def _plan(m, k, n, tiles, block, precision, partials_precision, density, s, phases, partials, eb, pb, costs, mp):
-    used = s.px * s.py * s.pz
-    on = (np.arange(tiles) < used).astype(np.int64)
-    bucket_bytes = s.bucket_blocks * block * block * eb + 2 * s.meta_words
-    weights = on * bucket_bytes * (2 if s.pz > 1 else 1)  # its own bucket, and the one broadcast to it
-    x_in = on * s.yg * block * s.z * eb
-    part = on * partials * pb * (2 if s.py > 1 else 1)
+def _plan(m, k, n, tiles, block, precision, partials_precision, density, s: _Split, eb, pb, workers, costs, vertex, mp):
+    on = (np.arange(tiles) < s.tiles_used).astype(np.int64)
+    phases = _phases(s, on, block, eb, pb, workers, vertex)
+    weights = on * s.bucket_bytes * (2 if s.pz > 1 else 1)  # its own bucket, and the one broadcast to it
+    part = on * s.partials * pb * (2 if s.py > 1 else 1)
     out = on * ceil_div(s.xg * block * s.z, s.py) * eb
     return DynamicSparsePlan(
-        m, k, n, tiles, block, precision, density, (s.px, s.py, s.pz), s.bucket_blocks, weights, x_in, part, out,
-        phases, phases_cycles(phases, costs), float(mp), True, partials_precision,
+        m, k, n, tiles, block, precision, density, (s.px, s.py, s.pz), s.bucket_blocks, weights,
+        on * s.slice_bytes, part, out, phases, phases_cycles(phases, costs), float(mp), True, partials_precision,
     )  # fmt: skip

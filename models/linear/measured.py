@@ -84,12 +84,9 @@ def _rate(spec: SparseCase, n: int, machine: Machine) -> float:
 
     if spec.m != spec.k:
         raise ConfigError(config_message("m, k", (spec.m, spec.k), "must be equal (a square layer)", "fix the row"))
-    if spec.method == "dense":
-        t = time_layer("dense", spec.m, n, machine, precision=spec.precision, backward=False)
-    else:
-        kind = "block-sparse" if spec.method == "static" else "dynamic-sparse"
-        cfg = BlockSparseConfig(density=spec.density, block=spec.block)
-        t = time_layer(kind, spec.m, n, machine, precision=spec.precision, backward=False, block_sparse=cfg)
+    kind = {"dense": "dense", "static": "block-sparse", "dynamic": "dynamic-sparse"}[spec.method]
+    sparse = {} if kind == "dense" else {"block_sparse": BlockSparseConfig(density=spec.density, block=spec.block)}
+    t = time_layer(kind, spec.m, n, machine, precision=spec.precision, backward=False, **sparse)
     if not t.fits:
         raise ConfigError(config_message("n", n, "does not fit the machine's SRAM", "a smaller batch"))
     return 2.0 * spec.m * spec.k * n * spec.density / t.step_s / 1e12

@@ -147,7 +147,6 @@ class _Problem:
     n_pad: int
     block: int
     eb: int
-    nnz: int
     tiles: int
     tile_grain: int
     workers: int
@@ -234,7 +233,7 @@ def choose_static_partition(
     nnz = int(col_count.sum())
     m_blocks, k_blocks = layout.shape
     p = _Problem(
-        m_blocks, k_blocks, n_pad, block, element_bytes, nnz, tiles, tile_grain, workers,
+        m_blocks, k_blocks, n_pad, block, element_bytes, tiles, tile_grain, workers,
         float(exchange_bytes_per_cycle), min(nnz / (m_blocks * k_blocks), 1.0),
     )  # fmt: skip
     k_grain = 1 if block == 1 else grain
@@ -242,8 +241,7 @@ def choose_static_partition(
     n_end = min(MAX_N_SPLIT, ceil_div(n_pad, grain))
     k_end = min(MAX_K_SPLIT, ceil_div(k_blocks, k_grain))
     pairs = tiles // tile_grain
-    bands_info: dict[int, tuple] = {}
-    counts_key = col_count.tobytes()
+    counts_key = col_count.tobytes()  # the band layouts are kept per column counts (:func:`_bands`)
     found: list[tuple[int, int, int, int]] = []  # (cycles, temporary bytes, S_n, S_k) of the valid candidates
     for sn in range(1, n_end + 1):
         sizes = _n_partition(n_pad, sn, grain)
@@ -252,9 +250,8 @@ def choose_static_partition(
             continue
         unique = sorted(set(zip(sizes, tiles_n)))
         for sk in range(1, min(k_end, pairs // sn) + 1):
-            if sk not in bands_info:
-                bands_info[sk] = _bands(counts_key, sk)
-            subs = [_sub_estimate(p, vertex, sn, sk, bands_info[sk], a, b) for a, b in unique]
+            info = _bands(counts_key, sk)
+            subs = [_sub_estimate(p, vertex, sn, sk, info, a, b) for a, b in unique]
             if all(sub is not None for sub in subs):
                 found.append((max(sub[0] for sub in subs), max(sub[1] for sub in subs), sn, sk))  # type: ignore[index]
     require(
@@ -276,4 +273,5 @@ def choose_static_partition(
             f"or a smaller batch"
         )
     cycles, memory, sn, sk = min(within, key=lambda f: (f[0], f[2] * f[3]))
-    return StaticChoice(sn, len(bands_info[sk][1]), bands_info[sk][0], int(cycles), int(memory))
+    bounds, per_band, _ = _bands(counts_key, sk)
+    return StaticChoice(sn, len(per_band), bounds, int(cycles), int(memory))

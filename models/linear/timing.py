@@ -45,7 +45,7 @@ from models.linear.lowering import (
     poptorch_common_parts,
     poptorch_layer,
 )
-from models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES
+from models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES, SPARSE_KINDS
 from models.linear.phases import PRECISION_BYTES, OverheadConstants, SuperstepCosts, require_precision
 from models.linear.planner import DEFAULT_MEMORY_PROPORTION, _check_proportion, explain_plan
 from models.linear.schedules import (
@@ -248,12 +248,9 @@ def layer_params(
 ) -> int:
     """Parameter count of one ``n x n`` layer with bias (the :mod:`models.linear.layers` arrays)."""
     require(kind in LAYER_KINDS, "kind", kind, f"must be one of {', '.join(LAYER_KINDS)}", "")
-    if kind == "block-sparse":
+    if kind in SPARSE_KINDS:  # a dynamic layer holds as many blocks as a static one of its density
         cfg = block_sparse or BlockSparseConfig()
         return int(cfg.layout(n).sum()) * cfg.block**2 + n
-    if kind == "dynamic-sparse":
-        cfg = block_sparse or BlockSparseConfig()
-        return int(round(cfg.density * (n // cfg.block) ** 2)) * cfg.block**2 + n
     if kind == "dense":
         return n * n + n
     if kind == "low-rank":
@@ -335,7 +332,7 @@ def layer_parts(
             dense_schedule(n, n_out, batch, **mm),
             dense_backward_schedule(n, n_out, batch, **mm) if backward else None,
         )
-    if kind in ("block-sparse", "dynamic-sparse"):
+    if kind in SPARSE_KINDS:
         return _block_sparse_parts(
             kind, n, batch, machine, precision, costs, overheads, lowering, matmul, block_sparse, backward
         )
