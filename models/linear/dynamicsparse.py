@@ -116,17 +116,19 @@ def _nonzero_groups(density: float, x_groups: int, y_groups: int) -> tuple:
     return x_nz, ceil_div(total, x_nz)
 
 
-def _reduce_cycles(outputs: int, depth: int, float_out: bool, workers: int) -> int:
-    """``getReduceCycleEstimate`` with FP32 partials: ``depth`` partials per output, 4 outputs a loop [S]."""
-    loops = outputs // 4 + (outputs & 1 > 0) + (outputs & 2 > 0)
+def _reduce_cycles(outputs: int, depth: int, float_out: bool, float_partials: bool, workers: int) -> int:
+    """``getReduceCycleEstimate``: ``depth`` partials per output, 4 (FP32 partials) or 8 (FP16) outputs a
+    loop, the remainder loops of 1, 2 (and 4) outputs [S]."""
+    width = 4 if float_partials else 8
+    loops = outputs // width + sum(1 for bit in (1, 2, 4) if bit < width and outputs & bit)
     per_worker = loops // workers
     cycles = 32
     if loops % workers:
-        if outputs & 3:
-            cycles += 2 * depth + 13
+        if outputs % width:
+            cycles += 2 * depth + (13 if float_partials else 11)
         else:
             per_worker += 1
-    cycles += (3 * depth + (7 if float_out else 6)) * per_worker
+    cycles += (3 * depth + (7 if float_out else 6) + (0 if float_partials else 2)) * per_worker
     return cycles * workers
 
 
@@ -236,7 +238,7 @@ def _phases(s: _Split, on: np.ndarray, block, eb, pb, workers, vertex: DynamicCo
         return dist, mm
     share = ceil_div(s.partials, s.py)
     red_bytes = (s.py - 1) * share * pb
-    cyc = _reduce_cycles(share, s.py, False, workers)
+    cyc = _reduce_cycles(share, s.py, eb == 4, pb == 4, workers)  # the output is in the input type [S]
     reduce = Phase("dyn-reduce", "vector", on * share * s.py, on * cyc, on * red_bytes, on * red_bytes, on,
                    on * (s.py + 1), on * 2 * (s.py - 1))  # fmt: skip
     return dist, mm, reduce

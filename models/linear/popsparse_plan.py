@@ -272,6 +272,6 @@ def choose_static_partition(
             f"'Could not find valid partition'); raise the memory proportion, use more tiles, fp16, a lower density "
             f"or a smaller batch"
         )
-    cycles, memory, sn, sk = min(within, key=lambda f: (f[0], f[2] * f[3]))
+    cycles, memory, sn, sk = min(within, key=lambda f: f[0])  # ties: the first in PopSparse's order, as it keeps
     bounds, per_band, _ = _bands(counts_key, sk)
     return StaticChoice(sn, len(per_band), bounds, int(cycles), int(memory))
