@@ -285,7 +285,8 @@ def register(subparsers) -> None:
         type=_float,
         default=None,
         help="PopLibs availableMemoryProportion: fraction of tile SRAM a matmul's temporary data may "
-        "use (default 0.6; 0 = least temporary memory)",
+        "use (default 0.6; dense: 0 = least temporary memory; the sparse kinds refuse a plan over it, as "
+        "PopSparse does)",
     )
     la.add_argument("--partials", choices=["fp32", "fp16"], default="fp32", help="matmul partials type (default fp32)")
     la.add_argument(

@@ -292,7 +292,9 @@ def plan_dynamic_sparse(
     raise SramOverflowError(
         f"dynamic sparse matmul (m, k, n) = ({m}, {k}, {n}), block {block}, density {density:.4g}, {precision} on "
         f"{tiles} tiles: no partition fits; the smallest {small[3].split} needs {small[2]} B on a tile "
-        f"(temporary {small[1]} B, bound {int(bound)} B); use more tiles, fp16, a lower density or a smaller batch",
+        f"(temporary {small[1]} B, bound {int(bound)} B = memory_proportion {memory_proportion} x {sram_bytes}); "
+        f"{'raise the memory proportion, ' if small[2] <= sram_bytes else ''}use more tiles, fp16, a lower density "
+        f"or a smaller batch",
         tiles=[0],
     )
 

@@ -120,7 +120,7 @@ class BlockSparseConfig:
             "block",
             self.block,
             f"must be one of {SUPPORTED_BLOCKS}",
-            "PopSparse's static codelets exist for element-wise (1) and 4x4, 8x8 and 16x16 blocks",
+            "PopSparse's codelets (static and dynamic) exist for element-wise (1) and 4x4, 8x8 and 16x16 blocks",
         )
         require(
             isinstance(self.density, (int, float)) and 0.0 < self.density <= 1.0,
