@@ -32,7 +32,7 @@ COMMANDS = {
         *SHAPE,
     ],  # fmt: skip
     "dynamic block 16, 1/16": [*LAYER, "--kind", "dynamic-sparse", "--block", "16", "--density", "1/16", *SHAPE],
-    "dynamic block 1, 1/16 (batch 1024)": [
+    "dynamic block 1, 1/16 (batch 256)": [
         *LAYER,
         "--kind",
         "dynamic-sparse",
@@ -42,7 +42,7 @@ COMMANDS = {
         "1/16",
         *SHAPE[:2],
         "--batch",
-        "1024",
+        "256",
         *SHAPE[4:],
     ],  # fmt: skip
 }

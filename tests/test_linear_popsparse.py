@@ -59,18 +59,39 @@ def test_dynamic_codelet_estimates_counted_by_hand():
     assert c.elementwise(4, 7, 8, False, 6) == 6 * (28 + 4 * (15 + 3 * 7)) + 30 + 47 + 46
 
 
-def test_dynamic_is_slower_than_static_at_the_same_density_and_fits_its_buckets():
+def test_dynamic_is_slower_than_static_at_the_same_density_and_sizes_buckets_as_popsparse():
     # the paper: dynamic sparse runs slower than static (1.9x vs 4.9x dense at 4096, block 16, 1/16)
     lay = random_block_layout(4096, 4096, 16, 1 / 16, seed=0)
     static = plan_block_sparse(lay, 1024, block=16, precision="fp16", **BOW)
     dyn = plan_dynamic_sparse(4096, 4096, 1024, density=1 / 16, block=16, precision="fp16", **BOW)
     assert dyn.predicted_cycles > 1.5 * static.predicted_cycles
-    px, py, _ = dyn.split
-    expected = (4096 // 16 // px) * (4096 // 16 // py) / 16
-    assert expected * 1.3 <= dyn.bucket_blocks <= expected * 1.3 + 1
+    px, py, pz = dyn.split
+    # addNumNonZeroGroupsPerBucket: the 4096 non-zero blocks spread over every tile used, x 1.3, rounded
+    assert dyn.bucket_blocks == round(-(-4096 // (px * py * pz)) * 1.3)
     assert dyn.memory_by_category(0)["input_bytes"] == int(dyn.input_bytes[0]) > 0
+    assert 0 < dyn.estimate_cycles and dyn.phases[-1].name in ("dyn-reduce", "dyn-cast")
     with pytest.raises(ConfigError, match="block = 2"):
         plan_dynamic_sparse(64, 64, 4, density=0.5, block=2, **BOW)
+
+
+def test_dynamic_batch_split_is_a_factor_of_the_batch_groups():
+    # factorOf(groups.z, partition.z): Z parts of equal size; element-wise groups the batch by the vector width
+    for n, block, precision, groups in ((1000, 16, "fp16", 1000), (1000, 1, "fp16", 250), (1000, 1, "fp32", 500)):
+        plan = plan_dynamic_sparse(1024, 1024, n, density=1 / 8, block=block, precision=precision, **BOW)
+        assert groups % plan.split[2] == 0
+
+
+def test_dynamic_buckets_run_one_after_another():
+    # the supervisor syncs between sub-groups: P_z buckets cost P_z worker passes, not one pass over them all
+    from models.linear.dynamicsparse import _mm_cycles, _Problem, _split
+
+    q = _Problem(16, 1 / 16, 1, 64, 64, 512, 256, 2, 4, 6, 1472)
+    one, four = _split(q, 4, 1, 1), _split(q, 4, 1, 4)
+    c = DynamicCosts()
+    assert _mm_cycles(q, one, c) == c.block(one.x_nz, one.y_nz, -(-512 // 6), 16, False, 6)
+    # four buckets of 16 x 4 / 4 = 16 blocks over 5 rows (16 // 4 + 1) of ceil(16 / 5) = 4, 128 columns each
+    per = c.block(5, 4, -(-128 // 6), 16, False, 6) - 40
+    assert _mm_cycles(q, four, c) == 4 * per + 40
 
 
 def test_shipped_paper_cases_read_and_name_their_figure():

@@ -1,34 +1,35 @@
 """Dynamic sparse x dense matmul on tiles, modelled on PopSparse's ``popsparse::dynamic`` matmul.
 
-The pattern is known only at run time, so the plan is made from the **density** alone
+The pattern is known only at run time, so PopSparse plans from the **density** alone
 (``lib/popsparse/FullyConnectedPlan.cpp``; the design note "PopSparse Matrix Multiplication (Dynamic
-Pattern) on the IPU") [S]: the output rows (``X = m``), input features (``Y = k``) and batch (``Z = n``)
-are cut into ``P_x x P_y x P_z`` partitions, one per tile. The non-zero blocks of partition ``(x, y)``
-live in a **bucket** on one tile, sized for the expected count with ``metaInfoBucketOversizeProportion``
-headroom (0.3; blocks beyond it spill to other buckets and are reached by the propagation phase, which a
-uniformly random pattern does not need: PopSparse's planner charges it memory only, as here), and
-broadcast to the ``P_z`` tiles of that ``(x, y)``. Supersteps (phases):
+Pattern) on the IPU") [S]. The output rows (``X = m``), input features (``Y = k``) and batch (``Z = n``,
+grouped by the vector width for element-wise sparsity) are cut into ``P_x x P_y x P_z`` partitions, one per
+tile: ``P_x, P_y`` any count that leaves no part empty, ``P_z`` a factor of the batch groups. Every tile
+holds one **bucket** of non-zeros sized for the non-zeros spread over *every* tile used, with
+``metaInfoBucketOversizeProportion`` headroom (0.3), and meta-info sized for its whole ``(x, y)`` partition
+(``addMetaInfoElemsPerBucket``); the host cuts each ``(x, y)`` partition's non-zeros row-major into the
+``P_z`` buckets of its tiles (``getTilePartition``). A uniformly random pattern fits its buckets, so the
+propagation phase (buckets passed round when one overflows) is charged memory only, as PopSparse's
+planner does. The partition is **PopSparse's choice** (:func:`_search`: the fewest cycles of its own
+estimate, ``addEstimates``, among partitions whose temporary bytes meet ``availableMemoryProportion``),
+then timed as it runs. Supersteps (phases):
 
 * ``dyn-distribute``: every tile receives its whole dense input slice ``Y_p x Z_p`` — not only the
-  columns its blocks touch, which a pattern-agnostic plan cannot know — and, if ``P_z > 1``, its bucket
-  (values and meta-info);
-* ``dyn-mm``: PopSparse's estimate of its dynamic codelet (:class:`DynamicCosts`: meta-info walked by
-  the supervisor, ``X`` rows and ``Y`` blocks from the uniform-pattern expectation
-  ``getNumGroupsGivenUniformSparsityPattern``) plus zeroing the partials; partials are FP32 by default
-  (``partialsType``, as PopSparse's dynamic options);
+  columns its blocks touch, which a pattern-agnostic plan cannot know — and the ``P_z`` buckets of its
+  ``(x, y)`` partition (values and meta-info, whole bucket tensors);
+* ``dyn-mm``: the codelet walks the ``P_z`` buckets one after another, a worker pass per bucket (the
+  supervisor syncs between sub-groups), each costed by PopSparse's codelet estimate (:class:`DynamicCosts`,
+  rows and non-zeros per row from the uniform-pattern expectation
+  ``getNumGroupsGivenUniformSparsityPattern``), plus zeroing the partials (FP32 by default);
 * ``dyn-reduce`` (``P_y > 1``): the ``P_y`` partials of each output are exchanged all-to-all within the
-  ``(x, z)`` group and reduced (``getReduceCycleEstimate``), cast to the output type.
-
-The search is over powers of two ``P_x, P_y``, and ``P_z`` a power of two or the split that fills the
-chip, with ``P_x P_y P_z <= tiles`` (PopSparse's popsolver searches every grain-aligned split), picking
-the fewest cycles whose temporary bytes meet ``availableMemoryProportion``. Meta-info per bucket is
-counted as 16-bit words: one per non-zero block, two per non-zero row, and a header per worker [D].
+  ``(x, z)`` group and reduced into the output type (``getReduceCycleEstimate``); else ``dyn-cast`` of FP32
+  partials to an FP16 result (``getCastCycleEstimate``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -69,8 +70,9 @@ class DynamicCosts:
     codelet: ``30 + 93`` supervisor, ``W (o + x (h + y c))`` with ``c`` the cycles per non-zero
     for the worker's ``z`` columns (:meth:`elementwise`)."""
 
-    def block(self, x: int, y: int, z: int, block: int, float_input: bool, workers: int) -> int:
-        """FP32 partials (the dynamic matmul's default); 8 conv units take a 16x16 block in two loads [S]."""
+    def block(self, x: int, y: int, z: int, block: int, float_input: bool, workers: int, buckets: int = 1) -> int:
+        """FP32 partials (the dynamic matmul's default); 8 conv units take a 16x16 block in two loads;
+        ``buckets`` each walked by the supervisor (46 + 56 cycles, one sub-group each) [S]."""
         load = block * block // (2 if float_input else 4)
         loads = 1
         if block == 4:
@@ -81,11 +83,11 @@ class DynamicCosts:
             inner = 22 if z == 1 or (z == 2 and float_input) else 23
         else:
             per_z, over, inner, loads = 4, 23, (25 if z == 2 else 24), 2
-        supervisor = 40 + 46 + 56 + x * (y * (load + 3 + 12 * loads) + 1) + 2
+        supervisor = 40 + (46 + 56) * buckets + x * (y * (load + 3 + 12 * loads) + 1) + 2
         worker = over + x * y * loads * (inner + z * per_z - 3)  # X retained: 3 cycles fewer [S]
         return int(worker * workers + supervisor)
 
-    def elementwise(self, x: int, y: int, z: int, float_input: bool, workers: int) -> int:
+    def elementwise(self, x: int, y: int, z: int, float_input: bool, workers: int, buckets: int = 1) -> int:
         if float_input:
             over, x_over = {4: (25, 13), 2: (27, 11)}.get(z, (30, 13))
             if z == 4:
@@ -104,7 +106,7 @@ class DynamicCosts:
             else:
                 inner = (16 + z // 8 * 3 * y if z // 8 else 0) + (13 + 2 * y if z & 4 else 0)
                 inner += 11 + 2 * y * (z & 3) if z & 3 else 0
-        supervisor = 30 + 47 + 46
+        supervisor = 30 + (47 + 46) * buckets
         return int((over + (x_over + inner) * x) * workers + supervisor)
 
 
@@ -132,48 +134,145 @@ def _reduce_cycles(outputs: int, depth: int, float_out: bool, float_partials: bo
     return cycles * workers
 
 
+def _cast_cycles(outputs: int, partials_width: int, out_width: int, workers: int) -> int:
+    """``getCastCycleEstimate``: FP32 partials cast to an FP16 result [S]."""
+    per = ceil_div(outputs, workers)
+    return (max(ceil_div(per, partials_width), ceil_div(per, out_width)) + 26) * workers
+
+
+def _worker_split(rows: int, cols: int, workers: int) -> tuple:
+    """``splitTileBetweenWorkers`` (no row weights): the largest worker's rows and columns [S]."""
+    grains = ceil_div(rows * cols, workers)
+    r = min(ceil_div(grains, cols), rows)
+    return r, min(ceil_div(grains, r), cols)
+
+
+def _splits(groups: int) -> list:
+    """The partition counts ``p`` whose ``ceil(groups / p)`` parts are all non-empty
+    (``ceildivConstrainDivisor``) [S]."""
+    return sorted({ceil_div(groups, ceil_div(groups, p)) for p in range(1, groups + 1)})
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """One dynamic matmul as PopSparse's planner sees it: groups of ``gx x gy`` weights and ``gz`` batch
+    columns (``getCandidateMethods``: element-wise ``1 x 1`` and the vector width; AMP blocks ``B x B``
+    and 1), ``X, Y, Z`` groups, the non-zero groups, and the types' bytes."""
+
+    block: int
+    density: float
+    gz: int
+    X: int
+    Y: int
+    Z: int
+    nnz: int
+    eb: int
+    pb: int
+    workers: int
+    tiles: int
+
+    @property
+    def group_elems(self) -> int:
+        return self.block * self.block
+
+
 @dataclass(frozen=True)
 class _Split:
     px: int
     py: int
     pz: int
-    xg: int  # block rows per partition
-    yg: int  # block columns per partition
-    z: int  # batch columns per partition
-    bucket_blocks: int
-    bucket_bytes: int  # values and 16-bit meta-info of one bucket
+    xg: int  # weight row groups per tile
+    yg: int  # weight column groups per tile
+    zg: int  # batch groups per tile
+    bucket_groups: int  # non-zero groups per bucket (one bucket per tile)
+    meta_elems: int  # 16-bit meta-info words per bucket (sized for the whole (x, y) partition)
+    bucket_bytes: int
     slice_bytes: int  # the dense input slice a tile receives
     partials: int  # partial elements per tile
-    x_nz: int
-    y_nz: int
+    x_nz: int  # expected non-zero row groups of the (x, y) partition
+    y_nz: int  # expected non-zero groups per such row
+    estimate: int = 0  # PopSparse's planner estimate, cycles
+    temp: int = 0  # and its temporary bytes
 
     @property
     def tiles_used(self) -> int:
         return self.px * self.py * self.pz
 
 
-def _split(px, py, pz, mb, kb, n, density, block, eb, workers) -> _Split:
-    xg, yg, z = ceil_div(mb, px), ceil_div(kb, py), ceil_div(n, pz)
-    bucket = max(math.ceil(density * xg * yg * (1 + BUCKET_OVERSIZE)), 1)
-    x_nz, y_nz = _nonzero_groups(density, xg, yg)
-    meta_words = bucket + 2 * x_nz + 4 * workers + 6
-    bucket_bytes = bucket * block * block * eb + 2 * meta_words
-    return _Split(px, py, pz, xg, yg, z, bucket, bucket_bytes, yg * block * z * eb, xg * block * z, x_nz, y_nz)
+def _split(q: _Problem, px: int, py: int, pz: int) -> _Split:
+    """Sizes of partition ``(px, py, pz)``: buckets as ``addNumNonZeroGroupsPerBucket`` (the non-zeros spread
+    over every tile, x (1 + 0.3), a whole exchange atom) and ``addMetaInfoElemsPerBucket`` [S]."""
+    xg, yg, zg = ceil_div(q.X, px), ceil_div(q.Y, py), q.Z // pz
+    bytes_group = q.group_elems * q.eb
+    grain = math.lcm(bytes_group, 4) // bytes_group
+    groups = round(ceil_div(q.nnz, px * py * pz) * (1 + BUCKET_OVERSIZE))
+    groups = ceil_div(groups, grain) * grain
+    x_nz, y_nz = _nonzero_groups(q.density, xg, yg)
+    if q.block == 1:  # sub-group entry 9 and worker entries 5 words, two sub-groups; output entries 2 + y
+        meta = (9 + q.workers * 5) * 2 + math.ceil(x_nz * (2 + y_nz) * (1 + BUCKET_OVERSIZE))
+    else:  # block sub-group entry 7 words
+        meta = 7 * 2 + math.ceil(x_nz * (2 + y_nz) * (1 + BUCKET_OVERSIZE))
+    meta = ceil_div(meta, 2) * 2
+    bucket_bytes = groups * bytes_group + 2 * meta
+    slice_bytes = yg * q.block * zg * q.gz * q.eb
+    return _Split(px, py, pz, xg, yg, zg, groups, meta, bucket_bytes, slice_bytes, xg * q.block * zg * q.gz,
+                  x_nz, y_nz)  # fmt: skip
 
 
-def _mm_cycles(s: _Split, block: int, float_input: bool, workers: int, costs: DynamicCosts) -> int:
-    if block == 1:
-        x_w = ceil_div(s.x_nz, workers) if s.x_nz >= workers else s.x_nz
-        z_w = s.z if s.x_nz >= workers else ceil_div(s.z, ceil_div(workers, s.x_nz))
-        return costs.elementwise(x_w, s.y_nz, z_w, float_input, workers)
-    return costs.block(s.x_nz, s.y_nz, ceil_div(s.z, workers), block, float_input, workers)
+def _multiply(q: _Problem, rows: int, per_row: int, buckets: int, vertex: DynamicCosts, zg: int) -> int:
+    """The codelet estimate of ``rows`` row groups of ``per_row`` non-zero groups over ``zg`` batch groups."""
+    if q.block == 1:
+        rw, cw = _worker_split(rows, zg, q.workers)
+        return vertex.elementwise(rw, per_row, cw * q.gz, q.eb == 4, q.workers, buckets)
+    _, cw = _worker_split(1, zg, q.workers)
+    return vertex.block(rows, per_row, cw, q.block, q.eb == 4, q.workers, buckets)
+
+
+def _estimate(q: _Problem, s: _Split, vertex: DynamicCosts) -> _Split:
+    """PopSparse's planner cost of split ``s`` (``addEstimates``: distribution exchange at 4 B/cycle, shared
+    buses where consecutive tiles receive the same data; zeroing, the codelet with one bucket per ``P_z``;
+    reduction exchange and compute, or the cast) and its temporary bytes."""
+    t = s.tiles_used
+    s_home = ceil_div(q.Y * q.Z, t) * q.block * q.gz * q.eb
+    s_bytes = s.slice_bytes if s.slice_bytes > s_home else 0
+    share_s = 2 if t == s.px or s.px % 2 == 0 else 1  # X partitions sit on consecutive tiles
+    r_bytes = s.pz * s.bucket_bytes if s.pz > 1 else 0
+    share_r = 2 if s.px == 1 and (t == s.pz or s.pz % 2 == 0) else 1
+    cycles = ceil_div(s_bytes, 4 * share_s) + ceil_div(r_bytes, 4 * share_r)
+    cycles += ceil_div(s.partials, q.workers) * q.workers  # zeroPartialsCycles as written [S]
+    cycles += _multiply(q, s.x_nz, s.y_nz, s.pz, vertex, s.zg)
+    q_bytes = s.partials * q.pb
+    temp = s_bytes + r_bytes - (s.bucket_bytes if r_bytes else 0)
+    temp = max(temp + q_bytes, 2 * s.bucket_bytes + s_bytes + q_bytes)
+    if s.py > 1:
+        out = ceil_div(s.partials, s.py)
+        cycles += ceil_div(q_bytes, 4) + _reduce_cycles(out, s.py, q.eb == 4, q.pb == 4, q.workers)
+        temp = max(temp, 2 * q_bytes + out * q.eb)
+    elif q.pb != q.eb:
+        cycles += _cast_cycles(s.partials, 8 // q.pb, 8 // q.eb, q.workers)
+        temp = max(temp, q_bytes + s.partials * q.eb)
+    return replace(s, estimate=int(cycles), temp=int(temp))
+
+
+def _mm_cycles(q: _Problem, s: _Split, vertex: DynamicCosts) -> int:
+    """The codelet as it runs: the ``(x, y)`` partition's non-zeros are cut row-major into ``P_z`` buckets
+    (``getTilePartition``), and the supervisor runs the workers on one bucket after another (``sync``
+    between sub-groups in ``SparseDenseMatMul*.S``) [S]."""
+    if s.pz == 1:
+        return _multiply(q, s.x_nz, s.y_nz, 1, vertex, s.zg)
+    piece = max(ceil_div(s.x_nz * s.y_nz, s.pz), 1)
+    rows = min(s.x_nz, ceil_div(piece, s.y_nz) + 1)
+    once = 40 if q.block > 1 else 30  # the vertex's own overhead, paid once
+    return s.pz * (_multiply(q, rows, ceil_div(piece, rows), 1, vertex, s.zg) - once) + once
 
 
 @dataclass(frozen=True)
 class DynamicSparsePlan(TilePlan):
     """A dynamic sparse x dense matmul's partition (``P_x, P_y, P_z``), its phases and per-tile bytes
-    (``weight_bytes``: the bucket's values and meta-info; ``input_bytes``: the dense slice received;
-    ``partial_bytes``: partials and the reduction's buffer; ``output_bytes``: the result)."""
+    (``weight_bytes``: the tile's bucket, the ``P_z`` buckets broadcast to it and the two propagation
+    buffers; ``input_bytes``: the dense slice received; ``partial_bytes``: partials and the reduction's
+    buffer; ``output_bytes``: the result). ``estimate_cycles`` is PopSparse's own planner estimate of the
+    chosen partition, ``predicted_cycles`` the simulator's."""
 
     BYTE_FIELDS = ("weight_bytes", "input_bytes", "partial_bytes", "output_bytes")
 
@@ -195,6 +294,7 @@ class DynamicSparsePlan(TilePlan):
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION
     within_proportion: bool = True
     partials_precision: str = "fp32"
+    estimate_cycles: int = 0
     data_bytes: np.ndarray = field(init=False)
     temp_bytes: np.ndarray = field(init=False)
 
@@ -219,29 +319,56 @@ class DynamicSparsePlan(TilePlan):
         px, py, pz = self.split
         return (
             f"partition (P_x, P_y, P_z) = ({px}, {py}, {pz}) over (m, k, n) on {self.tiles_used} of {self.tiles} "
-            f"tiles; bucket of {self.bucket_blocks} blocks per tile (expected x {1 + BUCKET_OVERSIZE:g})"
+            f"tiles; a bucket of {self.bucket_blocks} non-zero {'elements' if self.block == 1 else 'blocks'} per "
+            f"tile (the non-zeros spread over every tile, x {1 + BUCKET_OVERSIZE:g}), broadcast over P_z; "
+            f"PopSparse's planner estimate {self.estimate_cycles:,} cycles"
         )
 
 
-def _phases(s: _Split, on: np.ndarray, block, eb, pb, workers, vertex: DynamicCosts) -> tuple:
+def _phases(q: _Problem, s: _Split, on: np.ndarray, vertex: DynamicCosts) -> tuple:
     """The supersteps of split ``s`` on the tiles where ``on`` is 1 (module docstring)."""
-    r_in = s.bucket_bytes if s.pz > 1 else 0
-    # each tile receives its slice and bucket; the slices' homes are spread over the tiles and multicast
-    dist = Phase("dyn-distribute", "vector", 0 * on, 0 * on, on * (s.slice_bytes + r_in), on * s.slice_bytes, 0 * on,
-                 0 * on, on * 4)  # fmt: skip
-    zero = workers * (3 + 10 + ceil_div(ceil_div(s.partials, workers), 2 if pb == 4 else 4))
-    mm_cycles = _mm_cycles(s, block, eb == 4, workers, vertex) + zero
-    macs = s.x_nz * s.y_nz * block * block * s.z
-    mm = Phase("dyn-mm", "vector" if block == 1 else "amp", on * macs, on * mm_cycles, 0 * on, 0 * on, on,
-               on * (3 + 2 * s.x_nz), 0 * on)  # fmt: skip
+    r_in, r_out = (s.pz * s.bucket_bytes, s.bucket_bytes) if s.pz > 1 else (0, 0)
+    dist = Phase("dyn-distribute", "vector", 0 * on, 0 * on, on * (s.slice_bytes + r_in), on * (s.slice_bytes + r_out),
+                 0 * on, 0 * on, on * (4 + (4 * s.pz if s.pz > 1 else 0)))  # fmt: skip
+    zero = q.workers * (3 + 10 + ceil_div(ceil_div(s.partials, q.workers), 2 if q.pb == 4 else 4))
+    z = s.zg * q.gz
+    macs = s.x_nz * s.y_nz * q.group_elems * z
+    mm = Phase("dyn-mm", "vector" if q.block == 1 else "amp", on * macs, on * (_mm_cycles(q, s, vertex) + zero),
+               0 * on, 0 * on, on, on * (3 + 2 * s.pz), 0 * on)  # fmt: skip
     if s.py == 1:
-        return dist, mm
+        if q.pb == q.eb:
+            return dist, mm
+        cast = _cast_cycles(s.partials, 8 // q.pb, 8 // q.eb, q.workers)
+        return dist, mm, Phase("dyn-cast", "vector", on * s.partials, on * cast, 0 * on, 0 * on, on, on * 2, 0 * on)
     share = ceil_div(s.partials, s.py)
-    red_bytes = (s.py - 1) * share * pb
-    cyc = _reduce_cycles(share, s.py, eb == 4, pb == 4, workers)  # the output is in the input type [S]
+    red_bytes = (s.py - 1) * share * q.pb
+    cyc = _reduce_cycles(share, s.py, q.eb == 4, q.pb == 4, q.workers)  # the output is in the input type [S]
     reduce = Phase("dyn-reduce", "vector", on * share * s.py, on * cyc, on * red_bytes, on * red_bytes, on,
                    on * (s.py + 1), on * 2 * (s.py - 1))  # fmt: skip
     return dist, mm, reduce
+
+
+def _search(q: _Problem, vertex: DynamicCosts, bound: float) -> tuple:
+    """``(best, smallest)``: PopSparse's choice (fewest estimated cycles, then temporary bytes, among splits
+    within ``bound``; None if none) and the split of fewest temporary bytes. ``P_x, P_y`` any count that
+    leaves no part empty, ``P_z`` a factor of the batch groups (``factorOf``), element-wise meta-info
+    offsets within 16 bits (``addMetaInfoRangeLimits``) [S]."""
+    best = smallest = None
+    zs = [d for d in range(1, q.Z + 1) if q.Z % d == 0]
+    ys = _splits(q.Y)
+    y_scale = 4 if q.eb == 4 else 2
+    for px in _splits(q.X):
+        for py in (p for p in ys if px * p <= q.tiles):
+            for pz in (p for p in zs if px * py * p <= q.tiles):
+                s = _split(q, px, py, pz)
+                if q.block == 1 and max((s.yg - 1) * s.zg * q.gz * y_scale, s.xg - 1) > 0xFFFF:
+                    continue
+                s = _estimate(q, s, vertex)
+                if smallest is None or s.temp < smallest.temp:
+                    smallest = s
+                if s.temp <= bound and (best is None or (s.estimate, s.temp) < (best.estimate, best.temp)):
+                    best = s
+    return best, smallest
 
 
 def plan_dynamic_sparse(
@@ -261,9 +388,9 @@ def plan_dynamic_sparse(
     overheads: OverheadConstants = OverheadConstants(),
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
 ) -> DynamicSparsePlan:
-    """The fastest partition (module docstring) of a dynamic sparse ``(m x k, density) · (k x n)`` whose
-    temporary bytes meet ``memory_proportion · sram_bytes`` and whose memory fits the tile; else
-    :class:`~tilesim.errors.SramOverflowError` naming the smallest."""
+    """PopSparse's partition (module docstring) of a dynamic sparse ``(m x k, density) · (k x n)``, timed as
+    it runs; :class:`~tilesim.errors.SramOverflowError` if no partition's temporary bytes meet
+    ``memory_proportion · sram_bytes`` or the chosen one does not fit the tile."""
     require(block in DYNAMIC_BLOCKS, "block", block, f"must be one of {DYNAMIC_BLOCKS}", "PopSparse's dynamic codelets")
     require(0.0 < density <= 1.0, "density", density, "must be in (0, 1]", "density 1/16 keeps one block in sixteen")
     for name, v in (("m", m), ("k", k), ("n", n), ("tiles", tiles), ("sram_bytes", sram_bytes), ("workers", workers)):
@@ -272,40 +399,47 @@ def plan_dynamic_sparse(
     _check_proportion(memory_proportion)
     eb = require_precision("precision", precision)
     pb = require_precision("partials_precision", partials_precision)
-    mb, kb = m // block, k // block
-    powers = [1 << i for i in range(int(math.log2(tiles)) + 1)]
-    found = []
-    for px in (p for p in powers if p <= mb):
-        for py in (p for p in powers if p <= kb and px * p <= tiles):
-            fill = tiles // (px * py)  # the batch split that uses every tile
-            for pz in sorted({p for p in powers if p <= n and px * py * p <= tiles} | ({fill} if fill <= n else set())):
-                s = _split(px, py, pz, mb, kb, n, density, block, eb, workers)
-                plan = _plan(m, k, n, tiles, block, precision, partials_precision, density, s, eb, pb, workers,
-                             costs, vertex, memory_proportion)  # fmt: skip
-                mem = int(plan.memory_bytes(overheads).max())
-                found.append((plan.predicted_cycles, int(plan.temp_bytes.max()), mem, plan))
+    gz = (8 // eb) if block == 1 else 1  # the vector width of the input type [S]
+    X, Y = m // block, k // block
+    q = _Problem(block, density, gz, X, Y, ceil_div(n, gz), max(math.ceil(density * X * Y), 1), eb, pb, workers, tiles)
     bound = memory_proportion * sram_bytes
-    ok = [f for f in found if f[2] <= sram_bytes and f[1] <= bound]
-    if ok:
-        return min(ok, key=lambda f: (f[0], f[3].tiles_used))[3]
-    small = min(found, key=lambda f: f[2])
-    raise SramOverflowError(
-        f"dynamic sparse matmul (m, k, n) = ({m}, {k}, {n}), block {block}, density {density:.4g}, {precision} on "
-        f"{tiles} tiles: no partition fits; the smallest {small[3].split} needs {small[2]} B on a tile "
-        f"(temporary {small[1]} B, bound {int(bound)} B = memory_proportion {memory_proportion} x {sram_bytes}); "
-        f"{'raise the memory proportion, ' if small[2] <= sram_bytes else ''}use more tiles, fp16, a lower density "
-        f"or a smaller batch",
-        tiles=[0],
+    best, small = _search(q, vertex, bound)
+    require(
+        small is not None,
+        "n",
+        n,
+        f"has no partition PopSparse's dynamic planner accepts for a {m}x{k} element-wise matrix on {tiles} tiles "
+        "(the input offsets overflow the 16-bit meta-info)",
+        "use a smaller batch (split it into several matmuls)",
     )
+    head = f"dynamic sparse matmul (m, k, n) = ({m}, {k}, {n}), block {block}, density {density:.4g}, {precision} on "
+    if best is None:
+        raise SramOverflowError(
+            f"{head}{tiles} tiles: no partition fits; the smallest {(small.px, small.py, small.pz)} needs "
+            f"{small.temp} B of temporary memory on a tile (bound {int(bound)} B = memory_proportion "
+            f"{memory_proportion} x {sram_bytes}); raise the memory proportion, use fp16, a lower density or a "
+            "smaller batch",
+            tiles=[0],
+        )
+    plan = _plan(q, best, m, k, n, precision, partials_precision, costs, vertex, memory_proportion)
+    peak = plan.memory_bytes(overheads)
+    if int(peak.max()) > sram_bytes:
+        raise SramOverflowError(
+            f"{head}{tiles} tiles: PopSparse's partition {best.px, best.py, best.pz} needs {int(peak.max())} B on "
+            f"a tile > sram_bytes = {sram_bytes} B; use fp16, a lower density or a smaller batch",
+            tiles=[int(np.argmax(peak))],
+        )
+    return plan
 
 
-def _plan(m, k, n, tiles, block, precision, partials_precision, density, s: _Split, eb, pb, workers, costs, vertex, mp):
-    on = (np.arange(tiles) < s.tiles_used).astype(np.int64)
-    phases = _phases(s, on, block, eb, pb, workers, vertex)
-    weights = on * s.bucket_bytes * (2 if s.pz > 1 else 1)  # its own bucket, and the one broadcast to it
-    part = on * s.partials * pb * (2 if s.py > 1 else 1)
-    out = on * ceil_div(s.xg * block * s.z, s.py) * eb
+def _plan(q: _Problem, s: _Split, m, k, n, precision, partials_precision, costs, vertex, mp) -> DynamicSparsePlan:
+    on = (np.arange(q.tiles) < s.tiles_used).astype(np.int64)
+    phases = _phases(q, s, on, vertex)
+    weights = on * s.bucket_bytes * (1 + (s.pz if s.pz > 1 else 0) + 2)
+    part = on * s.partials * q.pb * (2 if s.py > 1 else 1)
+    out = on * ceil_div(s.partials, s.py) * q.eb
     return DynamicSparsePlan(
-        m, k, n, tiles, block, precision, density, (s.px, s.py, s.pz), s.bucket_blocks, weights,
+        m, k, n, q.tiles, q.block, precision, q.density, (s.px, s.py, s.pz), s.bucket_groups, weights,
         on * s.slice_bytes, part, out, phases, phases_cycles(phases, costs), float(mp), True, partials_precision,
+        s.estimate,
     )  # fmt: skip
