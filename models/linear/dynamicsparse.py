@@ -412,13 +412,14 @@ def plan_dynamic_sparse(
         "(the input offsets overflow the 16-bit meta-info)",
         "use a smaller batch (split it into several matmuls)",
     )
+    fp16 = "fp16, " if eb == 4 else ""
     head = f"dynamic sparse matmul (m, k, n) = ({m}, {k}, {n}), block {block}, density {density:.4g}, {precision} on "
     if best is None:
         raise SramOverflowError(
             f"{head}{tiles} tiles: no partition fits; the smallest {(small.px, small.py, small.pz)} needs "
             f"{small.temp} B of temporary memory on a tile (bound {int(bound)} B = memory_proportion "
-            f"{memory_proportion} x {sram_bytes}); raise the memory proportion, use fp16, a lower density or a "
-            "smaller batch",
+            f"{memory_proportion} x {sram_bytes}); {'raise the memory proportion, ' * (small.temp <= sram_bytes)}"
+            f"use {fp16}a lower density or a smaller batch",
             tiles=[0],
         )
     plan = _plan(q, best, m, k, n, precision, partials_precision, costs, vertex, memory_proportion)
@@ -426,7 +427,7 @@ def plan_dynamic_sparse(
     if int(peak.max()) > sram_bytes:
         raise SramOverflowError(
             f"{head}{tiles} tiles: PopSparse's partition {best.px, best.py, best.pz} needs {int(peak.max())} B on "
-            f"a tile > sram_bytes = {sram_bytes} B; use fp16, a lower density or a smaller batch",
+            f"a tile > sram_bytes = {sram_bytes} B; use {fp16}a lower density or a smaller batch",
             tiles=[int(np.argmax(peak))],
         )
     return plan
