@@ -205,7 +205,7 @@ def _split(q: _Problem, px: int, py: int, pz: int) -> _Split:
     xg, yg, zg = ceil_div(q.X, px), ceil_div(q.Y, py), q.Z // pz
     bytes_group = q.group_elems * q.eb
     grain = math.lcm(bytes_group, 4) // bytes_group
-    groups = round(ceil_div(q.nnz, px * py * pz) * (1 + BUCKET_OVERSIZE))
+    groups = math.floor(ceil_div(q.nnz, px * py * pz) * (1 + BUCKET_OVERSIZE) + 0.5)  # std::round: halves up
     groups = ceil_div(groups, grain) * grain
     x_nz, y_nz = _nonzero_groups(q.density, xg, yg)
     if q.block == 1:  # sub-group entry 9 and worker entries 5 words, two sub-groups; output entries 2 + y
