@@ -70,6 +70,7 @@ def test_dynamic_is_slower_than_static_at_the_same_density_and_sizes_buckets_as_
     assert dyn.bucket_blocks == int(-(-4096 // (px * py * pz)) * 1.3 + 0.5)
     assert dyn.memory_by_category(0)["input_bytes"] == int(dyn.input_bytes[0]) > 0
     assert 0 < dyn.estimate_cycles and dyn.phases[-1].name in ("dyn-reduce", "dyn-cast")
+    assert int(dyn.temp_bytes.max()) == dyn.estimate_temp_bytes <= 0.6 * 638_976  # what the proportion bounds
     with pytest.raises(ConfigError, match="block = 2"):
         plan_dynamic_sparse(64, 64, 4, density=0.5, block=2, **BOW)
 

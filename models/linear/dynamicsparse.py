@@ -271,8 +271,9 @@ class DynamicSparsePlan(TilePlan):
     """A dynamic sparse x dense matmul's partition (``P_x, P_y, P_z``), its phases and per-tile bytes
     (``weight_bytes``: the tile's bucket, the ``P_z`` buckets broadcast to it and the two propagation
     buffers; ``input_bytes``: the dense slice received; ``partial_bytes``: partials and the reduction's
-    buffer; ``output_bytes``: the result). ``estimate_cycles`` is PopSparse's own planner estimate of the
-    chosen partition, ``predicted_cycles`` the simulator's."""
+    buffer; ``output_bytes``: the result). ``estimate_cycles`` and ``estimate_temp_bytes`` are PopSparse's own
+    planner estimates of the chosen partition (the latter is ``temp_bytes`` on every tile used, the bytes the
+    memory proportion bounds); ``predicted_cycles`` is the simulator's."""
 
     BYTE_FIELDS = ("weight_bytes", "input_bytes", "partial_bytes", "output_bytes")
 
@@ -295,6 +296,7 @@ class DynamicSparsePlan(TilePlan):
     within_proportion: bool = True
     partials_precision: str = "fp32"
     estimate_cycles: int = 0
+    estimate_temp_bytes: int = 0
     data_bytes: np.ndarray = field(init=False)
     temp_bytes: np.ndarray = field(init=False)
 
@@ -302,7 +304,8 @@ class DynamicSparsePlan(TilePlan):
         self._tile_arrays()
         data = self.weight_bytes + self.input_bytes + self.partial_bytes + self.output_bytes
         object.__setattr__(self, "data_bytes", as_tile_array("data_bytes", data, self.tiles))
-        object.__setattr__(self, "temp_bytes", as_tile_array("temp", self.input_bytes + self.partial_bytes, self.tiles))
+        temp = np.where(self.input_bytes > 0, self.estimate_temp_bytes, 0)  # what the memory proportion bounds
+        object.__setattr__(self, "temp_bytes", as_tile_array("temp", temp, self.tiles))
 
     @property
     def title(self) -> str:
@@ -442,5 +445,5 @@ def _plan(q: _Problem, s: _Split, m, k, n, precision, partials_precision, costs,
     return DynamicSparsePlan(
         m, k, n, q.tiles, q.block, precision, q.density, (s.px, s.py, s.pz), s.bucket_groups, weights,
         on * s.slice_bytes, part, out, phases, phases_cycles(phases, costs), float(mp), True, partials_precision,
-        s.estimate,
+        s.estimate, s.temp,
     )  # fmt: skip
