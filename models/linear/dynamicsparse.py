@@ -59,16 +59,22 @@ BUCKET_OVERSIZE = 0.3
 @dataclass(frozen=True)
 class DynamicCosts:
     """PopSparse's cycle estimates of its dynamic codelets (``lib/popsparse/PerformanceEstimation.hpp``)
-    [S]. Block (AMP) codelet, one bucket, ``x`` non-zero block rows each with ``y`` blocks, ``z`` batch
+    [S]. Block (AMP) codelet, ``b`` buckets, ``x`` non-zero block rows each with ``y`` blocks, ``z`` batch
     columns per worker::
 
-        supervisor = 40 + 102 + x (y (B²·s + 3 + 12 L) + 1) + 2
+        supervisor = 40 + 102 b + x (y (B²·s + 3 + 12 L) + 1) + 2
         worker     = o + x y L (i + 4 z)                     (the X rows retained: i - 3)
 
     (``s`` = 1/4 cycle per FP16 and 1/2 per FP32 weight loaded 64 bits at a time, ``L`` weight loads
     per block, ``o``, ``i`` per block size and type); total ``W · worker + supervisor``. Element-wise
-    codelet: ``30 + 93`` supervisor, ``W (o + x (h + y c))`` with ``c`` the cycles per non-zero
-    for the worker's ``z`` columns (:meth:`elementwise`)."""
+    codelet: ``30 + 93 b`` supervisor, ``W (o + x (h + y c))`` with ``c`` the cycles per non-zero
+    for the worker's ``z`` columns (:meth:`elementwise`). 40 and 30 are paid once per vertex
+    (:meth:`vertex_overhead`)."""
+
+    @staticmethod
+    def vertex_overhead(block: int) -> int:
+        """The supervisor's fixed cycles per vertex, however many buckets it walks [S]."""
+        return 40 if block > 1 else 30
 
     def block(self, x: int, y: int, z: int, block: int, float_input: bool, workers: int, buckets: int = 1) -> int:
         """FP32 partials (the dynamic matmul's default); 8 conv units take a 16x16 block in two loads;
@@ -83,7 +89,7 @@ class DynamicCosts:
             inner = 22 if z == 1 or (z == 2 and float_input) else 23
         else:
             per_z, over, inner, loads = 4, 23, (25 if z == 2 else 24), 2
-        supervisor = 40 + (46 + 56) * buckets + x * (y * (load + 3 + 12 * loads) + 1) + 2
+        supervisor = self.vertex_overhead(block) + (46 + 56) * buckets + x * (y * (load + 3 + 12 * loads) + 1) + 2
         worker = over + x * y * loads * (inner + z * per_z - 3)  # X retained: 3 cycles fewer [S]
         return int(worker * workers + supervisor)
 
@@ -106,7 +112,7 @@ class DynamicCosts:
             else:
                 inner = (16 + z // 8 * 3 * y if z // 8 else 0) + (13 + 2 * y if z & 4 else 0)
                 inner += 11 + 2 * y * (z & 3) if z & 3 else 0
-        supervisor = 30 + (47 + 46) * buckets
+        supervisor = self.vertex_overhead(1) + (47 + 46) * buckets
         return int((over + (x_over + inner) * x) * workers + supervisor)
 
 
@@ -185,8 +191,7 @@ class _Split:
     yg: int  # weight column groups per tile
     zg: int  # batch groups per tile
     bucket_groups: int  # non-zero groups per bucket (one bucket per tile)
-    meta_elems: int  # 16-bit meta-info words per bucket (sized for the whole (x, y) partition)
-    bucket_bytes: int
+    bucket_bytes: int  # values and meta-info (sized for the whole (x, y) partition) of one bucket
     slice_bytes: int  # the dense input slice a tile receives
     partials: int  # partial elements per tile
     x_nz: int  # expected non-zero row groups of the (x, y) partition
@@ -215,7 +220,7 @@ def _split(q: _Problem, px: int, py: int, pz: int) -> _Split:
     meta = ceil_div(meta, 2) * 2
     bucket_bytes = groups * bytes_group + 2 * meta
     slice_bytes = yg * q.block * zg * q.gz * q.eb
-    return _Split(px, py, pz, xg, yg, zg, groups, meta, bucket_bytes, slice_bytes, xg * q.block * zg * q.gz,
+    return _Split(px, py, pz, xg, yg, zg, groups, bucket_bytes, slice_bytes, xg * q.block * zg * q.gz,
                   x_nz, y_nz)  # fmt: skip
 
 
@@ -262,7 +267,7 @@ def _mm_cycles(q: _Problem, s: _Split, vertex: DynamicCosts) -> int:
         return _multiply(q, s.x_nz, s.y_nz, 1, vertex, s.zg)
     piece = max(ceil_div(s.x_nz * s.y_nz, s.pz), 1)
     rows = min(s.x_nz, ceil_div(piece, s.y_nz) + 1)
-    once = 40 if q.block > 1 else 30  # the vertex's own overhead, paid once
+    once = vertex.vertex_overhead(q.block)
     return s.pz * (_multiply(q, rows, ceil_div(piece, rows), 1, vertex, s.zg) - once) + once
 
 
