@@ -173,5 +173,6 @@ def test_layer_dynamic_sparse_runs_and_explains(capsys):
     )  # fmt: skip
     assert code == 0 and "dynamic sparse matmul (m, k, n) = (1024, 1024, 64), block 1" in out
     assert "partition (P_x, P_y, P_z)" in out and "backward" in out and "versus the dense layer" in out
+    assert "the GradA pass (input gradient)" in out and "forward" in out and "GradA" in out.split("estimate")[1]
     code, out, _ = run(capsys, "layer", "--kind", "dynamic-sparse", "--n", "1024", "--block", "16", "--json")
     assert code == 0 and json.loads(out)["kind"] == "dynamic-sparse" and json.loads(out)["block"] == 16

@@ -1,6 +1,7 @@
 """PopSparse as the simulator runs it: the static planner's choice, the dynamic matmul, the paper's cases."""
 
 import csv
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -57,6 +58,42 @@ def test_dynamic_codelet_estimates_counted_by_hand():
     assert c.block(2, 3, 5, 16, False, 6) == 6 * work + sup
     # element-wise fp16, z = 8: worker 28 + x (15 + 3 y)
     assert c.elementwise(4, 7, 8, False, 6) == 6 * (28 + 4 * (15 + 3 * 7)) + 30 + 47 + 46
+
+
+def test_grad_a_codelet_estimates_counted_by_hand():
+    from models.linear.dynamicsparse import _transpose_cycles
+
+    c = DynamicCosts()
+    # the GradA block codelet keeps no X: no supervisor cycle per row and 3 worker cycles more per block
+    sup = 40 + 46 + 56 + 2 * (3 * (64 + 3 + 24)) + 2
+    assert c.block(2, 3, 5, 16, False, 6, retain_x=False) == 6 * (23 + 2 * 3 * 2 * (24 + 4 * 5)) + sup
+    # transpose element-wise, fp16, z = 8: 20 + x (18 + 10 ceil(y / 6)); supervisor 30 + 44 + 68 per bucket
+    assert c.transpose_elementwise(4, 8, 13, False, 6, buckets=2) == 6 * (20 + 4 * (18 + 10 * 3)) + 30 + 2 * 112
+    # fp32, z = 3: 23 + x (24 + 8 + (2 + 3) y' + 4 y'), y' = ceil(7 / 6) = 2
+    assert c.transpose_elementwise(5, 3, 7, True, 6) == 6 * (23 + 5 * (24 + 8 + 5 * 2 + 4 * 2)) + 30 + 112
+    # 16x16 fp16 blocks, 4 x 4 grains: 29 + n (18 + 4 (12 + 4 (4 - 2))) per worker, 13 blocks over 6 workers
+    assert _transpose_cycles(13, 16, 16, False, 6) == 7 + 6 * (29 + 3 * (18 + 4 * (12 + 8)))
+
+
+def test_dynamic_plan_weighs_its_grad_a_pass(monkeypatch):
+    # popsparse::dynamic::sparseDenseMatMul plans with doGradAPass = true: the estimate is forward + GradA and the
+    # partition is not the forward's fastest; GradA runs on it with X and Y swapped (P_x partials reduced)
+    from models.linear import dynamicsparse as ds
+
+    q = ds._Problem(16, 1 / 16, 1, 256, 256, 2048, 4096, 2, 4, 6, 1472)
+    best, _ = ds._search(q, DynamicCosts(), 0.6 * 638_976)
+    assert best.estimate > best.fwd_estimate > 0
+    with monkeypatch.context() as mp:  # the forward alone would choose another partition, faster for itself
+        mp.setattr(ds, "_estimate", lambda q, s, v: replace(s, estimate=ds._pass_cost(q, s, ds._view(q, s), v)[0]))
+        alone, _ = ds._search(q, DynamicCosts(), 0.6 * 638_976)
+    assert (alone.px, alone.py, alone.pz) != (best.px, best.py, best.pz) and alone.estimate < best.fwd_estimate
+    plan = plan_dynamic_sparse(4096, 4096, 2048, density=1 / 16, block=16, precision="fp16", **BOW)
+    assert plan.split == (best.px, best.py, best.pz) and plan.estimate_cycles == best.estimate
+    gx = plan.grad_a
+    assert gx is not None and gx.split == plan.split and gx.pass_name == "GradA"
+    names = [p.name for p in gx.phases]
+    assert names[0] == "dyn-transpose" and ("dyn-reduce" in names) == (plan.split[0] > 1)
+    assert int(gx.input_bytes[0]) == -(-256 // best.px) * 16 * best.zg * 2  # the output gradient's slice
 
 
 def test_dynamic_is_slower_than_static_at_the_same_density_and_sizes_buckets_as_popsparse():
@@ -123,11 +160,11 @@ def test_held_out_one_sixteenth_rows_within_30_percent(tmp_path):
     assert all(abs(e) < 0.30 for e in errors), errors
 
 
-def test_dynamic_one_sixteenth_rows_within_35_percent(tmp_path):
-    # the same rows run dynamic: -20 % (block 16) and -32 % (block 1) in time; -39 % and -44 % before the
-    # partition, buckets and bucket-by-bucket codelet were PopSparse's
+def test_dynamic_one_sixteenth_rows_within_30_percent(tmp_path):
+    # the same rows run dynamic: +9 % (block 16) and -16 % (block 1) in time; -20 % and -32 % when the partition
+    # was chosen for the forward alone, -39 % and -44 % before the buckets and bucket-by-bucket codelet
     errors = _time_errors(tmp_path, ("dynamic_b16_fp16_4096_d16_best", "dynamic_b1_fp16_4096_d16_best"))
-    assert all(abs(e) < 0.35 for e in errors), errors
+    assert all(abs(e) < 0.30 for e in errors), errors
 
 
 def test_dynamic_layer_moves_its_pattern_and_matches_the_dense_twin():

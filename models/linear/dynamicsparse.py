@@ -12,7 +12,12 @@ holds one **bucket** of non-zeros sized for the non-zeros spread over *every* ti
 propagation phase (buckets passed round when one overflows) is charged memory only, as PopSparse's
 planner does. The partition is **PopSparse's choice** (:func:`_search`: the fewest cycles of its own
 estimate, ``addEstimates``, among partitions whose temporary bytes meet ``availableMemoryProportion``),
-then timed as it runs. Supersteps (phases):
+then timed as it runs. The estimate is of **two passes**: ``popsparse::dynamic::sparseDenseMatMul`` plans its
+fully connected op with ``doGradAPass = true`` (``MatMulUtils.cpp``, ``getFullyConnectedOptions``), so the
+planner minimises the forward's cycles *plus* those of the GradA pass on the same partition with X and Y
+swapped (``toGradA``; shared buckets, so the element-wise transpose codelet and, for blocks, buckets
+transposed on tile) and bounds the larger of the two passes' temporary bytes (``createPlan``). The forward
+alone is then timed on that partition, which is not always the forward's fastest. Supersteps (phases):
 
 * ``dyn-distribute``: every tile receives its whole dense input slice ``Y_p x Z_p`` — not only the
   columns its blocks touch, which a pattern-agnostic plan cannot know — and the ``P_z`` buckets of its
@@ -24,6 +29,10 @@ then timed as it runs. Supersteps (phases):
 * ``dyn-reduce`` (``P_y > 1``): the ``P_y`` partials of each output are exchanged all-to-all within the
   ``(x, z)`` group and reduced into the output type (``getReduceCycleEstimate``); else ``dyn-cast`` of FP32
   partials to an FP16 result (``getCastCycleEstimate``).
+
+The GradA pass (a layer's backward, :attr:`DynamicSparsePlan.grad_a_phases`) runs the same supersteps on the same
+tiles with the roles swapped: the output gradient's slice in, buckets transposed on tile (blocks), the transpose
+codelet, and the ``P_x`` partials of each input gradient reduced.
 """
 
 from __future__ import annotations
@@ -76,9 +85,12 @@ class DynamicCosts:
         """The supervisor's fixed cycles per vertex, however many buckets it walks [S]."""
         return 40 if block > 1 else 30
 
-    def block(self, x: int, y: int, z: int, block: int, float_input: bool, workers: int, buckets: int = 1) -> int:
+    def block(
+        self, x: int, y: int, z: int, block: int, float_input: bool, workers: int, buckets: int = 1, retain_x=True
+    ) -> int:
         """FP32 partials (the dynamic matmul's default); 8 conv units take a 16x16 block in two loads;
-        ``buckets`` each walked by the supervisor (46 + 56 cycles, one sub-group each) [S]."""
+        ``buckets`` each walked by the supervisor (46 + 56 cycles, one sub-group each); ``retain_x`` False for
+        the GradA pass's transposed blocks (no 3-cycle saving, no supervisor cycle per row) [S]."""
         load = block * block // (2 if float_input else 4)
         loads = 1
         if block == 4:
@@ -89,8 +101,9 @@ class DynamicCosts:
             inner = 22 if z == 1 or (z == 2 and float_input) else 23
         else:
             per_z, over, inner, loads = 4, 23, (25 if z == 2 else 24), 2
-        supervisor = self.vertex_overhead(block) + (46 + 56) * buckets + x * (y * (load + 3 + 12 * loads) + 1) + 2
-        worker = over + x * y * loads * (inner + z * per_z - 3)  # X retained: 3 cycles fewer [S]
+        keep = 1 if retain_x else 0
+        supervisor = self.vertex_overhead(block) + (46 + 56) * buckets + x * (y * (load + 3 + 12 * loads) + keep) + 2
+        worker = over + x * y * loads * (inner + z * per_z - 3 * keep)  # X retained: 3 cycles fewer [S]
         return int(worker * workers + supervisor)
 
     def elementwise(self, x: int, y: int, z: int, float_input: bool, workers: int, buckets: int = 1) -> int:
@@ -114,6 +127,23 @@ class DynamicCosts:
                 inner += 11 + 2 * y * (z & 3) if z & 3 else 0
         supervisor = self.vertex_overhead(1) + (47 + 46) * buckets
         return int((over + (x_over + inner) * x) * workers + supervisor)
+
+    def transpose_elementwise(self, x: int, z: int, y: int, float_input: bool, workers: int, buckets: int = 1) -> int:
+        """The GradA pass's element-wise codelet on the forward's buckets
+        (``sparseDenseTransposeElementwiseMultiply``): ``30 + 112 b`` supervisor and
+        ``W (o + x (h + c(ceil(y / W))))``, the worker's ``ceil(y / W)`` of ``y`` rows for each of ``x``, ``c``
+        the cycles per row for ``z`` columns (FP16: 10 at z = 8, 7 at z = 4) [S]."""
+        per = ceil_div(y, workers)
+        if float_input:
+            over, x_over = 23, 24
+            inner = 8 + ((2 + z // 2 * 3) * per if z // 2 else 0) + (4 * per if z & 1 else 0)
+        else:
+            over, x_over = {8: (20, 18), 4: (20, 21)}.get(z, (26, 22))
+            if z in (8, 4):
+                inner = (10 if z == 8 else 7) * per
+            else:
+                inner = 8 + ((2 + z // 4 * 5) * per if z // 4 else 0) + ((5 + 3 * (z & 3)) * per if z & 3 else 0)
+        return int((over + (x_over + inner) * x) * workers + 30 + (44 + 68) * buckets)
 
 
 def _nonzero_groups(density: float, x_groups: int, y_groups: int) -> tuple:
@@ -196,8 +226,9 @@ class _Split:
     partials: int  # partial elements per tile
     x_nz: int  # expected non-zero row groups of the (x, y) partition
     y_nz: int  # expected non-zero groups per such row
-    estimate: int = 0  # PopSparse's planner estimate, cycles
-    temp: int = 0  # and its temporary bytes
+    estimate: int = 0  # PopSparse's planner estimate (forward + GradA), cycles
+    temp: int = 0  # and its temporary bytes (the larger pass's)
+    fwd_estimate: int = 0  # the forward's part of ``estimate``
 
     @property
     def tiles_used(self) -> int:
@@ -224,51 +255,128 @@ def _split(q: _Problem, px: int, py: int, pz: int) -> _Split:
                   x_nz, y_nz)  # fmt: skip
 
 
-def _multiply(q: _Problem, rows: int, per_row: int, buckets: int, vertex: DynamicCosts, zg: int) -> int:
-    """The codelet estimate of ``rows`` row groups of ``per_row`` non-zero groups over ``zg`` batch groups."""
+@dataclass(frozen=True)
+class _View:
+    """One pass of a split as PopSparse's planner sees it: the forward, or GradA with X and Y swapped
+    (``toGradA``). ``rows`` and ``cols``: the pass's output and input groups per tile (``x_nz`` rows with a
+    non-zero, ``y_nz`` non-zeros per such row); ``depth``: the partitions whose partials are reduced (``P_y``
+    forward, ``P_x`` GradA); ``cons``: consecutive tiles receiving the same dense input
+    (``getArePartitionsOnConsecutivePNs``: tiles are numbered X fastest, then Z, then Y); ``home_bytes`` and
+    ``slice_bytes``: a tile's share of the dense input before, and its slice after, the exchange."""
+
+    grad_a: bool
+    rows: int
+    cols: int
+    x_nz: int
+    y_nz: int
+    depth: int
+    cons: int
+    home_bytes: int
+    slice_bytes: int
+    partials: int
+
+
+def _view(q: _Problem, s: _Split, grad_a: bool = False) -> _View:
+    grain_bytes = q.block * q.gz * q.eb
+    if not grad_a:
+        home = ceil_div(q.Y * q.Z, s.tiles_used) * grain_bytes
+        return _View(False, s.xg, s.yg, s.x_nz, s.y_nz, s.py, s.px, home, s.slice_bytes, s.partials)
+    x_nz, y_nz = _nonzero_groups(q.density, s.yg, s.xg)
+    home = ceil_div(q.X * q.Z, s.tiles_used) * grain_bytes
+    cons = s.py if s.px * s.pz == 1 else 1
+    slice_bytes = s.xg * s.zg * grain_bytes
+    return _View(True, s.yg, s.xg, x_nz, y_nz, s.px, cons, home, slice_bytes, s.yg * q.block * s.zg * q.gz)
+
+
+def _multiply(q: _Problem, v: _View, rows: int, per_row: int, buckets: int, vertex: DynamicCosts, zg: int) -> int:
+    """The pass's codelet estimate for ``rows`` row groups of ``per_row`` non-zero groups over ``zg`` batch
+    groups: forward element-wise or block (X retained); GradA the transpose codelet (``per_row`` rows of
+    ``rows``, as ``addDistributionComputeCostSparseDense`` calls it) or the block codelet with the roles of
+    rows and non-zeros per row swapped and X not retained [S]."""
     if q.block == 1:
+        if v.grad_a:  # the transpose vertex splits its work itself
+            return vertex.transpose_elementwise(per_row, zg * q.gz, rows, q.eb == 4, q.workers, buckets)
         rw, cw = _worker_split(rows, zg, q.workers)
         return vertex.elementwise(rw, per_row, cw * q.gz, q.eb == 4, q.workers, buckets)
     _, cw = _worker_split(1, zg, q.workers)
+    if v.grad_a:
+        return vertex.block(per_row, rows, cw, q.block, q.eb == 4, q.workers, buckets, retain_x=False)
     return vertex.block(rows, per_row, cw, q.block, q.eb == 4, q.workers, buckets)
 
 
-def _estimate(q: _Problem, s: _Split, vertex: DynamicCosts) -> _Split:
-    """PopSparse's planner cost of split ``s`` (``addEstimates``: distribution exchange at 4 B/cycle, shared
-    buses where consecutive tiles receive the same data; zeroing, the codelet with one bucket per ``P_z``;
-    reduction exchange and compute, or the cast) and its temporary bytes."""
+def _transpose_cycles(count: int, rows: int, cols: int, float_input: bool, workers: int) -> int:
+    """``getTransposeCycleEstimate``: ``count`` ``rows x cols`` blocks transposed by the supervisor's workers,
+    grains of 4 halves or 2 floats [S]."""
+    grain, per_grain = (2, 3) if float_input else (4, 4)
+    rg, cg = rows // grain, cols // grain
+    per = ceil_div(count, workers)
+    if rg == 1 and cg == 1:
+        worker = 17 + 12 if per == 1 else 17 + 20 + (per - 2) * per_grain
+    elif cg == 1:
+        worker = 27 + per * (15 + 20 + per_grain * (rg - 2))
+    else:
+        worker = 29 + per * (18 + rg * (12 + per_grain * (cg - 2)))
+    return 7 + workers * worker
+
+
+def _bucket_transpose(q: _Problem, s: _Split, v: _View) -> tuple:
+    """``(cycles, bytes)`` of transposing a tile's bucket of blocks for GradA (``addTransposeBucketsCost``;
+    element-wise groups need none) [S]."""
+    if not v.grad_a or q.block == 1:
+        return 0, 0
+    cycles = _transpose_cycles(s.bucket_groups, q.block, q.block, q.eb == 4, q.workers)
+    return cycles, s.bucket_groups * q.group_elems * q.eb
+
+
+def _pass_cost(q: _Problem, s: _Split, v: _View, vertex: DynamicCosts) -> tuple:
+    """PopSparse's planner cost of one pass of split ``s`` (``addEstimates``): ``(cycles, temporary bytes)`` of
+    the bucket transpose (GradA blocks), the distribution exchange at 4 B/cycle (twice that where consecutive
+    tiles receive the same data: a shared exchange bus), zeroing the partials, the codelet with one bucket per
+    ``P_z``, and the reduction's exchange and compute or the cast. Partials are temporary when cast or when
+    ``P_z > 1`` (``needsCastOrReduction`` as written) [S]."""
     t = s.tiles_used
-    s_home = ceil_div(q.Y * q.Z, t) * q.block * q.gz * q.eb
-    s_bytes = s.slice_bytes if s.slice_bytes > s_home else 0
-    share_s = 2 if t == s.px or s.px % 2 == 0 else 1  # X partitions sit on consecutive tiles
+    s_bytes = v.slice_bytes if v.slice_bytes > v.home_bytes else 0
+    share_s = 2 if t == v.cons or v.cons % 2 == 0 else 1
     r_bytes = s.pz * s.bucket_bytes if s.pz > 1 else 0
-    share_r = 2 if s.px == 1 and (t == s.pz or s.pz % 2 == 0) else 1
-    cycles = ceil_div(s_bytes, 4 * share_s) + ceil_div(r_bytes, 4 * share_r)
-    cycles += ceil_div(s.partials, q.workers) * q.workers  # zeroPartialsCycles as written [S]
-    cycles += _multiply(q, s.x_nz, s.y_nz, s.pz, vertex, s.zg)
-    q_bytes = s.partials * q.pb
-    temp = s_bytes + r_bytes - (s.bucket_bytes if r_bytes else 0)
-    temp = max(temp + q_bytes, 2 * s.bucket_bytes + s_bytes + q_bytes)
-    if s.py > 1:
-        out = ceil_div(s.partials, s.py)
-        cycles += ceil_div(q_bytes, 4) + _reduce_cycles(out, s.py, q.eb == 4, q.pb == 4, q.workers)
-        temp = max(temp, 2 * q_bytes + out * q.eb)
+    share_r = 2 if s.px == 1 and (t == s.pz or s.pz % 2 == 0) else 1  # Z partitions adjacent only if P_x = 1
+    tr_cycles, tr_bytes = _bucket_transpose(q, s, v)
+    cycles = tr_cycles + ceil_div(s_bytes, 4 * share_s) + ceil_div(r_bytes, 4 * share_r)
+    cycles += ceil_div(v.partials, q.workers) * q.workers  # zeroPartialsCycles as written [S]
+    rows = v.rows if v.grad_a and q.block == 1 else v.x_nz  # the transpose estimate takes every row group
+    cycles += _multiply(q, v, rows, v.y_nz, s.pz, vertex, s.zg)
+    q_bytes = v.partials * q.pb
+    q_temp = q_bytes if q.pb != q.eb or s.pz > 1 else 0
+    temp = s_bytes + r_bytes - (s.bucket_bytes if r_bytes else 0) + tr_bytes
+    temp = max(temp + q_temp, 2 * s.bucket_bytes + s_bytes + q_temp + tr_bytes)
+    if v.depth > 1:
+        out = ceil_div(v.partials, v.depth)
+        cycles += ceil_div(q_bytes, 4) + _reduce_cycles(out, v.depth, q.eb == 4, q.pb == 4, q.workers)
+        temp = max(temp, q_temp + q_bytes + out * q.eb)
     elif q.pb != q.eb:
-        cycles += _cast_cycles(s.partials, 8 // q.pb, 8 // q.eb, q.workers)
-        temp = max(temp, q_bytes + s.partials * q.eb)
-    return replace(s, estimate=int(cycles), temp=int(temp))
+        cycles += _cast_cycles(v.partials, 8 // q.pb, 8 // q.eb, q.workers)
+        temp = max(temp, q_temp + v.partials * q.eb)
+    return int(cycles), int(temp)
 
 
-def _mm_cycles(q: _Problem, s: _Split, vertex: DynamicCosts) -> int:
-    """The codelet as it runs: the ``(x, y)`` partition's non-zeros are cut row-major into ``P_z`` buckets
-    (``getTilePartition``), and the supervisor runs the workers on one bucket after another (``sync``
-    between sub-groups in ``SparseDenseMatMul*.S``) [S]."""
+def _estimate(q: _Problem, s: _Split, vertex: DynamicCosts) -> _Split:
+    """PopSparse's planner cost of split ``s`` (``createPlan``): the forward's cycles plus GradA's, the larger
+    of their temporary bytes (:func:`_pass_cost`)."""
+    fwd_cycles, fwd_temp = _pass_cost(q, s, _view(q, s), vertex)
+    grad_cycles, grad_temp = _pass_cost(q, s, _view(q, s, grad_a=True), vertex)
+    return replace(s, estimate=fwd_cycles + grad_cycles, temp=max(fwd_temp, grad_temp), fwd_estimate=fwd_cycles)
+
+
+def _mm_cycles(q: _Problem, s: _Split, vertex: DynamicCosts, v: _View | None = None) -> int:
+    """The codelet as it runs (forward unless ``v`` says GradA): the ``(x, y)`` partition's non-zeros are cut
+    row-major into ``P_z`` buckets (``getTilePartition``), and the supervisor runs the workers on one bucket
+    after another (``sync`` between sub-groups in ``SparseDenseMatMul*.S``) [S]."""
+    v = v or _view(q, s)
     if s.pz == 1:
-        return _multiply(q, s.x_nz, s.y_nz, 1, vertex, s.zg)
-    piece = max(ceil_div(s.x_nz * s.y_nz, s.pz), 1)
-    rows = min(s.x_nz, ceil_div(piece, s.y_nz) + 1)
+        return _multiply(q, v, v.x_nz, v.y_nz, 1, vertex, s.zg)
+    piece = max(ceil_div(v.x_nz * v.y_nz, s.pz), 1)
+    rows = min(v.x_nz, ceil_div(piece, v.y_nz) + 1)
     once = vertex.vertex_overhead(q.block)
-    return s.pz * (_multiply(q, rows, ceil_div(piece, rows), 1, vertex, s.zg) - once) + once
+    return s.pz * (_multiply(q, v, rows, ceil_div(piece, rows), 1, vertex, s.zg) - once) + once
 
 
 @dataclass(frozen=True)
@@ -277,8 +385,10 @@ class DynamicSparsePlan(TilePlan):
     (``weight_bytes``: the tile's bucket, the ``P_z`` buckets broadcast to it and the two propagation
     buffers; ``input_bytes``: the dense slice received; ``partial_bytes``: partials and the reduction's
     buffer; ``output_bytes``: the result). ``estimate_cycles`` and ``estimate_temp_bytes`` are PopSparse's own
-    planner estimates of the chosen partition (the latter is ``temp_bytes`` on every tile used, the bytes the
-    memory proportion bounds); ``predicted_cycles`` is the simulator's."""
+    planner estimates of the chosen partition, forward + GradA (the latter is ``temp_bytes`` on every tile used,
+    the bytes the memory proportion bounds), ``estimate_fwd_cycles`` the forward's part; ``predicted_cycles`` is
+    the simulator's. ``grad_a``: the GradA pass (a layer's input gradient) on the same partition, as a plan of its
+    own (``pass_name`` "GradA", with its own phases and bytes)."""
 
     BYTE_FIELDS = ("weight_bytes", "input_bytes", "partial_bytes", "output_bytes")
 
@@ -302,6 +412,9 @@ class DynamicSparsePlan(TilePlan):
     partials_precision: str = "fp32"
     estimate_cycles: int = 0
     estimate_temp_bytes: int = 0
+    estimate_fwd_cycles: int = 0
+    pass_name: str = "forward"
+    grad_a: DynamicSparsePlan | None = None
     data_bytes: np.ndarray = field(init=False)
     temp_bytes: np.ndarray = field(init=False)
 
@@ -316,7 +429,8 @@ class DynamicSparsePlan(TilePlan):
     def title(self) -> str:
         return (
             f"dynamic sparse matmul (m, k, n) = ({self.m}, {self.k}, {self.n}), block {self.block}, density "
-            f"{self.density:.4g} (pattern known at run time), {self.precision}, partials {self.partials_precision}"
+            f"{self.density:.4g} (pattern known at run time), {self.precision}, partials {self.partials_precision}; "
+            + ("the forward pass" if self.pass_name == "forward" else "the GradA pass (input gradient)")
         )
 
     @property
@@ -329,31 +443,39 @@ class DynamicSparsePlan(TilePlan):
             f"partition (P_x, P_y, P_z) = ({px}, {py}, {pz}) over (m, k, n) on {self.tiles_used} of {self.tiles} "
             f"tiles; a bucket of {self.bucket_blocks} non-zero {'elements' if self.block == 1 else 'blocks'} per "
             f"tile (the non-zeros spread over every tile, x {1 + BUCKET_OVERSIZE:g}), broadcast over P_z; "
-            f"PopSparse's planner estimate {self.estimate_cycles:,} cycles"
+            f"PopSparse's planner estimate {self.estimate_cycles:,} cycles: forward {self.estimate_fwd_cycles:,} + "
+            f"GradA {self.estimate_cycles - self.estimate_fwd_cycles:,} (the matmul API plans both passes, "
+            "doGradAPass)"
         )
 
 
-def _phases(q: _Problem, s: _Split, on: np.ndarray, vertex: DynamicCosts) -> tuple:
-    """The supersteps of split ``s`` on the tiles where ``on`` is 1 (module docstring)."""
+def _phases(q: _Problem, s: _Split, on: np.ndarray, vertex: DynamicCosts, v: _View) -> tuple:
+    """The supersteps of one pass of split ``s`` on the tiles where ``on`` is 1 (module docstring)."""
+    phases = []
+    tr_cycles, tr_bytes = _bucket_transpose(q, s, v)
+    if tr_cycles:  # GradA's blocks transposed on their home tiles before the distribution (preDistribution)
+        phases.append(Phase("dyn-transpose", "vector", on * tr_bytes // q.eb, on * tr_cycles, 0 * on, 0 * on, on,
+                            on * 2, 0 * on))  # fmt: skip
     r_in, r_out = (s.pz * s.bucket_bytes, s.bucket_bytes) if s.pz > 1 else (0, 0)
-    dist = Phase("dyn-distribute", "vector", 0 * on, 0 * on, on * (s.slice_bytes + r_in), on * (s.slice_bytes + r_out),
-                 0 * on, 0 * on, on * (4 + (4 * s.pz if s.pz > 1 else 0)))  # fmt: skip
-    zero = q.workers * (3 + 10 + ceil_div(ceil_div(s.partials, q.workers), 2 if q.pb == 4 else 4))
-    z = s.zg * q.gz
-    macs = s.x_nz * s.y_nz * q.group_elems * z
-    mm = Phase("dyn-mm", "vector" if q.block == 1 else "amp", on * macs, on * (_mm_cycles(q, s, vertex) + zero),
-               0 * on, 0 * on, on, on * (3 + 2 * s.pz), 0 * on)  # fmt: skip
-    if s.py == 1:
-        if q.pb == q.eb:
-            return dist, mm
-        cast = _cast_cycles(s.partials, 8 // q.pb, 8 // q.eb, q.workers)
-        return dist, mm, Phase("dyn-cast", "vector", on * s.partials, on * cast, 0 * on, 0 * on, on, on * 2, 0 * on)
-    share = ceil_div(s.partials, s.py)
-    red_bytes = (s.py - 1) * share * q.pb
-    cyc = _reduce_cycles(share, s.py, q.eb == 4, q.pb == 4, q.workers)  # the output is in the input type [S]
-    reduce = Phase("dyn-reduce", "vector", on * share * s.py, on * cyc, on * red_bytes, on * red_bytes, on,
-                   on * (s.py + 1), on * 2 * (s.py - 1))  # fmt: skip
-    return dist, mm, reduce
+    instructions = on * (4 + (4 * s.pz if s.pz > 1 else 0))
+    phases.append(Phase("dyn-distribute", "vector", 0 * on, 0 * on, on * (v.slice_bytes + r_in),
+                        on * (v.slice_bytes + r_out), 0 * on, 0 * on, instructions))  # fmt: skip
+    zero = q.workers * (3 + 10 + ceil_div(ceil_div(v.partials, q.workers), 2 if q.pb == 4 else 4))
+    macs = v.x_nz * v.y_nz * q.group_elems * s.zg * q.gz
+    mm = on * (_mm_cycles(q, s, vertex, v) + zero)
+    phases.append(Phase("dyn-mm", "vector" if q.block == 1 else "amp", on * macs, mm, 0 * on, 0 * on, on,
+                        on * (3 + 2 * s.pz), 0 * on))  # fmt: skip
+    if v.depth == 1:
+        if q.pb != q.eb:
+            cast = _cast_cycles(v.partials, 8 // q.pb, 8 // q.eb, q.workers)
+            phases.append(Phase("dyn-cast", "vector", on * v.partials, on * cast, 0 * on, 0 * on, on, on * 2, 0 * on))
+        return tuple(phases)
+    share = ceil_div(v.partials, v.depth)
+    red_bytes = (v.depth - 1) * share * q.pb
+    cyc = _reduce_cycles(share, v.depth, q.eb == 4, q.pb == 4, q.workers)  # the output is in the input type [S]
+    phases.append(Phase("dyn-reduce", "vector", on * share * v.depth, on * cyc, on * red_bytes, on * red_bytes, on,
+                        on * (v.depth + 1), on * 2 * (v.depth - 1)))  # fmt: skip
+    return tuple(phases)
 
 
 def _search(q: _Problem, vertex: DynamicCosts, bound: float) -> tuple:
@@ -443,12 +565,16 @@ def plan_dynamic_sparse(
 
 def _plan(q: _Problem, s: _Split, m, k, n, precision, partials_precision, costs, vertex, mp) -> DynamicSparsePlan:
     on = (np.arange(q.tiles) < s.tiles_used).astype(np.int64)
-    phases = _phases(q, s, on, vertex)
-    weights = on * s.bucket_bytes * (1 + (s.pz if s.pz > 1 else 0) + 2)
-    part = on * s.partials * q.pb * (2 if s.py > 1 else 1)
-    out = on * ceil_div(s.partials, s.py) * q.eb
-    return DynamicSparsePlan(
-        m, k, n, q.tiles, q.block, precision, q.density, (s.px, s.py, s.pz), s.bucket_groups, weights,
-        on * s.slice_bytes, part, out, phases, phases_cycles(phases, costs), float(mp), True, partials_precision,
-        s.estimate, s.temp,
-    )  # fmt: skip
+    bucket = on * s.bucket_bytes * (1 + (s.pz if s.pz > 1 else 0) + 2)
+
+    def plan(v: _View, grad_a=None) -> DynamicSparsePlan:
+        phases = _phases(q, s, on, vertex, v)
+        return DynamicSparsePlan(
+            m, k, n, q.tiles, q.block, precision, q.density, (s.px, s.py, s.pz), s.bucket_groups,
+            bucket + on * _bucket_transpose(q, s, v)[1], on * v.slice_bytes,
+            on * v.partials * q.pb * (2 if v.depth > 1 else 1), on * ceil_div(v.partials, v.depth) * q.eb,
+            phases, phases_cycles(phases, costs), float(mp), True, partials_precision, s.estimate, s.temp,
+            s.fwd_estimate, "GradA" if v.grad_a else "forward", grad_a,
+        )  # fmt: skip
+
+    return plan(_view(q, s), plan(_view(q, s, grad_a=True)))

@@ -448,10 +448,11 @@ def dynamic_sparse_schedules(
     backward: bool = True,
 ):
     """``(forward, backward)`` of an ``n x n`` dynamic sparse layer (:func:`plan_dynamic_sparse`; the plan
-    depends on the density, not the pattern). Backward: ``grad_x`` planned as its own dynamic matmul of the
-    transposed operand (PopSparse's GradA pass) and the weight gradient costed as the forward on the same
-    partition (PopSparse's GradW pass samples ``g^T x`` at the bucket's non-zeros; same loop structure
-    assumed [D]). ``backward=False``: ``(forward, None)``."""
+    depends on the density, not the pattern). Backward: ``grad_x`` is PopSparse's GradA pass on the forward's
+    partition with X and Y swapped (the plan was chosen for both passes, :attr:`DynamicSparsePlan.grad_a`)
+    and the weight gradient costed as the forward on the same partition (PopSparse's GradW pass samples
+    ``g^T x`` at the bucket's non-zeros; same loop structure assumed [D]). ``backward=False``:
+    ``(forward, None)``."""
     kw = dict(
         density=density, block=block, tiles=tiles, sram_bytes=sram_bytes, workers=workers, precision=precision,
         partials_precision=partials_precision, costs=costs, overheads=overheads, memory_proportion=memory_proportion,
@@ -464,7 +465,8 @@ def dynamic_sparse_schedules(
     )  # fmt: skip
     if not backward:
         return fs, None
-    gx = plan_dynamic_sparse(n, n, batch, **kw)
+    gx = fwd.grad_a
+    assert gx is not None  # every plan carries its GradA pass
     phases = tuple(replace(p, name=f"{p.name}-grada") for p in gx.phases)
     phases += tuple(replace(p, name=f"{p.name}-gradw") for p in fwd.phases)
     data = np.maximum(gx.data_bytes, fwd.data_bytes)
