@@ -119,6 +119,15 @@ def test_dynamic_batch_split_is_a_factor_of_the_batch_groups():
         assert groups % plan.split[2] == 0
 
 
+def test_dynamic_partials_as_popsparse_validates_them():
+    # validateOptions: element-wise accumulates in FP32, and partials are never narrower than the input
+    for block, precision, partials, got in ((1, "fp16", "fp16", "fp32"), (16, "fp32", "fp16", "fp32"),
+                                            (16, "fp16", "fp16", "fp16")):  # fmt: skip
+        plan = plan_dynamic_sparse(1024, 1024, 64, density=1 / 8, block=block, precision=precision,
+                                   partials_precision=partials, **BOW)  # fmt: skip
+        assert plan.partials_precision == got, (block, precision, partials)
+
+
 def test_dynamic_buckets_run_one_after_another():
     # the supervisor syncs between sub-groups: P_z buckets cost P_z worker passes, not one pass over them all
     from models.linear.dynamicsparse import _mm_cycles, _Problem, _split

@@ -520,7 +520,10 @@ def plan_dynamic_sparse(
 ) -> DynamicSparsePlan:
     """PopSparse's partition (module docstring) of a dynamic sparse ``(m x k, density) · (k x n)``, timed as
     it runs; :class:`~tilesim.errors.SramOverflowError` if no partition's temporary bytes meet
-    ``memory_proportion · sram_bytes`` or the chosen one does not fit the tile."""
+    ``memory_proportion · sram_bytes`` or the chosen one does not fit the tile. As PopSparse's
+    ``validateOptions`` (``MatMulUtils.cpp``), partials narrower than the input, or other than FP32 for
+    element-wise sparsity, are taken as FP32 (PopSparse ignores the option with a warning; the plan says
+    ``partials fp32``)."""
     require(block in DYNAMIC_BLOCKS, "block", block, f"must be one of {DYNAMIC_BLOCKS}", "PopSparse's dynamic codelets")
     require(0.0 < density <= 1.0, "density", density, "must be in (0, 1]", "density 1/16 keeps one block in sixteen")
     for name, v in (("m", m), ("k", k), ("n", n), ("tiles", tiles), ("sram_bytes", sram_bytes), ("workers", workers)):
@@ -529,6 +532,8 @@ def plan_dynamic_sparse(
     _check_proportion(memory_proportion)
     eb = require_precision("precision", precision)
     pb = require_precision("partials_precision", partials_precision)
+    if pb < eb or block == 1:
+        partials_precision, pb = "fp32", 4
     gz = (8 // eb) if block == 1 else 1  # the vector width of the input type [S]
     X, Y = m // block, k // block
     q = _Problem(block, density, gz, X, Y, ceil_div(n, gz), max(math.ceil(density * X * Y), 1), eb, pb, workers, tiles)
