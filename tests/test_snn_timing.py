@@ -36,8 +36,8 @@ def test_program_structure_and_split():
     cfg, m, pl, led, prog, res = step("64-40-30-4")
     T, L = cfg.timesteps, cfg.n_layers
     # per time step 5 forward rows and 4 + L backward rows (one replicate row per layer), then
-    # loss, dW reduce, optimizer, the host variable sync and the labelled epoch residual (module docstring)
-    assert prog.supersteps == (5 + 4 + L) * T + 5
+    # loss, dW reduce, optimizer and the host variable sync (module docstring)
+    assert prog.supersteps == (5 + 4 + L) * T + 4
     assert [prog.labels[i] for i in prog.label_id[:6]] == list(PHASE_LABELS[:5]) + [PHASE_LABELS[0]]
     np.testing.assert_allclose(res.phase_s.sum(axis=1), res.time_s, rtol=1e-9)
     owners = np.unique(np.concatenate(pl.tile_of_neuron))

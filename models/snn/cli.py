@@ -280,8 +280,8 @@ def format_run(summary: dict) -> str:
     if st:
         lines.append(
             f"  assumed structure: sync {st['sync_scope']}, copies {st['copies']}, host {st['host_transfer']} "
-            f"{st['host_direction']}, residual per {st.get('residual_per', 'epoch')} "
-            f"per {st.get('residual_shared', 'chip').replace('_', ' ')} (models/snn/structure.py)"
+            f"{st['host_direction']} at the {st.get('host_rate', 'fitted')} rate per "
+            f"{st.get('host_shared', 'chip').replace('_', ' ')} (models/snn/structure.py)"
         )
     lines += [f"  training: {f['message']}; fix: {f['fix']}" for f in summary.get("findings", [])]
     return "\n".join(lines)
@@ -333,9 +333,9 @@ def _register_scaling(sub) -> None:
     from models.snn.structure import (  # loaded only when the command runs (start-up time)
         COPIES,
         HOST_DIRECTIONS,
+        HOST_RATES,
+        HOST_SHARED,
         HOST_TRANSFERS,
-        RESIDUAL_PER,
-        RESIDUAL_SHARED,
         SYNC_SCOPES,
     )
 
@@ -344,7 +344,7 @@ def _register_scaling(sub) -> None:
         help="weak or strong scaling efficiency of the SNN step over 1 -> N chips, with the structural band",
         description="Time the authors' multi_neuron network (per chip 1471 x npt neurons in 3 npt/2 layers) "
         "at fixed activity on 1..N chips (no training); per point the compute/sync/exchange/links/host/"
-        "residual split and, for each structural assumption switched the other way, the efficiency it gives.",
+        "split and, for each structural assumption switched the other way, the efficiency it gives.",
     )
     s.add_argument("--mode", choices=("weak", "strong"), default="weak", help="weak (default) or strong scaling")
     s.add_argument("--chips", default="1,2,4,8,16", help="chip counts, comma-separated (default 1,2,4,8,16)")
@@ -358,13 +358,16 @@ def _register_scaling(sub) -> None:
     s.add_argument("--host-transfer", choices=HOST_TRANSFERS, default="per_epoch", help="default per_epoch")
     s.add_argument("--host-direction", choices=HOST_DIRECTIONS, default="round_trip", help="default round_trip")
     s.add_argument(
-        "--residual-per", choices=RESIDUAL_PER, default="epoch", help="when the fitted residual is paid (default epoch)"
+        "--host-rate",
+        choices=HOST_RATES,
+        default="fitted",
+        help="the host copy at the rate fitted to the measured steps, or the documented 3 GB/s (default fitted)",
     )
     s.add_argument(
-        "--residual-shared",
-        choices=RESIDUAL_SHARED,
+        "--host-shared",
+        choices=HOST_SHARED,
         default="chip",
-        help="residual paid per chip in parallel, or serially per host link (default chip)",
+        help="host copy made per chip in parallel, or serially per host link (default chip)",
     )
     s.add_argument(
         "--sensitivity",
@@ -415,8 +418,8 @@ def cmd_scaling(args) -> int:
         host_transfer=args.host_transfer,
         host_direction=args.host_direction,
         executions_per_epoch=PAPER_EXECUTIONS_PER_EPOCH,
-        residual_per=args.residual_per,
-        residual_shared=args.residual_shared,
+        host_rate=args.host_rate,
+        host_shared=args.host_shared,
     )
     chips = _chip_list(args.chips)
     study = scaling_study(recipe, chips, args.mode, structure, band=not args.no_band)

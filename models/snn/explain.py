@@ -22,7 +22,7 @@ from mapping.core import Mapping
 from models.snn.counters import WorkCounters
 from models.snn.layout import grad_targets, layer_layout, place_tiles
 from models.snn.network import NetworkConfig
-from models.snn.step_table import GRAD_TARGET, IN, KIND_COMPUTE, OUT, OWNER, RESIDUAL_LABELS, STEP_ROWS
+from models.snn.step_table import GRAD_TARGET, HOST_LABELS, IN, KIND_COMPUTE, OUT, OWNER, STEP_ROWS
 from models.snn.timing import applies
 from tilesim.records import whole_bytes
 
@@ -193,16 +193,14 @@ def _role(tile: int, lay, placement) -> tuple[str, int | None]:
 
 
 _HOST_COPY_WHY = (
-    " The framework copies the weights and optimizer state over the host link (per epoch or per "
-    "execution, one way or both: --host-transfer, --host-direction) at the documented host-traffic "
-    "rate; this is that copy, amortised per step. More steps per execution or SGD instead of Adam "
-    "shorten it."
-)
-_RESIDUAL_WHY = (
-    " This is a fitted residual, not a mechanism: the measured single-chip steps need this many "
-    "cycles per weight per epoch beyond everything modelled (epoch_residual_cycles_per_weight in "
-    "tilesim/presets/costs/snn.toml), amortised over the steps of an epoch (a longer epoch "
-    "shortens it per step); nothing here says what it is."
+    " Keras resets its loss metric at every epoch start, and Graphcore's TensorFlow executor then "
+    "moves every variable the device updated to the host and every argument back at the epoch's "
+    "first execution (graphcore/tensorflow: keras_extension_base.py _fit_delegate, poplar_executor.cc "
+    "CheckMoveDeviceToHostRequired / MoveDeviceToHost / MoveHostToDevice): the weights and optimizer "
+    "state, both ways, amortised over the epoch's steps. Its rate is the one number no source gives: "
+    "fitted to the measured steps (host_copy_ns_per_byte in tilesim/presets/costs/snn.toml; "
+    "--host-rate documented takes Graphcore's 3 GB/s instead). Longer epochs, or SGD instead of Adam "
+    "(no optimizer slots to move), shorten it."
 )
 _FIXED_WHY = (
     " Every tile spends about the same there: it is the fixed cost of the phase's compute sets, "
@@ -213,12 +211,9 @@ _FIXED_WHY = (
 
 def _why(label: str, uniform: bool) -> str:
     """Why phase ``label`` costs what it does when no single tile's data explains it (the host
-    copy, the labelled residual, fixed per-layer costs or a phase every tile spends alike); ""
-    when its critical tile does."""
-    if label == "host: variable sync":
+    copy, fixed per-layer costs or a phase every tile spends alike); "" when its critical tile does."""
+    if label in HOST_LABELS:
         return _HOST_COPY_WHY
-    if label in RESIDUAL_LABELS:
-        return _RESIDUAL_WHY
     if label in FIXED_ROWS or uniform:
         return _FIXED_WHY
     return ""

@@ -120,4 +120,4 @@ def place_tiles(where: str, lay: list, l: int, tiles_per_chip: int, target: int 
         return chip(lay[l - 1].chip if l > 0 else ly.chip)
     if where == GRAD_TARGET:
         return chip(lay[target].chip)
-    return chip(ly.chip)  # CHIP, GRAD_SENDER, HOST_SYNC, EPOCH_RESIDUAL
+    return chip(ly.chip)  # CHIP, GRAD_SENDER, HOST_SYNC

@@ -193,18 +193,19 @@ class _OptionFields:
     )
     host_transfer: Literal["per_epoch", "per_execution"] = _opt(
         "per_epoch",
-        "how often weights and optimizer state cross the host link: once per epoch or after every execution",
+        "how often weights and optimizer state cross the host link: once per epoch (Keras fit: its metric "
+        "reset makes TensorFlow's executor move every variable) or after every execution",
     )
     host_direction: Literal["round_trip", "one_way"] = _opt(
         "round_trip", "the host variable copy: device to host and back, or device to host only"
     )
-    residual_per: Literal["epoch", "execution", "step"] = _opt(
-        "epoch",
-        "when the fitted residual 'unexplained: per-weight epoch cost' is paid: spread over an epoch's "
-        "steps, an execution's, or every step (the 52-step calibration runs cannot tell them apart)",
+    host_rate: Literal["fitted", "documented"] = _opt(
+        "fitted",
+        "the host variable copy's rate: fitted to the measured steps (the cost model's host_copy_ns_per_byte) "
+        "or Graphcore's documented host traffic for one large buffer (3 GB/s)",
     )
-    residual_shared: Literal["chip", "host_link"] = _opt(
-        "chip", "the residual paid by each chip in parallel, or one after another by the 4 chips of a host link"
+    host_shared: Literal["chip", "host_link"] = _opt(
+        "chip", "the host copy made by each chip in parallel, or one after another by the 4 chips of a host link"
     )
     costs: Optional[str] = _opt(
         None,
@@ -340,8 +341,8 @@ class RunOptions(_OptionFields):
             copies=self.copies,
             host_transfer=self.host_transfer,
             host_direction=self.host_direction,
-            residual_per=self.residual_per,
-            residual_shared=self.residual_shared,
+            host_rate=self.host_rate,
+            host_shared=self.host_shared,
         )
 
     @cached_property

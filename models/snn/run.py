@@ -367,7 +367,7 @@ def _time_step(options, config, machine, placement, costs, counters, out: _Steps
         ProgramDigest.of(
             program,
             options.trace_tiles or critical_tiles(sim),
-            sim.host_labels + sim.residual_labels,
+            sim.host_labels,
             make_fabric(machine),
         )
     )

@@ -12,9 +12,9 @@ Strong scaling: the network of the largest chip count, on C chips at ``⌈npt·C
 per tile (or the next count at which its layers place in whole-layer blocks);
 E(C) = t(C_1)·C_1 / (t(C)·C), C_1 the smallest count.
 
-Each point carries the step's split (compute, sync, exchange, links, host, and the labelled
-residual ``unexplained: per-weight epoch cost``) and the *structural band*: for each assumption of
-:class:`models.snn.structure.StepStructure` switched the other way, the efficiency it would give.
+Each point carries the step's split (compute, sync, exchange, links, host) and the *structural
+band*: for each assumption of :class:`models.snn.structure.StepStructure` switched the other way,
+the efficiency it would give.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from models.snn.placing import place
 from models.snn.retime import retime
-from models.snn.structure import RESIDUAL_PER, StepStructure, flipped
+from models.snn.structure import StepStructure, flipped
 from tilesim.errors import MappingError, require
 from tilesim.machine import load_machine
 
@@ -44,8 +44,8 @@ __all__ = [
 ]
 
 TILES_USED_PER_CHIP = 1471  # the authors' code maps neurons to 1471 tiles per IPU (tile 0 of IPU 0 free, §3.1)
-ASSUMPTIONS = ("sync_scope", "copies", "host_transfer", "host_direction")
-SPLIT_KEYS = ("compute", "sync", "exchange", "links", "host", "residual")
+ASSUMPTIONS = ("sync_scope", "copies", "host_transfer", "host_direction", "host_rate", "host_shared")
+SPLIT_KEYS = ("compute", "sync", "exchange", "links", "host")
 # (weak-scaling input size, classes, input cap) of the §4.4 runs (experiments/s_common.py DATASETS)
 _DATASETS = {"shd": (700, 20, 48), "nmnist": (1152, 10, 32)}
 MODES = ("weak", "strong")
@@ -294,26 +294,25 @@ def format_table(study: ScalingStudy) -> str:
 SENSITIVITY_NPT = (2, 4, 8)
 SENSITIVITY_BATCH = (24, 96, 384)
 SETTLED_BY = {
-    "residual_per": "one calibration network timed at two steps-per-execution settings (e.g. 26 and 104 steps "
-    "per execution, same epoch): per step, per execution and per epoch then give different step times",
-    "residual_shared": "the one-chip §4.4 network and four copies of it on the 4 IPUs of one IPU-Machine, timed "
-    "per step: a host-serial cost makes the 4-chip step longer by 3x the residual",
     "sync_scope": "a PopVision trace of a 2-IPU run: whether supersteps without cross-chip data pay Sync-Link syncs",
     "copies": "a PopVision trace: one exchange or one per layer for the consecutive Copy programs",
-    "host_transfer": "a run with two executions per epoch against one with one: whether the variable copy repeats",
-    "host_direction": "a PopVision host-exchange trace at an execution boundary: device->host only, or both ways",
+    "host_transfer": "a run with two executions per epoch against one with one: whether the variable copy repeats "
+    "(the executor's code says once per epoch under Keras fit)",
+    "host_direction": "a PopVision host-exchange trace of an epoch's first execution: device->host only, or both "
+    "ways (the executor's code says both)",
+    "host_rate": "the calibration network with Adam and with SGD (24 against 8 bytes per weight moved), or an "
+    "IPU trace of an epoch's first execution (enable_io_trace): the copy's own time",
+    "host_shared": "the one-chip §4.4 network and four copies of it on the 4 IPUs of one IPU-Machine, timed per "
+    "step: a host-serial copy makes the 4-chip step longer by 3x the one-chip copy",
 }
 """Per unknown, the one measurement that would settle it (quoted where a verdict is undetermined)."""
 
 
 def _variants(base: StepStructure) -> list:
-    """(unknown, setting, structure) per row of the sensitivity table: the base, then every other
-    setting of each unknown (the residual's scaling axis and each structural option)."""
+    """(unknown, setting, structure) per row of the sensitivity table: the base, then each structural
+    option switched the other way (:data:`ASSUMPTIONS`)."""
     out = [("(as assumed)", base.describe(), base)]
-    for value in RESIDUAL_PER:
-        if value != base.residual_per:
-            out.append(("residual_per", value, replace(base, residual_per=value)))
-    for name in ("residual_shared", *ASSUMPTIONS):
+    for name in ASSUMPTIONS:
         other = flipped(base, name)
         out.append((name, str(getattr(other, name)), other))
     return out

@@ -36,7 +36,7 @@ def plot_scaling(study: ScalingStudy, out) -> None:
     x = range(len(pts))
     for k in SPLIT_KEYS:
         v = [p.split_s[k] * 1e3 for p in pts]
-        b.bar(x, v, bottom=bottom, color=_COLOURS[k], label=k if k != "residual" else "unexplained residual")
+        b.bar(x, v, bottom=bottom, color=_COLOURS[k], label=k)
         bottom = [u + w for u, w in zip(bottom, v)]
     b.set_xticks(list(x), [str(c) for c in chips])
     b.set_xlabel("chips")

@@ -25,7 +25,6 @@ OUTPUT_TILES = "output tiles"  # the layer's own tiles, the same scalar on each 
 GRAD_SENDER = "gradient sender"  # the layer's chip, once per layer it sends slot gradients to (that layer's term)
 GRAD_TARGET = "gradient targets"  # the chip of each layer it sends slot gradients to (that layer's term)
 HOST_SYNC = "host sync"  # the op's tiles of each chip: the term summed over the chip's layers, as bytes
-EPOCH_RESIDUAL = "epoch residual"  # the op's tiles of each chip: the term (weights) summed over the chip's layers
 PLACES = (
     OWNER,
     CHIP,
@@ -36,9 +35,8 @@ PLACES = (
     GRAD_SENDER,
     GRAD_TARGET,
     HOST_SYNC,
-    EPOCH_RESIDUAL,
 )
-PER_CHIP_PLACES = (HOST_SYNC, EPOCH_RESIDUAL)
+PER_CHIP_PLACES = (HOST_SYNC,)
 
 # Which layers a term or a link flow applies to.
 EVERY_LAYER, WITH_INPUT_GRAD, OUTPUT_LAYER = "every layer", "layers with input gradients", "output layer"
@@ -52,7 +50,6 @@ TO_GRAD_TARGETS = "to the gradient targets"  # l's chip -> chip of each layer it
 FORWARD, BACKWARD, ONCE = "forward", "backward", "once"
 # What a row is: vertices computing, PopLibs copies/slices only, an exchange of copies, the host copy.
 KIND_COMPUTE, KIND_COPY, KIND_EXCHANGE, KIND_HOST = "compute", "copy", "exchange", "host"
-KIND_RESIDUAL = "residual"  # a fitted term no modelled mechanism explains (labelled as such)
 
 
 @dataclass(frozen=True)
@@ -245,13 +242,6 @@ STEP_ROWS = (
         counters=(("optimizer", ("weights_updated",)),),
     ),
     StepRow("host: variable sync", KIND_HOST, ONCE, Calls(0), writes=(Write(COMPUTE, HOST_SYNC, "weights"),)),
-    StepRow(
-        "unexplained: per-weight epoch cost",
-        KIND_RESIDUAL,
-        ONCE,
-        Calls(0),
-        writes=(Write(COMPUTE, EPOCH_RESIDUAL, "weights"),),
-    ),
 )
 """The training step's rows in program order (the module docstring says what each does)."""
 
@@ -259,14 +249,12 @@ PHASE_LABELS = tuple(row.label for row in STEP_ROWS)
 # rows the tiles run for the host (the variable copy): the engine times them as compute, every
 # breakdown books them as host (:func:`book_step`)
 HOST_LABELS = tuple(row.label for row in STEP_ROWS if row.kind == KIND_HOST)
-# fitted rows no mechanism explains: timed as compute, every breakdown books them as residual
-RESIDUAL_LABELS = tuple(row.label for row in STEP_ROWS if row.kind == KIND_RESIDUAL)
 
 
 def book_step(result):
-    """A simulated step (:class:`tilesim.records.SimResult`) with its host rows booked as host and its
-    fitted residual rows as residual (the engine times both as compute); times and totals unchanged."""
-    return result.book_as(HOST_LABELS, "host").book_as(RESIDUAL_LABELS, "residual")
+    """A simulated step (:class:`tilesim.records.SimResult`) with its host rows booked as host (the
+    engine times them as compute); times and totals unchanged."""
+    return result.book_as(HOST_LABELS, "host")
 
 
 @dataclass(frozen=True)

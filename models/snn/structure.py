@@ -22,33 +22,41 @@ it assumed, and a scaling study can switch each one the other way (:func:`flippe
     copies are merged), not for on-device copies; the 12 measured single-chip steps were fitted
     with separate copies. Default: "separate".
 ``host_transfer``  ``"per_epoch"`` (default) | ``"per_execution"``
-    How often the trainable state (weights + optimizer slots) crosses the host link: after
-    every device execution, or once per epoch (TF's executor keeps variables on the device
-    between runs; Keras resets metrics at every epoch start). The calibration runs and the
-    paper's runs have one execution per epoch, where the two coincide.
-``host_direction``  ``"round_trip"`` (default) | ``"one_way"``
-    Device→host only, or device→host and host→device.
-``residual_per``  ``"epoch"`` (default) | ``"execution"`` | ``"step"``
-    When the labelled residual ``unexplained: per-weight epoch cost`` is paid. Every measured
-    single-chip row ran one execution of 52 steps per epoch
-    (:data:`CALIBRATION_STEPS_PER_EPOCH`), so the data fit all three equally: the fitted
-    cycles per weight are spread over the steps of an epoch, of an execution, or over 52 steps
-    every step. The §4.4 scaling runs (1000 steps per epoch, two executions of 500) tell them apart.
-``residual_shared``  ``"chip"`` (default) | ``"host_link"``
-    Whether each chip pays the residual for its own weights in parallel, or the chips behind one
-    host link (:data:`CHIPS_PER_HOST_LINK`, an IPU-Machine's gateway) pay it one after another
-    (each chip waits for the whole group's weights): the test of a host-serial cost.
+    How often the trainable state crosses the host link: once per epoch, or after every device
+    execution. Keras ``fit`` does it once per epoch, and the code says why (graphcore/tensorflow at
+    05d6411 [S]): ``_fit_delegate`` (``tensorflow/python/ipu/keras/extensions/keras_extension_base.py``)
+    calls ``reset_metrics()`` at every epoch start, a host-side assign to the loss metric's variables,
+    which ``train_step`` updates on the device; at the epoch's first execution
+    ``PoplarExecutor::ExecuteEngine`` (``tensorflow/compiler/plugin/poplar/driver/poplar_executor.cc``)
+    finds an output buffer that is no longer the argument in its place (``CheckMoveDeviceToHostRequired``),
+    moves *every* on-device output to the host (``MoveDeviceToHost``) and streams *every* argument back
+    (``MoveHostToDevice``). The epoch's other executions find everything in place (the per-execution
+    ``_train_counter.assign_add`` is a scalar graph evaluated on the host, ``IsScalarElementwiseGraph``,
+    with its argument already there). ``per_execution`` is a loop that reads or assigns a trained
+    variable after every execution. The calibration runs and the paper's have one execution per epoch.
+``host_direction``  ``"round_trip"`` (default, the same source) | ``"one_way"``
+    Device→host and host→device, or device→host only.
+``host_rate``  ``"fitted"`` (default) | ``"documented"``
+    The round trip's rate: the one no source gives. ``fitted``: ``host_copy_ns_per_byte`` of the cost
+    model, fitted to the 12 measured single-chip steps (the per-weight term the data identify, ±8 %
+    over leave-one-out refits; ≈ 0.64 GB/s per direction). ``documented``: Graphcore's host-traffic
+    figures for one large buffer (:data:`D2H_BYTES_PER_S`, :data:`H2D_BYTES_PER_S`), the fast end of
+    the band. What runs slower than the documented rate is not known: every variable
+    is a separate stream, the executor copies each through its own host buffer, and tensors laid out
+    by the op (weights transposed, two neurons per tile) are rearranged on the way.
+``host_shared``  ``"chip"`` (default) | ``"host_link"``
+    Whether each chip moves its own state in parallel, or the chips behind one host link
+    (:data:`CHIPS_PER_HOST_LINK`, an IPU-Machine's gateway) one after another (each chip waits for the
+    whole group's bytes). One executor serves the whole multi-chip engine, so a host-side bottleneck
+    would serialise them; no multi-chip measurement says which.
 
-The host transfer runs at :func:`host_copy_bytes_per_s`: the machine's host link bounded by
-the documented host-traffic rates. What the measured single-chip steps need beyond it is the
-labelled residual ``unexplained: per-weight epoch cost`` (a fitted coefficient, cycles per weight
-per epoch, ``epoch_residual_cycles_per_weight``), not a host link at an impossible rate. Its
-leading candidate (not modelled: no source gives its rate): Graphcore's TensorFlow executor
-moves every resource variable device→host when the engine changes and back before the next run
-(``poplar_executor.cc``: ``CheckMoveDeviceToHostRequired(engine_changed)``), so an epoch boundary
-that runs another executable (e.g. Keras resetting its metrics) costs a round trip of weights and
-Adam moments (24 B per weight) through per-tensor host reads; the residual is 30 ns per weight per
-epoch, an effective 0.8 GB/s. ``residual_per`` / ``residual_shared`` say when and where it is paid.
+What crosses (``MoveDeviceToHost``: every on-device output; ``MoveHostToDevice``: every argument): the
+weights and the optimizer's slots (Adam's two moments; plain SGD none), 4·(1 + slots) bytes per weight
+each way; the other arguments (thresholds, decay constants, counters) are a few bytes per neuron and
+are left out. The measured Keras "ms/step" contains it: the training log's wall time outside the
+epochs (``Final time`` minus the epochs' own times) is 5 ± 5 ms per epoch and does not grow with the
+weights (L2 − L5: +1.6 ± 8.8 ms per epoch for 2.8 M more weights), so no part of the round trip
+happens between the timed epochs.
 
 Not options, because the authors' code leaves no choice (modelled in :mod:`models.snn.timing`):
 on C > 1 chips the op's input-gradient ``reduceMany`` runs once per IPU, one after another
@@ -71,13 +79,13 @@ __all__ = [
     "COPIES",
     "HOST_TRANSFERS",
     "HOST_DIRECTIONS",
-    "RESIDUAL_PER",
-    "RESIDUAL_SHARED",
-    "CALIBRATION_STEPS_PER_EPOCH",
+    "HOST_RATES",
+    "HOST_SHARED",
     "CHIPS_PER_HOST_LINK",
     "D2H_BYTES_PER_S",
     "H2D_BYTES_PER_S",
     "host_copy_bytes_per_s",
+    "host_copy_seconds_per_byte",
     "flipped",
 ]
 
@@ -85,12 +93,9 @@ SYNC_SCOPES = ("chip", "all")
 COPIES = ("separate", "merged")
 HOST_TRANSFERS = ("per_epoch", "per_execution")
 HOST_DIRECTIONS = ("round_trip", "one_way")
-RESIDUAL_PER = ("epoch", "execution", "step")
-RESIDUAL_SHARED = ("chip", "host_link")
+HOST_RATES = ("fitted", "documented")
+HOST_SHARED = ("chip", "host_link")
 
-CALIBRATION_STEPS_PER_EPOCH = 52
-"""Steps per execution and per epoch of every measured single-chip row (9984 samples / 48 / 4;
-``benchmark_multi_layer_nmnist.py`` at afd6c70): the steps the fitted residual was spread over."""
 CHIPS_PER_HOST_LINK = 4
 """IPUs behind one host link: an IPU-Machine (M2000 / Bow-2000) reaches its host through one
 IPU-Gateway with a 2 × 100 GbE NIC (ipu-hardware.md §1.2, "Gateway / host")."""
@@ -113,8 +118,8 @@ class StepStructure:
     host_transfer: str = "per_epoch"
     host_direction: str = "round_trip"
     executions_per_epoch: int = 1
-    residual_per: str = "epoch"
-    residual_shared: str = "chip"
+    host_rate: str = "fitted"
+    host_shared: str = "chip"
 
     def __post_init__(self):
         for name, allowed in (
@@ -122,8 +127,8 @@ class StepStructure:
             ("copies", COPIES),
             ("host_transfer", HOST_TRANSFERS),
             ("host_direction", HOST_DIRECTIONS),
-            ("residual_per", RESIDUAL_PER),
-            ("residual_shared", RESIDUAL_SHARED),
+            ("host_rate", HOST_RATES),
+            ("host_shared", HOST_SHARED),
         ):
             v = getattr(self, name)
             require(v in allowed, name, v, f"must be one of {', '.join(allowed)}", f"e.g. {name}={allowed[0]!r}")
@@ -140,25 +145,16 @@ class StepStructure:
         k = self.executions_per_epoch if self.host_transfer == "per_epoch" else 1
         return steps_per_execution * k
 
-    def residual_steps(self, steps_per_execution: int) -> int:
-        """Training steps the per-weight residual of one epoch of the calibration runs is spread
-        over (``residual_per``): an epoch's, an execution's, or the calibration epoch's 52 steps."""
-        if self.residual_per == "epoch":
-            return steps_per_execution * self.executions_per_epoch
-        if self.residual_per == "execution":
-            return steps_per_execution
-        return CALIBRATION_STEPS_PER_EPOCH
-
     def to_dict(self) -> dict:
         """The JSON form (every summary carries it)."""
         return asdict(self)
 
     def describe(self) -> str:
-        """One line: ``sync chip, copies separate, host per_epoch round_trip``."""
+        """One line: ``sync chip, copies separate, host per_epoch round_trip at the fitted rate per chip``."""
         return (
             f"sync {self.sync_scope}, copies {self.copies}, host {self.host_transfer} {self.host_direction}"
             + (f" ({self.executions_per_epoch} executions/epoch)" if self.executions_per_epoch > 1 else "")
-            + f", residual per {self.residual_per} per {self.residual_shared.replace('_', ' ')}"
+            + f" at the {self.host_rate} rate per {self.host_shared.replace('_', ' ')}"
         )
 
 
@@ -169,7 +165,8 @@ _OTHER = {
     "copies": dict(zip(COPIES, reversed(COPIES))),
     "host_transfer": dict(zip(HOST_TRANSFERS, reversed(HOST_TRANSFERS))),
     "host_direction": dict(zip(HOST_DIRECTIONS, reversed(HOST_DIRECTIONS))),
-    "residual_shared": dict(zip(RESIDUAL_SHARED, reversed(RESIDUAL_SHARED))),
+    "host_rate": dict(zip(HOST_RATES, reversed(HOST_RATES))),
+    "host_shared": dict(zip(HOST_SHARED, reversed(HOST_SHARED))),
 }
 
 
@@ -180,6 +177,17 @@ def flipped(structure: StepStructure, name: str) -> StepStructure:
 
 
 def host_copy_bytes_per_s(machine, to_host: bool) -> float:
-    """Bytes/s of a variable copy over the host link: the machine's link rate bounded by the
-    documented host-traffic rate of that direction."""
+    """Bytes/s of a variable copy over the host link at the documented rate: the machine's link rate
+    bounded by the documented host-traffic rate of that direction."""
     return min(float(machine.system.host_bytes_per_s), D2H_BYTES_PER_S if to_host else H2D_BYTES_PER_S)
+
+
+def host_copy_seconds_per_byte(machine, structure: StepStructure, fitted_ns_per_byte: float) -> float:
+    """Seconds per byte of trainable state of the host copy under ``structure``: device→host, plus
+    host→device for a round trip, each at ``fitted_ns_per_byte`` (``host_rate="fitted"``: the cost
+    model's ``host_copy_ns_per_byte``, which its fit bounds below by the documented rate) or at
+    :func:`host_copy_bytes_per_s` (``"documented"``)."""
+    directions = (True, False) if structure.host_direction == "round_trip" else (True,)
+    if structure.host_rate == "fitted":
+        return len(directions) * fitted_ns_per_byte * 1e-9
+    return sum(1.0 / host_copy_bytes_per_s(machine, to_host) for to_host in directions)

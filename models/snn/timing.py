@@ -45,12 +45,11 @@ Backward, for t = T−1 … 0
   ``bwd: reduce input grad``  stage-1 sums and the stage-2 ``reduceMany``.
 ``dW reduce`` (zeroing, 6 copies → 1), ``optimizer`` (Adam or SGD), once per step,
 ``host: variable sync``: the trainable state (weights and optimizer slots, 4·(1 + slots)·weights
-bytes per chip) crosses the host link once per execution or per epoch, one way or both
-(:class:`models.snn.structure.StepStructure`), at the documented host-traffic rate
-(:func:`models.snn.structure.host_copy_bytes_per_s`), amortised over the steps in between; and
-``unexplained: per-weight epoch cost``: what the 12 measured steps need beyond every modelled
-mechanism, a fitted ``epoch_residual_cycles_per_weight`` per weight of the chip, amortised over
-the epoch's steps (a labelled residual, not a mechanism; shown on its own in every breakdown).
+bytes per chip) crosses the host link once per epoch, both ways, because Keras resets its loss
+metric at every epoch start and Graphcore's TensorFlow executor then moves every on-device output
+to the host and every argument back (:class:`models.snn.structure.StepStructure` gives the source
+and the options), at the round trip's fitted rate (the cost model's ``host_copy_ns_per_byte``) or the
+documented host-traffic rate (``host_rate``), amortised over the steps in between.
 The input sequence (T·B·(input_cap+1)·4 bytes) arrives once per step by host infeed.
 
 Superstep overhead. A compute set costs ``compute_set_cycles`` on every tile (control code,
@@ -105,7 +104,6 @@ from models.snn.step_table import (
     EVERY_LAYER,
     FROM_INPUT_LAYER,
     GRAD_SENDER,
-    HOST_SYNC,
     IN,
     INPUT_CHIP,
     OUT,
@@ -123,7 +121,13 @@ from models.snn.step_table import (
     Write,
     step_shape,
 )
-from models.snn.structure import CHIPS_PER_HOST_LINK, DEFAULT_STRUCTURE, StepStructure, host_copy_bytes_per_s
+from models.snn.structure import (
+    CHIPS_PER_HOST_LINK,
+    D2H_BYTES_PER_S,
+    DEFAULT_STRUCTURE,
+    StepStructure,
+    host_copy_seconds_per_byte,
+)
 from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
 from tilesim.errors import ConfigError, MappingError, config_message, require
 from tilesim.fabric import make_fabric
@@ -401,7 +405,6 @@ class _Step:
     chip_sync_cycles: float = 0.0  # one sync of one chip
     host_cycles_per_byte: float = 0.0  # the host variable copy (:func:`host_sync_cycles_per_byte`)
     transfer_steps: int = 1  # steps one host transfer is amortised over
-    residual_steps: int = 1  # steps the per-weight residual is spread over (``StepStructure.residual_steps``)
 
     def cycles(self, work, vertices):
         """Tile cycles of ``work`` worker cycles over ``vertices`` vertices (barrel scheduling)."""
@@ -441,9 +444,8 @@ def _step(config, placement, counters, machine, costs, steps_per_execution, stru
         float(machine.chip.exchange_fixed_cycles),
         structure,
         float(machine.chip.sync_cycles),
-        host_sync_cycles_per_byte(machine, structure),
+        host_sync_cycles_per_byte(machine, structure, costs),
         structure.transfer_steps(steps_per_execution),
-        structure.residual_steps(steps_per_execution),
     )
 
 
@@ -611,32 +613,36 @@ def _write(s: _Step, terms: list, rows: RowSink, w: Write, k: int, l: int) -> No
             rows.chip(w.array, k, ly.chip if w.where == GRAD_SENDER else s.layers[t].chip, getattr(terms[t], w.term))
 
 
-def host_sync_cycles_per_byte(machine, structure: StepStructure) -> float:
-    """Tile cycles per byte of trainable state the host variable copy moves: device→host, and
-    host→device too for a round trip, at the documented host-traffic rates."""
-    per_s = 1.0 / host_copy_bytes_per_s(machine, True)
-    if structure.host_direction == "round_trip":
-        per_s += 1.0 / host_copy_bytes_per_s(machine, False)
-    return machine.clock_hz * per_s
+def host_sync_cycles_per_byte(machine, structure: StepStructure, costs: CostModel) -> float:
+    """Tile cycles per byte of trainable state the host variable copy moves (device→host, and back
+    for a round trip) at the fitted or the documented rate (:func:`host_copy_seconds_per_byte`; a cost
+    model without ``host_copy_ns_per_byte`` moves at the documented rate)."""
+    if "epoch_residual_cycles_per_weight" in costs.coefficients:
+        raise ConfigError(
+            config_message(
+                f"costs {costs.name!r}: epoch_residual_cycles_per_weight",
+                costs.coefficients["epoch_residual_cycles_per_weight"],
+                "is no longer a coefficient: the per-weight epoch cost is the host round trip of weights and "
+                "optimizer state now (host_copy_ns_per_byte, models/snn/structure.py)",
+                "re-run tilesim calibrate on your cases, or drop --costs to use the shipped calibration",
+            )
+        )
+    fitted = float(costs.coefficients.get("host_copy_ns_per_byte", 1e9 / D2H_BYTES_PER_S))
+    return machine.clock_hz * host_copy_seconds_per_byte(machine, structure, fitted)
 
 
 def _host_sync(s: _Step, terms: list, rows: RowSink, w: Write, k: int) -> None:
-    """Per-chip once-per-step terms on the op's tiles: the host variable copy of the chip's
-    trainable state (weights and optimizer slots), amortised over the steps between transfers
-    (:data:`HOST_SYNC`), or the labelled per-weight epoch residual (:data:`EPOCH_RESIDUAL`), spread
-    over ``structure.residual_steps`` and paid per chip or per host link (``residual_shared``)."""
+    """Per-chip once-per-step terms on the op's tiles (:data:`HOST_SYNC`): the host variable copy of
+    the chip's trainable state (weights and optimizer slots), amortised over the steps between
+    transfers; with ``host_shared="host_link"`` each chip waits for its host link's whole group."""
     on_chip = np.zeros(s.C)
     for l, ly in enumerate(s.layers):
         on_chip[ly.chip] += getattr(terms[l], w.term)
-    if w.where == HOST_SYNC:
-        slots = 2 if s.config.optimizer == "adam" else 0
-        per_step = s.host_cycles_per_byte * 4.0 * (1 + slots) * on_chip / s.transfer_steps  # per chip
-    else:
-        coef = float(s.costs.coefficients.get("epoch_residual_cycles_per_weight", 0.0))
-        if s.structure.residual_shared == "host_link":  # each chip waits for its host link's whole group
-            group = np.arange(s.C) // CHIPS_PER_HOST_LINK
-            on_chip = np.bincount(group, weights=on_chip)[group]
-        per_step = coef * on_chip / s.residual_steps
+    if s.structure.host_shared == "host_link":
+        group = np.arange(s.C) // CHIPS_PER_HOST_LINK
+        on_chip = np.bincount(group, weights=on_chip)[group]
+    slots = 2 if s.config.optimizer == "adam" else 0
+    per_step = s.host_cycles_per_byte * 4.0 * (1 + slots) * on_chip / s.transfer_steps
     for c in range(s.C):
         if per_step[c]:
             rows.chip(w.array, k, c, per_step[c], masked=True)

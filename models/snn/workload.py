@@ -72,7 +72,7 @@ class SnnStep:
         return snn_memory(self.config, self.placement, machine)
 
     def book(self, result: SimResult) -> SimResult:
-        """Host-copy rows as host time and the fitted residual row as residual (:func:`book_step`)."""
+        """Host-copy rows as host time (:func:`book_step`)."""
         return book_step(result)
 
     def section(self, result: SimResult) -> Section:
@@ -80,10 +80,7 @@ class SnnStep:
         cfg, st = self.config, self.structure
         layers = "-".join(str(n) for n in cfg.layers)
         caps = list(cfg.n_max)
-        assumed = (
-            f"sync {st.sync_scope}, copies {st.copies}, host {st.host_transfer} {st.host_direction}, "
-            f"{self.steps_per_execution} steps per execution"
-        )
+        assumed = f"{st.describe()}, {self.steps_per_execution} steps per execution"
         return Section(
             title="SNN training step",
             lines=(
