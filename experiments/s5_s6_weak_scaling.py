@@ -23,7 +23,7 @@ step times and efficiencies carry its leave-one-out band (``*_lo``/``*_hi`` colu
 
 Structure (issues 17, 25): every point is timed under the §4.4 runs' structure
 (:data:`models.snn.scaling.PAPER_STRUCTURE`: sync scope "chip", copies "separate", host per epoch,
-round trip, two executions of 500 steps per epoch, the residual per epoch and per chip) and again
+round trip at the fitted rate, each chip its own, two executions of 500 steps per epoch) and again
 with each assumption switched the other way: ``step_ms_if_<name>`` and
 ``efficiency_if_<name>`` (the structural band; ``tilesim scaling`` draws the same for one recipe).
 """

@@ -27,6 +27,8 @@ from models.snn import data as D
 from models.snn.placing import place
 from models.snn.retime import retime
 from models.snn.step_table import HOST_LABELS, STEP_ROWS, step_shape
+from models.snn.structure import StepStructure
+from models.snn.timing import default_costs
 from tilesim import plots
 from tilesim.costs import barrel_tile_cycles
 from tilesim.engine import simulate
@@ -428,7 +430,12 @@ def multichip(img: Path, quick: bool) -> dict:
         f"('{rep}': {rep0 * 1e3:.2f} ms → "
         f"{rep1 * 1e3:.2f} ms, {100 * ex1:.0f} % of it exchange, sync and links), each with a sync of its own, "
         f"and with the IPU-Links carrying the lists that cross a chip boundary. That serial, "
-        f"exchange-heavy part is what turns a deep multi-chip network communication-bound."
+        f"exchange-heavy part is what turns a deep multi-chip network communication-bound. What the authors' "
+        f"code fixes is modelled as such: one `reduceMany` per chip, one after another, and the Keras pipeline's "
+        f"2(C−1) stage switches per step. What no source says is a named assumption printed with every "
+        f"prediction: which chips a superstep without cross-chip data syncs (`--sync-scope`), whether the "
+        f"per-layer copies merge into one exchange (`--copies`), and whether the chips' host round trips run in "
+        f"parallel (`--host-shared`); `tilesim scaling` shows each one switched the other way."
     )
     return {
         "title": "A multi-chip run turning communication-bound",
@@ -713,18 +720,25 @@ def host_link(img: Path, quick: bool) -> dict:
     ax.legend(fontsize=8)
     path = _save(fig, img / "host-link.png")
     infeed = T * B * 4.0 * (cfg.input_cap + 1) + 4.0 * B
+    ns = default_costs().coefficients["host_copy_ns_per_byte"]
+    by_doc = retime(None, cfg, pl, m, structure=StepStructure(host_rate="documented")).result.by_label()
+    doc = sum(by_doc[h]["time_s"] for h in HOST_LABELS if h in by_doc)
     text = (
         f"The host (the server running the framework) talks to the chips over PCIe: "
         f"{m.system.host_bytes_per_s / 1e9:.0f} GB/s and {m.system.host_latency_s * 1e6:.1f} µs per transfer "
         f"in the preset. Every step the input spike lists arrive by host infeed ({infeed / 1e3:,.0f} kB here, "
-        f"booked as host at the first superstep). After every device execution of `--steps-per-execution` "
-        f"steps (once per epoch in the authors' runs) the framework copies the weights and optimizer state to "
-        f"the host and back; the tiles do that copy at Graphcore's documented host-traffic rate (3 GB/s each "
-        f"way), and the simulator books it as **host** time. Amortised over 1 step it costs "
-        f"{rows[0][2] * 1e3:.2f} ms of a {rows[0][1] * 1e3:.2f} ms step; over 52 (the default) "
-        f"{rows[3][2] * 1e3:.3f} ms of {rows[3][1] * 1e3:.2f} ms. What the measured steps need beyond every "
-        f"modelled mechanism is not hidden here: it is the grey **residual** row, `unexplained: per-weight "
-        f"epoch cost`, a fitted number of cycles per weight per epoch that nothing in the model explains."
+        f"booked as host at the first superstep). Once per epoch (here: every `--steps-per-execution` steps, one "
+        f"execution per epoch as in the authors' runs) Keras resets its loss metric, and Graphcore's TensorFlow "
+        f"executor then moves every variable the device updated to the host and every argument back before the "
+        f"epoch's first step: the weights and the optimizer's slots, {4 * 3} bytes per weight each way with Adam "
+        f"(a third of that with plain SGD). That much is known from the framework's code "
+        f"(`models/snn/structure.py` quotes it), and the authors' training log puts the round trip inside the timed "
+        f"epochs. Its rate is not known: the simulator uses the rate fitted to the measured steps, "
+        f"{ns:.2f} ns per byte and direction ({1 / ns:.2f} GB/s), against Graphcore's documented 3 GB/s for one large "
+        f"buffer (`--host-rate documented`); on several chips, whether they move their state in parallel is "
+        f"assumed too (`--host-shared`). Amortised over 1 step it costs {rows[0][2] * 1e3:.2f} ms of a "
+        f"{rows[0][1] * 1e3:.2f} ms step; over 52 (the default) {rows[3][2] * 1e3:.3f} ms of {rows[3][1] * 1e3:.2f} "
+        f"ms, or {doc * 1e3:.3f} ms at the documented rate."
     )
     return {
         "title": "The host link",
@@ -802,7 +816,7 @@ GLOSSARY = (
     ("exchange", "tiles copy data into other tiles' SRAM on a compile-time schedule, 4 B/cycle per tile"),
     ("supertile", "two tiles sharing an exchange port; both can receive the same data at once (8 B/cycle)"),
     ("IPU-Link / ladder", "chip-to-chip links; Poplar's ladder of rungs of two chips"),
-    ("host link", "PCIe to the server: input infeed, the variable copy after each execution"),
+    ("host link", "PCIe to the server: input infeed, the round trip of weights and optimizer state once per epoch"),
     ("steps per execution", "training steps the device runs before returning to the host"),
     ("critical tile", "the slowest tile of a superstep (the one everybody waits for)"),
     ("N_max", "the most neuron ids a layer's spike list may carry per time step and sample"),

@@ -143,7 +143,7 @@ def test_s6_neurons_per_tile_half_falls_under_every_structural_option():
     """S6's second half (more neurons per tile scale better) does not hold under the §4.4 structure
     nor with any structural option flipped (experiments/README.md, S6): every chip runs every
     layer's PopLibs programs, and the layers grow with neurons per tile as fast as each chip's work.
-    (The residual paid per step flips it: the sensitivity table calls the half undetermined.)"""
+    (The sensitivity table, experiments/README.md, finds the same sign in every row.)"""
     p2, p8 = _e16(2, 24), _e16(8, 24)
     assert p8.efficiency < p2.efficiency
     for name in p2.band:
