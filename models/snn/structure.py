@@ -23,8 +23,8 @@ it assumed, and a scaling study can switch each one the other way (:func:`flippe
     with separate copies. Default: "separate".
 ``host_transfer``  ``"per_epoch"`` (default) | ``"per_execution"``
     How often the trainable state crosses the host link: once per epoch, or after every device
-    execution. Keras ``fit`` does it once per epoch, and the code says why (graphcore/tensorflow at
-    05d6411 [S]): ``_fit_delegate`` (``tensorflow/python/ipu/keras/extensions/keras_extension_base.py``)
+    execution. Keras ``fit`` does it once per epoch, and Graphcore's TensorFlow says why [S]:
+    ``_fit_delegate`` (``tensorflow/python/ipu/keras/extensions/keras_extension_base.py``, read at 05d6411)
     calls ``reset_metrics()`` at every epoch start, a host-side assign to the loss metric's variables,
     which ``train_step`` updates on the device; at the epoch's first execution
     ``PoplarExecutor::ExecuteEngine`` (``tensorflow/compiler/plugin/poplar/driver/poplar_executor.cc``)
