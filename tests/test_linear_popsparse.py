@@ -60,6 +60,17 @@ def test_dynamic_codelet_estimates_counted_by_hand():
     assert c.elementwise(4, 7, 8, False, 6) == 6 * (28 + 4 * (15 + 3 * 7)) + 30 + 47 + 46
 
 
+def test_static_explain_names_the_estimate_the_proportion_bounds_and_what_the_plan_holds():
+    from models.linear.planner import explain_plan
+
+    lay = random_block_layout(1024, 1024, 16, 1 / 4, seed=2)
+    plan = plan_block_sparse(lay, 512, block=16, precision="fp16", **BOW)
+    assert 0 < plan.estimate_temp_bytes <= 0.6 * 638_976
+    text = explain_plan(plan, sram_bytes=638_976)
+    built = int(plan.temp_bytes[int(plan.memory_bytes().argmax())])
+    assert f"PopSparse's planner estimate {plan.estimate_temp_bytes:,}" in text and f"holds {built:,}" in text
+
+
 def test_grad_a_codelet_estimates_counted_by_hand():
     from models.linear.dynamicsparse import _transpose_cycles
 

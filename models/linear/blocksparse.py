@@ -28,7 +28,7 @@ splits (PopSparse's static partitioner has none). Per-vertex worklists (metadata
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -155,7 +155,8 @@ class BlockSparsePlan(TilePlan):
     ``weight_bytes``, ``home_bytes``
     (``X`` home chunk), ``output_bytes`` (owned output rows), ``operand_bytes`` (received rows and values),
     ``partial_bytes`` (partials + reduction buffer), ``data_bytes`` (sum), ``temp_bytes`` (operand +
-    partial).
+    partial). ``estimate_temp_bytes``: PopSparse's planner estimate of the temporary bytes, what the memory
+    proportion bounds (the built plan's ``temp_bytes`` can exceed it).
     """
 
     BYTE_FIELDS = ("weight_bytes", "home_bytes", "output_bytes", "operand_bytes", "partial_bytes")
@@ -185,6 +186,7 @@ class BlockSparsePlan(TilePlan):
     predicted_cycles: int
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION
     within_proportion: bool = True
+    estimate_temp_bytes: int = 0
     data_bytes: np.ndarray = field(init=False)
     temp_bytes: np.ndarray = field(init=False)
 
@@ -448,6 +450,7 @@ def plan_block_sparse(
     plan = _build(
         layout, n, choice.boundaries, choice.n_split, tiles, block, eb, workers, costs, vertex, memory_proportion
     )  # fmt: skip
+    plan = replace(plan, estimate_temp_bytes=int(choice.estimate_bytes))
     used = plan.memory_bytes(overheads)
     if int(used.max()) > sram_bytes:
         raise SramOverflowError(

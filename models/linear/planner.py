@@ -235,10 +235,18 @@ def explain_plan(
         if sram_bytes is None
         else f"{plan.memory_proportion:g} x {sram_bytes} = {int(plan.memory_proportion * sram_bytes)} B"
     )
-    lines.append(
-        f"  temporary bytes (fullest tile) {int(plan.temp_bytes[t]):,} vs availableMemoryProportion bound "
-        f"{bound}: {'met' if plan.within_proportion else 'NOT met (least-temporary plan taken)'}"
-    )
+    verdict = "met" if plan.within_proportion else "NOT met (least-temporary plan taken)"
+    estimate = int(getattr(plan, "estimate_temp_bytes", 0))
+    built = int(plan.temp_bytes[t])
+    if estimate and estimate != built:  # PopSparse bounds its own estimate, not what the built plan holds
+        lines.append(
+            f"  temporary bytes: PopSparse's planner estimate {estimate:,} vs availableMemoryProportion bound "
+            f"{bound}: {verdict}; the plan as built holds {built:,} on its fullest tile"
+        )
+    else:
+        lines.append(
+            f"  temporary bytes (fullest tile) {built:,} vs availableMemoryProportion bound {bound}: {verdict}"
+        )
     cats = plan.memory_by_category(t, constants)
     lines.append(
         f"  tile {t} bytes: total {int(mem[t]):,}"
