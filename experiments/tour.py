@@ -730,7 +730,7 @@ def host_link(img: Path, quick: bool) -> dict:
         f"booked as host at the first superstep). Once per epoch (here: every `--steps-per-execution` steps, one "
         f"execution per epoch as in the authors' runs) Keras resets its loss metric, and Graphcore's TensorFlow "
         f"executor then moves every variable the device updated to the host and every argument back before the "
-        f"epoch's first step: the weights and the optimizer's slots, {4 * 3} bytes per weight each way with Adam "
+        f"epoch's first step: the weights and the optimizer's slots, 12 bytes per weight each way with Adam "
         f"(a third of that with plain SGD). That much is known from the framework's code "
         f"(`models/snn/structure.py` quotes it), and the authors' training log puts the round trip inside the timed "
         f"epochs. Its rate is not known: the simulator uses the rate fitted to the measured steps, "

@@ -38,8 +38,8 @@ it assumed, and a scaling study can switch each one the other way (:func:`flippe
     Device→host and host→device, or device→host only.
 ``host_rate``  ``"fitted"`` (default) | ``"documented"``
     The round trip's rate: the one no source gives. ``fitted``: ``host_copy_ns_per_byte`` of the cost
-    model, fitted to the 12 measured single-chip steps (the per-weight term the data identify, ±8 %
-    over leave-one-out refits; ≈ 0.64 GB/s per direction). ``documented``: Graphcore's host-traffic
+    model, fitted to the 12 measured single-chip steps (the per-weight term the data identify: 1.43–1.62
+    ns/B over leave-one-out refits against 1.57; ≈ 0.64 GB/s per direction). ``documented``: Graphcore's host-traffic
     figures for one large buffer (:data:`D2H_BYTES_PER_S`, :data:`H2D_BYTES_PER_S`), the fast end of
     the band. What runs slower than the documented rate is not known: every variable
     is a separate stream, the executor copies each through its own host buffer, and tensors laid out
