@@ -76,22 +76,23 @@ def format_summary(result, ledger=None) -> str:
 
 def write_outputs(
     out: Path,
+    record,
     result,
     program=None,
     ledger=None,
     trace_tiles=(),
-    extra: dict | None = None,
     exchange: dict | None = None,
     files: dict | None = None,
     unsealed: dict | None = None,
 ) -> dict:
-    """summary.json, trace.json, arrays.npz, summary.md and the pictures (timeline, breakdown,
-    work and — with a ledger — memory; with ``exchange`` matrices, exchange.png), and ``files``
-    ({name: bytes}, e.g. mapping.json; ``unsealed`` files are left out of the manifest: the host's
-    own measurements, which differ between identical runs). The folder's manifest is removed first and written last
+    """A run folder: ``summary.json`` (the run's :class:`tilesim.runrecord.RunRecord`), trace.json,
+    arrays.npz, summary.md and the pictures (timeline, breakdown, work and — with a ledger — memory;
+    with ``exchange`` matrices, exchange.png), and ``files`` ({name: bytes}, e.g. mapping.json,
+    options.toml; ``unsealed`` files are left out of the manifest: the host's own measurements, which
+    differ between identical runs). The folder's manifest is removed first and written last
     (:func:`tilesim.report.seal_run_folder`); everything is written into a staging folder beside
     ``out`` and swapped in whole (:func:`tilesim.io.staged_folder`), so a kill at any moment leaves
-    the previous run or the new one."""
+    the previous run or the new one. Returns the record's JSON form."""
     from tilesim.io import (  # loaded only when the command runs (start-up time)
         atomic_write_bytes,
         atomic_write_text,
@@ -100,11 +101,7 @@ def write_outputs(
     from tilesim.report import seal_run_folder, write_run_report  # loaded only when the command runs (start-up time)
     from tilesim.trace import write_trace  # loaded only when the command runs (start-up time)
 
-    summary = result.to_dict()
-    if ledger is not None:
-        summary["memory"] = ledger.to_dict()
-    if extra:
-        summary.update(extra)
+    summary = record.to_dict()
     with staged_folder(out) as stage:  # the old run stays whole until the new one is complete
         sealed = ["summary.json", "trace.json", "arrays.npz"]
         for name, data in (files or {}).items():
@@ -112,7 +109,7 @@ def write_outputs(
             sealed.append(name)
         for name, data in (unsealed or {}).items():  # measurements of the host, not of the run
             atomic_write_bytes(stage / name, data)
-        atomic_write_text(stage / "summary.json", json.dumps(summary, indent=2))
+        atomic_write_text(stage / "summary.json", json.dumps(summary, indent=2, allow_nan=False))
         write_trace(stage / "trace.json", result, program, trace_tiles)
         if ledger is not None:
             atomic_write_text(stage / "memory.txt", ledger.report() + "\n")
@@ -244,10 +241,26 @@ def _simulate_file(
             "or latency of the machine is too extreme; give rates and latencies of real hardware "
             "(see `tilesim machines gc200 --toml`)"
         )
+    from tilesim.runrecord import Provenance, RunRecord, tilesim_version
+
+    record = RunRecord.of(
+        result,
+        workload="program",
+        ledger=ledger,
+        settings={
+            "program": str(program_path),
+            "machine": machine_name,
+            "chips": chips,
+            "memory_check": memory_check,
+            "trace_tiles": list(trace_tiles),
+        },
+        provenance=Provenance(tilesim_version(), "the program file's own cycles and bytes", str(program_path)),
+    )
     if out:
-        summary = write_outputs(Path(out), result, program, ledger, list(trace_tiles) or list(critical_tiles(result)))
+        tiles = list(trace_tiles) or list(critical_tiles(result))
+        summary = write_outputs(Path(out), record, result, program, ledger, tiles)
     else:
-        summary = {**result.to_dict(), "memory": ledger.to_dict()}
+        summary = record.to_dict()
     if as_json:
         print(json.dumps(summary, indent=2))
     else:

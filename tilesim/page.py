@@ -33,6 +33,7 @@ from tilesim.io import atomic_write_text
 from tilesim.memory import CATEGORIES
 from tilesim.plots import _chip_image, stored_grid
 from tilesim.records import PHASES, phase_spans
+from tilesim.runrecord import MemoryRecord, RunRecord, Section
 
 __all__ = ["write_page", "page_html", "PAGE_CHIP_ROWS"]
 
@@ -108,7 +109,7 @@ def _image(values: np.ndarray, rows: int, cols: int) -> list:
     return [[None if np.isnan(v) else float(v) for v in row] for row in _Grid.of(rows, cols).image(values)]
 
 
-def _timeline(summary: dict, a: dict, chips: list[int]):
+def _timeline(a: dict, chips: list[int]):
     go = _go()
     tl = {k[len("timeline_") :]: np.asarray(v, np.float64) for k, v in a.items() if k.startswith("timeline_")}
     us = 1e6 / float(a["clock_hz"])
@@ -144,9 +145,9 @@ def _timeline(summary: dict, a: dict, chips: list[int]):
                 hoverinfo="text",
             )
     shown = "" if len(chips) == tl["start"].shape[1] else f" ({len(chips)} of {tl['start'].shape[1]} chips)"
-    fig.update_layout(
-        barmode="overlay",
-        title=f"the whole step, {S} supersteps{shown}: drag to zoom, double-click to reset",
+    fig.update_layout(  # each phase in its own lane of the chip's row: visible at every zoom, none drawn over another
+        barmode="group",
+        title=f"the whole step, {S} supersteps{shown}, one lane per phase: drag to zoom, double-click to reset",
         xaxis_title="time (µs)",
         yaxis={"autorange": "reversed", "type": "category"},
         height=180 + 40 * len(chips),
@@ -169,13 +170,13 @@ def _bars_layout(fig, title: str, x_title: str, bars_px: int, left_px: int, **la
     return fig
 
 
-def _labels(summary: dict):
+def _labels(record: RunRecord):
     go = _go()
-    by = summary.get("by_phase") or summary.get("by_label") or {}
-    order = sorted(by, key=lambda k: -by[k]["time_s"])
+    ranked = sorted(record.by_label, key=lambda x: -x.time_s)
+    order = [x.label for x in ranked]
     fig = go.Figure()
     for p in PHASES:
-        ms = [by[k]["breakdown_s"].get(p, 0.0) * 1e3 for k in order]
+        ms = [x.phase_s(p) * 1e3 for x in ranked]
         if any(ms):
             fig.add_bar(y=order, x=ms, orientation="h", name=p, marker_color=PHASE_COLOURS[p])
     return _bars_layout(
@@ -209,7 +210,7 @@ def _tile_text(a: dict, tiles: np.ndarray, tpc: int) -> list[str]:
     return out
 
 
-def _tiles(summary: dict, a: dict, chip: int, why: str):
+def _tiles(a: dict, chip: int, why: str):
     """One chip's tiles: a heat map with per-tile hover and a 'colour tiles by' dropdown."""
     go = _go()
     tpc = int(a["tiles_per_chip"])
@@ -285,7 +286,7 @@ def _image_text(a: dict, tiles: np.ndarray, tpc: int, rows: int, cols: int) -> l
     return [flat[i : i + ncols] for i in range(0, len(flat), ncols)]
 
 
-def _chips_overview(summary: dict, a: dict):
+def _chips_overview(a: dict):
     from plotly.subplots import make_subplots
 
     tpc = int(a["tiles_per_chip"])
@@ -323,9 +324,9 @@ def _chips_overview(summary: dict, a: dict):
     return fig
 
 
-def _memory(summary: dict, a: dict):
+def _memory(memory: MemoryRecord):
     go = _go()
-    tot = (summary.get("memory") or {}).get("total_by_category_bytes") or {}
+    tot = memory.total_by_category_bytes
     order = sorted(tot, key=lambda k: -tot[k])
     fig = go.Figure(go.Bar(y=order, x=[tot[k] for k in order], orientation="h", marker_color="#937860"))
     return _bars_layout(fig, f"SRAM by category, all tiles ({sum(tot.values()):,} B)", "bytes", 24 * len(order), 200)
@@ -355,51 +356,65 @@ def _exchange(a: dict):
     return fig
 
 
-def _chips_to_show(summary: dict, a: dict) -> list[tuple[int, str]]:
+def _chips_to_show(record: RunRecord, a: dict) -> list[tuple[int, str]]:
     """(chip, why): the critical chip, the chip of the fullest tile, and chip 0."""
     tpc = int(a["tiles_per_chip"])
     out: dict[int, list[str]] = {}
-    ex = summary.get("explain") or {}
-    if isinstance(ex.get("chip"), int):
-        out.setdefault(ex["chip"], []).append("critical tile")
+    if record.explain is not None and record.explain.chip is not None:
+        out.setdefault(record.explain.chip, []).append("critical tile")
     if "memory_bytes" in a:
         out.setdefault(int(np.argmax(a["memory_bytes"])) // tpc, []).append("fullest tile")
     out.setdefault(0, []).append("first chip")
     return [(c, ", ".join(w)) for c, w in out.items()]
 
 
-def _timeline_chips(summary: dict, a: dict) -> list[int]:
+def _timeline_chips(record: RunRecord, a: dict) -> list[int]:
     C = a["timeline_start"].shape[1]
     if C <= PAGE_CHIP_ROWS:
         return list(range(C))
-    keep = {0, C - 1, *(c for c, _ in _chips_to_show(summary, a))}
+    keep = {0, C - 1, *(c for c, _ in _chips_to_show(record, a))}
     keep |= set(np.linspace(0, C - 1, PAGE_CHIP_ROWS).astype(int).tolist())
     return sorted(keep)[:PAGE_CHIP_ROWS]
 
 
-def _glance(summary: dict) -> str:
-    total = float(summary.get("predicted_step_s", summary.get("total_s", 0.0)))
-    bd = summary.get("breakdown_s", {})
-    parts = ", ".join(f"{p} {v / total * 100:.0f} %" for p, v in bd.items() if v > 0 and total > 0)
+def _glance(r: RunRecord) -> str:
+    """The step at a glance: time and rate, the share of each phase, bytes, the critical kernel,
+    findings and notes (every string escaped: a stored record is data, never markup)."""
+    total = r.step_s
+    esc = html.escape
+    parts = ", ".join(f"{esc(p)} {v / total * 100:.0f} %" for p, v in r.breakdown_s.items() if v > 0 and total > 0)
+    rate = r.rate
     rows = [
-        f"<p><b>{total * 1e3:,.3f} ms</b> per step on <b>{html.escape(str(summary.get('machine', '')))}</b> "
-        f"({summary.get('chips', 1)} chip(s), {summary.get('supersteps', 0):,} supersteps): {parts}.</p>"
+        f"<p><b>{total * 1e3:,.3f} ms</b> per step ({rate.value:,.0f} {esc(rate.unit)}) on <b>{esc(r.machine)}</b> "
+        f"({r.chips} chip(s), {r.supersteps:,} supersteps): {parts}.</p>",
+        f"<p>{r.bytes.onchip:,} B sent on chip, {r.bytes.links:,} B over the chip-to-chip links, "
+        f"{r.bytes.host:,} B to and from the host per step.</p>",
     ]
-    b = summary.get("bytes") or {}
-    if b:
-        rows.append(
-            f"<p>{b.get('onchip', 0):,} B sent on chip, {b.get('links', 0):,} B over the chip-to-chip links, "
-            f"{b.get('host', 0):,} B to and from the host per step.</p>"
-        )
-    ex = summary.get("explain") or {}
-    if ex.get("sentence"):
-        rows.append(f"<p class='finding'>{html.escape(ex['sentence'])}</p>")
-    for f in summary.get("findings") or []:
-        if isinstance(f, dict):
-            rows.append(f"<p class='finding'>{html.escape(f.get('message', ''))} {html.escape(f.get('fix', ''))}</p>")
-    for n in summary.get("notes") or []:
-        rows.append(f"<p class='note'>{html.escape(str(n))}</p>")
+    if r.explain is not None and r.explain.sentence:
+        rows.append(f"<p class='finding'>{esc(r.explain.sentence)}</p>")
+    for f in r.findings:
+        rows.append(f"<p class='finding'>{esc(f.message)}. {esc(f.fix)}</p>")
+    for n in r.notes:
+        rows.append(f"<p class='note'>{esc(n)}</p>")
     return "\n".join(rows)
+
+
+def _section_html(sec: Section) -> str:
+    """A workload's own section: its lines as preformatted text (they are written for summary.md)."""
+    return f"<pre class='section'>{html.escape(chr(10).join(sec.lines))}</pre>"
+
+
+def _settings_html(r: RunRecord) -> str:
+    """The settings that shaped the run and where its data and costs came from."""
+    p = r.provenance
+    rows = "".join(
+        f"<tr><td>{html.escape(str(k))}</td><td><code>{html.escape(json.dumps(v))}</code></td></tr>"
+        for k, v in r.settings.items()
+    )
+    return (
+        f"<p class='note'>tilesim {html.escape(p.tilesim_version)}; cost model: {html.escape(p.cost_model)}; "
+        f"data: {html.escape(p.data)}.</p>" + (f"<table class='settings'>{rows}</table>" if rows else "")
+    )
 
 
 STYLE = """
@@ -407,28 +422,33 @@ body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px
 h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 2em; border-bottom: 1px solid #ddd; }
 .finding { background: #f6f6f0; padding: .5em .8em; border-left: 3px solid #c44e52; }
 .note { color: #555; font-size: .9em; }
+pre.section { background: #fafafa; padding: .6em .8em; overflow-x: auto; font-size: .85em; }
+table.settings { border-collapse: collapse; font-size: .85em; } table.settings td { padding: .1em .8em; }
 """
 
 
-def page_html(summary: dict, a: dict, title: str | None = None) -> str:
-    """The page's HTML (plotly.js inline): everything from ``summary`` and the run's ``arrays``."""
+def page_html(record: RunRecord, a: dict, title: str | None = None) -> str:
+    """The page's HTML (plotly.js inline): everything from the run's ``record`` and its ``arrays``."""
     from plotly.offline import get_plotlyjs  # plotly loads only when a page is written (start-up time)
 
-    sections: list[tuple[str, str]] = [("The step at a glance", _glance(summary))]
+    sections: list[tuple[str, str]] = [("The step at a glance", _glance(record))]
     if "timeline_start" in a:
-        sections.append(("Timeline", _div(_timeline(summary, a, _timeline_chips(summary, a)), "timeline")))
-    sections.append(("Time by superstep label", _div(_labels(summary), "labels")))
-    for c, why in _chips_to_show(summary, a):
-        sections.append((f"Tiles of chip {c} ({why})", _div(_tiles(summary, a, c, why), f"tiles-chip{c}")))
+        sections.append(("Timeline", _div(_timeline(a, _timeline_chips(record, a)), "timeline")))
+    sections.append(("Time by superstep label", _div(_labels(record), "labels")))
+    sections += [(sec.title, _section_html(sec)) for sec in record.sections]
+    for c, why in _chips_to_show(record, a):
+        sections.append((f"Tiles of chip {c} ({why})", _div(_tiles(a, c, why), f"tiles-chip{c}")))
     if "timeline_start" in a and a["timeline_start"].shape[1] > 1:
-        sections.append(("Chips", _div(_chips_overview(summary, a), "chips")))
-    if (summary.get("memory") or {}).get("total_by_category_bytes"):
-        sections.append(("Memory by category", _div(_memory(summary, a), "memory")))
+        sections.append(("Chips", _div(_chips_overview(a), "chips")))
+    if record.memory is not None and record.memory.total_by_category_bytes:
+        sections.append(("Memory by category", _div(_memory(record.memory), "memory")))
     if "exchange_group" in a:
         sections.append(("Exchange", _div(_exchange(a), "exchange")))
-    name = title or f"{summary.get('program', 'run')} on {summary.get('machine', '')}"
+    sections.append(("Settings", _settings_html(record)))
+    name = title or f"{record.program} on {record.machine}"
     body = "\n".join(f"<h2>{html.escape(h)}</h2>\n{content}" for h, content in sections)
-    meta = json.dumps({"predicted_step_s": summary.get("predicted_step_s", summary.get("total_s"))})
+    meta = json.dumps({"step_s": record.step_s, "rate": record.rate.value, "unit": record.rate.unit})
+    meta = meta.replace("<", "\\u003c")  # a unit is data: it never closes the script element
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(name)}</title><style>{STYLE}</style>"
@@ -438,9 +458,9 @@ def page_html(summary: dict, a: dict, title: str | None = None) -> str:
     )
 
 
-def write_page(out, summary: dict, arrays: dict, title: str | None = None) -> Path:
+def write_page(out, record: RunRecord, arrays: dict, title: str | None = None) -> Path:
     """Write ``out/report.html`` (atomically) and return its path."""
-    return Path(atomic_write_text(Path(out) / "report.html", page_html(summary, arrays, title)))
+    return Path(atomic_write_text(Path(out) / "report.html", page_html(record, arrays, title)))
 
 
 def _pair_bars(comparison, section: str, title: str, n: int | None = None):

@@ -23,7 +23,7 @@ from tilesim.errors import ConfigError, config_message
 from tilesim.fabric import grid_shape, make_fabric
 from tilesim.io import atomic_write_bytes, atomic_write_text, check_output_path
 from tilesim.records import PHASES, ProgramDigest, label_tile_cycles
-from tilesim.workload import ReportParts, report_parts
+from tilesim.runrecord import Explain, MemoryRecord, RunRecord, read_record
 
 __all__ = [
     "write_run_report",
@@ -41,8 +41,7 @@ __all__ = [
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
 _FIX = "re-run the command with --out to write the folder again"
-# what render() reads: summary.json keys, arrays.npz keys
-SUMMARY_KEYS = ("machine", "breakdown_s")
+# what render() reads: arrays.npz keys (summary.json is read whole as a RunRecord)
 ARRAY_KEYS = ("time_s", "label_id", "labels", "clock_hz", "work_cycles", "tiles_per_chip")
 TIMELINE_KEYS = tuple(f"timeline_{k}" for k in ("start", "arrive", "release", "exchange_cycles", "links_end", "end"))
 MEMORY_KEYS = ("memory_bytes", "memory_budget")
@@ -154,8 +153,9 @@ def write_run_report(out, result, program, ledger, exchange: dict | None = None)
     render(out, verify=False)
 
 
-def _load(out: Path):
-    """summary.json and arrays.npz, checked for everything :func:`render` reads."""
+def _load(out: Path) -> tuple[RunRecord, dict]:
+    """The run's record (summary.json, any format: :func:`tilesim.runrecord.read_record`) and
+    arrays.npz, checked for everything :func:`render` reads."""
 
     s, a = out / "summary.json", out / "arrays.npz"
     for p in (s, a):
@@ -167,8 +167,10 @@ def _load(out: Path):
             arrays = {k: z[k] for k in z.files}
     except (ValueError, OSError, EOFError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
         raise _broken(out, f"has files that cannot be read ({type(exc).__name__}: {str(exc)[:80]})") from None
-    if not isinstance(summary, dict) or not all(k in summary for k in SUMMARY_KEYS):
-        raise _broken(out, f"has a summary.json without {', '.join(SUMMARY_KEYS)}")
+    try:
+        record = read_record(summary)
+    except ConfigError as exc:
+        raise _broken(out, f"has a summary.json that is not a run record ({str(exc)[:120]})") from None
     need = list(ARRAY_KEYS)
     if any(k.startswith("timeline_") for k in arrays):
         need += TIMELINE_KEYS
@@ -178,11 +180,11 @@ def _load(out: Path):
     missing = [k for k in need if k not in arrays]
     if missing:
         raise _broken(out, f"has an arrays.npz without {', '.join(missing)}")
-    return summary, arrays
+    return record, arrays
 
 
-def load_run(out) -> tuple[dict, dict]:
-    """``(summary, arrays)`` of a run folder, after :func:`verify_run_folder` (a broken, mixed or
+def load_run(out) -> tuple[RunRecord, dict]:
+    """``(record, arrays)`` of a run folder, after :func:`verify_run_folder` (a broken, mixed or
     missing folder raises :class:`ConfigError`)."""
     verify_run_folder(out)
     return _load(Path(out))
@@ -198,9 +200,9 @@ def render(out, verify: bool = True) -> list[Path]:
     if verify:
         verify_run_folder(out)
         check_output_path(out, "run directory", "dir")
-    summary, a = _load(out)
+    record, a = _load(out)
     try:
-        return _draw(out, summary, a, plots)
+        return _draw(out, record, a, plots)
     except (KeyError, IndexError, ValueError, TypeError) as exc:  # arrays of the wrong shape or type
         raise _broken(
             out,
@@ -208,25 +210,24 @@ def render(out, verify: bool = True) -> list[Path]:
         ) from None
 
 
-def _draw(out, summary, a, plots, page: bool = True) -> list[Path]:
+def _draw(out, record: RunRecord, a, plots, page: bool = True) -> list[Path]:
     tpc = int(a["tiles_per_chip"])
     written = []
     if "timeline_start" in a:
         tl = {k[len("timeline_") :]: v for k, v in a.items() if k.startswith("timeline_")}
-        by = summary.get("by_phase") or summary["by_label"]
+        by = record.label_table()
         shim = SimpleNamespace(
             timeline=tl,
             supersteps=int(a["time_s"].shape[0]),
             chips=tl["start"].shape[1],
             clock_hz=float(a["clock_hz"]),
-            machine_name=summary.get("machine", ""),
+            machine_name=record.machine,
             by_label=lambda: by,
         )
         booked = np.asarray(PHASES, object)[a["booked_phase"]] if "booked_phase" in a else None
         written.append(plots.timeline(shim, out / "timeline.png", booked=booked))
         written.append(plots.breakdown_bars(shim, out / "breakdown.png"))
     rows, cols = plots.stored_grid(a)
-    parts = report_parts(summary)
     if "memory_bytes" in a:
         mem = a["memory_bytes"].astype(float)
         budget = float(a["memory_budget"])
@@ -237,7 +238,7 @@ def _draw(out, summary, a, plots, page: bool = True) -> list[Path]:
                 out / "memory.png",
                 rows,
                 cols,
-                f"SRAM per tile ({summary.get('machine', '')}); budget {budget:,.0f} B; {_layout_note(a, parts)}",
+                f"SRAM per tile ({record.machine}); budget {budget:,.0f} B; {_layout_note(a, record.tile_groups)}",
                 "used / budget",
                 vmax=max(1.0, float(used.max())),
                 over=used > 1,
@@ -252,7 +253,8 @@ def _draw(out, summary, a, plots, page: bool = True) -> list[Path]:
             out / "work.png",
             rows,
             cols,
-            f"compute cycles per tile over one step (host-booked supersteps left out); {_layout_note(a, parts)}",
+            "compute cycles per tile over one step (host-booked supersteps left out); "
+            + _layout_note(a, record.tile_groups),
             "million cycles",
             tiles_per_chip=tpc,
             tile_layer=a.get("tile_group"),
@@ -266,7 +268,7 @@ def _draw(out, summary, a, plots, page: bool = True) -> list[Path]:
                 a["exchange_edges"].tolist(),
                 out / "exchange.png",
                 chip=int(a["exchange_chip_index"]),
-                totals=(summary.get("explain") or {}).get("exchange_bytes"),
+                totals=record.explain.exchange_bytes if record.explain else None,
             )
         )
     if "links_right" in a:
@@ -275,127 +277,152 @@ def _draw(out, summary, a, plots, page: bool = True) -> list[Path]:
                 {k: a[f"links_{k}"] for k in ("right", "left", "down", "up")},
                 out / "links.png",
                 f"bytes per step on each directed link of chip {int(a['links_chip'])}'s network-on-chip "
-                f"({summary.get('machine', '')})\nper-tile totals as proportional traffic (tilesim/gridload.py)",
+                f"({record.machine})\nper-tile totals as proportional traffic (tilesim/gridload.py)",
             )
         )
-    atomic_write_text(out / "summary.md", summary_markdown(summary))
+    atomic_write_text(out / "summary.md", summary_markdown(record))
     written.append(out / "summary.md")
     if page:
         from tilesim.page import write_page  # plotly loads only when a page is written (start-up time)
 
-        written.append(write_page(out, summary, a))
+        written.append(write_page(out, record, a))
     return written
 
 
-def _layout_note(a, parts: ReportParts) -> str:
+def _layout_note(a, tile_groups: str) -> str:
     g = tuple(int(x) for x in a.get("grid", (0, 0)))
     return (
         f"tiles where they sit on the network-on-chip ({g[0]} rows x {g[1]} columns)"
         if g[0]
         else "tiles in id order, supertile pairs side by side (floorplan not modelled)"
-    ) + (f"; L1, L2, ...: {parts.tile_groups}" if "tile_group" in a else "")
+    ) + (f"; L1, L2, ...: {tile_groups}" if "tile_group" in a else "")
 
 
 def _ms(x):
     return f"{x * 1e3:.3f} ms"
 
 
-def _critical_kernel_markdown(ex) -> list:
+def _critical_kernel_markdown(ex: Explain | None) -> list:
     """The "critical kernel" section of :func:`summary_markdown` (its sentence and exchanged bytes per
-    kind, sent and received) for the summary's ``explain`` record; no lines without one."""
-    if not ex:
+    kind, sent and received); no lines without one."""
+    if ex is None:
         return []
-    lines: list = []
-    lines += ["## The critical kernel", "", ex["sentence"], ""]
-    if ex.get("exchange_bytes"):
-        rec = ex.get("exchange_received_bytes") or {}
+    lines: list = ["## The critical kernel", "", ex.sentence, ""]
+    if ex.exchange_bytes:
+        rec = ex.exchange_received_bytes
         lines += [
             "| exchanged per step | MB sent | MB received (a multicast once per receiving tile) |",
             "|---|---:|---:|",
         ]
         lines += [
             f"| {k} | {v / 1e6:,.1f} | {rec[k] / 1e6:,.1f} |" if k in rec else f"| {k} | {v / 1e6:,.1f} | |"
-            for k, v in sorted(ex["exchange_bytes"].items(), key=lambda kv: -kv[1])
+            for k, v in sorted(ex.exchange_bytes.items(), key=lambda kv: -kv[1])
         ]
+        sent = sum(ex.exchange_bytes.values()) / 1e6
         lines += [
-            f"| **total** | {sum(ex['exchange_bytes'].values()) / 1e6:,.1f} | {sum(rec.values()) / 1e6:,.1f} |"
+            f"| **total** | {sent:,.1f} | {sum(rec.values()) / 1e6:,.1f} |"
             if rec
-            else f"| **total** | {sum(ex['exchange_bytes'].values()) / 1e6:,.1f} | |",
+            else f"| **total** | {sent:,.1f} | |",
             "",
         ]
     return lines
 
 
-def _memory_markdown(m) -> list:
+def _memory_markdown(m: MemoryRecord | None) -> list:
     """The "Memory" section of :func:`summary_markdown`: the fullest tile, its largest items and the
-    bytes per category over all tiles, for the summary's ``memory`` record; no lines without one."""
-    if not m:
+    bytes per category over all tiles; no lines without a memory record."""
+    if m is None:
         return []
-    lines: list = []
-    lines += [
+    lines: list = [
         "## Memory",
         "",
-        f"Fullest tile {m['max_tile']}: {m['max_tile_bytes']:,} of {m['budget_bytes']:,} B "
-        f"({100 * m['max_tile_bytes'] / m['budget_bytes']:.0f} %).",
+        f"Fullest tile {m.max_tile}: {m.max_tile_bytes:,} of {m.budget_bytes:,} B "
+        f"({100 * m.max_tile_bytes / m.budget_bytes:.0f} %).",
         "",
         "| largest items on that tile | category | bytes |",
         "|---|---|---:|",
     ]
-    lines += [f"| {e['label']} | {e['category']} | {e['bytes']:,} |" for e in m.get("max_tile_entries", [])[:6]]
+    lines += [f"| {e.label} | {e.category} | {e.bytes:,} |" for e in m.max_tile_entries[:6]]
     lines.append("")
-    cats = m.get("total_by_category_bytes")
-    if isinstance(cats, dict) and cats:
+    cats = m.total_by_category_bytes
+    if cats:
         lines += ["| category (all tiles) | bytes |", "|---|---:|"]
         lines += [f"| {k} | {int(v):,} |" for k, v in sorted(cats.items(), key=lambda kv: -kv[1]) if v]
         lines.append("")
     return lines
 
 
-def summary_markdown(s: dict) -> str:
-    """The run in words: the time per step and where it goes, the critical kernel, memory."""
-    total = s.get("predicted_step_s", s.get("total_s", 0.0))
-    parts = report_parts(s)
-    lines = ["# Run summary", "", *parts.head]
-    st = s.get("structure")
-    if st:  # the workload's named structural assumptions
-        lines += ["Assumed structure: " + ", ".join(f"{k} `{v}`" for k, v in st.items()) + ".", ""]
-    b = s.get("bytes")
-    lines += [
-        f"**Predicted time per training step: {_ms(total)}**"
-        + (f" ({s['samples_per_s']:,.0f} samples/s)." if "samples_per_s" in s else "."),
+def _settings_markdown(r: RunRecord) -> list:
+    """The settings and provenance of the run: what shaped it, where its data and costs came from."""
+    p = r.provenance
+    lines = [
+        "## Settings",
+        "",
+        f"tilesim {p.tilesim_version}; cost model: {p.cost_model}; data: {p.data}.",
         "",
     ]
-    bd = s.get("breakdown_s", {})
-    if total > 0 and bd:
-        lines += ["| where the time goes | ms | share |", "|---|---:|---:|"]
-        lines += [f"| {k} | {v * 1e3:.3f} | {100 * v / total:.1f} % |" for k, v in bd.items()]
+    if r.settings:
+        lines += ["| setting | value |", "|---|---|"]
+        lines += [f"| {k} | `{_setting(v)}` |" for k, v in r.settings.items()]
         lines.append("")
-    if isinstance(b, dict):
-        lines += [
-            f"Bytes per step: {b.get('onchip', 0) / 1e6:,.1f} MB sent on chip (each byte once, as the "
-            f"sending tiles put it on the exchange), {b.get('links', 0) / 1e6:,.1f} MB over the chip-to-chip "
-            f"links, {b.get('host', 0) / 1e6:,.3f} MB to/from the host.",
-            "",
-        ]
-    by = s.get("by_phase") or s.get("by_label") or {}
-    if by:
-        lines += ["| phase (superstep label) | supersteps | ms | critical tile |", "|---|---:|---:|---:|"]
-        for k, v in sorted(by.items(), key=lambda kv: -kv[1]["time_s"]):
+    return lines
+
+
+def _setting(v) -> str:
+    """A setting's value as a person reads it (lists joined by commas, none as a dash)."""
+    if v is None:
+        return "—"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_setting(x) for x in v)
+    return str(v)
+
+
+def summary_markdown(r: RunRecord) -> str:
+    """The run in words: what ran, the time per step and where it goes, the critical kernel, the
+    workload's own sections, memory, notes and the settings — from the record alone."""
+    total = r.step_s
+    rate = r.rate
+    lines = [
+        "# Run summary",
+        "",
+        f"`{r.program}` ({r.workload}) on {r.machine}, {r.chips} chip(s) of {r.tiles_per_chip:,} tiles.",
+        "",
+    ]
+    if r.structure:  # the workload's named structural assumptions
+        lines += ["Assumed structure: " + ", ".join(f"{k} `{v}`" for k, v in r.structure.items()) + ".", ""]
+    lines += [f"**Predicted time per step: {_ms(total)}** ({rate.value:,.0f} {rate.unit}).", ""]
+    if total > 0 and r.breakdown_s:
+        lines += ["| where the time goes | ms | share |", "|---|---:|---:|"]
+        lines += [f"| {k} | {v * 1e3:.3f} | {100 * v / total:.1f} % |" for k, v in r.breakdown_s.items()]
+        lines.append("")
+    b = r.bytes
+    lines += [
+        f"Bytes per step: {b.onchip / 1e6:,.1f} MB sent on chip (each byte once, as the sending tiles put it on "
+        f"the exchange), {b.links / 1e6:,.1f} MB over the chip-to-chip links, {b.host / 1e6:,.3f} MB to/from the host.",
+        "",
+    ]
+    if r.by_label:
+        lines += ["| superstep label | supersteps | ms | critical tile |", "|---|---:|---:|---:|"]
+        for x in sorted(r.by_label, key=lambda x: -x.time_s):
             lines.append(
-                f"| {k} | {v['supersteps']} | {v['time_s'] * 1e3:.3f} | chip {v['critical_chip']} "
-                f"tile {v['critical_tile']} |"
+                f"| {x.label} | {x.supersteps} | {x.time_s * 1e3:.3f} | chip {x.critical_chip} tile {x.critical_tile} |"
             )
         lines.append("")
-    lines += _critical_kernel_markdown(s.get("explain"))
-    lines += parts.body
-    lines += _memory_markdown(s.get("memory"))
-    lines += parts.tail
-    lines += [f"{n}." for n in s.get("notes") or []] + ([""] if s.get("notes") else [])
+    lines += _critical_kernel_markdown(r.explain)
+    if r.findings:
+        lines += ["## Findings", ""]
+        lines += [f"* **{f.kind.replace('_', ' ')}**: {f.message}. Fix: {f.fix}." for f in r.findings]
+        lines.append("")
+    for sec in r.sections:
+        lines += [f"## {sec.title}", "", *sec.lines, ""]
+    lines += _memory_markdown(r.memory)
+    lines += [f"{n}." for n in r.notes] + ([""] if r.notes else [])
+    lines += _settings_markdown(r)
     lines += [
         "Pictures: `timeline.png` (BSP phases per chip), `memory.png` (SRAM per tile), `work.png` "
         "(compute per tile), `exchange.png` (bytes chip × chip and tile group × tile group), "
         "`breakdown.png`, on a mesh or torus `links.png` (bytes on every directed link of the NoC); "
-        "`trace.json` opens in https://ui.perfetto.dev.",
+        "`trace.json` opens in https://ui.perfetto.dev; `report.html` has them all, with hover and zoom.",
         "",
     ]
     return "\n".join(lines)

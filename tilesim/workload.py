@@ -19,7 +19,6 @@ A new workload is a class with these four members (CONTRIBUTING.md walks through
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Protocol, runtime_checkable
 
 from tilesim.engine import makespan_s, simulate
@@ -27,6 +26,7 @@ from tilesim.machine import Machine
 from tilesim.memory import MemoryLedger
 from tilesim.program import CompactProgram, Program
 from tilesim.records import SimResult
+from tilesim.runrecord import RunRecord, Section
 
 __all__ = [
     "Workload",
@@ -34,24 +34,8 @@ __all__ = [
     "TimedStep",
     "time_workload",
     "step_seconds",
-    "ReportParts",
-    "report_parts",
-    "REPORT_GROUP",
+    "record_run",
 ]
-
-
-@dataclass(frozen=True)
-class Section:
-    """A workload's own part of a run's report: a title, lines of text for ``summary.md`` and the
-    terminal, and the same facts as plain data for ``summary.json``."""
-
-    title: str
-    lines: tuple[str, ...] = ()
-    data: tuple[tuple[str, object], ...] = ()
-
-    def as_dict(self) -> dict[str, object]:
-        """``data`` as a JSON-ready mapping."""
-        return dict(self.data)
 
 
 @runtime_checkable
@@ -109,30 +93,11 @@ def step_seconds(workload: Workload, machine: Machine) -> float:
     return makespan_s(workload.program(machine), machine)
 
 
-REPORT_GROUP = "tilesim.report_sections"
-"""Entry-point group of the workloads' report sections: ``<workload> = "module:function"``, the
-function taking a stored ``summary.json`` (a dict) and returning :class:`ReportParts`."""
-
-
-@dataclass(frozen=True)
-class ReportParts:
-    """A workload's lines in a run's ``summary.md``: ``head`` after the title (what was run),
-    ``body`` after the critical kernel (e.g. the training diagnosis), ``tail`` after the memory;
-    ``tile_groups`` names what the outlined tile groups of the pictures are (e.g. layers)."""
-
-    head: tuple[str, ...] = ()
-    body: tuple[str, ...] = ()
-    tail: tuple[str, ...] = ()
-    tile_groups: str = "tile groups"
-
-
-def report_parts(summary: dict) -> ReportParts:
-    """The report section of the workload named by ``summary["workload"]`` (registered under
-    :data:`REPORT_GROUP`); empty parts when the summary names none or nothing is registered for it."""
-    name = summary.get("workload")
-    if not isinstance(name, str):
-        return ReportParts()
-    for ep in metadata.entry_points(group=REPORT_GROUP):
-        if ep.name == name:
-            return ep.load()(summary)
-    return ReportParts()
+def record_run(workload: Workload, step: TimedStep, *, ledger: MemoryLedger | None = None, **parts) -> RunRecord:
+    """The :class:`tilesim.runrecord.RunRecord` of a timed ``step`` of ``workload``: the engine's
+    totals, the SRAM ``ledger`` (optional), the workload's :meth:`Workload.section` and the other
+    record fields by name (``settings``, ``provenance``, ``throughput``, more ``sections``...).
+    The one way a workload's own words reach ``summary.json``, ``summary.md`` and ``report.html``."""
+    own = workload.section(step.result)
+    sections = (own, *parts.pop("sections", ()))
+    return RunRecord.of(step.result, workload=workload.name, ledger=ledger, sections=sections, **parts)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 # only the parsers load at start-up (`tilesim --help` in under 0.3 s): the work's modules (Numba,
 # networkx, matplotlib) are imported by the command that runs
-from models.snn.options import add_option_flags, option_names, options_from_args
+from models.snn.options import RUN_OPTIONS, RunOptions, add_option_flags, option_names, options_from_args, options_toml
 from tilesim.errors import ConfigError, config_message, require
 from tilesim.io import atomic_write_bytes
 from tilesim.progress import progress_bar
@@ -50,6 +50,12 @@ def register(sub) -> None:
         description="Train a sparse SNN (the paper's algorithm) and predict the machine's time per step.",
     )
     r.add_argument("config", nargs="?", help="TOML file with any of the options below (dashes as underscores)")
+    r.add_argument(
+        "--from",
+        dest="from_dir",
+        metavar="DIR",
+        help="re-run the run stored in DIR (its options.toml and mapping.json); flags given here change it",
+    )
     add_option_flags(r)
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument(
@@ -111,26 +117,29 @@ def split_wall_clock(summary: dict) -> tuple[dict, dict]:
 
 
 def write_run_outputs(out, summary: RunSummary) -> None:
-    """summary.json, summary.md, trace.json, the pictures and mapping.json of a run into ``out``;
+    """summary.json (the run's record), summary.md, trace.json, the pictures, mapping.json and the
+    resolved options (``options.toml``: ``tilesim run --from DIR`` re-runs it) of a run into ``out``;
     the host's own measurements (wall times, peak RSS) in ``wall.json`` (:func:`split_wall_clock`)."""
     from models.snn.activity_plot import plot_activity  # matplotlib is imported only when drawing (start-up time)
+    from models.snn.report_section import run_record
     from tilesim.cli import write_outputs
 
     a = summary.artifacts
+    options = a.options if a.options is not None else RunOptions()
     mapping = (json.dumps(a.mapping.to_dict(), indent=1) + "\n").encode()  # as Mapping.save writes it
-    record, wall = split_wall_clock(summary.to_dict())
-    files = {"mapping.json": mapping}
+    _, wall = split_wall_clock(summary.to_dict())
+    files = {"mapping.json": mapping, RUN_OPTIONS: options_toml(options).encode()}
     if a.history:
         png = io.BytesIO()
         plot_activity(a.history, png, title="spikes, cap use and gradient-only entries per layer and step")
         files["activity.png"] = png.getvalue()
     write_outputs(
         Path(out),
+        run_record(summary, options),
         a.result,
         a.program,
         a.ledger,
         list(a.trace_tiles),
-        extra=record,
         exchange=a.exchange,
         files=files,
         unsealed={"wall.json": (json.dumps(wall, indent=2) + "\n").encode()},
@@ -138,8 +147,9 @@ def write_run_outputs(out, summary: RunSummary) -> None:
 
 
 def cmd_run(args) -> int:
-    """``tilesim run``: options from the TOML file and the flags, train, print (and write --out)."""
-    options = options_from_args(args)
+    """``tilesim run``: options from the TOML file (or a run folder's, ``--from``) and the flags,
+    train, print (and write --out)."""
+    options = options_from_args(args) if not args.from_dir else _options_from_run(args)
     from models.snn.budget import check_run_memory, check_run_time  # loaded only when the command runs (start-up time)
 
     check_run_memory(options)  # refused before anything is allocated
@@ -176,6 +186,35 @@ def cmd_run(args) -> int:
                 + (", links.png" if (Path(out.out) / "links.png").is_file() else "")
             )
     return 0
+
+
+def _options_from_run(args) -> RunOptions:
+    """The options of the run stored in ``args.from_dir`` (its :data:`RUN_OPTIONS`, the placement of
+    its ``mapping.json`` when the run read one), then the flags given on the command line."""
+    import dataclasses
+
+    from tilesim.report import verify_run_folder  # loaded only when the command runs (start-up time)
+
+    if args.config:
+        raise ConfigError(
+            config_message("--from", args.from_dir, f"is given with a config file ({args.config})", "give one of them")
+        )
+    folder = Path(args.from_dir)
+    verify_run_folder(folder)
+    if not (folder / RUN_OPTIONS).is_file():
+        raise ConfigError(
+            config_message(
+                "--from",
+                args.from_dir,
+                f"has no {RUN_OPTIONS} (a folder of another command, or written before tilesim stored a run's options)",
+                "give a folder written by `tilesim run --out`",
+            )
+        )
+    args.config = str(folder / RUN_OPTIONS)
+    options = options_from_args(args)
+    if options.mapping == "mapping.json" and getattr(args, "mapping", None) is None:
+        options = dataclasses.replace(options, mapping=str(folder / "mapping.json"))
+    return options
 
 
 def cmd_map_search(args) -> int:

@@ -38,6 +38,9 @@ from tilesim.io import read_toml
 
 __all__ = [
     "RunOptions",
+    "RUN_OPTIONS",
+    "resolved_settings",
+    "options_toml",
     "config_out_path",
     "PlacementOptions",
     "TrainingOptions",
@@ -553,6 +556,38 @@ def options_from_mapping(
     labels = {**{k: f"{where}: {k}" if where else str(k) for k in keys}, **(labels or {})}
     start = options_dict(base, json_safe=False) if base is not None else {}
     return _build({**start, **data}, labels, style="toml")
+
+
+RUN_OPTIONS = "options.toml"
+"""The file of a run folder that holds the run's resolved options (``tilesim run --from DIR``)."""
+
+SETTINGS_LEFT_OUT = ("out", "json")
+"""Options that do not shape a run (where it is written, how it is printed): not among its settings."""
+
+PATH_SETTINGS = ("data", "data_root", "model", "costs")
+"""Options naming files: stored as absolute paths, so that a folder re-runs from anywhere."""
+
+
+def resolved_settings(options: RunOptions) -> dict:
+    """Every option that shaped the run, by name (JSON-ready; :data:`SETTINGS_LEFT_OUT` left out,
+    the files of :data:`PATH_SETTINGS` absolute). A mapping read from a file is ``mapping.json``: the
+    copy of the placement every run folder holds."""
+    out = {k: v for k, v in options_dict(options).items() if k not in SETTINGS_LEFT_OUT}
+    for k in PATH_SETTINGS:
+        if out.get(k):
+            out[k] = str(Path(str(out[k])).expanduser().resolve())
+    if str(out.get("mapping", "")).endswith(".json"):
+        out["mapping"] = "mapping.json"
+    return out
+
+
+def options_toml(options: RunOptions) -> str:
+    """The run's :func:`resolved_settings` as a TOML file (:data:`RUN_OPTIONS`; unset options left out),
+    which ``tilesim run --from DIR`` (or ``tilesim run DIR/options.toml``) reads back."""
+    import tomli_w  # loaded only when a run folder is written (start-up time)
+
+    values = {k: v for k, v in resolved_settings(options).items() if v is not None}
+    return "# the resolved options of this run: `tilesim run --from DIR` re-runs it\n" + tomli_w.dumps(values)
 
 
 def options_dict(options: RunOptions | None = None, json_safe: bool = True) -> dict:

@@ -246,6 +246,7 @@ class RunArtifacts:
     trace_tiles: tuple
     tile_layer: np.ndarray | None = None
     history: tuple = ()  # per step: diagnose.StepRecord (drawn as activity.png)
+    options: RunOptions | None = None  # what the run was asked to do (its folder's settings and options.toml)
 
 
 @dataclass(frozen=True)
@@ -495,6 +496,13 @@ def _summarize(
 
 
 def run_training(options: RunOptions, progress=None) -> RunSummary:
+    """Train ``options.steps`` steps of the network of ``options`` on its machine and time every
+    step (:func:`_run_training`); the summary's artifacts keep ``options``."""
+    summary = _run_training(options, progress)
+    return replace(summary, artifacts=replace(summary.artifacts, options=options))
+
+
+def _run_training(options: RunOptions, progress=None) -> RunSummary:
     """Train ``options.steps`` steps of the network of ``options`` on its machine and time every
     step; the summary's ``predicted_step_s`` is the median step. ``progress(step, result, sim)``
     is called after each step. Writes nothing (``models.snn.cli`` writes ``options.out``).

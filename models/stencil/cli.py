@@ -66,7 +66,7 @@ def _cmd_stencil(args) -> int:
         from tilesim.cli import write_outputs  # loaded only when the command runs (start-up time)
 
         out = Path(args.out)
-        write_outputs(out, run.result, run.program, run.ledger, extra={"stencil": summary})
+        write_outputs(out, stencil_record(run, args), run.result, run.program, run.ledger)
         if img is not None:
             from models.stencil.plots import write_png  # loaded only when the command runs (start-up time)
 
@@ -93,6 +93,36 @@ def _cmd_stencil(args) -> int:
             "pictures" + (", blurred.png" if img is not None else "")
         )
     return 0
+
+
+def stencil_record(run, args):
+    """The run record of a stencil run: the workload's own section, iterations per second, the
+    command's settings and where the costs came from."""
+    from models.stencil.workload import StencilStep  # loaded only when the command runs (start-up time)
+    from tilesim.runrecord import Provenance, Throughput, tilesim_version
+    from tilesim.workload import TimedStep, record_run
+
+    cfg = run.plan.config
+    return record_run(
+        StencilStep(run.plan),
+        TimedStep(run.program, run.result),
+        ledger=run.ledger,
+        throughput=Throughput.per_step(run.result.total_s, cfg.iterations, "iterations/s"),
+        settings={
+            "image": f"{cfg.width}x{cfg.height}",
+            "image_file": args.image,
+            "dtype": cfg.dtype,
+            "ipus": cfg.ipus,
+            "machine": args.machine,
+            "min_partition": f"{cfg.min_rows}x{cfg.min_cols}",
+            "iterations": cfg.iterations,
+        },
+        provenance=Provenance(
+            tilesim_version(),
+            "models/stencil/costs.py (codelet cycles from the authors' code) and the machine file",
+            f"the PNG {args.image}" if args.image else "no image: the plan's sizes only (no pixels)",
+        ),
+    )
 
 
 def _int(text: str) -> int:

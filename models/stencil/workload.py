@@ -251,6 +251,7 @@ class StencilStep:
                 ("image", f"{cfg.width}x{cfg.height}"),
                 ("tiles_used", int(self.plan.used.sum())),
                 ("us_per_iteration", us),
+                ("phase_cycles_per_superstep", profile_phases(self.plan, result)),
             ),
         )
 
@@ -300,12 +301,26 @@ def run_stencil(
     ledger.check(memory_check)
     timed = time_workload(step, machine, keep_timeline=keep_timeline)
     program, result = timed.program, timed.result
-    sets = 2 * config.iterations
+    return StencilRun(
+        plan=plan,
+        program=program,
+        result=result,
+        ledger=ledger,
+        us_per_iteration=result.total_s / config.iterations * 1e6,
+        phases=profile_phases(plan, result),
+    )
+
+
+def profile_phases(plan: StencilPlan, result: SimResult) -> dict[str, float]:
+    """Cycles per superstep (half an iteration) by the profile's phases: ``sync``/``exchange``/
+    ``globExchange`` from the simulated timeline (per label); ``pre``/``post``/``compute`` tile
+    averages of the plan (the profile's are tile averages)."""
+    sets = 2 * plan.config.iterations
     lab = result.by_label()
-    clock = machine.clock_hz
+    clock = result.clock_hz
     ex = lab["exchange"]["breakdown_s"]
     glob = lab.get("globExchange", {"breakdown_s": {"sync": 0.0, "links": 0.0, "exchange": 0.0}})["breakdown_s"]
-    phases = {
+    return {
         "sync": (ex["sync"] + glob["sync"]) * clock / sets,
         "exchange": ex["exchange"] * clock / sets,
         "globExchange": (glob["links"] + glob["exchange"]) * clock / sets,
@@ -313,14 +328,6 @@ def run_stencil(
         "post": plan.tile_mean(plan.post_cycles),
         "compute": plan.tile_mean(plan.compute_cycles),
     }
-    return StencilRun(
-        plan=plan,
-        program=program,
-        result=result,
-        ledger=ledger,
-        us_per_iteration=result.total_s / config.iterations * 1e6,
-        phases=phases,
-    )
 
 
 def blur_image(image: np.ndarray, config: StencilConfig, tiles_per_ipu: int, workers: int = 6) -> np.ndarray:
