@@ -128,19 +128,22 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from tilesim.compare import compare_runs, format_comparison, write_comparison  # when it runs (start-up time)
+    from tilesim.compare import (  # when it runs (start-up time)
+        check_compare_out,
+        compare_runs,
+        format_comparison,
+        write_comparison,
+    )
 
     if args.out:
-        from tilesim.io import check_output_path  # loaded only when the command runs (start-up time)
-
-        check_output_path(args.out, "--out", "dir")
-    comparison = compare_runs(args.run_a, args.run_b)
+        check_compare_out(args.out, args.force)
+    comparison = compare_runs(*args.runs)
     if args.json:
-        print(json.dumps(comparison.to_dict(), indent=1))
+        print(json.dumps(comparison.to_dict(), indent=1, allow_nan=False))
     else:
         print(format_comparison(comparison))
     if args.out:
-        written = write_comparison(comparison, args.out)
+        written = write_comparison(comparison, args.out, force=args.force)
         if not args.json:
             print(f"wrote {', '.join(str(p) for p in written)}")
     return 0
@@ -372,18 +375,34 @@ def _did_you_mean_choice(parser: argparse.ArgumentParser, message: str) -> str:
 
 
 def _add_compare(sub) -> None:
-    """``tilesim compare RUN_A RUN_B [--out DIR] [--json]``."""
+    """``tilesim compare RUN RUN [RUN ...] [--out DIR] [--force] [--json]``."""
     c = sub.add_parser(
         "compare",
-        help="two stored runs side by side: what differs, where, and which is faster",
-        description="Line up two run folders (any command's --out): step time by phase, "
-        "label and chip, bytes, SRAM by category, critical and fullest tiles, and the workload's own "
-        "settings that differ; with --out, compare.md, compare.json, compare.png and compare.html (shared scales).",
+        help="stored runs side by side: which has the higher throughput, what differs, and where",
+        description="Line up two or more run folders (any command's --out; the first is the reference): "
+        "throughput (the workload's own rate, e.g. samples/s; higher is better) and step time, every setting "
+        "that differs, time by phase, the superstep labels whose time moved, chips, bytes, SRAM, critical "
+        "and fullest tiles, and the workload's own numbers that differ. A folder of run folders (e.g. "
+        "map-search --out) stands for the runs in it. With --out: compare.md, compare.json (full precision), "
+        "compare.png and compare.html (every run on shared axes).",
     )
-    c.add_argument("run_a", metavar="RUN_A", help="a run folder (A, the baseline)")
-    c.add_argument("run_b", metavar="RUN_B", help="another run folder (B)")
+    c.add_argument(
+        "runs",
+        metavar="RUN",
+        nargs="+",
+        help="a run folder, or a folder of run folders; two or more runs in all (the first is the reference)",
+    )
     c.add_argument("--out", help="folder for compare.md, compare.json, compare.png and compare.html")
-    c.add_argument("--json", action="store_true", help="print the comparison as JSON (keys a, b, verdict, rows)")
+    c.add_argument(
+        "--force",
+        action="store_true",
+        help="write --out over compare.* files that tilesim compare did not write",
+    )
+    c.add_argument(
+        "--json",
+        action="store_true",
+        help="print the comparison as JSON (keys runs, rank_by, ranking, verdict, rows with values and ratios)",
+    )
     c.set_defaults(func=_cmd_compare)
 
 

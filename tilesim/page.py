@@ -463,68 +463,127 @@ def write_page(out, record: RunRecord, arrays: dict, title: str | None = None) -
     return Path(atomic_write_text(Path(out) / "report.html", page_html(record, arrays, title)))
 
 
+COMPARE_TILE_MAPS = 8
+"""Most runs whose chip-0 SRAM the comparison page draws side by side."""
+
+
+def _run_colour(k: int) -> str:
+    """The colour of run ``k`` (the pictures' series colours, in order)."""
+    from tilesim.plots import SERIES_COLOURS  # already loaded with this module
+
+    return SERIES_COLOURS[k % len(SERIES_COLOURS)]
+
+
 def _pair_bars(comparison, section: str, title: str, n: int | None = None):
+    """Rows of one section of ``comparison`` (times), one bar per run on one axis (the runs in
+    the series colours, named as in the table)."""
     go = _go()
     rows = comparison.section(section)[:n]
     fig = go.Figure()
-    for run, colour in (("A", "#4c72b0"), ("B", "#dd8452")):
+    for j, name in enumerate(comparison.names):
         fig.add_bar(
             y=[r.item for r in rows],
-            x=[((r.a if run == "A" else r.b) or 0.0) * 1e3 for r in rows],
+            x=[(r.values[j] or 0.0) * 1e3 for r in rows],
             orientation="h",
-            name=run,
-            marker_color=colour,
+            name=name,
+            marker_color=_run_colour(j),
+            hovertemplate="%{y}: %{x:.4g} ms<extra>" + html.escape(name) + "</extra>",
         )
-    return _bars_layout(fig, title, "time per step (ms)", 20 + 34 * len(rows), 240, barmode="group")
+    height = 20 + (10 + 12 * len(comparison.names)) * len(rows)
+    return _bars_layout(fig, title, "time per step (ms)", height, 240, barmode="group")
 
 
-def _pair_tiles(runs: list[tuple[str, dict, dict]]):
+def _pair_steps(comparison):
+    """Each run's throughput (higher is better) and its step time stacked by phase, one row per run."""
+    from plotly.subplots import make_subplots  # plotly loads only when a page is written (start-up time)
+
+    recs = [rec for rec, _ in comparison.runs]
+    mixed = comparison.rank_by == "step time"
+    unit = "steps/s" if mixed else recs[0].rate.unit
+    rates = [1.0 / r.step_s if r.step_s > 0 else 0.0 for r in recs] if mixed else [r.rate.value for r in recs]
+    names = [f"{n} (best)" if k == comparison.ranking[0] else n for k, n in enumerate(comparison.names)]
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.18,
+        subplot_titles=[f"throughput ({unit}), higher is better", "time per step by phase (ms)"],
+    )
+    colours = [_run_colour(k) for k in range(len(recs))]
+    fig.add_bar(y=names, x=rates, orientation="h", marker_color=colours, showlegend=False, row=1, col=1)
+    for p in PHASES:
+        ms = [r.breakdown_s.get(p, 0.0) * 1e3 for r in recs]
+        if any(ms):
+            fig.add_bar(y=names, x=ms, orientation="h", name=p, marker_color=PHASE_COLOURS[p], row=1, col=2)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(barmode="stack", height=160 + 30 * len(recs), margin={"l": 20, "r": 20, "t": 50, "b": 40})
+    return fig
+
+
+def _pair_tiles(comparison):
     """SRAM per tile of chip 0 of each run, side by side on one colour scale, with per-tile hover."""
     from plotly.subplots import make_subplots  # plotly loads only when a page is written (start-up time)
 
-    top = max(float(np.max(a["memory_bytes"])) for _, _, a in runs)
+    runs = [(name, a) for name, (_, a) in zip(comparison.names, comparison.runs)]
+    top = max(float(np.max(a["memory_bytes"])) for _, a in runs)
+    per_row = min(len(runs), 4)
     fig = make_subplots(
-        rows=1, cols=len(runs), subplot_titles=[f"{name}: SRAM per tile, chip 0" for name, _, _ in runs]
+        rows=-(-len(runs) // per_row),
+        cols=per_row,
+        subplot_titles=[f"{name}: SRAM per tile, chip 0" for name, _ in runs],
     )
-    for k, (_, _, a) in enumerate(runs):
+    for k, (_, a) in enumerate(runs):
+        r, c = divmod(k, per_row)
         tpc = int(a["tiles_per_chip"])
         rows, cols = stored_grid(a)
-        tiles = np.arange(tpc)
         fig.add_heatmap(
             z=_image(np.asarray(a["memory_bytes"][:tpc], float), rows, cols),
-            text=_image_text(a, tiles, tpc, rows, cols),
+            text=_image_text(a, np.arange(tpc), tpc, rows, cols),
             hovertemplate="%{text}<extra></extra>",
             colorscale="Viridis",
             zmin=0,
             zmax=top,
             showscale=k == len(runs) - 1,
-            row=1,
-            col=k + 1,
+            row=r + 1,
+            col=c + 1,
         )
-        fig.update_yaxes(autorange="reversed", showticklabels=False, row=1, col=k + 1)
-        fig.update_xaxes(showticklabels=False, row=1, col=k + 1)
-    fig.update_layout(height=460, margin={"l": 20, "r": 20, "t": 60, "b": 20})
+        fig.update_yaxes(autorange="reversed", showticklabels=False, row=r + 1, col=c + 1)
+        fig.update_xaxes(showticklabels=False, row=r + 1, col=c + 1)
+    fig.update_layout(height=80 + 360 * -(-len(runs) // per_row), margin={"l": 20, "r": 20, "t": 60, "b": 20})
     return fig
 
 
-def comparison_html(comparison, runs: list[tuple[str, dict, dict]], table_md: str) -> str:
-    """The ``compare.html`` page: the verdict, time by phase and by label of A and B on one axis,
-    their tiles on one colour scale, and the comparison table (``runs``: (name, summary, arrays))."""
+def _code(text: str) -> str:
+    """Escaped text with its `backquoted` names as code."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def comparison_html(comparison, table_md: str) -> str:
+    """The ``compare.html`` page of a :class:`tilesim.compare.Comparison` (its ``runs`` loaded): the
+    verdict; every run's throughput and step time by phase; the superstep labels whose time moved,
+    one bar per run on one axis; chip 0's tiles of each run on one colour scale (up to
+    :data:`COMPARE_TILE_MAPS` runs); and ``table_md`` (the comparison's markdown). Every stored
+    string is escaped. Returns the page's HTML (plotly.js inline)."""
     from plotly.offline import get_plotlyjs  # plotly loads only when a page is written (start-up time)
 
+    runs = "".join(
+        f"<li><code>{html.escape(n)}</code>: {html.escape(f)}{' (reference)' if i == 0 else ''}</li>"
+        for i, (n, f) in enumerate(zip(comparison.names, comparison.folders))
+    )
     sections = [
-        ("Verdict", f"<p class='finding'>{html.escape(comparison.verdict)}.</p>"),
-        ("Time by phase", _div(_pair_bars(comparison, "phase", "time by phase, A and B"), "phases")),
-        (
-            "Time by superstep label",
-            _div(_pair_bars(comparison, "label", "the labels that moved most", 12), "labels"),
-        ),
+        ("Verdict", f"<p class='finding'>{_code(comparison.verdict)}.</p><ul>{runs}</ul>"),
+        ("Throughput and step time", _div(_pair_steps(comparison), "steps")),
     ]
-    if all("memory_bytes" in a for _, _, a in runs):
-        sections.append(("Tiles", _div(_pair_tiles(runs), "tiles")))
+    if comparison.section("label"):
+        moved, still, _ = comparison.labels
+        title = f"the superstep labels whose time moved ({moved}; {still} did not)"
+        sections.append(("Time by superstep label", _div(_pair_bars(comparison, "label", title), "labels")))
+    arrays = [a for _, a in comparison.runs]
+    if len(arrays) <= COMPARE_TILE_MAPS and all("memory_bytes" in a for a in arrays):
+        sections.append(("Tiles", _div(_pair_tiles(comparison), "tiles")))
     sections.append(("Table", f"<pre>{html.escape(table_md)}</pre>"))
     body = "\n".join(f"<h2>{html.escape(h)}</h2>\n{content}" for h, content in sections)
-    name = f"A: {comparison.a} vs B: {comparison.b}"
+    name = f"{len(comparison.names)} runs compared: " + ", ".join(comparison.names)
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(name)}</title><style>{STYLE}</style>"

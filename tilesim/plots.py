@@ -482,52 +482,135 @@ def breakdown_bars(result, path, title: str | None = None):
     return Path(path)
 
 
-def comparison_figure(comparison, arrays_a: dict, arrays_b: dict, path):
-    """Runs A and B side by side on shared scales (``tilesim compare``): time by phase and by the
-    labels that moved most (one time axis), and, when both runs stored SRAM per tile, chip 0's
-    tiles of each on one colour scale."""
+COMPARE_HEATMAPS = 8
+"""Most runs whose chip-0 SRAM a comparison picture draws (one small map each)."""
+
+
+def _time_axis(seconds: float) -> tuple[float, str]:
+    """Scale and unit for a time axis whose largest value is ``seconds``."""
+    return (1e3, "ms") if seconds >= 1e-3 else (1e6, "µs") if seconds >= 1e-6 else (1e9, "ns")
+
+
+def _run_colour(k: int) -> str:
+    return SERIES_COLOURS[k % len(SERIES_COLOURS)]
+
+
+def _compare_rates(ax, comparison, recs) -> None:
+    """One bar per run: its throughput on one axis (steps/s when the runs' rates differ in unit)."""
+    mixed = comparison.rank_by == "step time"
+    vals = [1.0 / r.step_s if r.step_s > 0 else 0.0 for r in recs] if mixed else [r.rate.value for r in recs]
+    unit = "steps/s" if mixed else recs[0].rate.unit
+    y = np.arange(len(recs))
+    bars = ax.barh(y, vals, color=[_run_colour(k) for k in range(len(recs))])
+    label_bars(ax, bars, "{:,.0f}" if max(vals, default=0) >= 100 else "{:.4g}", fontsize=8)
+    best = comparison.ranking[0]
+    names = [f"{n} (best)" if k == best else n for k, n in enumerate(comparison.names)]
+    ax.set_yticks(y, names, fontsize=8)
+    ax.get_yticklabels()[best].set_fontweight("bold")
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(vals, default=1.0) * 1.25 or 1.0)
+    ax.xaxis.set_major_formatter("{x:,.0f}" if max(vals, default=0) >= 100 else "{x:.3g}")
+    ax.set_xlabel(unit)
+    what = "steps per second (the runs' own rates have different units)" if mixed else f"throughput ({unit})"
+    ax.set_title(what + ", higher is better", fontsize=9)
+
+
+def _compare_steps(ax, comparison, recs) -> None:
+    """One bar per run: its step time, stacked by phase, on one time axis."""
+    k, unit = _time_axis(max(r.step_s for r in recs))
+    y = np.arange(len(recs))
+    left = np.zeros(len(recs))
+    for ph in PHASES:
+        vals = np.array([r.breakdown_s.get(ph, 0.0) for r in recs]) * k
+        if vals.any():
+            ax.barh(y, vals, left=left, color=PHASE_COLOURS[ph], label=ph)
+            left += vals
+    for i, v in enumerate(left):
+        ax.annotate(f"{v:,.4g} {unit}", (v, i), xytext=(2, 0), textcoords="offset points", va="center", fontsize=8)
+    ax.set_yticks(y, comparison.names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(left.max(), 1e-12) * 1.25)
+    ax.set_xlabel(f"time per step ({unit})")
+    ax.set_title("time per step by phase", fontsize=9)
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
+def _compare_labels(ax, comparison, rows) -> None:
+    """The labels whose time moved: one bar per run and label, on one time axis."""
+    n = len(comparison.names)
+    k, unit = _time_axis(max((v or 0.0) for r in rows for v in r.values))
+    y = np.arange(len(rows))
+    h = 0.8 / n
+    for j, name in enumerate(comparison.names):
+        vals = [(r.values[j] or 0.0) * k for r in rows]
+        ax.barh(y - 0.4 + h * (j + 0.5), vals, height=h, color=_run_colour(j), label=name)
+    ax.set_yticks(y, [r.item for r in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"time per step ({unit})")
+    moved, still, _ = comparison.labels
+    which = f"the {len(rows)} superstep labels whose time moved" + (f" most (of {moved})" if moved > len(rows) else "")
+    ax.set_title(f"{which}; {still} label{'s' if still != 1 else ''} did not move", fontsize=9)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
+def _kb(b: float) -> str:
+    """Bytes as B, kB, MB or GB (3 significant digits)."""
+    for s, u in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if b >= s:
+            return f"{b / s:.3g} {u}"
+    return f"{b:,.0f} B"
+
+
+def _compare_tiles(fig, gs, row0: int, comparison, arrays: list, per_row: int) -> None:
+    """Chip 0's SRAM per tile of each run, one colour scale for all."""
+    vmax = max(float(np.max(a["memory_bytes"])) for a in arrays) or 1.0
+    span = 12 // per_row
+    axes, im = [], None
+    for j, (name, a) in enumerate(zip(comparison.names, arrays)):
+        r, c = divmod(j, per_row)
+        ax = fig.add_subplot(gs[row0 + r, c * span : (c + 1) * span])
+        tpc = int(a["tiles_per_chip"])
+        rows_, cols = stored_grid(a)
+        values = np.asarray(a["memory_bytes"][:tpc], float)
+        im = ax.imshow(
+            _chip_image(values, rows_, cols), cmap="viridis", vmin=0, vmax=vmax, interpolation="nearest", aspect="equal"
+        )
+        ax.set_title(f"{name}: SRAM per tile, chip 0 (fullest {_kb(float(values.max()))})", fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        axes.append(ax)
+    fig.colorbar(im, ax=axes, fraction=0.03, shrink=0.8, label="bytes (one scale)")
+
+
+def comparison_figure(comparison, path):
+    """Every run of a :class:`tilesim.compare.Comparison` on shared axes (``compare.png``): throughput
+    (higher is better; the best run in bold) and step time by phase, one bar per run; the superstep
+    labels whose time moved, one bar per run; and, when every run stored SRAM per tile (and there are
+    at most :data:`COMPARE_HEATMAPS` runs), chip 0's tiles of each on one colour scale. The verdict
+    heads it. Returns ``path``."""
+    import textwrap  # only when drawing
+
     plt = _plt()
-    phases = comparison.section("phase")
+    recs = [rec for rec, _ in comparison.runs]
+    arrays = [a for _, a in comparison.runs]
+    n = len(recs)
     labels = comparison.section("label")[:10]
-    mem = all("memory_bytes" in a for a in (arrays_a, arrays_b))
-    fig = plt.figure(figsize=(13, 4.2 + 0.22 * len(labels) + (4.2 if mem else 0)))
-    gs = fig.add_gridspec(2 if mem else 1, 2, height_ratios=[1.0, 0.8] if mem else [1])
-    colours = {"A": "#4c72b0", "B": "#dd8452"}
-    top = 0.0
-    for k, (rows, what) in enumerate(((phases, "phase"), (labels, "superstep label"))):
-        ax = fig.add_subplot(gs[0, k])
-        y = np.arange(len(rows))
-        for off, run in ((-0.2, "A"), (0.2, "B")):
-            vals = [((r.a if run == "A" else r.b) or 0.0) * 1e3 for r in rows]
-            top = max([top, *vals])
-            ax.barh(y + off, vals, height=0.4, color=colours[run], label=run)
-        ax.set_yticks(y, [r.item for r in rows], fontsize=8)
-        ax.invert_yaxis()
-        ax.set_xlabel("time per step (ms)")
-        ax.set_title(f"time by {what}" + (" (the 10 that moved most)" if what != "phase" else ""), fontsize=9)
-        ax.legend(fontsize=8, frameon=False)
-    for ax in fig.axes:
-        ax.set_xlim(0, top * 1.08 if top > 0 else 1.0)  # one time axis for both panels
-    if mem:
-        vmax = max(float(np.max(a["memory_bytes"])) for a in (arrays_a, arrays_b))
-        for k, (run, a) in enumerate((("A", arrays_a), ("B", arrays_b))):
-            ax = fig.add_subplot(gs[1, k])
-            tpc = int(a["tiles_per_chip"])
-            rows_, cols = stored_grid(a)
-            im = ax.imshow(
-                _chip_image(np.asarray(a["memory_bytes"][:tpc], float), rows_, cols),
-                cmap="viridis",
-                vmin=0,
-                vmax=vmax,
-                interpolation="nearest",
-                aspect="equal",
-            )
-            ax.set_title(f"{run}: SRAM per tile, chip 0 (max {np.max(a['memory_bytes'][:tpc]):,.0f} B)", fontsize=9)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            fig.colorbar(im, ax=ax, fraction=0.046, shrink=0.6, label="bytes (one scale for A and B)")
-    fig.suptitle(comparison.verdict, fontsize=9, wrap=True)
-    fig.tight_layout()
+    heat = n <= COMPARE_HEATMAPS and all("memory_bytes" in a for a in arrays)
+    per_row = min(n, 4)
+    heat_rows = -(-n // per_row) if heat else 0
+    grid = stored_grid(arrays[0]) if heat else (1, 1)
+    heights = [1.0 + 0.35 * n] + ([0.9 + 0.1 * n * len(labels)] if labels else [])
+    heights += [0.7 + min(11.0 / per_row * grid[0] / grid[1], 4.0)] * heat_rows
+    fig = plt.figure(figsize=(13, 1.0 + sum(heights)), layout="constrained")
+    gs = fig.add_gridspec(len(heights), 12, height_ratios=heights)
+    _compare_rates(fig.add_subplot(gs[0, :6]), comparison, recs)
+    _compare_steps(fig.add_subplot(gs[0, 6:]), comparison, recs)
+    if labels:
+        _compare_labels(fig.add_subplot(gs[1, :]), comparison, labels)
+    if heat:
+        _compare_tiles(fig, gs, 1 + bool(labels), comparison, arrays, per_row)
+    verdict = textwrap.wrap(comparison.verdict.replace("`", "") + ".", 170)
+    fig.suptitle("\n".join(verdict[:4] + (["..."] if len(verdict) > 4 else [])), fontsize=9)
     save_figure(fig, path, dpi=100)
     plt.close(fig)
     return Path(path)
