@@ -1,107 +1,177 @@
-"""`tilesim compare RUN_A RUN_B` (issue 29): two stored runs side by side, for SNN and stencil runs."""
+"""`tilesim compare RUN RUN [RUN ...]` (issue 37, part 3): runs ranked by throughput, what differs, N runs."""
 
 import json
-import subprocess
-import sys
+import re
+import shutil
 
 import pytest
 
 from models.snn.cli import write_run_outputs
-from models.snn.options import RunOptions
+from models.snn.options import options_from_mapping
 from models.snn.run import run_training
 from tilesim.cli import main
-from tilesim.compare import compare_runs, format_comparison
+from tilesim.compare import compare_runs, format_comparison, run_folders, write_comparison
+from tilesim.errors import ConfigError
+
+TINY = {"layers": "64-32-4", "caps": "8-4", "batch": 8, "timesteps": 10, "steps": 1}
 
 
 @pytest.fixture(scope="module")
-def two_mappings(tmp_path_factory):
-    """The same small network placed two ways: 2 and 4 neurons per tile."""
+def runs(tmp_path_factory):
+    """Run folders under one root: ``a`` (batch 8), ``b`` (batch 4), ``c`` (batch 8, lr 0.01), and
+    ``prog`` (the example BSP program on 4 chips: no rate of its own, steps/s). The runs' own pictures
+    are not drawn (compare reads summary.json and arrays.npz; drawing them would take most of the time)."""
     root = tmp_path_factory.mktemp("cmp")
-    base = dict(layers="120-64-64-4", caps="16-8-8", batch=4, timesteps=10, steps=1)
-    runs = []
-    for name, npt in (("a", 2), ("b", 4)):
-        summary = run_training(RunOptions(neurons_per_tile=npt, **base))
-        write_run_outputs(root / name, summary)
-        runs.append((root / name, json.loads((root / name / "summary.json").read_text())))
-    return runs
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("tilesim.report._draw", lambda *a, **k: [])
+        mp.setattr("models.snn.activity_plot.plot_activity", lambda *a, **k: None)
+        for name, extra in (("a", {}), ("b", {"batch": 4}), ("c", {"lr": 0.01})):
+            write_run_outputs(root / "snn" / name, run_training(options_from_mapping({**TINY, **extra})))
+        assert main(["simulate", "tilesim/examples/demo.toml", "--machine", "m2000", "--out", str(root / "prog")]) == 0
+    return root
 
 
-def test_rows_are_the_runs_own_numbers(two_mappings):
-    (da, sa), (db, sb) = two_mappings
-    c = compare_runs(da, db)
-    step = c.section("step")[0]
-    assert step.a == sa["predicted_step_s"] and step.b == sb["predicted_step_s"]
-    phases = c.section("phase")
-    # the phases add up to the step, in A, in B and in their difference
-    assert sum(r.a for r in phases) == pytest.approx(sa["total_s"], rel=1e-9)
-    assert sum(r.delta for r in phases) == pytest.approx(sb["total_s"] - sa["total_s"], rel=1e-6, abs=1e-12)
-    onchip = {r.item: r for r in c.section("bytes")}["onchip"]
-    assert (onchip.a, onchip.b) == (sa["bytes"]["onchip"], sb["bytes"]["onchip"])
-    mem = {r.item: r for r in c.section("memory")}
-    assert mem["fullest tile"].a == sa["memory"]["max_tile_bytes"]
-    # the workload's own section: what differs between the two placements
-    work = {r.item: r for r in c.section("workload")}
-    assert "mapping.neurons_per_tile" in work or "network.neurons_per_tile" in work
-    assert "mapping.strategy" not in work  # the same strategy is not a difference
+def _record(folder):
+    from tilesim.report import load_run
+
+    return load_run(folder)[0]
 
 
-def test_verdict_names_the_faster_run_and_why(two_mappings):
-    (da, sa), (db, sb) = two_mappings
-    c = compare_runs(da, db)
-    faster = "B" if sb["predicted_step_s"] < sa["predicted_step_s"] else "A"
-    assert c.verdict.startswith(f"{faster} is ") and "most of the difference is in" in c.verdict
-    md = format_comparison(c)
-    assert c.verdict in md and "| time per step |" in md
-    swapped = compare_runs(db, da)
-    assert swapped.section("step")[0].ratio == pytest.approx(1 / c.section("step")[0].ratio)
+def test_larger_batch_is_the_higher_throughput_though_its_step_is_longer(runs):
+    a, b = runs / "snn" / "a", runs / "snn" / "b"
+    ra, rb = _record(a), _record(b)
+    assert rb.step_s < ra.step_s and rb.rate.value < ra.rate.value  # b: shorter step, fewer samples/s
+    for c in (compare_runs(a, b), compare_runs(b, a)):  # whichever is the reference
+        assert c.rank_by == "throughput" and c.best == "a"
+        assert c.verdict.startswith("`a` has the higher throughput: ")
+        assert "its step takes longer" in c.verdict and "carries 8 samples against 4" in c.verdict
+    c = compare_runs(a, b)
+    differs = {r.item: r.values for r in c.section("differs")}
+    assert differs == {"batch": (8, 4)}  # nothing else differs: the same machine, data and costs
+    assert c.row("rank", "throughput").values == (ra.rate.value, rb.rate.value)
+    assert c.row("rank", "time per step").ratios[1] == pytest.approx(rb.step_s / ra.step_s)
 
 
-def test_cli_writes_table_json_and_picture(two_mappings, tmp_path, capsys):
-    (da, _), (db, _) = two_mappings
-    assert main(["compare", str(da), str(db), "--out", str(tmp_path / "cmp")]) == 0
-    printed = capsys.readouterr().out
-    assert "## Time by phase" in printed and "compare.png" in printed
-    for name in ("compare.md", "compare.json", "compare.png"):
-        assert (tmp_path / "cmp" / name).stat().st_size > 200, name
-    assert main(["compare", str(da), str(db), "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert {"a", "b", "verdict", "rows"} <= set(data) and data["rows"][0]["item"] == "time per step"
-
-
-@pytest.mark.parametrize("which", ["same", "missing", "not-a-run"])
-def test_bad_folders_get_one_line(two_mappings, tmp_path, which):
-    (da, _), _ = two_mappings
-    (tmp_path / "empty").mkdir()
-    other = {"same": da, "missing": tmp_path / "nope", "not-a-run": tmp_path / "empty"}[which]
-    out = subprocess.run(
-        [sys.executable, "-m", "tilesim", "compare", str(da), str(other)], capture_output=True, text=True, timeout=120
+def test_only_labels_that_moved_are_listed_and_the_rest_counted(runs):
+    c = compare_runs(runs / "snn" / "a", runs / "snn" / "b")
+    labels = c.section("label")
+    moved, still, total = c.labels
+    assert (
+        labels and len(labels) == min(moved, 12) and moved + still == total == len(_record(runs / "snn" / "a").by_label)
     )
-    assert out.returncode == 2 and out.stderr.startswith("tilesim: error: ") and out.stderr.count("\n") == 1
-    assert "Traceback" not in out.stderr
+    assert all(r.moved() for r in labels)
+    assert f"{still} did not move" in format_comparison(c)
 
 
-def test_stencil_runs_compare_through_the_same_command(tmp_path, capsys):
-    for name, ipus in (("one", "1"), ("four", "4")):
-        assert main(["stencil", "--image-size", "600x300", "--ipus", ipus, "--out", str(tmp_path / name)]) == 0
+def test_three_runs_in_one_table(runs):
+    c = compare_runs(*(runs / "snn" / n for n in "abc"))
+    assert c.names == ("a", "b", "c") and c.best in ("a", "c") and c.names[c.ranking[-1]] == "b"
+    assert all(len(r.values) == 3 and r.ratios[0] in (1.0, None) for r in c.rows)
+    differs = {r.item: r.values for r in c.section("differs")}
+    assert differs["batch"] == (8, 4, 8) and differs["lr"] == (0.001, 0.001, 0.01)
+    md = format_comparison(c)
+    assert "| | `a` | `b` | `c` |" in md and "## What differs (2 items)" in md
+    assert "| batch | 8 | 4 | same |" in md and "| lr | 0.001 | same | 0.01 |" in md
+    # a folder of run folders stands for the runs in it, sorted
+    assert run_folders([runs / "snn"]) == [runs / "snn" / n for n in "abc"]
+    assert compare_runs(runs / "snn").names == ("a", "b", "c")
+
+
+def test_json_keeps_full_precision_while_markdown_rounds(runs, tmp_path):
+    a, b = runs / "snn" / "a", runs / "snn" / "b"
+    c = compare_runs(a, b)
+    written = write_comparison(c, tmp_path / "out")
+    assert [p.name for p in written] == ["compare.md", "compare.json", "compare.png", "compare.html"]
+    assert all(p.stat().st_size > 500 for p in written)
+    data = json.loads((tmp_path / "out" / "compare.json").read_text())
+    rows = {(r["section"], r["item"]): r for r in data["rows"]}
+    ra, rb = _record(a), _record(b)
+    assert rows["rank", "time per step"]["values"] == [ra.step_s, rb.step_s]  # bit for bit
+    assert rows["rank", "throughput"]["values"] == [ra.rate.value, rb.rate.value]
+    assert data["ranking"] == ["a", "b"] and data["rank_by"] == "throughput" and data["reference"] == "a"
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert repr(ra.step_s) not in md and not re.search(r"\d\.\d{6,}", md), "a long float in compare.md"
+    assert f"{ra.rate.value:,.0f} samples/s" in md and re.search(r"\(0\.\d\dx\)", md)
+    assert re.search(r"\| time per step \| \d+(\.\d+)? µs \|", md)
+    page = (tmp_path / "out" / "compare.html").read_text()
+    assert "<code>a</code> has the higher throughput" in page
+
+
+def test_rates_in_different_units_rank_by_step_time(runs):
+    c = compare_runs(runs / "snn" / "a", runs / "prog")
+    assert c.rank_by == "step time" and "different units (samples/s, steps/s)" in c.verdict
+    assert {r.item for r in c.section("rank")} >= {"throughput (samples/s)", "throughput (steps/s)"}
+    items = {r.item for r in c.section("differs")}
+    assert {"workload", "program", "machine", "chips", "data", "cost model"} <= items
+    assert len(c.section("chip")) == 4  # prog's four chips (a has one)
+
+
+def test_cli_prints_writes_and_guards_its_out_folder(runs, tmp_path, capsys):
+    a, b = str(runs / "snn" / "a"), str(runs / "snn" / "b")
+    out = tmp_path / "cmp"
+    assert main(["compare", a, b, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "**`a` has the higher throughput" in printed and "compare.png" in printed
+    assert main(["compare", a, b, "--out", str(out)]) == 0  # its own earlier comparison is replaced
     capsys.readouterr()
-    c = compare_runs(tmp_path / "one", tmp_path / "four")
-    assert {r.item for r in c.section("phase")} >= {"compute", "links"}
-    assert len(c.section("chip")) == 4  # B's four chips (A has one)
-    assert {r.item for r in c.section("workload")} >= {"machine"}
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "compare.md").write_text("my notes\n")
+    assert main(["compare", a, b, "--out", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "--force" in err and err.count("\n") == 1
+    assert (mine / "compare.md").read_text() == "my notes\n"
+    assert main(["compare", a, b, "--out", str(mine), "--force", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"].startswith("`a` has the higher throughput") and len(data["runs"]) == 2
+    assert (mine / "compare.md").read_text() != "my notes\n"
 
 
-def test_map_search_out_folder_writes_baseline_best_and_comparison(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        ("one", r"RUN = .*compare needs 2 or more runs, these hold 1; give two or more run folders"),
+        ("twice", r"RUN = '.*a': is given twice \(runs 1 and 3\); give each run folder once"),
+        ("missing", r"RUN = '.*nope': does not exist; give a folder written by `tilesim run --out`"),
+        ("empty", r"RUN = '.*empty': holds no run: no manifest.json in it or in any folder inside it; give"),
+        ("broken", r"RUN = '.*broken': has a summary.json that differs from the one its run wrote .*; re-run"),
+    ],
+)
+def test_bad_arguments_get_one_line_naming_the_argument_and_the_fix(runs, tmp_path, capsys, case, match):
+    a, b = runs / "snn" / "a", runs / "snn" / "b"
+    (tmp_path / "empty").mkdir()
+    shutil.copytree(a, tmp_path / "broken")
+    summary = tmp_path / "broken" / "summary.json"
+    summary.write_text(summary.read_text().replace('"batch": 8', '"batch": 9'))
+    args = {
+        "one": [a],
+        "twice": [a, b, a],
+        "missing": [a, tmp_path / "nope"],
+        "empty": [a, tmp_path / "empty"],
+        "broken": [a, tmp_path / "broken"],
+    }[case]
+    with pytest.raises(ConfigError, match=match):
+        compare_runs(*args)
+    assert main(["compare", *map(str, args)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tilesim: error: RUN = ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_map_search_out_folder_compares_baseline_and_best(tmp_path, capsys):
     out = tmp_path / "search"
     argv = ["map-search", "--layers", "120-64-64-4", "--caps", "16-8-8", "--batch", "4", "--timesteps", "10"]
     assert main([*argv, "--max-evals", "30", "--quiet", "--out", str(out)]) == 0
-    assert "as full runs:" in capsys.readouterr().out
-    for name in ("best-mapping.json", "compare.md", "compare.json", "compare.png", "baseline/summary.json"):
+    assert "as full runs: `" in capsys.readouterr().out
+    for name in ("best-mapping.json", "compare.md", "compare.json", "compare.png", "compare.html"):
         assert (out / name).is_file(), name
     best = json.loads((out / "best" / "summary.json").read_text())
     used, found = ((out / p).read_text() for p in ("best/mapping.json", "best-mapping.json"))
     assert json.loads(used) == json.loads(found)
     cmp = json.loads((out / "compare.json").read_text())
-    assert cmp["rows"][0]["b"] == best["predicted_step_s"]
+    assert [r["name"] for r in cmp["runs"]] == ["baseline", "best"] and cmp["runs"][1]["step_s"] == best["step_s"]
+    # the search folder itself stands for its two runs
+    assert compare_runs(out).names == ("baseline", "best")
     # a .json --out is still the best mapping alone
     assert main([*argv, "--max-evals", "10", "--quiet", "--out", str(tmp_path / "m.json")]) == 0
     assert json.loads((tmp_path / "m.json").read_text())["format"]

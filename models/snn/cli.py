@@ -273,8 +273,9 @@ def cmd_map_search(args) -> int:
 
 def _write_search_folder(options, folder: Path, mapping_file: str) -> str:
     """``map-search --out DIR``: the baseline (contiguous) and the best mapping as full runs of
-    ``options`` (``DIR/baseline``, ``DIR/best``) and their comparison (``DIR/compare.md|json|png``);
-    returns the comparison's verdict."""
+    ``options`` (``DIR/baseline``, ``DIR/best``) and their comparison through
+    :func:`tilesim.compare.compare_runs` (``DIR/compare.md|json|png|html``, baseline the reference,
+    ranked by throughput); returns the comparison's verdict."""
     from models.snn.options import options_dict, options_from_mapping  # when the command runs (start-up time)
     from models.snn.run import run_training
     from tilesim.compare import compare_runs, write_comparison
@@ -283,7 +284,7 @@ def _write_search_folder(options, folder: Path, mapping_file: str) -> str:
         values = {**options_dict(options, json_safe=False), "mapping": mapping, "out": None, "json": False}
         write_run_outputs(folder / name, run_training(options_from_mapping(values, "map-search")))
     comparison = compare_runs(folder / "baseline", folder / "best")
-    write_comparison(comparison, folder)
+    write_comparison(comparison, folder, force=True)  # DIR is this command's own folder: its compare.* are its own
     return comparison.verdict
 
 
