@@ -278,6 +278,8 @@ def _rank_rows(recs) -> list[Row]:
     return rows
 
 
+_LONG_ITEMS = ("program", "data", "cost model", "tilesim version", "settings")
+"""What-differs items the verdict leaves to the table (long texts)."""
 _RECORD_ITEMS = ("workload", "program", "machine", "chips", "data", "cost model", "tilesim version")
 
 
@@ -295,13 +297,23 @@ def _record_item(r, item: str):
 
 
 def _differs_rows(recs) -> list[Row]:
-    """Every setting that differs between the runs, and the run's identity and provenance that do."""
+    """Every setting that differs between the runs that record settings, and the runs' identity and
+    provenance that differ; a run folder written before settings were recorded is one row, not one per
+    setting."""
     rows = [Row("differs", k, tuple(_record_item(r, k) for r in recs), "") for k in _RECORD_ITEMS]
-    keys = list(dict.fromkeys(k for r in recs for k in r.settings))
-    for k in keys:
-        item = f"{k} (setting)" if k in _RECORD_ITEMS else k
-        rows.append(Row("differs", item, tuple(r.settings[k] if k in r.settings else None for r in recs), ""))
-    return [r for r in rows if r.moved()]
+    rows = [r for r in rows if r.moved()]
+    have = [i for i, r in enumerate(recs) if r.settings]
+    if len(have) < len(recs):
+        state = tuple(
+            f"{len(r.settings)} recorded" if r.settings else "not recorded (an older run folder)" for r in recs
+        )
+        rows.append(Row("differs", "settings", state, ""))
+    for k in dict.fromkeys(k for r in recs for k in r.settings):
+        vals = tuple(r.settings[k] if k in r.settings else None for r in recs)
+        known = [vals[i] for i in have]
+        if any(not _equal(v, known[0]) for v in known[1:]):
+            rows.append(Row("differs", f"{k} (setting)" if k in _RECORD_ITEMS else k, vals, ""))
+    return rows
 
 
 def _phase_rows(recs) -> list[Row]:
@@ -529,7 +541,14 @@ def _why(names, rows: list[Row], p: int, q: int) -> str:
         parts.append("the labels that moved most: " + ", ".join(moved))
     if not parts:
         return ""
-    changed = [r for r in rows if r.section == "differs" and not _equal(r.values[p], r.values[q])]
+    changed = [
+        r
+        for r in rows
+        if r.section == "differs"
+        and r.item not in _LONG_ITEMS
+        and None not in (r.values[p], r.values[q])
+        and not _equal(r.values[p], r.values[q])
+    ]
     what = ", ".join(f"{r.item} {_fmt_value(r.values[p])} → {_fmt_value(r.values[q])}" for r in changed[:3])
     what += f" and {len(changed) - 3} more" if len(changed) > 3 else ""
     return (

@@ -477,27 +477,33 @@ def _run_colour(k: int) -> str:
 def _pair_bars(comparison, section: str, title: str, n: int | None = None):
     """Rows of one section of ``comparison`` (times), one bar per run on one axis (the runs in
     the series colours, named as in the table)."""
+    from tilesim.plots import _time_axis  # already loaded with this module
+
     go = _go()
     rows = comparison.section(section)[:n]
+    k, unit = _time_axis(max([(v or 0.0) for r in rows for v in r.values], default=0.0))
     fig = go.Figure()
     for j, name in enumerate(comparison.names):
         fig.add_bar(
             y=[r.item for r in rows],
-            x=[(r.values[j] or 0.0) * 1e3 for r in rows],
+            x=[(r.values[j] or 0.0) * k for r in rows],
             orientation="h",
             name=name,
             marker_color=_run_colour(j),
-            hovertemplate="%{y}: %{x:.4g} ms<extra>" + html.escape(name) + "</extra>",
+            hovertemplate="%{y}: %{x:.4g} " + unit + "<extra>" + html.escape(name) + "</extra>",
         )
     height = 20 + (10 + 12 * len(comparison.names)) * len(rows)
-    return _bars_layout(fig, title, "time per step (ms)", height, 240, barmode="group")
+    return _bars_layout(fig, title, f"time per step ({unit})", height, 240, barmode="group")
 
 
 def _pair_steps(comparison):
     """Each run's throughput (higher is better) and its step time stacked by phase, one row per run."""
     from plotly.subplots import make_subplots  # plotly loads only when a page is written (start-up time)
 
+    from tilesim.plots import _time_axis  # already loaded with this module
+
     recs = [rec for rec, _ in comparison.runs]
+    k, t_unit = _time_axis(max(r.step_s for r in recs))
     mixed = comparison.rank_by == "step time"
     unit = "steps/s" if mixed else recs[0].rate.unit
     rates = [1.0 / r.step_s if r.step_s > 0 else 0.0 for r in recs] if mixed else [r.rate.value for r in recs]
@@ -506,14 +512,14 @@ def _pair_steps(comparison):
         rows=1,
         cols=2,
         horizontal_spacing=0.18,
-        subplot_titles=[f"throughput ({unit}), higher is better", "time per step by phase (ms)"],
+        subplot_titles=[f"throughput ({unit}), higher is better", f"time per step by phase ({t_unit})"],
     )
     colours = [_run_colour(k) for k in range(len(recs))]
     fig.add_bar(y=names, x=rates, orientation="h", marker_color=colours, showlegend=False, row=1, col=1)
     for p in PHASES:
-        ms = [r.breakdown_s.get(p, 0.0) * 1e3 for r in recs]
-        if any(ms):
-            fig.add_bar(y=names, x=ms, orientation="h", name=p, marker_color=PHASE_COLOURS[p], row=1, col=2)
+        t = [r.breakdown_s.get(p, 0.0) * k for r in recs]
+        if any(t):
+            fig.add_bar(y=names, x=t, orientation="h", name=p, marker_color=PHASE_COLOURS[p], row=1, col=2)
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(barmode="stack", height=160 + 30 * len(recs), margin={"l": 20, "r": 20, "t": 50, "b": 40})
     return fig

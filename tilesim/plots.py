@@ -579,7 +579,8 @@ def _compare_tiles(fig, gs, row0: int, comparison, arrays: list, per_row: int) -
         ax.set_xticks([])
         ax.set_yticks([])
         axes.append(ax)
-    fig.colorbar(im, ax=axes, fraction=0.03, shrink=0.8, label="bytes (one scale)")
+    bar = fig.colorbar(im, ax=axes, fraction=0.03, shrink=0.8, label="bytes (one scale)")
+    bar.ax.yaxis.set_major_formatter("{x:,.0f}")
 
 
 def comparison_figure(comparison, path):
