@@ -132,6 +132,7 @@ def test_cli_prints_writes_and_guards_its_out_folder(runs, tmp_path, capsys):
     [
         ("one", r"RUN = .*compare needs 2 or more runs, these hold 1; give two or more run folders"),
         ("twice", r"RUN = '.*a': is given twice \(runs 1 and 3\); give each run folder once"),
+        ("within", r"RUN = '.*a': is given twice \(within '.*snn', and again itself\); give each run folder once"),
         ("missing", r"RUN = '.*nope': does not exist; give a folder written by `tilesim run --out`"),
         ("empty", r"RUN = '.*empty': holds no run: no manifest.json in it or in any folder inside it; give"),
         ("broken", r"RUN = '.*broken': has a summary.json that differs from the one its run wrote .*; re-run"),
@@ -146,6 +147,7 @@ def test_bad_arguments_get_one_line_naming_the_argument_and_the_fix(runs, tmp_pa
     args = {
         "one": [a],
         "twice": [a, b, a],
+        "within": [runs / "snn", a],
         "missing": [a, tmp_path / "nope"],
         "empty": [a, tmp_path / "empty"],
         "broken": [a, tmp_path / "broken"],

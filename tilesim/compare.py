@@ -186,57 +186,61 @@ def _not_a_run(value, why: str) -> ConfigError:
     )
 
 
-def run_folders(folders) -> list[Path]:
-    """The run folders that ``folders`` (paths) stand for: a run folder (one with ``manifest.json``)
-    itself; a folder of run folders, each of its immediate subfolders holding ``manifest.json``,
-    sorted by name. Raises :class:`ConfigError` naming a path that is no folder or holds no run."""
-    out: list[Path] = []
+def _expand(folders) -> list[tuple[Path, str]]:
+    """``(run folder, the argument it came from)`` of each run ``folders`` stand for (:func:`run_folders`)."""
+    out: list[tuple[Path, str]] = []
     for f in folders:
         p = Path(f).expanduser()
         if not p.is_dir():
             raise _not_a_run(f, "is not a folder" if p.exists() else "does not exist")
         if (p / "manifest.json").exists() or (p / "summary.json").exists():
-            out.append(p)  # a run (load_run says what is wrong with a broken one)
+            out.append((p, str(f)))  # a run (load_run says what is wrong with a broken one)
             continue
         inner = sorted(
             s for s in p.iterdir() if s.is_dir() and not s.name.startswith(".") and (s / "manifest.json").is_file()
         )
         if not inner:
             raise _not_a_run(f, "holds no run: no manifest.json in it or in any folder inside it")
-        out += inner
+        out += [(s, str(f)) for s in inner]
     return out
 
 
-def _check_folders(paths: list[Path], given) -> None:
+def run_folders(folders) -> list[Path]:
+    """The run folders that ``folders`` (paths) stand for: a run folder (one with ``manifest.json``)
+    itself; a folder of run folders, each of its immediate subfolders holding ``manifest.json``,
+    sorted by name. Raises :class:`ConfigError` naming a path that is no folder or holds no run."""
+    return [p for p, _ in _expand(folders)]
+
+
+def _check_folders(found: list[tuple[Path, str]], given) -> None:
     """At least two runs, at most :data:`MAX_RUNS`, none twice."""
-    if len(paths) < 2:
+    if len(found) < 2:
         raise ConfigError(
             config_message(
                 "RUN",
                 [str(f) for f in given],
-                f"compare needs 2 or more runs, these hold {len(paths)}",
+                f"compare needs 2 or more runs, these hold {len(found)}",
                 "give two or more run folders, or a folder that holds two or more",
             )
         )
-    if len(paths) > MAX_RUNS:
+    if len(found) > MAX_RUNS:
         raise ConfigError(
             config_message(
                 "RUN",
                 [str(f) for f in given],
-                f"{len(paths)} runs, more than the {MAX_RUNS} one comparison reads",
+                f"{len(found)} runs, more than the {MAX_RUNS} one comparison reads",
                 "compare fewer runs (e.g. a subset of the folders)",
             )
         )
-    seen: dict[Path, int] = {}
-    for i, p in enumerate(paths):
+    seen: dict[Path, tuple[int, str]] = {}
+    for i, (p, arg) in enumerate(found):
         key = p.resolve()
         if key in seen:
-            raise ConfigError(
-                config_message(
-                    "RUN", str(p), f"is given twice (runs {seen[key] + 1} and {i + 1})", "give each run folder once"
-                )
-            )
-        seen[key] = i
+            j, first = seen[key]
+            a, b = (("itself" if Path(x).expanduser().resolve() == key else f"within {x!r}") for x in (first, arg))
+            how = f"runs {j + 1} and {i + 1}" if a == b == "itself" else f"{a}, and again {b}"
+            raise ConfigError(config_message("RUN", str(p), f"is given twice ({how})", "give each run folder once"))
+        seen[key] = (i, arg)
 
 
 def _load(path: Path):
@@ -575,8 +579,9 @@ def compare_runs(*folders) -> Comparison:
     two runs, more than :data:`MAX_RUNS`, a folder given twice, or a folder that is not a complete run."""
     if len(folders) == 1 and isinstance(folders[0], (list, tuple)):
         folders = tuple(folders[0])
-    paths = run_folders(folders)
-    _check_folders(paths, folders)
+    found = _expand(folders)
+    _check_folders(found, folders)
+    paths = [p for p, _ in found]
     loaded = tuple(_load(p) for p in paths)
     recs = [rec for rec, _ in loaded]
     labels, counts = _label_rows(recs)
