@@ -575,11 +575,11 @@ def _compare_tiles(fig, gs, row0: int, comparison, arrays: list, per_row: int) -
         im = ax.imshow(
             _chip_image(values, rows_, cols), cmap="viridis", vmin=0, vmax=vmax, interpolation="nearest", aspect="equal"
         )
-        ax.set_title(f"{name}: SRAM per tile, chip 0 (fullest {_kb(float(values.max()))})", fontsize=8)
+        ax.set_title(f"{name} (fullest tile {_kb(float(values.max()))})", fontsize=8)
         ax.set_xticks([])
         ax.set_yticks([])
         axes.append(ax)
-    bar = fig.colorbar(im, ax=axes, fraction=0.03, shrink=0.8, label="bytes (one scale)")
+    bar = fig.colorbar(im, ax=axes, fraction=0.03, shrink=0.8, label="SRAM per tile of chip 0 (B)")
     bar.ax.yaxis.set_major_formatter("{x:,.0f}")
 
 
