@@ -579,7 +579,7 @@ def _compare_tiles(fig, gs, row0: int, comparison, arrays: list, per_row: int) -
         ax.set_xticks([])
         ax.set_yticks([])
         axes.append(ax)
-    bar = fig.colorbar(im, ax=axes, fraction=0.03, shrink=0.8, label="SRAM per tile of chip 0 (B)")
+    bar = fig.colorbar(im, ax=axes, fraction=0.03, shrink=0.8, label="SRAM per tile (B)")
     bar.ax.yaxis.set_major_formatter("{x:,.0f}")
 
 
