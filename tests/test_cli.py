@@ -18,7 +18,7 @@ def test_demo_writes_outputs(tmp_path):
         assert (tmp_path / f).stat().st_size > 1000
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["chips"] == 4 and s["supersteps"] == 21
-    assert sum(s["breakdown_s"].values()) == pytest.approx(s["total_s"])
+    assert sum(s["breakdown_s"].values()) == pytest.approx(s["step_s"])
     trace = json.loads((tmp_path / "trace.json").read_text())
     phases = {e["cat"] for e in trace["traceEvents"] if e["ph"] == "X"}
     assert {"compute", "sync", "exchange", "links", "host"} <= phases

@@ -74,7 +74,7 @@ def test_run_out_writes_the_explanations_and_report_redraws_them(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     md = (out / "summary.md").read_text()
-    assert "Predicted time per training step" in md and "The critical kernel" in md and "## Memory" in md
+    assert "Predicted time per step" in md and "The critical kernel" in md and "## Memory" in md
     pictures = ("timeline.png", "breakdown.png", "memory.png", "work.png", "exchange.png")
     for name in pictures:
         assert (out / name).stat().st_size > 1000

@@ -4,6 +4,7 @@ run killed half-way never passes for a run; `tilesim report` refuses broken fold
 import io
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -51,7 +52,8 @@ def test_run_killed_after_summary_leaves_no_mix(tmp_path, capsys, monkeypatch):
     assert simulate(tmp_path, out, cycles=999, label="b") == 130
     monkeypatch.undo()
     capsys.readouterr()
-    assert json.loads((out / "summary.json").read_text())["by_label"].keys() == {"a"}  # the old run, whole
+    stored = json.loads((out / "summary.json").read_text())
+    assert {x["label"] for x in stored["by_label"]} == {"a"}  # the old run, whole
     rc, err = report(out, capsys)
     assert rc == 0, err
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".run")] == []  # no staging left behind
@@ -96,8 +98,8 @@ def test_damaged_folders_are_refused(tmp_path, capsys, damage, needle):
     [
         ("drop time_s", "arrays.npz without time_s"),
         ("drop timeline_end", "arrays.npz without timeline_end"),
-        ("summary []", "summary.json without machine"),
-        ("summary {}", "summary.json without machine"),
+        ("summary []", "summary.json that is not a run record"),
+        ("summary {}", "not a complete run record"),
         ("truncate", "cannot be read"),
     ],
 )
@@ -150,3 +152,21 @@ def test_read_only_paths_are_refused_even_as_root(tmp_path, capsys, monkeypatch)
     p.write_text(PROGRAM.format(cycles=1, label="a"))
     assert main(["simulate", str(p), "--out", str(tmp_path / "new")]) == 2
     assert "is read-only; give a path under a folder you can write to" in capsys.readouterr().err
+
+
+def test_a_run_folder_written_before_the_record_still_renders(tmp_path):
+    """Issue 37: tests/fixtures/run_v1 was written by tilesim before the run record (flat summary
+    keys, predicted_step_s and by_phase); `report` converts it and redraws everything."""
+    import shutil
+
+    from tilesim.report import load_run
+
+    out = tmp_path / "old"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "run_v1", out)
+    record, _ = load_run(out)
+    assert record.format == 1 and record.workload == "snn" and record.rate.unit == "samples/s"
+    assert record.step_s == json.loads((out / "summary.json").read_text())["predicted_step_s"]
+    assert main(["report", str(out)]) == 0
+    md = (out / "summary.md").read_text()
+    assert f"{record.step_s * 1e3:.3f} ms" in md and "snn (stored before run records)" in md
+    assert (out / "report.html").is_file()

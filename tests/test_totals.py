@@ -52,22 +52,22 @@ def test_bytes_agree_everywhere(gc200x2):
 
 
 def test_time_by_phase_agrees_and_host_copy_is_host(gc200x2):
-    out, _ = gc200x2
+    out, summary = gc200x2
     s = json.loads((out / "summary.json").read_text())
-    total = s["predicted_step_s"]
+    total = s["step_s"]
+    assert total == summary.predicted_step_s
+    by = {v["label"]: v for v in s["by_label"]}
     assert sum(s["breakdown_s"].values()) == pytest.approx(total, rel=1e-9)
-    assert sum(v["time_s"] for v in s["by_phase"].values()) == pytest.approx(total, rel=1e-9)
+    assert sum(v["time_s"] for v in by.values()) == pytest.approx(total, rel=1e-9)
     for p in s["breakdown_s"]:  # the phase totals are the per-label phases added up
-        assert sum(v["breakdown_s"][p] for v in s["by_phase"].values()) == pytest.approx(
-            s["breakdown_s"][p], rel=1e-6, abs=1e-12
-        )
+        assert sum(v["breakdown_s"][p] for v in by.values()) == pytest.approx(s["breakdown_s"][p], rel=1e-6, abs=1e-12)
     (host_label,) = HOST_LABELS
-    copy = s["by_phase"][host_label]
+    copy = by[host_label]
     assert copy["breakdown_s"]["compute"] == 0.0
     assert copy["breakdown_s"]["host"] == pytest.approx(copy["time_s"] - copy["breakdown_s"]["sync"], rel=1e-6)
     assert s["breakdown_s"]["host"] >= copy["breakdown_s"]["host"]
     # the printed headline's host share is the JSON's
-    head = format_run(s).splitlines()[1]
+    head = format_run(summary.to_dict()).splitlines()[1]
     assert f"host {s['breakdown_s']['host'] / total * 100:.0f}%" in head
     # the trace names the copy's slices host, by label
     tr = json.loads((out / "trace.json").read_text())["traceEvents"]
@@ -86,7 +86,7 @@ def test_a_fitted_residual_is_its_own_category_and_the_snn_books_none(gc200x2):
 
     out, _ = gc200x2
     s = json.loads((out / "summary.json").read_text())
-    assert s["breakdown_s"]["residual"] == 0 and not any("unexplained" in k for k in s["by_phase"])
+    assert s["breakdown_s"]["residual"] == 0 and not any("unexplained" in v["label"] for v in s["by_label"])
     cfg = NetworkConfig(layers=(64, 32, 4), batch=4, timesteps=6, activity="fixed", caps=(8, 2))
     m = load_machine("gc200")
     res = retime(None, cfg, place(cfg, m, None, "contiguous", "report")[0], m).result

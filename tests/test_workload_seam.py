@@ -135,7 +135,7 @@ ALLOWED: set = set()
 
 def test_the_core_names_no_workload_concept():
     """Issue 24: tilesim/ knows no workload; a workload's words live in its own package (its report
-    section is found through the tilesim.report_sections entry points)."""
+    section comes from its own Workload.section, through tilesim.workload.record_run)."""
     import re
     from pathlib import Path
 
@@ -151,11 +151,28 @@ def test_the_core_names_no_workload_concept():
     assert not found, "\n".join(found)
 
 
-def test_the_snn_report_section_is_found_by_its_entry_point():
-    from tilesim.report import summary_markdown
-    from tilesim.workload import report_parts
+def test_a_toy_workloads_section_reaches_every_output_without_a_registration(tmp_path):
+    """Issue 37: Workload.section is the one way a workload adds to the outputs. The toy HaloRing,
+    registered nowhere (no pyproject line), gets its section into summary.json, summary.md and
+    report.html through record_run, and a re-render from the stored record is byte-identical."""
+    import json
 
-    s = {"workload": "snn", "loss": [2.0, 1.0], "findings": [], "network": None, "breakdown_s": {}}
-    assert report_parts(s).tail[0].startswith("Loss 2.0000 → 1.0000")
-    assert "Loss 2.0000" in summary_markdown(s)
-    assert "Loss" not in summary_markdown({**s, "workload": "unknown"})
+    from tilesim.cli import write_outputs
+    from tilesim.report import load_run, render
+    from tilesim.workload import record_run
+
+    m = load_machine("gc200")
+    ring = HaloRing(tiles=8, cycles=100.0, halo_bytes=64.0, iterations=3, cells=16)
+    timed = time_workload(ring, m)
+    record = record_run(ring, timed, ledger=ring.memory(m), settings={"iterations": 3})
+    write_outputs(tmp_path, record, timed.result, timed.program, ring.memory(m))
+    stored = json.loads((tmp_path / "summary.json").read_text())
+    assert stored["workload"] == "halo-ring" and stored["format"] == 2
+    assert stored["sections"][0] == {"title": "halo ring", "lines": ["3 iterations"], "data": {"iterations": 3}}
+    md = (tmp_path / "summary.md").read_text()
+    assert "## halo ring\n\n3 iterations\n" in md and "| iterations | `3` |" in md
+    assert "<h2>halo ring</h2>" in (tmp_path / "report.html").read_text()
+    back, _ = load_run(tmp_path)
+    assert back.sections == record.sections and back.step_s == timed.step_s
+    render(tmp_path)
+    assert (tmp_path / "summary.md").read_text() == md

@@ -181,8 +181,8 @@ class Explain:
     tile: int | None = None
     time_s: float = 0.0
     share: float = 0.0
-    exchange_bytes: dict[str, float] = field(default_factory=dict)
-    exchange_received_bytes: dict[str, float] = field(default_factory=dict)
+    exchange_bytes: dict[str, int] = field(default_factory=dict)
+    exchange_received_bytes: dict[str, int] = field(default_factory=dict)
     detail: dict[str, object] = field(default_factory=dict)
 
     @classmethod
@@ -197,10 +197,15 @@ class Explain:
             tile=int(tile) if isinstance(tile, int) else None,
             time_s=float(d.get("time_s", 0.0) or 0.0),
             share=float(d.get("share", 0.0) or 0.0),
-            exchange_bytes={str(k): float(v) for k, v in (d.get("exchange_bytes") or {}).items()},
-            exchange_received_bytes={str(k): float(v) for k, v in (d.get("exchange_received_bytes") or {}).items()},
+            exchange_bytes=_whole(d.get("exchange_bytes")),
+            exchange_received_bytes=_whole(d.get("exchange_received_bytes")),
             detail={**dict(d.get("detail") or {}), **{k: v for k, v in d.items() if k not in own and k != "detail"}},
         )
+
+
+def _whole(nbytes: Mapping | None) -> dict[str, int]:
+    """Bytes by kind as a user reads them: whole numbers."""
+    return {str(k): round(float(v)) for k, v in (nbytes or {}).items()}
 
 
 @dataclass(frozen=True)
@@ -240,7 +245,7 @@ class RunRecord:
     """One run, typed (module docstring). ``step_s``: predicted seconds per step; ``throughput``: the
     workload's own rate (None: steps per second, :attr:`rate`); ``settings``: every resolved option
     that shaped the run, by name; ``structure``: the named structural assumptions it was timed
-    under; ``tile_groups``: what the outlined tile groups of the pictures are (e.g. neuron layers)."""
+    under; ``tile_groups``: what the outlined tile groups of the pictures are (e.g. the layers a workload places)."""
 
     workload: str
     program: str
