@@ -53,3 +53,31 @@ def test_options_are_read_in_typed_parts_built_once():
     assert o.network["layers"] == (40, 30, 4) and "chips" not in o.network
     assert o.placement is o.placement and o.structure is o.structure  # built once
     assert RunOptions(layers="40-30-4", batch=4) == RunOptions(layers="40-30-4", batch=4)
+
+
+def test_a_run_folder_holds_its_settings_and_run_from_reproduces_it(tmp_path, capsys):
+    """Issue 37: summary.json records every option that shaped the run (batch, time steps, lr, seed,
+    dataset) and where its data came from (SHD-shaped data generated in-process is said so); the
+    folder's options.toml re-runs it with `tilesim run --from DIR` to the same step time, and a flag
+    given with --from changes the re-run."""
+    from tilesim.cli import main
+
+    args = ["--layers", "700-24-20", "--dataset", "shd", "--batch", "4", "--timesteps", "8", "--input-cap", "8"]
+    args += ["--max-activity", "0.2", "--steps", "2", "--lr", "0.01", "--seed", "3", "--quiet"]
+    assert main(["run", *args, "--out", str(tmp_path / "a")]) == 0
+    a = json.loads((tmp_path / "a" / "summary.json").read_text())
+    s = a["settings"]
+    assert (s["batch"], s["timesteps"], s["lr"], s["seed"], s["dataset"]) == (4, 8, 0.01, 3, "shd")
+    assert "out" not in s and "SHD-shaped spikes generated in-process" in a["provenance"]["data"]
+    assert (tmp_path / "a" / "options.toml").is_file()
+    assert main(["run", "--from", str(tmp_path / "a"), "--quiet", "--out", str(tmp_path / "b")]) == 0
+    b = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert b["step_s"] == a["step_s"] and b["settings"] == a["settings"] and b["sections"] == a["sections"]
+    assert main(["run", "--from", str(tmp_path / "a"), "--batch", "2", "--quiet", "--out", str(tmp_path / "c")]) == 0
+    c = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert c["settings"]["batch"] == 2 and c["settings"]["lr"] == 0.01
+    capsys.readouterr()
+    assert main(["run", "--from", str(tmp_path / "nothing")]) == 2
+    assert "--from: run directory" in capsys.readouterr().err
+    assert main(["run", "--from", str(tmp_path / "a"), str(tmp_path / "a" / "options.toml")]) == 2
+    assert "--from" in capsys.readouterr().err

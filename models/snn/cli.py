@@ -200,7 +200,10 @@ def _options_from_run(args) -> RunOptions:
             config_message("--from", args.from_dir, f"is given with a config file ({args.config})", "give one of them")
         )
     folder = Path(args.from_dir)
-    verify_run_folder(folder)
+    try:
+        verify_run_folder(folder)
+    except ConfigError as exc:
+        raise ConfigError(f"--from: {exc}") from None
     if not (folder / RUN_OPTIONS).is_file():
         raise ConfigError(
             config_message(
