@@ -102,13 +102,30 @@ def test_heat_map_and_timeline_carry_the_runs_numbers(page, run_dir):
         "const d = document.getElementById('timeline');"
         "return Math.max(...d.data.map(t => Math.max(...t.base.map((b, i) => b + t.x[i]))));"
     )
-    assert end_us == pytest.approx(summary["total_s"] * 1e6, rel=1e-6)
+    assert end_us == pytest.approx(summary["step_s"] * 1e6, rel=1e-6)
     drawn = page.execute_script("return document.querySelectorAll('#timeline .bars path').length")
     assert drawn > 100
     views = page.execute_script(
         "return document.getElementById('tiles-chip0')._fullLayout.updatemenus[0].buttons.map(b => b.label)"
     )
     assert views[:2] == ["SRAM bytes", "compute, all labels"] and any("compute of '" in v for v in views)
+
+
+def test_the_timeline_draws_every_phase_in_its_own_lane(page):
+    """Issue 37: zoomed out, the exchange drawn over the compute hid it (41 % of the demo step). Each
+    phase now has its own lane of a chip's row: compute bars are drawn, with height, and no compute
+    bar shares its vertical band with an exchange bar."""
+    boxes = page.execute_script(
+        "const d = document.getElementById('timeline');"
+        "const traces = document.querySelectorAll('#timeline .barlayer .trace');"
+        "const out = {};"
+        "d.data.forEach((t, i) => { out[t.name] = [...traces[i].querySelectorAll('path')]"
+        "  .map(p => p.getBBox()).filter(b => b.width > 0 && b.height > 0).map(b => [b.y, b.y + b.height]); });"
+        "return out;"
+    )
+    assert len(boxes["compute"]) > 10 and len(boxes["exchange"]) > 10
+    lanes = {name: {(round(a, 1), round(b, 1)) for a, b in spans} for name, spans in boxes.items()}
+    assert not any(a < d and c < b for a, b in lanes["compute"] for c, d in lanes["exchange"])
 
 
 def test_hovering_a_tile_shows_its_bytes(page, run_dir):
@@ -139,8 +156,9 @@ def test_compare_page_opens_with_both_runs(browser, run_dir, tmp_path):
     assert main(["compare", str(run_dir), str(other), "--out", str(tmp_path / "cmp")]) == 0
     _open(browser, tmp_path / "cmp" / "compare.html", 3)
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-    names = browser.execute_script("return document.getElementById('phases').data.map(t => t.name)")
-    assert names == ["A", "B"]
+    names = browser.execute_script("return document.getElementById('steps').data[0].y")
+    assert sorted(n.replace(" (best)", "") for n in names) == ["other", "run"]
+    assert sum(n.endswith(" (best)") for n in names) == 1
 
 
 def test_a_wafer_sized_chip_is_drawn_in_blocks_of_tiles():

@@ -532,8 +532,8 @@ def _why(names, rows: list[Row], p: int, q: int) -> str:
     """Where the step time of runs ``p`` and ``q`` differs: the phase and the labels that moved most."""
 
     def delta(r: Row) -> float:
-        a, b = r.values[p], r.values[q]
-        return (b or 0.0) - (a or 0.0)
+        a, b = r.values[p] or 0.0, r.values[q] or 0.0
+        return 0.0 if _same(a, b) else b - a  # float noise is no move
 
     phases = sorted((r for r in rows if r.section == "phase"), key=lambda r: -abs(delta(r)))
     labels = sorted((r for r in rows if r.section == "label"), key=lambda r: -abs(delta(r)))
