@@ -408,6 +408,12 @@ def summary_markdown(r: RunRecord) -> str:
                 f"| {x.label} | {x.supersteps} | {x.time_s * 1e3:.3f} | chip {x.critical_chip} tile {x.critical_tile} |"
             )
         lines.append("")
+    if r.critical_tiles:
+        tiles = ", ".join(f"chip {t // r.tiles_per_chip} tile {t % r.tiles_per_chip}" for t in r.critical_tiles)
+        lines += [
+            f"Critical tiles (the slowest tile of the last chip to arrive, by the compute they bound): {tiles}.",
+            "",
+        ]
     lines += _critical_kernel_markdown(r.explain)
     if r.findings:
         lines += ["## Findings", ""]

@@ -260,6 +260,7 @@ class RunRecord:
     throughput: Throughput | None = None
     busiest_link_groups: tuple[LinkLoad, ...] = ()
     memory: MemoryRecord | None = None
+    critical_tiles: tuple[int, ...] = ()
     explain: Explain | None = None
     findings: tuple[Finding, ...] = ()
     structure: dict[str, object] = field(default_factory=dict)
@@ -277,6 +278,8 @@ class RunRecord:
         SRAM ``ledger`` (optional) and the other fields by name (``throughput``, ``settings``,
         ``provenance``, ``sections``, ``explain``, ...). Raises :class:`ConfigError` for a step time
         that is not finite (a machine or cost file with extreme rates)."""
+        from tilesim.records import critical_tiles  # numpy loads with the result that is passed in
+
         by = result.by_label()
         return cls(
             workload=workload,
@@ -291,6 +294,7 @@ class RunRecord:
             bytes=ByteTotals(**result.to_dict()["bytes"]),
             busiest_link_groups=tuple(LinkLoad(**g) for g in result.to_dict()["busiest_link_groups"]),
             memory=MemoryRecord.of(ledger) if ledger is not None else None,
+            critical_tiles=critical_tiles(result),
             **parts,
         )
 
@@ -354,6 +358,7 @@ class RunRecord:
             throughput=Throughput(**d["throughput"]) if d.get("throughput") else None,
             busiest_link_groups=tuple(LinkLoad(**g) for g in d.get("busiest_link_groups", ())),
             memory=MemoryRecord.from_dict(d["memory"]) if d.get("memory") else None,
+            critical_tiles=tuple(int(t) for t in d.get("critical_tiles", ())),
             explain=Explain.from_dict(d["explain"]) if d.get("explain") else None,
             findings=tuple(Finding(**f) for f in d.get("findings", ())),
             structure=dict(d.get("structure") or {}),
