@@ -7,9 +7,18 @@ OUT     ?= out/demo
 
 .PHONY: install browser demo test test-nojit test-fast test-pythons lint bench clean
 
-$(STAMP): pyproject.toml
+RUNTIME := $(VENV)/.runtime
+
+# `make demo` needs the runtime dependencies only; `make test` adds the test and lint extras.
+$(RUNTIME): pyproject.toml
+	@echo "== creating $(VENV) and installing tilesim with its runtime dependencies (numpy, numba, ...; a few minutes the first time)"
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
+	@echo "== adding the test and lint tools to $(VENV) (pytest, hypothesis, selenium, ruff, mypy, ...)"
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
@@ -17,19 +26,22 @@ install: $(STAMP)
 
 # The SHD-shaped 2-layer paper network (700-1462-1460-20, B=48, T=100, 5 % caps) trained for a
 # few steps on a simulated GC200; writes summary.json, trace.json, memory.png, timeline.png.
-demo: $(STAMP)
+demo: $(RUNTIME)
 	$(BIN)/tilesim run --layers 700-1462-1460-20 --dataset shd --input-cap 48 --batch 48 \
 	    --timesteps 100 --max-activity 0.05 --machine gc200 --steps 4 --out $(OUT)
 
-# Debian's chromium and its driver, for the report page's browser test (tests/test_report_page.py);
-# installed once, never downloaded by the tests.
+# Debian's chromium and its driver, for the report pages' browser tests (tests/test_report_page.py).
+# Opt-in: `make test` never installs system packages; without them the browser tests skip with one line.
 browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  $$SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
 
-test: $(STAMP) lint browser
-	$(BIN)/python -m pytest -q
+# The suite on every core (pytest-xdist), then the no-JIT leg.
+JOBS ?= auto
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -q -n $(JOBS)
 	$(MAKE) --no-print-directory test-nojit
 
 # The kernels and the engine as plain Python (NUMBA_DISABLE_JIT=1): the code Numba compiles is also
@@ -44,7 +56,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy tilesim mapping
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "not slow"
 
 # The oldest and the newest supported Python, each in its own venv (CI runs this too); any other
 # interpreter with `make test PY=python3.12 VENV=.venv-3.12`, or all of them with `nox -s tests`.
