@@ -32,6 +32,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,21 +165,31 @@ class Rewriter:
         self.mod = {dotted(o): dotted(n) for o, n in moves}
         self.path = {o: n for o, n in moves}
         parents = sorted({m.rsplit(".", 1)[0] for m in self.mod}, key=len, reverse=True)
-        names = sorted(self.mod, key=len, reverse=True)
-        paths = sorted(self.path, key=len, reverse=True)
         alt = "|".join
-        self.from_re = re.compile(
-            rf"^(?P<indent>[ \t]*)from[ \t]+(?P<parent>{alt(map(re.escape, parents))})[ \t]+import[ \t]+"
-            r"(?P<names>[\w \t,]+?)(?P<tail>[ \t]*(?:#[^\n]*)?)$",
+        names = alt(map(re.escape, sorted(self.mod, key=len, reverse=True)))
+        paths = alt(map(re.escape, sorted(self.path, key=len, reverse=True)))
+        parent_alt = alt(map(re.escape, parents))
+        # one regex, so that text a rule wrote is never read again by another rule
+        self.any_re = re.compile(
+            rf"(?P<from>^(?P<indent>[ \t]*)from[ \t]+(?P<parent>{parent_alt})[ \t]+import[ \t]+"
+            r"(?P<names>[\w \t,]+?)(?P<tail>[ \t]*(?:#[^\n]*)?)$)"
+            rf"|(?P<dot>(?<![\w.])(?:{names})(?!\w))"
+            rf"|(?P<path>(?<![\w/.])(?:{paths})(?![\w/]))",
             re.M,
         )
-        self.dot_re = re.compile(rf"(?<![\w.])(?:{alt(map(re.escape, names))})(?!\w)")
-        self.path_re = re.compile(rf"(?<![\w/.])(?:{alt(map(re.escape, paths))})(?![\w/])")
-        self.paren_re = re.compile(rf"^[ \t]*from[ \t]+(?:{alt(map(re.escape, parents))})[ \t]+import[ \t]*\(", re.M)
+        self.paren_re = re.compile(rf"^[ \t]*from[ \t]+(?:{parent_alt})[ \t]+import[ \t]*\(", re.M)
+
+    def _sub(self, m: re.Match) -> str:
+        """The replacement of one match of :attr:`any_re`."""
+        if m["dot"]:
+            return self.mod[m["dot"]]
+        if m["path"]:
+            return self.path[m["path"]]
+        return self._from(m)
 
     def _from(self, m: re.Match) -> str:
         """``from P import a, b as c``: moved modules to their new parents, the rest left in place."""
-        parent, indent, tail = m["parent"], m["indent"], m["tail"]
+        parent, indent, tail = m["parent"], m["indent"], self.any_re.sub(self._sub, m["tail"])
         keep: list[str] = []
         moved: dict[str, list[str]] = {}
         for item in (s.strip() for s in m["names"].split(",")):
@@ -193,21 +204,19 @@ class Rewriter:
             bound = alias or name
             moved.setdefault(new_parent, []).append(new_name if bound == new_name else f"{new_name} as {bound}")
         if not moved:
-            return m[0]
+            return m[0][: m.start("tail") - m.start()] + tail
         lines = [f"{indent}from {parent} import {', '.join(keep)}"] if keep else []
         lines += [f"{indent}from {p} import {', '.join(ns)}" for p, ns in moved.items()]
         lines[0] += tail
         return "\n".join(lines)
 
     def text(self, s: str, where: str) -> str:
-        """``s`` with every reference to a moved module rewritten (one pass per rule)."""
+        """``s`` with every reference to a moved module rewritten, in one pass."""
         for m in self.paren_re.finditer(s):
             names = re.findall(r"\w+", s[m.end() : s.find(")", m.end())])
             if any(f"{m[0].split()[1]}.{w}" in self.mod for w in names):
                 print(f"warning: {where}: a parenthesised import of a moved module; rewrite it by hand")
-        s = self.from_re.sub(self._from, s)
-        s = self.dot_re.sub(lambda m: self.mod[m[0]], s)
-        return self.path_re.sub(lambda m: self.path[m[0]], s)
+        return self.any_re.sub(self._sub, s)
 
 
 def text_files(extra: list[str]) -> list[Path]:
@@ -257,7 +266,7 @@ def make_packages(moves: list[tuple[str, str]]) -> list[Path]:
         init = d / "__init__.py"
         rel = d.relative_to(ROOT).as_posix()
         if not init.exists():
-            doc = PACKAGES.get(rel, f"The modules of {rel}.")
+            doc = textwrap.fill(PACKAGES.get(rel, f"The modules of {rel}."), width=100)
             init.write_text(f'"""{doc}"""\n', encoding="utf-8")
             made.append(init)
     return made
@@ -273,6 +282,14 @@ def ruff(paths: list[Path]) -> None:
         return
     subprocess.run([exe, "check", "--select", "I", "--fix", "--quiet", *py], cwd=ROOT, check=False)
     subprocess.run([exe, "format", "--quiet", *py], cwd=ROOT, check=False)
+    long = subprocess.run(
+        [exe, "check", "--select", "E501", "--output-format", "concise", "--quiet", *py],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if long:
+        print("lines a longer module path pushed past the line length; shorten these by hand:\n" + long)
 
 
 def main(argv: list[str] | None = None) -> int:
