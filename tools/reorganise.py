@@ -308,7 +308,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     inits = make_packages(moves)
     for old, new in moves:
-        git("mv", old, new)
+        try:
+            git("mv", old, new)
+        except subprocess.CalledProcessError:  # not tracked (yet): move it all the same
+            (ROOT / old).rename(ROOT / new)
+            print(f"note: {old} is not tracked by git; moved it without git mv")
     git("add", *[str(p.relative_to(ROOT)) for p in inits])
     changed = rewrite_all(Rewriter(moves), text_files(args.extra))
     ruff(changed + inits)
