@@ -14,7 +14,7 @@ import sys
 
 from experiments.b_common import pyplot, standard_main
 from models.linear.layers import skewed_shape
-from models.linear.planner import plan_matmul
+from models.linear.planner import PlanTarget, plan_matmul
 from models.linear.timing import machine_costs, time_parts
 from tilesim.errors import SramOverflowError
 from tilesim.machine import load_machine
@@ -45,10 +45,12 @@ def run(quick: bool = False) -> list[dict]:
                 m,
                 k,
                 n,
-                tiles=m_.tiles_per_chip,
-                sram_bytes=m_.chip.sram_bytes,
-                flops_per_cycle=m_.chip.fp32_flops_per_cycle,
-                costs=costs,
+                PlanTarget(
+                    tiles=m_.tiles_per_chip,
+                    sram_bytes=m_.chip.sram_bytes,
+                    flops_per_cycle=m_.chip.fp32_flops_per_cycle,
+                    costs=costs,
+                ),
             )
         except SramOverflowError:
             rows.append({**row, "fits": False, "time_s": "", "gflops": "", "peak_fraction": "", "split": ""})

@@ -54,7 +54,7 @@ def undocumented(path: Path, root: Path = ROOT) -> list[str]:
 
 def test_the_scan_sees_the_library_and_skips_tests():
     files = {p.relative_to(ROOT).as_posix() for p in source_files()}
-    assert {"tilesim/program.py", "models/snn/network.py", "mapping/search.py", "experiments/tour.py"} <= files
+    assert {"tilesim/program/dense.py", "models/snn/network.py", "mapping/search.py", "experiments/tour.py"} <= files
     assert not any(f.startswith(("tests/", ".venv")) for f in files)
 
 
@@ -106,3 +106,32 @@ def test_every_public_library_name_has_a_docstring():
         f"{len(bad)} public top-level function(s)/class(es) without a docstring; add one with the contract "
         "(takes, returns, raises):\n" + "\n".join(bad)
     )
+
+
+# ---- the house: the tree is named for what it holds (issue 37) ----
+MAX_TOP_LEVEL_MODULES = 12
+MAX_PROGRAM_FILE_LINES = 600
+
+
+def test_every_snn_module_is_in_a_subpackage():
+    flat = sorted(p.name for p in (ROOT / "models" / "snn").glob("*.py") if p.name != "__init__.py")
+    assert not flat, f"models/snn modules outside a subpackage (move each into the package named for it): {flat}"
+
+
+def test_tilesim_top_level_holds_at_most_twelve_modules():
+    top = ROOT / "tilesim"
+    mods = sorted(p.name for p in top.glob("*.py")) + sorted(
+        p.name + "/" for p in top.iterdir() if (p / "__init__.py").is_file()
+    )
+    assert len(mods) <= MAX_TOP_LEVEL_MODULES, (
+        f"{len(mods)} modules and packages at tilesim/'s top level, at most {MAX_TOP_LEVEL_MODULES}: {mods}"
+    )
+
+
+def test_no_program_file_is_over_the_limit():
+    long = [
+        f"{p.relative_to(ROOT)} ({n} lines)"
+        for p in sorted((ROOT / "tilesim" / "program").glob("*.py"))
+        if (n := len(p.read_text().splitlines())) > MAX_PROGRAM_FILE_LINES
+    ]
+    assert not long, f"program files over {MAX_PROGRAM_FILE_LINES} lines; split along the program's parts: {long}"

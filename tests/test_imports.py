@@ -30,18 +30,22 @@ def test_tilesim_never_imports_models_or_mapping():
         assert not bad, f"{f} imports {bad}"
 
 
+# the one module of the discrete-event engine (a path that tools/reorganise.py rewrites when it moves)
+SIMPY_HOME = "tilesim/engine.py"
+
+
 def test_simpy_only_in_engine():
     for pkg in ("tilesim", "models", "mapping"):
         for f in files(pkg):
             if "simpy" in imports(f):
-                assert f.name == "engine.py" and f.parent.name == "tilesim", f
+                assert f.relative_to(ROOT).as_posix() == SIMPY_HOME, f
 
 
 def test_numba_only_in_kernel_modules():
     for pkg in ("tilesim", "models", "mapping"):
         for f in files(pkg):
             if "numba" in imports(f):
-                assert "kernel" in f.stem or f.stem.endswith("jit"), f
+                assert "kernel" in f.stem or f.stem.endswith("jit") or f.parent.name == "kernels", f
 
 
 def test_matplotlib_only_in_plots_and_experiments():

@@ -5,9 +5,10 @@ import pytest
 
 from models.linear.blocksparse import StaticBlockCosts, plan_block_sparse
 from models.linear.layers import BlockSparseLinear, random_block_layout
+from models.linear.planner import PlanTarget
 from tilesim.errors import ConfigError
 
-BOW = dict(tiles=1472, sram_bytes=638_976, workers=6)
+BOW = dict(tiles=1472, sram_bytes=638_976)  # a Bow IPU: 6 workers per tile
 
 
 @pytest.mark.parametrize("block,density,seed", [(1, 0.1, 4), (4, 0.3, 0), (8, 0.125, 1), (16, 1.0, 2), (16, 0.02, 3)])
@@ -40,7 +41,7 @@ def test_layout_has_exact_block_count_and_clear_errors():
     with pytest.raises(ConfigError, match=r"n_out = 60: must be a multiple of block = 16"):
         random_block_layout(60, 64, 16, 0.5)
     with pytest.raises(ConfigError, match=r"block = 5: must be one of \(1, 4, 8, 16\)"):
-        plan_block_sparse(np.ones((4, 4), bool), 8, block=5, **BOW)
+        plan_block_sparse(np.ones((4, 4), bool), 8, PlanTarget(**BOW), block=5, workers=6)
 
 
 def test_static_block_cycles_hand_computed():
@@ -66,12 +67,18 @@ def test_elementwise_cycles_hand_computed():
 
 def test_elementwise_plan_runs_on_the_workers_and_counts_every_nonzero():
     lay = random_block_layout(1024, 1024, 1, 1 / 16, seed=0)
-    plan = plan_block_sparse(lay, 256, block=1, precision="fp16", **BOW)
+    plan = plan_block_sparse(lay, 256, PlanTarget(precision="fp16", **BOW), block=1, workers=6)
     assert int(plan.macs.sum()) == int(lay.sum()) * 256
     assert plan.phases[0].unit == "vector"  # no AMP for element-wise sparsity
     assert plan.bands <= 128 and plan.n_split <= 32  # PopSparse's search bounds
     # per non-zero, element-wise is slower than 16x16 blocks at the same density
-    b16 = plan_block_sparse(random_block_layout(1024, 1024, 16, 1 / 16, seed=0), 256, block=16, precision="fp16", **BOW)
+    b16 = plan_block_sparse(
+        random_block_layout(1024, 1024, 16, 1 / 16, seed=0),
+        256,
+        PlanTarget(precision="fp16", **BOW),
+        block=16,
+        workers=6,
+    )
     assert plan.predicted_cycles > b16.predicted_cycles
 
 
@@ -79,7 +86,7 @@ def test_plan_accounts_every_block_and_time_falls_with_density():
     times = []
     for density in (1 / 4, 1 / 16, 1 / 64):
         lay = random_block_layout(4096, 4096, 16, density, seed=0)
-        plan = plan_block_sparse(lay, 2048, block=16, precision="fp16", **BOW)
+        plan = plan_block_sparse(lay, 2048, PlanTarget(precision="fp16", **BOW), block=16, workers=6)
         assert int(plan.macs.sum()) == int(lay.sum()) * 256 * 2048
         assert int(plan.blocks.sum()) == int(lay.sum()) * plan.n_split
         assert int(plan.memory_bytes().max()) <= BOW["sram_bytes"]

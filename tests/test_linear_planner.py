@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models.linear.phases import OverheadConstants, SuperstepCosts, overhead_breakdown, overhead_bytes_per_tile
-from models.linear.planner import build_matmul_plan, plan_matmul
+from models.linear.planner import PlanTarget, build_matmul_plan, plan_matmul
 from models.linear.schedules import butterfly_schedule, dense_schedule, lowrank_schedule, pixelfly_schedule
 from tilesim.errors import ConfigError, SramOverflowError
 
@@ -20,7 +20,7 @@ def test_amp_fit_is_reproduced_for_fp16_blocks():
 
 
 def test_plan_shapes_and_totals():
-    plan = plan_matmul(1024, 1024, 1024, tiles=1472, **GC200)
+    plan = plan_matmul(1024, 1024, 1024, PlanTarget(tiles=1472, **GC200))
     for name in (
         "macs",
         "amp_cycles",
@@ -54,13 +54,13 @@ def test_plan_shapes_and_totals():
 def test_planner_invariants(m, k, n, tiles, extra, fp16):
     kw = dict(sram_bytes=200_000, flops_per_cycle=128 if fp16 else 32, precision="fp16" if fp16 else "fp32")
     try:
-        small = plan_matmul(m, k, n, tiles=tiles, **kw)
+        small = plan_matmul(m, k, n, PlanTarget(tiles=tiles, **kw))
     except SramOverflowError:
         return
     assert int(small.macs.sum()) == m * k * n
     assert int(small.memory_bytes().max()) <= kw["sram_bytes"]
     assert (small.amp_cycles[small.macs == 0] == 0).all()
-    big = plan_matmul(m, k, n, tiles=tiles + extra, **kw)
+    big = plan_matmul(m, k, n, PlanTarget(tiles=tiles + extra, **kw))
     assert big.predicted_cycles <= small.predicted_cycles
 
 
@@ -78,7 +78,7 @@ def test_overflow_is_a_clear_error():
         match=r"no plan fits, even with serial splits.*the smallest.*needs \d+ B "
         r".*> sram_bytes = 1000 B.*use more tiles",
     ):
-        plan_matmul(256, 256, 256, tiles=4, sram_bytes=1000, flops_per_cycle=32)
+        plan_matmul(256, 256, 256, PlanTarget(tiles=4, sram_bytes=1000, flops_per_cycle=32))
 
 
 @pytest.mark.parametrize(
@@ -94,7 +94,7 @@ def test_overflow_is_a_clear_error():
 )
 def test_bad_planner_arguments(kwargs, match):
     with pytest.raises(ConfigError, match=match):
-        plan_matmul(kwargs.pop("m"), kwargs.pop("k"), kwargs.pop("n"), **kwargs)
+        plan_matmul(kwargs.pop("m"), kwargs.pop("k"), kwargs.pop("n"), PlanTarget(**kwargs))
 
 
 def test_bad_split_and_costs():
@@ -115,7 +115,7 @@ def test_overhead_constants_and_breakdown():
 
 
 def test_butterfly_schedule_has_log2n_phases_and_permutation_exchanges():
-    s = butterfly_schedule(1024, 50, tiles=1472, sram_bytes=638_976)
+    s = butterfly_schedule(1024, 50, PlanTarget(tiles=1472, sram_bytes=638_976))
     assert [p.name for p in s.phases] == [f"butterfly-{k}" for k in range(10)]
     f = 1024 // s.partition["features"]
     for k, p in enumerate(s.phases):
@@ -127,9 +127,9 @@ def test_butterfly_schedule_has_log2n_phases_and_permutation_exchanges():
 
 def test_structured_schedules_work_and_memory():
     kw = dict(tiles=1472, **GC200)
-    d = dense_schedule(1024, 1024, 50, **kw)
-    lr = lowrank_schedule(1024, 1024, 1, 50, **kw)
-    p = pixelfly_schedule(1024, 50, 16, 16, 32, workers=6, **kw)
+    d = dense_schedule(1024, 1024, 50, PlanTarget(**kw))
+    lr = lowrank_schedule(1024, 1024, 1, 50, PlanTarget(**kw))
+    p = pixelfly_schedule(1024, 50, 16, 16, 32, PlanTarget(**kw), workers=6)
     assert int(d.parts[0].macs.sum()) == 50 * 1024 * 1024
     assert d.ops >= 50 * 1024 * 1024
     assert sum(int(part.macs.sum()) for part in lr.parts) == 2 * 50 * 1024
@@ -138,7 +138,11 @@ def test_structured_schedules_work_and_memory():
     assert int(p.memory_bytes().max()) <= GC200["sram_bytes"]
     # more compute sets -> more always-live control code (paper Observation 3)
     control = [
-        int(overhead_breakdown(butterfly_schedule(n, 50, tiles=1472, sram_bytes=638_976))["controlCode"].max())
+        int(
+            overhead_breakdown(butterfly_schedule(n, 50, PlanTarget(tiles=1472, sram_bytes=638_976)))[
+                "controlCode"
+            ].max()
+        )
         for n in (64, 256, 1024)
     ]
     assert control[0] < control[1] < control[2]
@@ -146,13 +150,13 @@ def test_structured_schedules_work_and_memory():
 
 def test_schedule_errors():
     with pytest.raises(ConfigError, match=r"n = 1000: must be a power of two"):
-        butterfly_schedule(1000, 8, tiles=16, sram_bytes=10**6)
+        butterfly_schedule(1000, 8, PlanTarget(tiles=16, sram_bytes=10**6))
     with pytest.raises(SramOverflowError, match=r"butterfly n = 1024.*sram_bytes = 100 B"):
-        butterfly_schedule(1024, 8, tiles=2, sram_bytes=100)
+        butterfly_schedule(1024, 8, PlanTarget(tiles=2, sram_bytes=100))
     with pytest.raises(ConfigError, match=r"block_size = 5: must be a power of two"):
-        pixelfly_schedule(64, 8, 5, 4, 2, tiles=16, workers=6, **GC200)
+        pixelfly_schedule(64, 8, 5, 4, 2, PlanTarget(tiles=16, **GC200), workers=6)
     with pytest.raises(ConfigError, match=r"block_size = 2: must be one of \(1, 4, 8, 16\) or a multiple of 16"):
-        pixelfly_schedule(64, 8, 2, 4, 2, tiles=16, workers=6, **GC200)
+        pixelfly_schedule(64, 8, 2, 4, 2, PlanTarget(tiles=16, **GC200), workers=6)
 
 
 # ---- issue 21: serial splits, availableMemoryProportion, partials type ------------------------------
@@ -163,7 +167,7 @@ BOW_FP16 = dict(tiles=1472, sram_bytes=638_976, flops_per_cycle=128, precision="
     "m,k,n,kw", [(2048, 4096, 4096, BOW_FP16), (1024, 4096, 4096, dict(BOW_FP16, flops_per_cycle=32, precision="fp32"))]
 )
 def test_published_matmuls_fit_with_serial_splits(m, k, n, kw):
-    plan = plan_matmul(m, k, n, **kw)
+    plan = plan_matmul(m, k, n, PlanTarget(**kw))
     assert plan.serial_k * plan.serial_n > 1
     assert int(plan.macs.sum()) == m * k * n
     assert plan.within_proportion and int(plan.temp_bytes.max()) <= 0.6 * kw["sram_bytes"]
@@ -211,14 +215,14 @@ def test_closed_form_matches_built_plan(split, serial, partials):
 
 def test_memory_proportion_bounds_temporary_bytes():
     kw = dict(tiles=64, sram_bytes=200_000, flops_per_cycle=32)
-    loose = plan_matmul(512, 512, 512, memory_proportion=1.0, **kw)
-    tight = plan_matmul(512, 512, 512, memory_proportion=0.2, **kw)
+    loose = plan_matmul(512, 512, 512, PlanTarget(memory_proportion=1.0, **kw))
+    tight = plan_matmul(512, 512, 512, PlanTarget(memory_proportion=0.2, **kw))
     assert int(tight.temp_bytes.max()) <= 0.2 * 200_000 < int(loose.temp_bytes.max())
     assert tight.predicted_cycles >= loose.predicted_cycles and tight.within_proportion
-    least = plan_matmul(512, 512, 512, memory_proportion=0.0, **kw)  # PopLibs: 0 = least temporary memory
+    least = plan_matmul(512, 512, 512, PlanTarget(memory_proportion=0.0, **kw))  # PopLibs: 0 = least temporary memory
     assert not least.within_proportion and int(least.temp_bytes.max()) <= int(tight.temp_bytes.max())
     with pytest.raises(ConfigError, match=r"memory_proportion = 1.5: must be in \[0, 1\]"):
-        plan_matmul(64, 64, 64, memory_proportion=1.5, **kw)
+        plan_matmul(64, 64, 64, PlanTarget(memory_proportion=1.5, **kw))
 
 
 def test_fp16_partials_halve_partial_bytes():
@@ -238,13 +242,13 @@ def test_matmul_beyond_chip_sram_names_smallest_plan_and_fix():
         r"splits.*the smallest.*needs \d+ B of data on tile 0 > sram_bytes = "
         r"638976 B; the operands and result alone are \d+ B per tile: use more",
     ):
-        plan_matmul(2097152, 256, 2, tiles=1472, **GC200)
+        plan_matmul(2097152, 256, 2, PlanTarget(tiles=1472, **GC200))
 
 
 def test_explain_lists_partition_serial_categories_and_phases():
     from models.linear.planner import explain_plan
 
-    text = explain_plan(plan_matmul(2048, 4096, 4096, **BOW_FP16), SuperstepCosts(), 638_976)
+    text = explain_plan(plan_matmul(2048, 4096, 4096, PlanTarget(**BOW_FP16)), SuperstepCosts(), 638_976)
     for piece in (
         "(P_m, P_k, P_n)",
         "serial splits (S_k, S_n)",

@@ -10,10 +10,11 @@ from models.linear.blocksparse import StaticBlockCosts, plan_block_sparse
 from models.linear.dynamicsparse import DynamicCosts, plan_dynamic_sparse
 from models.linear.layers import random_block_layout
 from models.linear.measured import read_sparse_cases, shipped_sparse_cases, validate_sparse
+from models.linear.planner import PlanTarget
 from models.linear.popsparse_plan import _tiles_for_bands, band_boundaries, choose_static_partition
 from tilesim.errors import ConfigError, SramOverflowError
 
-BOW = dict(tiles=1472, sram_bytes=638_976, workers=6)
+BOW = dict(tiles=1472, sram_bytes=638_976)  # a Bow IPU: 6 workers per tile
 
 
 def test_bands_hold_equal_blocks_greedily():
@@ -42,7 +43,7 @@ def test_static_choice_is_the_cheapest_estimate_within_memory():
 
 def test_every_partial_row_goes_to_the_result_and_partials_are_the_input_type():
     lay = random_block_layout(1024, 1024, 16, 1 / 16, seed=0)
-    plan = plan_block_sparse(lay, 256, block=16, precision="fp16", **BOW)
+    plan = plan_block_sparse(lay, 256, PlanTarget(precision="fp16", **BOW), block=16, workers=6)
     assert plan.partials_precision == "fp16"
     reduce = [p for p in plan.phases if p.name == "sparse-reduce"]
     assert len(reduce) == 1  # reduceMany into the linearly mapped result, whatever the bands
@@ -64,7 +65,7 @@ def test_static_explain_names_the_estimate_the_proportion_bounds_and_what_the_pl
     from models.linear.planner import explain_plan
 
     lay = random_block_layout(1024, 1024, 16, 1 / 4, seed=2)
-    plan = plan_block_sparse(lay, 512, block=16, precision="fp16", **BOW)
+    plan = plan_block_sparse(lay, 512, PlanTarget(precision="fp16", **BOW), block=16, workers=6)
     assert 0 < plan.estimate_temp_bytes <= 0.6 * 638_976
     text = explain_plan(plan, sram_bytes=638_976)
     built = int(plan.temp_bytes[int(plan.memory_bytes().argmax())])
@@ -98,7 +99,9 @@ def test_dynamic_plan_weighs_its_grad_a_pass(monkeypatch):
         mp.setattr(ds, "_estimate", lambda q, s, v: replace(s, estimate=ds._pass_cost(q, s, ds._view(q, s), v)[0]))
         alone, _ = ds._search(q, DynamicCosts(), 0.6 * 638_976)
     assert (alone.px, alone.py, alone.pz) != (best.px, best.py, best.pz) and alone.estimate < best.fwd_estimate
-    plan = plan_dynamic_sparse(4096, 4096, 2048, density=1 / 16, block=16, precision="fp16", **BOW)
+    plan = plan_dynamic_sparse(
+        4096, 4096, 2048, PlanTarget(precision="fp16", **BOW), density=1 / 16, block=16, workers=6
+    )
     assert plan.split == (best.px, best.py, best.pz) and plan.estimate_cycles == best.estimate
     gx = plan.grad_a
     assert gx is not None and gx.split == plan.split and gx.pass_name == "GradA"
@@ -110,8 +113,10 @@ def test_dynamic_plan_weighs_its_grad_a_pass(monkeypatch):
 def test_dynamic_is_slower_than_static_at_the_same_density_and_sizes_buckets_as_popsparse():
     # the paper: dynamic sparse runs slower than static (1.9x vs 4.9x dense at 4096, block 16, 1/16)
     lay = random_block_layout(4096, 4096, 16, 1 / 16, seed=0)
-    static = plan_block_sparse(lay, 1024, block=16, precision="fp16", **BOW)
-    dyn = plan_dynamic_sparse(4096, 4096, 1024, density=1 / 16, block=16, precision="fp16", **BOW)
+    static = plan_block_sparse(lay, 1024, PlanTarget(precision="fp16", **BOW), block=16, workers=6)
+    dyn = plan_dynamic_sparse(
+        4096, 4096, 1024, PlanTarget(precision="fp16", **BOW), density=1 / 16, block=16, workers=6
+    )
     assert dyn.predicted_cycles > 1.5 * static.predicted_cycles
     px, py, pz = dyn.split
     # addNumNonZeroGroupsPerBucket: the 4096 non-zero blocks spread over every tile used, x 1.3, rounded
@@ -120,13 +125,15 @@ def test_dynamic_is_slower_than_static_at_the_same_density_and_sizes_buckets_as_
     assert 0 < dyn.estimate_cycles and dyn.phases[-1].name in ("dyn-reduce", "dyn-cast")
     assert int(dyn.temp_bytes.max()) == dyn.estimate_temp_bytes <= 0.6 * 638_976  # what the proportion bounds
     with pytest.raises(ConfigError, match="block = 2"):
-        plan_dynamic_sparse(64, 64, 4, density=0.5, block=2, **BOW)
+        plan_dynamic_sparse(64, 64, 4, PlanTarget(**BOW), density=0.5, block=2, workers=6)
 
 
 def test_dynamic_batch_split_is_a_factor_of_the_batch_groups():
     # factorOf(groups.z, partition.z): Z parts of equal size; element-wise groups the batch by the vector width
     for n, block, precision, groups in ((1000, 16, "fp16", 1000), (1000, 1, "fp16", 250), (1000, 1, "fp32", 500)):
-        plan = plan_dynamic_sparse(1024, 1024, n, density=1 / 8, block=block, precision=precision, **BOW)
+        plan = plan_dynamic_sparse(
+            1024, 1024, n, PlanTarget(precision=precision, **BOW), density=1 / 8, block=block, workers=6
+        )
         assert groups % plan.split[2] == 0
 
 
@@ -134,8 +141,8 @@ def test_dynamic_partials_as_popsparse_validates_them():
     # validateOptions: element-wise accumulates in FP32, and partials are never narrower than the input
     for block, precision, partials, got in ((1, "fp16", "fp16", "fp32"), (16, "fp32", "fp16", "fp32"),
                                             (16, "fp16", "fp16", "fp16")):  # fmt: skip
-        plan = plan_dynamic_sparse(1024, 1024, 64, density=1 / 8, block=block, precision=precision,
-                                   partials_precision=partials, **BOW)  # fmt: skip
+        target = PlanTarget(precision=precision, partials_precision=partials, **BOW)
+        plan = plan_dynamic_sparse(1024, 1024, 64, target, density=1 / 8, block=block, workers=6)
         assert plan.partials_precision == got, (block, precision, partials)
 
 

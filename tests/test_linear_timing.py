@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from models.linear.phases import SuperstepCosts, phases_cycles
+from models.linear.planner import PlanTarget
 from models.linear.schedules import butterfly_schedule, dense_schedule
 from models.linear.shl import TABLE4_PARAMS
 from models.linear.steps import butterfly_backward_schedule, circulant_schedules, fastfood_schedules
@@ -16,14 +17,14 @@ GC200 = load_machine("gc200")
 
 def test_engine_matches_planner_cycles():
     costs = machine_costs(GC200)
-    s = dense_schedule(512, 512, 50, tiles=1472, sram_bytes=638_976, flops_per_cycle=32, costs=costs)
+    s = dense_schedule(512, 512, 50, PlanTarget(tiles=1472, sram_bytes=638_976, flops_per_cycle=32, costs=costs))
     t = time_parts([("fwd", s)], GC200)
     assert t.step_s * GC200.clock_hz == pytest.approx(phases_cycles(s.phases, costs), abs=1)
 
 
 def test_butterfly_backward_counts_work():
     costs = SuperstepCosts()
-    f = butterfly_schedule(256, 50, tiles=1472, sram_bytes=638_976)
+    f = butterfly_schedule(256, 50, PlanTarget(tiles=1472, sram_bytes=638_976))
     b = butterfly_backward_schedule(f, 256, 50, costs=costs)
     grad = [p for p in b.phases if p.name.startswith("butterfly-grad")]
     assert [p.name for p in grad] == [f"butterfly-grad-{k}" for k in range(7, -1, -1)]
@@ -33,15 +34,15 @@ def test_butterfly_backward_counts_work():
 
 def test_fastfood_and_circulant_schedules():
     kw = dict(tiles=1472, sram_bytes=638_976)
-    ff, ffb = fastfood_schedules(1024, 50, **kw)
+    ff, ffb = fastfood_schedules(1024, 50, PlanTarget(**kw))
     assert ff.compute_sets == 2 * 10 + 1
     h = [p for p in ff.phases if p.name.startswith("fastfood-h")]
     assert sum(int(p.macs.sum()) for p in h) >= 2 * 50 * 1024 * 10  # >= 2 n log2 n adds per sample
-    cf, cb = circulant_schedules(1024, 50, **kw)
+    cf, cb = circulant_schedules(1024, 50, PlanTarget(**kw))
     assert cf.compute_sets == 2 * 9
     assert cb.compute_sets > cf.compute_sets
     with pytest.raises(ConfigError, match=r"n = 1000: must be a power of two"):
-        fastfood_schedules(1000, 50, **kw)
+        fastfood_schedules(1000, 50, PlanTarget(**kw))
 
 
 def test_shl_step_memory_categories_and_params():
@@ -86,7 +87,7 @@ def test_mesh_machine_runs_and_unknown_kind():
     with pytest.raises(
         SramOverflowError, match=r"block-sparse matmul \(m, k, n\) = \(1024, 1024, 50\).*no partition fits"
     ):
-        pixelfly_schedule(1024, 50, 16, 16, 32, tiles=4, sram_bytes=100_000, flops_per_cycle=32, workers=6)
+        pixelfly_schedule(1024, 50, 16, 16, 32, PlanTarget(tiles=4, sram_bytes=100_000, flops_per_cycle=32), workers=6)
 
 
 # ---- op-by-op (PopTorch) lowering -------------------------------------------------------------
@@ -128,7 +129,7 @@ def test_poplibs_vertex_cycles_hand_computed():
 def test_poptorch_butterfly_op_count():
     from models.linear.lowering import poptorch_layer
 
-    kw = dict(tiles=1472, sram_bytes=638_976, flops_per_cycle=32, **_vertices())
+    kw = dict(target=PlanTarget(tiles=1472, sram_bytes=638_976, flops_per_cycle=32), **_vertices())
     f, b = poptorch_layer("butterfly", 256, 50, kw)
     # per factor: mul + pair-sum (2 x 8); two bias adds
     assert f.compute_sets == 2 * 8 + 2
@@ -144,7 +145,7 @@ def test_poptorch_butterfly_op_count():
 def test_poptorch_pixelfly_ops_follow_embedding_bag_lowering():
     from models.linear.lowering import poptorch_layer
 
-    kw = dict(tiles=1472, sram_bytes=638_976, flops_per_cycle=32, **_vertices())
+    kw = dict(target=PlanTarget(tiles=1472, sram_bytes=638_976, flops_per_cycle=32), **_vertices())
     f, b = poptorch_layer("pixelfly", 1024, 50, kw, input_grad=False)
     names = [p.name for p in f.phases]
     bags = 1024 // 16  # Table 4 configuration: block 16 -> 64 bags
@@ -209,11 +210,13 @@ def test_serial_plan_engine_time_equals_predicted_cycles():
         2048,
         4096,
         4096,
-        tiles=m.tiles_per_chip,
-        sram_bytes=m.chip.sram_bytes,
-        flops_per_cycle=m.chip.fp16_flops_per_cycle,
-        precision="fp16",
-        costs=machine_costs(m),
+        PlanTarget(
+            tiles=m.tiles_per_chip,
+            sram_bytes=m.chip.sram_bytes,
+            flops_per_cycle=m.chip.fp16_flops_per_cycle,
+            precision="fp16",
+            costs=machine_costs(m),
+        ),
     )
     assert plan.serial_k * plan.serial_n > 1
     t = time_parts([("mm", plan)], m)

@@ -48,6 +48,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ),
         "models.linear.planner": (
             "MatmulPlan",
+            "PlanTarget",
             "explain_plan",
             "plan_matmul",
         ),

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from models.linear.phases import (
-    OverheadConstants,
     Phase,
     SuperstepCosts,
     TilePlan,
@@ -43,7 +42,7 @@ from models.linear.phases import (
     require_precision,
     split_sizes,
 )
-from models.linear.planner import DEFAULT_MEMORY_PROPORTION, _check_proportion
+from models.linear.planner import DEFAULT_MEMORY_PROPORTION, PlanTarget, _check_proportion
 from models.linear.popsparse_plan import choose_static_partition
 from tilesim.errors import SramOverflowError, require
 
@@ -390,17 +389,12 @@ def _build(layout, n, boundaries, n_split, tiles, block, eb, workers, costs, ver
 def plan_block_sparse(
     layout,
     n: int,
+    target: PlanTarget,
     *,
-    tiles: int,
-    sram_bytes: int,
     block: int,
-    precision: str = "fp32",
     workers: int,
     tile_grain: int = 2,
-    costs: SuperstepCosts = SuperstepCosts(),
     vertex: StaticBlockCosts = StaticBlockCosts(),
-    overheads: OverheadConstants = OverheadConstants(),
-    memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
 ) -> BlockSparsePlan:
     """The partition PopSparse's static planner picks for ``W (layout, block) · X^T (k x n)``
     (:func:`~models.linear.popsparse_plan.choose_static_partition`: its own estimate over every
@@ -409,6 +403,8 @@ def plan_block_sparse(
     ``layout``: bool block mask ``(m / block, k / block)``; ``workers``: the chip's worker contexts per
     tile; ``tile_grain``: tiles that share an exchange bus (PopSparse gives bands whole pairs). Partials
     are in the input type, as ``sparseDenseMatMul`` sets them [S]."""
+    tiles, sram_bytes, precision, costs = target.tiles, target.sram_bytes, target.precision, target.costs
+    overheads, memory_proportion = target.overheads, target.memory_proportion
     layout = np.asarray(layout, dtype=bool)
     require(
         layout.ndim == 2 and layout.any(),

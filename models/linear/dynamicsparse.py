@@ -43,9 +43,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from models.linear.phases import (
-    OverheadConstants,
     Phase,
-    SuperstepCosts,
     TilePlan,
     as_tile_array,
     ceil_div,
@@ -53,7 +51,7 @@ from models.linear.phases import (
     require_int,
     require_precision,
 )
-from models.linear.planner import DEFAULT_MEMORY_PROPORTION, _check_proportion
+from models.linear.planner import DEFAULT_MEMORY_PROPORTION, PlanTarget, _check_proportion
 from tilesim.errors import SramOverflowError, require
 
 __all__ = ["DynamicCosts", "DynamicSparsePlan", "plan_dynamic_sparse", "DYNAMIC_BLOCKS", "BUCKET_OVERSIZE"]
@@ -505,18 +503,12 @@ def plan_dynamic_sparse(
     m: int,
     k: int,
     n: int,
+    target: PlanTarget,
     *,
     density: float,
     block: int,
-    tiles: int,
-    sram_bytes: int,
     workers: int,
-    precision: str = "fp32",
-    partials_precision: str = "fp32",
-    costs: SuperstepCosts = SuperstepCosts(),
     vertex: DynamicCosts = DynamicCosts(),
-    overheads: OverheadConstants = OverheadConstants(),
-    memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
 ) -> DynamicSparsePlan:
     """PopSparse's partition (module docstring) of a dynamic sparse ``(m x k, density) · (k x n)``, timed as
     it runs; :class:`~tilesim.errors.SramOverflowError` if no partition's temporary bytes meet
@@ -524,6 +516,9 @@ def plan_dynamic_sparse(
     ``validateOptions`` (``MatMulUtils.cpp``), partials narrower than the input, or other than FP32 for
     element-wise sparsity, are taken as FP32 (PopSparse ignores the option with a warning; the plan says
     ``partials fp32``)."""
+    tiles, sram_bytes, precision = target.tiles, target.sram_bytes, target.precision
+    partials_precision, costs, overheads = target.partials_precision, target.costs, target.overheads
+    memory_proportion = target.memory_proportion
     require(block in DYNAMIC_BLOCKS, "block", block, f"must be one of {DYNAMIC_BLOCKS}", "PopSparse's dynamic codelets")
     require(0.0 < density <= 1.0, "density", density, "must be in (0, 1]", "density 1/16 keeps one block in sixteen")
     for name, v in (("m", m), ("k", k), ("n", n), ("tiles", tiles), ("sram_bytes", sram_bytes), ("workers", workers)):

@@ -78,21 +78,20 @@ and an exchange of the partials to ``min(outputs, tiles)`` tiles that add them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from models.linear.layers import pixelfly_layout
 from models.linear.phases import (
     PRECISION_BYTES,
-    OverheadConstants,
     Phase,
     SuperstepCosts,
     ceil_div,
     phases_cycles,
     split_sizes,
 )
-from models.linear.planner import AMP_VERTEX_CYCLES, plan_matmul
+from models.linear.planner import PlanTarget, plan_matmul
 from models.linear.schedules import LayerSchedule
 from models.linear.shl import PIXELFLY_SHL
 from tilesim.errors import require
@@ -230,24 +229,13 @@ def poplibs_costs(costs: SuperstepCosts, vertex: PoplibsVertexCosts) -> Superste
 class OpBuilder:
     """Collects the phases of op-by-op lowered code (module docstring) for one part of a step."""
 
-    def __init__(
-        self,
-        tiles: int,
-        sram_bytes: int,
-        flops_per_cycle: float,
-        *,
-        vertex: PoplibsVertexCosts,
-        slice_costs: PoplibsSliceCosts,
-        precision: str = "fp32",
-        costs: SuperstepCosts = SuperstepCosts(),
-        overheads: OverheadConstants = OverheadConstants(),
-        fixed_cycles: float = AMP_VERTEX_CYCLES,
-    ):
-        self.tiles, self.sram_bytes, self.flops_per_cycle = tiles, sram_bytes, flops_per_cycle
-        self.precision, self.costs, self.overheads, self.vertex = precision, costs, overheads, vertex
+    def __init__(self, target: PlanTarget, *, vertex: PoplibsVertexCosts, slice_costs: PoplibsSliceCosts):
+        self.target = target
+        self.tiles, self.sram_bytes, self.precision = target.tiles, target.sram_bytes, target.precision
+        self.costs, self.overheads, self.vertex = target.costs, target.overheads, vertex
         self.slice_costs = slice_costs
-        self.fixed_cycles = fixed_cycles
-        self.eb = PRECISION_BYTES[precision]
+        self.eb = PRECISION_BYTES[target.precision]
+        tiles = target.tiles
         self.phases: list = []
         self.data = np.zeros(tiles, dtype=np.int64)
         self.plans: list = []
@@ -316,13 +304,7 @@ class OpBuilder:
             m,
             k,
             n,
-            tiles=self.tiles,
-            sram_bytes=self.sram_bytes,
-            flops_per_cycle=self.flops_per_cycle,
-            fixed_cycles=self.fixed_cycles,
-            precision=self.precision,
-            costs=self.costs,
-            overheads=self.overheads,
+            self.target,
         )
         self.plans.append(plan)
         self.phases.extend(plan.phases)
@@ -339,13 +321,7 @@ class OpBuilder:
             m * per_tile,
             k,
             n,
-            tiles=tg,
-            sram_bytes=self.sram_bytes,
-            flops_per_cycle=self.flops_per_cycle,
-            fixed_cycles=self.fixed_cycles,
-            precision=self.precision,
-            costs=self.costs,
-            overheads=self.overheads,
+            replace(self.target, tiles=tg),
         )
         copies = -(-int(groups) // per_tile)
 
@@ -613,7 +589,8 @@ def poptorch_layer(
     """``(forward, backward)`` :class:`LayerSchedule` of one layer lowered op by op (``kind`` in
     :data:`POPTORCH_KINDS`; ``backward=False`` gives ``(forward, None)``). ``input_grad=False``
     drops the ops that only produce the gradient of the layer input (autograd skips them for the
-    first layer, whose input does not require a gradient)."""
+    first layer, whose input does not require a gradient). ``builder_kw``: the :class:`OpBuilder`
+    arguments (``target``, ``vertex``, ``slice_costs``)."""
     require(
         kind in POPTORCH_KINDS,
         "kind",

@@ -94,6 +94,7 @@ AMP_VERTEX_CYCLES = 331.0
 
 __all__ = [
     "MatmulPlan",
+    "PlanTarget",
     "plan_matmul",
     "build_matmul_plan",
     "explain_plan",
@@ -106,6 +107,25 @@ DEFAULT_MEMORY_PROPORTION = 0.6
 
 MAX_SERIAL_SPLIT = 64
 """Search bound on ``serial_k · serial_n`` (a planner limit, not a hardware one)."""
+
+
+@dataclass(frozen=True)
+class PlanTarget:
+    """What a plan of :mod:`models.linear` is made for, the keywords every planner and schedule took:
+    ``tiles`` and their ``sram_bytes``; the AMP's ``flops_per_cycle`` and ``fixed_cycles`` per vertex
+    (0 flops: no matmul in the plan; a matmul refuses it); operand and matmul-partials ``precision``;
+    the superstep ``costs`` and memory ``overheads``; PopLibs' ``memory_proportion``. Defaults are the
+    ones each of those keywords had. A planner reads the fields it uses and ignores the others."""
+
+    tiles: int
+    sram_bytes: int
+    flops_per_cycle: float = 0.0
+    fixed_cycles: float = AMP_VERTEX_CYCLES
+    precision: str = "fp32"
+    partials_precision: str = "fp32"
+    costs: SuperstepCosts = SuperstepCosts()
+    overheads: OverheadConstants = OverheadConstants()
+    memory_proportion: float = DEFAULT_MEMORY_PROPORTION
 
 
 @dataclass(frozen=True)
@@ -635,22 +655,7 @@ def _try_order(c: dict, mask: np.ndarray, primary: np.ndarray, secondary: np.nda
     ]
 
 
-def plan_matmul(
-    m: int,
-    k: int,
-    n: int,
-    *,
-    tiles: int,
-    sram_bytes: int,
-    flops_per_cycle: float,
-    fixed_cycles: float = AMP_VERTEX_CYCLES,
-    precision: str = "fp32",
-    partials_precision: str = "fp32",
-    costs: SuperstepCosts = SuperstepCosts(),
-    overheads: OverheadConstants = OverheadConstants(),
-    memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
-    max_serial: int = MAX_SERIAL_SPLIT,
-) -> MatmulPlan:
+def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int = MAX_SERIAL_SPLIT) -> MatmulPlan:
     """Cheapest plan of ``(m, k) x (k, n)`` over ``tiles`` tiles, as PopLibs' convolution planner chooses it.
 
     Candidates: every parallel partition ``(P_m, P_k, P_n)`` of every serial split ``(S_k, S_n)``
@@ -670,6 +675,9 @@ def plan_matmul(
     for that plan directly. Raises :class:`~tilesim.errors.ConfigError` for bad arguments and
     :class:`~tilesim.errors.SramOverflowError` (naming the smallest plan's bytes) if nothing fits.
     """
+    tiles, sram_bytes, flops_per_cycle = target.tiles, target.sram_bytes, target.flops_per_cycle
+    fixed_cycles, precision, partials_precision = target.fixed_cycles, target.precision, target.partials_precision
+    costs, overheads, memory_proportion = target.costs, target.overheads, target.memory_proportion
     _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles)
     _check_proportion(memory_proportion)
     require_int("max_serial", max_serial)

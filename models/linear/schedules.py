@@ -45,7 +45,7 @@ from models.linear.phases import (
     require_precision,
     split_sizes,
 )
-from models.linear.planner import AMP_VERTEX_CYCLES, DEFAULT_MEMORY_PROPORTION, plan_matmul
+from models.linear.planner import PlanTarget, plan_matmul
 from tilesim.errors import SramOverflowError, require
 
 __all__ = [
@@ -107,68 +107,19 @@ def _from_plans(name, plans, tiles, precision, costs):
     return LayerSchedule(name, tiles, precision, phases, data, phases_cycles(phases, costs), tuple(plans))
 
 
-def dense_schedule(
-    n_in: int,
-    n_out: int,
-    batch: int,
-    *,
-    tiles: int,
-    sram_bytes: int,
-    flops_per_cycle: float,
-    fixed_cycles: float = AMP_VERTEX_CYCLES,
-    precision: str = "fp32",
-    costs: SuperstepCosts = SuperstepCosts(),
-    overheads: OverheadConstants = OverheadConstants(),
-    partials_precision: str = "fp32",
-    memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
-) -> LayerSchedule:
+def dense_schedule(n_in: int, n_out: int, batch: int, target: PlanTarget) -> LayerSchedule:
     """Dense layer forward: ``(batch, n_in) x (n_in, n_out)`` planned by :func:`plan_matmul` (serial
     splits, ``memory_proportion`` = PopLibs' availableMemoryProportion, partials type)."""
-    _common(batch, tiles, sram_bytes, precision)
-    plan = plan_matmul(
-        batch,
-        n_in,
-        n_out,
-        tiles=tiles,
-        sram_bytes=sram_bytes,
-        flops_per_cycle=flops_per_cycle,
-        fixed_cycles=fixed_cycles,
-        precision=precision,
-        costs=costs,
-        overheads=overheads,
-        partials_precision=partials_precision,
-        memory_proportion=memory_proportion,
-    )
-    return _from_plans("dense", [plan], tiles, precision, costs)
+    _common(batch, target.tiles, target.sram_bytes, target.precision)
+    plan = plan_matmul(batch, n_in, n_out, target)
+    return _from_plans("dense", [plan], target.tiles, target.precision, target.costs)
 
 
-def lowrank_schedule(
-    n_in: int,
-    n_out: int,
-    rank: int,
-    batch: int,
-    *,
-    tiles: int,
-    sram_bytes: int,
-    flops_per_cycle: float,
-    fixed_cycles: float = AMP_VERTEX_CYCLES,
-    precision: str = "fp32",
-    costs: SuperstepCosts = SuperstepCosts(),
-    overheads: OverheadConstants = OverheadConstants(),
-) -> LayerSchedule:
+def lowrank_schedule(n_in: int, n_out: int, rank: int, batch: int, target: PlanTarget) -> LayerSchedule:
     """Low-rank forward ``(x V) U^T``: two planned matmuls."""
-    _common(batch, tiles, sram_bytes, precision)
-    kw = dict(
-        tiles=tiles,
-        sram_bytes=sram_bytes,
-        flops_per_cycle=flops_per_cycle,
-        fixed_cycles=fixed_cycles,
-        precision=precision,
-        costs=costs,
-        overheads=overheads,
-    )
-    plans = [plan_matmul(batch, n_in, rank, **kw), plan_matmul(batch, rank, n_out, **kw)]
-    return _from_plans("low-rank", plans, tiles, precision, costs)
+    _common(batch, target.tiles, target.sram_bytes, target.precision)
+    plans = [plan_matmul(batch, n_in, rank, target), plan_matmul(batch, rank, n_out, target)]
+    return _from_plans("low-rank", plans, target.tiles, target.precision, target.costs)
 
 
 def _butterfly_build(n, batch, pf, pb, tiles, eb, costs):
@@ -201,21 +152,14 @@ def _butterfly_build(n, batch, pf, pb, tiles, eb, costs):
     return tuple(phases), data
 
 
-def butterfly_schedule(
-    n: int,
-    batch: int,
-    *,
-    tiles: int,
-    sram_bytes: int,
-    precision: str = "fp32",
-    costs: SuperstepCosts = SuperstepCosts(),
-    overheads: OverheadConstants = OverheadConstants(),
-) -> LayerSchedule:
+def butterfly_schedule(n: int, batch: int, target: PlanTarget) -> LayerSchedule:
     """Butterfly forward as ``log2 n`` phases (see module docstring), best ``(P_f, P_b)`` that fits.
 
     Per-tile data: ``log2 n + 1`` activation blocks (kept for the backward pass) + a partner receive
     buffer, twiddles (2 coefficients per owned output per factor) and bias, and the input home chunk.
     """
+    tiles, sram_bytes, precision, costs = target.tiles, target.sram_bytes, target.precision, target.costs
+    overheads = target.overheads
     eb = _common(batch, tiles, sram_bytes, precision)
     require(is_power_of_two(n) and n >= 2, "n", n, "must be a power of two >= 2", "pad the layer width to 2^L")
     levels = int(math.log2(n))
@@ -293,20 +237,7 @@ def _pixelfly_sum_phase(out_el: np.ndarray, lowrank_out, eb: int, costs: Superst
 
 
 def pixelfly_schedule(
-    n: int,
-    batch: int,
-    block_size: int,
-    butterfly_size: int,
-    lowrank_size: int,
-    *,
-    tiles: int,
-    sram_bytes: int,
-    flops_per_cycle: float,
-    workers: int,
-    fixed_cycles: float = AMP_VERTEX_CYCLES,
-    precision: str = "fp32",
-    costs: SuperstepCosts = SuperstepCosts(),
-    overheads: OverheadConstants = OverheadConstants(),
+    n: int, batch: int, block_size: int, butterfly_size: int, lowrank_size: int, target: PlanTarget, *, workers: int
 ) -> LayerSchedule:
     """Pixelfly forward: the flat block butterfly as a static block-sparse matmul
     (:func:`~models.linear.blocksparse.plan_block_sparse`, PopSparse's partition and codelet costs;
@@ -314,33 +245,16 @@ def pixelfly_schedule(
     low-rank output is exchanged to the block-sparse output layout and added on the vector unit).
     ``parts[0]`` is the block-sparse plan, the backward pass reuses its partition.
     """
+    tiles, sram_bytes, precision, costs = target.tiles, target.sram_bytes, target.precision, target.costs
+    overheads = target.overheads
     eb = _common(batch, tiles, sram_bytes, precision)
     sub, layout = popsparse_layout(pixelfly_layout(n, n, block_size, butterfly_size), block_size)
-    blocks = plan_block_sparse(
-        layout,
-        batch,
-        tiles=tiles,
-        sram_bytes=sram_bytes,
-        block=sub,
-        precision=precision,
-        workers=workers,
-        costs=costs,
-        overheads=overheads,
-    )
+    blocks = plan_block_sparse(layout, batch, target, block=sub, workers=workers)
     out_el = blocks.output_bytes // eb
     plans = []
     phases = blocks.phases
     if lowrank_size:
-        kw = dict(
-            tiles=tiles,
-            sram_bytes=sram_bytes,
-            flops_per_cycle=flops_per_cycle,
-            fixed_cycles=fixed_cycles,
-            precision=precision,
-            costs=costs,
-            overheads=overheads,
-        )
-        plans = [plan_matmul(batch, n, lowrank_size, **kw), plan_matmul(batch, lowrank_size, n, **kw)]
+        plans = [plan_matmul(batch, n, lowrank_size, target), plan_matmul(batch, lowrank_size, n, target)]
         phases = phases + plans[0].phases + plans[1].phases + (_pixelfly_sum_phase(out_el, plans[1], eb, costs),)
     data = blocks.data_bytes + out_el * eb * (lowrank_size > 0) + sum(p.data_bytes for p in plans)
     sched = LayerSchedule(
@@ -365,18 +279,12 @@ def pixelfly_schedule(
 def block_sparse_schedules(
     layout,
     batch: int,
+    target: PlanTarget,
     *,
-    tiles: int,
-    sram_bytes: int,
     block: int,
-    precision: str = "fp32",
-    partials_precision: str = "fp32",
     workers: int,
     tile_grain: int = 2,
-    costs: SuperstepCosts = SuperstepCosts(),
     vertex=None,
-    overheads: OverheadConstants = OverheadConstants(),
-    memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
     backward: bool = True,
 ):
     """``(forward, backward)`` :class:`~models.linear.schedules.LayerSchedule` of a static block-sparse layer
@@ -386,21 +294,12 @@ def block_sparse_schedules(
     ``backward=False``: ``(forward, None)``. ``partials_precision`` is the weight gradient's (the sparse
     matmuls accumulate in the input type, as PopSparse does); ``tile_grain``: tiles per exchange bus.
     The backward's data peak is the larger of its two parts (their buffers are not live together)."""
+    tiles, sram_bytes, precision, costs = target.tiles, target.sram_bytes, target.precision, target.costs
+    overheads = target.overheads
     layout = np.asarray(layout, dtype=bool)
     vertex = StaticBlockCosts() if vertex is None else vertex
-    kw = dict(
-        tiles=tiles,
-        sram_bytes=sram_bytes,
-        block=block,
-        precision=precision,
-        workers=workers,
-        tile_grain=tile_grain,
-        costs=costs,
-        vertex=vertex,
-        overheads=overheads,
-        memory_proportion=memory_proportion,
-    )
-    fwd = plan_block_sparse(layout, batch, **kw)
+    kw = dict(block=block, workers=workers, tile_grain=tile_grain, vertex=vertex)
+    fwd = plan_block_sparse(layout, batch, target, **kw)
     fs = LayerSchedule(
         "block-sparse",
         tiles,
@@ -413,9 +312,9 @@ def block_sparse_schedules(
     )
     if not backward:
         return fs, None
-    gx = plan_block_sparse(layout.T, batch, **kw)
+    gx = plan_block_sparse(layout.T, batch, target, **kw)
     eb = require_precision("precision", precision)
-    pb = require_precision("partials_precision", partials_precision)
+    pb = require_precision("partials_precision", target.partials_precision)
     wg_phases, wg_data = weight_grad_phases(fwd, eb, pb, workers, costs, vertex)
     phases = gx.phases + wg_phases
     data = np.maximum(gx.data_bytes, wg_data)
@@ -432,20 +331,7 @@ def block_sparse_schedules(
 
 
 def dynamic_sparse_schedules(
-    n: int,
-    batch: int,
-    *,
-    density: float,
-    block: int,
-    tiles: int,
-    sram_bytes: int,
-    workers: int,
-    precision: str = "fp32",
-    partials_precision: str = "fp32",
-    costs: SuperstepCosts = SuperstepCosts(),
-    overheads: OverheadConstants = OverheadConstants(),
-    memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
-    backward: bool = True,
+    n: int, batch: int, target: PlanTarget, *, density: float, block: int, workers: int, backward: bool = True
 ):
     """``(forward, backward)`` of an ``n x n`` dynamic sparse layer (:func:`plan_dynamic_sparse`; the plan
     depends on the density, not the pattern). Backward: ``grad_x`` is PopSparse's GradA pass on the forward's
@@ -453,11 +339,8 @@ def dynamic_sparse_schedules(
     and the weight gradient costed as the forward on the same partition (PopSparse's GradW pass samples
     ``g^T x`` at the bucket's non-zeros; same loop structure assumed [D]). ``backward=False``:
     ``(forward, None)``."""
-    kw = dict(
-        density=density, block=block, tiles=tiles, sram_bytes=sram_bytes, workers=workers, precision=precision,
-        partials_precision=partials_precision, costs=costs, overheads=overheads, memory_proportion=memory_proportion,
-    )  # fmt: skip
-    fwd = plan_dynamic_sparse(n, n, batch, **kw)
+    tiles, precision, costs = target.tiles, target.precision, target.costs
+    fwd = plan_dynamic_sparse(n, n, batch, target, density=density, block=block, workers=workers)
     px, py, pz = fwd.split
     fs = LayerSchedule(
         "dynamic-sparse", tiles, precision, fwd.phases, fwd.data_bytes, fwd.predicted_cycles, (fwd,),

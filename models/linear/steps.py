@@ -46,6 +46,7 @@ momentum (PyTorch form ``v = μ v + g``, ``p -= lr v``) is 2 MACs per parameter.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -53,7 +54,6 @@ from models.linear.blocksparse import StaticBlockCosts, plan_block_sparse, weigh
 from models.linear.layers import is_power_of_two, pixelfly_layout
 from models.linear.phases import (
     PRECISION_BYTES,
-    OverheadConstants,
     Phase,
     SuperstepCosts,
     block_pieces,
@@ -61,7 +61,7 @@ from models.linear.phases import (
     require_precision,
     split_sizes,
 )
-from models.linear.planner import AMP_VERTEX_CYCLES, DEFAULT_MEMORY_PROPORTION, plan_matmul
+from models.linear.planner import PlanTarget, plan_matmul
 from models.linear.schedules import LayerSchedule, popsparse_layout
 from tilesim.errors import SramOverflowError, require
 
@@ -162,76 +162,33 @@ def _combine(name, schedules, tiles, precision, costs, partition=None):
     return _schedule(name, phases, data, tiles, precision, costs, parts, partition)
 
 
-def _mm(m, k, n, kw, costs):
-    plan = plan_matmul(m, k, n, costs=costs, **kw)
+def _mm(m, k, n, target):
+    plan = plan_matmul(m, k, n, target)
     return LayerSchedule(
         "matmul", plan.tiles, plan.precision, plan.phases, plan.data_bytes, plan.predicted_cycles, (plan,)
     )
 
 
-def dense_backward_schedule(
-    n_in: int,
-    n_out: int,
-    batch: int,
-    *,
-    tiles: int,
-    sram_bytes: int,
-    flops_per_cycle: float,
-    fixed_cycles: float = AMP_VERTEX_CYCLES,
-    precision: str = "fp32",
-    costs: SuperstepCosts = SuperstepCosts(),
-    overheads: OverheadConstants = OverheadConstants(),
-    partials_precision: str = "fp32",
-    memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
-) -> LayerSchedule:
+def dense_backward_schedule(n_in: int, n_out: int, batch: int, target: PlanTarget) -> LayerSchedule:
     """``grad_x``, ``grad_W`` (planned matmuls, :func:`~models.linear.planner.plan_matmul` options) and
     ``bias-grad``."""
-    kw = dict(
-        tiles=tiles,
-        sram_bytes=sram_bytes,
-        flops_per_cycle=flops_per_cycle,
-        fixed_cycles=fixed_cycles,
-        precision=precision,
-        overheads=overheads,
-        partials_precision=partials_precision,
-        memory_proportion=memory_proportion,
-    )
+    tiles, precision, costs = target.tiles, target.precision, target.costs
     parts = [
-        _mm(batch, n_out, n_in, kw, costs),
-        _mm(n_out, batch, n_in, kw, costs),
+        _mm(batch, n_out, n_in, target),
+        _mm(n_out, batch, n_in, target),
         _bias_grad(n_out, batch, tiles, precision, costs),
     ]
     return _combine("dense-backward", parts, tiles, precision, costs)
 
 
-def lowrank_backward_schedule(
-    n_in: int,
-    n_out: int,
-    rank: int,
-    batch: int,
-    *,
-    tiles: int,
-    sram_bytes: int,
-    flops_per_cycle: float,
-    fixed_cycles: float = AMP_VERTEX_CYCLES,
-    precision: str = "fp32",
-    costs: SuperstepCosts = SuperstepCosts(),
-    overheads: OverheadConstants = OverheadConstants(),
-) -> LayerSchedule:
+def lowrank_backward_schedule(n_in: int, n_out: int, rank: int, batch: int, target: PlanTarget) -> LayerSchedule:
     """Four planned matmuls and ``bias-grad`` (module docstring)."""
-    kw = dict(
-        tiles=tiles,
-        sram_bytes=sram_bytes,
-        flops_per_cycle=flops_per_cycle,
-        fixed_cycles=fixed_cycles,
-        precision=precision,
-        overheads=overheads,
-    )
+    tiles, precision, costs = target.tiles, target.precision, target.costs
     parts = [
-        _mm(n_out, batch, rank, kw, costs),
-        _mm(batch, n_out, rank, kw, costs),
-        _mm(n_in, batch, rank, kw, costs),
-        _mm(batch, rank, n_in, kw, costs),
+        _mm(n_out, batch, rank, target),
+        _mm(batch, n_out, rank, target),
+        _mm(n_in, batch, rank, target),
+        _mm(batch, rank, n_in, target),
         _bias_grad(n_out, batch, tiles, precision, costs),
     ]
     return _combine("low-rank-backward", parts, tiles, precision, costs)
@@ -374,34 +331,23 @@ def pixelfly_backward_schedule(
     block_size: int,
     butterfly_size: int,
     lowrank_size: int,
+    target: PlanTarget,
     *,
-    sram_bytes: int,
-    flops_per_cycle: float,
     workers: int,
-    fixed_cycles: float = AMP_VERTEX_CYCLES,
-    costs: SuperstepCosts = SuperstepCosts(),
-    overheads: OverheadConstants = OverheadConstants(),
 ) -> LayerSchedule:
     """Backward of a :func:`~models.linear.schedules.pixelfly_schedule` forward: the block-sparse part as
     :func:`~models.linear.schedules.block_sparse_schedules` does it (``grad_x`` planned on the transposed
-    layout, the weight gradient on the forward's partition), then the low-rank backward."""
+    layout, the weight gradient on the forward's partition), then the low-rank backward. The tiles and
+    the precision are the forward's (``target``'s are not read)."""
     require(forward.name == "pixelfly", "forward schedule", forward.name, "must be a pixelfly schedule", "")
     precision = forward.precision
     eb = require_precision("precision", precision)
     tiles = forward.tiles
+    sram_bytes, costs, overheads = target.sram_bytes, target.costs, target.overheads
+    target = replace(target, tiles=tiles, precision=precision)
     fwd = forward.parts[0]
     sub, layout = popsparse_layout(pixelfly_layout(n, n, block_size, butterfly_size), block_size)
-    gx = plan_block_sparse(
-        layout.T,
-        batch,
-        tiles=tiles,
-        sram_bytes=sram_bytes,
-        block=sub,
-        precision=precision,
-        workers=workers,
-        costs=costs,
-        overheads=overheads,
-    )
+    gx = plan_block_sparse(layout.T, batch, target, block=sub, workers=workers)
     wg_phases, wg_data = weight_grad_phases(
         fwd, eb, PRECISION_BYTES[fwd.partials_precision], workers, costs, StaticBlockCosts()
     )
@@ -412,38 +358,17 @@ def pixelfly_backward_schedule(
         )
     ]
     if lowrank_size:
-        parts.append(
-            lowrank_backward_schedule(
-                n,
-                n,
-                lowrank_size,
-                batch,
-                tiles=tiles,
-                sram_bytes=sram_bytes,
-                flops_per_cycle=flops_per_cycle,
-                fixed_cycles=fixed_cycles,
-                precision=precision,
-                costs=costs,
-                overheads=overheads,
-            )
-        )
+        parts.append(lowrank_backward_schedule(n, n, lowrank_size, batch, target))
     else:
         parts.append(_bias_grad(n, batch, tiles, precision, costs))
     sched = _combine("pixelfly-backward", parts, tiles, precision, costs, forward.partition)
     return _check_fit(sched, overheads, sram_bytes, f"pixelfly backward n = {n}, batch = {batch}")
 
 
-def fastfood_schedules(
-    n: int,
-    batch: int,
-    *,
-    tiles: int,
-    sram_bytes: int,
-    precision: str = "fp32",
-    costs: SuperstepCosts = SuperstepCosts(),
-    overheads: OverheadConstants = OverheadConstants(),
-) -> tuple:
+def fastfood_schedules(n: int, batch: int, target: PlanTarget) -> tuple:
     """``(forward, backward)`` of the fastfood layer on the best radix-2 partition (module docstring)."""
+    tiles, sram_bytes, precision, costs = target.tiles, target.sram_bytes, target.precision, target.costs
+    overheads = target.overheads
     eb = require_precision("precision", precision)
     require(
         is_power_of_two(n) and n >= 2,
@@ -505,17 +430,10 @@ def fastfood_schedules(
     return forward, backward
 
 
-def circulant_schedules(
-    n: int,
-    batch: int,
-    *,
-    tiles: int,
-    sram_bytes: int,
-    precision: str = "fp32",
-    costs: SuperstepCosts = SuperstepCosts(),
-    overheads: OverheadConstants = OverheadConstants(),
-) -> tuple:
+def circulant_schedules(n: int, batch: int, target: PlanTarget) -> tuple:
     """``(forward, backward)`` of the FFT circulant layer (module docstring); ``n`` a power of two >= 4."""
+    tiles, sram_bytes, precision, costs = target.tiles, target.sram_bytes, target.precision, target.costs
+    overheads = target.overheads
     eb = require_precision("precision", precision)
     require(
         is_power_of_two(n) and n >= 4,

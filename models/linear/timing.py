@@ -29,7 +29,7 @@ the simulated cycles equal :func:`~models.linear.planner.phases_cycles` of the s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -47,7 +47,7 @@ from models.linear.lowering import (
 )
 from models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES, SPARSE_KINDS
 from models.linear.phases import PRECISION_BYTES, OverheadConstants, SuperstepCosts, require_precision
-from models.linear.planner import DEFAULT_MEMORY_PROPORTION, _check_proportion, explain_plan
+from models.linear.planner import DEFAULT_MEMORY_PROPORTION, PlanTarget, _check_proportion, explain_plan
 from models.linear.schedules import (
     block_sparse_schedules,
     butterfly_schedule,
@@ -324,13 +324,13 @@ def layer_parts(
         return _poptorch_parts(
             kind, n, batch, machine, precision, costs, overheads, n_out, rank, backward, input_grad, pixelfly
         )
-    base = dict(tiles=tiles, sram_bytes=sram, precision=precision, costs=costs, overheads=overheads)
-    amp = dict(base, flops_per_cycle=_flops(machine, precision))
+    base = PlanTarget(tiles=tiles, sram_bytes=sram, precision=precision, costs=costs, overheads=overheads)
+    amp = replace(base, flops_per_cycle=_flops(machine, precision))
     if kind == "dense":
-        mm = dict(amp, partials_precision=matmul.partials_precision, memory_proportion=matmul.memory_proportion)
+        mm = replace(amp, partials_precision=matmul.partials_precision, memory_proportion=matmul.memory_proportion)
         return (
-            dense_schedule(n, n_out, batch, **mm),
-            dense_backward_schedule(n, n_out, batch, **mm) if backward else None,
+            dense_schedule(n, n_out, batch, mm),
+            dense_backward_schedule(n, n_out, batch, mm) if backward else None,
         )
     if kind in SPARSE_KINDS:
         return _block_sparse_parts(
@@ -338,19 +338,19 @@ def layer_parts(
         )
     if kind == "low-rank":
         return (
-            lowrank_schedule(n, n_out, rank, batch, **amp),
-            lowrank_backward_schedule(n, n_out, rank, batch, **amp) if backward else None,
+            lowrank_schedule(n, n_out, rank, batch, amp),
+            lowrank_backward_schedule(n, n_out, rank, batch, amp) if backward else None,
         )
     if kind == "butterfly":
-        fwd = butterfly_schedule(n, batch, **base)
+        fwd = butterfly_schedule(n, batch, base)
         return fwd, butterfly_backward_schedule(fwd, n, batch, costs=costs) if backward else None
     if kind == "fastfood":
-        pair = fastfood_schedules(n, batch, **base)
+        pair = fastfood_schedules(n, batch, base)
         return pair if backward else (pair[0], None)
     if kind == "circulant":
-        pair = circulant_schedules(n, batch, **base)
+        pair = circulant_schedules(n, batch, base)
         return pair if backward else (pair[0], None)
-    return _pixelfly_parts(n, batch, machine, pixelfly, amp, costs, overheads, backward)
+    return _pixelfly_parts(n, batch, machine, pixelfly, amp, backward)
 
 
 def _check_layer(kind: str, n: int, batch: int) -> None:
@@ -383,15 +383,15 @@ def _poptorch_parts(kind, n, batch, machine, precision, costs, overheads, n_out,
             "must be a power of two >= 2",
             f"{kind} needs n = 2^L; pad the layer width",
         )
-    kw = dict(
+    target = PlanTarget(
         tiles=machine.tiles_per_chip,
         sram_bytes=machine.chip.sram_bytes,
         flops_per_cycle=_flops(machine, precision),
         precision=precision,
         costs=costs,
         overheads=overheads,
-        **_poplibs_vertices(machine),
     )
+    kw = dict(target=target, **_poplibs_vertices(machine))
     return poptorch_layer(
         kind, n, batch, kw, n_out=n_out, rank=rank, backward=backward, input_grad=input_grad, pixelfly=pixelfly
     )
@@ -410,53 +410,30 @@ def _block_sparse_parts(
         "use lowering='fused'",
     )
     cfg = block_sparse or BlockSparseConfig()
-    common = dict(
+    target = PlanTarget(
         tiles=machine.tiles_per_chip,
         sram_bytes=machine.chip.sram_bytes,
         precision=precision,
-        workers=machine.chip.workers_per_tile,
+        partials_precision=matmul.partials_precision,
         costs=costs,
         overheads=overheads,
         memory_proportion=matmul.memory_proportion,
-        backward=backward,
     )
+    common = dict(block=cfg.block, workers=machine.chip.workers_per_tile, backward=backward)
     if kind == "dynamic-sparse":
-        return dynamic_sparse_schedules(
-            n, batch, density=cfg.density, block=cfg.block, partials_precision=matmul.partials_precision, **common
-        )
-    return block_sparse_schedules(
-        cfg.layout(n),
-        batch,
-        block=cfg.block,
-        partials_precision=matmul.partials_precision,
-        tile_grain=machine.chip.tiles_per_supertile,
-        **common,
-    )
+        return dynamic_sparse_schedules(n, batch, target, density=cfg.density, **common)
+    return block_sparse_schedules(cfg.layout(n), batch, target, tile_grain=machine.chip.tiles_per_supertile, **common)
 
 
-def _pixelfly_parts(n, batch, machine, pixelfly, amp, costs, overheads, backward):
+def _pixelfly_parts(n, batch, machine, pixelfly, amp: PlanTarget, backward):
     """:func:`layer_parts` of a fused pixelfly layer (``pixelfly`` None: the SHL configuration)."""
     cfg = dict(PIXELFLY_SHL if pixelfly is None else pixelfly)
+    sizes = (cfg["block_size"], cfg["butterfly_size"], cfg["lowrank_size"])
     workers = machine.chip.workers_per_tile
-    fwd = pixelfly_schedule(
-        n, batch, cfg["block_size"], cfg["butterfly_size"], cfg["lowrank_size"], workers=workers, **amp
-    )
+    fwd = pixelfly_schedule(n, batch, *sizes, amp, workers=workers)
     if not backward:
         return fwd, None
-    bwd = pixelfly_backward_schedule(
-        fwd,
-        n,
-        batch,
-        cfg["block_size"],
-        cfg["butterfly_size"],
-        cfg["lowrank_size"],
-        sram_bytes=machine.chip.sram_bytes,
-        flops_per_cycle=amp["flops_per_cycle"],
-        workers=workers,
-        costs=costs,
-        overheads=overheads,
-    )
-    return fwd, bwd
+    return fwd, pixelfly_backward_schedule(fwd, n, batch, *sizes, amp, workers=workers)
 
 
 def explain_step(t: StepTiming, machine, lowering: str = "fused") -> str:
@@ -612,14 +589,14 @@ def _shl_param_tensors(method: str, n: int, classes: int) -> tuple:
 
 def _time_shl_poptorch(method, batch, m, precision, n, classes) -> StepTiming:
     costs = step_costs(m, "poptorch")
-    kw = dict(
+    target = PlanTarget(
         tiles=m.tiles_per_chip,
         sram_bytes=m.chip.sram_bytes,
         flops_per_cycle=_flops(m, precision),
         precision=precision,
         costs=costs,
-        **_poplibs_vertices(m),
     )
+    kw = dict(target=target, **_poplibs_vertices(m))
     hf, hb = layer_parts(_HIDDEN_KIND[method], n, batch, m, precision=precision, lowering="poptorch", input_grad=False)
     tensors = _shl_param_tensors(method, n, classes)
     common = poptorch_common_parts(n, batch, classes, tensors, kw)

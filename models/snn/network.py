@@ -738,7 +738,7 @@ def train(
     ``on_step(step, result)`` is called after every step with the :class:`StepResult` (e.g. to
     time its counters: ``result.counters`` hold the lists of that step's caps and ϑ2). A given
     ``state`` continues training (its ``step`` goes on counting)."""
-    from models.snn.diagnose import (  # import cycle: models.snn.diagnose imports this module when it loads
+    from models.snn.diagnose import (  # import cycle: diagnose imports this module when it loads
         StepRecord,
         diagnose,
     )
