@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from tilesim.engine import simulate
-from tilesim.machine import load_machine
+from tilesim.engine.events import simulate
+from tilesim.machine.description import load_machine
 from tilesim.program import SYNC_ALL, SYNC_CHIP, Program
 
 

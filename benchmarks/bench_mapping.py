@@ -21,12 +21,12 @@ import time
 import numpy as np
 
 from mapping.search import anneal
-from models.snn.mapsearch import make_objective
-from models.snn.network import NetworkConfig, init_network, train_step
-from models.snn.placing import place_network, strategy_mapping, to_placement
-from models.snn.timing import build_step_program
-from tilesim.engine import simulate
-from tilesim.machine import load_machine
+from models.snn.placement.fit import place_network, strategy_mapping, to_placement
+from models.snn.placement.search import make_objective
+from models.snn.step.timing import build_step_program
+from models.snn.training.network import NetworkConfig, init_network, train_step
+from tilesim.engine.events import simulate
+from tilesim.machine.description import load_machine
 
 CASES = {
     "nmnist-2layer-1chip": (

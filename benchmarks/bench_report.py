@@ -2,8 +2,8 @@
 
 A demo-sized run (the SHD network 700-1462-1460-20, B 48, T 100, on a GC200, one step) is written
 once; then ``--rounds`` times, alternating, the run's pictures and summary.md are redrawn
-(:func:`tilesim.report.render` without the page) and its page is written
-(:func:`tilesim.page.write_page`). Printed: the median seconds of each, the page's ratio to the
+(:func:`tilesim.outputs.report.render` without the page) and its page is written
+(:func:`tilesim.outputs.page.write_page`). Printed: the median seconds of each, the page's ratio to the
 pictures, and the page's size (plotly.js is inside it, ~4.7 MB).
 
     python benchmarks/bench_report.py [--rounds 5]
@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from models.snn.cli import write_run_outputs
-from models.snn.options import options_from_mapping
-from models.snn.run import run_training
-from tilesim import page, report
+from models.snn.commands.cli import write_run_outputs
+from models.snn.commands.options import options_from_mapping
+from models.snn.commands.run import run_training
+from tilesim.outputs import page, report
 
 DEMO = dict(layers="700-1462-1460-20", dataset="shd", input_cap=48, batch=48, timesteps=100, max_activity=0.05)
 

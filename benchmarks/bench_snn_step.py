@@ -17,12 +17,12 @@ import time
 
 import numpy as np
 
-from models.snn.network import NetworkConfig, init_network, train_step
-from models.snn.placement import contiguous_placement
-from models.snn.placing import to_placement
-from models.snn.timing import build_step_program
-from tilesim.engine import simulate
-from tilesim.machine import load_machine
+from models.snn.placement.contiguous import contiguous_placement
+from models.snn.placement.fit import to_placement
+from models.snn.step.timing import build_step_program
+from models.snn.training.network import NetworkConfig, init_network, train_step
+from tilesim.engine.events import simulate
+from tilesim.machine.description import load_machine
 
 
 def main(argv=None) -> int:

@@ -6,7 +6,7 @@ simulator must show this on the IPU's all-to-all fabric (``gc200``) and show the
 2-D mesh machine (``mesh-demo``: 16 x 16 tiles, XY routing, 3 cycles per hop), where the far
 pair is the opposite corner (0, 255).
 
-Model: ``tilesim.fabric.make_fabric(machine).point_to_point_cycles(src, dst, bytes)`` — on the IPU
+Model: ``tilesim.machine.fabric.make_fabric(machine).point_to_point_cycles(src, dst, bytes)`` — on the IPU
 ``100 cycles + ceil(bytes / 4 B per cycle)`` [S]; on the mesh ``20 + ceil(bytes / 8) + 3 · hops``.
 """
 

@@ -17,7 +17,7 @@ from models.linear.layers import skewed_shape
 from models.linear.planner import PlanTarget, plan_matmul
 from models.linear.timing import machine_costs, time_parts
 from tilesim.errors import SramOverflowError
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
 
 MN_ELEMENTS = 2**22  # output elements m·n
 K_DEPTH = 256  # inner dimension

@@ -20,7 +20,7 @@ import sys
 from experiments.b_common import pyplot, standard_main
 from models.linear.timing import layer_parts, time_layer
 from tilesim.errors import SramOverflowError
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
 
 BATCH = 50
 KINDS = ("dense", "butterfly", "pixelfly")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from experiments.b_common import pyplot, standard_main
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
 
 PAPER_TABLE1 = [  # (quantity, paper value, unit, derived key)
     ("cores", 1472, "tiles", "tiles"),

@@ -23,7 +23,7 @@ import sys
 from experiments.b_common import pyplot, standard_main
 from models.linear.timing import BlockSparseConfig, MatmulOptions, time_layer
 from tilesim.errors import SramOverflowError
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
 
 MACHINE = "bow"
 N = 4096

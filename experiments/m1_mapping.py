@@ -17,12 +17,12 @@ import numpy as np
 
 from experiments.b_common import SEED, pyplot, standard_main
 from mapping.search import anneal
-from models.snn.mapsearch import make_objective
-from models.snn.network import NetworkConfig, init_network, train_step
-from models.snn.placing import place_network, strategy_mapping
-from models.snn.retime import retime
-from tilesim.machine import load_machine
-from tilesim.plots import SERIES_COLOURS, label_bars
+from models.snn.placement.fit import place_network, strategy_mapping
+from models.snn.placement.search import make_objective
+from models.snn.step.retime import retime
+from models.snn.training.network import NetworkConfig, init_network, train_step
+from tilesim.machine.description import load_machine
+from tilesim.outputs.plots import SERIES_COLOURS, label_bars
 
 ONE_CHIP = dict(
     layers="2312-1466-1466-10",

@@ -78,7 +78,7 @@ def plot(rows, path):
     x = range(len(fixed))
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
     bottom = [0.0] * len(fixed)
-    from tilesim.plots import PHASE_COLOURS  # matplotlib is imported only when drawing (start-up time)
+    from tilesim.outputs.plots import PHASE_COLOURS  # matplotlib is imported only when drawing (start-up time)
 
     for key, colour in PHASE_COLOURS.items():  # the one palette; host = the variable copy
         vals = [r[f"{key}_ms"] for r in fixed]

@@ -23,21 +23,21 @@ import numpy as np
 
 from experiments.b_common import SEED, pyplot
 from models.linear.cli import exchange_bench
-from models.snn import data as D
-from models.snn.placing import place
-from models.snn.retime import retime
-from models.snn.step_table import HOST_LABELS, STEP_ROWS, step_shape
-from models.snn.structure import StepStructure
-from models.snn.timing import default_costs
-from tilesim import plots
-from tilesim.costs import barrel_tile_cycles
-from tilesim.engine import simulate
-from tilesim.fabric import LadderLinks
+from models.snn.placement.fit import place
+from models.snn.step.retime import retime
+from models.snn.step.structure import StepStructure
+from models.snn.step.table import HOST_LABELS, STEP_ROWS, step_shape
+from models.snn.step.timing import default_costs
+from models.snn.training import data as D
+from tilesim.engine.events import simulate
 from tilesim.io import atomic_write_text
-from tilesim.machine import load_machine
-from tilesim.plots import PHASE_COLOURS, SERIES_COLOURS
-from tilesim.program_toml import load_program
-from tilesim.records import PHASES
+from tilesim.machine.costs import barrel_tile_cycles
+from tilesim.machine.description import load_machine
+from tilesim.machine.fabric import LadderLinks
+from tilesim.outputs import plots
+from tilesim.outputs.plots import PHASE_COLOURS, SERIES_COLOURS
+from tilesim.outputs.records import PHASES
+from tilesim.program.toml_form import load_program
 
 DPI = 100
 SHD = "700-1462-1460-20"
@@ -60,7 +60,7 @@ CAT_COLOURS = {
 
 
 def _cfg(layers=SHD, batch=48, timesteps=100, **kw):
-    from models.snn.network import NetworkConfig  # Numba kernels load only when they run (start-up time)
+    from models.snn.training.network import NetworkConfig  # Numba kernels load only when they run (start-up time)
 
     return NetworkConfig(
         layers=layers, batch=batch, timesteps=timesteps, max_activity=0.05, input_cap=48, seed=SEED, **kw
@@ -209,7 +209,7 @@ def exchange_distance(img: Path, quick: bool) -> dict:
 
 # ---- 4. sparse spike lists ------------------------------------------------------------------
 def spike_lists(img: Path, quick: bool) -> dict:
-    from models.snn.network import (  # Numba kernels load only when they run (start-up time)
+    from models.snn.training.network import (  # Numba kernels load only when they run (start-up time)
         NetworkConfig,
         init_network,
         train_step,
@@ -383,7 +383,7 @@ def neurons_per_tile(img: Path, quick: bool) -> dict:
 
 # ---- 7. multi-chip ---------------------------------------------------------------------------
 def multichip(img: Path, quick: bool) -> dict:
-    from tilesim.plots import PHASE_COLOURS  # matplotlib is imported only when drawing (start-up time)
+    from tilesim.outputs.plots import PHASE_COLOURS  # matplotlib is imported only when drawing (start-up time)
 
     chips = (1, 2, 4) if quick else (1, 2, 4, 8, 16)
     B, T = (8, 20) if quick else (48, 100)
@@ -442,7 +442,7 @@ def multichip(img: Path, quick: bool) -> dict:
         "text": text,
         "images": [path],
         "command": "tilesim run --layers 700-1466-1466-1466-1466-20 --machine gc200 --chips 2 --activity fixed "
-        "--steps 1 --json   # breakdown_s; the picture uses models.snn.retime.retime(None, ...)",
+        "--steps 1 --json   # breakdown_s; the picture uses models.snn.step.retime.retime(None, ...)",
     }
 
 
@@ -466,7 +466,7 @@ def workers(img: Path, quick: bool) -> dict:
         fontsize=9,
     )
     ax.legend(fontsize=8)
-    from tilesim.plots import label_bars  # matplotlib is imported only when drawing (start-up time)
+    from tilesim.outputs.plots import label_bars  # matplotlib is imported only when drawing (start-up time)
 
     label_bars(ax, bars[:1], "{:,.0f}")
     path = _save(fig, img / "workers.png")
@@ -477,7 +477,7 @@ def workers(img: Path, quick: bool) -> dict:
         f"vertices {cyc[W - 1]:,.0f}. The supervisor launches the vertices, {sup} cycles per round of {W} "
         f"(the preset's `supervisor_overhead_cycles`), so splitting finer than needed costs a little "
         f"(12 vertices: {cyc[2 * W - 1]:,.0f}). The simulator times every tile this way "
-        f"(`tilesim.costs.barrel_tile_cycles`)."
+        f"(`tilesim.machine.costs.barrel_tile_cycles`)."
     )
     return {
         "title": "Six workers and the supervisor",
@@ -513,7 +513,7 @@ def compute_sets(img: Path, quick: bool) -> dict:
     ax.set_yticks(y, [f"{r[0]}  ({'×T' if r[2] != 'once' else 'once'})" for r in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel(f"PopLibs calls per row ({L} layers)")
-    ax.set_title("the SNN training step as rows (models/snn/timing.py STEP_ROWS)", fontsize=9)
+    ax.set_title("the SNN training step as rows (models/snn/step/timing.py STEP_ROWS)", fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
     path = _save(fig, img / "compute-sets.png")
     text = (
@@ -732,7 +732,7 @@ def host_link(img: Path, quick: bool) -> dict:
         f"executor then moves every variable the device updated to the host and every argument back before the "
         f"epoch's first step: the weights and the optimizer's slots, 12 bytes per weight each way with Adam "
         f"(a third of that with plain SGD). That much is known from the framework's code "
-        f"(`models/snn/structure.py` quotes it), "
+        f"(`models/snn/step/structure.py` quotes it), "
         f"and the authors' training log puts the round trip inside the timed "
         f"epochs. Its rate is not known: the simulator uses the rate fitted to the measured steps, "
         f"{ns:.2f} ns per byte and direction ({1 / ns:.2f} GB/s), against Graphcore's documented 3 GB/s for one large "

@@ -3,9 +3,9 @@
 Pure functions over numpy/networkx; nothing here runs a kernel (architecture.md).
 """
 
-from tilesim.lazy import lazy_exports
+from tilesim.running.lazy import lazy_exports
 
-# loaded on first use (tilesim.lazy): importing the package alone imports neither Numba nor networkx
+# loaded on first use (tilesim.running.lazy): importing the package alone imports neither Numba nor networkx
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {

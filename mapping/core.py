@@ -10,7 +10,7 @@ validated on construction:
   is refused with the fix named;
 * **disjoint** — a tile belongs to one layer (each layer's sparse op owns its tiles).
 
-Fitting SRAM is checked by the workload's ledger (``models.snn.placing.place``), not here.
+Fitting SRAM is checked by the workload's ledger (``models.snn.placement.fit.place``), not here.
 
 JSON form (``format = "tilesim-mapping/1"``), written by :meth:`Mapping.save` and easy to write
 by hand — each layer is a list of blocks of consecutive neurons::
@@ -38,7 +38,7 @@ import numpy as np
 
 from tilesim.errors import MappingError
 from tilesim.io import atomic_write_text
-from tilesim.memo import BytesLRU
+from tilesim.running.memo import BytesLRU
 
 __all__ = ["Mapping", "Block", "FORMAT", "STRATEGIES", "load_mapping", "block_tiles"]
 

@@ -1,6 +1,6 @@
 """Placement strategies: pure functions of the layer sizes (and per-layer weights) and the
 machine's shape, returning a :class:`~mapping.core.Mapping`. None of them runs a kernel; a
-workload checks the result against its SRAM ledger (``models.snn.placing.place``).
+workload checks the result against its SRAM ledger (``models.snn.placement.fit.place``).
 
 =============  =================================================================================
 contiguous     the paper's (snn-on-ipu.md §3.1): ``neurons_per_tile`` neurons per tile, a layer on

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tilesim.errors import ConfigError, TileSimError, config_message
-from tilesim.machine import Machine, load_machine
+from tilesim.machine.description import Machine, load_machine
 
 __all__ = ["Case", "CaseFit", "read_table", "number", "read_rows", "predict", "validate_rows", "fit_cases"]
 

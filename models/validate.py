@@ -3,7 +3,7 @@
 A cases CSV carries a ``workload`` column (``snn``, ``stencil``); a file without one is an SNN
 file (the column was added later). ``validate`` with no file checks every shipped case file of
 every workload. ``calibrate`` dispatches on the same column: SNN cases fit the SNN cost model
-(:func:`models.snn.calibrate.cmd_calibrate`); stencil cases fit the multi-chip machine constants
+(:func:`models.snn.calibration.calibrate.cmd_calibrate`); stencil cases fit the multi-chip machine constants
 (:func:`models.stencil.calibrate.fit_stencil`) and write them as a ``[system]`` TOML fragment.
 Registered through the ``tilesim.commands`` entry point.
 """
@@ -49,7 +49,11 @@ def workload_of(path) -> str:
 
 
 def _snn_rows(path, costs) -> list[dict]:
-    from models.snn.calibrate import _load_costs_arg, predict_cases, read_cases  # when it runs (start-up time)
+    from models.snn.calibration.calibrate import (  # when it runs (start-up time)
+        _load_costs_arg,
+        predict_cases,
+        read_cases,
+    )
 
     cases = read_cases(path)
     preds = predict_cases(cases, _load_costs_arg(costs))
@@ -76,7 +80,7 @@ def _files(args) -> list[Path]:
         return [Path(c) for c in args.cases]
     from models.collective.measured import shipped_collective_cases  # loaded only when the command runs
     from models.linear.measured import shipped_sparse_cases
-    from models.snn.calibrate import shipped_cases_path  # loaded only when the command runs (start-up time)
+    from models.snn.calibration.calibrate import shipped_cases_path  # loaded only when the command runs (start-up time)
     from models.stencil.measured import shipped_stencil_cases
     from models.tensix.measured import shipped_matmul_cases  # loaded only when the command runs
 
@@ -157,7 +161,7 @@ def cmd_calibrate(args) -> int:
     if kinds == {"snn"}:
         if len(args.cases) != 1:
             raise ConfigError(config_message("cases", ", ".join(args.cases), "SNN calibration takes one file"))
-        from models.snn.calibrate import (
+        from models.snn.calibration.calibrate import (
             cmd_calibrate as snn_calibrate,  # loaded only when the command runs (start-up time)
         )
 

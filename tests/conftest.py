@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

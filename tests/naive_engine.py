@@ -1,7 +1,7 @@
-"""A naive reference for :func:`tilesim.engine.simulate`, for tests only: every superstep of every
+"""A naive reference for :func:`tilesim.engine.events.simulate`, for tests only: every superstep of every
 chip and every sync are simpy events, link flows go through the fair-share fluid rule written out
 simply. No closed form, no runs, no batches, no caches: slow, but each line says what the time
-model (tilesim/engine.py docstring) says.
+model (tilesim/engine/events.py docstring) says.
 
 Shared with the engine only what is not the engine: the fabric models (on-chip exchange cycles
 of one superstep, link routes and bandwidths) and the machine's sync costs.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from tilesim.fabric import ChipLinks, chip_links, make_fabric
+from tilesim.machine.fabric import ChipLinks, chip_links, make_fabric
 from tilesim.program import SYNC_ALL, SYNC_CHIP
 
 DRAINED = 1e-6  # bytes left that count as delivered (float round-off), as in the engine

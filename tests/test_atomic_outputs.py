@@ -15,7 +15,7 @@ import pytest
 
 from tilesim.errors import ConfigError
 from tilesim.io import check_run_folder, recover_folder, staged_folder
-from tilesim.report import verify_run_folder
+from tilesim.outputs.report import verify_run_folder
 
 RUN = [
     sys.executable, "-m", "tilesim", "run", "--layers", "40-30-4", "--batch", "4", "--timesteps", "20",
@@ -125,7 +125,7 @@ def test_a_folder_that_is_not_a_run_needs_force(tmp_path):
 
 
 def test_out_from_a_config_file_stays_beside_the_config(tmp_path, monkeypatch):
-    from models.snn.options import config_out_path
+    from models.snn.commands.options import config_out_path
 
     cfg = tmp_path / "shared" / "run.toml"
     cfg.parent.mkdir()

@@ -122,7 +122,7 @@ def test_progress_bars_only_on_a_terminal(monkeypatch):
     """A captured log gets no bar (issue 29: hundreds of redraws in `map-search` logs)."""
     import io
 
-    from tilesim.progress import progress_bar
+    from tilesim.running.progress import progress_bar
 
     class Terminal(io.StringIO):
         def isatty(self):

@@ -14,8 +14,8 @@ from models.collective.costs import CollectiveCosts, load_costs
 from models.collective.measured import fit_collective, read_cases, shipped_collective_cases, validate_collective
 from models.collective.workload import CollectiveSpec, time_collective
 from tilesim.errors import ConfigError
-from tilesim.fabric import EthernetLinks
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
+from tilesim.machine.fabric import EthernetLinks
 
 NO_COSTS = CollectiveCosts(launch_cycles=0.0, reduce_latency_hops=0.0)
 

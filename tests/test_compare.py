@@ -6,12 +6,12 @@ import shutil
 
 import pytest
 
-from models.snn.cli import write_run_outputs
-from models.snn.options import options_from_mapping
-from models.snn.run import run_training
+from models.snn.commands.cli import write_run_outputs
+from models.snn.commands.options import options_from_mapping
+from models.snn.commands.run import run_training
 from tilesim.cli import main
-from tilesim.compare import compare_runs, format_comparison, run_folders, write_comparison
 from tilesim.errors import ConfigError
+from tilesim.outputs.compare import compare_runs, format_comparison, run_folders, write_comparison
 
 TINY = {"layers": "64-32-4", "caps": "8-4", "batch": 8, "timesteps": 10, "steps": 1}
 
@@ -23,8 +23,8 @@ def runs(tmp_path_factory):
     are not drawn (compare reads summary.json and arrays.npz; drawing them would take most of the time)."""
     root = tmp_path_factory.mktemp("cmp")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("tilesim.report._draw", lambda *a, **k: [])
-        mp.setattr("models.snn.activity_plot.plot_activity", lambda *a, **k: None)
+        mp.setattr("tilesim.outputs.report._draw", lambda *a, **k: [])
+        mp.setattr("models.snn.outputs.activity_plot.plot_activity", lambda *a, **k: None)
         for name, extra in (("a", {}), ("b", {"batch": 4}), ("c", {"lr": 0.01})):
             write_run_outputs(root / "snn" / name, run_training(options_from_mapping({**TINY, **extra})))
         assert main(["simulate", "tilesim/examples/demo.toml", "--machine", "m2000", "--out", str(root / "prog")]) == 0
@@ -32,7 +32,7 @@ def runs(tmp_path_factory):
 
 
 def _record(folder):
-    from tilesim.report import load_run
+    from tilesim.outputs.report import load_run
 
     return load_run(folder)[0]
 

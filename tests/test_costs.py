@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from tilesim.costs import CostModel, barrel_tile_cycles, load_costs
 from tilesim.errors import ConfigError
+from tilesim.machine.costs import CostModel, barrel_tile_cycles, load_costs
 
 
 def test_barrel_rule():

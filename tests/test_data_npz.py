@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from models.snn.data import read_events_npz
-from models.snn.options import RunOptions
-from models.snn.run import run_training
+from models.snn.commands.options import RunOptions
+from models.snn.commands.run import run_training
+from models.snn.training.data import read_events_npz
 from tilesim.errors import ConfigError
 
 DTYPE = np.dtype([("x", np.int16), ("y", np.int16), ("p", np.int8), ("t", np.int64)])

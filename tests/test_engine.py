@@ -1,6 +1,6 @@
 """The discrete-event engine: exact, hand-computed timelines, invariants, and agreement with a naive
 all-event reference (tests/naive_engine.py) on random programs. The engine solves most of a
-program in closed form (tilesim/timeline.py); the reference runs every chip, sync and flow as
+program in closed form (tilesim/engine/timeline.py); the reference runs every chip, sync and flow as
 simpy events, so the comparison checks the closed form against a different path."""
 
 import numpy as np
@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.naive_engine import naive_simulate
-from tilesim.engine import simulate
+from tilesim.engine.events import simulate
 from tilesim.errors import ConfigError
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
 from tilesim.program import ProgramBuilder, concat_programs
 
 
@@ -209,7 +209,7 @@ def assert_same_timeline(r, ref, m, rtol=1e-9):
 
 def makespan_of(p, m):
     """makespan_s of ``p`` (the mapping search's entry point: the total alone)."""
-    from tilesim.engine import makespan_s
+    from tilesim.engine.events import makespan_s
 
     return makespan_s(p, m)
 

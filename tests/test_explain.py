@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from mapping.strategies import from_layout
-from models.snn.explain import exchange_flows, exchange_matrices, explain_critical
-from models.snn.network import NetworkConfig
-from models.snn.placing import place_network, to_placement
-from models.snn.retime import retime
-from tilesim.machine import load_machine
+from models.snn.outputs.explain import exchange_flows, exchange_matrices, explain_critical
+from models.snn.placement.fit import place_network, to_placement
+from models.snn.step.retime import retime
+from models.snn.training.network import NetworkConfig
+from tilesim.machine.description import load_machine
 
 CFG = NetworkConfig("64-40-30-6", batch=4, timesteps=12, input_cap=10, max_activity=0.2, activity="fixed")
 
@@ -34,12 +34,12 @@ def test_critical_tile_is_explained():
     machine = load_machine("gc200")
     pl = place_network(CFG, machine, 2, "contiguous").placement
     pred = retime(None, CFG, pl, machine)
-    from tilesim.records import label_tile_cycles
+    from tilesim.outputs.records import label_tile_cycles
 
     ex = explain_critical(pred.result, CFG, pl, pred.counters, machine, label_tile_cycles(pred.program))
     assert ex["phase"] in pred.result.by_label()
     assert ex["role"] in ("owner", "combiner", "compaction", "reduction")
-    from models.snn.explain import FIXED_ROWS
+    from models.snn.outputs.explain import FIXED_ROWS
 
     if ex["phase"] in FIXED_ROWS:
         assert "host" in ex["sentence"] or "fixed cost" in ex["sentence"]
@@ -94,9 +94,9 @@ def test_exchange_flows_follow_the_step_table():
     """Senders and receivers come from the step's table, so per exchanging row the chips that
     send (receive) bytes in the timed program are those of its flows; FIXED_ROWS and
     LABEL_COUNTERS are read from the same table."""
-    from models.snn.explain import FIXED_ROWS, LABEL_COUNTERS
-    from models.snn.step_table import STEP_ROWS
-    from models.snn.timing import build_step_program
+    from models.snn.outputs.explain import FIXED_ROWS, LABEL_COUNTERS
+    from models.snn.step.table import STEP_ROWS
+    from models.snn.step.timing import build_step_program
 
     machine = load_machine("gc200", 2)
     TPC = machine.tiles_per_chip

@@ -1,8 +1,8 @@
 """Claim B1: on the IPU exchange time depends on bytes, not distance; on a mesh it does not."""
 
-from tilesim.engine import simulate
-from tilesim.fabric import grid_shape, make_fabric
-from tilesim.machine import load_machine
+from tilesim.engine.events import simulate
+from tilesim.machine.description import load_machine
+from tilesim.machine.fabric import grid_shape, make_fabric
 from tilesim.program import ProgramBuilder
 
 

@@ -6,11 +6,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from tilesim.engine.timeline import Flow, fluid_batch
 from tilesim.errors import ConfigError
-from tilesim.fabric import EthernetLinks, MeshFabric, TorusFabric, chip_links
-from tilesim.fluid import drain_times
-from tilesim.machine import Fabric, load_machine
-from tilesim.timeline import Flow, fluid_batch
+from tilesim.machine.description import Fabric, load_machine
+from tilesim.machine.fabric import EthernetLinks, MeshFabric, TorusFabric, chip_links
+from tilesim.machine.fluid import drain_times
 
 
 def grid_machine(kind: str, side: int, *, port_bpc=100.0, link_bpc=1.0, hop=0.0, fixed=0):
@@ -112,8 +112,8 @@ def test_rectangular_multicast_counted_by_hand():
     (1 B/cycle links, 5 cycles per hop). As a multicast its tree carries the message once per
     link: 1000 cycles of drain + 6 hops to tile 15 = 1030. As four point-to-point transfers the
     first link carries it four times: 4000 + 30."""
-    from tilesim.engine import simulate
-    from tilesim.fabric import rectangle_tiles
+    from tilesim.engine.events import simulate
+    from tilesim.machine.fabric import rectangle_tiles
     from tilesim.program import ProgramBuilder
 
     m = grid_machine("mesh", 4, hop=5.0)

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tilesim.cli import main
-from tilesim.program_toml import _STEP_KEYS
+from tilesim.program.toml_form import _STEP_KEYS
 
 # ---- the contract ------------------------------------------------------------------------------
 CASE_LIMIT_S = 20.0  # no single case may take longer (a hang or a runaway is a failure)
@@ -361,8 +361,8 @@ SWEEP_KEYS = [
     extra=st.sampled_from([{}, {"bogus": {"a": 1}}]),
 )
 def test_fuzz_sweep_files(tmp_path_factory, monkeypatch, base, grid, rnd, extra):
-    import tilesim.sweep as sweep  # `tilesim sweep` imports run_sweep from here when it runs
-    from tilesim.sweep import SweepReport
+    import tilesim.running.sweep as sweep  # `tilesim sweep` imports run_sweep from here when it runs
+    from tilesim.running.sweep import SweepReport
 
     def no_cluster(points, db, runner, **kw):  # everything up to here is the user's input
         n = sum(1 for _ in points)
@@ -578,7 +578,7 @@ def _foreign_db(tmp):
 
 
 def _db_without_column(tmp):
-    from tilesim.store import ResultStore
+    from tilesim.running.store import ResultStore
 
     db = tmp / "r.db"
     with ResultStore(db) as s:
@@ -605,7 +605,7 @@ def _damaged(tmp, how):
 def _extreme_machine(tmp):
     import re
 
-    from tilesim.machine import preset_text
+    from tilesim.machine.description import preset_text
 
     m = tmp / "m.toml"
     m.write_text(re.sub(r"(?m)^link_bytes_per_s = .*$", "link_bytes_per_s = 1e-300", preset_text("m2000")))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from test_fuzz import call, check_contract
 
-from tilesim.machine import preset_text
+from tilesim.machine.description import preset_text
 
 RUN = ["run", "--layers", "40-30-4", "--batch", "4", "--timesteps", "8", "--input-cap", "8", "--max-activity", "0.2"]
 
@@ -81,9 +81,9 @@ def test_an_empty_sync_group_is_refused(tmp_path):
 
 
 def test_workers_with_a_scheduler_are_said_to_be_ignored(tmp_path, monkeypatch):
-    import tilesim.sweep
+    import tilesim.running.sweep
 
-    monkeypatch.setattr(tilesim.sweep, "CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(tilesim.running.sweep, "CONNECT_TIMEOUT_S", 1.0)
     sweep = tmp_path / "s.toml"
     sweep.write_text('[base]\nlayers = "40-30-4"\nbatch = 4\n[grid]\nseed = [0]\n')
     srv = socket.socket()

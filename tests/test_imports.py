@@ -31,7 +31,7 @@ def test_tilesim_never_imports_models_or_mapping():
 
 
 # the one module of the discrete-event engine (a path that tools/reorganise.py rewrites when it moves)
-SIMPY_HOME = "tilesim/engine.py"
+SIMPY_HOME = "tilesim/engine/events.py"
 
 
 def test_simpy_only_in_engine():

@@ -10,7 +10,7 @@ from models.linear.shl import TABLE4_PARAMS
 from models.linear.steps import butterfly_backward_schedule, circulant_schedules, fastfood_schedules
 from models.linear.timing import layer_params, machine_costs, time_layer, time_parts, time_shl
 from tilesim.errors import ConfigError, SramOverflowError
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
 
 GC200 = load_machine("gc200")
 
@@ -93,7 +93,7 @@ def test_mesh_machine_runs_and_unknown_kind():
 # ---- op-by-op (PopTorch) lowering -------------------------------------------------------------
 def _vertices():
     from models.linear.lowering import PoplibsSliceCosts, PoplibsVertexCosts
-    from tilesim.machine import load_machine
+    from tilesim.machine.description import load_machine
 
     m = load_machine("gc200")
     return dict(vertex=PoplibsVertexCosts.for_machine(m), slice_costs=PoplibsSliceCosts.for_machine(m))
@@ -104,7 +104,7 @@ def test_poplibs_vertex_constants_follow_the_machine():
     from dataclasses import replace
 
     from models.linear.timing import step_costs
-    from tilesim.machine import load_machine
+    from tilesim.machine.description import load_machine
 
     m = load_machine("gc200")
     m2 = replace(m, chip=replace(m.chip, supervisor_overhead_cycles=20, workers_per_tile=4))
@@ -114,7 +114,7 @@ def test_poplibs_vertex_constants_follow_the_machine():
 
 def test_poplibs_vertex_cycles_hand_computed():
     from models.linear.lowering import PoplibsVertexCosts, poplibs_costs
-    from tilesim.machine import load_machine
+    from tilesim.machine.description import load_machine
 
     v = PoplibsVertexCosts.for_machine(load_machine("gc200"))
     assert (v.supervisor_cycles, v.workers) == (11, 6)  # from the machine file, their one home
@@ -203,7 +203,7 @@ def test_dense_fp16_4096_throughput_on_bow(batch):
 def test_serial_plan_engine_time_equals_predicted_cycles():
     from models.linear.planner import plan_matmul
     from models.linear.timing import machine_costs, time_parts
-    from tilesim.machine import load_machine
+    from tilesim.machine.description import load_machine
 
     m = load_machine("bow")
     plan = plan_matmul(

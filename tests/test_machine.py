@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilesim.errors import ConfigError
-from tilesim.machine import load_machine, preset_names, preset_text
+from tilesim.machine.description import load_machine, preset_names, preset_text
 
 
 def test_presets_exist():
@@ -97,7 +97,7 @@ def test_preset_evidence_ships_with_the_package_and_headers_name_their_machine()
     preset's header said GC200."""
     from importlib import resources
 
-    from tilesim.machine import preset_names, preset_text
+    from tilesim.machine.description import preset_names, preset_text
 
     evidence = resources.files("tilesim").joinpath("presets/EVIDENCE.md").read_text()
     assert "§1.3" in evidence and "[S]" in evidence
@@ -128,7 +128,7 @@ def test_preset_evidence_ships_with_the_package_and_headers_name_their_machine()
 def test_every_bad_machine_field_names_a_fix(section, data, value):
     """Issue 19: 131 of 300 mutated machine files got a message with no fix."""
     from tilesim.io import loads_toml
-    from tilesim.machine import machine_from_dict, preset_text
+    from tilesim.machine.description import machine_from_dict, preset_text
 
     doc = loads_toml(preset_text("gc200"))
     key = data.draw(st.sampled_from(sorted(doc[section])))

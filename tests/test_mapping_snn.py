@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from mapping import STRATEGIES, Mapping
-from models.snn.network import NetworkConfig, init_network, train_step
-from models.snn.placing import place_network, strategy_mapping, to_placement
-from models.snn.retime import retime
-from models.snn.timing import build_step_program
-from tilesim.engine import simulate
+from models.snn.placement.fit import place_network, strategy_mapping, to_placement
+from models.snn.step.retime import retime
+from models.snn.step.timing import build_step_program
+from models.snn.training.network import NetworkConfig, init_network, train_step
+from tilesim.engine.events import simulate
 from tilesim.errors import MappingError, SramOverflowError
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
 
 CFG = NetworkConfig("64-40-30-6", batch=4, timesteps=12, input_cap=10, max_activity=0.2, seed=3, second_threshold=0.5)
 REC = NetworkConfig(
@@ -208,8 +208,8 @@ def test_chip_reduced_step_equals_the_simulated_program(cfg, chips):
     makespan_s, gives the engine's time of the full program, for every strategy, a layer on tile 0,
     and layers on two chips."""
     from mapping.strategies import from_layout
-    from models.snn.counters import count_work
-    from models.snn.workload import SnnStep
+    from models.snn.step.counters import count_work
+    from models.snn.step.workload import SnnStep
     from tilesim.workload import step_seconds
 
     def predict_step_s(cfg, pl, counters, machine, cache=None):
@@ -264,8 +264,8 @@ def test_map_search_on_a_mesh_machine(tmp_path):
 
 
 def test_search_memory_totals_equal_the_ledger():
-    from models.snn.step_memory import snn_memory
-    from tilesim.memory import MemoryTotals
+    from models.snn.step.memory import snn_memory
+    from tilesim.machine.memory import MemoryTotals
 
     machine = load_machine("gc200", 2)
     cache = {}
@@ -290,10 +290,10 @@ def test_search_caches_stay_within_their_byte_budget(monkeypatch, budget):
     """The objective's caches (counters, layer terms, chip-row tile sets, memory entries) drop
     least recently used entries beyond their byte budget (a value larger than the whole budget
     is not kept) and give the same times as uncached runs."""
-    import models.snn.counters as counters_mod
-    import models.snn.step_memory as step_memory_mod
-    import models.snn.timing as timing_mod
-    from models.snn.mapsearch import make_objective
+    import models.snn.step.counters as counters_mod
+    import models.snn.step.memory as step_memory_mod
+    import models.snn.step.timing as timing_mod
+    from models.snn.placement.search import make_objective
 
     monkeypatch.setattr(counters_mod, "CACHE_BYTES", budget)
     monkeypatch.setattr(timing_mod, "CACHE_BYTES", budget)

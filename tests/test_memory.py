@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from tilesim.errors import ConfigError, SramOverflowError
-from tilesim.machine import load_machine
-from tilesim.memory import CATEGORIES, MemoryLedger
+from tilesim.machine.description import load_machine
+from tilesim.machine.memory import CATEGORIES, MemoryLedger
 
 
 def test_ledger_sums_and_explains():
@@ -60,7 +60,7 @@ def test_ledger_input_errors():
 
 
 def test_heatmap(tmp_path):
-    from tilesim.plots import memory_heatmap
+    from tilesim.outputs.plots import memory_heatmap
 
     led = MemoryLedger(load_machine("mesh-demo"))
     led.add("variables:state", np.linspace(0, 200_000, 256), label="v")

@@ -8,8 +8,8 @@ import nir
 import numpy as np
 import pytest
 
-from models.snn.network import NetworkConfig
-from models.snn.nir_import import load_nir
+from models.snn.training.network import NetworkConfig
+from models.snn.training.nir_import import load_nir
 from tilesim.errors import ConfigError
 
 RNG = np.random.default_rng(0)

@@ -15,7 +15,7 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib
 
-from models.snn.options import (
+from models.snn.commands.options import (
     RunOptions,
     add_option_flags,
     option_names,

@@ -8,8 +8,8 @@ import pytest
 matplotlib.use("Agg")
 from matplotlib.figure import Figure
 
-from tilesim import plots
-from tilesim.engine import simulate
+from tilesim.engine.events import simulate
+from tilesim.outputs import plots
 from tilesim.program import ProgramBuilder
 
 
@@ -70,7 +70,7 @@ def test_timeline_whole_step_legend_outside(round2, tmp_path, figures):
 
 def test_label_bars_draw_every_label_the_title_counts():
     """Issue 29: the timeline said 15 labels and drew 14; the rest now add up in one 'other' bar."""
-    from tilesim.plots import _count_labels, _top_labels
+    from tilesim.outputs.plots import _count_labels, _top_labels
 
     by = {f"l{i}": {"time_s": 1.0 / (i + 1), "breakdown_s": {"compute": 1.0 / (i + 1)}} for i in range(15)}
     shown, labels = _top_labels(by, 14)

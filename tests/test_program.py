@@ -1,9 +1,9 @@
 import pytest
 
 from tilesim.errors import ConfigError
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
 from tilesim.program import ProgramBuilder
-from tilesim.program_toml import load_program, parse_tiles
+from tilesim.program.toml_form import load_program, parse_tiles
 
 
 def test_parse_tiles():
@@ -104,7 +104,7 @@ bytes = 64
 def test_program_file_errors(tmp_path, text, match):
     m = load_machine("gc200x2")
     if match is None:  # unknown memory category is caught by the ledger
-        from tilesim.memory import MemoryLedger
+        from tilesim.machine.memory import MemoryLedger
 
         _, mem = load_program(write(tmp_path, text), m)
         with pytest.raises(ConfigError, match=r"memory category = 'weights': is unknown"):
@@ -143,7 +143,7 @@ def test_malformed_program_entries_are_one_line_errors(tmp_path, text, match):
 
 
 def test_program_size_is_estimated_without_building():
-    from tilesim.program_toml import program_size
+    from tilesim.program.toml_form import program_size
 
     m = load_machine("gc200x2")
     data = {"superstep": [{"repeat": 10**9}, {"exchange_bytes": 1, "repeat": 2}]}
@@ -154,7 +154,7 @@ def test_program_size_is_estimated_without_building():
 def test_program_file_multicasts(tmp_path):
     """A program file's multicast to a rectangle of a mesh machine costs its tree once; a rectangle
     off the grid is refused with the grid's size."""
-    from tilesim.engine import simulate
+    from tilesim.engine.events import simulate
 
     m = load_machine("mesh-demo")
     f = tmp_path / "p.toml"

@@ -43,12 +43,12 @@ def test_run_killed_after_summary_leaves_no_mix(tmp_path, capsys, monkeypatch):
     whole, and `report` redraws it."""
     out = tmp_path / "run"
     assert simulate(tmp_path, out, cycles=100) == 0
-    import tilesim.trace
+    import tilesim.outputs.trace
 
     def killed(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tilesim.trace, "write_trace", killed)
+    monkeypatch.setattr(tilesim.outputs.trace, "write_trace", killed)
     assert simulate(tmp_path, out, cycles=999, label="b") == 130
     monkeypatch.undo()
     capsys.readouterr()
@@ -105,7 +105,7 @@ def test_damaged_folders_are_refused(tmp_path, capsys, damage, needle):
 )
 def test_contents_are_checked_even_under_a_matching_manifest(tmp_path, capsys, damage, needle):
     """A folder re-sealed after damage (or written by hand) is still checked for what report reads."""
-    from tilesim.report import seal_run_folder
+    from tilesim.outputs.report import seal_run_folder
 
     out = tmp_path / "run"
     assert simulate(tmp_path, out) == 0
@@ -159,7 +159,7 @@ def test_a_run_folder_written_before_the_record_still_renders(tmp_path):
     keys, predicted_step_s and by_phase); `report` converts it and redraws everything."""
     import shutil
 
-    from tilesim.report import load_run
+    from tilesim.outputs.report import load_run
 
     out = tmp_path / "old"
     shutil.copytree(Path(__file__).parent / "fixtures" / "run_v1", out)

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.snn.cli import write_run_outputs
-from models.snn.options import RunOptions
-from models.snn.run import run_training
+from models.snn.commands.cli import write_run_outputs
+from models.snn.commands.options import RunOptions
+from models.snn.commands.run import run_training
 
 ARTEFACTS = Path(os.environ.get("TILESIM_ARTEFACTS", "out/browser-test"))
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -166,7 +166,7 @@ def test_a_wafer_sized_chip_is_drawn_in_blocks_of_tiles():
     every tile is in exactly one cell; a chip of up to 16,384 tiles is drawn tile by tile."""
     import numpy as np
 
-    from tilesim.page import PAGE_CELLS, _Grid
+    from tilesim.outputs.page import PAGE_CELLS, _Grid
 
     assert _Grid.of(9, 8).k == 1 and _Grid.of(128, 128).k == 1
     g = _Grid.of(850, 1000)

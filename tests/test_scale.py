@@ -11,17 +11,17 @@ import time
 import numpy as np
 import pytest
 
-from models.snn import data as D
-from models.snn.hostmem import check_host_memory, estimate_host_memory
-from models.snn.network import NetworkConfig, apply_gradients, compute_gradients, init_network, train_step
-from models.snn.placing import place
-from models.snn.retime import retime
-from models.snn.timing import build_step_program
-from tilesim.engine import simulate
+from models.snn.commands.hostmem import check_host_memory, estimate_host_memory
+from models.snn.placement.fit import place
+from models.snn.step.retime import retime
+from models.snn.step.timing import build_step_program
+from models.snn.training import data as D
+from models.snn.training.network import NetworkConfig, apply_gradients, compute_gradients, init_network, train_step
+from tilesim.engine.events import simulate
 from tilesim.errors import ConfigError
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
+from tilesim.outputs.records import ProgramDigest, label_tile_cycles
 from tilesim.program import CompactProgram
-from tilesim.records import ProgramDigest, label_tile_cycles
 
 
 def _step(layers, chips, recurrent=False, optimizer="adam"):
@@ -91,8 +91,8 @@ def test_compact_program_carries_no_machine_and_times_like_dense_on_another():
     comp = retime(None, cfg, pl, m).program
     assert not hasattr(comp, "machine_name")
     other = load_machine("gc200", 2)
-    from models.snn.activity import fixed_activity
-    from models.snn.counters import count_work
+    from models.snn.step.counters import count_work
+    from models.snn.training.activity import fixed_activity
 
     dense = build_step_program(cfg, pl, count_work(fixed_activity(cfg), pl, per_step=True), m)
     assert simulate(comp, other).total_s == pytest.approx(simulate(dense, other).total_s, rel=1e-12)
@@ -102,8 +102,8 @@ def test_compact_program_carries_no_machine_and_times_like_dense_on_another():
 def test_retime_fixed_is_compact_and_equal():
     cfg, m, pl, *_ = _step((64, 200, 150, 120, 100, 10), 2)
     p = retime(None, cfg, pl, m)
-    from models.snn.activity import fixed_activity
-    from models.snn.counters import count_work
+    from models.snn.step.counters import count_work
+    from models.snn.training.activity import fixed_activity
 
     counters = count_work(fixed_activity(cfg), pl, per_step=True)
     dense = simulate(build_step_program(cfg, pl, counters, m), m)
@@ -180,7 +180,7 @@ def test_init_weights_are_numpy_uniform_bit_for_bit():
     """The scratch-buffer initialisation draws exactly rng.uniform(-a, a) + 0.001 in float32."""
     import math
 
-    from models.snn.network import init_weights
+    from models.snn.training.network import init_weights
 
     cfg = NetworkConfig(layers=(32, 40, 20, 4), recurrent=True, max_activity=0.1)
     W, V = init_weights(cfg)
@@ -195,7 +195,7 @@ def test_init_weights_are_numpy_uniform_bit_for_bit():
 def test_trace_of_a_big_step_is_bounded_and_keeps_the_critical_chip():
     """Above the slice budget only the critical chips keep per-superstep phases; the other chips
     get one slice per run of one label, covering the same time."""
-    from tilesim.trace import detail_chips, trace_events
+    from tilesim.outputs.trace import detail_chips, trace_events
 
     cfg, m, pl, *_ = _step((64, 96, 80, 80, 60, 40, 30, 10), 4)
     p = retime(None, cfg, pl, m)
@@ -221,8 +221,8 @@ def test_racks_beyond_64_chips_are_joined_by_gw_links():
     IPU-Machine; a flow between racks is bound by the GW-Link (12.5 GB/s) rather than the IPU-Links."""
     from dataclasses import replace
 
-    from tilesim.fabric import LadderLinks
-    from tilesim.timeline import Flow, fluid_batch
+    from tilesim.engine.timeline import Flow, fluid_batch
+    from tilesim.machine.fabric import LadderLinks
 
     m64 = load_machine("bow", 64)
     one = replace(m64, system=replace(m64.system, chips_per_rack=0))
@@ -246,8 +246,8 @@ def test_small_layers_run_on_one_thread_with_the_same_result():
     count is restored after); gradients are bit-identical to every thread's."""
     import numba
 
-    from models.snn import kernels as K
-    from models.snn.network import _compute_gradients
+    from models.snn.kernels import lif as K
+    from models.snn.training.network import _compute_gradients
 
     cfg, m, pl, st, sp, lab = _step((64, 200, 150, 120, 100, 10), 1, True, "sgd")
     before = numba.get_num_threads()
@@ -305,8 +305,8 @@ def test_compact_build_reduces_only_the_rows_a_chip_works_in(monkeypatch):
     per_chip = reduced[-m.chips :]  # one reduction per chip, in chip order
     assert np.median(per_chip) < p.program.supersteps / 2, per_chip
     assert p.step_s == dense.total_s
-    from models.snn.activity import fixed_activity
-    from models.snn.counters import count_work
+    from models.snn.step.counters import count_work
+    from models.snn.training.activity import fixed_activity
 
     full = build_step_program(cfg, pl, count_work(fixed_activity(cfg), pl, per_step=True), m)
     np.testing.assert_array_equal(label_tile_cycles(p.program), label_tile_cycles(full))

@@ -8,18 +8,18 @@ import time
 import numpy as np
 import pytest
 
-from models.snn.activity import fixed_activity
-from models.snn.counters import count_work
-from models.snn.network import NetworkConfig
-from models.snn.placing import place
-from models.snn.scaling import ScalingRecipe, recipe_layers, scaling_study
-from models.snn.step_table import HOST_LABELS, PHASE_LABELS, step_shape
-from models.snn.structure import D2H_BYTES_PER_S, DEFAULT_STRUCTURE, H2D_BYTES_PER_S, StepStructure, flipped
-from models.snn.timing import build_step_program, default_costs
+from models.snn.commands.scaling import ScalingRecipe, recipe_layers, scaling_study
+from models.snn.placement.fit import place
+from models.snn.step.counters import count_work
+from models.snn.step.structure import D2H_BYTES_PER_S, DEFAULT_STRUCTURE, H2D_BYTES_PER_S, StepStructure, flipped
+from models.snn.step.table import HOST_LABELS, PHASE_LABELS, step_shape
+from models.snn.step.timing import build_step_program, default_costs
+from models.snn.training.activity import fixed_activity
+from models.snn.training.network import NetworkConfig
 from tilesim.cli import main
-from tilesim.engine import simulate
+from tilesim.engine.events import simulate
 from tilesim.errors import ConfigError
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
 from tilesim.program import SYNC_ALL, SYNC_CHIP
 
 
@@ -105,7 +105,7 @@ def test_host_round_trip_moves_weights_and_optimizer_slots_at_its_rate():
 
 
 def test_no_residual_is_booked_and_the_host_rate_is_fitted_within_its_bounds():
-    from models.snn.calibrate import BOUNDS
+    from models.snn.calibration.calibrate import BOUNDS
 
     coef = default_costs().coefficients
     lo, hi = BOUNDS["host_copy_ns_per_byte"]
@@ -116,7 +116,7 @@ def test_no_residual_is_booked_and_the_host_rate_is_fitted_within_its_bounds():
 
 
 def test_an_old_cost_file_with_the_residual_is_refused(tmp_path):
-    from tilesim.costs import CostModel
+    from tilesim.machine.costs import CostModel
 
     old = CostModel("mine", "1", {**default_costs().coefficients, "epoch_residual_cycles_per_weight": 55.0}, {})
     with pytest.raises(ConfigError, match="epoch_residual_cycles_per_weight.*re-run tilesim calibrate"):
@@ -124,9 +124,9 @@ def test_an_old_cost_file_with_the_residual_is_refused(tmp_path):
 
 
 def test_run_summary_names_its_structure(tmp_path):
-    from models.snn.cli import format_run, write_run_outputs
-    from models.snn.options import RunOptions
-    from models.snn.run import run_training
+    from models.snn.commands.cli import format_run, write_run_outputs
+    from models.snn.commands.options import RunOptions
+    from models.snn.commands.run import run_training
 
     summary = run_training(
         RunOptions(layers=(32, 16, 4), batch=4, timesteps=8, steps=1, max_activity=0.25, copies="merged")
@@ -193,7 +193,7 @@ def test_host_round_trip_per_host_link_waits_for_the_whole_group():
 
 
 def test_scaling_recipe_runs_two_executions_of_500_steps_per_epoch():
-    from models.snn.scaling import PAPER_STEPS_PER_EXECUTION, PAPER_STRUCTURE
+    from models.snn.commands.scaling import PAPER_STEPS_PER_EXECUTION, PAPER_STRUCTURE
 
     assert (PAPER_STEPS_PER_EXECUTION, PAPER_STRUCTURE.executions_per_epoch) == (500, 2)
     r = ScalingRecipe(neurons_per_tile=2, batch=24)
@@ -205,7 +205,7 @@ def test_scaling_recipe_runs_two_executions_of_500_steps_per_epoch():
 
 
 def test_s6_verdict_needs_every_row_to_agree():
-    from models.snn.scaling import SensitivityRow, _verdict
+    from models.snn.commands.scaling import SensitivityRow, _verdict
 
     def row(unknown, s):
         return SensitivityRow(unknown, "x", {}, {24: s, 384: s}, {2: s, 8: s})
@@ -221,7 +221,7 @@ def test_s6_verdict_needs_every_row_to_agree():
 
 @pytest.mark.slow
 def test_sensitivity_table_covers_every_unknown(tmp_path, capsys):
-    from models.snn.scaling import sensitivity_table
+    from models.snn.commands.scaling import sensitivity_table
 
     t = sensitivity_table(ScalingRecipe(), chips=2, npts=(2, 8), batches=(24, 96))
     unknowns = [r.unknown for r in t.rows]
@@ -241,7 +241,7 @@ def test_two_chip_structure_counted_by_hand():
     reduceMany per chip, one after another, in every backward time step; 2 pipeline stage switches
     (stage 0 → 1 forward, 1 → 0 backward) on the loss superstep, each a sync of both chips and an
     exchange set-up. On one chip neither exists."""
-    from models.snn.timing import pipeline_switches
+    from models.snn.step.timing import pipeline_switches
 
     T = 6
     cfg, m, prog, _ = _two_chip_step(StepStructure())

@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mapping.core import Mapping
-from models.snn.counters import COUNTER_NAMES, count_work, layer_memory, load_activity, save_activity
-from models.snn.network import NetworkConfig, compute_gradients, init_network
-from models.snn.placement import contiguous_placement, contiguous_tiles
+from models.snn.placement.contiguous import contiguous_placement, contiguous_tiles
+from models.snn.step.counters import COUNTER_NAMES, count_work, layer_memory, load_activity, save_activity
+from models.snn.training.network import NetworkConfig, compute_gradients, init_network
 from tilesim.errors import ConfigError, MappingError
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from models.snn import data
+from models.snn.training import data
 from tilesim.errors import ConfigError
 
 

@@ -1,13 +1,13 @@
-"""Every SNN kernel against its slow NumPy twin (models.snn.reference.naive_*)."""
+"""Every SNN kernel against its slow NumPy twin (models.snn.kernels.reference.naive_*)."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.snn import kernels as K
-from models.snn import reference as R
-from models.snn.spikes import SpikeList, initial_list
+from models.snn.kernels import lif as K
+from models.snn.kernels import reference as R
+from models.snn.kernels.spikes import SpikeList, initial_list
 from tilesim.errors import ConfigError
 
 SETTINGS = settings(max_examples=20, deadline=None)

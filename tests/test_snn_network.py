@@ -5,8 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from models.snn import data
-from models.snn.network import (
+from models.snn.kernels.spikes import SpikeList, dense_to_input_list
+from models.snn.training import data
+from models.snn.training.network import (
     LIFParams,
     NetworkConfig,
     compute_gradients,
@@ -15,7 +16,6 @@ from models.snn.network import (
     parse_layers,
     train_step,
 )
-from models.snn.spikes import SpikeList, dense_to_input_list
 from tilesim.errors import ConfigError
 
 

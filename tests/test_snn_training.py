@@ -12,9 +12,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from models.snn import data as D
-from models.snn.diagnose import Finding, LayerStats, StepRecord, check_depth, diagnose
-from models.snn.network import NetworkConfig, SecondThresholdSchedule, compute_gradients, init_network, train
+from models.snn.training import data as D
+from models.snn.training.diagnose import Finding, LayerStats, StepRecord, check_depth, diagnose
+from models.snn.training.network import NetworkConfig, SecondThresholdSchedule, compute_gradients, init_network, train
 from tilesim.errors import ConfigError
 
 ISSUE = dict(batch=16, timesteps=40, max_activity=0.2, input_cap=24, optimizer="adam", lr=0.003)
@@ -154,7 +154,7 @@ def test_synthetic_drive_is_a_rate_per_ms():
 
 
 def test_activity_figure(tmp_path):
-    from models.snn.activity_plot import plot_activity
+    from models.snn.outputs.activity_plot import plot_activity
 
     hist = [_rec(k, 1.0, 1.0, 4.0, 10.0) for k in range(3)]
     out = plot_activity(hist, tmp_path / "activity.png")

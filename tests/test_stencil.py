@@ -11,7 +11,7 @@ from models.stencil.partition import partition_image
 from models.stencil.reference import blur_slices_ref, blur_zero_padded
 from models.stencil.workload import StencilConfig, run_stencil
 from tilesim.errors import ConfigError
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
 
 
 @pytest.mark.parametrize("h,w,ipus,mr,mc", [(40, 53, 2, 3, 3), (1122, 2200, 16, 1, 1), (302, 499, 4, 6, 6)])
@@ -185,7 +185,7 @@ def test_calibrate_prediction_matches_the_workload():
     ],
 )
 def test_multi_chip_fields_are_validated(tmp_path, old, new, match):
-    from tilesim.machine import preset_text
+    from tilesim.machine.description import preset_text
 
     text = preset_text("gc2x16")
     assert old in text

@@ -10,7 +10,7 @@ import pytest
 
 from tilesim.cli import main
 from tilesim.errors import ConfigError
-from tilesim.store import APPLICATION_ID, ResultStore, lease_expired, lease_owner
+from tilesim.running.store import APPLICATION_ID, ResultStore, lease_expired, lease_owner
 
 KW = dict(swept={"a": 1}, config={"a": 1}, version="v")
 

@@ -13,8 +13,8 @@ import pytest
 
 from tilesim.cli import main
 from tilesim.errors import ConfigError
-from tilesim.store import ResultStore, export_table, write_parquet
-from tilesim.sweep import expand, point_id, run_sweep, sweep_from_dict
+from tilesim.running.store import ResultStore, export_table, write_parquet
+from tilesim.running.sweep import expand, point_id, run_sweep, sweep_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = """
@@ -262,7 +262,7 @@ def test_sigkill_of_the_driver_loses_nothing_and_stores_nothing_twice(tmp_path):
 def test_sigkill_of_a_worker_loses_no_point(tmp_path):
     from distributed import Client
 
-    from tilesim.sweep import start_local_cluster
+    from tilesim.running.sweep import start_local_cluster
 
     spec = sweep_from_dict(
         {
@@ -299,7 +299,7 @@ def test_sigkill_of_a_worker_loses_no_point(tmp_path):
         rep = run_sweep(
             points,
             tmp_path / "r.db",
-            "models.snn.sweep_cli:run_point",
+            "models.snn.commands.sweep_cli:run_point",
             scheduler=cluster.scheduler_address,
             progress=False,
         )
@@ -336,7 +336,7 @@ def test_huge_grid_is_refused_at_once_and_workers_capped(tmp_path, capsys):
     err = capsys.readouterr().err
     assert time.monotonic() - t0 < 5 and "2,560,000 points" in err and "--force" in err
     assert not (tmp_path / "r.db").exists()
-    from tilesim.sweep import check_workers
+    from tilesim.running.sweep import check_workers
 
     assert check_workers(1000) == len(os.sched_getaffinity(0))
     assert "capped at" in capsys.readouterr().err

@@ -10,7 +10,7 @@ import pytest
 from models.tensix.matmul import MatmulCosts, MatmulSpec, load_matmul_costs, plan_matmul, time_matmul
 from models.tensix.measured import fit_matmul, shipped_matmul_cases, validate_matmul
 from tilesim.errors import ConfigError, SramOverflowError
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
 
 WH = load_machine("wormhole-n150")
 

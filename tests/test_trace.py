@@ -3,10 +3,10 @@ IPU-Link flow arrows from the sending chip to the receiving one, critical tiles 
 
 import numpy as np
 
-from tilesim.engine import simulate
+from tilesim.engine.events import simulate
+from tilesim.outputs.records import critical_tiles
+from tilesim.outputs.trace import trace_events
 from tilesim.program import ProgramBuilder
-from tilesim.records import critical_tiles
-from tilesim.trace import trace_events
 
 
 def _program(m):
@@ -45,8 +45,8 @@ def test_slices_counters_flows_and_tiles(round2):
 def test_run_trace_tiles_option():
     import pytest
 
-    from models.snn.options import RunOptions
-    from models.snn.run import run_training
+    from models.snn.commands.options import RunOptions
+    from models.snn.commands.run import run_training
     from tilesim.errors import ConfigError
 
     kw = dict(layers="40-24-4", caps="8-2", batch=4, timesteps=8, steps=1, memory_check="report")
@@ -61,7 +61,7 @@ def test_run_trace_tiles_option():
 
 
 def test_digest_work_leaves_host_booked_supersteps_out(round2):
-    from tilesim.records import ProgramDigest
+    from tilesim.outputs.records import ProgramDigest
 
     b = ProgramBuilder(round2.chips, round2.tiles_per_chip, "work and host copy")
     n = round2.chips * round2.tiles_per_chip

@@ -7,7 +7,7 @@ from tilesim.errors import ConfigError
 
 
 def test_workload_column(tmp_path):
-    from models.snn.calibrate import shipped_cases_path
+    from models.snn.calibration.calibrate import shipped_cases_path
     from models.stencil.measured import shipped_stencil_cases
 
     assert workload_of(shipped_cases_path()) == "snn"
@@ -25,7 +25,7 @@ def test_calibrate_refuses_mixed_workloads(tmp_path):
     import subprocess
     import sys
 
-    from models.snn.calibrate import shipped_cases_path
+    from models.snn.calibration.calibrate import shipped_cases_path
     from models.stencil.measured import shipped_stencil_cases
 
     r = subprocess.run(

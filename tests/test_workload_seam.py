@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from tilesim.errors import ConfigError
-from tilesim.fabric import OnChipFabric, make_fabric, register_fabric
-from tilesim.machine import Fabric, Machine, load_machine, machine_from_dict, preset_text
-from tilesim.memory import MemoryLedger
+from tilesim.machine.description import Fabric, Machine, load_machine, machine_from_dict, preset_text
+from tilesim.machine.fabric import OnChipFabric, make_fabric, register_fabric
+from tilesim.machine.memory import MemoryLedger
+from tilesim.outputs.records import SimResult
 from tilesim.program import Program, ProgramBuilder
-from tilesim.records import SimResult
 from tilesim.workload import Section, Workload, time_workload
 
 # --- the toy workload: a 1-D halo exchange between neighbouring tiles ---------------------------
@@ -141,7 +141,7 @@ def test_the_core_names_no_workload_concept():
 
     root = Path(__file__).resolve().parents[1]
     found = []
-    for path in sorted((root / "tilesim").glob("*.py")):
+    for path in sorted((root / "tilesim").rglob("*.py")):
         rel = path.relative_to(root).as_posix()
         for i, line in enumerate(path.read_text().splitlines(), 1):
             for w in re.findall(r"[A-Za-z0-9_]+", line.lower()):
@@ -158,7 +158,7 @@ def test_a_toy_workloads_section_reaches_every_output_without_a_registration(tmp
     import json
 
     from tilesim.cli import write_outputs
-    from tilesim.report import load_run, render
+    from tilesim.outputs.report import load_run, render
     from tilesim.workload import record_run
 
     m = load_machine("gc200")

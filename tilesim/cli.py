@@ -85,12 +85,12 @@ def write_outputs(
     files: dict | None = None,
     unsealed: dict | None = None,
 ) -> dict:
-    """A run folder: ``summary.json`` (the run's :class:`tilesim.runrecord.RunRecord`), trace.json,
+    """A run folder: ``summary.json`` (the run's :class:`tilesim.outputs.runrecord.RunRecord`), trace.json,
     arrays.npz, summary.md and the pictures (timeline, breakdown, work and — with a ledger — memory;
     with ``exchange`` matrices, exchange.png), and ``files`` ({name: bytes}, e.g. mapping.json,
     options.toml; ``unsealed`` files are left out of the manifest: the host's own measurements, which
     differ between identical runs). The folder's manifest is removed first and written last
-    (:func:`tilesim.report.seal_run_folder`); everything is written into a staging folder beside
+    (:func:`tilesim.outputs.report.seal_run_folder`); everything is written into a staging folder beside
     ``out`` and swapped in whole (:func:`tilesim.io.staged_folder`), so a kill at any moment leaves
     the previous run or the new one. Returns the record's JSON form."""
     from tilesim.io import (  # loaded only when the command runs (start-up time)
@@ -98,8 +98,11 @@ def write_outputs(
         atomic_write_text,
         staged_folder,
     )
-    from tilesim.report import seal_run_folder, write_run_report  # loaded only when the command runs (start-up time)
-    from tilesim.trace import write_trace  # loaded only when the command runs (start-up time)
+    from tilesim.outputs.report import (  # loaded only when the command runs (start-up time)
+        seal_run_folder,
+        write_run_report,
+    )
+    from tilesim.outputs.trace import write_trace  # loaded only when the command runs (start-up time)
 
     summary = record.to_dict()
     with staged_folder(out) as stage:  # the old run stays whole until the new one is complete
@@ -120,7 +123,7 @@ def write_outputs(
 
 
 def _cmd_report(args) -> int:
-    from tilesim.report import render  # loaded only when the command runs (start-up time)
+    from tilesim.outputs.report import render  # loaded only when the command runs (start-up time)
 
     written = render(Path(args.dir), verify=True)
     print("wrote " + ", ".join(str(p) for p in written))
@@ -128,7 +131,7 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from tilesim.compare import (  # when it runs (start-up time)
+    from tilesim.outputs.compare import (  # when it runs (start-up time)
         check_compare_out,
         compare_runs,
         format_comparison,
@@ -150,7 +153,7 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_machines(args) -> int:
-    from tilesim.machine import (  # loaded only when the command runs (start-up time)
+    from tilesim.machine.description import (  # loaded only when the command runs (start-up time)
         load_machine,
         preset_names,
         preset_text,
@@ -189,13 +192,13 @@ def _cmd_machines(args) -> int:
 
 def check_program_size(data: dict, machine, force: bool = False) -> None:
     """Refuse a program table whose build would not fit in memory, or (without ``force``) take
-    longer than :data:`tilesim.limits.TIME_LIMIT_S`; estimated before anything is built."""
-    from tilesim.limits import (  # loaded only when the command runs (start-up time)
+    longer than :data:`tilesim.running.limits.TIME_LIMIT_S`; estimated before anything is built."""
+    from tilesim.program.toml_form import program_size  # loaded only when the command runs (start-up time)
+    from tilesim.running.limits import (  # loaded only when the command runs (start-up time)
         SIM_NS_PER_TILE_STEP,
         check_memory,
         check_time,
     )
-    from tilesim.program_toml import program_size  # loaded only when the command runs (start-up time)
 
     steps, nbytes = program_size(data, machine)
     fix = "lower the repeat counts (a loop's time scales linearly: simulate fewer iterations and multiply)"
@@ -213,12 +216,12 @@ def _simulate_file(
 ) -> int:
     import numpy as np  # loaded only when the command runs (start-up time)
 
-    from tilesim.engine import simulate
+    from tilesim.engine.events import simulate
     from tilesim.io import check_run_folder, read_toml  # loaded only when the command runs (start-up time)
-    from tilesim.machine import load_machine  # loaded only when the command runs (start-up time)
-    from tilesim.memory import MemoryLedger  # loaded only when the command runs (start-up time)
-    from tilesim.program_toml import program_from_dict  # loaded only when the command runs (start-up time)
-    from tilesim.records import critical_tiles
+    from tilesim.machine.description import load_machine  # loaded only when the command runs (start-up time)
+    from tilesim.machine.memory import MemoryLedger  # loaded only when the command runs (start-up time)
+    from tilesim.outputs.records import critical_tiles
+    from tilesim.program.toml_form import program_from_dict  # loaded only when the command runs (start-up time)
 
     if out:
         check_run_folder(out, "--out", force)
@@ -244,7 +247,7 @@ def _simulate_file(
             "or latency of the machine is too extreme; give rates and latencies of real hardware "
             "(see `tilesim machines gc200 --toml`)"
         )
-    from tilesim.runrecord import Provenance, RunRecord, tilesim_version
+    from tilesim.outputs.runrecord import Provenance, RunRecord, tilesim_version
 
     record = RunRecord.of(
         result,

@@ -6,7 +6,7 @@ bytes, link flows, host transfers and syncs (:mod:`tilesim.program`) — and rep
 Everything after that is the core's, the same for every workload::
 
     workload.program(machine) ──► fabric.reduce(rows) ──► engine ──► SimResult ──► workload.book(...)
-        (tile rows)               (tilesim.fabric: per-chip work)      (tilesim.engine)
+        (tile rows)               (tilesim.machine.fabric: per-chip work)      (tilesim.engine.events)
 
 :func:`time_workload` is that pipeline, the one function that times a workload on a machine.
 The core never names a workload concept: what a workload wants said about its run (its
@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from tilesim.engine import makespan_s, simulate
-from tilesim.machine import Machine
-from tilesim.memory import MemoryLedger
+from tilesim.engine.events import makespan_s, simulate
+from tilesim.machine.description import Machine
+from tilesim.machine.memory import MemoryLedger
+from tilesim.outputs.records import SimResult
+from tilesim.outputs.runrecord import RunRecord, Section
 from tilesim.program import CompactProgram, Program
-from tilesim.records import SimResult
-from tilesim.runrecord import RunRecord, Section
 
 __all__ = [
     "Workload",
@@ -80,7 +80,7 @@ class TimedStep:
 
 def time_workload(workload: Workload, machine: Machine, *, keep_timeline: bool = True) -> TimedStep:
     """Time one step of ``workload`` on ``machine``: its tile rows, reduced to chips by the
-    machine's fabric and run by the engine (:func:`tilesim.engine.simulate`), then booked by
+    machine's fabric and run by the engine (:func:`tilesim.engine.events.simulate`), then booked by
     the workload. ``keep_timeline=False`` drops the per-chip timeline arrays (a calibration or
     search that needs only totals)."""
     program = workload.program(machine)
@@ -89,12 +89,12 @@ def time_workload(workload: Workload, machine: Machine, *, keep_timeline: bool =
 
 def step_seconds(workload: Workload, machine: Machine) -> float:
     """Seconds of one step of ``workload`` on ``machine`` — the total of :func:`time_workload`
-    without its record (:func:`tilesim.engine.makespan_s`): a search's objective."""
+    without its record (:func:`tilesim.engine.events.makespan_s`): a search's objective."""
     return makespan_s(workload.program(machine), machine)
 
 
 def record_run(workload: Workload, step: TimedStep, *, ledger: MemoryLedger | None = None, **parts) -> RunRecord:
-    """The :class:`tilesim.runrecord.RunRecord` of a timed ``step`` of ``workload``: the engine's
+    """The :class:`tilesim.outputs.runrecord.RunRecord` of a timed ``step`` of ``workload``: the engine's
     totals, the SRAM ``ledger`` (optional), the workload's :meth:`Workload.section` and the other
     record fields by name (``settings``, ``provenance``, ``throughput``, more ``sections``...).
     The one way a workload's own words reach ``summary.json``, ``summary.md`` and ``report.html``."""

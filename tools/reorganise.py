@@ -97,7 +97,7 @@ MOVES: tuple[tuple[str, str], ...] = (
     ("models/snn/diagnose.py", "models/snn/training/diagnose.py"),
     ("models/snn/nir_import.py", "models/snn/training/nir_import.py"),
     # models/snn: what a run writes
-    ("models/snn/report_section.py", "models/snn/outputs/report_section.py"),
+    ("models/snn/report_section.py", "models/snn/outputs/record.py"),
     ("models/snn/explain.py", "models/snn/outputs/explain.py"),
     ("models/snn/activity_plot.py", "models/snn/outputs/activity_plot.py"),
     ("models/snn/scaling_plot.py", "models/snn/outputs/scaling_plot.py"),

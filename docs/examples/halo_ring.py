@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tilesim.machine import load_machine
-from tilesim.memory import MemoryLedger
+from tilesim.machine.description import load_machine
+from tilesim.machine.memory import MemoryLedger
 from tilesim.program import ProgramBuilder
 from tilesim.workload import Section, time_workload
 

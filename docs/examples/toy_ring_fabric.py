@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from tilesim.fabric import OnChipFabric, make_fabric, register_fabric
-from tilesim.machine import Fabric, load_machine
+from tilesim.machine.description import Fabric, load_machine
+from tilesim.machine.fabric import OnChipFabric, make_fabric, register_fabric
 
 
 # --- example start ---

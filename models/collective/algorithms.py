@@ -2,7 +2,7 @@
 plays the paths on arrays (the twin that shows the paths compute the collective).
 
 A :class:`Path` starts on chip ``src`` and follows the topology's route to chip ``dst`` (the
-route :class:`tilesim.fabric.EthernetLinks` gives: along the line, the shorter way round a ring,
+route :class:`tilesim.machine.fabric.EthernetLinks` gives: along the line, the shorter way round a ring,
 ties the positive way), carrying one chunk. Every chip it passes acts on it:
 
 * a **gather** path drops a copy of its chunk on every chip it passes (a multicast along the

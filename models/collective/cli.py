@@ -32,7 +32,7 @@ def _cmd_collective(args) -> int:
         CollectiveSpec,
         time_collective,
     )
-    from tilesim.machine import load_machine  # loaded only when the command runs (start-up time)
+    from tilesim.machine.description import load_machine  # loaded only when the command runs (start-up time)
 
     spec = CollectiveSpec(args.op, args.chips, args.topology, parse_size(args.size_bytes))
     t = time_collective(spec, load_machine(args.machine))

@@ -4,7 +4,7 @@ One collective is one or two passes (:func:`models.collective.algorithms.phases`
 
     T_pass = launch_cycles / f + drain(paths over links) + H · link_latency_s · (1 + r · reducing)
 
-with ``drain`` the fluid rule of :mod:`tilesim.fluid` over the machine's chip links (a link of
+with ``drain`` the fluid rule of :mod:`tilesim.machine.fluid` over the machine's chip links (a link of
 ``links_per_neighbour · link_bytes_per_s · link_efficiency``; paths that share a link share it),
 ``H`` the hops of the pass's longest path, and ``r = reduce_latency_hops`` the extra latency of a
 hop that reduces (reduce_scatter), ``f`` the chip clock. ``launch_cycles`` is fitted on measured

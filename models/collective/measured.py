@@ -20,7 +20,7 @@ from models.cases import Case, CaseFit, fit_cases, number, predict, read_rows, v
 from models.collective.costs import CollectiveCosts, load_costs
 from models.collective.workload import CollectiveSpec, time_collective
 from tilesim.errors import ConfigError, config_message
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
 
 __all__ = ["COLUMNS", "read_cases", "predict_us", "validate_collective", "fit_collective", "shipped_collective_cases"]
 

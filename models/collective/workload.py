@@ -18,11 +18,11 @@ import numpy as np
 from models.collective.algorithms import OPS, TOPOLOGIES, paths, phases
 from models.collective.costs import CollectiveCosts, load_costs
 from tilesim.errors import require
-from tilesim.fabric import chip_links
-from tilesim.machine import Machine
-from tilesim.memory import MemoryLedger
+from tilesim.machine.description import Machine
+from tilesim.machine.fabric import chip_links
+from tilesim.machine.memory import MemoryLedger
+from tilesim.outputs.records import SimResult
 from tilesim.program import Program, ProgramBuilder
-from tilesim.records import SimResult
 from tilesim.workload import Section, time_workload
 
 __all__ = ["CollectiveSpec", "CollectiveWorkload", "CollectiveTiming", "time_collective", "BUS_FACTOR"]

@@ -14,9 +14,9 @@
 * :mod:`models.linear.kernels` — the Numba kernels (the only module importing numba).
 """
 
-from tilesim.lazy import lazy_exports
+from tilesim.running.lazy import lazy_exports
 
-# loaded on first use (tilesim.lazy): importing the package alone imports neither Numba nor networkx
+# loaded on first use (tilesim.running.lazy): importing the package alone imports neither Numba nor networkx
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {

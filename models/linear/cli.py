@@ -182,8 +182,8 @@ def _cmd_layer(args) -> int:
 
 def exchange_bench(machine, src: int, dsts, sizes) -> list[dict]:
     """Point-to-point transfer cycles ``src -> dst`` for every ``dst`` and size (the fabric's model)."""
-    from tilesim.fabric import make_fabric  # loaded only when the command runs (start-up time)
-    from tilesim.machine import load_machine  # loaded only when the command runs (start-up time)
+    from tilesim.machine.description import load_machine  # loaded only when the command runs (start-up time)
+    from tilesim.machine.fabric import make_fabric  # loaded only when the command runs (start-up time)
 
     m = load_machine(machine)
     tiles = m.tiles_per_chip

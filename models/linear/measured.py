@@ -22,7 +22,7 @@ from pathlib import Path
 
 from models.cases import Case, number, predict, read_rows, validate_rows
 from tilesim.errors import ConfigError, TileSimError, config_message
-from tilesim.machine import Machine
+from tilesim.machine.description import Machine
 
 __all__ = ["COLUMNS", "BEST_OF", "SparseCase", "read_sparse_cases", "predict_tflops", "validate_sparse",
            "shipped_sparse_cases"]  # fmt: skip

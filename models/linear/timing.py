@@ -2,10 +2,10 @@
 
 A step is a list of ``(part, LayerSchedule)``; every phase becomes one superstep labelled
 ``"<part>/<phase>"`` (per-tile compute cycles, on-chip exchange bytes, sync within the chip) built
-with :class:`~tilesim.program.ProgramBuilder` and timed by :func:`~tilesim.engine.simulate`. The
+with :class:`~tilesim.program.ProgramBuilder` and timed by :func:`~tilesim.engine.events.simulate`. The
 schedules are placed on chip 0 (the paper uses a single GC200).
 
-Memory (:class:`~tilesim.memory.MemoryLedger`, per tile):
+Memory (:class:`~tilesim.machine.memory.MemoryLedger`, per tile):
 
 * ``variables:activations`` — working data: the per-tile maximum over the step's schedules of their
   ``data_bytes`` (operand blocks, home chunks, outputs, partials, saved activations). Buffers of one
@@ -69,7 +69,7 @@ from models.linear.steps import (
 )
 from models.linear.workload import LinearStep, build_ledger, build_program
 from tilesim.errors import require
-from tilesim.machine import Machine, load_machine
+from tilesim.machine.description import Machine, load_machine
 from tilesim.workload import time_workload
 
 __all__ = [

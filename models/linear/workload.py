@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from models.linear.phases import PRECISION_BYTES, OverheadConstants, overhead_breakdown, split_sizes
-from tilesim.machine import Machine
-from tilesim.memory import MemoryLedger
+from tilesim.machine.description import Machine
+from tilesim.machine.memory import MemoryLedger
+from tilesim.outputs.records import SimResult
 from tilesim.program import Program, ProgramBuilder
-from tilesim.records import SimResult
 from tilesim.workload import Section
 
 __all__ = ["LinearStep", "build_program", "build_ledger"]

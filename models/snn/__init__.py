@@ -1,18 +1,18 @@
 """Sparse spiking-neural-network training (the paper's sparse BPTT) with per-tile counters.
 
-Modules: :mod:`~models.snn.network` (config, init, ``train_step``), :mod:`~models.snn.kernels`
-(Numba kernels), :mod:`~models.snn.counters` (per-tile work, ``count_work``),
-:mod:`~models.snn.spikes` (the canonical sparse list), :mod:`~models.snn.placement`,
-:mod:`~models.snn.data` (datasets), :mod:`~models.snn.reference` (dense float64 twin).
+Modules: :mod:`~models.snn.training.network` (config, init, ``train_step``), :mod:`~models.snn.kernels.lif`
+(Numba kernels), :mod:`~models.snn.step.counters` (per-tile work, ``count_work``),
+:mod:`~models.snn.kernels.spikes` (the canonical sparse list), :mod:`~models.snn.placement.contiguous`,
+:mod:`~models.snn.training.data` (datasets), :mod:`~models.snn.kernels.reference` (dense float64 twin).
 """
 
-from tilesim.lazy import lazy_exports
+from tilesim.running.lazy import lazy_exports
 
-# loaded on first use (tilesim.lazy): importing the package alone imports neither Numba nor networkx
+# loaded on first use (tilesim.running.lazy): importing the package alone imports neither Numba nor networkx
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        "models.snn.counters": (
+        "models.snn.step.counters": (
             "Activity",
             "PhaseCounters",
             "WorkCounters",
@@ -20,7 +20,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "load_activity",
             "save_activity",
         ),
-        "models.snn.network": (
+        "models.snn.training.network": (
             "LIFParams",
             "NetworkConfig",
             "NetworkState",
@@ -30,10 +30,10 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "init_weights",
             "train_step",
         ),
-        "models.snn.placement": (
+        "models.snn.placement.contiguous": (
             "contiguous_placement",
             "contiguous_tiles",
         ),
-        "models.snn.spikes": ("SpikeList",),
+        "models.snn.kernels.spikes": ("SpikeList",),
     },
 )

@@ -24,7 +24,7 @@ import numpy as np
 from models.stencil.measured import PHASE_IMAGE
 from models.stencil.workload import StencilConfig, StencilStep, parse_pair, plan_stencil
 from tilesim.errors import ConfigError, config_message
-from tilesim.machine import Machine, load_machine
+from tilesim.machine.description import Machine, load_machine
 from tilesim.workload import time_workload
 
 __all__ = ["FIT_NAMES", "StencilFit", "fit_stencil"]

@@ -23,7 +23,7 @@ def _cmd_stencil(args) -> int:
         run_stencil,
     )
     from tilesim.io import check_run_folder  # loaded only when the command runs (start-up time)
-    from tilesim.machine import load_machine  # loaded only when the command runs (start-up time)
+    from tilesim.machine.description import load_machine  # loaded only when the command runs (start-up time)
 
     if args.out:
         check_run_folder(args.out, "--out", args.force)
@@ -99,7 +99,7 @@ def stencil_record(run, args):
     """The run record of a stencil run: the workload's own section, iterations per second, the
     command's settings and where the costs came from."""
     from models.stencil.workload import StencilStep  # loaded only when the command runs (start-up time)
-    from tilesim.runrecord import Provenance, Throughput, tilesim_version
+    from tilesim.outputs.runrecord import Provenance, Throughput, tilesim_version
     from tilesim.workload import TimedStep, record_run
 
     cfg = run.plan.config

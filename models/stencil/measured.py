@@ -13,7 +13,7 @@ from pathlib import Path
 
 from models.stencil.workload import StencilConfig, parse_pair, run_stencil
 from tilesim.errors import ConfigError, config_message
-from tilesim.machine import load_machine
+from tilesim.machine.description import load_machine
 
 __all__ = ["shipped_stencil_cases", "validate_stencil", "PHASE_IMAGE"]
 

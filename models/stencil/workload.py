@@ -23,11 +23,11 @@ from models.stencil.costs import COPY, Codelet, CopyCosts, codelet
 from models.stencil.geometry import HaloCounts, halo_counts
 from models.stencil.partition import Blocks, partition_image
 from tilesim.errors import ConfigError, config_message
-from tilesim.limits import check_memory
-from tilesim.machine import Machine
-from tilesim.memory import MemoryLedger
+from tilesim.machine.description import Machine
+from tilesim.machine.memory import MemoryLedger
+from tilesim.outputs.records import SimResult
 from tilesim.program import Program, ProgramBuilder
-from tilesim.records import SimResult
+from tilesim.running.limits import check_memory
 from tilesim.workload import Section, time_workload
 
 __all__ = [

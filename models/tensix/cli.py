@@ -25,7 +25,7 @@ def _grid(text: str) -> tuple[int, int]:
 
 def _cmd_matmul(args) -> int:
     from models.tensix.matmul import MatmulSpec, time_matmul  # loaded only when the command runs (start-up time)
-    from tilesim.machine import load_machine  # loaded only when the command runs (start-up time)
+    from tilesim.machine.description import load_machine  # loaded only when the command runs (start-up time)
 
     machine = load_machine(args.machine)
     gx, gy = _grid(args.grid) if args.grid else (machine.fabric.cols or 1, machine.fabric.rows or 1)

@@ -28,10 +28,10 @@ import numpy as np
 
 from tilesim.errors import ConfigError, config_message, require
 from tilesim.io import loads_toml, read_toml
-from tilesim.machine import Machine
-from tilesim.memory import MemoryLedger
+from tilesim.machine.description import Machine
+from tilesim.machine.memory import MemoryLedger
+from tilesim.outputs.records import SimResult
 from tilesim.program import Program, ProgramBuilder
-from tilesim.records import SimResult
 from tilesim.workload import Section, time_workload
 
 __all__ = [

@@ -20,8 +20,8 @@ the two forms :mod:`~tilesim.program.dense` (:class:`Program`) and :mod:`~tilesi
 from tilesim.program.builder import ProgramBuilder, concat_programs
 from tilesim.program.compact import CompactProgram
 from tilesim.program.dense import Program
+from tilesim.program.rows import ChipPeaks, ChipReducer, ChipRowSource, TileRows, Transfers
 from tilesim.program.validation import SYNC_ALL, SYNC_CHIP, flow_columns
-from tilesim.rows import ChipPeaks, ChipReducer, ChipRowSource, TileRows, Transfers
 
 __all__ = [
     "Program",

@@ -170,7 +170,7 @@ class ProgramBuilder:
         transfers : (src_tile, dst_tile, bytes) explicit on-chip transfers (global tile ids);
             they add to ``bytes_out``/``bytes_in`` and let a mesh fabric route them
         multicasts : (src_tile, dst_tiles, bytes): one message to several tiles of its chip (e.g. a
-            rectangle, :func:`tilesim.fabric.rectangle_tiles`); the source sends it once, each
+            rectangle, :func:`tilesim.machine.fabric.rectangle_tiles`); the source sends it once, each
             link of its tree carries it once, each destination receives it
         sync : "chip", "all", or a list of chip groups (lists of chip ids)
         """

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tilesim.program.rows import ChipPeaks, ChipReducer, ChipRowSource
 from tilesim.program.validation import _ProgramShape
-from tilesim.rows import ChipPeaks, ChipReducer, ChipRowSource
 
 if TYPE_CHECKING:
-    from tilesim.records import ChipWork
+    from tilesim.outputs.records import ChipWork
 
 
 @dataclass(frozen=True, eq=False)
@@ -24,7 +24,7 @@ class CompactProgram(_ProgramShape):
     chip's ``[S, tiles]`` rows for the tiles a person looks at. Everything else (labels, syncs,
     flows, host transfers, extras) as in :class:`Program`. Built chip by chip from the same rows
     as the dense form (a workload's compact build),
-    so :func:`tilesim.engine.simulate` gives the same result on any fabric that needs no routes."""
+    so :func:`tilesim.engine.events.simulate` gives the same result on any fabric that needs no routes."""
 
     name: str
     chips: int

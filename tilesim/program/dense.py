@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tilesim.errors import ConfigError, config_message, require
+from tilesim.program.rows import ChipReducer, TileRows, Transfers
 from tilesim.program.validation import SYNC_ALL, SYNC_CHIP, _ProgramShape, flow_columns
-from tilesim.rows import ChipReducer, TileRows, Transfers
 
 if TYPE_CHECKING:
-    from tilesim.records import ChipWork
+    from tilesim.outputs.records import ChipWork
 
 
 @dataclass(frozen=True, eq=False)

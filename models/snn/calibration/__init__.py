@@ -1,0 +1,1 @@
+"""Calibration of the SNN cost model against measured step times (data beside it)."""

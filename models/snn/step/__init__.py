@@ -1,0 +1,1 @@
+"""The SNN training step as a timed program: rows, memory, counters, assumptions, re-timing."""

@@ -1,0 +1,138 @@
+"""Per-tile SRAM of the SNN training step (snn-on-ipu.md §3.2; ipu-hardware.md §3.3)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from mapping.core import Mapping
+from models.snn.placement.roles import layer_layout
+from models.snn.step.counters import (
+    CACHE_BYTES,
+    WORKERS_PER_TILE,
+    layer_memory,
+)
+from models.snn.training.network import NetworkConfig
+from tilesim.machine.memory import EntryGroup, MemoryLedger
+from tilesim.running.memo import lru_in
+
+SRAM_REMEDY_NPT = "lower --neurons-per-tile (the 6 per-worker dW copies grow with fan-in x neurons per tile), "
+SRAM_REMEDY = (
+    SRAM_REMEDY_NPT + "reduce --batch or --timesteps (the state history is T x B x n), use SGD instead of Adam, "
+    "or spread the network over more chips (--chips)"
+)
+"""What an SNN SRAM overflow message suggests (the first part only while fewer neurons per tile could help)."""
+
+
+# code and bookkeeping bytes per tile (ipu-hardware.md §3.3): a vertex's state holds ~3 SPAN
+# edges + a 4 B scalar; each codelet's machine code; control code per compute set the tile
+# takes part in; exchange code per instruction; worker + supervisor stacks. The per-edge,
+# per-compute-set and per-exchange-instruction bytes are those of
+# :class:`models.linear.planner.OverheadConstants` (their one home, with their sources).
+VERTEX_EDGES = 3  # [S]-based: the SNN vertices' SPAN edges (list, weights/state, output)
+VERTEX_SCALAR_BYTES = 4  # [S] one 32-bit scalar field
+CODELET_BYTES = 600  # [U] order of a compiled C++ codelet; not published
+STACK_BYTES = 6 * 512 + 1024  # [U] worker stacks + supervisor stack
+
+
+@lru_cache(maxsize=1)
+def _code_bytes() -> tuple:
+    """(vertex state, control code per compute set, exchange code per instruction) bytes."""
+    from models.linear.phases import OverheadConstants  # deferred: an SNN run never needs the linear package
+
+    o = OverheadConstants()
+    return (
+        VERTEX_EDGES * o.vertex_edge_bytes + VERTEX_SCALAR_BYTES,
+        o.control_code_bytes_per_compute_set,
+        o.exchange_instruction_bytes,
+    )
+
+
+def _owner_memory(config: NetworkConfig, placement: Mapping, l: int, n_max_in: int, recurrent: bool) -> list:
+    """The entries of layer ``l`` on its own tiles, [(category, bytes [n_local], label)]: its
+    variables (§3.2), receive buffers, vertex state and code. They depend on how many neurons
+    each tile owns, not on where the tiles are."""
+    T, B = config.timesteps, config.batch
+    _, local = placement.groupings[l]
+    n_local = int(local.max()) + 1 if local.size else 0
+    roles = {
+        "weights": "variables:weights",
+        "dw_worker_copies": "variables:gradients",
+        "dw_final": "variables:gradients",
+        "optimizer_state": "variables:optimizer",
+        "state_sequence": "variables:state",
+        "state": "variables:state",
+        "input_grad_partials": "variables:activations",
+    }
+    mem = layer_memory(
+        config.layers[l], config.layers[l + 1], T, B, n_max_in, local, n_local, config.optimizer, recurrent
+    )
+    out = [(roles[key], arr, f"layer {l + 1} {key.replace('_', ' ')}") for key, arr in mem.items() if arr.any()]
+    n_own = np.bincount(local, minlength=n_local).astype(np.int64)
+    vertices = 3 * B + WORKERS_PER_TILE + B + B * n_own  # update, grads, flags per (neuron, sample)
+    const = np.ones(n_local)
+    state_bytes, control_bytes, exchange_bytes = _code_bytes()
+    out += [
+        (
+            "exchange_buffers",
+            B * 4.0 * ((n_max_in + 1) + (n_max_in + 2) + 2 * config.n_max[l] + 2) * const,
+            f"layer {l + 1} receive buffers (input list, replicated inputs, slot ids + g)",
+        ),
+        ("vertex_state", state_bytes * vertices, f"layer {l + 1} vertex state"),
+        ("vertex_code", CODELET_BYTES * 6 * const, f"layer {l + 1} codelets"),
+        ("control_code", control_bytes * 8 * const, f"layer {l + 1} compute-set control"),
+        ("exchange_code", exchange_bytes * (B * 6 + 16) * const, f"layer {l + 1} exchange code"),
+    ]
+    return EntryGroup(out)
+
+
+def _entries_nbytes(entries) -> int:
+    return sum(np.asarray(e[1]).nbytes for e in entries)
+
+
+def snn_memory(
+    config: NetworkConfig, placement: Mapping, machine, ledger: MemoryLedger | None = None, cache: dict | None = None
+) -> MemoryLedger:
+    """Per-tile SRAM of the training step: every tensor of §3.2 plus buffers, vertex state and code.
+    ``ledger``: a :class:`MemoryLedger` (default) or a :class:`tilesim.machine.memory.MemoryTotals` for a
+    search; ``cache`` (a dict the caller keeps) reuses the owner-tile entries of layers whose
+    neuron grouping is unchanged (a :class:`BytesLRU` keyed by layer, grouping and config)."""
+    led = ledger or MemoryLedger(machine, remedy=SRAM_REMEDY)
+    TPC = machine.tiles_per_chip
+    T, B = config.timesteps, config.batch
+    nmax = config.n_max
+    lay = layer_layout(config, placement, TPC)
+    rec = config.recurrent if isinstance(config.recurrent, tuple) else (bool(config.recurrent),) * config.n_layers
+    mine = None if cache is None else lru_in(cache, ("memory",), CACHE_BYTES, _entries_nbytes)
+    for l, ly in enumerate(lay):
+        n_max_in = config.input_cap if l == 0 else nmax[l - 1]
+        key = None if mine is None else (l, placement.groupings[l][1].tobytes(), config)
+        entries = None if key is None else mine.get(key)
+        if entries is None:
+            entries = _owner_memory(config, placement, l, n_max_in, bool(rec[l]))
+            if key is not None:
+                mine[key] = entries
+        led.add_group(entries, ly.tiles)
+        # spike id/count sequences [T, B, N_max] + [T, B, 2], spread over the layer's chip (tile 0 of chip 0 free)
+        chip_tiles = slice(ly.chip * TPC + (1 if ly.chip == 0 else 0), (ly.chip + 1) * TPC)
+        led.add(
+            "variables:sequences",
+            4.0 * T * B * (nmax[l] + 2) / (chip_tiles.stop - chip_tiles.start),
+            chip_tiles,
+            f"layer {l + 1} spike sequence",
+        )
+        led.add(
+            "exchange_buffers",
+            4.0 * (2 * -(-config.layers[l + 1] // ly.f) + nmax[l] + 2),
+            ly.comp_tiles,
+            f"layer {l + 1} compaction flags and chunk list",
+        )
+    # the data input sequence [T, B, input_cap] ids + counts, spread over chip 0
+    led.add("variables:inputs", 4.0 * T * B * (config.input_cap + 1) / (TPC - 1), slice(1, TPC), "input spike sequence")
+    used = np.zeros(machine.total_tiles, bool)
+    for ly in lay:
+        used[ly.tiles] = True
+        used[ly.comp_tiles] = True
+    led.add("stack", STACK_BYTES, np.flatnonzero(used), "worker and supervisor stacks")
+    return led

@@ -1,0 +1,810 @@
+"""One sparse-BPTT training step as a BSP program, and its per-tile SRAM, on a tile machine.
+
+The supersteps follow the authors' IPU implementation (snn-on-ipu.md §3.3, §3.4, §7; the
+``sparse_layer`` custom op of ``jrfinkbeiner/graphcore_snn`` as benchmarked in Sept 2022): one
+Poplar op runs the whole network and time loop; the vertex compute sets hold *all* layers at
+once (the one-step delay between layers), but the PopLibs calls around them
+(``dynamicSlice``/``dynamicUpdate`` of the sequences, ``Copy`` programs, ``poprand``,
+``mulInPlace``) are issued *per layer*, each its own compute set or exchange with its own sync.
+Each compute set's time comes from the per-tile work counters of the functional run
+(``models.snn.step.counters``) through a :class:`tilesim.machine.costs.CostModel`; a superstep's exchange
+carries what the *next* superstep needs. The rows are data: :data:`STEP_ROWS` lists every row
+kind with what it writes where (:class:`Write` of a :class:`LayerTerms` field), its folded PopLibs
+calls and its link flows; :func:`step_shape` places them in the program, and :func:`_emit` is a
+loop over the table into a :class:`RowSink`. Rows per time step, with ``L`` weight layers:
+
+Forward, for t = 0 … T−1
+  ``fwd: slice inputs``  loop counter, ``dynamicSlice`` of the data input, 2(L−1) ``Copy`` of each
+                         layer's list into the next layer's input buffer; exchange: every owner
+                         tile receives its sample lists, B·(N_max_in+1)·4 bytes (broadcast).
+  ``fwd: state update``  owner tiles: gather weight rows of the input list, LIF update (B vertices),
+                         then the dense two-threshold flags (one vertex per neuron and sample);
+                         exchange: the flags (8·n·B bytes per owner tile) go to the compaction tiles.
+  ``fwd: compaction``    L ``poprand`` calls, then B·2·f compaction tiles per layer (f from the
+                         neuron count, §3.3 step 5) scan their chunk of flags on 6 workers and merge
+                         the 6 chunk lists; exchange: tile lists to the per-sample combiners.
+  ``fwd: combine``       one combiner per (layer, sample) merges 2·f lists, spikes first, up to
+                         N_max; exchange: the list to the sequence slice and the next layer's input
+                         buffer (a link flow if that layer sits on another chip).
+  ``fwd: update sequences``  3L ``dynamicUpdate`` (v, ids, counts).
+``loss``                 output tiles turn the last layer's list dense (sparse2dense) and send the
+                         slot gradients g back.
+Backward, for t = T−1 … 0
+  ``bwd: slice sequences``  2 index updates and 5L+1 ``dynamicSlice``.
+  ``bwd: replicate lists``  one row per layer: 5 ``Copy`` programs replicate the layer's own list
+                         and g (state grad) and its input list (weight grad) onto every owner tile
+                         (separate programs per layer, so these exchanges add up over layers).
+                         Broadcast receives count 1/tiles_per_supertile of their bytes: both
+                         tiles of a supertile take the same data at 8 B/cycle (§3.2).
+  ``bwd: state grad``    B vertices per tile scan their sample's whole slot list, apply the
+                         surrogate to their own slots; then per layer a ``Copy`` and a
+                         ``mulInPlace`` (δI = 10(1−α)δv).
+  ``bwd: weight+input grad``  dW += input rows × δI (6 worker vertices, private dW copies), then
+                         the input-gradient partials (one vertex per sample); exchange: partials
+                         to the stage-1 reduction, spread over the chip's tiles.
+  ``bwd: reduce input grad``  stage-1 sums and the stage-2 ``reduceMany``.
+``dW reduce`` (zeroing, 6 copies → 1), ``optimizer`` (Adam or SGD), once per step,
+``host: variable sync``: the trainable state (weights and optimizer slots, 4·(1 + slots)·weights
+bytes per chip) crosses the host link once per epoch, both ways, because Keras resets its loss
+metric at every epoch start and Graphcore's TensorFlow executor then moves every on-device output
+to the host and every argument back (:class:`models.snn.step.structure.StepStructure` gives the source
+and the options), at the round trip's fitted rate (the cost model's ``host_copy_ns_per_byte``) or the
+documented host-traffic rate (``host_rate``), amortised over the steps in between.
+The input sequence (T·B·(input_cap+1)·4 bytes) arrives once per step by host infeed.
+
+Superstep overhead. A compute set costs ``compute_set_cycles`` on every tile (control code,
+vertex launch) on top of its vertices; every superstep costs the machine's sync and exchange
+fixed cycles. The PopLibs calls listed above are *folded* into the row they precede
+(:attr:`StepRow.compute_sets`, :attr:`StepRow.copies`): a row
+standing for ``k`` compute sets and ``c`` exchange-only copies adds ``k·compute_set_cycles`` of
+compute to every tile (tile 0 of chip 0 is left free, as in the authors' op) and
+``(k + c − 1)·sync`` / ``(k + c − 1)·exchange_fixed`` cycles that the breakdown books as sync /
+exchange (``Program.sync_extra_cycles`` / ``exchange_extra_cycles``).
+
+Multi-chip (:class:`models.snn.step.structure.StepStructure`, ``sync_scope``): with ``"all"`` one
+Poplar graph spans all chips and every superstep syncs all chips (§3.6); with ``"chip"`` (the
+default) only supersteps whose exchange carries cross-chip link flows sync all chips, the rest
+(and every folded PopLibs call) sync their own chip. ``copies="merged"`` folds a row's
+consecutive ``Copy`` programs into one exchange.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from mapping.core import Mapping
+from models.snn.placement.roles import grad_targets, layer_layout
+from models.snn.step.counters import (
+    CACHE_BYTES,
+    WORKERS_PER_TILE,
+    WorkCounters,
+)
+from models.snn.step.rows import (
+    ChipCalls,
+    DenseRows,
+    PeakRows,
+    RowSink,
+    label_sums_of_rows,
+    memo_nbytes,
+    one_chip_rows,
+    replay_chip_rows,
+    touched_rows,
+)
+from models.snn.step.structure import (
+    CHIPS_PER_HOST_LINK,
+    D2H_BYTES_PER_S,
+    DEFAULT_STRUCTURE,
+    StepStructure,
+    host_copy_seconds_per_byte,
+)
+from models.snn.step.table import (
+    ARRAYS,
+    CHIP,
+    COMBINER,
+    COMPACTION,
+    COMPUTE,
+    EVERY_LAYER,
+    FROM_INPUT_LAYER,
+    GRAD_SENDER,
+    IN,
+    INPUT_CHIP,
+    OUT,
+    OUTPUT_LAYER,
+    OUTPUT_TILES,
+    OWNER,
+    PER_CHIP_PLACES,
+    PHASE_LABELS,
+    STEP_ROWS,
+    TO_NEXT_LAYER,
+    WITH_INPUT_GRAD,
+    Flow,
+    LayerTerms,
+    StepShape,
+    Write,
+    step_shape,
+)
+from models.snn.training.network import NetworkConfig
+from tilesim.errors import ConfigError, MappingError, config_message, require
+from tilesim.machine.costs import CostModel, barrel_tile_cycles, load_costs
+from tilesim.machine.fabric import make_fabric
+from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program, flow_columns
+from tilesim.program.rows import ChipPeaks
+from tilesim.running.memo import lru_in
+
+__all__ = [
+    "default_costs",
+    "uncalibrated_costs",
+    "build_step_program",
+    "FORMS",
+    "host_sync_cycles_per_byte",
+    "applies",
+    "STEPS_PER_EXECUTION",
+]
+
+FORMS = ("dense", "compact", "peaks")
+"""The program forms of a step (:func:`build_step_program`)."""
+
+STEPS_PER_EXECUTION = 52
+"""Training steps per device execution in the measured runs (the calibration's 12 Bow steps): one
+execution per epoch of 52 steps (``benchmark_multi_layer_nmnist.py``: ``TRAIN_STEPS_PER_EXECUTION =
+STEPS_PER_EPOCH``); the default of every re-timing."""
+
+
+@lru_cache(maxsize=1)
+def default_costs() -> CostModel:
+    """The shipped calibrated cost model (``tilesim/presets/costs/snn.toml``; read once)."""
+    with resources.as_file(resources.files("tilesim") / "presets" / "costs" / "snn.toml") as p:
+        return load_costs(p)
+
+
+def uncalibrated_costs() -> CostModel:
+    """Version 0: first-principles instruction counts, before any fit (``models/snn/costs.toml``)."""
+    with resources.as_file(resources.files("models.snn") / "costs.toml") as p:
+        return load_costs(p)
+
+
+def _reduce_chips(config, placement, counters, tiles_per_chip: int) -> tuple:
+    """The chips, in order, that run the backward input-gradient ``reduceMany`` (those holding a
+    layer that computes input gradients): the authors issue one per IPU, one after another."""
+    with_input_grad = {p.layer for p in counters.phases if p.phase == "input_grad"}
+    lay = layer_layout(config, placement, tiles_per_chip)
+    return tuple(sorted({lay[l].chip for l in with_input_grad}))
+
+
+def _shape(config, placement, counters, machine, structure) -> StepShape:
+    """The :class:`StepShape` of this step (its per-chip reduce slots included)."""
+    rc = _reduce_chips(config, placement, counters, machine.tiles_per_chip) if machine.chips > 1 else ()
+    return step_shape(config.timesteps, config.n_layers, structure.copies == "merged", rc)
+
+
+def _check_step_args(placement, machine, steps_per_execution):
+    require(
+        isinstance(steps_per_execution, (int, np.integer)) and steps_per_execution >= 1,
+        "steps_per_execution",
+        steps_per_execution,
+        "must be an integer >= 1",
+    )
+    if placement.n_tiles != machine.total_tiles:
+        raise MappingError(
+            f"placement n_tiles = {placement.n_tiles}: machine {machine.name} has "
+            f"{machine.total_tiles} tiles; build the placement for this machine"
+        )
+
+
+def build_step_program(
+    config: NetworkConfig,
+    placement: Mapping,
+    counters: WorkCounters,
+    machine,
+    costs: CostModel | None = None,
+    name: str = "snn training step",
+    steps_per_execution: int = STEPS_PER_EXECUTION,
+    cache: dict | None = None,
+    form: str = "dense",
+    structure: StepStructure = DEFAULT_STRUCTURE,
+) -> Program | CompactProgram:
+    """The BSP program of one training step, from the step's per-step counters.
+
+    ``counters`` must hold per-step arrays (``train_step(..., per_step_counters=True)`` or
+    ``count_work(activity, placement, per_step=True)``). ``steps_per_execution``: training steps
+    per device execution, over which the host variable sync is amortised. ``cache`` (a dict the
+    caller keeps, e.g. across a mapping search) reuses each layer's position-independent terms
+    (:class:`LayerTerms`) for counters with the same ``source`` (:func:`count_work`).
+
+    Per-layer work is computed on the layer's own tiles and written straight into the rows of
+    the program's arrays (row views), so a re-timing costs a few passes over ``[S, tiles]``.
+
+    ``form`` (:data:`FORMS`): ``"dense"``, the :class:`tilesim.program.Program` above;
+    ``"compact"``, a :class:`tilesim.program.CompactProgram`, which never holds ``[S, all tiles]``:
+    the same rows are recorded per chip (:class:`ChipCalls`) and built one chip at a time, kept as
+    each chip's peaks (:class:`tilesim.program.rows.ChipPeaks`), the per-tile label sums and the chip's
+    sent bytes (``simulate`` gives the same times, breakdowns and critical tiles as for the dense
+    program: tests/test_scale.py); ``"peaks"``, the peaks alone, taken as the rows are emitted
+    (:class:`PeakRows`) — the same time from :func:`tilesim.engine.events.makespan_s` at a fraction of the
+    cost, and no per-tile detail (the mapping search's objective). On a fabric with a grid (a mesh or
+    torus) ``"peaks"`` is ``"compact"``: its links need each exchange row's per-tile totals
+    (:meth:`tilesim.machine.fabric.OnChipFabric.link_peaks`), which the compact form reduces chip by chip.
+
+    ``structure``: the structural assumptions (:class:`models.snn.step.structure.StepStructure`).
+    """
+    _check_step_args(placement, machine, steps_per_execution)
+    require(form in FORMS, "form", form, f"must be one of {FORMS}", 'e.g. form="compact"')
+    active = np.ones(machine.total_tiles)
+    active[0] = 0.0  # tile 0 of chip 0 is outside the op's graph
+    shape = _shape(config, placement, counters, machine, structure)
+    if form == "peaks" and make_fabric(machine).grid is None:  # a grid's links need the per-tile totals
+        return _peaks_program(config, placement, counters, machine, costs, name, steps_per_execution, cache, structure)
+    if form == "compact":
+        return _compact_program(
+            config,
+            placement,
+            counters,
+            machine,
+            costs or default_costs(),
+            name,
+            steps_per_execution,
+            cache,
+            shape,
+            active,
+            structure,
+        )
+    rows = DenseRows(shape, machine.chips, machine.tiles_per_chip, active)
+    meta = _emit(
+        config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows, structure
+    )
+    arr = rows.finish()
+    return Program.from_arrays(
+        chips=machine.chips,
+        tiles_per_chip=machine.tiles_per_chip,
+        compute_cycles=arr[COMPUTE],
+        labels=PHASE_LABELS,
+        label_id=meta["label_id"],
+        sync_scope=meta["scope"],
+        bytes_in=arr[IN],
+        bytes_out=arr[OUT],
+        flows=meta["flows"],
+        host=meta["host"],
+        name=name,
+        sync_extra=meta["sync_extra"],
+        exchange_extra=meta["exchange_extra"],
+    )
+
+
+def _compact_program(
+    config, placement, counters, machine, costs, name, steps_per_execution, cache, shape, active, structure
+) -> CompactProgram:
+    """:func:`build_step_program` with ``compact``: the rows chip by chip (see there)."""
+    C, TPC, S = machine.chips, machine.tiles_per_chip, shape.supersteps
+    rec = ChipCalls(C, TPC)
+    meta = _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rec, structure)
+    calls = rec.finish()
+    # a row a chip has no call in is all zeros on that chip: its peaks are 0 on tile 0 (issue 15)
+    comp, crit = np.zeros((S, C)), np.zeros((S, C), np.int64)
+    pin, tin, pout, tout = np.zeros((S, C)), np.zeros((S, C), np.int64), np.zeros((S, C)), np.zeros((S, C), np.int64)
+    onchip = np.zeros((S, C))
+    fabric = make_fabric(machine)
+    link, hops = np.zeros((S, C)), np.full((S, C), -1.0)  # a fabric with distance: from the per-tile totals
+    n_labels = len(PHASE_LABELS)
+    label_tiles = np.zeros((n_labels, C * TPC))
+    label_id = meta["label_id"]
+    run_id = np.concatenate([[0], np.cumsum(np.diff(label_id) != 0)])  # runs of one label, as label_sums cuts
+    for c in range(C):
+        rows = touched_rows(shape, calls[c])
+        arr = replay_chip_rows(shape, calls[c], c, TPC, active)  # zero pages outside ``rows`` are never touched
+        sub = {a: arr[a][rows] for a in ARRAYS}
+        del arr
+        pk = one_chip_rows(sub).peaks()
+        comp[rows, c], crit[rows, c] = pk.compute[:, 0], pk.compute_tile[:, 0]
+        pin[rows, c], tin[rows, c], pout[rows, c], tout[rows, c] = (
+            pk.bytes_in[:, 0],
+            pk.in_tile[:, 0],
+            pk.bytes_out[:, 0],
+            pk.out_tile[:, 0],
+        )
+        onchip[rows, c] = sub[OUT].sum(axis=1, dtype=np.float64)
+        if fabric.grid is not None:
+            link[rows, c], hops[rows, c] = fabric.link_peaks(sub[IN], sub[OUT])
+        label_tiles[:, c * TPC : (c + 1) * TPC] = label_sums_of_rows(sub[COMPUTE], rows, label_id, run_id, n_labels)
+    return CompactProgram(
+        name=name,
+        chips=C,
+        tiles_per_chip=TPC,
+        labels=PHASE_LABELS,
+        label_id=np.asarray(label_id, np.int32),
+        sync_scope=np.asarray(meta["scope"], np.int32),
+        partitions=(),
+        peaks=ChipPeaks(
+            comp,
+            crit,
+            np.arange(S, dtype=np.int32),
+            pin,
+            tin,
+            pout,
+            tout,
+            onchip.sum(axis=1),
+            link_bytes=link if fabric.grid is not None else None,
+            hops=hops if fabric.grid is not None else None,
+        ),  # fmt: skip
+        label_tile_cycles=label_tiles,
+        onchip_bytes=onchip,
+        **flow_columns(meta["flows"], meta["host"]),
+        sync_extra_cycles=np.asarray(meta["sync_extra"], np.float64),
+        exchange_extra_cycles=np.asarray(meta["exchange_extra"], np.float64),
+        rows=_RecordedRows(shape, calls, TPC, active),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class _RecordedRows:
+    """The step's recorded row calls per chip (:class:`ChipCalls`), replayed for one chip on
+    demand (a :class:`tilesim.program.ChipRowSource`)."""
+
+    shape: StepShape
+    calls: list
+    tiles_per_chip: int
+    active: np.ndarray
+
+    def chip_rows(self, chip: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(compute, bytes in, bytes out) ``[S, tiles of a chip]`` float32 of ``chip``."""
+        arr = replay_chip_rows(self.shape, self.calls[chip], chip, self.tiles_per_chip, self.active)
+        return arr[COMPUTE], arr[IN], arr[OUT]
+
+
+def _peaks_program(
+    config, placement, counters, machine, costs, name, steps_per_execution, cache, structure
+) -> CompactProgram:
+    """:func:`build_step_program` with ``form="peaks"``: each chip's peaks taken as the rows are
+    emitted (:class:`PeakRows`), no per-tile detail."""
+    memo = None if cache is None else lru_in(cache, ("chip rows",), CACHE_BYTES, memo_nbytes)
+    shape = _shape(config, placement, counters, machine, structure)
+    rows = PeakRows(shape, machine.chips, machine.tiles_per_chip, memo)
+    meta = _emit(
+        config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows, structure
+    )
+    arr = rows.finish()
+    return CompactProgram(
+        name=name,
+        chips=machine.chips,
+        tiles_per_chip=machine.tiles_per_chip,
+        labels=PHASE_LABELS,
+        label_id=np.asarray(meta["label_id"], np.int32),
+        sync_scope=np.asarray(meta["scope"], np.int32),
+        partitions=(),
+        peaks=ChipPeaks.of_chips(arr[COMPUTE], arr[IN], arr[OUT]),
+        label_tile_cycles=None,
+        onchip_bytes=None,
+        **flow_columns(meta["flows"], meta["host"]),
+        sync_extra_cycles=np.asarray(meta["sync_extra"], np.float64),
+        exchange_extra_cycles=np.asarray(meta["exchange_extra"], np.float64),
+    )
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What every term of one step is computed from (built once per :func:`_emit`)."""
+
+    config: NetworkConfig
+    counters: WorkCounters
+    costs: CostModel
+    layers: list  # where each layer works (:class:`models.snn.placement.roles.LayerTiles`)
+    C: int
+    TPC: int
+    workers: int
+    supervisor_cycles: float  # supervisor overhead cycles
+    supertile: float  # tiles per supertile: a broadcast reaches both at 8 B/cycle (§3.2)
+    recurrent: tuple  # recurrent per layer
+    in_graph: tuple  # per layer: computes input gradients
+    steps_per_execution: int
+    sync_cycles: float  # one sync of all the step's chips
+    exchange_fixed_cycles: float
+    structure: StepStructure = DEFAULT_STRUCTURE
+    chip_sync_cycles: float = 0.0  # one sync of one chip
+    host_cycles_per_byte: float = 0.0  # the host variable copy (:func:`host_sync_cycles_per_byte`)
+    transfer_steps: int = 1  # steps one host transfer is amortised over
+
+    def cycles(self, work, vertices):
+        """Tile cycles of ``work`` worker cycles over ``vertices`` vertices (barrel scheduling)."""
+        return barrel_tile_cycles(work, vertices, self.workers, self.supervisor_cycles)
+
+    def loc(self, phase: str, layer: int, cname: str) -> np.ndarray:
+        """float64 [T, n_local]: a per-step counter on the layer's own tiles (= ``LayerTiles.tiles``)."""
+        pc = self.counters.get(phase, layer)
+        if pc.local_steps is None:
+            raise ConfigError(
+                config_message("counters", "totals only", "need per-step arrays", "record with per_step_counters=True")
+            )
+        return pc.local_steps[pc.row(cname)].astype(np.float64)
+
+    def grad_targets(self, l: int) -> list:
+        """Layers layer ``l`` sends reduced slot gradients to (:func:`grad_targets`)."""
+        return grad_targets(self.recurrent, l)
+
+
+def _step(config, placement, counters, machine, costs, steps_per_execution, structure=DEFAULT_STRUCTURE) -> _Step:
+    L = config.n_layers
+    with_input_grad = {p.layer for p in counters.phases if p.phase == "input_grad"}
+    return _Step(
+        config,
+        counters,
+        costs,
+        layer_layout(config, placement, machine.tiles_per_chip),
+        machine.chips,
+        machine.tiles_per_chip,
+        machine.chip.workers_per_tile,
+        machine.chip.supervisor_overhead_cycles,
+        float(machine.chip.tiles_per_supertile),
+        config.recurrent if isinstance(config.recurrent, tuple) else (bool(config.recurrent),) * L,
+        tuple(l in with_input_grad for l in range(L)),
+        steps_per_execution,
+        float(machine.group_sync_cycles(machine.chips)),
+        float(machine.chip.exchange_fixed_cycles),
+        structure,
+        float(machine.chip.sync_cycles),
+        host_sync_cycles_per_byte(machine, structure, costs),
+        structure.transfer_steps(steps_per_execution),
+    )
+
+
+def _forward_terms(s: _Step, l: int) -> dict:
+    """The forward-pass fields of :class:`LayerTerms` for layer ``l``."""
+    ly, T, B, TPC, costs = s.layers[l], s.config.timesteps, s.config.batch, s.TPC, s.costs
+    vc = costs.coef("vertex_calls")
+    recv = s.loc("state_update", l, "bytes_received")
+    vert = s.loc("state_update", l, "vertices")
+    work = (
+        costs.worker_cycles(
+            {
+                "synaptic_adds": s.loc("state_update", l, "synaptic_adds"),
+                "neurons_updated": s.loc("state_update", l, "neurons_updated"),
+            }
+        )
+        + vc * vert
+    )
+    flags = s.loc("spike_detect", l, "neurons_scanned")
+    # combine: merge the entries actually kept (real + gradient-only) per sample
+    kept = s.loc("spike_detect", l, "entries_kept").sum(axis=1)  # [T] over tiles
+    # compaction: 6 chunk vertices per tile scan their flags, then one vertex merges them
+    chunk = -(-s.config.layers[l + 1] // ly.f)  # neurons per compaction tile
+    tile_list = min(s.config.n_max[l], chunk)
+    comp_work = costs.coef("flags_scanned") * chunk + vc * 6
+    comb1 = costs.coef("list_entries_merged") * tile_list + vc
+    list_bytes = 4.0 * (s.config.n_max[l] + 2)
+    return {
+        "lists_in": recv / s.supertile,
+        "lists_copy": (recv[:, 0] if ly.tiles.size else np.zeros(T)) / TPC,
+        "update": s.cycles(work, vert) + s.cycles(costs.coef("neurons_scanned") * flags + vc * flags, flags),
+        "flags_out": s.loc("spike_detect", l, "bytes_sent"),
+        "flags_in": 4.0 * chunk,  # one uint32 per neuron and threshold
+        "compaction": float(s.cycles(comp_work, 6) + s.cycles(comb1, 1)),
+        "chunk_out": 4.0 * (tile_list + 1),
+        "chunks_in": 4.0 * (tile_list + 1) * 2 * ly.f,
+        "combine": s.cycles(costs.coef("list_entries_merged") * (kept / B + 2 * ly.f) + vc, 1),
+        "list_out": list_bytes,
+        "sequence_in": B * list_bytes / TPC,
+        "list_link": B * list_bytes,
+    }
+
+
+def _backward_terms(s: _Step, l: int) -> dict:
+    """The backward-pass and once-per-step fields of :class:`LayerTerms` for layer ``l``."""
+    ly, T, B, TPC, costs, nmax = s.layers[l], s.config.timesteps, s.config.batch, s.TPC, s.costs, s.config.n_max
+    vc, W = costs.coef("vertex_calls"), WORKERS_PER_TILE
+    # replicated lists: own ids + counts + g (state grad), the input list (weight grad)
+    own = s.loc("state_grad", l, "bytes_received")
+    inp = s.loc("weight_grad", l, "bytes_received")
+    one_in = inp[:, 0] if ly.tiles.size else np.zeros(T)
+    vert = s.loc("state_grad", l, "vertices")
+    work = (
+        costs.worker_cycles(
+            {
+                "slots_scanned": s.loc("state_grad", l, "slots_scanned"),
+                "slots_applied": s.loc("state_grad", l, "slots_applied"),
+                "neurons_updated": s.loc("state_grad", l, "neurons_updated"),
+            }
+        )
+        + vc * vert
+    )
+    wv = s.loc("weight_grad", l, "vertices")
+    wg = s.cycles(costs.worker_cycles({"grad_adds": s.loc("weight_grad", l, "grad_adds")}) + vc * wv, wv)
+    partials = partials_in = reduce = None
+    if s.in_graph[l]:
+        iv = s.loc("input_grad", l, "vertices")
+        wg += s.cycles(costs.worker_cycles({"macs": s.loc("input_grad", l, "macs")}) + vc * iv, iv)
+        partials = s.loc("input_grad", l, "partial_bytes")
+        partials_in = partials.sum(axis=1) / TPC  # stage-1 reduction spread over the chip
+        adds = s.loc("input_grad", l, "reduction_adds").sum(axis=1) / TPC
+        reduce = s.cycles(costs.coef("reduction_adds") * adds + vc * 6, 6)
+    # once per step: dW reduction (zeroing, 6 copies -> 1) and the optimizer on the weights per tile
+    upd = s.counters.get("optimizer", l).local_totals[0].astype(np.float64)
+    nw = np.where(upd > 0, W, 0)
+    opt = "adam_updates" if s.config.optimizer == "adam" else "sgd_updates"
+    g_bytes = B * (8.0 * nmax[l] + 8)
+    return {
+        "replicas_in": (own + inp) / s.supertile,
+        "own_copy": (own[:, 0] if ly.tiles.size else np.zeros(T)) / TPC,
+        "input_copy": one_in / TPC,
+        "input_link": float(one_in[0]),
+        "state_grad": s.cycles(work, vert),
+        "weight_grad": wg,
+        "partials_out": partials,
+        "partials_in": partials_in,
+        "reduce": reduce,
+        "slot_grads": g_bytes / TPC,
+        "slot_grads_link": g_bytes,
+        "dw_reduce": s.cycles(
+            costs.coef("dw_reduce_adds") * (W - 1) * upd / W + costs.coef("dw_zero_writes") * W * upd / W, nw
+        ),
+        "optimizer": s.cycles(costs.coef(opt) * upd / W, nw),
+        "weights": upd.sum(),
+        "loss": float(s.cycles(costs.coef("loss_entries") * B * nmax[l] / ly.tiles.size + vc, 1)),
+        "loss_in": B * (8.0 * nmax[l] + 8),
+    }
+
+
+def _layer_terms(s: _Step, l: int) -> LayerTerms:
+    """The :class:`LayerTerms` of layer ``l``: everything of it that does not depend on where
+    its tiles are (per-tile arrays on its own tiles, per-step vectors, scalars)."""
+    return LayerTerms(**_forward_terms(s, l), **_backward_terms(s, l))
+
+
+def _costs_key(costs: CostModel) -> tuple:
+    return (costs.name, costs.version, tuple(sorted(costs.coefficients.items())))
+
+
+def _all_terms(s: _Step, cache: dict | None) -> list:
+    """Every layer's :class:`LayerTerms`; with a ``cache``, kept in a :class:`BytesLRU` under
+    a content key: the step's settings and the counters' ``source`` (what they were counted
+    from). Counters without a source (a functional run) are not cached."""
+    L = s.config.n_layers
+    if cache is None:
+        return [_layer_terms(s, l) for l in range(L)]
+    mine = lru_in(cache, ("layer terms",), CACHE_BYTES, LayerTerms.nbytes)
+    base = (s.config, _costs_key(s.costs), s.TPC, s.supertile, s.workers, s.supervisor_cycles)
+    out = []
+    for l in range(L):
+        source = s.counters.get("state_update", l).source
+        key = None if source is None else base + (l, source)
+        hit = None if key is None else mine.get(key)
+        if hit is None:
+            hit = _layer_terms(s, l)
+            if key is not None:
+                mine[key] = hit
+        out.append(hit)
+    return out
+
+
+def applies(only: str, l: int, n_layers: int, input_grad: bool) -> bool:
+    """Whether a :class:`Write` or :class:`Flow` for the layers ``only`` names applies to layer
+    ``l`` of ``n_layers`` (``input_grad``: the layer computes input gradients)."""
+    return (
+        only == EVERY_LAYER or (only == WITH_INPUT_GRAD and input_grad) or (only == OUTPUT_LAYER and l == n_layers - 1)
+    )
+
+
+@lru_cache(maxsize=1024)
+def _owner_table(shape: StepShape, l: int, with_input_grad: bool, output: bool) -> tuple:
+    """((array, slot, term), ...): the :data:`OWNER` writes of layer ``l`` in the step."""
+    only = {EVERY_LAYER: True, WITH_INPUT_GRAD: with_input_grad, OUTPUT_LAYER: output}
+    return tuple(
+        (w.array, shape.slot(j, l), w.term)
+        for j, row in enumerate(STEP_ROWS)
+        for w in row.writes
+        if w.where == OWNER and only[w.only]
+    )
+
+
+def _write(s: _Step, terms: list, rows: RowSink, w: Write, k: int, l: int) -> None:
+    """Add the term ``w`` of layer ``l`` to slot ``k`` of ``rows`` (any place but OWNER, HOST_SYNC)."""
+    ly = s.layers[l]
+    if w.where == CHIP:
+        rows.chip(w.array, k, ly.chip, getattr(terms[l], w.term))
+    elif w.where == INPUT_CHIP:
+        rows.chip(w.array, k, s.layers[l - 1].chip if l > 0 else ly.chip, getattr(terms[l], w.term))
+    elif w.where in (COMPACTION, COMBINER):
+        rows.spread(w.array, k, ly.comp_tiles if w.where == COMPACTION else ly.comb_tiles, getattr(terms[l], w.term))
+    elif w.where == OUTPUT_TILES:
+        rows.local(w.array, k, ly.tiles, np.full(ly.tiles.size, getattr(terms[l], w.term)))
+    else:
+        for t in s.grad_targets(l):
+            rows.chip(w.array, k, ly.chip if w.where == GRAD_SENDER else s.layers[t].chip, getattr(terms[t], w.term))
+
+
+def host_sync_cycles_per_byte(machine, structure: StepStructure, costs: CostModel) -> float:
+    """Tile cycles per byte of trainable state the host variable copy moves (device→host, and back
+    for a round trip) at the fitted or the documented rate (:func:`host_copy_seconds_per_byte`; a cost
+    model without ``host_copy_ns_per_byte`` moves at the documented rate)."""
+    if "epoch_residual_cycles_per_weight" in costs.coefficients:
+        raise ConfigError(
+            config_message(
+                f"costs {costs.name!r}: epoch_residual_cycles_per_weight",
+                costs.coefficients["epoch_residual_cycles_per_weight"],
+                "is no longer a coefficient: the per-weight epoch cost is the host round trip of weights and "
+                "optimizer state now (host_copy_ns_per_byte, models/snn/step/structure.py)",
+                "re-run tilesim calibrate on your cases, or drop --costs to use the shipped calibration",
+            )
+        )
+    fitted = float(costs.coefficients.get("host_copy_ns_per_byte", 1e9 / D2H_BYTES_PER_S))
+    return machine.clock_hz * host_copy_seconds_per_byte(machine, structure, fitted)
+
+
+def _host_sync(s: _Step, terms: list, rows: RowSink, w: Write, k: int) -> None:
+    """Per-chip once-per-step terms on the op's tiles (:data:`HOST_SYNC`): the host variable copy of
+    the chip's trainable state (weights and optimizer slots), amortised over the steps between
+    transfers; with ``host_shared="host_link"`` each chip waits for its host link's whole group."""
+    on_chip = np.zeros(s.C)
+    for l, ly in enumerate(s.layers):
+        on_chip[ly.chip] += getattr(terms[l], w.term)
+    if s.structure.host_shared == "host_link":
+        group = np.arange(s.C) // CHIPS_PER_HOST_LINK
+        on_chip = np.bincount(group, weights=on_chip)[group]
+    slots = 2 if s.config.optimizer == "adam" else 0
+    per_step = s.host_cycles_per_byte * 4.0 * (1 + slots) * on_chip / s.transfer_steps
+    for c in range(s.C):
+        if per_step[c]:
+            rows.chip(w.array, k, c, per_step[c], masked=True)
+
+
+def _links(s: _Step, terms: list, f: Flow, l: int) -> list:
+    """(src chip, dst chip, bytes) of flow ``f`` of layer ``l`` (one that applies to it) that cross chips."""
+    lay = s.layers
+    if f.route == TO_NEXT_LAYER:
+        ends = [(lay[l].chip, lay[l + 1].chip, l)] if l + 1 < len(lay) else []
+    elif f.route == FROM_INPUT_LAYER:
+        ends = [(lay[l - 1].chip, lay[l].chip, l)] if l > 0 else []
+    else:
+        ends = [(lay[l].chip, lay[t].chip, t) for t in s.grad_targets(l)]
+    return [(a, b, getattr(terms[t], f.term)) for a, b, t in ends if a != b]
+
+
+def _slot_keeps(shape: StepShape, k: int, layer_chips: tuple, l: int, w=None) -> bool:
+    """Whether slot ``k`` carries layer ``l``'s write ``w`` (a flow if ``w`` is None): a slot of
+    a row split by chip computes its own chip's layers; the row's exchange rides with the last."""
+    c = shape.chip[k] if shape.chip else -1
+    if c < 0:
+        return True
+    if w is not None and w.array == COMPUTE:
+        return layer_chips[l] == c
+    return c == shape.reduce_chips[-1]
+
+
+@lru_cache(maxsize=256)
+def _plan(shape: StepShape, in_graph: tuple, layer_chips: tuple) -> tuple:
+    """The table unrolled over ``shape`` for layers ``in_graph`` (computing input gradients or
+    not) on chips ``layer_chips``: per slot, in order, ``(slot, sets first, [(layer, Write)],
+    [host Writes], [(layer, Flow)])`` with only the writes and flows that apply to each layer."""
+    L = shape.L
+    out = []
+    for k, (j, lk) in enumerate(zip(shape.row, shape.layer)):
+        row = STEP_ROWS[j]
+        layers = range(L) if lk < 0 else [lk]
+        writes = tuple(
+            (l, w)
+            for l in layers
+            for w in row.writes
+            if w.where not in (OWNER, *PER_CHIP_PLACES)
+            and applies(w.only, l, L, in_graph[l])
+            and _slot_keeps(shape, k, layer_chips, l, w)
+        )
+        flows = tuple(
+            (l, f)
+            for l in layers
+            for f in row.flows
+            if applies(f.only, l, L, in_graph[l]) and _slot_keeps(shape, k, layer_chips, l)
+        )
+        host = tuple(w for w in row.writes if w.where in PER_CHIP_PLACES)
+        out.append((k, row, writes, host, flows))
+    return tuple(out)
+
+
+def _emit(
+    config, placement, counters, machine, costs, steps_per_execution, cache, rows: RowSink, structure=DEFAULT_STRUCTURE
+) -> dict:
+    """Write every term of the step into ``rows`` (a :class:`RowSink`), row by row of
+    :data:`STEP_ROWS`; return the rest of the program: labels, sync scopes, folded supersteps,
+    link flows, host infeed."""
+    s = _step(config, placement, counters, machine, costs, steps_per_execution, structure)
+    L, cs_cycles = config.n_layers, costs.coef("compute_set_cycles")
+    shape = _shape(config, placement, counters, machine, structure)
+    terms = _all_terms(s, cache)
+    for l, ly in enumerate(s.layers):  # each layer on its own tiles
+        rows.owner(ly.tiles, terms[l], _owner_table(shape, l, s.in_graph[l], l == L - 1))
+    any_in = any(s.in_graph)
+    links = []  # per slot: [(src chip, dst chip, bytes)]
+    layer_chips = tuple(ly.chip for ly in s.layers)
+    for k, row, writes, host, flows in _plan(shape, s.in_graph, layer_chips):
+        sets = row.compute_sets.count(L, any_in) * cs_cycles
+        own_chip = shape.chip[k] if shape.chip else -1  # a per-chip slot's compute sets run on its chip only
+        if row.sets_first:
+            _overhead(rows, k, sets, own_chip)
+        for l, w in writes:  # layer by layer, in the row's order
+            _write(s, terms, rows, w, k, l)
+        for w in host:
+            _host_sync(s, terms, rows, w, k)
+        if not row.sets_first and sets:
+            _overhead(rows, k, sets, own_chip)
+        links.append([x for l, f in flows for x in _links(s, terms, f, l)])
+    return _meta(s, shape, links, any_in)
+
+
+def _overhead(rows: RowSink, k: int, cycles: float, chip: int) -> None:
+    """Compute-set cycles of slot ``k`` on every tile of the op, or of ``chip`` (≥ 0) only."""
+    if chip < 0:
+        rows.overhead(k, cycles)
+    elif cycles:
+        rows.chip(COMPUTE, k, chip, cycles, masked=True)
+
+
+@lru_cache(maxsize=256)
+def _row_meta(shape: StepShape, any_in: bool) -> tuple:
+    """Per superstep: the label id and the supersteps folded into it (read-only arrays;
+    ``shape.merged``: a row's consecutive copies are one exchange)."""
+    label_id = np.zeros(shape.supersteps, np.int32)
+    n_folded = np.zeros(shape.supersteps, np.int64)
+    for k, j in enumerate(shape.row):
+        at = shape.rows_of(k)
+        label_id[at] = j
+        n_folded[at] = STEP_ROWS[j].folded(shape.L, any_in, shape.merged)
+    label_id.flags.writeable = n_folded.flags.writeable = False
+    return label_id, n_folded
+
+
+def _meta(s: _Step, shape: StepShape, links: list, any_in: bool) -> dict:
+    """Labels, folded supersteps and sync scope per superstep; link flows in superstep order
+    within each time step; the host infeed. Sync scope (``structure.sync_scope``): one chip: its
+    own; ``"all"``: every superstep syncs all chips; ``"chip"``: only supersteps with link flows
+    do, and every folded call syncs its own chip."""
+    T, C, B = shape.T, s.C, s.config.batch
+    label_id, n_folded = _row_meta(shape, any_in)
+    chip_scope = C > 1 and s.structure.sync_scope == "chip"
+    scope = np.full(shape.supersteps, SYNC_CHIP if C == 1 or chip_scope else SYNC_ALL, np.int32)
+    flows = []
+    for i in range(T):  # the i-th forward and the i-th backward iteration
+        for k in range(len(shape.row)):
+            if links[k]:
+                step = shape.start[k] + shape.stride[k] * (i if shape.stride[k] > 0 else T - 1 - i)
+                flows += [(step, a, b, nb) for a, b, nb in links[k]]
+                if chip_scope:
+                    scope[step] = SYNC_ALL
+    f_arr = tuple(np.asarray(x) for x in zip(*flows)) if flows else None
+    infeed = T * B * 4.0 * (s.config.input_cap + 1) + 4.0 * B
+    host = (np.array([0], np.int32), np.array([s.layers[0].chip], np.int32), np.array([infeed]))
+    sync_extra = n_folded * (s.chip_sync_cycles if chip_scope else s.sync_cycles)
+    exchange_extra = n_folded * s.exchange_fixed_cycles
+    if C > 1:
+        _pipeline_switches(s, shape, scope, sync_extra, exchange_extra)
+    return {
+        "label_id": label_id.copy(),
+        "scope": scope,
+        "flows": f_arr,
+        "host": host,
+        "sync_extra": sync_extra,
+        "exchange_extra": exchange_extra,
+    }
+
+
+LOSS_ROW = PHASE_LABELS.index("loss")
+
+
+def pipeline_switches(chips: int) -> int:
+    """Stage switches per training step of the authors' multi-IPU model: ``chips`` pipeline stages
+    (stage 0, the whole op, on all IPUs; C−2 identity stages and the sparse→dense + loss stage on
+    the last IPU; ``PipelineSchedule.Sequential``, gradient accumulation 1; ``multi_ipu.py``
+    ``model_fn_sparse_layer_multi_ipu``), each crossed forward and backward: 2(C−1); none on one chip."""
+    return 2 * (chips - 1) if chips > 1 else 0
+
+
+def _pipeline_switches(s: _Step, shape: StepShape, scope, sync_extra, exchange_extra) -> None:
+    """Book the pipeline's stage switches (:func:`pipeline_switches`) on the loss superstep: each
+    syncs every chip (the stages span different IPUs) and is one exchange, the inter-stage copy of
+    the last layer's output (ids + counts forward, their gradient backward) on the last chip. That
+    tensor is spread over the chip's tiles (``createSliceableTensor`` on the IPU's virtual graph),
+    so its bytes per tile are negligible: a switch costs a sync of all chips and an exchange set-up."""
+    at = shape.start[shape.slot(LOSS_ROW)]
+    n = pipeline_switches(s.C)
+    scope[at] = SYNC_ALL
+    sync_extra[at] += n * s.sync_cycles
+    exchange_extra[at] += n * s.exchange_fixed_cycles

@@ -1,0 +1,98 @@
+"""The SNN training step as a :class:`tilesim.workload.Workload`: what the core times.
+
+>>> step = SnnStep(config, placement, counters)      # counters of one step (per-step arrays)
+>>> timed = time_workload(step, machine)             # tile rows -> fabric -> engine -> booked
+>>> timed.step_s, timed.result.breakdown_s()
+
+Every caller that times an SNN step (a functional run, a re-timing, the calibration) goes
+through this class and :func:`tilesim.workload.time_workload`; the mapping search's fast path
+(:func:`tilesim.workload.step_seconds` of ``SnnStep(..., form="peaks")``) gives the same number from
+the same rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mapping.core import Mapping
+from models.snn.step.counters import WorkCounters
+from models.snn.step.memory import snn_memory
+from models.snn.step.structure import DEFAULT_STRUCTURE, StepStructure
+from models.snn.step.table import book_step
+from models.snn.step.timing import STEPS_PER_EXECUTION, build_step_program
+from models.snn.training.network import NetworkConfig
+from tilesim.machine.costs import CostModel
+from tilesim.machine.description import Machine
+from tilesim.machine.memory import MemoryLedger
+from tilesim.outputs.records import SimResult
+from tilesim.program import CompactProgram, Program
+from tilesim.workload import Section
+
+__all__ = ["SnnStep"]
+
+
+@dataclass(frozen=True, eq=False)
+class SnnStep:
+    """One training step of ``config`` under ``placement`` with the work in ``counters``.
+
+    ``costs``: the cost model (default: the shipped calibration); ``steps_per_execution``: steps
+    per device execution (host copies amortise over them); ``structure``: the structural
+    assumptions (:class:`models.snn.step.structure.StepStructure`); ``cache``: a dict the caller
+    keeps across re-timings (layer terms reused); ``form``: ``"compact"`` (chip by chip, the form a
+    run uses), ``"dense"`` (``[supersteps, tiles]`` arrays: what the calibration's decomposition
+    needs) or ``"peaks"`` (each chip's peaks alone: the mapping search's objective)
+    (:func:`models.snn.step.timing.build_step_program`)."""
+
+    config: NetworkConfig
+    placement: Mapping
+    counters: WorkCounters
+    costs: CostModel | None = None
+    steps_per_execution: int = STEPS_PER_EXECUTION
+    structure: StepStructure = DEFAULT_STRUCTURE
+    cache: dict | None = None
+    form: str = "compact"
+    name: str = "snn"
+
+    def program(self, machine: Machine) -> Program | CompactProgram:
+        """The step's BSP program on ``machine`` (:func:`models.snn.step.timing.build_step_program`)."""
+        return build_step_program(
+            self.config,
+            self.placement,
+            self.counters,
+            machine,
+            self.costs,
+            steps_per_execution=self.steps_per_execution,
+            cache=self.cache,
+            form=self.form,
+            structure=self.structure,
+        )
+
+    def memory(self, machine: Machine) -> MemoryLedger:
+        """Per-tile SRAM of the step (:func:`models.snn.step.memory.snn_memory`)."""
+        return snn_memory(self.config, self.placement, machine)
+
+    def book(self, result: SimResult) -> SimResult:
+        """Host-copy rows as host time (:func:`book_step`)."""
+        return book_step(result)
+
+    def section(self, result: SimResult) -> Section:
+        """The network, its spike caps and the structural assumptions the step was timed under."""
+        cfg, st = self.config, self.structure
+        layers = "-".join(str(n) for n in cfg.layers)
+        caps = list(cfg.n_max)
+        assumed = f"{st.describe()}, {self.steps_per_execution} steps per execution"
+        return Section(
+            title="SNN training step",
+            lines=(
+                f"network {layers}: batch {cfg.batch}, {cfg.timesteps} time steps, spike caps {caps}",
+                f"assumed structure: {assumed}",
+            ),
+            data=(
+                ("layers", layers),
+                ("batch", cfg.batch),
+                ("timesteps", cfg.timesteps),
+                ("caps", caps),
+                ("structure", assumed),
+                ("step_s", result.total_s),
+            ),
+        )

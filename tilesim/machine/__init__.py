@@ -1,0 +1,1 @@
+"""Machines: their descriptions (presets), exchange fabrics and links, cost models, SRAM ledger."""

@@ -1,0 +1,434 @@
+"""A run's human-readable report and pictures, re-renderable from what the run stored.
+
+``write_run_report(out, ...)`` writes ``arrays.npz`` (the per-superstep timeline, SRAM per tile
+by category, compute cycles per tile, exchange matrices) beside ``summary.json``, then
+:func:`render` draws ``timeline.png``, ``breakdown.png``, ``memory.png``, ``work.png``,
+``exchange.png`` and writes ``summary.md`` from those two files alone — which is what
+``tilesim report DIR`` does for a stored run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from tilesim.errors import ConfigError, config_message
+from tilesim.io import atomic_write_bytes, atomic_write_text, check_output_path
+from tilesim.machine.fabric import grid_shape, make_fabric
+from tilesim.outputs import plots
+from tilesim.outputs.records import PHASES, ProgramDigest, label_tile_cycles
+from tilesim.outputs.runrecord import Explain, MemoryRecord, RunRecord, read_record
+
+__all__ = [
+    "write_run_report",
+    "render",
+    "load_run",
+    "summary_markdown",
+    "seal_run_folder",
+    "verify_run_folder",
+    "MANIFEST",
+]
+
+# A run folder is complete only with this file: written last, it lists every file of the run with
+# its size and SHA-256. Writing a run first deletes it, so a run killed half-way (a new summary.json
+# beside an old arrays.npz) has no manifest, or one that does not match, and `report` refuses it.
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = 1
+_FIX = "re-run the command with --out to write the folder again"
+# what render() reads: arrays.npz keys (summary.json is read whole as a RunRecord)
+ARRAY_KEYS = ("time_s", "label_id", "labels", "clock_hz", "work_cycles", "tiles_per_chip")
+TIMELINE_KEYS = tuple(f"timeline_{k}" for k in ("start", "arrive", "release", "exchange_cycles", "links_end", "end"))
+MEMORY_KEYS = ("memory_bytes", "memory_budget")
+EXCHANGE_KEYS = ("exchange_chip", "exchange_group", "exchange_edges", "exchange_chip_index")
+
+
+def _digest(path: Path) -> str:
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def seal_run_folder(out, names) -> Path:
+    """Write the manifest (size and SHA-256 of each of ``names``) last, atomically."""
+    out = Path(out)
+    files = {n: {"bytes": (out / n).stat().st_size, "sha256": _digest(out / n)} for n in names}
+    return atomic_write_text(out / MANIFEST, json.dumps({"format": MANIFEST_FORMAT, "files": files}, indent=2))
+
+
+def _broken(out, why: str, fix: str = _FIX) -> ConfigError:
+    return ConfigError(config_message("run directory", str(out), why, fix))
+
+
+def verify_run_folder(out) -> None:
+    """Raise :class:`ConfigError` unless ``out`` holds one complete run: a manifest whose every
+    file is present with its recorded size and SHA-256."""
+    out = Path(out)
+    if not out.is_dir():
+        raise _broken(
+            out, "is not a folder", "give a folder written by `tilesim run --out` or `tilesim simulate --out`"
+        )
+    m = out / MANIFEST
+    if not m.is_file():
+        why = (
+            "has no manifest.json: the run that wrote it was interrupted, or it was written by an older tilesim"
+            if (out / "summary.json").exists()
+            else "has no summary.json and no manifest.json (holds no run)"
+        )
+        raise _broken(
+            out,
+            why,
+            _FIX
+            if (out / "summary.json").exists()
+            else "give a folder written by `tilesim run --out` or `tilesim simulate --out`",
+        )
+    try:
+        man = json.loads(m.read_text())
+        files = man["files"]
+        if not isinstance(files, dict) or not files:
+            raise TypeError
+        for name, rec in files.items():
+            f = out / name
+            if not isinstance(name, str) or "/" in name or not f.is_file():
+                raise _broken(out, f"misses {name} listed in its manifest (a mixed or damaged run)")
+            if f.stat().st_size != int(rec["bytes"]) or _digest(f) != rec["sha256"]:
+                raise _broken(
+                    out,
+                    f"has a {name} that differs from the one its run wrote (changed, truncated or from another run)",
+                )
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, KeyError, OSError, UnicodeDecodeError):
+        raise _broken(out, "has an unreadable manifest.json") from None
+
+
+def write_run_report(out, result, program, ledger, exchange: dict | None = None) -> None:
+    """Store the arrays a report needs in ``out/arrays.npz`` and render everything."""
+
+    out = Path(out)
+    not_work = tuple(getattr(result, "host_labels", ())) + tuple(getattr(result, "residual_labels", ()))
+    fabric = make_fabric(ledger.machine) if ledger is not None else None
+    digest = ProgramDigest.of(program, host_labels=not_work, fabric=fabric)
+    arrays: dict[str, np.ndarray] = {f"timeline_{k}": np.asarray(v) for k, v in (result.timeline or {}).items()}
+    arrays["time_s"] = result.time_s
+    arrays["label_id"] = result.label_id
+    arrays["labels"] = np.asarray(result.labels)
+    arrays["clock_hz"] = np.asarray(result.clock_hz, np.float64)
+    arrays["work_cycles"] = digest.work_cycles
+    per_label = digest.label_tile_cycles if program is digest else label_tile_cycles(program)
+    if per_label is not None:
+        arrays["label_tile_cycles"] = np.asarray(per_label, np.float32)
+    arrays["tiles_per_chip"] = np.asarray(result.tiles_per_chip, np.int64)
+    if hasattr(result, "booked_phase"):  # the phase each superstep's compute is drawn in, as PHASES indices
+        arrays["booked_phase"] = np.array([PHASES.index(p) for p in result.booked_phase()], np.int64)
+    if digest.tile_group is not None:
+        arrays["tile_group"] = np.asarray(digest.tile_group, np.int64)
+    if ledger is not None:
+        arrays["memory_bytes"] = ledger.per_tile()
+        arrays["memory_by_category"] = ledger.table
+        arrays["memory_budget"] = np.asarray(ledger.budget, np.int64)
+        arrays["grid"] = np.asarray(grid_shape(ledger.machine) or (0, 0))
+    if digest.grid_links is not None:
+        chip, links = digest.grid_links
+        for k in ("right", "left", "down", "up"):
+            arrays[f"links_{k}"] = getattr(links, k)
+        arrays["links_chip"] = np.asarray(chip, np.int64)
+    if exchange is not None:
+        arrays["exchange_chip"] = exchange["chip"]
+        arrays["exchange_group"] = exchange["group"]
+        arrays["exchange_edges"] = np.asarray(exchange["edges"])
+        arrays["exchange_chip_index"] = np.asarray(exchange["chip_index"], np.int64)
+    buf = io.BytesIO()
+    # allow_pickle is numpy's default, named so that no key of ``arrays`` can be taken for it
+    np.savez_compressed(buf, allow_pickle=True, **arrays)
+    atomic_write_bytes(out / "arrays.npz", buf.getvalue())
+    render(out, verify=False)
+
+
+def _load(out: Path) -> tuple[RunRecord, dict]:
+    """The run's record (summary.json, any format: :func:`tilesim.outputs.runrecord.read_record`) and
+    arrays.npz, checked for everything :func:`render` reads."""
+
+    s, a = out / "summary.json", out / "arrays.npz"
+    for p in (s, a):
+        if not p.is_file():
+            raise _broken(out, f"has no {p.name}")
+    try:
+        summary = json.loads(s.read_text())
+        with np.load(a, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (ValueError, OSError, EOFError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
+        raise _broken(out, f"has files that cannot be read ({type(exc).__name__}: {str(exc)[:80]})") from None
+    try:
+        record = read_record(summary)
+    except ConfigError as exc:
+        raise _broken(out, f"has a summary.json that is not a run record ({str(exc)[:120]})") from None
+    need = list(ARRAY_KEYS)
+    if any(k.startswith("timeline_") for k in arrays):
+        need += TIMELINE_KEYS
+    for group in (MEMORY_KEYS, EXCHANGE_KEYS):
+        if any(k in arrays for k in group):
+            need += group
+    missing = [k for k in need if k not in arrays]
+    if missing:
+        raise _broken(out, f"has an arrays.npz without {', '.join(missing)}")
+    return record, arrays
+
+
+def load_run(out) -> tuple[RunRecord, dict]:
+    """``(record, arrays)`` of a run folder, after :func:`verify_run_folder` (a broken, mixed or
+    missing folder raises :class:`ConfigError`)."""
+    verify_run_folder(out)
+    return _load(Path(out))
+
+
+def render(out, verify: bool = True) -> list[Path]:
+    """Draw every picture and write ``summary.md`` from ``summary.json`` + ``arrays.npz``.
+
+    With ``verify`` (``tilesim report``) the folder must first pass :func:`verify_run_folder`
+    and be writable; a broken or mixed folder raises :class:`ConfigError` (one line)."""
+
+    out = Path(out)
+    if verify:
+        verify_run_folder(out)
+        check_output_path(out, "run directory", "dir")
+    record, a = _load(out)
+    try:
+        return _draw(out, record, a, plots)
+    except (KeyError, IndexError, ValueError, TypeError) as exc:  # arrays of the wrong shape or type
+        raise _broken(
+            out,
+            f"has arrays.npz/summary.json contents that do not fit together ({type(exc).__name__}: {str(exc)[:80]})",
+        ) from None
+
+
+def _draw(out, record: RunRecord, a, plots, page: bool = True) -> list[Path]:
+    tpc = int(a["tiles_per_chip"])
+    written = []
+    if "timeline_start" in a:
+        tl = {k[len("timeline_") :]: v for k, v in a.items() if k.startswith("timeline_")}
+        by = record.label_table()
+        shim = SimpleNamespace(
+            timeline=tl,
+            supersteps=int(a["time_s"].shape[0]),
+            chips=tl["start"].shape[1],
+            clock_hz=float(a["clock_hz"]),
+            machine_name=record.machine,
+            by_label=lambda: by,
+        )
+        booked = np.asarray(PHASES, object)[a["booked_phase"]] if "booked_phase" in a else None
+        written.append(plots.timeline(shim, out / "timeline.png", booked=booked))
+        written.append(plots.breakdown_bars(shim, out / "breakdown.png"))
+    rows, cols = plots.stored_grid(a)
+    if "memory_bytes" in a:
+        mem = a["memory_bytes"].astype(float)
+        budget = float(a["memory_budget"])
+        used = mem / budget
+        written.append(
+            plots.tile_heatmap(
+                used,
+                out / "memory.png",
+                rows,
+                cols,
+                f"SRAM per tile ({record.machine}); budget {budget:,.0f} B; {_layout_note(a, record.tile_groups)}",
+                "used / budget",
+                vmax=max(1.0, float(used.max())),
+                over=used > 1,
+                tiles_per_chip=tpc,
+                tile_layer=a.get("tile_group"),
+            )
+        )
+    work = a["work_cycles"]
+    written.append(
+        plots.tile_heatmap(
+            work / 1e6,
+            out / "work.png",
+            rows,
+            cols,
+            "compute cycles per tile over one step (host-booked supersteps left out); "
+            + _layout_note(a, record.tile_groups),
+            "million cycles",
+            tiles_per_chip=tpc,
+            tile_layer=a.get("tile_group"),
+        )
+    )
+    if "exchange_chip" in a:
+        written.append(
+            plots.exchange_matrices(
+                a["exchange_chip"],
+                a["exchange_group"],
+                a["exchange_edges"].tolist(),
+                out / "exchange.png",
+                chip=int(a["exchange_chip_index"]),
+                totals=record.explain.exchange_bytes if record.explain else None,
+            )
+        )
+    if "links_right" in a:
+        written.append(
+            plots.link_load(
+                {k: a[f"links_{k}"] for k in ("right", "left", "down", "up")},
+                out / "links.png",
+                f"bytes per step on each directed link of chip {int(a['links_chip'])}'s network-on-chip "
+                f"({record.machine})\nper-tile totals as proportional traffic (tilesim/machine/gridload.py)",
+            )
+        )
+    atomic_write_text(out / "summary.md", summary_markdown(record))
+    written.append(out / "summary.md")
+    if page:
+        from tilesim.outputs.page import write_page  # plotly loads only when a page is written (start-up time)
+
+        written.append(write_page(out, record, a))
+    return written
+
+
+def _layout_note(a, tile_groups: str) -> str:
+    g = tuple(int(x) for x in a.get("grid", (0, 0)))
+    return (
+        f"tiles where they sit on the network-on-chip ({g[0]} rows x {g[1]} columns)"
+        if g[0]
+        else "tiles in id order, supertile pairs side by side (floorplan not modelled)"
+    ) + (f"; L1, L2, ...: {tile_groups}" if "tile_group" in a else "")
+
+
+def _ms(x):
+    return f"{x * 1e3:.3f} ms"
+
+
+def _critical_kernel_markdown(ex: Explain | None) -> list:
+    """The "critical kernel" section of :func:`summary_markdown` (its sentence and exchanged bytes per
+    kind, sent and received); no lines without one."""
+    if ex is None:
+        return []
+    lines: list = ["## The critical kernel", "", ex.sentence, ""]
+    if ex.exchange_bytes:
+        rec = ex.exchange_received_bytes
+        lines += [
+            "| exchanged per step | MB sent | MB received (a multicast once per receiving tile) |",
+            "|---|---:|---:|",
+        ]
+        lines += [
+            f"| {k} | {v / 1e6:,.1f} | {rec[k] / 1e6:,.1f} |" if k in rec else f"| {k} | {v / 1e6:,.1f} | |"
+            for k, v in sorted(ex.exchange_bytes.items(), key=lambda kv: -kv[1])
+        ]
+        sent = sum(ex.exchange_bytes.values()) / 1e6
+        lines += [
+            f"| **total** | {sent:,.1f} | {sum(rec.values()) / 1e6:,.1f} |"
+            if rec
+            else f"| **total** | {sent:,.1f} | |",
+            "",
+        ]
+    return lines
+
+
+def _memory_markdown(m: MemoryRecord | None) -> list:
+    """The "Memory" section of :func:`summary_markdown`: the fullest tile, its largest items and the
+    bytes per category over all tiles; no lines without a memory record."""
+    if m is None:
+        return []
+    lines: list = [
+        "## Memory",
+        "",
+        f"Fullest tile {m.max_tile}: {m.max_tile_bytes:,} of {m.budget_bytes:,} B "
+        f"({100 * m.max_tile_bytes / m.budget_bytes:.0f} %).",
+        "",
+        "| largest items on that tile | category | bytes |",
+        "|---|---|---:|",
+    ]
+    lines += [f"| {e.label} | {e.category} | {e.bytes:,} |" for e in m.max_tile_entries[:6]]
+    lines.append("")
+    cats = m.total_by_category_bytes
+    if cats:
+        lines += ["| category (all tiles) | bytes |", "|---|---:|"]
+        lines += [f"| {k} | {int(v):,} |" for k, v in sorted(cats.items(), key=lambda kv: -kv[1]) if v]
+        lines.append("")
+    return lines
+
+
+def _settings_markdown(r: RunRecord) -> list:
+    """The settings and provenance of the run: what shaped it, where its data and costs came from."""
+    p = r.provenance
+    lines = [
+        "## Settings",
+        "",
+        f"tilesim {p.tilesim_version}; cost model: {p.cost_model}; data: {p.data}.",
+        "",
+    ]
+    if r.settings:
+        lines += ["| setting | value |", "|---|---|"]
+        lines += [f"| {k} | `{_setting(v)}` |" for k, v in r.settings.items()]
+        lines.append("")
+    return lines
+
+
+def _setting(v) -> str:
+    """A setting's value as a person reads it (lists joined by commas, none as a dash)."""
+    if v is None:
+        return "—"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_setting(x) for x in v)
+    return str(v)
+
+
+def summary_markdown(r: RunRecord) -> str:
+    """The run in words: what ran, the time per step and where it goes, the critical kernel, the
+    workload's own sections, memory, notes and the settings — from the record alone."""
+    total = r.step_s
+    rate = r.rate
+    lines = [
+        "# Run summary",
+        "",
+        f"`{r.program}` ({r.workload}) on {r.machine}, {r.chips} chip(s) of {r.tiles_per_chip:,} tiles.",
+        "",
+    ]
+    if r.structure:  # the workload's named structural assumptions
+        lines += ["Assumed structure: " + ", ".join(f"{k} `{v}`" for k, v in r.structure.items()) + ".", ""]
+    lines += [f"**Predicted time per step: {_ms(total)}** ({rate.value:,.0f} {rate.unit}).", ""]
+    if total > 0 and r.breakdown_s:
+        lines += ["| where the time goes | ms | share |", "|---|---:|---:|"]
+        lines += [f"| {k} | {v * 1e3:.3f} | {100 * v / total:.1f} % |" for k, v in r.breakdown_s.items()]
+        lines.append("")
+    b = r.bytes
+    lines += [
+        f"Bytes per step: {b.onchip / 1e6:,.1f} MB sent on chip (each byte once, as the sending tiles put it on "
+        f"the exchange), {b.links / 1e6:,.1f} MB over the chip-to-chip links, {b.host / 1e6:,.3f} MB to/from the host.",
+        "",
+    ]
+    if r.by_label:
+        lines += ["| superstep label | supersteps | ms | critical tile |", "|---|---:|---:|---:|"]
+        for x in sorted(r.by_label, key=lambda x: -x.time_s):
+            lines.append(
+                f"| {x.label} | {x.supersteps} | {x.time_s * 1e3:.3f} | chip {x.critical_chip} tile {x.critical_tile} |"
+            )
+        lines.append("")
+    if r.critical_tiles:
+        tiles = ", ".join(f"chip {t // r.tiles_per_chip} tile {t % r.tiles_per_chip}" for t in r.critical_tiles)
+        lines += [
+            f"Critical tiles (the slowest tile of the last chip to arrive, by the compute they bound): {tiles}.",
+            "",
+        ]
+    lines += _critical_kernel_markdown(r.explain)
+    if r.findings:
+        lines += ["## Findings", ""]
+        lines += [f"* **{f.kind.replace('_', ' ')}**: {f.message}. Fix: {f.fix}." for f in r.findings]
+        lines.append("")
+    for sec in r.sections:
+        lines += [f"## {sec.title}", "", *sec.lines, ""]
+    lines += _memory_markdown(r.memory)
+    lines += [f"{n}." for n in r.notes] + ([""] if r.notes else [])
+    lines += _settings_markdown(r)
+    lines += [
+        "Pictures: `timeline.png` (BSP phases per chip), `memory.png` (SRAM per tile), `work.png` "
+        "(compute per tile), `exchange.png` (bytes chip × chip and tile group × tile group), "
+        "`breakdown.png`, on a mesh or torus `links.png` (bytes on every directed link of the NoC); "
+        "`trace.json` opens in https://ui.perfetto.dev; `report.html` has them all, with hover and zoom.",
+        "",
+    ]
+    return "\n".join(lines)
