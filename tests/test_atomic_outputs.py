@@ -28,7 +28,9 @@ def _run(out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProc
 
 
 def _loss(out: Path) -> list:
-    return json.loads((out / "summary.json").read_text())["loss"]
+    """The loss per step a run folder's record holds (its training section)."""
+    sections = json.loads((out / "summary.json").read_text())["sections"]
+    return next(s["data"]["loss"] for s in sections if s["title"] == "Training")
 
 
 @pytest.mark.slow

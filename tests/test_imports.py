@@ -30,7 +30,7 @@ def test_tilesim_never_imports_models_or_mapping():
         assert not bad, f"{f} imports {bad}"
 
 
-# the one module of the discrete-event engine (a path that tools/reorganise.py rewrites when it moves)
+# the one module of the discrete-event engine
 SIMPY_HOME = "tilesim/engine/events.py"
 
 
