@@ -6,82 +6,36 @@ workload", "Adding a fabric"): nothing in tilesim/ knows them, and their times a
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-import numpy as np
 import pytest
 
 from tilesim.errors import ConfigError
 from tilesim.machine.description import Fabric, Machine, load_machine, machine_from_dict, preset_text
-from tilesim.machine.fabric import OnChipFabric, make_fabric, register_fabric
-from tilesim.machine.memory import MemoryLedger
-from tilesim.outputs.records import SimResult
-from tilesim.program import Program, ProgramBuilder
-from tilesim.workload import Section, Workload, time_workload
+from tilesim.machine.fabric import make_fabric
+from tilesim.workload import Workload, time_workload
 
-# --- the toy workload: a 1-D halo exchange between neighbouring tiles ---------------------------
+# --- the toy workload and the toy fabric: CONTRIBUTING.md's worked examples, the files themselves ------
 
 
-@dataclass(frozen=True)
-class HaloRing:
-    """Every used tile computes ``cycles`` then sends ``halo_bytes`` to each ring neighbour,
-    ``iterations`` times; each tile holds ``cells`` float32 cells."""
+def _example(name: str):
+    """The module ``docs/examples/<name>.py`` (loaded once: a fabric registers its kind on import)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
 
-    tiles: int
-    cycles: float
-    halo_bytes: float
-    iterations: int
-    cells: int
-    name: str = "halo-ring"
-
-    def program(self, machine: Machine) -> Program:
-        b = ProgramBuilder.for_machine(machine, "halo ring")
-        used = np.zeros(machine.total_tiles)
-        used[: self.tiles] = 1.0
-        traffic = 2 * self.halo_bytes * used  # two neighbours, in and out
-        b.superstep("iterate", self.cycles * used, bytes_in=traffic, bytes_out=traffic, repeat=self.iterations)
-        return b.build()
-
-    def memory(self, machine: Machine) -> MemoryLedger:
-        led = MemoryLedger(machine, remedy="use more tiles")
-        tiles = np.arange(self.tiles)
-        led.add("variables:state", np.full(self.tiles, 4 * self.cells), tiles, label="cells")
-        return led
-
-    def book(self, result: SimResult) -> SimResult:
-        return result
-
-    def section(self, result: SimResult) -> Section:
-        return Section("halo ring", (f"{self.iterations} iterations",), (("iterations", self.iterations),))
+    key = f"tilesim_example_{name}"
+    if key not in sys.modules:
+        path = Path(__file__).resolve().parents[1] / "docs" / "examples" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(key, path)
+        assert spec is not None and spec.loader is not None
+        sys.modules[key] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules[key]
 
 
-# --- the toy fabric: tiles on a bidirectional ring (the one registration line is the decorator) ---
-
-
-@register_fabric("toy-ring")
-class ToyRingFabric(OnChipFabric):
-    """Tiles on a bidirectional ring; a tile's exchange also pays the mean ring distance::
-
-    cycles = fixed + ceil(max port bytes / port bpc) + (tiles / 4) · hop_cycles
-    """
-
-    def __init__(self, machine: Machine):
-        self.fixed = float(machine.chip.exchange_fixed_cycles)
-        self.bpc = float(machine.chip.exchange_bytes_per_cycle)
-        self.hop = float(machine.fabric.hop_cycles)
-        self.mean_hops = machine.tiles_per_chip / 4
-
-    def exchange_cycles(self, bytes_in, bytes_out, rows_transfers=None):
-        peak_in, peak_out = bytes_in.max(axis=2), bytes_out.max(axis=2)
-        peak = np.maximum(peak_in, peak_out).astype(np.float64)
-        crit = np.where(peak_in >= peak_out, bytes_in.argmax(axis=2), bytes_out.argmax(axis=2))
-        cycles = np.where(peak > 0, self.fixed + np.ceil(peak / self.bpc) + self.mean_hops * self.hop, 0.0)
-        return cycles, crit
-
-    def point_to_point_cycles(self, src: int, dst: int, nbytes: float) -> float:
-        d = abs(src - dst)
-        return self.fixed + math.ceil(nbytes / self.bpc) + min(d, self.mean_hops * 4 - d) * self.hop
+HaloRing = _example("halo_ring").HaloRing
+ToyRingFabric = _example("toy_ring_fabric").ToyRingFabric
 
 
 # -------------------------------------------------------------------------------------------------
