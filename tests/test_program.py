@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from tilesim.errors import ConfigError
@@ -179,3 +180,58 @@ def test_a_transfer_is_exactly_src_dst_bytes():
     b = ProgramBuilder(chips=1, tiles_per_chip=4)
     with pytest.raises(ConfigError, match=r"transfer = \(0, 1, 64, 7\): must be \(src_tile, dst_tile, bytes\)"):
         b.superstep("x", 0, transfers=[(0, 1, 64, 7)])
+
+
+# ---- the core chooses the form and builds the compact one (issue 37) ---------------------------
+
+
+class _Rows:
+    """A workload's rows one chip at a time (tilesim.program.forms.ChipRows), from dense arrays."""
+
+    def __init__(self, comp, b_in, b_out, tpc):
+        self.arrays, self.tpc = (comp, b_in, b_out), tpc
+
+    def chip_rows(self, chip):
+        cols = slice(chip * self.tpc, (chip + 1) * self.tpc)
+        return tuple(a[:, cols] for a in self.arrays)
+
+    def touched_rows(self, chip):
+        return np.flatnonzero(
+            np.any([a[:, chip * self.tpc : (chip + 1) * self.tpc].any(axis=1) for a in self.arrays], 0)
+        )
+
+
+@pytest.mark.parametrize("name", ["gc200x2", "mesh-demo"])
+def test_the_core_builds_the_compact_form_with_the_dense_forms_times(name):
+    """The same rows as a dense Program and as the core's compact_program time the same, with the same
+    critical tiles and per-tile label sums; a row a chip does not touch is zero there."""
+    from tilesim.engine.events import simulate
+    from tilesim.outputs.records import label_tile_cycles
+    from tilesim.program import Program
+    from tilesim.program.forms import compact_program, program_form
+
+    m = load_machine(name)
+    rng = np.random.default_rng(7)
+    S, n = 5, m.total_tiles
+    comp = rng.uniform(100, 900, (S, n)).astype(np.float32)
+    comp[2, : m.tiles_per_chip] = 0.0
+    b_in = rng.uniform(0, 512, (S, n)).astype(np.float32)
+    b_out = b_in[:, ::-1].copy()
+    labels, label_id, scope = ("a", "b"), np.array([0, 0, 1, 1, 0]), np.zeros(S, np.int32)
+    dense = Program.from_arrays(
+        chips=m.chips, tiles_per_chip=m.tiles_per_chip, compute_cycles=comp, labels=labels, label_id=label_id,
+        sync_scope=scope, bytes_in=b_in, bytes_out=b_out,
+    )  # fmt: skip
+    compact = compact_program(
+        _Rows(comp, b_in, b_out, m.tiles_per_chip), m, name="program", labels=labels, label_id=label_id,
+        sync_scope=scope,
+    )  # fmt: skip
+    assert compact.form == "compact" and dense.form == "dense"
+    a, b = simulate(dense, m), simulate(compact, m)
+    assert b.total_s == pytest.approx(a.total_s, rel=1e-12)
+    assert np.array_equal(a.critical_tile, b.critical_tile)
+    assert np.allclose(label_tile_cycles(dense), label_tile_cycles(compact))
+    assert program_form(m, "peaks") == ("compact" if name == "mesh-demo" else "peaks")
+    assert program_form(m, "dense") == "dense"
+    with pytest.raises(ConfigError, match="form.*sparse.*must be one of"):
+        program_form(m, "sparse")

@@ -62,7 +62,7 @@ def label_sums(compute: np.ndarray, label_id: np.ndarray, n_labels: int) -> np.n
 def label_tile_cycles(program) -> np.ndarray:
     """float64 ``[labels, tiles]``: compute cycles of each superstep label summed per tile (a
     compact program keeps them; a dense one is summed by :func:`label_sums`)."""
-    if getattr(program, "label_tile_cycles", None) is not None:
+    if program.form == "compact" and program.label_tile_cycles is not None:
         return program.label_tile_cycles
     return label_sums(program.compute_cycles, program.label_id, len(program.labels))
 
@@ -404,8 +404,8 @@ class ProgramDigest:
         if isinstance(program, ProgramDigest):
             return program
         digest = cls._of(program, tiles, host_labels)
-        # a compact program built without its rows (``rows`` None) has no per-tile traffic left to load links with
-        if fabric is None or fabric.grid is None or getattr(program, "rows", True) is None:
+        # a compact program built without its rows has no per-tile traffic left to load links with
+        if fabric is None or fabric.grid is None or (program.form == "compact" and program.rows is None):
             return digest
         chip = int(np.argmax(digest.onchip_bytes.sum(axis=0)))
         return replace(digest, grid_links=(chip, fabric.link_totals(*program.chip_exchange(chip))))
@@ -413,7 +413,7 @@ class ProgramDigest:
     @classmethod
     def _of(cls, program, tiles, host_labels) -> ProgramDigest:
         host_ids = [i for i, lab in enumerate(program.labels) if lab in set(host_labels)]
-        if hasattr(program, "tile_compute"):  # a CompactProgram: no [S, tiles] arrays to read
+        if program.form == "compact":  # no [S, tiles] arrays to read
             return cls._of_compact(program, tiles, host_ids)
         S, C, T = program.supersteps, program.chips, program.tiles_per_chip
         tiles = tuple(int(t) for t in tiles)

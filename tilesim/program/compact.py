@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -47,6 +47,7 @@ class CompactProgram(_ProgramShape):
     exchange_extra_cycles: np.ndarray
     rows: ChipRowSource | None = None
 
+    form: ClassVar[str] = "compact"
     transfer_step = transfer_src = transfer_dst = np.zeros(0, np.int32)  # no explicit transfers
     transfer_bytes = np.zeros(0)
 

@@ -4,6 +4,7 @@ checks of :class:`_ProgramShape` and the row and transfer validators (:mod:`tile
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 
@@ -32,8 +33,10 @@ def flow_columns(flows=None, host=None) -> dict:
 
 
 class _ProgramShape:
-    """What both program forms answer from their label ids: supersteps, tiles, a superstep's label."""
+    """What both program forms answer from their label ids: supersteps, tiles, a superstep's label;
+    ``form`` says which form a program is (:mod:`tilesim.program.forms`)."""
 
+    form: ClassVar[str] = "dense"
     chips: int
     tiles_per_chip: int
     labels: tuple

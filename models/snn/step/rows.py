@@ -11,8 +11,7 @@ from typing import Protocol
 import numpy as np
 
 from mapping.core import group_tiles
-from models.snn.step.table import ARRAYS, COMPUTE, IN, OUT, LayerTerms, StepShape
-from tilesim.program.rows import TileRows
+from models.snn.step.table import ARRAYS, COMPUTE, LayerTerms, StepShape
 
 
 class RowSink(Protocol):
@@ -152,14 +151,6 @@ class ChipCalls:
         return self.calls
 
 
-def one_chip_rows(arr: dict) -> TileRows:
-    """One chip's ``[n, TPC]`` row arrays as :class:`TileRows` (every row may exchange)."""
-    n, TPC = arr[COMPUTE].shape
-    return TileRows.every_row_exchanges(
-        arr[COMPUTE].reshape(n, 1, TPC), arr[IN].reshape(n, 1, TPC), arr[OUT].reshape(n, 1, TPC)
-    )
-
-
 def replay_chip_rows(shape: StepShape, calls: list, c: int, TPC: int, active: np.ndarray) -> dict:
     """The three ``[S, TPC]`` float32 arrays of chip ``c``: its recorded calls replayed into a
     one-chip window (equal, bit for bit, to that chip's columns of the dense arrays)."""
@@ -183,24 +174,6 @@ def touched_rows(shape: StepShape, calls: list) -> np.ndarray:
     index = np.arange(shape.supersteps)
     rows = [np.atleast_1d(shape.view(index, k)) for k in sorted(slots)]
     return np.unique(np.concatenate(rows)) if rows else np.zeros(0, np.int64)
-
-
-def label_sums_of_rows(
-    compute: np.ndarray, rows: np.ndarray, label_id: np.ndarray, run_id: np.ndarray, n_labels: int
-) -> np.ndarray:
-    """:func:`label_sums` of a ``[S, tiles]`` array whose rows outside ``rows`` are zero, from
-    ``compute`` = its ``rows`` only: each run (``run_id``) summed over its kept rows, the runs
-    added in order (a zero row adds nothing, so the sums are the same bit for bit)."""
-    out = np.zeros((n_labels, compute.shape[1]))
-    if not rows.size:
-        return out
-    r = run_id[rows]
-    cut = np.flatnonzero(np.diff(r) != 0) + 1
-    starts = np.concatenate([[0], cut]).tolist()
-    ends = np.concatenate([cut, [rows.size]]).tolist()
-    for a, b in zip(starts, ends):
-        out[int(label_id[rows[a]])] += compute[a:b].sum(axis=0, dtype=np.float64)
-    return out
 
 
 def memo_nbytes(hit) -> int:

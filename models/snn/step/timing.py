@@ -88,9 +88,7 @@ from models.snn.step.rows import (
     DenseRows,
     PeakRows,
     RowSink,
-    label_sums_of_rows,
     memo_nbytes,
-    one_chip_rows,
     replay_chip_rows,
     touched_rows,
 )
@@ -102,7 +100,6 @@ from models.snn.step.structure import (
     host_copy_seconds_per_byte,
 )
 from models.snn.step.table import (
-    ARRAYS,
     CHIP,
     COMBINER,
     COMPACTION,
@@ -130,8 +127,8 @@ from models.snn.step.table import (
 from models.snn.training.network import NetworkConfig
 from tilesim.errors import ConfigError, MappingError, config_message, require
 from tilesim.machine.costs import CostModel, barrel_tile_cycles, load_costs
-from tilesim.machine.fabric import make_fabric
 from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program, flow_columns
+from tilesim.program.forms import compact_program, program_form
 from tilesim.program.rows import ChipPeaks
 from tilesim.running.memo import lru_in
 
@@ -139,14 +136,10 @@ __all__ = [
     "default_costs",
     "uncalibrated_costs",
     "build_step_program",
-    "FORMS",
     "host_sync_cycles_per_byte",
     "applies",
     "STEPS_PER_EXECUTION",
 ]
-
-FORMS = ("dense", "compact", "peaks")
-"""The program forms of a step (:func:`build_step_program`)."""
 
 STEPS_PER_EXECUTION = 52
 """Training steps per device execution in the measured runs (the calibration's 12 Bow steps): one
@@ -218,25 +211,22 @@ def build_step_program(
     Per-layer work is computed on the layer's own tiles and written straight into the rows of
     the program's arrays (row views), so a re-timing costs a few passes over ``[S, tiles]``.
 
-    ``form`` (:data:`FORMS`): ``"dense"``, the :class:`tilesim.program.Program` above;
-    ``"compact"``, a :class:`tilesim.program.CompactProgram`, which never holds ``[S, all tiles]``:
-    the same rows are recorded per chip (:class:`ChipCalls`) and built one chip at a time, kept as
-    each chip's peaks (:class:`tilesim.program.rows.ChipPeaks`), the per-tile label sums and the chip's
-    sent bytes (``simulate`` gives the same times, breakdowns and critical tiles as for the dense
-    program: tests/test_scale.py); ``"peaks"``, the peaks alone, taken as the rows are emitted
-    (:class:`PeakRows`) — the same time from :func:`tilesim.engine.events.makespan_s` at a fraction of the
-    cost, and no per-tile detail (the mapping search's objective). On a fabric with a grid (a mesh or
-    torus) ``"peaks"`` is ``"compact"``: its links need each exchange row's per-tile totals
-    (:meth:`tilesim.machine.fabric.OnChipFabric.link_peaks`), which the compact form reduces chip by chip.
+    ``form``: what the caller needs (:data:`tilesim.program.forms.FORMS`); the core decides the form
+    the program takes on ``machine`` (:func:`tilesim.program.forms.program_form`): ``"dense"``, the
+    :class:`tilesim.program.Program` above; ``"compact"``, the rows recorded per chip (:class:`ChipCalls`)
+    and reduced chip by chip by the core (:func:`tilesim.program.forms.compact_program`); ``"peaks"``, the
+    peaks alone, taken as the rows are emitted (:class:`PeakRows`) — the same time from
+    :func:`tilesim.engine.events.makespan_s` at a fraction of the cost, and no per-tile detail (the mapping
+    search's objective), where the fabric allows it.
 
     ``structure``: the structural assumptions (:class:`models.snn.step.structure.StepStructure`).
     """
     _check_step_args(placement, machine, steps_per_execution)
-    require(form in FORMS, "form", form, f"must be one of {FORMS}", 'e.g. form="compact"')
+    form = program_form(machine, form)
     active = np.ones(machine.total_tiles)
     active[0] = 0.0  # tile 0 of chip 0 is outside the op's graph
     shape = _shape(config, placement, counters, machine, structure)
-    if form == "peaks" and make_fabric(machine).grid is None:  # a grid's links need the per-tile totals
+    if form == "peaks":
         return _peaks_program(config, placement, counters, machine, costs, name, steps_per_execution, cache, structure)
     if form == "compact":
         return _compact_program(
@@ -277,71 +267,27 @@ def build_step_program(
 def _compact_program(
     config, placement, counters, machine, costs, name, steps_per_execution, cache, shape, active, structure
 ) -> CompactProgram:
-    """:func:`build_step_program` with ``compact``: the rows chip by chip (see there)."""
-    C, TPC, S = machine.chips, machine.tiles_per_chip, shape.supersteps
-    rec = ChipCalls(C, TPC)
+    """:func:`build_step_program` with ``compact``: the rows recorded per chip, reduced by the core."""
+    rec = ChipCalls(machine.chips, machine.tiles_per_chip)
     meta = _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rec, structure)
-    calls = rec.finish()
-    # a row a chip has no call in is all zeros on that chip: its peaks are 0 on tile 0 (issue 15)
-    comp, crit = np.zeros((S, C)), np.zeros((S, C), np.int64)
-    pin, tin, pout, tout = np.zeros((S, C)), np.zeros((S, C), np.int64), np.zeros((S, C)), np.zeros((S, C), np.int64)
-    onchip = np.zeros((S, C))
-    fabric = make_fabric(machine)
-    link, hops = np.zeros((S, C)), np.full((S, C), -1.0)  # a fabric with distance: from the per-tile totals
-    n_labels = len(PHASE_LABELS)
-    label_tiles = np.zeros((n_labels, C * TPC))
-    label_id = meta["label_id"]
-    run_id = np.concatenate([[0], np.cumsum(np.diff(label_id) != 0)])  # runs of one label, as label_sums cuts
-    for c in range(C):
-        rows = touched_rows(shape, calls[c])
-        arr = replay_chip_rows(shape, calls[c], c, TPC, active)  # zero pages outside ``rows`` are never touched
-        sub = {a: arr[a][rows] for a in ARRAYS}
-        del arr
-        pk = one_chip_rows(sub).peaks()
-        comp[rows, c], crit[rows, c] = pk.compute[:, 0], pk.compute_tile[:, 0]
-        pin[rows, c], tin[rows, c], pout[rows, c], tout[rows, c] = (
-            pk.bytes_in[:, 0],
-            pk.in_tile[:, 0],
-            pk.bytes_out[:, 0],
-            pk.out_tile[:, 0],
-        )
-        onchip[rows, c] = sub[OUT].sum(axis=1, dtype=np.float64)
-        if fabric.grid is not None:
-            link[rows, c], hops[rows, c] = fabric.link_peaks(sub[IN], sub[OUT])
-        label_tiles[:, c * TPC : (c + 1) * TPC] = label_sums_of_rows(sub[COMPUTE], rows, label_id, run_id, n_labels)
-    return CompactProgram(
+    return compact_program(
+        _RecordedRows(shape, rec.finish(), machine.tiles_per_chip, active),
+        machine,
         name=name,
-        chips=C,
-        tiles_per_chip=TPC,
         labels=PHASE_LABELS,
-        label_id=np.asarray(label_id, np.int32),
-        sync_scope=np.asarray(meta["scope"], np.int32),
-        partitions=(),
-        peaks=ChipPeaks(
-            comp,
-            crit,
-            np.arange(S, dtype=np.int32),
-            pin,
-            tin,
-            pout,
-            tout,
-            onchip.sum(axis=1),
-            link_bytes=link if fabric.grid is not None else None,
-            hops=hops if fabric.grid is not None else None,
-        ),  # fmt: skip
-        label_tile_cycles=label_tiles,
-        onchip_bytes=onchip,
-        **flow_columns(meta["flows"], meta["host"]),
-        sync_extra_cycles=np.asarray(meta["sync_extra"], np.float64),
-        exchange_extra_cycles=np.asarray(meta["exchange_extra"], np.float64),
-        rows=_RecordedRows(shape, calls, TPC, active),
+        label_id=meta["label_id"],
+        sync_scope=meta["scope"],
+        flows=meta["flows"],
+        host=meta["host"],
+        sync_extra=meta["sync_extra"],
+        exchange_extra=meta["exchange_extra"],
     )
 
 
 @dataclass(frozen=True, eq=False)
 class _RecordedRows:
     """The step's recorded row calls per chip (:class:`ChipCalls`), replayed for one chip on
-    demand (a :class:`tilesim.program.ChipRowSource`)."""
+    demand (a :class:`tilesim.program.forms.ChipRows`)."""
 
     shape: StepShape
     calls: list
@@ -352,6 +298,10 @@ class _RecordedRows:
         """(compute, bytes in, bytes out) ``[S, tiles of a chip]`` float32 of ``chip``."""
         arr = replay_chip_rows(self.shape, self.calls[chip], chip, self.tiles_per_chip, self.active)
         return arr[COMPUTE], arr[IN], arr[OUT]
+
+    def touched_rows(self, chip: int) -> np.ndarray:
+        """The supersteps of the slots ``chip``'s recorded calls write (:func:`touched_rows`)."""
+        return touched_rows(self.shape, self.calls[chip])
 
 
 def _peaks_program(
