@@ -191,8 +191,8 @@ def _labels(record: RunRecord):
 
 def _tile_text(a: dict, tiles: np.ndarray, tpc: int) -> list[str]:
     """Hover text per tile: its id, layer group, SRAM bytes by category (largest first) and compute."""
-    group = a.get("tile_group")
-    table = a.get("memory_by_category")
+    group = a["tile_group"] if "tile_group" in a else None
+    table = a["memory_by_category"] if "memory_by_category" in a else None
     out = []
     for t in tiles:
         chip, local = divmod(int(t), tpc)
@@ -345,7 +345,7 @@ def _exchange(a: dict):
             hovertemplate="from tiles %{y}.. to tiles %{x}..: %{z:,.0f} B<extra></extra>",
         )
     )
-    chip = int(a.get("exchange_chip_index", 0))
+    chip = int(a["exchange_chip_index"]) if "exchange_chip_index" in a else 0
     fig.update_layout(
         title=f"bytes per step, tile group to tile group on chip {chip} (labels = first tile)",
         yaxis={"autorange": "reversed", "type": "category"},

@@ -243,7 +243,7 @@ def _draw(out, record: RunRecord, a, plots, page: bool = True) -> list[Path]:
                 vmax=max(1.0, float(used.max())),
                 over=used > 1,
                 tiles_per_chip=tpc,
-                tile_layer=a.get("tile_group"),
+                tile_layer=a["tile_group"] if "tile_group" in a else None,
             )
         )
     work = a["work_cycles"]
@@ -257,7 +257,7 @@ def _draw(out, record: RunRecord, a, plots, page: bool = True) -> list[Path]:
             + _layout_note(a, record.tile_groups),
             "million cycles",
             tiles_per_chip=tpc,
-            tile_layer=a.get("tile_group"),
+            tile_layer=a["tile_group"] if "tile_group" in a else None,
         )
     )
     if "exchange_chip" in a:
@@ -290,7 +290,7 @@ def _draw(out, record: RunRecord, a, plots, page: bool = True) -> list[Path]:
 
 
 def _layout_note(a, tile_groups: str) -> str:
-    g = tuple(int(x) for x in a.get("grid", (0, 0)))
+    g = tuple(int(x) for x in (a["grid"] if "grid" in a else (0, 0)))
     return (
         f"tiles where they sit on the network-on-chip ({g[0]} rows x {g[1]} columns)"
         if g[0]
