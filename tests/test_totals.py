@@ -144,7 +144,7 @@ def test_results_as_dataframes(gc200x2, tmp_path):
     assert df["time_s"].sum() == pytest.approx(summary.predicted_step_s, rel=1e-9)
     assert df[[f"{p}_s" for p in summary.breakdown_s]].sum().sum() == pytest.approx(summary.predicted_step_s)
     rows = summary.by_phase_frame()
-    assert list(rows["label"])[0] == max(summary.by_phase, key=lambda k: summary.by_phase[k]["time_s"])
+    assert list(rows["label"])[0] == max(summary.by_phase, key=lambda x: x.time_s).label
     assert rows["host_s"].sum() == pytest.approx(summary.breakdown_s["host"])
     from tilesim.running.store import ResultStore
 

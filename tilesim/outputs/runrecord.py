@@ -155,6 +155,10 @@ class MemoryRecord:
     max_tile_entries: tuple[MemoryEntry, ...] = ()
     overflow_tiles: tuple[int, ...] = ()
 
+    def to_dict(self) -> dict:
+        """The JSON form (the ledger's keys)."""
+        return _json(self)
+
     @classmethod
     def of(cls, ledger) -> MemoryRecord:
         """The record of a :class:`tilesim.machine.memory.MemoryLedger`."""
@@ -191,6 +195,12 @@ class Explain:
     exchange_bytes: dict[str, int] = field(default_factory=dict)
     exchange_received_bytes: dict[str, int] = field(default_factory=dict)
     detail: dict[str, object] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """The JSON form: the fields, then the workload's ``detail`` keys beside them (as a workload
+        writes its explain mapping)."""
+        d = _json(self)
+        return {**{k: v for k, v in d.items() if k != "detail"}, **d["detail"]}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Explain:

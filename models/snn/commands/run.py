@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +53,7 @@ from tilesim.outputs.records import (
     label_tile_cycles,
     whole_bytes,
 )
+from tilesim.outputs.runrecord import Explain, LabelTime, MemoryRecord
 from tilesim.workload import time_workload
 
 __all__ = [
@@ -313,7 +314,7 @@ class RunSummary:
     predicted_step_s: float  # the median step (upper middle for even counts)
     samples_per_s: float
     breakdown_s: dict[str, float]  # seconds per time category (tilesim.outputs.records.PHASES)
-    memory: dict  # the SRAM ledger's own record (tilesim.machine.memory.MemoryLedger.to_dict)
+    memory: MemoryRecord  # the SRAM of the step (the ledger's record)
     network: NetworkSummary
     machine: str
     chips: int
@@ -322,8 +323,8 @@ class RunSummary:
     accuracy: list[float] | None
     predicted_step_s_per_step: list[float]
     wall_s_per_step: float
-    by_phase: dict[str, dict]  # per superstep label: the engine's record (SimResult.by_label)
-    explain: dict  # the critical kernel in words and numbers (models.snn.outputs.explain.explain_critical)
+    by_phase: tuple[LabelTime, ...]  # per superstep label: the engine's record (SimResult.by_label)
+    explain: Explain  # the critical kernel in words and numbers (models.snn.outputs.explain.explain_critical)
     wall_s_total: float
     host_memory: HostMemory | None = None
     second_threshold_schedule: SecondThresholdSchedule | None = None  # None: a constant theta2
@@ -336,11 +337,17 @@ class RunSummary:
 
     def by_phase_frame(self):
         """:attr:`by_phase` as a pandas DataFrame, one row per superstep label, slowest first."""
-        return by_phase_frame(self.by_phase)
+        return by_phase_frame(self.by_phase_table())
+
+    def by_phase_table(self) -> dict[str, dict]:
+        """:attr:`by_phase` keyed by label (the form :meth:`tilesim.outputs.records.SimResult.by_label`
+        returns, and the ``--json`` form)."""
+        return {x.label: {k: v for k, v in asdict(x).items() if k != "label"} for x in self.by_phase}
 
     def to_dict(self) -> dict:
         """The JSON summary (every field but ``artifacts``, in declaration order)."""
         out = {f.name: _jsonable(getattr(self, f.name)) for f in fields(self) if f.name != "artifacts"}
+        out["by_phase"] = self.by_phase_table()
         for name, empty in (("host_memory", {}), ("structure", {}), ("activity", []), ("findings", []), ("notes", [])):
             if out[name] is None or out[name] == ():
                 out[name] = empty
@@ -473,7 +480,7 @@ def _summarize(
         predicted_step_s=float(s.pred[med]),
         samples_per_s=config.batch / float(s.pred[med]),
         breakdown_s=sim.breakdown_s(),
-        memory=placed.ledger.to_dict(),
+        memory=MemoryRecord.of(placed.ledger),
         network=NetworkSummary(
             layers=tuple(config.layers),
             neurons=int(sum(config.layers[1:])),
@@ -489,8 +496,8 @@ def _summarize(
         accuracy=s.accs if trained else None,
         predicted_step_s_per_step=s.pred,
         wall_s_per_step=float(np.median(s.walls[1:] if len(s.walls) > 1 else s.walls)),
-        by_phase=sim.by_label(),
-        explain=explain,
+        by_phase=tuple(LabelTime(label=k, **v) for k, v in sim.by_label().items()),
+        explain=Explain.from_dict(explain),
         wall_s_total=time.perf_counter() - t_all,
         host_memory=_host_memory(facts.estimate),
         second_threshold_schedule=facts.schedule,

@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from models.snn.commands.options import RunOptions, resolved_settings
-from tilesim.outputs.runrecord import Explain, Finding, Provenance, RunRecord, Section, Throughput, tilesim_version
+from tilesim.outputs.runrecord import Finding, Provenance, RunRecord, Section, Throughput, tilesim_version
 
 __all__ = ["run_record", "run_sections", "run_provenance"]
 
@@ -121,7 +121,7 @@ def run_record(summary, options: RunOptions) -> RunRecord:
         workload="snn",
         ledger=a.ledger,
         throughput=Throughput(float(d["samples_per_s"]), "samples/s"),
-        explain=Explain.from_dict(d["explain"]),
+        explain=summary.explain,
         findings=tuple(Finding(f["kind"], f["message"], f["fix"]) for f in d["findings"]),
         structure=dict(d["structure"]),
         notes=tuple(d["notes"]),
