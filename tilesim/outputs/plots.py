@@ -529,7 +529,7 @@ def _compare_steps(ax, comparison, recs) -> None:
         ax.annotate(f"{v:,.4g} {unit}", (v, i), xytext=(2, 0), textcoords="offset points", va="center", fontsize=8)
     ax.set_yticks(y, comparison.names, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlim(0, max(left.max(), 1e-12) * 1.25)
+    ax.set_xlim(0, max(float(np.max(left)), 1e-12) * 1.25)
     ax.set_xlabel(f"time per step ({unit})")
     ax.set_title("time per step by phase", fontsize=9)
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
