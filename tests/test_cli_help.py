@@ -68,6 +68,22 @@ def test_verbose_logs_steps_quiet_does_not():
     assert "INFO" not in _run().stderr
 
 
+def test_log_flags_after_the_command_are_taken_too():
+    """Issue 39: `tilesim run -q ...` was refused ("unrecognized argument -q"); -q, -v and -vv are
+    the command line's, wherever they stand. `--quiet` after a command stays the command's own."""
+    from tilesim.cli import _hoist_log_flags
+
+    assert _hoist_log_flags(["run", "--layers", "4-2", "-q"]) == ["-q", "run", "--layers", "4-2"]
+    assert _hoist_log_flags(["-v", "run", "-vv", "--quiet"]) == ["-v", "-vv", "run", "--quiet"]
+    assert _hoist_log_flags(["run", "--second-threshold", "-0.5"]) == ["run", "--second-threshold", "-0.5"]
+    args = ["run", "--layers", "40-24-4", "--caps", "8-2", "--batch", "4", "--timesteps", "8", "--steps", "2"]
+    done = subprocess.run(
+        [sys.executable, "-m", "tilesim", *args, "-v", "--quiet"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "INFO: step 1/2: loss" in done.stderr
+
+
 HEAVY = ("numpy", "numba", "llvmlite", "networkx", "matplotlib", "pandas", "dask", "scipy", "tqdm")
 _HELP_IMPORTS = """
 import contextlib, io, json, sys

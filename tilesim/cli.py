@@ -499,6 +499,7 @@ def set_log_level(verbose: int = 0, quiet: bool = False) -> int:
 def main(argv=None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit status: 0, or 2
     with one line on stderr for bad input (never a traceback for a TileSimError)."""
+    argv = _hoist_log_flags(sys.argv[1:] if argv is None else list(argv))
     set_log_level(*_log_flags(argv))  # plug-ins that fail to load are logged
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -534,6 +535,22 @@ def os_error_message(exc: OSError) -> str:
     if exc.errno == errno.ENOSPC:
         return f"no space left to write{where}: free space on that disk, or write to another (e.g. --out elsewhere)"
     return f"cannot access{where}: {exc.strerror or exc}; check the path and its permissions"
+
+
+def _is_log_flag(a: str) -> bool:
+    """``-q``, ``-v``, ``-vv``, ... or ``--verbose``: the log level's flags (no sub-command has its own)."""
+    return a in ("-q", "--verbose") or (a.startswith("-v") and len(a) > 1 and set(a[1:]) == {"v"})
+
+
+def _hoist_log_flags(argv: list) -> list:
+    """``argv`` with the log level's flags given after the command (``tilesim run -q ...``) moved before
+    it, where the parser reads them (``--quiet`` after a command stays: ``run --quiet`` hides its
+    progress bar)."""
+    first = next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))
+    late = [a for a in argv[first + 1 :] if _is_log_flag(a)]
+    if not late:
+        return argv
+    return argv[:first] + late + argv[first : first + 1] + [a for a in argv[first + 1 :] if not _is_log_flag(a)]
 
 
 def _log_flags(argv) -> tuple:
