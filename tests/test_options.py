@@ -53,7 +53,10 @@ FLAG_CASES = [
     (["--batch", "abc"], "--batch = 'abc': must be an integer"),
     (["--lr", "0"], "--lr = 0.0: must be > 0"),
     (["--layers", "64-40-4", "--caps", "8-8-2"], "--caps = '8-8-2': needs one cap per neuron layer (2"),
-    (["--layers", "100-40-4", "--dataset", "shd"], "--layers N0 = 100: must be 700 for dataset shd"),
+    (
+        ["--layers", "100-40-4", "--dataset", "shd"],
+        "--layers N0 = 100: must be 700 for dataset shd; e.g. --layers 700-40-4",
+    ),
 ]
 
 

@@ -473,8 +473,8 @@ def translate_error(exc: ValidationError, labels: dict | None = None, style: str
     loc = [p for p in err["loc"] if isinstance(p, str)]
     name = ctx.get("field") or (loc[0] if loc else "options")
     value = ctx.get("value", err.get("input"))
-    label = labels.get(name, "--" + name.replace("_", "-") if style == "flag" else name)
-    label += ctx.get("part", "")
+    flag = labels.get(name, "--" + name.replace("_", "-") if style == "flag" else name)
+    label = flag + ctx.get("part", "")  # what is wrong (e.g. "--layers N0"); the fix names the flag alone
     if isinstance(value, tuple) and name in ("layers", "caps"):
         value = _dash(value)
     kind = err["type"]
@@ -497,7 +497,7 @@ def translate_error(exc: ValidationError, labels: dict | None = None, style: str
     if name in RunOptions.__pydantic_fields__:
         example = ctx.get("fix_example")
         fix = _example_text(
-            name, label, _info(name).json_schema_extra["example"] if example is None else example, style
+            name, flag, _info(name).json_schema_extra["example"] if example is None else example, style
         )
     else:
         fix = ""
