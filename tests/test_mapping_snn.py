@@ -324,3 +324,18 @@ def test_map_search_starts_from_a_mapping_file(tmp_path):
     assert json.loads(again.stdout)["best"]["predicted_step_s"] <= best
     bad = tilesim("map-search", *net, "--mapping", str(tmp_path / "missing.json"), "--quiet")
     assert bad.returncode == 2 and "no such file" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_overflow_advice_names_only_what_can_help():
+    """Issue 39: with one neuron per tile the overflow still said "lower --neurons-per-tile", and with
+    every layer on a chip of its own it still said "spread the network over more chips". The fix now
+    offers each only where it can help, and says that one layer's neurons must fit on one chip."""
+    cfg = NetworkConfig(layers="700-1462-1460-20", batch=480, timesteps=100, max_activity=0.05, input_cap=48)
+    with pytest.raises(SramOverflowError) as alone:
+        place_network(cfg, load_machine("gc200", 4), 1, "contiguous")
+    fix = str(alone.value).split("fix: ", 1)[1]
+    assert "neurons-per-tile" not in fix and "--chips" not in fix and "must fit on one chip" in fix
+    with pytest.raises(SramOverflowError) as shared:
+        place_network(cfg, load_machine("gc200"), 4, "contiguous")
+    fix = str(shared.value).split("fix: ", 1)[1]
+    assert "lower --neurons-per-tile" in fix and "more chips (--chips)" in fix

@@ -496,9 +496,7 @@ def translate_error(exc: ValidationError, labels: dict | None = None, style: str
         limit = _LIMITS.get(kind, err["msg"].lower())
     if name in RunOptions.__pydantic_fields__:
         example = ctx.get("fix_example")
-        fix = _example_text(
-            name, flag, _info(name).json_schema_extra["example"] if example is None else example, style
-        )
+        fix = _example_text(name, flag, _info(name).json_schema_extra["example"] if example is None else example, style)
     else:
         fix = ""
     return ConfigError(config_message(label, value, limit, fix))

@@ -18,11 +18,24 @@ from tilesim.machine.memory import EntryGroup, MemoryLedger
 from tilesim.running.memo import lru_in
 
 SRAM_REMEDY_NPT = "lower --neurons-per-tile (the 6 per-worker dW copies grow with fan-in x neurons per tile), "
-SRAM_REMEDY = (
-    SRAM_REMEDY_NPT + "reduce --batch or --timesteps (the state history is T x B x n), use SGD instead of Adam, "
-    "or spread the network over more chips (--chips)"
-)
-"""What an SNN SRAM overflow message suggests (the first part only while fewer neurons per tile could help)."""
+SRAM_REMEDY_CORE = "reduce --batch or --timesteps (the state history is T x B x n), use SGD instead of Adam"
+
+
+def sram_remedy(placement: Mapping) -> str:
+    """What can help an SNN SRAM overflow under ``placement``: fewer neurons per tile only where a tile
+    holds more than one; more chips only where layers share a chip (a layer's neurons sit on one chip,
+    so once every layer has a chip of its own, more chips cannot help: that layer must fit on its chip)."""
+    npt = max(placement.neurons_per_tile(), default=1)
+    chips = [placement.chip_of_layer(l) for l in range(placement.n_layers)]
+    shared = len(set(chips)) < len(chips)
+    first = SRAM_REMEDY_NPT if npt > 1 else ""
+    last = (
+        ", or spread the network over more chips (--chips)"
+        if shared
+        else "; every layer already has a chip of its own and one layer's neurons must fit on one chip, so more "
+        "chips cannot help"
+    )
+    return first + SRAM_REMEDY_CORE + last
 
 
 # code and bookkeeping bytes per tile (ipu-hardware.md §3.3): a vertex's state holds ~3 SPAN
@@ -98,7 +111,7 @@ def snn_memory(
     ``ledger``: a :class:`MemoryLedger` (default) or a :class:`tilesim.machine.memory.MemoryTotals` for a
     search; ``cache`` (a dict the caller keeps) reuses the owner-tile entries of layers whose
     neuron grouping is unchanged (a :class:`BytesLRU` keyed by layer, grouping and config)."""
-    led = ledger or MemoryLedger(machine, remedy=SRAM_REMEDY)
+    led = ledger or MemoryLedger(machine, remedy=sram_remedy(placement))
     TPC = machine.tiles_per_chip
     T, B = config.timesteps, config.batch
     nmax = config.n_max
