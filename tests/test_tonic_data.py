@@ -113,6 +113,11 @@ def test_bad_combinations_are_refused(tmp_path, capsys, argv, says):
 def test_missing_data_and_missing_tonic_say_what_to_do(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="holds no SHD in tonic's layout and tonic could not download it"):
         read_tonic("shd", tmp_path / "empty", limit=2)
+    assert not (tmp_path / "empty").exists()  # issue 39: a refused download leaves no empty SHD/ behind
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(ConfigError, match="could not download it"):
+        read_tonic("shd", tmp_path / "mine", limit=2)
+    assert (tmp_path / "mine").is_dir() and not any((tmp_path / "mine").iterdir())  # the user's folder stays
     monkeypatch.setitem(sys.modules, "tonic", None)
     with pytest.raises(ConfigError, match=r"needs tonic; pip install 'tilesim\[data\]'"):
         read_tonic("shd", tmp_path, limit=2)

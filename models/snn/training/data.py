@@ -17,8 +17,10 @@ structured arrays with fields x, y, p, t). Channel of a camera event = ``p·H·W
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -455,9 +457,13 @@ def read_tonic(dataset: str, root, limit: int | None = None, train: bool = True)
         ) from None
     cls_name, factor, n_classes = TONIC_DATASETS[dataset]
     cls = getattr(tonic.datasets, cls_name)
+    made = [p for p in (Path(root), Path(root) / cls_name) if not p.exists()]  # what a failed download leaves
     try:
         ds = cls(save_to=str(root), train=train)
     except Exception as exc:  # noqa: BLE001 (tonic raises what its download raises: URLError, OSError, ...)
+        for p in reversed(made):  # the folders tonic made for the download, if it left them empty
+            with contextlib.suppress(OSError):
+                p.rmdir()
         raise ConfigError(
             config_message(
                 "--data-root",
