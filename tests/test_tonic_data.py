@@ -113,6 +113,17 @@ def test_bad_combinations_are_refused(tmp_path, capsys, argv, says):
 def test_missing_data_and_missing_tonic_say_what_to_do(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="holds no SHD in tonic's layout and tonic could not download it"):
         read_tonic("shd", tmp_path / "empty", limit=2)
+    import os
+
+    import tonic.dataset
+
+    def refuse_after_making_the_folder(self):  # what tonic's download does offline: the folder, then the error
+        os.makedirs(self.location_on_system, exist_ok=True)
+        raise urllib.error.URLError("no network in the tests")
+
+    monkeypatch.setattr(tonic.dataset.Dataset, "download", refuse_after_making_the_folder)
+    with pytest.raises(ConfigError, match="could not download it"):
+        read_tonic("shd", tmp_path / "empty", limit=2)
     assert not (tmp_path / "empty").exists()  # issue 39: a refused download leaves no empty SHD/ behind
     (tmp_path / "mine").mkdir()
     with pytest.raises(ConfigError, match="could not download it"):
