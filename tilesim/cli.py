@@ -562,7 +562,7 @@ def _log_flags(argv) -> tuple:
             break
         if a in ("-q", "--quiet"):
             quiet = True
-        elif a == "--verbose" or (a.startswith("-v") and set(a[1:]) == {"v"}):
+        elif _is_log_flag(a):  # -v, -vv, ... or --verbose
             verbose += 1 if a == "--verbose" else len(a) - 1
     return verbose, quiet
 

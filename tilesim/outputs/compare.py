@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.outputs.records import PHASES
 
 __all__ = [
     "Row",
@@ -40,7 +41,6 @@ __all__ = [
     "MAX_RUNS",
 ]
 
-PHASES = ("compute", "sync", "exchange", "links", "host", "residual")  # tilesim.outputs.records.PHASES (no numpy here)
 LABEL_ROWS = 12
 """Labels listed: those whose time moved most."""
 CHIP_ROWS = 16

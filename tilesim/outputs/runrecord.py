@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.outputs.records import critical_tiles, whole_bytes
 
 __all__ = [
     "RECORD_FORMAT",
@@ -40,15 +41,6 @@ __all__ = [
 RECORD_FORMAT = 2
 """Format of :meth:`RunRecord.to_dict`. 1: the flat summaries written before the record (no
 ``format`` key); 2: this record."""
-
-PHASE_NAMES = (
-    "compute",
-    "sync",
-    "exchange",
-    "links",
-    "host",
-    "residual",
-)  # tilesim.outputs.records.PHASES (no numpy here)
 
 
 def tilesim_version() -> str:
@@ -221,8 +213,8 @@ class Explain:
 
 
 def _whole(nbytes: Mapping | None) -> dict[str, int]:
-    """Bytes by kind as a user reads them: whole numbers."""
-    return {str(k): round(float(v)) for k, v in (nbytes or {}).items()}
+    """Bytes by kind as a user reads them (:func:`tilesim.outputs.records.whole_bytes` each)."""
+    return {str(k): whole_bytes(v) for k, v in (nbytes or {}).items()}
 
 
 @dataclass(frozen=True)
@@ -295,9 +287,7 @@ class RunRecord:
         SRAM ``ledger`` (optional) and the other fields by name (``throughput``, ``settings``,
         ``provenance``, ``sections``, ``explain``, ...). Raises :class:`ConfigError` for a step time
         that is not finite (a machine or cost file with extreme rates)."""
-        from tilesim.outputs.records import critical_tiles  # numpy loads with the result that is passed in
-
-        by = result.by_label()
+        totals = result.to_dict()  # by label, bytes and link groups, computed once
         return cls(
             workload=workload,
             program=result.program_name,
@@ -307,9 +297,9 @@ class RunRecord:
             supersteps=int(result.supersteps),
             step_s=_finite(result.total_s, "predicted step time (s)"),
             breakdown_s={k: float(v) for k, v in result.breakdown_s().items()},
-            by_label=tuple(_label_time(k, v) for k, v in by.items()),
-            bytes=ByteTotals(**result.to_dict()["bytes"]),
-            busiest_link_groups=tuple(LinkLoad(**g) for g in result.to_dict()["busiest_link_groups"]),
+            by_label=tuple(_label_time(k, v) for k, v in totals["by_label"].items()),
+            bytes=ByteTotals(**totals["bytes"]),
+            busiest_link_groups=tuple(LinkLoad(**g) for g in totals["busiest_link_groups"]),
             memory=MemoryRecord.of(ledger) if ledger is not None else None,
             critical_tiles=critical_tiles(result),
             **parts,
@@ -342,10 +332,6 @@ class RunRecord:
         """The workload section titled ``title`` (None when there is none)."""
         return next((s for s in self.sections if s.title == title), None)
 
-    def with_settings(self, settings: Mapping[str, object]) -> RunRecord:
-        """The same record with ``settings`` (name -> JSON-ready value)."""
-        return replace(self, settings=dict(settings))
-
     # ------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         """The ``summary.json`` form (JSON-ready; field order as declared, ``format`` first)."""
@@ -367,10 +353,7 @@ class RunRecord:
             supersteps=int(d["supersteps"]),
             step_s=float(d["step_s"]),
             breakdown_s={str(k): float(v) for k, v in d["breakdown_s"].items()},
-            by_label=tuple(
-                LabelTime(**{**x, "breakdown_s": {str(k): float(v) for k, v in x["breakdown_s"].items()}})
-                for x in d.get("by_label", ())
-            ),
+            by_label=tuple(_label_time(x["label"], x) for x in d.get("by_label", ())),
             bytes=ByteTotals(**d.get("bytes", {})),
             throughput=Throughput(**d["throughput"]) if d.get("throughput") else None,
             busiest_link_groups=tuple(LinkLoad(**g) for g in d.get("busiest_link_groups", ())),

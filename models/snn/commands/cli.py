@@ -106,27 +106,11 @@ def register(sub) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-WALL_CLOCK_FIELDS = ("wall_s_per_step", "wall_s_total")
-"""Summary fields measured on the host's clock (with ``host_memory.peak_rss_bytes``): they go to
-``wall.json``, so that two identical runs write byte-identical ``summary.json`` files."""
-
-
-def split_wall_clock(summary: dict) -> tuple[dict, dict]:
-    """``(summary without the host's measurements, those measurements)`` (:data:`WALL_CLOCK_FIELDS`
-    and the peak RSS)."""
-    record = {k: v for k, v in summary.items() if k not in WALL_CLOCK_FIELDS}
-    wall = {k: summary[k] for k in WALL_CLOCK_FIELDS if k in summary}
-    host = dict(record.get("host_memory") or {})
-    if "peak_rss_bytes" in host:
-        wall["peak_rss_bytes"] = host.pop("peak_rss_bytes")
-        record["host_memory"] = host
-    return record, wall
-
-
 def write_run_outputs(out, summary: RunSummary) -> None:
     """summary.json (the run's record), summary.md, trace.json, the pictures, mapping.json and the
     resolved options (``options.toml``: ``tilesim run --from DIR`` re-runs it) of a run into ``out``;
-    the host's own measurements (wall times, peak RSS) in ``wall.json`` (:func:`split_wall_clock`)."""
+    the host's own measurements (wall times, peak RSS) in ``wall.json``
+    (:func:`models.snn.outputs.record.split_wall_clock`)."""
     from models.snn.outputs.activity_plot import (
         plot_activity,  # matplotlib is imported only when drawing (start-up time)
     )
@@ -136,7 +120,7 @@ def write_run_outputs(out, summary: RunSummary) -> None:
     a = summary.artifacts
     options = a.options if a.options is not None else RunOptions()
     mapping = (json.dumps(a.mapping.to_dict(), indent=1) + "\n").encode()  # as Mapping.save writes it
-    _, wall = split_wall_clock(summary.to_dict())
+    record, wall = run_record(summary, options)
     files = {"mapping.json": mapping, RUN_OPTIONS: options_toml(options).encode()}
     if a.history:
         png = io.BytesIO()
@@ -144,7 +128,7 @@ def write_run_outputs(out, summary: RunSummary) -> None:
         files["activity.png"] = png.getvalue()
     write_outputs(
         Path(out),
-        run_record(summary, options),
+        record,
         a.result,
         a.program,
         a.ledger,

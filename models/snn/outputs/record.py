@@ -12,7 +12,7 @@ from pathlib import Path
 from models.snn.commands.options import RunOptions, resolved_settings
 from tilesim.outputs.runrecord import Finding, Provenance, RunRecord, Section, Throughput, tilesim_version
 
-__all__ = ["run_record", "run_sections", "run_provenance"]
+__all__ = ["run_record", "run_sections", "run_provenance", "split_wall_clock", "WALL_CLOCK_FIELDS"]
 
 
 def _sha(path: Path) -> str:
@@ -109,14 +109,31 @@ def run_sections(summary: dict) -> tuple[Section, ...]:
     return tuple(out)
 
 
-def run_record(summary, options: RunOptions) -> RunRecord:
-    """The record of a :class:`models.snn.commands.run.RunSummary` trained under ``options``: the median
+WALL_CLOCK_FIELDS = ("wall_s_per_step", "wall_s_total")
+"""Summary fields measured on the host's clock (with ``host_memory.peak_rss_bytes``): they go to
+``wall.json``, so that two identical runs write byte-identical ``summary.json`` files."""
+
+
+def split_wall_clock(summary: dict) -> tuple[dict, dict]:
+    """``(summary without the host's measurements, those measurements)`` (:data:`WALL_CLOCK_FIELDS`
+    and the peak RSS)."""
+    record = {k: v for k, v in summary.items() if k not in WALL_CLOCK_FIELDS}
+    wall = {k: summary[k] for k in WALL_CLOCK_FIELDS if k in summary}
+    host = dict(record.get("host_memory") or {})
+    if "peak_rss_bytes" in host:
+        wall["peak_rss_bytes"] = host.pop("peak_rss_bytes")
+        record["host_memory"] = host
+    return record, wall
+
+
+def run_record(summary, options: RunOptions) -> tuple[RunRecord, dict]:
+    """The record of a :class:`models.snn.commands.run.RunSummary` trained under ``options`` (the median
     step's engine result and SRAM, samples per second, the SNN's sections, the critical kernel,
-    findings, structure, notes, settings and provenance."""
-    d = summary.to_dict()
-    d["host_memory"] = {k: v for k, v in d["host_memory"].items() if k != "peak_rss_bytes"}  # the host's, not the run's
+    findings, structure, notes, settings and provenance) and, apart, the host's own measurements of the
+    run (:func:`split_wall_clock`: ``wall.json``)."""
+    d, wall = split_wall_clock(summary.to_dict())
     a = summary.artifacts
-    return RunRecord.of(
+    record = RunRecord.of(
         a.result,
         workload="snn",
         ledger=a.ledger,
@@ -130,3 +147,4 @@ def run_record(summary, options: RunOptions) -> RunRecord:
         sections=run_sections(d),
         tile_groups="neuron layers",
     )
+    return record, wall
