@@ -24,11 +24,11 @@ $(STAMP): $(RUNTIME)
 
 install: $(STAMP)
 
-# The SHD-shaped 2-layer paper network (700-1462-1460-20, B=48, T=100, 5 % caps) trained for a
-# few steps on a simulated GC200; writes summary.json, trace.json, memory.png, timeline.png.
+# `tilesim demo`: the SHD-shaped 2-layer paper network (700-1462-1460-20, B=48, T=100, 5 % caps) trained
+# for a few steps on a simulated GC200 (its options: DEMO_OPTIONS in models/snn/commands/cli.py); writes
+# report.html, summary.json, trace.json and the pictures into $(OUT).
 demo: $(RUNTIME)
-	$(BIN)/tilesim run --layers 700-1462-1460-20 --dataset shd --input-cap 48 --batch 48 \
-	    --timesteps 100 --max-activity 0.05 --machine gc200 --steps 4 --out $(OUT)
+	$(BIN)/tilesim demo --out $(OUT)
 
 # Debian's chromium and its driver, for the report pages' browser tests (tests/test_report_page.py).
 # Opt-in: `make test` never installs system packages; without them the browser tests skip with one line.

@@ -133,7 +133,7 @@ def bsp_superstep(img: Path, quick: bool) -> dict:
         res,
         img / "bsp-timeline.png",
         max_supersteps=12,
-        title="BSP timeline of `tilesim demo` on an M2000 (4 chips), first 12 supersteps",
+        title="BSP timeline of `tilesim example` on an M2000 (4 chips), first 12 supersteps",
     )
     s = res.superstep(1)
     bd = {k: v * 1e6 for k, v in s["breakdown_s"].items()}
@@ -141,7 +141,7 @@ def bsp_superstep(img: Path, quick: bool) -> dict:
         f"Tiles do not share memory, so they take turns: every *superstep* is compute (each tile works on "
         f"its own SRAM), then a *sync* (every tile waits for the slowest), then *exchange* (tiles copy data "
         f"into each other's SRAM, all at once, on a schedule the compiler fixed). The time of a superstep "
-        f"is therefore set by its slowest tile, not the average one. In `tilesim demo` the first half of "
+        f"is therefore set by its slowest tile, not the average one. In `tilesim example` the first half of "
         f"each chip's tiles has twice the work; superstep 1 ('{s['label']}') takes {bd['compute']:.2f} µs of "
         f"compute (critical tile {s['critical_tile']}), {bd['sync']:.3f} µs of sync and {bd['exchange']:.2f} µs "
         f"of exchange. Supersteps that need data from other chips sync all four chips and then move it "
@@ -151,7 +151,7 @@ def bsp_superstep(img: Path, quick: bool) -> dict:
         "title": "One BSP superstep: compute → sync → exchange",
         "text": text,
         "images": [path],
-        "command": "tilesim demo --out out/demo      # out/demo/timeline.png, trace.json (Perfetto)",
+        "command": "tilesim example --out out/example  # out/example/timeline.png, trace.json (Perfetto)",
     }
 
 

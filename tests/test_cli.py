@@ -11,8 +11,8 @@ def run(*args):
     return subprocess.run([sys.executable, "-m", "tilesim", *args], capture_output=True, text=True, timeout=300)
 
 
-def test_demo_writes_outputs(tmp_path):
-    r = run("demo", "--out", str(tmp_path))
+def test_example_writes_outputs(tmp_path):
+    r = run("example", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     for f in ("summary.json", "trace.json", "timeline.png", "memory.png", "breakdown.png"):
         assert (tmp_path / f).stat().st_size > 1000
@@ -80,14 +80,14 @@ def test_simulate_overflow_and_report_mode(tmp_path):
     assert json.loads(r.stdout)["memory"]["overflow_tiles"] == [3]
 
 
-def test_demo_on_another_machine_traces_its_critical_tiles(tmp_path):
-    """The demo's trace tracks were hard-coded tiles 0 and 736; on pod16 they are the step's critical tiles,
+def test_example_on_another_machine_traces_its_critical_tiles(tmp_path):
+    """The example's trace tracks were hard-coded tiles 0 and 736; on pod16 they are the step's critical tiles,
     and a machine the demo program does not fit is a one-line error, not a traceback."""
-    r = run("demo", "--machine", "pod16", "--out", str(tmp_path))
+    r = run("example", "--machine", "pod16", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     trace = json.loads((tmp_path / "trace.json").read_text())
     assert any(e.get("tid", 0) > 0 for e in trace["traceEvents"] if e["ph"] == "X")
-    bad = run("demo", "--machine", "mesh-demo")
+    bad = run("example", "--machine", "mesh-demo")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
 
 
@@ -125,3 +125,27 @@ def test_overflow_at_the_fewest_neurons_per_tile_does_not_suggest_fewer():
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "2 per tile is the fewest" in r.stderr and "lower --neurons-per-tile" not in r.stderr
     assert "reduce --batch" in r.stderr
+
+
+def test_make_demo_is_tilesim_demo(tmp_path, capsys):
+    """`make demo` and `tilesim demo` are one thing (they were an SNN run and the core's example program, both
+    writing out/demo): the Makefile's demo target calls `tilesim demo`, whose options are the demo's under any
+    flag given."""
+    from pathlib import Path
+
+    from tilesim.io import read_toml
+
+    make = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    target = make.split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    assert "tilesim demo" in target and "tilesim run" not in target
+    out = tmp_path / "d"
+    assert main(["demo", "--timesteps", "4", "--batch", "2", "--steps", "1", "--quiet", "--out", str(out)]) == 0
+    o = read_toml(out / "options.toml", "options")
+    assert (o["layers"], o["dataset"], o["input_cap"], o["max_activity"], o["machine"]) == (
+        [700, 1462, 1460, 20],
+        "shd",
+        48,
+        0.05,
+        "gc200",
+    )
+    assert (o["timesteps"], o["batch"], o["steps"]) == (4, 2, 1)  # the flags given win

@@ -286,7 +286,7 @@ def _cmd_simulate(args) -> int:
     )
 
 
-def _cmd_demo(args) -> int:
+def _cmd_example(args) -> int:
     path = resources.files("tilesim") / "examples" / "demo.toml"
     with resources.as_file(path) as p:
         return _simulate_file(p, args.machine, None, args.out, args.json, [], "report", args.force)
@@ -458,16 +458,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=_cmd_simulate)
 
-    d = sub.add_parser("demo", help="time the built-in example program and write its outputs")
+    d = sub.add_parser(
+        "example",
+        help="time the built-in multi-chip BSP example program and write its outputs",
+        description="Simulate the core's example program (tilesim/examples/demo.toml: a forward and backward "
+        "matmul over 4 chips, no workload) — the program-file side of tilesim in one command.",
+    )
     d.add_argument("--machine", default="m2000", help="machine with 4 chips (default m2000)")
-    d.add_argument("--out", default="out/demo", help="output directory (default out/demo)")
+    d.add_argument("--out", default="out/example", help="output directory (default out/example)")
     d.add_argument("--json", action="store_true", help="print the summary as JSON")
     d.add_argument(
         "--force",
         action="store_true",
         help="write --out into a folder that is not a tilesim run (its other files are kept)",
     )
-    d.set_defaults(func=_cmd_demo)
+    d.set_defaults(func=_cmd_example)
 
     r = sub.add_parser(
         "report",

@@ -48,9 +48,25 @@ GRAD_OPTIONS = (
 SEARCH_OPTIONS = tuple(n for n in option_names() if n not in ("out", "json"))
 
 
+# `tilesim demo` (and `make demo`, which calls it): the SHD-shaped 2-layer paper network (700-1462-1460-20, B 48,
+# T 100, 5 % caps) trained for a few steps on a simulated GC200. Flags given with `demo` change it, as with `run`.
+DEMO_OPTIONS = {
+    "layers": (700, 1462, 1460, 20),
+    "dataset": "shd",
+    "input_cap": 48,
+    "batch": 48,
+    "timesteps": 100,
+    "max_activity": 0.05,
+    "machine": "gc200",
+    "steps": 4,
+    "out": "out/demo",
+}
+
+
 def register(sub) -> None:
-    """Add ``run``, ``map-search``, ``grad`` and ``scaling`` to the ``tilesim`` sub-command parsers ``sub``."""
+    """Add ``run``, ``demo``, ``map-search``, ``grad`` and ``scaling`` to the ``tilesim`` sub-command parsers ``sub``."""
     _register_scaling(sub)
+    _register_demo(sub)
     r = sub.add_parser(
         "run",
         help="train a sparse spiking network on a simulated tile machine",
@@ -139,10 +155,34 @@ def write_run_outputs(out, summary: RunSummary) -> None:
     )
 
 
+def _register_demo(sub) -> None:
+    d = sub.add_parser(
+        "demo",
+        help="the main job on its embedded default: the SHD-shaped paper network trained on a simulated GC200 "
+        "(what `make demo` runs)",
+        description="`tilesim run` with the demo's options (layers 700-1462-1460-20, --dataset shd, --input-cap 48, "
+        "--batch 48, --timesteps 100, --max-activity 0.05, --machine gc200, --steps 4, --out out/demo); any run "
+        "flag given here changes it.",
+    )
+    add_option_flags(d)
+    d.add_argument("--quiet", action="store_true", help="no progress bar")
+    d.add_argument("--force", action="store_true", help="as for `tilesim run`")
+    d.set_defaults(func=cmd_demo, config=None, from_dir=None)
+
+
+def cmd_demo(args) -> int:
+    """``tilesim demo``: :func:`cmd_run` with :data:`DEMO_OPTIONS` under the flags given."""
+    return _run(options_from_args(args, given=DEMO_OPTIONS), args)
+
+
 def cmd_run(args) -> int:
     """``tilesim run``: options from the TOML file (or a run folder's, ``--from``) and the flags,
     train, print (and write --out)."""
-    options = options_from_args(args) if not args.from_dir else _options_from_run(args)
+    return _run(options_from_args(args) if not args.from_dir else _options_from_run(args), args)
+
+
+def _run(options: RunOptions, args) -> int:
+    """Check, train, print and write the run of ``options`` (``args``: --quiet, --force)."""
     from models.snn.commands.budget import (  # loaded only when the command runs (start-up time)
         check_run_memory,
         check_run_time,
