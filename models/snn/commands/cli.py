@@ -64,7 +64,7 @@ DEMO_OPTIONS = {
 
 
 def register(sub) -> None:
-    """Add ``run``, ``demo``, ``map-search``, ``grad`` and ``scaling`` to the ``tilesim`` sub-command parsers ``sub``."""
+    """Add ``run``, ``demo``, ``map-search``, ``grad`` and ``scaling`` to the sub-command parsers ``sub``."""
     _register_scaling(sub)
     _register_demo(sub)
     r = sub.add_parser(
