@@ -277,3 +277,20 @@ def test_serial_reduces_add_up_when_every_superstep_syncs_all_chips():
     per_chip = prog.compute_cycles[red].reshape(-1, 2, TPC).max(axis=2)
     serial = per_chip.sum() / m.clock_hz
     assert res.by_label()["bwd: reduce input grad"]["breakdown_s"]["compute"] == pytest.approx(serial, rel=1e-5)
+
+
+def test_scaling_picture_legends_never_cover_the_curves():
+    """scaling.png's legends covered the curves (issue 39): each panel's legend sits outside its axes and
+    inside the picture."""
+    import matplotlib.pyplot as plt
+
+    from models.snn.outputs.scaling_plot import scaling_figure
+
+    fig = scaling_figure(scaling_study(ScalingRecipe(), (1, 2, 4), "weak"))
+    fig.canvas.draw()
+    page = fig.bbox
+    for ax in fig.axes:
+        box, legend = ax.get_window_extent(), ax.get_legend().get_window_extent()
+        assert not box.overlaps(legend), ax.get_ylabel()
+        assert page.x0 <= legend.x0 and legend.x1 <= page.x1 and page.y0 <= legend.y0 and legend.y1 <= page.y1
+    plt.close(fig)
