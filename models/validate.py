@@ -146,7 +146,20 @@ def cmd_validate(args) -> int:
         return 0
     for f, wl, rows in report:
         _print_file(f, wl, rows)
+        if wl == "collective":
+            _print_choices(f)
     return 0
+
+
+def _print_choices(f: Path) -> None:
+    """The ``[H]`` lines of a collective file: constants chosen with its rows in view, and the rows'
+    error under the alternative (:func:`models.collective.measured.check_choices`)."""
+    import textwrap
+
+    from models.collective.measured import check_choices  # loaded only when the command runs
+
+    for check in check_choices(f):
+        print(textwrap.fill(check.line(), 118, initial_indent="  ", subsequent_indent="      "))
 
 
 def cmd_calibrate(args) -> int:

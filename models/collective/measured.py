@@ -13,8 +13,10 @@ others (:mod:`models.cases`).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import numpy as np
 
 from models.cases import Case, CaseFit, fit_cases, number, predict, read_rows, validate_rows
 from models.collective.costs import CollectiveCosts, load_costs
@@ -22,7 +24,18 @@ from models.collective.workload import CollectiveSpec, time_collective
 from tilesim.errors import ConfigError, config_message
 from tilesim.machine.description import load_machine
 
-__all__ = ["COLUMNS", "read_cases", "predict_us", "validate_collective", "fit_collective", "shipped_collective_cases"]
+__all__ = [
+    "COLUMNS",
+    "read_cases",
+    "predict_us",
+    "validate_collective",
+    "fit_collective",
+    "shipped_collective_cases",
+    "HeldOutChoice",
+    "HELD_OUT_CHOICES",
+    "ChoiceCheck",
+    "check_choices",
+]
 
 COLUMNS = (
     "workload", "case", "machine", "op", "chips", "topology", "storage", "dtype", "size_bytes", "measured_us", "source",
@@ -88,3 +101,93 @@ def fit_collective(paths) -> CaseFit:
 
     x0 = [m0.link_efficiency, m0.link_latency_s * 1e6, base.launch_cycles * 1e-3]
     return fit_cases(cases, predict_with, x0, ([0.05, 0.0, 0.0], [1.0, 50.0, 100.0]), tables)
+
+
+@dataclass(frozen=True)
+class HeldOutChoice:
+    """A machine constant chosen with the held-out data in view (evidence tag ``[H]``,
+    tilesim/presets/EVIDENCE.md): the ``[system]`` ``fields`` of preset ``machine`` were read from the
+    very file its rows are checked on (or chosen after seeing it). ``alternative``: what the constant
+    would be without that file (``source`` says where each comes from); :func:`check_choices` prints
+    the rows' error under both, so the held-out error is read knowing the choice."""
+
+    machine: str
+    fields: tuple[str, ...]
+    source: str
+    alternative: tuple[float, ...]
+    alternative_source: str
+
+
+# Blackhole p150x8: Wormhole's fitted per-hop latency is 2376 cycles at 1 GHz; the preset keeps the cycles at
+# Blackhole's 1.35 GHz (1.760 us); in seconds it would stay 2.376 us.
+HELD_OUT_CHOICES = (
+    HeldOutChoice(
+        "blackhole-p150x8",
+        ("links_per_neighbour", "link_bytes_per_s"),
+        "2 links of 25 GB/s per neighbour, read from the CCL benchmark's own records (linkbw = busbw / 2, its line "
+        "rate) in the file these rows come from",
+        (1.0, 100.0e9),
+        "the vendor's cabling alone: one QSFP-DD 800G cable per neighbour in the 2 x 4 mesh (10 cables), 100 GB/s "
+        "per direction",
+    ),
+    HeldOutChoice(
+        "blackhole-p150x8",
+        ("links_per_neighbour",),
+        "2 links per neighbour, read from the CCL benchmark's linkbw = busbw / 2",
+        (1.0,),
+        "one link per neighbour at the recorded 25 GB/s, as the Wormhole rows discover",
+    ),
+    HeldOutChoice(
+        "blackhole-p150x8",
+        ("link_latency_s",),
+        "Wormhole's fitted per-hop latency kept in cycles (2376) at Blackhole's clock: 1.760 us, chosen after the "
+        "Blackhole rows were seen",
+        (2.376e-6,),
+        "Wormhole's fitted per-hop latency kept in seconds (the same firmware at the same wall-clock speed)",
+    ),
+)
+"""The ``[H]`` choices of the shipped presets (EVIDENCE.md §4.3, §4.4)."""
+
+
+@dataclass(frozen=True)
+class ChoiceCheck:
+    """The mean |error| of a file's rows on ``choice.machine`` with the shipped values and with the
+    alternative (``rows``: how many were predicted)."""
+
+    choice: HeldOutChoice
+    shipped_pct: float
+    alternative_pct: float
+    rows: int
+
+    def line(self) -> str:
+        """One line for ``tilesim validate``."""
+        c = self.choice
+        fields = ", ".join(c.fields)
+        alt = ", ".join(f"{f} = {v:g}" for f, v in zip(c.fields, c.alternative))
+        return (
+            f"[H] {c.machine} {fields}: {c.source}; mean |error| {self.shipped_pct:.1f} % over {self.rows} rows. "
+            f"With {alt} ({c.alternative_source}): {self.alternative_pct:.1f} %"
+        )
+
+
+def _mean_abs_error(cases, predicted) -> tuple[float, int]:
+    errs = [abs(p / c.measured - 1) * 100 for c, p in zip(cases, predicted) if isinstance(p, float)]
+    return (float(np.mean(errs)) if errs else float("nan")), len(errs)
+
+
+def check_choices(path, costs: CollectiveCosts | None = None, choices=HELD_OUT_CHOICES) -> list[ChoiceCheck]:
+    """For every ``[H]`` choice whose machine has rows in the collective cases file ``path``: those
+    rows' mean |error| with the shipped values and with the choice's alternative."""
+    costs = costs or load_costs()
+    out = []
+    for choice in choices:
+        cases = [c for c in read_cases(path) if c.machine == choice.machine and not c.problem]
+        if not cases:
+            continue
+        shipped, n = _mean_abs_error(cases, predict_us(cases, costs))
+        over = dict(zip(choice.fields, choice.alternative))
+        if "links_per_neighbour" in over:
+            over["links_per_neighbour"] = int(over["links_per_neighbour"])
+        alternative, _ = _mean_abs_error(cases, predict_us(cases, costs, over))
+        out.append(ChoiceCheck(choice, shipped, alternative, n))
+    return out
