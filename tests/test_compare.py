@@ -24,7 +24,6 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("cmp")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("tilesim.outputs.report._draw", lambda *a, **k: [])
-        mp.setattr("models.snn.outputs.activity_plot.plot_activity", lambda *a, **k: None)
         for name, extra in (("a", {}), ("b", {"batch": 4}), ("c", {"lr": 0.01})):
             write_run_outputs(root / "snn" / name, run_training(options_from_mapping({**TINY, **extra})))
         assert main(["simulate", "tilesim/examples/demo.toml", "--machine", "m2000", "--out", str(root / "prog")]) == 0

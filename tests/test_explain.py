@@ -75,7 +75,8 @@ def test_run_out_writes_the_explanations_and_report_redraws_them(tmp_path):
     assert r.returncode == 0, r.stderr
     md = (out / "summary.md").read_text()
     assert "Predicted time per step" in md and "The critical kernel" in md and "## Memory" in md
-    pictures = ("timeline.png", "breakdown.png", "memory.png", "work.png", "exchange.png")
+    pictures = ("timeline.png", "breakdown.png", "memory.png", "work.png", "exchange.png", "activity.png")
+    activity = (out / "activity.png").read_bytes()  # the workload's own picture, from its record (issue 39)
     for name in pictures:
         assert (out / name).stat().st_size > 1000
         (out / name).unlink()
@@ -83,6 +84,7 @@ def test_run_out_writes_the_explanations_and_report_redraws_them(tmp_path):
     r = tilesim("report", str(out))
     assert r.returncode == 0, r.stderr
     assert all((out / n).is_file() for n in pictures) and (out / "summary.md").read_text() == md
+    assert (out / "activity.png").read_bytes() == activity
 
 
 def test_report_on_a_folder_without_a_run_exits_2(tmp_path):

@@ -1,5 +1,5 @@
 """Import rules of models/snn (architecture.md): numba only in kernel modules; no simpy anywhere
-in the workload, matplotlib only in modules named *plot* (e.g. activity_plot.py)."""
+in the workload, matplotlib only in modules named *plot* (e.g. scaling_plot.py)."""
 
 import ast
 import pathlib

@@ -153,14 +153,22 @@ def test_synthetic_drive_is_a_rate_per_ms():
     assert rates[0] == pytest.approx(0.2 * 100 * 0.05 * 0.9, rel=0.15)
 
 
-def test_activity_figure(tmp_path):
-    from models.snn.outputs.activity_plot import plot_activity
+def test_activity_chart_is_data_the_core_draws(tmp_path):
+    """activity.png is a Chart in the Training section: stored in summary.json, drawn by the core, so `tilesim
+    report` redraws it from the same numbers (issue 39: it was the one picture report could not redraw)."""
+    from models.snn.outputs.activity_chart import activity_chart
+    from tilesim.outputs.chart import Chart
+    from tilesim.outputs.plots import draw_chart
 
-    hist = [_rec(k, 1.0, 1.0, 4.0, 10.0) for k in range(3)]
-    out = plot_activity(hist, tmp_path / "activity.png")
-    assert out.is_file() and out.stat().st_size > 5000
-    with pytest.raises(ConfigError, match="history"):
-        plot_activity([], tmp_path / "x.png")
+    hist = [_rec(k, 1.0 - 0.1 * k, 1.0, 4.0 + k, 10.0) for k in range(3)]
+    chart = activity_chart([r.to_dict() for r in hist])
+    spikes = chart.panels[0].series
+    assert spikes[0].values == (4.0, 5.0, 6.0) and spikes[-1].name == "loss" and spikes[-1].right
+    assert Chart.from_dict(chart.to_dict()) == chart
+    draw_chart(chart, tmp_path / "activity.png")
+    assert (tmp_path / "activity.png").stat().st_size > 5000
+    with pytest.raises(ConfigError, match="activity"):
+        activity_chart([])
 
 
 ISSUE_RUN = (

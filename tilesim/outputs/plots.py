@@ -11,6 +11,7 @@ import numpy as np
 
 from tilesim.io import atomic_write_bytes
 from tilesim.machine.fabric import grid_shape
+from tilesim.outputs.chart import Chart, Panel
 from tilesim.outputs.records import PHASES, phase_spans
 
 # One palette for every picture (run reports, the tour, the experiments): a phase of the BSP
@@ -615,3 +616,47 @@ def comparison_figure(comparison, path):
     save_figure(fig, path, dpi=100)
     plt.close(fig)
     return Path(path)
+
+
+def draw_chart(chart: Chart, path) -> None:
+    """Draw ``chart`` as a PNG into ``path`` (a file name or a binary file object; atomic)."""
+    import matplotlib  # matplotlib is imported only when drawing (start-up time)
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # matplotlib is imported only when drawing (start-up time)
+
+    n = max(1, len(chart.panels))
+    fig, axes = plt.subplots(1, n, figsize=(4.4 * n, 3.8), layout="constrained", squeeze=False)
+    for ax, panel in zip(axes[0], chart.panels):
+        _draw_panel(ax, chart, panel)
+    fig.suptitle(chart.title)
+    save_figure(fig, path, format="png", dpi=100)
+    plt.close(fig)
+
+
+_LOOK = {"line": {"ls": "-", "lw": 1.5}, "thin": {"ls": "-", "lw": 0.7, "color": "k", "alpha": 0.5}}
+_LOOK["dotted"] = {"ls": ":", "lw": 1.0}
+
+
+def _draw_panel(ax, chart: Chart, panel: Panel) -> None:
+    """One panel's series on its left axis and, if any, on a right axis of its own."""
+    left = [s for s in panel.series if not s.right]
+    right = [s for s in panel.series if s.right]
+    for s in left:
+        ax.plot(chart.x, s.values, label=s.name, **_LOOK[s.style])
+    ax.set_xlabel(chart.x_label)
+    ax.set_ylabel(panel.y_label)
+    ax.grid(alpha=0.3)
+    if panel.y_max is not None:
+        ax.set_ylim(0, panel.y_max)
+    if any(s.style != "thin" for s in left):
+        ax.legend(fontsize=7)
+    if right:
+        twin = ax.twinx()
+        for s in right:
+            twin.plot(chart.x, s.values, label=s.name, **_LOOK[s.style])
+        twin.set_ylabel(panel.right_label, fontsize=8)
+        if panel.right_scale == "symlog":
+            twin.set_yscale("symlog", linthresh=1.0)
+        if any(s.style != "thin" for s in right):
+            twin.legend(fontsize=7, loc="center right")

@@ -25,6 +25,9 @@ from tilesim.outputs import plots
 from tilesim.outputs.records import PHASES, ProgramDigest, label_tile_cycles
 from tilesim.outputs.runrecord import Explain, MemoryRecord, RunRecord, read_record
 
+CORE_PICTURES = ("timeline.png", "breakdown.png", "memory.png", "work.png", "exchange.png", "links.png")
+"""The pictures the core draws; a workload's :class:`tilesim.outputs.chart.Chart` takes another name."""
+
 __all__ = [
     "write_run_report",
     "render",
@@ -280,6 +283,11 @@ def _draw(out, record: RunRecord, a, plots, page: bool = True) -> list[Path]:
                 f"({record.machine})\nper-tile totals as proportional traffic (tilesim/machine/gridload.py)",
             )
         )
+    for chart in (c for section in record.sections for c in section.charts):  # the workload's own pictures
+        if chart.file in CORE_PICTURES:
+            raise _broken(out, f"has a workload chart named {chart.file}, one of the core's own pictures")
+        plots.draw_chart(chart, out / chart.file)
+        written.append(out / chart.file)
     atomic_write_text(out / "summary.md", summary_markdown(record))
     written.append(out / "summary.md")
     if page:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.outputs.chart import Chart
 from tilesim.outputs.records import critical_tiles, whole_bytes
 
 __all__ = [
@@ -57,24 +58,34 @@ def tilesim_version() -> str:
 class Section:
     """A workload's own part of a run's report: a ``title``, ``lines`` of text for ``summary.md``,
     ``report.html`` and the terminal, and the same facts as plain JSON-ready ``data`` for
-    ``summary.json`` and ``compare`` (``(key, value)`` pairs, in order)."""
+    ``summary.json`` and ``compare`` (``(key, value)`` pairs, in order); ``charts``: pictures of its own
+    (:class:`tilesim.outputs.chart.Chart`), drawn by the core into the run folder."""
 
     title: str
     lines: tuple[str, ...] = ()
     data: tuple[tuple[str, object], ...] = ()
+    charts: tuple[Chart, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         """``data`` as a JSON-ready mapping."""
         return dict(self.data)
 
     def to_dict(self) -> dict:
-        """The ``summary.json`` form."""
-        return {"title": self.title, "lines": list(self.lines), "data": self.as_dict()}
+        """The ``summary.json`` form (``charts`` only when there are some)."""
+        out: dict = {"title": self.title, "lines": list(self.lines), "data": self.as_dict()}
+        if self.charts:
+            out["charts"] = [c.to_dict() for c in self.charts]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping) -> Section:
         """The section of its :meth:`to_dict` form."""
-        return cls(str(d["title"]), tuple(str(x) for x in d.get("lines", ())), tuple(dict(d.get("data", {})).items()))
+        return cls(
+            str(d["title"]),
+            tuple(str(x) for x in d.get("lines", ())),
+            tuple(dict(d.get("data", {})).items()),
+            tuple(Chart.from_dict(c) for c in d.get("charts", ())),
+        )
 
 
 @dataclass(frozen=True)

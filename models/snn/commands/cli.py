@@ -127,9 +127,6 @@ def write_run_outputs(out, summary: RunSummary) -> None:
     resolved options (``options.toml``: ``tilesim run --from DIR`` re-runs it) of a run into ``out``;
     the host's own measurements (wall times, peak RSS) in ``wall.json``
     (:func:`models.snn.outputs.record.split_wall_clock`)."""
-    from models.snn.outputs.activity_plot import (
-        plot_activity,  # matplotlib is imported only when drawing (start-up time)
-    )
     from models.snn.outputs.record import run_record
     from tilesim.cli import write_outputs
 
@@ -138,10 +135,6 @@ def write_run_outputs(out, summary: RunSummary) -> None:
     mapping = (json.dumps(a.mapping.to_dict(), indent=1) + "\n").encode()  # as Mapping.save writes it
     record, wall = run_record(summary, options)
     files = {"mapping.json": mapping, RUN_OPTIONS: options_toml(options).encode()}
-    if a.history:
-        png = io.BytesIO()
-        plot_activity(a.history, png, title="spikes, cap use and gradient-only entries per layer and step")
-        files["activity.png"] = png.getvalue()
     write_outputs(
         Path(out),
         record,

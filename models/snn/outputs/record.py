@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from models.snn.commands.options import RunOptions, resolved_settings
+from models.snn.outputs.activity_chart import activity_chart
 from tilesim.outputs.runrecord import Finding, Provenance, RunRecord, Section, Throughput, tilesim_version
 
 __all__ = ["run_record", "run_sections", "run_provenance", "split_wall_clock", "WALL_CLOCK_FIELDS"]
@@ -103,7 +104,8 @@ def run_sections(summary: dict) -> tuple[Section, ...]:
     out = [Section("Network", tuple(_network_lines(summary)), tuple((k, summary[k]) for k in NETWORK_KEYS))]
     data = tuple((k, summary[k]) for k in TRAINING_KEYS)
     if summary.get("loss"):
-        out.append(Section("Training", tuple(_training_lines(summary)), data))
+        charts = (activity_chart(summary["activity"]),) if summary.get("activity") else ()
+        out.append(Section("Training", tuple(_training_lines(summary)), data, charts))
     else:
         out.append(Section("Fixed activity", ("Every spike list at its cap; no training (no loss).",), data))
     return tuple(out)
