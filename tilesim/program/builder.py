@@ -175,8 +175,7 @@ class ProgramBuilder:
             rectangle, :func:`tilesim.machine.fabric.rectangle_tiles`); the source sends it once, each
             link of its tree carries it once, each destination receives it
         sync : "chip", "all", or a list of chip groups (lists of chip ids)
-        broadcast : the per-tile totals are a broadcast (every receiver takes the same data from the
-            senders): a fabric that multicasts sends each sender's bytes once down a tree
+        broadcast : every receiver takes the same data (a multicasting fabric sends each sender's as a tree)
         """
         where = f"superstep {len(self._label_id)} ({label})"
         require(isinstance(label, str), f"{where}: label", label, "must be a string", "give the label as text")
@@ -216,8 +215,7 @@ class ProgramBuilder:
             self._compute.append(comp32)
             if have_exchange:
                 self._erow.append(len(self._bin))
-                self._bin.append(bin_.astype(np.float32))
-                self._bout.append(bout.astype(np.float32))
+                self._bin.append(bin_.astype(np.float32)), self._bout.append(bout.astype(np.float32))
                 self._broadcast.append(bool(broadcast))
             else:
                 self._erow.append(-1)
