@@ -172,6 +172,8 @@ class Fabric:
     the bytes it sends/receives, never on distance. ``mesh``: tiles on a ``cols`` × ``rows`` grid with
     XY routing; each hop adds ``hop_cycles`` and directed links carry ``link_bytes_per_cycle``,
     shared by the flows on them. ``torus``: the mesh with wrap-around links (Tenstorrent's NoCs).
+    ``multicast``: the routers copy one message onto several links (a mesh or torus), so a row the
+    workload marks a broadcast goes as one multicast tree per sender (:mod:`tilesim.machine.fabric`).
     """
 
     kind: str
@@ -179,6 +181,7 @@ class Fabric:
     rows: int = 0
     hop_cycles: float = 0.0
     link_bytes_per_cycle: float = 0.0
+    multicast: bool = False
 
     def __post_init__(self):
         if self.kind not in FABRIC_KINDS:
@@ -193,6 +196,10 @@ class Fabric:
         if self.kind in ("mesh", "torus"):
             _positive(
                 "fabric", self, ["cols", "rows", "link_bytes_per_cycle", "hop_cycles"], allow_zero=("hop_cycles",)
+            )
+        if not isinstance(self.multicast, bool):
+            raise ConfigError(
+                config_message("fabric.multicast", self.multicast, "must be true or false", "e.g. multicast = true")
             )
 
 

@@ -35,6 +35,34 @@ On-chip fabrics turn per-tile exchange bytes into the cycles of one exchange pha
   Without explicit transfers (only per-tile totals) the links carry proportional traffic (every
   receiver draws from the senders in proportion to what they send: :mod:`tilesim.machine.gridload`), so
   where the tiles sit still matters; with only chip peaks, the grid's mean distance stands in.
+  A row the workload marks a *broadcast* (every receiver takes the same data) goes, on a fabric
+  that multicasts (``[fabric] multicast = true``), as one multicast tree per sender: each sender's
+  bytes cross each link of its dimension-ordered tree once (the tree loads of
+  :mod:`tilesim.machine.gridload`). Elsewhere a broadcast row is timed as any other row.
+
+  **The closed form against the events.** The per-tile totals of a row stand for explicit
+  transfers (:meth:`MeshFabric.row_flows`: proportional unicasts, or the multicast trees), which
+  the event model times with the fluid rule (:meth:`MeshFabric.row_event_cycles`). For traffic
+  whose totals are consistent (unicasts: Σ in = Σ out; trees: the largest receiver takes all,
+  max in = Σ out) those flows load every link and port ``g`` (bandwidth ``bw_g``) with exactly the
+  closed form's ``L_g`` bytes, by ``N_g`` flows of at most ``ŝ_g`` bytes each. Let
+  ``D = max_g L_g / bw_g`` (the closed form's drain) and ``H`` its longest route. No link moves
+  more than ``bw_g`` per cycle, and a flow's rate never falls below ``min_g bw_g / N_g`` over its
+  route (its shares only grow as others finish), so every flow drains by ``max_g N_g·ŝ_g / bw_g``:
+
+      D ≤ max_i drain_i ≤ B·D,   B = max_g N_g·ŝ_g / L_g ≤ largest flow / smallest flow
+
+  and with ``events = fixed + max_i(⌈drain_i⌉ + hops_i·hop)``, ``closed = fixed + ⌈D⌉ + H·hop``:
+
+      fixed + max(D, h·hop) ≤ events ≤ fixed + B·D + H·hop
+
+  (``h`` the events' longest route: ``H`` on a mesh, at most ``H`` on a torus, where ``H`` is an upper
+  bound). So on a mesh ``(closed − fixed) / 2 ≤ events − fixed ≤ B·(closed − fixed)``, and where the
+  flows have one size (``B = 1``: equal senders and receivers, e.g. one list broadcast from the tiles
+  of a chip to its owner tiles) ``events ≤ closed``: the closed form only adds the busiest link's
+  drain and the longest route's latency as if one flow had both. ``tests/test_multicast.py`` checks
+  the bound on random traffic, unicast and multicast. The closed form is the fast path on every
+  row timed from per-tile totals (it scales to a wafer; the flows of a row are senders × receivers).
 
 :class:`LadderLinks` routes cross-chip flows over Poplar's ladder model of IPU-Links (§1.2):
 directed link groups with a bandwidth each; flows that share a group share its bandwidth.
@@ -52,7 +80,7 @@ import numpy as np
 from tilesim.errors import ConfigError, config_message
 from tilesim.machine.description import FABRIC_KINDS, Machine
 from tilesim.machine.fluid import drain_times
-from tilesim.machine.gridload import GridLinks, grid_link_peaks, grid_link_totals, link_slot
+from tilesim.machine.gridload import GridLinks, grid_link_peaks, grid_link_totals, link_slot, proportional_flows
 from tilesim.outputs.records import ChipWork
 from tilesim.program.rows import ChipPeaks, TileRows
 
@@ -73,6 +101,8 @@ __all__ = [
     "grid_shape",
     "rectangle_tiles",
 ]
+
+_ROUND_OFF = 1e-9  # relative float round-off of a fluid drain time, dropped before it is rounded up to cycles
 
 # A directed group of IPU-Links (:class:`LadderLinks`): ``("pair", rung, from_side)``,
 # ``("rail", side, rung_from, rung_to)`` or ``("gw", machine, rack_from, rack_to)``.
@@ -135,23 +165,24 @@ class OnChipFabric:
         """Cycles to move ``nbytes`` from tile ``src`` to tile ``dst`` of one chip, alone."""
         raise NotImplementedError
 
-    def link_peaks(self, bytes_in: np.ndarray, bytes_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def link_peaks(self, bytes_in: np.ndarray, bytes_out: np.ndarray, broadcast=None) -> tuple[np.ndarray, np.ndarray]:
         """``(busiest link's bytes [E], longest route's hops [E])`` of one chip's ``[E, tiles]``
         per-tile totals, for a fabric whose exchange time depends on where the tiles are (``grid``
-        not None): what :class:`ChipPeaks` keeps of the per-tile detail."""
+        not None): what :class:`ChipPeaks` keeps of the per-tile detail. ``broadcast``: bool [E],
+        the rows whose receivers all take the same data (None: none)."""
         raise NotImplementedError
 
-    def chip_link_peaks(self, bytes_in: np.ndarray, bytes_out: np.ndarray) -> tuple | None:
+    def chip_link_peaks(self, bytes_in: np.ndarray, bytes_out: np.ndarray, broadcast=None) -> tuple | None:
         """:meth:`link_peaks` of every chip of ``[E, chips, tiles]`` arrays, as ``[E, chips]`` pairs."""
         if self.grid is None:
             return None
-        per = [self.link_peaks(bytes_in[:, c], bytes_out[:, c]) for c in range(bytes_in.shape[1])]
+        per = [self.link_peaks(bytes_in[:, c], bytes_out[:, c], broadcast) for c in range(bytes_in.shape[1])]
         return np.stack([p[0] for p in per], axis=1), np.stack([p[1] for p in per], axis=1)
 
     def reduce(self, rows: TileRows) -> ChipWork:
         """``rows`` reduced to chips (the contract is in the module docstring)."""
         peaks = rows.peaks()
-        links = self.chip_link_peaks(rows.bytes_in, rows.bytes_out)
+        links = self.chip_link_peaks(rows.bytes_in, rows.bytes_out, rows.broadcast)
         if links is not None:
             peaks = replace(peaks, link_bytes=links[0], hops=links[1])
         return self.reduce_peaks(peaks, rows.transfers)
@@ -216,6 +247,7 @@ class MeshFabric(OnChipFabric):
         self.port_bpc = float(machine.chip.exchange_bytes_per_cycle)
         self.tiles = machine.tiles_per_chip
         self.mean_hops = self._mean_hops(self.cols) + self._mean_hops(self.rows)
+        self.multicast = bool(f.multicast)  # a broadcast row goes as one tree per sender
 
     def _mean_hops(self, n: int) -> float:
         """Mean hops along one dimension of ``n`` between two uniformly chosen positions:
@@ -255,20 +287,42 @@ class MeshFabric(OnChipFabric):
             hops.append(max(len(r) for r in members) - 2)
             sizes.append(float(nbytes[group == g][0]))
         bw = {g: (self.port_bpc if isinstance(g[0], str) else self.link_bpc) for r in routes for g in r}
-        done = drain_times(routes, sizes, bw)
+        done = drain_times(routes, sizes, bw) * (1.0 - _ROUND_OFF)  # a drain at 246 + 3e-14 is 246 cycles, not 247
         return self.fixed + float(np.max(np.ceil(done) + np.asarray(hops, np.float64) * self.hop, initial=0.0))
 
-    def link_peaks(self, bytes_in: np.ndarray, bytes_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The busiest link and the longest route of each row's per-tile totals under proportional
-        traffic (:func:`tilesim.machine.gridload.grid_link_peaks`)."""
-        return grid_link_peaks(bytes_in, bytes_out, self.rows, self.cols, self.wraps)
+    def trees(self, broadcast) -> np.ndarray | None:
+        """The rows whose traffic goes as multicast trees: the ``broadcast`` rows (bool [E]) on a
+        fabric that multicasts; None: every row as unicasts."""
+        if not self.multicast or broadcast is None:
+            return None
+        return np.asarray(broadcast, bool)
 
-    def link_totals(self, bytes_in: np.ndarray, bytes_out: np.ndarray, transfers=()) -> GridLinks:
+    def row_flows(self, bytes_in: np.ndarray, bytes_out: np.ndarray, broadcast: bool = False) -> tuple:
+        """The transfers ``(src, dst, bytes, group)`` one exchange row of one chip's per-tile totals
+        (``[tiles]`` each) stands for: proportional unicasts, or for a ``broadcast`` row on a fabric
+        that multicasts the senders' multicast trees (:func:`tilesim.machine.gridload.proportional_flows`)."""
+        return proportional_flows(bytes_in, bytes_out, self.multicast and bool(broadcast))
+
+    def row_event_cycles(self, bytes_in: np.ndarray, bytes_out: np.ndarray, broadcast: bool = False) -> float:
+        """Cycles of one exchange row of one chip's per-tile totals through the event model: its
+        :meth:`row_flows` drained together by the fluid rule (:meth:`transfer_cycles`); 0 when nothing
+        moves. The reference the closed form of :meth:`exchange_cycles` is bounded against (module
+        docstring)."""
+        src, dst, nbytes, group = self.row_flows(bytes_in, bytes_out, broadcast)
+        return self.transfer_cycles(src, dst, nbytes, group) if src.size else 0.0
+
+    def link_peaks(self, bytes_in: np.ndarray, bytes_out: np.ndarray, broadcast=None) -> tuple[np.ndarray, np.ndarray]:
+        """The busiest link and the longest route of each row's per-tile totals under proportional
+        traffic, a ``broadcast`` row as multicast trees where the fabric multicasts
+        (:func:`tilesim.machine.gridload.grid_link_peaks`)."""
+        return grid_link_peaks(bytes_in, bytes_out, self.rows, self.cols, self.wraps, self.trees(broadcast))
+
+    def link_totals(self, bytes_in: np.ndarray, bytes_out: np.ndarray, transfers=(), broadcast=None) -> GridLinks:
         """Bytes per directed link of one chip over a program: the rows ``[E, tiles]`` timed from
-        per-tile totals (proportional traffic) plus explicit ``transfers`` ``(src, dst, bytes,
-        group)`` along their routes, a multicast group's tree once (the tiles' injection and
-        ejection ports are not links of the grid)."""
-        links = grid_link_totals(bytes_in, bytes_out, self.rows, self.cols, self.wraps)
+        per-tile totals (proportional traffic; ``broadcast`` rows as trees where the fabric
+        multicasts) plus explicit ``transfers`` ``(src, dst, bytes, group)`` along their routes, a
+        multicast group's tree once (the tiles' injection and ejection ports are not links of the grid)."""
+        links = grid_link_totals(bytes_in, bytes_out, self.rows, self.cols, self.wraps, self.trees(broadcast))
         trees: dict = {}
         for k, (src, dst, nbytes, group) in enumerate(transfers):
             tree = trees.setdefault(("multicast", group) if group >= 0 else ("unicast", k), [nbytes, {}])

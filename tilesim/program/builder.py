@@ -41,6 +41,7 @@ class ProgramBuilder:
         self._erow: list[int] = []
         self._bin: list[np.ndarray] = []
         self._bout: list[np.ndarray] = []
+        self._broadcast: list[bool] = []
         self._flows: list[tuple] = []
         self._host: list[tuple] = []
         self._transfers: list[tuple] = []
@@ -158,6 +159,7 @@ class ProgramBuilder:
         multicasts: Iterable[tuple] = (),
         sync="chip",
         repeat: int = 1,
+        broadcast: bool = False,
     ) -> None:
         """Append ``repeat`` identical supersteps.
 
@@ -173,6 +175,7 @@ class ProgramBuilder:
             rectangle, :func:`tilesim.machine.fabric.rectangle_tiles`); the source sends it once, each
             link of its tree carries it once, each destination receives it
         sync : "chip", "all", or a list of chip groups (lists of chip ids)
+        broadcast : every receiver takes the same data (a multicasting fabric sends each sender's as a tree)
         """
         where = f"superstep {len(self._label_id)} ({label})"
         require(isinstance(label, str), f"{where}: label", label, "must be a string", "give the label as text")
@@ -212,8 +215,8 @@ class ProgramBuilder:
             self._compute.append(comp32)
             if have_exchange:
                 self._erow.append(len(self._bin))
-                self._bin.append(bin_.astype(np.float32))
-                self._bout.append(bout.astype(np.float32))
+                self._bin.append(bin_.astype(np.float32)), self._bout.append(bout.astype(np.float32))
+                self._broadcast.append(bool(broadcast))
             else:
                 self._erow.append(-1)
             self._flows.extend((s, a, b, nb) for a, b, nb in fl)
@@ -266,6 +269,7 @@ class ProgramBuilder:
             host=cols(self._host, 3, (np.int32, np.int32, np.float64)),
             transfers=cols(self._transfers, 5, (np.int32, np.int32, np.int32, np.float64, np.int32)),
             name=self.name,
+            broadcast=np.asarray(self._broadcast, bool),
         )
 
 
@@ -281,6 +285,7 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
     erow: list[np.ndarray] = []
     bins: list[np.ndarray] = []
     bouts: list[np.ndarray] = []
+    bcast: list[np.ndarray] = []
     sx: list[np.ndarray] = []
     ex: list[np.ndarray] = []
     fl: list[tuple[np.ndarray, ...]] = []
@@ -306,6 +311,8 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
         erow.append(np.where(p.exchange_row >= 0, p.exchange_row + e_off, -1))
         bins.append(p.bytes_in)
         bouts.append(p.bytes_out)
+        assert p.exchange_broadcast is not None  # filled by __post_init__
+        bcast.append(p.exchange_broadcast)
         fl.append((p.flow_step + s_off, p.flow_src, p.flow_dst, p.flow_bytes))
         ho.append((p.host_step + s_off, p.host_chip, p.host_bytes))
         assert p.transfer_group is not None  # filled by __post_init__
@@ -332,4 +339,5 @@ def concat_programs(programs: Sequence[Program], name: str | None = None) -> Pro
         name=name or p0.name,
         sync_extra=np.concatenate(sx),
         exchange_extra=np.concatenate(ex),
+        broadcast=np.concatenate(bcast),
     )

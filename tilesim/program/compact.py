@@ -46,6 +46,7 @@ class CompactProgram(_ProgramShape):
     sync_extra_cycles: np.ndarray
     exchange_extra_cycles: np.ndarray
     rows: ChipRowSource | None = None
+    exchange_broadcast: np.ndarray | None = None  # bool [S]: broadcast rows (link peaks already by their rule)
 
     form: ClassVar[str] = "compact"
     transfer_step = transfer_src = transfer_dst = np.zeros(0, np.int32)  # no explicit transfers
@@ -84,13 +85,13 @@ class CompactProgram(_ProgramShape):
             raise TypeError(f"compact program {self.name!r} keeps peaks only: it has no per-tile sums")
         return self.label_tile_cycles.sum(axis=0)
 
-    def chip_exchange(self, chip: int) -> tuple[np.ndarray, np.ndarray, list]:
+    def chip_exchange(self, chip: int) -> tuple[np.ndarray, np.ndarray, list, np.ndarray | None]:
         """One chip's on-chip exchange (as :meth:`Program.chip_exchange`; every superstep its own
         row, no explicit transfers), its rows rebuilt."""
         if self.rows is None:
             raise TypeError(f"compact program {self.name!r} was built without its rows: its tile rows are gone")
         _, b_in, b_out = self.rows.chip_rows(chip)
-        return b_in, b_out, []
+        return b_in, b_out, [], self.exchange_broadcast
 
     def tile_compute(self, tiles) -> np.ndarray:
         """float64 [S, len(tiles)]: the compute cycles of global ``tiles`` per superstep (each

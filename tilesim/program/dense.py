@@ -49,12 +49,17 @@ class Program(_ProgramShape):
     # transfers with the same group id >= 0 are one multicast (one source, its bytes sent once over
     # each link of the tree to all their destinations); -1: a point-to-point transfer
     transfer_group: np.ndarray | None = None  # int32 [X]
+    # exchange rows whose receivers all take the same data from the senders (a broadcast): a fabric
+    # that multicasts times them as one tree per sender (tilesim.machine.fabric)
+    exchange_broadcast: np.ndarray | None = None  # bool [E]
 
     def __post_init__(self):
         S = self.supersteps
         for name in ("sync_extra_cycles", "exchange_extra_cycles"):
             v = getattr(self, name)
             object.__setattr__(self, name, np.zeros(S) if v is None else np.asarray(v, np.float64))
+        b, E = self.exchange_broadcast, self.bytes_in.shape[0]
+        object.__setattr__(self, "exchange_broadcast", np.zeros(E, bool) if b is None else np.asarray(b, bool))
         X = self.transfer_step.shape[0]
         g = self.transfer_group
         object.__setattr__(self, "transfer_group", np.full(X, -1, np.int32) if g is None else np.asarray(g, np.int32))
@@ -103,6 +108,14 @@ class Program(_ProgramShape):
                 f"must have shape ({S},)",
                 "give one value per superstep",
             )
+        assert self.exchange_broadcast is not None  # filled by __post_init__
+        require(
+            self.exchange_broadcast.shape == (E,),
+            "program.exchange_broadcast",
+            self.exchange_broadcast.shape,
+            f"must have shape ({E},)",
+            "give one flag per exchange row",
+        )
 
     def _check_step_fields(self) -> None:
         """Per-superstep indices (exchange row, label, sync scope) in range, one group id per chip in
@@ -326,10 +339,11 @@ class Program(_ProgramShape):
         """The program reduced to chips by ``fabric`` (its tile rows and transfers)."""
         return fabric.reduce(self.tile_rows())
 
-    def chip_exchange(self, chip: int) -> tuple[np.ndarray, np.ndarray, list]:
+    def chip_exchange(self, chip: int) -> tuple[np.ndarray, np.ndarray, list, np.ndarray]:
         """One chip's on-chip exchange over the program: ``(bytes_in, bytes_out)`` ``[E, tiles]``
         of the rows a fabric times from per-tile totals (a row with explicit transfers on the chip
-        is zero here) and those transfers as ``(src, dst, bytes, group)`` with chip-local tiles."""
+        is zero here), those transfers as ``(src, dst, bytes, group)`` with chip-local tiles, and the
+        rows' broadcast flags [E] (the arguments of :meth:`tilesim.machine.fabric.MeshFabric.link_totals`)."""
         T = self.tiles_per_chip
         cols = slice(chip * T, (chip + 1) * T)
         b_in, b_out = np.array(self.bytes_in[:, cols], np.float64), np.array(self.bytes_out[:, cols], np.float64)
@@ -343,7 +357,8 @@ class Program(_ProgramShape):
             (int(self.transfer_src[k]) % T, int(self.transfer_dst[k]) % T, float(self.transfer_bytes[k]), int(group[k]))
             for k in mine.tolist()
         ]
-        return b_in, b_out, transfers
+        assert self.exchange_broadcast is not None  # filled by __post_init__
+        return b_in, b_out, transfers, self.exchange_broadcast
 
     def tile_rows(self) -> TileRows:
         """The program's per-tile work and traffic, shaped per chip, for a fabric to reduce."""
@@ -365,6 +380,7 @@ class Program(_ProgramShape):
             self.bytes_out.reshape(E, C, T),
             self.exchange_row,
             transfers,
+            self.exchange_broadcast,
         )
 
     def nbytes(self) -> int:
@@ -404,6 +420,7 @@ class Program(_ProgramShape):
         name: str = "program",
         sync_extra=None,
         exchange_extra=None,
+        broadcast=None,
     ) -> Program:
         """Bulk constructor for workloads that already hold columnar arrays.
 
@@ -411,6 +428,7 @@ class Program(_ProgramShape):
         ``transfers`` = (step, src_tile, dst_tile, bytes[, group]) (group: see ``transfer_group``).
         Missing exchange arrays mean none.
         ``sync_extra`` / ``exchange_extra``: [S] fixed cycles booked as sync / exchange.
+        ``broadcast``: bool [E], the exchange rows that are broadcasts (``exchange_broadcast``).
         """
         compute = np.ascontiguousarray(compute_cycles, dtype=np.float32)
         require(
@@ -456,4 +474,5 @@ class Program(_ProgramShape):
             sync_extra_cycles=sync_extra,
             exchange_extra_cycles=exchange_extra,
             transfer_group=np.asarray(x[4], np.int32) if len(x) > 4 else None,
+            exchange_broadcast=broadcast,
         )

@@ -94,12 +94,14 @@ def compact_program(
     host=None,
     sync_extra=None,
     exchange_extra=None,
+    broadcast=None,
 ) -> CompactProgram:
     """The :class:`CompactProgram` of ``source``'s rows on ``machine``: each chip's rows built once,
     reduced to its peaks, its sent bytes, its per-tile compute per label and (on a fabric with a grid)
     its link peaks, then dropped; ``source`` stays as the program's :attr:`CompactProgram.rows`, to
     rebuild a chip's rows where a person looks at tiles. ``labels``, ``label_id``, ``sync_scope``,
-    ``flows``, ``host`` and the extras as for :meth:`tilesim.program.Program.from_arrays`."""
+    ``flows``, ``host``, the extras and ``broadcast`` (bool [S]: every superstep is its own exchange
+    row) as for :meth:`tilesim.program.Program.from_arrays`."""
     from tilesim.machine.fabric import make_fabric  # the fabric imports the program's rows: not at import
 
     C, TPC, S = machine.chips, machine.tiles_per_chip, len(label_id)
@@ -110,6 +112,7 @@ def compact_program(
     link, hops = np.zeros((S, C)), np.full((S, C), -1.0)  # a fabric with distance: from the per-tile totals
     label_tiles = np.zeros((len(labels), C * TPC))
     label_id = np.asarray(label_id)
+    bcast = np.zeros(S, bool) if broadcast is None else np.asarray(broadcast, bool)
     run_id = np.concatenate([[0], np.cumsum(np.diff(label_id) != 0)])  # runs of one label, as label_sums cuts
     for c in range(C):
         # a row a chip has no call in is all zeros on that chip: its peaks are 0 on tile 0 (issue 15)
@@ -121,7 +124,7 @@ def compact_program(
         pout[rows, c], tout[rows, c] = pk.bytes_out[:, 0], pk.out_tile[:, 0]
         onchip[rows, c] = sub[2].sum(axis=1, dtype=np.float64)
         if fabric.grid is not None:
-            link[rows, c], hops[rows, c] = fabric.link_peaks(sub[1], sub[2])
+            link[rows, c], hops[rows, c] = fabric.link_peaks(sub[1], sub[2], bcast[rows])
         label_tiles[:, c * TPC : (c + 1) * TPC] = label_sums_of_rows(sub[0], rows, label_id, run_id, len(labels))
     grid = fabric.grid is not None
     return CompactProgram(
@@ -150,4 +153,5 @@ def compact_program(
         sync_extra_cycles=np.asarray(sync_extra if sync_extra is not None else np.zeros(S), np.float64),
         exchange_extra_cycles=np.asarray(exchange_extra if exchange_extra is not None else np.zeros(S), np.float64),
         rows=source,
+        exchange_broadcast=bcast,
     )

@@ -43,7 +43,8 @@ class ChipPeaks:
     sent over the chips' fabrics in that exchange row. On a fabric with distance
     (:meth:`tilesim.machine.fabric.OnChipFabric.link_peaks`) also ``link_bytes`` [E, C], the busiest
     link's bytes, and ``hops`` [E, C], the longest route (−1: unknown), taken from the per-tile
-    totals before they were reduced (None: not known, the fabric assumes uniform traffic)."""
+    totals before they were reduced, each row by its own rule (a broadcast row as multicast trees
+    where the fabric multicasts) (None: not known, the fabric assumes uniform traffic)."""
 
     compute: np.ndarray
     compute_tile: np.ndarray
@@ -76,19 +77,23 @@ class TileRows:
     ``compute`` [S, C, T] cycles; ``bytes_in`` / ``bytes_out`` [E, C, T] bytes of the ``E``
     exchange rows; ``exchange_row`` [S] the row a superstep exchanges with (-1: no exchange
     phase); ``transfers`` {exchange row: :class:`Transfers`} where the workload knows who talks to
-    whom (empty: per-tile totals only)."""
+    whom (empty: per-tile totals only); ``broadcast`` [E] the rows whose receivers all take the same
+    data from the senders (a fabric that multicasts sends each sender's bytes once down a tree)."""
 
     compute: np.ndarray
     bytes_in: np.ndarray
     bytes_out: np.ndarray
     exchange_row: np.ndarray
     transfers: dict
+    broadcast: np.ndarray | None = None  # bool [E]: the row's receivers all take the same data (None: no row)
 
     @classmethod
-    def every_row_exchanges(cls, compute: np.ndarray, bytes_in: np.ndarray, bytes_out: np.ndarray) -> TileRows:
+    def every_row_exchanges(
+        cls, compute: np.ndarray, bytes_in: np.ndarray, bytes_out: np.ndarray, broadcast=None
+    ) -> TileRows:
         """Rows whose every superstep has its own exchange row (a row without traffic exchanges
         nothing: a fabric books 0 cycles for it)."""
-        return cls(compute, bytes_in, bytes_out, np.arange(compute.shape[0], dtype=np.int32), {})
+        return cls(compute, bytes_in, bytes_out, np.arange(compute.shape[0], dtype=np.int32), {}, broadcast)
 
     def peaks(self) -> ChipPeaks:
         """Each chip's slowest tile and busiest ports (:class:`ChipPeaks`)."""

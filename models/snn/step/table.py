@@ -116,6 +116,7 @@ class StepRow:
     counters: tuple = ()
     exchange: str = ""
     sent_from: str = ""
+    broadcast: bool = False  # the exchange's receivers all take the same data: a multicasting fabric sends it as trees
 
     def folded(self, L: int, any_input_grad: bool, merged: bool = False) -> int:
         """Supersteps folded into the row beyond the row itself (their syncs and exchange
@@ -135,6 +136,7 @@ STEP_ROWS = (
         Calls(-2, 2),
         writes=(Write(IN, OWNER, "lists_in"), Write(OUT, CHIP, "lists_copy")),
         exchange="input lists (forward)",
+        broadcast=True,
     ),
     StepRow(
         "fwd: state update",
@@ -188,6 +190,7 @@ STEP_ROWS = (
         writes=(Write(IN, OWNER, "replicas_in"), Write(OUT, CHIP, "own_copy"), Write(OUT, INPUT_CHIP, "input_copy")),
         flows=(Flow("input_link", FROM_INPUT_LAYER),),
         exchange="replicated lists (backward)",
+        broadcast=True,
     ),
     StepRow(
         "bwd: state grad",

@@ -261,7 +261,11 @@ def build_step_program(
         name=name,
         sync_extra=meta["sync_extra"],
         exchange_extra=meta["exchange_extra"],
+        broadcast=_BROADCAST[meta["label_id"]],
     )
+
+
+_BROADCAST = np.array([row.broadcast for row in STEP_ROWS])  # per table row: its exchange is a broadcast
 
 
 def _compact_program(
@@ -281,6 +285,7 @@ def _compact_program(
         host=meta["host"],
         sync_extra=meta["sync_extra"],
         exchange_extra=meta["exchange_extra"],
+        broadcast=_BROADCAST[meta["label_id"]],
     )
 
 
