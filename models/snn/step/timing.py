@@ -240,7 +240,7 @@ def build_step_program(
             config, placement, counters, machine, costs or default_costs(), name, *what, shape, active
         )
     rows = DenseRows(shape, machine.chips, machine.tiles_per_chip, active)
-    meta = _emit(config, placement, counters, machine, costs or default_costs(), rows, *what)
+    meta = _emit(config, placement, counters, machine, costs or default_costs(), *what[:2], rows, *what[2:])
     arr = rows.finish()
     return Program.from_arrays(
         chips=machine.chips,
@@ -264,7 +264,7 @@ def _compact_program(
 ) -> CompactProgram:
     """:func:`build_step_program` with ``compact``: the rows recorded per chip, reduced by the core."""
     rec = ChipCalls(machine.chips, machine.tiles_per_chip)
-    meta = _emit(config, placement, counters, machine, costs, rec, steps_per_execution, cache, structure, stack)
+    meta = _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rec, structure, stack)
     return compact_program(
         _RecordedRows(shape, rec.finish(), machine.tiles_per_chip, active),
         machine,
@@ -308,7 +308,7 @@ def _peaks_program(
     shape = _shape(config, placement, counters, machine, structure, stack)
     rows = PeakRows(shape, machine.chips, machine.tiles_per_chip, memo)
     what = (steps_per_execution, cache, structure, stack)
-    meta = _emit(config, placement, counters, machine, costs or default_costs(), rows, *what)
+    meta = _emit(config, placement, counters, machine, costs or default_costs(), *what[:2], rows, *what[2:])
     arr = rows.finish()
     return CompactProgram(
         name=name,
@@ -653,11 +653,21 @@ def _plan(shape: StepShape, in_graph: tuple, layer_chips: tuple) -> tuple:
 
 
 def _emit(
-    config, placement, counters, machine, costs, rows: RowSink, steps_per_execution, cache, structure, stack
+    config,
+    placement,
+    counters,
+    machine,
+    costs,
+    steps_per_execution,
+    cache,
+    rows: RowSink,
+    structure=DEFAULT_STRUCTURE,
+    stack: ExecutionStack | None = None,
 ) -> dict:
     """Write every term of the step into ``rows`` (a :class:`RowSink`), row by row of the stack's
-    table (:func:`models.snn.step.table.stack_rows`); return the rest of the program: labels, sync
-    scopes, folded supersteps, link flows, host transfers."""
+    table (:func:`models.snn.step.table.stack_rows`; default: the machine vendor's stack); return
+    the rest of the program: labels, sync scopes, folded supersteps, link flows, host transfers."""
+    stack = stack or stack_for(machine)
     s = _step(config, placement, counters, machine, costs, steps_per_execution, structure, stack)
     L, cs_cycles = config.n_layers, costs.coef("compute_set_cycles")
     shape = _shape(config, placement, counters, machine, structure, stack)
