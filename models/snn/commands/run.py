@@ -477,8 +477,8 @@ def _summarize(
     """The run's summary, built once from its steps and ``facts`` (the peak RSS measured last)."""
     med = int(np.argsort(s.pred)[len(s.pred) // 2])
     sim, placement, digest = s.results[med], placed.placement, s.digests[med]
-    explain = explain_critical(sim, config, placement, s.counters[med], machine, s.programs[med])
     stack = stack_name(machine, facts.stack)
+    explain = explain_critical(sim, config, placement, s.counters[med], machine, s.programs[med], stack)
     exchange = exchange_matrices(
         config, placement, s.counters[med], machine, chip=explain["chip"], digest=digest, stack=stack
     )

@@ -226,22 +226,37 @@ _FIXED_WHY = (
 )
 
 
-def _why(label: str, uniform: bool) -> str:
+_DATAFLOW_FIXED_WHY = (
+    " Every tile spends about the same there: it is the phase's fixed cost (its handshake and the "
+    "exchange's set-up and longest route, per time step), not any tile's data; fewer time steps shorten "
+    "it, a different mapping does not."
+)
+
+
+def _why(label: str, uniform: bool, stack: str = "poplar") -> str:
     """Why phase ``label`` costs what it does when no single tile's data explains it (the host
-    copy, fixed per-layer costs or a phase every tile spends alike); "" when its critical tile does."""
+    copy, fixed per-layer costs or a phase every tile spends alike); "" when its critical tile does.
+    ``stack``: the execution stack (only Poplar's phases have compute sets and copies)."""
     if label in HOST_LABELS:
         return _HOST_COPY_WHY
     if label in ALL_HOST_LABELS:
         return _DATAFLOW_HOST_WHY
     if label in FIXED_ROWS or uniform:
-        return _FIXED_WHY
+        return _FIXED_WHY if stack == "poplar" else _DATAFLOW_FIXED_WHY
     return ""
 
 
 def explain_critical(
-    result, config: NetworkConfig, placement: Mapping, counters: WorkCounters, machine, label_cycles=None
+    result,
+    config: NetworkConfig,
+    placement: Mapping,
+    counters: WorkCounters,
+    machine,
+    label_cycles=None,
+    stack: str = "poplar",
 ) -> dict:
-    """The slowest phase of the step, its critical tile, and why (see the module docstring).
+    """The slowest phase of the step, its critical tile, and why (see the module docstring);
+    ``stack``: the execution stack the step was built with.
     ``label_cycles`` (:func:`label_tile_cycles` of the step's program) tells a phase whose cost is
     the same on every tile (fixed per-compute-set costs) from one with a loaded tile."""
     TPC = machine.tiles_per_chip
@@ -280,7 +295,7 @@ def explain_critical(
         per_tile = label_cycles[list(result.labels).index(label)]
         busy = per_tile[per_tile > 0]
         uniform = busy.size > 0 and (busy.max() - np.median(busy)) <= 0.01 * busy.max()
-    sentence += _why(label, uniform) or f" Its critical tile {tile} (chip {out['chip']}) {what}."
+    sentence += _why(label, uniform, stack) or f" Its critical tile {tile} (chip {out['chip']}) {what}."
     if role == "owner" and label in LABEL_COUNTERS and not uniform:
         best = None
         for phase, names in LABEL_COUNTERS[label]:
