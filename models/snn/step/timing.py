@@ -66,6 +66,14 @@ Poplar graph spans all chips and every superstep syncs all chips (§3.6); with `
 default) only supersteps whose exchange carries cross-chip link flows sync all chips, the rest
 (and every folded PopLibs call) sync their own chip. ``copies="merged"`` folds a row's
 consecutive ``Copy`` programs into one exchange.
+
+Execution stacks (:mod:`models.snn.step.stacks`). All of the above is the ``poplar`` stack, the IPU
+presets' default. On ``tt-metal`` and ``csl`` (:func:`models.snn.step.table.stack_rows`) the rows
+keep the algorithm's work and traffic but none of the IPU stack's terms: no folded PopLibs calls, no
+sequence-copy rows, one dW per core (no ``dW reduce``; the optimizer zeroes the dW), no host variable
+sync, no pipeline switches, the input-gradient reduction on every chip at once; the input crosses
+the host link in a ``host:`` row before the step (TT-Metal: with the program's launch; the loss comes
+back in a row after it).
 """
 
 from __future__ import annotations
