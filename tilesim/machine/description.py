@@ -23,6 +23,8 @@ __all__ = ["Chip", "Fabric", "System", "Machine", "load_machine", "preset_names"
 FABRIC_KINDS = ["all-to-all", "mesh", "torus"]  # kinds with a model (tilesim.machine.fabric.register_fabric adds to it)
 TOPOLOGIES = ("ladder", "line", "ring", "mesh", "torus")  # tilesim.machine.fabric.CHIP_LINKS
 EXECUTIONS = ("bsp", "dataflow")  # tilesim.engine.events: syncs that wait for every member, or for the data only
+VENDORS = ("", "graphcore", "tenstorrent", "cerebras")  # who makes the machine ("": not said); a workload may pick
+# the software its programs are built with from it (its vendor's own stack)
 
 
 def _example(field: str) -> str:
@@ -335,15 +337,27 @@ class System:
 
 @dataclass(frozen=True)
 class Machine:
-    """A complete machine: ``system.chips`` identical chips."""
+    """A complete machine: ``system.chips`` identical chips. ``vendor`` (one of :data:`VENDORS`):
+    who makes it, so that a workload can build its programs as that vendor's software would; ``""``
+    (a user's file that does not say) leaves the choice to the workload."""
 
     name: str
     description: str
     chip: Chip
     fabric: Fabric
     system: System
+    vendor: str = ""
 
     def __post_init__(self):
+        if self.vendor not in VENDORS:
+            raise ConfigError(
+                config_message(
+                    "vendor",
+                    self.vendor,
+                    f"must be one of {', '.join(repr(v) for v in VENDORS)}",
+                    'e.g. vendor = "graphcore" (or leave it out)',
+                )
+            )
         if self.fabric.kind in ("mesh", "torus") and self.fabric.cols * self.fabric.rows != self.chip.tiles:
             raise ConfigError(
                 config_message(
@@ -454,9 +468,11 @@ class Machine:
         }
 
     def to_dict(self) -> dict:
+        """The TOML/JSON form (``vendor`` only when the machine says one)."""
         return {
             "name": self.name,
             "description": self.description,
+            **({"vendor": self.vendor} if self.vendor else {}),
             "chip": asdict(self.chip),
             "fabric": {k: v for k, v in asdict(self.fabric).items() if self.fabric.kind != "all-to-all" or k == "kind"},
             "system": asdict(self.system),
@@ -487,7 +503,7 @@ def machine_from_dict(data: dict, source: str = "machine") -> Machine:
         raise ConfigError(
             config_message(source, data, "must be a table", "tilesim machines gc200 --toml prints a valid file")
         )
-    allowed = {"name", "description", "chip", "fabric", "system"}
+    allowed = {"name", "description", "vendor", "chip", "fabric", "system"}
     for key in data:
         if key not in allowed:
             raise ConfigError(
@@ -514,7 +530,12 @@ def machine_from_dict(data: dict, source: str = "machine") -> Machine:
     chip = Chip(**_check_fields(Chip, "chip", data["chip"]))
     fabric = Fabric(**_check_fields(Fabric, "fabric", data["fabric"]))
     system = System(**_check_fields(System, "system", data["system"]))
-    return Machine(name=name, description=str(data.get("description", "")), chip=chip, fabric=fabric, system=system)
+    vendor = data.get("vendor", "")
+    if not isinstance(vendor, str):
+        raise ConfigError(config_message("vendor", vendor, "must be a string", 'e.g. vendor = "graphcore"'))
+    return Machine(
+        name=name, description=str(data.get("description", "")), chip=chip, fabric=fabric, system=system, vendor=vendor
+    )
 
 
 def load_machine(name_or_path: str | Path | Machine, chips: int | None = None) -> Machine:

@@ -349,7 +349,12 @@ def format_run(summary: dict) -> str:
     ]
     lines += [f"  {n}" for n in summary.get("notes", [])]
     st = summary.get("structure")
-    if st:
+    stack = summary.get("stack", "")
+    if stack:
+        from models.snn.step.stacks import describe_stack  # loaded only when the command runs (start-up time)
+
+        lines.append(f"  execution stack {describe_stack(stack)} (models/snn/step/stacks.py)")
+    if st and stack in ("", "poplar"):  # the structure's host and copy options are the Poplar stack's
         lines.append(
             f"  assumed structure: sync {st['sync_scope']}, copies {st['copies']}, host {st['host_transfer']} "
             f"{st['host_direction']} at the {st.get('host_rate', 'fitted')} rate per "

@@ -185,6 +185,11 @@ class _OptionFields:
         "training steps per device execution (the host copy of weights and optimizer state is amortised over them)",
         ge=1,
     )
+    stack: Literal["auto", "poplar", "tt-metal", "csl"] = _opt(
+        "auto",
+        "the execution stack the step is built with: auto (the machine vendor's: IPU presets poplar, "
+        "Tenstorrent tt-metal, Cerebras csl), or one of them on any machine (models/snn/step/stacks.py)",
+    )
     sync_scope: Literal["chip", "all"] = _opt(
         "chip",
         "which chips a superstep without cross-chip data syncs: its own chip (chips run apart between "

@@ -26,6 +26,7 @@ from models.snn.commands.options import DATASET_CHANNELS, DEFAULT_LAYERS, RunOpt
 from models.snn.outputs.explain import exchange_matrices, explain_critical
 from models.snn.placement.fit import Placed, place, place_network
 from models.snn.step.counters import Activity, count_work
+from models.snn.step.stacks import stack_name
 from models.snn.step.structure import StepStructure
 from models.snn.step.workload import SnnStep
 from models.snn.training import data as D
@@ -331,6 +332,7 @@ class RunSummary:
     activity: tuple[StepRecord, ...] = ()  # per step: loss, accuracy, theta2 and activity per layer
     findings: tuple[Finding, ...] = ()  # training diagnosis: dead / saturated layers, flat loss, depth
     structure: StepStructure | None = None  # the structural assumptions the steps were timed under
+    stack: str = ""  # the execution stack the steps were built with (models.snn.step.stacks; "" before it)
     notes: tuple[str, ...] = ()  # one-line remarks on how the run was timed (e.g. FIXED_NOTE)
     workload: str = "snn"  # whose report section renders the rest (tilesim.workload.report_parts)
     artifacts: RunArtifacts | None = field(default=None, repr=False, compare=False)
@@ -370,7 +372,15 @@ class _Steps:
 def _time_step(options, config, machine, placement, costs, counters, out: _Steps, t0: float):
     """Build and simulate the program of one step's ``counters``; append its record, program and
     digest (and the wall time since ``t0``) to ``out``. Returns the engine's record."""
-    step = SnnStep(config, placement, counters, costs, options.steps_per_execution, options.structure)
+    step = SnnStep(
+        config,
+        placement,
+        counters,
+        costs,
+        options.steps_per_execution,
+        options.structure,
+        stack=stack_name(machine, options.stack),
+    )
     timed = time_workload(step, machine)
     program, sim = timed.program, timed.result
     out.walls.append(time.perf_counter() - t0)
@@ -453,6 +463,7 @@ class _RunFacts:
     """What a run knows besides its timed steps, handed to :func:`_summarize` once."""
 
     structure: StepStructure
+    stack: str  # the stack option (auto or a name)
     estimate: object  # the host-memory guard's estimate (models.snn.commands.hostmem.HostMemoryEstimate)
     schedule: SecondThresholdSchedule | None = None
     findings: tuple[Finding, ...] = ()
@@ -466,8 +477,11 @@ def _summarize(
     """The run's summary, built once from its steps and ``facts`` (the peak RSS measured last)."""
     med = int(np.argsort(s.pred)[len(s.pred) // 2])
     sim, placement, digest = s.results[med], placed.placement, s.digests[med]
-    explain = explain_critical(sim, config, placement, s.counters[med], machine, s.programs[med])
-    exchange = exchange_matrices(config, placement, s.counters[med], machine, chip=explain["chip"], digest=digest)
+    stack = stack_name(machine, facts.stack)
+    explain = explain_critical(sim, config, placement, s.counters[med], machine, s.programs[med], stack)
+    exchange = exchange_matrices(
+        config, placement, s.counters[med], machine, chip=explain["chip"], digest=digest, stack=stack
+    )
     explain["exchange_bytes"] = exchange["totals_bytes"]
     explain["exchange_received_bytes"] = exchange["received_bytes"]
     tile_layer = _tile_layer(placement, machine)
@@ -504,6 +518,7 @@ def _summarize(
         activity=tuple(s.history),
         findings=facts.findings,
         structure=facts.structure,
+        stack=stack,
         notes=facts.notes,
         artifacts=artifacts,
     )
@@ -546,7 +561,9 @@ def _run_training(options: RunOptions, progress=None) -> RunSummary:
     )
     estimate = estimate_host_memory(config, machine)
     check_host_memory(estimate)  # before anything big is allocated
-    placed = place_network(config, machine, where.neurons_per_tile, where.mapping, where.memory_check)
+    placed = place_network(
+        config, machine, where.neurons_per_tile, where.mapping, where.memory_check, stack=options.stack
+    )
     costs = load_cost_model(options)
     if config.activity == "fixed":
         return _run_fixed(options, config, machine, placed, costs, estimate, t_all)
@@ -564,6 +581,7 @@ def _run_training(options: RunOptions, progress=None) -> RunSummary:
     n_weights = sum(w.size for w in state.W) + sum(v.size for v in state.V if v is not None)
     facts = _RunFacts(
         structure=options.structure,
+        stack=options.stack,
         estimate=estimate,
         schedule=config.second_threshold_schedule,
         findings=tuple(findings),
@@ -584,7 +602,7 @@ def _run_fixed(options, config, machine, placed: Placed, costs, estimate, t_all:
     notes = [FIXED_NOTE]
     if options.steps > 1:
         notes.append(f"{options.steps} steps asked, one timed: at fixed activity every step is the same")
-    facts = _RunFacts(structure=options.structure, estimate=estimate, notes=tuple(notes))
+    facts = _RunFacts(structure=options.structure, stack=options.stack, estimate=estimate, notes=tuple(notes))
     return _summarize(config, machine, placed, _n_weights(config), steps, t_all, facts)
 
 

@@ -21,7 +21,18 @@ import numpy as np
 from mapping.core import Mapping
 from models.snn.placement.roles import grad_targets, layer_layout, place_tiles
 from models.snn.step.counters import WorkCounters
-from models.snn.step.table import GRAD_TARGET, HOST_LABELS, IN, KIND_COMPUTE, OUT, OWNER, STEP_ROWS
+from models.snn.step.table import (
+    ALL_HOST_LABELS,
+    ALL_ROWS,
+    GRAD_TARGET,
+    HOST_LABELS,
+    IN,
+    KIND_COMPUTE,
+    OUT,
+    OWNER,
+    STEP_ROWS,
+    stack_rows,
+)
 from models.snn.step.timing import applies
 from models.snn.training.network import NetworkConfig
 from tilesim.outputs.records import whole_bytes
@@ -29,9 +40,9 @@ from tilesim.outputs.records import whole_bytes
 __all__ = ["exchange_flows", "exchange_matrices", "explain_critical"]
 
 # rows whose cost is the same on every tile, and the counters that make each compute row's work
-# (both read from the step's table, :data:`models.snn.step.table.STEP_ROWS`)
-FIXED_ROWS = tuple(row.label for row in STEP_ROWS if row.kind != KIND_COMPUTE)
-LABEL_COUNTERS = {row.label: list(row.counters) for row in STEP_ROWS if row.counters}
+# (both read from every stack's table, :data:`models.snn.step.table.ALL_ROWS`)
+FIXED_ROWS = tuple(dict.fromkeys(row.label for row in ALL_ROWS if row.kind != KIND_COMPUTE))
+LABEL_COUNTERS = {row.label: list(row.counters) for row in ALL_ROWS if row.counters}
 HINTS = {
     "slots_applied": "a capped list keeps the lowest neuron ids first, so the kept entries pile up on the "
     "layer's first tiles; --mapping round_robin deals those neurons over all tiles",
@@ -125,6 +136,7 @@ def exchange_matrices(
     chip: int = 0,
     groups: int = 32,
     digest=None,
+    stack: str = "poplar",
 ) -> dict:
     """``chip`` [C, C] and ``group`` [G, G] bytes per step (rows send, columns receive), the
     group ``edges`` (first chip-local tile of each group, then the end), ``totals_bytes`` per kind
@@ -157,8 +169,8 @@ def exchange_matrices(
         received[key] = received.get(key, 0.0) + nbytes
     totals = dict(received)
     if digest is not None:
-        labels = [row.label for row in STEP_ROWS]
-        kind_of = {row.label: row.exchange for row in STEP_ROWS if row.exchange}
+        labels = [row.label for row in stack_rows(stack)]  # the digest's labels: the stack's rows
+        kind_of = {row.label: row.exchange for row in stack_rows(stack) if row.exchange}
         sent = {}
         for j, lab in enumerate(labels):
             if j < digest.label_chip_bytes.shape[0] and digest.label_chip_bytes[j].sum() > 0:
@@ -202,6 +214,11 @@ _HOST_COPY_WHY = (
     "--host-rate documented takes Graphcore's 3 GB/s instead). Longer epochs, or SGD instead of Adam "
     "(no optimizer slots to move), shorten it."
 )
+_DATAFLOW_HOST_WHY = (
+    " The host writes the step's input to the device (and, on TT-Metal, launches the step's program "
+    "and reads the loss back) before the cores can start: the input's bytes over the host link plus "
+    "its latency (models/snn/step/stacks.py names the launch and the overlap it leaves out)."
+)
 _FIXED_WHY = (
     " Every tile spends about the same there: it is the fixed cost of the phase's compute sets, "
     "syncs and copies (per layer and time step), not any tile's data; fewer layers or time "
@@ -209,20 +226,37 @@ _FIXED_WHY = (
 )
 
 
-def _why(label: str, uniform: bool) -> str:
+_DATAFLOW_FIXED_WHY = (
+    " Every tile spends about the same there: it is the phase's fixed cost (its handshake and the "
+    "exchange's set-up and longest route, per time step), not any tile's data; fewer time steps shorten "
+    "it, a different mapping does not."
+)
+
+
+def _why(label: str, uniform: bool, stack: str = "poplar") -> str:
     """Why phase ``label`` costs what it does when no single tile's data explains it (the host
-    copy, fixed per-layer costs or a phase every tile spends alike); "" when its critical tile does."""
+    copy, fixed per-layer costs or a phase every tile spends alike); "" when its critical tile does.
+    ``stack``: the execution stack (only Poplar's phases have compute sets and copies)."""
     if label in HOST_LABELS:
         return _HOST_COPY_WHY
+    if label in ALL_HOST_LABELS:
+        return _DATAFLOW_HOST_WHY
     if label in FIXED_ROWS or uniform:
-        return _FIXED_WHY
+        return _FIXED_WHY if stack == "poplar" else _DATAFLOW_FIXED_WHY
     return ""
 
 
 def explain_critical(
-    result, config: NetworkConfig, placement: Mapping, counters: WorkCounters, machine, label_cycles=None
+    result,
+    config: NetworkConfig,
+    placement: Mapping,
+    counters: WorkCounters,
+    machine,
+    label_cycles=None,
+    stack: str = "poplar",
 ) -> dict:
-    """The slowest phase of the step, its critical tile, and why (see the module docstring).
+    """The slowest phase of the step, its critical tile, and why (see the module docstring);
+    ``stack``: the execution stack the step was built with.
     ``label_cycles`` (:func:`label_tile_cycles` of the step's program) tells a phase whose cost is
     the same on every tile (fixed per-compute-set costs) from one with a loaded tile."""
     TPC = machine.tiles_per_chip
@@ -261,7 +295,7 @@ def explain_critical(
         per_tile = label_cycles[list(result.labels).index(label)]
         busy = per_tile[per_tile > 0]
         uniform = busy.size > 0 and (busy.max() - np.median(busy)) <= 0.01 * busy.max()
-    sentence += _why(label, uniform) or f" Its critical tile {tile} (chip {out['chip']}) {what}."
+    sentence += _why(label, uniform, stack) or f" Its critical tile {tile} (chip {out['chip']}) {what}."
     if role == "owner" and label in LABEL_COUNTERS and not uniform:
         best = None
         for phase, names in LABEL_COUNTERS[label]:

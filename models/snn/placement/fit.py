@@ -17,6 +17,7 @@ import numpy as np
 from mapping import STRATEGIES, Mapping, load_mapping
 from mapping import strategies as S
 from models.snn.step.memory import SRAM_REMEDY_NPT, snn_memory
+from models.snn.step.stacks import stack_for
 from models.snn.training.network import NetworkConfig
 from tilesim.errors import MappingError, SramOverflowError, require
 from tilesim.machine.memory import MemoryLedger
@@ -84,8 +85,8 @@ def to_placement(mapping: Mapping, machine) -> Mapping:
     return mapping if mapping.chips == machine.chips else mapping.with_chips(machine.chips)
 
 
-def _ledger(config, mapping, machine):
-    return snn_memory(config, to_placement(mapping, machine), machine)
+def _ledger(config, mapping, machine, stack: str = "auto"):
+    return snn_memory(config, to_placement(mapping, machine), machine, stack=stack_for(machine, stack))
 
 
 def check_file_mapping(mapping: Mapping, config: NetworkConfig, machine, source: str) -> Mapping:
@@ -116,8 +117,10 @@ def place_network(
     neurons_per_tile: int | None = None,
     mapping="contiguous",
     memory_check: str = "raise",
+    stack: str = "auto",
 ) -> Placed:
-    """Place ``config`` on ``machine`` with a strategy name, a :class:`Mapping` or a JSON file."""
+    """Place ``config`` on ``machine`` with a strategy name, a :class:`Mapping` or a JSON file; its SRAM
+    as execution stack ``stack`` keeps it (:func:`models.snn.step.stacks.stack_for`)."""
     require(
         memory_check in ("raise", "report"),
         "memory_check",
@@ -139,7 +142,7 @@ def place_network(
         else:
             m, src = load_mapping(mapping), f"mapping file {Path(mapping).name}"
         m = check_file_mapping(m, config, machine, src)
-        ledger = _ledger(config, m, machine)
+        ledger = _ledger(config, m, machine, stack)
         ledger.check(memory_check)
         return Placed(to_placement(m, machine), ledger, max(m.neurons_per_tile()))
     candidates = [int(neurons_per_tile)] if neurons_per_tile else list(range(2, 4097, 2))
@@ -152,7 +155,7 @@ def place_network(
                 raise
             last_error = exc
             continue
-        ledger = _ledger(config, m, machine)
+        ledger = _ledger(config, m, machine, stack)
         if neurons_per_tile is None and ledger.overflow_tiles().size:
             try:
                 ledger.check("raise")

@@ -67,6 +67,9 @@ COUNTER_NAMES = {
 }
 
 WORKERS_PER_TILE = 6
+"""The authors' op's weight-gradient vertices per tile: one per IPU worker, each with a private dW copy
+(the counters' ``weight_grad`` ``vertices``). The step's timing and SRAM take the copies from the
+execution stack and the machine instead (:attr:`models.snn.step.stacks.ExecutionStack.dw_copies`)."""
 
 
 @dataclass(frozen=True)
@@ -440,10 +443,13 @@ def layer_memory(
     n_tiles: int,
     optimizer: str = "adam",
     recurrent: bool = False,
+    dw_copies: int = WORKERS_PER_TILE,
 ) -> dict:
     """Per-tile bytes of one layer's variables (snn-on-ipu.md §3.2), int64 ``[n_tiles]`` each:
-    ``weights``, ``dw_worker_copies`` (6 per-worker dW copies — the IPU's race-free weight
-    gradient; the functional kernels keep one dW), ``dw_final``, ``optimizer_state`` (Adam: 2
+    ``weights``, ``dw_worker_copies`` (``dw_copies`` per-worker dW copies — the IPU's race-free weight
+    gradient keeps 6; a stack with one dW per core keeps none beside ``dw_final``:
+    :attr:`models.snn.step.stacks.ExecutionStack.dw_copies`; the functional kernels keep one dW),
+    ``dw_final``, ``optimizer_state`` (Adam: 2
     copies, SGD: 0), ``state_sequence`` (v for BPTT, T·B·n), ``state`` (v, δv, δI: 3·B·n),
     ``input_grad_partials`` (B·n_max_in)."""
     owned = np.bincount(tile_of_neuron, minlength=n_tiles).astype(np.int64)
@@ -451,7 +457,7 @@ def layer_memory(
     has = (owned > 0).astype(np.int64)
     return {
         "weights": 4 * fan_in * owned,
-        "dw_worker_copies": 4 * WORKERS_PER_TILE * fan_in * owned,
+        "dw_worker_copies": 4 * (dw_copies if dw_copies > 1 else 0) * fan_in * owned,
         "dw_final": 4 * fan_in * owned,
         "optimizer_state": (8 if optimizer == "adam" else 0) * fan_in * owned,
         "state_sequence": 4 * timesteps * batch * owned,

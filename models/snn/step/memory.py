@@ -10,9 +10,9 @@ from mapping.core import Mapping
 from models.snn.placement.roles import layer_layout
 from models.snn.step.counters import (
     CACHE_BYTES,
-    WORKERS_PER_TILE,
     layer_memory,
 )
+from models.snn.step.stacks import ExecutionStack, stack_for
 from models.snn.training.network import NetworkConfig
 from tilesim.machine.memory import EntryGroup, MemoryLedger
 from tilesim.running.memo import lru_in
@@ -62,10 +62,13 @@ def _code_bytes() -> tuple:
     )
 
 
-def _owner_memory(config: NetworkConfig, placement: Mapping, l: int, n_max_in: int, recurrent: bool) -> list:
+def _owner_memory(
+    config: NetworkConfig, placement: Mapping, l: int, n_max_in: int, recurrent: bool, dw_copies: int
+) -> list:
     """The entries of layer ``l`` on its own tiles, [(category, bytes [n_local], label)]: its
     variables (§3.2), receive buffers, vertex state and code. They depend on how many neurons
-    each tile owns, not on where the tiles are."""
+    each tile owns, not on where the tiles are. ``dw_copies``: the stack's dW copies per tile
+    (:attr:`models.snn.step.stacks.ExecutionStack.dw_copies`; one weight-gradient vertex each)."""
     T, B = config.timesteps, config.batch
     _, local = placement.groupings[l]
     n_local = int(local.max()) + 1 if local.size else 0
@@ -79,11 +82,11 @@ def _owner_memory(config: NetworkConfig, placement: Mapping, l: int, n_max_in: i
         "input_grad_partials": "variables:activations",
     }
     mem = layer_memory(
-        config.layers[l], config.layers[l + 1], T, B, n_max_in, local, n_local, config.optimizer, recurrent
+        config.layers[l], config.layers[l + 1], T, B, n_max_in, local, n_local, config.optimizer, recurrent, dw_copies
     )
     out = [(roles[key], arr, f"layer {l + 1} {key.replace('_', ' ')}") for key, arr in mem.items() if arr.any()]
     n_own = np.bincount(local, minlength=n_local).astype(np.int64)
-    vertices = 3 * B + WORKERS_PER_TILE + B + B * n_own  # update, grads, flags per (neuron, sample)
+    vertices = 3 * B + dw_copies + B + B * n_own  # update, grads, flags per (neuron, sample)
     const = np.ones(n_local)
     state_bytes, control_bytes, exchange_bytes = _code_bytes()
     out += [
@@ -105,12 +108,19 @@ def _entries_nbytes(entries) -> int:
 
 
 def snn_memory(
-    config: NetworkConfig, placement: Mapping, machine, ledger: MemoryLedger | None = None, cache: dict | None = None
+    config: NetworkConfig,
+    placement: Mapping,
+    machine,
+    ledger: MemoryLedger | None = None,
+    cache: dict | None = None,
+    stack: ExecutionStack | None = None,
 ) -> MemoryLedger:
     """Per-tile SRAM of the training step: every tensor of §3.2 plus buffers, vertex state and code.
     ``ledger``: a :class:`MemoryLedger` (default) or a :class:`tilesim.machine.memory.MemoryTotals` for a
     search; ``cache`` (a dict the caller keeps) reuses the owner-tile entries of layers whose
-    neuron grouping is unchanged (a :class:`BytesLRU` keyed by layer, grouping and config)."""
+    neuron grouping is unchanged (a :class:`BytesLRU` keyed by layer, grouping, config and dW copies).
+    ``stack``: the execution stack (default: the machine vendor's, :func:`models.snn.step.stacks.stack_for`)."""
+    dw_copies = (stack or stack_for(machine)).dw_copies
     led = ledger or MemoryLedger(machine, remedy=sram_remedy(placement))
     TPC = machine.tiles_per_chip
     T, B = config.timesteps, config.batch
@@ -120,10 +130,10 @@ def snn_memory(
     mine = None if cache is None else lru_in(cache, ("memory",), CACHE_BYTES, _entries_nbytes)
     for l, ly in enumerate(lay):
         n_max_in = config.input_cap if l == 0 else nmax[l - 1]
-        key = None if mine is None else (l, placement.groupings[l][1].tobytes(), config)
+        key = None if mine is None else (l, placement.groupings[l][1].tobytes(), config, dw_copies)
         entries = None if key is None else mine.get(key)
         if entries is None:
-            entries = _owner_memory(config, placement, l, n_max_in, bool(rec[l]))
+            entries = _owner_memory(config, placement, l, n_max_in, bool(rec[l]), dw_copies)
             if key is not None:
                 mine[key] = entries
         led.add_group(entries, ly.tiles)

@@ -66,6 +66,14 @@ Poplar graph spans all chips and every superstep syncs all chips (§3.6); with `
 default) only supersteps whose exchange carries cross-chip link flows sync all chips, the rest
 (and every folded PopLibs call) sync their own chip. ``copies="merged"`` folds a row's
 consecutive ``Copy`` programs into one exchange.
+
+Execution stacks (:mod:`models.snn.step.stacks`). All of the above is the ``poplar`` stack, the IPU
+presets' default. On ``tt-metal`` and ``csl`` (:func:`models.snn.step.table.stack_rows`) the rows
+keep the algorithm's work and traffic but none of the IPU stack's terms: no folded PopLibs calls, no
+sequence-copy rows, one dW per core (no ``dW reduce``; the optimizer zeroes the dW), no host variable
+sync, no pipeline switches, the input-gradient reduction on every chip at once; the input crosses
+the host link in a ``host:`` row before the step (TT-Metal: with the program's launch; the loss comes
+back in a row after it).
 """
 
 from __future__ import annotations
@@ -92,6 +100,7 @@ from models.snn.step.rows import (
     replay_chip_rows,
     touched_rows,
 )
+from models.snn.step.stacks import ExecutionStack, stack_for
 from models.snn.step.structure import (
     CHIPS_PER_HOST_LINK,
     D2H_BYTES_PER_S,
@@ -114,14 +123,14 @@ from models.snn.step.table import (
     OUTPUT_TILES,
     OWNER,
     PER_CHIP_PLACES,
-    PHASE_LABELS,
-    STEP_ROWS,
     TO_NEXT_LAYER,
     WITH_INPUT_GRAD,
     Flow,
     LayerTerms,
     StepShape,
     Write,
+    stack_labels,
+    stack_rows,
     step_shape,
 )
 from models.snn.training.network import NetworkConfig
@@ -168,10 +177,12 @@ def _reduce_chips(config, placement, counters, tiles_per_chip: int) -> tuple:
     return tuple(sorted({lay[l].chip for l in with_input_grad}))
 
 
-def _shape(config, placement, counters, machine, structure) -> StepShape:
-    """The :class:`StepShape` of this step (its per-chip reduce slots included)."""
-    rc = _reduce_chips(config, placement, counters, machine.tiles_per_chip) if machine.chips > 1 else ()
-    return step_shape(config.timesteps, config.n_layers, structure.copies == "merged", rc)
+def _shape(config, placement, counters, machine, structure, stack: ExecutionStack) -> StepShape:
+    """The :class:`StepShape` of this step on ``stack`` (its per-chip reduce slots included where the
+    stack reduces chip after chip)."""
+    serial = machine.chips > 1 and stack.serial_reduce
+    rc = _reduce_chips(config, placement, counters, machine.tiles_per_chip) if serial else ()
+    return step_shape(config.timesteps, config.n_layers, structure.copies == "merged", rc, stack.name)
 
 
 def _check_step_args(placement, machine, steps_per_execution):
@@ -199,6 +210,7 @@ def build_step_program(
     cache: dict | None = None,
     form: str = "dense",
     structure: StepStructure = DEFAULT_STRUCTURE,
+    stack: ExecutionStack | None = None,
 ) -> Program | CompactProgram:
     """The BSP program of one training step, from the step's per-step counters.
 
@@ -219,39 +231,31 @@ def build_step_program(
     :func:`tilesim.engine.events.makespan_s` at a fraction of the cost, and no per-tile detail (the mapping
     search's objective), where the fabric allows it.
 
-    ``structure``: the structural assumptions (:class:`models.snn.step.structure.StepStructure`).
+    ``structure``: the structural assumptions (:class:`models.snn.step.structure.StepStructure`);
+    ``stack``: the execution stack (:class:`models.snn.step.stacks.ExecutionStack`; default: the
+    machine vendor's, :func:`models.snn.step.stacks.stack_for`).
     """
     _check_step_args(placement, machine, steps_per_execution)
+    stack = stack or stack_for(machine)
     form = program_form(machine, form)
     active = np.ones(machine.total_tiles)
     active[0] = 0.0  # tile 0 of chip 0 is outside the op's graph
-    shape = _shape(config, placement, counters, machine, structure)
+    shape = _shape(config, placement, counters, machine, structure, stack)
+    what = (steps_per_execution, cache, structure, stack)
     if form == "peaks":
-        return _peaks_program(config, placement, counters, machine, costs, name, steps_per_execution, cache, structure)
+        return _peaks_program(config, placement, counters, machine, costs, name, *what)
     if form == "compact":
         return _compact_program(
-            config,
-            placement,
-            counters,
-            machine,
-            costs or default_costs(),
-            name,
-            steps_per_execution,
-            cache,
-            shape,
-            active,
-            structure,
+            config, placement, counters, machine, costs or default_costs(), name, *what, shape, active
         )
     rows = DenseRows(shape, machine.chips, machine.tiles_per_chip, active)
-    meta = _emit(
-        config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows, structure
-    )
+    meta = _emit(config, placement, counters, machine, costs or default_costs(), *what[:2], rows, *what[2:])
     arr = rows.finish()
     return Program.from_arrays(
         chips=machine.chips,
         tiles_per_chip=machine.tiles_per_chip,
         compute_cycles=arr[COMPUTE],
-        labels=PHASE_LABELS,
+        labels=stack_labels(stack.name),
         label_id=meta["label_id"],
         sync_scope=meta["scope"],
         bytes_in=arr[IN],
@@ -261,31 +265,36 @@ def build_step_program(
         name=name,
         sync_extra=meta["sync_extra"],
         exchange_extra=meta["exchange_extra"],
-        broadcast=_BROADCAST[meta["label_id"]],
+        broadcast=_broadcast(stack.name)[meta["label_id"]],
     )
 
 
-_BROADCAST = np.array([row.broadcast for row in STEP_ROWS])  # per table row: its exchange is a broadcast
+@lru_cache(maxsize=8)
+def _broadcast(stack: str) -> np.ndarray:
+    """Per row of ``stack``'s table (:func:`stack_rows`): whether its exchange is a broadcast (read-only)."""
+    out = np.array([row.broadcast for row in stack_rows(stack)])
+    out.flags.writeable = False
+    return out
 
 
 def _compact_program(
-    config, placement, counters, machine, costs, name, steps_per_execution, cache, shape, active, structure
+    config, placement, counters, machine, costs, name, steps_per_execution, cache, structure, stack, shape, active
 ) -> CompactProgram:
     """:func:`build_step_program` with ``compact``: the rows recorded per chip, reduced by the core."""
     rec = ChipCalls(machine.chips, machine.tiles_per_chip)
-    meta = _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rec, structure)
+    meta = _emit(config, placement, counters, machine, costs, steps_per_execution, cache, rec, structure, stack)
     return compact_program(
         _RecordedRows(shape, rec.finish(), machine.tiles_per_chip, active),
         machine,
         name=name,
-        labels=PHASE_LABELS,
+        labels=stack_labels(stack.name),
         label_id=meta["label_id"],
         sync_scope=meta["scope"],
         flows=meta["flows"],
         host=meta["host"],
         sync_extra=meta["sync_extra"],
         exchange_extra=meta["exchange_extra"],
-        broadcast=_BROADCAST[meta["label_id"]],
+        broadcast=_broadcast(stack.name)[meta["label_id"]],
     )
 
 
@@ -310,22 +319,21 @@ class _RecordedRows:
 
 
 def _peaks_program(
-    config, placement, counters, machine, costs, name, steps_per_execution, cache, structure
+    config, placement, counters, machine, costs, name, steps_per_execution, cache, structure, stack
 ) -> CompactProgram:
     """:func:`build_step_program` with ``form="peaks"``: each chip's peaks taken as the rows are
     emitted (:class:`PeakRows`), no per-tile detail."""
     memo = None if cache is None else lru_in(cache, ("chip rows",), CACHE_BYTES, memo_nbytes)
-    shape = _shape(config, placement, counters, machine, structure)
+    shape = _shape(config, placement, counters, machine, structure, stack)
     rows = PeakRows(shape, machine.chips, machine.tiles_per_chip, memo)
-    meta = _emit(
-        config, placement, counters, machine, costs or default_costs(), steps_per_execution, cache, rows, structure
-    )
+    what = (steps_per_execution, cache, structure, stack)
+    meta = _emit(config, placement, counters, machine, costs or default_costs(), *what[:2], rows, *what[2:])
     arr = rows.finish()
     return CompactProgram(
         name=name,
         chips=machine.chips,
         tiles_per_chip=machine.tiles_per_chip,
-        labels=PHASE_LABELS,
+        labels=stack_labels(stack.name),
         label_id=np.asarray(meta["label_id"], np.int32),
         sync_scope=np.asarray(meta["scope"], np.int32),
         partitions=(),
@@ -360,6 +368,8 @@ class _Step:
     chip_sync_cycles: float = 0.0  # one sync of one chip
     host_cycles_per_byte: float = 0.0  # the host variable copy (:func:`host_sync_cycles_per_byte`)
     transfer_steps: int = 1  # steps one host transfer is amortised over
+    stack: ExecutionStack | None = None  # the execution stack (:mod:`models.snn.step.stacks`)
+    launch_cycles: float = 0.0  # the host's launch of the step's program, in tile cycles
 
     def cycles(self, work, vertices):
         """Tile cycles of ``work`` worker cycles over ``vertices`` vertices (barrel scheduling)."""
@@ -379,7 +389,7 @@ class _Step:
         return grad_targets(self.recurrent, l)
 
 
-def _step(config, placement, counters, machine, costs, steps_per_execution, structure=DEFAULT_STRUCTURE) -> _Step:
+def _step(config, placement, counters, machine, costs, steps_per_execution, structure, stack) -> _Step:
     L = config.n_layers
     with_input_grad = {p.layer for p in counters.phases if p.phase == "input_grad"}
     return _Step(
@@ -401,6 +411,8 @@ def _step(config, placement, counters, machine, costs, steps_per_execution, stru
         float(machine.chip.sync_cycles),
         host_sync_cycles_per_byte(machine, structure, costs),
         structure.transfer_steps(steps_per_execution),
+        stack,
+        stack.launch_s * machine.clock_hz,
     )
 
 
@@ -447,7 +459,7 @@ def _forward_terms(s: _Step, l: int) -> dict:
 def _backward_terms(s: _Step, l: int) -> dict:
     """The backward-pass and once-per-step fields of :class:`LayerTerms` for layer ``l``."""
     ly, T, B, TPC, costs, nmax = s.layers[l], s.config.timesteps, s.config.batch, s.TPC, s.costs, s.config.n_max
-    vc, W = costs.coef("vertex_calls"), WORKERS_PER_TILE
+    vc, W = costs.coef("vertex_calls"), s.stack.dw_copies
     # replicated lists: own ids + counts + g (state grad), the input list (weight grad)
     own = s.loc("state_grad", l, "bytes_received")
     inp = s.loc("weight_grad", l, "bytes_received")
@@ -464,6 +476,8 @@ def _backward_terms(s: _Step, l: int) -> dict:
         + vc * vert
     )
     wv = s.loc("weight_grad", l, "vertices")
+    if W != WORKERS_PER_TILE:  # one weight-gradient kernel per dW copy (the counters hold Poplar's 6 vertices)
+        wv = np.where(wv > 0, float(W), 0.0)
     wg = s.cycles(costs.worker_cycles({"grad_adds": s.loc("weight_grad", l, "grad_adds")}) + vc * wv, wv)
     partials = partials_in = reduce = None
     if s.in_graph[l]:
@@ -473,10 +487,12 @@ def _backward_terms(s: _Step, l: int) -> dict:
         partials_in = partials.sum(axis=1) / TPC  # stage-1 reduction spread over the chip
         adds = s.loc("input_grad", l, "reduction_adds").sum(axis=1) / TPC
         reduce = s.cycles(costs.coef("reduction_adds") * adds + vc * 6, 6)
-    # once per step: dW reduction (zeroing, 6 copies -> 1) and the optimizer on the weights per tile
+    # once per step: dW reduction (zeroing, W copies -> 1) and the optimizer on the weights per tile;
+    # with one copy there is no reduction and the optimizer zeroes the dW it consumes
     upd = s.counters.get("optimizer", l).local_totals[0].astype(np.float64)
     nw = np.where(upd > 0, W, 0)
     opt = "adam_updates" if s.config.optimizer == "adam" else "sgd_updates"
+    zero = 0.0 if s.stack.dw_reduce else costs.coef("dw_zero_writes") * upd
     g_bytes = B * (8.0 * nmax[l] + 8)
     return {
         "replicas_in": (own + inp) / s.supertile,
@@ -493,7 +509,7 @@ def _backward_terms(s: _Step, l: int) -> dict:
         "dw_reduce": s.cycles(
             costs.coef("dw_reduce_adds") * (W - 1) * upd / W + costs.coef("dw_zero_writes") * W * upd / W, nw
         ),
-        "optimizer": s.cycles(costs.coef(opt) * upd / W, nw),
+        "optimizer": s.cycles(costs.coef(opt) * upd / W + zero, nw),
         "weights": upd.sum(),
         "loss": float(s.cycles(costs.coef("loss_entries") * B * nmax[l] / ly.tiles.size + vc, 1)),
         "loss_in": B * (8.0 * nmax[l] + 8),
@@ -518,7 +534,7 @@ def _all_terms(s: _Step, cache: dict | None) -> list:
     if cache is None:
         return [_layer_terms(s, l) for l in range(L)]
     mine = lru_in(cache, ("layer terms",), CACHE_BYTES, LayerTerms.nbytes)
-    base = (s.config, _costs_key(s.costs), s.TPC, s.supertile, s.workers, s.supervisor_cycles)
+    base = (s.config, _costs_key(s.costs), s.TPC, s.supertile, s.workers, s.supervisor_cycles, s.stack)
     out = []
     for l in range(L):
         source = s.counters.get("state_update", l).source
@@ -546,7 +562,7 @@ def _owner_table(shape: StepShape, l: int, with_input_grad: bool, output: bool) 
     only = {EVERY_LAYER: True, WITH_INPUT_GRAD: with_input_grad, OUTPUT_LAYER: output}
     return tuple(
         (w.array, shape.slot(j, l), w.term)
-        for j, row in enumerate(STEP_ROWS)
+        for j, row in enumerate(shape.rows)
         for w in row.writes
         if w.where == OWNER and only[w.only]
     )
@@ -634,7 +650,7 @@ def _plan(shape: StepShape, in_graph: tuple, layer_chips: tuple) -> tuple:
     L = shape.L
     out = []
     for k, (j, lk) in enumerate(zip(shape.row, shape.layer)):
-        row = STEP_ROWS[j]
+        row = shape.rows[j]
         layers = range(L) if lk < 0 else [lk]
         writes = tuple(
             (l, w)
@@ -656,14 +672,24 @@ def _plan(shape: StepShape, in_graph: tuple, layer_chips: tuple) -> tuple:
 
 
 def _emit(
-    config, placement, counters, machine, costs, steps_per_execution, cache, rows: RowSink, structure=DEFAULT_STRUCTURE
+    config,
+    placement,
+    counters,
+    machine,
+    costs,
+    steps_per_execution,
+    cache,
+    rows: RowSink,
+    structure=DEFAULT_STRUCTURE,
+    stack: ExecutionStack | None = None,
 ) -> dict:
-    """Write every term of the step into ``rows`` (a :class:`RowSink`), row by row of
-    :data:`STEP_ROWS`; return the rest of the program: labels, sync scopes, folded supersteps,
-    link flows, host infeed."""
-    s = _step(config, placement, counters, machine, costs, steps_per_execution, structure)
+    """Write every term of the step into ``rows`` (a :class:`RowSink`), row by row of the stack's
+    table (:func:`models.snn.step.table.stack_rows`; default: the machine vendor's stack); return
+    the rest of the program: labels, sync scopes, folded supersteps, link flows, host transfers."""
+    stack = stack or stack_for(machine)
+    s = _step(config, placement, counters, machine, costs, steps_per_execution, structure, stack)
     L, cs_cycles = config.n_layers, costs.coef("compute_set_cycles")
-    shape = _shape(config, placement, counters, machine, structure)
+    shape = _shape(config, placement, counters, machine, structure, stack)
     terms = _all_terms(s, cache)
     for l, ly in enumerate(s.layers):  # each layer on its own tiles
         rows.owner(ly.tiles, terms[l], _owner_table(shape, l, s.in_graph[l], l == L - 1))
@@ -679,6 +705,9 @@ def _emit(
             _write(s, terms, rows, w, k, l)
         for w in host:
             _host_sync(s, terms, rows, w, k)
+        if row.launch and s.launch_cycles:  # the host launches the program on every chip
+            for c in range(s.C):
+                rows.chip(COMPUTE, k, c, s.launch_cycles, masked=True)
         if not row.sets_first and sets:
             _overhead(rows, k, sets, own_chip)
         links.append([x for l, f in flows for x in _links(s, terms, f, l)])
@@ -702,7 +731,7 @@ def _row_meta(shape: StepShape, any_in: bool) -> tuple:
     for k, j in enumerate(shape.row):
         at = shape.rows_of(k)
         label_id[at] = j
-        n_folded[at] = STEP_ROWS[j].folded(shape.L, any_in, shape.merged)
+        n_folded[at] = shape.rows[j].folded(shape.L, any_in, shape.merged)
     label_id.flags.writeable = n_folded.flags.writeable = False
     return label_id, n_folded
 
@@ -712,7 +741,7 @@ def _meta(s: _Step, shape: StepShape, links: list, any_in: bool) -> dict:
     within each time step; the host infeed. Sync scope (``structure.sync_scope``): one chip: its
     own; ``"all"``: every superstep syncs all chips; ``"chip"``: only supersteps with link flows
     do, and every folded call syncs its own chip."""
-    T, C, B = shape.T, s.C, s.config.batch
+    T, C = shape.T, s.C
     label_id, n_folded = _row_meta(shape, any_in)
     chip_scope = C > 1 and s.structure.sync_scope == "chip"
     scope = np.full(shape.supersteps, SYNC_CHIP if C == 1 or chip_scope else SYNC_ALL, np.int32)
@@ -725,11 +754,10 @@ def _meta(s: _Step, shape: StepShape, links: list, any_in: bool) -> dict:
                 if chip_scope:
                     scope[step] = SYNC_ALL
     f_arr = tuple(np.asarray(x) for x in zip(*flows)) if flows else None
-    infeed = T * B * 4.0 * (s.config.input_cap + 1) + 4.0 * B
-    host = (np.array([0], np.int32), np.array([s.layers[0].chip], np.int32), np.array([infeed]))
+    host = _host_transfers(s, shape)
     sync_extra = n_folded * (s.chip_sync_cycles if chip_scope else s.sync_cycles)
     exchange_extra = n_folded * s.exchange_fixed_cycles
-    if C > 1:
+    if C > 1 and s.stack.pipeline_stages:
         _pipeline_switches(s, shape, scope, sync_extra, exchange_extra)
     return {
         "label_id": label_id.copy(),
@@ -741,7 +769,24 @@ def _meta(s: _Step, shape: StepShape, links: list, any_in: bool) -> dict:
     }
 
 
-LOSS_ROW = PHASE_LABELS.index("loss")
+def _host_transfers(s: _Step, shape: StepShape) -> tuple:
+    """(superstep, chip, bytes) arrays of the step's host transfers: the input (T·B·(input_cap+1)
+    ids and counts and B labels, 4 bytes each) to the first layer's chip on the first superstep of
+    the stack's ``host_in`` row (Poplar's infeed, TT-Metal's write to DRAM, CSL's input stream) and,
+    where the stack reads it back (``host_out``), the per-sample loss (4·B bytes) from the output
+    layer's chip."""
+    T, B = shape.T, s.config.batch
+    step, chip, nbytes = [], [], []
+    for j, row in enumerate(shape.rows):
+        if row.host_in:
+            step.append(shape.start[shape.slot(j)])
+            chip.append(s.layers[0].chip)
+            nbytes.append(T * B * 4.0 * (s.config.input_cap + 1) + 4.0 * B)
+        elif row.host_out:
+            step.append(shape.start[shape.slot(j)])
+            chip.append(s.layers[-1].chip)
+            nbytes.append(4.0 * B)
+    return np.array(step, np.int32), np.array(chip, np.int32), np.array(nbytes)
 
 
 def pipeline_switches(chips: int) -> int:
@@ -758,7 +803,7 @@ def _pipeline_switches(s: _Step, shape: StepShape, scope, sync_extra, exchange_e
     the last layer's output (ids + counts forward, their gradient backward) on the last chip. That
     tensor is spread over the chip's tiles (``createSliceableTensor`` on the IPU's virtual graph),
     so its bytes per tile are negligible: a switch costs a sync of all chips and an exchange set-up."""
-    at = shape.start[shape.slot(LOSS_ROW)]
+    at = shape.start[shape.slot([r.label for r in shape.rows].index("loss"))]
     n = pipeline_switches(s.C)
     scope[at] = SYNC_ALL
     sync_extra[at] += n * s.sync_cycles

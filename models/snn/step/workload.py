@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from mapping.core import Mapping
 from models.snn.step.counters import WorkCounters
 from models.snn.step.memory import snn_memory
+from models.snn.step.stacks import describe_stack, stack_for
 from models.snn.step.structure import DEFAULT_STRUCTURE, StepStructure
 from models.snn.step.table import book_step
 from models.snn.step.timing import STEPS_PER_EXECUTION, build_step_program
@@ -41,7 +42,8 @@ class SnnStep:
     keeps across re-timings (layer terms reused); ``form``: ``"compact"`` (chip by chip, the form a
     run uses), ``"dense"`` (``[supersteps, tiles]`` arrays: what the calibration's decomposition
     needs) or ``"peaks"`` (each chip's peaks alone: the mapping search's objective)
-    (:func:`models.snn.step.timing.build_step_program`)."""
+    (:func:`models.snn.step.timing.build_step_program`); ``stack``: the execution stack, ``"auto"`` (the
+    machine vendor's) or one of :data:`models.snn.step.stacks.STACKS`."""
 
     config: NetworkConfig
     placement: Mapping
@@ -52,6 +54,7 @@ class SnnStep:
     cache: dict | None = None
     form: str = "compact"
     name: str = "snn"
+    stack: str = "auto"
 
     def program(self, machine: Machine) -> Program | CompactProgram:
         """The step's BSP program on ``machine`` (:func:`models.snn.step.timing.build_step_program`)."""
@@ -65,27 +68,33 @@ class SnnStep:
             cache=self.cache,
             form=self.form,
             structure=self.structure,
+            stack=stack_for(machine, self.stack),
         )
 
     def memory(self, machine: Machine) -> MemoryLedger:
         """Per-tile SRAM of the step (:func:`models.snn.step.memory.snn_memory`)."""
-        return snn_memory(self.config, self.placement, machine)
+        return snn_memory(self.config, self.placement, machine, stack=stack_for(machine, self.stack))
 
     def book(self, result: SimResult) -> SimResult:
         """Host-copy rows as host time (:func:`book_step`)."""
         return book_step(result)
 
     def section(self, result: SimResult) -> Section:
-        """The network, its spike caps and the structural assumptions the step was timed under."""
+        """The network, its spike caps, the execution stack (as given: a run passes the one ``auto``
+        resolved to) and the structural assumptions the step was timed under."""
         cfg, st = self.config, self.structure
         layers = "-".join(str(n) for n in cfg.layers)
         caps = list(cfg.n_max)
         assumed = f"{st.describe()}, {self.steps_per_execution} steps per execution"
+        if self.stack not in ("auto", "poplar"):  # the rest of the structure is the Poplar stack's
+            assumed = f"sync {st.sync_scope}"
+        stack = describe_stack(self.stack)
         return Section(
             title="SNN training step",
             lines=(
                 f"network {layers}: batch {cfg.batch}, {cfg.timesteps} time steps, spike caps {caps}",
                 f"assumed structure: {assumed}",
+                f"execution stack {stack}",
             ),
             data=(
                 ("layers", layers),
@@ -93,6 +102,7 @@ class SnnStep:
                 ("timesteps", cfg.timesteps),
                 ("caps", caps),
                 ("structure", assumed),
+                ("stack", stack),
                 ("step_s", result.total_s),
             ),
         )
