@@ -215,7 +215,8 @@ class ProgramBuilder:
             self._compute.append(comp32)
             if have_exchange:
                 self._erow.append(len(self._bin))
-                self._bin.append(bin_.astype(np.float32)), self._bout.append(bout.astype(np.float32))
+                self._bin.append(bin_.astype(np.float32))
+                self._bout.append(bout.astype(np.float32))
                 self._broadcast.append(bool(broadcast))
             else:
                 self._erow.append(-1)
