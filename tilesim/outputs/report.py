@@ -283,17 +283,24 @@ def _draw(out, record: RunRecord, a, plots, page: bool = True) -> list[Path]:
                 f"({record.machine})\nper-tile totals as proportional traffic (tilesim/machine/gridload.py)",
             )
         )
-    for chart in (c for section in record.sections for c in section.charts):  # the workload's own pictures
-        if chart.file in CORE_PICTURES:
-            raise _broken(out, f"has a workload chart named {chart.file}, one of the core's own pictures")
-        plots.draw_chart(chart, out / chart.file)
-        written.append(out / chart.file)
+    written += _draw_charts(out, record)
     atomic_write_text(out / "summary.md", summary_markdown(record))
     written.append(out / "summary.md")
     if page:
         from tilesim.outputs.page import write_page  # plotly loads only when a page is written (start-up time)
 
         written.append(write_page(out, record, a))
+    return written
+
+
+def _draw_charts(out: Path, record: RunRecord) -> list[Path]:
+    """The workload's own pictures (:class:`tilesim.outputs.chart.Chart` s of its sections)."""
+    written = []
+    for chart in (c for section in record.sections for c in section.charts):
+        if chart.file in CORE_PICTURES:
+            raise _broken(out, f"has a workload chart named {chart.file}, one of the core's own pictures")
+        plots.draw_chart(chart, out / chart.file)
+        written.append(out / chart.file)
     return written
 
 

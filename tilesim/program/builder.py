@@ -213,13 +213,7 @@ class ProgramBuilder:
             self._label_id.append(lid)
             self._scope.append(scope)
             self._compute.append(comp32)
-            if have_exchange:
-                self._erow.append(len(self._bin))
-                self._bin.append(bin_.astype(np.float32))
-                self._bout.append(bout.astype(np.float32))
-                self._broadcast.append(bool(broadcast))
-            else:
-                self._erow.append(-1)
+            self._erow.append(self._exchange_row(bin_, bout, broadcast) if have_exchange else -1)
             self._flows.extend((s, a, b, nb) for a, b, nb in fl)
             if host_bytes is not None:
                 self._host.extend((s, c, float(hb[c])) for c in range(self.chips) if hb[c] > 0)
@@ -227,6 +221,13 @@ class ProgramBuilder:
             for src, dsts, nb in mcast:
                 self._transfers.extend((s, int(src), int(d), float(nb), self._groups) for d in dsts.tolist())
                 self._groups += 1
+
+    def _exchange_row(self, bytes_in: np.ndarray, bytes_out: np.ndarray, broadcast: bool) -> int:
+        """Store one superstep's exchange bytes; its exchange row index."""
+        self._bin.append(bytes_in.astype(np.float32))
+        self._bout.append(bytes_out.astype(np.float32))
+        self._broadcast.append(bool(broadcast))
+        return len(self._bin) - 1
 
     def _multicast(self, m, N: int, where: str) -> tuple[int, np.ndarray, float]:
         """A checked multicast: (source tile, destination tiles, bytes)."""
