@@ -244,6 +244,7 @@ def _draw(out, record: RunRecord, a, plots, page: bool = True) -> list[Path]:
                 over=used > 1,
                 tiles_per_chip=tpc,
                 tile_layer=a["tile_group"] if "tile_group" in a else None,
+                panel=_liveness_panel(record, budget, tpc),
             )
         )
     work = a["work_cycles"]
@@ -287,6 +288,14 @@ def _draw(out, record: RunRecord, a, plots, page: bool = True) -> list[Path]:
 
         written.append(write_page(out, record, a))
     return written
+
+
+def _liveness_panel(record: RunRecord, budget: float, tpc: int):
+    """The liveness panel of ``memory.png`` (None when the run's memory names no program steps)."""
+    live = record.memory.liveness if record.memory is not None else None
+    if live is None:
+        return None
+    return lambda fig: plots.liveness_panel(fig, live, budget, tpc)
 
 
 def _layout_note(a, tile_groups: str) -> str:
