@@ -198,21 +198,25 @@ def tile_heatmap(
         ax.set_xlabel(f"tile id mod {cols}")
         ax.set_ylabel(f"tile id // {cols}")
     if C > MAX_CHIP_PANELS:
-        ax = axes[-1]
-        per = values[: C * tpc].reshape(C, tpc)
-        ax.barh(range(C), np.nanmax(per, axis=1), color=SERIES_COLOURS[0], label="max tile")
-        ax.barh(range(C), np.nanmean(per, axis=1), color=SERIES_COLOURS[1], height=0.5, label="mean tile")
-        ax.set_yticks(range(0, C, max(1, C // 16)))
-        ax.invert_yaxis()
-        ax.set_ylabel("chip")
-        ax.set_xlabel(label)
-        ax.set_title(f"all {C} chips", fontsize=9)
-        ax.legend(fontsize=7, loc="lower right")
+        _chips_strip(axes[-1], values[: C * tpc].reshape(C, tpc), label)
     grids.suptitle(title, fontsize=10)
     grids.colorbar(im, ax=list(axes[: len(shown)]), fraction=0.03 if n == 1 else 0.025, label=label)
     save_figure(fig, path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return Path(path)
+
+
+def _chips_strip(ax, per, label: str) -> None:
+    """Every chip's max and mean tile (``per``: values [chips, tiles per chip]) as bars."""
+    C = per.shape[0]
+    ax.barh(range(C), np.nanmax(per, axis=1), color=SERIES_COLOURS[0], label="max tile")
+    ax.barh(range(C), np.nanmean(per, axis=1), color=SERIES_COLOURS[1], height=0.5, label="mean tile")
+    ax.set_yticks(range(0, C, max(1, C // 16)))
+    ax.invert_yaxis()
+    ax.set_ylabel("chip")
+    ax.set_xlabel(label)
+    ax.set_title(f"all {C} chips", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
 
 
 PANEL_INCHES = 3.6
@@ -254,7 +258,7 @@ def liveness_panel(fig, live, budget: float | None = None, tiles_per_chip: int |
     )
     left.plot(x, np.asarray(live.allocated_bytes) / 1e3, "k--", lw=1.2, label="allocated (max = the peak checked)")
     near = budget is not None and budget <= 1.5 * max(live.allocated_bytes, default=0)
-    if near:
+    if near and budget is not None:
         left.axhline(budget / 1e3, color="red", lw=0.8, ls=":", label="budget")
     tile = f"tile {live.tile - live.chip * tiles_per_chip}" if tiles_per_chip else f"tile {live.tile} (global id)"
     left.set_title(
