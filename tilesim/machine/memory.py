@@ -98,6 +98,8 @@ class _Entry:
     bytes: np.ndarray  # per tile, aligned with tiles
     span: tuple[int, int]  # first and last step index allocated
     held: np.ndarray | None = None  # fraction holding live data per step (None: 1 while allocated)
+    lo: int = 0  # the lowest and highest tile charged (a query skips entries outside its tiles)
+    hi: int = -1
 
 
 class MemoryLedger:
@@ -130,9 +132,8 @@ class MemoryLedger:
             )
         self.steps = steps
         self._step_index = {name: i for i, name in enumerate(steps)}
-        self.entries = [
-            _Entry(e.label, e.category, e.tiles, e.bytes, (0, len(steps) - 1)) for e in self.entries
-        ]  # always-live entries stay so
+        whole = (0, len(steps) - 1)
+        self.entries = [_Entry(e.label, e.category, e.tiles, e.bytes, whole, None, e.lo, e.hi) for e in self.entries]
         self._peak = None
 
     def add(self, category: str, bytes_per_tile, tiles=None, label: str = "", liveness: Liveness | None = None) -> None:
@@ -160,7 +161,8 @@ class MemoryLedger:
         if span == (0, len(self.steps) - 1):
             np.add.at(self._always[self._cat_index[category]], tiles, bi)
         self._peak = None
-        self.entries.append(_Entry(name, category, tiles, bi, span, held))
+        bounds = (int(tiles.min()), int(tiles.max())) if tiles.size else (0, -1)
+        self.entries.append(_Entry(name, category, tiles, bi, span, held, *bounds))
 
     def _tiles(self, tiles, name: str) -> np.ndarray:
         if tiles is None:
@@ -272,8 +274,11 @@ class MemoryLedger:
         alloc = np.zeros((S, C), np.int64)
         held = np.zeros((S, C), np.float64)
         tpc = self.machine.tiles_per_chip
+        lo, hi = (tile, tile) if tile is not None else (chip * tpc, (chip + 1) * tpc - 1)
         for e in self.entries:
-            on = e.tiles == tile if tile is not None else e.tiles // tpc == chip
+            if e.lo > hi or e.hi < lo:
+                continue
+            on = e.tiles == tile if tile is not None else (e.tiles >= lo) & (e.tiles <= hi)
             w = int(e.bytes[on].sum())
             if not w:
                 continue
@@ -298,6 +303,8 @@ class MemoryLedger:
         rows = []
         at = self.step_bytes(tile).peak_step() if self._partial() else 0
         for e in self.entries:
+            if e.lo > tile or e.hi < tile:
+                continue
             m = e.tiles == tile
             if m.any() and e.span[0] <= at <= e.span[1]:
                 rows.append((e.label, e.category, int(e.bytes[m].sum())))
