@@ -256,8 +256,8 @@ class MemoryLedger:
         return self._peaks()[1]
 
     def per_tile(self) -> np.ndarray:
-        """Each tile's peak: the max over program steps of its allocated bytes."""
-        return self._peaks()[0]
+        """Each tile's peak: the max over program steps of its allocated bytes (a new array)."""
+        return self._peaks()[0].copy()
 
     def by_category(self, tile: int | None = None) -> dict:
         """Bytes per category of ``tile`` at its peak step (None: summed over every tile's peak)."""
