@@ -31,7 +31,7 @@ import numpy as np
 
 from tilesim.io import atomic_write_text
 from tilesim.machine.memory import CATEGORIES
-from tilesim.outputs.plots import _chip_image, stored_grid
+from tilesim.outputs.plots import CATEGORY_COLOURS, _chip_image, step_ticks, stored_grid
 from tilesim.outputs.records import PHASES, phase_spans
 from tilesim.outputs.runrecord import MemoryRecord, RunRecord, Section
 
@@ -332,6 +332,71 @@ def _memory(memory: MemoryRecord):
     return _bars_layout(fig, f"SRAM by category, all tiles ({sum(tot.values()):,} B)", "bytes", 24 * len(order), 200)
 
 
+def _liveness(memory: MemoryRecord, tpc: int):
+    """Memory over the program's steps (PopVision's liveness report) of the fullest tile: bytes
+    holding live data per step, stacked by category, under the bytes allocated (their max is the
+    peak the overflow check uses) and the budget; the chip's totals on a second axis."""
+    from plotly.subplots import make_subplots  # plotly loads only when a page is written (start-up time)
+
+    go = _go()
+    live = memory.liveness
+    assert live is not None
+    steps = list(live.steps)
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        row_heights=[0.62, 0.38],
+        subplot_titles=(
+            f"tile {live.tile - live.chip * tpc} of chip {live.chip} (the fullest): bytes per program step",
+            f"chip {live.chip}, all tiles: bytes per program step",
+        ),
+    )
+    for c, v in live.held_bytes.items():
+        fig.add_trace(
+            go.Scatter(
+                x=steps,
+                y=list(v),
+                name=c.replace("variables:", "var:"),
+                stackgroup="held",
+                line={"width": 0, "color": CATEGORY_COLOURS.get(c, "#8c8c8c")},
+                hovertemplate=f"{c}: %{{y:,}} B holding live data at %{{x}}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+    dash = {"color": "black", "dash": "dash", "width": 1.5}
+    fig.add_trace(
+        go.Scatter(x=steps, y=list(live.allocated_bytes), name="allocated (peak = overflow check)", line=dash),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(x=steps, y=[memory.budget_bytes] * len(steps), name="budget", line={"color": "red", "dash": "dot"}),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(x=steps, y=list(live.chip_held_bytes), name="chip: holding live data", fill="tozeroy"),
+        row=2,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(x=steps, y=list(live.chip_allocated_bytes), name="chip: allocated", line=dash), row=2, col=1
+    )
+    fig.add_vline(x=steps.index(live.peak_step), line={"color": "grey", "width": 1}, row=1, col=1)
+    ticks = [steps[i] for i in step_ticks(steps, live.peak_step, 12)]
+    fig.update_xaxes(tickvals=ticks, tickangle=-40, row=2, col=1)
+    fig.update_layout(
+        title=f"Memory over the step: live data grows and falls within what is allocated; peak at '{live.peak_step}'",
+        height=620,
+        margin={"l": 60, "r": 20, "t": 80, "b": 90},
+        legend={"font": {"size": 10}},
+    )
+    return fig
+
+
 def _exchange(a: dict):
     go = _go()
     m = np.asarray(a["exchange_group"], float)
@@ -442,6 +507,8 @@ def page_html(record: RunRecord, a: dict, title: str | None = None) -> str:
         sections.append(("Chips", _div(_chips_overview(a), "chips")))
     if record.memory is not None and record.memory.total_by_category_bytes:
         sections.append(("Memory by category", _div(_memory(record.memory), "memory")))
+    if record.memory is not None and record.memory.liveness is not None:
+        sections.append(("Memory over the step", _div(_liveness(record.memory, record.tiles_per_chip), "liveness")))
     if "exchange_group" in a:
         sections.append(("Exchange", _div(_exchange(a), "exchange")))
     sections.append(("Settings", _settings_html(record)))

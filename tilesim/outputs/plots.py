@@ -36,6 +36,23 @@ SERIES_COLOURS = (
     "#ccb974",
     "#64b5cd",
 )
+# SRAM categories (tilesim.machine.memory.CATEGORIES), the same colour in every memory picture
+CATEGORY_COLOURS = {
+    "variables:weights": "#4c72b0",
+    "variables:gradients": "#dd8452",
+    "variables:optimizer": "#55a868",
+    "variables:state": "#c44e52",
+    "variables:activations": "#8172b3",
+    "variables:sequences": "#e377c2",
+    "variables:inputs": "#937860",
+    "variables:other": "#8c8c8c",
+    "exchange_buffers": "#64b5cd",
+    "vertex_state": "#ccb974",
+    "vertex_code": "#17becf",
+    "control_code": "#bcbd22",
+    "exchange_code": "#9edae5",
+    "stack": "#c7c7c7",
+}
 # tiles drawn per row when the fabric has no grid of its own (the IPU's exchange is all-to-all):
 # the chip's floorplan is not in the reference material (ipu-hardware.md), so tiles are drawn in
 # their id order as supertile pairs (2 tiles share an exchange port, ipu-hardware.md §2), 32
@@ -125,12 +142,14 @@ def tile_heatmap(
     tiles_per_chip: int | None = None,
     tile_layer=None,
     chip_names=None,
+    panel=None,
 ):
     """One value per tile as grids, one per chip (``values`` of every chip, ``tiles_per_chip``
     each; default one chip). Up to :data:`MAX_CHIP_PANELS` chips side by side on one colour
     scale; more: the chip with the largest value drawn tile by tile beside a strip of every
     chip's max and mean. ``over`` (bool per tile) is outlined in red; ``tile_layer`` (int per
-    tile, 0 = none) outlines and names the workload's tile groups."""
+    tile, 0 = none) outlines and names the workload's tile groups; ``panel`` (a function of a
+    matplotlib sub-figure, e.g. :func:`liveness_panel`) draws below the grids."""
     plt = _plt()
     values = np.asarray(values, float)
     tpc = tiles_per_chip or values.size
@@ -144,10 +163,13 @@ def tile_heatmap(
     n = len(shown) + (C > MAX_CHIP_PANELS)
     pw = 9.0 if n == 1 else 5.6  # inches per panel; 3-4 chips as a 2 x 2 grid
     gr, gc = (2, 2) if n > 2 else (1, n)
-    fig, axes = plt.subplots(
-        gr, gc, figsize=(pw * gc + 0.8, gr * (pw * rows / cols + 0.75) + 0.5), squeeze=False, layout="constrained"
-    )
-    axes = axes.ravel()
+    height = gr * (pw * rows / cols + 0.75) + 0.5
+    fig = plt.figure(figsize=(pw * gc + 0.8, height + (PANEL_INCHES if panel else 0.0)), layout="constrained")
+    grids = fig
+    if panel is not None:
+        grids, below = fig.subfigures(2, 1, height_ratios=[height, PANEL_INCHES])
+        panel(below)
+    axes = grids.subplots(gr, gc, squeeze=False).ravel()
     for ax in axes[n:]:
         ax.axis("off")
     im = None
@@ -177,21 +199,90 @@ def tile_heatmap(
         ax.set_xlabel(f"tile id mod {cols}")
         ax.set_ylabel(f"tile id // {cols}")
     if C > MAX_CHIP_PANELS:
-        ax = axes[-1]
-        per = values[: C * tpc].reshape(C, tpc)
-        ax.barh(range(C), np.nanmax(per, axis=1), color=SERIES_COLOURS[0], label="max tile")
-        ax.barh(range(C), np.nanmean(per, axis=1), color=SERIES_COLOURS[1], height=0.5, label="mean tile")
-        ax.set_yticks(range(0, C, max(1, C // 16)))
-        ax.invert_yaxis()
-        ax.set_ylabel("chip")
-        ax.set_xlabel(label)
-        ax.set_title(f"all {C} chips", fontsize=9)
-        ax.legend(fontsize=7, loc="lower right")
-    fig.suptitle(title, fontsize=10)
-    fig.colorbar(im, ax=list(axes[: len(shown)]), fraction=0.03 if n == 1 else 0.025, label=label)
+        _chips_strip(axes[-1], values[: C * tpc].reshape(C, tpc), label)
+    grids.suptitle(title, fontsize=10)
+    grids.colorbar(im, ax=list(axes[: len(shown)]), fraction=0.03 if n == 1 else 0.025, label=label)
     save_figure(fig, path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return Path(path)
+
+
+def _chips_strip(ax, per, label: str) -> None:
+    """Every chip's max and mean tile (``per``: values [chips, tiles per chip]) as bars."""
+    C = per.shape[0]
+    ax.barh(range(C), np.nanmax(per, axis=1), color=SERIES_COLOURS[0], label="max tile")
+    ax.barh(range(C), np.nanmean(per, axis=1), color=SERIES_COLOURS[1], height=0.5, label="mean tile")
+    ax.set_yticks(range(0, C, max(1, C // 16)))
+    ax.invert_yaxis()
+    ax.set_ylabel("chip")
+    ax.set_xlabel(label)
+    ax.set_title(f"all {C} chips", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+
+
+PANEL_INCHES = 3.6
+"""Height of a panel drawn below a heat map (:func:`tile_heatmap`'s ``panel``)."""
+
+
+def step_ticks(steps, peak: str, most: int = 8) -> list[int]:
+    """Indices of the program steps to label on an axis: the ``peak`` step, the last, and about
+    ``most`` evenly spaced ones that do not crowd them."""
+    n = len(steps)
+    every = max(1, math.ceil(n / most))
+    fixed = {n - 1} | ({list(steps).index(peak)} if peak in steps else set())
+    even = {i for i in range(0, n, every) if all(abs(i - j) >= every / 2 for j in fixed)}
+    return sorted(even | fixed)
+
+
+def varying_last(held: dict) -> list:
+    """The categories of ``held`` (bytes per step by category), those whose bytes change over the
+    steps last: stacked on top, where their rise and fall shows."""
+    return sorted(held, key=lambda c: len(set(held[c])) > 1)
+
+
+def liveness_panel(fig, live, budget: float | None = None, tiles_per_chip: int | None = None) -> None:
+    """Memory over the program's steps (a :class:`tilesim.outputs.runrecord.MemoryLiveness`) into
+    the matplotlib (sub-)figure ``fig``: left, the fullest tile's bytes holding live data per step,
+    stacked by category (those that change on top), under its allocated bytes (their max is the
+    peak the overflow check uses) and the budget (drawn when near); right, the same two totals over
+    its chip's tiles (``tiles_per_chip`` names the tile within its chip)."""
+    x = np.arange(len(live.steps))
+    peak = list(live.steps).index(live.peak_step)
+    left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+    cats = varying_last(live.held_bytes)
+    left.stackplot(
+        x,
+        *[np.asarray(live.held_bytes[c], float) / 1e3 for c in cats],
+        labels=[c.replace("variables:", "var:") for c in cats],
+        colors=[CATEGORY_COLOURS.get(c, "#8c8c8c") for c in cats],
+        linewidth=0,
+    )
+    left.plot(x, np.asarray(live.allocated_bytes) / 1e3, "k--", lw=1.2, label="allocated (max = the peak checked)")
+    near = budget is not None and budget <= 1.5 * max(live.allocated_bytes, default=0)
+    if near and budget is not None:
+        left.axhline(budget / 1e3, color="red", lw=0.8, ls=":", label="budget")
+    tile = f"tile {live.tile - live.chip * tiles_per_chip}" if tiles_per_chip else f"tile {live.tile} (global id)"
+    left.set_title(
+        f"fullest {tile} of chip {live.chip}: KB holding live data per program step"
+        + ("" if near or budget is None else f" (budget {budget / 1e3:,.0f} KB)"),
+        fontsize=9,
+    )
+    right.plot(x, np.asarray(live.chip_allocated_bytes) / 1e6, "k--", lw=1.2, label="allocated")
+    right.fill_between(
+        x, np.asarray(live.chip_held_bytes) / 1e6, color=SERIES_COLOURS[0], alpha=0.5, label="holding live data"
+    )
+    right.set_title(f"chip {live.chip}, all tiles: MB per program step", fontsize=9)
+    ticks = step_ticks(live.steps, live.peak_step)
+    for ax, unit in ((left, "KB"), (right, "MB")):
+        ax.axvline(peak, color="grey", lw=0.8)
+        ax.set_xticks(ticks, [live.steps[i] + (" (peak)" if i == peak else "") for i in ticks], rotation=35, ha="right")
+        ax.tick_params(axis="x", labelsize=7)
+        ax.set_xlim(0, max(1, len(x) - 1))
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel(unit)
+        ax.grid(axis="y", alpha=0.3)
+    left.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    right.legend(fontsize=7, loc="lower center")
 
 
 def memory_heatmap(ledger, path, chip: int | None = None, title: str | None = None, tile_layer=None):

@@ -247,6 +247,7 @@ def _draw(out, record: RunRecord, a, plots, page: bool = True) -> list[Path]:
                 over=used > 1,
                 tiles_per_chip=tpc,
                 tile_layer=a["tile_group"] if "tile_group" in a else None,
+                panel=_liveness_panel(record, budget, tpc),
             )
         )
     work = a["work_cycles"]
@@ -304,6 +305,14 @@ def _draw_charts(out: Path, record: RunRecord) -> list[Path]:
     return written
 
 
+def _liveness_panel(record: RunRecord, budget: float, tpc: int):
+    """The liveness panel of ``memory.png`` (None when the run's memory names no program steps)."""
+    live = record.memory.liveness if record.memory is not None else None
+    if live is None:
+        return None
+    return lambda fig: plots.liveness_panel(fig, live, budget, tpc)
+
+
 def _layout_note(a, tile_groups: str) -> str:
     g = tuple(int(x) for x in (a["grid"] if "grid" in a else (0, 0)))
     return (
@@ -359,12 +368,30 @@ def _memory_markdown(m: MemoryRecord | None) -> list:
     ]
     lines += [f"| {e.label} | {e.category} | {e.bytes:,} |" for e in m.max_tile_entries[:6]]
     lines.append("")
+    lines += _liveness_markdown(m)
     cats = m.total_by_category_bytes
     if cats:
         lines += ["| category (all tiles) | bytes |", "|---|---:|"]
         lines += [f"| {k} | {int(v):,} |" for k, v in sorted(cats.items(), key=lambda kv: -kv[1]) if v]
         lines.append("")
     return lines
+
+
+def _liveness_markdown(m: MemoryRecord) -> list:
+    """One line on the fullest tile's memory over the program's steps (none without a liveness record)."""
+    live = m.liveness
+    if live is None:
+        return []
+    held = live.held_total()
+    peak = live.steps.index(live.peak_step)
+    flat = len(set(live.allocated_bytes)) == 1
+    return [
+        f"Over the step ({len(live.steps)} program steps; `memory.png`, `report.html`): that tile "
+        + ("has all of it allocated for the whole program; " if flat else f"peaks at '{live.peak_step}'; ")
+        + f"its live data is {held[0]:,} B at '{live.steps[0]}', {held[peak]:,} B at '{live.peak_step}' "
+        f"and {held[-1]:,} B at '{live.steps[-1]}'.",
+        "",
+    ]
 
 
 def _settings_markdown(r: RunRecord) -> list:

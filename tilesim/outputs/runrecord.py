@@ -30,6 +30,7 @@ __all__ = [
     "LinkLoad",
     "Throughput",
     "MemoryEntry",
+    "MemoryLiveness",
     "MemoryRecord",
     "Explain",
     "Finding",
@@ -146,9 +147,50 @@ class MemoryEntry:
 
 
 @dataclass(frozen=True)
+class MemoryLiveness:
+    """Memory over the program's named steps (PopVision's liveness report), from the ledger that gives
+    the peak (:meth:`tilesim.machine.memory.MemoryLedger.liveness`): the fullest ``tile`` (global id)
+    and its ``peak_step``; per step its bytes allocated (their max is the tile's peak, what the
+    overflow check compares) and its bytes holding live data by category; the same two totals summed
+    over the tiles of its ``chip``."""
+
+    steps: tuple[str, ...]
+    tile: int
+    peak_step: str
+    allocated_bytes: tuple[int, ...]
+    held_bytes: dict[str, tuple[int, ...]]
+    chip: int
+    chip_allocated_bytes: tuple[int, ...]
+    chip_held_bytes: tuple[int, ...]
+
+    def held_total(self) -> tuple[int, ...]:
+        """The tile's bytes holding live data per step, over every category."""
+        return tuple(int(x) for x in map(sum, zip(*self.held_bytes.values()))) if self.held_bytes else ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> MemoryLiveness:
+        """The record of its JSON form."""
+
+        def ints(v) -> tuple[int, ...]:
+            return tuple(int(x) for x in v)
+
+        return cls(
+            steps=tuple(str(x) for x in d["steps"]),
+            tile=int(d["tile"]),
+            peak_step=str(d["peak_step"]),
+            allocated_bytes=ints(d["allocated_bytes"]),
+            held_bytes={str(k): ints(v) for k, v in d["held_bytes"].items()},
+            chip=int(d["chip"]),
+            chip_allocated_bytes=ints(d["chip_allocated_bytes"]),
+            chip_held_bytes=ints(d["chip_held_bytes"]),
+        )
+
+
+@dataclass(frozen=True)
 class MemoryRecord:
     """SRAM of the step: the budget per tile, the fullest tile (global id), its bytes, its bytes per
-    category and largest items, the bytes per category over all tiles, and the tiles over budget."""
+    category and largest items, the bytes per category over all tiles, and the tiles over budget;
+    ``liveness``: its memory over the program's steps when the workload names them (else None)."""
 
     budget_bytes: int
     max_tile: int
@@ -157,10 +199,11 @@ class MemoryRecord:
     total_by_category_bytes: dict[str, int]
     max_tile_entries: tuple[MemoryEntry, ...] = ()
     overflow_tiles: tuple[int, ...] = ()
+    liveness: MemoryLiveness | None = None
 
     def to_dict(self) -> dict:
-        """The JSON form (the ledger's keys)."""
-        return _json(self)
+        """The JSON form (the ledger's keys; no ``liveness`` key without one)."""
+        return {f.name: _json(getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) is not None}
 
     @classmethod
     def of(cls, ledger) -> MemoryRecord:
@@ -180,6 +223,7 @@ class MemoryRecord:
                 MemoryEntry(str(e["label"]), str(e["category"]), int(e["bytes"])) for e in d.get("max_tile_entries", ())
             ),
             overflow_tiles=tuple(int(t) for t in d.get("overflow_tiles", ())),
+            liveness=MemoryLiveness.from_dict(d["liveness"]) if d.get("liveness") else None,
         )
 
 
@@ -395,7 +439,7 @@ def _label_time(label: str, v: Mapping) -> LabelTime:
 
 def _json(value):
     """A record field in its JSON form: dataclasses as dicts (sections by their own form), tuples as lists."""
-    if isinstance(value, Section):
+    if isinstance(value, (Section, MemoryRecord)):
         return value.to_dict()
     if hasattr(value, "__dataclass_fields__"):
         return {f.name: _json(getattr(value, f.name)) for f in fields(value)}

@@ -1,4 +1,14 @@
-"""Per-tile SRAM of the SNN training step (snn-on-ipu.md §3.2; ipu-hardware.md §3.3)."""
+"""Per-tile SRAM of the SNN training step (snn-on-ipu.md §3.2; ipu-hardware.md §3.3), and its
+memory over the step's program steps (:func:`program_steps`).
+
+Every tensor is a Poplar variable of the one op that runs the step, allocated for the whole
+program (PopVision's always-live): the overflow check sees the same bytes as before lifetimes
+existed. What changes over the step is the *data* the recorded sequences hold: the membrane
+state sequence v[T, B, n] and the spike id/count sequences [T, B, N_max + 2] are written one time
+step at a time by ``dynamicUpdate`` during the forward pass and read back one time step at a time,
+in reverse, by ``dynamicSlice`` during the backward pass (snn-on-ipu.md §3.3 step 8, §3.4 step 1);
+the input sequence arrives whole by infeed and is read the same way. Their held bytes grow over the
+forward pass to the loss and fall over the backward pass (:func:`recorded_liveness`)."""
 
 from __future__ import annotations
 
@@ -14,7 +24,7 @@ from models.snn.step.counters import (
 )
 from models.snn.step.stacks import ExecutionStack, stack_for
 from models.snn.training.network import NetworkConfig
-from tilesim.machine.memory import EntryGroup, MemoryLedger
+from tilesim.machine.memory import EntryGroup, Liveness, MemoryLedger
 from tilesim.running.memo import lru_in
 
 SRAM_REMEDY_NPT = "lower --neurons-per-tile (the 6 per-worker dW copies grow with fan-in x neurons per tile), "
@@ -36,6 +46,49 @@ def sram_remedy(placement: Mapping) -> str:
         "chips cannot help"
     )
     return first + SRAM_REMEDY_CORE + last
+
+
+MAX_TIME_GROUPS = 100
+"""Time steps drawn one by one in the liveness plot up to this many; beyond, in this many groups."""
+
+
+@lru_cache(maxsize=8)
+def _time_groups(T: int) -> tuple[tuple[int, int], ...]:
+    """Consecutive time steps (first, last) per program step of a pass: one each up to
+    :data:`MAX_TIME_GROUPS`, else that many groups as even as possible."""
+    n = min(T, MAX_TIME_GROUPS)
+    edges = [T * k // n for k in range(n + 1)]
+    return tuple((edges[k], edges[k + 1] - 1) for k in range(n))
+
+
+def _span(lo: int, hi: int) -> str:
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
+@lru_cache(maxsize=8)
+def program_steps(T: int) -> tuple[str, ...]:
+    """The training step's program steps in order (timing.py's module docstring): the forward pass
+    per time step (``fwd t=0`` …), ``loss``, the backward pass per time step in reverse
+    (``bwd t=T-1`` …), ``dW reduce``, ``optimizer``; time steps grouped beyond :data:`MAX_TIME_GROUPS`."""
+    groups = _time_groups(T)
+    return (
+        tuple(f"fwd t={_span(lo, hi)}" for lo, hi in groups)
+        + ("loss",)
+        + tuple(f"bwd t={_span(hi, lo)}" for lo, hi in reversed(groups))
+        + ("dW reduce", "optimizer")
+    )
+
+
+@lru_cache(maxsize=16)
+def recorded_liveness(T: int, whole_at_start: bool = False) -> Liveness:
+    """A sequence of T per-time-step values kept for the backward pass: allocated for the whole
+    program; at a forward step holding the values written so far (all of them if ``whole_at_start``:
+    the input sequence, which arrives by infeed before the pass), all of them at the loss, at a
+    backward step the values not yet consumed (that step's and earlier ones), none after the pass."""
+    groups = _time_groups(T)
+    fwd = tuple(1.0 if whole_at_start else (hi + 1) / T for _, hi in groups)
+    bwd = tuple((hi + 1) / T for _, hi in reversed(groups))
+    return Liveness(held=fwd + (1.0,) + bwd + (0.0, 0.0))
 
 
 # code and bookkeeping bytes per tile (ipu-hardware.md §3.3): a vertex's state holds ~3 SPAN
@@ -84,7 +137,12 @@ def _owner_memory(
     mem = layer_memory(
         config.layers[l], config.layers[l + 1], T, B, n_max_in, local, n_local, config.optimizer, recurrent, dw_copies
     )
-    out = [(roles[key], arr, f"layer {l + 1} {key.replace('_', ' ')}") for key, arr in mem.items() if arr.any()]
+    recorded = recorded_liveness(T)
+    out = [
+        (roles[key], arr, f"layer {l + 1} {key.replace('_', ' ')}") + ((recorded,) if key == "state_sequence" else ())
+        for key, arr in mem.items()
+        if arr.any()
+    ]
     n_own = np.bincount(local, minlength=n_local).astype(np.int64)
     vertices = 3 * B + dw_copies + B + B * n_own  # update, grads, flags per (neuron, sample)
     const = np.ones(n_local)
@@ -121,9 +179,10 @@ def snn_memory(
     neuron grouping is unchanged (a :class:`BytesLRU` keyed by layer, grouping, config and dW copies).
     ``stack``: the execution stack (default: the machine vendor's, :func:`models.snn.step.stacks.stack_for`)."""
     dw_copies = (stack or stack_for(machine)).dw_copies
-    led = ledger or MemoryLedger(machine, remedy=sram_remedy(placement))
-    TPC = machine.tiles_per_chip
     T, B = config.timesteps, config.batch
+    led = ledger or MemoryLedger(machine, remedy=sram_remedy(placement), steps=program_steps(T))
+    led.set_steps(program_steps(T))
+    TPC = machine.tiles_per_chip
     nmax = config.n_max
     lay = layer_layout(config, placement, TPC)
     rec = config.recurrent if isinstance(config.recurrent, tuple) else (bool(config.recurrent),) * config.n_layers
@@ -144,6 +203,7 @@ def snn_memory(
             4.0 * T * B * (nmax[l] + 2) / (chip_tiles.stop - chip_tiles.start),
             chip_tiles,
             f"layer {l + 1} spike sequence",
+            recorded_liveness(T),
         )
         led.add(
             "exchange_buffers",
@@ -152,7 +212,13 @@ def snn_memory(
             f"layer {l + 1} compaction flags and chunk list",
         )
     # the data input sequence [T, B, input_cap] ids + counts, spread over chip 0
-    led.add("variables:inputs", 4.0 * T * B * (config.input_cap + 1) / (TPC - 1), slice(1, TPC), "input spike sequence")
+    led.add(
+        "variables:inputs",
+        4.0 * T * B * (config.input_cap + 1) / (TPC - 1),
+        slice(1, TPC),
+        "input spike sequence",
+        recorded_liveness(T, whole_at_start=True),
+    )
     used = np.zeros(machine.total_tiles, bool)
     for ly in lay:
         used[ly.tiles] = True
