@@ -61,7 +61,12 @@ def _go():
 
 
 def _div(fig, div_id: str) -> str:
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
+    """The figure's ``<div>`` and the script that draws it. Plotly's JSON writes every ``<`` and ``>`` as
+    ``\\u003c``/``\\u003e``; a line break ``<br>`` (the hover text's, 4 to 9 per tile) goes back to its
+    4 characters (a third of a tile map's bytes): a ``<br>`` never ends a script, and a stored
+    ``<br>`` reaches a figure as ``&lt;br&gt;`` (:func:`_text`), so every one left is the page's own."""
+    out = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
+    return out.replace("\\u003cbr\\u003e", "<br>")
 
 
 def _esc(value: object) -> str:
@@ -122,8 +127,14 @@ class _Grid:
 
 def _image(values: np.ndarray, rows: int, cols: int) -> list:
     """One chip's tile values laid out as the pictures lay them out (in blocks on a chip larger
-    than :data:`PAGE_CELLS`), padding as JSON nulls."""
-    return [[None if np.isnan(v) else float(v) for v in row] for row in _Grid.of(rows, cols).image(values)]
+    than :data:`PAGE_CELLS`), padding as JSON nulls. Values are whole units (bytes, cycles: what the
+    hover shows), each rounded to the nearest."""
+    return [[round(float(v)) if np.isfinite(v) else None for v in row] for row in _Grid.of(rows, cols).image(values)]
+
+
+TIME_DECIMALS = 5
+"""Decimals of the timeline's microseconds in the page: 10 ps, far below a cycle (trace.json and
+arrays.npz keep every digit)."""
 
 
 def _timeline(a: dict, chips: list[int]):
@@ -142,8 +153,8 @@ def _timeline(a: dict, chips: list[int]):
             for p in set(drawn[keep].tolist()):
                 m = keep & (drawn == p)
                 base, width, ys, text = segs[p]
-                w = (hi[m] - lo[m]) * us
-                base.extend((lo[m] * us).tolist())
+                w = np.round((hi[m] - lo[m]) * us, TIME_DECIMALS)
+                base.extend(np.round(lo[m] * us, TIME_DECIMALS).tolist())
                 width.extend(w.tolist())
                 ys.extend([f"chip {c}"] * int(m.sum()))
                 text.extend(f"superstep {s}: {lab}<br>{p} {d:,.2f} µs" for s, lab, d in zip(steps[m], labels[m], w))
