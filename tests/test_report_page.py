@@ -200,6 +200,8 @@ def test_hovering_a_tile_shows_its_bytes(page, run_dir):
     text = page.execute_script("return document.querySelector('#tiles-chip0 .hoverlayer').textContent")
     m = re.search(r"global (\d+)\).*?SRAM ([\d,]+) B of", text)
     assert m, text
+    lines = page.execute_script("return document.querySelectorAll('#tiles-chip0 .hoverlayer tspan.line').length")
+    assert "<br>" not in text and lines >= 4  # each part on its own line
     tile, nbytes = int(m.group(1)), int(m.group(2).replace(",", ""))
     assert nbytes == int(mem[tile])
 
