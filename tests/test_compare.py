@@ -80,7 +80,7 @@ def test_json_keeps_full_precision_while_markdown_rounds(runs, tmp_path):
     a, b = runs / "snn" / "a", runs / "snn" / "b"
     c = compare_runs(a, b)
     written = write_comparison(c, tmp_path / "out")
-    assert [p.name for p in written] == ["compare.md", "compare.json", "compare.png", "compare.html"]
+    assert [p.name for p in written] == ["compare.md", "compare.json", "compare.png", "plotly.min.js", "compare.html"]
     assert all(p.stat().st_size > 500 for p in written)
     data = json.loads((tmp_path / "out" / "compare.json").read_text())
     rows = {(r["section"], r["item"]): r for r in data["rows"]}

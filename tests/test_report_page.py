@@ -2,6 +2,11 @@
 run offline, with no console errors; the heat map and the timeline carry the run's numbers; hovering
 a tile shows its bytes. On failure a screenshot is kept (``out/browser-test/``, a CI artefact).
 
+Issue 39 (part 5): the page loads plotly.js from ``plotly.min.js`` beside it (written once per
+folder), fetches nothing else, and stays under :data:`PAGE_BYTES`; a page whose plotly.min.js is
+missing or of another version says so. Issue 41 (part 5): a run whose every field holds markup runs
+none of it (tests/test_page_escaping.py checks each field of the HTML).
+
 ``make test`` installs chromium and chromium-driver (``make browser``); without them this test is
 skipped on a workstation and fails under CI."""
 
@@ -20,6 +25,8 @@ from models.snn.commands.run import run_training
 
 ARTEFACTS = Path(os.environ.get("TILESIM_ARTEFACTS", "out/browser-test"))
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+PAGE_BYTES = 1_500_000
+"""Most bytes of a run's report.html (issue 39: a demo-sized run's page, its plotly.js beside it)."""
 
 
 @pytest.fixture(scope="module")
@@ -83,12 +90,66 @@ def _plots(driver) -> int:
     return driver.execute_script("return document.querySelectorAll('.js-plotly-plot').length")
 
 
+def _scripts(html: str) -> list[str]:
+    return re.findall(r"<script[^>]*\ssrc=['\"]?([^'\" >]+)", html)
+
+
 def test_page_loads_offline_without_console_errors(page, run_dir):
+    from plotly.offline import get_plotlyjs, get_plotlyjs_version
+
     html = (run_dir / "report.html").read_text()
-    assert not re.search(r"<script[^>]*\ssrc=", html)  # plotly.js is in the page: nothing to fetch
+    assert _scripts(html) == ["plotly.min.js"]  # the one script it loads, beside it
+    assert (run_dir / "plotly.min.js").read_text() == get_plotlyjs()
+    assert page.execute_script("return window.Plotly.version") == get_plotlyjs_version()
+    loaded = page.execute_script("return [...document.scripts].filter(s => s.src).map(s => s.src)")
+    assert loaded == [(run_dir / "plotly.min.js").resolve().as_uri()]  # from the folder, not the network
+    assert not re.search(r"""(src|href)=['"]?(https?:)?//""", html)
     assert _plots(page) >= 6  # timeline, labels, tiles, chips, memory, exchange
+    assert not page.find_elements("id", "plotly-missing")
     errors = [e for e in page.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors
+
+
+def test_the_page_is_small(run_dir):
+    """Issue 39: each page held its own 4.8 MB of plotly.js (6.2 MB for the demo); plotly.js is now
+    written once beside it."""
+    assert (run_dir / "report.html").stat().st_size <= PAGE_BYTES
+
+
+@pytest.mark.parametrize("js", [None, "window.Plotly = {version: '0.0.1', newPlot: function () {}};"])
+def test_a_page_without_its_plotly_js_says_so(browser, run_dir, tmp_path, js):
+    """The page copied alone (or beside another plotly.js) draws no figure, or may draw them wrong:
+    its top says which file is missing or of which version, and how to write it again."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    shutil.copy(run_dir / "report.html", tmp_path / "report.html")
+    if js is not None:
+        (tmp_path / "plotly.min.js").write_text(js)
+    browser.get((tmp_path / "report.html").resolve().as_uri())
+    WebDriverWait(browser, 60).until(lambda d: d.find_elements("id", "plotly-missing"))
+    note = browser.find_element("id", "plotly-missing").text
+    assert ("was not found" if js is None else "is plotly.js 0.0.1, not the") in note
+    assert "tilesim report DIR" in note and _plots(browser) == 0
+    browser.get_log("browser")  # its errors ("Plotly is not defined") are this page's, not the next test's
+
+
+def test_report_writes_plotly_js_again(run_dir, tmp_path):
+    """`tilesim report DIR` leaves the page's plotly.min.js whole: a damaged or missing one is written
+    again (it is the installed plotly's, not the run's: no manifest lists it, so a newer plotly
+    rewrites it without the folder failing its check)."""
+    from plotly.offline import get_plotlyjs
+
+    from tilesim.cli import main
+
+    out = tmp_path / "run"
+    shutil.copytree(run_dir, out)
+    assert "plotly.min.js" not in json.loads((out / "manifest.json").read_text())["files"]
+    (out / "plotly.min.js").write_text("damaged")
+    assert main(["report", str(out)]) == 0
+    assert (out / "plotly.min.js").read_text() == get_plotlyjs()
+    (out / "plotly.min.js").unlink()
+    assert main(["report", str(out)]) == 0
+    assert (out / "plotly.min.js").read_text() == get_plotlyjs()
 
 
 def test_heat_map_and_timeline_carry_the_runs_numbers(page, run_dir):
@@ -139,6 +200,8 @@ def test_hovering_a_tile_shows_its_bytes(page, run_dir):
     text = page.execute_script("return document.querySelector('#tiles-chip0 .hoverlayer').textContent")
     m = re.search(r"global (\d+)\).*?SRAM ([\d,]+) B of", text)
     assert m, text
+    lines = page.execute_script("return document.querySelectorAll('#tiles-chip0 .hoverlayer tspan.line').length")
+    assert "<br>" not in text and lines >= 4  # each part on its own line
     tile, nbytes = int(m.group(1)), int(m.group(2).replace(",", ""))
     assert nbytes == int(mem[tile])
 
@@ -154,8 +217,11 @@ def test_compare_page_opens_with_both_runs(browser, run_dir, tmp_path):
     )
     write_run_outputs(other, summary)
     assert main(["compare", str(run_dir), str(other), "--out", str(tmp_path / "cmp")]) == 0
+    assert _scripts((tmp_path / "cmp" / "compare.html").read_text()) == ["plotly.min.js"]
+    assert (tmp_path / "cmp" / "compare.html").stat().st_size <= PAGE_BYTES
     _open(browser, tmp_path / "cmp" / "compare.html", 3)
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not browser.find_elements("id", "plotly-missing")
     names = browser.execute_script("return document.getElementById('steps').data[0].y")
     assert sorted(n.replace(" (best)", "") for n in names) == ["other", "run"]
     assert sum(n.endswith(" (best)") for n in names) == 1
@@ -177,3 +243,46 @@ def test_a_wafer_sized_chip_is_drawn_in_blocks_of_tiles():
     assert img[0, 0] == 7 * 1000 + 7 and img[-1, -1] == 849_999  # the block's largest tile
     cells = g.cells()
     assert np.array_equal(np.sort(np.concatenate(cells)), np.arange(850_000))
+
+
+def test_a_run_whose_every_field_holds_markup_runs_none_of_it(browser, run_dir, tmp_path):
+    """Issue 41: every string of summary.json and every superstep label of arrays.npz holds a script
+    and an image with an onerror handler (the folder sealed again): the page draws them as text."""
+    from tilesim.cli import main
+    from tilesim.outputs.report import seal_run_folder
+
+    bad = '<script>window.pwned = 1</script>"><img src=x onerror="window.pwned = 2"><b>bold</b>'
+
+    def inject(node):
+        if isinstance(node, dict):
+            return {k: inject(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inject(v) for v in node]
+        return bad + node if isinstance(node, str) else node
+
+    out = tmp_path / "run"
+    shutil.copytree(run_dir, out)
+    summary = inject(json.loads((out / "summary.json").read_text()))
+    summary["settings"] = {f"{bad}{k}": v for k, v in summary["settings"].items()}
+    summary["notes"] = [bad]
+    summary["findings"] = [{"kind": bad, "message": bad, "fix": bad}]
+    (out / "summary.json").write_text(json.dumps(summary))
+    with np.load(out / "arrays.npz") as z:
+        a = {k: z[k] for k in z.files}
+    a["labels"] = np.asarray([f"{bad}{x}" for x in a["labels"]])
+    np.savez_compressed(out / "arrays.npz", **a)
+    seal_run_folder(out, json.loads((out / "manifest.json").read_text())["files"])
+    assert main(["report", str(out)]) == 0
+    _open(browser, out / "report.html", 6)
+    assert browser.execute_script("return window.pwned") is None
+    assert browser.find_elements("css selector", "img") == []
+    bold = browser.execute_script(  # <b>bold</b> drawn as markup: an element (or plotly's tspan) of its own
+        "return [...document.querySelectorAll('b, tspan')].filter(e => e.textContent === 'bold').length"
+    )
+    assert bold == 0
+    shown = browser.execute_script("return document.body.innerText")
+    assert bad + "snn training step" in shown  # the title, as the characters it holds
+    tick = browser.execute_script(
+        "return [...document.querySelectorAll('#labels .ytick text')].map(t => t.textContent)"
+    )
+    assert tick and all(t.startswith(bad) for t in tick)  # plotly draws the label's characters, no markup

@@ -780,10 +780,14 @@ def check_compare_out(out, force: bool = False) -> Path:
 
 def write_comparison(c: Comparison, out, force: bool = False) -> list[Path]:
     """Write ``compare.md``, ``compare.json`` (full precision), ``compare.png`` and ``compare.html``
-    (every run on shared axes; the page with hover and zoom) into folder ``out``; returns their paths.
+    (every run on shared axes; the page with hover and zoom, and the ``plotly.min.js`` it loads) into
+    folder ``out``; returns their paths.
     Raises :class:`ConfigError` when ``out`` holds ``compare.*`` files of a user's (unless ``force``)."""
     from tilesim.io import atomic_write_text  # loaded only when the command runs (start-up time)
-    from tilesim.outputs.page import comparison_html  # plotly loads only when a page is written (start-up time)
+    from tilesim.outputs.page import (  # plotly loads only when a page is written (start-up time)
+        comparison_html,
+        write_plotly_js,
+    )
     from tilesim.outputs.plots import comparison_figure  # matplotlib is imported only when drawing (start-up time)
 
     out = check_compare_out(out, force)
@@ -795,6 +799,7 @@ def write_comparison(c: Comparison, out, force: bool = False) -> list[Path]:
         atomic_write_text(out / "compare.md", table + "\n"),
         atomic_write_text(out / "compare.json", json.dumps(c.to_dict(), indent=1, allow_nan=False) + "\n"),
         comparison_figure(c, out / "compare.png"),
+        write_plotly_js(out),  # what compare.html loads, beside it
         atomic_write_text(out / "compare.html", comparison_html(c, table)),
     ]
     return [Path(p) for p in written]

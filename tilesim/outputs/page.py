@@ -1,9 +1,13 @@
-"""``report.html``: one self-contained page per run (and per comparison) that works offline.
+"""``report.html``: one page per run (and ``compare.html`` per comparison) that works offline.
 
 Built with plotly (its figures carry zoom, pan and hover themselves; the page needs no JavaScript of
-ours, and plotly.js is written into the page once, so it opens without a network). Plotly rather
-than bokeh: one package with no server, a heat map whose hover text is set per cell, and dropdowns
-that re-colour a figure from data already in the page, which is how a phase shows its busy tiles.
+ours beyond a check that plotly.js loaded). plotly.js (~4.8 MB) is written once beside the page as
+``plotly.min.js`` (:data:`PLOTLY_JS`) and loaded by that relative name, so the page opens from its
+folder without a network (file://) and stays small; a page whose ``plotly.min.js`` is missing or of
+another version says so at its top. Plotly rather than bokeh: one package with no server, a heat map
+whose hover text is set per cell, and dropdowns that re-colour a figure from data already in the
+page, which is how a phase shows its busy tiles. Every string of the run folder is escaped, in the
+HTML and in the figures' text (:func:`_esc`, :func:`_text`).
 
 The page holds, from the run folder's ``summary.json`` and ``arrays.npz`` (the numbers every other
 output reads):
@@ -29,13 +33,13 @@ from pathlib import Path
 
 import numpy as np
 
-from tilesim.io import atomic_write_text
+from tilesim.io import atomic_write_bytes, atomic_write_text
 from tilesim.machine.memory import CATEGORIES
 from tilesim.outputs.plots import CATEGORY_COLOURS, _chip_image, step_ticks, stored_grid
 from tilesim.outputs.records import PHASES, phase_spans
 from tilesim.outputs.runrecord import MemoryRecord, RunRecord, Section
 
-__all__ = ["write_page", "page_html", "PAGE_CHIP_ROWS"]
+__all__ = ["write_page", "page_html", "write_plotly_js", "comparison_html", "PAGE_CHIP_ROWS", "PLOTLY_JS"]
 
 PAGE_CHIP_ROWS = 8
 """Chips drawn in the page's timeline (the first, the last and the critical ones beyond that)."""
@@ -57,7 +61,25 @@ def _go():
 
 
 def _div(fig, div_id: str) -> str:
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
+    """The figure's ``<div>`` and the script that draws it. Plotly's JSON writes every ``<`` and ``>`` as
+    ``\\u003c``/``\\u003e``; a line break ``<br>`` (the hover text's, 4 to 9 per tile) goes back to its
+    4 characters (a third of a tile map's bytes): a ``<br>`` never ends a script, and a stored
+    ``<br>`` reaches a figure as ``&lt;br&gt;`` (:func:`_text`), so every one left is the page's own."""
+    out = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
+    return out.replace("\\u003cbr\\u003e", "<br>")
+
+
+def _esc(value: object) -> str:
+    """A stored value as HTML text: a run folder's fields are data, never markup (nor a traceback when
+    a field holds a number, a list or null where text was written)."""
+    return html.escape(str(value))
+
+
+def _text(value: object) -> str:
+    """A stored value as plotly text (a name, a tick or button label, hover text): plotly draws ``<b>``,
+    ``<br>``, ``<a href>`` … in its text as markup, and ``&lt;`` as ``<``, so escaped the value is
+    drawn as the characters it holds."""
+    return html.escape(str(value), quote=False)
 
 
 PAGE_CELLS = 16384
@@ -105,15 +127,21 @@ class _Grid:
 
 def _image(values: np.ndarray, rows: int, cols: int) -> list:
     """One chip's tile values laid out as the pictures lay them out (in blocks on a chip larger
-    than :data:`PAGE_CELLS`), padding as JSON nulls."""
-    return [[None if np.isnan(v) else float(v) for v in row] for row in _Grid.of(rows, cols).image(values)]
+    than :data:`PAGE_CELLS`), padding as JSON nulls. Values are whole units (bytes, cycles: what the
+    hover shows), each rounded to the nearest."""
+    return [[round(float(v)) if np.isfinite(v) else None for v in row] for row in _Grid.of(rows, cols).image(values)]
+
+
+TIME_DECIMALS = 5
+"""Decimals of the timeline's microseconds in the page: 10 ps, far below a cycle (trace.json and
+arrays.npz keep every digit)."""
 
 
 def _timeline(a: dict, chips: list[int]):
     go = _go()
     tl = {k[len("timeline_") :]: np.asarray(v, np.float64) for k, v in a.items() if k.startswith("timeline_")}
     us = 1e6 / float(a["clock_hz"])
-    labels = np.asarray([str(x) for x in a["labels"]], object)[np.asarray(a["label_id"])]
+    labels = np.asarray([_text(x) for x in a["labels"]], object)[np.asarray(a["label_id"])]
     booked = np.asarray(PHASES, object)[a["booked_phase"]] if "booked_phase" in a else None
     S = tl["start"].shape[0]
     segs: dict[str, tuple[list, list, list, list]] = {p: ([], [], [], []) for p in PHASES}
@@ -125,8 +153,8 @@ def _timeline(a: dict, chips: list[int]):
             for p in set(drawn[keep].tolist()):
                 m = keep & (drawn == p)
                 base, width, ys, text = segs[p]
-                w = (hi[m] - lo[m]) * us
-                base.extend((lo[m] * us).tolist())
+                w = np.round((hi[m] - lo[m]) * us, TIME_DECIMALS)
+                base.extend(np.round(lo[m] * us, TIME_DECIMALS).tolist())
                 width.extend(w.tolist())
                 ys.extend([f"chip {c}"] * int(m.sum()))
                 text.extend(f"superstep {s}: {lab}<br>{p} {d:,.2f} µs" for s, lab, d in zip(steps[m], labels[m], w))
@@ -173,7 +201,7 @@ def _bars_layout(fig, title: str, x_title: str, bars_px: int, left_px: int, **la
 def _labels(record: RunRecord):
     go = _go()
     ranked = sorted(record.by_label, key=lambda x: -x.time_s)
-    order = [x.label for x in ranked]
+    order = [_text(x.label) for x in ranked]
     fig = go.Figure()
     for p in PHASES:
         ms = [x.phase_s(p) * 1e3 for x in ranked]
@@ -221,7 +249,7 @@ def _tiles(a: dict, chip: int, why: str):
         views.append(("SRAM bytes", np.asarray(a["memory_bytes"][tiles], float), "bytes"))
     views.append(("compute, all labels", np.asarray(a["work_cycles"][tiles], float), "cycles"))
     if "label_tile_cycles" in a:
-        for i, lab in enumerate(str(x) for x in a["labels"]):
+        for i, lab in enumerate(_text(x) for x in a["labels"]):
             v = np.asarray(a["label_tile_cycles"][i, tiles], float)
             if v.any():
                 views.append((f"compute of '{lab}'", v, "cycles"))
@@ -328,7 +356,9 @@ def _memory(memory: MemoryRecord):
     go = _go()
     tot = memory.total_by_category_bytes
     order = sorted(tot, key=lambda k: -tot[k])
-    fig = go.Figure(go.Bar(y=order, x=[tot[k] for k in order], orientation="h", marker_color="#937860"))
+    fig = go.Figure(
+        go.Bar(y=[_text(k) for k in order], x=[tot[k] for k in order], orientation="h", marker_color="#937860")
+    )
     return _bars_layout(fig, f"SRAM by category, all tiles ({sum(tot.values()):,} B)", "bytes", 24 * len(order), 200)
 
 
@@ -446,7 +476,7 @@ def _glance(r: RunRecord) -> str:
     """The step at a glance: time and rate, the share of each phase, bytes, the critical kernel,
     findings and notes (every string escaped: a stored record is data, never markup)."""
     total = r.step_s
-    esc = html.escape
+    esc = _esc
     parts = ", ".join(f"{esc(p)} {v / total * 100:.0f} %" for p, v in r.breakdown_s.items() if v > 0 and total > 0)
     rate = r.rate
     rows = [
@@ -466,19 +496,18 @@ def _glance(r: RunRecord) -> str:
 
 def _section_html(sec: Section) -> str:
     """A workload's own section: its lines as preformatted text (they are written for summary.md)."""
-    return f"<pre class='section'>{html.escape(chr(10).join(sec.lines))}</pre>"
+    return f"<pre class='section'>{_esc(chr(10).join(str(x) for x in sec.lines))}</pre>"
 
 
 def _settings_html(r: RunRecord) -> str:
     """The settings that shaped the run and where its data and costs came from."""
     p = r.provenance
     rows = "".join(
-        f"<tr><td>{html.escape(str(k))}</td><td><code>{html.escape(json.dumps(v))}</code></td></tr>"
-        for k, v in r.settings.items()
+        f"<tr><td>{_esc(k)}</td><td><code>{_esc(json.dumps(v))}</code></td></tr>" for k, v in r.settings.items()
     )
     return (
-        f"<p class='note'>tilesim {html.escape(p.tilesim_version)}; cost model: {html.escape(p.cost_model)}; "
-        f"data: {html.escape(p.data)}.</p>" + (f"<table class='settings'>{rows}</table>" if rows else "")
+        f"<p class='note'>tilesim {_esc(p.tilesim_version)}; cost model: {_esc(p.cost_model)}; "
+        f"data: {_esc(p.data)}.</p>" + (f"<table class='settings'>{rows}</table>" if rows else "")
     )
 
 
@@ -493,9 +522,8 @@ table.settings { border-collapse: collapse; font-size: .85em; } table.settings t
 
 
 def page_html(record: RunRecord, a: dict, title: str | None = None) -> str:
-    """The page's HTML (plotly.js inline): everything from the run's ``record`` and its ``arrays``."""
-    from plotly.offline import get_plotlyjs  # plotly loads only when a page is written (start-up time)
-
+    """The page's HTML (loading plotly.js from :data:`PLOTLY_JS` beside it): everything from the run's
+    ``record`` and its ``arrays``."""
     sections: list[tuple[str, str]] = [("The step at a glance", _glance(record))]
     if "timeline_start" in a:
         sections.append(("Timeline", _div(_timeline(a, _timeline_chips(record, a)), "timeline")))
@@ -513,21 +541,67 @@ def page_html(record: RunRecord, a: dict, title: str | None = None) -> str:
         sections.append(("Exchange", _div(_exchange(a), "exchange")))
     sections.append(("Settings", _settings_html(record)))
     name = title or f"{record.program} on {record.machine}"
-    body = "\n".join(f"<h2>{html.escape(h)}</h2>\n{content}" for h, content in sections)
+    body = "\n".join(f"<h2>{_esc(h)}</h2>\n{content}" for h, content in sections)
     meta = json.dumps({"step_s": record.step_s, "rate": record.rate.value, "unit": record.rate.unit})
     meta = meta.replace("<", "\\u003c")  # a unit is data: it never closes the script element
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{html.escape(name)}</title><style>{STYLE}</style>"
-        f"<script type='text/javascript'>{get_plotlyjs()}</script>"
+        f"<title>{_esc(name)}</title><style>{STYLE}</style>{_plotly_head()}"
         f"<script type='application/json' id='run-summary'>{meta}</script>"
-        f"</head><body><h1>{html.escape(name)}</h1>\n{body}\n</body></html>\n"
+        f"</head><body><h1>{_esc(name)}</h1>\n{body}\n</body></html>\n"
     )
 
 
+PLOTLY_JS = "plotly.min.js"
+"""The file beside each page (``report.html``, ``compare.html``) holding the plotly.js its figures are
+drawn with, loaded by this relative name (:func:`write_plotly_js`)."""
+
+_PLOTLY_CHECK = """(function () {
+  var want = %s, got = window.Plotly && window.Plotly.version;
+  if (got === want) return;
+  document.addEventListener("DOMContentLoaded", function () {
+    var p = document.createElement("p");
+    p.className = "finding";
+    p.id = "plotly-missing";
+    p.textContent = (got ? "plotly.min.js beside this page is plotly.js " + got + ", not the " + want + " it was"
+      + " written for" : "plotly.min.js (the figures' code) was not found beside this page")
+      + ": keep the page in the folder it was written to, or write both again (tilesim report DIR; for"
+      + " compare.html, tilesim compare ... --out DIR).";
+    document.body.insertBefore(p, document.body.firstChild);
+  });
+})();"""
+
+
+def _plotly_head() -> str:
+    """The page's ``<head>`` part that loads :data:`PLOTLY_JS` from beside the page, then checks that it
+    is the plotly.js the figures were written for (else a note on top of the page says what to do)."""
+    from plotly.offline import get_plotlyjs_version  # plotly loads only when a page is written (start-up time)
+
+    check = _PLOTLY_CHECK % json.dumps(get_plotlyjs_version())
+    return f"<script src='{PLOTLY_JS}' charset='utf-8'></script><script>{check}</script>"
+
+
+def write_plotly_js(out) -> Path:
+    """Write the installed plotly's plotly.js as ``out/plotly.min.js`` (atomically; left alone when the
+    file there is already exactly it) and return its path. Every page written into ``out`` loads it."""
+    from plotly.offline import get_plotlyjs  # plotly loads only when a page is written (start-up time)
+
+    path = Path(out) / PLOTLY_JS
+    js = get_plotlyjs().encode()
+    try:
+        if path.is_file() and not path.is_symlink() and path.stat().st_size == len(js) and path.read_bytes() == js:
+            return path
+    except OSError:  # unreadable: written again
+        pass
+    return Path(atomic_write_bytes(path, js))
+
+
 def write_page(out, record: RunRecord, arrays: dict, title: str | None = None) -> Path:
-    """Write ``out/report.html`` (atomically) and return its path."""
-    return Path(atomic_write_text(Path(out) / "report.html", page_html(record, arrays, title)))
+    """Write ``out/report.html`` and the ``out/plotly.min.js`` it loads (each atomically, plotly.js
+    first) and return the page's path."""
+    page = page_html(record, arrays, title)
+    write_plotly_js(out)
+    return Path(atomic_write_text(Path(out) / "report.html", page))
 
 
 COMPARE_TILE_MAPS = 8
@@ -552,12 +626,12 @@ def _pair_bars(comparison, section: str, title: str, n: int | None = None):
     fig = go.Figure()
     for j, name in enumerate(comparison.names):
         fig.add_bar(
-            y=[r.item for r in rows],
+            y=[_text(r.item) for r in rows],
             x=[(r.values[j] or 0.0) * k for r in rows],
             orientation="h",
-            name=name,
+            name=_text(name),
             marker_color=_run_colour(j),
-            hovertemplate="%{y}: %{x:.4g} " + unit + "<extra>" + html.escape(name) + "</extra>",
+            hovertemplate="%{y}: %{x:.4g} " + unit + "<extra>" + _text(name) + "</extra>",
         )
     height = 20 + (10 + 12 * len(comparison.names)) * len(rows)
     return _bars_layout(fig, title, f"time per step ({unit})", height, 240, barmode="group")
@@ -574,12 +648,12 @@ def _pair_steps(comparison):
     mixed = comparison.rank_by == "step time"
     unit = "steps/s" if mixed else recs[0].rate.unit
     rates = [1.0 / r.step_s if r.step_s > 0 else 0.0 for r in recs] if mixed else [r.rate.value for r in recs]
-    names = [f"{n} (best)" if k == comparison.ranking[0] else n for k, n in enumerate(comparison.names)]
+    names = [_text(f"{n} (best)" if k == comparison.ranking[0] else n) for k, n in enumerate(comparison.names)]
     fig = make_subplots(
         rows=1,
         cols=2,
         horizontal_spacing=0.18,
-        subplot_titles=[f"throughput ({unit}), higher is better", f"time per step by phase ({t_unit})"],
+        subplot_titles=[_text(f"throughput ({unit}), higher is better"), f"time per step by phase ({t_unit})"],
     )
     colours = [_run_colour(k) for k in range(len(recs))]
     fig.add_bar(y=names, x=rates, orientation="h", marker_color=colours, showlegend=False, row=1, col=1)
@@ -602,7 +676,7 @@ def _pair_tiles(comparison):
     fig = make_subplots(
         rows=-(-len(runs) // per_row),
         cols=per_row,
-        subplot_titles=[f"{name}: SRAM per tile, chip 0" for name, _ in runs],
+        subplot_titles=[_text(f"{name}: SRAM per tile, chip 0") for name, _ in runs],
     )
     for k, (_, a) in enumerate(runs):
         r, c = divmod(k, per_row)
@@ -627,7 +701,7 @@ def _pair_tiles(comparison):
 
 def _code(text: str) -> str:
     """Escaped text with its `backquoted` names as code."""
-    parts = html.escape(text).split("`")
+    parts = _esc(text).split("`")
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
@@ -636,11 +710,9 @@ def comparison_html(comparison, table_md: str) -> str:
     verdict; every run's throughput and step time by phase; the superstep labels whose time moved,
     one bar per run on one axis; chip 0's tiles of each run on one colour scale (up to
     :data:`COMPARE_TILE_MAPS` runs); and ``table_md`` (the comparison's markdown). Every stored
-    string is escaped. Returns the page's HTML (plotly.js inline)."""
-    from plotly.offline import get_plotlyjs  # plotly loads only when a page is written (start-up time)
-
+    string is escaped. Returns the page's HTML (loading plotly.js from :data:`PLOTLY_JS` beside it)."""
     runs = "".join(
-        f"<li><code>{html.escape(n)}</code>: {html.escape(f)}{' (reference)' if i == 0 else ''}</li>"
+        f"<li><code>{_esc(n)}</code>: {_esc(f)}{' (reference)' if i == 0 else ''}</li>"
         for i, (n, f) in enumerate(zip(comparison.names, comparison.folders))
     )
     sections = [
@@ -654,12 +726,11 @@ def comparison_html(comparison, table_md: str) -> str:
     arrays = [a for _, a in comparison.runs]
     if len(arrays) <= COMPARE_TILE_MAPS and all("memory_bytes" in a for a in arrays):
         sections.append(("Tiles", _div(_pair_tiles(comparison), "tiles")))
-    sections.append(("Table", f"<pre>{html.escape(table_md)}</pre>"))
-    body = "\n".join(f"<h2>{html.escape(h)}</h2>\n{content}" for h, content in sections)
+    sections.append(("Table", f"<pre>{_esc(table_md)}</pre>"))
+    body = "\n".join(f"<h2>{_esc(h)}</h2>\n{content}" for h, content in sections)
     name = f"{len(comparison.names)} runs compared: " + ", ".join(comparison.names)
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{html.escape(name)}</title><style>{STYLE}</style>"
-        f"<script type='text/javascript'>{get_plotlyjs()}</script>"
-        f"</head><body><h1>{html.escape(name)}</h1>\n{body}\n</body></html>\n"
+        f"<title>{_esc(name)}</title><style>{STYLE}</style>{_plotly_head()}"
+        f"</head><body><h1>{_esc(name)}</h1>\n{body}\n</body></html>\n"
     )
