@@ -30,3 +30,16 @@ def test_round_trip():
 def test_a_hand_edited_chart_is_refused_in_one_line(over, field):
     with pytest.raises(ConfigError, match=field):
         Chart.from_dict(_chart(**over))
+
+
+def test_the_page_draws_a_chart_once_per_name_and_escaped():
+    """report.html draws a workload's chart too: one legend entry and colour per series name across the panels,
+    and a stored name is text, never markup."""
+    from tilesim.outputs.page import _chart
+
+    a = Series("<b>L1</b>", (1.0, 2.0))
+    chart = Chart("mine.png", "t", "step", (0.0, 1.0), (Panel("y", (a,)), Panel("z", (a, Series("x", (0.0, 1.0))))))
+    fig = _chart(chart)
+    shown = [t.name for t in fig.data if t.showlegend]
+    assert shown == ["&lt;b&gt;L1&lt;/b&gt;", "x"]
+    assert fig.data[0].line.color == fig.data[1].line.color != fig.data[2].line.color

@@ -35,6 +35,7 @@ import numpy as np
 
 from tilesim.io import atomic_write_bytes, atomic_write_text
 from tilesim.machine.memory import CATEGORIES
+from tilesim.outputs.chart import Chart
 from tilesim.outputs.plots import CATEGORY_COLOURS, _chip_image, step_ticks, stored_grid
 from tilesim.outputs.records import PHASES, phase_spans
 from tilesim.outputs.runrecord import MemoryRecord, RunRecord, Section
@@ -371,7 +372,8 @@ def _liveness(memory: MemoryRecord, tpc: int):
     go = _go()
     live = memory.liveness
     assert live is not None
-    steps = list(live.steps)
+    steps = [_text(x) for x in live.steps]  # stored names: drawn as the characters they hold
+    peak = steps[list(live.steps).index(live.peak_step)]
     fig = make_subplots(
         rows=2,
         cols=1,
@@ -388,10 +390,10 @@ def _liveness(memory: MemoryRecord, tpc: int):
             go.Scatter(
                 x=steps,
                 y=list(v),
-                name=c.replace("variables:", "var:"),
+                name=_text(c.replace("variables:", "var:")),
                 stackgroup="held",
                 line={"width": 0, "color": CATEGORY_COLOURS.get(c, "#8c8c8c")},
-                hovertemplate=f"{c}: %{{y:,}} B holding live data at %{{x}}<extra></extra>",
+                hovertemplate=_text(c).replace("%{", "% {") + ": %{y:,} B holding live data at %{x}<extra></extra>",
             ),
             row=1,
             col=1,
@@ -415,14 +417,59 @@ def _liveness(memory: MemoryRecord, tpc: int):
     fig.add_trace(
         go.Scatter(x=steps, y=list(live.chip_allocated_bytes), name="chip: allocated", line=dash), row=2, col=1
     )
-    fig.add_vline(x=steps.index(live.peak_step), line={"color": "grey", "width": 1}, row=1, col=1)
-    ticks = [steps[i] for i in step_ticks(steps, live.peak_step, 12)]
+    fig.add_vline(x=steps.index(peak), line={"color": "grey", "width": 1}, row=1, col=1)
+    ticks = [steps[i] for i in step_ticks(list(live.steps), live.peak_step, 12)]
     fig.update_xaxes(tickvals=ticks, tickangle=-40, row=2, col=1)
     fig.update_layout(
-        title=f"Memory over the step: live data grows and falls within what is allocated; peak at '{live.peak_step}'",
+        title=f"Memory over the step: live data grows and falls within what is allocated; peak at '{peak}'",
         height=620,
         margin={"l": 60, "r": 20, "t": 80, "b": 90},
         legend={"font": {"size": 10}},
+    )
+    return fig
+
+
+_PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974")
+
+
+def _chart(chart: Chart):
+    """A workload's own picture (:class:`tilesim.outputs.chart.Chart`) as the page draws it: the panels
+    side by side, a panel's right-axis series on a second y axis."""
+    from plotly.subplots import make_subplots  # plotly loads only when a page is written (start-up time)
+
+    go = _go()
+    n = max(1, len(chart.panels))
+    fig = make_subplots(rows=1, cols=n, specs=[[{"secondary_y": True}] * n], horizontal_spacing=0.13)
+    dash = {"line": "solid", "thin": "solid", "dotted": "dot"}
+    names = list(dict.fromkeys(s.name for p in chart.panels for s in p.series))  # one colour and legend entry each
+    shown: set = set()
+    for k, panel in enumerate(chart.panels, start=1):
+        for s in panel.series:
+            colour = "rgba(0,0,0,0.5)" if s.style == "thin" else _PALETTE[names.index(s.name) % len(_PALETTE)]
+            look = {"dash": dash[s.style], "width": 0.8 if s.style == "thin" else 1.8, "color": colour}
+            fig.add_trace(
+                go.Scatter(
+                    x=list(chart.x),
+                    y=list(s.values),
+                    name=_text(s.name),
+                    mode="lines",
+                    line=look,
+                    legendgroup=_text(s.name),
+                    showlegend=s.name not in shown,
+                ),
+                row=1,
+                col=k,
+                secondary_y=s.right,
+            )
+            shown.add(s.name)
+        fig.update_yaxes(title_text=_text(panel.y_label), row=1, col=k, secondary_y=False)
+        if panel.y_max is not None:
+            fig.update_yaxes(range=[0, panel.y_max], row=1, col=k, secondary_y=False)
+        if any(s.right for s in panel.series):  # plotly has no symlog scale: a right axis is linear on the page
+            fig.update_yaxes(title_text=_text(panel.right_label), row=1, col=k, secondary_y=True, showgrid=False)
+        fig.update_xaxes(title_text=_text(chart.x_label), row=1, col=k)
+    fig.update_layout(
+        title=_text(chart.title), height=380, margin={"l": 60, "r": 20, "t": 60, "b": 50}, legend={"font": {"size": 10}}
     )
     return fig
 
@@ -528,7 +575,9 @@ def page_html(record: RunRecord, a: dict, title: str | None = None) -> str:
     if "timeline_start" in a:
         sections.append(("Timeline", _div(_timeline(a, _timeline_chips(record, a)), "timeline")))
     sections.append(("Time by superstep label", _div(_labels(record), "labels")))
-    sections += [(sec.title, _section_html(sec)) for sec in record.sections]
+    for sec in record.sections:
+        sections.append((sec.title, _section_html(sec)))
+        sections += [(c.title, _div(_chart(c), f"chart-{c.file[:-4]}")) for c in sec.charts]
     for c, why in _chips_to_show(record, a):
         sections.append((f"Tiles of chip {c} ({why})", _div(_tiles(a, c, why), f"tiles-chip{c}")))
     if "timeline_start" in a and a["timeline_start"].shape[1] > 1:
