@@ -373,7 +373,7 @@ def _liveness(memory: MemoryRecord, tpc: int):
     live = memory.liveness
     assert live is not None
     steps = [_text(x) for x in live.steps]  # stored names: drawn as the characters they hold
-    peak = steps[list(live.steps).index(live.peak_step)]
+    peak = _text(live.peak_step)
     fig = make_subplots(
         rows=2,
         cols=1,
@@ -417,7 +417,8 @@ def _liveness(memory: MemoryRecord, tpc: int):
     fig.add_trace(
         go.Scatter(x=steps, y=list(live.chip_allocated_bytes), name="chip: allocated", line=dash), row=2, col=1
     )
-    fig.add_vline(x=steps.index(peak), line={"color": "grey", "width": 1}, row=1, col=1)
+    if peak in steps:  # (a hand-edited record may name another)
+        fig.add_vline(x=steps.index(peak), line={"color": "grey", "width": 1}, row=1, col=1)
     ticks = [steps[i] for i in step_ticks(list(live.steps), live.peak_step, 12)]
     fig.update_xaxes(tickvals=ticks, tickangle=-40, row=2, col=1)
     fig.update_layout(

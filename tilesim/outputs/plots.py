@@ -247,7 +247,7 @@ def liveness_panel(fig, live, budget: float | None = None, tiles_per_chip: int |
     peak the overflow check uses) and the budget (drawn when near); right, the same two totals over
     its chip's tiles (``tiles_per_chip`` names the tile within its chip)."""
     x = np.arange(len(live.steps))
-    peak = list(live.steps).index(live.peak_step)
+    peak = live.peak_index
     left, right = fig.subplots(1, 2, width_ratios=[3, 2])
     cats = varying_last(live.held_bytes)
     left.stackplot(

@@ -383,7 +383,7 @@ def _liveness_markdown(m: MemoryRecord) -> list:
     if live is None:
         return []
     held = live.held_total()
-    peak = live.steps.index(live.peak_step)
+    peak = live.peak_index
     flat = len(set(live.allocated_bytes)) == 1
     return [
         f"Over the step ({len(live.steps)} program steps; `memory.png`, `report.html`): that tile "

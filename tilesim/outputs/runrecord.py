@@ -163,6 +163,15 @@ class MemoryLiveness:
     chip_allocated_bytes: tuple[int, ...]
     chip_held_bytes: tuple[int, ...]
 
+    @property
+    def peak_index(self) -> int:
+        """The index of :attr:`peak_step` in :attr:`steps` (a record edited to name no step of its own: the
+        step where the most bytes are allocated, then held)."""
+        if self.peak_step in self.steps:
+            return self.steps.index(self.peak_step)
+        held = self.held_total() or (0,) * len(self.steps)
+        return max(range(len(self.steps)), key=lambda i: (self.allocated_bytes[i], held[i]), default=0)
+
     def held_total(self) -> tuple[int, ...]:
         """The tile's bytes holding live data per step, over every category."""
         return tuple(int(x) for x in map(sum, zip(*self.held_bytes.values()))) if self.held_bytes else ()
@@ -174,8 +183,19 @@ class MemoryLiveness:
         def ints(v) -> tuple[int, ...]:
             return tuple(int(x) for x in v)
 
+        steps = tuple(str(x) for x in d["steps"])
+        series = [d["allocated_bytes"], *d["held_bytes"].values()]
+        if any(len(v) != len(steps) for v in series):
+            raise ConfigError(
+                config_message(
+                    "summary.json memory.liveness",
+                    len(steps),
+                    "steps do not fit its series (one value per step)",
+                    "re-run to rewrite the folder",
+                )
+            )
         return cls(
-            steps=tuple(str(x) for x in d["steps"]),
+            steps=steps,
             tile=int(d["tile"]),
             peak_step=str(d["peak_step"]),
             allocated_bytes=ints(d["allocated_bytes"]),
