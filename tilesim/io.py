@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import shutil
 import sys
@@ -45,6 +47,44 @@ def read_toml(path, what: str) -> dict:
                 what, str(path), f"cannot be read ({exc})", "check its permissions and that it is UTF-8 text"
             )
         ) from None
+
+
+def _non_finite(obj, where: str) -> tuple[str, float] | None:
+    """The key path and value of the first NaN or infinity in ``obj`` (dicts, lists, tuples, floats)."""
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else (where, obj)
+    if isinstance(obj, dict):
+        items = ((f"{where}.{k}" if where else str(k), v) for k, v in obj.items())
+    elif isinstance(obj, (list, tuple)):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(obj))
+    else:
+        return None
+    for w, v in items:
+        found = _non_finite(v, w)
+        if found:
+            return found
+    return None
+
+
+def dumps_json(obj, **kwargs) -> str:
+    """``json.dumps(obj, **kwargs)`` as standard JSON: a NaN or infinity (which ``json`` would write
+    as the non-standard ``NaN`` / ``Infinity``) is a :class:`ConfigError` naming its key path. Every
+    JSON tilesim prints or writes goes through here; the inputs are checked for finite, sensible
+    values when they are read, so this refusal means a result left the float range regardless."""
+    try:
+        return json.dumps(obj, allow_nan=False, **kwargs)
+    except ValueError as exc:
+        found = _non_finite(obj, "")
+        if found is None:
+            raise
+        raise ConfigError(
+            config_message(
+                found[0] or "output",
+                found[1],
+                "is not a finite number, and JSON has none",
+                "check the machine, cost and cases files it comes from (their numbers must be in physical ranges)",
+            )
+        ) from exc
 
 
 def atomic_write_text(path, text: str) -> Path:

@@ -7,10 +7,10 @@ Registered through the ``tilesim.commands`` entry point. Bad input raises
 
 from __future__ import annotations
 
-import json
 import re
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.io import dumps_json
 
 __all__ = ["register", "parse_size"]
 
@@ -51,7 +51,7 @@ def _cmd_collective(args) -> int:
         "phase_us": {k: round(float(v) * 1e6, 3) for k, v in t.result.breakdown_s().items()},
     }
     if args.json:
-        print(json.dumps(row, indent=2))
+        print(dumps_json(row, indent=2))
         return 0
     print(f"{spec.op} of {spec.size_bytes:,} B per chip on {row['machine']}: {row['predicted_us']:.2f} us")
     print(f"  algbw {row['algbw_gb_s']:.2f} GB/s, busbw {row['busbw_gb_s']:.2f} GB/s (nccl-tests' definitions)")

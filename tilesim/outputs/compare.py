@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.io import dumps_json
 from tilesim.outputs.records import PHASES
 
 __all__ = [
@@ -793,7 +794,7 @@ def write_comparison(c: Comparison, out, force: bool = False) -> list[Path]:
     table = format_comparison(c)
     written = [
         atomic_write_text(out / "compare.md", table + "\n"),
-        atomic_write_text(out / "compare.json", json.dumps(c.to_dict(), indent=1, allow_nan=False) + "\n"),
+        atomic_write_text(out / "compare.json", dumps_json(c.to_dict(), indent=1) + "\n"),
         comparison_figure(c, out / "compare.png"),
         atomic_write_text(out / "compare.html", comparison_html(c, table)),
     ]

@@ -11,7 +11,6 @@ The work is :mod:`models.snn.commands.run` and :mod:`models.snn.placement.search
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +25,7 @@ from models.snn.commands.options import (
     options_toml,
 )
 from tilesim.errors import ConfigError, config_message, require
-from tilesim.io import atomic_write_bytes
+from tilesim.io import atomic_write_bytes, dumps_json
 from tilesim.running.progress import progress_bar
 
 if TYPE_CHECKING:
@@ -119,7 +118,7 @@ def write_run_outputs(out, summary: RunSummary) -> None:
 
     a = summary.artifacts
     options = a.options if a.options is not None else RunOptions()
-    mapping = (json.dumps(a.mapping.to_dict(), indent=1) + "\n").encode()  # as Mapping.save writes it
+    mapping = (dumps_json(a.mapping.to_dict(), indent=1) + "\n").encode()  # as Mapping.save writes it
     record, wall = run_record(summary, options)
     files = {"mapping.json": mapping, RUN_OPTIONS: options_toml(options).encode()}
     if a.history:
@@ -135,7 +134,7 @@ def write_run_outputs(out, summary: RunSummary) -> None:
         list(a.trace_tiles),
         exchange=a.exchange,
         files=files,
-        unsealed={"wall.json": (json.dumps(wall, indent=2) + "\n").encode()},
+        unsealed={"wall.json": (dumps_json(wall, indent=2) + "\n").encode()},
     )
 
 
@@ -170,7 +169,7 @@ def cmd_run(args) -> int:
     if out.out:
         write_run_outputs(out.out, summary)
     if out.json:
-        print(json.dumps(summary.to_dict(), indent=2))
+        print(dumps_json(summary.to_dict(), indent=2))
     else:
         print(format_run(summary.to_dict()))
         if out.out:
@@ -246,7 +245,7 @@ def cmd_map_search(args) -> int:
     if folder:
         out["compare"] = _write_search_folder(options, folder, mapping_file)
     if args.json:
-        print(json.dumps(out, indent=2))
+        print(dumps_json(out, indent=2))
     else:
         b, o = out["baseline"], out["best"]
         print(
@@ -464,7 +463,7 @@ def cmd_scaling(args) -> int:
     study = scaling_study(recipe, chips, args.mode, structure, band=not args.no_band)
     table = sensitivity_table(recipe, max(chips), structure) if args.sensitivity else None
     if args.json:
-        print(json.dumps({**study.to_dict(), "sensitivity": table.to_dict() if table else None}, indent=1))
+        print(dumps_json({**study.to_dict(), "sensitivity": table.to_dict() if table else None}, indent=1))
     else:
         print(format_table(study) + ("\n\n" + format_sensitivity(table) if table else ""))
     if args.out:
@@ -474,12 +473,12 @@ def cmd_scaling(args) -> int:
 
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(out / "scaling.json", (json.dumps(study.to_dict(), indent=1) + "\n").encode())
+        atomic_write_bytes(out / "scaling.json", (dumps_json(study.to_dict(), indent=1) + "\n").encode())
         png = io.BytesIO()
         plot_scaling(study, png)
         atomic_write_bytes(out / "scaling.png", png.getvalue())
         if table:
-            atomic_write_bytes(out / "sensitivity.json", (json.dumps(table.to_dict(), indent=1) + "\n").encode())
+            atomic_write_bytes(out / "sensitivity.json", (dumps_json(table.to_dict(), indent=1) + "\n").encode())
             atomic_write_bytes(out / "sensitivity.md", (format_sensitivity(table) + "\n").encode())
         if not args.json:
             extra = ", sensitivity.json, sensitivity.md" if table else ""
