@@ -15,14 +15,14 @@ from tilesim.io import dumps_json
 __all__ = ["register", "parse_size"]
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")  # models.collective.algorithms.OPS
-UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 
 
 def parse_size(text: str) -> int:
-    """Bytes from ``1048576``, ``64K``, ``1M`` or ``2G`` (binary units, as nccl-tests' -b/-e)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", str(text), re.IGNORECASE)
+    """Bytes from ``1048576``, ``64K``, ``1M``, ``2G``, ``1T`` or ``1P`` (binary units, as nccl-tests' -b/-e)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMGTP]?)i?B?\s*", str(text), re.IGNORECASE)
     if not m:
-        raise ConfigError(config_message("--size-bytes", text, "is not a size", "e.g. 1048576, 64K, 1M or 2G"))
+        raise ConfigError(config_message("--size-bytes", text, "is not a size", "e.g. 1048576, 64K, 1M, 2G or 1P"))
     return int(m.group(1)) * UNITS[m.group(2).upper()]
 
 
@@ -74,6 +74,6 @@ def register(sub) -> None:
     p.add_argument("--op", choices=OPS, default="all_reduce", help="the collective (default all_reduce)")
     p.add_argument("--chips", type=int, default=8, help="chips taking part (default 8)")
     p.add_argument("--topology", choices=("line", "ring"), default="ring", help="line or ring (default ring)")
-    p.add_argument("--size-bytes", default="1M", help="bytes per chip: 1048576, 64K, 1M, 2G (default 1M)")
+    p.add_argument("--size-bytes", default="1M", help="bytes per chip: 1048576, 64K, 1M, 2G, 1T (default 1M)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_cmd_collective)
