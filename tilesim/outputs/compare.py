@@ -571,8 +571,8 @@ def _why(names, rows: list[Row], p: int, q: int) -> str:
 
 def _unranked(names, recs) -> str:
     """The verdict on runs of different workloads: what each run is and its step time, no ranking
-    (a step of one workload is no measure of another's: a shorter SNN step than a stencil iteration
-    says nothing about which machine or mapping is faster)."""
+    (a step of one workload is no measure of another's: a shorter step of one program than of
+    another says nothing about which machine or mapping is faster)."""
     each = ", ".join(
         f"`{n}` {r.workload} ({_fmt_s(r.step_s)} per step, {_fmt_rate(r.rate.value, r.rate.unit)})"
         for n, r in zip(names, recs)

@@ -172,7 +172,7 @@ def multicast_sizes(data: dict) -> list[tuple[str, object, int]]:
     """``(field, value, destination tiles x repeats)`` of every multicast of a program table, without
     building it: the engine routes a multicast's tree once per destination and per repeat, so this is
     its work and memory. A malformed entry counts 0 (the build names what is wrong with it)."""
-    out = []
+    out: list[tuple[str, object, int]] = []
     steps = data.get("superstep", [])
     for i, st in enumerate(steps if isinstance(steps, list) else []):
         if not isinstance(st, dict) or not isinstance(st.get("multicasts"), list):
