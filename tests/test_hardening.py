@@ -253,3 +253,54 @@ def test_a_multicast_is_timed_as_the_union_of_its_routes():
         hops = np.array([max(len(r) for r in members), len(routes[1]), len(routes[2])]) - 2.0
         want = fab.fixed + float(np.max(np.ceil(done) + hops * fab.hop))
         assert fab.transfer_cycles(src, dst, nbytes, group) == want
+
+
+# ---- part 4: --out never moves, deletes or replaces what tilesim did not write --------------------
+
+
+def test_out_through_a_symlink_writes_into_the_folder_it_names(tmp_path, capsys):
+    """Before: `--out link --force` swapped the link itself out, moved the user's notes from the folder
+    it named into a new folder in its place, and left the link behind as `.link.staging-*`."""
+    real, link = tmp_path / "real", tmp_path / "link"
+    real.mkdir()
+    (real / "notes.txt").write_text("mine\n")
+    link.symlink_to(real)
+    assert main(["demo", "--out", str(link)]) == 2  # a folder that is not a run: refused as before
+    _one_error(capsys, "--force")
+    for _ in range(2):  # a new run, then a run replacing it: both through the link
+        assert main(["demo", "--out", str(link), "--force"]) == 0
+        assert link.is_symlink() and link.resolve() == real.resolve()
+        assert (real / "notes.txt").read_text() == "mine\n" and (real / "manifest.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]  # no staging or retired copy left
+
+
+def test_a_file_written_through_a_symlink_keeps_the_link(tmp_path):
+    from tilesim.io import atomic_write_text
+
+    target, link = tmp_path / "target.toml", tmp_path / "link.toml"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    atomic_write_text(link, "new\n")
+    assert link.is_symlink() and target.read_text() == "new\n"
+
+
+def test_scaling_out_replaces_only_its_own_files(tmp_path, capsys):
+    out = tmp_path / "study"
+    out.mkdir()
+    (out / "scaling.json").write_text('{"mine": 1}\n')
+    argv = ["scaling", "--chips", "1,2", "--no-band", "--out", str(out)]
+    assert main(argv) == 2
+    _one_error(capsys, "holds scaling.json that tilesim scaling did not write", "--force")
+    assert (out / "scaling.json").read_text() == '{"mine": 1}\n'
+    assert main([*argv, "--force"]) == 0
+    assert {"mode", "recipe", "points"} <= set(json.loads((out / "scaling.json").read_text()))
+    assert main(argv) == 0  # its own study: replaced without --force
+
+
+def test_map_search_out_refuses_a_folder_of_the_users(tmp_path, capsys):
+    out = tmp_path / "search"
+    (out / "baseline").mkdir(parents=True)
+    (out / "baseline" / "data.csv").write_text("1,2\n")
+    assert main(["map-search", "--out", str(out), "--budget-s", "1"]) == 2
+    _one_error(capsys, "holds baseline that tilesim map-search did not write", "--force")
+    assert (out / "baseline" / "data.csv").read_text() == "1,2\n"

@@ -93,8 +93,11 @@ def atomic_write_text(path, text: str) -> Path:
 
 
 def atomic_write_bytes(path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temporary file and a rename (nothing half-written)."""
+    """Write ``data`` to ``path`` via a temporary file and a rename (nothing half-written). A symbolic
+    link is written through: the file it names is replaced, the link stays."""
     path = Path(path)
+    if path.is_symlink():
+        path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -266,7 +269,10 @@ def staged_folder(target):
     ``out``; when the block ends without an error the stage becomes ``out`` in one swap, so a kill
     at any moment leaves the old folder or the new one, never neither and never a mix. On an error
     the stage is removed and ``out`` is untouched."""
-    target = Path(target).expanduser().absolute()
+    target = Path(target).expanduser()
+    if target.is_symlink():  # write where it points: the link stays, the folder it names is the one replaced
+        target = target.resolve()  # (swapping the link itself moved that folder's files into a new one)
+    target = target.absolute()
     target.parent.mkdir(parents=True, exist_ok=True)
     recover_folder(target)
     stage = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}{STAGING}"))
@@ -277,6 +283,41 @@ def staged_folder(target):
         raise
     os.chmod(stage, 0o755)
     _swap_in(stage, target)
+
+
+def json_keys(path: Path) -> set:
+    """The top-level keys of JSON file ``path`` (empty when it is not a JSON object or cannot be read)."""
+    try:
+        d = json.loads(Path(path).read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return set()
+    return set(d) if isinstance(d, dict) else set()
+
+
+def check_own_outputs(path, flag: str, command: str, outputs: dict, force: bool = False) -> Path:
+    """:func:`check_output_path` for a folder that ``command`` writes the files or folders named in
+    ``outputs`` into, and: unless ``force``, an existing one of them that ``command`` did not write
+    (``outputs[name](path / name)`` is False) is refused, so a user's file of the same name is never
+    replaced. Returns the path; raises :class:`ConfigError` (one line)."""
+    p = check_output_path(path, flag, "dir")
+    if force or not p.is_dir():
+        return p
+    theirs = [n for n, ours in outputs.items() if (p / n).exists() and not ours(p / n)]
+    if theirs:
+        raise ConfigError(
+            config_message(
+                flag,
+                str(path),
+                f"holds {', '.join(theirs)} that tilesim {command} did not write",
+                "give a new or empty folder, or add --force to replace them",
+            )
+        )
+    return p
+
+
+def is_run_folder(path: Path) -> bool:
+    """True when ``path`` is a folder holding a tilesim run (:data:`RUN_MARKERS`)."""
+    return Path(path).is_dir() and any((Path(path) / m).exists() for m in RUN_MARKERS)
 
 
 RUN_MARKERS = ("manifest.json", "summary.json")

@@ -25,7 +25,7 @@ from models.snn.commands.options import (
     options_toml,
 )
 from tilesim.errors import ConfigError, config_message, require
-from tilesim.io import atomic_write_bytes, dumps_json
+from tilesim.io import atomic_write_bytes, check_output_path, check_own_outputs, dumps_json, is_run_folder, json_keys
 from tilesim.running.progress import progress_bar
 
 if TYPE_CHECKING:
@@ -92,6 +92,9 @@ def register(sub) -> None:
         "--json", action="store_true", help="print the result as JSON (keys baseline, best, evaluated, wall_s, ...)"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--force", action="store_true", help="replace files and folders of --out DIR that map-search did not write"
+    )
     p.set_defaults(func=cmd_map_search)
 
     g = sub.add_parser(
@@ -221,10 +224,10 @@ def cmd_map_search(args) -> int:
     options = options_from_args(args, SEARCH_OPTIONS)
     folder = Path(args.out) if args.out and not args.out.endswith(".json") else None
     mapping_file = str(folder / "best-mapping.json") if folder else args.out
-    if args.out:
-        from tilesim.io import check_output_path  # loaded only when the command runs (start-up time)
-
-        check_output_path(args.out, "--out", "dir" if folder else "file")
+    if folder:
+        check_own_outputs(folder, "--out", "map-search", _SEARCH_OUTPUTS, args.force)
+    elif args.out:
+        check_output_path(args.out, "--out", "file")
     from models.snn.placement.search import search_mapping  # loaded only when the command runs (start-up time)
 
     bar, progress = None, None
@@ -350,7 +353,6 @@ def cmd_grad(args) -> int:
 
     from models.snn.commands.run import batch_gradients
     from models.snn.kernels.grad_inputs import grad_batch  # loaded only when the command runs (start-up time)
-    from tilesim.io import check_output_path
 
     check_output_path(args.out, "--out", "file")
     Ws = _grad_weights(args.weights)
@@ -416,7 +418,28 @@ def _register_scaling(sub) -> None:
     s.add_argument("--no-band", action="store_true", help="skip the structural band")
     s.add_argument("--json", action="store_true", help="print the study as JSON")
     s.add_argument("--out", help="folder for scaling.json and scaling.png")
+    s.add_argument("--force", action="store_true", help="replace files of --out that tilesim scaling did not write")
     s.set_defaults(func=cmd_scaling)
+
+
+def _scaling_folder(path: Path) -> bool:
+    """True when ``path`` lies in a folder whose scaling.json tilesim scaling wrote."""
+    return {"mode", "recipe", "points"} <= json_keys(path.parent / "scaling.json")
+
+
+_SCALING_OUTPUTS = dict.fromkeys(("scaling.json", "scaling.png", "sensitivity.json", "sensitivity.md"), _scaling_folder)
+"""What ``scaling --out`` writes, each ours when the folder's scaling.json is a study's."""
+
+_SEARCH_OUTPUTS = {
+    "best-mapping.json": lambda p: {"format", "strategy", "layers"} <= json_keys(p),
+    "baseline": is_run_folder,
+    "best": is_run_folder,
+    **dict.fromkeys(
+        ("compare.md", "compare.json", "compare.png", "compare.html"),
+        lambda p: {"verdict", "rows"} <= json_keys(p.parent / "compare.json"),
+    ),
+}
+"""What ``map-search --out DIR`` writes, and how each is known to be a search's."""
 
 
 def _chip_list(text: str) -> tuple:
@@ -460,6 +483,8 @@ def cmd_scaling(args) -> int:
         host_shared=args.host_shared,
     )
     chips = _chip_list(args.chips)
+    if args.out:  # before the study, not after it
+        check_own_outputs(args.out, "--out", "scaling", _SCALING_OUTPUTS, args.force)
     study = scaling_study(recipe, chips, args.mode, structure, band=not args.no_band)
     table = sensitivity_table(recipe, max(chips), structure) if args.sensitivity else None
     if args.json:
