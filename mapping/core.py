@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from tilesim.errors import MappingError
-from tilesim.io import atomic_write_text
+from tilesim.io import atomic_write_text, dumps_json
 from tilesim.running.memo import BytesLRU
 
 __all__ = ["Mapping", "Block", "FORMAT", "STRATEGIES", "load_mapping", "block_tiles"]
@@ -274,7 +274,7 @@ class Mapping:
 
     def save(self, path) -> Path:
         """Write the mapping as JSON (atomically)."""
-        return atomic_write_text(path, json.dumps(self.to_dict(), indent=1) + "\n")
+        return atomic_write_text(path, dumps_json(self.to_dict(), indent=1) + "\n")
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "mapping") -> Mapping:

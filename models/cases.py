@@ -16,7 +16,35 @@ import numpy as np
 from tilesim.errors import ConfigError, TileSimError, config_message
 from tilesim.machine.description import Machine, load_machine
 
-__all__ = ["Case", "CaseFit", "read_table", "number", "read_rows", "predict", "validate_rows", "fit_cases"]
+__all__ = [
+    "Case",
+    "CaseFit",
+    "MAX_MEASURED",
+    "check_measured",
+    "read_table",
+    "number",
+    "read_rows",
+    "predict",
+    "validate_rows",
+    "fit_cases",
+]
+
+MAX_MEASURED = 1e15
+"""Largest measured value a cases file may give, in its own unit (ms, us or cycles): 1e15 us is 31 years;
+beyond it the error percentage leaves the float range."""
+
+
+def check_measured(field: str, value: float, *, allow_zero: bool = False) -> float:
+    """``value`` if it is a measured time in (0, :data:`MAX_MEASURED`] (``[0, …]`` with ``allow_zero``),
+    else a :class:`ConfigError` naming ``field``."""
+    if not (0 <= value if allow_zero else 0 < value) or not value <= MAX_MEASURED:  # NaN fails both
+        bound = "[0" if allow_zero else "(0"
+        raise ConfigError(
+            config_message(
+                field, value, f"must be a finite number in {bound}, {MAX_MEASURED:g}]", "fix the row (a measured time)"
+            )
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -64,6 +92,8 @@ def number(row: dict, col: str, case: str, *, integer: bool = False) -> float:
         value = float(text)
     except ValueError:
         raise ConfigError(config_message(f"{case}: {col}", text, "must be a number", "fix the row")) from None
+    if not np.isfinite(value):
+        raise ConfigError(config_message(f"{case}: {col}", text, "must be a finite number", "fix the row"))
     if integer:
         if not value.is_integer():
             raise ConfigError(config_message(f"{case}: {col}", text, "must be a whole number", "fix the row"))
@@ -79,9 +109,7 @@ def read_rows(path, columns: tuple[str, ...], measured: str, spec_of: Callable[[
         case = (r.get("case") or f"row {line}").strip()
         machine = (r.get("machine") or "").strip()
         try:
-            value = number(r, measured, case)
-            if not value > 0:
-                raise ConfigError(config_message(f"{case}: {measured}", value, "must be > 0", "fix the row"))
+            value = check_measured(f"{case}: {measured}", number(r, measured, case))
             out.append(Case(case, machine, spec_of(r, case), value, (r.get("use") or "") == "calibrate"))
         except TileSimError as e:
             out.append(Case(case, machine, None, float("nan"), False, str(e)))

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 from pathlib import Path
 
 from tilesim.errors import ConfigError, config_message
-from tilesim.io import atomic_write_bytes, check_output_path
+from tilesim.io import atomic_write_bytes, check_output_path, dumps_json
 
 __all__ = ["register", "cmd_validate", "cmd_calibrate", "workload_of", "WORKLOADS"]
 
@@ -142,7 +141,7 @@ def cmd_validate(args) -> int:
         wl = workload_of(f)
         report.append((f, wl, _rows(f, wl, args)))
     if args.json:
-        print(json.dumps([dict(r, file=f.name) for f, _, rows in report for r in rows], indent=2))
+        print(dumps_json([dict(r, file=f.name) for f, _, rows in report for r in rows], indent=2))
         return 0
     for f, wl, rows in report:
         _print_file(f, wl, rows)
@@ -197,7 +196,7 @@ def cmd_calibrate(args) -> int:
     atomic_write_bytes(args.out, (header + tomli_w.dumps({"system": res.values})).encode())
     if args.json:
         print(
-            json.dumps(
+            dumps_json(
                 {
                     "out": str(args.out),
                     "fit": res.values,
@@ -229,7 +228,7 @@ def _write_fit(args, res, what: str, where: str) -> int:
     atomic_write_bytes(args.out, (header + tomli_w.dumps(res.tables)).encode())
     if args.json:
         print(
-            json.dumps(
+            dumps_json(
                 {"out": str(args.out), "fit": res.tables, "mean_abs_error_pct": res.mean_abs_error_pct}, indent=2
             )
         )

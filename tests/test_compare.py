@@ -96,9 +96,20 @@ def test_json_keeps_full_precision_while_markdown_rounds(runs, tmp_path):
     assert "<code>a</code> has the higher throughput" in page
 
 
-def test_rates_in_different_units_rank_by_step_time(runs):
+def test_runs_of_different_workloads_are_set_side_by_side_but_not_ranked(runs, capsys):
+    """An SNN run and a program do different work per step (issue 41, part 6): the table shows both,
+    the verdict names no faster run, --json says they are not comparable and ranks none."""
     c = compare_runs(runs / "snn" / "a", runs / "prog")
-    assert c.rank_by == "step time" and "different units (samples/s, steps/s)" in c.verdict
+    assert not c.comparable and c.rank_by == "step time"  # the table's rates: steps/s for both
+    assert c.verdict.startswith("The runs are of different workloads, so none is ranked above another")
+    assert "`a` snn (" in c.verdict and "`prog` program (" in c.verdict
+    assert not re.search(r"faster than|higher throughput|least time|\d+x\b", c.verdict)
+    assert "(not ranked: different workloads)" in format_comparison(c)
+    assert main(["compare", str(runs / "snn" / "a"), str(runs / "prog"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["comparable"] is False and data["rank_by"] == "none" and data["ranking"] == []
+    same = compare_runs(runs / "snn" / "a", runs / "snn" / "b")
+    assert same.comparable and same.to_dict()["comparable"] is True and same.to_dict()["ranking"] == ["a", "b"]
     assert {r.item for r in c.section("rank")} >= {"throughput (samples/s)", "throughput (steps/s)"}
     items = {r.item for r in c.section("differs")}
     assert {"workload", "program", "machine", "chips", "data", "cost model"} <= items

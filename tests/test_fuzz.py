@@ -736,7 +736,7 @@ HAND = [
             _extreme_machine(t),
             "--json",
         ],
-        "the simulated time is not finite",
+        "system.link_bytes_per_s = 1e-300: must be in [1, 1e+16]",  # refused where the machine is read
     ),
     ("argparse", lambda t: ["simulate", "--chips", "x", "p.toml"], "see `tilesim simulate --help`"),
     (

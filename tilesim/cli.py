@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import errno
-import json
 import logging
 import re
 import sys
@@ -23,6 +22,7 @@ from importlib import metadata, resources
 from pathlib import Path
 
 from tilesim.errors import ConfigError, TileSimError
+from tilesim.io import dumps_json
 
 __all__ = ["main", "write_outputs", "format_summary"]
 
@@ -112,7 +112,7 @@ def write_outputs(
             sealed.append(name)
         for name, data in (unsealed or {}).items():  # measurements of the host, not of the run
             atomic_write_bytes(stage / name, data)
-        atomic_write_text(stage / "summary.json", json.dumps(summary, indent=2, allow_nan=False))
+        atomic_write_text(stage / "summary.json", dumps_json(summary, indent=2))
         write_trace(stage / "trace.json", result, program, trace_tiles)
         if ledger is not None:
             atomic_write_text(stage / "memory.txt", ledger.report() + "\n")
@@ -142,7 +142,7 @@ def _cmd_compare(args) -> int:
         check_compare_out(args.out, args.force)
     comparison = compare_runs(*args.runs)
     if args.json:
-        print(json.dumps(comparison.to_dict(), indent=1, allow_nan=False))
+        print(dumps_json(comparison.to_dict(), indent=1))
     else:
         print(format_comparison(comparison))
     if args.out:
@@ -161,7 +161,7 @@ def _cmd_machines(args) -> int:
 
     if args.name is None:
         if args.json:
-            print(json.dumps([load_machine(n).derived() for n in preset_names()], indent=2))
+            print(dumps_json([load_machine(n).derived() for n in preset_names()], indent=2))
             return 0
         names = preset_names()
         width = max(map(len, names))
@@ -183,7 +183,7 @@ def _cmd_machines(args) -> int:
         is_preset = args.name in preset_names() and args.chips is None
         print(preset_text(args.name) if is_preset else m.to_toml(), end="")
     elif args.json:
-        print(json.dumps({**m.derived(), "description": m.to_dict()}, indent=2))
+        print(dumps_json({**m.derived(), "description": m.to_dict()}, indent=2))
     else:
         for k, v in m.derived().items():
             print(f"{k:<22} {v}")
@@ -193,8 +193,13 @@ def _cmd_machines(args) -> int:
 def check_program_size(data: dict, machine, force: bool = False) -> None:
     """Refuse a program table whose build would not fit in memory, or (without ``force``) take
     longer than :data:`tilesim.running.limits.TIME_LIMIT_S`; estimated before anything is built."""
-    from tilesim.program.toml_form import program_size  # loaded only when the command runs (start-up time)
+    from tilesim.program.toml_form import (  # loaded only when the command runs (start-up time)
+        multicast_sizes,
+        program_size,
+    )
     from tilesim.running.limits import (  # loaded only when the command runs (start-up time)
+        MULTICAST_BYTES_PER_DESTINATION,
+        MULTICAST_NS_PER_DESTINATION,
         SIM_NS_PER_TILE_STEP,
         check_memory,
         check_time,
@@ -209,6 +214,17 @@ def check_program_size(data: dict, machine, force: bool = False) -> None:
         force,
         fix,
     )
+    mcasts = multicast_sizes(data)
+    if mcasts:
+        dests = sum(n for *_, n in mcasts)
+        field, value, n = max(mcasts, key=lambda m: m[2])
+        what = f"{field} {value} ({n:,} destination tiles x repeats; {dests:,} in all multicasts)"
+        fix = (
+            "multicast to fewer tiles or lower that superstep's repeat (a loop's time scales linearly: "
+            "simulate fewer iterations and multiply)"
+        )
+        check_memory(what, dests * MULTICAST_BYTES_PER_DESTINATION, fix)
+        check_time(what, dests * MULTICAST_NS_PER_DESTINATION * 1e-9, force, fix)
 
 
 def _simulate_file(
@@ -268,7 +284,7 @@ def _simulate_file(
     else:
         summary = record.to_dict()
     if as_json:
-        print(json.dumps(summary, indent=2))
+        print(dumps_json(summary, indent=2))
     else:
         print(format_summary(result, ledger))
         if out:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import shutil
 import sys
@@ -47,14 +49,55 @@ def read_toml(path, what: str) -> dict:
         ) from None
 
 
+def _non_finite(obj, where: str) -> tuple[str, float] | None:
+    """The key path and value of the first NaN or infinity in ``obj`` (dicts, lists, tuples, floats)."""
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else (where, obj)
+    if isinstance(obj, dict):
+        items = ((f"{where}.{k}" if where else str(k), v) for k, v in obj.items())
+    elif isinstance(obj, (list, tuple)):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(obj))
+    else:
+        return None
+    for w, v in items:
+        found = _non_finite(v, w)
+        if found:
+            return found
+    return None
+
+
+def dumps_json(obj, **kwargs) -> str:
+    """``json.dumps(obj, **kwargs)`` as standard JSON: a NaN or infinity (which ``json`` would write
+    as the non-standard ``NaN`` / ``Infinity``) is a :class:`ConfigError` naming its key path. Every
+    JSON tilesim prints or writes goes through here; the inputs are checked for finite, sensible
+    values when they are read, so this refusal means a result left the float range regardless."""
+    try:
+        return json.dumps(obj, allow_nan=False, **kwargs)
+    except ValueError as exc:
+        found = _non_finite(obj, "")
+        if found is None:
+            raise
+        raise ConfigError(
+            config_message(
+                found[0] or "output",
+                found[1],
+                "is not a finite number, and JSON has none",
+                "check the machine, cost and cases files it comes from (their numbers must be in physical ranges)",
+            )
+        ) from exc
+
+
 def atomic_write_text(path, text: str) -> Path:
     """Write ``text`` to ``path`` so that a reader never sees a half-written file."""
     return atomic_write_bytes(path, text.encode())
 
 
 def atomic_write_bytes(path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temporary file and a rename (nothing half-written)."""
+    """Write ``data`` to ``path`` via a temporary file and a rename (nothing half-written). A symbolic
+    link is written through: the file it names is replaced, the link stays."""
     path = Path(path)
+    if path.is_symlink():
+        path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -226,7 +269,10 @@ def staged_folder(target):
     ``out``; when the block ends without an error the stage becomes ``out`` in one swap, so a kill
     at any moment leaves the old folder or the new one, never neither and never a mix. On an error
     the stage is removed and ``out`` is untouched."""
-    target = Path(target).expanduser().absolute()
+    target = Path(target).expanduser()
+    if target.is_symlink():  # write where it points: the link stays, the folder it names is the one replaced
+        target = target.resolve()  # (swapping the link itself moved that folder's files into a new one)
+    target = target.absolute()
     target.parent.mkdir(parents=True, exist_ok=True)
     recover_folder(target)
     stage = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}{STAGING}"))
@@ -237,6 +283,41 @@ def staged_folder(target):
         raise
     os.chmod(stage, 0o755)
     _swap_in(stage, target)
+
+
+def json_keys(path: Path) -> set:
+    """The top-level keys of JSON file ``path`` (empty when it is not a JSON object or cannot be read)."""
+    try:
+        d = json.loads(Path(path).read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return set()
+    return set(d) if isinstance(d, dict) else set()
+
+
+def check_own_outputs(path, flag: str, command: str, outputs: dict, force: bool = False) -> Path:
+    """:func:`check_output_path` for a folder that ``command`` writes the files or folders named in
+    ``outputs`` into, and: unless ``force``, an existing one of them that ``command`` did not write
+    (``outputs[name](path / name)`` is False) is refused, so a user's file of the same name is never
+    replaced. Returns the path; raises :class:`ConfigError` (one line)."""
+    p = check_output_path(path, flag, "dir")
+    if force or not p.is_dir():
+        return p
+    theirs = [n for n, ours in outputs.items() if (p / n).exists() and not ours(p / n)]
+    if theirs:
+        raise ConfigError(
+            config_message(
+                flag,
+                str(path),
+                f"holds {', '.join(theirs)} that tilesim {command} did not write",
+                "give a new or empty folder, or add --force to replace them",
+            )
+        )
+    return p
+
+
+def is_run_folder(path: Path) -> bool:
+    """True when ``path`` is a folder holding a tilesim run (:data:`RUN_MARKERS`)."""
+    return Path(path).is_dir() and any((Path(path) / m).exists() for m in RUN_MARKERS)
 
 
 RUN_MARKERS = ("manifest.json", "summary.json")

@@ -7,22 +7,22 @@ Registered through the ``tilesim.commands`` entry point. Bad input raises
 
 from __future__ import annotations
 
-import json
 import re
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.io import dumps_json
 
 __all__ = ["register", "parse_size"]
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")  # models.collective.algorithms.OPS
-UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 
 
 def parse_size(text: str) -> int:
-    """Bytes from ``1048576``, ``64K``, ``1M`` or ``2G`` (binary units, as nccl-tests' -b/-e)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", str(text), re.IGNORECASE)
+    """Bytes from ``1048576``, ``64K``, ``1M``, ``2G``, ``1T`` or ``1P`` (binary units, as nccl-tests' -b/-e)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMGTP]?)i?B?\s*", str(text), re.IGNORECASE)
     if not m:
-        raise ConfigError(config_message("--size-bytes", text, "is not a size", "e.g. 1048576, 64K, 1M or 2G"))
+        raise ConfigError(config_message("--size-bytes", text, "is not a size", "e.g. 1048576, 64K, 1M, 2G or 1P"))
     return int(m.group(1)) * UNITS[m.group(2).upper()]
 
 
@@ -51,7 +51,7 @@ def _cmd_collective(args) -> int:
         "phase_us": {k: round(float(v) * 1e6, 3) for k, v in t.result.breakdown_s().items()},
     }
     if args.json:
-        print(json.dumps(row, indent=2))
+        print(dumps_json(row, indent=2))
         return 0
     print(f"{spec.op} of {spec.size_bytes:,} B per chip on {row['machine']}: {row['predicted_us']:.2f} us")
     print(f"  algbw {row['algbw_gb_s']:.2f} GB/s, busbw {row['busbw_gb_s']:.2f} GB/s (nccl-tests' definitions)")
@@ -74,6 +74,6 @@ def register(sub) -> None:
     p.add_argument("--op", choices=OPS, default="all_reduce", help="the collective (default all_reduce)")
     p.add_argument("--chips", type=int, default=8, help="chips taking part (default 8)")
     p.add_argument("--topology", choices=("line", "ring"), default="ring", help="line or ring (default ring)")
-    p.add_argument("--size-bytes", default="1M", help="bytes per chip: 1048576, 64K, 1M, 2G (default 1M)")
+    p.add_argument("--size-bytes", default="1M", help="bytes per chip: 1048576, 64K, 1M, 2G, 1T (default 1M)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_cmd_collective)

@@ -28,6 +28,9 @@ from tilesim.workload import Section, time_workload
 __all__ = ["CollectiveSpec", "CollectiveWorkload", "CollectiveTiming", "time_collective", "BUS_FACTOR"]
 
 
+MAX_SIZE_BYTES = 1 << 60
+"""Largest collective timed: 1 EiB per chip (far beyond any memory; the times stay exact floats)."""
+
 MAX_CHIPS = {"line": 256, "ring": 1024, "all_to_all": 256}
 """Most chips a collective is timed on (the fluid model's work grows with the square of the chips on
 a line and for all_to_all; these limits keep a call within a few seconds)."""
@@ -70,10 +73,10 @@ class CollectiveSpec:
         require(
             not isinstance(self.size_bytes, bool)
             and isinstance(self.size_bytes, int)
-            and self.size_bytes >= self.chips,
+            and self.chips <= self.size_bytes <= MAX_SIZE_BYTES,
             "size_bytes",
             self.size_bytes,
-            f"must be an integer >= chips ({self.chips}): every chip holds a part",
+            f"must be an integer in chips ({self.chips}) .. 2**60 (1 EiB): every chip holds a part",
             "e.g. --size-bytes 1048576",
         )
 

@@ -7,10 +7,10 @@ Registered through the ``tilesim.commands`` entry point (``register(subparsers)`
 from __future__ import annotations
 
 import argparse
-import json
 
 from models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES, SHL_METHODS, SPARSE_KINDS
 from tilesim.errors import ConfigError, config_message
+from tilesim.io import dumps_json
 
 __all__ = ["register", "exchange_bench"]
 
@@ -40,7 +40,7 @@ def _positive(name: str, v: int, fix: str = "") -> None:
 def _print_timing(t, extra: dict, as_json: bool) -> None:
     d = {**extra, **t.to_dict()}
     if as_json:
-        print(json.dumps(d, indent=2))
+        print(dumps_json(d, indent=2))
         return
     print(
         f"{t.name} on {t.machine}: {t.step_s * 1e6:.2f} us per step ({t.compute_sets} compute sets), "
@@ -221,7 +221,7 @@ def exchange_bench(machine, src: int, dsts, sizes) -> list[dict]:
 def _cmd_exchange(args) -> int:
     rows = exchange_bench(args.machine, args.src, args.dst, args.bytes)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(dumps_json(rows, indent=2))
         return 0
     print(f"{'src':>5} {'dst':>5} {'hops':>4} {'bytes':>9} {'cycles':>9} {'us':>9} {'GB/s':>7}")
     for r in rows:

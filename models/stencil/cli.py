@@ -7,10 +7,10 @@ Registered through the ``tilesim.commands`` entry point. Bad input raises
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.io import dumps_json
 
 __all__ = ["register"]
 
@@ -76,7 +76,7 @@ def _cmd_stencil(args) -> int:
     elif img is not None:
         raise ConfigError(config_message("--image", args.image, "needs --out", "give --out DIR for blurred.png"))
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(dumps_json(summary, indent=2))
         return 0
     print(
         f"stencil {summary['image']} {cfg.dtype} on {args.ipus} chip(s) of {machine.name}, min partition "

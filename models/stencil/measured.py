@@ -11,6 +11,7 @@ import csv
 from importlib import resources
 from pathlib import Path
 
+from models.cases import check_measured
 from models.stencil.workload import StencilConfig, parse_pair, run_stencil
 from tilesim.errors import ConfigError, config_message
 from tilesim.machine.description import load_machine
@@ -92,7 +93,10 @@ def validate_stencil(path, machine: str = "gc2x16", iterations: int = 10) -> lis
             h, w = _num(p, i, "height_px", r["height_px"]), _num(p, i, "width_px", r["width_px"])
             mr, mc = parse_pair(r["min_rows_x_cols_per_tile"], f"{p} row {i} min_rows_x_cols_per_tile")
             pred = run(h, w, r["datatype"], ipus, mr, mc).us_per_iteration
-            meas = _num(p, i, "derived_us_per_iteration", r["derived_us_per_iteration"], float)
+            meas = check_measured(
+                f"{p} row {i} column derived_us_per_iteration",
+                _num(p, i, "derived_us_per_iteration", r["derived_us_per_iteration"], float),
+            )
             out.append(
                 {
                     "workload": "stencil",
@@ -105,7 +109,9 @@ def validate_stencil(path, machine: str = "gc2x16", iterations: int = 10) -> lis
             )
         else:
             pred = run(*PHASE_IMAGE, r["datatype"], ipus, 1, 1).phases[r["name"]]
-            meas = _num(p, i, "cycles", r["cycles"], float)
+            meas = check_measured(
+                f"{p} row {i} column cycles", _num(p, i, "cycles", r["cycles"], float), allow_zero=True
+            )
             out.append(
                 {
                     "workload": "stencil",

@@ -6,9 +6,8 @@ Registered through the ``tilesim.commands`` entry point. Bad input raises
 
 from __future__ import annotations
 
-import json
-
 from tilesim.errors import ConfigError, config_message
+from tilesim.io import dumps_json
 
 __all__ = ["register"]
 
@@ -46,7 +45,7 @@ def _cmd_matmul(args) -> int:
         "l1_budget_bytes": machine.chip.sram_bytes,
     }
     if args.json:
-        print(json.dumps(row, indent=2))
+        print(dumps_json(row, indent=2))
         return 0
     print(f"{spec.m}x{spec.k}x{spec.n} {spec.dtype} {spec.math_fidelity} on {gx}x{gy} cores of {machine.name}: "
           f"{total_s * 1e6:.2f} us, {row['tflops']:.1f} TFLOPS")  # fmt: skip

@@ -26,7 +26,9 @@ import numpy as np
 from tilesim.errors import ConfigError, config_message
 from tilesim.io import read_toml
 
-__all__ = ["CostModel", "barrel_tile_cycles", "load_costs"]
+__all__ = ["CostModel", "barrel_tile_cycles", "load_costs", "MAX_COEFFICIENT"]
+
+MAX_COEFFICIENT = 1e6  # most worker cycles (or ns) per counted unit: the shipped files use at most 40
 
 
 def barrel_tile_cycles(worker_cycles, vertices, workers: int, supervisor_overhead_cycles: float):
@@ -56,6 +58,16 @@ class CostModel:
         for k, v in self.coefficients.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ConfigError(config_message(f"costs.coefficients.{k}", v, "must be a finite number >= 0"))
+            if v > MAX_COEFFICIENT:
+                raise ConfigError(
+                    config_message(
+                        f"costs.coefficients.{k}",
+                        v,
+                        f"must be <= {MAX_COEFFICIENT:g} (cycles per counted unit: beyond it a step's time "
+                        "leaves the float range)",
+                        "use a per-unit cost of a few to a few hundred cycles, as the shipped cost files do",
+                    )
+                )
 
     def coef(self, name: str) -> float:
         try:

@@ -90,14 +90,67 @@ def _check_fields(cls, section: str, data: dict) -> dict:
     return out
 
 
+# Physically sensible ranges of a machine's numbers: (least nonzero value, most), in the field's unit.
+# Beyond them a timing is not a prediction of any machine, and its arithmetic leaves the float range
+# (a link of 1e-300 B/s makes every transfer infinite and the times NaN; a clock of 1e308 Hz makes
+# every peak infinite); a value of 0 where allowed is checked by _positive, not here.
+_RANGES: dict[str, tuple[float, float]] = {
+    "chip.sram_bytes": (1, 1 << 40),
+    "chip.clock_hz": (1e3, 1e12),
+    "chip.workers_per_tile": (1, 1024),
+    "chip.supervisor_overhead_cycles": (1, 1e9),
+    "chip.fp32_flops_per_cycle": (1e-3, 1e6),
+    "chip.fp16_flops_per_cycle": (1e-3, 1e6),
+    "chip.local_bytes_per_cycle": (1e-3, 1e6),
+    "chip.exchange_bytes_per_cycle": (1e-3, 1e6),
+    "chip.exchange_fixed_cycles": (1, 1e9),
+    "chip.sync_cycles": (1, 1e9),
+    "chip.tiles_per_supertile": (1, 1 << 20),
+    "chip.matrix_tile_cycles": (1e-3, 1e9),
+    "chip.dram_bytes_per_s": (1.0, 1e16),
+    "fabric.cols": (1, 1 << 20),
+    "fabric.rows": (1, 1 << 20),
+    "fabric.hop_cycles": (1e-3, 1e6),
+    "fabric.link_bytes_per_cycle": (1e-3, 1e6),
+    "system.link_bytes_per_s": (1.0, 1e16),
+    "system.link_latency_s": (1e-15, 1.0),
+    "system.global_sync_ns_per_hop": (1e-6, 1e9),
+    "system.host_bytes_per_s": (1.0, 1e16),
+    "system.host_latency_s": (1e-15, 1.0),
+    "system.pair_links": (1, 1024),
+    "system.vertical_links": (1, 1024),
+    "system.wrap_links": (1, 1024),
+    "system.links_per_chip": (1, 1024),
+    "system.global_sync_fixed_cycles": (1, 1e12),
+    "system.link_message_bytes": (1e-3, 1e9),
+    "system.gw_link_bytes_per_s": (1.0, 1e16),
+    "system.links_per_neighbour": (1, 1024),
+}
+
+
 def _positive(section: str, obj, names, allow_zero=()):
+    """Refuse a negative number (or 0 unless allowed) of ``obj``, and one outside its :data:`_RANGES`
+    entry, naming the field."""
     for n in names:
         v = getattr(obj, n)
+        key = f"{section}.{n}"
         if n in allow_zero:
             if v < 0:
-                raise ConfigError(config_message(f"{section}.{n}", v, "must be >= 0", _example(f"{section}.{n}")))
+                raise ConfigError(config_message(key, v, "must be >= 0", _example(key)))
         elif v <= 0:
-            raise ConfigError(config_message(f"{section}.{n}", v, "must be > 0", _example(f"{section}.{n}")))
+            raise ConfigError(config_message(key, v, "must be > 0", _example(key)))
+        lo, hi = _RANGES.get(key, (0, math.inf))
+        if v != 0 and not lo <= v <= hi:
+            zero = "0 or " if n in allow_zero else ""
+            raise ConfigError(
+                config_message(
+                    key,
+                    v,
+                    f"must be {zero}in [{lo:g}, {hi:g}] (outside it no machine is described and times leave "
+                    "the float range)",
+                    _example(key),
+                )
+            )
 
 
 @dataclass(frozen=True)

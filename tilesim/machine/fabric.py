@@ -83,6 +83,7 @@ from tilesim.machine.fluid import drain_times
 from tilesim.machine.gridload import GridLinks, grid_link_peaks, grid_link_totals, link_slot, proportional_flows
 from tilesim.outputs.records import ChipWork
 from tilesim.program.rows import ChipPeaks, TileRows
+from tilesim.program.validation import sorted_unique
 
 __all__ = [
     "AllToAllFabric",
@@ -135,6 +136,59 @@ def _grid_steps(src: int, dst: int, cols: int, rows: int, wrap: bool) -> list[tu
         steps.append((x, y, x, ny))
         y = ny
     return steps
+
+
+class _GridBandwidth(dict):
+    """Bytes per cycle of a grid's links by name: a tile's port (``("inject", t)``, ``("eject", t)``)
+    or a hop between cells; looked up, not stored (a wafer-wide multicast names 1.7 million)."""
+
+    def __init__(self, port_bpc: float, link_bpc: float):
+        super().__init__()
+        self.port_bpc, self.link_bpc = port_bpc, link_bpc
+
+    def __missing__(self, g: tuple) -> float:
+        return self.port_bpc if isinstance(g[0], str) else self.link_bpc
+
+
+def _hops(a: int, b: np.ndarray, n: int, wrap: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_walk` from ``a`` to every position of ``b``: (directions, hops) arrays."""
+    if not wrap or n <= 2:
+        return np.where(b >= a, 1, -1), np.abs(b - a)
+    up, down = (b - a) % n, (a - b) % n
+    return np.where(up <= down, 1, -1), np.minimum(up, down)
+
+
+def _tree_steps(src: int, dsts: np.ndarray, cols: int, rows: int, wrap: bool) -> tuple[list[tuple], int]:
+    """The hops of the dimension-ordered multicast tree from cell ``src`` to cells ``dsts`` (the
+    union of their :func:`_grid_steps` routes, each hop once) and its longest route's hop count.
+
+    Built without walking every route: the X parts all run along the source's row, and those in one
+    direction are prefixes of the longest; in each destination column, the Y parts in one direction
+    are prefixes of the longest there. So the work is the tree's size (one hop per covered tile at
+    most), not destinations x route length (a wafer-wide multicast: 850,000 x ~900)."""
+    x, y = src % cols, src // cols
+    dsts = sorted_unique(np.asarray(dsts, np.int64))
+    tx, ty = dsts % cols, dsts // cols
+    xdir, hx = _hops(x, tx, cols, wrap)
+    ydir, hy = _hops(y, ty, rows, wrap)
+    steps: list[tuple] = []
+    for d in (1, -1):
+        cx = x
+        for _ in range(int(hx[xdir == d].max(initial=0))):
+            nx = (cx + d) % cols
+            steps.append((cx, y, nx, y))
+            cx = nx
+    for d in (1, -1):
+        far = np.zeros(cols, np.int64)
+        sel = ydir == d
+        np.maximum.at(far, tx[sel], hy[sel])
+        for c in np.flatnonzero(far).tolist():
+            cy = y
+            for _ in range(int(far[c])):
+                ny = (cy + d) % rows
+                steps.append((c, cy, c, ny))
+                cy = ny
+    return steps, int((hx + hy).max(initial=0))
 
 
 def _port_peak(bytes_in: np.ndarray, bytes_out: np.ndarray):
@@ -282,12 +336,16 @@ class MeshFabric(OnChipFabric):
             hops.append(len(routes[-1]) - 2)  # the links between the two ports
             sizes.append(float(nbytes[i]))
         for g in np.unique(group[group >= 0]).tolist():
-            members = [self.route(int(src[i]), int(dst[i])) for i in np.flatnonzero(group == g).tolist()]
-            routes.append(tuple(dict.fromkeys(link for r in members for link in r)))  # the tree: each link once
-            hops.append(max(len(r) for r in members) - 2)
-            sizes.append(float(nbytes[group == g][0]))
-        bw = {g: (self.port_bpc if isinstance(g[0], str) else self.link_bpc) for r in routes for g in r}
-        done = drain_times(routes, sizes, bw) * (1.0 - _ROUND_OFF)  # a drain at 246 + 3e-14 is 246 cycles, not 247
+            members = np.flatnonzero(group == g)
+            s = int(src[members[0]])  # one multicast, one source (tilesim.program.dense checks it)
+            dsts = sorted_unique(dst[members])
+            tree, far = _tree_steps(s, dsts, self.cols, self.rows, self.wraps)
+            ejects = (("eject", d) for d in dsts.tolist())
+            routes.append((("inject", s), *tree, *ejects))  # the tree: each link once
+            hops.append(far)
+            sizes.append(float(nbytes[members[0]]))
+        done = drain_times(routes, sizes, _GridBandwidth(self.port_bpc, self.link_bpc))
+        done = done * (1.0 - _ROUND_OFF)  # a drain at 246 + 3e-14 is 246 cycles, not 247
         return self.fixed + float(np.max(np.ceil(done) + np.asarray(hops, np.float64) * self.hop, initial=0.0))
 
     def trees(self, broadcast) -> np.ndarray | None:
@@ -325,10 +383,11 @@ class MeshFabric(OnChipFabric):
         links = grid_link_totals(bytes_in, bytes_out, self.rows, self.cols, self.wraps, self.trees(broadcast))
         trees: dict = {}
         for k, (src, dst, nbytes, group) in enumerate(transfers):
-            tree = trees.setdefault(("multicast", group) if group >= 0 else ("unicast", k), [nbytes, {}])
-            tree[1].update(dict.fromkeys(_grid_steps(int(src), int(dst), self.cols, self.rows, self.wraps)))
-        for nbytes, steps in trees.values():
-            for step in steps:
+            trees.setdefault(("multicast", group) if group >= 0 else ("unicast", k), (int(src), nbytes, []))[2].append(
+                dst
+            )
+        for src, nbytes, dsts in trees.values():
+            for step in _tree_steps(src, np.asarray(dsts, np.int64), self.cols, self.rows, self.wraps)[0]:
                 name, y, x = link_slot(step, self.rows, self.cols)
                 getattr(links, name)[y, x] += nbytes
         return links

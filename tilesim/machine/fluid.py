@@ -29,16 +29,16 @@ def fair_rates(routes: list[tuple], bw: dict) -> list[float]:
 
 
 def _pairs(routes: list[tuple], bw: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(flow, link) incidence of ``routes`` as two index arrays, and each link's bandwidth."""
-    names: dict = {}
-    pair_flow: list[int] = []
-    pair_link: list[int] = []
-    for i, route in enumerate(routes):
-        for g in route:
-            pair_flow.append(i)
-            pair_link.append(names.setdefault(g, len(names)))
-    cap = np.array([bw[g] for g in names], np.float64)
-    return np.asarray(pair_flow, np.int64), np.asarray(pair_link, np.int64), cap
+    """(flow, link) incidence of ``routes`` as two index arrays, and each link's bandwidth (the
+    loops run in C: a wafer-wide multicast's route names 1.7 million links)."""
+    flat = [g for route in routes for g in route]
+    names = dict.fromkeys(flat)
+    for i, g in enumerate(names):
+        names[g] = i
+    pair_link = np.fromiter(map(names.__getitem__, flat), np.int64, len(flat))
+    pair_flow = np.repeat(np.arange(len(routes), dtype=np.int64), [len(route) for route in routes])
+    cap = np.fromiter(map(bw.__getitem__, names), np.float64, len(names))
+    return pair_flow, pair_link, cap
 
 
 def drain_times(routes: list[tuple], nbytes, bw: dict) -> np.ndarray:

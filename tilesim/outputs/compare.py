@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilesim.errors import ConfigError, config_message
+from tilesim.io import dumps_json
 from tilesim.outputs.records import PHASES
 
 __all__ = [
@@ -100,7 +101,10 @@ class Comparison:
     """Runs ``folders`` (named ``names`` in tables; the first is the reference), their ``rows``, how
     they are ranked (``rank_by``: "throughput" or "step time"; ``ranking``: run indices, best first)
     and the ``verdict``. ``labels`` counts superstep labels: (moved, did not move, all). ``runs``
-    keeps each loaded run (``(RunRecord, arrays)``) so that the pictures read no folder again."""
+    keeps each loaded run (``(RunRecord, arrays)``) so that the pictures read no folder again.
+    ``comparable`` is False when the runs are of different workloads (``record.workload``): the
+    table still sets them side by side, but they do different work, so the verdict names no faster
+    run and ``ranking`` only orders them by step time."""
 
     folders: tuple[str, ...]
     names: tuple[str, ...]
@@ -110,6 +114,7 @@ class Comparison:
     verdict: str
     labels: tuple[int, int, int] = (0, 0, 0)
     runs: tuple = field(default=(), repr=False, compare=False)
+    comparable: bool = True  # False: the runs are of different workloads (the verdict ranks none)
 
     def section(self, name: str) -> list[Row]:
         """The rows of section ``name`` (in table order)."""
@@ -144,8 +149,9 @@ class Comparison:
             "format": JSON_FORMAT,
             "reference": self.names[0],
             "runs": runs,
-            "rank_by": self.rank_by,
-            "ranking": [self.names[i] for i in self.ranking],
+            "comparable": self.comparable,
+            "rank_by": self.rank_by if self.comparable else "none",
+            "ranking": [self.names[i] for i in self.ranking] if self.comparable else [],
             "verdict": self.verdict,
             "labels": {"moved": moved, "did_not_move": still, "total": total},
             "rows": [r.to_dict() for r in self.rows],
@@ -463,11 +469,11 @@ def _workload_rows(recs) -> list[Row]:
 # ranking and verdict
 
 
-def _ranking(recs) -> tuple[str, tuple[int, ...]]:
-    """``(rank_by, run indices best first)``: by throughput when the rates share a unit, else by step
-    time; runs with no step time last."""
+def _ranking(recs, by_step: bool = False) -> tuple[str, tuple[int, ...]]:
+    """``(rank_by, run indices best first)``: by throughput when the rates share a unit (and not
+    ``by_step``), else by step time; runs with no step time last."""
     n = range(len(recs))
-    if len({r.rate.unit for r in recs}) == 1:
+    if len({r.rate.unit for r in recs}) == 1 and not by_step:
         return "throughput", tuple(sorted(n, key=lambda i: (recs[i].step_s <= 0, -recs[i].rate.value, i)))
     return "step time", tuple(sorted(n, key=lambda i: (recs[i].step_s <= 0, recs[i].step_s, i)))
 
@@ -563,7 +569,25 @@ def _why(names, rows: list[Row], p: int, q: int) -> str:
     )
 
 
+def _unranked(names, recs) -> str:
+    """The verdict on runs of different workloads: what each run is and its step time, no ranking
+    (a step of one workload is no measure of another's: a shorter step of one program than of
+    another says nothing about which machine or mapping is faster)."""
+    each = ", ".join(
+        f"`{n}` {r.workload} ({_fmt_s(r.step_s)} per step, {_fmt_rate(r.rate.value, r.rate.unit)})"
+        for n, r in zip(names, recs)
+    )
+    return (
+        f"The runs are of different workloads, so none is ranked above another: {each}. They do different "
+        "work per step; compare runs of one workload to say which is faster"
+    )
+
+
 def _verdict(names, recs, rows: list[Row], rank_by: str, order) -> str:
+    """The verdict line: the ranking sentence and where the step time moved (:func:`_unranked` for
+    runs of different workloads)."""
+    if len({r.workload for r in recs}) > 1:
+        return _unranked(names, recs)
     bad = [names[i] for i, r in enumerate(recs) if r.step_s <= 0]
     lead = _lead(names, recs, rank_by, order)
     # explain the best against the reference (or, when the reference is best, the runner-up against it)
@@ -597,9 +621,12 @@ def compare_runs(*folders) -> Comparison:
         *_workload_rows(recs),
     ]
     names = _names(paths)
-    rank_by, order = _ranking(recs)
+    comparable = len({r.workload for r in recs}) == 1
+    rank_by, order = _ranking(recs, by_step=not comparable)
     verdict = _verdict(names, recs, rows, rank_by, order)
-    return Comparison(tuple(str(p) for p in paths), names, tuple(rows), rank_by, order, verdict, counts, loaded)
+    return Comparison(
+        tuple(str(p) for p in paths), names, tuple(rows), rank_by, order, verdict, counts, loaded, comparable
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -703,7 +730,9 @@ def _titles(c: Comparison) -> dict[str, str]:
     which = f"the {shown} of {total} whose time moved" if shown == moved else f"the {shown} that moved most of {moved}"
     differs = len(c.section("differs"))
     return {
-        "rank": f"Throughput and step time (ranked by {c.rank_by})",
+        "rank": f"Throughput and step time (ranked by {c.rank_by})"
+        if c.comparable
+        else "Throughput and step time (not ranked: different workloads)",
         "differs": f"What differs ({differs} item{'s' if differs != 1 else ''})",
         "phase": "Time by phase",
         "label": f"Time by superstep label: {which} ({still} did not move)",
@@ -797,7 +826,7 @@ def write_comparison(c: Comparison, out, force: bool = False) -> list[Path]:
     table = format_comparison(c)
     written = [
         atomic_write_text(out / "compare.md", table + "\n"),
-        atomic_write_text(out / "compare.json", json.dumps(c.to_dict(), indent=1, allow_nan=False) + "\n"),
+        atomic_write_text(out / "compare.json", dumps_json(c.to_dict(), indent=1) + "\n"),
         comparison_figure(c, out / "compare.png"),
         write_plotly_js(out),  # what compare.html loads, beside it
         atomic_write_text(out / "compare.html", comparison_html(c, table)),

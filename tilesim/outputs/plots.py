@@ -595,16 +595,20 @@ def _compare_rates(ax, comparison, recs) -> None:
     y = np.arange(len(recs))
     bars = ax.barh(y, vals, color=[_run_colour(k) for k in range(len(recs))])
     label_bars(ax, bars, "{:,.0f}" if max(vals, default=0) >= 100 else "{:.4g}", fontsize=8)
-    best = comparison.ranking[0]
+    best = comparison.ranking[0] if comparison.comparable else None  # different workloads: no best
     names = [f"{n} (best)" if k == best else n for k, n in enumerate(comparison.names)]
     ax.set_yticks(y, names, fontsize=8)
-    ax.get_yticklabels()[best].set_fontweight("bold")
+    if best is not None:
+        ax.get_yticklabels()[best].set_fontweight("bold")
     ax.invert_yaxis()
     ax.set_xlim(0, max(vals, default=1.0) * 1.25 or 1.0)
     ax.xaxis.set_major_formatter("{x:,.0f}" if max(vals, default=0) >= 100 else "{x:.3g}")
     ax.set_xlabel(unit)
     what = "steps per second (the runs' own rates have different units)" if mixed else f"throughput ({unit})"
-    ax.set_title(what + ", higher is better", fontsize=9)
+    if best is None:
+        ax.set_title("steps per second (different workloads: steps of different work, no ranking)", fontsize=9)
+    else:
+        ax.set_title(what + ", higher is better", fontsize=9)
 
 
 def _compare_steps(ax, comparison, recs) -> None:

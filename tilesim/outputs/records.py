@@ -11,13 +11,12 @@ chip-local syncs) is taken off the front of that path. So for every superstep
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from tilesim.errors import ConfigError, config_message
-from tilesim.io import atomic_write_text
+from tilesim.io import atomic_write_text, dumps_json
 
 __all__ = [
     "SimResult",
@@ -316,7 +315,7 @@ class SimResult:
         return d
 
     def to_json(self, path=None, supersteps: int = 0) -> str:
-        text = json.dumps(self.to_dict(supersteps), indent=2)
+        text = dumps_json(self.to_dict(supersteps), indent=2)
         if path is not None:
             atomic_write_text(path, text)
         return text

@@ -12,12 +12,10 @@ every superstep; by default the step's critical tiles (:func:`tilesim.outputs.re
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from tilesim.errors import ConfigError, config_message
-from tilesim.io import atomic_write_text
+from tilesim.io import atomic_write_text, dumps_json
 from tilesim.outputs.records import PHASES, ProgramDigest, SimResult, critical_tiles, phase_spans, whole_bytes
 
 __all__ = ["trace_events", "write_trace", "detail_chips", "MAX_FLOW_ARROWS", "MAX_PHASE_SLICES"]
@@ -289,5 +287,5 @@ def trace_events(
 
 def write_trace(path, result: SimResult, program=None, tiles=(), max_supersteps: int = 20000):
     """Write :func:`trace_events` to ``path`` (atomically)."""
-    atomic_write_text(path, json.dumps(trace_events(result, program, tiles, max_supersteps)))
+    atomic_write_text(path, dumps_json(trace_events(result, program, tiles, max_supersteps)))
     return path

@@ -10,7 +10,7 @@ import numpy as np
 
 from tilesim.errors import require
 from tilesim.program.dense import Program
-from tilesim.program.validation import SYNC_ALL, SYNC_CHIP, _as_row, _check_transfer
+from tilesim.program.validation import SYNC_ALL, SYNC_CHIP, _as_row, _check_transfer, sorted_unique
 
 
 class ProgramBuilder:
@@ -234,11 +234,12 @@ class ProgramBuilder:
         require(len(tuple(m)) == 3, f"{where}: multicast", m, "must be (src_tile, dst_tiles, bytes)",
                 "e.g. (0, [1, 2, 3], 4096)")  # fmt: skip
         src, dsts, nb = m
-        d = np.unique(np.asarray(list(dsts) if not isinstance(dsts, np.ndarray) else dsts, np.int64))
+        d = sorted_unique(np.asarray(list(dsts) if not isinstance(dsts, np.ndarray) else dsts, np.int64))
         require(d.size > 0, f"{where}: multicast destinations", list(dsts), "must name at least one tile",
                 "give the destination tiles")  # fmt: skip
-        for t in d.tolist():
-            _check_transfer((src, t, nb), N, where)
+        _check_transfer((src, int(d[0]), nb), N, where)  # the source, the bytes and the least destination
+        if d[-1] >= N:  # d is sorted: the greatest destination is the one that can be out of range
+            _check_transfer((src, int(d[-1]), nb), N, where)
         return int(src), d, float(nb)
 
     def build(self) -> Program:

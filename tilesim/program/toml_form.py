@@ -13,7 +13,7 @@ from tilesim.errors import ConfigError, config_message, require
 from tilesim.io import read_toml
 from tilesim.program import ProgramBuilder
 
-__all__ = ["parse_tiles", "program_size", "program_from_dict", "load_program", "MAX_QUANTITY"]
+__all__ = ["parse_tiles", "program_size", "multicast_sizes", "program_from_dict", "load_program", "MAX_QUANTITY"]
 
 
 def parse_tiles(spec, n: int, where: str) -> np.ndarray:
@@ -166,6 +166,29 @@ def program_size(data: dict, machine) -> tuple:
         S += r
         rows += r * (3 if ex else 1)
     return S, 2 * 4 * rows * machine.total_tiles
+
+
+def multicast_sizes(data: dict) -> list[tuple[str, object, int]]:
+    """``(field, value, destination tiles x repeats)`` of every multicast of a program table, without
+    building it: the engine routes a multicast's tree once per destination and per repeat, so this is
+    its work and memory. A malformed entry counts 0 (the build names what is wrong with it)."""
+    out: list[tuple[str, object, int]] = []
+    steps = data.get("superstep", [])
+    for i, st in enumerate(steps if isinstance(steps, list) else []):
+        if not isinstance(st, dict) or not isinstance(st.get("multicasts"), list):
+            continue
+        r = st.get("repeat", 1)
+        r = r if isinstance(r, int) and not isinstance(r, bool) and r >= 1 else 1
+        for j, t in enumerate(st["multicasts"]):
+            w = f"superstep[{i}].multicasts[{j}]"
+            rect = t.get("rectangle") if isinstance(t, dict) else None
+            dsts = t.get("dst_tiles") if isinstance(t, dict) else None
+            if isinstance(rect, list) and len(rect) == 4 and all(isinstance(v, int) for v in rect):
+                x0, y0, x1, y1 = rect
+                out.append((f"{w}.rectangle", rect, r * (abs(x1 - x0) + 1) * (abs(y1 - y0) + 1)))
+            elif isinstance(dsts, list):
+                out.append((f"{w}.dst_tiles", f"[{len(dsts):,} tiles]", r * len(dsts)))
+    return out
 
 
 def _step_compute(st: dict, where: str, machine) -> np.ndarray:

@@ -54,6 +54,13 @@ class _ProgramShape:
         return self.labels[int(self.label_id[s])]
 
 
+def sorted_unique(a) -> np.ndarray:
+    """``np.unique`` of an integer array by a sort (numpy 2's default hash takes seconds on a million
+    distinct tile ids; a sort takes milliseconds)."""
+    s = np.sort(np.asarray(a).ravel())
+    return s[np.concatenate(([True], s[1:] != s[:-1]))] if s.size else s
+
+
 def _check_transfer(t, N: int, where: str) -> None:
     """Raise :class:`ConfigError` unless on-chip transfer ``t`` is ``(src_tile, dst_tile, bytes)`` with
     tiles in ``0..N-1`` and finite bytes >= 0."""

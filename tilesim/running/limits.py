@@ -18,6 +18,8 @@ __all__ = [
     "check_time",
     "TIME_LIMIT_S",
     "SIM_NS_PER_TILE_STEP",
+    "MULTICAST_NS_PER_DESTINATION",
+    "MULTICAST_BYTES_PER_DESTINATION",
     "MAX_SWEEP_POINTS",
     "worker_limit",
 ]
@@ -27,6 +29,13 @@ TIME_LIMIT_S = 3600.0
 # host time per tile per superstep of `tilesim simulate` (parse + build + engine), measured on the
 # development machine (2-core VM, 2026-11: demo.toml with repeat = 1000 on m2000, 46-49 ns)
 SIM_NS_PER_TILE_STEP = 50.0
+# host time and peak memory per destination tile of a program file's multicast, and per repeat of its
+# superstep (each repeat is routed and timed): checked, built, routed as a tree and drained by the
+# fluid rule. Measured on the development machine (2-core VM, 2026-11: one multicast to the whole wse2
+# wafer, 850,000 tiles, took 6.3 s of CPU and 450 MB beyond an empty program: 7.4 us and 530 B per
+# tile); the limits use about 3x and 2x that, for slower hosts and a loaded machine
+MULTICAST_NS_PER_DESTINATION = 20_000.0
+MULTICAST_BYTES_PER_DESTINATION = 1_000.0
 # the most points a sweep may have: a results row is ~2 KB, and the grid is checked point by point
 # before anything runs (~0.1 ms each with pydantic), so 100k points = 200 MB and ~10 s of checks
 MAX_SWEEP_POINTS = 100_000

@@ -35,7 +35,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime as _dt
-import json
 import math
 from dataclasses import dataclass
 from importlib import resources
@@ -43,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from models.cases import MAX_MEASURED
 from models.snn.commands.run import record_activity
 from models.snn.placement.fit import place
 from models.snn.step.counters import count_work
@@ -52,7 +52,7 @@ from models.snn.step.workload import SnnStep
 from models.snn.training.activity import fixed_activity
 from tilesim.engine.events import simulate
 from tilesim.errors import ConfigError, TileSimError, config_message
-from tilesim.io import atomic_write_bytes
+from tilesim.io import atomic_write_bytes, dumps_json
 from tilesim.machine.costs import CostModel, load_costs
 from tilesim.machine.description import load_machine
 from tilesim.running.progress import progress_bar
@@ -243,7 +243,11 @@ def read_cases(path=None) -> tuple:
             for col, ok, limit in (
                 ("activity", vals["activity"] in ("fixed", "natural"), "must be fixed or natural"),
                 ("optimizer", vals["optimizer"] in ("adam", "sgd"), "must be adam or sgd"),
-                ("measured_ms_per_step", vals["measured_ms_per_step"] > 0, "must be > 0"),
+                (
+                    "measured_ms_per_step",
+                    0 < vals["measured_ms_per_step"] <= MAX_MEASURED,
+                    f"must be in (0, {MAX_MEASURED:g}]",
+                ),
                 ("max_activity", 0 < vals["max_activity"] <= 1, "must be in (0, 1]"),
                 ("batch", vals["batch"] >= 1, "must be >= 1"),
                 ("timesteps", vals["timesteps"] >= 1, "must be >= 1"),
@@ -583,7 +587,7 @@ def cmd_validate(args) -> int:
             }
         )
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(dumps_json(rows, indent=2))
         return 0
     w = max(len(r["case"]) for r in rows)
     print(f"{'case':<{w}}  {'predicted ms':>12}  {'LOO band ms':>15}  {'measured ms':>11}  {'error %':>8}")
@@ -626,7 +630,7 @@ def cmd_calibrate(args) -> int:
     loo = res.loo_table() if res.loo_theta else []
     if args.json:
         print(
-            json.dumps(
+            dumps_json(
                 {
                     "out": str(args.out),
                     "fit": dict(zip(FIT_PARAMS, res.theta)),

@@ -11,7 +11,6 @@ The work is :mod:`models.snn.commands.run` and :mod:`models.snn.placement.search
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +25,7 @@ from models.snn.commands.options import (
     options_toml,
 )
 from tilesim.errors import ConfigError, config_message, require
-from tilesim.io import atomic_write_bytes
+from tilesim.io import atomic_write_bytes, check_output_path, check_own_outputs, dumps_json, is_run_folder, json_keys
 from tilesim.running.progress import progress_bar
 
 if TYPE_CHECKING:
@@ -109,6 +108,9 @@ def register(sub) -> None:
         "--json", action="store_true", help="print the result as JSON (keys baseline, best, evaluated, wall_s, ...)"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--force", action="store_true", help="replace files and folders of --out DIR that map-search did not write"
+    )
     p.set_defaults(func=cmd_map_search)
 
     g = sub.add_parser(
@@ -132,7 +134,7 @@ def write_run_outputs(out, summary: RunSummary) -> None:
 
     a = summary.artifacts
     options = a.options if a.options is not None else RunOptions()
-    mapping = (json.dumps(a.mapping.to_dict(), indent=1) + "\n").encode()  # as Mapping.save writes it
+    mapping = (dumps_json(a.mapping.to_dict(), indent=1) + "\n").encode()  # as Mapping.save writes it
     record, wall = run_record(summary, options)
     files = {"mapping.json": mapping, RUN_OPTIONS: options_toml(options).encode()}
     write_outputs(
@@ -144,7 +146,7 @@ def write_run_outputs(out, summary: RunSummary) -> None:
         list(a.trace_tiles),
         exchange=a.exchange,
         files=files,
-        unsealed={"wall.json": (json.dumps(wall, indent=2) + "\n").encode()},
+        unsealed={"wall.json": (dumps_json(wall, indent=2) + "\n").encode()},
     )
 
 
@@ -203,7 +205,7 @@ def _run(options: RunOptions, args) -> int:
     if out.out:
         write_run_outputs(out.out, summary)
     if out.json:
-        print(json.dumps(summary.to_dict(), indent=2))
+        print(dumps_json(summary.to_dict(), indent=2))
     else:
         print(format_run(summary.to_dict()))
         if out.out:
@@ -255,10 +257,10 @@ def cmd_map_search(args) -> int:
     options = options_from_args(args, SEARCH_OPTIONS)
     folder = Path(args.out) if args.out and not args.out.endswith(".json") else None
     mapping_file = str(folder / "best-mapping.json") if folder else args.out
-    if args.out:
-        from tilesim.io import check_output_path  # loaded only when the command runs (start-up time)
-
-        check_output_path(args.out, "--out", "dir" if folder else "file")
+    if folder:
+        check_own_outputs(folder, "--out", "map-search", _SEARCH_OUTPUTS, args.force)
+    elif args.out:
+        check_output_path(args.out, "--out", "file")
     from models.snn.placement.search import search_mapping  # loaded only when the command runs (start-up time)
 
     bar, progress = None, None
@@ -279,7 +281,7 @@ def cmd_map_search(args) -> int:
     if folder:
         out["compare"] = _write_search_folder(options, folder, mapping_file)
     if args.json:
-        print(json.dumps(out, indent=2))
+        print(dumps_json(out, indent=2))
     else:
         b, o = out["baseline"], out["best"]
         print(
@@ -389,7 +391,6 @@ def cmd_grad(args) -> int:
 
     from models.snn.commands.run import batch_gradients
     from models.snn.kernels.grad_inputs import grad_batch  # loaded only when the command runs (start-up time)
-    from tilesim.io import check_output_path
 
     check_output_path(args.out, "--out", "file")
     Ws = _grad_weights(args.weights)
@@ -455,7 +456,28 @@ def _register_scaling(sub) -> None:
     s.add_argument("--no-band", action="store_true", help="skip the structural band")
     s.add_argument("--json", action="store_true", help="print the study as JSON")
     s.add_argument("--out", help="folder for scaling.json and scaling.png")
+    s.add_argument("--force", action="store_true", help="replace files of --out that tilesim scaling did not write")
     s.set_defaults(func=cmd_scaling)
+
+
+def _scaling_folder(path: Path) -> bool:
+    """True when ``path`` lies in a folder whose scaling.json tilesim scaling wrote."""
+    return {"mode", "recipe", "points"} <= json_keys(path.parent / "scaling.json")
+
+
+_SCALING_OUTPUTS = dict.fromkeys(("scaling.json", "scaling.png", "sensitivity.json", "sensitivity.md"), _scaling_folder)
+"""What ``scaling --out`` writes, each ours when the folder's scaling.json is a study's."""
+
+_SEARCH_OUTPUTS = {
+    "best-mapping.json": lambda p: {"format", "strategy", "layers"} <= json_keys(p),
+    "baseline": is_run_folder,
+    "best": is_run_folder,
+    **dict.fromkeys(
+        ("compare.md", "compare.json", "compare.png", "compare.html"),
+        lambda p: {"verdict", "rows"} <= json_keys(p.parent / "compare.json"),
+    ),
+}
+"""What ``map-search --out DIR`` writes, and how each is known to be a search's."""
 
 
 def _chip_list(text: str) -> tuple:
@@ -499,10 +521,12 @@ def cmd_scaling(args) -> int:
         host_shared=args.host_shared,
     )
     chips = _chip_list(args.chips)
+    if args.out:  # before the study, not after it
+        check_own_outputs(args.out, "--out", "scaling", _SCALING_OUTPUTS, args.force)
     study = scaling_study(recipe, chips, args.mode, structure, band=not args.no_band)
     table = sensitivity_table(recipe, max(chips), structure) if args.sensitivity else None
     if args.json:
-        print(json.dumps({**study.to_dict(), "sensitivity": table.to_dict() if table else None}, indent=1))
+        print(dumps_json({**study.to_dict(), "sensitivity": table.to_dict() if table else None}, indent=1))
     else:
         print(format_table(study) + ("\n\n" + format_sensitivity(table) if table else ""))
     if args.out:
@@ -512,12 +536,12 @@ def cmd_scaling(args) -> int:
 
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(out / "scaling.json", (json.dumps(study.to_dict(), indent=1) + "\n").encode())
+        atomic_write_bytes(out / "scaling.json", (dumps_json(study.to_dict(), indent=1) + "\n").encode())
         png = io.BytesIO()
         plot_scaling(study, png)
         atomic_write_bytes(out / "scaling.png", png.getvalue())
         if table:
-            atomic_write_bytes(out / "sensitivity.json", (json.dumps(table.to_dict(), indent=1) + "\n").encode())
+            atomic_write_bytes(out / "sensitivity.json", (dumps_json(table.to_dict(), indent=1) + "\n").encode())
             atomic_write_bytes(out / "sensitivity.md", (format_sensitivity(table) + "\n").encode())
         if not args.json:
             extra = ", sensitivity.json, sensitivity.md" if table else ""

@@ -11,13 +11,12 @@ with its message; rerun the same command to retry the failed points), 2 for bad 
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from models.snn.commands.options import option_names, options_dict, options_from_mapping
 from tilesim.errors import require
-from tilesim.io import check_output_path
+from tilesim.io import check_output_path, dumps_json
 from tilesim.running.limits import MAX_SWEEP_POINTS
 from tilesim.running.store import ResultStore, export_table, format_table, write_csv, write_parquet
 
@@ -161,7 +160,7 @@ def cmd_sweep(args) -> int:
         total=n,
     )
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(dumps_json(report.to_dict(), indent=2))
     else:
         busy = f", {report.busy} done or running in another sweep on this database" if report.busy else ""
         print(
@@ -187,7 +186,7 @@ def cmd_results(args) -> int:
     if args.parquet:
         write_parquet(args.parquet, columns, records)
     if args.json:
-        print(json.dumps(records, indent=2))
+        print(dumps_json(records, indent=2))
     elif args.csv or args.parquet:
         print(f"wrote {len(records)} rows x {len(columns)} columns to {args.csv or args.parquet}")
     else:  # a readable subset; --csv/--json have every column
