@@ -114,6 +114,10 @@ def test_runs_of_different_workloads_are_set_side_by_side_but_not_ranked(runs, c
     items = {r.item for r in c.section("differs")}
     assert {"workload", "program", "machine", "chips", "data", "cost model"} <= items
     assert len(c.section("chip")) == 4  # prog's four chips (a has one)
+    from tilesim.outputs.page import _pair_steps
+
+    fig = _pair_steps(c)  # compare.html marks no best across workloads either
+    assert not any("(best)" in str(n) for n in fig.data[0].y) and "not ranked" in fig.layout.annotations[0].text
 
 
 def test_cli_prints_writes_and_guards_its_out_folder(runs, tmp_path, capsys):

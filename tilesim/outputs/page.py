@@ -698,12 +698,14 @@ def _pair_steps(comparison):
     mixed = comparison.rank_by == "step time"
     unit = "steps/s" if mixed else recs[0].rate.unit
     rates = [1.0 / r.step_s if r.step_s > 0 else 0.0 for r in recs] if mixed else [r.rate.value for r in recs]
-    names = [_text(f"{n} (best)" if k == comparison.ranking[0] else n) for k, n in enumerate(comparison.names)]
+    best = comparison.ranking[0] if comparison.comparable and comparison.ranking else -1  # none across workloads
+    names = [_text(f"{n} (best)" if k == best else n) for k, n in enumerate(comparison.names)]
+    judge = "higher is better" if comparison.comparable else "different workloads: not ranked"
     fig = make_subplots(
         rows=1,
         cols=2,
         horizontal_spacing=0.18,
-        subplot_titles=[_text(f"throughput ({unit}), higher is better"), f"time per step by phase ({t_unit})"],
+        subplot_titles=[_text(f"throughput ({unit}), {judge}"), f"time per step by phase ({t_unit})"],
     )
     colours = [_run_colour(k) for k in range(len(recs))]
     fig.add_bar(y=names, x=rates, orientation="h", marker_color=colours, showlegend=False, row=1, col=1)
