@@ -12,7 +12,7 @@ from models.snn.training.diagnose import Finding, StepRecord
 KEYS = [
     "predicted_step_s", "samples_per_s", "breakdown_s", "memory", "network", "machine", "chips", "mapping",
     "loss", "accuracy", "predicted_step_s_per_step", "wall_s_per_step", "by_phase", "explain", "wall_s_total",
-    "host_memory", "second_threshold_schedule", "activity", "findings", "structure", "notes", "workload",
+    "host_memory", "second_threshold_schedule", "activity", "findings", "structure", "stack", "notes", "workload",
 ]  # fmt: skip
 
 
