@@ -70,6 +70,7 @@ __all__ = [
     "prediction_band",
     "costs_from_theta",
     "FIT_PARAMS",
+    "loo_cost_models",
 ]
 
 FIT_PARAMS = ("work_scale", "vertex_calls", "compute_set_cycles", "host_copy_ns_per_byte")
@@ -504,6 +505,11 @@ def _retime_spe(activity, config, placement, machine, costs, spe):
     counters = count_work(act, placement, per_step=True)
     step = SnnStep(config, placement, counters, costs, spe, form="dense")
     return float(time_workload(step, machine, keep_timeline=False).step_s)
+
+
+def loo_cost_models(costs: CostModel) -> list:
+    """The leave-one-out refits stored in ``costs``'s provenance, as cost models (none if it has none)."""
+    return _loo_sets(costs)
 
 
 def _loo_sets(costs: CostModel) -> list:
