@@ -12,10 +12,10 @@ epoch). Weak-scaling efficiency per activity mode E(C) = throughput(C) / (C · t
 throughput = samples/s × neurons.
 
 Grid: SHD, 1/2/4/8/16 ``bow`` chips × npt 2/4/8 × B 24/384 (the ends of the poster's batch range;
-the signs of S6 read only those). Run time on the shared 2-core machine: dominated by the float math
-of the 16-chip steps (188k neurons, 184M weights at npt 8); about 30–60 min in all. ``--quick``:
-1 and 2 chips, npt 2, B 24 (under a minute).
-"""
+the signs of S6 read only those). Run time on the shared 2-core machine: about 9 min under load (the
+16-chip steps, 188k neurons and 184M weights at npt 8, take up to 30 s each, natural and fixed
+together). ``--quick``: 1 and 2 chips, npt 2, B 24 (under a minute). Not in the test suite's quick
+runs beyond ``--quick``."""
 
 from __future__ import annotations
 
