@@ -249,7 +249,7 @@ def test_s6_verdict_undetermined_by_the_coefficients_band_alone():
 
     rows = [_s6_row((), ((1, -1), (1, 1))), _s6_row(("copies",), ((1, 1), (1, 1)))]
     v = _verdict(rows, "npt")
-    assert v.startswith("undetermined: the coefficients' leave-one-out band gives both signs in 1 of 2")
+    assert v.startswith("undetermined: the coefficients' leave-one-out band decides whether E rises in 1 of 2")
     assert "decides it" not in v
 
 

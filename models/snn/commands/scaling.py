@@ -323,8 +323,7 @@ SETTLED_BY = {
     "IPU trace of an epoch's first execution (enable_io_trace): the copy's own time",
     "host_shared": "the one-chip §4.4 network and four copies of it on the 4 IPUs of one IPU-Machine, timed per "
     "step: a host-serial copy makes the 4-chip step longer by 3x the one-chip copy",
-    "coefficients": "measured single-chip steps of more architectures (the fitted coefficients' leave-one-out "
-    "band gives both signs)",
+    "coefficients": "measured single-chip steps of more architectures, to narrow the fitted coefficients' band",
 }
 """Per unknown (and for the fitted coefficients), the measurement that would settle it (quoted where a
 verdict is undetermined)."""
@@ -434,7 +433,7 @@ def _verdict(rows: list, half: str) -> str:
     """:data:`REPRODUCED` if every sign of every row under every coefficient set is positive,
     :data:`NOT_REPRODUCED` if none is, else :data:`UNDETERMINED` naming what decides it: each unknown
     whose switch alone changes a row's outcome under the fit (:meth:`SensitivityRow.outcome`), the
-    coefficients' band where one row's signs differ between coefficient sets, and the measurement that
+    coefficients' band where one row rises under some coefficient set and not under another, and the measurement that
     would settle each."""
     signs = [x for r in rows for v in r.signs(half).values() for x in v]
     if signs and all(x > 0 for x in signs):
@@ -450,11 +449,11 @@ def _verdict(rows: list, half: str) -> str:
             for r in rows
         )
     ]
-    straddle = sum(any(len(set(v)) > 1 for v in r.signs(half).values()) for r in rows)
+    straddle = sum(any(max(v) > 0 >= min(v) for v in r.signs(half).values()) for r in rows)
     parts = [f"{u} decides it (settle: {SETTLED_BY[u]})" for u in deciding]
     if straddle:
         parts.append(
-            f"the coefficients' leave-one-out band gives both signs in {straddle} of {len(rows)} combinations "
+            f"the coefficients' leave-one-out band decides whether E rises in {straddle} of {len(rows)} combinations "
             f"(settle: {SETTLED_BY['coefficients']})"
         )
     if not parts:
