@@ -110,31 +110,30 @@ def summary(rows) -> str:
 
 
 def plot(rows, path):
-    """Per chip count: ΔE over neurons per tile against ΔE over batch, one point per combination at
-    the smallest batch / npt, with the coefficients' band as error bars."""
+    """Per chip count: ΔE over neurons per tile (B smallest) against ΔE over batch (npt smallest) under
+    the fit, one point per combination; hollow where the per-tile outcome is not the same under every
+    coefficient set and batch (the band or the batch decides it)."""
     plt = pyplot()
-    chips_list = sorted({r["chips"] for r in rows})
+    chips_list = sorted({int(r["chips"]) for r in rows})
     fig, axes = plt.subplots(1, len(chips_list), figsize=(6 * len(chips_list), 5), squeeze=False)
     for ax, chips in zip(axes[0], chips_list):
-        sel = [r for r in rows if r["chips"] == chips]
-        npts = sorted({r["neurons_per_tile"] for r in sel})
-        bs = sorted({r["batch"] for r in sel})
-        at = {(r["flips"], r["neurons_per_tile"], r["batch"]): r for r in sel}
-        for flips in sorted({r["flips"] for r in sel}):
-            a, b = at[flips, npts[0], bs[0]], at[flips, npts[-1], bs[0]]
-            c = at[flips, npts[0], bs[-1]]
-            dx = b["efficiency"] - a["efficiency"]
-            dy = c["efficiency"] - a["efficiency"]
-            xerr = [[dx - (b["efficiency_lo"] - a["efficiency_hi"])], [(b["efficiency_hi"] - a["efficiency_lo"]) - dx]]
-            yerr = [[dy - (c["efficiency_lo"] - a["efficiency_hi"])], [(c["efficiency_hi"] - a["efficiency_lo"]) - dy]]
+        sel = [r for r in rows if int(r["chips"]) == chips]
+        npts = sorted({int(r["neurons_per_tile"]) for r in sel})
+        bs = sorted({int(r["batch"]) for r in sel})
+        at = {(r["flips"], int(r["neurons_per_tile"]), int(r["batch"])): float(r["efficiency"]) for r in sel}
+        outcome = {r["flips"]: r["outcome_npt"] for r in sel}
+        for flips in sorted(outcome):
+            dx = at[flips, npts[-1], bs[0]] - at[flips, npts[0], bs[0]]
+            dy = at[flips, npts[0], bs[-1]] - at[flips, npts[0], bs[0]]
             colour = "tab:red" if "copies" in flips else "tab:blue"
-            ax.errorbar(dx, dy, xerr=xerr, yerr=yerr, fmt="o", ms=3, color=colour, alpha=0.6)
+            face = colour if outcome[flips] != "±" else "none"
+            ax.plot(dx, dy, "o", ms=5, mec=colour, mfc=face, alpha=0.8)
         ax.axvline(0, color="k", lw=0.8)
         ax.axhline(0, color="k", lw=0.8)
-        ax.set_xlabel(f"E({chips}) npt {npts[-1]} − npt {npts[0]} (B {bs[0]})")
-        ax.set_ylabel(f"E({chips}) B {bs[-1]} − B {bs[0]} (npt {npts[0]})")
-        ax.set_title(f"{chips} chips: {len({r['flips'] for r in sel})} combinations (red: copies merged)")
-    fig.suptitle("S6 under every combination of the unknowns (bars: the coefficients' band)")
+        ax.set_xlabel(f"E({chips}) npt {npts[-1]} − npt {npts[0]} (B {bs[0]}, the fit)")
+        ax.set_ylabel(f"E({chips}) B {bs[-1]} − B {bs[0]} (npt {npts[0]}, the fit)")
+        ax.set_title(f"{chips} chips: {len(outcome)} combinations (red: copies merged)")
+    fig.suptitle("S6 under every combination of the unknowns (hollow: the coefficients' band or the batch decides npt)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
