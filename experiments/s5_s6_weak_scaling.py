@@ -12,9 +12,9 @@ Reproduction: the §4.4 ``multi_neuron`` networks (per chip 1471·npt neurons in
 layers never straddle a chip, T = 10, SGD, theta2 0.9) on 1, 2, 4, 8, 16 ``bow`` chips, SHD with
 npt 2/4/8 × batch 24…384, N-MNIST (24×24×2 input) npt 2/4/8 at B = 24, and npt 16 at B = 24 to
 answer "does 16 per tile fit?" from the SRAM ledger. Every point is timed at **fixed activity**
-(all lists at their 5 % caps: the lower bound of throughput); a 190k-neuron natural-activity run
-would need the float math of the whole network (minutes per step), so natural activity is not
-timed here — S2 gives the natural/fixed gap on one chip.
+(all lists at their 5 % caps: the lower bound of throughput); natural activity, as the poster ran
+it, is ``experiments/s5_s6_natural.py`` (1–16 chips, npt 2/4/8, B 24/384, beside fixed), and every
+combination of the structural unknowns with the coefficients' band is ``experiments/s6_combinations.py``.
 
 Throughput = samples/s × neurons (the network grows with the chips); weak-scaling efficiency
 E(C) = throughput(C) / (C · throughput(1)) for the same dataset, npt and batch. Communication

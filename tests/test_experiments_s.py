@@ -139,11 +139,12 @@ def _e16(npt, batch):
     return scaling_study(ScalingRecipe(neurons_per_tile=npt, batch=batch), (1, 16)).points[-1]
 
 
-def test_s6_neurons_per_tile_half_falls_under_every_structural_option():
-    """S6's second half (more neurons per tile scale better) does not hold under the §4.4 structure
-    nor with any structural option flipped (experiments/README.md, S6): every chip runs every
-    layer's PopLibs programs, and the layers grow with neurons per tile as fast as each chip's work.
-    (The sensitivity table, experiments/README.md, finds the same sign in every row.)"""
+def test_s6_neurons_per_tile_half_falls_under_every_single_structural_flip():
+    """S6's second half (more neurons per tile scale better) is not reproduced by the model at 16 chips
+    under the §4.4 structure nor with any one structural option flipped (experiments/README.md, S6):
+    every chip runs every layer's PopLibs programs, and the layers grow with neurons per tile as fast as
+    each chip's work. (Every combination of the options, with the coefficients' band:
+    ``experiments/s6_combinations.py``.)"""
     p2, p8 = _e16(2, 24), _e16(8, 24)
     assert p8.efficiency < p2.efficiency
     for name in p2.band:

@@ -70,6 +70,11 @@ __all__ = [
     "prediction_band",
     "costs_from_theta",
     "FIT_PARAMS",
+    "loo_cost_models",
+    "ParamIdentity",
+    "identifiability",
+    "format_identifiability",
+    "architecture",
 ]
 
 FIT_PARAMS = ("work_scale", "vertex_calls", "compute_set_cycles", "host_copy_ns_per_byte")
@@ -391,6 +396,7 @@ class FitResult:
     loo_theta: tuple  # one θ per left-out case (same order as cases)
     loo_predicted_s: tuple  # [i][j]: prediction of case j by the fit without case i
     base: CostModel
+    identifiability: tuple = ()  # one ParamIdentity per FIT_PARAMS entry (with loo)
 
     @property
     def errors_pct(self) -> np.ndarray:
@@ -477,12 +483,128 @@ def fit(cases, base: CostModel | None = None, loo: bool = True, progress=None) -
     theta = _solve(allidx, cases, bases, THETA0)
     pred = tuple(bases[c.key()].seconds(theta) for c in cases)
     loo_th, loo_pred = [], []
+    ident: tuple = ()
     if loo and len(cases) > 1:
         for i in allidx:
             th = _solve([j for j in allidx if j != i], cases, bases, theta)
             loo_th.append(th)
             loo_pred.append(tuple(bases[c.key()].seconds(th) for c in cases))
-    return FitResult(theta, cases, pred, tuple(loo_th), tuple(loo_pred), base)
+        ident = identifiability(cases, bases, theta, loo_th)
+    return FitResult(theta, cases, pred, tuple(loo_th), tuple(loo_pred), base, ident)
+
+
+# ---- identifiability: what the data pin down (issue 42) -------------------------------------------
+AT_BOUND_TOL = 1e-6
+"""A parameter within this fraction of its range from a bound sits at that bound."""
+
+
+@dataclass(frozen=True)
+class ParamIdentity:
+    """How well the cases identify one fitted parameter: its ``value`` and ``bounds``; ``at_bound``
+    ("lower", "upper" or "": the fit pushed it there, so the data do not estimate it);
+    ``loo_range`` over the leave-one-case-out refits; ``by_architecture``: its value refitted without
+    each architecture (group of cases with the same layers) and ``architecture_range`` over those;
+    ``correlation``: with each other parameter, from the fit's Jacobian (JᵀJ pseudo-inverse at θ)."""
+
+    name: str
+    value: float
+    bounds: tuple
+    at_bound: str
+    loo_range: tuple
+    by_architecture: dict
+    architecture_range: tuple
+    correlation: dict
+
+    def to_dict(self) -> dict:
+        """The ``--json`` form."""
+        return dataclasses.asdict(self) | {"bounds": list(self.bounds)}
+
+
+def architecture(case: Case) -> str:
+    """The group a case belongs to for leave-one-architecture-out: its hidden layers and sizes."""
+    return f"L{len(case.layers.split('-')) - 2} ({case.layers})"
+
+
+def _jacobian(idx, cases, bases, theta) -> np.ndarray:
+    """d r_j / d θ_i of the relative residuals at ``theta`` (one-sided steps of 1e-3 of each
+    parameter's range, away from the nearer bound), in the parameters' own units."""
+    th = np.asarray(theta, float)
+    r0 = np.array([bases[cases[j].key()].seconds(th) for j in idx])
+    J = np.zeros((len(idx), len(th)))
+    for i, k in enumerate(FIT_PARAMS):
+        lo, hi = BOUNDS[k]
+        h = 1e-3 * (hi - lo) * (1.0 if th[i] - lo <= hi - th[i] else -1.0)
+        t2 = th.copy()
+        t2[i] += h
+        r2 = np.array([bases[cases[j].key()].seconds(t2) for j in idx])
+        J[:, i] = (r2 - r0) / h / np.array([cases[j].measured_ms * 1e-3 for j in idx])
+    return J
+
+
+def _correlations(J: np.ndarray) -> np.ndarray:
+    """The correlation matrix of the least-squares estimate, pinv(JᵀJ) normalised (NaN where a
+    parameter does not move the residuals at all)."""
+    cov = np.linalg.pinv(J.T @ J)
+    d = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return cov / np.outer(d, d)
+
+
+def identifiability(cases, bases: dict, theta, loo_theta) -> tuple:
+    """One :class:`ParamIdentity` per :data:`FIT_PARAMS` entry: the at-bound flag, the
+    leave-one-case-out range (``loo_theta``), a refit without each architecture, and the
+    correlations from the Jacobian of the fit on every case."""
+    cases = tuple(cases)
+    allidx = list(range(len(cases)))
+    groups: dict = {}
+    for j, c in enumerate(cases):
+        groups.setdefault(architecture(c), []).append(j)
+    by_group = {}
+    if len(groups) > 1:
+        for g, members in groups.items():
+            by_group[g] = _solve([j for j in allidx if j not in members], cases, bases, theta)
+    corr = _correlations(_jacobian(allidx, cases, bases, theta))
+    out = []
+    for i, k in enumerate(FIT_PARAMS):
+        lo, hi = BOUNDS[k]
+        tol = AT_BOUND_TOL * (hi - lo)
+        flag = "lower" if theta[i] - lo <= tol else ("upper" if hi - theta[i] <= tol else "")
+        loo = [th[i] for th in loo_theta] or [theta[i]]
+        arch = {g: float(th[i]) for g, th in by_group.items()}
+        arch_vals = list(arch.values()) or [theta[i]]
+        out.append(
+            ParamIdentity(
+                k,
+                float(theta[i]),
+                (float(lo), float(hi)),
+                flag,
+                (float(min(loo)), float(max(loo))),
+                arch,
+                (float(min(arch_vals)), float(max(arch_vals))),
+                {o: float(corr[i, m]) for m, o in enumerate(FIT_PARAMS) if m != i},
+            )
+        )
+    return tuple(out)
+
+
+def format_identifiability(ident: tuple) -> str:
+    """The identifiability report as text: per parameter its value, bounds and at-bound flag, its
+    leave-one-case-out and leave-one-architecture-out ranges and its correlations."""
+    if not ident:
+        return "identifiability: needs the leave-one-out refits (drop --no-loo)"
+    lines = ["identifiability (what the cases pin down):"]
+    for p in ident:
+        flag = f"  AT ITS {p.at_bound.upper()} BOUND: not identified by these cases" if p.at_bound else ""
+        lines.append(f"  {p.name:<24} {p.value:.4g}   bounds {p.bounds[0]:g}-{p.bounds[1]:g}{flag}")
+        lines.append(f"    leave one case out          {p.loo_range[0]:.4g} - {p.loo_range[1]:.4g}")
+        arch = ", ".join(f"without {g}: {v:.4g}" for g, v in p.by_architecture.items())
+        lines.append(
+            f"    leave one architecture out  {p.architecture_range[0]:.4g} - {p.architecture_range[1]:.4g}"
+            + (f"  ({arch})" if arch else "")
+        )
+        corr = ", ".join(f"{o} {'n/a' if math.isnan(r) else f'{r:+.2f}'}" for o, r in p.correlation.items())
+        lines.append(f"    correlation                 {corr}")
+    return "\n".join(lines)
 
 
 def predict_cases(cases, costs: CostModel | None = None, progress=None) -> list:
@@ -508,6 +630,11 @@ def _retime_spe(activity, config, placement, machine, costs, spe):
     counters = count_work(act, placement, per_step=True)
     step = SnnStep(config, placement, counters, costs, spe, form="dense")
     return float(time_workload(step, machine, keep_timeline=False).step_s)
+
+
+def loo_cost_models(costs: CostModel) -> list:
+    """The leave-one-out refits stored in ``costs``'s provenance, as cost models (none if it has none)."""
+    return _loo_sets(costs)
 
 
 def _loo_sets(costs: CostModel) -> list:
@@ -640,6 +767,7 @@ def cmd_calibrate(args) -> int:
                         for c, p, e in zip(res.cases, res.predicted_s, res.errors_pct)
                     ],
                     "loo": loo,
+                    "identifiability": [p.to_dict() for p in res.identifiability],
                 },
                 indent=2,
             )
@@ -656,4 +784,5 @@ def cmd_calibrate(args) -> int:
             f"  LOO {r['case']:<20} {r['loo_predicted_ms']:7.3f} ms ({r['loo_error_pct']:+.1f} %)  "
             f"band {r['band_lo_ms']:.2f}-{r['band_hi_ms']:.2f} ms"
         )
+    print(format_identifiability(res.identifiability))
     return 0

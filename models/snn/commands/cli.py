@@ -450,8 +450,9 @@ def _register_scaling(sub) -> None:
     s.add_argument(
         "--sensitivity",
         action="store_true",
-        help="also the S6 sensitivity table: E(max chips) for npt 2/4/8 x batch 24/96/384 under every "
-        "setting of every unknown, with the verdict on each half of S6 (about 30 s)",
+        help="also the S6 table: E(max chips) for npt 2/4/8 x batch 24/96/384 under every combination of "
+        "the structural unknowns (64 rows) at the fitted coefficients, with the verdict on each half of S6 "
+        "(several minutes; with the leave-one-out band: experiments/s6_combinations.py)",
     )
     s.add_argument("--no-band", action="store_true", help="skip the structural band")
     s.add_argument("--json", action="store_true", help="print the study as JSON")

@@ -3,8 +3,10 @@
 A *recipe* (:class:`ScalingRecipe`) is the authors' ``multi_neuron`` network (snn-on-ipu.md §4.4;
 ``experiments/s5_s6_weak_scaling.py``): per chip ``1471·npt`` neurons in ``3·npt/2`` hidden
 layers of whole tiles, the block repeated on every chip, the last chip's block shrunk by the
-output layer; T = 10, SGD, ϑ2 0.9. Every point is timed at fixed activity (every list at its cap)
-by :func:`models.snn.step.retime.retime` without training.
+output layer; T = 10, SGD, ϑ2 0.9, two device executions of 500 steps per epoch
+(:data:`PAPER_STEPS_PER_EXECUTION`, :data:`PAPER_STRUCTURE`). Every point is timed at fixed activity
+(every list at its cap) by the step model without training (natural activity:
+``experiments/s5_s6_natural.py``).
 
 Weak scaling: the network grows with the chips at ``npt`` neurons per tile; efficiency
 E(C) = throughput(C) / (C · throughput(1)), throughput = samples/s × neurons.
@@ -14,7 +16,10 @@ E(C) = t(C_1)·C_1 / (t(C)·C), C_1 the smallest count.
 
 Each point carries the step's split (compute, sync, exchange, links, host) and the *structural
 band*: for each assumption of :class:`models.snn.step.structure.StepStructure` switched the other way,
-the efficiency it would give.
+the efficiency it would give. The S6 table (:func:`sensitivity_table`) goes further: every combination
+of the unknowns (2^k, :func:`combinations`), under the fit and its leave-one-out refits, with a verdict
+per half of S6 that is one of :data:`VERDICTS` — the model reproduces a claim or does not; with no
+multi-IPU measurement it refutes nothing.
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from models.snn.placement.fit import place
-from models.snn.step.retime import retime
-from models.snn.step.structure import StepStructure, flipped
+from models.snn.step.counters import count_work
+from models.snn.step.structure import HOST_SHARED, SYNC_SCOPES, StepStructure, flipped
+from models.snn.step.workload import SnnStep
+from models.snn.training.activity import fixed_activity
 from tilesim.errors import MappingError, require
 from tilesim.machine.description import load_machine
+from tilesim.workload import time_workload
 
 __all__ = [
     "ScalingRecipe",
@@ -41,6 +49,13 @@ __all__ = [
     "Sensitivity",
     "sensitivity_table",
     "format_sensitivity",
+    "combinations",
+    "flips_of",
+    "coefficient_sets",
+    "VERDICTS",
+    "REPRODUCED",
+    "NOT_REPRODUCED",
+    "UNDETERMINED",
 ]
 
 TILES_USED_PER_CHIP = 1471  # the authors' code maps neurons to 1471 tiles per IPU (tile 0 of IPU 0 free, §3.1)
@@ -63,7 +78,7 @@ PAPER_STRUCTURE = StepStructure(executions_per_epoch=PAPER_EXECUTIONS_PER_EPOCH)
 class ScalingRecipe:
     """The §4.4 network recipe: ``dataset`` (shd | nmnist), ``neurons_per_tile``, ``batch``,
     ``max_activity`` (fixed activity: every list at this cap), ``timesteps``; ``machine`` preset;
-    ``steps_per_execution`` (1000: one execution per §4.4 epoch)."""
+    ``steps_per_execution`` (500: two executions per §4.4 epoch of 1000 steps)."""
 
     dataset: str = "shd"
     neurons_per_tile: int = 8
@@ -153,9 +168,13 @@ class ScalingStudy:
         }
 
 
-def _time(recipe: ScalingRecipe, layers: tuple, chips: int, npt: int, structure: StepStructure, memo: dict):
-    """(step seconds, split) of the recipe's network ``layers`` on ``chips`` chips at ``npt``."""
-    key = (layers, chips, npt, structure)
+def _time(recipe: ScalingRecipe, layers: tuple, chips: int, npt: int, structure: StepStructure, memo: dict, costs=None):
+    """(step seconds, split) of the recipe's network ``layers`` on ``chips`` chips at ``npt`` under
+    ``costs`` (default: the shipped fit); the placement and the work counters are kept in ``memo``."""
+    if chips == 1:  # on one chip neither option changes anything (timing.py: every sync is the chip's own)
+        structure = replace(structure, sync_scope=SYNC_SCOPES[0], host_shared=HOST_SHARED[0])
+    ckey = None if costs is None else (costs.name, tuple(sorted(costs.coefficients.items())))
+    key = (layers, chips, npt, structure, ckey)
     if key in memo:
         return memo[key]
 
@@ -163,17 +182,12 @@ def _time(recipe: ScalingRecipe, layers: tuple, chips: int, npt: int, structure:
     machine = load_machine(recipe.machine, chips)
     pkey = ("placement", layers, chips, npt)
     if pkey not in memo:
-        memo[pkey] = place(config, machine, npt, "contiguous", "report")[0]
-    pred = retime(
-        None,
-        config,
-        memo[pkey],
-        machine,
-        cache=memo.setdefault("cache", {}),
-        steps_per_execution=recipe.steps_per_execution,
-        structure=structure,
-    )
-    res = pred.result
+        placement = place(config, machine, npt, "contiguous", "report")[0]
+        memo[pkey] = placement, count_work(fixed_activity(config), placement, per_step=True)
+    placement, counters = memo[pkey]
+    cache = memo.setdefault(("cache", pkey), {})
+    step = SnnStep(config, placement, counters, costs, recipe.steps_per_execution, structure, cache, form="compact")
+    res = time_workload(step, machine, keep_timeline=False).result
     bd = res.breakdown_s()
     split = {k: float(bd.get(k, 0.0)) for k in SPLIT_KEYS}
     memo[key] = (float(res.total_s), split)
@@ -290,9 +304,14 @@ def format_table(study: ScalingStudy) -> str:
     return "\n".join(lines)
 
 
-# ---- the sensitivity table (claim S6) -----------------------------------------------------------
+# ---- the S6 table: every combination of the unknowns, with the coefficients' band (claim S6) ------
 SENSITIVITY_NPT = (2, 4, 8)
 SENSITIVITY_BATCH = (24, 96, 384)
+REPRODUCED = "reproduced by the model"
+NOT_REPRODUCED = "not reproduced by the model"
+UNDETERMINED = "undetermined"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, UNDETERMINED)
+"""The S6 verdicts: the model can reproduce a claim or not; without a measurement it refutes nothing."""
 SETTLED_BY = {
     "sync_scope": "a PopVision trace of a 2-IPU run: whether supersteps without cross-chip data pay Sync-Link syncs",
     "copies": "a PopVision trace: one exchange or one per layer for the consecutive Copy programs",
@@ -304,58 +323,101 @@ SETTLED_BY = {
     "IPU trace of an epoch's first execution (enable_io_trace): the copy's own time",
     "host_shared": "the one-chip §4.4 network and four copies of it on the 4 IPUs of one IPU-Machine, timed per "
     "step: a host-serial copy makes the 4-chip step longer by 3x the one-chip copy",
+    "coefficients": "measured single-chip steps of more architectures, to narrow the fitted coefficients' band",
 }
-"""Per unknown, the one measurement that would settle it (quoted where a verdict is undetermined)."""
+"""Per unknown (and for the fitted coefficients), the measurement that would settle it (quoted where a
+verdict is undetermined)."""
+_SIGN_TEXT = {1: "+", -1: "−", 0: "0"}
 
 
-def _variants(base: StepStructure) -> list:
-    """(unknown, setting, structure) per row of the sensitivity table: the base, then each structural
-    option switched the other way (:data:`ASSUMPTIONS`)."""
-    out = [("(as assumed)", base.describe(), base)]
+def combinations(base: StepStructure = PAPER_STRUCTURE) -> tuple:
+    """Every setting of the binary unknowns :data:`ASSUMPTIONS`: 2^k structures, ``base`` first, then
+    in the order of a binary count over the unknowns (bit i: ``ASSUMPTIONS[i]`` switched the other way);
+    the other fields of ``base`` (executions per epoch) are kept."""
+    out = [base]
     for name in ASSUMPTIONS:
-        other = flipped(base, name)
-        out.append((name, str(getattr(other, name)), other))
-    return out
+        out += [flipped(st, name) for st in out]
+    return tuple(out)
+
+
+def flips_of(structure: StepStructure, base: StepStructure = PAPER_STRUCTURE) -> tuple:
+    """The unknowns ``structure`` sets the other way from ``base`` (in :data:`ASSUMPTIONS` order)."""
+    return tuple(n for n in ASSUMPTIONS if getattr(structure, n) != getattr(base, n))
+
+
+def coefficient_sets(costs=None) -> tuple:
+    """The cost models of the coefficients' band: ``costs`` (default: the shipped fit) first, then its
+    leave-one-out refits, each distinct set once (leaving out one of two rows with equal settings and
+    equal measured times gives the same refit)."""
+    from models.snn.calibration.calibrate import FIT_PARAMS, loo_cost_models  # the calibration loads only here
+    from models.snn.step.timing import default_costs
+
+    costs = costs or default_costs()
+    out, seen = [costs], set()
+    for cm in loo_cost_models(costs):
+        key = tuple(round(float(cm.coefficients[k]), 9) for k in FIT_PARAMS if k in cm.coefficients)
+        if key not in seen:
+            seen.add(key)
+            out.append(cm)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
 class SensitivityRow:
-    """E(``chips``) under one setting of one unknown, per (neurons per tile, batch), and the sign of
-    ΔE from the smallest to the largest npt (per batch) and batch (per npt): +1, −1 or 0."""
+    """One combination of the unknowns: ``flips`` (those set the other way from the assumed structure;
+    ``()``: the assumed one) and ``setting`` (its description); per (neurons per tile, batch) the
+    efficiency E(chips) under the first coefficient set (the fit) and its ``band`` (lo, hi) over every
+    set; ``sign_npt``: per batch, the sign of E(npt max) − E(npt min) under each coefficient set (+1,
+    −1 or 0); ``sign_batch``: per npt, that of E(batch max) − E(batch min)."""
 
-    unknown: str
+    flips: tuple
     setting: str
-    efficiency: dict  # (npt, batch) -> E(chips)
-    sign_npt: dict  # batch -> sign of E(npt max) - E(npt min)
-    sign_batch: dict  # npt -> sign of E(batch max) - E(batch min)
+    efficiency: dict  # (npt, batch) -> E(chips) under the fit
+    band: dict  # (npt, batch) -> (lo, hi) over the coefficient sets
+    sign_npt: dict  # batch -> (sign per coefficient set)
+    sign_batch: dict  # npt -> (sign per coefficient set)
+
+    def signs(self, half: str) -> dict:
+        """``sign_npt`` for the per-tile half (``"npt"``), ``sign_batch`` for the batch half."""
+        return self.sign_npt if half == "npt" else self.sign_batch
+
+    def outcome(self, half: str, fit_only: bool = False) -> str:
+        """``+`` (every sign positive), ``−`` (none positive) or ``±`` (both); ``fit_only``: under
+        the first coefficient set (the fit) alone."""
+        s = [x for v in self.signs(half).values() for x in (v[:1] if fit_only else v)]
+        return "+" if s and all(x > 0 for x in s) else ("−" if all(x <= 0 for x in s) else "±")
 
 
 @dataclass(frozen=True)
 class Sensitivity:
-    """The S6 sensitivity table of ``dataset`` at ``chips`` chips, and the verdict on each half of
-    S6 ("efficiency at 16 chips rises with batch" / "... with neurons per tile"): ``reproduced`` or
-    ``refuted`` only where every row agrees, else ``undetermined`` with what would settle it."""
+    """The S6 table of ``dataset`` at ``chips`` chips: one row per combination of the unknowns
+    (:func:`combinations`), over ``coefficient_sets`` cost models, and the verdict on each half of S6
+    ("efficiency at 16 chips rises with batch" / "... with neurons per tile"): one of :data:`VERDICTS`
+    (see :func:`_verdict`)."""
 
     dataset: str
     chips: int
     rows: tuple
     verdict_batch: str
     verdict_npt: str
+    coefficient_sets: int = 1
 
     def to_dict(self) -> dict:
         """The JSON form (keys ``"npt x batch"``)."""
         return {
             "dataset": self.dataset,
             "chips": self.chips,
+            "coefficient_sets": self.coefficient_sets,
             "verdict_batch": self.verdict_batch,
             "verdict_npt": self.verdict_npt,
             "rows": [
                 {
-                    "unknown": r.unknown,
+                    "flips": list(r.flips),
                     "setting": r.setting,
                     "efficiency": {f"{n}x{b}": e for (n, b), e in r.efficiency.items()},
-                    "sign_npt": {str(b): v for b, v in r.sign_npt.items()},
-                    "sign_batch": {str(n): v for n, v in r.sign_batch.items()},
+                    "band": {f"{n}x{b}": list(v) for (n, b), v in r.band.items()},
+                    "sign_npt": {str(b): list(v) for b, v in r.sign_npt.items()},
+                    "sign_batch": {str(n): list(v) for n, v in r.sign_batch.items()},
                 }
                 for r in self.rows
             ],
@@ -363,27 +425,52 @@ class Sensitivity:
 
 
 def _sign(x: float, tol: float = 1e-3) -> int:
-    """+1 / −1 beyond a relative change of ``tol`` in efficiency, else 0."""
+    """+1 / −1 beyond a change of ``tol`` in efficiency, else 0."""
     return 0 if abs(x) <= tol else (1 if x > 0 else -1)
 
 
-def _verdict(signs: list, half: str, rows: list) -> str:
-    """``reproduced`` / ``refuted`` if every sign agrees, else ``undetermined`` naming the unknowns
-    that disagree with the assumed row and the measurement that would settle each."""
-    if signs and all(s > 0 for s in signs):
-        return "reproduced"
-    if signs and all(s < 0 for s in signs):
-        return "refuted"
-    base = rows[0]
-    base_signs = set((base.sign_npt if half == "npt" else base.sign_batch).values())
-    split = []
-    for r in rows[1:]:
-        mine = set((r.sign_npt if half == "npt" else r.sign_batch).values())
-        if mine != base_signs and r.unknown not in split:
-            split.append(r.unknown)
-    if not split:
-        return "undetermined: the sign differs between rows of the assumed structure itself"
-    return "undetermined: " + "; ".join(f"{u} flips it (settle: {SETTLED_BY[u]})" for u in split)
+def _verdict(rows: list, half: str) -> str:
+    """:data:`REPRODUCED` if every sign of every row under every coefficient set is positive,
+    :data:`NOT_REPRODUCED` if none is, else :data:`UNDETERMINED` naming what decides it: each unknown
+    whose switch alone changes a row's outcome under the fit (:meth:`SensitivityRow.outcome`), the
+    coefficients' band where one row rises under some coefficient set and not under another, and the measurement that
+    would settle each."""
+    signs = [x for r in rows for v in r.signs(half).values() for x in v]
+    if signs and all(x > 0 for x in signs):
+        return REPRODUCED
+    if all(x <= 0 for x in signs):
+        return NOT_REPRODUCED
+    by_flips = {frozenset(r.flips): r for r in rows}
+    deciding = [
+        u
+        for u in ASSUMPTIONS
+        if any(
+            (p := by_flips.get(frozenset(r.flips) ^ {u})) is not None and p.outcome(half, True) != r.outcome(half, True)
+            for r in rows
+        )
+    ]
+    straddle = sum(any(max(v) > 0 >= min(v) for v in r.signs(half).values()) for r in rows)
+    parts = [f"{u} decides it (settle: {SETTLED_BY[u]})" for u in deciding]
+    if straddle:
+        parts.append(
+            f"the coefficients' leave-one-out band decides whether E rises in {straddle} of {len(rows)} combinations "
+            f"(settle: {SETTLED_BY['coefficients']})"
+        )
+    if not parts:
+        parts.append("the sign differs between batches (or neurons per tile) within a combination")
+    return f"{UNDETERMINED}: " + "; ".join(parts)
+
+
+def _row(flips, setting, eff: dict, npts: tuple, batches: tuple) -> SensitivityRow:
+    """A :class:`SensitivityRow` from ``eff``: (npt, batch) → E per coefficient set (the fit first)."""
+    return SensitivityRow(
+        flips,
+        setting,
+        {k: v[0] for k, v in eff.items()},
+        {k: (min(v), max(v)) for k, v in eff.items()},
+        {b: tuple(_sign(hi - lo) for lo, hi in zip(eff[npts[0], b], eff[npts[-1], b])) for b in batches},
+        {n: tuple(_sign(hi - lo) for lo, hi in zip(eff[n, batches[0]], eff[n, batches[-1]])) for n in npts},
+    )
 
 
 def sensitivity_table(
@@ -393,59 +480,67 @@ def sensitivity_table(
     npts: tuple = SENSITIVITY_NPT,
     batches: tuple = SENSITIVITY_BATCH,
     progress=None,
+    costs: tuple = (),
 ) -> Sensitivity:
     """E(``chips``) of the §4.4 weak-scaling network of ``recipe`` (its dataset, activity, machine)
-    for every ``npts`` × ``batches`` under each setting of every remaining unknown
-    (:func:`_variants`), with the S6 verdicts (see :class:`Sensitivity`). One placement per
-    network is shared by every setting."""
+    for every ``npts`` × ``batches`` under every combination of the unknowns (:func:`combinations`:
+    2^k rows, not single flips) and every cost model of ``costs`` (default: the shipped fit alone;
+    :func:`coefficient_sets` gives the fit and its leave-one-out refits), with the S6 verdicts
+    (:func:`_verdict`). One placement and one set of work counters per network serve every timing."""
     require(chips >= 2, "chips", chips, "must be >= 2 (efficiency against one chip)", "e.g. 16")
-    variants = _variants(base)
-    eff: dict = {v[:2]: {} for v in variants}
+    sets = tuple(costs) or coefficient_sets()[:1]
+    combos = combinations(base)
+    eff: dict = {k: {} for k in range(len(combos))}
     for npt in npts:
         for b in batches:
             r = replace(recipe, neurons_per_tile=npt, batch=b)
             memo: dict = {}
             layout = _points_layout(r, (1, chips), "weak")
-            for unknown, setting, st in variants:
+            for k, st in enumerate(combos):
                 if progress:
-                    progress(f"npt {npt}, batch {b}: {unknown} {setting}")
-                pts = [(c, sum(ly[1:]), _time(r, ly, c, n, st, memo)[0]) for c, ly, n in layout]
-                eff[unknown, setting][npt, b] = _efficiencies("weak", pts)[1]
-    rows = []
-    for unknown, setting, _ in variants:
-        e = eff[unknown, setting]
-        rows.append(
-            SensitivityRow(
-                unknown,
-                setting,
-                e,
-                {b: _sign(e[npts[-1], b] - e[npts[0], b]) for b in batches},
-                {n: _sign(e[n, batches[-1]] - e[n, batches[0]]) for n in npts},
-            )
-        )
-    s_npt = [s for r in rows for s in r.sign_npt.values()]
-    s_batch = [s for r in rows for s in r.sign_batch.values()]
-    verdicts = _verdict(s_batch, "batch", rows), _verdict(s_npt, "npt", rows)
-    return Sensitivity(recipe.dataset, chips, tuple(rows), *verdicts)
+                    progress(f"npt {npt}, batch {b}: {st.describe()}")
+                e = []
+                for cm in sets:
+                    pts = [(c, sum(ly[1:]), _time(r, ly, c, n, st, memo, cm)[0]) for c, ly, n in layout]
+                    e.append(_efficiencies("weak", pts)[1])
+                eff[k][npt, b] = e
+    rows = [_row(flips_of(st, base), st.describe(), eff[k], npts, batches) for k, st in enumerate(combos)]
+    verdicts = _verdict(rows, "batch"), _verdict(rows, "npt")
+    return Sensitivity(recipe.dataset, chips, tuple(rows), *verdicts, len(sets))
 
 
 def format_sensitivity(table: Sensitivity) -> str:
-    """The table as markdown: one row per setting, E per (npt, batch), the signs, the verdicts."""
+    """The table as markdown: one row per combination (the unknowns switched from the assumed
+    structure), E per (npt, batch) under the fit with the coefficients' band, the signs, the verdicts."""
     keys = list(table.rows[0].efficiency) if table.rows else []
     batches = sorted({b for _, b in keys})
     npts = sorted({n for n, _ in keys})
-    sign = {1: "+", -1: "−", 0: "0"}
-    head = ["unknown", "setting"] + [f"E npt{n} B{b}" for n, b in keys]
+    banded = table.coefficient_sets > 1
+
+    def cell(r, k):
+        lo, hi = r.band[k]
+        return f"{r.efficiency[k]:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if banded else "")
+
+    def sign(v):
+        return _SIGN_TEXT[v[0]] if len(set(v)) == 1 else "±"
+
+    head = ["switched from the assumed structure"] + [f"E npt{n} B{b}" for n, b in keys]
     head += [f"ΔE npt→ B{b}" for b in batches] + [f"ΔE B→ npt{n}" for n in npts]
+    band = (
+        f"the fit, [lo, hi] over it and its {table.coefficient_sets - 1} distinct leave-one-out refits"
+        if banded
+        else "the fit only (the leave-one-out band: experiments/s6_combinations.py)"
+    )
     lines = [
-        f"S6 sensitivity: E({table.chips}) of the §4.4 {table.dataset} network, fixed activity",
+        f"S6: E({table.chips}) of the §4.4 {table.dataset} network under all {len(table.rows)} combinations of "
+        f"the unknowns; coefficients: {band}",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
     ]
     for r in table.rows:
-        vals = [r.unknown, r.setting] + [f"{r.efficiency[k]:.3f}" for k in keys]
-        vals += [sign[r.sign_npt[b]] for b in batches] + [sign[r.sign_batch[n]] for n in npts]
+        vals = [", ".join(r.flips) or "(as assumed)"] + [cell(r, k) for k in keys]
+        vals += [sign(r.sign_npt[b]) for b in batches] + [sign(r.sign_batch[n]) for n in npts]
         lines.append("| " + " | ".join(vals) + " |")
     lines += [
         "",

@@ -59,8 +59,9 @@ weights (L2 − L5: +1.6 ± 8.8 ms per epoch for 2.8 M more weights), so no part
 happens between the timed epochs.
 
 Not options, because the authors' code leaves no choice (modelled in :mod:`models.snn.step.timing`):
-on C > 1 chips the op's input-gradient ``reduceMany`` runs once per IPU, one after another
-(``poplar_code.cpp``, ``poplarReduceInpSpikesGrad``: one virtual graph per IPU), and the Keras
+on C > 1 chips the op's input-gradient reduction runs its stage 1 as one compute set on all IPUs
+(``customReduceSparseInpSpikesGrad_stage1``), then ``reduceMany`` once per IPU, one after another
+(``poplar_code_stateBasedReset.cpp``, ``poplarReduceInpSpikesGrad``: one virtual graph per IPU), and the Keras
 model is a Sequential pipeline of C stages (the op on all IPUs, C−2 identity stages and the
 sparse→dense + loss stage on the last IPU; ``multi_ipu.py``), crossed forward and backward:
 2(C−1) stage switches per step (:func:`models.snn.step.timing.pipeline_switches`).

@@ -42,7 +42,8 @@ Backward, for t = T−1 … 0
   ``bwd: weight+input grad``  dW += input rows × δI (6 worker vertices, private dW copies), then
                          the input-gradient partials (one vertex per sample); exchange: partials
                          to the stage-1 reduction, spread over the chip's tiles.
-  ``bwd: reduce input grad``  stage-1 sums and the stage-2 ``reduceMany``.
+  ``bwd: reduce input grad``  stage-1 sums and the stage-2 ``reduceMany``; on C chips stage 1 is one
+                         compute set on all of them, then one ``reduceMany`` per chip (:data:`STAGE1_SETS`).
 ``dW reduce`` (zeroing, 6 copies → 1), ``optimizer`` (Adam or SGD), once per step,
 ``host: variable sync``: the trainable state (weights and optimizer slots, 4·(1 + slots)·weights
 bytes per chip) crosses the host link once per epoch, both ways, because Keras resets its loss
@@ -631,14 +632,22 @@ def _links(s: _Step, terms: list, f: Flow, l: int) -> list:
     return [(a, b, getattr(terms[t], f.term)) for a, b, t in ends if a != b]
 
 
+STAGE1_SETS = 1
+"""Compute sets of a ``per_chip`` row that span every chip: the input-gradient reduction's stage 1
+(``customReduceSparseInpSpikesGrad_stage1``, ``poplar_code_stateBasedReset.cpp``: one compute set whose
+vertices sit on every IPU, one ``Execute``); the rest of the row, stage 2's ``reduceMany``, runs per IPU
+virtual graph, one after another. On C chips the row's first slot runs stage 1 on all of them at once."""
+
+
 def _slot_keeps(shape: StepShape, k: int, layer_chips: tuple, l: int, w=None) -> bool:
     """Whether slot ``k`` carries layer ``l``'s write ``w`` (a flow if ``w`` is None): a slot of
-    a row split by chip computes its own chip's layers; the row's exchange rides with the last."""
+    a row split by chip runs its compute (stage 1) in the first slot, for every chip at once
+    (:data:`STAGE1_SETS`); the row's exchange rides with the last."""
     c = shape.chip[k] if shape.chip else -1
     if c < 0:
         return True
     if w is not None and w.array == COMPUTE:
-        return layer_chips[l] == c
+        return c == shape.reduce_chips[0]
     return c == shape.reduce_chips[-1]
 
 
@@ -699,6 +708,10 @@ def _emit(
     for k, row, writes, host, flows in _plan(shape, s.in_graph, layer_chips):
         sets = row.compute_sets.count(L, any_in) * cs_cycles
         own_chip = shape.chip[k] if shape.chip else -1  # a per-chip slot's compute sets run on its chip only
+        if own_chip >= 0:  # ... but stage 1's run on every chip, in the first slot only
+            sets -= STAGE1_SETS * cs_cycles
+            if own_chip == shape.reduce_chips[0]:
+                _overhead(rows, k, STAGE1_SETS * cs_cycles, -1)
         if row.sets_first:
             _overhead(rows, k, sets, own_chip)
         for l, w in writes:  # layer by layer, in the row's order
@@ -732,6 +745,8 @@ def _row_meta(shape: StepShape, any_in: bool) -> tuple:
         at = shape.rows_of(k)
         label_id[at] = j
         n_folded[at] = shape.rows[j].folded(shape.L, any_in, shape.merged)
+        if shape.chip and 0 <= shape.chip[k] != shape.reduce_chips[0]:  # stage 1 ran in the first slot
+            n_folded[at] -= STAGE1_SETS
     label_id.flags.writeable = n_folded.flags.writeable = False
     return label_id, n_folded
 
@@ -753,6 +768,8 @@ def _meta(s: _Step, shape: StepShape, links: list, any_in: bool) -> dict:
                 flows += [(step, a, b, nb) for a, b, nb in links[k]]
                 if chip_scope:
                     scope[step] = SYNC_ALL
+    if chip_scope and shape.reduce_chips:  # stage 1's compute set spans every chip: its superstep syncs all
+        scope[shape.rows_of(shape.chip.index(shape.reduce_chips[0]))] = SYNC_ALL
     f_arr = tuple(np.asarray(x) for x in zip(*flows)) if flows else None
     host = _host_transfers(s, shape)
     sync_extra = n_folded * (s.chip_sync_cycles if chip_scope else s.sync_cycles)
