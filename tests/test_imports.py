@@ -1,4 +1,9 @@
-"""The architecture's import rules, read from the source (architecture.md)."""
+"""The architecture's import rules, read from the source (architecture.md).
+
+The repo's folders are installed as packages (pyproject's ``[tool.setuptools.package-dir]``):
+``tilesim/`` is ``tilesim``, ``models/`` is ``tilesim.models`` and ``mapping/`` is ``tilesim.mapping``.
+The core is ``tilesim`` without those two.
+"""
 
 import ast
 from pathlib import Path
@@ -6,6 +11,17 @@ from pathlib import Path
 import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[1]
+# folder -> the package it is installed as
+PACKAGE_OF_FOLDER = {"tilesim": "tilesim", "models": "tilesim.models", "mapping": "tilesim.mapping"}
+WORKLOAD_PACKAGES = ("tilesim.models", "tilesim.mapping")
+# the folders' names as top-level packages: they are not installed (they would shadow, or be
+# shadowed by, other distributions), and imported from the repo root they are second copies
+OLD_NAMES = ("models", "mapping")
+
+
+def in_package(module: str, pkg: str) -> bool:
+    """Whether ``module`` is the package ``pkg`` or inside it."""
+    return module == pkg or module.startswith(pkg + ".")
 
 
 def imports(path: Path) -> set[str]:
@@ -13,10 +29,11 @@ def imports(path: Path) -> set[str]:
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            out |= {a.name.split(".")[0] if a.name.split(".")[0] != "models" else a.name for a in node.names}
+            out |= {a.name.split(".")[0] for a in node.names}
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out |= {node.module, node.module.split(".")[0]}
+            # `from tilesim import models` imports tilesim.models
+            out |= {node.module, node.module.split(".")[0]} | {f"{node.module}.{a.name}" for a in node.names}
     return out
 
 
@@ -25,9 +42,23 @@ def files(pkg):
 
 
 def test_tilesim_never_imports_models_or_mapping():
+    """The core (the tilesim/ folder) never imports tilesim.models or tilesim.mapping."""
     for f in files("tilesim"):
-        bad = {m for m in imports(f) if m.split(".")[0] in ("models", "mapping")}
+        bad = {m for m in imports(f) if any(in_package(m, w) for w in WORKLOAD_PACKAGES + OLD_NAMES)}
         assert not bad, f"{f} imports {bad}"
+
+
+def test_nothing_imports_the_folders_by_their_old_top_level_names():
+    """``models`` and ``mapping`` are not installed as top-level packages; `from models.snn ...` would
+    work only from the repo root, as a second copy of tilesim.models.snn."""
+    bad = []
+    for folder in ("tilesim", "models", "mapping", "experiments", "benchmarks", "tests", "docs"):
+        for f in files(folder):
+            if "fixtures" in f.relative_to(ROOT).parts:
+                continue
+            old = sorted(m for m in imports(f) if any(in_package(m, o) for o in OLD_NAMES))
+            bad += [f"{f.relative_to(ROOT)}: {', '.join(old)}"] if old else []
+    assert not bad, "import tilesim.models / tilesim.mapping instead:\n" + "\n".join(bad)
 
 
 # the one module of the discrete-event engine
@@ -57,23 +88,21 @@ def test_matplotlib_only_in_plots_and_experiments():
 
 def test_mapping_never_imports_model_kernels():
     for f in files("mapping"):
-        bad = {m for m in imports(f) if m.startswith("models") and "kernel" in m}
+        bad = {m for m in imports(f) if in_package(m, "tilesim.models") and "kernel" in m}
         assert not bad, f"{f} imports {bad}"
 
 
 # ---- the module graph: no cycles, and no library module imports a command line (issue 14) ----
-PACKAGES = ("tilesim", "models", "mapping")
-
-
 def module_files(root: Path = ROOT) -> dict:
-    """``{dotted module name: path}`` of every module of the packages (a package is its __init__)."""
+    """``{dotted module name as installed: path}`` of every module of the packages (a package is its
+    __init__): ``models/snn/__init__.py`` is ``tilesim.models.snn``."""
     out = {}
-    for pkg in PACKAGES:
-        for f in sorted((root / pkg).rglob("*.py")):
-            parts = list(f.relative_to(root).with_suffix("").parts)
+    for folder, pkg in PACKAGE_OF_FOLDER.items():
+        for f in sorted((root / folder).rglob("*.py")):
+            parts = list(f.relative_to(root / folder).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]
-            out[".".join(parts)] = f
+            out[".".join([pkg, *parts])] = f
     return out
 
 

@@ -505,15 +505,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def set_log_level(verbose: int = 0, quiet: bool = False) -> int:
-    """Send the ``tilesim`` and ``models`` loggers to stderr at the level ``-v`` / ``-q`` ask for."""
+    """Send the ``tilesim`` logger (the workloads' ``tilesim.models.*`` loggers included) to stderr at
+    the level ``-v`` / ``-q`` ask for."""
     level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(name)s: %(levelname)s: %(message)s"))
-    for name in ("tilesim", "models"):
-        lg = logging.getLogger(name)
-        lg.handlers[:] = [handler]
-        lg.setLevel(level)
-        lg.propagate = False
+    lg = logging.getLogger("tilesim")
+    lg.handlers[:] = [handler]
+    lg.setLevel(level)
+    lg.propagate = False
     return level
 
 

@@ -8,7 +8,8 @@
 * :mod:`models.linear.blocksparse` — static block-sparse x dense matmul planned by non-zero blocks (PopSparse);
 * :mod:`models.linear.schedules` — layers as sequences of phases for the timing layer;
 * :mod:`models.linear.steps` — backward passes, fastfood, circulant, element-wise phases, SGD update;
-* :mod:`models.linear.lowering` — op-by-op (PopTorch) lowering of the reference PyTorch code, PopLibs vertex costs;
+* :mod:`models.linear.lowering` — op-by-op (PopTorch) lowering of the reference PyTorch code,
+  PopLibs vertex costs;
 * :mod:`models.linear.timing` — schedules -> BSP program (engine) + SRAM ledger; layer and SHL steps;
 * :mod:`models.linear.cli` — ``tilesim shl | layer | exchange-bench``;
 * :mod:`models.linear.kernels` — the Numba kernels (the only module importing numba).

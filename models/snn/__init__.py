@@ -1,9 +1,10 @@
 """Sparse spiking-neural-network training (the paper's sparse BPTT) with per-tile counters.
 
-Modules: :mod:`~models.snn.training.network` (config, init, ``train_step``), :mod:`~models.snn.kernels.lif`
-(Numba kernels), :mod:`~models.snn.step.counters` (per-tile work, ``count_work``),
-:mod:`~models.snn.kernels.spikes` (the canonical sparse list), :mod:`~models.snn.placement.contiguous`,
-:mod:`~models.snn.training.data` (datasets), :mod:`~models.snn.kernels.reference` (dense float64 twin).
+Modules: :mod:`~models.snn.training.network` (config, init, ``train_step``),
+:mod:`~models.snn.kernels.lif` (Numba kernels), :mod:`~models.snn.step.counters` (per-tile work,
+``count_work``), :mod:`~models.snn.kernels.spikes` (the canonical sparse list),
+:mod:`~models.snn.placement.contiguous`, :mod:`~models.snn.training.data` (datasets),
+:mod:`~models.snn.kernels.reference` (dense float64 twin).
 """
 
 from tilesim.running.lazy import lazy_exports

@@ -91,8 +91,9 @@ def estimate_host_memory(config: NetworkConfig, machine, dense_program: bool = F
     """The peak host memory of training ``config`` on ``machine`` and timing its steps (module
     docstring). ``dense_program``: the program is built as whole ``[S, all tiles]`` arrays
     (the reference form) rather than chip by chip. Cheap: sizes only, nothing is allocated.
-    At ``config.activity == "fixed"`` the run only times the step (:func:`models.snn.commands.run.run_training`):
-    no weights, gradients, optimizer slots or state sequences are held (those parts are 0)."""
+    At ``config.activity == "fixed"`` the run only times the step
+    (:func:`models.snn.commands.run.run_training`): no weights, gradients, optimizer slots or state
+    sequences are held (those parts are 0)."""
 
     sizes = config.layers
     L = config.n_layers

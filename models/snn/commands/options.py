@@ -392,7 +392,8 @@ def _fail(field: str, value, limit: str, fix_example=None, part: str = ""):
 
 def _host_bytes(o: RunOptions) -> int:
     """Lower bound of the host memory of one batch: the input spike lists of
-    :meth:`models.snn.training.data.EventDataset.batches` (uint32 ids [T, B, input_cap] + int32 counts [T, B, 2])."""
+    :meth:`models.snn.training.data.EventDataset.batches` (uint32 ids [T, B, input_cap] + int32 counts
+    [T, B, 2])."""
     return o.timesteps * o.batch * (4 * o.input_cap + 8)
 
 

@@ -1,4 +1,5 @@
-"""One SNN training run from :class:`models.snn.commands.options.RunOptions`: the library behind ``tilesim run``.
+"""One SNN training run from :class:`models.snn.commands.options.RunOptions`: the library behind
+``tilesim run``.
 
 >>> summary = run_training(RunOptions(layers=(32, 16, 4), batch=4, timesteps=8, steps=2))
 >>> summary.predicted_step_s, summary.to_dict()["breakdown_s"]
