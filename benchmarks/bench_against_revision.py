@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 NMNIST = """
 import time, numpy as np
-from models.snn.training.network import NetworkConfig, init_network, train_step
-from models.snn.placement.fit import place_network
+from tilesim.models.snn.training.network import NetworkConfig, init_network, train_step
+from tilesim.models.snn.placement.fit import place_network
 from tilesim.machine.description import load_machine
 cfg = NetworkConfig(layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05, input_cap=32)
 m = load_machine("gc200")
@@ -59,8 +59,8 @@ RESULT = time.perf_counter() - t0
     "64-chip": """
 import time
 from experiments.s_common import weak_config
-from models.snn.placement.fit import place_network
-from models.snn.step.retime import retime
+from tilesim.models.snn.placement.fit import place_network
+from tilesim.models.snn.step.retime import retime
 from tilesim.machine.description import load_machine
 cfg = weak_config("shd", 8, 64, batch=24, max_activity=0.05)
 m = load_machine("bow", 64)
@@ -71,8 +71,8 @@ RESULT = time.perf_counter() - t0
 """,
     "retime": NMNIST
     + """
-from models.snn.placement.search import make_objective
-from models.snn.placement.fit import strategy_mapping
+from tilesim.models.snn.placement.search import make_objective
+from tilesim.models.snn.placement.fit import strategy_mapping
 res = train_step(st, x, rng.integers(0, 10, 48))
 objective = make_objective(cfg, m, res.activity)
 maps = [strategy_mapping(s, cfg, m, n) for s in ("contiguous", "round_robin") for n in (2, 3, 4, 5, 6, 8)]

@@ -20,13 +20,13 @@ import time
 
 import numpy as np
 
-from mapping.search import anneal
-from models.snn.placement.fit import place_network, strategy_mapping, to_placement
-from models.snn.placement.search import make_objective
-from models.snn.step.timing import build_step_program
-from models.snn.training.network import NetworkConfig, init_network, train_step
 from tilesim.engine.events import simulate
 from tilesim.machine.description import load_machine
+from tilesim.mapping.search import anneal
+from tilesim.models.snn.placement.fit import place_network, strategy_mapping, to_placement
+from tilesim.models.snn.placement.search import make_objective
+from tilesim.models.snn.step.timing import build_step_program
+from tilesim.models.snn.training.network import NetworkConfig, init_network, train_step
 
 CASES = {
     "nmnist-2layer-1chip": (

@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from models.snn.commands.cli import write_run_outputs
-from models.snn.commands.options import options_from_mapping
-from models.snn.commands.run import run_training
+from tilesim.models.snn.commands.cli import write_run_outputs
+from tilesim.models.snn.commands.options import options_from_mapping
+from tilesim.models.snn.commands.run import run_training
 from tilesim.outputs import page, report
 
 DEMO = dict(layers="700-1462-1460-20", dataset="shd", input_cap=48, batch=48, timesteps=100, max_activity=0.05)

@@ -5,10 +5,10 @@ The §4.4 weak-scaling networks (``experiments.s_common.paper_layers``: per chip
 ``--steps-per-execution 1000``. Per chip count, each case in its own process (so ``ru_maxrss``
 is that case's peak):
 
-* ``natural``: ``tilesim run``'s library call (:func:`models.snn.commands.run.run_training`, one step:
+* ``natural``: ``tilesim run``'s library call (:func:`tilesim.models.snn.commands.run.run_training`, one step:
   placement, weights, the functional step, the compact program, the engine, the summary);
 * ``fixed``: the same step re-timed at fixed activity without float math
-  (:func:`models.snn.step.retime.retime` with ``activity=None``, placement included).
+  (:func:`tilesim.models.snn.step.retime.retime` with ``activity=None``, placement included).
 
 Printed: wall seconds (whole call, and the step alone for ``natural``), CPU seconds of the call
 (user + system: on a shared machine the wall time also counts waiting for a core), peak RSS, and the
@@ -28,7 +28,7 @@ import sys
 import time
 
 from experiments.s_common import weak_config
-from models.snn.commands.hostmem import peak_rss_bytes
+from tilesim.models.snn.commands.hostmem import peak_rss_bytes
 
 
 def _child(kind: str, chips: int) -> dict:
@@ -43,8 +43,8 @@ def _child(kind: str, chips: int) -> dict:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     cpu0 = ru.ru_utime + ru.ru_stime
     if kind == "natural":
-        from models.snn.commands.options import RunOptions  # imported in the measured child process
-        from models.snn.commands.run import run_training  # imported in the measured child process
+        from tilesim.models.snn.commands.options import RunOptions  # imported in the measured child process
+        from tilesim.models.snn.commands.run import run_training  # imported in the measured child process
 
         opts = RunOptions(
             machine="bow",
@@ -72,7 +72,7 @@ def _child(kind: str, chips: int) -> dict:
         }
     else:
         from experiments.s_common import machine, place  # imported in the measured child process
-        from models.snn.step.retime import retime  # imported in the measured child process
+        from tilesim.models.snn.step.retime import retime  # imported in the measured child process
 
         mach = machine(chips)
         placement, _ = place(cfg, mach, 8)

@@ -17,12 +17,12 @@ import time
 
 import numpy as np
 
-from models.snn.placement.contiguous import contiguous_placement
-from models.snn.placement.fit import to_placement
-from models.snn.step.timing import build_step_program
-from models.snn.training.network import NetworkConfig, init_network, train_step
 from tilesim.engine.events import simulate
 from tilesim.machine.description import load_machine
+from tilesim.models.snn.placement.contiguous import contiguous_placement
+from tilesim.models.snn.placement.fit import to_placement
+from tilesim.models.snn.step.timing import build_step_program
+from tilesim.models.snn.training.network import NetworkConfig, init_network, train_step
 
 
 def main(argv=None) -> int:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from distributed import Client
 
-from models.snn.commands.sweep_cli import run_point
+from tilesim.models.snn.commands.sweep_cli import run_point
 from tilesim.running.sweep import expand, run_sweep, start_local_cluster, sweep_from_dict
 
-RUNNER = "models.snn.commands.sweep_cli:run_point"
+RUNNER = "tilesim.models.snn.commands.sweep_cli:run_point"
 
 
 def _warm(config):

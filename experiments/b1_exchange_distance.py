@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 
 from experiments.b_common import SEED, pyplot, standard_main  # noqa: F401  (SEED: deterministic)
-from models.linear.cli import exchange_bench
+from tilesim.models.linear.cli import exchange_bench
 
 PAIRS = {"gc200": (0, [1, 644]), "mesh-demo": (0, [1, 255])}  # (src, [near dst, far dst])
 SIZES_BYTES = [4 * 4**i for i in range(10)]  # 4 B … 1 MiB

@@ -4,7 +4,7 @@ Claim (paper §3.2, Fig. 4): for ``A (m x k) · B (k x n)`` with aspect ratio ``
 GFLOP/s stay nearly flat over a wide range of ``s`` (the GPU's fall off at both ends); the IPU
 stops when the operands no longer fit its on-chip SRAM. Sweep: ``m n = 2^22`` output elements,
 ``k = 256``, ``s = 2^-j … 2^j``, FP32, ``gc200``; each shape planned by
-:func:`models.linear.planner.plan_matmul` (best partition that fits 638,976 B per tile) and timed by
+:func:`tilesim.models.linear.planner.plan_matmul` (best partition that fits 638,976 B per tile) and timed by
 the engine. Shapes where no partition fits are marked ``fits = False`` (the memory limit).
 """
 
@@ -13,11 +13,11 @@ from __future__ import annotations
 import sys
 
 from experiments.b_common import pyplot, standard_main
-from models.linear.layers import skewed_shape
-from models.linear.planner import PlanTarget, plan_matmul
-from models.linear.timing import machine_costs, time_parts
 from tilesim.errors import SramOverflowError
 from tilesim.machine.description import load_machine
+from tilesim.models.linear.layers import skewed_shape
+from tilesim.models.linear.planner import PlanTarget, plan_matmul
+from tilesim.models.linear.timing import machine_costs, time_parts
 
 MN_ELEMENTS = 2**22  # output elements m·n
 K_DEPTH = 256  # inner dimension

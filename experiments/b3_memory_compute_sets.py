@@ -4,7 +4,7 @@ Claim (paper §3.3, Figs. 5 and 7): memory use is not only the footprint of the 
 the number of compute sets (chosen by the compiler) adds memory. The simulator charges, per tile,
 always-live control code per compute set and exchange program, vertex state per vertex, exchange
 code per exchange instruction and vertex code per codelet (``ipu-hardware.md`` §3.3; constants in
-:class:`models.linear.planner.OverheadConstants`: 20 B + 8 B/edge vertex state [S], 4 B per
+:class:`tilesim.models.linear.planner.OverheadConstants`: 20 B + 8 B/edge vertex state [S], 4 B per
 exchange instruction [S], 32 B control code per compute set and per exchange [U placeholder]).
 
 Sweep: one training pass (forward + backward) of an ``N x N`` dense, butterfly and pixelfly layer,
@@ -18,9 +18,9 @@ from __future__ import annotations
 import sys
 
 from experiments.b_common import pyplot, standard_main
-from models.linear.timing import layer_parts, time_layer
 from tilesim.errors import SramOverflowError
 from tilesim.machine.description import load_machine
+from tilesim.models.linear.timing import layer_parts, time_layer
 
 BATCH = 50
 KINDS = ("dense", "butterfly", "pixelfly")

@@ -2,7 +2,7 @@
 
 Claim (paper Table 4): baseline 1,059,850; butterfly 16,390; fastfood 14,346; circulant 12,298;
 low-rank 13,322; pixelfly 404,490; butterfly compression 98.5 %. The counts are
-``sum(p.size for p in model.params)`` of :func:`models.linear.shl.shl_model` (1024 inputs, 1024
+``sum(p.size for p in model.params)`` of :func:`tilesim.models.linear.shl.shl_model` (1024 inputs, 1024
 hidden, 10 classes). Pixelfly: block 16, butterfly size 16, rank 32, one bias — the configuration
 that gives 404,490 (``models/linear/shl.py`` explains why it is unique up to blocking).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from experiments.b_common import pyplot, standard_main
-from models.linear.shl import PIXELFLY_SHL, SHL_METHODS, TABLE4_PARAMS, compression_ratio, shl_model
+from tilesim.models.linear.shl import PIXELFLY_SHL, SHL_METHODS, TABLE4_PARAMS, compression_ratio, shl_model
 
 
 def run(quick: bool = False) -> list[dict]:

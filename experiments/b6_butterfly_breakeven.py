@@ -5,7 +5,7 @@ Claim (paper §4.1, Fig. 6 right): on the GC200 butterfly beats ``torch.nn.Linea
 
 Simulated: the forward pass of one ``N x N`` layer (the paper times the layer call), batch 50
 (paper Table 3; Fig. 6's batch is not stated), FP32, ``gc200``, ``N = 2^6 … 2^13``, in two lowerings
-(:mod:`models.linear.lowering`):
+(:mod:`tilesim.models.linear.lowering`):
 
 * ``fused`` (columns ``<kind>_s``): one compute set per butterfly factor — a hand-written Poplar
   program; dense = planned AMP matmul; pixelfly = block 16, butterfly size 16, rank 32 (Table 4's);
@@ -25,8 +25,8 @@ from __future__ import annotations
 import sys
 
 from experiments.b_common import pyplot, standard_main
-from models.linear.timing import time_layer
 from tilesim.errors import SramOverflowError
+from tilesim.models.linear.timing import time_layer
 
 BATCH = 50
 PAPER_BREAK_EVEN_N = 2**10

@@ -3,10 +3,10 @@
 Claim (paper Table 4, IPU column): baseline 24.69 s, butterfly 37.73 s, fastfood 60.70 s,
 circulant 21.82 s, low-rank 21.75 s, pixelfly 71.62 s (whole training runs; epochs not stated).
 We predict the time of one SGD step (forward + backward + momentum update, batch 50, FP32,
-``gc200``) with :func:`models.linear.timing.time_shl` and compare **ratios to the baseline** and the
+``gc200``) with :func:`tilesim.models.linear.timing.time_shl` and compare **ratios to the baseline** and the
 order; absolute seconds are not comparable (unknown epochs, host/framework overheads).
 
-Two lowerings (:mod:`models.linear.lowering`):
+Two lowerings (:mod:`tilesim.models.linear.lowering`):
 
 * ``fused`` (``ratio``, ``with_host_ratio``): one compute set per butterfly factor / transform
   stage, vector work at the 64-bit issue rate — a hand-written Poplar program;
@@ -25,8 +25,8 @@ from __future__ import annotations
 import sys
 
 from experiments.b_common import pyplot, standard_main
-from models.linear.shl import SHL_METHODS
-from models.linear.timing import time_shl
+from tilesim.models.linear.shl import SHL_METHODS
+from tilesim.models.linear.timing import time_shl
 
 BATCH = 50
 PAPER_IPU_S = {

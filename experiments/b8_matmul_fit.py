@@ -3,10 +3,10 @@
 Claim: PopLibs runs ``(2048, 4096, 4096)`` FP16 and ``(1024, 4096, 4096)`` FP32 matmuls on one Bow IPU (a
 published benchmark configuration), so with PopLibs' planner choices — serial splits of ``k`` and ``n``
 and ``availableMemoryProportion`` bounding the temporary bytes per tile
-(:func:`models.linear.planner.plan_matmul`) — a square 4096 dense layer (forward) must fit at batch 2048
+(:func:`tilesim.models.linear.planner.plan_matmul`) — a square 4096 dense layer (forward) must fit at batch 2048
 in FP16 and at 1024 in FP32; its predicted throughput at FP16 batch 1024–2048 is 150–260 TFLOP/s of the
 349 TFLOP/s peak (counted work through the cost model; no per-case factor); and a static block-sparse
-layer (PopSparse-style, block 16, :mod:`models.linear.blocksparse`) at batch 2048 gets faster as density
+layer (PopSparse-style, block 16, :mod:`tilesim.models.linear.blocksparse`) at batch 2048 gets faster as density
 falls.
 
 Three panels, one figure: the largest batch that fits per precision and memory proportion (searched by
@@ -21,9 +21,9 @@ from __future__ import annotations
 import sys
 
 from experiments.b_common import pyplot, standard_main
-from models.linear.timing import BlockSparseConfig, MatmulOptions, time_layer
 from tilesim.errors import SramOverflowError
 from tilesim.machine.description import load_machine
+from tilesim.models.linear.timing import BlockSparseConfig, MatmulOptions, time_layer
 
 MACHINE = "bow"
 N = 4096

@@ -16,12 +16,12 @@ import sys
 import numpy as np
 
 from experiments.b_common import SEED, pyplot, standard_main
-from mapping.search import anneal
-from models.snn.placement.fit import place_network, strategy_mapping
-from models.snn.placement.search import make_objective
-from models.snn.step.retime import retime
-from models.snn.training.network import NetworkConfig, init_network, train_step
 from tilesim.machine.description import load_machine
+from tilesim.mapping.search import anneal
+from tilesim.models.snn.placement.fit import place_network, strategy_mapping
+from tilesim.models.snn.placement.search import make_objective
+from tilesim.models.snn.step.retime import retime
+from tilesim.models.snn.training.network import NetworkConfig, init_network, train_step
 from tilesim.outputs.plots import SERIES_COLOURS, label_bars
 
 ONE_CHIP = dict(

@@ -8,7 +8,7 @@ IPUs (sync, on-chip exchange, IPU-Link exchange, pre/post copies, compute). Targ
 scaling within 10 % mean and 25 % max; 1 → 16 speed-up of each image within 15 %; at 16 IPUs
 sync, exchange and globExchange each within 25 %.
 
-Model: ``models.stencil.workload.run_stencil`` on ``gc2x16`` resized to the IPU count; measured
+Model: ``tilesim.models.stencil.workload.run_stencil`` on ``gc2x16`` resized to the IPU count; measured
 rows from ``models/stencil/cases`` (copies of calibration/multi-ipu). ``--quick`` simulates 2
 iterations per row instead of 10 (the time per iteration barely depends on the count).
 """
@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 from experiments.b_common import SEED, pyplot, standard_main  # noqa: F401  (SEED: deterministic)
-from models.stencil.measured import shipped_stencil_cases, validate_stencil
+from tilesim.models.stencil.measured import shipped_stencil_cases, validate_stencil
 
 
 def run(quick: bool = False) -> list[dict]:

@@ -3,7 +3,7 @@ hardly on a torus, not at all on the IPU.
 
 Claim (issue 26, our own): the SHD-shaped network 700-128-128-20 (B = 16, T = 50, 5 % caps, fixed
 activity) placed contiguously at 2 neurons per tile, its tiles handed out in the four tile orders
-of :mod:`mapping.grid`, is timed on a 16 x 16 mesh (``mesh-demo``), on Wormhole n150's 8 x 9 torus
+of :mod:`tilesim.mapping.grid`, is timed on a 16 x 16 mesh (``mesh-demo``), on Wormhole n150's 8 x 9 torus
 and on one GC200. Every exchange is known only as per-tile totals, so the NoC carries proportional
 traffic (:mod:`tilesim.machine.gridload`). (a) On the mesh the order moves the exchange — the centre-out
 ``spiral`` is fastest, ``columns`` slowest (X-then-Y routes funnel a band of columns through few
@@ -18,14 +18,14 @@ from __future__ import annotations
 import sys
 
 from experiments.b_common import SEED, pyplot, standard_main
-from mapping.grid import TILE_ORDERS, order_of, reorder
-from mapping.search import anneal
-from models.snn.placement.fit import place_network, strategy_mapping
-from models.snn.placement.search import gain_reasons, make_objective
-from models.snn.training.activity import fixed_activity
-from models.snn.training.network import NetworkConfig
 from tilesim.machine.description import load_machine
 from tilesim.machine.fabric import grid_shape
+from tilesim.mapping.grid import TILE_ORDERS, order_of, reorder
+from tilesim.mapping.search import anneal
+from tilesim.models.snn.placement.fit import place_network, strategy_mapping
+from tilesim.models.snn.placement.search import gain_reasons, make_objective
+from tilesim.models.snn.training.activity import fixed_activity
+from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.outputs.plots import SERIES_COLOURS
 
 CASE = dict(layers="700-128-128-20", batch=16, timesteps=50, max_activity=0.05, activity="fixed", seed=SEED)
@@ -47,7 +47,7 @@ def _row(machine_name, mapping_name, mp, objective, grid):
 
 
 def _described(row: dict) -> dict:
-    """A result row as :func:`models.snn.placement.search.gain_reasons` reads a mapping's description."""
+    """A result row as :func:`tilesim.models.snn.placement.search.gain_reasons` reads a mapping's description."""
     phases = {k[:-2]: v for k, v in row.items() if k.endswith("_s") and k != "predicted_step_s"}
     keep = ("neurons_per_tile", "tiles_used", "tile_order")
     return {"breakdown_s": phases, "chip_of_layer": [0], **{k: row[k] for k in keep}}

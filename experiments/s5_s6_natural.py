@@ -4,10 +4,10 @@ Claims (seed-claims.md S5, S6): weak scaling on SHD at *natural* activity (5 % m
 16 IPUs, and efficiency at 16 chips rising with batch (24 → 384) and with neurons per tile (2 → 8).
 ``s5_s6_weak_scaling.py`` times every point at fixed activity (every list at its 5 % cap: the lower
 bound of throughput). Here each network trains one real SGD step on SHD-shaped input
-(:mod:`models.snn.training.data`, the generator of ``experiments/s_common.py``; initial weights, so
+(:mod:`tilesim.models.snn.training.data`, the generator of ``experiments/s_common.py``; initial weights, so
 the activity is that of an untrained network) and that step's recorded activity is re-timed; the
 fixed-activity step of the same network and placement is timed beside it. Both under the §4.4
-structure (:data:`models.snn.commands.scaling.PAPER_STRUCTURE`: two executions of 500 steps per
+structure (:data:`tilesim.models.snn.commands.scaling.PAPER_STRUCTURE`: two executions of 500 steps per
 epoch). Weak-scaling efficiency per activity mode E(C) = throughput(C) / (C · throughput(1)),
 throughput = samples/s × neurons.
 
@@ -36,8 +36,8 @@ from experiments.s_common import (
     timing_fields,
     weak_config,
 )
-from models.snn.commands.scaling import PAPER_STEPS_PER_EXECUTION, PAPER_STRUCTURE
-from models.snn.step.retime import retime
+from tilesim.models.snn.commands.scaling import PAPER_STEPS_PER_EXECUTION, PAPER_STRUCTURE
+from tilesim.models.snn.step.retime import retime
 
 MAX_ACTIVITY = 0.05
 CHIPS = (1, 2, 4, 8, 16)
@@ -48,7 +48,7 @@ QUICK = ((1, 2), (2,), (24,))
 
 def _point(npt: int, batch: int, chips: int, data: dict) -> list:
     """The natural and the fixed row of one network (one placement)."""
-    from models.snn.training.network import init_network, train_step  # Numba kernels load only when they run
+    from tilesim.models.snn.training.network import init_network, train_step  # Numba kernels load only when they run
 
     cfg = weak_config("shd", npt, chips, batch=batch, max_activity=MAX_ACTIVITY)
     mach = machine(chips)

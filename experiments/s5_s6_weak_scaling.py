@@ -18,11 +18,11 @@ combination of the structural unknowns with the coefficients' band is ``experime
 
 Throughput = samples/s × neurons (the network grows with the chips); weak-scaling efficiency
 E(C) = throughput(C) / (C · throughput(1)) for the same dataset, npt and batch. Communication
-share = (sync + exchange + links) / step. If ``models.snn.calibration.calibrate.prediction_band`` exists the
+share = (sync + exchange + links) / step. If ``tilesim.models.snn.calibration.calibrate.prediction_band`` exists the
 step times and efficiencies carry its leave-one-out band (``*_lo``/``*_hi`` columns).
 
 Structure (issues 17, 25): every point is timed under the §4.4 runs' structure
-(:data:`models.snn.commands.scaling.PAPER_STRUCTURE`: sync scope "chip", copies "separate", host per epoch,
+(:data:`tilesim.models.snn.commands.scaling.PAPER_STRUCTURE`: sync scope "chip", copies "separate", host per epoch,
 round trip at the fitted rate, each chip its own, two executions of 500 steps per epoch) and again
 with each assumption switched the other way: ``step_ms_if_<name>`` and
 ``efficiency_if_<name>`` (the structural band; ``tilesim scaling`` draws the same for one recipe).
@@ -41,8 +41,8 @@ from experiments.s_common import (
     time_fixed,
     weak_config,
 )
-from models.snn.commands.scaling import ASSUMPTIONS, PAPER_STEPS_PER_EXECUTION, PAPER_STRUCTURE
-from models.snn.step.structure import flipped
+from tilesim.models.snn.commands.scaling import ASSUMPTIONS, PAPER_STEPS_PER_EXECUTION, PAPER_STRUCTURE
+from tilesim.models.snn.step.structure import flipped
 from tilesim.outputs.plots import PHASE_COLOURS
 
 MAX_ACTIVITY = 0.05

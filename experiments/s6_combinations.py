@@ -5,10 +5,10 @@ tile) improves weak scaling: E(16) rises with batch and with neurons per tile.
 
 What the model can say: whether it *reproduces* each half. It has no multi-IPU measurement, so it
 refutes nothing; its verdicts are "reproduced by the model", "not reproduced by the model" or
-"undetermined" (:data:`models.snn.commands.scaling.VERDICTS`). A half is reproduced only if E rises
+"undetermined" (:data:`tilesim.models.snn.commands.scaling.VERDICTS`). A half is reproduced only if E rises
 under every combination of the six binary unknowns of
-:class:`models.snn.step.structure.StepStructure` (2^6 = 64 structures, not single flips:
-:func:`models.snn.commands.scaling.combinations`) and across the fitted coefficients' band; not
+:class:`tilesim.models.snn.step.structure.StepStructure` (2^6 = 64 structures, not single flips:
+:func:`tilesim.models.snn.commands.scaling.combinations`) and across the fitted coefficients' band; not
 reproduced if it rises under none; otherwise undetermined, naming the unknowns whose switch changes the
 outcome and the measurement that would settle each.
 
@@ -26,7 +26,7 @@ import sys
 from dataclasses import replace
 
 from experiments.b_common import pyplot, standard_main
-from models.snn.commands.scaling import (
+from tilesim.models.snn.commands.scaling import (
     ASSUMPTIONS,
     PAPER_STRUCTURE,
     ScalingRecipe,

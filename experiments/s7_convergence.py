@@ -4,7 +4,7 @@ Claim (Finkbeiner et al., arXiv 2311.04386; seed-claims.md S7): sparse training 
 threshold ϑ2 does not reduce final accuracy nor slow convergence ("without a significant slowdown
 in training convergence or reduction in final model performance").
 
-Reproduction on the learnable synthetic task of :func:`models.snn.training.data.synthetic` (class templates
+Reproduction on the learnable synthetic task of :func:`tilesim.models.snn.training.data.synthetic` (class templates
 with dropped events, jitter and background noise; a held-out test split from the same templates),
 same network, data order and initial weights (same seed) in every mode, the library's defaults
 otherwise (weight_mul 4.0, output-layer ϑ2 −100: issue 18):
@@ -13,7 +13,7 @@ otherwise (weight_mul 4.0, output-layer ϑ2 −100: issue 18):
   layer (the surrogate everywhere, as the authors' dense GPU reference);
 * ``theta2 only``: caps = N, hidden ϑ2 on the schedule below (separates ϑ2 from the caps);
 * ``sparse a``: hidden caps N_max = 2·⌊a·N/2⌋ for a = 10 %, 5 %, 1 %; hidden ϑ2 on the authors'
-  schedule (:class:`models.snn.training.network.SecondThresholdSchedule`: −100, then
+  schedule (:class:`tilesim.models.snn.training.network.SecondThresholdSchedule`: −100, then
   ϑ2 ← ϑ2 + 0.5·(0.9 − ϑ2) after every batch, snn-on-ipu.md §1.2).
 
 The output layer keeps cap C and ϑ2 −100 in every mode (the sweeps read out all classes; a 2-spike
@@ -30,10 +30,10 @@ import sys
 import numpy as np
 
 from experiments.s_common import SEED, machine, pyplot, standard_main
-from models.snn.placement.fit import place
-from models.snn.step.retime import retime
-from models.snn.training import data as D
-from models.snn.training.data import EventDataset
+from tilesim.models.snn.placement.fit import place
+from tilesim.models.snn.step.retime import retime
+from tilesim.models.snn.training import data as D
+from tilesim.models.snn.training.data import EventDataset
 
 TASKS = {  # name -> (layers "input-hidden-hidden-classes", synthetic() options)
     # 8 spikes per active channel: ≈ 10 input events per 1 ms step (SHD-like drive)
@@ -86,7 +86,9 @@ def _caps(sizes, a):
 
 
 def _evaluate(state, test, T):
-    from models.snn.training.network import compute_gradients  # Numba kernels load only when they run (start-up time)
+    from tilesim.models.snn.training.network import (
+        compute_gradients,  # Numba kernels load only when they run (start-up time)
+    )
 
     accs, losses = [], []
     for x, y in test.batches(BATCH, T, INPUT_CAP, np.random.default_rng(SEED + 7), shuffle=False):
@@ -98,7 +100,7 @@ def _evaluate(state, test, T):
 
 def train_mode(layers, T, a, seed, epochs, train, test, mach, lr=LR, schedule=None):
     """Rows of one (mode, seed) run: epoch 0 = before training, then one row per epoch."""
-    from models.snn.training.network import (  # Numba kernels load only when they run (start-up time)
+    from tilesim.models.snn.training.network import (  # Numba kernels load only when they run (start-up time)
         NetworkConfig,
         SecondThresholdSchedule,
         init_network,

@@ -8,10 +8,10 @@ Network sizes follow the authors' benchmark script (``benchmarking_script.py``):
 ``1471 × npt`` neurons split into ``H`` hidden layers by :func:`hidden_sizes`, the output layer
 padded to whole tiles on the last chip (§4.2, §4.4). Times come from two paths:
 
-* fixed activity (§4.3, the lower bound of throughput): :func:`models.snn.step.retime.retime` with
+* fixed activity (§4.3, the lower bound of throughput): :func:`tilesim.models.snn.step.retime.retime` with
   ``activity=None`` — counts only, no float math, so 190k-neuron networks take seconds;
-* natural activity: a few real training steps (:func:`models.snn.training.network.train_step`) on the
-  dataset-shaped generators of :mod:`models.snn.training.data`, each step's recorded activity re-timed.
+* natural activity: a few real training steps (:func:`tilesim.models.snn.training.network.train_step`) on the
+  dataset-shaped generators of :mod:`tilesim.models.snn.training.data`, each step's recorded activity re-timed.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from experiments.b_common import pyplot, read_csv, standard_main, write_csv  # noqa: F401  (re-exported)
-from models.snn.placement.fit import place as _place
-from models.snn.step.retime import retime
-from models.snn.step.timing import STEPS_PER_EXECUTION, default_costs
-from models.snn.training import data as D
 from tilesim.machine.description import load_machine
+from tilesim.models.snn.placement.fit import place as _place
+from tilesim.models.snn.step.retime import retime
+from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION, default_costs
+from tilesim.models.snn.training import data as D
 from tilesim.outputs.records import PHASES
 
 SEED = 0
@@ -158,7 +158,9 @@ def single_chip_config(
     activity: str = "natural",
 ):
     """The §4.2 configuration: 2942 neurons on one IPU, Adam 1e-3, theta2 0.9, weight_mul 2.0."""
-    from models.snn.training.network import NetworkConfig  # Numba kernels load only when they run (start-up time)
+    from tilesim.models.snn.training.network import (
+        NetworkConfig,  # Numba kernels load only when they run (start-up time)
+    )
 
     spec = DATASETS[dataset]
     return NetworkConfig(
@@ -188,7 +190,9 @@ def weak_config(
     n_hidden: int | None = None,
 ):
     """The §4.4 ``multi_neuron`` configuration: T = 10, SGD 3e-5, theta2 0.9."""
-    from models.snn.training.network import NetworkConfig  # Numba kernels load only when they run (start-up time)
+    from tilesim.models.snn.training.network import (
+        NetworkConfig,  # Numba kernels load only when they run (start-up time)
+    )
 
     spec = DATASETS[dataset]
     return NetworkConfig(
@@ -255,10 +259,12 @@ def timing_fields(pred, batch: int) -> dict:
 
 
 def prediction_band(config, placement, mach, activity=None, steps_per_execution: int = STEPS_PER_EXECUTION):
-    """``(lo_s, mid_s, hi_s)`` from ``models.snn.calibration.calibrate.prediction_band`` (leave-one-out
+    """``(lo_s, mid_s, hi_s)`` from ``tilesim.models.snn.calibration.calibrate.prediction_band`` (leave-one-out
     refits of the cost model) when that function exists, else None."""
     try:
-        from models.snn.calibration.calibrate import prediction_band as band  # the calibration loads only for a band
+        from tilesim.models.snn.calibration.calibrate import (
+            prediction_band as band,  # the calibration loads only for a band
+        )
     except ImportError:
         return None
     return tuple(float(x) for x in band(config, placement, mach, activity, steps_per_execution=steps_per_execution))
@@ -277,7 +283,7 @@ def time_fixed(
 ) -> dict:
     """Fixed-activity step (every list at its cap) re-timed without float math; memory from the ledger.
     ``steps_per_execution``: steps per device execution, over which the host variable sync is amortised;
-    ``structure``: a :class:`models.snn.step.structure.StepStructure` (default: its defaults; the cost-model
+    ``structure``: a :class:`tilesim.models.snn.step.structure.StepStructure` (default: its defaults; the cost-model
     band is always under the defaults)."""
 
     mach = machine(chips)
@@ -291,7 +297,7 @@ def time_fixed(
 
 
 def dataset_for(dataset: str, n_samples: int, n_inputs: int, seed: int = SEED):
-    """Dataset-shaped event data: the generators of :mod:`models.snn.training.data` (no downloads)."""
+    """Dataset-shaped event data: the generators of :mod:`tilesim.models.snn.training.data` (no downloads)."""
 
     gen = getattr(D, DATASETS[dataset].generator)
     ds = gen(n_samples, seed=seed)
@@ -303,7 +309,7 @@ def dataset_for(dataset: str, n_samples: int, n_inputs: int, seed: int = SEED):
 def time_natural(config, chips: int, npt: int, ds, steps: int) -> dict:
     """Train ``steps`` steps on ``ds`` (natural activity) and re-time each recorded step; the row of the
     median step, with the mean fraction of each layer's cap that real spikes used."""
-    from models.snn.training.network import (  # Numba kernels load only when they run (start-up time)
+    from tilesim.models.snn.training.network import (  # Numba kernels load only when they run (start-up time)
         init_network,
         train_step,
     )

@@ -31,12 +31,12 @@ import sys
 from dataclasses import replace
 
 from experiments.b_common import pyplot, standard_main
-from models.snn.calibration.calibrate import case_setup, read_cases
-from models.snn.commands.scaling import PAPER_STRUCTURE, ScalingRecipe, _config, coefficient_sets, recipe_layers
-from models.snn.placement.fit import place
-from models.snn.step.retime import retime
-from models.snn.step.structure import DEFAULT_STRUCTURE
 from tilesim.machine.description import load_machine
+from tilesim.models.snn.calibration.calibrate import case_setup, read_cases
+from tilesim.models.snn.commands.scaling import PAPER_STRUCTURE, ScalingRecipe, _config, coefficient_sets, recipe_layers
+from tilesim.models.snn.placement.fit import place
+from tilesim.models.snn.step.retime import retime
+from tilesim.models.snn.step.structure import DEFAULT_STRUCTURE
 
 CALIBRATION_CASE = "nmnist-L2-a05-t090"
 REPLICATE_ROW = "bwd: replicate lists"

@@ -4,9 +4,9 @@ and dense matmuls on Tensix cores, fitted on Wormhole only, Blackhole predicted 
 Claim (issue 26): held out, Blackhole matmuls and the collectives the project did not calibrate on
 are within 25 % mean; the Wormhole calibration's own error is reported.
 
-Model: ``models.collective`` (paths over a line or ring of Ethernet links, fluid link sharing, a
+Model: ``tilesim.models.collective`` (paths over a line or ring of Ethernet links, fluid link sharing, a
 latency per hop, a launch per pass) on ``wormhole-t3000`` / ``blackhole-p150x8``, and
-``models.tensix.matmul`` (matrix engine cycles by fidelity, unpacker bytes by data format, DRAM
+``tilesim.models.tensix.matmul`` (matrix engine cycles by fidelity, unpacker bytes by data format, DRAM
 stream) on ``wormhole-n150`` / ``blackhole-p150``. Measured rows: tt-metal ``tech_reports/``
 (``CCLs/results/SUMMARY_*``, ``GEMM_FLOPS/GEMM_FLOPS.md``), shipped in ``models/collective/cases``
 and ``models/tensix/cases``. ``--quick`` changes nothing (every row takes milliseconds).
@@ -19,8 +19,8 @@ import sys
 import numpy as np
 
 from experiments.b_common import SEED, pyplot, standard_main  # noqa: F401  (SEED: deterministic)
-from models.collective.measured import shipped_collective_cases, validate_collective
-from models.tensix.measured import shipped_matmul_cases, validate_matmul
+from tilesim.models.collective.measured import shipped_collective_cases, validate_collective
+from tilesim.models.tensix.measured import shipped_matmul_cases, validate_matmul
 
 
 def run(quick: bool = False) -> list[dict]:

@@ -22,18 +22,18 @@ from pathlib import Path
 import numpy as np
 
 from experiments.b_common import SEED, pyplot
-from models.linear.cli import exchange_bench
-from models.snn.placement.fit import place
-from models.snn.step.retime import retime
-from models.snn.step.structure import StepStructure
-from models.snn.step.table import HOST_LABELS, STEP_ROWS, step_shape
-from models.snn.step.timing import default_costs
-from models.snn.training import data as D
 from tilesim.engine.events import simulate
 from tilesim.io import atomic_write_text
 from tilesim.machine.costs import barrel_tile_cycles
 from tilesim.machine.description import load_machine
 from tilesim.machine.fabric import LadderLinks
+from tilesim.models.linear.cli import exchange_bench
+from tilesim.models.snn.placement.fit import place
+from tilesim.models.snn.step.retime import retime
+from tilesim.models.snn.step.structure import StepStructure
+from tilesim.models.snn.step.table import HOST_LABELS, STEP_ROWS, step_shape
+from tilesim.models.snn.step.timing import default_costs
+from tilesim.models.snn.training import data as D
 from tilesim.outputs import plots
 from tilesim.outputs.plots import PHASE_COLOURS, SERIES_COLOURS
 from tilesim.outputs.records import PHASES
@@ -60,7 +60,9 @@ CAT_COLOURS = {
 
 
 def _cfg(layers=SHD, batch=48, timesteps=100, **kw):
-    from models.snn.training.network import NetworkConfig  # Numba kernels load only when they run (start-up time)
+    from tilesim.models.snn.training.network import (
+        NetworkConfig,  # Numba kernels load only when they run (start-up time)
+    )
 
     return NetworkConfig(
         layers=layers, batch=batch, timesteps=timesteps, max_activity=0.05, input_cap=48, seed=SEED, **kw
@@ -209,7 +211,7 @@ def exchange_distance(img: Path, quick: bool) -> dict:
 
 # ---- 4. sparse spike lists ------------------------------------------------------------------
 def spike_lists(img: Path, quick: bool) -> dict:
-    from models.snn.training.network import (  # Numba kernels load only when they run (start-up time)
+    from tilesim.models.snn.training.network import (  # Numba kernels load only when they run (start-up time)
         NetworkConfig,
         init_network,
         train_step,
@@ -443,7 +445,7 @@ def multichip(img: Path, quick: bool) -> dict:
         "text": text,
         "images": [path],
         "command": "tilesim run --layers 700-1466-1466-1466-1466-20 --machine gc200 --chips 2 --activity fixed "
-        "--steps 1 --json   # breakdown_s; the picture uses models.snn.step.retime.retime(None, ...)",
+        "--steps 1 --json   # breakdown_s; the picture uses tilesim.models.snn.step.retime.retime(None, ...)",
     }
 
 

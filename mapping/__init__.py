@@ -9,13 +9,13 @@ from tilesim.running.lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        "mapping.core": (
+        "tilesim.mapping.core": (
             "FORMAT",
             "Block",
             "Mapping",
             "load_mapping",
         ),
-        "mapping.strategies": (
+        "tilesim.mapping.strategies": (
             "STRATEGIES",
             "balanced",
             "contiguous",

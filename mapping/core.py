@@ -10,7 +10,7 @@ validated on construction:
   is refused with the fix named;
 * **disjoint** — a tile belongs to one layer (each layer's sparse op owns its tiles).
 
-Fitting SRAM is checked by the workload's ledger (``models.snn.placement.fit.place``), not here.
+Fitting SRAM is checked by the workload's ledger (``tilesim.models.snn.placement.fit.place``), not here.
 
 JSON form (``format = "tilesim-mapping/1"``), written by :meth:`Mapping.save` and easy to write
 by hand — each layer is a list of blocks of consecutive neurons::
@@ -44,7 +44,7 @@ __all__ = ["Mapping", "Block", "FORMAT", "STRATEGIES", "load_mapping", "block_ti
 
 FORMAT = "tilesim-mapping/1"
 STRATEGIES = ("contiguous", "round_robin", "balanced", "graph")
-"""The placement strategies by name (:mod:`mapping.strategies`); a mapping is one of these or a file."""
+"""The placement strategies by name (:mod:`tilesim.mapping.strategies`); a mapping is one of these or a file."""
 _BLOCK_KEYS = {"first_neuron", "count", "chip", "first_tile", "neurons_per_tile", "n_tiles", "order"}
 
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mapping.core import Mapping
 from tilesim.errors import require
+from tilesim.mapping.core import Mapping
 
 __all__ = ["TILE_ORDERS", "tile_order", "reorder", "order_of"]
 

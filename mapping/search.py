@@ -3,7 +3,7 @@
 A :class:`Layout` is what the search moves: per layer its chip, its number of tiles (so its
 neurons per tile) and how its neurons are dealt onto those tiles (``block`` = consecutive
 neurons together, ``cyclic`` = round-robin). Layers on a chip are packed one after another
-(:func:`mapping.strategies.pack_layers`). The objective — a workload's predicted step time,
+(:func:`tilesim.mapping.strategies.pack_layers`). The objective — a workload's predicted step time,
 ``inf`` when the mapping overflows SRAM — is a plain callable, so this module never runs a
 kernel. Moves:
 
@@ -11,7 +11,7 @@ kernel. Moves:
 * take tiles from a layer,
 * switch a layer between ``block`` and ``cyclic``,
 * move a layer to another chip that has room,
-* on a mesh or torus, walk the chip's grid in another tile order (:mod:`mapping.grid`).
+* on a mesh or torus, walk the chip's grid in another tile order (:mod:`tilesim.mapping.grid`).
 
 A move is accepted if it is faster, or with probability exp(−Δ/τ) (τ falls linearly to 0 over
 the budget); the best mapping seen is returned, never one the objective rejected.
@@ -25,10 +25,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from mapping.core import Mapping
-from mapping.grid import TILE_ORDERS, order_of, reorder
-from mapping.strategies import from_layout, pack_layers
 from tilesim.errors import MappingError, require
+from tilesim.mapping.core import Mapping
+from tilesim.mapping.grid import TILE_ORDERS, order_of, reorder
+from tilesim.mapping.strategies import from_layout, pack_layers
 
 __all__ = ["Layout", "SearchResult", "anneal", "layout_of"]
 
@@ -47,7 +47,7 @@ class Layout:
     order: tuple  # "block" | "cyclic" per layer
     first_tile: int = 1
     grid: tuple | None = None  # (rows, cols) of a chip's tiles on a fabric with distance, else None
-    tile_order: str = "rows"  # how slots walk that grid (:data:`mapping.grid.TILE_ORDERS`)
+    tile_order: str = "rows"  # how slots walk that grid (:data:`tilesim.mapping.grid.TILE_ORDERS`)
 
     def capacity(self, c: int) -> int:
         return self.tiles_per_chip - (self.first_tile if c == 0 else 0)
@@ -65,7 +65,7 @@ class Layout:
 
 def layout_of(m: Mapping, first_tile: int = 1, grid: tuple | None = None) -> Layout:
     """The layout of a mapping whose layers each sit on one run of consecutive tiles (on a
-    ``grid``, consecutive in one of the tile orders of :mod:`mapping.grid`)."""
+    ``grid``, consecutive in one of the tile orders of :mod:`tilesim.mapping.grid`)."""
     tile_order = "rows"
     if grid is not None:
         tile_order, m = order_of(m, *grid)
@@ -162,7 +162,7 @@ def anneal(
     ``extra_starts`` are further mappings (e.g. the other strategies) evaluated first; the
     annealing walk starts from the best of them. ``grid``: (rows, cols) of a chip's tiles when
     the fabric has distance (a mesh or torus): the search also moves the tile order
-    (:mod:`mapping.grid`), and ``start`` is tried in every order first. Stops after ``budget_s``
+    (:mod:`tilesim.mapping.grid`), and ``start`` is tried in every order first. Stops after ``budget_s``
     seconds of wall time or ``max_evals`` evaluations.
     """
     require(budget_s > 0, "budget_s", budget_s, "must be > 0")

@@ -1,6 +1,6 @@
 """Placement strategies: pure functions of the layer sizes (and per-layer weights) and the
-machine's shape, returning a :class:`~mapping.core.Mapping`. None of them runs a kernel; a
-workload checks the result against its SRAM ledger (``models.snn.placement.fit.place``).
+machine's shape, returning a :class:`~tilesim.mapping.core.Mapping`. None of them runs a kernel; a
+workload checks the result against its SRAM ledger (``tilesim.models.snn.placement.fit.place``).
 
 =============  =================================================================================
 contiguous     the paper's (snn-on-ipu.md §3.1): ``neurons_per_tile`` neurons per tile, a layer on
@@ -19,7 +19,7 @@ graph          layers are nodes of a networkx graph (node weight = tiles needed,
                a chip
 =============  =================================================================================
 
-Layers are never split across chips (:class:`~mapping.core.Mapping` refuses it).
+Layers are never split across chips (:class:`~tilesim.mapping.core.Mapping` refuses it).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
-from mapping.core import STRATEGIES, Block, Mapping, block_tiles
 from tilesim.errors import MappingError, require
+from tilesim.mapping.core import STRATEGIES, Block, Mapping, block_tiles
 
 __all__ = ["STRATEGIES", "contiguous", "round_robin", "balanced", "graph", "pack_layers", "from_layout"]
 

@@ -1,1 +1,1 @@
-"""Workloads: SNN training kernels (models.snn), linear/butterfly layers (models.linear)."""
+"""Workloads: SNN training kernels (tilesim.models.snn), linear/butterfly layers (tilesim.models.linear)."""

@@ -3,8 +3,8 @@
 A cases CSV carries a ``workload`` column (``snn``, ``stencil``); a file without one is an SNN
 file (the column was added later). ``validate`` with no file checks every shipped case file of
 every workload. ``calibrate`` dispatches on the same column: SNN cases fit the SNN cost model
-(:func:`models.snn.calibration.calibrate.cmd_calibrate`); stencil cases fit the multi-chip machine constants
-(:func:`models.stencil.calibrate.fit_stencil`) and write them as a ``[system]`` TOML fragment.
+(:func:`tilesim.models.snn.calibration.calibrate.cmd_calibrate`); stencil cases fit the multi-chip machine constants
+(:func:`tilesim.models.stencil.calibrate.fit_stencil`) and write them as a ``[system]`` TOML fragment.
 Registered through the ``tilesim.commands`` entry point.
 """
 
@@ -48,7 +48,7 @@ def workload_of(path) -> str:
 
 
 def _snn_rows(path, costs) -> list[dict]:
-    from models.snn.calibration.calibrate import (  # when it runs (start-up time)
+    from tilesim.models.snn.calibration.calibrate import (  # when it runs (start-up time)
         _load_costs_arg,
         predict_cases,
         read_cases,
@@ -77,11 +77,13 @@ def _snn_rows(path, costs) -> list[dict]:
 def _files(args) -> list[Path]:
     if args.cases:
         return [Path(c) for c in args.cases]
-    from models.collective.measured import shipped_collective_cases  # loaded only when the command runs
-    from models.linear.measured import shipped_sparse_cases
-    from models.snn.calibration.calibrate import shipped_cases_path  # loaded only when the command runs (start-up time)
-    from models.stencil.measured import shipped_stencil_cases
-    from models.tensix.measured import shipped_matmul_cases  # loaded only when the command runs
+    from tilesim.models.collective.measured import shipped_collective_cases  # loaded only when the command runs
+    from tilesim.models.linear.measured import shipped_sparse_cases
+    from tilesim.models.snn.calibration.calibrate import (
+        shipped_cases_path,  # loaded only when the command runs (start-up time)
+    )
+    from tilesim.models.stencil.measured import shipped_stencil_cases
+    from tilesim.models.tensix.measured import shipped_matmul_cases  # loaded only when the command runs
 
     return [
         shipped_cases_path(),
@@ -97,18 +99,18 @@ def _rows(path: Path, wl: str, args) -> list[dict]:
     if wl == "snn":
         return _snn_rows(path, args.costs)
     if wl == "collective":
-        from models.collective.measured import validate_collective  # loaded only when the command runs
+        from tilesim.models.collective.measured import validate_collective  # loaded only when the command runs
 
         return validate_collective(path)
     if wl == "matmul":
-        from models.tensix.measured import validate_matmul  # loaded only when the command runs
+        from tilesim.models.tensix.measured import validate_matmul  # loaded only when the command runs
 
         return validate_matmul(path)
     if wl == "sparse-matmul":
-        from models.linear.measured import validate_sparse  # loaded only when the command runs
+        from tilesim.models.linear.measured import validate_sparse  # loaded only when the command runs
 
         return validate_sparse(path)
-    from models.stencil.measured import validate_stencil  # loaded only when the command runs (start-up time)
+    from tilesim.models.stencil.measured import validate_stencil  # loaded only when the command runs (start-up time)
 
     return validate_stencil(path, machine=args.machine)
 
@@ -152,10 +154,10 @@ def cmd_validate(args) -> int:
 
 def _print_choices(f: Path) -> None:
     """The ``[H]`` lines of a collective file: constants chosen with its rows in view, and the rows'
-    error under the alternative (:func:`models.collective.measured.check_choices`)."""
+    error under the alternative (:func:`tilesim.models.collective.measured.check_choices`)."""
     import textwrap
 
-    from models.collective.measured import check_choices  # loaded only when the command runs
+    from tilesim.models.collective.measured import check_choices  # loaded only when the command runs
 
     for check in check_choices(f):
         print(textwrap.fill(check.line(), 118, initial_indent="  ", subsequent_indent="      "))
@@ -173,7 +175,7 @@ def cmd_calibrate(args) -> int:
     if kinds == {"snn"}:
         if len(args.cases) != 1:
             raise ConfigError(config_message("cases", ", ".join(args.cases), "SNN calibration takes one file"))
-        from models.snn.calibration.calibrate import (
+        from tilesim.models.snn.calibration.calibrate import (
             cmd_calibrate as snn_calibrate,  # loaded only when the command runs (start-up time)
         )
 
@@ -184,7 +186,7 @@ def cmd_calibrate(args) -> int:
         return _calibrate_matmul(args)
     import tomli_w  # tomli_w is needed only when writing TOML
 
-    from models.stencil.calibrate import fit_stencil  # loaded only when the command runs (start-up time)
+    from tilesim.models.stencil.calibrate import fit_stencil  # loaded only when the command runs (start-up time)
 
     res = fit_stencil(args.cases, machine=args.machine)
     header = (
@@ -216,7 +218,7 @@ def cmd_calibrate(args) -> int:
 
 
 def _write_fit(args, res, what: str, where: str) -> int:
-    """Write a :class:`models.cases.CaseFit` as TOML (its tables, with a header saying where they
+    """Write a :class:`tilesim.models.cases.CaseFit` as TOML (its tables, with a header saying where they
     go) and print it."""
     import tomli_w  # tomli_w is needed only when writing TOML
 
@@ -242,7 +244,7 @@ def _write_fit(args, res, what: str, where: str) -> int:
 
 
 def _calibrate_collective(args) -> int:
-    from models.collective.measured import fit_collective  # loaded only when the command runs
+    from tilesim.models.collective.measured import fit_collective  # loaded only when the command runs
 
     return _write_fit(
         args,
@@ -253,7 +255,7 @@ def _calibrate_collective(args) -> int:
 
 
 def _calibrate_matmul(args) -> int:
-    from models.tensix.measured import fit_matmul  # loaded only when the command runs
+    from tilesim.models.tensix.measured import fit_matmul  # loaded only when the command runs
 
     return _write_fit(
         args,

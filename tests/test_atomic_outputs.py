@@ -127,7 +127,7 @@ def test_a_folder_that_is_not_a_run_needs_force(tmp_path):
 
 
 def test_out_from_a_config_file_stays_beside_the_config(tmp_path, monkeypatch):
-    from models.snn.commands.options import config_out_path
+    from tilesim.models.snn.commands.options import config_out_path
 
     cfg = tmp_path / "shared" / "run.toml"
     cfg.parent.mkdir()

@@ -93,8 +93,8 @@ def test_example_on_another_machine_traces_its_critical_tiles(tmp_path):
 
 def test_run_fixed_activity_times_without_float_math(tmp_path, monkeypatch, capsys):
     """``run --activity fixed``: no weights, no kernels; one step timed as retime(None, ...) does."""
-    import models.snn.commands.run as R
-    from models.snn.step.retime import retime
+    import tilesim.models.snn.commands.run as R
+    from tilesim.models.snn.step.retime import retime
 
     def boom(*a, **k):
         raise AssertionError("float math at fixed activity")

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.collective.algorithms import OPS, execute, paths, reference
-from models.collective.costs import CollectiveCosts, load_costs
-from models.collective.measured import fit_collective, read_cases, shipped_collective_cases, validate_collective
-from models.collective.workload import CollectiveSpec, time_collective
 from tilesim.errors import ConfigError
 from tilesim.machine.description import load_machine
 from tilesim.machine.fabric import EthernetLinks
+from tilesim.models.collective.algorithms import OPS, execute, paths, reference
+from tilesim.models.collective.costs import CollectiveCosts, load_costs
+from tilesim.models.collective.measured import fit_collective, read_cases, shipped_collective_cases, validate_collective
+from tilesim.models.collective.workload import CollectiveSpec, time_collective
 
 NO_COSTS = CollectiveCosts(launch_cycles=0.0, reduce_latency_hops=0.0)
 

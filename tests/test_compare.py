@@ -6,11 +6,11 @@ import shutil
 
 import pytest
 
-from models.snn.commands.cli import write_run_outputs
-from models.snn.commands.options import options_from_mapping
-from models.snn.commands.run import run_training
 from tilesim.cli import main
 from tilesim.errors import ConfigError
+from tilesim.models.snn.commands.cli import write_run_outputs
+from tilesim.models.snn.commands.options import options_from_mapping
+from tilesim.models.snn.commands.run import run_training
 from tilesim.outputs.compare import compare_runs, format_comparison, run_folders, write_comparison
 
 TINY = {"layers": "64-32-4", "caps": "8-4", "batch": 8, "timesteps": 10, "steps": 1}

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from models.snn.commands.options import RunOptions
-from models.snn.commands.run import run_training
-from models.snn.training.data import read_events_npz
 from tilesim.errors import ConfigError
+from tilesim.models.snn.commands.options import RunOptions
+from tilesim.models.snn.commands.run import run_training
+from tilesim.models.snn.training.data import read_events_npz
 
 DTYPE = np.dtype([("x", np.int16), ("y", np.int16), ("p", np.int8), ("t", np.int64)])
 

@@ -134,7 +134,7 @@ def _s6(rows, npt, chips="4"):
 
 
 def _e16(npt, batch):
-    from models.snn.commands.scaling import ScalingRecipe, scaling_study
+    from tilesim.models.snn.commands.scaling import ScalingRecipe, scaling_study
 
     return scaling_study(ScalingRecipe(neurons_per_tile=npt, batch=batch), (1, 16)).points[-1]
 

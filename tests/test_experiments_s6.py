@@ -14,7 +14,7 @@ def outputs(tmp_path_factory):
 
 @pytest.mark.slow
 def test_s6_combinations_cover_every_combination_with_a_band(outputs):
-    from models.snn.commands.scaling import ASSUMPTIONS, VERDICTS
+    from tilesim.models.snn.commands.scaling import ASSUMPTIONS, VERDICTS
 
     rows = outputs["s6_combinations"]
     combos = {tuple(r[u] for u in ASSUMPTIONS) for r in rows}

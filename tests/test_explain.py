@@ -6,12 +6,12 @@ import sys
 import numpy as np
 import pytest
 
-from mapping.strategies import from_layout
-from models.snn.outputs.explain import exchange_flows, exchange_matrices, explain_critical
-from models.snn.placement.fit import place_network, to_placement
-from models.snn.step.retime import retime
-from models.snn.training.network import NetworkConfig
 from tilesim.machine.description import load_machine
+from tilesim.mapping.strategies import from_layout
+from tilesim.models.snn.outputs.explain import exchange_flows, exchange_matrices, explain_critical
+from tilesim.models.snn.placement.fit import place_network, to_placement
+from tilesim.models.snn.step.retime import retime
+from tilesim.models.snn.training.network import NetworkConfig
 
 CFG = NetworkConfig("64-40-30-6", batch=4, timesteps=12, input_cap=10, max_activity=0.2, activity="fixed")
 
@@ -39,7 +39,7 @@ def test_critical_tile_is_explained():
     ex = explain_critical(pred.result, CFG, pl, pred.counters, machine, label_tile_cycles(pred.program))
     assert ex["phase"] in pred.result.by_label()
     assert ex["role"] in ("owner", "combiner", "compaction", "reduction")
-    from models.snn.outputs.explain import FIXED_ROWS
+    from tilesim.models.snn.outputs.explain import FIXED_ROWS
 
     if ex["phase"] in FIXED_ROWS:
         assert "host" in ex["sentence"] or "fixed cost" in ex["sentence"]
@@ -96,9 +96,9 @@ def test_exchange_flows_follow_the_step_table():
     """Senders and receivers come from the step's table, so per exchanging row the chips that
     send (receive) bytes in the timed program are those of its flows; FIXED_ROWS and
     LABEL_COUNTERS are read from the same table."""
-    from models.snn.outputs.explain import FIXED_ROWS, LABEL_COUNTERS
-    from models.snn.step.table import STEP_ROWS
-    from models.snn.step.timing import build_step_program
+    from tilesim.models.snn.outputs.explain import FIXED_ROWS, LABEL_COUNTERS
+    from tilesim.models.snn.step.table import STEP_ROWS
+    from tilesim.models.snn.step.timing import build_step_program
 
     machine = load_machine("gc200", 2)
     TPC = machine.tiles_per_chip

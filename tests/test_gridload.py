@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapping.grid import TILE_ORDERS, order_of, reorder, tile_order
-from mapping.search import anneal, layout_of
-from mapping.strategies import contiguous
 from tests.test_fabric_grid import grid_machine
 from tilesim.machine.description import load_machine
 from tilesim.machine.fabric import MeshFabric, TorusFabric, _grid_steps, make_fabric
 from tilesim.machine.gridload import grid_link_loads, grid_max_hops, link_slot
+from tilesim.mapping.grid import TILE_ORDERS, order_of, reorder, tile_order
+from tilesim.mapping.search import anneal, layout_of
+from tilesim.mapping.strategies import contiguous
 from tilesim.program.rows import TileRows
 
 
@@ -149,12 +149,12 @@ def test_every_program_form_gives_the_same_step_on_a_grid_and_placement_matters_
     """The dense program (per-tile rows reduced by the fabric), the compact one (link peaks kept per
     chip) and the search's form give one step time for every tile order; on the mesh without
     wrap-around the order changes it, on the IPU it would not (test above)."""
-    from models.snn.placement.fit import place_network
-    from models.snn.step.counters import count_work
-    from models.snn.step.workload import SnnStep
-    from models.snn.training.activity import fixed_activity
-    from models.snn.training.network import NetworkConfig
     from tilesim.engine.events import simulate
+    from tilesim.models.snn.placement.fit import place_network
+    from tilesim.models.snn.step.counters import count_work
+    from tilesim.models.snn.step.workload import SnnStep
+    from tilesim.models.snn.training.activity import fixed_activity
+    from tilesim.models.snn.training.network import NetworkConfig
     from tilesim.workload import step_seconds
 
     cfg = NetworkConfig("64-40-30-6", batch=4, timesteps=8, input_cap=10, max_activity=0.2, seed=3)

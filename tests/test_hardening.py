@@ -19,14 +19,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.collective.algorithms import OPS, TOPOLOGIES
-from models.collective.workload import CollectiveSpec, time_collective
 from tilesim.cli import main
 from tilesim.errors import ConfigError
 from tilesim.io import dumps_json
 from tilesim.machine.description import load_machine, preset_text
 from tilesim.machine.fabric import _grid_steps, _tree_steps, make_fabric
 from tilesim.machine.fluid import drain_times
+from tilesim.models.collective.algorithms import OPS, TOPOLOGIES
+from tilesim.models.collective.workload import CollectiveSpec, time_collective
 
 
 def _strict(text: str):

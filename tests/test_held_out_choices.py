@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from models.collective.measured import HELD_OUT_CHOICES, check_choices, shipped_collective_cases
 from tilesim.cli import main
 from tilesim.machine.description import load_machine
+from tilesim.models.collective.measured import HELD_OUT_CHOICES, check_choices, shipped_collective_cases
 
 PRESETS = Path(__file__).resolve().parents[1] / "tilesim" / "presets"
 

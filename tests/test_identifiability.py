@@ -7,15 +7,15 @@ import pytest
 
 @pytest.mark.slow
 def test_identifiability_of_the_shipped_fit_flags_compute_set_cycles_at_its_lower_bound():
-    from models.snn.calibration.calibrate import (
+    from tilesim.machine.costs import CostModel
+    from tilesim.models.snn.calibration.calibrate import (
         FIT_PARAMS,
         _bases,
         format_identifiability,
         identifiability,
         read_cases,
     )
-    from models.snn.step.timing import default_costs
-    from tilesim.machine.costs import CostModel
+    from tilesim.models.snn.step.timing import default_costs
 
     cases = read_cases()
     prov = default_costs().provenance

@@ -49,7 +49,7 @@ def test_tilesim_never_imports_models_or_mapping():
 
 
 def test_nothing_imports_the_folders_by_their_old_top_level_names():
-    """``models`` and ``mapping`` are not installed as top-level packages; `from models.snn ...` would
+    """``models`` and ``mapping`` are not installed as top-level packages; `from tilesim.models.snn ...` would
     work only from the repo root, as a second copy of tilesim.models.snn."""
     bad = []
     for folder in ("tilesim", "models", "mapping", "experiments", "benchmarks", "tests", "docs"):

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from models.linear.blocksparse import StaticBlockCosts, plan_block_sparse
-from models.linear.layers import BlockSparseLinear, random_block_layout
-from models.linear.planner import PlanTarget
 from tilesim.errors import ConfigError
+from tilesim.models.linear.blocksparse import StaticBlockCosts, plan_block_sparse
+from tilesim.models.linear.layers import BlockSparseLinear, random_block_layout
+from tilesim.models.linear.planner import PlanTarget
 
 BOW = dict(tiles=1472, sram_bytes=638_976)  # a Bow IPU: 6 workers per tile
 
@@ -95,7 +95,7 @@ def test_plan_accounts_every_block_and_time_falls_with_density():
 
 
 def test_layer_density_one_sixteenth_fits_and_is_faster_than_dense():
-    from models.linear.timing import BlockSparseConfig, time_layer
+    from tilesim.models.linear.timing import BlockSparseConfig, time_layer
 
     sparse = time_layer(
         "block-sparse",

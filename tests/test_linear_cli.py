@@ -122,7 +122,7 @@ def test_layer_block_sparse_and_options(capsys):
     # --explain says why the sparse layer is faster or slower than the dense one of the same shape
     import re
 
-    from models.linear.timing import time_layer
+    from tilesim.models.linear.timing import time_layer
 
     m = re.search(r"sparse ([\d,.]+) us, dense ([\d,.]+) us: sparse ([\d.]+)x (faster|slower)", out)
     assert m, out

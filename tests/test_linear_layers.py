@@ -1,11 +1,12 @@
-"""Layer kernels of models.linear against dense NumPy twins (forward, backward, assembled matrix)."""
+"""Layer kernels of tilesim.models.linear against dense NumPy twins (forward, backward, assembled matrix)."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.linear.layers import (
+from tilesim.errors import ConfigError
+from tilesim.models.linear.layers import (
     ButterflyLinear,
     CirculantLinear,
     CsrLinear,
@@ -21,7 +22,6 @@ from models.linear.layers import (
     random_csr,
     skewed_shape,
 )
-from tilesim.errors import ConfigError
 
 
 def _randomise(layer, seed=0):

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.linear.phases import OverheadConstants, SuperstepCosts, overhead_breakdown, overhead_bytes_per_tile
-from models.linear.planner import PlanTarget, build_matmul_plan, plan_matmul
-from models.linear.schedules import butterfly_schedule, dense_schedule, lowrank_schedule, pixelfly_schedule
 from tilesim.errors import ConfigError, SramOverflowError
+from tilesim.models.linear.phases import OverheadConstants, SuperstepCosts, overhead_breakdown, overhead_bytes_per_tile
+from tilesim.models.linear.planner import PlanTarget, build_matmul_plan, plan_matmul
+from tilesim.models.linear.schedules import butterfly_schedule, dense_schedule, lowrank_schedule, pixelfly_schedule
 
 GC200 = dict(sram_bytes=638_976, flops_per_cycle=32)  # fp32 AMP: 32 flop/cycle/tile
 
@@ -187,7 +187,7 @@ def test_published_matmuls_fit_with_serial_splits(m, k, n, kw):
     ],
 )
 def test_closed_form_matches_built_plan(split, serial, partials):
-    from models.linear.planner import _closed_form
+    from tilesim.models.linear.planner import _closed_form
 
     m, k, n, tiles = 100, 96, 64, 60
     costs = SuperstepCosts()
@@ -246,7 +246,7 @@ def test_matmul_beyond_chip_sram_names_smallest_plan_and_fix():
 
 
 def test_explain_lists_partition_serial_categories_and_phases():
-    from models.linear.planner import explain_plan
+    from tilesim.models.linear.planner import explain_plan
 
     text = explain_plan(plan_matmul(2048, 4096, 4096, PlanTarget(**BOW_FP16)), SuperstepCosts(), 638_976)
     for piece in (

@@ -6,13 +6,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from models.linear.blocksparse import StaticBlockCosts, plan_block_sparse
-from models.linear.dynamicsparse import DynamicCosts, plan_dynamic_sparse
-from models.linear.layers import random_block_layout
-from models.linear.measured import read_sparse_cases, shipped_sparse_cases, validate_sparse
-from models.linear.planner import PlanTarget
-from models.linear.popsparse_plan import _tiles_for_bands, band_boundaries, choose_static_partition
 from tilesim.errors import ConfigError, SramOverflowError
+from tilesim.models.linear.blocksparse import StaticBlockCosts, plan_block_sparse
+from tilesim.models.linear.dynamicsparse import DynamicCosts, plan_dynamic_sparse
+from tilesim.models.linear.layers import random_block_layout
+from tilesim.models.linear.measured import read_sparse_cases, shipped_sparse_cases, validate_sparse
+from tilesim.models.linear.planner import PlanTarget
+from tilesim.models.linear.popsparse_plan import _tiles_for_bands, band_boundaries, choose_static_partition
 
 BOW = dict(tiles=1472, sram_bytes=638_976)  # a Bow IPU: 6 workers per tile
 
@@ -62,7 +62,7 @@ def test_dynamic_codelet_estimates_counted_by_hand():
 
 
 def test_static_explain_names_the_estimate_the_proportion_bounds_and_what_the_plan_holds():
-    from models.linear.planner import explain_plan
+    from tilesim.models.linear.planner import explain_plan
 
     lay = random_block_layout(1024, 1024, 16, 1 / 4, seed=2)
     plan = plan_block_sparse(lay, 512, PlanTarget(precision="fp16", **BOW), block=16, workers=6)
@@ -73,7 +73,7 @@ def test_static_explain_names_the_estimate_the_proportion_bounds_and_what_the_pl
 
 
 def test_grad_a_codelet_estimates_counted_by_hand():
-    from models.linear.dynamicsparse import _transpose_cycles
+    from tilesim.models.linear.dynamicsparse import _transpose_cycles
 
     c = DynamicCosts()
     # the GradA block codelet keeps no X: no supervisor cycle per row and 3 worker cycles more per block
@@ -90,7 +90,7 @@ def test_grad_a_codelet_estimates_counted_by_hand():
 def test_dynamic_plan_weighs_its_grad_a_pass(monkeypatch):
     # popsparse::dynamic::sparseDenseMatMul plans with doGradAPass = true: the estimate is forward + GradA and the
     # partition is not the forward's fastest; GradA runs on it with X and Y swapped (P_x partials reduced)
-    from models.linear import dynamicsparse as ds
+    from tilesim.models.linear import dynamicsparse as ds
 
     q = ds._Problem(16, 1 / 16, 1, 256, 256, 2048, 4096, 2, 4, 6, 1472)
     best, _ = ds._search(q, DynamicCosts(), 0.6 * 638_976)
@@ -148,7 +148,7 @@ def test_dynamic_partials_as_popsparse_validates_them():
 
 def test_dynamic_buckets_run_one_after_another():
     # the supervisor syncs between sub-groups: P_z buckets cost P_z worker passes, not one pass over them all
-    from models.linear.dynamicsparse import _mm_cycles, _Problem, _split
+    from tilesim.models.linear.dynamicsparse import _mm_cycles, _Problem, _split
 
     q = _Problem(16, 1 / 16, 1, 64, 64, 512, 256, 2, 4, 6, 1472)
     one, four = _split(q, 4, 1, 1), _split(q, 4, 1, 4)
@@ -195,7 +195,7 @@ def test_dynamic_one_sixteenth_rows_within_30_percent(tmp_path):
 
 
 def test_dynamic_layer_moves_its_pattern_and_matches_the_dense_twin():
-    from models.linear.layers import DynamicSparseLinear
+    from tilesim.models.linear.layers import DynamicSparseLinear
 
     layer = DynamicSparseLinear(64, 32, 4, density=0.25, max_density=0.3, seed=3)
     rng = np.random.default_rng(0)

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from models.linear.layers import pixelfly_layout
-from models.linear.shl import PIXELFLY_SHL, SHL_METHODS, TABLE4_PARAMS, compression_ratio, shl_model
 from tilesim.errors import ConfigError
+from tilesim.models.linear.layers import pixelfly_layout
+from tilesim.models.linear.shl import PIXELFLY_SHL, SHL_METHODS, TABLE4_PARAMS, compression_ratio, shl_model
 
 
 @pytest.mark.parametrize("method", SHL_METHODS)

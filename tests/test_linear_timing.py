@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from models.linear.phases import SuperstepCosts, phases_cycles
-from models.linear.planner import PlanTarget
-from models.linear.schedules import butterfly_schedule, dense_schedule
-from models.linear.shl import TABLE4_PARAMS
-from models.linear.steps import butterfly_backward_schedule, circulant_schedules, fastfood_schedules
-from models.linear.timing import layer_params, machine_costs, time_layer, time_parts, time_shl
 from tilesim.errors import ConfigError, SramOverflowError
 from tilesim.machine.description import load_machine
+from tilesim.models.linear.phases import SuperstepCosts, phases_cycles
+from tilesim.models.linear.planner import PlanTarget
+from tilesim.models.linear.schedules import butterfly_schedule, dense_schedule
+from tilesim.models.linear.shl import TABLE4_PARAMS
+from tilesim.models.linear.steps import butterfly_backward_schedule, circulant_schedules, fastfood_schedules
+from tilesim.models.linear.timing import layer_params, machine_costs, time_layer, time_parts, time_shl
 
 GC200 = load_machine("gc200")
 
@@ -82,7 +82,7 @@ def test_mesh_machine_runs_and_unknown_kind():
     assert t.step_s > 0
     with pytest.raises(ConfigError, match=r"kind = 'conv'"):
         time_layer("conv", 64)
-    from models.linear.schedules import pixelfly_schedule
+    from tilesim.models.linear.schedules import pixelfly_schedule
 
     with pytest.raises(
         SramOverflowError, match=r"block-sparse matmul \(m, k, n\) = \(1024, 1024, 50\).*no partition fits"
@@ -92,8 +92,8 @@ def test_mesh_machine_runs_and_unknown_kind():
 
 # ---- op-by-op (PopTorch) lowering -------------------------------------------------------------
 def _vertices():
-    from models.linear.lowering import PoplibsSliceCosts, PoplibsVertexCosts
     from tilesim.machine.description import load_machine
+    from tilesim.models.linear.lowering import PoplibsSliceCosts, PoplibsVertexCosts
 
     m = load_machine("gc200")
     return dict(vertex=PoplibsVertexCosts.for_machine(m), slice_costs=PoplibsSliceCosts.for_machine(m))
@@ -103,8 +103,8 @@ def test_poplibs_vertex_constants_follow_the_machine():
     """Issue 14: supervisor overhead and worker count come from the machine, not from lowering.py."""
     from dataclasses import replace
 
-    from models.linear.timing import step_costs
     from tilesim.machine.description import load_machine
+    from tilesim.models.linear.timing import step_costs
 
     m = load_machine("gc200")
     m2 = replace(m, chip=replace(m.chip, supervisor_overhead_cycles=20, workers_per_tile=4))
@@ -113,8 +113,8 @@ def test_poplibs_vertex_constants_follow_the_machine():
 
 
 def test_poplibs_vertex_cycles_hand_computed():
-    from models.linear.lowering import PoplibsVertexCosts, poplibs_costs
     from tilesim.machine.description import load_machine
+    from tilesim.models.linear.lowering import PoplibsVertexCosts, poplibs_costs
 
     v = PoplibsVertexCosts.for_machine(load_machine("gc200"))
     assert (v.supervisor_cycles, v.workers) == (11, 6)  # from the machine file, their one home
@@ -127,7 +127,7 @@ def test_poplibs_vertex_cycles_hand_computed():
 
 
 def test_poptorch_butterfly_op_count():
-    from models.linear.lowering import poptorch_layer
+    from tilesim.models.linear.lowering import poptorch_layer
 
     kw = dict(target=PlanTarget(tiles=1472, sram_bytes=638_976, flops_per_cycle=32), **_vertices())
     f, b = poptorch_layer("butterfly", 256, 50, kw)
@@ -143,7 +143,7 @@ def test_poptorch_butterfly_op_count():
 
 
 def test_poptorch_pixelfly_ops_follow_embedding_bag_lowering():
-    from models.linear.lowering import poptorch_layer
+    from tilesim.models.linear.lowering import poptorch_layer
 
     kw = dict(target=PlanTarget(tiles=1472, sram_bytes=638_976, flops_per_cycle=32), **_vertices())
     f, b = poptorch_layer("pixelfly", 1024, 50, kw, input_grad=False)
@@ -201,9 +201,9 @@ def test_dense_fp16_4096_throughput_on_bow(batch):
 
 
 def test_serial_plan_engine_time_equals_predicted_cycles():
-    from models.linear.planner import plan_matmul
-    from models.linear.timing import machine_costs, time_parts
     from tilesim.machine.description import load_machine
+    from tilesim.models.linear.planner import plan_matmul
+    from tilesim.models.linear.timing import machine_costs, time_parts
 
     m = load_machine("bow")
     plan = plan_matmul(
@@ -237,7 +237,7 @@ def test_forward_only_ledger_counts_weights_once_and_no_gradients_or_momentum():
 
 def test_breakdown_adds_up_to_the_device_step():
     """Issue 20: `tilesim shl --json` put the host input into breakdown_s but not into step_s."""
-    from models.linear.timing import time_shl
+    from tilesim.models.linear.timing import time_shl
 
     t = time_shl("dense", 50, "gc200")
     assert t.host_s > 0

@@ -118,8 +118,8 @@ def test_peak_is_the_max_over_steps_and_unchanged_for_always_live_entries(entrie
 
 
 def _snn(T: int = 6):
-    from models.snn.placement.fit import place
-    from models.snn.training.network import NetworkConfig
+    from tilesim.models.snn.placement.fit import place
+    from tilesim.models.snn.training.network import NetworkConfig
 
     cfg = NetworkConfig(layers="64-40-30-4", batch=4, timesteps=T, input_cap=10, max_activity=0.2, activity="fixed")
     return place(cfg, load_machine("gc200"))[1]
@@ -147,8 +147,8 @@ def test_snn_sequences_grow_over_the_forward_pass_and_fall_over_the_backward():
 
 
 def test_snn_overflow_names_the_step():
-    from models.snn.placement.fit import place
-    from models.snn.training.network import NetworkConfig
+    from tilesim.models.snn.placement.fit import place
+    from tilesim.models.snn.training.network import NetworkConfig
 
     cfg = NetworkConfig(layers="700-1462-1460-20", batch=48, timesteps=300)
     with pytest.raises(SramOverflowError, match=r"its live data peaks at program step 'fwd t=297-299'"):
@@ -156,7 +156,7 @@ def test_snn_overflow_names_the_step():
 
 
 def test_snn_steps_are_grouped_beyond_100_time_steps():
-    from models.snn.step.memory import program_steps, recorded_liveness
+    from tilesim.models.snn.step.memory import program_steps, recorded_liveness
 
     steps = program_steps(250)
     assert len(steps) == 203 == len(set(steps)) and steps[0] == "fwd t=0-1" and steps[100] == "loss"

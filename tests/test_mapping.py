@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from mapping import Mapping, balanced, contiguous, graph, load_mapping, round_robin
-from mapping.search import anneal, layout_of
-from mapping.strategies import pack_layers, share_tiles
 from tilesim.errors import ConfigError, MappingError
+from tilesim.mapping import Mapping, balanced, contiguous, graph, load_mapping, round_robin
+from tilesim.mapping.search import anneal, layout_of
+from tilesim.mapping.strategies import pack_layers, share_tiles
 
 
 # ---- strategies on hand-checkable networks ----------------------------------------------------

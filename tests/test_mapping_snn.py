@@ -8,14 +8,14 @@ import sys
 import numpy as np
 import pytest
 
-from mapping import STRATEGIES, Mapping
-from models.snn.placement.fit import place_network, strategy_mapping, to_placement
-from models.snn.step.retime import retime
-from models.snn.step.timing import build_step_program
-from models.snn.training.network import NetworkConfig, init_network, train_step
 from tilesim.engine.events import simulate
 from tilesim.errors import MappingError, SramOverflowError
 from tilesim.machine.description import load_machine
+from tilesim.mapping import STRATEGIES, Mapping
+from tilesim.models.snn.placement.fit import place_network, strategy_mapping, to_placement
+from tilesim.models.snn.step.retime import retime
+from tilesim.models.snn.step.timing import build_step_program
+from tilesim.models.snn.training.network import NetworkConfig, init_network, train_step
 
 CFG = NetworkConfig("64-40-30-6", batch=4, timesteps=12, input_cap=10, max_activity=0.2, seed=3, second_threshold=0.5)
 REC = NetworkConfig(
@@ -59,7 +59,7 @@ def test_retime_equals_a_functional_run_under_each_mapping(machine_name, chips):
     activity = rec[0].activity
     maps = [strategy_mapping(n, cfg, machine, 2) for n in STRATEGIES]
     if chips == 2:  # put the middle layer on the second chip: spike lists cross the links
-        from mapping.strategies import from_layout
+        from tilesim.mapping.strategies import from_layout
 
         maps.append(
             from_layout(
@@ -207,9 +207,9 @@ def test_chip_reduced_step_equals_the_simulated_program(cfg, chips):
     """The peaks form (rows reduced to chip peaks as they are emitted, no [S, tiles] arrays), timed by
     makespan_s, gives the engine's time of the full program, for every strategy, a layer on tile 0,
     and layers on two chips."""
-    from mapping.strategies import from_layout
-    from models.snn.step.counters import count_work
-    from models.snn.step.workload import SnnStep
+    from tilesim.mapping.strategies import from_layout
+    from tilesim.models.snn.step.counters import count_work
+    from tilesim.models.snn.step.workload import SnnStep
     from tilesim.workload import step_seconds
 
     def predict_step_s(cfg, pl, counters, machine, cache=None):
@@ -264,8 +264,8 @@ def test_map_search_on_a_mesh_machine(tmp_path):
 
 
 def test_search_memory_totals_equal_the_ledger():
-    from models.snn.step.memory import snn_memory
     from tilesim.machine.memory import MemoryTotals
+    from tilesim.models.snn.step.memory import snn_memory
 
     machine = load_machine("gc200", 2)
     cache = {}
@@ -290,10 +290,10 @@ def test_search_caches_stay_within_their_byte_budget(monkeypatch, budget):
     """The objective's caches (counters, layer terms, chip-row tile sets, memory entries) drop
     least recently used entries beyond their byte budget (a value larger than the whole budget
     is not kept) and give the same times as uncached runs."""
-    import models.snn.step.counters as counters_mod
-    import models.snn.step.memory as step_memory_mod
-    import models.snn.step.timing as timing_mod
-    from models.snn.placement.search import make_objective
+    import tilesim.models.snn.step.counters as counters_mod
+    import tilesim.models.snn.step.memory as step_memory_mod
+    import tilesim.models.snn.step.timing as timing_mod
+    from tilesim.models.snn.placement.search import make_objective
 
     monkeypatch.setattr(counters_mod, "CACHE_BYTES", budget)
     monkeypatch.setattr(timing_mod, "CACHE_BYTES", budget)

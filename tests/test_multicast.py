@@ -360,7 +360,7 @@ def test_broadcast_rows_time_the_same_in_the_dense_and_compact_forms(multicast):
 
 def test_the_snn_marks_its_list_broadcasts():
     """The forward input lists and the backward replicated lists are the step's broadcasts."""
-    from models.snn.step.table import STEP_ROWS
+    from tilesim.models.snn.step.table import STEP_ROWS
 
     assert [r.label for r in STEP_ROWS if r.broadcast] == ["fwd: slice inputs", "bwd: replicate lists"]
 

@@ -8,9 +8,9 @@ import nir
 import numpy as np
 import pytest
 
-from models.snn.training.network import NetworkConfig
-from models.snn.training.nir_import import load_nir
 from tilesim.errors import ConfigError
+from tilesim.models.snn.training.network import NetworkConfig
+from tilesim.models.snn.training.nir_import import load_nir
 
 RNG = np.random.default_rng(0)
 

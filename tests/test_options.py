@@ -15,7 +15,9 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib
 
-from models.snn.commands.options import (
+from tilesim.cli import main
+from tilesim.errors import ConfigError
+from tilesim.models.snn.commands.options import (
     RunOptions,
     add_option_flags,
     option_names,
@@ -23,8 +25,6 @@ from models.snn.commands.options import (
     options_from_args,
     options_from_mapping,
 )
-from tilesim.cli import main
-from tilesim.errors import ConfigError
 
 # (TOML line, what the message must contain) — the issue-19 findings for this layer
 TOML_CASES = [

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.snn.commands.cli import write_run_outputs
-from models.snn.commands.options import RunOptions
-from models.snn.commands.run import run_training
 from tilesim.cli import main
+from tilesim.models.snn.commands.cli import write_run_outputs
+from tilesim.models.snn.commands.options import RunOptions
+from tilesim.models.snn.commands.run import run_training
 from tilesim.outputs.report import MANIFEST, seal_run_folder
 
 MARK = "window.pwned"

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.snn.commands.cli import write_run_outputs
-from models.snn.commands.options import RunOptions
-from models.snn.commands.run import run_training
+from tilesim.models.snn.commands.cli import write_run_outputs
+from tilesim.models.snn.commands.options import RunOptions
+from tilesim.models.snn.commands.run import run_training
 
 ARTEFACTS = Path(os.environ.get("TILESIM_ARTEFACTS", "out/browser-test"))
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")

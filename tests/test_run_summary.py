@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from models.snn.commands.options import RunOptions
-from models.snn.commands.run import HostMemory, NetworkSummary, run_training
-from models.snn.step.structure import StepStructure
-from models.snn.training.diagnose import Finding, StepRecord
+from tilesim.models.snn.commands.options import RunOptions
+from tilesim.models.snn.commands.run import HostMemory, NetworkSummary, run_training
+from tilesim.models.snn.step.structure import StepStructure
+from tilesim.models.snn.training.diagnose import Finding, StepRecord
 
 KEYS = [
     "predicted_step_s", "samples_per_s", "breakdown_s", "memory", "network", "machine", "chips", "mapping",
@@ -43,7 +43,7 @@ def test_a_fixed_activity_summary_keeps_the_empty_shapes():
 
 def test_options_are_read_in_typed_parts_built_once():
     """Issue 24: the flat declaration users write, read as typed parts (each built once)."""
-    from models.snn.commands.options import OutputOptions, PlacementOptions, TrainingOptions
+    from tilesim.models.snn.commands.options import OutputOptions, PlacementOptions, TrainingOptions
 
     o = RunOptions(layers="40-30-4", batch=4, chips=2, copies="merged", out="x", steps=3)
     assert isinstance(o.placement, PlacementOptions) and o.placement.chips == 2

@@ -11,15 +11,21 @@ import time
 import numpy as np
 import pytest
 
-from models.snn.commands.hostmem import check_host_memory, estimate_host_memory
-from models.snn.placement.fit import place
-from models.snn.step.retime import retime
-from models.snn.step.timing import build_step_program
-from models.snn.training import data as D
-from models.snn.training.network import NetworkConfig, apply_gradients, compute_gradients, init_network, train_step
 from tilesim.engine.events import simulate
 from tilesim.errors import ConfigError
 from tilesim.machine.description import load_machine
+from tilesim.models.snn.commands.hostmem import check_host_memory, estimate_host_memory
+from tilesim.models.snn.placement.fit import place
+from tilesim.models.snn.step.retime import retime
+from tilesim.models.snn.step.timing import build_step_program
+from tilesim.models.snn.training import data as D
+from tilesim.models.snn.training.network import (
+    NetworkConfig,
+    apply_gradients,
+    compute_gradients,
+    init_network,
+    train_step,
+)
 from tilesim.outputs.records import ProgramDigest, label_tile_cycles
 from tilesim.program import CompactProgram
 
@@ -91,8 +97,8 @@ def test_compact_program_carries_no_machine_and_times_like_dense_on_another():
     comp = retime(None, cfg, pl, m).program
     assert not hasattr(comp, "machine_name")
     other = load_machine("gc200", 2)
-    from models.snn.step.counters import count_work
-    from models.snn.training.activity import fixed_activity
+    from tilesim.models.snn.step.counters import count_work
+    from tilesim.models.snn.training.activity import fixed_activity
 
     dense = build_step_program(cfg, pl, count_work(fixed_activity(cfg), pl, per_step=True), m)
     assert simulate(comp, other).total_s == pytest.approx(simulate(dense, other).total_s, rel=1e-12)
@@ -102,8 +108,8 @@ def test_compact_program_carries_no_machine_and_times_like_dense_on_another():
 def test_retime_fixed_is_compact_and_equal():
     cfg, m, pl, *_ = _step((64, 200, 150, 120, 100, 10), 2)
     p = retime(None, cfg, pl, m)
-    from models.snn.step.counters import count_work
-    from models.snn.training.activity import fixed_activity
+    from tilesim.models.snn.step.counters import count_work
+    from tilesim.models.snn.training.activity import fixed_activity
 
     counters = count_work(fixed_activity(cfg), pl, per_step=True)
     dense = simulate(build_step_program(cfg, pl, counters, m), m)
@@ -180,7 +186,7 @@ def test_init_weights_are_numpy_uniform_bit_for_bit():
     """The scratch-buffer initialisation draws exactly rng.uniform(-a, a) + 0.001 in float32."""
     import math
 
-    from models.snn.training.network import init_weights
+    from tilesim.models.snn.training.network import init_weights
 
     cfg = NetworkConfig(layers=(32, 40, 20, 4), recurrent=True, max_activity=0.1)
     W, V = init_weights(cfg)
@@ -246,8 +252,8 @@ def test_small_layers_run_on_one_thread_with_the_same_result():
     count is restored after); gradients are bit-identical to every thread's."""
     import numba
 
-    from models.snn.kernels import lif as K
-    from models.snn.training.network import _compute_gradients
+    from tilesim.models.snn.kernels import lif as K
+    from tilesim.models.snn.training.network import _compute_gradients
 
     cfg, m, pl, st, sp, lab = _step((64, 200, 150, 120, 100, 10), 1, True, "sgd")
     before = numba.get_num_threads()
@@ -305,8 +311,8 @@ def test_compact_build_reduces_only_the_rows_a_chip_works_in(monkeypatch):
     per_chip = reduced[-m.chips :]  # one reduction per chip, in chip order
     assert np.median(per_chip) < p.program.supersteps / 2, per_chip
     assert p.step_s == dense.total_s
-    from models.snn.step.counters import count_work
-    from models.snn.training.activity import fixed_activity
+    from tilesim.models.snn.step.counters import count_work
+    from tilesim.models.snn.training.activity import fixed_activity
 
     full = build_step_program(cfg, pl, count_work(fixed_activity(cfg), pl, per_step=True), m)
     np.testing.assert_array_equal(label_tile_cycles(p.program), label_tile_cycles(full))

@@ -8,18 +8,24 @@ import time
 import numpy as np
 import pytest
 
-from models.snn.commands.scaling import ScalingRecipe, recipe_layers, scaling_study
-from models.snn.placement.fit import place
-from models.snn.step.counters import count_work
-from models.snn.step.structure import D2H_BYTES_PER_S, DEFAULT_STRUCTURE, H2D_BYTES_PER_S, StepStructure, flipped
-from models.snn.step.table import HOST_LABELS, PHASE_LABELS, step_shape
-from models.snn.step.timing import build_step_program, default_costs
-from models.snn.training.activity import fixed_activity
-from models.snn.training.network import NetworkConfig
 from tilesim.cli import main
 from tilesim.engine.events import simulate
 from tilesim.errors import ConfigError
 from tilesim.machine.description import load_machine
+from tilesim.models.snn.commands.scaling import ScalingRecipe, recipe_layers, scaling_study
+from tilesim.models.snn.placement.fit import place
+from tilesim.models.snn.step.counters import count_work
+from tilesim.models.snn.step.structure import (
+    D2H_BYTES_PER_S,
+    DEFAULT_STRUCTURE,
+    H2D_BYTES_PER_S,
+    StepStructure,
+    flipped,
+)
+from tilesim.models.snn.step.table import HOST_LABELS, PHASE_LABELS, step_shape
+from tilesim.models.snn.step.timing import build_step_program, default_costs
+from tilesim.models.snn.training.activity import fixed_activity
+from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.program import SYNC_ALL, SYNC_CHIP
 
 
@@ -107,7 +113,7 @@ def test_host_round_trip_moves_weights_and_optimizer_slots_at_its_rate():
 
 
 def test_no_residual_is_booked_and_the_host_rate_is_fitted_within_its_bounds():
-    from models.snn.calibration.calibrate import BOUNDS
+    from tilesim.models.snn.calibration.calibrate import BOUNDS
 
     coef = default_costs().coefficients
     lo, hi = BOUNDS["host_copy_ns_per_byte"]
@@ -126,9 +132,9 @@ def test_an_old_cost_file_with_the_residual_is_refused(tmp_path):
 
 
 def test_run_summary_names_its_structure(tmp_path):
-    from models.snn.commands.cli import format_run, write_run_outputs
-    from models.snn.commands.options import RunOptions
-    from models.snn.commands.run import run_training
+    from tilesim.models.snn.commands.cli import format_run, write_run_outputs
+    from tilesim.models.snn.commands.options import RunOptions
+    from tilesim.models.snn.commands.run import run_training
 
     summary = run_training(
         RunOptions(layers=(32, 16, 4), batch=4, timesteps=8, steps=1, max_activity=0.25, copies="merged")
@@ -195,7 +201,7 @@ def test_host_round_trip_per_host_link_waits_for_the_whole_group():
 
 
 def test_scaling_recipe_runs_two_executions_of_500_steps_per_epoch():
-    from models.snn.commands.scaling import PAPER_STEPS_PER_EXECUTION, PAPER_STRUCTURE
+    from tilesim.models.snn.commands.scaling import PAPER_STEPS_PER_EXECUTION, PAPER_STRUCTURE
 
     assert (PAPER_STEPS_PER_EXECUTION, PAPER_STRUCTURE.executions_per_epoch) == (500, 2)
     r = ScalingRecipe(neurons_per_tile=2, batch=24)
@@ -208,7 +214,7 @@ def test_scaling_recipe_runs_two_executions_of_500_steps_per_epoch():
 
 def _s6_row(flips, npt_signs, batch_signs=((1,),)):
     """A constructed S6 row: per batch (24, 384) the signs over npt, one per coefficient set."""
-    from models.snn.commands.scaling import SensitivityRow
+    from tilesim.models.snn.commands.scaling import SensitivityRow
 
     return SensitivityRow(
         tuple(flips), "x", {}, {}, dict(zip((24, 384), npt_signs)), dict(zip((2, 8), batch_signs * 2))
@@ -216,7 +222,7 @@ def _s6_row(flips, npt_signs, batch_signs=((1,),)):
 
 
 def test_s6_verdict_reproduced_only_if_every_combination_and_coefficient_set_rises():
-    from models.snn.commands.scaling import REPRODUCED, _verdict
+    from tilesim.models.snn.commands.scaling import REPRODUCED, _verdict
 
     rows = [_s6_row((), ((1, 1), (1, 1))), _s6_row(("copies",), ((1, 1), (1, 1)))]
     assert _verdict(rows, "npt") == REPRODUCED == "reproduced by the model"
@@ -225,7 +231,7 @@ def test_s6_verdict_reproduced_only_if_every_combination_and_coefficient_set_ris
 def test_s6_verdict_without_a_measurement_is_never_refuted():
     """No row rises (falling or flat): "not reproduced by the model" — the model cannot refute a
     measured claim (issue 42)."""
-    from models.snn.commands.scaling import NOT_REPRODUCED, VERDICTS, _verdict
+    from tilesim.models.snn.commands.scaling import NOT_REPRODUCED, VERDICTS, _verdict
 
     rows = [_s6_row((), ((-1, -1), (-1, 0))), _s6_row(("sync_scope",), ((-1, -1), (0, 0)))]
     assert _verdict(rows, "npt") == NOT_REPRODUCED == "not reproduced by the model"
@@ -233,7 +239,7 @@ def test_s6_verdict_without_a_measurement_is_never_refuted():
 
 
 def test_s6_verdict_undetermined_names_the_unknown_whose_switch_changes_the_outcome():
-    from models.snn.commands.scaling import _verdict
+    from tilesim.models.snn.commands.scaling import _verdict
 
     rows = [
         _s6_row((), ((-1,), (-1,))),
@@ -247,7 +253,7 @@ def test_s6_verdict_undetermined_names_the_unknown_whose_switch_changes_the_outc
 
 
 def test_s6_verdict_undetermined_by_the_coefficients_band_alone():
-    from models.snn.commands.scaling import _verdict
+    from tilesim.models.snn.commands.scaling import _verdict
 
     rows = [_s6_row((), ((1, -1), (1, 1))), _s6_row(("copies",), ((1, 1), (1, 1)))]
     v = _verdict(rows, "npt")
@@ -257,7 +263,7 @@ def test_s6_verdict_undetermined_by_the_coefficients_band_alone():
 
 def test_s6_rows_are_every_combination_of_the_unknowns():
     """2^k structures, not single flips: every subset of the unknowns switched, each once, the assumed first."""
-    from models.snn.commands.scaling import ASSUMPTIONS, PAPER_STRUCTURE, combinations, flips_of
+    from tilesim.models.snn.commands.scaling import ASSUMPTIONS, PAPER_STRUCTURE, combinations, flips_of
 
     combos = combinations(PAPER_STRUCTURE)
     assert len(combos) == 2 ** len(ASSUMPTIONS) == 64 and len(set(combos)) == 64
@@ -270,16 +276,16 @@ def test_s6_rows_are_every_combination_of_the_unknowns():
 
 def test_one_chip_timing_ignores_the_options_that_cannot_matter_there():
     """On one chip sync scope and host sharing change nothing: the table times those once."""
-    from models.snn.commands.scaling import _time, recipe_layers
+    from tilesim.models.snn.commands.scaling import _time, recipe_layers
 
     r = ScalingRecipe(neurons_per_tile=2, batch=24)
     lay = recipe_layers(r, 1)
     base = _time(r, lay, 1, 2, StepStructure(), {})
     other = StepStructure(sync_scope="all", host_shared="host_link")
-    from models.snn.commands.scaling import _config
-    from models.snn.placement.fit import place
-    from models.snn.step.retime import retime  # the full path, without the table's shortcut
     from tilesim.machine.description import load_machine
+    from tilesim.models.snn.commands.scaling import _config
+    from tilesim.models.snn.placement.fit import place
+    from tilesim.models.snn.step.retime import retime  # the full path, without the table's shortcut
 
     m = load_machine("bow", 1)
     cfg = _config(r, lay)
@@ -290,7 +296,7 @@ def test_one_chip_timing_ignores_the_options_that_cannot_matter_there():
 
 @pytest.mark.slow
 def test_sensitivity_table_covers_every_combination(tmp_path, capsys):
-    from models.snn.commands.scaling import VERDICTS, coefficient_sets, sensitivity_table
+    from tilesim.models.snn.commands.scaling import VERDICTS, coefficient_sets, sensitivity_table
 
     sets = coefficient_sets()
     assert len(sets) > 2 and sets[0].name == "snn-calibrated"  # the fit, then distinct leave-one-out refits
@@ -314,7 +320,7 @@ def test_two_chip_structure_counted_by_hand():
     one after another, in every backward time step (issue 42); 2 pipeline stage switches
     (stage 0 → 1 forward, 1 → 0 backward) on the loss superstep, each a sync of both chips and an
     exchange set-up. On one chip neither exists."""
-    from models.snn.step.timing import pipeline_switches
+    from tilesim.models.snn.step.timing import pipeline_switches
 
     T = 6
     cfg, m, prog, _ = _two_chip_step(StepStructure())
@@ -363,7 +369,7 @@ def test_scaling_picture_legends_never_cover_the_curves():
     inside the picture."""
     import matplotlib.pyplot as plt
 
-    from models.snn.outputs.scaling_plot import scaling_figure
+    from tilesim.models.snn.outputs.scaling_plot import scaling_figure
 
     fig = scaling_figure(scaling_study(ScalingRecipe(), (1, 2, 4), "weak"))
     fig.canvas.draw()

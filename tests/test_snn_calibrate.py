@@ -7,7 +7,10 @@ import sys
 import numpy as np
 import pytest
 
-from models.snn.calibration.calibrate import (
+from tilesim.engine.events import simulate
+from tilesim.errors import ConfigError
+from tilesim.io import loads_toml
+from tilesim.models.snn.calibration.calibrate import (
     FIT_PARAMS,
     CaseBasis,
     case_setup,
@@ -15,10 +18,7 @@ from models.snn.calibration.calibrate import (
     read_cases,
     shipped_cases_path,
 )
-from models.snn.step.timing import default_costs, uncalibrated_costs
-from tilesim.engine.events import simulate
-from tilesim.errors import ConfigError
-from tilesim.io import loads_toml
+from tilesim.models.snn.step.timing import default_costs, uncalibrated_costs
 
 HEADER = (
     "case,dataset,layers,batch,timesteps,input_cap,max_activity,second_threshold,output_second_threshold,"
@@ -79,7 +79,7 @@ def test_the_host_round_trip_rate_is_fitted_and_nothing_is_left_as_residual(ship
     metric reset, structure.py); its rate is the one fitted number, no faster than the documented host
     traffic, identified within ±10 % over leave-one-out refits; no labelled residual is left; the mean
     error stays within 6 %."""
-    from models.snn.step.structure import D2H_BYTES_PER_S
+    from tilesim.models.snn.step.structure import D2H_BYTES_PER_S
 
     assert "host_copy_ns_per_byte" in FIT_PARAMS and "epoch_residual_cycles_per_weight" not in FIT_PARAMS
     cm = default_costs()

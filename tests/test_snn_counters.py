@@ -5,11 +5,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapping.core import Mapping
-from models.snn.placement.contiguous import contiguous_placement, contiguous_tiles
-from models.snn.step.counters import COUNTER_NAMES, count_work, layer_memory, load_activity, save_activity
-from models.snn.training.network import NetworkConfig, compute_gradients, init_network
 from tilesim.errors import ConfigError, MappingError
+from tilesim.mapping.core import Mapping
+from tilesim.models.snn.placement.contiguous import contiguous_placement, contiguous_tiles
+from tilesim.models.snn.step.counters import COUNTER_NAMES, count_work, layer_memory, load_activity, save_activity
+from tilesim.models.snn.training.network import NetworkConfig, compute_gradients, init_network
 
 
 def run(cfg, placement=None, seed=0, per_step=True):

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from models.snn.training import data
 from tilesim.errors import ConfigError
+from tilesim.models.snn.training import data
 
 
 def test_binning_by_hand():

@@ -1,14 +1,14 @@
-"""Every SNN kernel against its slow NumPy twin (models.snn.kernels.reference.naive_*)."""
+"""Every SNN kernel against its slow NumPy twin (tilesim.models.snn.kernels.reference.naive_*)."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.snn.kernels import lif as K
-from models.snn.kernels import reference as R
-from models.snn.kernels.spikes import SpikeList, initial_list
 from tilesim.errors import ConfigError
+from tilesim.models.snn.kernels import lif as K
+from tilesim.models.snn.kernels import reference as R
+from tilesim.models.snn.kernels.spikes import SpikeList, initial_list
 
 SETTINGS = settings(max_examples=20, deadline=None)
 ALPHA, SCALE, THR, BETA = 0.95, 0.5, 1.0, 10.0

@@ -5,9 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from models.snn.kernels.spikes import SpikeList, dense_to_input_list
-from models.snn.training import data
-from models.snn.training.network import (
+from tilesim.errors import ConfigError
+from tilesim.models.snn.kernels.spikes import SpikeList, dense_to_input_list
+from tilesim.models.snn.training import data
+from tilesim.models.snn.training.network import (
     LIFParams,
     NetworkConfig,
     compute_gradients,
@@ -16,7 +17,6 @@ from models.snn.training.network import (
     parse_layers,
     train_step,
 )
-from tilesim.errors import ConfigError
 
 
 def test_n_max_rules_paper_table():

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from models.snn.kernels.reference import reference_step
-from models.snn.training.network import NetworkConfig, compute_gradients, init_network
+from tilesim.models.snn.kernels.reference import reference_step
+from tilesim.models.snn.training.network import NetworkConfig, compute_gradients, init_network
 
 CASES = {
     # uncapped: ϑ2 = −100 and caps ≥ N, so every neuron is a gradient slot

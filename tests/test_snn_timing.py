@@ -7,16 +7,16 @@ import sys
 import numpy as np
 import pytest
 
-from models.snn.placement.contiguous import contiguous_placement
-from models.snn.placement.fit import place, to_placement
-from models.snn.placement.roles import compaction_spread
-from models.snn.step.memory import snn_memory
-from models.snn.step.table import PHASE_LABELS
-from models.snn.step.timing import build_step_program
-from models.snn.training.network import NetworkConfig, compute_gradients, init_network, train_step
 from tilesim.engine.events import simulate
 from tilesim.errors import MappingError, SramOverflowError
 from tilesim.machine.description import load_machine
+from tilesim.models.snn.placement.contiguous import contiguous_placement
+from tilesim.models.snn.placement.fit import place, to_placement
+from tilesim.models.snn.placement.roles import compaction_spread
+from tilesim.models.snn.step.memory import snn_memory
+from tilesim.models.snn.step.table import PHASE_LABELS
+from tilesim.models.snn.step.timing import build_step_program
+from tilesim.models.snn.training.network import NetworkConfig, compute_gradients, init_network, train_step
 
 
 def step(layers, machine="gc200", chips=None, T=10, B=12, **kw):
@@ -55,7 +55,7 @@ def test_higher_caps_are_slower_and_depth_versus_width():
     narrow = step("256-48-48-48-48-48-4", activity="fixed", max_activity=0.1)[-1].total_s
     assert narrow > wide
     # the paper's scale (as measured on Bow): 2 x 1466 is slower than 5 x ~586 at equal activity
-    from models.snn.step.retime import retime
+    from tilesim.models.snn.step.retime import retime
 
     m = load_machine("bow")
     t = {}
@@ -291,7 +291,7 @@ def test_the_step_table_drives_the_program():
     field of LayerTerms."""
     from dataclasses import fields
 
-    from models.snn.step.table import STEP_ROWS, LayerTerms, step_shape
+    from tilesim.models.snn.step.table import STEP_ROWS, LayerTerms, step_shape
 
     cfg, m, pl, led, prog, res = step("64-40-30-4", T=4)
     T, L = cfg.timesteps, cfg.n_layers
@@ -318,11 +318,11 @@ def test_the_step_table_drives_the_program():
 def test_both_row_sinks_follow_the_protocol_and_agree():
     """DenseRows and PeakRows implement RowSink, and the chip reduction of the dense arrays is
     what PeakRows builds (max over each chip's tiles)."""
-    from models.snn.step.counters import count_work
-    from models.snn.step.rows import DenseRows, PeakRows, RowSink
-    from models.snn.step.table import step_shape
-    from models.snn.step.timing import _emit, default_costs
-    from models.snn.training.activity import fixed_activity
+    from tilesim.models.snn.step.counters import count_work
+    from tilesim.models.snn.step.rows import DenseRows, PeakRows, RowSink
+    from tilesim.models.snn.step.table import step_shape
+    from tilesim.models.snn.step.timing import _emit, default_costs
+    from tilesim.models.snn.training.activity import fixed_activity
 
     for sink in (DenseRows, PeakRows):
         for name in ("owner", "local", "chip", "spread", "overhead", "finish"):
@@ -348,9 +348,9 @@ def test_layer_terms_are_cached_by_content():
     """A search's cache keeps each layer's terms under the counters' source (activity digest,
     grouping), not their identity: recounting the same activity into a fresh counters cache
     finds the terms; another activity does not."""
-    from models.snn.step.counters import count_work
-    from models.snn.step.workload import SnnStep
-    from models.snn.training.activity import fixed_activity
+    from tilesim.models.snn.step.counters import count_work
+    from tilesim.models.snn.step.workload import SnnStep
+    from tilesim.models.snn.training.activity import fixed_activity
     from tilesim.workload import step_seconds
 
     def predict_step_s(cfg, pl, counters, m, cache):

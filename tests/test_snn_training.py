@@ -12,10 +12,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from models.snn.training import data as D
-from models.snn.training.diagnose import Finding, LayerStats, StepRecord, check_depth, diagnose
-from models.snn.training.network import NetworkConfig, SecondThresholdSchedule, compute_gradients, init_network, train
 from tilesim.errors import ConfigError
+from tilesim.models.snn.training import data as D
+from tilesim.models.snn.training.diagnose import Finding, LayerStats, StepRecord, check_depth, diagnose
+from tilesim.models.snn.training.network import (
+    NetworkConfig,
+    SecondThresholdSchedule,
+    compute_gradients,
+    init_network,
+    train,
+)
 
 ISSUE = dict(batch=16, timesteps=40, max_activity=0.2, input_cap=24, optimizer="adam", lr=0.003)
 STEPS = 80
@@ -156,7 +162,7 @@ def test_synthetic_drive_is_a_rate_per_ms():
 def test_activity_chart_is_data_the_core_draws(tmp_path):
     """activity.png is a Chart in the Training section: stored in summary.json, drawn by the core, so `tilesim
     report` redraws it from the same numbers (issue 39: it was the one picture report could not redraw)."""
-    from models.snn.outputs.activity_chart import activity_chart
+    from tilesim.models.snn.outputs.activity_chart import activity_chart
     from tilesim.outputs.chart import Chart
     from tilesim.outputs.plots import draw_chart
 

@@ -11,20 +11,20 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from models.snn.placement.contiguous import contiguous_placement
-from models.snn.placement.fit import to_placement
-from models.snn.step.counters import count_work
-from models.snn.step.memory import snn_memory
-from models.snn.step.stacks import TT_LAUNCH_S, stack_for, stack_name
-from models.snn.step.structure import D2H_BYTES_PER_S
-from models.snn.step.table import stack_labels
-from models.snn.step.timing import STEPS_PER_EXECUTION, default_costs
-from models.snn.step.workload import SnnStep
-from models.snn.training.activity import fixed_activity
-from models.snn.training.network import NetworkConfig
 from tilesim.errors import ConfigError
 from tilesim.machine.costs import barrel_tile_cycles
 from tilesim.machine.description import Chip, Fabric, load_machine, preset_names
+from tilesim.models.snn.placement.contiguous import contiguous_placement
+from tilesim.models.snn.placement.fit import to_placement
+from tilesim.models.snn.step.counters import count_work
+from tilesim.models.snn.step.memory import snn_memory
+from tilesim.models.snn.step.stacks import TT_LAUNCH_S, stack_for, stack_name
+from tilesim.models.snn.step.structure import D2H_BYTES_PER_S
+from tilesim.models.snn.step.table import stack_labels
+from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION, default_costs
+from tilesim.models.snn.step.workload import SnnStep
+from tilesim.models.snn.training.activity import fixed_activity
+from tilesim.models.snn.training.network import NetworkConfig
 
 # the IPU stack's rows: the Keras/TensorFlow host round trip, the PopLibs sequence copies, the
 # reduction of the six per-worker dW copies

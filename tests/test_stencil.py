@@ -6,12 +6,12 @@ import sys
 import numpy as np
 import pytest
 
-from models.stencil.kernels import blur_slices
-from models.stencil.partition import partition_image
-from models.stencil.reference import blur_slices_ref, blur_zero_padded
-from models.stencil.workload import StencilConfig, run_stencil
 from tilesim.errors import ConfigError
 from tilesim.machine.description import load_machine
+from tilesim.models.stencil.kernels import blur_slices
+from tilesim.models.stencil.partition import partition_image
+from tilesim.models.stencil.reference import blur_slices_ref, blur_zero_padded
+from tilesim.models.stencil.workload import StencilConfig, run_stencil
 
 
 @pytest.mark.parametrize("h,w,ipus,mr,mc", [(40, 53, 2, 3, 3), (1122, 2200, 16, 1, 1), (302, 499, 4, 6, 6)])
@@ -113,8 +113,8 @@ def test_m2_quick(tmp_path):
 def test_png_run_writes_the_real_blur(tmp_path):
     import matplotlib.image as mpimg
 
-    from models.stencil.plots import read_png
-    from models.stencil.workload import blur_image
+    from tilesim.models.stencil.plots import read_png
+    from tilesim.models.stencil.workload import blur_image
 
     rng = np.random.default_rng(3)
     mpimg.imsave(tmp_path / "in.png", rng.random((30, 41, 4)).astype(np.float32))
@@ -148,9 +148,9 @@ def test_png_run_writes_the_real_blur(tmp_path):
 
 def test_calibrate_prediction_matches_the_workload():
     """The fit's fast re-timing path gives the same numbers as run_stencil at the preset's values."""
-    from models.stencil.calibrate import _SCALE, _predict, _targets
-    from models.stencil.measured import shipped_stencil_cases
-    from models.stencil.workload import plan_stencil
+    from tilesim.models.stencil.calibrate import _SCALE, _predict, _targets
+    from tilesim.models.stencil.measured import shipped_stencil_cases
+    from tilesim.models.stencil.workload import plan_stencil
 
     targets = [
         t for t in _targets(shipped_stencil_cases()) if t[0] in ("leaf float 4 IPU", "cheese float 16 IPU globExchange")

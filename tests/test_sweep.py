@@ -299,7 +299,7 @@ def test_sigkill_of_a_worker_loses_no_point(tmp_path):
         rep = run_sweep(
             points,
             tmp_path / "r.db",
-            "models.snn.commands.sweep_cli:run_point",
+            "tilesim.models.snn.commands.sweep_cli:run_point",
             scheduler=cluster.scheduler_address,
             progress=False,
         )

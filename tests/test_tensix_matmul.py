@@ -7,10 +7,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from models.tensix.matmul import MatmulCosts, MatmulSpec, load_matmul_costs, plan_matmul, time_matmul
-from models.tensix.measured import fit_matmul, shipped_matmul_cases, validate_matmul
 from tilesim.errors import ConfigError, SramOverflowError
 from tilesim.machine.description import load_machine
+from tilesim.models.tensix.matmul import MatmulCosts, MatmulSpec, load_matmul_costs, plan_matmul, time_matmul
+from tilesim.models.tensix.measured import fit_matmul, shipped_matmul_cases, validate_matmul
 
 WH = load_machine("wormhole-n150")
 

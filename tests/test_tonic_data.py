@@ -8,9 +8,9 @@ import h5py
 import numpy as np
 import pytest
 
-from models.snn.training.data import NMNIST_SIZE, encode_nmnist_events, read_tonic
 from tilesim.cli import main
 from tilesim.errors import ConfigError
+from tilesim.models.snn.training.data import NMNIST_SIZE, encode_nmnist_events, read_tonic
 
 pytest.importorskip("tonic")
 

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from models.snn.commands.cli import format_run, write_run_outputs
-from models.snn.commands.options import RunOptions
-from models.snn.commands.run import run_training
-from models.snn.step.table import HOST_LABELS
+from tilesim.models.snn.commands.cli import format_run, write_run_outputs
+from tilesim.models.snn.commands.options import RunOptions
+from tilesim.models.snn.commands.run import run_training
+from tilesim.models.snn.step.table import HOST_LABELS
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +79,10 @@ def test_a_fitted_residual_is_its_own_category_and_the_snn_books_none(gc200x2):
     """Issue 17: a row a workload labels as a fitted residual (``SimResult.book_as(labels, "residual")``) is
     not compute in any breakdown; issue 25: the SNN step has no such row left (its per-epoch cost is the
     host round trip)."""
-    from models.snn.placement.fit import place
-    from models.snn.step.retime import retime
-    from models.snn.training.network import NetworkConfig
     from tilesim.machine.description import load_machine
+    from tilesim.models.snn.placement.fit import place
+    from tilesim.models.snn.step.retime import retime
+    from tilesim.models.snn.training.network import NetworkConfig
 
     out, _ = gc200x2
     s = json.loads((out / "summary.json").read_text())
@@ -100,11 +100,11 @@ def test_a_fitted_residual_is_its_own_category_and_the_snn_books_none(gc200x2):
 
 
 def test_booking_keeps_the_predicted_total():
-    from models.snn.placement.fit import place
-    from models.snn.step.retime import retime
-    from models.snn.training.network import NetworkConfig
     from tilesim.engine.events import simulate
     from tilesim.machine.description import load_machine
+    from tilesim.models.snn.placement.fit import place
+    from tilesim.models.snn.step.retime import retime
+    from tilesim.models.snn.training.network import NetworkConfig
 
     cfg = NetworkConfig(layers=(64, 32, 4), batch=4, timesteps=6, activity="fixed", caps=(8, 2))
     m = load_machine("gc200")
@@ -127,7 +127,7 @@ def test_first_step_does_not_depend_on_steps():
 def test_map_search_baseline_is_run_first_step():
     """map-search re-times a steady-state step (theta2 at its target, not the schedule's warm-up), so
     it equals the first step of a run without the schedule."""
-    from models.snn.placement.search import search_mapping
+    from tilesim.models.snn.placement.search import search_mapping
 
     kw = dict(
         layers="40-24-4", caps="8-2", batch=4, timesteps=8, memory_check="report", second_threshold_schedule="off"

@@ -45,9 +45,9 @@ def test_slices_counters_flows_and_tiles(round2):
 def test_run_trace_tiles_option():
     import pytest
 
-    from models.snn.commands.options import RunOptions
-    from models.snn.commands.run import run_training
     from tilesim.errors import ConfigError
+    from tilesim.models.snn.commands.options import RunOptions
+    from tilesim.models.snn.commands.run import run_training
 
     kw = dict(layers="40-24-4", caps="8-2", batch=4, timesteps=8, steps=1, memory_check="report")
     s = run_training(RunOptions(trace_tiles="5-7", **kw))

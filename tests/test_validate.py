@@ -2,13 +2,13 @@
 
 import pytest
 
-from models.validate import workload_of
 from tilesim.errors import ConfigError
+from tilesim.models.validate import workload_of
 
 
 def test_workload_column(tmp_path):
-    from models.snn.calibration.calibrate import shipped_cases_path
-    from models.stencil.measured import shipped_stencil_cases
+    from tilesim.models.snn.calibration.calibrate import shipped_cases_path
+    from tilesim.models.stencil.measured import shipped_stencil_cases
 
     assert workload_of(shipped_cases_path()) == "snn"
     assert {workload_of(p) for p in shipped_stencil_cases()} == {"stencil"}
@@ -25,8 +25,8 @@ def test_calibrate_refuses_mixed_workloads(tmp_path):
     import subprocess
     import sys
 
-    from models.snn.calibration.calibrate import shipped_cases_path
-    from models.stencil.measured import shipped_stencil_cases
+    from tilesim.models.snn.calibration.calibrate import shipped_cases_path
+    from tilesim.models.stencil.measured import shipped_stencil_cases
 
     r = subprocess.run(
         [

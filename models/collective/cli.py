@@ -14,7 +14,7 @@ from tilesim.io import dumps_json
 
 __all__ = ["register", "parse_size"]
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")  # models.collective.algorithms.OPS
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")  # tilesim.models.collective.algorithms.OPS
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 
 
@@ -27,12 +27,12 @@ def parse_size(text: str) -> int:
 
 
 def _cmd_collective(args) -> int:
-    from models.collective.workload import (  # loaded only when the command runs (start-up time)
+    from tilesim.machine.description import load_machine  # loaded only when the command runs (start-up time)
+    from tilesim.models.collective.workload import (  # loaded only when the command runs (start-up time)
         BUS_FACTOR,
         CollectiveSpec,
         time_collective,
     )
-    from tilesim.machine.description import load_machine  # loaded only when the command runs (start-up time)
 
     spec = CollectiveSpec(args.op, args.chips, args.topology, parse_size(args.size_bytes))
     t = time_collective(spec, load_machine(args.machine))

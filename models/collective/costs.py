@@ -1,6 +1,6 @@
 """The collective library's own constants (the links' are the machine's).
 
-One collective is one or two passes (:func:`models.collective.algorithms.phases`); a pass costs::
+One collective is one or two passes (:func:`tilesim.models.collective.algorithms.phases`); a pass costs::
 
     T_pass = launch_cycles / f + drain(paths over links) + H · link_latency_s · (1 + r · reducing)
 
@@ -48,7 +48,7 @@ def load_costs(path: str | Path | None = None) -> CollectiveCosts:
 
     Raises :class:`ConfigError` on an unknown or missing key, naming the known ones."""
     data = (
-        loads_toml((resources.files("models.collective") / "costs.toml").read_text())
+        loads_toml((resources.files("tilesim.models.collective") / "costs.toml").read_text())
         if path is None
         else read_toml(Path(path), "collective costs")
     )

@@ -8,7 +8,7 @@ Columns (one row per measured call; users can bring their own)::
 and optionally ``use`` (``calibrate``: a row ``tilesim calibrate`` fits; anything else: checked
 only). ``size_bytes`` counts as the CCL benchmark does (all_gather: output per chip; the others:
 input per chip). A row that cannot be predicted says why in its own result and does not stop the
-others (:mod:`models.cases`).
+others (:mod:`tilesim.models.cases`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from models.cases import Case, CaseFit, fit_cases, number, predict, read_rows, validate_rows
-from models.collective.costs import CollectiveCosts, load_costs
-from models.collective.workload import CollectiveSpec, time_collective
 from tilesim.errors import ConfigError, config_message
 from tilesim.machine.description import load_machine
+from tilesim.models.cases import Case, CaseFit, fit_cases, number, predict, read_rows, validate_rows
+from tilesim.models.collective.costs import CollectiveCosts, load_costs
+from tilesim.models.collective.workload import CollectiveSpec, time_collective
 
 __all__ = [
     "COLUMNS",

@@ -1,12 +1,12 @@
 """A collective as a workload: its paths as link flows, one superstep per pass, timed by the core.
 
 :class:`CollectiveWorkload` implements :class:`tilesim.workload.Workload`: ``program`` turns the
-paths of each pass (:mod:`models.collective.algorithms`) into flows of ``size_bytes / chips``
+paths of each pass (:mod:`tilesim.models.collective.algorithms`) into flows of ``size_bytes / chips``
 bytes over the machine's chip links (each path one flow to its farthest chip: the links it crosses
 carry its chunk once), ``launch_cycles`` as the pass's sync (booked as sync: the programs starting and
 the data movers' handshake) and the reducing hops' extra latency as compute (the worker cores'
 reductions). The engine's fluid links then give the drain and the per-hop latency
-(:mod:`models.collective.costs` has the equation).
+(:mod:`tilesim.models.collective.costs` has the equation).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from models.collective.algorithms import OPS, TOPOLOGIES, paths, phases
-from models.collective.costs import CollectiveCosts, load_costs
 from tilesim.errors import require
 from tilesim.machine.description import Machine
 from tilesim.machine.fabric import chip_links
 from tilesim.machine.memory import MemoryLedger
+from tilesim.models.collective.algorithms import OPS, TOPOLOGIES, paths, phases
+from tilesim.models.collective.costs import CollectiveCosts, load_costs
 from tilesim.outputs.records import SimResult
 from tilesim.program import Program, ProgramBuilder
 from tilesim.workload import Section, time_workload

@@ -1,18 +1,18 @@
 """Linear layers for the butterfly-on-IPU study (Shekofteh, Alles & Fröning).
 
-* :mod:`models.linear.layers` — dense, low-rank, circulant, fastfood, butterfly, pixelfly, CSR
+* :mod:`tilesim.models.linear.layers` — dense, low-rank, circulant, fastfood, butterfly, pixelfly, CSR
   sparse layers (forward/backward, assembled dense matrix) and the skewed-shape matmul;
-* :mod:`models.linear.shl` — the single-hidden-layer CIFAR-10 model with Table 4's exact counts;
-* :mod:`models.linear.planner` — matmul tile planner (parallel and serial splits, availableMemoryProportion,
+* :mod:`tilesim.models.linear.shl` — the single-hidden-layer CIFAR-10 model with Table 4's exact counts;
+* :mod:`tilesim.models.linear.planner` — matmul tile planner (parallel and serial splits, availableMemoryProportion,
   partials type, ``explain_plan``), BSP :class:`Phase` records, memory overheads;
-* :mod:`models.linear.blocksparse` — static block-sparse x dense matmul planned by non-zero blocks (PopSparse);
-* :mod:`models.linear.schedules` — layers as sequences of phases for the timing layer;
-* :mod:`models.linear.steps` — backward passes, fastfood, circulant, element-wise phases, SGD update;
-* :mod:`models.linear.lowering` — op-by-op (PopTorch) lowering of the reference PyTorch code,
+* :mod:`tilesim.models.linear.blocksparse` — static block-sparse x dense matmul planned by non-zero blocks (PopSparse);
+* :mod:`tilesim.models.linear.schedules` — layers as sequences of phases for the timing layer;
+* :mod:`tilesim.models.linear.steps` — backward passes, fastfood, circulant, element-wise phases, SGD update;
+* :mod:`tilesim.models.linear.lowering` — op-by-op (PopTorch) lowering of the reference PyTorch code,
   PopLibs vertex costs;
-* :mod:`models.linear.timing` — schedules -> BSP program (engine) + SRAM ledger; layer and SHL steps;
-* :mod:`models.linear.cli` — ``tilesim shl | layer | exchange-bench``;
-* :mod:`models.linear.kernels` — the Numba kernels (the only module importing numba).
+* :mod:`tilesim.models.linear.timing` — schedules -> BSP program (engine) + SRAM ledger; layer and SHL steps;
+* :mod:`tilesim.models.linear.cli` — ``tilesim shl | layer | exchange-bench``;
+* :mod:`tilesim.models.linear.kernels` — the Numba kernels (the only module importing numba).
 """
 
 from tilesim.running.lazy import lazy_exports
@@ -21,11 +21,11 @@ from tilesim.running.lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        "models.linear.blocksparse": (
+        "tilesim.models.linear.blocksparse": (
             "BlockSparsePlan",
             "plan_block_sparse",
         ),
-        "models.linear.layers": (
+        "tilesim.models.linear.layers": (
             "BlockSparseLinear",
             "ButterflyLinear",
             "CirculantLinear",
@@ -40,27 +40,27 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "random_csr",
             "skewed_shape",
         ),
-        "models.linear.phases": (
+        "tilesim.models.linear.phases": (
             "OverheadConstants",
             "Phase",
             "SuperstepCosts",
             "overhead_breakdown",
             "overhead_bytes_per_tile",
         ),
-        "models.linear.planner": (
+        "tilesim.models.linear.planner": (
             "MatmulPlan",
             "PlanTarget",
             "explain_plan",
             "plan_matmul",
         ),
-        "models.linear.schedules": (
+        "tilesim.models.linear.schedules": (
             "LayerSchedule",
             "butterfly_schedule",
             "dense_schedule",
             "lowrank_schedule",
             "pixelfly_schedule",
         ),
-        "models.linear.shl": (
+        "tilesim.models.linear.shl": (
             "PIXELFLY_SHL",
             "SHL_METHODS",
             "TABLE4_PARAMS",

@@ -5,7 +5,7 @@
 Li et al. 2023, arXiv:2303.16999) partitions by **non-zero blocks**: the block columns of ``W`` are
 cut into ``S_k`` contiguous *bands* of about equal non-zero blocks, the dense columns ``n`` into ``S_n``
 parts, and each (band, part) gets ``T_g = tiles // (S_k S_n)`` tiles; ``(S_n, S_k)`` is the one
-PopSparse's planner picks (:mod:`models.linear.popsparse_plan`). (PopSparse allocates tiles to bands in
+PopSparse's planner picks (:mod:`tilesim.models.linear.popsparse_plan`). (PopSparse allocates tiles to bands in
 proportion to their non-zero blocks; equal groups are used here, which is the same for bands of equal
 blocks.) A band's non-zero blocks, in row-major order, are cut into ``T_g`` near-equal contiguous chunks;
 tile ``t = (j S_k + b) T_g + c`` holds chunk ``c`` of band ``b`` for part ``j``.
@@ -32,7 +32,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from models.linear.phases import (
+from tilesim.errors import SramOverflowError, require
+from tilesim.models.linear.phases import (
     Phase,
     SuperstepCosts,
     TilePlan,
@@ -42,9 +43,8 @@ from models.linear.phases import (
     require_precision,
     split_sizes,
 )
-from models.linear.planner import DEFAULT_MEMORY_PROPORTION, PlanTarget, _check_proportion
-from models.linear.popsparse_plan import choose_static_partition
-from tilesim.errors import SramOverflowError, require
+from tilesim.models.linear.planner import DEFAULT_MEMORY_PROPORTION, PlanTarget, _check_proportion
+from tilesim.models.linear.popsparse_plan import choose_static_partition
 
 __all__ = ["StaticBlockCosts", "BlockSparsePlan", "plan_block_sparse", "weight_grad_phases", "SUPPORTED_BLOCKS"]
 
@@ -397,7 +397,7 @@ def plan_block_sparse(
     vertex: StaticBlockCosts = StaticBlockCosts(),
 ) -> BlockSparsePlan:
     """The partition PopSparse's static planner picks for ``W (layout, block) · X^T (k x n)``
-    (:func:`~models.linear.popsparse_plan.choose_static_partition`: its own estimate over every
+    (:func:`~tilesim.models.linear.popsparse_plan.choose_static_partition`: its own estimate over every
     ``(S_n, S_k)``, temporary bytes bounded by ``memory_proportion · sram_bytes``), built and costed tile
     by tile; :class:`~tilesim.errors.SramOverflowError` if that plan does not fit ``sram_bytes``.
     ``layout``: bool block mask ``(m / block, k / block)``; ``workers``: the chip's worker contexts per
@@ -411,7 +411,7 @@ def plan_block_sparse(
         "layout",
         layout.shape,
         "must be a 2-D block mask with a block",
-        "use models.linear.layers.random_block_layout",
+        "use tilesim.models.linear.layers.random_block_layout",
     )
     require(
         block in SUPPORTED_BLOCKS,

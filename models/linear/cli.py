@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES, SHL_METHODS, SPARSE_KINDS
 from tilesim.errors import ConfigError, config_message
 from tilesim.io import dumps_json
+from tilesim.models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES, SHL_METHODS, SPARSE_KINDS
 
 __all__ = ["register", "exchange_bench"]
 
@@ -76,7 +76,7 @@ def _fraction(text: str) -> float:
 def _cmd_shl(args) -> int:
     import sys  # loaded only when the command runs (start-up time)
 
-    from models.linear.timing import time_shl  # loaded only when the command runs (start-up time)
+    from tilesim.models.linear.timing import time_shl  # loaded only when the command runs (start-up time)
 
     _positive("--batch", args.batch, "the paper uses 50")
     if args.method in SHL_DENSE_ALIASES.values():
@@ -128,7 +128,7 @@ def _check_layer_args(args) -> None:
 
 
 def _cmd_layer(args) -> int:
-    from models.linear.timing import (  # loaded only when the command runs (start-up time)
+    from tilesim.models.linear.timing import (  # loaded only when the command runs (start-up time)
         BlockSparseConfig,
         MatmulOptions,
         explain_step,

@@ -42,7 +42,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from models.linear.phases import (
+from tilesim.errors import SramOverflowError, require
+from tilesim.models.linear.phases import (
     Phase,
     TilePlan,
     as_tile_array,
@@ -51,8 +52,7 @@ from models.linear.phases import (
     require_int,
     require_precision,
 )
-from models.linear.planner import DEFAULT_MEMORY_PROPORTION, PlanTarget, _check_proportion
-from tilesim.errors import SramOverflowError, require
+from tilesim.models.linear.planner import DEFAULT_MEMORY_PROPORTION, PlanTarget, _check_proportion
 
 __all__ = ["DynamicCosts", "DynamicSparsePlan", "plan_dynamic_sparse", "DYNAMIC_BLOCKS", "BUCKET_OVERSIZE"]
 

@@ -1,6 +1,6 @@
 """Numba kernels for the structured linear layers (the only module here that imports numba).
 
-Kernels take arrays and scalars only; validation happens in :mod:`models.linear.layers`.
+Kernels take arrays and scalars only; validation happens in :mod:`tilesim.models.linear.layers`.
 Layout convention everywhere: activations are ``(batch, features)`` row-major float arrays.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numba as nb
 
-from models.jit import PARALLEL_EXACT
+from tilesim.models.jit import PARALLEL_EXACT
 
 
 @nb.njit(**PARALLEL_EXACT)

@@ -8,7 +8,7 @@ other. The interface, shared by all layers:
 * ``params`` — tuple of the learnable arrays (``sum(p.size for p in params)`` is the parameter count
   reported in the paper's Table 4), ``param_names`` — their names;
 * ``forward(x) -> (y, cache)`` and ``backward(grad_y, cache) -> (grad_x, grads)``, ``grads`` aligned
-  with ``params``; the arrays are updated in place by an optimiser (see :mod:`models.linear.shl`).
+  with ``params``; the arrays are updated in place by an optimiser (see :mod:`tilesim.models.linear.shl`).
 
 Layers are frozen dataclasses: the configuration is validated on construction and the parameter
 arrays are created from the explicit ``seed``. Bad shapes raise :class:`tilesim.errors.ConfigError`.
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.linear import kernels
 from tilesim.errors import ConfigError, require
+from tilesim.models.linear import kernels
 
 __all__ = [
     "DenseLinear",

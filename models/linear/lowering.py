@@ -6,7 +6,7 @@ implementation was used on both GPU and IPU"): Dao et al.'s ``butterfly_mult_tor
 ``StructuredLinear`` layers. PopTorch lowers every tensor operation of the forward pass and of its
 autograd backward to a PopART op, and PopART lowers each op to its own PopLibs program: at least one
 compute set with its own sync, exchange program, vertices and control code. Nothing is fused across
-ops. The schedules in :mod:`models.linear.schedules` / :mod:`models.linear.steps` (``lowering =
+ops. The schedules in :mod:`tilesim.models.linear.schedules` / :mod:`tilesim.models.linear.steps` (``lowering =
 "fused"``) are what a hand-written Poplar program would run instead: one compute set per butterfly
 factor or transform stage.
 
@@ -82,8 +82,9 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from models.linear.layers import pixelfly_layout
-from models.linear.phases import (
+from tilesim.errors import require
+from tilesim.models.linear.layers import pixelfly_layout
+from tilesim.models.linear.phases import (
     PRECISION_BYTES,
     Phase,
     SuperstepCosts,
@@ -91,10 +92,9 @@ from models.linear.phases import (
     phases_cycles,
     split_sizes,
 )
-from models.linear.planner import PlanTarget, plan_matmul
-from models.linear.schedules import LayerSchedule
-from models.linear.shl import PIXELFLY_SHL
-from tilesim.errors import require
+from tilesim.models.linear.planner import PlanTarget, plan_matmul
+from tilesim.models.linear.schedules import LayerSchedule
+from tilesim.models.linear.shl import PIXELFLY_SHL
 
 __all__ = [
     "LOWERINGS",

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from models.cases import Case, number, predict, read_rows, validate_rows
 from tilesim.errors import ConfigError, TileSimError, config_message
 from tilesim.machine.description import Machine
+from tilesim.models.cases import Case, number, predict, read_rows, validate_rows
 
 __all__ = ["COLUMNS", "BEST_OF", "SparseCase", "read_sparse_cases", "predict_tflops", "validate_sparse",
            "shipped_sparse_cases"]  # fmt: skip
@@ -80,7 +80,7 @@ def read_sparse_cases(path) -> list[Case]:
 
 def _rate(spec: SparseCase, n: int, machine: Machine) -> float:
     """Non-zero TFLOP/s of one forward matmul ``(m x k) · (k x n)`` on ``machine``."""
-    from models.linear.timing import BlockSparseConfig, time_layer
+    from tilesim.models.linear.timing import BlockSparseConfig, time_layer
 
     if spec.m != spec.k:
         raise ConfigError(config_message("m, k", (spec.m, spec.k), "must be equal (a square layer)", "fix the row"))

@@ -70,7 +70,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.linear.phases import (
+from tilesim.errors import SramOverflowError, require
+from tilesim.models.linear.phases import (
     OverheadConstants,
     Phase,
     SuperstepCosts,
@@ -86,7 +87,6 @@ from models.linear.phases import (
     split_sizes,
     vertices_per_tile,
 )
-from tilesim.errors import SramOverflowError, require
 
 AMP_VERTEX_CYCLES = 331.0
 """Fixed cycles of one AMP (matmul) vertex beyond its ``4 N`` streaming cycles: fitted on the tessellate-ipu
@@ -111,7 +111,7 @@ MAX_SERIAL_SPLIT = 64
 
 @dataclass(frozen=True)
 class PlanTarget:
-    """What a plan of :mod:`models.linear` is made for, the keywords every planner and schedule took:
+    """What a plan of :mod:`tilesim.models.linear` is made for, the keywords every planner and schedule took:
     ``tiles`` and their ``sram_bytes``; the AMP's ``flops_per_cycle`` and ``fixed_cycles`` per vertex
     (0 flops: no matmul in the plan; a matmul refuses it); operand and matmul-partials ``precision``;
     the superstep ``costs`` and memory ``overheads``; PopLibs' ``memory_proportion``. Defaults are the

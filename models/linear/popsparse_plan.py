@@ -5,7 +5,7 @@ candidate partition: it scores each ``(S_n, S_k)`` — every whole number of den
 32 and of column bands up to 128, ``S_n S_k`` at most the chip's tile pairs — with a closed-form
 estimate and keeps the cheapest whose temporary bytes meet ``availableMemoryProportion`` [S]. This
 module ports that estimate, so the simulator picks the partition PopSparse would pick (then times it
-tile by tile in :mod:`models.linear.blocksparse`). Per candidate and per distinct ``(n per part,
+tile by tile in :mod:`tilesim.models.linear.blocksparse`). Per candidate and per distinct ``(n per part,
 tiles per part)``, for the band with the most non-zero blocks per tile::
 
     cycles = ceil(rhs bytes / (2 E)) · (k_tile / k_sparse)        # dense rows in, multicast bias
@@ -29,8 +29,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from models.linear.phases import ceil_div
 from tilesim.errors import SramOverflowError, require
+from tilesim.models.linear.phases import ceil_div
 
 __all__ = ["StaticChoice", "choose_static_partition", "band_boundaries"]
 
@@ -226,7 +226,7 @@ def choose_static_partition(
 ) -> StaticChoice:
     """The ``(S_n, S_k)`` PopSparse's static planner picks for ``layout`` (bool block mask) and ``n``
     dense columns (module docstring); ``vertex``: the codelet estimate
-    (:class:`~models.linear.blocksparse.StaticBlockCosts`)."""
+    (:class:`~tilesim.models.linear.blocksparse.StaticBlockCosts`)."""
     grain = 4 if element_bytes == 2 else 2  # the vector width: n is padded to it [S]
     n_pad = ceil_div(n, grain) * grain
     col_count = layout.sum(axis=0).astype(np.int64)

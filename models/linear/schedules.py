@@ -1,8 +1,8 @@
-"""Layers as sequences of BSP phases (one :class:`~models.linear.planner.Phase` = one superstep).
+"""Layers as sequences of BSP phases (one :class:`~tilesim.models.linear.planner.Phase` = one superstep).
 
 Forward pass of a layer on ``batch`` samples, per-tile work and exchange bytes, for the timing layer:
 
-* dense ``n_in -> n_out``: one :func:`~models.linear.planner.plan_matmul` of ``(batch, n_in) x (n_in, n_out)``
+* dense ``n_in -> n_out``: one :func:`~tilesim.models.linear.planner.plan_matmul` of ``(batch, n_in) x (n_in, n_out)``
   (phases ``matmul`` [+ ``reduce``]);
 * low rank ``r``: two matmuls, ``(batch, n_in) x (n_in, r)`` then ``(batch, r) x (r, n_out)``;
 * butterfly ``n`` (Dao et al. 2019): ``log2 n`` phases ``butterfly-k``, one per factor. Features
@@ -13,15 +13,15 @@ Forward pass of a layer on ``batch`` samples, per-tile work and exchange bytes, 
   otherwise it is tile-local. Compute: 2 MACs per output element on the vector unit (2x2 blocks
   are too small for the AMP). Phase 0 also receives the input block from its home layout.
 * static block-sparse (:func:`block_sparse_schedules`): PopSparse's static sparse matmul,
-  :func:`~models.linear.blocksparse.plan_block_sparse` (partitioned by non-zero blocks);
+  :func:`~tilesim.models.linear.blocksparse.plan_block_sparse` (partitioned by non-zero blocks);
 * pixelfly (Chen, Dao et al. 2022): its flat block butterfly as that static block-sparse matmul
   (phases ``sparse-mm`` [+ ``sparse-reduce``]; blocks above 16 as 16 x 16 sub-blocks), the two low-rank
   matmuls, and ``pixelfly-sum`` (the low-rank output is exchanged to the block-output layout and added
   on the vector unit).
 
 Each schedule chooses its own partition by minimising predicted cycles subject to the per-tile
-``sram_bytes`` budget (data + :func:`~models.linear.planner.overhead_bytes_per_tile`), like
-:func:`~models.linear.planner.plan_matmul`. ``data_bytes`` of a multi-part schedule is the sum of
+``sram_bytes`` budget (data + :func:`~tilesim.models.linear.planner.overhead_bytes_per_tile`), like
+:func:`~tilesim.models.linear.planner.plan_matmul`. ``data_bytes`` of a multi-part schedule is the sum of
 the parts' peaks (every buffer counted live at once: an upper bound).
 """
 
@@ -32,10 +32,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from models.linear.blocksparse import SUPPORTED_BLOCKS, StaticBlockCosts, plan_block_sparse, weight_grad_phases
-from models.linear.dynamicsparse import plan_dynamic_sparse
-from models.linear.layers import is_power_of_two, pixelfly_layout
-from models.linear.phases import (
+from tilesim.errors import SramOverflowError, require
+from tilesim.models.linear.blocksparse import SUPPORTED_BLOCKS, StaticBlockCosts, plan_block_sparse, weight_grad_phases
+from tilesim.models.linear.dynamicsparse import plan_dynamic_sparse
+from tilesim.models.linear.layers import is_power_of_two, pixelfly_layout
+from tilesim.models.linear.phases import (
     OverheadConstants,
     Phase,
     SuperstepCosts,
@@ -45,8 +46,7 @@ from models.linear.phases import (
     require_precision,
     split_sizes,
 )
-from models.linear.planner import PlanTarget, plan_matmul
-from tilesim.errors import SramOverflowError, require
+from tilesim.models.linear.planner import PlanTarget, plan_matmul
 
 __all__ = [
     "LayerSchedule",
@@ -240,7 +240,7 @@ def pixelfly_schedule(
     n: int, batch: int, block_size: int, butterfly_size: int, lowrank_size: int, target: PlanTarget, *, workers: int
 ) -> LayerSchedule:
     """Pixelfly forward: the flat block butterfly as a static block-sparse matmul
-    (:func:`~models.linear.blocksparse.plan_block_sparse`, PopSparse's partition and codelet costs;
+    (:func:`~tilesim.models.linear.blocksparse.plan_block_sparse`, PopSparse's partition and codelet costs;
     :func:`popsparse_layout` for blocks above 16), the two low-rank matmuls, and ``pixelfly-sum`` (the
     low-rank output is exchanged to the block-sparse output layout and added on the vector unit).
     ``parts[0]`` is the block-sparse plan, the backward pass reuses its partition.
@@ -287,10 +287,10 @@ def block_sparse_schedules(
     vertex=None,
     backward: bool = True,
 ):
-    """``(forward, backward)`` :class:`~models.linear.schedules.LayerSchedule` of a static block-sparse layer
+    """``(forward, backward)`` :class:`~tilesim.models.linear.schedules.LayerSchedule` of a static block-sparse layer
     ``y = x W^T`` (``layout``: ``(n_out / block, n_in / block)``). Forward: :func:`plan_block_sparse` of
     ``W · x^T``; backward: ``grad_x^T = W^T g^T`` (planned on the transposed layout) and the weight
-    gradient on the forward partition (:func:`~models.linear.blocksparse.weight_grad_phases`).
+    gradient on the forward partition (:func:`~tilesim.models.linear.blocksparse.weight_grad_phases`).
     ``backward=False``: ``(forward, None)``. ``partials_precision`` is the weight gradient's (the sparse
     matmuls accumulate in the input type, as PopSparse does); ``tile_grain``: tiles per exchange bus.
     The backward's data peak is the larger of its two parts (their buffers are not live together)."""

@@ -56,7 +56,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.linear.layers import (
+from tilesim.errors import require
+from tilesim.models.linear.layers import (
     ButterflyLinear,
     CirculantLinear,
     DenseLinear,
@@ -64,8 +65,7 @@ from models.linear.layers import (
     LowRankLinear,
     PixelflyLinear,
 )
-from models.linear.names import SHL_METHODS, TABLE4_PARAMS
-from tilesim.errors import require
+from tilesim.models.linear.names import SHL_METHODS, TABLE4_PARAMS
 
 __all__ = [
     "TABLE4_PARAMS",

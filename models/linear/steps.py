@@ -1,8 +1,8 @@
 """Training-step schedules: backward passes, fastfood, circulant, element-wise phases and the SGD update.
 
-Everything here returns :class:`~models.linear.schedules.LayerSchedule` records (phases of per-tile
-work and exchange bytes) for :mod:`models.linear.timing`. The cost model is the planner's
-(:mod:`models.linear.planner` docstring): one phase = sync + exchange + one compute set.
+Everything here returns :class:`~tilesim.models.linear.schedules.LayerSchedule` records (phases of per-tile
+work and exchange bytes) for :mod:`tilesim.models.linear.timing`. The cost model is the planner's
+(:mod:`tilesim.models.linear.planner` docstring): one phase = sync + exchange + one compute set.
 
 Backward passes (``grad_y`` arrives in the layout the forward pass produced ``y`` in):
 
@@ -16,7 +16,7 @@ Backward passes (``grad_y`` arrives in the layout the forward pass produced ``y`
   (``2 f log2 n + 2 f`` coefficients per feature group) are summed over the ``P_b`` batch groups
   (tile ``i`` of the group owns slice ``i``, receives the other ``P_b - 1`` copies of it);
 * pixelfly: the block-sparse part as a static block-sparse layer
-  (:func:`~models.linear.schedules.block_sparse_schedules`: ``grad_x`` planned on the transposed
+  (:func:`~tilesim.models.linear.schedules.block_sparse_schedules`: ``grad_x`` planned on the transposed
   layout, ``sparse-wgrad`` on the forward's partition and its reduction over the dense-column parts),
   the low-rank backward and ``bias-grad``.
 
@@ -50,9 +50,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from models.linear.blocksparse import StaticBlockCosts, plan_block_sparse, weight_grad_phases
-from models.linear.layers import is_power_of_two, pixelfly_layout
-from models.linear.phases import (
+from tilesim.errors import SramOverflowError, require
+from tilesim.models.linear.blocksparse import StaticBlockCosts, plan_block_sparse, weight_grad_phases
+from tilesim.models.linear.layers import is_power_of_two, pixelfly_layout
+from tilesim.models.linear.phases import (
     PRECISION_BYTES,
     Phase,
     SuperstepCosts,
@@ -61,9 +62,8 @@ from models.linear.phases import (
     require_precision,
     split_sizes,
 )
-from models.linear.planner import PlanTarget, plan_matmul
-from models.linear.schedules import LayerSchedule, popsparse_layout
-from tilesim.errors import SramOverflowError, require
+from tilesim.models.linear.planner import PlanTarget, plan_matmul
+from tilesim.models.linear.schedules import LayerSchedule, popsparse_layout
 
 __all__ = [
     "elementwise_schedule",
@@ -170,7 +170,7 @@ def _mm(m, k, n, target):
 
 
 def dense_backward_schedule(n_in: int, n_out: int, batch: int, target: PlanTarget) -> LayerSchedule:
-    """``grad_x``, ``grad_W`` (planned matmuls, :func:`~models.linear.planner.plan_matmul` options) and
+    """``grad_x``, ``grad_W`` (planned matmuls, :func:`~tilesim.models.linear.planner.plan_matmul` options) and
     ``bias-grad``."""
     tiles, precision, costs = target.tiles, target.precision, target.costs
     parts = [
@@ -335,8 +335,8 @@ def pixelfly_backward_schedule(
     *,
     workers: int,
 ) -> LayerSchedule:
-    """Backward of a :func:`~models.linear.schedules.pixelfly_schedule` forward: the block-sparse part as
-    :func:`~models.linear.schedules.block_sparse_schedules` does it (``grad_x`` planned on the transposed
+    """Backward of a :func:`~tilesim.models.linear.schedules.pixelfly_schedule` forward: the block-sparse part as
+    :func:`~tilesim.models.linear.schedules.block_sparse_schedules` does it (``grad_x`` planned on the transposed
     layout, the weight gradient on the forward's partition), then the low-rank backward. The tiles and
     the precision are the forward's (``target``'s are not read)."""
     require(forward.name == "pixelfly", "forward schedule", forward.name, "must be a pixelfly schedule", "")

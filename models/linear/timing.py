@@ -16,7 +16,7 @@ Memory (:class:`~tilesim.machine.memory.MemoryLedger`, per tile):
   weights are then counted twice, here and as the schedules' operand home chunks — an upper bound kept
   so that earlier training figures do not move);
 * ``vertex_state``, ``exchange_code``, ``control_code``, ``vertex_code`` —
-  :func:`~models.linear.planner.overhead_breakdown` summed over **every** phase of the step: these
+  :func:`~tilesim.models.linear.planner.overhead_breakdown` summed over **every** phase of the step: these
   are always-live, so they grow with the number of compute sets, vertices and exchange programs
   (paper Observation 3; constants in ``ipu-hardware.md`` §3.3 and :class:`OverheadConstants`).
 
@@ -24,7 +24,7 @@ Memory (:class:`~tilesim.machine.memory.MemoryLedger`, per tile):
 
 The superstep constants come from the machine (sync, exchange fixed cycles and bytes per cycle,
 supervisor overhead per vertex) so that the planner's objective and the engine agree: on ``gc200``
-the simulated cycles equal :func:`~models.linear.planner.phases_cycles` of the same phases.
+the simulated cycles equal :func:`~tilesim.models.linear.planner.phases_cycles` of the same phases.
 """
 
 from __future__ import annotations
@@ -34,9 +34,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from models.linear.blocksparse import SUPPORTED_BLOCKS
-from models.linear.layers import is_power_of_two, pixelfly_layout, random_block_layout
-from models.linear.lowering import (
+from tilesim.errors import require
+from tilesim.machine.description import Machine, load_machine
+from tilesim.models.linear.blocksparse import SUPPORTED_BLOCKS
+from tilesim.models.linear.layers import is_power_of_two, pixelfly_layout, random_block_layout
+from tilesim.models.linear.lowering import (
     LOWERINGS,
     POPTORCH_KINDS,
     PoplibsSliceCosts,
@@ -45,10 +47,10 @@ from models.linear.lowering import (
     poptorch_common_parts,
     poptorch_layer,
 )
-from models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES, SPARSE_KINDS
-from models.linear.phases import PRECISION_BYTES, OverheadConstants, SuperstepCosts, require_precision
-from models.linear.planner import DEFAULT_MEMORY_PROPORTION, PlanTarget, _check_proportion, explain_plan
-from models.linear.schedules import (
+from tilesim.models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES, SPARSE_KINDS
+from tilesim.models.linear.phases import PRECISION_BYTES, OverheadConstants, SuperstepCosts, require_precision
+from tilesim.models.linear.planner import DEFAULT_MEMORY_PROPORTION, PlanTarget, _check_proportion, explain_plan
+from tilesim.models.linear.schedules import (
     block_sparse_schedules,
     butterfly_schedule,
     dense_schedule,
@@ -56,8 +58,8 @@ from models.linear.schedules import (
     lowrank_schedule,
     pixelfly_schedule,
 )
-from models.linear.shl import PIXELFLY_SHL, SHL_METHODS, shl_model
-from models.linear.steps import (
+from tilesim.models.linear.shl import PIXELFLY_SHL, SHL_METHODS, shl_model
+from tilesim.models.linear.steps import (
     butterfly_backward_schedule,
     circulant_schedules,
     dense_backward_schedule,
@@ -67,9 +69,7 @@ from models.linear.steps import (
     pixelfly_backward_schedule,
     sgd_update_schedule,
 )
-from models.linear.workload import LinearStep, build_ledger, build_program
-from tilesim.errors import require
-from tilesim.machine.description import Machine, load_machine
+from tilesim.models.linear.workload import LinearStep, build_ledger, build_program
 from tilesim.workload import time_workload
 
 __all__ = [
@@ -95,7 +95,7 @@ __all__ = [
 class MatmulOptions:
     """Options of the planned dense matmuls, PopLibs' names in brackets: ``memory_proportion``
     (availableMemoryProportion, default 0.6, bounds temporary bytes per tile) and ``partials_precision``
-    (partialsType, default fp32). See :func:`~models.linear.planner.plan_matmul`."""
+    (partialsType, default fp32). See :func:`~tilesim.models.linear.planner.plan_matmul`."""
 
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION
     partials_precision: str = "fp32"
@@ -108,7 +108,7 @@ class MatmulOptions:
 @dataclass(frozen=True)
 class BlockSparseConfig:
     """A static block-sparse ``n x n`` layer: ``density`` of non-zero ``block x block`` blocks at random
-    positions drawn from ``seed`` (:func:`~models.linear.layers.random_block_layout`)."""
+    positions drawn from ``seed`` (:func:`~tilesim.models.linear.layers.random_block_layout`)."""
 
     density: float = 1.0 / 16
     block: int = 16
@@ -246,7 +246,7 @@ def time_parts(
 def layer_params(
     kind: str, n: int, rank: int = 1, pixelfly: dict | None = None, block_sparse: BlockSparseConfig | None = None
 ) -> int:
-    """Parameter count of one ``n x n`` layer with bias (the :mod:`models.linear.layers` arrays)."""
+    """Parameter count of one ``n x n`` layer with bias (the :mod:`tilesim.models.linear.layers` arrays)."""
     require(kind in LAYER_KINDS, "kind", kind, f"must be one of {', '.join(LAYER_KINDS)}", "")
     if kind in SPARSE_KINDS:  # a dynamic layer holds as many blocks as a static one of its density
         cfg = block_sparse or BlockSparseConfig()
@@ -274,13 +274,13 @@ def _require_lowering(lowering: str) -> None:
         lowering,
         f"must be one of {', '.join(LOWERINGS)}",
         "'fused': one compute set per factor/stage (hand-written Poplar); 'poptorch': one program per "
-        "PyTorch op, as the paper ran it (models.linear.lowering)",
+        "PyTorch op, as the paper ran it (tilesim.models.linear.lowering)",
     )
 
 
 def step_costs(machine: Machine, lowering: str = "fused") -> SuperstepCosts:
     """Superstep constants of ``machine`` for ``lowering`` (``"poptorch"``: PopLibs vector vertices,
-    :func:`~models.linear.lowering.poplibs_costs`)."""
+    :func:`~tilesim.models.linear.lowering.poplibs_costs`)."""
     _require_lowering(lowering)
     c = machine_costs(machine)
     return poplibs_costs(c, PoplibsVertexCosts.for_machine(machine)) if lowering == "poptorch" else c
@@ -310,12 +310,12 @@ def layer_parts(
 ) -> tuple:
     """``(forward, backward)`` schedules of one layer of ``kind`` (``n_out`` only for dense/low-rank);
     ``backward=False`` gives ``(forward, None)``. ``lowering="poptorch"`` lowers dense, low-rank,
-    butterfly, fastfood and pixelfly op by op (:mod:`models.linear.lowering`); circulant keeps its
+    butterfly, fastfood and pixelfly op by op (:mod:`tilesim.models.linear.lowering`); circulant keeps its
     fused schedule with PopLibs vector costs. ``input_grad=False`` (op-by-op kinds only) drops
     the input-gradient ops, as autograd does for a first layer. ``matmul``: planner options of the
     dense matmuls (fused lowering); ``block_sparse``: density, block and seed of ``"block-sparse"``
-    (:mod:`models.linear.blocksparse`) and density and block of ``"dynamic-sparse"``
-    (:mod:`models.linear.dynamicsparse`), fused lowering only."""
+    (:mod:`tilesim.models.linear.blocksparse`) and density and block of ``"dynamic-sparse"``
+    (:mod:`tilesim.models.linear.dynamicsparse`), fused lowering only."""
     _check_layer(kind, n, batch)
     n_out = n if n_out is None else n_out
     costs = step_costs(machine, lowering)
@@ -437,7 +437,7 @@ def _pixelfly_parts(n, batch, machine, pixelfly, amp: PlanTarget, backward):
 
 
 def explain_step(t: StepTiming, machine, lowering: str = "fused") -> str:
-    """:func:`~models.linear.planner.explain_plan` of every planned matmul of a timed step, by part."""
+    """:func:`~tilesim.models.linear.planner.explain_plan` of every planned matmul of a timed step, by part."""
     m = _machine(machine)
     costs = step_costs(m, lowering)
     out = []
@@ -541,7 +541,7 @@ def time_shl(
     cross-entropy), ``classifier-bwd``, ``act-bwd`` (ReLU gradient), ``hidden-bwd``, ``update``;
     ``host_s`` is the separate host-link time of the input batch (``batch · n`` words + labels).
     ``lowering="poptorch"``: every part lowered op by op as PopTorch runs the paper's PyTorch code
-    (:mod:`models.linear.lowering`; same part names, SGD as two ops per parameter tensor).
+    (:mod:`tilesim.models.linear.lowering`; same part names, SGD as two ops per parameter tensor).
     ``method="dense"`` is the dense hidden layer, the paper's ``"baseline"`` (both names are accepted;
     ``tilesim layer --kind dense`` uses the same word).
     """

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from models.linear.phases import PRECISION_BYTES, OverheadConstants, overhead_breakdown, split_sizes
 from tilesim.machine.description import Machine
 from tilesim.machine.memory import MemoryLedger
+from tilesim.models.linear.phases import PRECISION_BYTES, OverheadConstants, overhead_breakdown, split_sizes
 from tilesim.outputs.records import SimResult
 from tilesim.program import Program, ProgramBuilder
 from tilesim.workload import Section

@@ -1,10 +1,10 @@
 """Sparse spiking-neural-network training (the paper's sparse BPTT) with per-tile counters.
 
-Modules: :mod:`~models.snn.training.network` (config, init, ``train_step``),
-:mod:`~models.snn.kernels.lif` (Numba kernels), :mod:`~models.snn.step.counters` (per-tile work,
-``count_work``), :mod:`~models.snn.kernels.spikes` (the canonical sparse list),
-:mod:`~models.snn.placement.contiguous`, :mod:`~models.snn.training.data` (datasets),
-:mod:`~models.snn.kernels.reference` (dense float64 twin).
+Modules: :mod:`~tilesim.models.snn.training.network` (config, init, ``train_step``),
+:mod:`~tilesim.models.snn.kernels.lif` (Numba kernels), :mod:`~tilesim.models.snn.step.counters` (per-tile work,
+``count_work``), :mod:`~tilesim.models.snn.kernels.spikes` (the canonical sparse list),
+:mod:`~tilesim.models.snn.placement.contiguous`, :mod:`~tilesim.models.snn.training.data` (datasets),
+:mod:`~tilesim.models.snn.kernels.reference` (dense float64 twin).
 """
 
 from tilesim.running.lazy import lazy_exports
@@ -13,7 +13,7 @@ from tilesim.running.lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        "models.snn.step.counters": (
+        "tilesim.models.snn.step.counters": (
             "Activity",
             "PhaseCounters",
             "WorkCounters",
@@ -21,7 +21,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "load_activity",
             "save_activity",
         ),
-        "models.snn.training.network": (
+        "tilesim.models.snn.training.network": (
             "LIFParams",
             "NetworkConfig",
             "NetworkState",
@@ -31,10 +31,10 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "init_weights",
             "train_step",
         ),
-        "models.snn.placement.contiguous": (
+        "tilesim.models.snn.placement.contiguous": (
             "contiguous_placement",
             "contiguous_tiles",
         ),
-        "models.snn.kernels.spikes": ("SpikeList",),
+        "tilesim.models.snn.kernels.spikes": ("SpikeList",),
     },
 )

@@ -21,10 +21,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from models.stencil.measured import PHASE_IMAGE
-from models.stencil.workload import StencilConfig, StencilStep, parse_pair, plan_stencil
 from tilesim.errors import ConfigError, config_message
 from tilesim.machine.description import Machine, load_machine
+from tilesim.models.stencil.measured import PHASE_IMAGE
+from tilesim.models.stencil.workload import StencilConfig, StencilStep, parse_pair, plan_stencil
 from tilesim.workload import time_workload
 
 __all__ = ["FIT_NAMES", "StencilFit", "fit_stencil"]

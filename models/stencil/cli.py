@@ -16,14 +16,14 @@ __all__ = ["register"]
 
 
 def _cmd_stencil(args) -> int:
-    from models.stencil.workload import (  # loaded only when the command runs (start-up time)
+    from tilesim.io import check_run_folder  # loaded only when the command runs (start-up time)
+    from tilesim.machine.description import load_machine  # loaded only when the command runs (start-up time)
+    from tilesim.models.stencil.workload import (  # loaded only when the command runs (start-up time)
         StencilConfig,
         blur_image,
         parse_pair,
         run_stencil,
     )
-    from tilesim.io import check_run_folder  # loaded only when the command runs (start-up time)
-    from tilesim.machine.description import load_machine  # loaded only when the command runs (start-up time)
 
     if args.out:
         check_run_folder(args.out, "--out", args.force)
@@ -32,7 +32,7 @@ def _cmd_stencil(args) -> int:
         raise ConfigError(config_message("--image-size", None, "missing", "give --image-size WxH or --image PNG"))
     img = None
     if args.image is not None:
-        from models.stencil.plots import read_png  # loaded only when the command runs (start-up time)
+        from tilesim.models.stencil.plots import read_png  # loaded only when the command runs (start-up time)
 
         img = read_png(args.image)
         size = (img.shape[1], img.shape[0])
@@ -68,7 +68,7 @@ def _cmd_stencil(args) -> int:
         out = Path(args.out)
         write_outputs(out, stencil_record(run, args), run.result, run.program, run.ledger)
         if img is not None:
-            from models.stencil.plots import write_png  # loaded only when the command runs (start-up time)
+            from tilesim.models.stencil.plots import write_png  # loaded only when the command runs (start-up time)
 
             blurred = blur_image(img, cfg, machine.tiles_per_chip, machine.chip.workers_per_tile)
             write_png(out / "blurred.png", blurred)
@@ -98,7 +98,7 @@ def _cmd_stencil(args) -> int:
 def stencil_record(run, args):
     """The run record of a stencil run: the workload's own section, iterations per second, the
     command's settings and where the costs came from."""
-    from models.stencil.workload import StencilStep  # loaded only when the command runs (start-up time)
+    from tilesim.models.stencil.workload import StencilStep  # loaded only when the command runs (start-up time)
     from tilesim.outputs.runrecord import Provenance, Throughput, tilesim_version
     from tilesim.workload import TimedStep, record_run
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.stencil.partition import Blocks
+from tilesim.models.stencil.partition import Blocks
 
 __all__ = ["HaloCounts", "halo_counts", "owner_map"]
 

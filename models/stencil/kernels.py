@@ -1,6 +1,6 @@
 """Numba kernel of the 3×3 Gaussian blur over worker slices (the only numba module here).
 
-Kernels take arrays and scalars only; :mod:`models.stencil.workload` validates. Layout: images are
+Kernels take arrays and scalars only; :mod:`tilesim.models.stencil.workload` validates. Layout: images are
 ``(rows, cols, 4)`` float32, row-major. One call is one compute set: every worker slice
 ``r0:r1, c0:c1`` writes ``dst`` from ``src``::
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from models.jit import EXACT, PARALLEL_EXACT
+from tilesim.models.jit import EXACT, PARALLEL_EXACT
 
 
 @nb.njit(**EXACT)

@@ -11,10 +11,10 @@ import csv
 from importlib import resources
 from pathlib import Path
 
-from models.cases import check_measured
-from models.stencil.workload import StencilConfig, parse_pair, run_stencil
 from tilesim.errors import ConfigError, config_message
 from tilesim.machine.description import load_machine
+from tilesim.models.cases import check_measured
+from tilesim.models.stencil.workload import StencilConfig, parse_pair, run_stencil
 
 __all__ = ["shipped_stencil_cases", "validate_stencil", "PHASE_IMAGE"]
 
@@ -33,7 +33,7 @@ _PHASE = ("num_ipus", "datatype", "name", "cycles")
 
 def shipped_stencil_cases() -> list[Path]:
     """Paths of the measured stencil case CSVs shipped in ``models/stencil/cases`` (sorted)."""
-    root = resources.files("models.stencil") / "cases"
+    root = resources.files("tilesim.models.stencil") / "cases"
     return sorted(
         Path(str(root / n)) for n in ("louw_gc2_gaussian_blur_strong_scaling.csv", "louw_gc2_stencil_phase_cycles.csv")
     )

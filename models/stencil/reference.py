@@ -1,4 +1,4 @@
-"""NumPy twin of :mod:`models.stencil.kernels` (slow, obvious, for tests)."""
+"""NumPy twin of :mod:`tilesim.models.stencil.kernels` (slow, obvious, for tests)."""
 
 from __future__ import annotations
 

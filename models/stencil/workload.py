@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.stencil.costs import COPY, Codelet, CopyCosts, codelet
-from models.stencil.geometry import HaloCounts, halo_counts
-from models.stencil.partition import Blocks, partition_image
 from tilesim.errors import ConfigError, config_message
 from tilesim.machine.description import Machine
 from tilesim.machine.memory import MemoryLedger
+from tilesim.models.stencil.costs import COPY, Codelet, CopyCosts, codelet
+from tilesim.models.stencil.geometry import HaloCounts, halo_counts
+from tilesim.models.stencil.partition import Blocks, partition_image
 from tilesim.outputs.records import SimResult
 from tilesim.program import Program, ProgramBuilder
 from tilesim.running.limits import check_memory
@@ -333,7 +333,7 @@ def profile_phases(plan: StencilPlan, result: SimResult) -> dict[str, float]:
 def blur_image(image: np.ndarray, config: StencilConfig, tiles_per_ipu: int, workers: int = 6) -> np.ndarray:
     """Run the real blur: ``config.iterations`` iterations of the two compute sets, slice by slice
     as the authors' vertices do (``half4`` rounds to fp16 after every compute set)."""
-    from models.stencil.kernels import blur_slices  # Numba kernels load only when they run (start-up time)
+    from tilesim.models.stencil.kernels import blur_slices  # Numba kernels load only when they run (start-up time)
 
     img = np.asarray(image, np.float32)
     if img.ndim != 3 or img.shape[2] != 4 or img.shape[:2] != (config.height, config.width):

@@ -11,7 +11,7 @@ from tilesim.io import dumps_json
 
 __all__ = ["register"]
 
-DTYPES = ("BFLOAT16", "BFLOAT8_B", "BFLOAT4_B")  # models.tensix.matmul.DTYPES
+DTYPES = ("BFLOAT16", "BFLOAT8_B", "BFLOAT4_B")  # tilesim.models.tensix.matmul.DTYPES
 FIDELITIES = ("LoFi", "HiFi2", "HiFi3", "HiFi4")
 
 
@@ -23,8 +23,11 @@ def _grid(text: str) -> tuple[int, int]:
 
 
 def _cmd_matmul(args) -> int:
-    from models.tensix.matmul import MatmulSpec, time_matmul  # loaded only when the command runs (start-up time)
     from tilesim.machine.description import load_machine  # loaded only when the command runs (start-up time)
+    from tilesim.models.tensix.matmul import (  # loaded only when the command runs (start-up time)
+        MatmulSpec,
+        time_matmul,
+    )
 
     machine = load_machine(args.machine)
     gx, gy = _grid(args.grid) if args.grid else (machine.fabric.cols or 1, machine.fabric.rows or 1)

@@ -14,7 +14,7 @@ format (BFLOAT16 2048, BFLOAT8_B 1088, BFLOAT4_B 576)::
 
 The math and unpack are one core's thread pipeline (serial); the DRAM stream overlaps them
 (double-buffered), so the slower of the two bounds the core. ``unpack_bytes_per_cycle`` and
-``launch_cycles`` are fitted on Wormhole (:mod:`models.tensix.measured`); the rest is the machine's.
+``launch_cycles`` are fitted on Wormhole (:mod:`tilesim.models.tensix.measured`); the rest is the machine's.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class MatmulCosts:
 def load_matmul_costs(path: str | Path | None = None) -> MatmulCosts:
     """The shipped constants or a user's TOML of the same keys (unknown or missing keys refused)."""
     data = (
-        loads_toml((resources.files("models.tensix") / "costs.toml").read_text())
+        loads_toml((resources.files("tilesim.models.tensix") / "costs.toml").read_text())
         if path is None
         else read_toml(Path(path), "matmul costs")
     )

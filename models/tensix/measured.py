@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from models.cases import Case, CaseFit, fit_cases, number, predict, read_rows, validate_rows
-from models.tensix.matmul import MatmulCosts, MatmulSpec, load_matmul_costs, time_matmul
+from tilesim.models.cases import Case, CaseFit, fit_cases, number, predict, read_rows, validate_rows
+from tilesim.models.tensix.matmul import MatmulCosts, MatmulSpec, load_matmul_costs, time_matmul
 
 __all__ = ["COLUMNS", "read_matmul_cases", "predict_ns", "validate_matmul", "fit_matmul", "shipped_matmul_cases"]
 

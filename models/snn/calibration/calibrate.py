@@ -3,9 +3,9 @@
 A *case* is one measured training step (a row of a CSV like
 ``models/snn/calibration/nmnist_ipu_step_times.csv``): network, batch, time steps, caps,
 optimizer, machine, neurons per tile, activity mode and the measured milliseconds per step.
-``activity = fixed`` rows are timed on :func:`models.snn.training.activity.fixed_activity` (no float
+``activity = fixed`` rows are timed on :func:`tilesim.models.snn.training.activity.fixed_activity` (no float
 math); ``natural`` rows run one functional training step on the dataset-shaped generator of
-:mod:`models.snn.training.data` and re-time the recorded activity.
+:mod:`tilesim.models.snn.training.data` and re-time the recorded activity.
 
 The fit keeps the model physical and small. Starting from the first-principles coefficients
 (``models/snn/costs.toml``, version 0) it fits four numbers θ, with bounds from
@@ -19,7 +19,7 @@ preset's::
     host_copy_ns_per_byte      host time per byte of trainable state and direction of the
                                  per-epoch round trip of weights and optimizer slots (Keras's
                                  metric reset makes TensorFlow's executor move every variable
-                                 to the host and back; :mod:`models.snn.step.structure`): the one
+                                 to the host and back; :mod:`tilesim.models.snn.step.structure`): the one
                                  rate no source gives, bounded below by Graphcore's documented
                                  host-traffic rate (3 GB/s, one large buffer)
 
@@ -42,19 +42,19 @@ from pathlib import Path
 
 import numpy as np
 
-from models.cases import MAX_MEASURED
-from models.snn.commands.run import record_activity
-from models.snn.placement.fit import place
-from models.snn.step.counters import count_work
-from models.snn.step.structure import D2H_BYTES_PER_S, H2D_BYTES_PER_S
-from models.snn.step.timing import STEPS_PER_EXECUTION, default_costs, uncalibrated_costs
-from models.snn.step.workload import SnnStep
-from models.snn.training.activity import fixed_activity
 from tilesim.engine.events import simulate
 from tilesim.errors import ConfigError, TileSimError, config_message
 from tilesim.io import atomic_write_bytes, dumps_json
 from tilesim.machine.costs import CostModel, load_costs
 from tilesim.machine.description import load_machine
+from tilesim.models.cases import MAX_MEASURED
+from tilesim.models.snn.commands.run import record_activity
+from tilesim.models.snn.placement.fit import place
+from tilesim.models.snn.step.counters import count_work
+from tilesim.models.snn.step.structure import D2H_BYTES_PER_S, H2D_BYTES_PER_S
+from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION, default_costs, uncalibrated_costs
+from tilesim.models.snn.step.workload import SnnStep
+from tilesim.models.snn.training.activity import fixed_activity
 from tilesim.running.progress import progress_bar
 from tilesim.workload import time_workload
 
@@ -118,7 +118,7 @@ OPTIONAL = {
 class Case:
     """One measured training step (a CSV row).
 
-    A case is timed with its own settings, never with :class:`models.snn.training.network.NetworkConfig`'s
+    A case is timed with its own settings, never with :class:`tilesim.models.snn.training.network.NetworkConfig`'s
     defaults: every network setting is a field here, a CSV column left empty takes the value of
     ``OPTIONAL`` (the authors' final benchmark runs: ϑ2 0.9 in every layer, weight_mul 2.0), and
     ϑ2 is constant (no schedule: a measured step is timed at the ϑ2 it ran with).
@@ -159,7 +159,7 @@ class Case:
 
 def shipped_cases_path() -> Path:
     """The 12 measured Bow steps shipped with the package."""
-    return Path(str(resources.files("models.snn") / "calibration" / "nmnist_ipu_step_times.csv"))
+    return Path(str(resources.files("tilesim.models.snn") / "calibration" / "nmnist_ipu_step_times.csv"))
 
 
 def _convert(path, row_no, col, text, kind):
@@ -274,7 +274,9 @@ def read_cases(path=None) -> tuple:
 
 def case_setup(case: Case, where: str = "case"):
     """``(config, machine, placement)`` of a case; errors name the case."""
-    from models.snn.training.network import NetworkConfig  # Numba kernels load only when they run (start-up time)
+    from tilesim.models.snn.training.network import (
+        NetworkConfig,  # Numba kernels load only when they run (start-up time)
+    )
 
     try:
         config = NetworkConfig(

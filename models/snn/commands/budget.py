@@ -3,7 +3,7 @@
 ``tilesim run`` and every sweep point check it against :func:`tilesim.running.limits.memory_limit_bytes`
 and refuse what cannot fit, naming the estimate, the limit and the options that drive it.
 
-The terms are the arrays :mod:`models.snn.training.network` and :mod:`models.snn.kernels.lif` allocate:
+The terms are the arrays :mod:`tilesim.models.snn.training.network` and :mod:`tilesim.models.snn.kernels.lif` allocate:
 
 * weights ``W`` (and recurrent ``V``) float32, with as many same-shaped copies again as the
   optimizer keeps: the gradient, and Adam's two moments (``init_network``) — 4 copies with Adam,
@@ -18,7 +18,7 @@ and left out, so the estimate is a lower bound of what a run touches.
 
 from __future__ import annotations
 
-from models.snn.commands.hostmem import check_host_memory, estimate_for_options
+from tilesim.models.snn.commands.hostmem import check_host_memory, estimate_for_options
 from tilesim.running.limits import check_time
 
 __all__ = ["run_memory_bytes", "check_run_memory", "check_run_time", "STEP_FLOOR_S"]
@@ -30,9 +30,9 @@ STEP_FLOOR_S = 0.05
 
 
 def run_memory_bytes(options) -> float:
-    """Estimated host bytes of a run of ``options`` (a :class:`models.snn.commands.options.RunOptions`);
+    """Estimated host bytes of a run of ``options`` (a :class:`tilesim.models.snn.commands.options.RunOptions`);
     0 for a NIR model (its layers are known only after the file is read). The one estimate is
-    :func:`models.snn.commands.hostmem.estimate_host_memory` (issue 15: by part, checked against the memory
+    :func:`tilesim.models.snn.commands.hostmem.estimate_host_memory` (issue 15: by part, checked against the memory
     actually available)."""
 
     est = estimate_for_options(options)

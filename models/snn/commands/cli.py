@@ -2,10 +2,10 @@
 ``tilesim grad``: argument parsing and printing only.
 
 Registered through the ``tilesim.commands`` entry point, so the core CLI stays workload-free.
-The ``run`` and ``map-search`` flags are derived from :class:`models.snn.commands.options.RunOptions`
+The ``run`` and ``map-search`` flags are derived from :class:`tilesim.models.snn.commands.options.RunOptions`
 (one flag per field, ``--name-with-dashes``); every one can also be set in a TOML file
 (``tilesim run CONFIG.toml``; keys are the field names) and flags on the command line win.
-The work is :mod:`models.snn.commands.run` and :mod:`models.snn.placement.search`.
+The work is :mod:`tilesim.models.snn.commands.run` and :mod:`tilesim.models.snn.placement.search`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tilesim.errors import ConfigError, config_message, require
+from tilesim.io import atomic_write_bytes, check_output_path, check_own_outputs, dumps_json, is_run_folder, json_keys
+
 # only the parsers load at start-up (`tilesim --help` in under 0.3 s): the work's modules (Numba,
 # networkx, matplotlib) are imported by the command that runs
-from models.snn.commands.options import (
+from tilesim.models.snn.commands.options import (
     RUN_OPTIONS,
     RunOptions,
     add_option_flags,
@@ -24,12 +27,10 @@ from models.snn.commands.options import (
     options_from_args,
     options_toml,
 )
-from tilesim.errors import ConfigError, config_message, require
-from tilesim.io import atomic_write_bytes, check_output_path, check_own_outputs, dumps_json, is_run_folder, json_keys
 from tilesim.running.progress import progress_bar
 
 if TYPE_CHECKING:
-    from models.snn.commands.run import RunSummary
+    from tilesim.models.snn.commands.run import RunSummary
 
 # the options `tilesim grad` takes (the network's caps and thresholds and its placement)
 GRAD_OPTIONS = (
@@ -128,9 +129,9 @@ def write_run_outputs(out, summary: RunSummary) -> None:
     """summary.json (the run's record), summary.md, trace.json, the pictures, mapping.json and the
     resolved options (``options.toml``: ``tilesim run --from DIR`` re-runs it) of a run into ``out``;
     the host's own measurements (wall times, peak RSS) in ``wall.json``
-    (:func:`models.snn.outputs.record.split_wall_clock`)."""
-    from models.snn.outputs.record import run_record
+    (:func:`tilesim.models.snn.outputs.record.split_wall_clock`)."""
     from tilesim.cli import write_outputs
+    from tilesim.models.snn.outputs.record import run_record
 
     a = summary.artifacts
     options = a.options if a.options is not None else RunOptions()
@@ -178,7 +179,7 @@ def cmd_run(args) -> int:
 
 def _run(options: RunOptions, args) -> int:
     """Check, train, print and write the run of ``options`` (``args``: --quiet, --force)."""
-    from models.snn.commands.budget import (  # loaded only when the command runs (start-up time)
+    from tilesim.models.snn.commands.budget import (  # loaded only when the command runs (start-up time)
         check_run_memory,
         check_run_time,
     )
@@ -189,7 +190,7 @@ def _run(options: RunOptions, args) -> int:
         from tilesim.io import check_run_folder  # loaded only when the command runs (start-up time)
 
         check_run_folder(options.out, "--out", args.force)
-    from models.snn.commands.run import run_training  # loaded only when the command runs (start-up time)
+    from tilesim.models.snn.commands.run import run_training  # loaded only when the command runs (start-up time)
 
     with progress_bar(
         options.steps, "training", " step", quiet=bool(args.quiet or options.json or options.steps < 2)
@@ -261,7 +262,7 @@ def cmd_map_search(args) -> int:
         check_own_outputs(folder, "--out", "map-search", _SEARCH_OUTPUTS, args.force)
     elif args.out:
         check_output_path(args.out, "--out", "file")
-    from models.snn.placement.search import search_mapping  # loaded only when the command runs (start-up time)
+    from tilesim.models.snn.placement.search import search_mapping  # loaded only when the command runs (start-up time)
 
     bar, progress = None, None
     if not args.json and not args.quiet:
@@ -310,8 +311,11 @@ def _write_search_folder(options, folder: Path, mapping_file: str) -> str:
     ``options`` (``DIR/baseline``, ``DIR/best``) and their comparison through
     :func:`tilesim.outputs.compare.compare_runs` (``DIR/compare.md|json|png|html``, baseline the reference,
     ranked by throughput); returns the comparison's verdict."""
-    from models.snn.commands.options import options_dict, options_from_mapping  # when the command runs (start-up time)
-    from models.snn.commands.run import run_training
+    from tilesim.models.snn.commands.options import (  # when the command runs (start-up time)
+        options_dict,
+        options_from_mapping,
+    )
+    from tilesim.models.snn.commands.run import run_training
     from tilesim.outputs.compare import compare_runs, write_comparison
 
     for name, mapping in (("baseline", "contiguous"), ("best", mapping_file)):
@@ -353,7 +357,7 @@ def format_run(summary: dict) -> str:
     st = summary.get("structure")
     stack = summary.get("stack", "")
     if stack:
-        from models.snn.step.stacks import describe_stack  # loaded only when the command runs (start-up time)
+        from tilesim.models.snn.step.stacks import describe_stack  # loaded only when the command runs (start-up time)
 
         lines.append(f"  execution stack {describe_stack(stack)} (models/snn/step/stacks.py)")
     if st and stack in ("", "poplar"):  # the structure's host and copy options are the Poplar stack's
@@ -380,7 +384,7 @@ def _npz(path, what):
 
 
 def _grad_weights(path) -> list:
-    from models.snn.kernels.grad_inputs import grad_weights  # loaded only when the command runs (start-up time)
+    from tilesim.models.snn.kernels.grad_inputs import grad_weights  # loaded only when the command runs (start-up time)
 
     return grad_weights(_npz(path, "--weights"))
 
@@ -389,8 +393,8 @@ def cmd_grad(args) -> int:
     """``tilesim grad``: loss and weight gradients of one batch from W.npz and X.npz into G.npz."""
     import numpy as np  # loaded only when the command runs (start-up time)
 
-    from models.snn.commands.run import batch_gradients
-    from models.snn.kernels.grad_inputs import grad_batch  # loaded only when the command runs (start-up time)
+    from tilesim.models.snn.commands.run import batch_gradients
+    from tilesim.models.snn.kernels.grad_inputs import grad_batch  # loaded only when the command runs (start-up time)
 
     check_output_path(args.out, "--out", "file")
     Ws = _grad_weights(args.weights)
@@ -408,7 +412,7 @@ def cmd_grad(args) -> int:
 
 def _register_scaling(sub) -> None:
     """``tilesim scaling``: weak or strong scaling efficiency of the authors' network recipe."""
-    from models.snn.step.structure import (  # loaded only when the command runs (start-up time)
+    from tilesim.models.snn.step.structure import (  # loaded only when the command runs (start-up time)
         COPIES,
         HOST_DIRECTIONS,
         HOST_RATES,
@@ -495,7 +499,7 @@ def _chip_list(text: str) -> tuple:
 
 def cmd_scaling(args) -> int:
     """Run a scaling study; print the table or JSON; ``--out`` writes scaling.json and scaling.png."""
-    from models.snn.commands.scaling import (  # loaded only when the command runs (start-up time)
+    from tilesim.models.snn.commands.scaling import (  # loaded only when the command runs (start-up time)
         PAPER_EXECUTIONS_PER_EPOCH,
         ScalingRecipe,
         format_sensitivity,
@@ -503,7 +507,7 @@ def cmd_scaling(args) -> int:
         scaling_study,
         sensitivity_table,
     )
-    from models.snn.step.structure import StepStructure  # loaded only when the command runs (start-up time)
+    from tilesim.models.snn.step.structure import StepStructure  # loaded only when the command runs (start-up time)
 
     recipe = ScalingRecipe(
         dataset=args.dataset,
@@ -531,7 +535,7 @@ def cmd_scaling(args) -> int:
     else:
         print(format_table(study) + ("\n\n" + format_sensitivity(table) if table else ""))
     if args.out:
-        from models.snn.outputs.scaling_plot import (
+        from tilesim.models.snn.outputs.scaling_plot import (
             plot_scaling,  # matplotlib is imported only when drawing (start-up time)
         )
 

@@ -5,13 +5,13 @@ that refuses a run that cannot fit (issue 15).
 >>> est.total_bytes, est.largest                    # e.g. 6.6e9, ("weights", 2.95e9)
 >>> check_host_memory(est)                          # ConfigError (one line) if it cannot fit
 
-The parts follow what :func:`models.snn.training.network.train_step` and the run path hold at their peak
+The parts follow what :func:`tilesim.models.snn.training.network.train_step` and the run path hold at their peak
 (the backward pass of the first layer): the weights (float32, ``W`` and recurrent ``V``), the
 gradients of one layer at a time (each layer's update is applied as soon as its gradient is
-known, :func:`models.snn.training.network.compute_gradients`), Adam's two slots per weight, the
+known, :func:`tilesim.models.snn.training.network.compute_gradients`), Adam's two slots per weight, the
 membrane-potential sequences of every layer (float32 ``[T, B, n]``, kept for the backward pass)
 with the backward pass's ``dI`` of one layer, the spike lists (ids and counts per layer and step),
-one batch of input lists (:func:`models.snn.commands.options._host_bytes`, the field-level lower bound the
+one batch of input lists (:func:`tilesim.models.snn.commands.options._host_bytes`, the field-level lower bound the
 options already check), the program (per chip, :class:`tilesim.program.CompactProgram`: a
 chip's ``[S, tiles]`` rows at a time) and the interpreter with its libraries.
 
@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from types import SimpleNamespace
 
-from models.snn.commands.options import _host_bytes, network_fields
-from models.snn.step.table import step_shape
-from models.snn.training.network import NetworkConfig
 from tilesim.errors import ConfigError, config_message
 from tilesim.machine.description import load_machine
+from tilesim.models.snn.commands.options import _host_bytes, network_fields
+from tilesim.models.snn.step.table import step_shape
+from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.outputs.records import whole_bytes
 
 __all__ = [
@@ -55,7 +55,7 @@ BASE_PART = "interpreter and libraries"
 # layer's v / dI (the state-gradient kernel) — counted once per network below
 SEQ_BYTES_PER_ENTRY = 4.0
 # [S, tiles] float32 rows of one chip at a time: compute, bytes in, bytes out, and a float64
-# label x tile sum (models.snn.step.timing.build_step_program, compact form)
+# label x tile sum (tilesim.models.snn.step.timing.build_step_program, compact form)
 ROW_ARRAYS = 3
 
 
@@ -92,7 +92,7 @@ def estimate_host_memory(config: NetworkConfig, machine, dense_program: bool = F
     docstring). ``dense_program``: the program is built as whole ``[S, all tiles]`` arrays
     (the reference form) rather than chip by chip. Cheap: sizes only, nothing is allocated.
     At ``config.activity == "fixed"`` the run only times the step
-    (:func:`models.snn.commands.run.run_training`): no weights, gradients, optimizer slots or state
+    (:func:`tilesim.models.snn.commands.run.run_training`): no weights, gradients, optimizer slots or state
     sequences are held (those parts are 0)."""
 
     sizes = config.layers
@@ -129,7 +129,7 @@ def estimate_host_memory(config: NetworkConfig, machine, dense_program: bool = F
 
 
 def estimate_for_options(options) -> HostMemoryEstimate | None:
-    """:func:`estimate_host_memory` of a :class:`models.snn.commands.options.RunOptions` (its network on its
+    """:func:`estimate_host_memory` of a :class:`tilesim.models.snn.commands.options.RunOptions` (its network on its
     machine); None for a NIR model (its layers are known only after the file is read) or options
     whose network is invalid (that error is reported where the network is built)."""
     if getattr(options, "model", None):

@@ -14,7 +14,7 @@ The three ways in build the same object:
 
 Adding an option is one declaration below: its type, default, limits and ``help``. Fields with
 ``network=True`` in their ``json_schema_extra`` are passed by name to
-:class:`models.snn.training.network.NetworkConfig` (see :func:`models.snn.commands.run.network_config`).
+:class:`tilesim.models.snn.training.network.NetworkConfig` (see :func:`tilesim.models.snn.commands.run.network_config`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, model_
 from pydantic.dataclasses import dataclass
 from pydantic_core import PydanticCustomError
 
-from models.snn.step.structure import StepStructure
 from tilesim.errors import ConfigError, config_message
 from tilesim.io import read_toml
+from tilesim.models.snn.step.structure import StepStructure
 
 __all__ = [
     "RunOptions",
@@ -320,8 +320,8 @@ class OutputOptions:
 class RunOptions(_OptionFields):
     """Everything ``tilesim run`` takes; see each field's ``help`` (``tilesim run --help``). Flat,
     as users write it (TOML keys, flags, sweep axes); read in typed parts — :attr:`network` (the
-    :class:`models.snn.training.network.NetworkConfig` fields), :attr:`placement`, :attr:`structure`
-    (:class:`models.snn.step.structure.StepStructure`), :attr:`training`, :attr:`output` — each built
+    :class:`tilesim.models.snn.training.network.NetworkConfig` fields), :attr:`placement`, :attr:`structure`
+    (:class:`tilesim.models.snn.step.structure.StepStructure`), :attr:`training`, :attr:`output` — each built
     once. ``RunOptions(...)`` validates like the CLI: a bad value raises one ConfigError naming it."""
 
     def __init__(self, *args, **kwargs):
@@ -333,7 +333,7 @@ class RunOptions(_OptionFields):
 
     @cached_property
     def network(self) -> dict:
-        """The options passed unchanged to :class:`models.snn.training.network.NetworkConfig` (by name)."""
+        """The options passed unchanged to :class:`tilesim.models.snn.training.network.NetworkConfig` (by name)."""
         return {name: getattr(self, name) for name in network_fields()}
 
     @cached_property
@@ -392,7 +392,7 @@ def _fail(field: str, value, limit: str, fix_example=None, part: str = ""):
 
 def _host_bytes(o: RunOptions) -> int:
     """Lower bound of the host memory of one batch: the input spike lists of
-    :meth:`models.snn.training.data.EventDataset.batches` (uint32 ids [T, B, input_cap] + int32 counts
+    :meth:`tilesim.models.snn.training.data.EventDataset.batches` (uint32 ids [T, B, input_cap] + int32 counts
     [T, B, 2])."""
     return o.timesteps * o.batch * (4 * o.input_cap + 8)
 
@@ -416,7 +416,7 @@ def option_names() -> tuple:
 
 
 def network_fields() -> tuple:
-    """The names passed unchanged to :class:`models.snn.training.network.NetworkConfig`."""
+    """The names passed unchanged to :class:`tilesim.models.snn.training.network.NetworkConfig`."""
     return tuple(n for n in option_names() if _info(n).json_schema_extra["network"])
 
 

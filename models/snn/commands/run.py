@@ -1,4 +1,4 @@
-"""One SNN training run from :class:`models.snn.commands.options.RunOptions`: the library behind
+"""One SNN training run from :class:`tilesim.models.snn.commands.options.RunOptions`: the library behind
 ``tilesim run``.
 
 >>> summary = run_training(RunOptions(layers=(32, 16, 4), batch=4, timesteps=8, steps=2))
@@ -6,7 +6,7 @@
 
 The pieces are plain functions the other commands and the experiments share:
 :func:`load_model` (a NIR graph), :func:`load_cost_model`, :func:`network_config`,
-:func:`make_dataset`, :func:`record_activity` and :func:`models.snn.placement.fit.place`.
+:func:`make_dataset`, :func:`record_activity` and :func:`tilesim.models.snn.placement.fit.place`.
 Nothing here parses arguments or prints (but :func:`load_model`'s one-line NIR warnings on stderr,
 which are also in the summary's ``network["nir"]``); the command lines are ``models/snn/*cli.py``.
 """
@@ -21,19 +21,24 @@ from pathlib import Path
 
 import numpy as np
 
-from mapping.core import Mapping
-from models.snn.commands.hostmem import check_host_memory, estimate_host_memory, peak_rss_bytes
-from models.snn.commands.options import DATASET_CHANNELS, DEFAULT_LAYERS, RunOptions, network_fields
-from models.snn.outputs.explain import exchange_matrices, explain_critical
-from models.snn.placement.fit import Placed, place, place_network
-from models.snn.step.counters import Activity, count_work
-from models.snn.step.stacks import stack_name
-from models.snn.step.structure import StepStructure
-from models.snn.step.workload import SnnStep
-from models.snn.training import data as D
-from models.snn.training.activity import fixed_activity
-from models.snn.training.diagnose import Finding, StepRecord, check_depth, diagnose
-from models.snn.training.network import (
+from tilesim.errors import ConfigError, config_message, require
+from tilesim.machine.costs import CostModel, load_costs
+from tilesim.machine.description import load_machine
+from tilesim.machine.fabric import make_fabric
+from tilesim.machine.memory import MemoryLedger
+from tilesim.mapping.core import Mapping
+from tilesim.models.snn.commands.hostmem import check_host_memory, estimate_host_memory, peak_rss_bytes
+from tilesim.models.snn.commands.options import DATASET_CHANNELS, DEFAULT_LAYERS, RunOptions, network_fields
+from tilesim.models.snn.outputs.explain import exchange_matrices, explain_critical
+from tilesim.models.snn.placement.fit import Placed, place, place_network
+from tilesim.models.snn.step.counters import Activity, count_work
+from tilesim.models.snn.step.stacks import stack_name
+from tilesim.models.snn.step.structure import StepStructure
+from tilesim.models.snn.step.workload import SnnStep
+from tilesim.models.snn.training import data as D
+from tilesim.models.snn.training.activity import fixed_activity
+from tilesim.models.snn.training.diagnose import Finding, StepRecord, check_depth, diagnose
+from tilesim.models.snn.training.network import (
     NetworkConfig,
     SecondThresholdSchedule,
     compute_gradients,
@@ -41,12 +46,7 @@ from models.snn.training.network import (
     parse_layers,
     train_step,
 )
-from models.snn.training.nir_import import NirModel, load_nir
-from tilesim.errors import ConfigError, config_message, require
-from tilesim.machine.costs import CostModel, load_costs
-from tilesim.machine.description import load_machine
-from tilesim.machine.fabric import make_fabric
-from tilesim.machine.memory import MemoryLedger
+from tilesim.models.snn.training.nir_import import NirModel, load_nir
 from tilesim.outputs.records import (
     ProgramDigest,
     SimResult,
@@ -177,7 +177,7 @@ def make_dataset(
     data_root: str | None = None,
 ):
     """The training data: the file or folder ``data`` if given; tonic's ``dataset`` kept under
-    ``data_root`` if that is given (:func:`models.snn.training.data.read_tonic`, its first ``n_samples``);
+    ``data_root`` if that is given (:func:`tilesim.models.snn.training.data.read_tonic`, its first ``n_samples``);
     else the generator ``dataset`` (``synthetic`` is sized from ``config.layers``; the others need
     their own N0). ConfigError if the network's input or class count does not fit the data."""
     if data:
@@ -320,20 +320,20 @@ class RunSummary:
     network: NetworkSummary
     machine: str
     chips: int
-    mapping: dict  # the placement's own record (mapping.Mapping.summary)
+    mapping: dict  # the placement's own record (tilesim.mapping.Mapping.summary)
     loss: list[float] | None  # per step; None at fixed activity (no training)
     accuracy: list[float] | None
     predicted_step_s_per_step: list[float]
     wall_s_per_step: float
     by_phase: tuple[LabelTime, ...]  # per superstep label: the engine's record (SimResult.by_label)
-    explain: Explain  # the critical kernel in words and numbers (models.snn.outputs.explain.explain_critical)
+    explain: Explain  # the critical kernel in words and numbers (tilesim.models.snn.outputs.explain.explain_critical)
     wall_s_total: float
     host_memory: HostMemory | None = None
     second_threshold_schedule: SecondThresholdSchedule | None = None  # None: a constant theta2
     activity: tuple[StepRecord, ...] = ()  # per step: loss, accuracy, theta2 and activity per layer
     findings: tuple[Finding, ...] = ()  # training diagnosis: dead / saturated layers, flat loss, depth
     structure: StepStructure | None = None  # the structural assumptions the steps were timed under
-    stack: str = ""  # the execution stack the steps were built with (models.snn.step.stacks; "" before it)
+    stack: str = ""  # the execution stack the steps were built with (tilesim.models.snn.step.stacks; "" before it)
     notes: tuple[str, ...] = ()  # one-line remarks on how the run was timed (e.g. FIXED_NOTE)
     workload: str = "snn"  # whose report section renders the rest (tilesim.workload.report_parts)
     artifacts: RunArtifacts | None = field(default=None, repr=False, compare=False)
@@ -401,8 +401,8 @@ def _time_step(options, config, machine, placement, costs, counters, out: _Steps
 
 
 def _time_fixed(options, config, machine, placement, costs) -> _Steps:
-    """One fixed-activity step (:func:`models.snn.training.activity.fixed_activity`, every list at its cap)
-    timed without float math, as :func:`models.snn.step.retime.retime` with no activity: no weights,
+    """One fixed-activity step (:func:`tilesim.models.snn.training.activity.fixed_activity`, every list at its cap)
+    timed without float math, as :func:`tilesim.models.snn.step.retime.retime` with no activity: no weights,
     no kernels. All steps of a fixed run are the same, so one is timed whatever ``options.steps``."""
     t0 = time.perf_counter()
     config = replace(config, second_threshold_schedule=None)  # as record_activity: a steady-state step
@@ -465,7 +465,7 @@ class _RunFacts:
 
     structure: StepStructure
     stack: str  # the stack option (auto or a name)
-    estimate: object  # the host-memory guard's estimate (models.snn.commands.hostmem.HostMemoryEstimate)
+    estimate: object  # the host-memory guard's estimate (tilesim.models.snn.commands.hostmem.HostMemoryEstimate)
     schedule: SecondThresholdSchedule | None = None
     findings: tuple[Finding, ...] = ()
     nir: dict | None = None
@@ -535,7 +535,7 @@ def run_training(options: RunOptions, progress=None) -> RunSummary:
 def _run_training(options: RunOptions, progress=None) -> RunSummary:
     """Train ``options.steps`` steps of the network of ``options`` on its machine and time every
     step; the summary's ``predicted_step_s`` is the median step. ``progress(step, result, sim)``
-    is called after each step. Writes nothing (``models.snn.commands.cli`` writes ``options.out``).
+    is called after each step. Writes nothing (``tilesim.models.snn.commands.cli`` writes ``options.out``).
 
     Raises ConfigError / MappingError / SramOverflowError (``memory_check = "raise"``) for input
     that cannot run."""

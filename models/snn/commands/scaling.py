@@ -15,7 +15,7 @@ per tile (or the next count at which its layers place in whole-layer blocks);
 E(C) = t(C_1)·C_1 / (t(C)·C), C_1 the smallest count.
 
 Each point carries the step's split (compute, sync, exchange, links, host) and the *structural
-band*: for each assumption of :class:`models.snn.step.structure.StepStructure` switched the other way,
+band*: for each assumption of :class:`tilesim.models.snn.step.structure.StepStructure` switched the other way,
 the efficiency it would give. The S6 table (:func:`sensitivity_table`) goes further: every combination
 of the unknowns (2^k, :func:`combinations`), under the fit and its leave-one-out refits, with a verdict
 per half of S6 that is one of :data:`VERDICTS` — the model reproduces a claim or does not; with no
@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-from models.snn.placement.fit import place
-from models.snn.step.counters import count_work
-from models.snn.step.structure import HOST_SHARED, SYNC_SCOPES, StepStructure, flipped
-from models.snn.step.workload import SnnStep
-from models.snn.training.activity import fixed_activity
 from tilesim.errors import MappingError, require
 from tilesim.machine.description import load_machine
+from tilesim.models.snn.placement.fit import place
+from tilesim.models.snn.step.counters import count_work
+from tilesim.models.snn.step.structure import HOST_SHARED, SYNC_SCOPES, StepStructure, flipped
+from tilesim.models.snn.step.workload import SnnStep
+from tilesim.models.snn.training.activity import fixed_activity
 from tilesim.workload import time_workload
 
 __all__ = [
@@ -113,7 +113,9 @@ def recipe_layers(recipe: ScalingRecipe, chips: int) -> tuple:
 
 
 def _config(recipe: ScalingRecipe, layers: tuple):
-    from models.snn.training.network import NetworkConfig  # Numba kernels load only when they run (start-up time)
+    from tilesim.models.snn.training.network import (
+        NetworkConfig,  # Numba kernels load only when they run (start-up time)
+    )
 
     return NetworkConfig(
         layers=layers,
@@ -349,8 +351,8 @@ def coefficient_sets(costs=None) -> tuple:
     """The cost models of the coefficients' band: ``costs`` (default: the shipped fit) first, then its
     leave-one-out refits, each distinct set once (leaving out one of two rows with equal settings and
     equal measured times gives the same refit)."""
-    from models.snn.calibration.calibrate import FIT_PARAMS, loo_cost_models  # the calibration loads only here
-    from models.snn.step.timing import default_costs
+    from tilesim.models.snn.calibration.calibrate import FIT_PARAMS, loo_cost_models  # the calibration loads only here
+    from tilesim.models.snn.step.timing import default_costs
 
     costs = costs or default_costs()
     out, seen = [costs], set()

@@ -1,7 +1,7 @@
 """``tilesim sweep`` (many ``tilesim run`` points on dask, stored in SQLite) and ``tilesim results``.
 
 The generic machinery is :mod:`tilesim.running.sweep` and :mod:`tilesim.running.store`; this module supplies
-the SNN side: the option names and defaults (:class:`models.snn.commands.options.RunOptions`), the check of
+the SNN side: the option names and defaults (:class:`tilesim.models.snn.commands.options.RunOptions`), the check of
 every point before anything runs (:func:`check_points`), the runner :func:`run_point` and the
 export columns :func:`row_fields`.
 
@@ -14,13 +14,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from models.snn.commands.options import option_names, options_dict, options_from_mapping
 from tilesim.errors import require
 from tilesim.io import check_output_path, dumps_json
+from tilesim.models.snn.commands.options import option_names, options_dict, options_from_mapping
 from tilesim.running.limits import MAX_SWEEP_POINTS
 from tilesim.running.store import ResultStore, export_table, format_table, write_csv, write_parquet
 
-RUNNER = "models.snn.commands.sweep_cli:run_point"
+RUNNER = "tilesim.models.snn.commands.sweep_cli:run_point"
 TEXT_COLUMNS = ("id", "status", "predicted_step_s", "samples_per_s", "max_tile_bytes", "loss_last", "error")
 FORBIDDEN = {
     "out": "points write no output files; export the results with `tilesim results DB --csv F`",
@@ -45,7 +45,7 @@ def compact(summary: dict) -> dict:
 def run_point(config: dict) -> dict:
     """One sweep point: ``run_training`` of the options ``config`` (a dict of option values; out
     and json are ignored) without outputs; returns the compact summary."""
-    from models.snn.commands.run import run_training  # loaded only when a point runs (start-up time)
+    from tilesim.models.snn.commands.run import run_training  # loaded only when a point runs (start-up time)
 
     options = options_from_mapping({**config, "out": None, "json": False}, "sweep point")
     return compact(run_training(options).to_dict())
@@ -60,7 +60,7 @@ def check_points(points, spec, where: str) -> None:
         **{k: "random" for k, _ in spec.random},
     }
     labels = {k: f"{where}: [{t}] {k}" for k, t in tables.items()}
-    from models.snn.commands.budget import check_run_memory  # loaded only when the command runs (start-up time)
+    from tilesim.models.snn.commands.budget import check_run_memory  # loaded only when the command runs (start-up time)
 
     for p in points:
         check_run_memory(options_from_mapping(p.config, labels=labels), f"{where}: point {p.swept}")

@@ -1,10 +1,10 @@
-"""JIT settings of the SNN kernels: the flags come from :mod:`models.jit` (one home for every
+"""JIT settings of the SNN kernels: the flags come from :mod:`tilesim.models.jit` (one home for every
 workload); the SNN kernels use its re-associable policy (``FAST``).
 """
 
 from __future__ import annotations
 
-from models.jit import FAST, PARALLEL_FAST
+from tilesim.models.jit import FAST, PARALLEL_FAST
 
 SERIAL = FAST
 """Flags of the serial inner loops (``@njit(**SERIAL)``)."""

@@ -7,7 +7,7 @@ slices (``W[j, k0:k1]`` then ``row[kk]``): an index like ``k0 + kk`` that numba 
 non-negative gets a wrap-around check per element, which stops LLVM from vectorising (5–10×). The math of a
 layer never looks at the neuron-to-tile
 placement; each public function returns, next to its math, the per-time-step work it did
-(rows gathered, slots scanned, ...) from which :mod:`models.snn.step.counters` builds per-tile
+(rows gathered, slots scanned, ...) from which :mod:`tilesim.models.snn.step.counters` builds per-tile
 counters. Notation (one layer, ``N_in`` inputs, ``N`` neurons, list capacity ``n_max``):
 
 * ``in_ids [T, B, n_in_max]`` uint32 and ``in_counts [T, B, 2]`` int32: the layer's *input*
@@ -25,9 +25,9 @@ import numba
 import numpy as np
 from numba import prange
 
-from models.snn.kernels.jit import COLUMN_ALIGN, PARALLEL, SERIAL
-from models.snn.kernels.spikes import SpikeList
 from tilesim.errors import require
+from tilesim.models.snn.kernels.jit import COLUMN_ALIGN, PARALLEL, SERIAL
+from tilesim.models.snn.kernels.spikes import SpikeList
 
 # Entries (time steps x samples x neurons) a layer must have for its kernels to run on every
 # thread: below, a parallel region's fork and join cost more than the work. Measured on the
@@ -56,7 +56,7 @@ def threads_for(entries: int):
 
 def column_block(n_columns: int) -> int:
     """Columns per work item of the weight-gradient scatter: one share per thread, rounded up
-    to :data:`~models.snn.kernels.jit.COLUMN_ALIGN`. Never changes results (the summation order of
+    to :data:`~tilesim.models.snn.kernels.jit.COLUMN_ALIGN`. Never changes results (the summation order of
     every dW element is fixed: t, then b, then list slot)."""
     share = -(-n_columns // max(numba.get_num_threads(), 1))
     return max(COLUMN_ALIGN, -(-share // COLUMN_ALIGN) * COLUMN_ALIGN)

@@ -1,6 +1,6 @@
 """Dense float64 NumPy twin of the sparse network (tests only; no numba).
 
-The same semantics as :mod:`models.snn.training.network`, written on dense arrays ``[B, N]`` with
+The same semantics as :mod:`tilesim.models.snn.training.network`, written on dense arrays ``[B, N]`` with
 masks instead of lists: ``S_l(t)`` = kept real spikes (transmitted), ``M_l(t)`` = kept
 entries (gradient slots); capping keeps real spikes in ascending index first, then
 gradient-only entries in ascending index, up to N_max. Backward is plain dense BPTT::
@@ -55,7 +55,7 @@ def reference_step(config, W, V, inputs_dense, labels, step: int = 0) -> Referen
     """Loss, accuracy and gradients of one batch in float64.
 
     ``inputs_dense [T, B, N0]``: the data spikes *after* input capping (0/1);
-    ``W``, ``V``: weights as in :func:`models.snn.training.network.init_weights`; ``step``: updates done
+    ``W``, ``V``: weights as in :func:`tilesim.models.snn.training.network.init_weights`; ``step``: updates done
     so far (selects ϑ2 of a scheduled configuration, as ``state.step`` does).
     """
     theta2 = config.second_thresholds_at(step)

@@ -1,7 +1,7 @@
 """``activity.png`` as data: per-layer activity of every training step, a :class:`tilesim.outputs.chart.Chart`.
 
 Three panels over the training steps, one line per neuron layer (from the ``activity`` of the
-Training section, one :class:`models.snn.training.diagnose.StepRecord` per step): real spikes per
+Training section, one :class:`tilesim.models.snn.training.diagnose.StepRecord` per step): real spikes per
 sample and time step, the share of the cap N_max the list fills (spikes + gradient-only entries),
 and gradient-only entries per sample and time step; ϑ2 of the first hidden and the output layer on a
 right axis of the last panel, and the loss as a thin line on the first, so a dead or saturated layer

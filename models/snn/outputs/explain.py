@@ -2,7 +2,7 @@
 
 ``exchange_matrices`` spreads every exchange of the step over chip × chip and, for one chip,
 tile-group × tile-group. Who sends to whom is read from the step's table
-(:data:`models.snn.step.table.STEP_ROWS`: each exchanging row's ``out`` and ``in`` places — input
+(:data:`tilesim.models.snn.step.table.STEP_ROWS`: each exchanging row's ``out`` and ``in`` places — input
 lists, flags to the compaction tiles, chunk lists to the combiners, lists to the sequence
 slices, loss gradients, replicated lists, input-gradient partials to the reduction tiles, slot
 gradients back to the layer below); bytes are counted at the receiver (a multicast counts once
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mapping.core import Mapping
-from models.snn.placement.roles import grad_targets, layer_layout, place_tiles
-from models.snn.step.counters import WorkCounters
-from models.snn.step.table import (
+from tilesim.mapping.core import Mapping
+from tilesim.models.snn.placement.roles import grad_targets, layer_layout, place_tiles
+from tilesim.models.snn.step.counters import WorkCounters
+from tilesim.models.snn.step.table import (
     ALL_HOST_LABELS,
     ALL_ROWS,
     GRAD_TARGET,
@@ -33,14 +33,14 @@ from models.snn.step.table import (
     STEP_ROWS,
     stack_rows,
 )
-from models.snn.step.timing import applies
-from models.snn.training.network import NetworkConfig
+from tilesim.models.snn.step.timing import applies
+from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.outputs.records import whole_bytes
 
 __all__ = ["exchange_flows", "exchange_matrices", "explain_critical"]
 
 # rows whose cost is the same on every tile, and the counters that make each compute row's work
-# (both read from every stack's table, :data:`models.snn.step.table.ALL_ROWS`)
+# (both read from every stack's table, :data:`tilesim.models.snn.step.table.ALL_ROWS`)
 FIXED_ROWS = tuple(dict.fromkeys(row.label for row in ALL_ROWS if row.kind != KIND_COMPUTE))
 LABEL_COUNTERS = {row.label: list(row.counters) for row in ALL_ROWS if row.counters}
 HINTS = {
@@ -88,7 +88,7 @@ def _union(parts: list) -> np.ndarray:
 
 def exchange_flows(config: NetworkConfig, placement: Mapping, counters: WorkCounters, machine) -> list:
     """Every exchange of one step as ``(what, src tiles, src weights, dst tiles, dst weights, bytes)``,
-    layer by layer in the order of the step's table (:data:`models.snn.step.table.STEP_ROWS`): a
+    layer by layer in the order of the step's table (:data:`tilesim.models.snn.step.table.STEP_ROWS`): a
     row's senders are the places of its ``out`` writes (or its ``sent_from``), its receivers
     those of its ``in`` writes (a gradient row: one flow per receiving layer). Senders that are
     owner tiles weigh by owned neurons, all others equally; bytes from the counters' totals

@@ -9,9 +9,9 @@ import hashlib
 from importlib import resources
 from pathlib import Path
 
-from models.snn.commands.options import RunOptions, resolved_settings
-from models.snn.outputs.activity_chart import activity_chart
-from models.snn.step.stacks import describe_stack
+from tilesim.models.snn.commands.options import RunOptions, resolved_settings
+from tilesim.models.snn.outputs.activity_chart import activity_chart
+from tilesim.models.snn.step.stacks import describe_stack
 from tilesim.outputs.runrecord import Finding, Provenance, RunRecord, Section, Throughput, tilesim_version
 
 __all__ = ["run_record", "run_sections", "run_provenance", "split_wall_clock", "WALL_CLOCK_FIELDS"]
@@ -100,7 +100,7 @@ TRAINING_KEYS = ("loss", "accuracy", "predicted_step_s_per_step", "second_thresh
 
 
 def run_sections(summary: dict) -> tuple[Section, ...]:
-    """The SNN's sections of a run, from :meth:`models.snn.commands.run.RunSummary.to_dict`: the network and
+    """The SNN's sections of a run, from :meth:`tilesim.models.snn.commands.run.RunSummary.to_dict`: the network and
     its placement, and (when it trained) the training."""
     out = [Section("Network", tuple(_network_lines(summary)), tuple((k, summary[k]) for k in NETWORK_KEYS))]
     data = tuple((k, summary[k]) for k in TRAINING_KEYS)
@@ -109,7 +109,7 @@ def run_sections(summary: dict) -> tuple[Section, ...]:
         out.append(Section("Training", tuple(_training_lines(summary)), data, charts))
     else:
         out.append(Section("Fixed activity", ("Every spike list at its cap; no training (no loss).",), data))
-    if summary.get("stack"):  # the execution stack and its named assumptions (models.snn.step.stacks)
+    if summary.get("stack"):  # the execution stack and its named assumptions (tilesim.models.snn.step.stacks)
         out.append(
             Section("Execution stack", (describe_stack(summary["stack"]) + ".",), (("stack", summary["stack"]),))
         )
@@ -134,7 +134,7 @@ def split_wall_clock(summary: dict) -> tuple[dict, dict]:
 
 
 def run_record(summary, options: RunOptions) -> tuple[RunRecord, dict]:
-    """The record of a :class:`models.snn.commands.run.RunSummary` trained under ``options`` (the median
+    """The record of a :class:`tilesim.models.snn.commands.run.RunSummary` trained under ``options`` (the median
     step's engine result and SRAM, samples per second, the SNN's sections, the critical kernel,
     findings, structure, notes, settings and provenance) and, apart, the host's own measurements of the
     run (:func:`split_wall_clock`: ``wall.json``)."""

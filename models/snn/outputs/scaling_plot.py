@@ -1,10 +1,10 @@
-"""The picture of a :class:`models.snn.commands.scaling.ScalingStudy` (matplotlib only here)."""
+"""The picture of a :class:`tilesim.models.snn.commands.scaling.ScalingStudy` (matplotlib only here)."""
 
 from __future__ import annotations
 
 import textwrap
 
-from models.snn.commands.scaling import SPLIT_KEYS, ScalingStudy
+from tilesim.models.snn.commands.scaling import SPLIT_KEYS, ScalingStudy
 from tilesim.outputs.plots import PHASE_COLOURS, save_figure
 
 __all__ = ["plot_scaling", "scaling_figure"]

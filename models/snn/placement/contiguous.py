@@ -1,4 +1,4 @@
-"""The paper's contiguous placement as a :class:`mapping.Mapping` (the one placement type: for
+"""The paper's contiguous placement as a :class:`tilesim.mapping.Mapping` (the one placement type: for
 each neuron layer after the input an int32 array ``tile_of_neuron[l]`` of global tile ids; the
 math never depends on it, only the counters and the timing do).
 """
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mapping.core import Mapping
-from mapping.strategies import pack_layers
 from tilesim.errors import MappingError, require
+from tilesim.mapping.core import Mapping
+from tilesim.mapping.strategies import pack_layers
 
 
 def contiguous_tiles(n_neurons: int, neurons_per_tile: int, first_tile: int = 0) -> np.ndarray:

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mapping import STRATEGIES, Mapping, load_mapping
-from mapping import strategies as S
-from models.snn.step.memory import SRAM_REMEDY_NPT, snn_memory
-from models.snn.step.stacks import stack_for
-from models.snn.training.network import NetworkConfig
 from tilesim.errors import MappingError, SramOverflowError, require
 from tilesim.machine.memory import MemoryLedger
+from tilesim.mapping import STRATEGIES, Mapping, load_mapping
+from tilesim.mapping import strategies as S
+from tilesim.models.snn.step.memory import SRAM_REMEDY_NPT, snn_memory
+from tilesim.models.snn.step.stacks import stack_for
+from tilesim.models.snn.training.network import NetworkConfig
 
 __all__ = ["Placed", "place", "place_network", "layer_weights", "edge_bytes", "strategy_mapping", "to_placement"]
 
@@ -120,7 +120,7 @@ def place_network(
     stack: str = "auto",
 ) -> Placed:
     """Place ``config`` on ``machine`` with a strategy name, a :class:`Mapping` or a JSON file; its SRAM
-    as execution stack ``stack`` keeps it (:func:`models.snn.step.stacks.stack_for`)."""
+    as execution stack ``stack`` keeps it (:func:`tilesim.models.snn.step.stacks.stack_for`)."""
     require(
         memory_check in ("raise", "report"),
         "memory_check",

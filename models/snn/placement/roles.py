@@ -9,10 +9,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from mapping.core import Mapping
-from models.snn.step.table import COMBINER, COMPACTION, GRAD_TARGET, INPUT_CHIP, OUTPUT_TILES, OWNER
-from models.snn.training.network import NetworkConfig
 from tilesim.errors import MappingError
+from tilesim.mapping.core import Mapping
+from tilesim.models.snn.step.table import COMBINER, COMPACTION, GRAD_TARGET, INPUT_CHIP, OUTPUT_TILES, OWNER
+from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.running.memo import BytesLRU
 
 

@@ -2,10 +2,10 @@
 
 One functional training step records the activity (or, with ``--activity fixed``, the
 fixed-activity lists are built without training); every candidate mapping is then timed by
-:func:`models.snn.step.retime.retime` — counters recounted from the activity, no float math — and
-checked against the SRAM ledger. The search itself is :func:`mapping.search.anneal`, seeded
+:func:`tilesim.models.snn.step.retime.retime` — counters recounted from the activity, no float math — and
+checked against the SRAM ledger. The search itself is :func:`tilesim.mapping.search.anneal`, seeded
 with the paper's ``contiguous`` placement, the other strategies and a ``--mapping FILE`` if given.
-The command line (``tilesim map-search``) is in :mod:`models.snn.commands.cli`.
+The command line (``tilesim map-search``) is in :mod:`tilesim.models.snn.commands.cli`.
 """
 
 from __future__ import annotations
@@ -14,20 +14,20 @@ import math
 import time
 from pathlib import Path
 
-from mapping import STRATEGIES, Mapping
-from mapping.grid import order_of
-from mapping.search import anneal
-from models.snn.commands.options import RunOptions
-from models.snn.commands.run import load_cost_model, load_model, network_config, record_activity
-from models.snn.placement.fit import place_network, strategy_mapping, to_placement
-from models.snn.step.counters import count_work
-from models.snn.step.memory import snn_memory
-from models.snn.step.timing import STEPS_PER_EXECUTION
-from models.snn.step.workload import SnnStep
 from tilesim.errors import MappingError, require
 from tilesim.machine.description import load_machine
 from tilesim.machine.fabric import grid_shape
 from tilesim.machine.memory import MemoryTotals
+from tilesim.mapping import STRATEGIES, Mapping
+from tilesim.mapping.grid import order_of
+from tilesim.mapping.search import anneal
+from tilesim.models.snn.commands.options import RunOptions
+from tilesim.models.snn.commands.run import load_cost_model, load_model, network_config, record_activity
+from tilesim.models.snn.placement.fit import place_network, strategy_mapping, to_placement
+from tilesim.models.snn.step.counters import count_work
+from tilesim.models.snn.step.memory import snn_memory
+from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION
+from tilesim.models.snn.step.workload import SnnStep
 from tilesim.workload import step_seconds, time_workload
 
 __all__ = ["make_objective", "search_mapping"]

@@ -16,15 +16,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from mapping.core import Mapping
-from models.snn.placement.roles import layer_layout
-from models.snn.step.counters import (
+from tilesim.machine.memory import EntryGroup, Liveness, MemoryLedger
+from tilesim.mapping.core import Mapping
+from tilesim.models.snn.placement.roles import layer_layout
+from tilesim.models.snn.step.counters import (
     CACHE_BYTES,
     layer_memory,
 )
-from models.snn.step.stacks import ExecutionStack, stack_for
-from models.snn.training.network import NetworkConfig
-from tilesim.machine.memory import EntryGroup, Liveness, MemoryLedger
+from tilesim.models.snn.step.stacks import ExecutionStack, stack_for
+from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.running.memo import lru_in
 
 SRAM_REMEDY_NPT = "lower --neurons-per-tile (the 6 per-worker dW copies grow with fan-in x neurons per tile), "
@@ -95,7 +95,7 @@ def recorded_liveness(T: int, whole_at_start: bool = False) -> Liveness:
 # edges + a 4 B scalar; each codelet's machine code; control code per compute set the tile
 # takes part in; exchange code per instruction; worker + supervisor stacks. The per-edge,
 # per-compute-set and per-exchange-instruction bytes are those of
-# :class:`models.linear.planner.OverheadConstants` (their one home, with their sources).
+# :class:`tilesim.models.linear.planner.OverheadConstants` (their one home, with their sources).
 VERTEX_EDGES = 3  # [S]-based: the SNN vertices' SPAN edges (list, weights/state, output)
 VERTEX_SCALAR_BYTES = 4  # [S] one 32-bit scalar field
 CODELET_BYTES = 600  # [U] order of a compiled C++ codelet; not published
@@ -105,7 +105,7 @@ STACK_BYTES = 6 * 512 + 1024  # [U] worker stacks + supervisor stack
 @lru_cache(maxsize=1)
 def _code_bytes() -> tuple:
     """(vertex state, control code per compute set, exchange code per instruction) bytes."""
-    from models.linear.phases import OverheadConstants  # deferred: an SNN run never needs the linear package
+    from tilesim.models.linear.phases import OverheadConstants  # deferred: an SNN run never needs the linear package
 
     o = OverheadConstants()
     return (
@@ -121,7 +121,7 @@ def _owner_memory(
     """The entries of layer ``l`` on its own tiles, [(category, bytes [n_local], label)]: its
     variables (§3.2), receive buffers, vertex state and code. They depend on how many neurons
     each tile owns, not on where the tiles are. ``dw_copies``: the stack's dW copies per tile
-    (:attr:`models.snn.step.stacks.ExecutionStack.dw_copies`; one weight-gradient vertex each)."""
+    (:attr:`tilesim.models.snn.step.stacks.ExecutionStack.dw_copies`; one weight-gradient vertex each)."""
     T, B = config.timesteps, config.batch
     _, local = placement.groupings[l]
     n_local = int(local.max()) + 1 if local.size else 0
@@ -177,7 +177,7 @@ def snn_memory(
     ``ledger``: a :class:`MemoryLedger` (default) or a :class:`tilesim.machine.memory.MemoryTotals` for a
     search; ``cache`` (a dict the caller keeps) reuses the owner-tile entries of layers whose
     neuron grouping is unchanged (a :class:`BytesLRU` keyed by layer, grouping, config and dW copies).
-    ``stack``: the execution stack (default: the machine vendor's, :func:`models.snn.step.stacks.stack_for`)."""
+    ``stack``: the execution stack (default: the machine vendor's, :func:`tilesim.models.snn.step.stacks.stack_for`)."""
     dw_copies = (stack or stack_for(machine)).dw_copies
     T, B = config.timesteps, config.batch
     led = ledger or MemoryLedger(machine, remedy=sram_remedy(placement), steps=program_steps(T))

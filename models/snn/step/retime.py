@@ -5,24 +5,24 @@ placement, machine or cost model — counters are recounted from the activity (n
 >>> p = retime(res.activity, config, other_placement, machine)  # milliseconds, not seconds
 >>> p.step_s, p.result.breakdown_s()
 
-With ``activity=None`` the step is timed on :func:`models.snn.training.activity.fixed_activity`, the
+With ``activity=None`` the step is timed on :func:`tilesim.models.snn.training.activity.fixed_activity`, the
 lower bound of throughput, without training at all. The activity of one functional step of a
-run's data is :func:`models.snn.commands.run.record_activity`.
+run's data is :func:`tilesim.models.snn.commands.run.record_activity`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mapping.core import Mapping
-from models.snn.step.counters import Activity, WorkCounters, count_work
-from models.snn.step.structure import DEFAULT_STRUCTURE
-from models.snn.step.timing import STEPS_PER_EXECUTION
-from models.snn.step.workload import SnnStep
-from models.snn.training.activity import fixed_activity
-from models.snn.training.network import NetworkConfig
 from tilesim.errors import require
 from tilesim.machine.costs import CostModel
+from tilesim.mapping.core import Mapping
+from tilesim.models.snn.step.counters import Activity, WorkCounters, count_work
+from tilesim.models.snn.step.structure import DEFAULT_STRUCTURE
+from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION
+from tilesim.models.snn.step.workload import SnnStep
+from tilesim.models.snn.training.activity import fixed_activity
+from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.outputs.records import SimResult
 from tilesim.program import CompactProgram, Program
 from tilesim.workload import time_workload
@@ -57,7 +57,7 @@ def retime(
     """Time the step that recorded ``activity`` (or a fixed-activity step) under ``placement`` on
     ``machine``; equal to the timing of a functional run with that placement. ``cache`` (a dict
     the caller keeps across calls) reuses the counters of layers whose placement is unchanged.
-    ``structure``: a :class:`models.snn.step.structure.StepStructure` (default: its defaults)."""
+    ``structure``: a :class:`tilesim.models.snn.step.structure.StepStructure` (default: its defaults)."""
     if activity is None:
         activity = fixed_activity(config)
     require(

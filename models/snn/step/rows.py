@@ -10,8 +10,8 @@ from typing import Protocol
 
 import numpy as np
 
-from mapping.core import group_tiles
-from models.snn.step.table import ARRAYS, COMPUTE, LayerTerms, StepShape
+from tilesim.mapping.core import group_tiles
+from tilesim.models.snn.step.table import ARRAYS, COMPUTE, LayerTerms, StepShape
 
 
 class RowSink(Protocol):

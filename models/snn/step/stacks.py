@@ -1,6 +1,6 @@
 """The execution stack: how a machine's own software turns the SNN training step into its program.
 
-The workload (:mod:`models.snn.step.counters`, :mod:`models.snn.step.table`) describes the algorithm:
+The workload (:mod:`tilesim.models.snn.step.counters`, :mod:`tilesim.models.snn.step.table`) describes the algorithm:
 per-tile neuron state and weights, the kernels' work per phase, the lists and gradients exchanged
 between layers. An :class:`ExecutionStack` says what the machine's software adds around it, from the
 stack and the machine (never a constant): workers per tile and the per-worker dW copies, the per-call
@@ -15,7 +15,7 @@ asked for them is silent, the choice is the one named here):
     vertices per tile each keep a private dW copy and a ``dW reduce`` row sums them; the input
     gradients' ``reduceMany`` once per IPU, one after another; the Keras pipeline's stage switches; the
     trainable state's host round trip once per epoch (Keras's metric reset, TensorFlow's executor:
-    :mod:`models.snn.step.structure`) and the input sequence by infeed every step.
+    :mod:`tilesim.models.snn.step.structure`) and the input sequence by infeed every step.
 ``tt-metal`` (Tenstorrent Tensix cores, TT-Metalium)
     One fused program per training step: reader, compute and writer kernels on every core loop over
     the time steps and layers on the device (as the authors' one Poplar op does), the phases handing

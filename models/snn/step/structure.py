@@ -1,6 +1,6 @@
 """Named structural assumptions of the SNN step model (issue 17), each with its evidence.
 
-The step program of :mod:`models.snn.step.timing` fixes what is known (the supersteps of the authors'
+The step program of :mod:`tilesim.models.snn.step.timing` fixes what is known (the supersteps of the authors'
 op and their work); a few things about how Poplar and TensorFlow run that op are *not* measured.
 They are options of :class:`StepStructure`, reported in every summary, so a prediction says what
 it assumed, and a scaling study can switch each one the other way (:func:`flipped`).
@@ -58,13 +58,13 @@ epochs (``Final time`` minus the epochs' own times) is 5 ± 5 ms per epoch and d
 weights (L2 − L5: +1.6 ± 8.8 ms per epoch for 2.8 M more weights), so no part of the round trip
 happens between the timed epochs.
 
-Not options, because the authors' code leaves no choice (modelled in :mod:`models.snn.step.timing`):
+Not options, because the authors' code leaves no choice (modelled in :mod:`tilesim.models.snn.step.timing`):
 on C > 1 chips the op's input-gradient reduction runs its stage 1 as one compute set on all IPUs
 (``customReduceSparseInpSpikesGrad_stage1``), then ``reduceMany`` once per IPU, one after another
 (``poplar_code_stateBasedReset.cpp``, ``poplarReduceInpSpikesGrad``: one virtual graph per IPU), and the Keras
 model is a Sequential pipeline of C stages (the op on all IPUs, C−2 identity stages and the
 sparse→dense + loss stage on the last IPU; ``multi_ipu.py``), crossed forward and backward:
-2(C−1) stage switches per step (:func:`models.snn.step.timing.pipeline_switches`).
+2(C−1) stage switches per step (:func:`tilesim.models.snn.step.timing.pipeline_switches`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The SNN training step as data: :data:`STEP_ROWS` lists every row kind of the step (what it
-writes where, its folded PopLibs calls, its link flows; :mod:`models.snn.step.timing` says what each
+writes where, its folded PopLibs calls, its link flows; :mod:`tilesim.models.snn.step.timing` says what each
 row is), :class:`LayerTerms` what a layer contributes, and :func:`step_shape` where the rows sit
 in the program."""
 
@@ -101,7 +101,7 @@ class StepRow:
     ``counters``: the work counters
     (phase, names) its compute is made of. ``exchange``: what the row's exchange carries (its
     senders are the places of its ``out`` writes, its receivers those of its ``in`` writes, or
-    ``sent_from`` when the senders pay nothing: :mod:`models.snn.outputs.explain` reads these)."""
+    ``sent_from`` when the senders pay nothing: :mod:`tilesim.models.snn.outputs.explain` reads these)."""
 
     label: str
     kind: str
@@ -257,7 +257,7 @@ PHASE_LABELS = tuple(row.label for row in STEP_ROWS)
 # breakdown books them as host (:func:`book_step`)
 HOST_LABELS = tuple(row.label for row in STEP_ROWS if row.kind == KIND_HOST)
 
-# The dataflow stacks (tt-metal, csl; :mod:`models.snn.step.stacks`): the same algorithm without the
+# The dataflow stacks (tt-metal, csl; :mod:`tilesim.models.snn.step.stacks`): the same algorithm without the
 # IPU stack's rows. Gone: the PopLibs sequence copies (a kernel writes its list where the backward pass
 # reads it), the dW reduce (one dW per core; the optimizer zeroes it) and the host variable sync
 # (the state stays on the device); no library calls are folded into any row; a row runs all layers at
@@ -291,7 +291,7 @@ def _dataflow_rows(stack: str) -> tuple:
 
 @lru_cache(maxsize=8)
 def stack_rows(stack: str = "poplar") -> tuple:
-    """The training step's rows on execution stack ``stack`` (:data:`models.snn.step.stacks.STACKS`):
+    """The training step's rows on execution stack ``stack`` (:data:`tilesim.models.snn.step.stacks.STACKS`):
     :data:`STEP_ROWS` on ``poplar``, :func:`_dataflow_rows` on ``tt-metal`` and ``csl``."""
     return STEP_ROWS if stack == "poplar" else _dataflow_rows(stack)
 

@@ -7,7 +7,7 @@ once (the one-step delay between layers), but the PopLibs calls around them
 (``dynamicSlice``/``dynamicUpdate`` of the sequences, ``Copy`` programs, ``poprand``,
 ``mulInPlace``) are issued *per layer*, each its own compute set or exchange with its own sync.
 Each compute set's time comes from the per-tile work counters of the functional run
-(``models.snn.step.counters``) through a :class:`tilesim.machine.costs.CostModel`; a superstep's exchange
+(``tilesim.models.snn.step.counters``) through a :class:`tilesim.machine.costs.CostModel`; a superstep's exchange
 carries what the *next* superstep needs. The rows are data: :data:`STEP_ROWS` lists every row
 kind with what it writes where (:class:`Write` of a :class:`LayerTerms` field), its folded PopLibs
 calls and its link flows; :func:`step_shape` places them in the program, and :func:`_emit` is a
@@ -48,7 +48,7 @@ Backward, for t = T−1 … 0
 ``host: variable sync``: the trainable state (weights and optimizer slots, 4·(1 + slots)·weights
 bytes per chip) crosses the host link once per epoch, both ways, because Keras resets its loss
 metric at every epoch start and Graphcore's TensorFlow executor then moves every on-device output
-to the host and every argument back (:class:`models.snn.step.structure.StepStructure` gives the source
+to the host and every argument back (:class:`tilesim.models.snn.step.structure.StepStructure` gives the source
 and the options), at the round trip's fitted rate (the cost model's ``host_copy_ns_per_byte``) or the
 documented host-traffic rate (``host_rate``), amortised over the steps in between.
 The input sequence (T·B·(input_cap+1)·4 bytes) arrives once per step by host infeed.
@@ -62,14 +62,14 @@ compute to every tile (tile 0 of chip 0 is left free, as in the authors' op) and
 ``(k + c − 1)·sync`` / ``(k + c − 1)·exchange_fixed`` cycles that the breakdown books as sync /
 exchange (``Program.sync_extra_cycles`` / ``exchange_extra_cycles``).
 
-Multi-chip (:class:`models.snn.step.structure.StepStructure`, ``sync_scope``): with ``"all"`` one
+Multi-chip (:class:`tilesim.models.snn.step.structure.StepStructure`, ``sync_scope``): with ``"all"`` one
 Poplar graph spans all chips and every superstep syncs all chips (§3.6); with ``"chip"`` (the
 default) only supersteps whose exchange carries cross-chip link flows sync all chips, the rest
 (and every folded PopLibs call) sync their own chip. ``copies="merged"`` folds a row's
 consecutive ``Copy`` programs into one exchange.
 
-Execution stacks (:mod:`models.snn.step.stacks`). All of the above is the ``poplar`` stack, the IPU
-presets' default. On ``tt-metal`` and ``csl`` (:func:`models.snn.step.table.stack_rows`) the rows
+Execution stacks (:mod:`tilesim.models.snn.step.stacks`). All of the above is the ``poplar`` stack, the IPU
+presets' default. On ``tt-metal`` and ``csl`` (:func:`tilesim.models.snn.step.table.stack_rows`) the rows
 keep the algorithm's work and traffic but none of the IPU stack's terms: no folded PopLibs calls, no
 sequence-copy rows, one dW per core (no ``dW reduce``; the optimizer zeroes the dW), no host variable
 sync, no pipeline switches, the input-gradient reduction on every chip at once; the input crosses
@@ -85,14 +85,16 @@ from importlib import resources
 
 import numpy as np
 
-from mapping.core import Mapping
-from models.snn.placement.roles import grad_targets, layer_layout
-from models.snn.step.counters import (
+from tilesim.errors import ConfigError, MappingError, config_message, require
+from tilesim.machine.costs import CostModel, barrel_tile_cycles, load_costs
+from tilesim.mapping.core import Mapping
+from tilesim.models.snn.placement.roles import grad_targets, layer_layout
+from tilesim.models.snn.step.counters import (
     CACHE_BYTES,
     WORKERS_PER_TILE,
     WorkCounters,
 )
-from models.snn.step.rows import (
+from tilesim.models.snn.step.rows import (
     ChipCalls,
     DenseRows,
     PeakRows,
@@ -101,15 +103,15 @@ from models.snn.step.rows import (
     replay_chip_rows,
     touched_rows,
 )
-from models.snn.step.stacks import ExecutionStack, stack_for
-from models.snn.step.structure import (
+from tilesim.models.snn.step.stacks import ExecutionStack, stack_for
+from tilesim.models.snn.step.structure import (
     CHIPS_PER_HOST_LINK,
     D2H_BYTES_PER_S,
     DEFAULT_STRUCTURE,
     StepStructure,
     host_copy_seconds_per_byte,
 )
-from models.snn.step.table import (
+from tilesim.models.snn.step.table import (
     CHIP,
     COMBINER,
     COMPACTION,
@@ -134,9 +136,7 @@ from models.snn.step.table import (
     stack_rows,
     step_shape,
 )
-from models.snn.training.network import NetworkConfig
-from tilesim.errors import ConfigError, MappingError, config_message, require
-from tilesim.machine.costs import CostModel, barrel_tile_cycles, load_costs
+from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program, flow_columns
 from tilesim.program.forms import compact_program, program_form
 from tilesim.program.rows import ChipPeaks
@@ -166,7 +166,7 @@ def default_costs() -> CostModel:
 
 def uncalibrated_costs() -> CostModel:
     """Version 0: first-principles instruction counts, before any fit (``models/snn/costs.toml``)."""
-    with resources.as_file(resources.files("models.snn") / "costs.toml") as p:
+    with resources.as_file(resources.files("tilesim.models.snn") / "costs.toml") as p:
         return load_costs(p)
 
 
@@ -232,9 +232,9 @@ def build_step_program(
     :func:`tilesim.engine.events.makespan_s` at a fraction of the cost, and no per-tile detail (the mapping
     search's objective), where the fabric allows it.
 
-    ``structure``: the structural assumptions (:class:`models.snn.step.structure.StepStructure`);
-    ``stack``: the execution stack (:class:`models.snn.step.stacks.ExecutionStack`; default: the
-    machine vendor's, :func:`models.snn.step.stacks.stack_for`).
+    ``structure``: the structural assumptions (:class:`tilesim.models.snn.step.structure.StepStructure`);
+    ``stack``: the execution stack (:class:`tilesim.models.snn.step.stacks.ExecutionStack`; default: the
+    machine vendor's, :func:`tilesim.models.snn.step.stacks.stack_for`).
     """
     _check_step_args(placement, machine, steps_per_execution)
     stack = stack or stack_for(machine)
@@ -354,7 +354,7 @@ class _Step:
     config: NetworkConfig
     counters: WorkCounters
     costs: CostModel
-    layers: list  # where each layer works (:class:`models.snn.placement.roles.LayerTiles`)
+    layers: list  # where each layer works (:class:`tilesim.models.snn.placement.roles.LayerTiles`)
     C: int
     TPC: int
     workers: int
@@ -369,7 +369,7 @@ class _Step:
     chip_sync_cycles: float = 0.0  # one sync of one chip
     host_cycles_per_byte: float = 0.0  # the host variable copy (:func:`host_sync_cycles_per_byte`)
     transfer_steps: int = 1  # steps one host transfer is amortised over
-    stack: ExecutionStack | None = None  # the execution stack (:mod:`models.snn.step.stacks`)
+    stack: ExecutionStack | None = None  # the execution stack (:mod:`tilesim.models.snn.step.stacks`)
     launch_cycles: float = 0.0  # the host's launch of the step's program, in tile cycles
 
     def cycles(self, work, vertices):
@@ -693,7 +693,7 @@ def _emit(
     stack: ExecutionStack | None = None,
 ) -> dict:
     """Write every term of the step into ``rows`` (a :class:`RowSink`), row by row of the stack's
-    table (:func:`models.snn.step.table.stack_rows`; default: the machine vendor's stack); return
+    table (:func:`tilesim.models.snn.step.table.stack_rows`; default: the machine vendor's stack); return
     the rest of the program: labels, sync scopes, folded supersteps, link flows, host transfers."""
     stack = stack or stack_for(machine)
     s = _step(config, placement, counters, machine, costs, steps_per_execution, structure, stack)

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mapping.core import Mapping
-from models.snn.step.counters import WorkCounters
-from models.snn.step.memory import snn_memory
-from models.snn.step.stacks import describe_stack, stack_for
-from models.snn.step.structure import DEFAULT_STRUCTURE, StepStructure
-from models.snn.step.table import book_step
-from models.snn.step.timing import STEPS_PER_EXECUTION, build_step_program
-from models.snn.training.network import NetworkConfig
 from tilesim.machine.costs import CostModel
 from tilesim.machine.description import Machine
 from tilesim.machine.memory import MemoryLedger
+from tilesim.mapping.core import Mapping
+from tilesim.models.snn.step.counters import WorkCounters
+from tilesim.models.snn.step.memory import snn_memory
+from tilesim.models.snn.step.stacks import describe_stack, stack_for
+from tilesim.models.snn.step.structure import DEFAULT_STRUCTURE, StepStructure
+from tilesim.models.snn.step.table import book_step
+from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION, build_step_program
+from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.outputs.records import SimResult
 from tilesim.program import CompactProgram, Program
 from tilesim.workload import Section
@@ -38,12 +38,12 @@ class SnnStep:
 
     ``costs``: the cost model (default: the shipped calibration); ``steps_per_execution``: steps
     per device execution (host copies amortise over them); ``structure``: the structural
-    assumptions (:class:`models.snn.step.structure.StepStructure`); ``cache``: a dict the caller
+    assumptions (:class:`tilesim.models.snn.step.structure.StepStructure`); ``cache``: a dict the caller
     keeps across re-timings (layer terms reused); ``form``: ``"compact"`` (chip by chip, the form a
     run uses), ``"dense"`` (``[supersteps, tiles]`` arrays: what the calibration's decomposition
     needs) or ``"peaks"`` (each chip's peaks alone: the mapping search's objective)
-    (:func:`models.snn.step.timing.build_step_program`); ``stack``: the execution stack, ``"auto"`` (the
-    machine vendor's) or one of :data:`models.snn.step.stacks.STACKS`."""
+    (:func:`tilesim.models.snn.step.timing.build_step_program`); ``stack``: the execution stack, ``"auto"`` (the
+    machine vendor's) or one of :data:`tilesim.models.snn.step.stacks.STACKS`."""
 
     config: NetworkConfig
     placement: Mapping
@@ -57,7 +57,7 @@ class SnnStep:
     stack: str = "auto"
 
     def program(self, machine: Machine) -> Program | CompactProgram:
-        """The step's BSP program on ``machine`` (:func:`models.snn.step.timing.build_step_program`)."""
+        """The step's BSP program on ``machine`` (:func:`tilesim.models.snn.step.timing.build_step_program`)."""
         return build_step_program(
             self.config,
             self.placement,
@@ -72,7 +72,7 @@ class SnnStep:
         )
 
     def memory(self, machine: Machine) -> MemoryLedger:
-        """Per-tile SRAM of the step (:func:`models.snn.step.memory.snn_memory`)."""
+        """Per-tile SRAM of the step (:func:`tilesim.models.snn.step.memory.snn_memory`)."""
         return snn_memory(self.config, self.placement, machine, stack=stack_for(machine, self.stack))
 
     def book(self, result: SimResult) -> SimResult:

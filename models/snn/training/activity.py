@@ -1,6 +1,6 @@
 """Synthetic recorded activity: time a training step without running its float math.
 
-``fixed_activity`` builds the :class:`~models.snn.step.counters.Activity` that a ``activity =
+``fixed_activity`` builds the :class:`~tilesim.models.snn.step.counters.Activity` that a ``activity =
 "fixed"`` run records (snn-on-ipu.md §4.3): the init bound +100 makes about half of every
 layer's neurons cross ϑ1 at every step, so each list saturates at exactly ``N_max`` real spikes
 — the first ``N_max`` spiking neurons in ascending index — and the input list holds
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.snn.kernels.spikes import SpikeList, initial_list
-from models.snn.step.counters import Activity
-from models.snn.training.network import NetworkConfig
 from tilesim.errors import require
+from tilesim.models.snn.kernels.spikes import SpikeList, initial_list
+from tilesim.models.snn.step.counters import Activity
+from tilesim.models.snn.training.network import NetworkConfig
 
 __all__ = ["fixed_activity"]
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from models.snn.kernels.spikes import SpikeList
 from tilesim.errors import ConfigError, config_message, require
+from tilesim.models.snn.kernels.spikes import SpikeList
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,9 @@ def synthetic(
     ``spikes_per_channel`` defaults to ``max(1, round(SYNTHETIC_CHANNEL_RATE · timesteps))`` (2 at
     T = 40, 5 at T = 100), so the input drive per time step — what decides whether the first
     layer fires — does not fall as T grows."""
-    from models.snn.training.network import parse_layers  # Numba kernels load only when they run (start-up time)
+    from tilesim.models.snn.training.network import (
+        parse_layers,  # Numba kernels load only when they run (start-up time)
+    )
 
     sizes = parse_layers(layers)
     n_ch, n_cls = sizes[0], sizes[-1]

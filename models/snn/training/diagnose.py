@@ -1,7 +1,7 @@
 """Is the network learning? Per-layer activity of every training step and the findings drawn from it.
 
 A training step records, per neuron layer, a :class:`LayerStats` (:func:`layer_stats`, called by
-:func:`models.snn.training.network.compute_gradients`): real spikes and list entries kept per sample and
+:func:`tilesim.models.snn.training.network.compute_gradients`): real spikes and list entries kept per sample and
 time step, how many neurons *wanted* in (above ϑ1, above ϑ2) before the cap N_max cut them, and
 how often the list was full. :class:`StepRecord` adds the step's loss and accuracy.
 
@@ -111,7 +111,7 @@ class StepRecord:
 
     @classmethod
     def from_result(cls, step: int, result) -> StepRecord:
-        """The record of a :class:`models.snn.training.network.StepResult`."""
+        """The record of a :class:`tilesim.models.snn.training.network.StepResult`."""
         return cls(int(step), float(result.loss), float(result.accuracy), tuple(result.layer_stats))
 
     def to_dict(self) -> dict:
@@ -156,7 +156,7 @@ def layer_stats(
     layer: int, v_seq: np.ndarray, lst, threshold: float, second_threshold: float, n_max: int
 ) -> LayerStats:
     """:class:`LayerStats` of one layer from its membrane sequence ``v_seq [T, B, N]`` and its
-    kept list (a :class:`models.snn.kernels.spikes.SpikeList`)."""
+    kept list (a :class:`tilesim.models.snn.kernels.spikes.SpikeList`)."""
     T, B, N = v_seq.shape
     c = lst.counts
     return LayerStats(

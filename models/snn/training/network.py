@@ -46,13 +46,13 @@ from functools import cached_property
 
 import numpy as np
 
-from mapping.core import Mapping
-from models.snn.kernels import lif as K
-from models.snn.kernels.spikes import SpikeList, dense_to_input_list, initial_list
-from models.snn.placement.contiguous import contiguous_placement
-from models.snn.step.counters import Activity, LayerWork, LocalTiles, WorkCounters, layer_counters
-from models.snn.training.diagnose import layer_stats
 from tilesim.errors import MappingError, require
+from tilesim.mapping.core import Mapping
+from tilesim.models.snn.kernels import lif as K
+from tilesim.models.snn.kernels.spikes import SpikeList, dense_to_input_list, initial_list
+from tilesim.models.snn.placement.contiguous import contiguous_placement
+from tilesim.models.snn.step.counters import Activity, LayerWork, LocalTiles, WorkCounters, layer_counters
+from tilesim.models.snn.training.diagnose import layer_stats
 
 
 def parse_layers(layers) -> tuple:
@@ -430,8 +430,8 @@ class StepResult:
 
     ``loss`` and ``accuracy`` of the batch *before* the update; ``logits`` = output spike
     counts ``[B, C]``; ``grads`` = ``(dW list, dV list)`` when requested; ``activity`` the
-    recorded lists; ``counters`` the per-tile work (:mod:`models.snn.step.counters`);
-    ``layer_stats`` one :class:`models.snn.training.diagnose.LayerStats` per neuron layer (spikes, entries,
+    recorded lists; ``counters`` the per-tile work (:mod:`tilesim.models.snn.step.counters`);
+    ``layer_stats`` one :class:`tilesim.models.snn.training.diagnose.LayerStats` per neuron layer (spikes, entries,
     what the cap cut, the ϑ2 used)."""
 
     loss: float
@@ -503,7 +503,7 @@ def compute_gradients(
     update: bool = False,
 ):
     """Forward and backward of one batch (see :func:`_compute_gradients`); kernels of small layers
-    run on one thread (:func:`models.snn.kernels.lif.threads_for`)."""
+    run on one thread (:func:`tilesim.models.snn.kernels.lif.threads_for`)."""
     cfg = state.config
     with K.threads_for(cfg.timesteps * cfg.batch * max(cfg.layers[1:])):
         return _compute_gradients(
@@ -685,7 +685,7 @@ def train_step(
         dropping with ``state.rng`` — or an already sparse input list.
     labels : np.ndarray
         int ``[B]`` class indices.
-    placement : mapping.Mapping, optional
+    placement : tilesim.mapping.Mapping, optional
         Where the neurons live, for the counters (default ``state.placement``); never changes the math.
 
     Raises
@@ -706,8 +706,8 @@ def train_step(
 @dataclass(frozen=True)
 class TrainingRun:
     """What :func:`train` returns: the trained ``state``, one
-    :class:`models.snn.training.diagnose.StepRecord` per step (loss, accuracy, per-layer activity) and the
-    :func:`models.snn.training.diagnose.diagnose` findings of the whole run."""
+    :class:`tilesim.models.snn.training.diagnose.StepRecord` per step (loss, accuracy, per-layer activity) and the
+    :func:`tilesim.models.snn.training.diagnose.diagnose` findings of the whole run."""
 
     state: NetworkState
     history: tuple
@@ -731,14 +731,14 @@ def train(
     state: NetworkState | None = None,
 ) -> TrainingRun:
     """Train ``config`` for ``steps`` steps on an event ``dataset``
-    (:class:`models.snn.training.data.EventDataset`), cycling over shuffled epochs of full batches
+    (:class:`tilesim.models.snn.training.data.EventDataset`), cycling over shuffled epochs of full batches
     (shuffle and input dropping seeded with ``config.seed + 1``), ϑ2 following the config's
     schedule.
 
     ``on_step(step, result)`` is called after every step with the :class:`StepResult` (e.g. to
     time its counters: ``result.counters`` hold the lists of that step's caps and ϑ2). A given
     ``state`` continues training (its ``step`` goes on counting)."""
-    from models.snn.training.diagnose import (  # import cycle: diagnose imports this module when it loads
+    from tilesim.models.snn.training.diagnose import (  # import cycle: diagnose imports this module when it loads
         StepRecord,
         diagnose,
     )

@@ -11,7 +11,7 @@ rejects ``(1, N) → Linear [N]``) and checked here instead. Neuron parameters m
 Everything else is refused with :class:`ConfigError` naming the node, its type and why —
 nothing is approximated.
 
-The network's neuron (``models.snn.training.network``, per step of length ``dt``)::
+The network's neuron (``tilesim.models.snn.training.network``, per step of length ``dt``)::
 
     v_t = α·v_{t−1} + input_scale·(1 − α)·I_t      (v_t = input_scale·(1 − α)·I_t after a spike)
     spike when v_t > threshold;  I_t = Σ_{j ∈ spikes in} W[j, :]  (+ Σ_{j ∈ own spikes at t−1} V[j, :])
@@ -96,13 +96,13 @@ from pathlib import Path
 
 import numpy as np
 
-from models.snn.training.network import LIFParams
 from tilesim.errors import ConfigError, config_message, require
+from tilesim.models.snn.training.network import LIFParams
 
 __all__ = ["ALPHA_RANGE", "DEFAULT_DT_S", "SYNAPSE_TOLERANCE", "NirModel", "load_nir"]
 
 #: One network step when neither the caller nor the graph gives one, in seconds: the 1 ms bins
-#: the event data are cut into (``models.snn.training.data``, ``dt_ms = 1.0``).
+#: the event data are cut into (``tilesim.models.snn.training.data``, ``dt_ms = 1.0``).
 DEFAULT_DT_S = 1e-3
 #: α = exp(−dt/τ) outside this open interval is reported (module docstring: τ < 1.44 steps or
 #: τ > 10⁴ steps).
@@ -210,7 +210,7 @@ class NirModel:
                 )
 
     def network_kwargs(self) -> dict:
-        """``layers``, ``recurrent`` and ``lif`` for :class:`models.snn.training.network.NetworkConfig`."""
+        """``layers``, ``recurrent`` and ``lif`` for :class:`tilesim.models.snn.training.network.NetworkConfig`."""
         return {"layers": self.layers, "recurrent": self.recurrent, "lif": self.lif}
 
     def summary(self) -> dict:
