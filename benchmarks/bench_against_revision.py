@@ -117,10 +117,19 @@ def _export(rev: str, into: Path) -> Path:
     return into / "tree"
 
 
+def _in_layout_of(tree: Path, code: str) -> str:
+    """``code`` as ``tree`` names its modules: a tree from before issue 39 has the top-level packages
+    ``models`` and ``mapping`` where this one has ``tilesim.models`` and ``tilesim.mapping`` (and
+    importing those there would reach the installed clone's folders, not the tree's)."""
+    if '"tilesim.models" = "models"' in (tree / "pyproject.toml").read_text():
+        return code
+    return code.replace("tilesim.models.", "models.").replace("tilesim.mapping", "mapping")
+
+
 def _time(tree: Path, code: str) -> float:
     """Seconds the case reports, run in a fresh process on ``tree``."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    prog = code + "\nimport json, sys\nsys.stdout.write(json.dumps(RESULT))\n"
+    prog = _in_layout_of(tree, code) + "\nimport json, sys\nsys.stdout.write(json.dumps(RESULT))\n"
     out = subprocess.run([sys.executable, "-c", prog], cwd=tree, env=env, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"case failed on {tree}:\n{out.stderr[-2000:]}")
