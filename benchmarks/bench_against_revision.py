@@ -126,10 +126,22 @@ def _in_layout_of(tree: Path, code: str) -> str:
     return code.replace("tilesim.models.", "models.").replace("tilesim.mapping", "mapping")
 
 
+# First in every process on a tree: that tree's models/ and mapping/ folders are its tilesim.models and
+# tilesim.mapping (an install maps them by pyproject's package-dir; a tree on PYTHONPATH alone would reach
+# the installed clone's folders instead)
+TREE_PACKAGES = """
+import sys, tilesim
+from pathlib import Path
+_root = Path(tilesim.__file__).resolve().parents[1]
+if (_root / "models" / "__init__.py").is_file():
+    tilesim.__path__.append(str(_root))
+"""
+
+
 def _time(tree: Path, code: str) -> float:
     """Seconds the case reports, run in a fresh process on ``tree``."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    prog = _in_layout_of(tree, code) + "\nimport json, sys\nsys.stdout.write(json.dumps(RESULT))\n"
+    prog = TREE_PACKAGES + _in_layout_of(tree, code) + "\nimport json, sys\nsys.stdout.write(json.dumps(RESULT))\n"
     out = subprocess.run([sys.executable, "-c", prog], cwd=tree, env=env, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"case failed on {tree}:\n{out.stderr[-2000:]}")

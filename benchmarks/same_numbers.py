@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_against_revision import ROOT, _default_base, _export  # noqa: E402  (a sibling script)
+from bench_against_revision import ROOT, TREE_PACKAGES, _default_base, _export  # noqa: E402  (a sibling script)
 
 DEMO = (
     "run --layers 700-1462-1460-20 --dataset shd --input-cap 48 --batch 48 --timesteps 100 "
@@ -30,6 +30,8 @@ DEMO = (
 def _run(tree: Path, args: list) -> str:
     """``python args...`` in ``tree``; its standard output (a failure is printed, not raised)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    if args[0] == "-m":  # the module run as `python -m` after the tree's packages are in place
+        args = ["-c", TREE_PACKAGES + "import runpy; runpy.run_module(sys.argv.pop(1), run_name='__main__')", *args[1:]]
     res = subprocess.run([sys.executable, *args], cwd=tree, env=env, capture_output=True, text=True)
     if res.returncode:
         print(f"  {' '.join(args[:4])} failed in {tree}: {res.stderr.strip().splitlines()[-1:]}")
