@@ -170,3 +170,21 @@ def test_a_run_folder_written_before_the_record_still_renders(tmp_path):
     md = (out / "summary.md").read_text()
     assert f"{record.step_s * 1e3:.3f} ms" in md and "snn (stored before run records)" in md
     assert (out / "report.html").is_file()
+
+
+def test_a_rerun_removes_what_the_old_run_wrote_and_keeps_the_users_files(tmp_path):
+    """Issue 41 part 4: a re-run into a run folder kept pictures the new run did not write (links.png after a
+    mesh run, then an IPU one), and the closing line listed them; the user's own files stay."""
+    import json
+
+    from tilesim.cli import main
+
+    out = tmp_path / "run"
+    tiny = ["run", "--layers", "40-30-4", "--batch", "4", "--timesteps", "8", "--max-activity", "0.2"]
+    tiny += ["--input-cap", "8", "--activity", "fixed", "--quiet"]
+    assert main([*tiny, "--machine", "mesh-demo", "--out", str(out)]) == 0
+    assert (out / "links.png").is_file() and "links.png" in json.loads((out / "manifest.json").read_text())["written"]
+    (out / "notes.txt").write_text("mine")
+    assert main([*tiny, "--machine", "gc200", "--out", str(out)]) == 0
+    assert not (out / "links.png").exists() and (out / "notes.txt").read_text() == "mine"
+    assert (out / "memory.png").is_file()

@@ -99,13 +99,15 @@ def write_outputs(
         staged_folder,
     )
     from tilesim.outputs.report import (  # loaded only when the command runs (start-up time)
+        run_files,
         seal_run_folder,
         write_run_report,
     )
     from tilesim.outputs.trace import write_trace  # loaded only when the command runs (start-up time)
 
     summary = record.to_dict()
-    with staged_folder(out) as stage:  # the old run stays whole until the new one is complete
+    # the old run stays whole until the new one is complete; then what it wrote goes, the user's files stay
+    with staged_folder(out, drop=run_files(out)) as stage:
         sealed = ["summary.json", "trace.json", "arrays.npz"]
         for name, data in (files or {}).items():
             atomic_write_bytes(stage / name, data)

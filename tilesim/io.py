@@ -245,9 +245,10 @@ def recover_folder(target) -> None:
         shutil.rmtree(p, ignore_errors=True)
 
 
-def _swap_in(stage: Path, target: Path) -> None:
+def _swap_in(stage: Path, target: Path, drop: frozenset = frozenset()) -> None:
     """Make ``stage`` the folder at ``target``. The old folder's files that the new one does not
-    have (the user's own notes, say) move into the new one; then the old folder is removed."""
+    have (the user's own notes, say) move into the new one, but for those named in ``drop`` (what the
+    old run wrote); then the old folder is removed."""
     if not target.exists():
         os.rename(stage, target)
         return
@@ -258,17 +259,18 @@ def _swap_in(stage: Path, target: Path) -> None:
         os.rename(target, old)
         os.rename(stage, target)
     for p in old.iterdir():
-        if not (target / p.name).exists():
+        if p.name not in drop and not (target / p.name).exists():
             os.rename(p, target / p.name)
     shutil.rmtree(old, ignore_errors=True)
 
 
 @contextmanager
-def staged_folder(target):
+def staged_folder(target, drop: frozenset = frozenset()):
     """``with staged_folder(out) as stage:`` write every file into ``stage``, a fresh folder beside
     ``out``; when the block ends without an error the stage becomes ``out`` in one swap, so a kill
     at any moment leaves the old folder or the new one, never neither and never a mix. On an error
-    the stage is removed and ``out`` is untouched."""
+    the stage is removed and ``out`` is untouched. The old folder's other files are kept, but for
+    those named in ``drop`` (the old run's own outputs)."""
     target = Path(target).expanduser()
     if target.is_symlink():  # write where it points: the link stays, the folder it names is the one replaced
         target = target.resolve()  # (swapping the link itself moved that folder's files into a new one)
@@ -282,7 +284,7 @@ def staged_folder(target):
         shutil.rmtree(stage, ignore_errors=True)
         raise
     os.chmod(stage, 0o755)
-    _swap_in(stage, target)
+    _swap_in(stage, target, frozenset(drop))
 
 
 def json_keys(path: Path) -> set:

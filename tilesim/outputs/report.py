@@ -30,6 +30,7 @@ CORE_PICTURES = ("timeline.png", "breakdown.png", "memory.png", "work.png", "exc
 
 __all__ = [
     "write_run_report",
+    "run_files",
     "render",
     "load_run",
     "summary_markdown",
@@ -61,10 +62,29 @@ def _digest(path: Path) -> str:
 
 
 def seal_run_folder(out, names) -> Path:
-    """Write the manifest (size and SHA-256 of each of ``names``) last, atomically."""
+    """Write the manifest (size and SHA-256 of each of ``names``; ``written``: every file of the run
+    in ``out``, sealed or not) last, atomically."""
     out = Path(out)
     files = {n: {"bytes": (out / n).stat().st_size, "sha256": _digest(out / n)} for n in names}
-    return atomic_write_text(out / MANIFEST, json.dumps({"format": MANIFEST_FORMAT, "files": files}, indent=2))
+    written = sorted(p.name for p in out.iterdir() if p.name != MANIFEST and not p.name.startswith("."))
+    body = {"format": MANIFEST_FORMAT, "files": files, "written": written}
+    return atomic_write_text(out / MANIFEST, json.dumps(body, indent=2))
+
+
+RENDERED = (*CORE_PICTURES, "activity.png", "summary.md", "report.html", "plotly.min.js", "memory.txt", "wall.json")
+"""Files a run folder written before manifests said what the run wrote may hold besides its sealed ones."""
+
+
+def run_files(out) -> frozenset:
+    """The names of the files the tilesim run in ``out`` wrote (its manifest's ``written``; for an older
+    manifest its sealed files and :data:`RENDERED`); empty when ``out`` holds no sealed run. A re-run into
+    ``out`` removes them (what the new run does not write again would be stale) and keeps the rest."""
+    try:
+        m = json.loads((Path(out) / MANIFEST).read_text())
+        names = set(m["files"]) | set(m.get("written", RENDERED))
+    except (OSError, ValueError, KeyError, TypeError):
+        return frozenset()
+    return frozenset(str(n) for n in names) | {MANIFEST}
 
 
 def _broken(out, why: str, fix: str = _FIX) -> ConfigError:
