@@ -194,3 +194,17 @@ def test_byte_counts_are_whole_numbers(gc200x2):
         assert len(counts) > 20, name
         bad = [(k, v) for k, v in counts if not isinstance(v, int)]
         assert not bad, (name, bad[:5])
+
+
+def test_map_search_times_and_fits_with_the_runs_stack():
+    """map-search builds the step and keeps its SRAM as `--stack` says (it used the machine vendor's stack): on a
+    GC200 under tt-metal its baseline is the run's first step, with one dW copy per tile, not six."""
+    from tilesim.models.snn.placement.search import search_mapping
+
+    kw = dict(
+        layers="40-24-4", caps="8-2", batch=4, timesteps=8, memory_check="report", second_threshold_schedule="off"
+    )
+    run = run_training(RunOptions(steps=1, stack="tt-metal", **kw))
+    out, _ = search_mapping(RunOptions(steps=1, stack="tt-metal", **kw), 0.5, 0, 2, None)
+    assert out["baseline"]["predicted_step_s"] == pytest.approx(run.predicted_step_s_per_step[0], rel=1e-9)
+    assert out["baseline"]["max_tile_bytes"] == run.memory.max_tile_bytes

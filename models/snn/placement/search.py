@@ -26,6 +26,7 @@ from tilesim.models.snn.commands.run import load_cost_model, load_model, network
 from tilesim.models.snn.placement.fit import place_network, strategy_mapping, to_placement
 from tilesim.models.snn.step.counters import count_work
 from tilesim.models.snn.step.memory import snn_memory
+from tilesim.models.snn.step.stacks import stack_for
 from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION
 from tilesim.models.snn.step.workload import SnnStep
 from tilesim.workload import step_seconds, time_workload
@@ -33,18 +34,23 @@ from tilesim.workload import step_seconds, time_workload
 __all__ = ["make_objective", "search_mapping"]
 
 
-def make_objective(config, machine, activity, costs=None, steps_per_execution: int = STEPS_PER_EXECUTION):
-    """``objective(mapping) -> predicted step seconds`` (``inf`` if a tile overflows SRAM)."""
+def make_objective(
+    config, machine, activity, costs=None, steps_per_execution: int = STEPS_PER_EXECUTION, stack: str = "auto"
+):
+    """``objective(mapping) -> predicted step seconds`` (``inf`` if a tile overflows SRAM), the step built
+    and its SRAM kept as execution stack ``stack`` does (:func:`tilesim.models.snn.step.stacks.stack_for`)."""
 
     cache: dict = {}
+    kept = stack_for(machine, stack)
 
     def step(m: Mapping) -> SnnStep:
         placement = to_placement(m, machine)
         counters = count_work(activity, placement, per_step=True, cache=cache)
-        return SnnStep(config, placement, counters, costs, steps_per_execution, cache=cache, form="peaks")
+        return SnnStep(config, placement, counters, costs, steps_per_execution, cache=cache, form="peaks", stack=stack)
 
     def objective(m: Mapping) -> float:
-        if snn_memory(config, to_placement(m, machine), machine, MemoryTotals(machine), cache).overflow_tiles().size:
+        led = snn_memory(config, to_placement(m, machine), machine, MemoryTotals(machine), cache, stack=kept)
+        if led.overflow_tiles().size:
             return math.inf
         return step_seconds(step(m), machine)
 
@@ -80,12 +86,15 @@ def search_mapping(
     model = load_model(options)
     config = network_config(options, model)
     machine = load_machine(options.machine, options.chips)
-    base = place_network(config, machine, options.neurons_per_tile, "contiguous", "raise")
+    base = place_network(config, machine, options.neurons_per_tile, "contiguous", "raise", options.stack)
     activity = record_activity(config, base.placement, options.dataset, options.data, model, options.data_root)
-    objective = make_objective(config, machine, activity, load_cost_model(options), options.steps_per_execution)
+    costs = load_cost_model(options)
+    objective = make_objective(config, machine, activity, costs, options.steps_per_execution, options.stack)
     extra = []
     if options.mapping not in STRATEGIES:  # --mapping FILE: start from it too
-        extra.append(place_network(config, machine, options.neurons_per_tile, options.mapping, "raise").mapping)
+        extra.append(
+            place_network(config, machine, options.neurons_per_tile, options.mapping, "raise", options.stack).mapping
+        )
     for name in STRATEGIES[1:]:
         try:
             extra.append(strategy_mapping(name, config, machine, base.neurons_per_tile))
@@ -93,8 +102,8 @@ def search_mapping(
             pass
     grid = grid_shape(machine)
     res = anneal(base.mapping, objective, budget_s, max_evals, seed, extra_starts=extra, progress=progress, grid=grid)
-    baseline = _describe(base.mapping, res.baseline_value, config, machine, objective, grid)
-    best = _describe(res.best, res.best_value, config, machine, objective, grid)
+    baseline = _describe(base.mapping, res.baseline_value, config, machine, objective, grid, options.stack)
+    best = _describe(res.best, res.best_value, config, machine, objective, grid, options.stack)
     summary = {
         "baseline": baseline,
         "best": best,
@@ -113,10 +122,10 @@ def search_mapping(
     return summary, res.best
 
 
-def _describe(m: Mapping, step_s: float, config, machine, objective, grid: tuple | None) -> dict:
+def _describe(m: Mapping, step_s: float, config, machine, objective, grid: tuple | None, stack: str = "auto") -> dict:
     """What the summary says of one mapping: its time and the phase split of that time (and its
     tile order on a ``grid``)."""
-    led = snn_memory(config, to_placement(m, machine), machine)
+    led = snn_memory(config, to_placement(m, machine), machine, stack=stack_for(machine, stack))
     return {
         "predicted_step_s": step_s,
         "samples_per_s": config.batch / step_s,
