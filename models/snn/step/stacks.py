@@ -40,7 +40,7 @@ overlap: band down to the busiest core's own work (:data:`DATAFLOW_BAND`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tilesim.errors import ConfigError, config_message
 
@@ -177,21 +177,7 @@ def stack_for(machine, choice: str = "auto") -> ExecutionStack:
             loss_to_host=False,
             sync="BSP barriers (the IPU's sync)",
         )
-    if name == "tt-metal":
-        return ExecutionStack(
-            name,
-            workers,
-            dw_copies=1,
-            dw_reduce=False,
-            library_calls=False,
-            host_variable_sync=False,
-            pipeline_stages=False,
-            serial_reduce=False,
-            launch_s=TT_LAUNCH_S,
-            loss_to_host=True,
-            sync="semaphore handshakes (dataflow)",
-        )
-    return ExecutionStack(
+    dataflow = ExecutionStack(  # csl; tt-metal differs in its launch, its loss read-back and its handshakes
         name,
         workers,
         dw_copies=1,
@@ -204,3 +190,6 @@ def stack_for(machine, choice: str = "auto") -> ExecutionStack:
         loss_to_host=False,
         sync="wavelet-triggered tasks (dataflow)",
     )
+    if name == "tt-metal":
+        return replace(dataflow, launch_s=TT_LAUNCH_S, loss_to_host=True, sync="semaphore handshakes (dataflow)")
+    return dataflow
