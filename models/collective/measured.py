@@ -171,7 +171,9 @@ class ChoiceCheck:
 
 
 def _mean_abs_error(cases, predicted) -> tuple[float, int]:
-    errs = [abs(p / c.measured - 1) * 100 for c, p in zip(cases, predicted) if isinstance(p, float)]
+    """Mean |error| % and rows predicted, as ``tilesim validate`` prints them (its rows' ``error_pct``)."""
+    rows = validate_rows("collective", "us_per_call", cases, predicted)
+    errs = [abs(r["error_pct"]) for r in rows if r["error_pct"] is not None]
     return (float(np.mean(errs)) if errs else float("nan")), len(errs)
 
 
