@@ -430,9 +430,6 @@ def _liveness(memory: MemoryRecord, tpc: int):
     return fig
 
 
-_PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974")
-
-
 def _chart(chart: Chart):
     """A workload's own picture (:class:`tilesim.outputs.chart.Chart`) as the page draws it: the panels
     side by side, a panel's right-axis series on a second y axis."""
@@ -446,7 +443,7 @@ def _chart(chart: Chart):
     shown: set = set()
     for k, panel in enumerate(chart.panels, start=1):
         for s in panel.series:
-            colour = "rgba(0,0,0,0.5)" if s.style == "thin" else _PALETTE[names.index(s.name) % len(_PALETTE)]
+            colour = "rgba(0,0,0,0.5)" if s.style == "thin" else _run_colour(names.index(s.name))
             look = {"dash": dash[s.style], "width": 0.8 if s.style == "thin" else 1.8, "color": colour}
             fig.add_trace(
                 go.Scatter(
