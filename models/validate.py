@@ -1,6 +1,6 @@
 """``tilesim validate`` and ``tilesim calibrate`` for every workload's measured cases.
 
-A cases CSV carries a ``workload`` column (``snn``, ``stencil``); a file without one is an SNN
+A cases CSV carries a ``workload`` column (``snn``, ``stencil``, ... ``snntorch``); a file without one is an SNN
 file (the column was added later). ``validate`` with no file checks every shipped case file of
 every workload. ``calibrate`` dispatches on the same column: SNN cases fit the SNN cost model
 (:func:`tilesim.models.snn.calibration.calibrate.cmd_calibrate`); stencil cases fit the multi-chip machine constants
@@ -19,7 +19,7 @@ from tilesim.io import atomic_write_bytes, check_output_path, dumps_json
 
 __all__ = ["register", "cmd_validate", "cmd_calibrate", "workload_of", "WORKLOADS"]
 
-WORKLOADS = ("snn", "stencil", "collective", "matmul", "sparse-matmul")
+WORKLOADS = ("snn", "stencil", "collective", "matmul", "sparse-matmul", "snntorch")
 
 
 def workload_of(path) -> str:
@@ -82,6 +82,7 @@ def _files(args) -> list[Path]:
     from tilesim.models.snn.calibration.calibrate import (
         shipped_cases_path,  # loaded only when the command runs (start-up time)
     )
+    from tilesim.models.snntorch.measured import shipped_snntorch_cases
     from tilesim.models.stencil.measured import shipped_stencil_cases
     from tilesim.models.tensix.measured import shipped_matmul_cases  # loaded only when the command runs
 
@@ -91,6 +92,7 @@ def _files(args) -> list[Path]:
         *shipped_collective_cases(),
         *shipped_matmul_cases(),
         *shipped_sparse_cases(),
+        *shipped_snntorch_cases(),
     ]
 
 
@@ -106,6 +108,10 @@ def _rows(path: Path, wl: str, args) -> list[dict]:
         from tilesim.models.tensix.measured import validate_matmul  # loaded only when the command runs
 
         return validate_matmul(path)
+    if wl == "snntorch":
+        from tilesim.models.snntorch.measured import validate_snntorch  # loaded only when the command runs
+
+        return validate_snntorch(path)
     if wl == "sparse-matmul":
         from tilesim.models.linear.measured import validate_sparse  # loaded only when the command runs
 
@@ -270,13 +276,13 @@ def register(sub) -> None:
     v = sub.add_parser(
         "validate",
         help="predicted vs measured for every workload (default: all shipped cases)",
-        description="Time every row of measured-cases CSVs (column workload = snn, stencil, collective, matmul or "
-        "sparse-matmul).",
+        description="Time every row of measured-cases CSVs (column workload = snn, stencil, collective, matmul, "
+        "sparse-matmul or snntorch).",
     )
     v.add_argument(
         "cases",
         nargs="*",
-        help="cases CSVs (default: every shipped SNN, stencil, collective, matmul and sparse-matmul case)",
+        help="cases CSVs (default: every shipped SNN, stencil, collective, matmul, sparse-matmul and snntorch case)",
     )
     v.add_argument("--costs", help="SNN cost-model TOML (default: tilesim/presets/costs/snn.toml)")
     v.add_argument("--machine", default="gc2x16", help="machine for stencil cases (default gc2x16)")

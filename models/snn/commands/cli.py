@@ -179,6 +179,10 @@ def cmd_run(args) -> int:
 
 def _run(options: RunOptions, args) -> int:
     """Check, train, print and write the run of ``options`` (``args``: --quiet, --force)."""
+    if options.implementation != "sparse":  # snnTorch's dense build (models/snntorch)
+        from tilesim.models.snntorch.cli import run_snntorch_command  # loaded only when the command runs
+
+        return run_snntorch_command(options, args)
     from tilesim.models.snn.commands.budget import (  # loaded only when the command runs (start-up time)
         check_run_memory,
         check_run_time,

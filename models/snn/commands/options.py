@@ -226,6 +226,11 @@ class _OptionFields:
         "global tile ids given their own track in trace.json, e.g. 0-1471 (default: the step's critical tiles)",
         example="0-1471",
     )
+    implementation: Literal["sparse", "snntorch"] = _opt(
+        "sparse",
+        "sparse (the paper's sparse BPTT, default) or snntorch (snnTorch's dense IPU build through PopTorch, op by op; "
+        "gc200 or bow; models/snntorch/)",
+    )
 
     @model_validator(mode="after")
     def _cross_field(self):
@@ -577,6 +582,8 @@ def resolved_settings(options: RunOptions) -> dict:
     the files of :data:`PATH_SETTINGS` absolute). A mapping read from a file is ``mapping.json``: the
     copy of the placement every run folder holds."""
     out = {k: v for k, v in options_dict(options).items() if k not in SETTINGS_LEFT_OUT}
+    if out.get("implementation") == "sparse":  # the default run's settings read as before the option existed
+        del out["implementation"]
     for k in PATH_SETTINGS:
         if out.get(k):
             out[k] = str(Path(str(out[k])).expanduser().resolve())

@@ -546,6 +546,13 @@ def _run_training(options: RunOptions, progress=None) -> RunSummary:
         "must be a RunOptions",
         "build one with RunOptions(...) or options_from_mapping(dict)",
     )
+    require(
+        options.implementation == "sparse",
+        "implementation",
+        options.implementation,
+        "is not the sparse training this function runs",
+        "run it with tilesim.models.snntorch.run.run_snntorch(options)",
+    )
     t_all = time.perf_counter()
     model = load_model(options)
     config = network_config(options, model)
