@@ -9,7 +9,21 @@ import pytest
 
 from tilesim.cli import main
 
-TINY = ["--layers", "12-6-3", "--caps", "2-2", "--batch", "4", "--timesteps", "5", "--input-cap", "4", "--steps", "2", "--quiet"]
+TINY = [
+    "--layers",
+    "12-6-3",
+    "--caps",
+    "2-2",
+    "--batch",
+    "4",
+    "--timesteps",
+    "5",
+    "--input-cap",
+    "4",
+    "--steps",
+    "2",
+    "--quiet",
+]
 
 
 def test_the_op_list_of_a_two_layer_toy_is_the_one_counted_by_hand():
@@ -104,13 +118,17 @@ def test_the_sparse_default_is_unchanged():
     opts = RunOptions(layers="12-6-3", caps=(2, 2), batch=4, timesteps=5, input_cap=4, steps=1)
     assert opts.implementation == "sparse"
     assert set(resolved_settings(opts)) == set(option_names()) - {"out", "json", "implementation"}
-    explicit = RunOptions(layers="12-6-3", caps=(2, 2), batch=4, timesteps=5, input_cap=4, steps=1, implementation="sparse")
+    explicit = RunOptions(
+        layers="12-6-3", caps=(2, 2), batch=4, timesteps=5, input_cap=4, steps=1, implementation="sparse"
+    )
     assert resolved_settings(explicit) == resolved_settings(opts)
     a, b = run_training(opts).to_dict(), run_training(explicit).to_dict()
     for key in ("predicted_step_s", "breakdown_s", "loss", "memory"):
         assert a[key] == b[key]
     with pytest.raises(ConfigError, match="implementation"):
-        run_training(RunOptions(layers="12-6-3", caps=(2, 2), batch=4, timesteps=5, input_cap=4, implementation="snntorch"))
+        run_training(
+            RunOptions(layers="12-6-3", caps=(2, 2), batch=4, timesteps=5, input_cap=4, implementation="snntorch")
+        )
 
 
 def test_validate_reads_the_held_out_snntorch_logs(capsys):

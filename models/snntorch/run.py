@@ -47,7 +47,9 @@ def check_snntorch_options(options: RunOptions) -> None:
         f"snnTorch's IPU build is modelled on one IPU; allowed machines: {', '.join(MACHINES)}",
         "use --machine gc200 or --machine bow (or --implementation sparse)",
     )
-    require(options.chips in (None, 1), "--chips", options.chips, "snnTorch's IPU build runs on one IPU", "drop --chips")
+    require(
+        options.chips in (None, 1), "--chips", options.chips, "snnTorch's IPU build runs on one IPU", "drop --chips"
+    )
     require(options.model is None, "--model", options.model, "is not read by --implementation snntorch", "drop --model")
     require(not options.recurrent, "--recurrent", True, "snn.Leaky layers have no recurrent weights", "drop it")
     require(
