@@ -45,7 +45,7 @@ GRAD_OPTIONS = (
     "mapping",
 )
 # map-search has its own --out (the best mapping) and --json (the search result)
-SEARCH_OPTIONS = tuple(n for n in option_names() if n not in ("out", "json"))
+SEARCH_OPTIONS = tuple(n for n in option_names() if n not in ("out", "json", "implementation"))  # places the sparse run
 
 
 # `tilesim demo` (and `make demo`, which calls it): the SHD-shaped 2-layer paper network (700-1462-1460-20, B 48,

@@ -25,6 +25,7 @@ TEXT_COLUMNS = ("id", "status", "predicted_step_s", "samples_per_s", "max_tile_b
 FORBIDDEN = {
     "out": "points write no output files; export the results with `tilesim results DB --csv F`",
     "json": "use `tilesim sweep --json` or `tilesim results DB --json`",
+    "implementation": "a sweep runs the sparse implementation; run `tilesim run --implementation snntorch` per point",
 }
 
 
@@ -148,7 +149,8 @@ def cmd_sweep(args) -> int:
         f"exceeds the limit of {MAX_SWEEP_POINTS:,}",
         "split the grid into several sweeps, or pass --force",
     )
-    points = lambda: iter_expand(spec, defaults=options_dict(), fixed={"out": None, "json": False})  # noqa: E731
+    defaults = {k: v for k, v in options_dict().items() if k not in FORBIDDEN}  # point ids as before `implementation`
+    points = lambda: iter_expand(spec, defaults=defaults, fixed={"out": None, "json": False})  # noqa: E731
     check_points(_first(points(), MAX_SWEEP_POINTS), spec, str(args.sweep))
     report = run_sweep(
         points(),
