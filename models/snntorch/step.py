@@ -7,7 +7,9 @@ costs) and becomes the supersteps of :func:`tilesim.models.linear.workload.build
 ``<part>/<op>``. The ops inside the unrolled time loop are the same program ``T`` times: PopART outlines
 identical subgraphs into one called subgraph (the custom spike ops declare ``getHighSubgraphValue`` for
 it), so each runs as a superstep repeated ``T`` times with its code, vertices and exchange programs
-once in memory (:class:`tilesim.models.linear.phases.Phase` ``repeat``).
+once in memory (:class:`tilesim.models.linear.phases.Phase` ``repeat``). The timeline therefore shows an
+op's ``T`` runs side by side rather than interleaved with the other ops of their step; every superstep syncs
+the chip, so the call's total is the same.
 
 The call's host side (booked as **host**):
 
