@@ -140,3 +140,28 @@ def test_validate_reads_the_held_out_snntorch_logs(capsys):
     assert len(rows) == 12 and {r["workload"] for r in rows} == {"snntorch"}
     assert {r["use"] for r in rows} == {"check"}  # held out: nothing is fitted to them
     assert all(r["error_pct"] is not None for r in rows)
+
+
+def test_the_dense_backward_is_the_gradient_of_the_loss():
+    """One leaky layer kept below threshold (no reset, no surrogate on the path: the loss reads the
+    membrane): the bias and weight gradients of the NumPy BPTT through time match central differences."""
+    import numpy as np
+
+    from tilesim.models.snntorch.train import dense_gradients, init_dense
+
+    rng = np.random.default_rng(3)
+    net = init_dense((6, 4), lr=1e-3, seed=1)
+    net.W[0] *= 0.05
+    net.b[0] *= 0.05
+    x = (rng.random((7, 5, 6)) < 0.4).astype(np.float32)
+    labels = rng.integers(0, 4, 5)
+    first, (gW, gb) = dense_gradients(net, x, labels)
+    assert first.spikes_per_step == (0.0,)  # below threshold: the membrane is linear in the weights
+    eps = 1e-3
+    for p, g, idx in ((net.b[0], gb, (2,)), (net.W[0], gW, (1, 3)), (net.W[0], gW, (4, 0))):
+        p[idx] += eps
+        up = dense_gradients(net, x, labels)[0].loss
+        p[idx] -= 2 * eps
+        down = dense_gradients(net, x, labels)[0].loss
+        p[idx] += eps
+        assert abs((up - down) / (2 * eps) - g[idx]) < 2e-2 * max(1.0, abs(g[idx]))

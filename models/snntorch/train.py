@@ -23,7 +23,7 @@ import numpy as np
 
 from tilesim.errors import require
 
-__all__ = ["DenseSnn", "DenseStep", "init_dense", "dense_train_step"]
+__all__ = ["DenseSnn", "DenseStep", "init_dense", "dense_train_step", "dense_gradients"]
 
 BETA = 0.9  # the tutorial's num_steps = 25, beta = 0.9
 THRESHOLD = 1.0  # snn.Leaky's default
@@ -98,6 +98,14 @@ def _adam(net: DenseSnn, grads: list) -> None:
 
 def dense_train_step(net: DenseSnn, x: np.ndarray, labels: np.ndarray) -> DenseStep:
     """Forward, BPTT and one Adam update of ``net`` (in place) on ``x`` ``[T, B, N0]`` and ``labels`` ``[B]``."""
+    step, grads = dense_gradients(net, x, labels)
+    _adam(net, grads)
+    return step
+
+
+def dense_gradients(net: DenseSnn, x: np.ndarray, labels: np.ndarray) -> tuple[DenseStep, list]:
+    """The loss, accuracy and spike rates of ``net`` on one batch and the gradients of the loss
+    (``dW`` of every layer, then ``db``), no update."""
     T, B, n0 = x.shape
     require(n0 == net.W[0].shape[0], "input channels", n0, f"must be {net.W[0].shape[0]}")
     h, ins, mems = x.astype(np.float32), [], []
@@ -125,5 +133,4 @@ def dense_train_step(net: DenseSnn, x: np.ndarray, labels: np.ndarray) -> DenseS
         if l:
             dspk = (g @ net.W[l].T).reshape(T, B, -1)
             ext = dspk / (np.abs(mems[l - 1] - THRESHOLD) + 1.0) ** 2  # FastSigmoidGrad
-    _adam(net, gW + gb)
-    return DenseStep(loss, accuracy, tuple(rates))
+    return DenseStep(loss, accuracy, tuple(rates)), gW + gb
