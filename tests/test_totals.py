@@ -75,18 +75,28 @@ def test_time_by_phase_agrees_and_host_copy_is_host(gc200x2):
     assert f"{host_label} · host" in names and f"{host_label} · compute" not in names
 
 
-def test_a_fitted_residual_is_its_own_category_and_the_snn_books_none(gc200x2):
+def test_a_fitted_residual_is_its_own_category_and_the_snn_books_only_the_host_excess(gc200x2):
     """Issue 17: a row a workload labels as a fitted residual (``SimResult.book_as(labels, "residual")``) is
-    not compute in any breakdown; issue 25: the SNN step has no such row left (its per-epoch cost is the
-    host round trip)."""
+    not compute in any breakdown; issue 25: the SNN step's per-epoch cost is the host round trip; issue 42:
+    the round trip's time beyond the documented rate is the one residual row, said as such."""
     from tilesim.machine.description import load_machine
     from tilesim.models.snn.placement.fit import place
     from tilesim.models.snn.step.retime import retime
+    from tilesim.models.snn.step.table import HOST_EXCESS_LABEL
     from tilesim.models.snn.training.network import NetworkConfig
 
     out, _ = gc200x2
     s = json.loads((out / "summary.json").read_text())
-    assert s["breakdown_s"]["residual"] == 0 and not any("unexplained" in v["label"] for v in s["by_label"])
+    residual_rows = [v for v in s["by_label"] if v["breakdown_s"].get("residual", 0) > 0]
+    assert [v["label"] for v in residual_rows] == [HOST_EXCESS_LABEL]
+    assert s["breakdown_s"]["residual"] == pytest.approx(residual_rows[0]["time_s"], rel=1e-9)
+    assert not any("unexplained" in v["label"] for v in s["by_label"])
+    share = s["breakdown_s"]["residual"] / s["step_s"]  # its share is said wherever the step is
+    for text in (s["explain"]["sentence"], (out / "summary.md").read_text()):
+        assert HOST_EXCESS_LABEL in text and f"{100 * share:.0f} % of the step" in text
+    assert s["explain"]["detail"]["host_excess_share"] == pytest.approx(share, rel=1e-9)
+    assert f"| {HOST_EXCESS_LABEL} | 0 |" in (out / "summary.md").read_text()
+    assert HOST_EXCESS_LABEL in (out / "report.html").read_text()
     cfg = NetworkConfig(layers=(64, 32, 4), batch=4, timesteps=6, activity="fixed", caps=(8, 2))
     m = load_machine("gc200")
     res = retime(None, cfg, place(cfg, m, None, "contiguous", "report")[0], m).result

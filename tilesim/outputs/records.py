@@ -123,6 +123,7 @@ class SimResult:
     timeline: dict | None = None  # per-chip [S, C] arrays (cycles) for traces and pictures
     host_labels: tuple = ()  # labels whose compute phase is host work (:meth:`book_as_host`)
     residual_labels: tuple = ()  # labels whose compute phase is a fitted residual (:meth:`book_as`)
+    parts: tuple = ()  # (label, part label, phase, seconds): a share of a label's compute as a row (:meth:`book_part`)
 
     # -------------------------------------------------------------------------------------
     @classmethod
@@ -229,6 +230,29 @@ class SimResult:
             return replace(self, phase_s=ph, host_labels=booked)
         return replace(self, phase_s=ph, residual_labels=booked)
 
+    def book_part(self, label: str, part: str, share: float, phase: str = "residual") -> SimResult:
+        """The same result with ``share`` (0..1) of the compute of every superstep labelled
+        ``label`` booked as ``phase`` and reported as its own row ``part`` (:meth:`by_label`): a
+        fitted term inside a modelled row's superstep, said out loud without a superstep of its own
+        (no sync or exchange added). Call it before :meth:`book_as` books the rest of that compute;
+        times and totals stay."""
+        if phase not in ("host", "residual"):
+            raise ConfigError(
+                config_message("phase", phase, "must be 'host' or 'residual'", "book a part as host or residual")
+            )
+        if not 0.0 <= share <= 1.0:
+            raise ConfigError(config_message("share", share, "must be in 0..1", "give the part's share of the row"))
+        ids = [i for i, lab in enumerate(self.labels) if lab == label]
+        if not ids or share == 0.0:
+            return self
+        m = self.label_id == ids[0]
+        ph = self.phase_s.copy()
+        ci, pi = PHASES.index("compute"), PHASES.index(phase)
+        moved = ph[m, ci] * share
+        ph[m, ci] -= moved
+        ph[m, pi] += moved
+        return replace(self, phase_s=ph, parts=(*self.parts, (label, part, phase, float(moved.sum()))))
+
     def book_as_host(self, labels) -> SimResult:
         """:meth:`book_as` ``(labels, "host")``."""
         return self.book_as(labels, "host")
@@ -256,8 +280,9 @@ class SimResult:
         return {p: float(v) for p, v in zip(PHASES, ph.sum(axis=0))}
 
     def by_label(self) -> dict:
-        """Per label: supersteps, seconds, phase split, and the most frequent critical tile."""
-        out = {}
+        """Per label: supersteps, seconds, phase split, and the most frequent critical tile; a part
+        (:meth:`book_part`) is a row of its own with 0 supersteps, its seconds out of its label's."""
+        out: dict[str, dict] = {}
         for i, lab in enumerate(self.labels):
             m = self.label_id == i
             if not m.any():
@@ -270,6 +295,20 @@ class SimResult:
                 "breakdown_s": self.breakdown_s(m),
                 "critical_chip": top // self.tiles_per_chip,
                 "critical_tile": top % self.tiles_per_chip,
+            }
+        for label, part, phase, seconds in self.parts:  # a part's seconds leave its row for their own
+            if label not in out:
+                continue
+            row = out[label]
+            row["time_s"] -= seconds
+            split: dict[str, float] = row["breakdown_s"]
+            split[phase] -= seconds
+            out[part] = {
+                "supersteps": 0,
+                "time_s": seconds,
+                "breakdown_s": {p: seconds if p == phase else 0.0 for p in PHASES},
+                "critical_chip": row["critical_chip"],
+                "critical_tile": row["critical_tile"],
             }
         return out
 

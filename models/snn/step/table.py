@@ -38,6 +38,12 @@ PLACES = (
 )
 PER_CHIP_PLACES = (HOST_SYNC,)
 
+HOST_SYNC_LABEL = "host: variable sync"
+HOST_EXCESS_LABEL = "host copy: rate beyond documented (fitted, mechanism unknown)"
+"""The part of :data:`HOST_SYNC_LABEL`'s time beyond the round trip at Graphcore's documented rate: booked as
+residual inside the host row's own superstep (:meth:`tilesim.outputs.records.SimResult.book_part`), its
+share :func:`tilesim.models.snn.step.timing.host_excess_share`."""
+
 # Which layers a term or a link flow applies to.
 EVERY_LAYER, WITH_INPUT_GRAD, OUTPUT_LAYER = "every layer", "layers with input gradients", "output layer"
 
@@ -248,7 +254,7 @@ STEP_ROWS = (
         writes=(Write(COMPUTE, OWNER, "optimizer"),),
         counters=(("optimizer", ("weights_updated",)),),
     ),
-    StepRow("host: variable sync", KIND_HOST, ONCE, Calls(0), writes=(Write(COMPUTE, HOST_SYNC, "weights"),)),
+    StepRow(HOST_SYNC_LABEL, KIND_HOST, ONCE, Calls(0), writes=(Write(COMPUTE, HOST_SYNC, "weights"),)),
 )
 """The training step's rows in program order (the module docstring says what each does)."""
 

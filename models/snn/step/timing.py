@@ -79,7 +79,7 @@ back in a row after it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 
@@ -147,6 +147,7 @@ __all__ = [
     "uncalibrated_costs",
     "build_step_program",
     "host_sync_cycles_per_byte",
+    "host_excess_share",
     "applies",
     "STEPS_PER_EXECUTION",
 ]
@@ -601,6 +602,18 @@ def host_sync_cycles_per_byte(machine, structure: StepStructure, costs: CostMode
         )
     fitted = float(costs.coefficients.get("host_copy_ns_per_byte", 1e9 / D2H_BYTES_PER_S))
     return machine.clock_hz * host_copy_seconds_per_byte(machine, structure, fitted)
+
+
+def host_excess_share(machine, structure: StepStructure, costs: CostModel) -> float:
+    """Share of the host variable copy's time beyond the round trip at the documented rate:
+    ``1 − s_doc / s_used`` with ``s`` the seconds per byte of :func:`host_copy_seconds_per_byte` under
+    ``structure`` and under the same structure at ``host_rate="documented"``; 0 at the documented rate
+    (or a fitted rate no slower). The copy's time splits exactly: ``t = t·(1 − share) + t·share``, the
+    first the sourced round trip (``host: variable sync``), the second the fitted excess no source
+    explains (:data:`tilesim.models.snn.step.table.HOST_EXCESS_LABEL`, booked as residual)."""
+    used = host_sync_cycles_per_byte(machine, structure, costs)
+    documented = machine.clock_hz * host_copy_seconds_per_byte(machine, replace(structure, host_rate="documented"), 0.0)
+    return max(0.0, 1.0 - documented / used) if used > 0 else 0.0
 
 
 def _host_sync(s: _Step, terms: list, rows: RowSink, w: Write, k: int) -> None:

@@ -12,7 +12,7 @@ the same rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tilesim.machine.costs import CostModel
 from tilesim.machine.description import Machine
@@ -22,8 +22,8 @@ from tilesim.models.snn.step.counters import WorkCounters
 from tilesim.models.snn.step.memory import snn_memory
 from tilesim.models.snn.step.stacks import describe_stack, stack_for
 from tilesim.models.snn.step.structure import DEFAULT_STRUCTURE, StepStructure
-from tilesim.models.snn.step.table import book_step
-from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION, build_step_program
+from tilesim.models.snn.step.table import HOST_EXCESS_LABEL, HOST_SYNC_LABEL, book_step
+from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION, build_step_program, default_costs, host_excess_share
 from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.outputs.records import SimResult
 from tilesim.program import CompactProgram, Program
@@ -55,9 +55,14 @@ class SnnStep:
     form: str = "compact"
     name: str = "snn"
     stack: str = "auto"
+    # per machine name: the host copy's share beyond the documented rate (program() notes it, book() reads it)
+    _excess: dict = field(default_factory=dict, init=False, repr=False)
 
     def program(self, machine: Machine) -> Program | CompactProgram:
         """The step's BSP program on ``machine`` (:func:`tilesim.models.snn.step.timing.build_step_program`)."""
+        stack = stack_for(machine, self.stack)
+        if stack.name == "poplar":
+            self._excess[machine.name] = host_excess_share(machine, self.structure, self.costs or default_costs())
         return build_step_program(
             self.config,
             self.placement,
@@ -76,8 +81,11 @@ class SnnStep:
         return snn_memory(self.config, self.placement, machine, stack=stack_for(machine, self.stack))
 
     def book(self, result: SimResult) -> SimResult:
-        """Host-copy rows as host time (:func:`book_step`)."""
-        return book_step(result)
+        """Host-copy rows as host time (:func:`book_step`), the copy's time beyond the documented rate
+        first split off as its own residual row (:data:`HOST_EXCESS_LABEL`, share
+        :func:`tilesim.models.snn.step.timing.host_excess_share`; same superstep, totals unchanged)."""
+        share = self._excess.get(result.machine_name, 0.0)
+        return book_step(result.book_part(HOST_SYNC_LABEL, HOST_EXCESS_LABEL, share, "residual"))
 
     def section(self, result: SimResult) -> Section:
         """The network, its spike caps, the execution stack (as given: a run passes the one ``auto``
