@@ -69,6 +69,7 @@ def _snn_rows(path, costs) -> list[dict]:
             "measured_ms": c.measured_ms,
             "band_lo_ms": round(lo * 1e3, 4),
             "band_hi_ms": round(hi * 1e3, 4),
+            "use": c.use,
         }
         for c, (mid, lo, hi) in zip(cases, preds)
     ]
@@ -79,8 +80,9 @@ def _files(args) -> list[Path]:
         return [Path(c) for c in args.cases]
     from tilesim.models.collective.measured import shipped_collective_cases  # loaded only when the command runs
     from tilesim.models.linear.measured import shipped_sparse_cases
-    from tilesim.models.snn.calibration.calibrate import (
-        shipped_cases_path,  # loaded only when the command runs (start-up time)
+    from tilesim.models.snn.calibration.calibrate import (  # loaded only when the command runs (start-up time)
+        shipped_cases_path,
+        shipped_held_out_path,
     )
     from tilesim.models.snntorch.measured import shipped_snntorch_cases
     from tilesim.models.stencil.measured import shipped_stencil_cases
@@ -88,6 +90,7 @@ def _files(args) -> list[Path]:
 
     return [
         shipped_cases_path(),
+        shipped_held_out_path(),
         *shipped_stencil_cases(),
         *shipped_collective_cases(),
         *shipped_matmul_cases(),

@@ -44,3 +44,35 @@ def test_calibrate_refuses_mixed_workloads(tmp_path):
         timeout=120,
     )
     assert r.returncode == 2 and "mix workloads" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_snn_held_out_rows_are_checked_never_fitted(tmp_path):
+    """The shipped held-out SNN file's rows are `use = check`: `validate` reports them as held out,
+    `calibrate` never fits them, and a bad `use` is refused naming the row."""
+    import dataclasses
+
+    from tilesim.models.snn.calibration.calibrate import read_cases, shipped_cases_path, shipped_held_out_path
+
+    held = read_cases(shipped_held_out_path())
+    fitted = read_cases(shipped_cases_path())
+    assert len(held) == 24 and {c.use for c in held} == {"check"}
+    assert {c.use for c in fitted} == {"calibrate"}
+    assert not {c.case for c in held} & {c.case for c in fitted}
+    # the use column never changes how a case is timed
+    assert dataclasses.replace(fitted[0], use="check").key() == fitted[0].key()
+    text = shipped_held_out_path().read_text().replace(",check\n", ",maybe\n", 1)
+    bad = tmp_path / "bad.csv"
+    bad.write_text(text)
+    with pytest.raises(ConfigError, match="row 2 column use"):
+        read_cases(bad)
+
+
+def test_calibrate_refuses_a_file_of_held_out_rows(tmp_path):
+    """Fitting only held-out rows is refused (they are for checking), not silently fitted."""
+    import argparse
+
+    from tilesim.models.snn.calibration.calibrate import cmd_calibrate, shipped_held_out_path
+
+    args = argparse.Namespace(cases=shipped_held_out_path(), out=tmp_path / "o.toml", no_loo=True, json=False)
+    with pytest.raises(ConfigError, match="no row with use = calibrate"):
+        cmd_calibrate(args)

@@ -62,6 +62,7 @@ __all__ = [
     "Case",
     "read_cases",
     "shipped_cases_path",
+    "shipped_held_out_path",
     "case_setup",
     "CaseBasis",
     "fit",
@@ -111,7 +112,11 @@ OPTIONAL = {
     "steps_per_execution": 52,
     "weight_mul": 2.0,
     "seed": 0,
+    "use": "calibrate",
 }
+USES = ("calibrate", "check")
+"""A row's ``use``: ``calibrate`` rows are fitted by ``tilesim calibrate``; ``check`` rows are held out
+(timed and reported by ``tilesim validate``, never fitted)."""
 
 
 @dataclass(frozen=True)
@@ -143,11 +148,12 @@ class Case:
     steps_per_execution: int = STEPS_PER_EXECUTION
     weight_mul: float = 2.0
     seed: int = 0
+    use: str = "calibrate"
 
     def key(self) -> tuple:
         """Cases with equal keys time identically (fixed activity ignores ϑ2)."""
         d = dataclasses.asdict(self)
-        for k in ("case", "measured_ms", "rounding_ms"):
+        for k in ("case", "measured_ms", "rounding_ms", "use"):
             d.pop(k)
         if self.activity == "fixed":
             d.pop("second_threshold")
@@ -158,8 +164,14 @@ class Case:
 
 
 def shipped_cases_path() -> Path:
-    """The 12 measured Bow steps shipped with the package."""
+    """The 12 measured Bow steps shipped with the package (the calibration rows)."""
     return Path(str(resources.files("tilesim.models.snn") / "calibration" / "nmnist_ipu_step_times.csv"))
+
+
+def shipped_held_out_path() -> Path:
+    """The 24 measured Bow steps of the same log that are never fitted (``use = check``): the 3- and
+    4-hidden-layer networks and the 5-layer one at ϑ2 0.95 / 0.98."""
+    return Path(str(resources.files("tilesim.models.snn") / "calibration" / "nmnist_ipu_held_out.csv"))
 
 
 def _convert(path, row_no, col, text, kind):
@@ -248,6 +260,7 @@ def read_cases(path=None) -> tuple:
             for col, ok, limit in (
                 ("activity", vals["activity"] in ("fixed", "natural"), "must be fixed or natural"),
                 ("optimizer", vals["optimizer"] in ("adam", "sgd"), "must be adam or sgd"),
+                ("use", vals["use"] in USES, f"must be one of {', '.join(USES)}"),
                 (
                     "measured_ms_per_step",
                     0 < vals["measured_ms_per_step"] <= MAX_MEASURED,
@@ -695,48 +708,16 @@ def _bar(total, desc, args):
     )
 
 
-def cmd_validate(args) -> int:
-    """SNN cases of ``args.cases``: print (or ``--json``) predicted vs measured step times with their
-    leave-one-out bands; returns the exit status (0). Bad files or costs raise ConfigError."""
-    costs = _load_costs_arg(args.costs)
-    cases = read_cases(args.cases)
-    with _bar(len(cases), "validate", args) as bar:
-        preds = predict_cases(cases, costs, lambda c: bar.update(1))
-    rows = []
-    for c, (mid, lo, hi) in zip(cases, preds):
-        err = 100.0 * (mid * 1e3 - c.measured_ms) / c.measured_ms
-        rows.append(
-            {
-                "case": c.case,
-                "predicted_ms": round(mid * 1e3, 4),
-                "measured_ms": c.measured_ms,
-                "error_pct": round(err, 2),
-                "band_lo_ms": round(lo * 1e3, 4),
-                "band_hi_ms": round(hi * 1e3, 4),
-            }
-        )
-    if args.json:
-        print(dumps_json(rows, indent=2))
-        return 0
-    w = max(len(r["case"]) for r in rows)
-    print(f"{'case':<{w}}  {'predicted ms':>12}  {'LOO band ms':>15}  {'measured ms':>11}  {'error %':>8}")
-    for r in rows:
-        band = f"{r['band_lo_ms']:.2f}-{r['band_hi_ms']:.2f}"
-        print(
-            f"{r['case']:<{w}}  {r['predicted_ms']:>12.3f}  {band:>15}  {r['measured_ms']:>11.2f}  "
-            f"{r['error_pct']:>+8.1f}"
-        )
-    mean = float(np.mean([abs(r["error_pct"]) for r in rows]))
-    print(f"mean |error| {mean:.1f} % over {len(rows)} cases")
-    return 0
-
-
 def cmd_calibrate(args) -> int:
     """Fit the SNN cost coefficients to ``args.cases`` and write them to ``args.out`` (a versioned
     TOML with the rows, residuals and leave-one-out refits); returns the exit status (0)."""
     import tomli_w  # tomli_w is needed only when writing TOML
 
-    cases = read_cases(args.cases)
+    cases = tuple(c for c in read_cases(args.cases) if c.use == "calibrate")
+    if not cases:
+        raise ConfigError(
+            config_message("cases", str(args.cases), "has no row with use = calibrate", "mark the rows to fit")
+        )
     with _bar(None, "calibrate: timing cases", args) as bar:
         res = fit(cases, loo=not args.no_loo, progress=lambda c: bar.update(1))
     cm = res.cost_model(source=str(args.cases))
