@@ -16,7 +16,7 @@ density figure and static-vs-dynamic table report it. The shipped rows
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -92,23 +92,39 @@ def _rate(spec: SparseCase, n: int, machine: Machine) -> float:
     return 2.0 * spec.m * spec.k * n * spec.density / t.step_s / 1e12
 
 
-def _predict_one(spec: SparseCase, machine: Machine) -> float:
+def _cached_rate(spec: SparseCase, n: int, machine: Machine, rates: dict) -> float:
+    """:func:`_rate`, kept in ``rates`` per matmul, batch and machine (a ``best`` row tries batches other
+    rows give); a refusal is kept and raised again."""
+    key = (replace(spec, n=n), machine.name)
+    if key not in rates:
+        try:
+            rates[key] = _rate(spec, n, machine)
+        except TileSimError as e:
+            rates[key] = e
+    got = rates[key]
+    if isinstance(got, TileSimError):
+        raise got
+    return got
+
+
+def _predict_one(spec: SparseCase, machine: Machine, rates: dict) -> float:
     if spec.n:
-        return _rate(spec, spec.n, machine)
-    rates = []
+        return _cached_rate(spec, spec.n, machine, rates)
+    found = []
     for n in BEST_OF:
         try:
-            rates.append(_rate(spec, n, machine))
+            found.append(_cached_rate(spec, n, machine, rates))
         except TileSimError:
             continue  # refused at this batch (SRAM, PopSparse's memory proportion or metadata)
-    if not rates:
+    if not found:
         raise ConfigError(config_message("n", "best", f"no batch of {BEST_OF} can be planned", "give a batch"))
-    return max(rates)
+    return max(found)
 
 
 def predict_tflops(cases) -> list:
     """Predicted non-zero TFLOP/s of each case, or why it cannot be predicted."""
-    return predict(cases, _predict_one)
+    rates: dict = {}
+    return predict(cases, lambda spec, machine: _predict_one(spec, machine, rates))
 
 
 def validate_sparse(path) -> list[dict]:
