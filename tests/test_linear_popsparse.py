@@ -180,6 +180,8 @@ def test_shipped_paper_cases_read_and_name_their_figure():
     (path,) = shipped_sparse_cases()
     cases = read_sparse_cases(path)
     assert len(cases) > 300 and not [c for c in cases if c.problem]
+    # the density-1/16 rows guided the model's development: calibration rows, not held out (issue 40)
+    assert all(c.calibrate == (c.spec.density == 1 / 16) for c in cases)
     with open(path) as fh:
         assert all("sparsity-benchmarks@bab5449" in r["source"] for r in csv.DictReader(fh))
 
@@ -188,7 +190,7 @@ def _time_errors(tmp_path, names) -> list:
     (path,) = shipped_sparse_cases()
     with open(path) as fh:
         rows = list(csv.DictReader(fh))
-    small = tmp_path / "held_out.csv"
+    small = tmp_path / "rows.csv"
     with open(small, "w", newline="") as fh:
         w = csv.DictWriter(fh, list(rows[0]))
         w.writeheader()
@@ -198,8 +200,9 @@ def _time_errors(tmp_path, names) -> list:
     return [r["measured"] / r["predicted"] - 1 for r in got]  # the rows are rates: time goes as 1 / rate
 
 
-def test_held_out_one_sixteenth_rows_within_30_percent(tmp_path):
-    # the issue's check: density 1/16, FP16, 4096 wide, blocks 16 and 1, static: time within 30 %
+def test_one_sixteenth_calibration_rows_within_30_percent(tmp_path):
+    # issue 27's check: density 1/16, FP16, 4096 wide, blocks 16 and 1, static: time within 30 % (calibration rows
+    # since issue 40: the model's development followed them)
     errors = _time_errors(tmp_path, ("static_b16_fp16_4096_d16_best", "static_b1_fp16_4096_d16_best"))
     assert all(abs(e) < 0.30 for e in errors), errors
 
