@@ -26,6 +26,8 @@ __all__ = [
     "read_rows",
     "predict",
     "validate_rows",
+    "GroupError",
+    "group_errors",
     "fit_cases",
 ]
 
@@ -153,6 +155,38 @@ def validate_rows(workload: str, quantity: str, cases: Sequence[Case], predicted
             }
         )
     return rows
+
+
+@dataclass(frozen=True)
+class GroupError:
+    """The error of a group of validate rows, in the rows' quantity: ``mean_abs_pct`` (mean |error|),
+    ``bias_pct`` (mean signed error: + the model's value is higher), ``max_abs_pct`` over ``rows`` rows."""
+
+    group: str
+    rows: int
+    mean_abs_pct: float
+    bias_pct: float
+    max_abs_pct: float
+
+    def line(self) -> str:
+        """The line ``tilesim validate`` prints for the group."""
+        return (
+            f"{self.group:<24} mean |error| {self.mean_abs_pct:5.1f} %, bias {self.bias_pct:+6.1f} %, "
+            f"max {self.max_abs_pct:5.1f} % over {self.rows} rows"
+        )
+
+
+def group_errors(rows: Sequence[dict]) -> list[GroupError]:
+    """:class:`GroupError` of every ``group`` the predicted rows name, in order of first appearance (the one
+    definition of a group's error: ``tilesim validate`` prints it, the README quotes it)."""
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        if r.get("group") and r.get("error_pct") is not None:
+            by.setdefault(r["group"], []).append(float(r["error_pct"]))
+    return [
+        GroupError(g, len(e), float(np.mean(np.abs(e))), float(np.mean(e)), float(np.max(np.abs(e))))
+        for g, e in by.items()
+    ]
 
 
 def fit_cases(cases: Sequence[Case], predict_with: Callable[[np.ndarray], list], x0, bounds, tables_of) -> CaseFit:

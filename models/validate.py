@@ -125,6 +125,8 @@ def _rows(path: Path, wl: str, args) -> list[dict]:
 
 
 def _print_file(f: Path, wl: str, rows: list[dict]) -> None:
+    from tilesim.models.cases import group_errors  # loaded only when the command runs (start-up time)
+
     print(f"{wl}: {f.name}")
     w = max(len(r["case"]) for r in rows)
     print(f"  {'case':<{w}}  {'quantity':<20}  {'predicted':>11}  {'measured':>11}  {'error %':>8}")
@@ -140,6 +142,11 @@ def _print_file(f: Path, wl: str, rows: list[dict]) -> None:
         if errs:
             what = {"calibrate": " (fitted rows)", "check": " (held out)"}.get(g, "")
             print(f"  mean |error| {sum(errs) / len(errs):.1f} %, max {max(errs):.1f} % over {len(errs)} rows{what}")
+    groups_err = group_errors(rows)
+    if groups_err:
+        print("  by group (error in the file's quantity; + = the model's value is higher):")
+        for ge in groups_err:
+            print("    " + ge.line())
     bad = sum(1 for r in rows if r["error_pct"] is None and r.get("problem"))
     if bad:
         print(f"  {bad} rows not predicted (reason on each row)")

@@ -1,7 +1,6 @@
 """PopSparse as the simulator runs it: the static planner's choice, the dynamic matmul, the paper's cases."""
 
 import csv
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -27,6 +26,24 @@ def test_tiles_go_to_bands_in_proportion_in_whole_pairs():
     # 100 and 300 blocks on 10 tiles in pairs: floor(2.5) = 2 tiles, then the rest (8) to the last band
     assert _tiles_for_bands((100, 300), 10, 2) == (2, 8)
     assert _tiles_for_bands((5, 5, 5), 4, 2) == ()  # three bands cannot each have a pair of four tiles
+
+
+def test_fast_paths_give_what_the_band_by_band_and_tile_by_tile_ones_give():
+    # validate's speed (issue 40): many bands are allocated with NumPy, the planner's codelet estimates take
+    # Python integers; both must give the band-by-band allocation and the per-tile array's numbers
+    from tilesim.models.linear.popsparse_plan import _tile_wants, _tiles_for_bands_stepwise
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        per = tuple(int(x) for x in rng.integers(1, int(rng.choice([3, 60, 3000])), int(rng.integers(64, 130))))
+        tiles, grain = int(rng.choice([130, 200, 736, 1472])), int(rng.choice([1, 2]))
+        stepwise = _tiles_for_bands_stepwise(_tile_wants(per, tiles, grain), tiles, grain)
+        assert _tiles_for_bands.__wrapped__(per, tiles, grain) == stepwise
+    c = StaticBlockCosts()
+    rows, blocks, n = rng.integers(0, 40, 50), rng.integers(0, 90, 50), rng.integers(1, 600, 50)
+    for block, eb in ((1, 2), (1, 4), (4, 2), (8, 4), (16, 2), (16, 4)):
+        tiled = c.cycles(rows, blocks, n, block, eb, 6, eb)
+        assert [c.cycles(int(r), int(b), int(j), block, eb, 6, eb) for r, b, j in zip(rows, blocks, n)] == list(tiled)
 
 
 def test_static_choice_is_the_cheapest_estimate_within_memory():
@@ -96,7 +113,7 @@ def test_dynamic_plan_weighs_its_grad_a_pass(monkeypatch):
     best, _ = ds._search(q, DynamicCosts(), 0.6 * 638_976)
     assert best.estimate > best.fwd_estimate > 0
     with monkeypatch.context() as mp:  # the forward alone would choose another partition, faster for itself
-        mp.setattr(ds, "_estimate", lambda q, s, v: replace(s, estimate=ds._pass_cost(q, s, ds._view(q, s), v)[0]))
+        mp.setattr(ds, "_estimate", lambda q, s, v: (ds._pass_cost(q, s, ds._view(q, s), v)[0], 0, 0))
         alone, _ = ds._search(q, DynamicCosts(), 0.6 * 638_976)
     assert (alone.px, alone.py, alone.pz) != (best.px, best.py, best.pz) and alone.estimate < best.fwd_estimate
     plan = plan_dynamic_sparse(
@@ -163,6 +180,8 @@ def test_shipped_paper_cases_read_and_name_their_figure():
     (path,) = shipped_sparse_cases()
     cases = read_sparse_cases(path)
     assert len(cases) > 300 and not [c for c in cases if c.problem]
+    # the density-1/16 rows guided the model's development: calibration rows, not held out (issue 40)
+    assert all(c.calibrate == (c.spec.density == 1 / 16) for c in cases)
     with open(path) as fh:
         assert all("sparsity-benchmarks@bab5449" in r["source"] for r in csv.DictReader(fh))
 
@@ -171,7 +190,7 @@ def _time_errors(tmp_path, names) -> list:
     (path,) = shipped_sparse_cases()
     with open(path) as fh:
         rows = list(csv.DictReader(fh))
-    small = tmp_path / "held_out.csv"
+    small = tmp_path / "rows.csv"
     with open(small, "w", newline="") as fh:
         w = csv.DictWriter(fh, list(rows[0]))
         w.writeheader()
@@ -181,8 +200,9 @@ def _time_errors(tmp_path, names) -> list:
     return [r["measured"] / r["predicted"] - 1 for r in got]  # the rows are rates: time goes as 1 / rate
 
 
-def test_held_out_one_sixteenth_rows_within_30_percent(tmp_path):
-    # the issue's check: density 1/16, FP16, 4096 wide, blocks 16 and 1, static: time within 30 %
+def test_one_sixteenth_calibration_rows_within_30_percent(tmp_path):
+    # issue 27's check: density 1/16, FP16, 4096 wide, blocks 16 and 1, static: time within 30 % (calibration rows
+    # since issue 40: the model's development followed them)
     errors = _time_errors(tmp_path, ("static_b16_fp16_4096_d16_best", "static_b1_fp16_4096_d16_best"))
     assert all(abs(e) < 0.30 for e in errors), errors
 

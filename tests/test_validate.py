@@ -76,3 +76,31 @@ def test_calibrate_refuses_a_file_of_held_out_rows(tmp_path):
     args = argparse.Namespace(cases=shipped_held_out_path(), out=tmp_path / "o.toml", no_loo=True, json=False)
     with pytest.raises(ConfigError, match="no row with use = calibrate"):
         cmd_calibrate(args)
+
+
+def test_sparse_validate_prints_each_groups_error(tmp_path, capsys):
+    # issue 40: the error per group (method x precision x best/per batch) as validate prints it, one definition
+    import argparse
+    import csv
+    import json
+
+    from tilesim.models.cases import group_errors
+    from tilesim.models.linear.measured import shipped_sparse_cases
+    from tilesim.models.validate import cmd_validate
+
+    with open(shipped_sparse_cases()[0]) as fh:
+        rows = [r for r in csv.DictReader(fh) if r["case"] in ("dense_fp16_1024_n4", "dense_fp16_1024_n16")]
+    small = tmp_path / "two.csv"
+    with open(small, "w", newline="") as fh:
+        w = csv.DictWriter(fh, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    cmd_validate(argparse.Namespace(cases=[str(small)], json=True, costs=None, machine="gc2x16"))
+    got = json.loads(capsys.readouterr().out)
+    assert {r["group"] for r in got} == {"dense fp16 per-batch"}
+    (g,) = group_errors(got)
+    errs = [r["error_pct"] for r in got]
+    assert g.rows == 2 and g.bias_pct == pytest.approx(sum(errs) / 2)
+    assert g.mean_abs_pct == pytest.approx(sum(map(abs, errs)) / 2) and g.max_abs_pct == max(map(abs, errs))
+    cmd_validate(argparse.Namespace(cases=[str(small)], json=False, costs=None, machine="gc2x16"))
+    assert "    " + g.line() in capsys.readouterr().out.splitlines()

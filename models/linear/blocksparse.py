@@ -53,6 +53,25 @@ SUPPORTED_BLOCKS = (1, 4, 8, 16)
 ``StaticBlock{4x4,8x8,16x16}SparseDenseMatMul``."""
 
 
+def _ints(v):
+    """A Python (or NumPy scalar) integer as it is, anything else as an int64 array: the codelet estimates
+    below serve both the planner's search (one tile at a time, where NumPy costs ~1 us an operation) and
+    the built plan (every tile at once), from the same formulas."""
+    return v if isinstance(v, (int, np.integer)) else np.asarray(v, dtype=np.int64)
+
+
+def _where(cond, a, b):
+    """``np.where`` for arrays (an int64 array out), a plain choice for a scalar condition."""
+    if isinstance(cond, (bool, np.bool_)):
+        return a if cond else b
+    return np.where(cond, a, b).astype(np.int64)
+
+
+def _maximum(a, b):
+    """``np.maximum`` for arrays, ``max`` for scalars."""
+    return max(a, b) if isinstance(a, (int, np.integer)) else np.maximum(a, b)
+
+
 @dataclass(frozen=True)
 class StaticBlockCosts:
     """Cycles of one PopSparse static block-sparse x dense vertex, PopSparse's own estimate
@@ -75,13 +94,13 @@ class StaticBlockCosts:
     zeroing_worker_cycles: int = 12
 
     def y_cycles(self, block: int, element_bytes: int, n_w):
-        n_w = np.asarray(n_w, dtype=np.int64)
+        n_w = _ints(n_w)
         half = element_bytes == 2
         if block == 4:
-            return np.where(n_w <= 2, 7 + n_w, 13 + n_w) if half else 12 + 4 * (n_w - 1)
+            return _where(n_w <= 2, 7 + n_w, 13 + n_w) if half else 12 + 4 * (n_w - 1)
         if block == 8:
             return 14 + 2 * (n_w - 1) if half else 19 + 8 * (n_w - 1)
-        return 19 + 4 * (n_w - 1) if half else np.where(n_w == 1, 58, 2 * (37 + 8 * (n_w - 1)))
+        return 19 + 4 * (n_w - 1) if half else _where(n_w == 1, 58, 2 * (37 + 8 * (n_w - 1)))
 
     def header_cycles(self, block: int, element_bytes: int) -> tuple:
         """``(h, x)`` of the table (block 4: 17/13, 1; block 8: 13, 1/4; block 16: 13/16, 1/4; FP16/FP32)."""
@@ -103,29 +122,28 @@ class StaticBlockCosts:
         with fp16 n = 4 (``31 + m_w (7 + 2(k_w - 1))``) and n = 8 (``31 + m_w (8 + 3(k_w - 1))``) and fp32
         n = 2 (``29 + m_w (5 + 2(k_w - 1))``) and n = 4 (``30 + m_w (6 + 3(k_w - 1))``) specialised. No
         partials zeroing (the planner charges none for block 1)."""
-        rows = np.maximum(np.asarray(rows, dtype=np.int64), 1)
-        n = np.asarray(n_j, dtype=np.int64)
+        rows = _maximum(_ints(rows), 1)
+        n = _ints(n_j)
         m_w = -(-rows // workers)
-        k1 = -(-np.asarray(nonzeros, dtype=np.int64) // rows) - 1
+        k1 = -(-_ints(nonzeros) // rows) - 1
         if element_bytes == 2:
             general = 33 + m_w * (11 + (n // 8) * (14 + 3 * k1) + (n % 8 > 0) * (9 + 2 * k1))
-            per = np.where(n == 4, 31 + m_w * (7 + 2 * k1), np.where(n == 8, 31 + m_w * (8 + 3 * k1), general))
+            per = _where(n == 4, 31 + m_w * (7 + 2 * k1), _where(n == 8, 31 + m_w * (8 + 3 * k1), general))
         else:
             general = 31 + m_w * (12 + (n // 4) * (10 + 3 * k1) + (n % 4 > 0) * (10 + 2 * k1))
-            per = np.where(n == 2, 29 + m_w * (5 + 2 * k1), np.where(n == 4, 30 + m_w * (6 + 3 * k1), general))
+            per = _where(n == 2, 29 + m_w * (5 + 2 * k1), _where(n == 4, 30 + m_w * (6 + 3 * k1), general))
         return workers * per
 
     def cycles(self, rows, blocks, n_j, block: int, element_bytes: int, workers: int, partials_bytes: int):
-        """Per-tile vertex cycles (0 where a tile has no block); block 1 is :meth:`elementwise_cycles`."""
-        rows = np.asarray(rows, dtype=np.int64)
-        blocks = np.asarray(blocks, dtype=np.int64)
-        n_j = np.asarray(n_j, dtype=np.int64)
+        """Per-tile vertex cycles (0 where a tile has no block); block 1 is :meth:`elementwise_cycles`. Python
+        integers in, a Python integer out (the planner's search costs one tile at a time)."""
+        rows, blocks, n_j = _ints(rows), _ints(blocks), _ints(n_j)
         if block == 1:
             cyc = self.elementwise_cycles(rows, blocks, n_j, element_bytes, workers)
-            return np.where(blocks > 0, cyc, 0).astype(np.int64)
+            return _where(blocks > 0, cyc, 0)
         h, x = self.header_cycles(block, element_bytes)
-        per_row = -(-blocks // np.maximum(rows, 1))
-        n_w = np.maximum(-(-n_j // workers), 1)
+        per_row = -(-blocks // _maximum(rows, 1))
+        n_w = _maximum(-(-n_j // workers), 1)
         load = block * block * element_bytes // self.weight_load_bytes_per_cycle
         cyc = (
             self.fixed_cycles
@@ -140,7 +158,7 @@ class StaticBlockCosts:
         if partials_bytes == 4 and block != 4:
             zero_bytes = rows * block * n_j * partials_bytes
             cyc = cyc + workers * (self.zeroing_worker_cycles + -(-(zero_bytes * 8 // self.data_path_bits) // workers))
-        return np.where(blocks > 0, cyc, 0).astype(np.int64)
+        return _where(blocks > 0, cyc, 0)
 
 
 @dataclass(frozen=True)
@@ -257,11 +275,26 @@ class BandOrder:
     width: int
 
 
+_LAST_NONZERO: list = [None, None]
+"""The last read-only layout :func:`_nonzero` saw and its non-zero blocks (a layout is planned for many
+batches and band counts; ``np.nonzero`` of a 4096-wide element-wise mask takes ~0.1 s)."""
+
+
+def _nonzero(layout: np.ndarray) -> tuple:
+    """``np.nonzero(layout)``, kept for the last read-only layout (one that cannot change under the cache)."""
+    if _LAST_NONZERO[0] is layout:
+        return _LAST_NONZERO[1]
+    found = np.nonzero(layout)
+    if not layout.flags.writeable:
+        _LAST_NONZERO[:] = [layout, found]
+    return found
+
+
 def _band_order(layout: np.ndarray, boundaries: tuple) -> BandOrder:
     """Every non-zero block ordered by column band (``boundaries``: the bands' first block columns and
     the end), then row-major inside the band (``np.nonzero`` is row-major, and a stable sort by band
     keeps that order within a band)."""
-    rows, cols = np.nonzero(layout)
+    rows, cols = _nonzero(layout)
     edges = np.asarray(boundaries, dtype=np.int64)
     start, widths = edges[:-1], edges[1:] - edges[:-1]
     band = np.repeat(np.arange(start.size, dtype=np.int64), widths)[cols]

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -144,6 +145,7 @@ class DynamicCosts:
         return int((over + (x_over + inner) * x) * workers + 30 + (44 + 68) * buckets)
 
 
+@lru_cache(maxsize=1 << 14)
 def _nonzero_groups(density: float, x_groups: int, y_groups: int) -> tuple:
     """``getNumGroupsGivenUniformSparsityPattern``: block rows with a non-zero and blocks per such row [S]."""
     p_row = 1.0 - (1.0 - density) ** y_groups
@@ -356,12 +358,13 @@ def _pass_cost(q: _Problem, s: _Split, v: _View, vertex: DynamicCosts) -> tuple:
     return int(cycles), int(temp)
 
 
-def _estimate(q: _Problem, s: _Split, vertex: DynamicCosts) -> _Split:
-    """PopSparse's planner cost of split ``s`` (``createPlan``): the forward's cycles plus GradA's, the larger
-    of their temporary bytes (:func:`_pass_cost`)."""
+def _estimate(q: _Problem, s: _Split, vertex: DynamicCosts) -> tuple:
+    """PopSparse's planner cost of split ``s`` (``createPlan``): ``(estimate, temp, fwd_estimate)``, the
+    forward's cycles plus GradA's, the larger of their temporary bytes and the forward's cycles
+    (:func:`_pass_cost`; the :class:`_Split` fields of those names)."""
     fwd_cycles, fwd_temp = _pass_cost(q, s, _view(q, s), vertex)
     grad_cycles, grad_temp = _pass_cost(q, s, _view(q, s, grad_a=True), vertex)
-    return replace(s, estimate=fwd_cycles + grad_cycles, temp=max(fwd_temp, grad_temp), fwd_estimate=fwd_cycles)
+    return fwd_cycles + grad_cycles, max(fwd_temp, grad_temp), fwd_cycles
 
 
 def _mm_cycles(q: _Problem, s: _Split, vertex: DynamicCosts, v: _View | None = None) -> int:
@@ -485,17 +488,24 @@ def _search(q: _Problem, vertex: DynamicCosts, bound: float) -> tuple:
     zs = [d for d in range(1, q.Z + 1) if q.Z % d == 0]
     ys = _splits(q.Y)
     y_scale = 4 if q.eb == 4 else 2
+    best_key = small_key = None
     for px in _splits(q.X):
         for py in (p for p in ys if px * p <= q.tiles):
             for pz in (p for p in zs if px * py * p <= q.tiles):
+                if (
+                    q.block == 1
+                    and max((ceil_div(q.Y, py) - 1) * (q.Z // pz) * q.gz * y_scale, ceil_div(q.X, px) - 1) > 0xFFFF
+                ):
+                    continue  # the split's yg, zg and xg (:func:`_split`) overflow the meta-info
                 s = _split(q, px, py, pz)
-                if q.block == 1 and max((s.yg - 1) * s.zg * q.gz * y_scale, s.xg - 1) > 0xFFFF:
-                    continue
-                s = _estimate(q, s, vertex)
-                if smallest is None or s.temp < smallest.temp:
-                    smallest = s
-                if s.temp <= bound and (best is None or (s.estimate, s.temp) < (best.estimate, best.temp)):
-                    best = s
+                est = _estimate(q, s, vertex)
+                if small_key is None or est[1] < small_key[1]:
+                    smallest, small_key = s, est
+                if est[1] <= bound and (best_key is None or est[:2] < best_key[:2]):
+                    best, best_key = s, est
+    fields = ("estimate", "temp", "fwd_estimate")
+    best = None if best is None else replace(best, **dict(zip(fields, best_key)))
+    smallest = None if smallest is None else replace(smallest, **dict(zip(fields, small_key)))
     return best, smallest
 
 

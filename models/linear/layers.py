@@ -40,6 +40,7 @@ __all__ = [
     "BlockSparseLinear",
     "DynamicSparseLinear",
     "random_block_layout",
+    "block_count",
     "hadamard_matrix",
     "pixelfly_layout",
     "butterfly_factor_matrices",
@@ -632,6 +633,12 @@ class PixelflyLinear(_LayerBase):
 # --------------------------------------------------------------------------------------------
 # Static block-sparse (PopSparse static sparse matmul)
 # --------------------------------------------------------------------------------------------
+def block_count(blocks: int, density: float) -> int:
+    """Non-zero blocks of a :func:`random_block_layout` of ``blocks`` blocks at ``density``:
+    ``max(1, round(density · blocks))``."""
+    return max(1, int(round(density * blocks)))
+
+
 def random_block_layout(n_out: int, n_in: int, block: int, density: float, seed: int = 0) -> np.ndarray:
     """Bool block mask ``(n_out / block, n_in / block)`` with exactly ``max(1, round(density · blocks))``
     non-zero blocks at uniformly random positions (sampled without replacement from ``seed``)."""
@@ -650,7 +657,7 @@ def random_block_layout(n_out: int, n_in: int, block: int, density: float, seed:
             v % block == 0, name, v, f"must be a multiple of block = {block}", "pick a block that divides the width"
         )
     nbr, nbc = n_out // block, n_in // block
-    nnz = max(1, int(round(density * nbr * nbc)))
+    nnz = block_count(nbr * nbc, density)
     rng = np.random.default_rng(seed)
     mask = np.zeros(nbr * nbc, dtype=bool)
     mask[rng.choice(nbr * nbc, size=nnz, replace=False)] = True

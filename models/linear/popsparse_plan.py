@@ -23,6 +23,7 @@ as by default. Partials are in the input type (``sparseDenseMatMul`` sets ``part
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -59,20 +60,22 @@ def band_boundaries(col_count: np.ndarray, bands: int) -> tuple:
     the block columns. Returns ``(boundaries, blocks per band, widest band without empty columns)``."""
     total = int(col_count.sum())
     avg = ceil_div(total, bands)
-    csum = np.concatenate([[0], np.cumsum(col_count)])
+    csum = np.concatenate([[0], np.cumsum(col_count)]).tolist()  # bisect on a list: the loop is per band
+    filled = np.concatenate([[0], np.cumsum(col_count > 0)]).tolist()  # columns holding a block, cumulated
+    cols = len(csum) - 1
     bounds, per, widest = [0], [], 0
     for _ in range(bands):
         start = bounds[-1]
-        if start >= col_count.size:
+        if start >= cols:
             break
-        end = int(np.searchsorted(csum, csum[start] + avg, side="left"))
-        end = min(max(end, start + 1), col_count.size)
-        count = int(csum[end] - csum[start])
+        end = bisect.bisect_left(csum, csum[start] + avg)
+        end = min(max(end, start + 1), cols)
+        count = csum[end] - csum[start]
         if count == 0:
             break
         bounds.append(end)
         per.append(count)
-        widest = max(widest, int(np.count_nonzero(col_count[start:end])))
+        widest = max(widest, filled[end] - filled[start])
     return tuple(bounds), tuple(per), widest
 
 
@@ -117,18 +120,43 @@ def _tiles_for_bands(per_band: tuple, tiles: int, grain: int) -> tuple:
     """``allocateTilesForBands``: tiles per band in proportion to its blocks, in whole grains, at least
     one grain each, the rest to the last band; empty when the tiles run out. (Kept: a layout is planned
     for many batches, and the allocation depends only on its bands and the tiles of a part.)"""
-    total = sum(per_band)
-    used, out = 0, []
+    if len(per_band) < 64:  # NumPy's ~1 us per operation beats a Python loop only over many bands
+        return _tiles_for_bands_stepwise(_tile_wants(per_band, tiles, grain), tiles, grain)
+    count = np.asarray(per_band, dtype=np.int64)
+    this = count * tiles // int(count.sum())
+    this[this == 0] = min(tiles, grain)
+    needed = -(-count // -(-count // this))  # tiles that hold every block at ceil(count / this) each
+    this = np.minimum(-(-needed // grain) * grain, this)
+    want = np.maximum(this // grain * grain, grain)[:-1]  # every band but the last, while tiles remain
+    used = np.concatenate([[0], np.cumsum(want)])
     last = len(per_band) - 1
-    for b, count in enumerate(per_band):
-        this = count * tiles // total
-        if this == 0:
-            this = min(tiles, grain)
+    if (want <= tiles - used[:-1]).all() and (want <= tiles - (last - np.arange(last)) * grain).all():
+        rest = tiles - int(used[-1])  # no band ran short: the last takes the rest
+        avail = min(max(rest // grain * grain, grain), rest)
+        return tuple(want.tolist()) + (avail,) if avail > 0 else ()
+    return _tiles_for_bands_stepwise(this.tolist(), tiles, grain)
+
+
+def _tile_wants(per_band: tuple, tiles: int, grain: int) -> list:
+    """The tiles each band asks for before the tiles run out (:func:`_tiles_for_bands`), band by band."""
+    total = sum(per_band)
+    first = min(tiles, grain)
+    out = []
+    for count in per_band:
+        this = count * tiles // total or first
         needed = -(-count // -(-count // this))  # tiles that hold every block at ceil(count / this) each
-        this = min(-(-needed // grain) * grain, this)
+        out.append(min(-(-needed // grain) * grain, this))
+    return out
+
+
+def _tiles_for_bands_stepwise(this: list, tiles: int, grain: int) -> tuple:
+    """:func:`_tiles_for_bands` band by band, for the allocations where the tiles run short."""
+    used, out = 0, []
+    last = len(this) - 1
+    for b, want in enumerate(this):
         if b == last:
-            this = tiles - used
-        avail = min(max(this // grain * grain, grain), tiles - used, tiles - (last - b) * grain)
+            want = tiles - used
+        avail = min(max(want // grain * grain, grain), tiles - used, tiles - (last - b) * grain)
         if avail <= 0:
             return ()
         out.append(avail)
@@ -162,24 +190,48 @@ def _worst_band(band_info: tuple, tiles: int, grain: int) -> tuple | None:
     per_tile = _tiles_for_bands(per_band, tiles, grain)
     if not per_tile:
         return None
-    b = max(range(len(per_band)), key=lambda i: per_band[i] / per_tile[i])
+    b = int(np.argmax(np.asarray(per_band) / np.asarray(per_tile)))  # the first of equals, as max() keeps
     return per_band[b], per_tile[b], bounds[b + 1] - bounds[b]
 
 
-def _sub_estimate(p: _Problem, vertex, sn, sk, band_info, n_part, tiles_part) -> tuple | None:
-    """Cycles and bytes of one ``(n per part, tiles per part)`` of a candidate, or None if invalid."""
-    worst = _worst_band(band_info, tiles_part, p.tile_grain)
+@lru_cache(maxsize=1 << 16)
+def _band_geometry(counts: bytes, sk: int, tiles: int, shape: tuple) -> tuple | None:
+    """What a candidate's estimate needs of its worst band on ``tiles`` tiles, which does not depend on the
+    batch: ``(blocks per tile, band width, k_tile, m_sparse, k_sparse, r)``, or None if the bands cannot all
+    have tiles. ``shape``: the layout's block rows and columns, its density and the tile grain. (Kept per
+    layout's column ``counts`` and band count: a layout is planned for many batches.)"""
+    m_blocks, k_blocks, density, grain = shape
+    worst = _worst_band(_bands(counts, sk), tiles, grain)
     if worst is None:
         return None
     blocks_band, tiles_band, k_band = worst
-    widest = band_info[2]
     nz_tile = ceil_div(blocks_band, tiles_band)
-    m_tile = ceil_div(p.m_blocks, tiles_band)
-    k_tile = min(math.ceil(blocks_band / p.density), p.k_blocks) if m_tile == 1 else k_band
-    row_prob = 1.0 - (1.0 - p.density) ** k_tile
+    m_tile = ceil_div(m_blocks, tiles_band)
+    k_tile = min(math.ceil(blocks_band / density), k_blocks) if m_tile == 1 else k_band
+    row_prob = 1.0 - (1.0 - density) ** k_tile
     m_sparse = min(math.ceil(row_prob * m_tile + _spread(row_prob, m_tile)), m_tile)
-    col_prob = 1.0 - (1.0 - p.density) ** m_tile
+    col_prob = 1.0 - (1.0 - density) ** m_tile
     k_sparse = min(math.ceil(col_prob * k_tile + _spread(col_prob, k_tile)), k_tile)
+    r = max(math.ceil((row_prob * sk + _spread(row_prob, sk)) * k_band / k_tile), 1)
+    return nz_tile, k_band, k_tile, m_sparse, k_sparse, r
+
+
+@lru_cache(maxsize=1 << 16)
+def _codelet(vertex, block: int, eb: int, workers: int, rows: int, nonzeros: int, n: int) -> int:
+    """The codelet estimate of ``rows`` block rows holding ``nonzeros`` blocks over ``n`` columns (kept: the
+    search asks for the same few many times)."""
+    if block == 1:
+        return int(vertex.elementwise_cycles(rows, nonzeros, n, eb, workers))
+    return int(vertex.cycles(rows, nonzeros, n, block, eb, workers, eb))
+
+
+def _sub_estimate(p: _Problem, vertex, sn, sk, counts, n_part, tiles_part) -> tuple | None:
+    """Cycles and bytes of one ``(n per part, tiles per part)`` of a candidate, or None if invalid."""
+    geo = _band_geometry(counts, sk, tiles_part, (p.m_blocks, p.k_blocks, p.density, p.tile_grain))
+    if geo is None:
+        return None
+    nz_tile, k_band, k_tile, m_sparse, k_sparse, r = geo
+    widest = _bands(counts, sk)[2]
     factor = 1 if p.block == 1 else 8 * p.block
     if widest * p.block * n_part * p.eb > USHORT_MAX * factor:
         return None  # a band's offsets do not fit the metadata type
@@ -188,13 +240,8 @@ def _sub_estimate(p: _Problem, vertex, sn, sk, band_info, n_part, tiles_part) ->
     rhs = int(ceil_div(rhs_bytes, int(2 * e)) * (k_tile / k_sparse))
     nz_bytes = nz_tile * p.block * p.block * p.eb
     nz = ceil_div(nz_bytes, int(e)) if sn > 1 else 0
-    if p.block == 1:
-        compute = int(vertex.elementwise_cycles(m_sparse, nz_tile, n_part, p.eb, p.workers))
-    else:
-        compute = int(vertex.cycles(m_sparse, nz_tile, n_part, p.block, p.eb, p.workers, p.eb))
+    compute = _codelet(vertex, p.block, p.eb, p.workers, m_sparse, nz_tile, n_part)
     out_bytes = m_sparse * n_part * p.eb * p.block
-    r = math.ceil((row_prob * sk + _spread(row_prob, sk)) * k_band / k_tile)
-    r = max(r, 1)
     partial_bytes = ceil_div(out_bytes * (r - 1), r)
     move = ceil_div(p.m_blocks * p.block * p.n_pad * p.eb, p.tiles)
     reduce = 0 if r == 1 else _reduce_cycles(ceil_div(out_bytes // p.eb, r), p.eb, r, p.workers)
@@ -250,8 +297,7 @@ def choose_static_partition(
             continue
         unique = sorted(set(zip(sizes, tiles_n)))
         for sk in range(1, min(k_end, pairs // sn) + 1):
-            info = _bands(counts_key, sk)
-            subs = [_sub_estimate(p, vertex, sn, sk, info, a, b) for a, b in unique]
+            subs = [_sub_estimate(p, vertex, sn, sk, counts_key, a, b) for a, b in unique]
             if all(sub is not None for sub in subs):
                 found.append((max(sub[0] for sub in subs), max(sub[1] for sub in subs), sn, sk))  # type: ignore[index]
     require(

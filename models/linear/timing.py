@@ -37,7 +37,7 @@ import numpy as np
 from tilesim.errors import require
 from tilesim.machine.description import Machine, load_machine
 from tilesim.models.linear.blocksparse import SUPPORTED_BLOCKS
-from tilesim.models.linear.layers import is_power_of_two, pixelfly_layout, random_block_layout
+from tilesim.models.linear.layers import block_count, is_power_of_two, pixelfly_layout, random_block_layout
 from tilesim.models.linear.lowering import (
     LOWERINGS,
     POPTORCH_KINDS,
@@ -250,7 +250,14 @@ def layer_params(
     require(kind in LAYER_KINDS, "kind", kind, f"must be one of {', '.join(LAYER_KINDS)}", "")
     if kind in SPARSE_KINDS:  # a dynamic layer holds as many blocks as a static one of its density
         cfg = block_sparse or BlockSparseConfig()
-        return int(cfg.layout(n).sum()) * cfg.block**2 + n
+        require(
+            n % cfg.block == 0,
+            "n",
+            n,
+            f"must be a multiple of block = {cfg.block}",
+            "pick a block that divides the width",
+        )
+        return block_count((n // cfg.block) ** 2, cfg.density) * cfg.block**2 + n
     if kind == "dense":
         return n * n + n
     if kind == "low-rank":

@@ -1,0 +1,91 @@
+"""``tilesim validate`` of the PopSparse paper's cases, this tree against an older revision (issue 40).
+
+Target on a 2-core machine: the 333 rows of ``models/linear/cases/popsparse_bow.csv`` in <= 20 s. Each
+tree runs the validate in a fresh process (its ``models/linear``, the same shipped file), the two
+alternating ``--rounds`` times (the machines are noisy and shared: the CPU seconds are steadier than the
+wall time, both are printed); printed: each tree's median, the ratio this / base (< 1: faster now) and
+whether the predictions are the same (they must be: a speed-up changes no prediction).
+
+    python benchmarks/bench_validate_sparse.py [--base REV] [--rounds 1]
+
+``--base`` defaults to the parent of the commit that added this file (the code before the speed-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench_against_revision import TREE_PACKAGES, _export, _in_layout_of  # run as a script: benchmarks/ on the path
+
+ROOT = Path(__file__).resolve().parents[1]
+CASE = """
+import hashlib, json, time
+from tilesim.models.linear.measured import validate_sparse
+wall, cpu = time.perf_counter(), time.process_time()
+rows = validate_sparse(CASES)
+preds = json.dumps([(r["case"], r["predicted"], r["problem"]) for r in rows])
+RESULT = [time.process_time() - cpu, time.perf_counter() - wall, hashlib.md5(preds.encode()).hexdigest()]
+"""
+TARGET_S = 20.0
+
+
+def _default_base() -> str:
+    out = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%H", "--", "benchmarks/bench_validate_sparse.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return (out[-1] + "^") if out else "HEAD"
+
+
+def _run(tree: Path, cases: Path) -> list:
+    """``[cpu s, wall s, md5 of the predictions]`` of one validate in a fresh process on ``tree``."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    prog = TREE_PACKAGES + f"CASES = {str(cases)!r}\n" + _in_layout_of(tree, CASE)
+    prog += "\nimport sys\nsys.stdout.write(json.dumps(RESULT))\n"
+    out = subprocess.run([sys.executable, "-c", prog], cwd=tree, env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"validate failed on {tree}:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    """Print both trees' medians, the ratio and whether the rows agree; returns the exit status."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", default=None, help="git revision to compare with (default: before the speed-up)")
+    ap.add_argument("--rounds", type=int, default=1)
+    a = ap.parse_args(argv)
+    cases = ROOT / "models" / "linear" / "cases" / "popsparse_bow.csv"
+    try:
+        base = a.base or _default_base()
+    except (OSError, subprocess.CalledProcessError):
+        print("no git history here: nothing to compare with")
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        old = _export(base, Path(tmp))
+        runs: dict = {"this": [], "base": []}
+        for _ in range(a.rounds):
+            runs["base"].append(_run(old, cases))
+            runs["this"].append(_run(ROOT, cases))
+    print(f"tilesim validate {cases.name}: this tree vs {base}, {a.rounds} alternating round(s)")
+    med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v)) for k, v in runs.items()}
+    for k in ("this", "base"):
+        print(f"  {k:<5} cpu {med[k][0]:7.1f} s   wall {med[k][1]:7.1f} s")
+    print(f"  ratio this / base: cpu {med['this'][0] / med['base'][0]:.2f}, wall {med['this'][1] / med['base'][1]:.2f}")
+    same = {r[2] for v in runs.values() for r in v}
+    print(f"  predictions identical: {'yes' if len(same) == 1 else 'NO'}")
+    print(f"  target <= {TARGET_S:g} s wall: {'met' if med['this'][1] <= TARGET_S else 'NOT met'}")
+    return 0 if len(same) == 1 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
