@@ -200,6 +200,16 @@ def cmd_calibrate(args) -> int:
         return _calibrate_collective(args)
     if kinds == {"matmul"}:
         return _calibrate_matmul(args)
+    if kinds != {"stencil"}:
+        (kind,) = kinds
+        raise ConfigError(
+            config_message(
+                "cases",
+                ", ".join(args.cases),
+                f"are {kind} cases, which tilesim calibrate does not fit (nothing of that model is fitted per case)",
+                "calibrate snn, stencil, collective or matmul cases; `tilesim validate` checks these",
+            )
+        )
     import tomli_w  # tomli_w is needed only when writing TOML
 
     from tilesim.models.stencil.calibrate import fit_stencil  # loaded only when the command runs (start-up time)

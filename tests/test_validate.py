@@ -104,3 +104,17 @@ def test_sparse_validate_prints_each_groups_error(tmp_path, capsys):
     assert g.mean_abs_pct == pytest.approx(sum(map(abs, errs)) / 2) and g.max_abs_pct == max(map(abs, errs))
     cmd_validate(argparse.Namespace(cases=[str(small)], json=False, costs=None, machine="gc2x16"))
     assert "    " + g.line() in capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize("kind", ["sparse-matmul", "snntorch"])
+def test_calibrate_refuses_workloads_it_does_not_fit(tmp_path, kind):
+    """A sparse-matmul or snntorch file is refused by name, not fitted as if it were stencil rows."""
+    import argparse
+
+    from tilesim.models.validate import cmd_calibrate
+
+    f = tmp_path / "c.csv"
+    f.write_text(f"workload,case\n{kind},a\n")
+    args = argparse.Namespace(cases=[str(f)], out=str(tmp_path / "o.toml"), machine=None, json=False)
+    with pytest.raises(ConfigError, match=f"are {kind} cases"):
+        cmd_calibrate(args)
