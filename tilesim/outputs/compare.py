@@ -11,7 +11,7 @@ The first run is the reference: every other run's numbers carry their ratio to i
   samples/s, else steps/s; higher is better), time per step, and the workload's units per step;
 * ``limits``: what limits each run (its largest phase, or SRAM when tiles are over budget), the
   fullest tile's SRAM headroom, and the named assumptions its workload records (a section's
-  ``assumptions`` data, e.g. the SNN's execution stack) — what a comparison of one workload on
+  ``assumptions`` data, e.g. a workload's execution stack) — what a comparison of one workload on
   several machines reads first;
 * ``differs``: every setting that differs (``record.settings``), and workload, program, machine,
   chips, data, cost model and tilesim version when they differ; nothing that is the same;

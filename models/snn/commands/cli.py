@@ -68,7 +68,7 @@ def register(sub) -> None:
     and make ``tilesim compare RUN --machines ...`` re-run SNN runs on other machines."""
     from tilesim.outputs.runners import register_machine_runner
 
-    register_machine_runner("snn", "tilesim.models.snn.commands.machines:run_on_machine")
+    register_machine_runner("snn", "tilesim.models.snn.commands.machines_cli:run_on_machine")
     _register_scaling(sub)
     _register_demo(sub)
     r = sub.add_parser(
