@@ -205,7 +205,8 @@ def _closed_cycles(f: MeshFabric, inn: np.ndarray, out: np.ndarray, broadcast: b
                                         np.array([broadcast]))  # fmt: skip
     cycles = f.reduce(rows).exchange[0, 0]
     link, hops = f.link_peaks(inn[None], out[None], np.array([broadcast]))
-    drain = max(max(inn.max(), out.max()) / f.port_bpc, link[0] / f.link_bpc)
+    sent = f.injected_bytes(inn[None], out[None], np.array([broadcast]))[0]  # copies on a fabric without multicast
+    drain = max(max(inn.max(), sent.max()) / f.port_bpc, link[0] / f.link_bpc)
     return float(cycles), drain, float(hops[0])
 
 
@@ -215,18 +216,27 @@ def _closed_cycles(f: MeshFabric, inn: np.ndarray, out: np.ndarray, broadcast: b
     cols=st.integers(1, 4),
     wrap=st.booleans(),
     broadcast=st.booleans(),
+    multicast=st.booleans(),
     equal=st.booleans(),
     seed=st.integers(0, 2**31 - 1),
 )
-def test_the_closed_form_is_bounded_by_the_events_on_random_traffic(rows, cols, wrap, broadcast, equal, seed):
+def test_the_closed_form_is_bounded_by_the_events_on_random_traffic(
+    rows, cols, wrap, broadcast, multicast, equal, seed
+):
     """The bound of :mod:`tilesim.machine.fabric` (module docstring), with ``B`` the largest over the
     smallest flow the row stands for: ``fixed + max(D, h·hop) ≤ events ≤ fixed + B·D + H·hop``; on a
     mesh ``(closed − fixed)/2 ≤ events − fixed``; with one flow size (``equal``: every sender the
-    same bytes, every receiver the same) ``events ≤ closed``. One cycle of slack for the ceilings."""
+    same bytes, every receiver the same) ``events ≤ closed``. One cycle of slack for the ceilings.
+    A broadcast row on a fabric without multicast goes as unicast copies: its senders' ports inject
+    ``out·Σin/Σout`` (:meth:`MeshFabric.injected_bytes`), and the bound holds for it too."""
     rng = np.random.default_rng(seed)
     T = rows * cols
     port, link, hop, fixed = float(rng.integers(1, 17)), float(rng.integers(1, 17)), float(rng.integers(0, 5)), 10
-    f = make_fabric(_mcast_machine("torus" if wrap else "mesh", rows, cols, port=port, link=link, hop=hop, fixed=fixed))
+    f = make_fabric(
+        _mcast_machine(
+            "torus" if wrap else "mesh", rows, cols, port=port, link=link, hop=hop, fixed=fixed, multicast=multicast
+        )
+    )
     send, recv = rng.random(T) < 0.6, rng.random(T) < 0.6
     if not send.any() or not recv.any():
         return
@@ -283,10 +293,11 @@ def test_4x4_mesh_multicast_lists_beat_unicasts_through_the_event_model():
     the closed form as the same 438: ports 3,200 / 8 = 400 against the busiest tree link
     2,400 / 8 = 300, plus 18; its flows all have one size, so the events give it too.
 
-    On a fabric without multicast those totals are timed as proportional unicasts: the busiest link
-    9,600 / 8 = 1,200 + 18 + 20 = 1,238 — the closed form does not see the sender's 16 copies at
-    its port (its port term reads the 800 B the totals say it sends), so here it undercounts the
-    events' 1,638 (named in the report; unchanged numbers on fabrics without multicast)."""
+    On a fabric without multicast those totals are timed as proportional unicasts: each sender
+    injects a copy for every receiver, 800 · Σin / Σout = 800 · 51,200 / 3,200 = 12,800 B at its
+    port (:meth:`MeshFabric.injected_bytes`), 12,800 / 8 = 1,600 against the busiest link
+    9,600 / 8 = 1,200: 20 + 1,600 + 18 = 1,638, the events' figure (before the port term read
+    the copies, the closed form charged the sender its 800 B totals and gave 1,238)."""
     from tilesim.engine.events import simulate
 
     m = _mcast_machine("mesh", 4, 4)
@@ -305,7 +316,9 @@ def test_4x4_mesh_multicast_lists_beat_unicasts_through_the_event_model():
     assert plain.row_event_cycles(np.full(16, 3200.0), out, True) == 1638.0
     b = ProgramBuilder.for_machine(m)
     _column_broadcast(b, "broadcast")
-    assert float(plain.reduce(b.build().tile_rows()).exchange[0, 0]) == 1238.0
+    assert float(plain.reduce(b.build().tile_rows()).exchange[0, 0]) == 1638.0
+    res = simulate(b.build(), replace(m, fabric=replace(m.fabric, multicast=False)))  # the engine's path
+    assert round(float(res.phase_s[0, PHASES.index("exchange")]) * m.clock_hz, 6) == 1638.0
 
 
 # ---- the flag through the program forms ----------------------------------------------------------
@@ -325,8 +338,9 @@ def _rows_source(comp, b_in, b_out, tpc):
 
 @pytest.mark.parametrize("multicast", [True, False])
 def test_broadcast_rows_time_the_same_in_the_dense_and_compact_forms(multicast):
-    """Rows marked broadcast go as trees in both forms (and only on a fabric that multicasts);
-    the other rows, and every row without multicast, keep their unicast times exactly."""
+    """Rows marked broadcast go as trees in both forms on a fabric that multicasts, and as unicast
+    copies (each sender's port injects one per receiver) on one that does not; the other rows keep
+    their unicast times exactly."""
     from tilesim.engine.events import simulate
     from tilesim.program.forms import compact_program
 
@@ -349,8 +363,9 @@ def test_broadcast_rows_time_the_same_in_the_dense_and_compact_forms(multicast):
     np.testing.assert_array_equal(ex_d[~bcast], ex_p[~bcast])
     if multicast:
         assert (ex_d[bcast] < ex_p[bcast]).all()
-    else:
-        np.testing.assert_array_equal(ex_d, ex_p)
+    else:  # unicast copies: each sender's port injects 512 · 32,768 / 2,048 B, 1,024 cycles at 8 B/cycle
+        np.testing.assert_array_equal(ex_d[bcast], 20 + 8192 / 8 + 4 * 3)
+        assert (ex_p[bcast] < ex_d[bcast]).all()  # as a plain row: the busiest link, 6,144 B, 768 cycles
     assert simulate(dense, m).total_s == pytest.approx(simulate(compact, m).total_s, rel=1e-12)
     totals = f.link_totals(*dense.chip_exchange(0))
     want = grid_link_loads(b_in[bcast].astype(float), b_out[bcast].astype(float), 4, 4, True, multicast)

@@ -32,6 +32,28 @@ def test_plan_counted_by_hand():
     assert result.breakdown_s()["compute"] * 1e9 == pytest.approx(131072 + 49152)
 
 
+def test_the_multicasts_are_timed_on_the_noc_counted_by_hand():
+    """64 x 2048 x 128 BFLOAT16 LoFi on 4 x 2 cores of an n150 (8 x 9 torus, 32 B per cycle per port
+    and link, 9 cycles per hop, 100 cycles of NoC set-up), every operand in L1: 2 x 64 x 4 tiles, one
+    output tile per core. in0: each grid row's first core multicasts its 1 x 64 tiles, 131,072 B, to
+    the row's other three cores (one tree per row, the rows' trees share no link): 131,072 / 32 =
+    4,096 cycles, the farthest 3 hops away: 100 + 4,096 + 27 = 4,223. in1, on the other NoC: each
+    column's first core sends its 64 x 1 tiles down one hop: 100 + 4,096 + 9 = 4,205. The core's
+    math + unpack, 64 x 16 + 64 x 2 x 2,048 / 128 = 3,072 cycles, hide behind the slower, 4,223."""
+    spec = MatmulSpec(64, 2048, 128, "BFLOAT16", "LoFi", grid_x=4, grid_y=2, in0_storage="L1", out_storage="L1")
+    spec = replace(spec, in1_storage="L1")
+    costs = MatmulCosts(unpack_bytes_per_cycle=128.0, launch_cycles=1000.0)
+    plan = plan_matmul(spec, WH, costs)
+    assert (plan.block_m, plan.block_n, plan.kt, plan.dram_cycles) == (1, 1, 64, 0.0)
+    assert plan.math_cycles + plan.unpack_cycles == 3072
+    assert plan.noc_cycles == 4223 and plan.noc_bytes == 2 * 131072 + 4 * 131072
+    assert plan.bound == "NoC multicast"
+    t, _, _ = time_matmul(spec, WH, costs)
+    assert t * 1e9 == pytest.approx(1000 + 4223 + WH.chip.sync_cycles)
+    alone = plan_matmul(replace(spec, grid_x=1, grid_y=1), WH, costs)
+    assert alone.noc_cycles == 0 and alone.noc_bytes == 0  # one core multicasts nothing
+
+
 def test_each_mechanism_costs_time():
     spec = MatmulSpec(2048, 2048, 2048, "BFLOAT16", "HiFi2")
     costs = load_matmul_costs()

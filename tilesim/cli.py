@@ -21,7 +21,7 @@ import sys
 from importlib import metadata, resources
 from pathlib import Path
 
-from tilesim.errors import ConfigError, TileSimError
+from tilesim.errors import ConfigError, TileSimError, config_message
 from tilesim.io import dumps_json
 
 __all__ = ["main", "write_outputs", "format_summary"]
@@ -137,12 +137,25 @@ def _cmd_compare(args) -> int:
         check_compare_out,
         compare_runs,
         format_comparison,
+        runs_on_machines,
         write_comparison,
     )
 
+    if args.machines is not None and (len(args.runs) != 1 or not args.out):
+        raise ConfigError(
+            config_message(
+                "--machines",
+                args.machines,
+                "re-runs one RUN on each machine into --out DIR",
+                "give one run folder and --out, e.g. tilesim compare out/demo --machines bow:16,wse2 --out out/m",
+            )
+        )
     if args.out:
         check_compare_out(args.out, args.force)
-    comparison = compare_runs(*args.runs)
+    runs = args.runs
+    if args.machines is not None:
+        runs = runs_on_machines(args.runs[0], [m for m in args.machines.split(",") if m.strip()], args.out, args.force)
+    comparison = compare_runs(*runs)
     if args.json:
         print(dumps_json(comparison.to_dict(), indent=1))
     else:
@@ -396,7 +409,8 @@ def _did_you_mean_choice(parser: argparse.ArgumentParser, message: str) -> str:
 
 
 def _add_compare(sub) -> None:
-    """``tilesim compare RUN RUN [RUN ...] [--out DIR] [--force] [--json]``."""
+    """``tilesim compare RUN RUN [RUN ...] [--out DIR] [--force] [--json]``, or ``tilesim compare RUN
+    --machines M1,M2,... --out DIR`` (the run's settings on each machine, then compared)."""
     c = sub.add_parser(
         "compare",
         help="stored runs side by side: which has the higher throughput, what differs, and where",
@@ -405,13 +419,21 @@ def _add_compare(sub) -> None:
         "that differs, time by phase, the superstep labels whose time moved, chips, bytes, SRAM, critical "
         "and fullest tiles, and the workload's own numbers that differ. A folder of run folders (e.g. "
         "map-search --out) stands for the runs in it. With --out: compare.md, compare.json (full precision), "
-        "compare.png and compare.html (every run on shared axes).",
+        "compare.png and compare.html (every run on shared axes). With --machines: one run's network, batch "
+        "and settings re-run on each machine (DIR/<machine>), side by side with what limits each.",
     )
     c.add_argument(
         "runs",
         metavar="RUN",
         nargs="+",
         help="a run folder, or a folder of run folders; two or more runs in all (the first is the reference)",
+    )
+    c.add_argument(
+        "--machines",
+        metavar="M1,M2,...",
+        help="re-run the one RUN's settings on each machine (a preset or TOML file, NAME:C for C of its chips, "
+        "e.g. bow:16,wormhole-galaxy,wse2) into --out DIR/<machine>, each with its own placement, and compare "
+        "those runs (the first is the reference)",
     )
     c.add_argument("--out", help="folder for compare.md, compare.json, compare.png and compare.html")
     c.add_argument(

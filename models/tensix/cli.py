@@ -44,6 +44,7 @@ def _cmd_matmul(args) -> int:
         "math_cycles": plan.math_cycles,
         "unpack_cycles": round(plan.unpack_cycles, 1),
         "dram_cycles": round(plan.dram_cycles, 1),
+        "noc_cycles": round(plan.noc_cycles, 1),
         "l1_bytes_per_core": plan.l1_bytes,
         "l1_budget_bytes": machine.chip.sram_bytes,
     }
@@ -55,7 +56,8 @@ def _cmd_matmul(args) -> int:
     print(f"  bound: {plan.bound}; per core {plan.block_m}x{plan.block_n} output tiles x {plan.kt} K tiles, "
           f"sub-block {plan.subblock[0]}x{plan.subblock[1]}")  # fmt: skip
     print(f"  cycles per core: math {plan.math_cycles:,.0f}, unpack {plan.unpack_cycles:,.0f}, "
-          f"DRAM stream {plan.dram_cycles:,.0f}; L1 {plan.l1_bytes:,} of {machine.chip.sram_bytes:,} B")  # fmt: skip
+          f"DRAM stream {plan.dram_cycles:,.0f}, NoC multicasts {plan.noc_cycles:,.0f}; "
+          f"L1 {plan.l1_bytes:,} of {machine.chip.sram_bytes:,} B")  # fmt: skip
     return 0
 
 

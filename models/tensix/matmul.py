@@ -10,11 +10,30 @@ format (BFLOAT16 2048, BFLOAT8_B 1088, BFLOAT4_B 576)::
     math    = pM · pN · Kt · matrix_tile_cycles · phases      (LoFi 1, HiFi2 2, HiFi3 3, HiFi4 4)
     unpack  = pM · pN · Kt · (1/h + 1/w) · b / unpack_bytes_per_cycle
     dram    = (bytes of the operands and result kept in DRAM) / dram_bytes_per_s · f
-    T       = launch_cycles + max(math + unpack, dram)          (cycles of the chip clock f)
+    noc     = max(in0 multicasts, in1 multicasts)               (the fabric's event model, below)
+    T       = launch_cycles + max(math + unpack, dram, noc)     (cycles of the chip clock f)
 
-The math and unpack are one core's thread pipeline (serial); the DRAM stream overlaps them
-(double-buffered), so the slower of the two bounds the core. ``unpack_bytes_per_cycle`` and
-``launch_cycles`` are fitted on Wormhole (:mod:`tilesim.models.tensix.measured`); the rest is the machine's.
+The math and unpack are one core's thread pipeline (serial); the DRAM stream and the NoC
+multicasts overlap them (double-buffered circular buffers), so the slowest bounds the core.
+
+**The multicasts.** As TT-Metal's 2-D multicast program factory
+(``ttnn/cpp/ttnn/operations/matmul/device/matmul_op_multi_core_reuse_mcast_2d_program_factory.cpp``,
+tenstorrent/tt-metal@012a167) builds it: the in0 sender of each grid row multicasts its row block,
+``pM x in0_block_w`` tiles per K block, to the ``grid_x − 1`` other cores of the row
+(``in0_mcast_num_dests = num_blocks_x − 1``), and the in1 sender of each grid column its
+``in0_block_w x pN`` block to the ``grid_y − 1`` other cores of the column; in0 goes on one NoC
+(``GetPreferredNOCForDRAMWrite``), in1 on the other (``GetPreferredNOCForDRAMRead``). Over the op
+a row's tree carries ``pM·Kt·b`` bytes and a column's ``Kt·pN·b``. tilesim times each operand's
+multicasts as one exchange of the fabric (:meth:`tilesim.machine.fabric.MeshFabric.transfer_cycles`:
+one multicast tree per sender, links and ports shared by the fluid rule, the NoC's set-up and hops),
+the two on their own NoC, so they share nothing. Named assumptions: the sender is the grid's first
+column (in0) and first row (in1) — for a block-sharded in0 the sender rotates along the row with the
+K block, which moves the trees but not a receiver's bytes; the whole op's bytes as one flow per
+tree (the per-block semaphore handshakes are pipelined behind the blocks in flight; the first
+block's arrival is in ``launch_cycles``).
+
+``unpack_bytes_per_cycle`` and ``launch_cycles`` are fitted on Wormhole
+(:mod:`tilesim.models.tensix.measured`); the rest is the machine's.
 """
 
 from __future__ import annotations
@@ -126,14 +145,21 @@ class MatmulPlan:
     dram_cycles: float
     dram_bytes: float
     l1_bytes: int
+    noc_cycles: float = 0.0
+    noc_bytes: float = 0.0
 
     @property
     def core_cycles(self) -> float:
-        return max(self.math_cycles + self.unpack_cycles, self.dram_cycles)
+        """A core's cycles: the slowest of its math + unpack, the DRAM stream and the NoC multicasts."""
+        return max(self.math_cycles + self.unpack_cycles, self.dram_cycles, self.noc_cycles)
 
     @property
     def bound(self) -> str:
-        return "DRAM" if self.dram_cycles > self.math_cycles + self.unpack_cycles else "compute (math + unpack)"
+        """What bounds a core: ``compute (math + unpack)``, ``DRAM`` or ``NoC multicast``."""
+        compute = self.math_cycles + self.unpack_cycles
+        if self.noc_cycles > max(compute, self.dram_cycles):
+            return "NoC multicast"
+        return "DRAM" if self.dram_cycles > compute else "compute (math + unpack)"
 
 
 def _subblock(pm: int, pn: int) -> tuple[int, int]:
@@ -184,7 +210,43 @@ def plan_matmul(spec: MatmulSpec, machine: Machine, costs: MatmulCosts) -> Matmu
     l1 += pm * math.ceil(kt / spec.grid_x) * b if spec.in0_storage == "L1" else 0
     l1 += math.ceil(kt / spec.grid_y) * pn * b if spec.in1_storage == "L1" else 0
     l1 += pm * pn * b if spec.out_storage == "L1" else h * pn * b
-    return MatmulPlan(mt, kt, nt, pm, pn, (h, w), float(math_c), float(unpack), float(dram), float(dram_bytes), int(l1))
+    noc, noc_bytes = _multicast_cycles(spec, machine, pm * kt * b, kt * pn * b)
+    return MatmulPlan(
+        mt, kt, nt, pm, pn, (h, w), float(math_c), float(unpack), float(dram), float(dram_bytes), int(l1),
+        noc, noc_bytes,
+    )  # fmt: skip
+
+
+def _multicast_cycles(spec: MatmulSpec, machine: Machine, row_bytes: float, col_bytes: float) -> tuple[float, float]:
+    """``(cycles, bytes sent)`` of the op's in0 and in1 multicasts on the chip's NoC (module
+    docstring): each grid row's first core sends ``row_bytes`` to the rest of its row, each grid
+    column's first core ``col_bytes`` down the rest of its column, each operand on its own NoC (its
+    own exchange of the fabric, :meth:`tilesim.machine.fabric.MeshFabric.transfer_cycles`); the
+    slower of the two. A grid of one column (row) multicasts no in0 (in1)."""
+    from tilesim.machine.fabric import make_fabric  # the fabric model loads only when a plan needs it
+
+    fabric = make_fabric(machine)
+    if not hasattr(fabric, "transfer_cycles"):
+        return 0.0, 0.0  # a fabric without routes (all-to-all): no NoC to time
+    cols = machine.fabric.cols or machine.tiles_per_chip
+    gx, gy = spec.grid_x, spec.grid_y
+    trees = (
+        [(y * cols, [y * cols + x for x in range(1, gx)], row_bytes) for y in range(gy)],  # in0 along rows
+        [(x, [y * cols + x for y in range(1, gy)], col_bytes) for x in range(gx)],  # in1 down columns
+    )
+    cycles, sent = 0.0, 0.0
+    for operand in trees:
+        src, dst, nb, grp = [], [], [], []
+        for g, (s, dsts, nbytes) in enumerate(t for t in operand if t[1]):
+            src += [s] * len(dsts)
+            dst += dsts
+            nb += [nbytes] * len(dsts)
+            grp += [g] * len(dsts)
+            sent += nbytes
+        if src:
+            c = fabric.transfer_cycles(np.array(src), np.array(dst), np.array(nb, np.float64), np.array(grp))
+            cycles = max(cycles, float(c))
+    return cycles, sent
 
 
 @dataclass(frozen=True, eq=False)

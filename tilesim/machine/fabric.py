@@ -38,13 +38,16 @@ On-chip fabrics turn per-tile exchange bytes into the cycles of one exchange pha
   A row the workload marks a *broadcast* (every receiver takes the same data) goes, on a fabric
   that multicasts (``[fabric] multicast = true``), as one multicast tree per sender: each sender's
   bytes cross each link of its dimension-ordered tree once (the tree loads of
-  :mod:`tilesim.machine.gridload`). Elsewhere a broadcast row is timed as any other row.
+  :mod:`tilesim.machine.gridload`). Elsewhere a broadcast row goes as unicast copies: proportional
+  traffic on the links, and each sender's port injects a copy per receiver, ``out·Σin/Σout``
+  (:meth:`MeshFabric.injected_bytes`), the bytes its flows carry.
 
   **The closed form against the events.** The per-tile totals of a row stand for explicit
   transfers (:meth:`MeshFabric.row_flows`: proportional unicasts, or the multicast trees), which
   the event model times with the fluid rule (:meth:`MeshFabric.row_event_cycles`). For traffic
   whose totals are consistent (unicasts: Σ in = Σ out; trees: the largest receiver takes all,
-  max in = Σ out) those flows load every link and port ``g`` (bandwidth ``bw_g``) with exactly the
+  max in = Σ out; a broadcast row sent as unicast copies: the largest receiver takes all, its
+  senders' ports charged the copies) those flows load every link and port ``g`` (bandwidth ``bw_g``) with exactly the
   closed form's ``L_g`` bytes, by ``N_g`` flows of at most ``ŝ_g`` bytes each. Let
   ``D = max_g L_g / bw_g`` (the closed form's drain) and ``H`` its longest route. No link moves
   more than ``bw_g`` per cycle, and a flow's rate never falls below ``min_g bw_g / N_g`` over its
@@ -233,9 +236,20 @@ class OnChipFabric:
         per = [self.link_peaks(bytes_in[:, c], bytes_out[:, c], broadcast) for c in range(bytes_in.shape[1])]
         return np.stack([p[0] for p in per], axis=1), np.stack([p[1] for p in per], axis=1)
 
+    def injected_bytes(self, bytes_in: np.ndarray, bytes_out: np.ndarray, broadcast=None) -> np.ndarray:
+        """The bytes each tile's port injects in each exchange row (``[E, ..., tiles]`` per-tile
+        totals; ``broadcast``: bool [E] or None): what the port term of the exchange reads. Here the
+        totals themselves; a fabric that copies a broadcast row's data once per receiver says more
+        (:meth:`MeshFabric.injected_bytes`)."""
+        return bytes_out
+
     def reduce(self, rows: TileRows) -> ChipWork:
         """``rows`` reduced to chips (the contract is in the module docstring)."""
+        sent = self.injected_bytes(rows.bytes_in, rows.bytes_out, rows.broadcast)
         peaks = rows.peaks()
+        if sent is not rows.bytes_out:  # the ports inject copies; the bytes sent stay the totals
+            copies = replace(rows, bytes_out=sent).peaks()
+            peaks = replace(peaks, bytes_out=copies.bytes_out, out_tile=copies.out_tile)
         links = self.chip_link_peaks(rows.bytes_in, rows.bytes_out, rows.broadcast)
         if links is not None:
             peaks = replace(peaks, link_bytes=links[0], hops=links[1])
@@ -347,6 +361,21 @@ class MeshFabric(OnChipFabric):
         done = drain_times(routes, sizes, _GridBandwidth(self.port_bpc, self.link_bpc))
         done = done * (1.0 - _ROUND_OFF)  # a drain at 246 + 3e-14 is 246 cycles, not 247
         return self.fixed + float(np.max(np.ceil(done) + np.asarray(hops, np.float64) * self.hop, initial=0.0))
+
+    def injected_bytes(self, bytes_in: np.ndarray, bytes_out: np.ndarray, broadcast=None) -> np.ndarray:
+        """A broadcast row timed as unicasts (a fabric without multicast) sends every receiver its
+        own copy: sender ``s`` injects ``out_s · Σ in / Σ out`` (over the chip's tiles) — the copies
+        its :meth:`row_flows` carry, ``R·out_s`` when all ``R`` receivers take everything — not the
+        ``out_s`` its totals say. Every other row (and every row on a fabric that multicasts: one
+        tree per sender) injects its totals. ``[E, ..., tiles]`` arrays; ``broadcast``: bool [E]."""
+        if self.multicast or broadcast is None or not np.any(broadcast):
+            return bytes_out
+        rows = np.flatnonzero(np.asarray(broadcast, bool))
+        out = np.array(bytes_out, dtype=np.float64)
+        sent = out[rows].sum(axis=-1, keepdims=True)
+        got = np.asarray(bytes_in, np.float64)[rows].sum(axis=-1, keepdims=True)
+        out[rows] *= np.divide(got, sent, out=np.ones_like(sent), where=sent > 0)
+        return out
 
     def trees(self, broadcast) -> np.ndarray | None:
         """The rows whose traffic goes as multicast trees: the ``broadcast`` rows (bool [E]) on a

@@ -9,6 +9,10 @@ The first run is the reference: every other run's numbers carry their ratio to i
 
 * ``rank``: throughput (:attr:`tilesim.outputs.runrecord.RunRecord.rate`: the workload's own rate, e.g.
   samples/s, else steps/s; higher is better), time per step, and the workload's units per step;
+* ``limits``: what limits each run (its largest phase, or SRAM when tiles are over budget), the
+  fullest tile's SRAM headroom, and the named assumptions its workload records (a section's
+  ``assumptions`` data, e.g. a workload's execution stack) — what a comparison of one workload on
+  several machines reads first;
 * ``differs``: every setting that differs (``record.settings``), and workload, program, machine,
   chips, data, cost model and tilesim version when they differ; nothing that is the same;
 * ``phase``: time per phase; ``label``: the superstep labels whose time moved (the 12 that moved
@@ -18,6 +22,11 @@ The first run is the reference: every other run's numbers carry their ratio to i
 
 The verdict ranks by throughput when every run's rate has one unit, else by step time (and says so).
 ``compare.json`` keeps every number at full precision; ``compare.md`` and the terminal round them.
+
+**One workload on several machines** (``tilesim compare RUN --machines A,B,... --out DIR``):
+:func:`runs_on_machines` re-runs the stored run's settings on each machine into ``DIR/<machine>``
+through the runner its workload registered (:mod:`tilesim.outputs.runners`; the core runs no
+workload itself), and those folders are compared as any others: one workload, so ranked by its rate.
 """
 
 from __future__ import annotations
@@ -40,6 +49,8 @@ __all__ = [
     "write_comparison",
     "check_compare_out",
     "MAX_RUNS",
+    "machine_spec",
+    "runs_on_machines",
 ]
 
 LABEL_ROWS = 12
@@ -326,6 +337,54 @@ def _differs_rows(recs) -> list[Row]:
     return rows
 
 
+_LIMIT_PHASES = ("compute", "exchange", "sync", "links", "host")
+"""The phases that can limit a step (the residual is no mechanism)."""
+
+
+def _limited_by(r) -> str:
+    """What limits run ``r``: SRAM when tiles are over budget, else its largest phase and its share."""
+    if r.memory is not None and r.memory.overflow_tiles:
+        return f"SRAM: {len(r.memory.overflow_tiles)} tiles over budget"
+    times = {p: float(r.breakdown_s.get(p, 0.0)) for p in _LIMIT_PHASES}
+    top = max(times, key=lambda p: times[p])
+    if r.step_s <= 0 or times[top] <= 0:
+        return "—"
+    return f"{top} ({times[top] / r.step_s:.0%} of the step)"
+
+
+def _assumptions(r) -> list[str] | None:
+    """The named assumptions run ``r``'s workload records (its sections' ``assumptions`` data)."""
+    found = [a for sec in r.sections for a in (sec.as_dict().get("assumptions") or ())]
+    return [str(a) for a in found] or None
+
+
+def _limit_rows(recs) -> list[Row]:
+    """What limits each run, its SRAM headroom and its named assumptions (module docstring)."""
+    rows = [Row("limits", "limited by", tuple(_limited_by(r) for r in recs), "")]
+    mems = [r.memory for r in recs]
+    if any(m is not None for m in mems):
+        rows.append(
+            Row(
+                "limits",
+                "SRAM headroom (fullest tile)",
+                tuple(None if m is None else m.budget_bytes - m.max_tile_bytes for m in mems),
+                "B",
+            )
+        )
+        rows.append(
+            Row(
+                "limits",
+                "fullest tile, % of SRAM",
+                tuple(None if not m or not m.budget_bytes else m.max_tile_bytes / m.budget_bytes * 100 for m in mems),
+                "-",
+            )
+        )
+    named = [_assumptions(r) for r in recs]
+    if any(named):
+        rows.append(Row("limits", "named assumptions", tuple(None if a is None else "; ".join(a) for a in named), ""))
+    return rows
+
+
 def _phase_rows(recs) -> list[Row]:
     rows = [Row("phase", p, tuple(float(r.breakdown_s.get(p, 0.0)) for r in recs), "s") for p in PHASES]
     return [r for r in rows if any(r.values)]
@@ -455,8 +514,9 @@ def _unit_of(key: str, values) -> str:
 
 
 def _workload_rows(recs) -> list[Row]:
-    """The workload's own numbers (its sections' data) that differ between the runs."""
-    flat = [{k: v for s in r.sections for k, v in _flat(s.as_dict())} for r in recs]
+    """The workload's own numbers (its sections' data) that differ between the runs (a section's
+    ``assumptions`` are the ``limits`` section's)."""
+    flat = [{k: v for s in r.sections for k, v in _flat(s.as_dict()) if k != "assumptions"} for r in recs]
     keys = list(dict.fromkeys(k for f in flat for k in f))
     rows = []
     for k in keys:
@@ -611,6 +671,7 @@ def compare_runs(*folders) -> Comparison:
     labels, counts = _label_rows(recs)
     rows = [
         *_rank_rows(recs),
+        *_limit_rows(recs),
         *_differs_rows(recs),
         *_phase_rows(recs),
         *labels,
@@ -733,6 +794,7 @@ def _titles(c: Comparison) -> dict[str, str]:
         "rank": f"Throughput and step time (ranked by {c.rank_by})"
         if c.comparable
         else "Throughput and step time (not ranked: different workloads)",
+        "limits": "What limits each run",
         "differs": f"What differs ({differs} item{'s' if differs != 1 else ''})",
         "phase": "Time by phase",
         "label": f"Time by superstep label: {which} ({still} did not move)",
@@ -832,3 +894,50 @@ def write_comparison(c: Comparison, out, force: bool = False) -> list[Path]:
         atomic_write_text(out / "compare.html", comparison_html(c, table)),
     ]
     return [Path(p) for p in written]
+
+
+# ---------------------------------------------------------------------------------------------
+# one workload on several machines
+
+
+def machine_spec(text: str) -> tuple[str, int | None, str]:
+    """``(machine, chips, folder name)`` of one ``--machines`` entry: a preset name or TOML file,
+    optionally ``:C`` for C of its chips (``bow:16``: 16 Bow IPUs; folder ``bow-x16``)."""
+    name, chips = text.strip(), None
+    head, sep, count = name.rpartition(":")
+    if sep and head and count.isdigit():
+        name, chips = head, int(count)
+    if not name or chips == 0:
+        raise ConfigError(config_message("--machines", text, "is not a machine", "give preset names, e.g. bow:16,wse2"))
+    label = Path(name).stem if name.endswith(".toml") else name
+    return name, chips, label + (f"-x{chips}" if chips else "")
+
+
+def runs_on_machines(run, machines, out, force: bool = False) -> list[Path]:
+    """Re-run the run stored in folder ``run`` on each of ``machines`` (``--machines`` entries,
+    :func:`machine_spec`) into ``out/<machine>`` with its workload's registered runner
+    (:mod:`tilesim.outputs.runners`); returns the folders, in the order given. Raises :class:`ConfigError`
+    for fewer than two machines, a machine given twice, or a workload that registered no runner."""
+    specs = [machine_spec(m) for m in machines]
+    names = [label for _, _, label in specs]
+    if len(specs) < 2 or len(set(names)) < len(names):
+        why = "names fewer than two machines" if len(specs) < 2 else "names a machine twice"
+        raise ConfigError(config_message("--machines", ",".join(machines), why, "e.g. --machines bow:16,wse2"))
+    found = _expand([run])
+    if len(found) != 1:
+        raise _not_a_run(run, f"holds {len(found)} runs; --machines re-runs one run on each machine")
+    record, _ = _load(found[0][0])
+    from tilesim.outputs.runners import machine_runner  # the workload's module loads only now
+
+    runner = machine_runner(record.workload)
+    if runner is None:
+        raise ConfigError(
+            config_message(
+                "RUN",
+                str(run),
+                f"is a run of {record.workload!r}, which cannot be re-run on other machines here",
+                "run it on each machine yourself (--out DIR/<machine>) and compare those folders",
+            )
+        )
+    base = Path(out)
+    return [Path(runner(found[0][0], name, chips, base / label, force)) for name, chips, label in specs]

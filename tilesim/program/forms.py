@@ -118,7 +118,9 @@ def compact_program(
         # a row a chip has no call in is all zeros on that chip: its peaks are 0 on tile 0 (issue 15)
         rows = source.touched_rows(c)
         sub = [a[rows] for a in source.chip_rows(c)]  # zero pages outside ``rows`` are never touched
-        pk = one_chip_rows(*sub).peaks()
+        # the ports' bytes: a broadcast row sent as copies injects more than its totals (the fabric says)
+        sent = fabric.injected_bytes(sub[1], sub[2], bcast[rows])
+        pk = one_chip_rows(sub[0], sub[1], sent).peaks()
         comp[rows, c], crit[rows, c] = pk.compute[:, 0], pk.compute_tile[:, 0]
         pin[rows, c], tin[rows, c] = pk.bytes_in[:, 0], pk.in_tile[:, 0]
         pout[rows, c], tout[rows, c] = pk.bytes_out[:, 0], pk.out_tile[:, 0]

@@ -64,7 +64,11 @@ DEMO_OPTIONS = {
 
 
 def register(sub) -> None:
-    """Add ``run``, ``demo``, ``map-search``, ``grad`` and ``scaling`` to the sub-command parsers ``sub``."""
+    """Add ``run``, ``demo``, ``map-search``, ``grad`` and ``scaling`` to the sub-command parsers ``sub``,
+    and make ``tilesim compare RUN --machines ...`` re-run SNN runs on other machines."""
+    from tilesim.outputs.runners import register_machine_runner
+
+    register_machine_runner("snn", "tilesim.models.snn.commands.machines_cli:run_on_machine")
     _register_scaling(sub)
     _register_demo(sub)
     r = sub.add_parser(
