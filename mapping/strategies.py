@@ -283,31 +283,26 @@ def chip_walk(chips: int, grid_cols: int | None = None) -> list[int]:
 
 def split_layers(weights, groups: int) -> list[int]:
     """Group of every layer when ``weights`` (in layer order) are cut into ``groups`` runs of
-    consecutive layers (every run non-empty; ``groups`` at most the layers) whose heaviest run is as
-    light as a greedy cut at the smallest feasible bound makes it (bisection on the bound)."""
+    consecutive layers (every run non-empty; ``groups`` at most the layers), the runs' totals as
+    even as they can be: the least sum of their squares (dynamic programming over the cut points)."""
     w = np.asarray(weights, float)
     n = w.size
     require(1 <= groups <= n, "groups", groups, f"must be in [1, {n}] (one layer at least per group)")
-
-    def cut(bound: float) -> list[int]:
-        out, g, acc = [], 0, 0.0
-        for i, x in enumerate(w):
-            # start a new run when this one is full, or when the layers left only just fill the runs left
-            if i and (acc + x > bound or n - i == groups - 1 - g) and g < groups - 1:
-                g, acc = g + 1, 0.0
-            out.append(g)
-            acc += x
-        return out
-
-    lo, hi = float(w.max()), float(w.sum())
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        runs = cut(mid)
-        if max(np.bincount(runs, weights=w)) <= mid * (1 + 1e-12):
-            hi = mid
-        else:
-            lo = mid
-    return cut(hi)
+    S = np.concatenate([[0.0], np.cumsum(w)])
+    run = (S[None, :] - S[:, None]) ** 2  # run[j, i]: layers j .. i-1 in one run
+    run[np.tril_indices(n + 1)] = np.inf  # a run holds one layer at least
+    cost = run[0].copy()  # one run: layers 0 .. i-1
+    cut = np.zeros((groups, n + 1), np.int64)
+    for g in range(1, groups):
+        tot = cost[:, None] + run  # [j, i]: g runs up to j, then one run j .. i-1
+        cut[g] = np.argmin(tot, axis=0)
+        cost = tot[cut[g], np.arange(n + 1)]
+    out, end = np.zeros(n, np.int64), n
+    for g in range(groups - 1, -1, -1):
+        start = int(cut[g, end]) if g else 0
+        out[start:end] = g
+        end = start
+    return out.tolist()
 
 
 def spread(

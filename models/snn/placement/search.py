@@ -162,14 +162,15 @@ def _describe(m: Mapping, step_s: float, config, machine, objective, grid: tuple
 
 def split_gain(baseline: Mapping, best: Mapping, objective, grid: tuple | None = None) -> dict | None:
     """The gain of ``best`` over ``baseline`` in two factors whose product is the whole: the
-    neurons-per-tile share (``baseline`` -> ``mid``: ``best``'s tiles per layer, dealt as ``best``
-    deals them, laid out as ``baseline`` lays its layers out: its chips, packed in layer order,
-    its tile order) and the mesh share (``mid`` -> ``best``: where the same tiles sit: tile order,
-    layer placement). None when ``mid`` does not pack on ``baseline``'s chips, or either layout is
-    not one the search moves (layers on runs of consecutive tiles)."""
+    neurons-per-tile share (``baseline`` -> ``mid``: ``best``'s tiles per layer laid out as
+    ``baseline`` lays its layers out: its chips, packed in layer order, its tile order and dealing)
+    and the mesh share (``mid`` -> ``best``: where the same tiles sit and how the neurons are dealt
+    onto them: tile order, layer placement, dealing). None when ``mid`` does not pack on
+    ``baseline``'s chips, or either layout is not one the search moves (layers on runs of
+    consecutive tiles)."""
     try:
         a, b = layout_of(baseline, grid=grid), layout_of(best, grid=grid)
-        mid = replace(a, n_tiles=b.n_tiles, order=b.order).mapping("search")
+        mid = replace(a, n_tiles=b.n_tiles).mapping("search")
     except MappingError:
         return None
     t0, t_mid, t1 = float(objective(baseline)), float(objective(mid)), float(objective(best))
