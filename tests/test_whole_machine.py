@@ -115,3 +115,23 @@ def test_on_chips_moves_whole_chips():
     assert [moved.chip_of_layer(l) for l in range(4)] == [[0, 2, 3, 1][m.chip_of_layer(l)] for l in range(4)]
     with pytest.raises(Exception, match="walk"):
         on_chips(m, [1, 0, 2, 3])
+
+
+def test_wafer_link_loads_on_the_busy_band_equal_the_whole_grid(monkeypatch):
+    """A 300 x 300 mesh whose senders and receivers fill rows 10-59: the loads found on that band of rows
+    (what a wafer's network uses) equal those of the whole grid, and no link outside it carries a byte."""
+    from tilesim.machine import gridload
+
+    rng = np.random.default_rng(1)
+    bi, bo = np.zeros((6, 90_000)), np.zeros((6, 90_000))
+    bi[:, 3000:18000], bo[:, 3000:18000] = rng.random((2, 6, 15000)) * (rng.random((2, 6, 15000)) < 0.3)
+    trees = np.array([True, False] * 3)
+    band = gridload.grid_link_peaks(bi, bo, 300, 300, False, trees), gridload.grid_link_totals(bi, bo, 300, 300, False)
+    assert gridload._busy_rows(bi, bo, 300, 300, False) == (10, 60)
+    monkeypatch.setattr(gridload, "_BAND_CELLS", 10**9)
+    whole = gridload.grid_link_peaks(bi, bo, 300, 300, False, trees), gridload.grid_link_totals(bi, bo, 300, 300, False)
+    np.testing.assert_allclose(band[0][0], whole[0][0], rtol=1e-12)
+    np.testing.assert_array_equal(band[0][1], whole[0][1])
+    for k in ("right", "left", "down", "up"):
+        np.testing.assert_allclose(getattr(band[1], k), getattr(whole[1], k), rtol=1e-12, atol=1e-9)
+    assert not band[1].down[60:].any() and not band[1].right[:10].any()
