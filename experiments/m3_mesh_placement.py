@@ -73,7 +73,7 @@ def _chip_mesh_rows(quick: bool) -> list[dict]:
     split = split_gain(base, res.best, objective)
     a, b = _described(first), _described(row)
     a["chip_of_layer"], b["chip_of_layer"] = base.summary()["chip_of_layer"], res.best.summary()["chip_of_layer"]
-    row["why"] = "; ".join(gain_reasons(a, b, False, split)[:3])
+    row["why"] = "; ".join(gain_reasons(a, b, False, split))
     return [first, row]
 
 
