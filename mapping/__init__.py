@@ -21,6 +21,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "contiguous",
             "graph",
             "round_robin",
+            "spread",
         ),
     },
 )

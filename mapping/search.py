@@ -11,7 +11,9 @@ kernel. Moves:
 * take tiles from a layer,
 * switch a layer between ``block`` and ``cyclic``,
 * move a layer to another chip that has room,
-* on a mesh or torus, walk the chip's grid in another tile order (:mod:`tilesim.mapping.grid`).
+* on a mesh or torus, walk the chip's grid in another tile order (:mod:`tilesim.mapping.grid`),
+* swap the chips of two layers (on a grid of chips, a chain of layers on neighbouring chips crosses
+  one link per layer boundary).
 
 A move is accepted if it is faster, or with probability exp(−Δ/τ) (τ falls linearly to 0 over
 the budget); the best mapping seen is returned, never one the objective rejected.
@@ -28,7 +30,7 @@ import numpy as np
 from tilesim.errors import MappingError, require
 from tilesim.mapping.core import Mapping
 from tilesim.mapping.grid import TILE_ORDERS, order_of, reorder
-from tilesim.mapping.strategies import from_layout, pack_layers
+from tilesim.mapping.strategies import chip_walk, from_layout, on_chips, pack_layers
 
 __all__ = ["Layout", "SearchResult", "anneal", "layout_of"]
 
@@ -109,14 +111,32 @@ class SearchResult:
     history: list = field(default_factory=list)  # (evaluation, best value so far)
 
 
-def _neighbour(lay: Layout, rng: np.random.Generator) -> Layout | None:
+def _move_odds(grid: bool, fixed_tiles: bool) -> np.ndarray:
+    """Odds of the moves (give tiles, take tiles, deal, move a layer's chip, tile order, swap two
+    layers' chips); ``fixed_tiles``: no move changes a layer's tile count (its neurons per tile)."""
+    p = np.array([0.4, 0.2, 0.2, 0.05, 0.1, 0.05] if grid else [0.45, 0.2, 0.2, 0.1, 0.0, 0.05])
+    if fixed_tiles:
+        p[:2] = 0.0
+    return p / p.sum()
+
+
+def _neighbour(lay: Layout, rng: np.random.Generator, fixed_tiles: bool = False) -> Layout | None:
     L = len(lay.layer_sizes)
     l = int(rng.integers(L))
     n_tiles, chip, order = list(lay.n_tiles), list(lay.chip), list(lay.order)
-    kind = rng.choice(5, p=[0.4, 0.2, 0.2, 0.1, 0.1] if lay.grid else [0.45, 0.2, 0.2, 0.15, 0.0])
+    kind = rng.choice(6, p=_move_odds(lay.grid is not None, fixed_tiles))
     if kind == 4:  # walk the grid in another tile order
         other = [o for o in TILE_ORDERS if o != lay.tile_order]
         return replace(lay, tile_order=str(rng.choice(other)))
+    if kind == 5:  # swap the chips of two layers (where both still fit)
+        k = int(rng.integers(L))
+        a, b = chip[l], chip[k]
+        if a == b or lay.load(a) - n_tiles[l] + n_tiles[k] > lay.capacity(a):
+            return None
+        if lay.load(b) - n_tiles[k] + n_tiles[l] > lay.capacity(b):
+            return None
+        chip[l], chip[k] = b, a
+        return replace(lay, chip=tuple(chip))
     step = max(1, int(round(n_tiles[l] * rng.choice([0.01, 0.05, 0.15]))))
     if kind == 0:  # give tiles to layer l
         c = chip[l]
@@ -156,6 +176,8 @@ def anneal(
     extra_starts=(),
     progress=None,
     grid: tuple | None = None,
+    chip_cols: int | None = None,
+    fixed_tiles: bool = False,
 ) -> SearchResult:
     """Minimise ``objective(mapping) -> seconds`` (``inf`` = rejected) from ``start``.
 
@@ -163,7 +185,11 @@ def anneal(
     annealing walk starts from the best of them. ``grid``: (rows, cols) of a chip's tiles when
     the fabric has distance (a mesh or torus): the search also moves the tile order
     (:mod:`tilesim.mapping.grid`), and ``start`` is tried in every order first. Stops after ``budget_s``
-    seconds of wall time or ``max_evals`` evaluations.
+    seconds of wall time or ``max_evals`` evaluations. ``chip_cols``: columns of the machine's grid of
+    chips (a mesh or torus of chip links): ``start`` with its chips walked in snake order
+    (:func:`tilesim.mapping.strategies.chip_walk`: consecutive chips one hop apart) is tried first too.
+    ``fixed_tiles``: every layer keeps its tile count (so its neurons per tile); only where the
+    tiles sit, the dealing and the tile order move.
     """
     require(budget_s > 0, "budget_s", budget_s, "must be > 0")
     t0 = time.perf_counter()
@@ -178,6 +204,11 @@ def anneal(
     best, best_v = start, base
     if grid is not None:
         extra_starts = [reorder(start, o, *grid) for o in TILE_ORDERS[1:]] + list(extra_starts)
+    if chip_cols and start.chips > 1:
+        extra_starts = [on_chips(start, chip_walk(start.chips, chip_cols))] + list(extra_starts)
+    if fixed_tiles:  # only starts with the same tiles per layer
+        same = [start.tiles_of_layer(l).size for l in range(start.n_layers)]
+        extra_starts = [m for m in extra_starts if [m.tiles_of_layer(l).size for l in range(m.n_layers)] == same]
     for m in extra_starts:
         v = float(objective(m))
         evaluated += 1
@@ -193,7 +224,7 @@ def anneal(
         frac = (time.perf_counter() - t0) / budget_s
         if frac >= 1 or (max_evals is not None and evaluated >= max_evals):
             break
-        nxt = _neighbour(cur, rng)
+        nxt = _neighbour(cur, rng, fixed_tiles)
         if nxt is None:
             continue
         try:

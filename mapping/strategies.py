@@ -17,9 +17,17 @@ graph          layers are nodes of a networkx graph (node weight = tiles needed,
                bytes exchanged per step); a recursive Kernighan–Lin bisection assigns layers to
                chips to cut cross-chip traffic within each chip's tile budget; contiguous within
                a chip
+spread         the whole machine: consecutive layers in as many groups as there are chips (one
+               layer per chip when there are fewer layers), balanced by ``weights``, the groups
+               on chips in the system grid's snake order (consecutive groups on neighbouring
+               chips: one Ethernet hop between them); each chip's tiles shared among its layers
+               ∝ ``weights``, down to ``neurons_per_tile`` per tile (default 1: a wafer's PEs
+               one neuron each); what a Tenstorrent or Cerebras programmer would do with a machine
+               the network is given the whole of
 =============  =================================================================================
 
-Layers are never split across chips (:class:`~tilesim.mapping.core.Mapping` refuses it).
+Layers are never split across chips (:class:`~tilesim.mapping.core.Mapping` refuses it): ``spread``
+uses every chip when the network has at least as many layers as the machine has chips.
 """
 
 from __future__ import annotations
@@ -30,7 +38,19 @@ import numpy as np
 from tilesim.errors import MappingError, require
 from tilesim.mapping.core import STRATEGIES, Block, Mapping, block_tiles
 
-__all__ = ["STRATEGIES", "contiguous", "round_robin", "balanced", "graph", "pack_layers", "from_layout"]
+__all__ = [
+    "STRATEGIES",
+    "contiguous",
+    "round_robin",
+    "balanced",
+    "graph",
+    "spread",
+    "chip_walk",
+    "on_chips",
+    "split_layers",
+    "pack_layers",
+    "from_layout",
+]
 
 
 def _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile):
@@ -246,3 +266,90 @@ def graph(
     need = [G.nodes[l]["tiles"] for l in range(L)]
     places = pack_layers(need, chips, tiles_per_chip, first_tile, chip_of)
     return from_layout(layer_sizes, chips, tiles_per_chip, places, need, "block", [neurons_per_tile] * L, "graph")
+
+
+def chip_walk(chips: int, grid_cols: int | None = None) -> list[int]:
+    """The chips in the order :func:`spread` hands them out: on a grid of ``grid_cols`` columns
+    (row ``c // grid_cols``) row by row, every other row right to left (consecutive chips are
+    neighbours: one link apart); without a grid, in id order."""
+    if not grid_cols or grid_cols >= chips:
+        return list(range(chips))
+    out = []
+    for r in range(-(-chips // grid_cols)):
+        row = [c for c in range(r * grid_cols, (r + 1) * grid_cols) if c < chips]
+        out += row[::-1] if r % 2 else row
+    return out
+
+
+def split_layers(weights, groups: int) -> list[int]:
+    """Group of every layer when ``weights`` (in layer order) are cut into ``groups`` runs of
+    consecutive layers (every run non-empty; ``groups`` at most the layers), the runs' totals as
+    even as they can be: the least sum of their squares (dynamic programming over the cut points)."""
+    w = np.asarray(weights, float)
+    n = w.size
+    require(1 <= groups <= n, "groups", groups, f"must be in [1, {n}] (one layer at least per group)")
+    S = np.concatenate([[0.0], np.cumsum(w)])
+    run = (S[None, :] - S[:, None]) ** 2  # run[j, i]: layers j .. i-1 in one run
+    run[np.tril_indices(n + 1)] = np.inf  # a run holds one layer at least
+    cost = run[0].copy()  # one run: layers 0 .. i-1
+    cut = np.zeros((groups, n + 1), np.int64)
+    for g in range(1, groups):
+        tot = cost[:, None] + run  # [j, i]: g runs up to j, then one run j .. i-1
+        cut[g] = np.argmin(tot, axis=0)
+        cost = tot[cut[g], np.arange(n + 1)]
+    out, end = np.zeros(n, np.int64), n
+    for g in range(groups - 1, -1, -1):
+        start = int(cut[g, end]) if g else 0
+        out[start:end] = g
+        end = start
+    return out.tolist()
+
+
+def spread(
+    layer_sizes,
+    chips: int,
+    tiles_per_chip: int,
+    weights=None,
+    neurons_per_tile: int = 1,
+    first_tile: int = 1,
+    grid_cols: int | None = None,
+) -> Mapping:
+    """The whole-machine placement (see the module table): layers in ``min(chips, layers)`` runs
+    balanced by ``weights`` (default: the layer sizes) on the chips of :func:`chip_walk`, each
+    chip's usable tiles shared among its layers ∝ ``weights`` with at least ``neurons_per_tile``
+    neurons on a tile, neurons split evenly over a layer's tiles."""
+    _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile)
+    L = len(layer_sizes)
+    w = np.asarray(layer_sizes if weights is None else weights, float)
+    require(w.size == L and bool(np.all(w >= 0)), "weights", list(w), f"need {L} non-negative values, one per layer")
+    walk = chip_walk(chips, grid_cols)
+    chip_of = [walk[g] for g in split_layers(np.maximum(w, 1e-12), min(chips, L))]
+    n_tiles = [0] * L
+    for c in sorted(set(chip_of)):
+        ls = [l for l in range(L) if chip_of[l] == c]
+        budget = tiles_per_chip - (first_tile if c == 0 else 0)
+        if budget < len(ls):
+            raise MappingError(
+                f"chip {c} gets {len(ls)} layers: it has {budget} usable tiles; a layer needs a tile of its own "
+                "(use a machine with more chips or tiles)"
+            )
+        caps = [block_tiles(int(layer_sizes[l]), neurons_per_tile) for l in ls]
+        for l, k in zip(ls, share_tiles(w[ls], caps, budget)):
+            n_tiles[l] = k
+    places = pack_layers(n_tiles, chips, tiles_per_chip, first_tile, chip_of)
+    return from_layout(layer_sizes, chips, tiles_per_chip, places, n_tiles, "block", None, "spread")
+
+
+def on_chips(m: Mapping, walk) -> Mapping:
+    """``m`` with chip ``c``'s tiles moved to chip ``walk[c]`` (same local tiles; ``walk[0]`` must be 0,
+    the chip whose tile 0 a placement leaves free)."""
+    w = np.asarray(walk, np.int64)
+    require(
+        w.size == m.chips and int(w[0]) == 0 and np.array_equal(np.sort(w), np.arange(m.chips)),
+        "walk",
+        w.tolist(),
+        f"must order the {m.chips} chips, starting with chip 0",
+    )
+    tpc = m.tiles_per_chip
+    tiles = tuple((w[a // tpc] * tpc + a % tpc).astype(np.int32) for a in m.tile_of_neuron)
+    return Mapping(m.layer_sizes, m.chips, tpc, tiles, m.strategy)

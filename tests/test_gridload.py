@@ -190,6 +190,11 @@ def test_m3_mesh_placement_quick(tmp_path):
     assert max(torus) / min(torus) < 1.01
     search = next(r for r in rows if r["mapping"].startswith("map-search"))
     assert float(search["predicted_step_s"]) < step[mesh, "contiguous, rows"] and search["why"]
+    # (d) the Galaxy's mesh of chips: the gain at fixed neurons per tile, all of it the mesh's
+    galaxy = [r for r in rows if r["machine"] == "wormhole-galaxy"]
+    assert galaxy[1]["neurons_per_tile"] == galaxy[0]["neurons_per_tile"]
+    assert float(galaxy[0]["predicted_step_s"]) / float(galaxy[1]["predicted_step_s"]) >= 1.10
+    assert "the mesh's share" in galaxy[1]["why"] and "neurons-per-tile share 1.000x" in galaxy[1]["why"]
     assert (tmp_path / "m3_mesh_placement.png").stat().st_size > 1000
 
 

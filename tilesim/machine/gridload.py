@@ -60,6 +60,8 @@ __all__ = [
 ]
 
 _CHUNK_CELLS = 1 << 22  # rows x cells per chunk of work (a few 32 MiB temporaries)
+_BAND_CELLS = 1 << 16  # grids from this many cells are cut to their busy band of rows when it is half or less
+# (a wafer; the loads are the same sums with fewer zero terms, equal to the last bits of a float)
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,20 @@ def grid_max_hops(bytes_in: np.ndarray, bytes_out: np.ndarray, rows: int, cols: 
     return np.where(ok, best, -1.0)
 
 
+def _busy_rows(bytes_in: np.ndarray, bytes_out: np.ndarray, rows: int, cols: int, wrap: bool) -> tuple[int, int]:
+    """``(first, last + 1)`` grid rows holding a tile that sends or receives in any row; on a mesh
+    every route stays between them (X along the sender's row, Y between the two rows), so the
+    links outside carry nothing and the loads may be found on those rows alone (a wafer whose
+    network fills a band of it). A torus: every row (its routes may wrap)."""
+    if wrap or rows * cols < _BAND_CELLS:
+        return 0, rows
+    busy = np.flatnonzero(bytes_in.any(axis=0) | bytes_out.any(axis=0))
+    if not busy.size:
+        return 0, rows
+    y0, y1 = int(busy[0]) // cols, int(busy[-1]) // cols + 1
+    return (y0, y1) if 2 * (y1 - y0) <= rows else (0, rows)
+
+
 def grid_link_peaks(
     bytes_in: np.ndarray, bytes_out: np.ndarray, rows: int, cols: int, wrap: bool, trees=None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -193,6 +209,10 @@ def grid_link_peaks(
     E = bytes_out.shape[0]
     link, hops = np.zeros(E), np.full(E, -1.0)
     live = np.flatnonzero(bytes_out.any(axis=1) & bytes_in.any(axis=1))  # rows that move bytes at all
+    y0, y1 = _busy_rows(bytes_in, bytes_out, rows, cols, wrap)
+    if (y0, y1) != (0, rows):  # the band of grid rows that carries every route (a shift in y changes no hop)
+        band = slice(y0 * cols, min(y1 * cols, bytes_in.shape[1]))
+        bytes_in, bytes_out, rows = bytes_in[:, band], bytes_out[:, band], y1 - y0
     step = max(1, _CHUNK_CELLS // max(rows * cols, 1))
     for part, tree in _split(live, trees):
         for a in range(0, part.size, step):
@@ -210,13 +230,15 @@ def grid_link_totals(
     in chunks of rows as :func:`grid_link_peaks`."""
     acc = [np.zeros((rows, cols)) for _ in range(4)]
     live = np.flatnonzero(bytes_out.any(axis=1) & bytes_in.any(axis=1))
-    step = max(1, _CHUNK_CELLS // max(rows * cols, 1))
+    y0, y1 = _busy_rows(bytes_in, bytes_out, rows, cols, wrap)  # the band of rows every route stays in
+    band = slice(y0 * cols, min(y1 * cols, bytes_in.shape[1]))
+    step = max(1, _CHUNK_CELLS // max((y1 - y0) * cols, 1))
     for rows_of, tree in _split(live, trees):
         for a in range(0, rows_of.size, step):
             r = rows_of[a : a + step]
-            part = grid_link_loads(bytes_in[r], bytes_out[r], rows, cols, wrap, tree)
+            part = grid_link_loads(bytes_in[r, band], bytes_out[r, band], y1 - y0, cols, wrap, tree)
             for k, arr in enumerate((part.right, part.left, part.down, part.up)):
-                acc[k] += arr.sum(axis=0)
+                acc[k][y0:y1] += arr.sum(axis=0)
     return GridLinks(*acc)
 
 

@@ -105,6 +105,12 @@ def register(sub) -> None:
     p.add_argument("--budget-s", type=float, default=10.0, help="wall-clock budget of the search (default 10)")
     p.add_argument("--max-evals", type=int, help="stop after this many mappings")
     p.add_argument(
+        "--fixed-neurons-per-tile",
+        action="store_true",
+        help="every layer keeps the contiguous placement's tiles: search only where they sit (tile order, "
+        "layer placement, dealing)",
+    )
+    p.add_argument(
         "--out",
         help="FILE.json: write the best mapping there (use it with --mapping FILE); DIR: also run the "
         "baseline and the best as full runs (DIR/baseline, DIR/best) and compare them (DIR/compare.md, .png)",
@@ -283,7 +289,15 @@ def cmd_map_search(args) -> int:
     try:
         if folder:
             folder.mkdir(parents=True, exist_ok=True)
-        out, _ = search_mapping(options, args.budget_s, options.seed, args.max_evals, progress, out=mapping_file)
+        out, _ = search_mapping(
+            options,
+            args.budget_s,
+            options.seed,
+            args.max_evals,
+            progress,
+            out=mapping_file,
+            fixed_tiles=args.fixed_neurons_per_tile,
+        )
     finally:
         if bar is not None:
             bar.close()

@@ -141,8 +141,9 @@ class _OptionFields:
         None, "neurons per tile (default: smallest even value that fits)", example=8, ge=1
     )
     mapping: str = _opt(
-        "contiguous",
-        "placement: contiguous (the paper's), round_robin, balanced, graph, or a mapping JSON file",
+        "auto",
+        "placement: auto (the stack's: contiguous under poplar, else spread), contiguous (the paper's), "
+        "round_robin, balanced, graph, spread (the whole machine), or a mapping JSON file",
         min_length=1,
     )
     optimizer: Literal["adam", "sgd"] = _opt("adam", "adam or sgd", network=True)

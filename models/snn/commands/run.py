@@ -567,7 +567,7 @@ def _run_training(options: RunOptions, progress=None) -> RunSummary:
         f"must be below the machine's {n_tiles} tiles",
         f"give global tile ids 0..{n_tiles - 1}",
     )
-    estimate = estimate_host_memory(config, machine)
+    estimate = estimate_host_memory(config, machine, stack=options.stack)
     check_host_memory(estimate)  # before anything big is allocated
     placed = place_network(
         config, machine, where.neurons_per_tile, where.mapping, where.memory_check, stack=options.stack

@@ -83,8 +83,17 @@ def _exchange_bytes(config: NetworkConfig, counters: WorkCounters, lay, pair: fl
 
 
 def _union(parts: list) -> np.ndarray:
-    """One place's tiles as they are (repeats count); several places: their distinct tiles."""
-    return parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+    """One place's tiles as they are (repeats count); several places: their distinct tiles (a run of
+    consecutive tiles, e.g. a whole chip, that holds every other place is that union as it is: no
+    sort of a wafer's tiles per layer)."""
+    if len(parts) == 1:
+        return parts[0]
+    big = max(parts, key=len)
+    lo, hi = (int(big[0]), int(big[-1])) if big.size else (0, -1)
+    if hi - lo + 1 == big.size and all(p.size == 0 or (p.min() >= lo and p.max() <= hi) for p in parts):
+        if big.size < 2 or bool(np.all(np.diff(big) == 1)):
+            return big
+    return np.unique(np.concatenate(parts))
 
 
 def exchange_flows(config: NetworkConfig, placement: Mapping, counters: WorkCounters, machine) -> list:
@@ -118,9 +127,7 @@ def exchange_flows(config: NetworkConfig, placement: Mapping, counters: WorkCoun
                 b = nbytes[row.label](l, t)
                 if b > 0 and len(src) and len(dst):
                     weights = owned[l] if sends == [OWNER] else None
-                    flows.append(
-                        (f"layer {t + 1} {row.exchange}", np.asarray(src), weights, np.asarray(dst), None, float(b))
-                    )
+                    flows.append((f"layer {t + 1} {row.exchange}", src, weights, dst, None, float(b)))
     return flows
 
 
@@ -162,9 +169,19 @@ def exchange_matrices(
         t = np.asarray(t)
         return np.where(t // TPC == chip, group_of[t % TPC], G)
 
+    shares: dict = {}  # (id of a shared read-only tile array, per chip?) -> its share: a chip's tiles recur
+
+    def share(tiles, w, per_chip: bool):
+        if w is not None or tiles.flags.writeable:
+            return _share(tiles, w, on_chip, C) if per_chip else _share(tiles, w, grp, G + 1)[:G]
+        key = (id(tiles), per_chip)
+        if key not in shares:
+            shares[key] = (tiles, share(tiles.copy(), None, per_chip))  # the array kept: its id stays its own
+        return shares[key][1]
+
     for what, src, sw, dst, dw, nbytes in exchange_flows(config, placement, counters, machine):
-        chip_m += nbytes * np.outer(_share(src, sw, on_chip, C), _share(dst, dw, on_chip, C))
-        gs, gd = _share(src, sw, grp, G + 1)[:G], _share(dst, dw, grp, G + 1)[:G]
+        chip_m += nbytes * np.outer(share(src, sw, True), share(dst, dw, True))
+        gs, gd = share(src, sw, False), share(dst, dw, False)
         key = what.split(" ", 2)[-1] if what.startswith("layer") else what
         per_kind[key] = per_kind.get(key, np.zeros((G, G))) + nbytes * np.outer(gs, gd)
         received[key] = received.get(key, 0.0) + nbytes

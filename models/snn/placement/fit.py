@@ -19,10 +19,24 @@ from tilesim.machine.memory import MemoryLedger
 from tilesim.mapping import STRATEGIES, Mapping, load_mapping
 from tilesim.mapping import strategies as S
 from tilesim.models.snn.step.memory import SRAM_REMEDY_NPT, snn_memory
-from tilesim.models.snn.step.stacks import stack_for
+from tilesim.models.snn.step.stacks import stack_for, stack_name
 from tilesim.models.snn.training.network import NetworkConfig
 
-__all__ = ["Placed", "place", "place_network", "layer_weights", "edge_bytes", "strategy_mapping", "to_placement"]
+__all__ = [
+    "AUTO",
+    "Placed",
+    "place",
+    "place_network",
+    "layer_weights",
+    "edge_bytes",
+    "strategy_mapping",
+    "to_placement",
+    "default_strategy",
+    "chip_grid_cols",
+]
+
+AUTO = "auto"
+"""The ``--mapping`` that means the stack's own placement (:func:`default_strategy`)."""
 
 
 @dataclass(frozen=True)
@@ -69,9 +83,24 @@ def strategy_mapping(name: str, config: NetworkConfig, machine, neurons_per_tile
         return S.balanced(sizes, C, TPC, layer_weights(config), neurons_per_tile)
     if name == "graph":
         return S.graph(sizes, C, TPC, edge_bytes(config), neurons_per_tile, seed=config.seed)
+    if name == "spread":
+        return S.spread(sizes, C, TPC, layer_weights(config), neurons_per_tile, grid_cols=chip_grid_cols(machine))
     raise MappingError(
         f"mapping = {name!r}: unknown strategy; use one of {', '.join(STRATEGIES)} or a mapping JSON file"
     )
+
+
+def chip_grid_cols(machine) -> int | None:
+    """Columns of the machine's grid of chips (a 2-D mesh or torus of chip links), else None."""
+    sysm = machine.system
+    return int(sysm.grid_cols) if sysm.topology in ("mesh", "torus") and getattr(sysm, "grid_cols", 0) else None
+
+
+def default_strategy(machine, stack: str = "auto") -> str:
+    """The placement ``--mapping auto`` stands for: the paper's ``contiguous`` under the ``poplar``
+    stack (the authors' op, unchanged), else ``spread`` (the whole machine, as a TT-Metal or CSL
+    programmer would place it; :func:`tilesim.mapping.strategies.spread`)."""
+    return "contiguous" if stack_name(machine, stack) == "poplar" else "spread"
 
 
 def to_placement(mapping: Mapping, machine) -> Mapping:
@@ -136,6 +165,8 @@ def place_network(
             "must be an integer >= 1",
             "or None for the smallest even value that fits",
         )
+    if isinstance(mapping, str) and mapping == AUTO:
+        mapping = default_strategy(machine, stack)
     if isinstance(mapping, Mapping) or (isinstance(mapping, (str, Path)) and str(mapping) not in STRATEGIES):
         if isinstance(mapping, Mapping):
             m, src = mapping, "mapping"
@@ -145,7 +176,10 @@ def place_network(
         ledger = _ledger(config, m, machine, stack)
         ledger.check(memory_check)
         return Placed(to_placement(m, machine), ledger, max(m.neurons_per_tile()))
-    candidates = [int(neurons_per_tile)] if neurons_per_tile else list(range(2, 4097, 2))
+    if neurons_per_tile:
+        candidates = [int(neurons_per_tile)]
+    else:  # spread shares every tile out, down to one neuron each: one try; the rest from 2 per tile up
+        candidates = [1] if mapping == "spread" else list(range(2, 4097, 2))
     last_error = None
     for npt in candidates:
         try:

@@ -96,6 +96,15 @@ def _compaction_tiles(chip: int, spreads: tuple, B: int, tiles_per_chip: int) ->
     return out
 
 
+@lru_cache(maxsize=64)
+def chip_tiles(chip: int, tiles_per_chip: int) -> np.ndarray:
+    """The global ids of every tile of ``chip`` (one read-only array per chip, shared by its callers:
+    a wafer's chip is 850,000 tiles)."""
+    out = np.arange(chip * tiles_per_chip, (chip + 1) * tiles_per_chip)
+    out.flags.writeable = False
+    return out
+
+
 def grad_targets(recurrent: tuple, l: int) -> list:
     """Layers layer ``l`` sends reduced slot gradients to: the layer below, itself if recurrent."""
     return ([l - 1] if l > 0 else []) + ([l] if recurrent[l] else [])
@@ -107,7 +116,7 @@ def place_tiles(where: str, lay: list, l: int, tiles_per_chip: int, target: int 
     :data:`HOST_SYNC` every tile of the layer's chip."""
 
     def chip(c):
-        return np.arange(c * tiles_per_chip, (c + 1) * tiles_per_chip)
+        return chip_tiles(c, tiles_per_chip)
 
     ly = lay[l]
     if where in (OWNER, OUTPUT_TILES):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from tilesim.errors import MappingError, require
@@ -20,10 +21,10 @@ from tilesim.machine.fabric import grid_shape
 from tilesim.machine.memory import MemoryTotals
 from tilesim.mapping import STRATEGIES, Mapping
 from tilesim.mapping.grid import order_of
-from tilesim.mapping.search import anneal
+from tilesim.mapping.search import anneal, layout_of
 from tilesim.models.snn.commands.options import RunOptions
 from tilesim.models.snn.commands.run import load_cost_model, load_model, network_config, record_activity
-from tilesim.models.snn.placement.fit import place_network, strategy_mapping, to_placement
+from tilesim.models.snn.placement.fit import AUTO, chip_grid_cols, place_network, strategy_mapping, to_placement
 from tilesim.models.snn.step.counters import count_work
 from tilesim.models.snn.step.memory import snn_memory
 from tilesim.models.snn.step.stacks import stack_for
@@ -31,7 +32,7 @@ from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION
 from tilesim.models.snn.step.workload import SnnStep
 from tilesim.workload import step_seconds, time_workload
 
-__all__ = ["make_objective", "search_mapping"]
+__all__ = ["make_objective", "search_mapping", "split_gain", "gain_reasons"]
 
 
 def make_objective(
@@ -70,11 +71,15 @@ def search_mapping(
     max_evals: int | None = None,
     progress=None,
     out: str | None = None,
+    fixed_tiles: bool = False,
 ) -> tuple:
     """Search placements of the network of ``options`` for ``budget_s`` seconds (or ``max_evals``
     mappings), annealing from the contiguous placement, the other strategies and
     ``options.mapping`` if it is a file. Returns ``(summary dict, best Mapping)``; with ``out`` the
-    best mapping is saved there as JSON."""
+    best mapping is saved there as JSON. ``fixed_tiles``: every layer keeps the contiguous placement's
+    tiles (its neurons per tile): the search moves only where they sit. On a mesh or torus (of tiles or
+    of chips) the summary's ``gain_split`` and ``why`` say how much of the gain is the mesh's (tile order,
+    layer placement) and how much the neurons per tile's (:func:`split_gain`)."""
     require(
         isinstance(options, RunOptions),
         "options",
@@ -91,24 +96,39 @@ def search_mapping(
     costs = load_cost_model(options)
     objective = make_objective(config, machine, activity, costs, options.steps_per_execution, options.stack)
     extra = []
-    if options.mapping not in STRATEGIES:  # --mapping FILE: start from it too
+    if options.mapping not in (*STRATEGIES, AUTO):  # --mapping FILE: start from it too
         extra.append(
             place_network(config, machine, options.neurons_per_tile, options.mapping, "raise", options.stack).mapping
         )
-    for name in STRATEGIES[1:]:
+    for name in STRATEGIES[1:] if not fixed_tiles else ():  # they change the tiles per layer
         try:
             extra.append(strategy_mapping(name, config, machine, base.neurons_per_tile))
         except MappingError:
             pass
     grid = grid_shape(machine)
-    res = anneal(base.mapping, objective, budget_s, max_evals, seed, extra_starts=extra, progress=progress, grid=grid)
+    cols = chip_grid_cols(machine)
+    res = anneal(
+        base.mapping,
+        objective,
+        budget_s,
+        max_evals,
+        seed,
+        extra_starts=extra,
+        progress=progress,
+        grid=grid,
+        chip_cols=cols,
+        fixed_tiles=fixed_tiles,
+    )
+    mesh = grid is not None or cols is not None
+    split = split_gain(base.mapping, res.best, objective, grid) if mesh else None
     baseline = _describe(base.mapping, res.baseline_value, config, machine, objective, grid, options.stack)
     best = _describe(res.best, res.best_value, config, machine, objective, grid, options.stack)
     summary = {
         "baseline": baseline,
         "best": best,
         "speedup": res.baseline_value / res.best_value,
-        "why": gain_reasons(baseline, best, grid is not None),
+        "why": gain_reasons(baseline, best, grid is not None, split),
+        "gain_split": split,
         "evaluated": res.evaluated,
         "accepted": res.accepted,
         "mappings_per_s": res.evaluated / res.wall_s,
@@ -140,12 +160,39 @@ def _describe(m: Mapping, step_s: float, config, machine, objective, grid: tuple
     }
 
 
-def gain_reasons(baseline: dict, best: dict, grid: bool) -> list[str]:
-    """Why the best mapping is faster, in lines: each phase that changed (largest gain first)
-    and what of the placement changed (tiles per layer, tile order on a mesh or torus, chips)."""
+def split_gain(baseline: Mapping, best: Mapping, objective, grid: tuple | None = None) -> dict | None:
+    """The gain of ``best`` over ``baseline`` in two factors whose product is the whole: the
+    neurons-per-tile share (``baseline`` -> ``mid``: ``best``'s tiles per layer laid out as
+    ``baseline`` lays its layers out: its chips, packed in layer order, its tile order and dealing)
+    and the mesh share (``mid`` -> ``best``: where the same tiles sit and how the neurons are dealt
+    onto them: tile order, layer placement, dealing). None when ``mid`` does not pack on
+    ``baseline``'s chips, or either layout is not one the search moves (layers on runs of
+    consecutive tiles)."""
+    try:
+        a, b = layout_of(baseline, grid=grid), layout_of(best, grid=grid)
+        mid = replace(a, n_tiles=b.n_tiles).mapping("search")
+    except MappingError:
+        return None
+    t0, t_mid, t1 = float(objective(baseline)), float(objective(mid)), float(objective(best))
+    if not all(map(math.isfinite, (t0, t_mid, t1))):
+        return None
+    return {"neurons_per_tile": t0 / t_mid, "mesh": t_mid / t1, "mid_step_s": t_mid}
+
+
+def gain_reasons(baseline: dict, best: dict, grid: bool, split: dict | None = None) -> list[str]:
+    """Why the best mapping is faster, in lines: each phase that changed (largest gain first),
+    the gain's two shares where ``split`` (:func:`split_gain`) gives them (the mesh's: tile order
+    and layer placement at fixed neurons per tile; the neurons per tile's) and what of the
+    placement changed (tiles per layer, tile order on a mesh or torus, chips)."""
     a, b = baseline["breakdown_s"], best["breakdown_s"]
     moved = sorted(((b[k] - a[k], k) for k in a if abs(b[k] - a[k]) > 1e-12), key=lambda d: d[0])
     lines = [f"{k} {d * 1e6:+.1f} us ({d / a[k] * 100:+.1f} %)" if a[k] else f"{k} {d * 1e6:+.1f} us" for d, k in moved]
+    if split is not None:
+        mesh, npt = split["mesh"], split["neurons_per_tile"]
+        lines.append(
+            f"gain {mesh * npt:.3f}x = the mesh's share (tile order, layer placement; neurons per tile fixed) "
+            f"{mesh:.3f}x x the neurons-per-tile share {npt:.3f}x"
+        )
     if baseline["neurons_per_tile"] != best["neurons_per_tile"]:
         lines.append(
             f"neurons per tile {baseline['neurons_per_tile']} -> {best['neurons_per_tile']} (tiles used "

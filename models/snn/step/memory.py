@@ -178,7 +178,8 @@ def snn_memory(
     search; ``cache`` (a dict the caller keeps) reuses the owner-tile entries of layers whose
     neuron grouping is unchanged (a :class:`BytesLRU` keyed by layer, grouping, config and dW copies).
     ``stack``: the execution stack (default: the machine vendor's, :func:`tilesim.models.snn.step.stacks.stack_for`)."""
-    dw_copies = (stack or stack_for(machine)).dw_copies
+    st = stack or stack_for(machine)
+    dw_copies = st.dw_copies
     T, B = config.timesteps, config.batch
     led = ledger or MemoryLedger(machine, remedy=sram_remedy(placement), steps=program_steps(T))
     led.set_steps(program_steps(T))
@@ -196,12 +197,16 @@ def snn_memory(
             if key is not None:
                 mine[key] = entries
         led.add_group(entries, ly.tiles)
-        # spike id/count sequences [T, B, N_max] + [T, B, 2], spread over the layer's chip (tile 0 of chip 0 free)
-        chip_tiles = slice(ly.chip * TPC + (1 if ly.chip == 0 else 0), (ly.chip + 1) * TPC)
+        # spike id/count sequences [T, B, N_max] + [T, B, 2], spread over the layer's chip (tile 0 of chip 0
+        # free) under Poplar, over the layer's own tiles on a dataflow stack (ExecutionStack.chip_sequences)
+        seq_tiles = slice(ly.chip * TPC + (1 if ly.chip == 0 else 0), (ly.chip + 1) * TPC)
+        n_seq = seq_tiles.stop - seq_tiles.start
+        if not st.chip_sequences:
+            seq_tiles, n_seq = ly.tiles, ly.tiles.size
         led.add(
             "variables:sequences",
-            4.0 * T * B * (nmax[l] + 2) / (chip_tiles.stop - chip_tiles.start),
-            chip_tiles,
+            4.0 * T * B * (nmax[l] + 2) / n_seq,
+            seq_tiles,
             f"layer {l + 1} spike sequence",
             recorded_liveness(T),
         )

@@ -119,7 +119,9 @@ class ExecutionStack:
     ``pipeline_stages``: the Keras pipeline's stage switches; ``serial_reduce``: one ``reduceMany``
     per chip, one after another; ``launch_s``: host time per step to launch the step's program;
     ``loss_to_host``: the per-sample loss is read back every step; ``sync``: what ends a phase
-    (the named assumptions a summary prints: :data:`ASSUMPTIONS`)."""
+    (the named assumptions a summary prints: :data:`ASSUMPTIONS`); ``chip_sequences``: each layer's
+    recorded spike sequence is a sliceable tensor spread over its whole chip (Poplar's
+    ``createSliceableTensor``), else its own tiles keep it (a dataflow core records what it receives)."""
 
     name: str
     workers_per_tile: int
@@ -132,6 +134,7 @@ class ExecutionStack:
     launch_s: float
     loss_to_host: bool
     sync: str
+    chip_sequences: bool = False
 
     def describe(self) -> str:
         """One line: the stack and its named assumptions (:func:`describe_stack`)."""
@@ -176,6 +179,7 @@ def stack_for(machine, choice: str = "auto") -> ExecutionStack:
             launch_s=0.0,
             loss_to_host=False,
             sync="BSP barriers (the IPU's sync)",
+            chip_sequences=True,
         )
     dataflow = ExecutionStack(  # csl; tt-metal differs in its launch, its loss read-back and its handshakes
         name,
