@@ -323,33 +323,47 @@ def explain_critical(
         uniform = busy.size > 0 and (busy.max() - np.median(busy)) <= 0.01 * busy.max()
     sentence += _why(label, uniform, stack) or f" Its critical tile {tile} (chip {out['chip']}) {what}."
     if role == "owner" and label in LABEL_COUNTERS and not uniform:
-        best = None
-        for phase, names in LABEL_COUNTERS[label]:
-            try:
-                pc = counters.get(phase, layer)
-            except KeyError:
-                continue
-            pos = int(np.searchsorted(pc.tiles, tile))
-            for cname in names:
-                v = pc.local_totals[pc.row(cname)]
-                mean = float(v.mean()) if v.size else 0.0
-                ratio = float(v[pos]) / mean if mean > 0 else 1.0
-                if best is None or ratio > best[3]:
-                    best = (phase, cname, int(v[pos]), ratio, mean)
-        if best is not None:
-            phase, cname, val, ratio, mean = best
-            out["counter"] = {"phase": phase, "name": cname, "value": val, "layer_mean": mean, "ratio": ratio}
-            sentence += (
-                f" It does {val:,} {cname.replace('_', ' ')} per step, {ratio:.2f}x its layer's mean of {mean:,.0f}"
-            )
-            sentence += f": {HINTS[cname]}." if ratio > 1.05 and cname in HINTS else " (the layer is evenly loaded)."
-    excess = by.get(HOST_EXCESS_LABEL)
-    if excess is not None and result.total_s > 0:
-        out["host_excess_share"] = excess["time_s"] / result.total_s
-    if excess is not None and label != HOST_EXCESS_LABEL and result.total_s > 0:
-        sentence += (
-            f" '{HOST_EXCESS_LABEL}' is {excess['time_s'] * 1e3:.3f} ms, {100 * out['host_excess_share']:.0f} % of "
-            "the step: the host copy's time beyond Graphcore's documented rate, a fitted number."
-        )
+        out["counter"], more = _loaded_counter(label, counters, layer, tile)
+        sentence += more
+    sentence += _host_excess(by, label, result.total_s, out)
     out["sentence"] = sentence
     return out
+
+
+def _loaded_counter(label: str, counters: WorkCounters, layer: int, tile: int) -> tuple:
+    """The counter of phase ``label`` on which ``tile`` is most loaded against its layer's mean, as
+    (the ``counter`` dict or None, the sentence's clause)."""
+    best = None
+    for phase, names in LABEL_COUNTERS[label]:
+        try:
+            pc = counters.get(phase, layer)
+        except KeyError:
+            continue
+        pos = int(np.searchsorted(pc.tiles, tile))
+        for cname in names:
+            v = pc.local_totals[pc.row(cname)]
+            mean = float(v.mean()) if v.size else 0.0
+            ratio = float(v[pos]) / mean if mean > 0 else 1.0
+            if best is None or ratio > best[3]:
+                best = (phase, cname, int(v[pos]), ratio, mean)
+    if best is None:
+        return None, ""
+    phase, cname, val, ratio, mean = best
+    clause = f" It does {val:,} {cname.replace('_', ' ')} per step, {ratio:.2f}x its layer's mean of {mean:,.0f}"
+    clause += f": {HINTS[cname]}." if ratio > 1.05 and cname in HINTS else " (the layer is evenly loaded)."
+    return {"phase": phase, "name": cname, "value": val, "layer_mean": mean, "ratio": ratio}, clause
+
+
+def _host_excess(by: dict, label: str, total_s: float, out: dict) -> str:
+    """Record the fitted host excess row's share of the step in ``out`` and return the sentence that
+    names it when it is not itself the slowest phase ("" when the step has no such row)."""
+    excess = by.get(HOST_EXCESS_LABEL)
+    if excess is None or total_s <= 0:
+        return ""
+    out["host_excess_share"] = excess["time_s"] / total_s
+    if label == HOST_EXCESS_LABEL:
+        return ""
+    return (
+        f" '{HOST_EXCESS_LABEL}' is {excess['time_s'] * 1e3:.3f} ms, {100 * out['host_excess_share']:.0f} % of "
+        "the step: the host copy's time beyond Graphcore's documented rate, a fitted number."
+    )

@@ -74,8 +74,9 @@ def search_mapping(
     fixed_tiles: bool = False,
 ) -> tuple:
     """Search placements of the network of ``options`` for ``budget_s`` seconds (or ``max_evals``
-    mappings), annealing from the contiguous placement, the other strategies and
-    ``options.mapping`` if it is a file. Returns ``(summary dict, best Mapping)``; with ``out`` the
+    mappings), annealing from the placement ``tilesim run`` would use with these options (the baseline:
+    ``--mapping`` if it names a strategy, else ``auto``), the other strategies and ``options.mapping`` if it
+    is a file. Returns ``(summary dict, best Mapping)``; with ``out`` the
     best mapping is saved there as JSON. ``fixed_tiles``: every layer keeps the contiguous placement's
     tiles (its neurons per tile): the search moves only where they sit. On a mesh or torus (of tiles or
     of chips) the summary's ``gain_split`` and ``why`` say how much of the gain is the mesh's (tile order,
@@ -91,7 +92,8 @@ def search_mapping(
     model = load_model(options)
     config = network_config(options, model)
     machine = load_machine(options.machine, options.chips)
-    base = place_network(config, machine, options.neurons_per_tile, "contiguous", "raise", options.stack)
+    start = options.mapping if options.mapping in (*STRATEGIES, AUTO) else AUTO  # the run's own placement
+    base = place_network(config, machine, options.neurons_per_tile, start, "raise", options.stack)
     activity = record_activity(config, base.placement, options.dataset, options.data, model, options.data_root)
     costs = load_cost_model(options)
     objective = make_objective(config, machine, activity, costs, options.steps_per_execution, options.stack)
