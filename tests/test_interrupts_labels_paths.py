@@ -47,6 +47,25 @@ def test_ctrl_c_while_the_parser_and_the_plugins_load_is_one_line_and_exit_130(m
     assert capsys.readouterr().err == "tilesim: interrupted\n"
 
 
+def test_ctrl_c_while_the_cli_modules_import_is_the_same_line(monkeypatch, capsys):
+    """The ``tilesim`` command (``tilesim.__main__:run``) imports the CLI inside its own handling: a Ctrl-C
+    while ``tilesim.cli`` and what it imports load is the one line too (before, the console script imported
+    ``tilesim.cli`` itself, outside any handler)."""
+    import sys
+
+    from tilesim.__main__ import run
+
+    class Interrupting:
+        def find_spec(self, name, path=None, target=None):
+            if name == "tilesim.cli":
+                raise KeyboardInterrupt
+
+    monkeypatch.delitem(sys.modules, "tilesim.cli")
+    monkeypatch.setattr(sys, "meta_path", [Interrupting(), *sys.meta_path])
+    assert run() == 130
+    assert capsys.readouterr().err == "tilesim: interrupted\n"
+
+
 def test_ctrl_c_while_a_command_runs_is_the_same_line(monkeypatch, capsys):
     monkeypatch.setattr("tilesim.cli._cmd_machines", _interrupt)
     assert main(["machines"]) == 130
