@@ -247,6 +247,7 @@ def _bytes_cases(d: dict) -> dict:
         "nested past the parser": b"[" * 100_000 + b"]" * 100_000,
         "not JSON": b"<html>",
         "a list": b"[1, 2]",
+        "a number of 5000 digits": text.replace('"chips": 2', '"chips": ' + "9" * 5000).encode(),
     }
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 
 from tilesim.errors import ConfigError, config_message
 
-__all__ = ["check_record", "check_v1", "MAX_NUMBER", "MAX_WHOLE"]
+__all__ = ["check_record", "check_v1", "shown", "MAX_NUMBER", "MAX_WHOLE"]
 
 MAX_NUMBER = 1e30
 """The largest magnitude of a number a run record holds (seconds, bytes, rates, a workload's own
@@ -55,6 +55,11 @@ class _Shown:
 
     def __repr__(self) -> str:
         return self.text
+
+
+def shown(value: object) -> _Shown:
+    """``value`` as an error line shows it (:func:`tilesim.errors.config_message` writes its repr): short."""
+    return _Shown(value)
 
 
 class _Where:

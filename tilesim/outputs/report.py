@@ -278,6 +278,8 @@ def read_summary(path) -> object:
         ) from None
     except RecursionError:
         raise ConfigError(config_message(str(p), f"{len(raw):,} B", "nests too deeply to read", fix)) from None
+    except ValueError as exc:  # e.g. a whole number of more digits than Python converts
+        raise ConfigError(config_message(str(p), f"{len(raw):,} B", f"cannot be read ({str(exc)[:80]})", fix)) from None
 
 
 def load_run(out) -> tuple[RunRecord, dict]:

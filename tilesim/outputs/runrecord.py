@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 
 from tilesim.errors import ConfigError, config_message
 from tilesim.outputs.chart import Chart
-from tilesim.outputs.recordcheck import check_record, check_v1
+from tilesim.outputs.recordcheck import check_record, check_v1, shown
 from tilesim.outputs.records import critical_tiles, whole_bytes
 
 __all__ = [
@@ -529,7 +529,7 @@ def read_record(d: object, where: str = "summary.json") -> RunRecord:
         raise ConfigError(
             config_message(
                 f"{where} format",
-                fmt,
+                shown(fmt),
                 f"this tilesim reads formats 1..{RECORD_FORMAT}",
                 "upgrade tilesim to read a newer run, or re-run the command that wrote the folder",
             )
