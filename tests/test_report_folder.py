@@ -98,8 +98,8 @@ def test_damaged_folders_are_refused(tmp_path, capsys, damage, needle):
     [
         ("drop time_s", "arrays.npz without time_s"),
         ("drop timeline_end", "arrays.npz without timeline_end"),
-        ("summary []", "summary.json that is not a run record"),
-        ("summary {}", "not a complete run record"),
+        ("summary []", "summary.json = 'list': is not a JSON object"),
+        ("summary {}", "summary.json machine = (missing): is required in a run record"),
         ("truncate", "cannot be read"),
     ],
 )

@@ -543,7 +543,21 @@ def set_log_level(verbose: int = 0, quiet: bool = False) -> int:
 
 def main(argv=None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit status: 0, or 2
-    with one line on stderr for bad input (never a traceback for a TileSimError)."""
+    with one line on stderr for bad input (never a traceback for a TileSimError); 130 with one line
+    when interrupted (Ctrl-C) at any moment, while the parser and the plug-ins load too."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return _interrupted()
+
+
+def _interrupted() -> int:
+    print("tilesim: interrupted", file=sys.stderr)
+    return 130
+
+
+def _main(argv) -> int:
+    """:func:`main` but for its handling of Ctrl-C."""
     argv = _hoist_log_flags(sys.argv[1:] if argv is None else list(argv))
     set_log_level(*_log_flags(argv))  # plug-ins that fail to load are logged
     parser = build_parser()
@@ -569,9 +583,6 @@ def main(argv=None) -> int:
     except OSError as exc:  # the file system refused a write the up-front checks could not foresee
         print(f"tilesim: error: {os_error_message(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("tilesim: interrupted", file=sys.stderr)
-        return 130
 
 
 def os_error_message(exc: OSError) -> str:

@@ -267,6 +267,8 @@ def _load(path: Path):
         return load_run(path)
     except ConfigError as exc:  # name the argument, not the report's "run directory"
         text = str(exc)
+        if text.startswith(str(path)):  # names a file of the run (its summary.json, arrays.npz) already
+            raise
         head = f"run directory = {str(path)!r}: "
         raise ConfigError(f"RUN = {str(path)!r}: {text[len(head) :] if text.startswith(head) else text}") from None
 

@@ -3,6 +3,7 @@ imported lazily, only here and in experiments/."""
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 from pathlib import Path
@@ -60,6 +61,22 @@ CATEGORY_COLOURS = {
 TILES_PER_ROW = 64
 # chips drawn tile by tile; above this one chip is drawn and every chip as a summary strip
 MAX_CHIP_PANELS = 4
+
+
+def literal_text(draw):
+    """``draw`` with every text drawn as written: a ``$`` is a dollar sign and a backslash a
+    backslash, never matplotlib's mathtext. Labels, names and titles come from the user (a superstep
+    label, a folder's name, a chart's series), and ``$\\foo{$`` would otherwise fail to draw after the
+    simulation. Every picture-drawing function of tilesim is wrapped in it."""
+
+    @functools.wraps(draw)
+    def run(*args, **kwargs):
+        import matplotlib  # matplotlib is imported only when drawing (start-up time)
+
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+
+    return run
 
 
 def _plt():
@@ -130,6 +147,7 @@ def _mark_layers(ax, layer, rows, cols):
         )
 
 
+@literal_text
 def tile_heatmap(
     values,
     path,
@@ -310,6 +328,7 @@ def memory_heatmap(ledger, path, chip: int | None = None, title: str | None = No
     )
 
 
+@literal_text
 def exchange_matrices(
     chip_bytes, group_bytes, group_edges, path, chip: int = 0, title: str | None = None, totals: dict | None = None
 ):
@@ -387,6 +406,7 @@ LINK_SEGMENTS_MAX = 4096
 draw each tile's busiest outgoing link as a heat map."""
 
 
+@literal_text
 def link_load(links: dict, path, title: str):
     """Bytes on every directed link of one chip's 2-D network-on-chip, drawn where the links are:
     ``links`` has ``right``, ``left``, ``down``, ``up`` ``[rows, cols]`` (:class:`tilesim.machine.gridload.GridLinks`;
@@ -473,6 +493,7 @@ def label_bars(ax, bars, fmt: str = "{:.3g}", fontsize: int = 7):
             )
 
 
+@literal_text
 def timeline(result, path, max_supersteps: int | None = None, title: str | None = None, booked=None):
     """The whole step as a Gantt chart, one row per chip, phases coloured (``max_supersteps``:
     only the first that many). With more than 60 supersteps a second panel adds up the time per
@@ -561,6 +582,7 @@ def _phase_bars(ax, by: dict, labels: list):
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
 
+@literal_text
 def breakdown_bars(result, path, title: str | None = None):
     """Time per label, stacked by phase, with each label's total."""
     plt = _plt()
@@ -679,6 +701,7 @@ def _compare_tiles(fig, gs, row0: int, comparison, arrays: list, per_row: int) -
     bar.ax.yaxis.set_major_formatter("{x:,.0f}")
 
 
+@literal_text
 def comparison_figure(comparison, path):
     """Every run of a :class:`tilesim.outputs.compare.Comparison` on shared axes (``compare.png``): throughput
     (higher is better; the best run in bold) and step time by phase, one bar per run; the superstep
@@ -713,6 +736,7 @@ def comparison_figure(comparison, path):
     return Path(path)
 
 
+@literal_text
 def draw_chart(chart: Chart, path) -> None:
     """Draw ``chart`` as a PNG into ``path`` (a file name or a binary file object; atomic)."""
     import matplotlib  # matplotlib is imported only when drawing (start-up time)

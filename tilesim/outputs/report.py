@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
+import stat
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,6 +24,7 @@ from tilesim.errors import ConfigError, config_message
 from tilesim.io import atomic_write_bytes, atomic_write_text, check_output_path
 from tilesim.machine.fabric import grid_shape, make_fabric
 from tilesim.outputs import plots
+from tilesim.outputs.recordcheck import MAX_NUMBER
 from tilesim.outputs.records import PHASES, ProgramDigest, label_tile_cycles
 from tilesim.outputs.runrecord import Explain, MemoryRecord, RunRecord, read_record
 
@@ -33,6 +36,7 @@ __all__ = [
     "run_files",
     "render",
     "load_run",
+    "read_summary",
     "summary_markdown",
     "seal_run_folder",
     "verify_run_folder",
@@ -114,6 +118,8 @@ def verify_run_folder(out) -> None:
             else "give a folder written by `tilesim run --out` or `tilesim simulate --out`",
         )
     try:
+        if m.stat().st_size > MAX_SUMMARY_BYTES:
+            raise ValueError("larger than any manifest")
         man = json.loads(m.read_text())
         files = man["files"]
         if not isinstance(files, dict) or not files:
@@ -121,7 +127,8 @@ def verify_run_folder(out) -> None:
         for name, rec in files.items():
             f = out / name
             if not isinstance(name, str) or "/" in name or not f.is_file():
-                raise _broken(out, f"misses {name} listed in its manifest (a mixed or damaged run)")
+                what = "is not a regular file (a folder, device or pipe)" if f.exists() else "is missing"
+                raise _broken(out, f"has a {name} listed in its manifest that {what} (a mixed or damaged run)")
             if f.stat().st_size != int(rec["bytes"]) or _digest(f) != rec["sha256"]:
                 raise _broken(
                     out,
@@ -129,7 +136,7 @@ def verify_run_folder(out) -> None:
                 )
     except ConfigError:
         raise
-    except (ValueError, TypeError, KeyError, OSError, UnicodeDecodeError):
+    except (ValueError, TypeError, KeyError, OSError, UnicodeDecodeError, RecursionError, AttributeError):
         raise _broken(out, "has an unreadable manifest.json") from None
 
 
@@ -183,17 +190,13 @@ def _load(out: Path) -> tuple[RunRecord, dict]:
     s, a = out / "summary.json", out / "arrays.npz"
     for p in (s, a):
         if not p.is_file():
-            raise _broken(out, f"has no {p.name}")
+            raise _broken(out, f"has no {p.name}" if not p.exists() else f"has a {p.name} that is not a regular file")
+    record = read_record(read_summary(s), str(s))
     try:
-        summary = json.loads(s.read_text())
         with np.load(a, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except (ValueError, OSError, EOFError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
         raise _broken(out, f"has files that cannot be read ({type(exc).__name__}: {str(exc)[:80]})") from None
-    try:
-        record = read_record(summary)
-    except ConfigError as exc:
-        raise _broken(out, f"has a summary.json that is not a run record ({str(exc)[:120]})") from None
     need = list(ARRAY_KEYS)
     if any(k.startswith("timeline_") for k in arrays):
         need += TIMELINE_KEYS
@@ -203,7 +206,80 @@ def _load(out: Path) -> tuple[RunRecord, dict]:
     missing = [k for k in need if k not in arrays]
     if missing:
         raise _broken(out, f"has an arrays.npz without {', '.join(missing)}")
+    _check_scalars(a, arrays, record)
     return record, arrays
+
+
+def _check_scalars(path: Path, arrays: dict, record: RunRecord) -> None:
+    """The numbers of ``arrays.npz`` the pages divide by: the clock, the tiles per chip (the record's)
+    and the SRAM budget, each one finite positive number."""
+    wanted = {"clock_hz": "a clock rate in Hz > 0", "tiles_per_chip": f"{record.tiles_per_chip} (summary.json's)"}
+    if "memory_budget" in arrays:
+        wanted["memory_budget"] = "a budget in bytes >= 1"
+    for key, what in wanted.items():
+        v = arrays[key]
+        ok = v.shape == () and v.dtype.kind in "iuf" and math.isfinite(float(v)) and 0 < float(v) <= MAX_NUMBER
+        if ok and key == "tiles_per_chip":
+            ok = float(v) == record.tiles_per_chip
+        if not ok:
+            shown = v.tolist() if v.size <= 4 else f"{v.dtype} array of shape {v.shape}"
+            raise ConfigError(
+                config_message(
+                    f"{path} {key}",
+                    shown,
+                    f"must be one number: {what}",
+                    "restore the file tilesim wrote, or re-run the command that wrote the folder",
+                )
+            )
+
+
+MAX_SUMMARY_BYTES = 256 << 20
+"""The largest ``summary.json`` read (a run's is kilobytes to a few megabytes)."""
+
+
+def read_summary(path) -> object:
+    """The parsed JSON of a run's ``summary.json`` at ``path``: a regular file (not a folder, a device
+    or a pipe) of at most :data:`MAX_SUMMARY_BYTES`, UTF-8 text, complete JSON. Raises
+    :class:`ConfigError` naming the file, what it holds and the fix (:func:`read_record` checks the fields)."""
+    p = Path(path)
+    fix = "restore the file tilesim wrote, or re-run the command that wrote the folder"
+    try:
+        st = p.stat()
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a device, pipe or socket"
+            raise ConfigError(config_message(str(p), kind, "must be a regular file (a run's JSON summary)", fix))
+        if st.st_size > MAX_SUMMARY_BYTES:
+            raise ConfigError(
+                config_message(
+                    str(p), f"{st.st_size:,} B", f"is larger than a run's summary ({MAX_SUMMARY_BYTES:,} B)", fix
+                )
+            )
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            config_message(str(p), exc.strerror or str(exc), "cannot be read", "check its permissions")
+        ) from None
+    try:
+        body = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            config_message(
+                str(p), raw[max(exc.start - 8, 0) : exc.start + 8], f"is not UTF-8 text (byte {exc.start})", fix
+            )
+        ) from None
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError as exc:
+        problem = "ends before its JSON is complete (truncated)" if exc.pos >= len(body.rstrip()) else "is not JSON"
+        raise ConfigError(
+            config_message(
+                str(p), body[max(exc.pos - 20, 0) : exc.pos + 20], f"{problem}: {exc.msg} at line {exc.lineno}", fix
+            )
+        ) from None
+    except RecursionError:
+        raise ConfigError(config_message(str(p), f"{len(raw):,} B", "nests too deeply to read", fix)) from None
+    except ValueError as exc:  # e.g. a whole number of more digits than Python converts
+        raise ConfigError(config_message(str(p), f"{len(raw):,} B", f"cannot be read ({str(exc)[:80]})", fix)) from None
 
 
 def load_run(out) -> tuple[RunRecord, dict]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 
 from tilesim.errors import ConfigError, config_message
 from tilesim.outputs.chart import Chart
+from tilesim.outputs.recordcheck import check_record, check_v1, shown
 from tilesim.outputs.records import critical_tiles, whole_bytes
 
 __all__ = [
@@ -515,20 +516,30 @@ def _from_v1(d: Mapping) -> RunRecord:
 
 def read_record(d: object, where: str = "summary.json") -> RunRecord:
     """The :class:`RunRecord` of a stored ``summary.json`` mapping of any format (format 1 is
-    converted: :func:`_from_v1`). Raises :class:`ConfigError` naming ``where`` for a mapping that is
-    not a run summary, or of a format newer than this tilesim reads."""
+    converted: :func:`_from_v1`), after the one check of every field
+    (:func:`tilesim.outputs.recordcheck.check_record`). Raises :class:`ConfigError` naming ``where``
+    (the file), the field's key path, its value, the problem and the fix for a mapping that is not a
+    run record every output can read, or of a format newer than this tilesim reads."""
     if not isinstance(d, Mapping):
-        raise ConfigError(config_message(where, type(d).__name__, "is not a JSON object", "give a run's summary.json"))
+        raise ConfigError(
+            config_message(where, type(d).__name__, "is not a JSON object", "give the summary.json of a run folder")
+        )
     fmt = d.get("format", 1)
-    if not isinstance(fmt, int) or fmt > RECORD_FORMAT or fmt < 1:
+    if isinstance(fmt, bool) or not isinstance(fmt, int) or fmt > RECORD_FORMAT or fmt < 1:
         raise ConfigError(
             config_message(
-                f"{where} format", fmt, f"this tilesim reads formats 1..{RECORD_FORMAT}", "upgrade tilesim to read it"
+                f"{where} format",
+                shown(fmt),
+                f"this tilesim reads formats 1..{RECORD_FORMAT}",
+                "upgrade tilesim to read a newer run, or re-run the command that wrote the folder",
             )
         )
+    (check_v1 if fmt == 1 else check_record)(d, where)
     try:
         return _from_v1(d) if fmt == 1 else RunRecord.from_dict(d)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except ConfigError as exc:  # a workload chart's own check (tilesim/outputs/chart.py)
+        raise ConfigError(f"{where}: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # pragma: no cover - the check passed it
         raise ConfigError(
             config_message(
                 where, f"{type(exc).__name__}: {str(exc)[:80]}", "is not a complete run record", "re-run the command"

@@ -10,12 +10,21 @@ The work is :mod:`tilesim.models.snn.commands.run` and :mod:`tilesim.models.snn.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tilesim.errors import ConfigError, config_message, require
-from tilesim.io import atomic_write_bytes, check_output_path, check_own_outputs, dumps_json, is_run_folder, json_keys
+from tilesim.io import (
+    atomic_write_bytes,
+    check_output_path,
+    check_own_outputs,
+    dumps_json,
+    is_run_folder,
+    json_keys,
+    staged_folder,
+)
 
 # only the parsers load at start-up (`tilesim --help` in under 0.3 s): the work's modules (Numba,
 # networkx, matplotlib) are imported by the command that runs
@@ -260,7 +269,8 @@ def _options_from_run(args) -> RunOptions:
             )
         )
     args.config = str(folder / RUN_OPTIONS)
-    options = options_from_args(args)
+    # the run's own options.toml: tilesim wrote its paths absolute, the files that run read (not a shared config)
+    options = options_from_args(args, confine=False)
     if options.mapping == "mapping.json" and getattr(args, "mapping", None) is None:
         options = dataclasses.replace(options, mapping=str(folder / "mapping.json"))
     return options
@@ -271,7 +281,6 @@ def cmd_map_search(args) -> int:
     require(args.budget_s > 0, "--budget-s", args.budget_s, "must be > 0", "e.g. --budget-s 10")
     options = options_from_args(args, SEARCH_OPTIONS)
     folder = Path(args.out) if args.out and not args.out.endswith(".json") else None
-    mapping_file = str(folder / "best-mapping.json") if folder else args.out
     if folder:
         check_own_outputs(folder, "--out", "map-search", _SEARCH_OUTPUTS, args.force)
     elif args.out:
@@ -288,21 +297,20 @@ def cmd_map_search(args) -> int:
 
     try:
         if folder:
-            folder.mkdir(parents=True, exist_ok=True)
-        out, _ = search_mapping(
-            options,
-            args.budget_s,
-            options.seed,
-            args.max_evals,
-            progress,
-            out=mapping_file,
-            fixed_tiles=args.fixed_neurons_per_tile,
-        )
+            out = _search_into_folder(options, args, progress, folder)
+        else:
+            out, _ = search_mapping(
+                options,
+                args.budget_s,
+                options.seed,
+                args.max_evals,
+                progress,
+                out=args.out,
+                fixed_tiles=args.fixed_neurons_per_tile,
+            )
     finally:
         if bar is not None:
             bar.close()
-    if folder:
-        out["compare"] = _write_search_folder(options, folder, mapping_file)
     if args.json:
         print(dumps_json(out, indent=2))
     else:
@@ -328,22 +336,50 @@ def cmd_map_search(args) -> int:
     return 0
 
 
-def _write_search_folder(options, folder: Path, mapping_file: str) -> str:
-    """``map-search --out DIR``: the baseline (contiguous) and the best mapping as full runs of
+def _search_into_folder(options, args, progress, folder: Path) -> dict:
+    """``map-search --out DIR``: the search, its best mapping (``best-mapping.json``), the two full runs
+    and their comparison (:func:`_write_search_folder`), all written into a staging folder beside
+    ``DIR`` and swapped in as one (:func:`tilesim.io.staged_folder`): a kill at any moment leaves the
+    previous search's folder whole or the new one, never the best of one network beside the baseline
+    of another. The user's own files in ``DIR`` stay. Returns the search's summary."""
+    from tilesim.models.snn.placement.search import search_mapping  # loaded only when the command runs (start-up time)
+
+    final = folder.expanduser().absolute()
+    with staged_folder(folder, drop=frozenset((*_SEARCH_OUTPUTS, "plotly.min.js"))) as stage:
+        out, _ = search_mapping(
+            options,
+            args.budget_s,
+            options.seed,
+            args.max_evals,
+            progress,
+            out=str(stage / "best-mapping.json"),
+            fixed_tiles=args.fixed_neurons_per_tile,
+        )
+        out["compare"] = _write_search_folder(options, stage, str(stage / "best-mapping.json"), final)
+    out["best"]["mapping_file"] = str(folder / "best-mapping.json")
+    return out
+
+
+def _write_search_folder(options, folder: Path, mapping_file: str, final: Path | None = None) -> str:
+    """``map-search --out DIR``: the baseline (the run's own placement) and the best mapping as full runs of
     ``options`` (``DIR/baseline``, ``DIR/best``) and their comparison through
     :func:`tilesim.outputs.compare.compare_runs` (``DIR/compare.md|json|png|html``, baseline the reference,
-    ranked by throughput); returns the comparison's verdict."""
+    ranked by throughput); returns the comparison's verdict. ``folder`` may be the staging folder of
+    ``final``, the folder the comparison names as where its runs are."""
     from tilesim.models.snn.commands.options import (  # when the command runs (start-up time)
         options_dict,
         options_from_mapping,
     )
     from tilesim.models.snn.commands.run import run_training
+    from tilesim.models.snn.placement.search import baseline_mapping
     from tilesim.outputs.compare import compare_runs, write_comparison
 
-    for name, mapping in (("baseline", "contiguous"), ("best", mapping_file)):
+    for name, mapping in (("baseline", baseline_mapping(options)), ("best", mapping_file)):
         values = {**options_dict(options, json_safe=False), "mapping": mapping, "out": None, "json": False}
         write_run_outputs(folder / name, run_training(options_from_mapping(values, "map-search")))
     comparison = compare_runs(folder / "baseline", folder / "best")
+    if final is not None:  # the runs' folders as they will be, not the staging folder
+        comparison = dataclasses.replace(comparison, folders=(str(final / "baseline"), str(final / "best")))
     write_comparison(comparison, folder, force=True)  # DIR is this command's own folder: its compare.* are its own
     return comparison.verdict
 

@@ -42,6 +42,9 @@ __all__ = [
     "resolved_settings",
     "options_toml",
     "config_out_path",
+    "config_file_path",
+    "config_paths",
+    "CONFIG_PATHS",
     "PlacementOptions",
     "TrainingOptions",
     "OutputOptions",
@@ -660,30 +663,81 @@ def config_out_path(out: str, config_path) -> str:
     ConfigError
         The path leaves the config file's folder.
     """
+    return config_file_path("out", out, config_path)
+
+
+CONFIG_PATHS = ("out", *PATH_SETTINGS, "mapping", "machine")
+"""Options a config file may give as a path: each resolved against the file's own folder and confined
+to it (:func:`config_file_path`); ``mapping`` and ``machine`` when they name a file, not a strategy or
+a preset."""
+
+
+def config_file_path(key: str, value: str, config_path) -> str:
+    """``value`` of option ``key`` as a config file gives it: a path resolved against the file's own
+    folder (not the working directory) and confined to it. A shared or downloaded config decides what a
+    run computes, not which of your files it reads or where it writes: a path that leaves the config's
+    folder (absolute, ``~``, ``..``, a link out) belongs on the command line (``--data-root``, ...).
+
+    Raises
+    ------
+    ConfigError
+        The path leaves the config file's folder.
+    """
     home = Path(config_path).expanduser().resolve().parent
-    target = (home / Path(out).expanduser()).resolve()
-    if Path(out).expanduser().is_absolute() or not (target == home or home in target.parents):
+    given = Path(value).expanduser()
+    target = (home / given).resolve()
+    if given.is_absolute() or not (target == home or home in target.parents):
+        does = "writes only beside itself" if key == "out" else "reads only the files beside it"
         raise ConfigError(
             config_message(
-                f"out (in {config_path})",
-                out,
-                f"leaves the config file's folder {str(home)!r}: a config file writes only beside itself",
-                "give a path inside that folder, or put --out on the command line",
+                f"{key} (in {config_path})",
+                value,
+                f"leaves the config file's folder {str(home)!r}: a config file {does}",
+                f"give a path inside that folder, or put --{key.replace('_', '-')} on the command line",
             )
         )
     return str(target)
 
 
+def _names_file(key: str, value: str, home: Path) -> bool:
+    """True when option ``key``'s ``value`` names a file rather than a preset machine or a strategy."""
+    if key not in ("mapping", "machine"):
+        return True
+    from tilesim.machine.description import preset_names  # loaded only for a config file (start-up time)
+
+    if value in (("contiguous", "round_robin", "balanced", "graph") if key == "mapping" else preset_names()):
+        return False
+    suffix = ".json" if key == "mapping" else ".toml"
+    return value.endswith(suffix) or "/" in value or (home / value).exists()
+
+
+def config_paths(options: RunOptions, config_path) -> RunOptions:
+    """``options`` read from config file ``config_path`` with every path among them
+    (:data:`CONFIG_PATHS`) resolved against the file's folder and confined to it (:func:`config_file_path`)."""
+    home = Path(config_path).expanduser().resolve().parent
+    changes = {}
+    for key in CONFIG_PATHS:
+        value = getattr(options, key)
+        if isinstance(value, str) and _names_file(key, value, home):
+            changes[key] = config_file_path(key, value, config_path)
+    return dataclasses.replace(options, **changes) if changes else options
+
+
 def options_from_args(
-    args: argparse.Namespace, names=None, given: dict | None = None, config_key: str = "config"
+    args: argparse.Namespace,
+    names=None,
+    given: dict | None = None,
+    config_key: str = "config",
+    confine: bool = True,
 ) -> RunOptions:
     """RunOptions from parsed flags: the defaults, then the TOML file ``args.<config_key>`` (if
-    any), then ``given`` (values the command derives itself, e.g. layers from a weights file), then
-    the flags given on the command line (they win). ``names`` restricts the flags read."""
+    any; its paths confined to its folder unless ``confine`` is False: :func:`config_paths`), then
+    ``given`` (values the command derives itself, e.g. layers from a weights file), then the flags
+    given on the command line (they win). ``names`` restricts the flags read."""
     path = getattr(args, config_key, None)
     base = options_from_mapping(read_toml(path, "run config file"), str(path)) if path else None
-    if base is not None and base.out is not None:
-        base = dataclasses.replace(base, out=config_out_path(base.out, path))
+    if base is not None and confine:
+        base = config_paths(base, path)
     values = {**(options_dict(base, json_safe=False) if base is not None else {}), **(given or {})}
     labels = {}
     for name in names or option_names():

@@ -11,10 +11,11 @@ with its message; rerun the same command to retry the failed points), 2 for bad 
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
-from tilesim.errors import require
+from tilesim.errors import ConfigError, config_message, require
 from tilesim.io import check_output_path, dumps_json
 from tilesim.models.snn.commands.options import option_names, options_dict, options_from_mapping
 from tilesim.running.limits import MAX_SWEEP_POINTS
@@ -73,12 +74,41 @@ def _first(iterable, n: int) -> list:
     return list(itertools.islice(iterable, n))
 
 
+def _part(summary: dict, key: str, kind: type) -> dict | list:
+    """``summary[key]`` when it is a ``kind`` (dict or list), empty when missing; a ConfigError naming the
+    key when it is something else (a row edited by hand)."""
+    v = summary.get(key)
+    if v is None:
+        return kind()
+    if not isinstance(v, kind):
+        raise ConfigError(
+            config_message(
+                f"summary {key}",
+                str(v)[:40],
+                f"must be {'an object' if kind is dict else 'a list'}",
+                "delete the row (the next sweep runs the point again)",
+            )
+        )
+    return v
+
+
+def _cell_value(v, key: str):
+    """An export cell: a finite number, text, true/false or empty; a ConfigError naming ``key`` else."""
+    if v is None or isinstance(v, (str, bool)) or (isinstance(v, (int, float)) and math.isfinite(v)):
+        return v
+    raise ConfigError(
+        config_message(
+            f"summary {key}", str(v)[:40], "must be a finite number", "delete the row (the next sweep runs it again)"
+        )
+    )
+
+
 def row_fields(summary: dict) -> dict:
-    """The export columns of one point's summary."""
-    bd = summary.get("breakdown_s", {})
-    mem, net = summary.get("memory", {}), summary.get("network", {})
-    loss, acc = summary.get("loss") or [None], summary.get("accuracy") or [None]
-    return {
+    """The export columns of one point's summary (:class:`ConfigError` naming the field for a value that
+    is no finite number, text or empty, or a part of the wrong kind)."""
+    bd, mem, net = (_part(summary, k, dict) for k in ("breakdown_s", "memory", "network"))
+    loss, acc = _part(summary, "loss", list) or [None], _part(summary, "accuracy", list) or [None]
+    row = {
         "predicted_step_s": summary.get("predicted_step_s"),
         "samples_per_s": summary.get("samples_per_s"),
         **{f"{k}_s": v for k, v in bd.items()},
@@ -94,6 +124,7 @@ def row_fields(summary: dict) -> dict:
         "accuracy_last": acc[-1],
         "host_s_per_step": summary.get("wall_s_per_step"),
     }
+    return {k: _cell_value(v, k) for k, v in row.items()}
 
 
 def register(sub) -> None:
@@ -181,6 +212,11 @@ def cmd_results(args) -> int:
             check_output_path(path, flag, "file")
     with ResultStore(args.db, create=False) as store:
         rows = store.rows()
+    for r in rows:  # a row edited by hand: one line naming the database, the point and the field
+        try:
+            row_fields(r["summary"] or {})
+        except ConfigError as exc:
+            raise ConfigError(f"results database {args.db}: point {str(r['id'])[:12]} {exc}") from None
     columns, records = export_table(rows, flatten=row_fields)
     swept = {k for r in rows for k in r["swept"]}
     if args.csv:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import textwrap
 
 from tilesim.models.snn.commands.scaling import SPLIT_KEYS, ScalingStudy
-from tilesim.outputs.plots import PHASE_COLOURS, save_figure
+from tilesim.outputs.plots import PHASE_COLOURS, literal_text, save_figure
 
 __all__ = ["plot_scaling", "scaling_figure"]
 
 _COLOURS = PHASE_COLOURS  # the one palette of every picture
 
 
+@literal_text
 def plot_scaling(study: ScalingStudy, out) -> None:
     """Two panels into ``out`` (a path or a binary file): efficiency against chips with the
     structural band (each assumption flipped), and the step split per chip count."""

@@ -32,7 +32,7 @@ from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION
 from tilesim.models.snn.step.workload import SnnStep
 from tilesim.workload import step_seconds, time_workload
 
-__all__ = ["make_objective", "search_mapping", "split_gain", "gain_reasons"]
+__all__ = ["baseline_mapping", "make_objective", "search_mapping", "split_gain", "gain_reasons"]
 
 
 def make_objective(
@@ -64,6 +64,12 @@ def make_objective(
     return objective
 
 
+def baseline_mapping(options: RunOptions) -> str:
+    """The strategy map-search starts from and measures its gain against: the placement ``tilesim run``
+    would use with ``options`` (its ``--mapping`` if that names a strategy, else ``auto``)."""
+    return options.mapping if options.mapping in (*STRATEGIES, AUTO) else AUTO
+
+
 def search_mapping(
     options: RunOptions,
     budget_s: float,
@@ -92,8 +98,7 @@ def search_mapping(
     model = load_model(options)
     config = network_config(options, model)
     machine = load_machine(options.machine, options.chips)
-    start = options.mapping if options.mapping in (*STRATEGIES, AUTO) else AUTO  # the run's own placement
-    base = place_network(config, machine, options.neurons_per_tile, start, "raise", options.stack)
+    base = place_network(config, machine, options.neurons_per_tile, baseline_mapping(options), "raise", options.stack)
     activity = record_activity(config, base.placement, options.dataset, options.data, model, options.data_root)
     costs = load_cost_model(options)
     objective = make_objective(config, machine, activity, costs, options.steps_per_execution, options.stack)
