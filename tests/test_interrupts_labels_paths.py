@@ -225,7 +225,10 @@ def test_a_path_in_a_config_file_is_read_beside_it_wherever_tilesim_runs(tmp_pat
     monkeypatch.chdir(tmp_path)  # not the config's folder
     o = _options(cfg)
     assert o.costs == str(cfg.parent / "costs.toml") and o.data == str(cfg.parent / "data" / "x.npz")
-    assert o.machine == "gc200" and o.mapping == "contiguous"  # a preset and a strategy are no paths
+    assert o.machine == "gc200" and o.mapping == "auto"  # a preset and a strategy are no paths
+    for strategy in ("auto", "spread", "contiguous"):
+        cfg.write_text(f'layers = "32-16-4"\nmapping = "{strategy}"\n')
+        assert _options(cfg).mapping == strategy
     assert _options(cfg, "--costs", "../elsewhere.toml").costs == "../elsewhere.toml"  # a flag is the user's own
 
 

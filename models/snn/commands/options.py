@@ -704,8 +704,9 @@ def _names_file(key: str, value: str, home: Path) -> bool:
     if key not in ("mapping", "machine"):
         return True
     from tilesim.machine.description import preset_names  # loaded only for a config file (start-up time)
+    from tilesim.mapping.core import STRATEGIES
 
-    if value in (("contiguous", "round_robin", "balanced", "graph") if key == "mapping" else preset_names()):
+    if value in ((*STRATEGIES, "auto") if key == "mapping" else preset_names()):
         return False
     suffix = ".json" if key == "mapping" else ".toml"
     return value.endswith(suffix) or "/" in value or (home / value).exists()
