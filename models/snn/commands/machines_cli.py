@@ -18,12 +18,14 @@ from pathlib import Path
 
 from tilesim.errors import ConfigError, SramOverflowError, config_message
 from tilesim.io import read_toml
+from tilesim.mapping.core import STRATEGIES
 from tilesim.models.snn.commands.options import RUN_OPTIONS, RunOptions, options_from_mapping
 
 __all__ = ["options_on_machine", "run_on_machine", "train_placed", "fewest_that_place"]
 
-_STRATEGIES = ("contiguous", "round_robin", "balanced", "graph")
-"""The placement strategies a stored run may name (anything else is a mapping file of its machine)."""
+_STRATEGIES = (*STRATEGIES, "auto")
+"""The placement strategies a stored run may name (anything else is a mapping file of its machine;
+``auto``, the default, is the new machine's own default placement)."""
 
 
 def options_on_machine(options: RunOptions, machine: str, chips: int | None, out) -> RunOptions:
@@ -34,7 +36,7 @@ def options_on_machine(options: RunOptions, machine: str, chips: int | None, out
         machine=machine,
         chips=chips,
         neurons_per_tile=None,
-        mapping=options.mapping if options.mapping in _STRATEGIES else "contiguous",
+        mapping=options.mapping if options.mapping in _STRATEGIES else "auto",
         memory_check="report",
         out=str(out),
         json=False,
@@ -85,12 +87,13 @@ def fewest_that_place(options: RunOptions) -> int | None:
     from tilesim.errors import MappingError
     from tilesim.machine.description import load_machine
     from tilesim.models.snn.commands.run import network_config
-    from tilesim.models.snn.placement.fit import strategy_mapping
+    from tilesim.models.snn.placement.fit import default_strategy, strategy_mapping
 
     config, machine = network_config(options), load_machine(options.machine, options.chips)
+    strategy = default_strategy(machine, options.stack) if options.mapping == "auto" else options.mapping
     for npt in range(2, 4097, 2):  # the candidates of the default placement
         try:
-            strategy_mapping(options.mapping, config, machine, npt)
+            strategy_mapping(strategy, config, machine, npt)
         except MappingError:
             continue
         return npt
