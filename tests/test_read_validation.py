@@ -316,3 +316,37 @@ def test_the_issues_dense_layer_on_a_wafer_finishes(capsys):
 
     assert main(["layer", "--kind", "dense", "--n", "64", "--machine", "wse2"]) == 0
     assert "88.81 us per step" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case", ["no labels", "text labels", "groups"])
+def test_a_tonic_folder_without_usable_labels_is_one_line(tmp_path, monkeypatch, case):
+    """Before: an SHD file in tonic's layout without `labels` raised KeyError from tonic (a traceback)."""
+    pytest.importorskip("tonic")
+    import urllib.error
+
+    import h5py
+    import tonic.dataset
+
+    def offline(self):
+        raise urllib.error.URLError("no network in the tests")
+
+    monkeypatch.setattr(tonic.dataset.Dataset, "download", offline)
+    d = tmp_path / "SHD"
+    d.mkdir()
+    (d / "shd_train.h5.zip").write_bytes(b"")
+    with h5py.File(d / "shd_train.h5", "w") as f:
+        if case == "groups":
+            f.create_group("spikes/times")
+            f.create_group("spikes/units")
+            f["labels"] = np.zeros(6, int)
+        else:
+            t = f.create_dataset("spikes/times", (6,), dtype=h5py.vlen_dtype(np.float32))
+            u = f.create_dataset("spikes/units", (6,), dtype=h5py.vlen_dtype(np.uint16))
+            for i in range(6):
+                t[i], u[i] = np.array([0.001, 0.002], np.float32), np.array([1, 2], np.uint16)
+            if case == "text labels":
+                f["labels"] = np.array([b"a"] * 6)
+        f["extra/keys"] = np.array([b"k"])
+        f["extra/speaker"] = np.zeros(6, int)
+    argv = [*RUN, "--layers", "700-16-20", "--dataset", "shd", "--data-root", tmp_path, "--out", tmp_path / "o"]
+    refused(argv, "--data-root = ", "tonic's SHD there cannot give sample 0", "as tonic downloads it")

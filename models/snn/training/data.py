@@ -542,23 +542,25 @@ def read_tonic(dataset: str, root, limit: int | None = None, train: bool = True)
                 f"download it where there is network (tonic.datasets.{cls_name}(save_to=...)), copy {root}/{cls_name}",
             )
         ) from None
-    n = len(ds) if limit is None else min(limit, len(ds))
-    samples, labels, n_channels = [], [], 0
-    for i in range(n):
-        try:
+    samples, labels, n_channels, i = [], [], 0, 0
+    try:  # tonic reads what it finds there: a file without labels fails in len(), a bad sample in ds[i]
+        n = len(ds) if limit is None else min(limit, len(ds))
+        for i in range(n):
             events, target = ds[i]
-        except (KeyError, IndexError, OSError, ValueError, TypeError) as exc:  # tonic reads what it finds there
-            raise ConfigError(
-                config_message(
-                    "--data-root",
-                    str(root),
-                    f"tonic's {cls_name} there cannot give sample {i} ({type(exc).__name__}: {str(exc)[:80]})",
-                    f"give {root}/{cls_name} as tonic downloads it (events and labels)",
-                )
-            ) from None
-        sample, n_channels = from_structured(events, cls.sensor_size, factor)
-        samples.append(sample)
-        labels.append(target)
+            sample, n_channels = from_structured(events, cls.sensor_size, factor)
+            samples.append(sample)
+            labels.append(target)
+    except (KeyError, IndexError, OSError, ValueError, TypeError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(
+            config_message(
+                "--data-root",
+                str(root),
+                f"tonic's {cls_name} there cannot give sample {i} ({type(exc).__name__}: {str(exc)[:80]})",
+                f"give {root}/{cls_name} as tonic downloads it (events and labels)",
+            )
+        ) from None
     require(n > 0, "--data-root", str(root), f"tonic's {cls_name} there holds no samples", "give a folder with data")
     labels_arr = whole_labels(np.asarray(labels) if labels else np.zeros(0, np.int64), f"--data-root {cls_name}")
     require(labels_arr.shape == (n,), "--data-root labels", labels_arr.shape, f"must be one class per sample ({n})")
