@@ -7,6 +7,7 @@ rows marked ``use = calibrate``."""
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from tilesim.errors import ConfigError, TileSimError, config_message
+from tilesim.io import read_text
 from tilesim.machine.description import Machine, load_machine
 
 __all__ = [
@@ -75,16 +77,13 @@ class CaseFit:
 
 def read_table(path, columns: tuple[str, ...]) -> list[dict]:
     """The rows of a cases CSV; raises :class:`ConfigError` naming the missing columns."""
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ConfigError(
-                config_message(
-                    f"{Path(path).name}: columns", ",".join(missing), "missing", f"give {', '.join(columns)}"
-                )
-            )
-        return list(reader)
+    reader = csv.DictReader(io.StringIO(read_text(path, "cases file", "give a cases CSV"), newline=""))
+    missing = [c for c in columns if c not in (reader.fieldnames or [])]
+    if missing:
+        raise ConfigError(
+            config_message(f"{Path(path).name}: columns", ",".join(missing), "missing", f"give {', '.join(columns)}")
+        )
+    return list(reader)
 
 
 def number(row: dict, col: str, case: str, *, integer: bool = False) -> float:

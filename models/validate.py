@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 from pathlib import Path
 
 from tilesim.errors import ConfigError, config_message
-from tilesim.io import atomic_write_bytes, check_output_path, dumps_json
+from tilesim.io import atomic_write_bytes, check_output_path, dumps_json, read_text
 
 __all__ = ["register", "cmd_validate", "cmd_calibrate", "workload_of", "WORKLOADS"]
 
@@ -25,15 +26,10 @@ WORKLOADS = ("snn", "stencil", "collective", "matmul", "sparse-matmul", "snntorc
 def workload_of(path) -> str:
     """The workload named by a cases CSV's ``workload`` column (``snn`` if it has none)."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(config_message("cases file", str(p), "no such file", "give a cases CSV"))
-    with open(p, newline="") as fh:
-        reader = csv.DictReader(fh)
-        names = (
-            {(r.get("workload") or "snn").strip() for r in reader}
-            if "workload" in (reader.fieldnames or [])
-            else {"snn"}
-        )
+    reader = csv.DictReader(io.StringIO(read_text(p, "cases file", "give a cases CSV"), newline=""))
+    names = (
+        {(r.get("workload") or "snn").strip() for r in reader} if "workload" in (reader.fieldnames or []) else {"snn"}
+    )
     bad = names - set(WORKLOADS)
     if bad or len(names) != 1:
         raise ConfigError(

@@ -154,7 +154,9 @@ def test_layer_that_exceeds_the_chip_is_a_clear_error(capsys):
         "--forward-only",
     )
     assert code == 2 and "Traceback" not in err
-    assert "no plan fits, even with serial splits" in err and "the smallest" in err and "use more tiles" in err
+    # 65536^2 fp16 weights alone are 8.6 GB, 9x the chip's SRAM: refused before any plan is searched
+    assert "n = 65536: a dense layer of batch 4096 holds at least" in err and "of SRAM on bow's 1,472 tiles" in err
+    assert "give a smaller n (or batch), fp16, or a machine with more SRAM per chip" in err
 
 
 def test_shl_dense_is_the_baseline(capsys):

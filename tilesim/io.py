@@ -6,6 +6,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -24,13 +25,69 @@ def loads_toml(text: str) -> dict:
     return tomllib.loads(text)
 
 
-def read_toml(path, what: str) -> dict:
-    """Parse a TOML file; a missing file or broken syntax is a :class:`ConfigError` naming ``what``."""
+def _kind_of(mode: int) -> str:
+    """What a non-regular file is, in a user's words."""
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def regular_file(path, what: str, fix: str = "give a regular file", max_bytes: float | None = None) -> Path:
+    """``path`` if it names a regular file (after symlinks) of at most ``max_bytes``; else a
+    :class:`ConfigError` naming ``what``. Checked before the file is opened: reading a FIFO blocks
+    forever, a device such as ``/dev/zero`` never ends, a folder cannot be read as a file."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(config_message(what, str(path), "no such file", "check the path"))
     try:
-        return tomllib.loads(p.read_text())
+        st = os.stat(p)
+    except OSError as exc:
+        problem = "no such file" if isinstance(exc, FileNotFoundError) else f"cannot be read ({exc.strerror})"
+        raise ConfigError(config_message(what, str(path), problem, fix)) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(config_message(what, str(path), f"is {_kind_of(st.st_mode)}, not a regular file", fix))
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise ConfigError(
+            config_message(what, str(path), f"is {st.st_size:,} B, more than the {max_bytes:,.0f} B this reads", fix)
+        )
+    return p
+
+
+#: the largest TOML or CSV file read: a program of a whole wafer's per-tile arrays is a few MB, a
+#: cases file a few KB; the parsed form takes ~20x the text (Python objects), ~1.3 GB at this size
+MAX_TEXT_BYTES = 64e6
+
+
+def read_text(path, what: str, fix: str = "check the path") -> str:
+    """The UTF-8 text of the regular file ``path`` (:func:`regular_file`, at most :data:`MAX_TEXT_BYTES`);
+    a file that is not UTF-8 text is a :class:`ConfigError` naming ``what`` and the first bad byte."""
+    p = regular_file(path, what, fix, MAX_TEXT_BYTES)
+    try:
+        return p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            config_message(
+                what,
+                str(path),
+                f"is not UTF-8 text (byte {exc.object[exc.start : exc.start + 1]!r} at offset {exc.start:,})",
+                "save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+            )
+        ) from None
+    except OSError as exc:
+        raise ConfigError(config_message(what, str(path), f"cannot be read ({exc.strerror})", fix)) from None
+
+
+def read_toml(path, what: str) -> dict:
+    """Parse a TOML file; a missing file, a special file (FIFO, device, folder), a file over
+    :data:`MAX_TEXT_BYTES` or broken syntax is a :class:`ConfigError` naming ``what``."""
+    text = read_text(path, what)
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(
             config_message(what, str(path), f"is not valid TOML ({exc})", "fix the syntax at the position given")
@@ -39,12 +96,6 @@ def read_toml(path, what: str) -> dict:
         raise ConfigError(
             config_message(
                 what, str(path), "nests arrays or tables too deeply to read", "write at most a few levels of nesting"
-            )
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            config_message(
-                what, str(path), f"cannot be read ({exc})", "check its permissions and that it is UTF-8 text"
             )
         ) from None
 

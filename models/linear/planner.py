@@ -65,7 +65,6 @@ reduction exchange and vector work.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -553,27 +552,52 @@ def build_matmul_plan(
     )
 
 
-@functools.lru_cache(maxsize=8)
-def _triples(tiles: int) -> tuple:
-    """Every ``(P_m, P_k, P_n)`` with ``P_m P_k P_n <= tiles`` (read-only arrays, cached per tile count)."""
-    pm = np.arange(1, tiles + 1)
-    pn_max = tiles // pm
-    pm2 = np.repeat(pm, pn_max)
-    pn2 = np.concatenate([np.arange(1, c + 1) for c in pn_max])
-    pk_max = tiles // (pm2 * pn2)
-    pm3, pn3 = np.repeat(pm2, pk_max), np.repeat(pn2, pk_max)
-    starts = np.repeat(np.cumsum(pk_max) - pk_max, pk_max)
-    pk3 = np.arange(pm3.size) - starts + 1
-    out = (pm3, pk3, pn3)
-    for a in out:
-        a.setflags(write=False)
-    return out
+#: candidates scored at a time: the closed forms hold ~30 float64 columns of a chunk (~130 MB at
+#: 2**19), so a planner over a whole wafer (850,000 tiles: ~8e7 partitions) stays within a few
+#: hundred MB instead of materialising every partition at once (issue 41: 4.6 GB and 4 minutes)
+CANDIDATE_CHUNK = 1 << 19
+#: the most candidates :func:`plan_matmul` tries of each kind (the fastest, then the leanest)
+TRY_LIMIT = 64
 
 
-def _candidates(m, k, n, tiles):
-    pm, pk, pn = _triples(int(tiles))
-    keep = (pm <= m) & (pk <= k) & (pn <= n)
-    return pm[keep], pk[keep], pn[keep]
+def _ranks(counts: np.ndarray) -> np.ndarray:
+    """``1..c`` for every ``c`` of ``counts``, one after the other."""
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.arange(starts.size) - starts + 1
+
+
+def _spans(counts: np.ndarray, chunk: int) -> list:
+    """``(start, stop)`` ranges of ``counts`` summing to about ``chunk`` (at most one item more)."""
+    cum = np.cumsum(counts)
+    cuts = np.searchsorted(cum, np.arange(chunk, int(cum[-1]), chunk), side="right")
+    edges = np.unique(np.r_[0, cuts, counts.size])
+    return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+
+
+def _candidates(m, k, n, tiles, chunk: int | None = None):
+    """Every ``(P_m, P_k, P_n)`` with ``P_m <= m``, ``P_k <= k``, ``P_n <= n`` and ``P_m P_k P_n <=
+    tiles``, ordered by ``P_m``, ``P_n``, ``P_k``, in chunks of about ``chunk`` (generated directly:
+    never the partitions of the whole machine that a small matmul cannot use)."""
+    tiles, chunk = int(tiles), chunk or CANDIDATE_CHUNK
+    pm = np.arange(1, min(int(m), tiles) + 1, dtype=np.int64)
+    rows = np.minimum(int(n), tiles // pm)  # the P_n of each P_m
+    for a, b in _spans(rows, chunk):
+        pm2, pn2 = np.repeat(pm[a:b], rows[a:b]), _ranks(rows[a:b])
+        cnt = np.minimum(int(k), tiles // (pm2 * pn2))  # the P_k of each (P_m, P_n)
+        for c, d in _spans(cnt, chunk):
+            yield np.repeat(pm2[c:d], cnt[c:d]), _ranks(cnt[c:d]), np.repeat(pn2[c:d], cnt[c:d])
+
+
+def candidate_count(m, k, n, tiles) -> int:
+    """How many partitions :func:`_candidates` yields (cheap: one row per ``(P_m, P_n)``)."""
+    tiles = int(tiles)
+    pm = np.arange(1, min(int(m), tiles) + 1, dtype=np.int64)
+    rows = np.minimum(int(n), tiles // pm)
+    total = 0
+    for a, b in _spans(rows, CANDIDATE_CHUNK):
+        pm2, pn2 = np.repeat(pm[a:b], rows[a:b]), _ranks(rows[a:b])
+        total += int(np.minimum(int(k), tiles // (pm2 * pn2)).sum())
+    return total
 
 
 def _divisors(x: int, limit: int) -> list:
@@ -586,13 +610,16 @@ def _serial_pairs(k: int, n: int, limit: int) -> list:
     return sorted(pairs, key=lambda p: (p[0] * p[1], p[0]))
 
 
-def _closed_form(m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, costs):
-    """Predicted cycles, temporary bytes and data bytes of every partition of the ``(S_k, S_n)`` passes.
+def _closed_form(m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, costs, split=None):
+    """Predicted cycles, temporary bytes and data bytes of every partition of the ``(S_k, S_n)`` passes
+    (or of the partitions ``split`` = ``(pm, pk, pn)`` arrays, a chunk of :func:`_candidates`).
 
     Tile 0 holds the largest block, home chunk and reduction slice of every balanced split, so these
     closed forms are the per-tile maxima the phases of :func:`build_matmul_plan` reduce over."""
     ks, ns, passes = k // sk, n // sn, sk * sn
-    pm, pk, pn = _candidates(m, ks, ns, tiles)
+    if split is None:
+        split = tuple(np.concatenate(c) for c in zip(*_candidates(m, ks, ns, tiles)))
+    pm, pk, pn = split
     cm, ck, cn = ceil_div(m, pm), ceil_div(ks, pk), ceil_div(ns, pn)
     macs0 = cm * ck * cn
     amp0 = fixed_cycles + np.ceil(macs0 / (flops_per_cycle / 2.0))
@@ -621,34 +648,50 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, 
     return pm, pk, pn, total, temp0, data0
 
 
+def _best(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Which items of ``mask`` are among its :data:`TRY_LIMIT` smallest ``values`` (with ties): all
+    that :func:`_try_order` could try of a chunk, since a chunk's cut is never below the whole table's."""
+    if np.count_nonzero(mask) <= TRY_LIMIT:
+        return mask
+    return mask & (values <= np.partition(values[mask], TRY_LIMIT - 1)[TRY_LIMIT - 1])
+
+
 def _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, flops_per_cycle, fixed_cycles, costs, max_serial):
-    """Columns ``pm pk pn sk sn total temp data`` (closed-form cycles, temporary and data bytes) of every
-    partition of every serial split, fewest passes first; stops after one pass when the proportion
-    ``bound`` does not bind (one pass is never slower than several with the same partition)."""
-    cols = {key: [] for key in ("pm", "pk", "pn", "sk", "sn", "total", "temp", "data")}
+    """Columns ``pm pk pn sk sn total temp data`` (closed-form cycles, temporary and data bytes) of the
+    partitions of every serial split that :func:`plan_matmul` may use, fewest passes first: of each chunk
+    of :func:`_candidates`, the fastest within the proportion, the leanest that fit and the first with
+    the least data (:func:`_best`; the rest can never be tried). Stops after one pass when the
+    proportion ``bound`` does not bind (one pass is never slower than several with the same partition)."""
+    cols: dict = {key: [] for key in ("pm", "pk", "pn", "sk", "sn", "total", "temp", "data")}
     for sk, sn in _serial_pairs(k, n, max_serial):
-        pm, pk, pn, total, temp0, data0 = _closed_form(
-            m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, costs
-        )
-        for key, v in zip(cols, (pm, pk, pn, np.full(pm.shape, sk), np.full(pm.shape, sn), total, temp0, data0)):
-            cols[key].append(v)
-        if sk * sn == 1:
+        fastest_ok = fastest_fit = np.inf
+        for split in _candidates(m, k // sk, n // sn, tiles):
+            pm, pk, pn, total, temp0, data0 = _closed_form(
+                m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, costs, split
+            )
             fit = data0 <= sram_bytes
             ok = fit & (temp0 <= bound)
-            if ok.any() and total[ok].min() == total[fit].min():
-                break
+            keep = _best(ok, total) | _best(fit, temp0)
+            keep[int(np.argmin(data0))] = True
+            full = (pm, pk, pn, np.full(pm.shape, sk), np.full(pm.shape, sn), total, temp0, data0)
+            for key, v in zip(cols, full):
+                cols[key].append(v[keep])
+            fastest_ok = min(fastest_ok, total[ok].min()) if ok.any() else fastest_ok
+            fastest_fit = min(fastest_fit, total[fit].min()) if fit.any() else fastest_fit
+        if sk * sn == 1 and np.isfinite(fastest_ok) and fastest_ok == fastest_fit:
+            break
     return {key: np.concatenate(v) for key, v in cols.items()}
 
 
 def _try_order(c: dict, mask: np.ndarray, primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
     """Indices of the candidates in ``mask`` in the order :func:`plan_matmul` tries them: by ``primary``,
-    then ``secondary``, fewer passes, fewer tiles, smaller ``P_m``, ``P_n``; only the 64 best
-    primaries (and their ties) are kept, as no more can be tried."""
+    then ``secondary``, fewer passes, fewer tiles, smaller ``P_m``, ``P_n``; only the
+    :data:`TRY_LIMIT` best primaries (and their ties) are kept, as no more can be tried."""
     passes = c["sk"] * c["sn"]
     used = c["pm"] * c["pk"] * c["pn"]
     idx_ok = np.flatnonzero(mask)
-    if idx_ok.size > 64:
-        cut = np.partition(primary[idx_ok], 63)[63]
+    if idx_ok.size > TRY_LIMIT:
+        cut = np.partition(primary[idx_ok], TRY_LIMIT - 1)[TRY_LIMIT - 1]
         idx_ok = idx_ok[primary[idx_ok] <= cut]
     return idx_ok[
         np.lexsort((c["pn"][idx_ok], c["pm"][idx_ok], used[idx_ok], passes[idx_ok], secondary[idx_ok], primary[idx_ok]))
@@ -713,7 +756,7 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
             if int(plan.memory_bytes(overheads).max()) <= sram_bytes:
                 return plan
             tried += 1
-            if tried >= 64:
+            if tried >= TRY_LIMIT:
                 break
     raise _no_plan_fits(c, m, k, n, tiles, sram_bytes, precision, eb, max_serial)
 

@@ -34,7 +34,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from tilesim.errors import require
+from tilesim.errors import ConfigError, config_message, require
 from tilesim.machine.description import Machine, load_machine
 from tilesim.models.linear.blocksparse import SUPPORTED_BLOCKS
 from tilesim.models.linear.layers import block_count, is_power_of_two, pixelfly_layout, random_block_layout
@@ -325,6 +325,7 @@ def layer_parts(
     (:mod:`tilesim.models.linear.dynamicsparse`), fused lowering only."""
     _check_layer(kind, n, batch)
     n_out = n if n_out is None else n_out
+    check_layer_size(kind, max(n, n_out), batch, machine, precision, pixelfly, block_sparse)
     costs = step_costs(machine, lowering)
     tiles, sram = machine.tiles_per_chip, machine.chip.sram_bytes
     if lowering == "poptorch" and kind in POPTORCH_KINDS:
@@ -377,6 +378,55 @@ def _check_layer(kind: str, n: int, batch: int) -> None:
             "must be a positive integer",
             "",
         )
+
+
+def _min_params(kind: str, n: int, pixelfly: dict | None, block_sparse: BlockSparseConfig | None) -> float:
+    """Parameters of an ``n x n`` layer of ``kind``, at least, without building its layout (sizes only):
+    ``n^2`` dense, ``density n^2`` sparse, the flat butterfly's ``(1 + log2 s) / s`` share of ``n^2``
+    pixelfly (:func:`~tilesim.models.linear.layers.pixelfly_layout`), the bias for the others."""
+    if kind == "dense":
+        return float(n) * n
+    if kind in SPARSE_KINDS:
+        return (block_sparse or BlockSparseConfig()).density * float(n) * n
+    if kind == "pixelfly":
+        s = max(2, int(dict(PIXELFLY_SHL if pixelfly is None else pixelfly)["butterfly_size"]))
+        return s.bit_length() / s * float(n) * n  # 1 + log2 s ones per row of the s x s flat butterfly
+    return float(n)
+
+
+def check_layer_size(
+    kind: str,
+    n: int,
+    batch: int,
+    machine: Machine,
+    precision: str = "fp32",
+    pixelfly: dict | None = None,
+    block_sparse: BlockSparseConfig | None = None,
+) -> None:
+    """Refuse, before anything is planned, a layer whose weights and in/out activations (at least
+    :func:`_min_params` + ``2 batch n`` values) exceed the SRAM of all the chip's tiles (no plan can fit
+    it), or whose block mask (sparse kinds, pixelfly: ``(n / block)^2``) exceeds this host's memory
+    limit (:func:`tilesim.running.limits.check_memory`)."""
+    from tilesim.running.limits import check_memory  # loaded only when a layer is timed (start-up time)
+
+    eb = PRECISION_BYTES.get(precision, 4)
+    need = (_min_params(kind, n, pixelfly, block_sparse) + 2.0 * batch * n) * eb
+    have = float(machine.tiles_per_chip) * machine.chip.sram_bytes
+    if need > have:
+        raise ConfigError(
+            config_message(
+                "n",
+                n,
+                f"a {kind} layer of batch {batch} holds at least {need:,.0f} B of {precision} weights and activations, "
+                f"more than the {have:,.0f} B of SRAM on {machine.name}'s {machine.tiles_per_chip:,} tiles",
+                "give a smaller n (or batch), fp16, or a machine with more SRAM per chip",
+            )
+        )
+    if kind in SPARSE_KINDS or kind == "pixelfly":
+        cfg = dict(PIXELFLY_SHL if pixelfly is None else pixelfly)
+        block = (block_sparse or BlockSparseConfig()).block if kind in SPARSE_KINDS else int(cfg["block_size"])
+        mask = f"n = {n} ({kind} block mask of ({n} / {block})^2 blocks)"
+        check_memory(mask, 8.0 * (n / block) ** 2, "give a smaller n")
 
 
 def _poptorch_parts(kind, n, batch, machine, precision, costs, overheads, n_out, rank, backward, input_grad, pixelfly):

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from tilesim.errors import ConfigError, config_message
-from tilesim.io import loads_toml, read_toml
+from tilesim.io import loads_toml, read_toml, regular_file
 
 __all__ = ["Chip", "Fabric", "System", "Machine", "load_machine", "preset_names", "preset_text"]
 
@@ -608,15 +608,7 @@ def load_machine(name_or_path: str | Path | Machine, chips: int | None = None) -
             data = loads_toml(preset_text(text_name))
             machine = machine_from_dict(data, text_name)
         elif path.suffix == ".toml" or path.exists():
-            if not path.is_file():
-                raise ConfigError(
-                    config_message(
-                        "machine",
-                        text_name,
-                        "no such file",
-                        f"give a preset ({', '.join(preset_names())}) or a TOML path",
-                    )
-                )
+            regular_file(path, "machine", f"give a preset ({', '.join(preset_names())}) or a TOML path")
             data = read_toml(path, "machine file")
             machine = machine_from_dict(data, text_name)
         else:

@@ -8,12 +8,14 @@ outright (no flag overrides it — the process would be killed or swap for hours
 
 from __future__ import annotations
 
+import math
 import os
 
 from tilesim.errors import ConfigError, config_message
 
 __all__ = [
     "memory_limit_bytes",
+    "env_memory_limit",
     "check_memory",
     "check_time",
     "TIME_LIMIT_S",
@@ -41,17 +43,39 @@ MULTICAST_BYTES_PER_DESTINATION = 1_000.0
 MAX_SWEEP_POINTS = 100_000
 
 
+#: the range ``TILESIM_MEMORY_LIMIT`` may take: 1 MB (nothing runs in less) to 1 EB
+ENV_MEMORY_RANGE = (1e6, 1e18)
+
+
+def env_memory_limit() -> float | None:
+    """``TILESIM_MEMORY_LIMIT`` in bytes (None when unset or empty); anything but a finite number in
+    :data:`ENV_MEMORY_RANGE` (text, NaN, inf, negative, 0, 1e400) is a :class:`ConfigError` naming it."""
+    env = os.environ.get("TILESIM_MEMORY_LIMIT", "")
+    if not env:
+        return None
+    lo, hi = ENV_MEMORY_RANGE
+    try:
+        value = float(env)
+    except ValueError:
+        value = math.nan
+    if not lo <= value <= hi:  # NaN fails too
+        raise ConfigError(
+            config_message(
+                "TILESIM_MEMORY_LIMIT",
+                env,
+                f"must be a number of bytes in [{lo:g}, {hi:g}]",
+                "unset it or give e.g. 8e9",
+            )
+        )
+    return value
+
+
 def memory_limit_bytes() -> int:
     """Half of this machine's physical memory (the rest for the OS, Python and other work);
-    ``TILESIM_MEMORY_LIMIT`` (bytes) overrides it."""
-    env = os.environ.get("TILESIM_MEMORY_LIMIT")
-    if env:
-        try:
-            return max(1, int(float(env)))
-        except ValueError:
-            raise ConfigError(
-                config_message("TILESIM_MEMORY_LIMIT", env, "is not a number of bytes", "unset it or give e.g. 8e9")
-            ) from None
+    ``TILESIM_MEMORY_LIMIT`` (bytes, :func:`env_memory_limit`) overrides it."""
+    env = env_memory_limit()
+    if env is not None:
+        return int(env)
     try:
         return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2)
     except (ValueError, OSError, AttributeError):  # not POSIX: assume 8 GB

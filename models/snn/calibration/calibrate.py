@@ -35,6 +35,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime as _dt
+import io
 import math
 from dataclasses import dataclass
 from importlib import resources
@@ -44,10 +45,11 @@ import numpy as np
 
 from tilesim.engine.events import simulate
 from tilesim.errors import ConfigError, TileSimError, config_message
-from tilesim.io import atomic_write_bytes, dumps_json
+from tilesim.io import atomic_write_bytes, dumps_json, read_text
 from tilesim.machine.costs import CostModel, load_costs
 from tilesim.machine.description import load_machine
 from tilesim.models.cases import MAX_MEASURED
+from tilesim.models.snn.commands.hostmem import check_host_memory, estimate_host_memory
 from tilesim.models.snn.commands.run import record_activity
 from tilesim.models.snn.placement.fit import place
 from tilesim.models.snn.step.counters import count_work
@@ -222,13 +224,8 @@ def read_cases(path=None) -> tuple:
         Missing file or required column, a bad value (naming row, column, value and fix).
     """
     p = Path(path) if path is not None else shipped_cases_path()
-    if not p.is_file():
-        raise ConfigError(
-            config_message(
-                "cases file", str(p), "no such file", "give a CSV like models/snn/calibration/nmnist_ipu_step_times.csv"
-            )
-        )
-    with open(p, newline="") as fh:
+    text = read_text(p, "cases file", "give a CSV like models/snn/calibration/nmnist_ipu_step_times.csv")
+    with io.StringIO(text, newline="") as fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
         missing = [c for c in REQUIRED if c not in header]
@@ -307,6 +304,7 @@ def case_setup(case: Case, where: str = "case"):
             second_threshold_schedule=None,
         )  # a measured case: its own constant ϑ2
         machine = load_machine(case.machine, case.chips)
+        check_host_memory(estimate_host_memory(config, machine), what="its run")  # as `run` refuses
         placement, _, _ = place(config, machine, case.neurons_per_tile, "contiguous", "report")
     except TileSimError as exc:
         raise type(exc)(f"{where} {case.case!r}: {exc}") from None

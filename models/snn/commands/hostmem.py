@@ -35,6 +35,7 @@ from tilesim.models.snn.step.stacks import stack_name
 from tilesim.models.snn.step.table import step_shape
 from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.outputs.records import whole_bytes
+from tilesim.running.limits import env_memory_limit
 
 __all__ = [
     "HostMemoryEstimate",
@@ -180,14 +181,8 @@ def available_bytes() -> float | None:
     have = _meminfo_available()
     if have is not None:
         have += peak_rss_bytes(current=True)
-    env = os.environ.get("TILESIM_MEMORY_LIMIT")
-    if env:
-        try:
-            lim = float(env)
-        except ValueError:
-            raise ConfigError(
-                config_message("TILESIM_MEMORY_LIMIT", env, "is not a number of bytes", "unset it or give e.g. 8e9")
-            ) from None
+    lim = env_memory_limit()
+    if lim is not None:
         have = lim if have is None else min(have, lim)
     return have
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from tilesim.errors import ConfigError, config_message, require
+from tilesim.io import regular_file
 from tilesim.models.snn.kernels.spikes import SpikeList
 
 
@@ -98,9 +99,10 @@ def events_to_input_list(
                 (int(ch.min()), int(ch.max())),
                 f"must lie in [0, {n_channels})",
             )
-        bins = np.floor(times / dt_ms).astype(np.int64)
-        ok = (bins >= 0) & (bins < timesteps)
-        bins, ch = bins[ok], ch[ok]
+        inside = (times >= 0) & (times < timesteps * dt_ms)  # NaN is outside: nothing huge or NaN is cast
+        bins = np.floor(times[inside] / dt_ms).astype(np.int64)
+        ok = bins < timesteps
+        bins, ch = bins[ok], ch[inside][ok]
         width = int(ch.max()) + 1 if ch.size else 1
         keys = np.unique(bins * width + ch)
         bins, ch = keys // width, keys % width
@@ -309,6 +311,35 @@ def dvsgesture_like(
 # --------------------------------------------------------------------------------------
 
 
+#: the most input channels (or classes) a data file may name: channels are stored as int32
+MAX_CHANNELS = 2**31 - 1
+#: host bytes per byte of an events .npz member or N-MNIST file while it is read and binned: the
+#: structured events, their float64 and int64 field copies and the per-sample (int32, float64) pairs
+READ_BYTES_PER_FILE_BYTE = 8.0
+
+
+def _check_read_memory(what: str, nbytes: float, fix: str) -> None:
+    """Refuse reading ``nbytes`` of data (times :data:`READ_BYTES_PER_FILE_BYTE`) beyond the host's
+    memory limit, before anything is loaded (:func:`tilesim.running.limits.check_memory`)."""
+    from tilesim.running.limits import check_memory  # loaded only when a data file is read
+
+    check_memory(what, READ_BYTES_PER_FILE_BYTE * nbytes, fix)
+
+
+def _numeric(a, where: str, fix: str, integer: bool = False) -> np.ndarray:
+    """``a`` as an array if its values are numbers (integers where ``integer``) and all finite; else a
+    :class:`ConfigError` naming ``where``."""
+    a = np.asarray(a)
+    kinds = "iub" if integer else "iubf"
+    if a.dtype.kind not in kinds:
+        need = "integers" if integer else "numbers"
+        raise ConfigError(config_message(where, f"dtype {a.dtype}", f"must hold {need}", fix))
+    if a.dtype.kind == "f" and a.size and not np.all(np.isfinite(a)):
+        bad = a.ravel()[~np.isfinite(a.ravel())][0]
+        raise ConfigError(config_message(where, float(bad), "must be finite", fix))
+    return a
+
+
 def whole_labels(raw, where: str) -> np.ndarray:
     """Labels as int64: integers, or floats with whole values, all >= 0; anything else (0.5, -1,
     NaN, text) is a :class:`ConfigError` naming ``where`` (labels are never truncated)."""
@@ -316,10 +347,10 @@ def whole_labels(raw, where: str) -> np.ndarray:
     ok = a.dtype.kind in "iub" or (
         a.dtype.kind == "f" and bool(np.all(np.isfinite(a))) and bool(np.all(a == np.round(a)))
     )
-    if not ok or (a.size and a.min() < 0):
+    if not ok or (a.size and (a.min() < 0 or a.max() >= MAX_CHANNELS)):
         bad = a.ravel()[:3].tolist() if a.size else []
         raise ConfigError(
-            f"{where} labels = {bad}...: must be whole class numbers >= 0 (dtype {a.dtype}); "
+            f"{where} labels = {bad}...: must be whole class numbers in [0, {MAX_CHANNELS:,}) (dtype {a.dtype}); "
             "store the class index of every sample as an integer"
         )
     return a.astype(np.int64)
@@ -335,6 +366,9 @@ def read_shd(path, n_channels: int = 700, n_classes: int | None = None, limit: i
     """
     import h5py  # h5py loads only where used (start-up time)
 
+    fix = "give an SHD/SSC .h5 file"
+    name = f"--data {os.path.basename(str(path))}"
+    regular_file(path, "--data", fix)  # a FIFO or device is never opened
     try:
         f = h5py.File(path, "r")
     except OSError as exc:  # empty, truncated or not HDF5 at all
@@ -348,12 +382,39 @@ def read_shd(path, n_channels: int = 700, n_classes: int | None = None, limit: i
                     f"{path}: dataset {key!r} missing: an SHD/SSC file has "
                     "spikes/times, spikes/units and labels; give an SHD/SSC .h5 file"
                 )
-        n = len(f["labels"]) if limit is None else min(limit, len(f["labels"]))
-        labels = whole_labels(f["labels"][:n], f"--data {os.path.basename(str(path))}:")
+            if not isinstance(f[key], h5py.Dataset) or f[key].ndim != 1:
+                shape = getattr(f[key], "shape", "a group")
+                raise ConfigError(config_message(f"{name}: {key}", shape, "must be one entry per sample (1-D)", fix))
         times, units = f["spikes/times"], f["spikes/units"]
-        samples = tuple((np.asarray(units[i], np.int32), np.asarray(times[i], np.float64) * 1e3) for i in range(n))
+        n = len(f["labels"]) if limit is None else min(limit, len(f["labels"]))
+        if min(len(times), len(units)) < n:
+            raise ConfigError(
+                config_message(
+                    f"{name}: spikes/times, spikes/units",
+                    (len(times), len(units)),
+                    f"must have the {n} labels' samples",
+                    fix,
+                )
+            )
+        _check_read_memory(name, 8.0 * n, "give fewer samples")
+        labels = whole_labels(f["labels"][:n], f"{name}:")
+        samples = tuple(_shd_sample(units[i], times[i], f"{name}: sample {i}", fix) for i in range(n))
     n_classes = int(labels.max()) + 1 if n_classes is None and n else (n_classes or 0)
     return EventDataset(os.path.basename(str(path)), n_channels, n_classes, samples, labels)
+
+
+def _shd_sample(units, times_s, where: str, fix: str) -> tuple:
+    """``(channels int32, times_ms float64)`` of one SHD sample: integer units in ``[0, 2^31)``,
+    finite times, as many of each (else a :class:`ConfigError` naming ``where``)."""
+    u = _numeric(units, f"{where} units", fix, integer=True)
+    t = _numeric(times_s, f"{where} times", fix)
+    if u.shape != t.shape or u.ndim > 1:
+        raise ConfigError(config_message(f"{where} shapes", (u.shape, t.shape), "must be equal lists of events", fix))
+    if u.size and (u.min() < 0 or u.max() >= MAX_CHANNELS):
+        raise ConfigError(
+            config_message(f"{where} units", int(u.min() if u.min() < 0 else u.max()), "out of range", fix)
+        )
+    return u.astype(np.int32), t.astype(np.float64) * 1e3
 
 
 NMNIST_SIZE = 34
@@ -384,8 +445,9 @@ def encode_nmnist_events(x, y, p, t_us) -> bytes:
 
 
 def read_nmnist_bin(path):
-    """One N-MNIST ``.bin`` file → ``(channels int32, times_ms float64)`` over 2×34×34."""
-    with open(path, "rb") as f:
+    """One N-MNIST ``.bin`` file → ``(channels int32, times_ms float64)`` over 2×34×34 (a regular file:
+    a FIFO or device is refused before it is opened)."""
+    with open(regular_file(path, "N-MNIST file", "give <digit>/<id>.bin files of 40-bit events"), "rb") as f:
         x, y, p, t = decode_nmnist_events(f.read())
     ok = (x < NMNIST_SIZE) & (y < NMNIST_SIZE)
     ch = (p[ok] * NMNIST_SIZE + y[ok]) * NMNIST_SIZE + x[ok]
@@ -394,12 +456,15 @@ def read_nmnist_bin(path):
 
 def read_nmnist_folder(root, limit_per_class: int | None = None) -> EventDataset:
     """N-MNIST folder layout ``root/<digit>/<id>.bin`` → :class:`EventDataset`."""
-    samples, labels = [], []
-    for label in sorted(d for d in os.listdir(root) if d.isdigit()):
+    chosen = []
+    for label in sorted(d for d in os.listdir(root) if d.isdigit() and os.path.isdir(os.path.join(root, d))):
         files = sorted(f for f in os.listdir(os.path.join(root, label)) if f.endswith(".bin"))
-        for fname in files[:limit_per_class]:
-            samples.append(read_nmnist_bin(os.path.join(root, label, fname)))
-            labels.append(int(label))
+        chosen += [(int(label), os.path.join(root, label, f)) for f in files[:limit_per_class]]
+    fix = "give <digit>/<id>.bin files of 40-bit events"
+    total = sum(float(regular_file(f, "N-MNIST file", fix).stat().st_size) for _, f in chosen)
+    _check_read_memory(f"N-MNIST folder {root} ({len(chosen):,} files, {total:,.0f} B)", total, "give fewer files")
+    samples = [read_nmnist_bin(f) for _, f in chosen]
+    labels = [label for label, _ in chosen]
     require(len(samples) > 0, "N-MNIST folder", str(root), "holds no <digit>/*.bin files")
     return EventDataset("nmnist", 2 * NMNIST_SIZE**2, 10, tuple(samples), np.asarray(labels, np.int64))
 
@@ -414,6 +479,8 @@ def from_structured(events, sensor_size, spatial_factor: float = 1.0):
         names = events.dtype.names
     for fld in ("x", "y", "p", "t"):
         require(fld in names, "events fields", names, f"need field {fld!r}", "pass a tonic event array")
+    for fld in ("x", "y", "p", "t"):
+        _numeric(events[fld], f"events field {fld}", "pass a tonic event array of numbers")
     W, H, P = (int(s) for s in sensor_size)
     w, h = max(1, int(W * spatial_factor)), max(1, int(H * spatial_factor))
     x = np.floor(events["x"].astype(np.float64) * spatial_factor).astype(np.int64)
@@ -475,15 +542,29 @@ def read_tonic(dataset: str, root, limit: int | None = None, train: bool = True)
                 f"download it where there is network (tonic.datasets.{cls_name}(save_to=...)), copy {root}/{cls_name}",
             )
         ) from None
-    n = len(ds) if limit is None else min(limit, len(ds))
-    samples, labels, n_channels = [], [], 0
-    for i in range(n):
-        events, target = ds[i]
-        sample, n_channels = from_structured(events, cls.sensor_size, factor)
-        samples.append(sample)
-        labels.append(int(target))
+    samples, labels, n_channels, i = [], [], 0, 0
+    try:  # tonic reads what it finds there: a file without labels fails in len(), a bad sample in ds[i]
+        n = len(ds) if limit is None else min(limit, len(ds))
+        for i in range(n):
+            events, target = ds[i]
+            sample, n_channels = from_structured(events, cls.sensor_size, factor)
+            samples.append(sample)
+            labels.append(target)
+    except (KeyError, IndexError, OSError, ValueError, TypeError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(
+            config_message(
+                "--data-root",
+                str(root),
+                f"tonic's {cls_name} there cannot give sample {i} ({type(exc).__name__}: {str(exc)[:80]})",
+                f"give {root}/{cls_name} as tonic downloads it (events and labels)",
+            )
+        ) from None
     require(n > 0, "--data-root", str(root), f"tonic's {cls_name} there holds no samples", "give a folder with data")
-    return EventDataset(f"tonic {cls_name}", int(n_channels), n_classes, tuple(samples), np.asarray(labels, np.int64))
+    labels_arr = whole_labels(np.asarray(labels) if labels else np.zeros(0, np.int64), f"--data-root {cls_name}")
+    require(labels_arr.shape == (n,), "--data-root labels", labels_arr.shape, f"must be one class per sample ({n})")
+    return EventDataset(f"tonic {cls_name}", int(n_channels), n_classes, tuple(samples), labels_arr)
 
 
 NPZ_FORMAT = (
@@ -491,6 +572,35 @@ NPZ_FORMAT = (
     "one after the other), `offsets` (int, n_samples + 1 boundaries into events), `labels` (int, "
     "n_samples) and `sensor_size` (W, H, P); write it with numpy.savez"
 )
+
+
+def _npz_arrays(path, bad) -> tuple:
+    """``(events, offsets, labels, sensor_size)`` of an events .npz, after refusing a special file and
+    members whose uncompressed sizes (declared in the zip headers; numpy reads no more) exceed the
+    host's memory limit (:func:`_check_read_memory`): a small file can expand a thousandfold."""
+    import zipfile  # loaded only when a file is read
+
+    regular_file(path, "--data", "give an events .npz file")
+    try:
+        with zipfile.ZipFile(path) as z:
+            declared = float(sum(i.file_size for i in z.infolist()))
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise bad("file", "unreadable", f"is not a numpy .npz ({str(exc)[:60]})") from None
+    _check_read_memory(
+        f"--data {os.path.basename(str(path))} ({declared:,.0f} B once uncompressed)",
+        declared,
+        "give a smaller file (or fewer samples per file)",
+    )
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = [k for k in ("events", "offsets", "labels", "sensor_size") if k not in z.files]
+            if missing:
+                raise bad("keys", sorted(z.files), f"misses {', '.join(missing)}")
+            return z["events"], z["offsets"], z["labels"], z["sensor_size"]
+    except ConfigError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise bad("file", "unreadable", f"is not a numpy .npz ({str(exc)[:60]})") from None
 
 
 def read_events_npz(path) -> EventDataset:
@@ -506,16 +616,14 @@ def read_events_npz(path) -> EventDataset:
     def bad(what, value, limit):
         return ConfigError(f"--data {os.path.basename(str(path))}: {what} = {value}: {limit}; {NPZ_FORMAT}")
 
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            missing = [k for k in ("events", "offsets", "labels", "sensor_size") if k not in z.files]
-            if missing:
-                raise bad("keys", sorted(z.files), f"misses {', '.join(missing)}")
-            events, offsets, labels, size = z["events"], z["offsets"], z["labels"], z["sensor_size"]
-    except (ValueError, OSError, EOFError) as exc:
-        raise bad("file", "unreadable", f"is not a numpy .npz ({str(exc)[:60]})") from None
-    offsets = np.asarray(offsets, np.int64)
-    labels = whole_labels(labels, f"--data {os.path.basename(str(path))}:")
+    events, offsets, labels, size = _npz_arrays(path, bad)
+    where = f"--data {os.path.basename(str(path))}:"
+    if events.ndim != 1 or not events.dtype.names:
+        raise bad("events", f"dtype {events.dtype} shape {events.shape}", "must be a 1-D structured array")
+    for fld in set(events.dtype.names) & {"x", "y", "p", "t"}:
+        _numeric(events[fld], f"{where} events field {fld}", NPZ_FORMAT)
+    offsets = _numeric(offsets, f"{where} offsets", NPZ_FORMAT, integer=True).astype(np.int64)
+    labels = whole_labels(labels, where)
     if (
         offsets.ndim != 1
         or offsets.size < 2
@@ -525,13 +633,23 @@ def read_events_npz(path) -> EventDataset:
     ):
         raise bad(
             "offsets",
-            f"{offsets.size} values ending at {offsets[-1] if offsets.size else '-'}",
+            f"{offsets.size} values ending at {offsets.ravel()[-1] if offsets.size else '-'}",
             f"must rise from 0 to the {len(events)} events",
         )
     if labels.shape != (offsets.size - 1,) or (labels < 0).any():
         raise bad("labels", f"shape {labels.shape}", f"must be {offsets.size - 1} whole numbers >= 0")
-    if np.asarray(size).shape != (3,):
-        raise bad("sensor_size", list(np.asarray(size).ravel()), "must be (W, H, P)")
+    size = _numeric(size, f"{where} sensor_size", NPZ_FORMAT)
+    if (
+        size.shape != (3,)
+        or np.any(size < 1)
+        or np.any(size != np.round(size))
+        or np.prod(size, dtype=float) > MAX_CHANNELS
+    ):
+        raise bad(
+            "sensor_size",
+            size.ravel()[:4].tolist(),
+            f"must be (W, H, P), whole numbers >= 1, at most {MAX_CHANNELS:,} channels",
+        )
     samples, n_channels = [], 0
     for i in range(offsets.size - 1):
         sample, n_channels = from_structured(events[offsets[i] : offsets[i + 1]], size)
