@@ -58,7 +58,7 @@ fitted): 4096², FP16, block 16, batch 2048, density 1/16 is 69.4 µs per iterat
 (direct path 62.7 µs). Of the 6.7 µs added, the regroup's transposes are 2.2 µs, its copy 1.7 µs, the
 loop-carried copy 1.6 µs, the clone copy 0.8 µs and the two scalar maps 0.3 µs: 4 % of the ~170 µs the
 notebook adds at every density (1/64: 31.8 against 210.1 µs; 1/8: 96.3 against 262.8 µs). Block 1 (no regroup,
-an output already row-major) and dense stay within 2-14 % in rate. Spread over the busiest tile's 5,700 + 1,440
+an output already row-major) and dense stay within 2-18 % in rate. Spread over the busiest tile's 5,700 + 1,440
 received regions, the missing time would be ~44 cycles per region.
 """
 
