@@ -47,15 +47,20 @@ def test_relayout_bytes_counted_by_hand():
     r = loop_carry_relayout(16, 8, 4, 2, 4)
     assert list(r.bytes_out) == [0, 64, 64, 64] and list(r.bytes_in) == [64, 128, 0, 0] and r.moved == 96
     assert list(r.regions_in) == [32, 64, 0, 0]
+    # every element arrives (or is reordered on its tile) as its own 2-byte atom: poplin's rearrangement estimate
+    assert [list(a) for a in r.atom_bytes] == [[128, 128, 0, 0], [0, 0, 0, 0]]
+    assert list(r.rearrange_cycles()) == [587 + 659, 587 + 659, 0, 0]  # 5271 / 1024 cycles a byte: 658.9
     # block 1: the output is row-major too (grain 4, 32 a tile): 32-63 go 1 -> 0, 64-95 2 -> 1, 96-127 3 -> 1,
     # one contiguous region per source tile
     r1 = loop_carry_relayout(16, 8, 1, 2, 4)
     assert list(r1.bytes_in) == [64, 128, 0, 0] and list(r1.regions_in) == [1, 2, 0, 0]
+    assert not r1.rearrange_cycles().any()  # whole runs: written in place by the exchange
     # regroup to the planner's k-grouping 4: rows of 8 halves on one tile -> from-grouping 8; 4 transpositions of
     # 4 x 8, one a tile: rows 4-7 go 0 -> 1, rows 8-11 go 1 -> 2, rows 12-15 go 1 -> 3
     g = regroup_relayout(16, 8, 4, 2, 4, 6)
     assert g is not None and g.shape == (4, 8) and list(g.transposes) == [1, 1, 1, 1]
     assert list(g.bytes_out) == [64, 128, 0, 0] and list(g.bytes_in) == [0, 64, 64, 64]
+    assert not g.rearrange_cycles().any()  # 16-byte rows of a transposition
     assert regroup_relayout(16, 8, 1, 2, 4, 6) is None  # element-wise: the reference is grouped along n too
 
 

@@ -27,7 +27,13 @@ iterations. What that path adds per iteration, each from the source named (``til
    128 B minimum per tile (``calcLinearTileMapping``, ``lib/poputil/TileMapping.cpp``; ``splitRegions``,
    ``lib/poputil/Util.cpp``). Element ``(i, j)`` lives on tile ``⌊f_out(i, j) / E_out⌋`` and goes to
    ``⌊(i n + j) / E_in⌋`` with ``f_out = ⌊i/b⌋ n b + j b + i mod b``; every element whose tile changes is
-   exchanged: ``bytes_out[t] = e · #{moved from t}``, ``bytes_in[t] = e · #{moved to t}``.
+   exchanged: ``bytes_out[t] = e · #{moved from t}``, ``bytes_in[t] = e · #{moved to t}``. With ``b > 1``
+   consecutive elements of an input row are ``b`` apart in the output: every element is its own 2-byte
+   (FP16) atom, which the exchange cannot write in place (it moves 4-byte words), so the tile re-arranges
+   them: poplin's estimate of a rearranging copy, ``587 + 5.1484 a2 + 3.125 a4`` cycles for ``aX`` bytes in
+   ``X``-byte atoms (``lib/poplin/ConvModel.cpp``, its transform estimates "based on regression analysis of
+   10k random test"; :data:`REARRANGE_CYCLES_PER_BYTE`), charged to every copy here on the bytes each tile
+   holds in runs (contiguous in source and destination) of fewer than 8 bytes.
 3. **Re-layout of the dense input for the planner** (``sparseDenseMatMulInternal``: ``regroupIfBeneficial(rhs,
    referenceRhs)``, ``lib/popops/Rearrange.cpp``): the planner's reference is ``[k/b][n][b]`` (grouped by
    ``b`` along k), the incoming tensor is grouped along n by ``g = gcd(E_in, n)`` (its per-tile chunks are
@@ -48,18 +54,16 @@ around the direct dense matmul, its output taken as row-major (poplin's matmul o
 [assumed]). Two layout details no source fixes: PopART's linear mapper may rotate the start tile of the
 body input and ``regroupTensor`` hashes the start tile of the transpositions; both are taken as tile 0.
 
-Not modelled (no public cost): the copies above move sub-word regions (the block-16 output's 2-byte
-elements land ``n`` elements apart in the row-major input; the regroup reads ``g``-element pieces); the
-fabric model charges bytes, not regions. :func:`relayouts` reports the regions per tile so the cost that
-would have to explain the notebook's remaining time can be read per region.
+Not modelled (no public cost): a per-region cost of the exchange itself (the fabric model charges bytes;
+:func:`relayouts` reports the regions each tile receives).
 
 Against the notebook (``tilesim validate models/linear/cases/popsparse_poptorch_notebook.csv``, no constant
-fitted): 4096², FP16, block 16, batch 2048, density 1/16 is 69.4 µs per iteration against 238.2 µs measured
-(direct path 62.7 µs). Of the 6.7 µs added, the regroup's transposes are 2.2 µs, its copy 1.7 µs, the
-loop-carried copy 1.6 µs, the clone copy 0.8 µs and the two scalar maps 0.3 µs: 4 % of the ~170 µs the
-notebook adds at every density (1/64: 31.8 against 210.1 µs; 1/8: 96.3 against 262.8 µs). Block 1 (no regroup,
-an output already row-major) and dense stay within 2-18 % in rate. Spread over the busiest tile's 5,700 + 1,440
-received regions, the missing time would be ~44 cycles per region.
+fitted): 4096², FP16, block 16, batch 2048, density 1/16 is 101.4 µs per iteration against 238.2 µs measured
+(direct path 62.7 µs). Of the 38.7 µs added, the loop-carried copy is 33.7 µs (its 11.4 KB a tile re-arranged
+in 2-byte atoms: 32 µs), the regroup's transposes 2.2 µs, its copy 1.7 µs, the clone copy 0.8 µs and the
+two scalar maps 0.3 µs: 22 % of the ~175 µs the notebook adds at every density (1/64: 63.8 against
+210.1 µs; 1/8: 128.3 against 262.8 µs); ~137 µs stay unexplained. Block 1 (no regroup, an output already
+row-major) and dense stay within 2-18 % in rate.
 """
 
 from __future__ import annotations
@@ -94,6 +98,9 @@ __all__ = [
     "loop_carry_relayout",
     "regroup_relayout",
     "relayouts",
+    "rearrange_cycles",
+    "REARRANGE_FIXED_CYCLES",
+    "REARRANGE_CYCLES_PER_BYTE",
     "poptorch_parts",
     "time_via_poptorch",
     "explain_via",
@@ -112,16 +119,40 @@ _CHUNK_ROWS = 256  # rows of the (m, n) element grid handled at once (bounds the
 @dataclass(frozen=True)
 class Relayout:
     """One re-laying copy: per-tile ``bytes_in``/``bytes_out`` (elements whose tile changes, times their
-    bytes), ``regions_in`` (contiguous runs received per tile, the exchange's pieces), ``moved`` elements and,
-    for a regroup, the transpositions per tile (``transposes``) of ``shape = (rows, cols)`` each."""
+    bytes), ``regions_in`` (contiguous runs received per tile, the exchange's pieces), ``moved`` elements,
+    ``atom_bytes = (a2, a4)``: the bytes each tile receives (moved or not) in runs whose size is a multiple
+    of 2 but not 4, and of 4 but not 8 bytes (sub-vector atoms), and, for a regroup, the transpositions per
+    tile (``transposes``) of ``shape = (rows, cols)`` each."""
 
     name: str
     bytes_in: np.ndarray
     bytes_out: np.ndarray
     regions_in: np.ndarray
     moved: int
+    atom_bytes: tuple = ()
     transposes: np.ndarray | None = None
     shape: tuple = (0, 0)
+
+    def rearrange_cycles(self) -> np.ndarray:
+        """:func:`rearrange_cycles` of the bytes each tile receives in 2- and 4-byte atoms."""
+        return rearrange_cycles(*self.atom_bytes)
+
+
+REARRANGE_FIXED_CYCLES = 587
+REARRANGE_CYCLES_PER_BYTE = {2: 5271 / 1024, 4: 3200 / 1024, 8: 451 / 1024}
+"""poplin's estimate of an on-tile rearranging copy (``lib/poplin/ConvModel.cpp``, the transform estimates
+"based on regression analysis of 10k random test": ``cycles = 587 + 5.1484 a2 + 3.125 a4 + 0.4404 a8``,
+``aX`` the bytes per tile copied in atoms of ``X`` bytes) [S]. Runs of 8 bytes and more are taken as written
+in place by the exchange, as the direct path's exchanges are (no ``a8`` term charged)."""
+
+
+def rearrange_cycles(a2, a4) -> np.ndarray:
+    """Per-tile cycles of re-arranging ``a2`` bytes in 2-byte atoms and ``a4`` in 4-byte atoms
+    (:data:`REARRANGE_CYCLES_PER_BYTE`; 0 on a tile with neither)."""
+    a2, a4 = np.asarray(a2, dtype=np.int64), np.asarray(a4, dtype=np.int64)
+    per = REARRANGE_CYCLES_PER_BYTE
+    cyc = REARRANGE_FIXED_CYCLES + np.ceil(per[2] * a2 + per[4] * a4)
+    return np.where((a2 + a4) > 0, cyc, 0).astype(np.int64)
 
 
 def linear_tiles(flat, numel: int, tiles: int, grain: int, min_elements: int = 0) -> np.ndarray:
@@ -152,6 +183,7 @@ def _count(name: str, rows: int, cols: int, eb: int, tiles: int, where) -> Relay
     b_in = np.zeros(tiles, dtype=np.int64)
     b_out = np.zeros(tiles, dtype=np.int64)
     regions = np.zeros(tiles, dtype=np.int64)
+    atoms = np.zeros((2, tiles), dtype=np.int64)
     moved = 0
     for lo in range(0, rows, _CHUNK_ROWS):
         i = np.arange(lo, min(rows, lo + _CHUNK_ROWS), dtype=np.int64)[:, None]
@@ -164,7 +196,12 @@ def _count(name: str, rows: int, cols: int, eb: int, tiles: int, where) -> Relay
         b_in += np.bincount(dt[move], minlength=tiles)[:tiles] * eb
         regions += np.bincount(dt[move & new], minlength=tiles)[:tiles]
         moved += int(move.sum())
-    return Relayout(name, b_in, b_out, regions, moved)
+        starts = np.flatnonzero(new)
+        run = np.diff(np.append(starts, sf.shape[0])) * eb
+        for row, (mod, size) in enumerate(((4, 2), (8, 4))):  # atoms of 2 (not 4) and of 4 (not 8) bytes
+            sel = (run % mod != 0) & (run % size == 0)
+            atoms[row] += np.bincount(dt[starts[sel]], weights=run[sel], minlength=tiles)[:tiles].astype(np.int64)
+    return Relayout(name, b_in, b_out, regions, moved, (atoms[0], atoms[1]))
 
 
 def loop_carry_relayout(m: int, n: int, block: int, eb: int, tiles: int) -> Relayout:
@@ -263,7 +300,9 @@ def _scalar_map(name: str, tiles: int, vertex: PoplibsVertexCosts) -> Phase:
 
 
 def _copy_phase(r: Relayout, tiles: int) -> Phase:
-    return _phase(r.name, tiles, b_in=r.bytes_in, b_out=r.bytes_out, instr=r.regions_in)
+    """The copy's exchange, then its on-tile rearrangement of sub-vector atoms (:func:`rearrange_cycles`)."""
+    cyc = r.rearrange_cycles()
+    return _phase(r.name, tiles, compute=cyc, b_in=r.bytes_in, b_out=r.bytes_out, instr=r.regions_in)
 
 
 def poptorch_parts(fwd: LayerSchedule, kind: str, n: int, batch: int, machine: Machine, block: int = 0) -> list:
@@ -338,6 +377,7 @@ def explain_via(t: StepTiming) -> list[str]:
                 lines.append(
                     f"  [{part}] {p.name}: {int(p.bytes_in.sum()):,} B moved; busiest tile {busy}: "
                     f"{int(p.bytes_in[busy]):,} B in, {int(p.bytes_out[busy]):,} B out, "
-                    f"{int(p.exchange_instructions[busy]):,} regions in"
+                    f"{int(p.exchange_instructions[busy]):,} regions in, {int(p.compute_cycles.max()):,} cycles "
+                    "re-arranging sub-vector atoms on the busiest tile"
                 )
     return lines
