@@ -140,10 +140,11 @@ def _cmd_layer_via(args) -> int:
             )
         )  # fmt: skip
     bs = {k: v for k, v in (("density", args.density), ("block", args.block)) if v is not None}
-    kw = {"block_sparse": BlockSparseConfig(**bs)} if args.kind in SPARSE_KINDS else {}
-    t = time_via_poptorch(args.kind, args.n, args.batch, args.machine, precision=args.precision, **kw)
-    extra = {"kind": args.kind, "n": args.n, "batch": args.batch, "via": args.via, **{k: getattr(v, k) for v in
-             kw.values() for k in ("density", "block")}}  # fmt: skip
+    cfg = BlockSparseConfig(**bs) if args.kind in SPARSE_KINDS else None
+    t = time_via_poptorch(args.kind, args.n, args.batch, args.machine, precision=args.precision, block_sparse=cfg)
+    extra = {"kind": args.kind, "n": args.n, "batch": args.batch, "via": args.via}
+    if cfg is not None:
+        extra.update(density=cfg.density, block=cfg.block)
     if args.explain and args.json:
         extra["explain"] = explain_via(t)
     _print_timing(t, extra, args.json)

@@ -99,7 +99,8 @@ def _rate(spec: SparseCase, n: int, machine: Machine) -> float:
     if spec.via == "poptorch":
         from tilesim.models.linear.poptorch_path import time_via_poptorch
 
-        t = time_via_poptorch(kind, spec.m, n, machine, precision=spec.precision, **sparse)
+        cfg = sparse.get("block_sparse")
+        t = time_via_poptorch(kind, spec.m, n, machine, precision=spec.precision, block_sparse=cfg)
     else:
         t = time_layer(kind, spec.m, n, machine, precision=spec.precision, backward=False, **sparse)
     if not t.fits:

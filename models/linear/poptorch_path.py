@@ -313,11 +313,17 @@ def poptorch_parts(fwd: LayerSchedule, kind: str, n: int, batch: int, machine: M
     costs = step_costs(machine)
     vertex = PoplibsVertexCosts.for_machine(machine)
     loop, regroup = relayouts(kind, n, batch, eb, tiles, workers, block)
-    out_el = np.bincount(linear_tiles(np.arange(n * batch), n * batch, tiles, _vector_width(eb)), minlength=tiles)
+    vw = _vector_width(eb)
+    out_tiles = linear_tiles(np.arange(n * batch), n * batch, tiles, vw * (vw if block > 1 else 1))
+    out_el = np.bincount(out_tiles, minlength=tiles)  # the body output's elements per tile (item 2's mapping)
     clone = _phase("body-output clone copy", tiles, compute=costs.vector_cycles(out_el, eb), macs=out_el)
     extra = out_el * eb  # the loop's clone of the body output lives across iterations
-    loop_phases = (_scalar_map("loop exit-update", tiles, vertex), _copy_phase(loop, tiles), clone)
-    loop_phases += (_scalar_map("loop iterator-update", tiles, vertex),)
+    loop_phases = (
+        _scalar_map("loop exit-update", tiles, vertex),
+        _copy_phase(loop, tiles),
+        clone,
+        _scalar_map("loop iterator-update", tiles, vertex),
+    )
     phases: tuple = ()
     if regroup is not None:
         bl, g = regroup.shape
