@@ -91,7 +91,6 @@ from tilesim.models.linear.timing import (
 )
 
 __all__ = [
-    "VIAS",
     "MIN_BYTES_PER_TILE",
     "Relayout",
     "linear_tiles",
@@ -105,10 +104,6 @@ __all__ = [
     "time_via_poptorch",
     "explain_via",
 ]
-
-VIAS = ("direct", "poptorch")
-"""How a matmul is run: ``direct`` (a Poplar program around the PopLibs/PopSparse call, the default) or
-``poptorch`` (the notebook's custom op in a ``poptorch.for_loop``; module docstring)."""
 
 MIN_BYTES_PER_TILE = 128
 """poputil's default linear mapping puts at least 128 B on a tile (``calcLinearTileMapping``) [S]."""
