@@ -127,6 +127,32 @@ def _check_layer_args(args) -> None:
         )
 
 
+def _cmd_layer_via(args) -> int:
+    """``tilesim layer --via poptorch``: one iteration of the notebook's PopTorch loop (poptorch_path)."""
+    from tilesim.models.linear.poptorch_path import explain_via, time_via_poptorch  # loaded when it runs
+    from tilesim.models.linear.timing import BlockSparseConfig  # loaded only when the command runs
+
+    if not args.forward_only or args.lowering != "fused" or args.memory_proportion is not None:
+        raise ConfigError(
+            config_message(
+                "--via", args.via, "times the notebook's forward custom op with PopTorch's defaults",
+                "add --forward-only; drop --lowering and --memory-proportion",
+            )
+        )  # fmt: skip
+    bs = {k: v for k, v in (("density", args.density), ("block", args.block)) if v is not None}
+    cfg = BlockSparseConfig(**bs) if args.kind in SPARSE_KINDS else None
+    t = time_via_poptorch(args.kind, args.n, args.batch, args.machine, precision=args.precision, block_sparse=cfg)
+    extra = {"kind": args.kind, "n": args.n, "batch": args.batch, "via": args.via}
+    if cfg is not None:
+        extra.update(density=cfg.density, block=cfg.block)
+    if args.explain and args.json:
+        extra["explain"] = explain_via(t)
+    _print_timing(t, extra, args.json)
+    if args.explain and not args.json:
+        print("\n".join(explain_via(t)))
+    return 0
+
+
 def _cmd_layer(args) -> int:
     from tilesim.models.linear.timing import (  # loaded only when the command runs (start-up time)
         BlockSparseConfig,
@@ -137,6 +163,8 @@ def _cmd_layer(args) -> int:
     )
 
     _check_layer_args(args)
+    if args.via != "direct":
+        return _cmd_layer_via(args)
     opts = MatmulOptions(
         **({} if args.memory_proportion is None else {"memory_proportion": args.memory_proportion}),
         partials_precision=args.partials,
@@ -293,6 +321,14 @@ def register(subparsers) -> None:
         "--explain",
         action="store_true",
         help="print each matmul plan: partition, serial splits, bytes per tile by category, cycles by phase",
+    )
+    la.add_argument(
+        "--via",
+        choices=["direct", "poptorch"],
+        default="direct",
+        help="direct (default): the PopLibs/PopSparse call in its own Poplar program; poptorch: one iteration of "
+        "Graphcore's SpMM notebook loop (custom op in poptorch.for_loop: PopART's loop copies and the dense "
+        "input re-laid out for PopSparse; --forward-only, block-sparse or dense)",
     )
     la.add_argument("--json", action="store_true", help="print the result as JSON")
     la.set_defaults(func=_cmd_layer)

@@ -15,6 +15,9 @@ density figure and static-vs-dynamic table report it. The shipped rows
 the model's development (changes were reported and tested against them), so they are marked
 ``use = calibrate`` and ``validate`` reports them apart from the held-out rows (issue 40). ``validate``
 also prints the error per group (:func:`group_of`: method, precision, best batch or per batch).
+
+A ``via`` column (optional; ``direct``, the default, or ``poptorch``: the notebook's custom op in a
+``poptorch.for_loop``, :mod:`tilesim.models.linear.poptorch_path`) says how a row's matmul was run.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ wide) from 256 (below it every measured and modelled rate is lower: the best is 
 @dataclass(frozen=True)
 class SparseCase:
     """One row's matmul: ``method``, ``precision``, ``m``, ``k``, ``n`` (0 = best of :data:`BEST_OF`),
-    ``density`` and ``block``."""
+    ``density``, ``block`` and ``via`` (how it was run)."""
 
     method: str
     precision: str
@@ -50,6 +53,7 @@ class SparseCase:
     n: int
     density: float
     block: int
+    via: str = "direct"
 
 
 def shipped_sparse_cases() -> list[Path]:
@@ -73,7 +77,10 @@ def _spec(r: dict, case: str) -> SparseCase:
             config_message(f"{case}: density", r.get("density"), "must be a fraction", "e.g. 1/16")
         ) from None
     dims = {c: int(number(r, c, case, integer=True)) for c in ("m", "k", "block")}
-    return SparseCase(method, precision, dims["m"], dims["k"], n, density, dims["block"])
+    via = (r.get("via") or "").strip() or "direct"
+    if via not in ("direct", "poptorch"):
+        raise ConfigError(config_message(f"{case}: via", via, "must be direct or poptorch", "fix the row"))
+    return SparseCase(method, precision, dims["m"], dims["k"], n, density, dims["block"], via)
 
 
 def read_sparse_cases(path) -> list[Case]:
@@ -89,7 +96,13 @@ def _rate(spec: SparseCase, n: int, machine: Machine) -> float:
         raise ConfigError(config_message("m, k", (spec.m, spec.k), "must be equal (a square layer)", "fix the row"))
     kind = {"dense": "dense", "static": "block-sparse", "dynamic": "dynamic-sparse"}[spec.method]
     sparse = {} if kind == "dense" else {"block_sparse": BlockSparseConfig(density=spec.density, block=spec.block)}
-    t = time_layer(kind, spec.m, n, machine, precision=spec.precision, backward=False, **sparse)
+    if spec.via == "poptorch":
+        from tilesim.models.linear.poptorch_path import time_via_poptorch
+
+        cfg = sparse.get("block_sparse")
+        t = time_via_poptorch(kind, spec.m, n, machine, precision=spec.precision, block_sparse=cfg)
+    else:
+        t = time_layer(kind, spec.m, n, machine, precision=spec.precision, backward=False, **sparse)
     if not t.fits:
         raise ConfigError(config_message("n", n, "does not fit the machine's SRAM", "a smaller batch"))
     return 2.0 * spec.m * spec.k * n * spec.density / t.step_s / 1e12
@@ -133,7 +146,8 @@ def predict_tflops(cases) -> list:
 def group_of(spec: SparseCase) -> str:
     """The row's group in ``tilesim validate``'s summary: method, precision, best batch or per batch
     (e.g. ``static fp16 per-batch``)."""
-    return f"{spec.method} {spec.precision} {'best-batch' if spec.n == 0 else 'per-batch'}"
+    via = "" if spec.via == "direct" else f" via {spec.via}"
+    return f"{spec.method} {spec.precision} {'best-batch' if spec.n == 0 else 'per-batch'}{via}"
 
 
 def validate_sparse(path) -> list[dict]:
