@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilesim.errors import SramOverflowError, require
+from tilesim.models.linear.ampestimate import amp_target, conv1x1_cycles
 from tilesim.models.linear.phases import (
     OverheadConstants,
     Phase,
@@ -102,6 +103,11 @@ __all__ = [
     "MAX_SERIAL_SPLIT",
 ]
 
+AMP_ESTIMATES = ("fit", "poplibs")
+"""How a tile's AMP cycles are counted: ``"fit"`` (``fixed_cycles + MACs / rate``, the tessellate-ipu fit) or
+``"poplibs"`` (PopLibs' own estimate of its AMP convolution vertex, :mod:`~tilesim.models.linear.ampestimate`:
+output channels padded to the conv units, coefficient loads and worker overheads per channel-group pair)."""
+
 DEFAULT_MEMORY_PROPORTION = 0.6
 """poplin ``ConvOptions::availableMemoryProportion`` default (``lib/poplin/ConvOptions.hpp``) [S]."""
 
@@ -114,8 +120,11 @@ class PlanTarget:
     """What a plan of :mod:`tilesim.models.linear` is made for, the keywords every planner and schedule took:
     ``tiles`` and their ``sram_bytes``; the AMP's ``flops_per_cycle`` and ``fixed_cycles`` per vertex
     (0 flops: no matmul in the plan; a matmul refuses it); operand and matmul-partials ``precision``;
-    the superstep ``costs`` and memory ``overheads``; PopLibs' ``memory_proportion``. Defaults are the
-    ones each of those keywords had. A planner reads the fields it uses and ignores the others."""
+    the superstep ``costs`` and memory ``overheads``; PopLibs' ``memory_proportion``; ``amp_estimate``
+    (:data:`AMP_ESTIMATES`) with the tile's ``workers``; ``operands_in_place``: the operands are created in the
+    plan's layout (PopLibs' ``createMatMulInputLHS``/``RHS``, as the PopSparse paper's benchmark makes them: each
+    operand block lies on the tiles that use it, so only its replicas move) instead of flat home chunks. Defaults
+    are the ones each of those keywords had. A planner reads the fields it uses and ignores the others."""
 
     tiles: int
     sram_bytes: int
@@ -126,6 +135,9 @@ class PlanTarget:
     costs: SuperstepCosts = SuperstepCosts()
     overheads: OverheadConstants = OverheadConstants()
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION
+    amp_estimate: str = "fit"
+    workers: int = 6
+    operands_in_place: bool = False
 
 
 @dataclass(frozen=True)
@@ -299,6 +311,16 @@ def _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles):
     require(fixed_cycles >= 0, "fixed_cycles", fixed_cycles, "must be >= 0", f"the Bow fit gives {AMP_VERTEX_CYCLES:g}")
 
 
+def _check_amp_estimate(estimate) -> None:
+    require(
+        estimate in AMP_ESTIMATES,
+        "amp_estimate",
+        estimate,
+        f"must be one of {AMP_ESTIMATES}",
+        "'fit': the tessellate-ipu fit; 'poplibs': PopLibs' AMP vertex estimate",
+    )
+
+
 def _check_proportion(p) -> None:
     require(
         isinstance(p, (int, float)) and not isinstance(p, bool) and 0.0 <= p <= 1.0,
@@ -383,6 +405,43 @@ def _operand_exchange(b: _Blocks, m: int, k: int, n: int, sk: int, passes: int, 
     # distinct blocks are sent once: A blocks by (i_m, i_k) (tiles with i_n = 0), B by (i_k, i_n) (i_m = 0)
     sent = int(pieces_a[b.active & (b.inn == 0)].sum() + pieces_b[b.active & (b.im == 0)].sum())
     return home_a + home_b, send, pieces_a + pieces_b + split_sizes(sent, tiles)
+
+
+def _operands_in_place(b: _Blocks, pm: int, pn: int, sk: int, passes: int) -> tuple:
+    """Per tile, in elements, when the operands are created in the plan's layout (``createMatMulInputLHS`` /
+    ``RHS``): an ``A`` block ``(i_m, i_k)`` is used by the ``P_n`` tiles of its row and spread over them, a ``B``
+    block ``(i_k, i_n)`` over the ``P_m`` tiles that use it. A tile holds its share of both (over the passes),
+    sends a share once per pass (multicast) if other tiles use it and receives the rest of its two blocks; its
+    exchange instructions: its sends and one receive per other holder."""
+    a_block, b_block = b.rows * b.depth, b.depth * b.cols
+    share_a = a_block // pn + (b.inn < a_block % pn)
+    share_b = b_block // pm + (b.im < b_block % pm)
+    send = share_a * (pn > 1) + share_b * (pm > 1)
+    recv = a_block - share_a + b_block - share_b
+    instr = np.where(b.active, (pn > 1) + (pm > 1) + (pn - 1) + (pm - 1), 0)
+    return share_a * sk + share_b * passes, send, instr.astype(np.int64), recv
+
+
+def _operands(b: _Blocks, shape: tuple, cuts: tuple, tiles: int, in_place: bool) -> tuple:
+    """Per tile, in elements: home, sent per pass, exchange instructions and received per pass, for operands in
+    flat home chunks (:func:`_operand_exchange`) or created in place (:func:`_operands_in_place`)."""
+    pm, pn, sk, passes = cuts
+    if in_place:
+        return _operands_in_place(b, pm, pn, sk, passes)
+    home, send, instr = _operand_exchange(b, *shape, sk, passes, tiles)
+    return home, send, instr, b.rows * b.depth + b.depth * b.cols
+
+
+def _amp_cycles(rows, depth, cols, target_amp: tuple):
+    """AMP cycles of tiles computing ``rows x depth x cols`` blocks (arrays), 0 where there is no work;
+    ``target_amp = (estimate, precision, flops_per_cycle, fixed_cycles, workers)``: ``"fit"`` is
+    ``fixed_cycles + ceil(MACs / (flops_per_cycle / 2))``; ``"poplibs"`` PopLibs' AMP vertex estimate
+    (:func:`~tilesim.models.linear.ampestimate.conv1x1_cycles`, the batch as the field)."""
+    estimate, precision, flops_per_cycle, fixed_cycles, workers = target_amp
+    macs = rows * depth * cols
+    if estimate == "poplibs":
+        return conv1x1_cycles(rows, depth, cols, amp_target(precision, flops_per_cycle, workers)).astype(np.int64)
+    return np.where(macs > 0, fixed_cycles + np.ceil(macs / (flops_per_cycle / 2.0)), 0).astype(np.int64)
 
 
 def _reduction(b: _Blocks, pk: int, sk: int, pb: int, costs: SuperstepCosts, zero: np.ndarray) -> _Reduction:
@@ -488,28 +547,27 @@ def build_matmul_plan(
     serial: tuple = (1, 1),
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
     within_proportion: bool = True,
+    amp_estimate: str = "fit",
+    workers: int = 6,
+    operands_in_place: bool = False,
 ) -> MatmulPlan:
     """Per-tile plan of one given partition ``split = (P_m, P_k, P_n)`` of each of the
-    ``serial = (S_k, S_n)`` passes (no memory check; ``S_k`` must divide ``k``, ``S_n`` divide ``n``)."""
+    ``serial = (S_k, S_n)`` passes (no memory check; ``S_k`` must divide ``k``, ``S_n`` divide ``n``);
+    ``amp_estimate``, ``workers`` and ``operands_in_place`` as in :class:`PlanTarget`."""
     _check_problem(m, k, n, tiles, 1, flops_per_cycle, fixed_cycles)
     _check_proportion(memory_proportion)
+    _check_amp_estimate(amp_estimate)
     eb = require_precision("precision", precision)
     pb = require_precision("partials_precision", partials_precision)
     pm, pk, pn, sk, sn = _check_split(m, k, n, split, serial, tiles)
     ks, ns, passes = k // sk, n // sn, sk * sn
-    macs_per_cycle = flops_per_cycle / 2.0
     zero = np.zeros(tiles, dtype=np.int64)
     b = _blocks(m, ks, ns, pm, pk, pn, tiles)
     rows, depth, cols = b.rows, b.depth, b.cols
-
     macs = rows * depth * cols
-    amp = np.where(macs > 0, fixed_cycles + np.ceil(macs / macs_per_cycle), 0).astype(np.int64)
-
-    home_bytes, copy, operand_instr = _operand_exchange(b, m, k, n, sk, passes, tiles)
-    home_bytes = home_bytes * eb
-    bytes_in = (rows * depth + depth * cols) * eb
-    bytes_out = copy * eb
-
+    amp = _amp_cycles(rows, depth, cols, (amp_estimate, precision, flops_per_cycle, fixed_cycles, workers))
+    home_bytes, copy, operand_instr, received = _operands(b, (m, k, n), (pm, pn, sk, passes), tiles, operands_in_place)
+    home_bytes, bytes_in, bytes_out = home_bytes * eb, received * eb, copy * eb
     slice_bytes = copy * eb if passes > 1 else zero
     red = _reduction(b, pk, sk, pb, costs, zero)
     output_bytes = sn * red.owned * eb
@@ -586,18 +644,26 @@ def _serial_pairs(k: int, n: int, limit: int) -> list:
     return sorted(pairs, key=lambda p: (p[0] * p[1], p[0]))
 
 
-def _closed_form(m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, costs):
-    """Predicted cycles, temporary bytes and data bytes of every partition of the ``(S_k, S_n)`` passes.
+def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: tuple, in_place: bool, costs):
+    """Predicted cycles, temporary bytes and data bytes of every partition of the ``(S_k, S_n)`` passes
+    (``amp_spec``: see :func:`_amp_cycles`; ``in_place``: :attr:`PlanTarget.operands_in_place`).
 
     Tile 0 holds the largest block, home chunk and reduction slice of every balanced split, so these
-    closed forms are the per-tile maxima the phases of :func:`build_matmul_plan` reduce over."""
+    closed forms are the per-tile maxima the phases of :func:`build_matmul_plan` reduce over (in place: the
+    largest share sent and an upper bound of the rest received)."""
     ks, ns, passes = k // sk, n // sn, sk * sn
     pm, pk, pn = _candidates(m, ks, ns, tiles)
     cm, ck, cn = ceil_div(m, pm), ceil_div(ks, pk), ceil_div(ns, pn)
-    macs0 = cm * ck * cn
-    amp0 = fixed_cycles + np.ceil(macs0 / (flops_per_cycle / 2.0))
-    in0 = (cm * ck + ck * cn) * eb
-    send0 = ceil_div(ceil_div(m * k, tiles), sk) + ceil_div(ceil_div(k * n, tiles), passes)
+    amp0 = _amp_cycles(cm, ck, cn, amp_spec)
+    if in_place:
+        share_a, share_b = ceil_div(cm * ck, pn), ceil_div(ck * cn, pm)
+        in0 = (cm * ck - (cm * ck) // pn + ck * cn - (ck * cn) // pm) * eb
+        send0 = share_a * (pn > 1) + share_b * (pm > 1)
+        home0 = (share_a * sk + share_b * passes) * eb
+    else:
+        in0 = (cm * ck + ck * cn) * eb
+        send0 = ceil_div(ceil_div(m * k, tiles), sk) + ceil_div(ceil_div(k * n, tiles), passes)
+        home0 = (ceil_div(m * k, tiles) + ceil_div(k * n, tiles)) * eb
     base = costs.sync_cycles + costs.exchange_fixed_cycles
     step = base + np.ceil(np.maximum(in0, send0 * eb) / costs.exchange_bytes_per_cycle) + amp0
     blk = cm * cn
@@ -611,25 +677,23 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, 
     if sk > 1:
         step = step + np.where(pk > 1, 0, costs.sync_cycles + costs.vector_cycles(blk, pb))
     if passes > 1:
-        step = step + costs.sync_cycles + int(costs.vector_cycles(send0, eb))
+        step = step + costs.sync_cycles + costs.vector_cycles(send0, eb)
     total = passes * step
     if sk > 1 and pb != eb:
         total = total + sn * (costs.sync_cycles + costs.vector_cycles(sl, pb))
     partial = np.where(pk > 1, blk * pb + red_in, blk * pb if sk > 1 else 0)
     temp0 = in0 + partial + (send0 * eb if passes > 1 else 0) + (sl * pb if sk > 1 else 0)
-    data0 = temp0 + (ceil_div(m * k, tiles) + ceil_div(k * n, tiles)) * eb + sn * sl * eb
+    data0 = temp0 + home0 + sn * sl * eb
     return pm, pk, pn, total, temp0, data0
 
 
-def _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, flops_per_cycle, fixed_cycles, costs, max_serial):
+def _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, in_place, costs, max_serial):
     """Columns ``pm pk pn sk sn total temp data`` (closed-form cycles, temporary and data bytes) of every
     partition of every serial split, fewest passes first; stops after one pass when the proportion
     ``bound`` does not bind (one pass is never slower than several with the same partition)."""
     cols = {key: [] for key in ("pm", "pk", "pn", "sk", "sn", "total", "temp", "data")}
     for sk, sn in _serial_pairs(k, n, max_serial):
-        pm, pk, pn, total, temp0, data0 = _closed_form(
-            m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, costs
-        )
+        pm, pk, pn, total, temp0, data0 = _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec, in_place, costs)
         for key, v in zip(cols, (pm, pk, pn, np.full(pm.shape, sk), np.full(pm.shape, sn), total, temp0, data0)):
             cols[key].append(v)
         if sk * sn == 1:
@@ -680,11 +744,14 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
     costs, overheads, memory_proportion = target.costs, target.overheads, target.memory_proportion
     _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles)
     _check_proportion(memory_proportion)
+    _check_amp_estimate(target.amp_estimate)
     require_int("max_serial", max_serial)
     eb = require_precision("precision", precision)
     pb = require_precision("partials_precision", partials_precision)
     bound = memory_proportion * sram_bytes
-    c = _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, flops_per_cycle, fixed_cycles, costs, max_serial)
+    amp_spec = (target.amp_estimate, precision, flops_per_cycle, fixed_cycles, target.workers)
+    in_place = target.operands_in_place
+    c = _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, in_place, costs, max_serial)
     fit = c["data"] <= sram_bytes
     kw = dict(
         tiles=tiles,
@@ -694,6 +761,9 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
         partials_precision=partials_precision,
         costs=costs,
         memory_proportion=memory_proportion,
+        amp_estimate=target.amp_estimate,
+        workers=target.workers,
+        operands_in_place=in_place,
     )
     within = fit & (c["temp"] <= bound)
     for mask, primary, ok in ((within, c["total"], True), (fit, c["temp"], False)):

@@ -1,0 +1,73 @@
+"""PopLibs' AMP vertex estimate (models/linear/ampestimate.py) and the operands created in the plan's layout."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tilesim.errors import ConfigError
+from tilesim.models.linear.ampestimate import amp_target, conv1x1_cycles, conv1x1_worker_cycles
+from tilesim.models.linear.planner import PlanTarget, build_matmul_plan, plan_matmul
+
+FP16 = amp_target("fp16", 128)
+FP32 = amp_target("fp32", 32)
+
+
+def test_ipu2_amp_constants():
+    # 16 conv units x 16 weights at 4 cycles per field element = the chip's 64 MAC/cycle (FP16);
+    # 8 x 16 at 8 cycles = 16 MAC/cycle (FP32); 64 cycles of 64-bit coefficient loads per group pair
+    assert (FP16.conv_units, FP16.weights_per_unit, FP16.load_cycles) == (16, 16, 64)
+    assert (FP32.conv_units, FP32.weights_per_unit, FP32.load_cycles) == (8, 16, 64)
+
+
+def test_fp16_one_group_pair_by_hand():
+    # getConvPartial1x1SupervisorCycleEstimate, FP16 in, FP32 partials, 16 units, G_in = G_out = 1, field 60:
+    # each of 6 workers 10 elements: with zeroing 37 + 4 (10 - 3) - 7 = 58; inner = max(6*58, 6*58 + 14) = 362
+    # outer = 50 + 6 * 7 + 12 + 1 + 10 + 1 + (19 - 1 + 7 + 64 + 362) = 567
+    assert int(conv1x1_cycles(60, 16, 16, FP16)) == 567
+    # near the tessellate-ipu fit 331 + 4 N of the same vertex shape
+    for n in (60, 600, 2048):
+        assert abs(int(conv1x1_cycles(n, 16, 16, FP16)) - (331 + 4 * n)) <= 20
+
+
+def test_fp32_small_field_by_hand():
+    # field 4 over 6 workers: 4 workers do one element (47 cycles, no zeroing), 2 idle: inner 6 * 47 = 282
+    # (6 * 49 with zeroing, zero_per 4: 47 + (2 + 4) = 53 -> 318); G_in = 2, G_out = 3:
+    # 50 + 0 + 12 + 1 + 1 * (15 - 1 + 1 + 3 * (19 + 6 + 64 + 282)) + 10 + 1 + 3 * (19 - 1 + 7 + 64 + 318)
+    assert int(conv1x1_worker_cycles(1, FP32, zeroing=False)) == 47
+    assert int(conv1x1_worker_cycles(1, FP32, zeroing=True)) == 53
+    expected = 50 + 12 + 1 + (15 - 1 + 1 + 3 * (19 + 6 + 64 + 282)) + 10 + 1 + 3 * (19 - 1 + 7 + 64 + 318)
+    assert int(conv1x1_cycles(4, 32, 24, FP32)) == expected
+
+
+def test_output_channels_padded_to_the_conv_units():
+    # 4 output channels cost one whole group of 8 (FP32) or 16 (FP16)
+    assert int(conv1x1_cycles(64, 256, 4, FP32)) == int(conv1x1_cycles(64, 256, 8, FP32))
+    assert int(conv1x1_cycles(64, 256, 4, FP16)) == int(conv1x1_cycles(64, 256, 16, FP16))
+    assert int(conv1x1_cycles(64, 256, 17, FP16)) > int(conv1x1_cycles(64, 256, 16, FP16))
+    assert np.array_equal(conv1x1_cycles(np.array([0, 4]), 16, 16, FP16) > 0, [False, True])
+
+
+def test_poplibs_estimate_in_the_planner():
+    kw = dict(tiles=1, flops_per_cycle=32, precision="fp32")
+    plan = build_matmul_plan(4, 32, 24, (1, 1, 1), amp_estimate="poplibs", **kw)
+    assert int(plan.amp_cycles[0]) == int(conv1x1_cycles(4, 32, 24, FP32))
+    assert int(build_matmul_plan(4, 32, 24, (1, 1, 1), **kw).amp_cycles[0]) == 331 + 4 * 32 * 24 // 16
+    with pytest.raises(ConfigError, match="amp_estimate"):
+        build_matmul_plan(4, 32, 24, (1, 1, 1), amp_estimate="guess", **kw)
+
+
+def test_operands_in_place_move_only_replicas():
+    # P_m = 1: each weight (B) block is used by one tile, which already holds it: nothing of B moves;
+    # the A block of a row of P_n = 4 tiles is spread over them: each receives the other 3/4
+    kw = dict(tiles=8, flops_per_cycle=32, precision="fp32")
+    flat = build_matmul_plan(4, 64, 64, (1, 2, 4), **kw)
+    placed = build_matmul_plan(4, 64, 64, (1, 2, 4), operands_in_place=True, **kw)
+    a_block, b_block = 4 * 32, 32 * 16
+    assert int(flat.bytes_in[0]) == (a_block + b_block) * 4
+    assert int(placed.bytes_in[0]) == (a_block - a_block // 4) * 4
+    assert int(placed.bytes_out[0]) == a_block // 4 * 4  # its share of A, multicast; its B block stays
+    assert int(placed.home_bytes[:8].sum()) == (4 * 64 + 64 * 64) * 4  # every element on one tile
+    target = PlanTarget(tiles=8, sram_bytes=600_000, flops_per_cycle=32, precision="fp32")
+    in_place = replace(target, operands_in_place=True)
+    assert plan_matmul(4, 64, 64, in_place).predicted_cycles < plan_matmul(4, 64, 64, target).predicted_cycles
