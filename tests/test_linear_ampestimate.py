@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from tilesim.errors import ConfigError
-from tilesim.models.linear.ampestimate import amp_target, conv1x1_cycles, conv1x1_worker_cycles
+from tilesim.models.linear.ampestimate import (
+    amp_target,
+    cast_cycles,
+    conv1x1_cycles,
+    conv1x1_worker_cycles,
+    reduce_cycles,
+)
 from tilesim.models.linear.planner import PlanTarget, build_matmul_plan, plan_matmul
 
 FP16 = amp_target("fp16", 128)
@@ -71,3 +77,26 @@ def test_operands_in_place_move_only_replicas():
     target = PlanTarget(tiles=8, sram_bytes=600_000, flops_per_cycle=32, precision="fp32")
     in_place = replace(target, operands_in_place=True)
     assert plan_matmul(4, 64, 64, in_place).predicted_cycles < plan_matmul(4, 64, 64, target).predicted_cycles
+
+
+def test_reduce_and_cast_by_hand():
+    # getReduceCycleEstimate, FP32 partials, FP16 out, 96 outputs of 3 partials: 24 loops of 4, 4 per worker,
+    # 3 cycles per partial per loop + 6: (32 + (3 * 3 + 6) * 4) * 6
+    assert int(reduce_cycles(96, 3, False, True)) == (32 + (3 * 3 + 6) * 4) * 6
+    # 97 outputs: one more (odd) loop, a ragged remainder: + 2 * 3 + 13
+    assert int(reduce_cycles(97, 3, False, True)) == (32 + 2 * 3 + 13 + (3 * 3 + 6) * 4) * 6
+    # estimateCastCycles: 100 outputs, 17 per worker, ceil(17 / 2) = 9 loads: (9 + 26) * 6
+    assert int(cast_cycles(100)) == (9 + 26) * 6
+    assert int(reduce_cycles(0, 3, False, True)) == 0 == int(cast_cycles(0))
+
+
+def test_poplibs_reduce_and_cast_phases():
+    kw = dict(tiles=8, flops_per_cycle=128, precision="fp16", amp_estimate="poplibs")
+    split = build_matmul_plan(16, 64, 32, (1, 2, 1), **kw)  # P_k = 2: each tile reduces half the 16 x 32 block
+    reduce = [p for p in split.phases if p.name == "reduce"][0]
+    assert int(reduce.compute_cycles[0]) == int(reduce_cycles(16 * 32 // 2, 2, False, True))
+    whole = build_matmul_plan(16, 64, 32, (1, 1, 1), **kw)  # FP32 partials of an unsplit k are cast to FP16
+    assert [p.name for p in whole.phases] == ["matmul", "cast"]
+    assert int(whole.phases[1].compute_cycles[0]) == int(cast_cycles(16 * 32))
+    fit = build_matmul_plan(16, 64, 32, (1, 1, 1), tiles=8, flops_per_cycle=128, precision="fp16")
+    assert [p.name for p in fit.phases] == ["matmul"]

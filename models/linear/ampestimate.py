@@ -1,5 +1,6 @@
-"""PopLibs' cycle estimate of its AMP convolution vertex (``ConvPartial1x1Out``), which every planned dense
-matmul runs on each tile, ported from ``graphcore/poplibs`` ``lib/poplin/PerformanceEstimation.hpp``
+"""PopLibs' cycle estimates of the vertices of a planned dense matmul: its AMP convolution vertex
+(``ConvPartial1x1Out``), the reduction of the partials and the cast to the output type, ported from
+``graphcore/poplibs`` ``lib/poplin/PerformanceEstimation.hpp``
 (``getConvPartial1x1SupervisorInnerLoopCycleEstimateHalfFloat``,
 ``getConvPartial1x1SupervisorOuterLoopCycleEstimateHalfFloat``,
 ``getConvPartialAmpSupervisorWeightLoadCycleEstimate``) and ``lib/poplin/ConvModel.cpp``
@@ -24,6 +25,13 @@ tile holding ``f`` rows of the field (the batch), ``k_t`` input and ``n_t`` outp
       50 + 6 (r1 + r2 (G_in - 1)) + 12 + c_h + (G_in - 1)(15 - c_h + 1 + G_out (19 + 6 + L + inner_nz))
          + 10 + 1 + G_out (19 - c_h + 7 + L + inner_z)
 
+The partials of a ``k`` split (``P_k`` tiles per output) are reduced by PopLibs' reduce vertex
+(``getReduceCycleEstimate``, the general multi-input vertex; ``estimateConvReduceCycles``: the last stage writes
+the output type): ``W (32 + (3 d + c) ceil(loops / W))`` for ``d`` partials of ``o`` outputs, ``loops = o / v``
+(``v`` = 4 FP32 / 8 FP16 partials per loop, plus one per odd low bit of ``o``), ``c`` 6-9 by types; an
+unsplit ``k`` with FP32 partials and FP16 output is a cast, ``W (26 + ceil(ceil(o / W) / 2))``
+(``estimateCastCycles``). The per-vertex ``32 W`` / ``26 W`` are what small matmuls pay.
+
 So a tile's AMP time is ``~ f k_t n_t / (U W / core)`` streaming plus ``G_in G_out (26 + L + worker
 overheads)``: at a small batch the coefficient loads and the per-worker overheads dominate (FP32 ``f = 4``:
 ~371 cycles per 16 x 8 weights, 2.9 cycles per weight element). For ``[N, 16] @ [16, 16]`` FP16 it gives
@@ -44,7 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AmpTarget", "amp_target", "conv1x1_worker_cycles", "conv1x1_cycles"]
+__all__ = ["AmpTarget", "amp_target", "conv1x1_worker_cycles", "conv1x1_cycles", "reduce_cycles", "cast_cycles"]
 
 CORE_CYCLES = {"fp16": 4, "fp32": 8}
 """Cycles per field element of the AMP's core loop (``coreCycles``: 4 for half, 8 for float) [S]."""
@@ -131,3 +139,31 @@ def conv1x1_cycles(field, in_chans, out_chans, amp: AmpTarget):
         + g_out * (19 - common + 7 + load + with_zero)
     )
     return np.where((field > 0) & (in_chans > 0) & (out_chans > 0), cycles, 0)
+
+
+def reduce_cycles(outputs, partials, float_output: bool, float_partials: bool, workers: int = 6):
+    """Cycles of PopLibs' reduce vertex adding ``partials`` inputs into each of ``outputs`` elements on a tile
+    (arrays broadcast; 0 where there is nothing to reduce): ``getReduceCycleEstimate`` of
+    ``lib/poplin/PerformanceEstimation.hpp``, the multi-input vertex (64-bit data path)."""
+    o, d = np.asarray(outputs, dtype=np.int64), np.asarray(partials, dtype=np.int64)
+    acc = 4 if float_partials else 8  # accVectorWidth
+    per_path = 2 if float_partials else 4  # partials in the 64-bit data path
+    per_loop = acc // min(acc, per_path) + 1
+    loops = o // acc + sum((o >> i) & 1 for i in range(acc.bit_length() - 1))
+    per_worker = loops // workers
+    ragged = loops % workers > 0
+    odd = (o & (acc - 1)) > 0
+    extra = np.where(ragged & odd, 2 * d + (13 if float_partials else 11), 0)
+    per_worker = per_worker + (ragged & ~odd)
+    tail = (7 if float_partials else 9) if float_output else (6 if float_partials else 8)
+    cycles = (32 + extra + (per_loop * d + tail) * per_worker) * workers
+    return np.where((o > 0) & (d > 0), cycles, 0)
+
+
+def cast_cycles(outputs, workers: int = 6):
+    """Cycles of casting ``outputs`` FP32 partials to FP16 on a tile (``estimateCastCycles``: 2 partials and 4
+    outputs per 64-bit vector), 0 where there is none."""
+    o = np.asarray(outputs, dtype=np.int64)
+    per_worker = -(-o // workers)
+    cycles = (np.maximum(-(-per_worker // 2), -(-per_worker // 4)) + 26) * workers
+    return np.where(o > 0, cycles, 0)

@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilesim.errors import SramOverflowError, require
-from tilesim.models.linear.ampestimate import amp_target, conv1x1_cycles
+from tilesim.models.linear.ampestimate import amp_target, cast_cycles, conv1x1_cycles, reduce_cycles
 from tilesim.models.linear.phases import (
     OverheadConstants,
     Phase,
@@ -444,10 +444,30 @@ def _amp_cycles(rows, depth, cols, target_amp: tuple):
     return np.where(macs > 0, fixed_cycles + np.ceil(macs / (flops_per_cycle / 2.0)), 0).astype(np.int64)
 
 
-def _reduction(b: _Blocks, pk: int, sk: int, pb: int, costs: SuperstepCosts, zero: np.ndarray) -> _Reduction:
+def _reduce_cycles(owned, pk, sk: int, types: tuple, vertex: tuple, costs: SuperstepCosts):
+    """Cycles of adding the ``P_k`` partials (and the accumulator when ``S_k > 1``) of ``owned`` outputs per tile;
+    ``types = (eb, pb)``, ``vertex = (estimate, workers)``: ``"fit"`` counts the adds on the vector unit,
+    ``"poplibs"`` is PopLibs' reduce vertex (:func:`~tilesim.models.linear.ampestimate.reduce_cycles`; the output
+    type when ``S_k = 1``, else the partials type)."""
+    eb, pb = types
+    if vertex[0] == "poplibs":
+        return reduce_cycles(owned, pk + (sk > 1), (eb if sk == 1 else pb) == 4, pb == 4, vertex[1])
+    return costs.vector_cycles((pk - 1 + (sk > 1)) * owned, pb)
+
+
+def _cast_cycles(elements, pb: int, vertex: tuple, costs: SuperstepCosts):
+    """Cycles of casting ``elements`` partials per tile to the output type (``vertex`` as in
+    :func:`_reduce_cycles`; ``"poplibs"``: :func:`~tilesim.models.linear.ampestimate.cast_cycles`)."""
+    return cast_cycles(elements, vertex[1]) if vertex[0] == "poplibs" else costs.vector_cycles(elements, pb)
+
+
+def _reduction(b: _Blocks, pk: int, sk: int, types: tuple, vertex: tuple, costs: SuperstepCosts) -> _Reduction:
     """The ``P_k`` reduction: each of the ``P_k`` tiles of an output block owns a slice, receives the other
-    tiles' partials of it and adds them (plus the accumulator when ``S_k > 1``)."""
+    tiles' partials of it and adds them (plus the accumulator when ``S_k > 1``); ``types = (eb, pb)``,
+    ``vertex`` as in :func:`_reduce_cycles`."""
+    pb = types[1]
     out_block = b.rows * b.cols
+    zero = np.zeros_like(out_block)
     if pk > 1:
         owned = out_block // pk + (b.ik < out_block % pk).astype(np.int64)
         red_in = (pk - 1) * owned * pb
@@ -457,7 +477,7 @@ def _reduction(b: _Blocks, pk: int, sk: int, pb: int, costs: SuperstepCosts, zer
             red_in,
             (out_block - owned) * pb,
             red_adds,
-            costs.vector_cycles(red_adds, pb),
+            np.where(red_adds > 0, _reduce_cycles(owned, pk, sk, types, vertex, costs), 0).astype(np.int64),
             out_block * pb + red_in,
             np.where(b.active, 2 * (pk - 1), 0),
         )
@@ -483,10 +503,12 @@ def _pass_phases(
     pb: int,
     costs: SuperstepCosts,
     zero: np.ndarray,
+    vertex: tuple = ("fit", 6),
 ) -> tuple:
     """The supersteps of a serial split ``shape = (P_k, S_k, S_n)``: the serial slice (several passes),
     the AMP matmul, the ``P_k`` reduction or (``S_k > 1``) the accumulation, then the final cast when
-    the partials type differs from the output type."""
+    the partials type differs from the output type (``vertex`` as in :func:`_reduce_cycles`; with PopLibs'
+    estimates an unsplit ``k`` is cast too, as ``estimateConvReduceCycles`` charges it)."""
     pk, sk, sn = shape
     passes = sk * sn
     macs = b.rows * b.depth * b.cols
@@ -527,8 +549,8 @@ def _pass_phases(
         )
     elif sk > 1:
         phases.append(_local_vector_phase("accumulate", out_block, costs.vector_cycles(out_block, pb), zero, passes))
-    if sk > 1 and pb != eb:
-        phases.append(_local_vector_phase("cast", red.owned, costs.vector_cycles(red.owned, pb), zero, sn))
+    if pb != eb and (sk > 1 or (pk == 1 and vertex[0] == "poplibs")):
+        phases.append(_local_vector_phase("cast", red.owned, _cast_cycles(red.owned, pb, vertex, costs), zero, sn))
     return tuple(phases)
 
 
@@ -569,10 +591,13 @@ def build_matmul_plan(
     home_bytes, copy, operand_instr, received = _operands(b, (m, k, n), (pm, pn, sk, passes), tiles, operands_in_place)
     home_bytes, bytes_in, bytes_out = home_bytes * eb, received * eb, copy * eb
     slice_bytes = copy * eb if passes > 1 else zero
-    red = _reduction(b, pk, sk, pb, costs, zero)
+    vertex = (amp_estimate, workers)
+    red = _reduction(b, pk, sk, (eb, pb), vertex, costs)
     output_bytes = sn * red.owned * eb
     accumulator_bytes = red.owned * pb if sk > 1 else zero
-    phases = _pass_phases(b, red, amp, bytes_in, bytes_out, operand_instr, copy, (pk, sk, sn), eb, pb, costs, zero)
+    phases = _pass_phases(
+        b, red, amp, bytes_in, bytes_out, operand_instr, copy, (pk, sk, sn), eb, pb, costs, zero, vertex
+    )
     data = bytes_in + home_bytes + output_bytes + red.partial_bytes + slice_bytes + accumulator_bytes
     return MatmulPlan(
         m,
@@ -670,7 +695,8 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: tuple, in_place: bool
     sl = np.where(pk > 1, ceil_div(blk, pk), blk)
     red_in = (pk - 1) * sl * pb
     red_out = (blk - blk // pk) * pb
-    red_cyc = costs.vector_cycles((pk - 1 + (sk > 1)) * sl, pb)
+    vertex = (amp_spec[0], amp_spec[4])
+    red_cyc = _reduce_cycles(sl, pk, sk, (eb, pb), vertex, costs)
     step = step + np.where(
         pk > 1, base + np.ceil(np.maximum(red_in, red_out) / costs.exchange_bytes_per_cycle) + red_cyc, 0
     )
@@ -680,7 +706,9 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: tuple, in_place: bool
         step = step + costs.sync_cycles + costs.vector_cycles(send0, eb)
     total = passes * step
     if sk > 1 and pb != eb:
-        total = total + sn * (costs.sync_cycles + costs.vector_cycles(sl, pb))
+        total = total + sn * (costs.sync_cycles + _cast_cycles(sl, pb, vertex, costs))
+    elif pb != eb and vertex[0] == "poplibs":
+        total = total + np.where(pk == 1, sn * (costs.sync_cycles + cast_cycles(blk, vertex[1])), 0)
     partial = np.where(pk > 1, blk * pb + red_in, blk * pb if sk > 1 else 0)
     temp0 = in0 + partial + (send0 * eb if passes > 1 else 0) + (sl * pb if sk > 1 else 0)
     data0 = temp0 + home0 + sn * sl * eb
