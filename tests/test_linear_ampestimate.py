@@ -100,3 +100,16 @@ def test_poplibs_reduce_and_cast_phases():
     assert int(whole.phases[1].compute_cycles[0]) == int(cast_cycles(16 * 32))
     fit = build_matmul_plan(16, 64, 32, (1, 1, 1), tiles=8, flops_per_cycle=128, precision="fp16")
     assert [p.name for p in fit.phases] == ["matmul"]
+
+
+def test_supertile_pairs_receive_a_broadcast_input_together():
+    # P_n = 2: both tiles of a supertile need the same A block: each receives its half at twice the rate
+    kw = dict(tiles=4, flops_per_cycle=32, precision="fp32", operands_in_place=True)
+    alone = build_matmul_plan(64, 64, 64, (1, 1, 2), **kw)
+    shared = build_matmul_plan(64, 64, 64, (1, 1, 2), exchange_bus_tiles=2, **kw)
+    a_recv = 64 * 64 // 2  # the other tile's share of the 64 x 64 A block
+    assert int(alone.phases[0].bytes_in[0]) == a_recv * 4
+    assert int(shared.phases[0].bytes_in[0]) == a_recv // 2 * 4
+    assert np.array_equal(shared.bytes_in, alone.bytes_in)  # as many bytes arrive; only faster
+    odd = build_matmul_plan(64, 64, 63, (1, 1, 3), exchange_bus_tiles=2, tiles=4, flops_per_cycle=32, precision="fp32")
+    assert np.array_equal(odd.phases[0].bytes_in, odd.bytes_in)  # P_n = 3 does not fill the buses

@@ -213,7 +213,7 @@ def test_closed_form_matches_built_plan(split, serial, partials):
         2,
         2 if partials == "fp16" else 4,
         ("fit", "fp16", 128, 331.0, 6),
-        False,
+        (False, 1),
         costs,
     )
     i = int(np.flatnonzero((pm == split[0]) & (pk == split[1]) & (pn == split[2]))[0])

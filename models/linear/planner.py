@@ -123,7 +123,9 @@ class PlanTarget:
     the superstep ``costs`` and memory ``overheads``; PopLibs' ``memory_proportion``; ``amp_estimate``
     (:data:`AMP_ESTIMATES`) with the tile's ``workers``; ``operands_in_place``: the operands are created in the
     plan's layout (PopLibs' ``createMatMulInputLHS``/``RHS``, as the PopSparse paper's benchmark makes them: each
-    operand block lies on the tiles that use it, so only its replicas move) instead of flat home chunks. Defaults
+    operand block lies on the tiles that use it, so only its replicas move) instead of flat home chunks;
+    ``exchange_bus_tiles``: tiles sharing an exchange bus, which receive a broadcast ``A`` element together when
+    ``P_n`` is a multiple (:func:`_bus_share`; 1 = no sharing). Defaults
     are the ones each of those keywords had. A planner reads the fields it uses and ignores the others."""
 
     tiles: int
@@ -138,6 +140,7 @@ class PlanTarget:
     amp_estimate: str = "fit"
     workers: int = 6
     operands_in_place: bool = False
+    exchange_bus_tiles: int = 1
 
 
 @dataclass(frozen=True)
@@ -412,24 +415,30 @@ def _operands_in_place(b: _Blocks, pm: int, pn: int, sk: int, passes: int) -> tu
     ``RHS``): an ``A`` block ``(i_m, i_k)`` is used by the ``P_n`` tiles of its row and spread over them, a ``B``
     block ``(i_k, i_n)`` over the ``P_m`` tiles that use it. A tile holds its share of both (over the passes),
     sends a share once per pass (multicast) if other tiles use it and receives the rest of its two blocks; its
-    exchange instructions: its sends and one receive per other holder."""
+    exchange instructions: its sends and one receive per other holder. Received: ``(A elements, B elements)``."""
     a_block, b_block = b.rows * b.depth, b.depth * b.cols
     share_a = a_block // pn + (b.inn < a_block % pn)
     share_b = b_block // pm + (b.im < b_block % pm)
     send = share_a * (pn > 1) + share_b * (pm > 1)
-    recv = a_block - share_a + b_block - share_b
     instr = np.where(b.active, (pn > 1) + (pm > 1) + (pn - 1) + (pm - 1), 0)
-    return share_a * sk + share_b * passes, send, instr.astype(np.int64), recv
+    return share_a * sk + share_b * passes, send, instr.astype(np.int64), (a_block - share_a, b_block - share_b)
 
 
 def _operands(b: _Blocks, shape: tuple, cuts: tuple, tiles: int, in_place: bool) -> tuple:
-    """Per tile, in elements: home, sent per pass, exchange instructions and received per pass, for operands in
-    flat home chunks (:func:`_operand_exchange`) or created in place (:func:`_operands_in_place`)."""
+    """Per tile, in elements: home, sent per pass, exchange instructions and ``(A, B)`` received per pass, for
+    operands in flat home chunks (:func:`_operand_exchange`) or created in place (:func:`_operands_in_place`)."""
     pm, pn, sk, passes = cuts
     if in_place:
         return _operands_in_place(b, pm, pn, sk, passes)
     home, send, instr = _operand_exchange(b, *shape, sk, passes, tiles)
-    return home, send, instr, b.rows * b.depth + b.depth * b.cols
+    return home, send, instr, (b.rows * b.depth, b.depth * b.cols)
+
+
+def _bus_share(pn, bus_tiles: int):
+    """How many tiles receive each ``A`` element in one cycle: ``bus_tiles`` when the ``P_n`` tiles sharing an
+    ``A`` block fill whole exchange buses (PopLibs lays consecutive output-channel splits on the tiles of a
+    supertile, ``linearizeConvIndices``, and its ``ExchangeEstimator`` doubles their input bandwidth), else 1."""
+    return np.where(pn % bus_tiles == 0, bus_tiles, 1) if bus_tiles > 1 else 1
 
 
 def _amp_cycles(rows, depth, cols, target_amp: tuple):
@@ -572,10 +581,11 @@ def build_matmul_plan(
     amp_estimate: str = "fit",
     workers: int = 6,
     operands_in_place: bool = False,
+    exchange_bus_tiles: int = 1,
 ) -> MatmulPlan:
     """Per-tile plan of one given partition ``split = (P_m, P_k, P_n)`` of each of the
     ``serial = (S_k, S_n)`` passes (no memory check; ``S_k`` must divide ``k``, ``S_n`` divide ``n``);
-    ``amp_estimate``, ``workers`` and ``operands_in_place`` as in :class:`PlanTarget`."""
+    ``amp_estimate``, ``workers``, ``operands_in_place`` and ``exchange_bus_tiles`` as in :class:`PlanTarget`."""
     _check_problem(m, k, n, tiles, 1, flops_per_cycle, fixed_cycles)
     _check_proportion(memory_proportion)
     _check_amp_estimate(amp_estimate)
@@ -588,15 +598,18 @@ def build_matmul_plan(
     rows, depth, cols = b.rows, b.depth, b.cols
     macs = rows * depth * cols
     amp = _amp_cycles(rows, depth, cols, (amp_estimate, precision, flops_per_cycle, fixed_cycles, workers))
-    home_bytes, copy, operand_instr, received = _operands(b, (m, k, n), (pm, pn, sk, passes), tiles, operands_in_place)
-    home_bytes, bytes_in, bytes_out = home_bytes * eb, received * eb, copy * eb
+    home_bytes, copy, operand_instr, (recv_a, recv_b) = _operands(
+        b, (m, k, n), (pm, pn, sk, passes), tiles, operands_in_place
+    )
+    home_bytes, bytes_in, bytes_out = home_bytes * eb, (recv_a + recv_b) * eb, copy * eb
+    exchanged_in = (ceil_div(recv_a, _bus_share(pn, exchange_bus_tiles)) + recv_b) * eb  # the receive time's bytes
     slice_bytes = copy * eb if passes > 1 else zero
     vertex = (amp_estimate, workers)
     red = _reduction(b, pk, sk, (eb, pb), vertex, costs)
     output_bytes = sn * red.owned * eb
     accumulator_bytes = red.owned * pb if sk > 1 else zero
     phases = _pass_phases(
-        b, red, amp, bytes_in, bytes_out, operand_instr, copy, (pk, sk, sn), eb, pb, costs, zero, vertex
+        b, red, amp, exchanged_in, bytes_out, operand_instr, copy, (pk, sk, sn), eb, pb, costs, zero, vertex
     )
     data = bytes_in + home_bytes + output_bytes + red.partial_bytes + slice_bytes + accumulator_bytes
     return MatmulPlan(
@@ -669,9 +682,10 @@ def _serial_pairs(k: int, n: int, limit: int) -> list:
     return sorted(pairs, key=lambda p: (p[0] * p[1], p[0]))
 
 
-def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: tuple, in_place: bool, costs):
+def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: tuple, layout: tuple, costs):
     """Predicted cycles, temporary bytes and data bytes of every partition of the ``(S_k, S_n)`` passes
-    (``amp_spec``: see :func:`_amp_cycles`; ``in_place``: :attr:`PlanTarget.operands_in_place`).
+    (``amp_spec``: see :func:`_amp_cycles`; ``layout``: :attr:`PlanTarget.operands_in_place` and
+    :attr:`PlanTarget.exchange_bus_tiles`).
 
     Tile 0 holds the largest block, home chunk and reduction slice of every balanced split, so these
     closed forms are the per-tile maxima the phases of :func:`build_matmul_plan` reduce over (in place: the
@@ -680,17 +694,21 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: tuple, in_place: bool
     pm, pk, pn = _candidates(m, ks, ns, tiles)
     cm, ck, cn = ceil_div(m, pm), ceil_div(ks, pk), ceil_div(ns, pn)
     amp0 = _amp_cycles(cm, ck, cn, amp_spec)
+    in_place, bus = layout
     if in_place:
         share_a, share_b = ceil_div(cm * ck, pn), ceil_div(ck * cn, pm)
-        in0 = (cm * ck - (cm * ck) // pn + ck * cn - (ck * cn) // pm) * eb
+        recv_a, recv_b = cm * ck - (cm * ck) // pn, ck * cn - (ck * cn) // pm
+        in0 = (recv_a + recv_b) * eb
         send0 = share_a * (pn > 1) + share_b * (pm > 1)
         home0 = (share_a * sk + share_b * passes) * eb
     else:
-        in0 = (cm * ck + ck * cn) * eb
+        recv_a, recv_b = cm * ck, ck * cn
+        in0 = (recv_a + recv_b) * eb
         send0 = ceil_div(ceil_div(m * k, tiles), sk) + ceil_div(ceil_div(k * n, tiles), passes)
         home0 = (ceil_div(m * k, tiles) + ceil_div(k * n, tiles)) * eb
     base = costs.sync_cycles + costs.exchange_fixed_cycles
-    step = base + np.ceil(np.maximum(in0, send0 * eb) / costs.exchange_bytes_per_cycle) + amp0
+    exchanged0 = (ceil_div(recv_a, _bus_share(pn, bus)) + recv_b) * eb
+    step = base + np.ceil(np.maximum(exchanged0, send0 * eb) / costs.exchange_bytes_per_cycle) + amp0
     blk = cm * cn
     sl = np.where(pk > 1, ceil_div(blk, pk), blk)
     red_in = (pk - 1) * sl * pb
@@ -715,13 +733,13 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: tuple, in_place: bool
     return pm, pk, pn, total, temp0, data0
 
 
-def _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, in_place, costs, max_serial):
+def _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, layout, costs, max_serial):
     """Columns ``pm pk pn sk sn total temp data`` (closed-form cycles, temporary and data bytes) of every
     partition of every serial split, fewest passes first; stops after one pass when the proportion
     ``bound`` does not bind (one pass is never slower than several with the same partition)."""
     cols = {key: [] for key in ("pm", "pk", "pn", "sk", "sn", "total", "temp", "data")}
     for sk, sn in _serial_pairs(k, n, max_serial):
-        pm, pk, pn, total, temp0, data0 = _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec, in_place, costs)
+        pm, pk, pn, total, temp0, data0 = _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec, layout, costs)
         for key, v in zip(cols, (pm, pk, pn, np.full(pm.shape, sk), np.full(pm.shape, sn), total, temp0, data0)):
             cols[key].append(v)
         if sk * sn == 1:
@@ -778,8 +796,8 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
     pb = require_precision("partials_precision", partials_precision)
     bound = memory_proportion * sram_bytes
     amp_spec = (target.amp_estimate, precision, flops_per_cycle, fixed_cycles, target.workers)
-    in_place = target.operands_in_place
-    c = _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, in_place, costs, max_serial)
+    layout = (target.operands_in_place, target.exchange_bus_tiles)
+    c = _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, layout, costs, max_serial)
     fit = c["data"] <= sram_bytes
     kw = dict(
         tiles=tiles,
@@ -791,7 +809,8 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
         memory_proportion=memory_proportion,
         amp_estimate=target.amp_estimate,
         workers=target.workers,
-        operands_in_place=in_place,
+        operands_in_place=target.operands_in_place,
+        exchange_bus_tiles=target.exchange_bus_tiles,
     )
     within = fit & (c["temp"] <= bound)
     for mask, primary, ok in ((within, c["total"], True), (fit, c["temp"], False)):

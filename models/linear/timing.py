@@ -103,12 +103,15 @@ class MatmulOptions:
     (availableMemoryProportion, default 0.6, bounds temporary bytes per tile) and ``partials_precision``
     (partialsType, default fp32); ``amp_estimate`` (``"fit"`` or ``"poplibs"``: PopLibs' AMP vertex estimate)
     and ``operands_in_place`` (both operands created in the plan's layout, ``createMatMulInputLHS``/``RHS``, as
-    a benchmark of the matmul alone makes them). See :func:`~tilesim.models.linear.planner.plan_matmul`."""
+    a benchmark of the matmul alone makes them); ``exchange_bus_sharing`` (the tiles of a supertile receive a
+    broadcast input together, as PopLibs lays out its output-channel splits).
+    See :func:`~tilesim.models.linear.planner.plan_matmul`."""
 
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION
     partials_precision: str = "fp32"
     amp_estimate: str = "fit"
     operands_in_place: bool = False
+    exchange_bus_sharing: bool = False
 
     def __post_init__(self):
         _check_proportion(self.memory_proportion)
@@ -352,6 +355,7 @@ def layer_parts(
             amp_estimate=matmul.amp_estimate,
             workers=machine.chip.workers_per_tile,
             operands_in_place=matmul.operands_in_place,
+            exchange_bus_tiles=machine.chip.tiles_per_supertile if matmul.exchange_bus_sharing else 1,
         )
         return (
             dense_schedule(n, n_out, batch, mm),
