@@ -113,3 +113,21 @@ def test_supertile_pairs_receive_a_broadcast_input_together():
     assert np.array_equal(shared.bytes_in, alone.bytes_in)  # as many bytes arrive; only faster
     odd = build_matmul_plan(64, 64, 63, (1, 1, 3), exchange_bus_tiles=2, tiles=4, flops_per_cycle=32, precision="fp32")
     assert np.array_equal(odd.phases[0].bytes_in, odd.bytes_in)  # P_n = 3 does not fill the buses
+
+
+@pytest.mark.parametrize(
+    "split, serial", [((2, 2, 4), (1, 1)), ((1, 4, 8), (1, 1)), ((2, 1, 4), (1, 2)), ((4, 2, 2), (2, 1))]
+)
+def test_closed_form_matches_the_built_plan_with_poplibs_estimates_in_place(split, serial):
+    from tilesim.models.linear.phases import SuperstepCosts
+    from tilesim.models.linear.planner import _closed_form
+
+    m, k, n, tiles, costs = 96, 128, 64, 64, SuperstepCosts()
+    kw = dict(amp_estimate="poplibs", operands_in_place=True, exchange_bus_tiles=2, costs=costs)
+    plan = build_matmul_plan(m, k, n, split, tiles=tiles, flops_per_cycle=128, precision="fp16", serial=serial, **kw)
+    pm, pk, pn, total, temp, _ = _closed_form(
+        m, k, n, *serial, tiles, 2, 4, ("poplibs", "fp16", 128, 331.0, 6), (True, 2), costs
+    )
+    i = int(np.flatnonzero((pm == split[0]) & (pk == split[1]) & (pn == split[2]))[0])
+    assert int(total[i]) == plan.predicted_cycles
+    assert int(temp[i]) == int(plan.temp_bytes.max())
