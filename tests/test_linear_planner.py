@@ -204,7 +204,17 @@ def test_closed_form_matches_built_plan(split, serial, partials):
         costs=costs,
     )
     pm, pk, pn, total, temp, data = _closed_form(
-        m, k, n, serial[0], serial[1], tiles, 2, 2 if partials == "fp16" else 4, 128, 331.0, costs
+        m,
+        k,
+        n,
+        serial[0],
+        serial[1],
+        tiles,
+        2,
+        2 if partials == "fp16" else 4,
+        ("fit", "fp16", 128, 331.0, 6),
+        (False, 1),
+        costs,
     )
     i = int(np.flatnonzero((pm == split[0]) & (pk == split[1]) & (pn == split[2]))[0])
     assert int(total[i]) == plan.predicted_cycles

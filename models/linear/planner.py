@@ -70,6 +70,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilesim.errors import SramOverflowError, require
+from tilesim.models.linear.ampestimate import amp_target, cast_cycles, conv1x1_cycles, reduce_cycles
 from tilesim.models.linear.phases import (
     OverheadConstants,
     Phase,
@@ -101,6 +102,11 @@ __all__ = [
     "MAX_SERIAL_SPLIT",
 ]
 
+AMP_ESTIMATES = ("fit", "poplibs")
+"""How a tile's AMP cycles are counted: ``"fit"`` (``fixed_cycles + MACs / rate``, the tessellate-ipu fit) or
+``"poplibs"`` (PopLibs' own estimate of its AMP convolution vertex, :mod:`~tilesim.models.linear.ampestimate`:
+output channels padded to the conv units, coefficient loads and worker overheads per channel-group pair)."""
+
 DEFAULT_MEMORY_PROPORTION = 0.6
 """poplin ``ConvOptions::availableMemoryProportion`` default (``lib/poplin/ConvOptions.hpp``) [S]."""
 
@@ -113,8 +119,13 @@ class PlanTarget:
     """What a plan of :mod:`tilesim.models.linear` is made for, the keywords every planner and schedule took:
     ``tiles`` and their ``sram_bytes``; the AMP's ``flops_per_cycle`` and ``fixed_cycles`` per vertex
     (0 flops: no matmul in the plan; a matmul refuses it); operand and matmul-partials ``precision``;
-    the superstep ``costs`` and memory ``overheads``; PopLibs' ``memory_proportion``. Defaults are the
-    ones each of those keywords had. A planner reads the fields it uses and ignores the others."""
+    the superstep ``costs`` and memory ``overheads``; PopLibs' ``memory_proportion``; ``amp_estimate``
+    (:data:`AMP_ESTIMATES`) with the tile's ``workers``; ``operands_in_place``: the operands are created in the
+    plan's layout (PopLibs' ``createMatMulInputLHS``/``RHS``, as the PopSparse paper's benchmark makes them: each
+    operand block lies on the tiles that use it, so only its replicas move) instead of flat home chunks;
+    ``exchange_bus_tiles``: tiles sharing an exchange bus, which receive a broadcast ``A`` element together when
+    ``P_n`` is a multiple (:func:`_bus_share`; 1 = no sharing). Defaults
+    are the ones each of those keywords had. A planner reads the fields it uses and ignores the others."""
 
     tiles: int
     sram_bytes: int
@@ -125,6 +136,10 @@ class PlanTarget:
     costs: SuperstepCosts = SuperstepCosts()
     overheads: OverheadConstants = OverheadConstants()
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION
+    amp_estimate: str = "fit"
+    workers: int = 6
+    operands_in_place: bool = False
+    exchange_bus_tiles: int = 1
 
 
 @dataclass(frozen=True)
@@ -298,6 +313,16 @@ def _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles):
     require(fixed_cycles >= 0, "fixed_cycles", fixed_cycles, "must be >= 0", f"the Bow fit gives {AMP_VERTEX_CYCLES:g}")
 
 
+def _check_amp_estimate(estimate) -> None:
+    require(
+        estimate in AMP_ESTIMATES,
+        "amp_estimate",
+        estimate,
+        f"must be one of {AMP_ESTIMATES}",
+        "'fit': the tessellate-ipu fit; 'poplibs': PopLibs' AMP vertex estimate",
+    )
+
+
 def _check_proportion(p) -> None:
     require(
         isinstance(p, (int, float)) and not isinstance(p, bool) and 0.0 <= p <= 1.0,
@@ -384,10 +409,73 @@ def _operand_exchange(b: _Blocks, m: int, k: int, n: int, sk: int, passes: int, 
     return home_a + home_b, send, pieces_a + pieces_b + split_sizes(sent, tiles)
 
 
-def _reduction(b: _Blocks, pk: int, sk: int, pb: int, costs: SuperstepCosts, zero: np.ndarray) -> _Reduction:
+def _operands_in_place(b: _Blocks, pm: int, pn: int, sk: int, passes: int) -> tuple:
+    """Per tile, in elements, when the operands are created in the plan's layout (``createMatMulInputLHS`` /
+    ``RHS``): an ``A`` block ``(i_m, i_k)`` is used by the ``P_n`` tiles of its row and spread over them, a ``B``
+    block ``(i_k, i_n)`` over the ``P_m`` tiles that use it. A tile holds its share of both (over the passes),
+    sends a share once per pass (multicast) if other tiles use it and receives the rest of its two blocks; its
+    exchange instructions: its sends and one receive per other holder. Received: ``(A elements, B elements)``."""
+    a_block, b_block = b.rows * b.depth, b.depth * b.cols
+    share_a = a_block // pn + (b.inn < a_block % pn)
+    share_b = b_block // pm + (b.im < b_block % pm)
+    send = share_a * (pn > 1) + share_b * (pm > 1)
+    instr = np.where(b.active, (pn > 1) + (pm > 1) + (pn - 1) + (pm - 1), 0)
+    return share_a * sk + share_b * passes, send, instr.astype(np.int64), (a_block - share_a, b_block - share_b)
+
+
+def _operands(b: _Blocks, shape: tuple, cuts: tuple, tiles: int, in_place: bool) -> tuple:
+    """Per tile, in elements: home, sent per pass, exchange instructions and ``(A, B)`` received per pass, for
+    operands in flat home chunks (:func:`_operand_exchange`) or created in place (:func:`_operands_in_place`)."""
+    pm, pn, sk, passes = cuts
+    if in_place:
+        return _operands_in_place(b, pm, pn, sk, passes)
+    home, send, instr = _operand_exchange(b, *shape, sk, passes, tiles)
+    return home, send, instr, (b.rows * b.depth, b.depth * b.cols)
+
+
+def _bus_share(pn, bus_tiles: int):
+    """How many tiles receive each ``A`` element in one cycle: ``bus_tiles`` when the ``P_n`` tiles sharing an
+    ``A`` block fill whole exchange buses (PopLibs lays consecutive output-channel splits on the tiles of a
+    supertile, ``linearizeConvIndices``, and its ``ExchangeEstimator`` doubles their input bandwidth), else 1."""
+    return np.where(pn % bus_tiles == 0, bus_tiles, 1) if bus_tiles > 1 else 1
+
+
+def _amp_cycles(rows, depth, cols, target_amp: tuple):
+    """AMP cycles of tiles computing ``rows x depth x cols`` blocks (arrays), 0 where there is no work;
+    ``target_amp = (estimate, precision, flops_per_cycle, fixed_cycles, workers)``: ``"fit"`` is
+    ``fixed_cycles + ceil(MACs / (flops_per_cycle / 2))``; ``"poplibs"`` PopLibs' AMP vertex estimate
+    (:func:`~tilesim.models.linear.ampestimate.conv1x1_cycles`, the batch as the field)."""
+    estimate, precision, flops_per_cycle, fixed_cycles, workers = target_amp
+    macs = rows * depth * cols
+    if estimate == "poplibs":
+        return conv1x1_cycles(rows, depth, cols, amp_target(precision, flops_per_cycle, workers)).astype(np.int64)
+    return np.where(macs > 0, fixed_cycles + np.ceil(macs / (flops_per_cycle / 2.0)), 0).astype(np.int64)
+
+
+def _reduce_cycles(owned, pk, sk: int, types: tuple, vertex: tuple, costs: SuperstepCosts):
+    """Cycles of adding the ``P_k`` partials (and the accumulator when ``S_k > 1``) of ``owned`` outputs per tile;
+    ``types = (eb, pb)``, ``vertex = (estimate, workers)``: ``"fit"`` counts the adds on the vector unit,
+    ``"poplibs"`` is PopLibs' reduce vertex (:func:`~tilesim.models.linear.ampestimate.reduce_cycles`; the output
+    type when ``S_k = 1``, else the partials type)."""
+    eb, pb = types
+    if vertex[0] == "poplibs":
+        return reduce_cycles(owned, pk + (sk > 1), (eb if sk == 1 else pb) == 4, pb == 4, vertex[1])
+    return costs.vector_cycles((pk - 1 + (sk > 1)) * owned, pb)
+
+
+def _cast_cycles(elements, pb: int, vertex: tuple, costs: SuperstepCosts):
+    """Cycles of casting ``elements`` partials per tile to the output type (``vertex`` as in
+    :func:`_reduce_cycles`; ``"poplibs"``: :func:`~tilesim.models.linear.ampestimate.cast_cycles`)."""
+    return cast_cycles(elements, vertex[1]) if vertex[0] == "poplibs" else costs.vector_cycles(elements, pb)
+
+
+def _reduction(b: _Blocks, pk: int, sk: int, types: tuple, vertex: tuple, costs: SuperstepCosts) -> _Reduction:
     """The ``P_k`` reduction: each of the ``P_k`` tiles of an output block owns a slice, receives the other
-    tiles' partials of it and adds them (plus the accumulator when ``S_k > 1``)."""
+    tiles' partials of it and adds them (plus the accumulator when ``S_k > 1``); ``types = (eb, pb)``,
+    ``vertex`` as in :func:`_reduce_cycles`."""
+    pb = types[1]
     out_block = b.rows * b.cols
+    zero = np.zeros_like(out_block)
     if pk > 1:
         owned = out_block // pk + (b.ik < out_block % pk).astype(np.int64)
         red_in = (pk - 1) * owned * pb
@@ -397,7 +485,7 @@ def _reduction(b: _Blocks, pk: int, sk: int, pb: int, costs: SuperstepCosts, zer
             red_in,
             (out_block - owned) * pb,
             red_adds,
-            costs.vector_cycles(red_adds, pb),
+            np.where(red_adds > 0, _reduce_cycles(owned, pk, sk, types, vertex, costs), 0).astype(np.int64),
             out_block * pb + red_in,
             np.where(b.active, 2 * (pk - 1), 0),
         )
@@ -423,10 +511,12 @@ def _pass_phases(
     pb: int,
     costs: SuperstepCosts,
     zero: np.ndarray,
+    vertex: tuple = ("fit", 6),
 ) -> tuple:
     """The supersteps of a serial split ``shape = (P_k, S_k, S_n)``: the serial slice (several passes),
     the AMP matmul, the ``P_k`` reduction or (``S_k > 1``) the accumulation, then the final cast when
-    the partials type differs from the output type."""
+    the partials type differs from the output type (``vertex`` as in :func:`_reduce_cycles`; with PopLibs'
+    estimates an unsplit ``k`` is cast too, as ``estimateConvReduceCycles`` charges it)."""
     pk, sk, sn = shape
     passes = sk * sn
     macs = b.rows * b.depth * b.cols
@@ -467,8 +557,8 @@ def _pass_phases(
         )
     elif sk > 1:
         phases.append(_local_vector_phase("accumulate", out_block, costs.vector_cycles(out_block, pb), zero, passes))
-    if sk > 1 and pb != eb:
-        phases.append(_local_vector_phase("cast", red.owned, costs.vector_cycles(red.owned, pb), zero, sn))
+    if pb != eb and (sk > 1 or (pk == 1 and vertex[0] == "poplibs")):
+        phases.append(_local_vector_phase("cast", red.owned, _cast_cycles(red.owned, pb, vertex, costs), zero, sn))
     return tuple(phases)
 
 
@@ -487,33 +577,39 @@ def build_matmul_plan(
     serial: tuple = (1, 1),
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
     within_proportion: bool = True,
+    amp_estimate: str = "fit",
+    workers: int = 6,
+    operands_in_place: bool = False,
+    exchange_bus_tiles: int = 1,
 ) -> MatmulPlan:
     """Per-tile plan of one given partition ``split = (P_m, P_k, P_n)`` of each of the
-    ``serial = (S_k, S_n)`` passes (no memory check; ``S_k`` must divide ``k``, ``S_n`` divide ``n``)."""
+    ``serial = (S_k, S_n)`` passes (no memory check; ``S_k`` must divide ``k``, ``S_n`` divide ``n``);
+    ``amp_estimate``, ``workers``, ``operands_in_place`` and ``exchange_bus_tiles`` as in :class:`PlanTarget`."""
     _check_problem(m, k, n, tiles, 1, flops_per_cycle, fixed_cycles)
     _check_proportion(memory_proportion)
+    _check_amp_estimate(amp_estimate)
     eb = require_precision("precision", precision)
     pb = require_precision("partials_precision", partials_precision)
     pm, pk, pn, sk, sn = _check_split(m, k, n, split, serial, tiles)
     ks, ns, passes = k // sk, n // sn, sk * sn
-    macs_per_cycle = flops_per_cycle / 2.0
     zero = np.zeros(tiles, dtype=np.int64)
     b = _blocks(m, ks, ns, pm, pk, pn, tiles)
     rows, depth, cols = b.rows, b.depth, b.cols
-
     macs = rows * depth * cols
-    amp = np.where(macs > 0, fixed_cycles + np.ceil(macs / macs_per_cycle), 0).astype(np.int64)
-
-    home_bytes, copy, operand_instr = _operand_exchange(b, m, k, n, sk, passes, tiles)
-    home_bytes = home_bytes * eb
-    bytes_in = (rows * depth + depth * cols) * eb
-    bytes_out = copy * eb
-
+    amp = _amp_cycles(rows, depth, cols, (amp_estimate, precision, flops_per_cycle, fixed_cycles, workers))
+    home_bytes, copy, operand_instr, (recv_a, recv_b) = _operands(
+        b, (m, k, n), (pm, pn, sk, passes), tiles, operands_in_place
+    )
+    home_bytes, bytes_in, bytes_out = home_bytes * eb, (recv_a + recv_b) * eb, copy * eb
+    exchanged_in = (ceil_div(recv_a, _bus_share(pn, exchange_bus_tiles)) + recv_b) * eb  # the receive time's bytes
     slice_bytes = copy * eb if passes > 1 else zero
-    red = _reduction(b, pk, sk, pb, costs, zero)
+    vertex = (amp_estimate, workers)
+    red = _reduction(b, pk, sk, (eb, pb), vertex, costs)
     output_bytes = sn * red.owned * eb
     accumulator_bytes = red.owned * pb if sk > 1 else zero
-    phases = _pass_phases(b, red, amp, bytes_in, bytes_out, operand_instr, copy, (pk, sk, sn), eb, pb, costs, zero)
+    phases = _pass_phases(
+        b, red, amp, exchanged_in, bytes_out, operand_instr, copy, (pk, sk, sn), eb, pb, costs, zero, vertex
+    )
     data = bytes_in + home_bytes + output_bytes + red.partial_bytes + slice_bytes + accumulator_bytes
     return MatmulPlan(
         m,
@@ -610,41 +706,57 @@ def _serial_pairs(k: int, n: int, limit: int) -> list:
     return sorted(pairs, key=lambda p: (p[0] * p[1], p[0]))
 
 
-def _closed_form(m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, costs, split=None):
+def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: tuple, layout: tuple, costs, split=None):
     """Predicted cycles, temporary bytes and data bytes of every partition of the ``(S_k, S_n)`` passes
-    (or of the partitions ``split`` = ``(pm, pk, pn)`` arrays, a chunk of :func:`_candidates`).
+    (or of the partitions ``split`` = ``(pm, pk, pn)`` arrays, a chunk of :func:`_candidates`;
+    ``amp_spec``: see :func:`_amp_cycles`; ``layout``: :attr:`PlanTarget.operands_in_place` and
+    :attr:`PlanTarget.exchange_bus_tiles`).
 
     Tile 0 holds the largest block, home chunk and reduction slice of every balanced split, so these
-    closed forms are the per-tile maxima the phases of :func:`build_matmul_plan` reduce over."""
+    closed forms are the per-tile maxima the phases of :func:`build_matmul_plan` reduce over (in place: the
+    largest share sent and an upper bound of the rest received)."""
     ks, ns, passes = k // sk, n // sn, sk * sn
     if split is None:
         split = tuple(np.concatenate(c) for c in zip(*_candidates(m, ks, ns, tiles)))
     pm, pk, pn = split
     cm, ck, cn = ceil_div(m, pm), ceil_div(ks, pk), ceil_div(ns, pn)
-    macs0 = cm * ck * cn
-    amp0 = fixed_cycles + np.ceil(macs0 / (flops_per_cycle / 2.0))
-    in0 = (cm * ck + ck * cn) * eb
-    send0 = ceil_div(ceil_div(m * k, tiles), sk) + ceil_div(ceil_div(k * n, tiles), passes)
+    amp0 = _amp_cycles(cm, ck, cn, amp_spec)
+    in_place, bus = layout
+    if in_place:
+        share_a, share_b = ceil_div(cm * ck, pn), ceil_div(ck * cn, pm)
+        recv_a, recv_b = cm * ck - (cm * ck) // pn, ck * cn - (ck * cn) // pm
+        in0 = (recv_a + recv_b) * eb
+        send0 = share_a * (pn > 1) + share_b * (pm > 1)
+        home0 = (share_a * sk + share_b * passes) * eb
+    else:
+        recv_a, recv_b = cm * ck, ck * cn
+        in0 = (recv_a + recv_b) * eb
+        send0 = ceil_div(ceil_div(m * k, tiles), sk) + ceil_div(ceil_div(k * n, tiles), passes)
+        home0 = (ceil_div(m * k, tiles) + ceil_div(k * n, tiles)) * eb
     base = costs.sync_cycles + costs.exchange_fixed_cycles
-    step = base + np.ceil(np.maximum(in0, send0 * eb) / costs.exchange_bytes_per_cycle) + amp0
+    exchanged0 = (ceil_div(recv_a, _bus_share(pn, bus)) + recv_b) * eb
+    step = base + np.ceil(np.maximum(exchanged0, send0 * eb) / costs.exchange_bytes_per_cycle) + amp0
     blk = cm * cn
     sl = np.where(pk > 1, ceil_div(blk, pk), blk)
     red_in = (pk - 1) * sl * pb
     red_out = (blk - blk // pk) * pb
-    red_cyc = costs.vector_cycles((pk - 1 + (sk > 1)) * sl, pb)
+    vertex = (amp_spec[0], amp_spec[4])
+    red_cyc = _reduce_cycles(sl, pk, sk, (eb, pb), vertex, costs)
     step = step + np.where(
         pk > 1, base + np.ceil(np.maximum(red_in, red_out) / costs.exchange_bytes_per_cycle) + red_cyc, 0
     )
     if sk > 1:
         step = step + np.where(pk > 1, 0, costs.sync_cycles + costs.vector_cycles(blk, pb))
     if passes > 1:
-        step = step + costs.sync_cycles + int(costs.vector_cycles(send0, eb))
+        step = step + costs.sync_cycles + costs.vector_cycles(send0, eb)
     total = passes * step
     if sk > 1 and pb != eb:
-        total = total + sn * (costs.sync_cycles + costs.vector_cycles(sl, pb))
+        total = total + sn * (costs.sync_cycles + _cast_cycles(sl, pb, vertex, costs))
+    elif pb != eb and vertex[0] == "poplibs":
+        total = total + np.where(pk == 1, sn * (costs.sync_cycles + cast_cycles(blk, vertex[1])), 0)
     partial = np.where(pk > 1, blk * pb + red_in, blk * pb if sk > 1 else 0)
     temp0 = in0 + partial + (send0 * eb if passes > 1 else 0) + (sl * pb if sk > 1 else 0)
-    data0 = temp0 + (ceil_div(m * k, tiles) + ceil_div(k * n, tiles)) * eb + sn * sl * eb
+    data0 = temp0 + home0 + sn * sl * eb
     return pm, pk, pn, total, temp0, data0
 
 
@@ -656,7 +768,7 @@ def _best(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
     return mask & (values <= np.partition(values[mask], TRY_LIMIT - 1)[TRY_LIMIT - 1])
 
 
-def _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, flops_per_cycle, fixed_cycles, costs, max_serial):
+def _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, layout, costs, max_serial):
     """Columns ``pm pk pn sk sn total temp data`` (closed-form cycles, temporary and data bytes) of the
     partitions of every serial split that :func:`plan_matmul` may use, fewest passes first: of each chunk
     of :func:`_candidates`, the fastest within the proportion, the leanest that fit and the first with
@@ -667,7 +779,7 @@ def _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, flops_per_cycle,
         fastest_ok = fastest_fit = np.inf
         for split in _candidates(m, k // sk, n // sn, tiles):
             pm, pk, pn, total, temp0, data0 = _closed_form(
-                m, k, n, sk, sn, tiles, eb, pb, flops_per_cycle, fixed_cycles, costs, split
+                m, k, n, sk, sn, tiles, eb, pb, amp_spec, layout, costs, split
             )
             fit = data0 <= sram_bytes
             ok = fit & (temp0 <= bound)
@@ -723,11 +835,14 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
     costs, overheads, memory_proportion = target.costs, target.overheads, target.memory_proportion
     _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles)
     _check_proportion(memory_proportion)
+    _check_amp_estimate(target.amp_estimate)
     require_int("max_serial", max_serial)
     eb = require_precision("precision", precision)
     pb = require_precision("partials_precision", partials_precision)
     bound = memory_proportion * sram_bytes
-    c = _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, flops_per_cycle, fixed_cycles, costs, max_serial)
+    amp_spec = (target.amp_estimate, precision, flops_per_cycle, fixed_cycles, target.workers)
+    layout = (target.operands_in_place, target.exchange_bus_tiles)
+    c = _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, layout, costs, max_serial)
     fit = c["data"] <= sram_bytes
     kw = dict(
         tiles=tiles,
@@ -737,6 +852,10 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
         partials_precision=partials_precision,
         costs=costs,
         memory_proportion=memory_proportion,
+        amp_estimate=target.amp_estimate,
+        workers=target.workers,
+        operands_in_place=target.operands_in_place,
+        exchange_bus_tiles=target.exchange_bus_tiles,
     )
     within = fit & (c["temp"] <= bound)
     for mask, primary, ok in ((within, c["total"], True), (fit, c["temp"], False)):

@@ -49,7 +49,13 @@ from tilesim.models.linear.lowering import (
 )
 from tilesim.models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES, SPARSE_KINDS
 from tilesim.models.linear.phases import PRECISION_BYTES, OverheadConstants, SuperstepCosts, require_precision
-from tilesim.models.linear.planner import DEFAULT_MEMORY_PROPORTION, PlanTarget, _check_proportion, explain_plan
+from tilesim.models.linear.planner import (
+    DEFAULT_MEMORY_PROPORTION,
+    PlanTarget,
+    _check_amp_estimate,
+    _check_proportion,
+    explain_plan,
+)
 from tilesim.models.linear.schedules import (
     block_sparse_schedules,
     butterfly_schedule,
@@ -95,13 +101,21 @@ __all__ = [
 class MatmulOptions:
     """Options of the planned dense matmuls, PopLibs' names in brackets: ``memory_proportion``
     (availableMemoryProportion, default 0.6, bounds temporary bytes per tile) and ``partials_precision``
-    (partialsType, default fp32). See :func:`~tilesim.models.linear.planner.plan_matmul`."""
+    (partialsType, default fp32); ``amp_estimate`` (``"fit"`` or ``"poplibs"``: PopLibs' AMP vertex estimate)
+    and ``operands_in_place`` (both operands created in the plan's layout, ``createMatMulInputLHS``/``RHS``, as
+    a benchmark of the matmul alone makes them); ``exchange_bus_sharing`` (the tiles of a supertile receive a
+    broadcast input together, as PopLibs lays out its output-channel splits).
+    See :func:`~tilesim.models.linear.planner.plan_matmul`."""
 
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION
     partials_precision: str = "fp32"
+    amp_estimate: str = "fit"
+    operands_in_place: bool = False
+    exchange_bus_sharing: bool = False
 
     def __post_init__(self):
         _check_proportion(self.memory_proportion)
+        _check_amp_estimate(self.amp_estimate)
         require_precision("partials_precision", self.partials_precision)
 
 
@@ -335,7 +349,15 @@ def layer_parts(
     base = PlanTarget(tiles=tiles, sram_bytes=sram, precision=precision, costs=costs, overheads=overheads)
     amp = replace(base, flops_per_cycle=_flops(machine, precision))
     if kind == "dense":
-        mm = replace(amp, partials_precision=matmul.partials_precision, memory_proportion=matmul.memory_proportion)
+        mm = replace(
+            amp,
+            partials_precision=matmul.partials_precision,
+            memory_proportion=matmul.memory_proportion,
+            amp_estimate=matmul.amp_estimate,
+            workers=machine.chip.workers_per_tile,
+            operands_in_place=matmul.operands_in_place,
+            exchange_bus_tiles=machine.chip.tiles_per_supertile if matmul.exchange_bus_sharing else 1,
+        )
         return (
             dense_schedule(n, n_out, batch, mm),
             dense_backward_schedule(n, n_out, batch, mm) if backward else None,

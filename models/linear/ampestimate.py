@@ -1,0 +1,169 @@
+"""PopLibs' cycle estimates of the vertices of a planned dense matmul: its AMP convolution vertex
+(``ConvPartial1x1Out``), the reduction of the partials and the cast to the output type, ported from
+``graphcore/poplibs`` ``lib/poplin/PerformanceEstimation.hpp``
+(``getConvPartial1x1SupervisorInnerLoopCycleEstimateHalfFloat``,
+``getConvPartial1x1SupervisorOuterLoopCycleEstimateHalfFloat``,
+``getConvPartialAmpSupervisorWeightLoadCycleEstimate``) and ``lib/poplin/ConvModel.cpp``
+(``addPartialCalcCycleEstimate``: how the planner feeds them a tile's partition).
+
+PopLibs runs ``(m x k) · (k x n)`` as a 1x1 convolution (``lib/poplin/MatMul.cpp``, ``getConvParams``); for a
+tile holding ``f`` rows of the field (the batch), ``k_t`` input and ``n_t`` output channels:
+
+* the AMP takes ``W`` input channels (``weightsPerConvUnit``) into each of ``U`` conv units (one output channel
+  each): ``G_in = ceil(k_t / W)`` input-channel groups, ``G_out = ceil(n_t / U)`` output-channel groups — a
+  group is padded to ``U`` channels, so ``n_t = 4`` costs as much as ``n_t = U``;
+* for every ``(G_in, G_out)`` pair the supervisor loads ``L = U W b / c`` cycles of coefficients (``b`` bytes
+  per element, ``c`` coefficient bytes loaded per cycle) and the six workers stream their share of the
+  field: worker cycles for ``e`` field elements (``e >= 3``, FP16 input, FP32 partials)::
+
+      cyc(e) = 37|38 + 4 (e - 3) - 7          (37 with output zeroing, the first input group; 7: retention)
+
+  (FP32 input: ``46 + (2 + 4 e)·z + 8 (e - 3)``; ``e = 1, 2`` have their own constants), and the inner
+  loop costs ``max(6 · max_w cyc(e_w), 6 · min_w cyc(e_w) + 14)`` (an idle worker counts 0);
+* the supervisor's outer loop (``c_h = 1`` on the half-with-16-units / float-partials path)::
+
+      50 + 6 (r1 + r2 (G_in - 1)) + 12 + c_h + (G_in - 1)(15 - c_h + 1 + G_out (19 + 6 + L + inner_nz))
+         + 10 + 1 + G_out (19 - c_h + 7 + L + inner_z)
+
+The partials of a ``k`` split (``P_k`` tiles per output) are reduced by PopLibs' reduce vertex
+(``getReduceCycleEstimate``, the general multi-input vertex; ``estimateConvReduceCycles``: the last stage writes
+the output type): ``W (32 + (3 d + c) ceil(loops / W))`` for ``d`` partials of ``o`` outputs, ``loops = o / v``
+(``v`` = 4 FP32 / 8 FP16 partials per loop, plus one per odd low bit of ``o``), ``c`` 6-9 by types; an
+unsplit ``k`` with FP32 partials and FP16 output is a cast, ``W (26 + ceil(ceil(o / W) / 2))``
+(``estimateCastCycles``). The per-vertex ``32 W`` / ``26 W`` are what small matmuls pay.
+
+So a tile's AMP time is ``~ f k_t n_t / (U W / core)`` streaming plus ``G_in G_out (26 + L + worker
+overheads)``: at a small batch the coefficient loads and the per-worker overheads dominate (FP32 ``f = 4``:
+~371 cycles per 16 x 8 weights, 2.9 cycles per weight element). For ``[N, 16] @ [16, 16]`` FP16 it gives
+``313 + 4 N``, against the ``331 + 4 N`` fitted on tessellate-ipu's Bow measurements
+(:data:`~tilesim.models.linear.planner.AMP_VERTEX_CYCLES`).
+
+Target constants of the IPU2 (GC200/Bow) tile: ``U`` = 16 conv units for FP16 input with FP32 partials and 8
+for FP32 (``getFp16InFp32OutConvUnitsPerTile`` / ``getFp32InFp32OutConvUnitsPerTile``); ``W`` follows from
+the chip's AMP rate (``U W`` MACs per field element in the core loop's 4 (FP16) or 8 (FP32) cycles: 16 for
+both at 64 and 16 MAC/cycle); coefficients are loaded 64 bits a cycle (``convUnitCoeffLoadBytesPerCycle``
+16, halved because ``use128BitConvUnitLoad`` defaults to false, ``lib/poplin/ConvOptions.hpp``), so
+``L = 64`` for both types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["AmpTarget", "amp_target", "conv1x1_worker_cycles", "conv1x1_cycles", "reduce_cycles", "cast_cycles"]
+
+CORE_CYCLES = {"fp16": 4, "fp32": 8}
+"""Cycles per field element of the AMP's core loop (``coreCycles``: 4 for half, 8 for float) [S]."""
+
+CONV_UNITS = {"fp16": 16, "fp32": 8}
+"""IPU2 conv units per tile: FP16 input with FP32 partials, FP32 input [S]."""
+
+COEFF_LOAD_BYTES_PER_CYCLE = 8
+"""``convUnitCoeffLoadBytesPerCycle`` (16 on IPU2) halved: ``use128BitConvUnitLoad`` is false by default [S]."""
+
+
+@dataclass(frozen=True)
+class AmpTarget:
+    """The AMP of one tile as PopLibs' estimate sees it: ``float_input``, ``conv_units`` (``U``, output
+    channels per group), ``weights_per_unit`` (``W``, input channels per group), ``load_cycles``
+    (``L``: coefficient loads per group pair) and ``workers`` (worker contexts)."""
+
+    float_input: bool
+    conv_units: int
+    weights_per_unit: int
+    load_cycles: int
+    workers: int
+
+
+def amp_target(precision: str, flops_per_cycle: float, workers: int = 6) -> AmpTarget:
+    """The :class:`AmpTarget` of a tile whose AMP runs ``flops_per_cycle`` at ``precision`` (FP32 partials):
+    ``W = (flops_per_cycle / 2) · coreCycles / U``; ``L = U W bytes / 8``."""
+    units = CONV_UNITS[precision]
+    weights = int(round(flops_per_cycle / 2 * CORE_CYCLES[precision] / units))
+    nbytes = 2 if precision == "fp16" else 4
+    loads = units * weights * nbytes // COEFF_LOAD_BYTES_PER_CYCLE
+    return AmpTarget(precision == "fp32", units, weights, loads, workers)
+
+
+def conv1x1_worker_cycles(e, amp: AmpTarget, zeroing: bool):
+    """Cycles of one worker doing ``e`` field elements (array or int; 0 = no work item: 0 cycles), FP32
+    partials: ``getConvPartial1x1SupervisorInnerLoopCycleEstimateHalfFloat``'s per-worker term, minus the
+    retention saving (7 for FP16 input, 0 for FP32)."""
+    e = np.asarray(e, dtype=np.int64)
+    z = 1 if zeroing else 0
+    if amp.float_input:
+        zero_per = 8 if amp.conv_units == 16 else 4
+        one, two = 47 + (2 + zero_per) * z, 46 + (2 + 2 * zero_per) * z
+        many = 46 + (2 + zero_per * e) * z + (e - 3) * CORE_CYCLES["fp32"]
+        saving = 0
+    else:  # the common half / float-partials path
+        tail = 1 if zeroing else 2
+        one, two = 31 + tail, 40 + tail
+        many = (37 if zeroing else 38) + (e - 3) * CORE_CYCLES["fp16"]
+        saving = 7
+    cyc = np.where(e >= 3, many, np.where(e == 2, two, one)) - saving
+    return np.where(e > 0, cyc, 0)
+
+
+def _inner(field, amp: AmpTarget, zeroing: bool):
+    """The supervisor's inner loop: ``field`` elements split over the workers as
+    ``partitionConvPartialByWorker`` cuts them (``floor``/``ceil(field / workers)`` each)."""
+    w = amp.workers
+    lo, hi = field // w, -(-field // w)
+    busiest = w * conv1x1_worker_cycles(hi, amp, zeroing)
+    idlest = w * conv1x1_worker_cycles(lo, amp, zeroing)
+    return np.maximum(busiest, idlest + 14)
+
+
+def conv1x1_cycles(field, in_chans, out_chans, amp: AmpTarget):
+    """Cycles of the AMP vertex on one tile (``getConvPartial1x1SupervisorCycleEstimate``, one conv group):
+    ``field`` rows of the batch, ``in_chans`` and ``out_chans`` the tile's slice of ``k`` and ``n`` (arrays
+    broadcast; 0 where any is 0)."""
+    field, in_chans, out_chans = (np.asarray(a, dtype=np.int64) for a in (field, in_chans, out_chans))
+    g_in = -(-in_chans // amp.weights_per_unit)
+    g_out = -(-out_chans // amp.conv_units)
+    common = 1  # FP16 with 16 conv units, or FP32 partials: PopLibs' common code path
+    r1, r2 = (0, 0) if amp.float_input else (7, 3)
+    load = amp.load_cycles
+    with_zero, without = _inner(field, amp, True), _inner(field, amp, False)
+    cycles = (
+        50
+        + amp.workers * (r1 + r2 * (g_in - 1))
+        + 12
+        + common
+        + (g_in - 1) * (15 - common + 1 + g_out * (19 + 6 + load + without))
+        + 10
+        + 1
+        + g_out * (19 - common + 7 + load + with_zero)
+    )
+    return np.where((field > 0) & (in_chans > 0) & (out_chans > 0), cycles, 0)
+
+
+def reduce_cycles(outputs, partials, float_output: bool, float_partials: bool, workers: int = 6):
+    """Cycles of PopLibs' reduce vertex adding ``partials`` inputs into each of ``outputs`` elements on a tile
+    (arrays broadcast; 0 where there is nothing to reduce): ``getReduceCycleEstimate`` of
+    ``lib/poplin/PerformanceEstimation.hpp``, the multi-input vertex (64-bit data path)."""
+    o, d = np.asarray(outputs, dtype=np.int64), np.asarray(partials, dtype=np.int64)
+    acc = 4 if float_partials else 8  # accVectorWidth
+    per_path = 2 if float_partials else 4  # partials in the 64-bit data path
+    per_loop = acc // min(acc, per_path) + 1
+    loops = o // acc + sum((o >> i) & 1 for i in range(acc.bit_length() - 1))
+    per_worker = loops // workers
+    ragged = loops % workers > 0
+    odd = (o & (acc - 1)) > 0
+    extra = np.where(ragged & odd, 2 * d + (13 if float_partials else 11), 0)
+    per_worker = per_worker + (ragged & ~odd)
+    tail = (7 if float_partials else 9) if float_output else (6 if float_partials else 8)
+    cycles = (32 + extra + (per_loop * d + tail) * per_worker) * workers
+    return np.where((o > 0) & (d > 0), cycles, 0)
+
+
+def cast_cycles(outputs, workers: int = 6):
+    """Cycles of casting ``outputs`` FP32 partials to FP16 on a tile (``estimateCastCycles``: 2 partials and 4
+    outputs per 64-bit vector), 0 where there is none."""
+    o = np.asarray(outputs, dtype=np.int64)
+    per_worker = -(-o // workers)
+    cycles = (np.maximum(-(-per_worker // 2), -(-per_worker // 4)) + 26) * workers
+    return np.where(o > 0, cycles, 0)
