@@ -5,7 +5,8 @@ Claim (issue 38, part 4, our own): the paper's largest weak-scaling network (SHD
 tile on 16 IPUs: 188,284 neurons, 184.35 M weights; B = 24, T = 10, SGD, 5 % caps; fixed activity:
 every list at its cap, the lower bound of throughput) is run as each machine's own software would
 run it (the execution stack of its vendor: ``poplar``, ``tt-metal``, ``csl``) and placed by each
-machine's default placement (contiguous, the fewest neurons per tile that fit), and the runs are
+machine's default placement (``--mapping auto``: contiguous under Poplar, the whole machine by
+``spread`` under the dataflow stacks), and the runs are
 compared with ``tilesim compare`` — ranked by samples/s (one workload), with the step by phase, the
 fullest tile's SRAM headroom, what limits each machine and each stack's named assumptions. The
 same view from the command line: ``tilesim compare RUN --machines bow:16,wormhole-galaxy,
@@ -16,8 +17,8 @@ and the run folders with ``compare.json`` / ``.png`` / ``.html`` under ``OUT/m4_
 IPU run uses the §4.4 runs' 500 steps per device execution. ``--quick``: the §4.4 one-chip network
 (2 neurons per tile, 2,942 neurons) on one Bow IPU, a Wormhole n150 and one Blackhole p150.
 Run time (wall seconds per machine) is in the CSV's ``wall_s`` column. A machine whose run the
-host-memory estimate puts above 8 GiB (:data:`HOST_MEMORY_CAP`; today the WSE-2: 19.6 GiB for its
-wafer-wide program) is noted in the table, not run.
+host-memory estimate puts above 8 GiB (:data:`HOST_MEMORY_CAP`) is noted in the table, not run (none
+today: the WSE-2 run, one neuron per PE on 22 % of the wafer, peaks near 2 GiB).
 """
 
 from __future__ import annotations
