@@ -36,7 +36,7 @@ from tilesim.models.snn.commands.machines_cli import options_on_machine, train_p
 from tilesim.models.snn.commands.options import RunOptions
 from tilesim.models.snn.commands.scaling import PAPER_STEPS_PER_EXECUTION
 from tilesim.outputs.compare import compare_runs, format_comparison, machine_spec, write_comparison
-from tilesim.outputs.plots import SERIES_COLOURS
+from tilesim.outputs.plots import PHASE_COLOURS, SERIES_COLOURS
 from tilesim.outputs.records import PHASES
 
 NAME = "m4_machines"
@@ -165,9 +165,9 @@ def plot(rows, path):
     ax.xaxis.set_major_formatter(lambda v, _: f"{v / 1e3:g}")
     ax.set_xlim(0, max(r["samples_per_s"] for r in rows) * 2.8)
     left = [0.0] * len(rows)
-    for j, p in enumerate(LIMIT_PHASES):
+    for p in PHASES:  # every phase of the step, the residual (the fitted host excess) too: bars sum to the step
         ms = [r[f"{p}_s"] * 1e3 for r in rows]
-        bx.barh(names, ms, left=left, color=SERIES_COLOURS[j % len(SERIES_COLOURS)], label=p)
+        bx.barh(names, ms, left=left, color=PHASE_COLOURS[p], label=p)
         left = [a + b for a, b in zip(left, ms)]
     bx.invert_yaxis()
     bx.set_xlabel("predicted ms per step, by phase")
