@@ -350,3 +350,11 @@ def test_a_tonic_folder_without_usable_labels_is_one_line(tmp_path, monkeypatch,
         f["extra/speaker"] = np.zeros(6, int)
     argv = [*RUN, "--layers", "700-16-20", "--dataset", "shd", "--data-root", tmp_path, "--out", tmp_path / "o"]
     refused(argv, "--data-root = ", "tonic's SHD there cannot give sample 0", "as tonic downloads it")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5"])
+def test_a_bad_numba_thread_count_in_the_environment_is_one_line(monkeypatch, value):
+    """Before: 0 and -1 stopped Numba's import with ValueError (a traceback); text printed Numba's own
+    parse traceback as a warning and went on."""
+    monkeypatch.setenv("NUMBA_NUM_THREADS", value)
+    refused(["layer", "--kind", "dense", "--n", "64", "--batch", "8"], "NUMBA_NUM_THREADS = ", "whole number >= 1")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tilesim.errors import ConfigError, TileSimError, config_message
 from tilesim.io import dumps_json
+from tilesim.running.limits import check_numba_env
 
 __all__ = ["main", "write_outputs", "format_summary"]
 
@@ -567,6 +568,7 @@ def _main(argv) -> int:
         parser.print_help()
         return 2
     try:
+        check_numba_env()  # before any command imports Numba
         return int(args.func(args) or 0)
     except TileSimError as exc:
         print(f"tilesim: error: {exc}", file=sys.stderr)

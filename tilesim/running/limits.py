@@ -14,6 +14,7 @@ import os
 from tilesim.errors import ConfigError, config_message
 
 __all__ = [
+    "check_numba_env",
     "memory_limit_bytes",
     "env_memory_limit",
     "check_memory",
@@ -115,3 +116,25 @@ def worker_limit() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def check_numba_env() -> None:
+    """The environment variables of Numba that stop it from importing with a traceback, checked before
+    anything imports it: ``NUMBA_NUM_THREADS``, when set, must be a whole number >= 1 (Numba raises
+    ``ValueError`` for 0 or less, and warns with a printed traceback for text)."""
+    env = os.environ.get("NUMBA_NUM_THREADS", "")
+    if not env.strip():
+        return
+    try:
+        ok = int(env) >= 1
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(
+            config_message(
+                "NUMBA_NUM_THREADS",
+                env,
+                "must be a whole number >= 1 (Numba's worker threads)",
+                "unset it or give e.g. 2",
+            )
+        )
