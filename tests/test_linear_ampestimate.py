@@ -131,3 +131,19 @@ def test_closed_form_matches_the_built_plan_with_poplibs_estimates_in_place(spli
     i = int(np.flatnonzero((pm == split[0]) & (pk == split[1]) & (pn == split[2]))[0])
     assert int(total[i]) == plan.predicted_cycles
     assert int(temp[i]) == int(plan.temp_bytes.max())
+
+
+def test_popops_reduce_vertex_matches_hand_evaluated_poplibs_formula():
+    """getCyclesEstimateForReduce (popops, ADD, DEFAULT vertex) evaluated by hand: 7 + 26 entry/state, per region
+    16 + 6 + 2 log2(acc) + 2, per accumulator vector 5 + store + 1, per partial per vector 10 + 6 + 3, and the
+    remainder bits of the outputs (FP16: acc 8, store 2 min(w, 4) + 1; FP32: acc 4, store 2 min(w, 2) + 1)."""
+    from tilesim.models.linear.ampestimate import popops_reduce_tile_cycles, popops_reduce_vertex_cycles
+
+    assert int(popops_reduce_vertex_cycles(16, 2, 1, False)) == 33 + 30 + 2 * 15 + 2 * 2 * 19  # 169
+    # 11 outputs, 5 partials: one vector loop and remainder bits 1 and 2
+    hand = 33 + (30 + 15 + 5 * 19) + (4 + 3 + 50 + 5 * 6) + (4 + 5 + 50 + 5 * 6)
+    assert int(popops_reduce_vertex_cycles(11, 5, 1, False)) == hand == 349
+    assert int(popops_reduce_vertex_cycles(4, 3, 1, True)) == 33 + (28 + 11 + 3 * 19)  # 129
+    assert int(popops_reduce_vertex_cycles([0, 8], [3, 0], 1, False).sum()) == 0
+    # 13 regions of 8 on 6 workers: the busiest worker runs 3 regions, the tile 6 times that
+    assert int(popops_reduce_tile_cycles(104, 2, 13, False)) == 6 * (33 + 3 * (30 + 15 + 2 * 19))

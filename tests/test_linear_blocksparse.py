@@ -121,3 +121,27 @@ def test_layer_command_takes_block_one(capsys):
     assert main([*argv, "--precision", "fp16", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["step_s"] > 0 and out["fits"]
+
+
+def test_static_reduce_charges_popops_reduce_vertices():
+    """The scatter-add of the partials costs popops' reduce vertices (at least ``W (33 + 30)`` on every tile
+    owning outputs), not the vector unit's add rate: the per-matmul fixed cost of PopSparse at small batches."""
+    from tilesim.models.linear.ampestimate import popops_reduce_tile_cycles
+
+    lay = random_block_layout(4096, 4096, 16, 1 / 16, seed=0)
+    target = PlanTarget(precision="fp16", **BOW)
+    plan = plan_block_sparse(lay, 4, target, block=16, workers=6, reduce_vertex="popops")
+    old = plan_block_sparse(lay, 4, target, block=16, workers=6)
+    red, red_old = plan.phases[1], old.phases[1]
+    assert red.name == "sparse-reduce"
+    owners = plan.output_bytes > 0
+    assert (red.compute_cycles[owners] >= 6 * 63).all()
+    t = int(np.argmax(owners))
+    outputs = int(plan.output_bytes[t]) // 2
+    partials = -(-int(red.bytes_in[t]) // 2 // outputs)
+    assert int(red.compute_cycles[t]) in {
+        int(popops_reduce_tile_cycles(outputs, partials, g, False)) for g in (1, 2)
+    }  # one region, or two where a block row's segment ends inside the tile's slice
+    assert int(red_old.compute_cycles.max()) < 100 < plan.predicted_cycles - old.predicted_cycles
+    with pytest.raises(ConfigError, match="reduce_vertex"):
+        plan_block_sparse(lay, 4, target, block=16, workers=6, reduce_vertex="fast")

@@ -52,7 +52,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AmpTarget", "amp_target", "conv1x1_worker_cycles", "conv1x1_cycles", "reduce_cycles", "cast_cycles"]
+__all__ = [
+    "AmpTarget",
+    "amp_target",
+    "conv1x1_worker_cycles",
+    "conv1x1_cycles",
+    "reduce_cycles",
+    "cast_cycles",
+    "popops_reduce_vertex_cycles",
+    "popops_reduce_tile_cycles",
+]
 
 CORE_CYCLES = {"fp16": 4, "fp32": 8}
 """Cycles per field element of the AMP's core loop (``coreCycles``: 4 for half, 8 for float) [S]."""
@@ -167,3 +176,46 @@ def cast_cycles(outputs, workers: int = 6):
     per_worker = -(-o // workers)
     cycles = (np.maximum(-(-per_worker // 2), -(-per_worker // 4)) + 26) * workers
     return np.where(o > 0, cycles, 0)
+
+
+def popops_reduce_vertex_cycles(outputs, partials, regions, float_partials: bool):
+    """Worker cycles of one popops ``Reduce`` vertex (ADD, no update, the general ``DEFAULT`` specialisation)
+    reducing ``regions`` output regions of ``outputs`` elements each, every one from ``partials`` partials of its
+    width: ``getCyclesEstimateForReduce`` of ``lib/popops/reduction/CycleEstimationFunctions.cpp`` [S]::
+
+        7 + 26 + regions (30 + V (5 + S(a) + 1) + V d (7 + 3) + V d (l + 3)
+                          + sum over set bits b of (o mod a): (4 + S(b) + 10 d + d (2 + 1 + 3)))
+
+    ``a`` = 8 FP16 / 4 FP32 (``accVectorWidth``), ``V = o div a`` vector loops, ``d`` partials, ``S(w) = 2 min(w,
+    v_out) + 1`` the store (``v_out`` = 4 FP16 / 2 FP32 per 64 bits), ``l = 2 + 2 + a / (64-bit loads)`` = 6 the
+    per-partial vector load; the 30 per region is ``16 + 6 + 2 log2(a) + 2`` (setup, remainder checks, loop end).
+    Arrays broadcast; 0 where there is nothing to reduce."""
+    o, d, g = (np.asarray(a, dtype=np.int64) for a in (outputs, partials, regions))
+    acc = 4 if float_partials else 8
+    out_width = 2 if float_partials else 4  # output-type elements per 64 bits (partials and output one type)
+    load = 2 + 2 + acc // out_width  # call/ret + alignment check + 64-bit loads per accumulator vector
+    checks = acc.bit_length() - 1  # ceilLog2(accVectorWidth)
+    vec = o // acc
+    per_region = 16 + 6 + 2 * checks + 2 + vec * (5 + 2 * out_width + 1 + 1) + vec * d * (10 + load + 3)
+    rem = o % acc
+    for i in range(checks):
+        bit = 1 << i
+        has = (rem & bit) > 0
+        per_region = per_region + np.where(has, 4 + 2 * min(bit, out_width) + 1 + 10 * d + d * (2 + 1 + 3), 0)
+    cycles = 7 + 26 + g * per_region
+    return np.where((o > 0) & (d > 0) & (g > 0), cycles, 0)
+
+
+def popops_reduce_tile_cycles(outputs, partials, regions, float_partials: bool, workers: int = 6):
+    """Tile cycles of popops' single-stage reduction of ``regions`` equal output regions (``outputs`` elements in
+    all, ``partials`` partials each) on one tile: ``distributeReductionsBetweenWorkers``
+    (``lib/popops/reduction/ReductionConnection.cpp``) gives consecutive regions of about equal cost to each worker
+    (``ceil(regions / W)`` on the busiest), one vertex per worker, and a tile's time is ``W`` times its busiest
+    worker's [S]. (popops splits a region's partials over idle workers into a second compute set only when that
+    beats one vertex's ``30`` cycles of overhead — ``splitTwoStageReductionsBetweenWorkers`` — which it does not
+    for the few partials of a sparse matmul's rows: not modelled.) Arrays broadcast; 0 where there is none."""
+    o, d, g = (np.asarray(a, dtype=np.int64) for a in (outputs, partials, regions))
+    g = np.maximum(g, 1)
+    width = -(-o // g)
+    busiest = -(-g // workers)
+    return workers * popops_reduce_vertex_cycles(width, d, busiest, float_partials)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from tilesim.errors import SramOverflowError, require
+from tilesim.models.linear.ampestimate import popops_reduce_tile_cycles
 from tilesim.models.linear.phases import (
     Phase,
     SuperstepCosts,
@@ -334,17 +335,20 @@ def _sparse_mm_phase(macs, compute, bytes_in, bytes_out, blocks_t, rows_t, cols_
     )
 
 
-def _reduce_phase(recv_el: np.ndarray, send_el: np.ndarray, pb: int, costs: SuperstepCosts) -> Phase:
+def _reduce_phase(
+    recv_el: np.ndarray, send_el: np.ndarray, pb: int, costs: SuperstepCosts, compute: np.ndarray | None = None
+) -> Phase:
     """``sparse-reduce``: every tile sends its ``send_el`` partial elements to the tiles of the output
     (PopSparse's ``reduceMany`` into a linearly mapped result), each of which receives ``recv_el`` partials
-    of its slice and adds them on the vector unit, in the partials type (``pb`` bytes)."""
+    of its slice and adds them, in the partials type (``pb`` bytes): ``compute`` cycles per tile (popops'
+    reduce vertices, :func:`popops_reduce_cycles`), or the vector unit's rate if None."""
     red_in, red_out = recv_el * pb, send_el * pb
     has = (recv_el > 0).astype(np.int64)
     return Phase(
         "sparse-reduce",
         "vector",
         recv_el,
-        costs.vector_cycles(recv_el, pb),
+        costs.vector_cycles(recv_el, pb) if compute is None else compute,
         red_in,
         red_out,
         has,
@@ -353,7 +357,33 @@ def _reduce_phase(recv_el: np.ndarray, send_el: np.ndarray, pb: int, costs: Supe
     )
 
 
-def _build(layout, n, boundaries, n_split, tiles, block, eb, workers, costs, vertex, memory_proportion):
+REDUCE_VERTICES = ("popops", "vector")
+"""How ``sparse-reduce`` is costed: ``"popops"`` (popops' reduce vertices, :func:`popops_reduce_cycles`) or
+``"vector"`` (the partials' adds at the vector unit's rate; the default: popops' split of a tile's few regions over
+idle workers in two compute sets, ``splitTwoStageReductionsBetweenWorkers``, is not ported yet, and without it
+a large slice on one worker is far too slow)."""
+
+
+def popops_reduce_cycles(recv_el: np.ndarray, out_el: np.ndarray, segment_starts: np.ndarray, eb: int, workers: int):
+    """Tile cycles of PopSparse's "scatter-add" (``reduceMany``, ``lib/popsparse/StaticMatMul.cpp``): one
+    ``SingleReduceOp`` per (block row, dense-column part), its partials the rows of the tiles holding that row,
+    its output ``out[row][part]`` (``n_j B`` contiguous elements of the linearly mapped result) [S]. popops
+    reduces at the destination (``intermediateToOutput``; the partials' tiles cover most of the chip and each
+    output has few sources, so ``calculateNextStep`` goes straight to the output stage): a tile owning
+    ``out_el`` outputs cut into ``regions`` by the (row, part) segments (``segment_starts``, sorted flat offsets),
+    receiving ``recv_el`` partials, costs :func:`~tilesim.models.linear.ampestimate.popops_reduce_tile_cycles`
+    of its regions with ``ceil(recv_el / out_el)`` partials each, in the partials type (``eb`` bytes)."""
+    out_el = np.asarray(out_el, dtype=np.int64)
+    start = np.concatenate([[0], np.cumsum(out_el)[:-1]])
+    inner = np.searchsorted(segment_starts, start + out_el, side="left") - np.searchsorted(
+        segment_starts, start, side="right"
+    )
+    regions = np.where(out_el > 0, 1 + np.maximum(inner, 0), 0)
+    partials = np.where(out_el > 0, -(-recv_el // np.maximum(out_el, 1)), 0)
+    return popops_reduce_tile_cycles(out_el, partials, regions, eb == 4, workers).astype(np.int64)
+
+
+def _build(layout, n, boundaries, n_split, tiles, block, eb, workers, costs, vertex, memory_proportion, reduce_vertex):
     nbr, nbc = layout.shape
     m, k = nbr * block, nbc * block
     bands = len(boundaries) - 1
@@ -389,7 +419,13 @@ def _build(layout, n, boundaries, n_split, tiles, block, eb, workers, costs, ver
     # every partial row goes to the linearly mapped result (PopSparse's reduceMany "scatter-add" [S])
     send_el = rows_t * block * n_j
     recv_el = split_sizes(int(send_el.sum()), tiles)
-    reduce = _reduce_phase(recv_el, send_el, eb, costs)
+    out_el = split_sizes(m * n, tiles)
+    red_cyc = None
+    if reduce_vertex == "popops":
+        part_offsets = np.concatenate([[0], np.cumsum(split_sizes(n, n_split))[:-1]]) * block
+        starts = (np.arange(nbr)[:, None] * n * block + part_offsets[None, :]).ravel()
+        red_cyc = popops_reduce_cycles(recv_el, out_el, starts, eb, workers)
+    reduce = _reduce_phase(recv_el, send_el, eb, costs, red_cyc)
     phases = (mm, reduce)
     return BlockSparsePlan(
         m,
@@ -410,7 +446,7 @@ def _build(layout, n, boundaries, n_split, tiles, block, eb, workers, costs, ver
         macs,
         weight_bytes,
         home * eb,
-        split_sizes(m * n, tiles) * eb,
+        out_el * eb,
         bytes_in,
         send_el * eb + reduce.bytes_in,
         phases,
@@ -428,6 +464,7 @@ def plan_block_sparse(
     workers: int,
     tile_grain: int = 2,
     vertex: StaticBlockCosts = StaticBlockCosts(),
+    reduce_vertex: str = "vector",
 ) -> BlockSparsePlan:
     """The partition PopSparse's static planner picks for ``W (layout, block) · X^T (k x n)``
     (:func:`~tilesim.models.linear.popsparse_plan.choose_static_partition`: its own estimate over every
@@ -435,7 +472,8 @@ def plan_block_sparse(
     by tile; :class:`~tilesim.errors.SramOverflowError` if that plan does not fit ``sram_bytes``.
     ``layout``: bool block mask ``(m / block, k / block)``; ``workers``: the chip's worker contexts per
     tile; ``tile_grain``: tiles that share an exchange bus (PopSparse gives bands whole pairs). Partials
-    are in the input type, as ``sparseDenseMatMul`` sets them [S]."""
+    are in the input type, as ``sparseDenseMatMul`` sets them [S]. ``reduce_vertex``: how the partials'
+    reduction is costed (:data:`REDUCE_VERTICES`)."""
     tiles, sram_bytes, precision, costs = target.tiles, target.sram_bytes, target.precision, target.costs
     overheads, memory_proportion = target.overheads, target.memory_proportion
     layout = np.asarray(layout, dtype=bool)
@@ -462,6 +500,13 @@ def plan_block_sparse(
     ):
         require_int(name, v)
     _check_proportion(memory_proportion)
+    require(
+        reduce_vertex in REDUCE_VERTICES,
+        "reduce_vertex",
+        reduce_vertex,
+        f"must be one of {REDUCE_VERTICES}",
+        "popops: PopSparse's reduce vertices; vector: adds at the vector rate",
+    )
     eb = require_precision("precision", precision)
     choice = choose_static_partition(
         layout,
@@ -477,7 +522,8 @@ def plan_block_sparse(
         vertex=vertex,
     )
     plan = _build(
-        layout, n, choice.boundaries, choice.n_split, tiles, block, eb, workers, costs, vertex, memory_proportion
+        layout, n, choice.boundaries, choice.n_split, tiles, block, eb, workers, costs, vertex, memory_proportion,
+        reduce_vertex,
     )  # fmt: skip
     plan = replace(plan, estimate_temp_bytes=int(choice.estimate_bytes))
     used = plan.memory_bytes(overheads)
