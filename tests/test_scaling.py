@@ -166,7 +166,8 @@ def test_scaling_study_weak_and_strong():
     }
     assert p.band["sync_scope"] < p.efficiency  # syncing every chip for every superstep costs more
     assert sum(p.split_s.values()) == pytest.approx(p.step_s, rel=1e-6)
-    assert p.split_s["host"] > 0 and p.split_s["links"] > 0 and "residual" not in p.split_s
+    # the residual is the host copy's fitted excess beyond Graphcore's documented rate (its own row)
+    assert p.split_s["host"] > 0 and p.split_s["links"] > 0 and p.split_s["residual"] > 0
     strong = scaling_study(r, (1, 2), "strong", band=False)
     assert strong.points[1].neurons_per_tile == 2 and strong.points[0].neurons_per_tile >= 4
     assert strong.points[0].neurons == strong.points[1].neurons

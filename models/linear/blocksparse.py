@@ -491,14 +491,9 @@ def plan_block_sparse(
         f"must be one of {SUPPORTED_BLOCKS}",
         "PopSparse's static codelets exist for element-wise (1) and 4x4, 8x8 and 16x16 blocks",
     )
-    for name, v in (
-        ("n", n),
-        ("tiles", tiles),
-        ("sram_bytes", sram_bytes),
-        ("workers", workers),
-        ("tile_grain", tile_grain),
-    ):
+    for name, v in (("n", n), ("tiles", tiles), ("sram_bytes", sram_bytes), ("workers", workers)):
         require_int(name, v)
+    require_int("tile_grain", tile_grain)
     _check_proportion(memory_proportion)
     require(
         reduce_vertex in REDUCE_VERTICES,

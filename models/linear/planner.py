@@ -588,8 +588,7 @@ def build_matmul_plan(
     _check_problem(m, k, n, tiles, 1, flops_per_cycle, fixed_cycles)
     _check_proportion(memory_proportion)
     _check_amp_estimate(amp_estimate)
-    eb = require_precision("precision", precision)
-    pb = require_precision("partials_precision", partials_precision)
+    eb, pb = require_precision("precision", precision), require_precision("partials_precision", partials_precision)
     pm, pk, pn, sk, sn = _check_split(m, k, n, split, serial, tiles)
     ks, ns, passes = k // sk, n // sn, sk * sn
     zero = np.zeros(tiles, dtype=np.int64)
@@ -602,50 +601,18 @@ def build_matmul_plan(
     )
     home_bytes, bytes_in, bytes_out = home_bytes * eb, (recv_a + recv_b) * eb, copy * eb
     exchanged_in = (ceil_div(recv_a, _bus_share(pn, exchange_bus_tiles)) + recv_b) * eb  # the receive time's bytes
-    slice_bytes = copy * eb if passes > 1 else zero
-    vertex = (amp_estimate, workers)
+    slice_bytes, vertex = (copy * eb if passes > 1 else zero), (amp_estimate, workers)
     red = _reduction(b, pk, sk, (eb, pb), vertex, costs)
-    output_bytes = sn * red.owned * eb
-    accumulator_bytes = red.owned * pb if sk > 1 else zero
+    output_bytes, accumulator_bytes = sn * red.owned * eb, (red.owned * pb if sk > 1 else zero)
     phases = _pass_phases(
         b, red, amp, exchanged_in, bytes_out, operand_instr, copy, (pk, sk, sn), eb, pb, costs, zero, vertex
     )
     data = bytes_in + home_bytes + output_bytes + red.partial_bytes + slice_bytes + accumulator_bytes
-    return MatmulPlan(
-        m,
-        k,
-        n,
-        tiles,
-        precision,
-        partials_precision,
-        pm,
-        pk,
-        pn,
-        rows,
-        depth,
-        cols,
-        macs * passes,
-        amp * passes,
-        bytes_in * passes,
-        bytes_out * passes,
-        red.red_in * passes,
-        red.red_out * passes,
-        red.red_adds * passes,
-        red.red_cycles * passes,
-        bytes_in,
-        home_bytes,
-        output_bytes,
-        red.partial_bytes,
-        data,
-        phases,
-        phases_cycles(phases, costs),
-        sk,
-        sn,
-        slice_bytes,
-        accumulator_bytes,
-        float(memory_proportion),
-        bool(within_proportion),
-    )
+    head = (m, k, n, tiles, precision, partials_precision, pm, pk, pn, rows, depth, cols)
+    per_pass = (macs, amp, bytes_in, bytes_out, red.red_in, red.red_out, red.red_adds, red.red_cycles)
+    tail = (bytes_in, home_bytes, output_bytes, red.partial_bytes, data, phases, phases_cycles(phases, costs))
+    layout = (sk, sn, slice_bytes, accumulator_bytes, float(memory_proportion), bool(within_proportion))
+    return MatmulPlan(*head, *(x * passes for x in per_pass), *tail, *layout)
 
 
 #: candidates scored at a time: the closed forms hold ~30 float64 columns of a chunk (~130 MB at
