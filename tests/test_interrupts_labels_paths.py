@@ -239,3 +239,19 @@ def test_a_run_refuses_a_config_path_outside_before_it_simulates(tmp_path, capsy
     assert main(["run", str(cfg), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "data_root (in " in err and "--data-root on the command line" in err
+
+
+@pytest.mark.parametrize(
+    "table", ['data_root = "../../x"', 'data_root = "/etc"', '[grid]\ncosts = ["c.toml", "~/c.toml"]']
+)
+def test_a_sweep_file_path_outside_its_folder_is_refused_before_any_point_runs(tmp_path, capsys, table):
+    """A shared sweep file decides what runs, not which of your files it reads: a path that leaves
+    its folder is refused, naming the key, before a database is made or a point runs."""
+    sweep = tmp_path / "shared" / "sweep.toml"
+    sweep.parent.mkdir()
+    base = '[base]\nlayers = "32-16-4"\nsteps = 1\n'
+    sweep.write_text(base + table + "\n" if table.startswith("[") else base + table + "\n")
+    db = tmp_path / "r.sqlite"
+    assert main(["sweep", str(sweep), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "leaves the config file's folder" in err and not db.exists()

@@ -52,6 +52,7 @@ __all__ = [
     "DATASET_CHANNELS",
     "option_names",
     "options_from_mapping",
+    "check_sweep_paths",
     "options_from_args",
     "add_option_flags",
     "options_dict",
@@ -722,6 +723,20 @@ def config_paths(options: RunOptions, config_path) -> RunOptions:
         if isinstance(value, str) and _names_file(key, value, home):
             changes[key] = config_file_path(key, value, config_path)
     return dataclasses.replace(options, **changes) if changes else options
+
+
+def check_sweep_paths(spec, sweep_path) -> None:
+    """Refuse a sweep file whose fixed, grid or choice values give a path (:data:`CONFIG_PATHS`) that
+    leaves the sweep file's folder (absolute, ``~``, ``..``, a link out), as a run config's are
+    (:func:`config_file_path`). The values themselves are kept as written, so the points' ids do not
+    change (a relative path is still read from the working directory, as sweeps always have)."""
+    home = Path(sweep_path).expanduser().resolve().parent
+    values = [(k, v) for k, v in spec.base.items()]
+    values += [(k, v) for k, vals in spec.grid for v in vals]
+    values += [(k, v) for k, r in spec.random if isinstance(r, tuple) for v in r]
+    for key, value in values:
+        if key in CONFIG_PATHS and isinstance(value, str) and _names_file(key, value, home):
+            config_file_path(key, value, sweep_path)
 
 
 def options_from_args(

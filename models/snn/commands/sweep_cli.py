@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tilesim.errors import ConfigError, config_message, require
 from tilesim.io import check_output_path, dumps_json
-from tilesim.models.snn.commands.options import option_names, options_dict, options_from_mapping
+from tilesim.models.snn.commands.options import check_sweep_paths, option_names, options_dict, options_from_mapping
 from tilesim.running.limits import MAX_SWEEP_POINTS
 from tilesim.running.store import ResultStore, export_table, format_table, write_csv, write_parquet
 
@@ -172,6 +172,7 @@ def cmd_sweep(args) -> int:
         )
     workers = None if args.workers is None or args.scheduler else check_workers(args.workers)
     spec = load_sweep(args.sweep, allowed=option_names(), forbidden=FORBIDDEN)
+    check_sweep_paths(spec, args.sweep)
     n = spec.count()
     require(
         n <= MAX_SWEEP_POINTS or args.force,
