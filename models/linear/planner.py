@@ -706,6 +706,94 @@ def _serial_pairs(k: int, n: int, limit: int) -> list:
     return sorted(pairs, key=lambda p: (p[0] * p[1], p[0]))
 
 
+@dataclass(frozen=True)
+class _Floor:
+    """What bounds tile 0 of a plan from below (:func:`_tile0_floor`): the problem ``(m, k, n)``, ``tiles``, the
+    element and partials bytes ``eb``, ``pb``, :attr:`PlanTarget.operands_in_place` and the overhead constants."""
+
+    m: int
+    k: int
+    n: int
+    tiles: int
+    eb: int
+    pb: int
+    in_place: bool
+    oc: OverheadConstants
+
+
+def _tile0_floor(f: _Floor, serial: tuple, cuts: tuple, blocks: tuple, pk_range: tuple):
+    """A lower bound of the bytes (data + overheads) of tile 0 of :func:`build_matmul_plan`'s plan of the ``serial``
+    ``(S_k, S_n)`` passes, for every partition with ``P_m >= pm``, ``P_n >= pn`` (``cuts``), tile-0 blocks ``blocks =
+    (cm, ck, cn)`` and ``P_k`` in ``pk_range = (lo, hi)`` (``lo = hi = 1``: ``k`` not split); arrays or ints.
+
+    Tile 0 holds the largest blocks, home chunks and reduction slice; counted: the home chunks (at least the
+    operands over ``tiles``) and received blocks, the output (at least ``m n / tiles``), the partials (``P_k > 1``:
+    the block and at least ``(lo - 1) ceil(block / lo)`` received), accumulator and slice copies, the operand
+    exchange instructions (:func:`~tilesim.models.linear.phases.block_pieces` or the in-place receives), the AMP
+    and reduce vertices, their compute sets and code. Everything left out is >= 0, so a plan whose bound exceeds
+    ``sram_bytes`` cannot fit."""
+    m, k, n, tiles, eb, pb, oc = f.m, f.k, f.n, f.tiles, f.eb, f.pb, f.oc
+    (sk, sn), (pm, pn), (cm, ck, cn), (lo, hi) = serial, cuts, blocks, pk_range
+    passes, chunk_a, chunk_b = sk * sn, ceil_div(m * k, tiles), ceil_div(k * n, tiles)
+    blk = cm * cn
+    split = np.asarray(lo) > 1
+    sl = np.where(split, ceil_div(blk, hi), blk)
+    if f.in_place:
+        home_in = np.maximum(cm * ck, chunk_a) + np.maximum(ck * cn, chunk_b)
+        instr = (pn > 1) + (pm > 1) + (pn - 1) + (pm - 1)
+        copy, exchanges = 0, 0
+    else:
+        home_in = chunk_a + chunk_b + cm * ck + ck * cn
+        pieces_a = np.where(ck == k, 1, cm) + np.minimum(((cm - 1) * k + ck) // chunk_a, tiles - 1)
+        pieces_b = np.where(cn == n, 1, ck) + np.minimum(((ck - 1) * n + cn) // chunk_b, tiles - 1)
+        instr = pieces_a + pieces_b
+        copy, exchanges = (ceil_div(chunk_a, sk) + ceil_div(chunk_b, passes) if passes > 1 else 0), 1
+    red = np.where(split, (lo - 1) * ceil_div(blk, lo), 0)
+    partial = np.where(split, blk + red, blk if sk > 1 else 0) + (sl if sk > 1 else 0)
+    data = (home_in + np.maximum(ceil_div(m * n, tiles), sn * sl) + copy) * eb + partial * pb
+    state = oc.vertex_state_base_bytes * (1 + split) + oc.vertex_edge_bytes * (3 + np.where(split, lo + 1, 0))
+    control = oc.control_code_bytes_per_compute_set * (1 + split) + oc.control_code_bytes_per_exchange * (
+        exchanges + split
+    )
+    vector = split | (sk > 1) | (not f.in_place and passes > 1)
+    code = oc.vertex_code_bytes_amp + oc.vertex_code_bytes_vector * vector
+    return data + oc.exchange_instruction_bytes * (instr + 2 * (lo - 1)) + state + control + code
+
+
+def _classes(dim: int, tiles: int) -> tuple:
+    """``(parts, block)``: the fewest parts of ``dim`` (at most ``tiles``) giving each distinct largest block."""
+    parts = np.arange(1, min(int(dim), int(tiles)) + 1, dtype=np.int64)
+    block, first = np.unique(ceil_div(int(dim), parts), return_index=True)
+    return parts[first], block
+
+
+def _memory_floor(f: _Floor, max_serial: int) -> tuple:
+    """``(bytes, serial, split)``: the least :func:`_tile0_floor` over every partition of every serial split
+    :func:`plan_matmul` may use, and where it is. Partitions are grouped by their tile-0 blocks ``(cm, cn)``
+    (``O(sqrt m sqrt n)`` groups, never the partitions themselves): the bound grows with ``ck``, ``P_m``, ``P_n``,
+    so each group's fewest ``P_m``, ``P_n`` and largest ``P_k`` (unsplit ``k`` apart) bound all its members."""
+    best: tuple = (np.inf, (1, 1), (1, 1, 1))
+    pm_all, cm_all = _classes(f.m, f.tiles)
+    for sk, sn in _serial_pairs(f.k, f.n, max_serial):
+        ks, ns = f.k // sk, f.n // sn
+        pn_all, cn_all = _classes(ns, f.tiles)
+        pm, pn = np.repeat(pm_all, pn_all.size), np.tile(pn_all, pm_all.size)
+        cm, cn = np.repeat(cm_all, pn_all.size), np.tile(cn_all, pm_all.size)
+        room = f.tiles // (pm * pn)  # the most P_k the group leaves
+        for split in (False, True):
+            ok = room >= (2 if split else 1)
+            if split and ks < 2:
+                continue
+            pk = np.minimum(ks, np.maximum(room, 1)) if split else np.ones_like(room)
+            ck = ceil_div(ks, pk)
+            lo = np.where(split, 2, 1)
+            b = np.where(ok, _tile0_floor(f, (sk, sn), (pm, pn), (cm, ck, cn), (lo, pk)), np.inf)
+            i = int(np.argmin(b))
+            if b[i] < best[0]:
+                best = (float(b[i]), (sk, sn), (int(pm[i]), int(pk[i]), int(pn[i])))
+    return best
+
+
 def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: tuple, layout: tuple, costs, split=None):
     """Predicted cycles, temporary bytes and data bytes of every partition of the ``(S_k, S_n)`` passes
     (or of the partitions ``split`` = ``(pm, pk, pn)`` arrays, a chunk of :func:`_candidates`;
@@ -842,6 +930,10 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
     bound = memory_proportion * sram_bytes
     amp_spec = (target.amp_estimate, precision, flops_per_cycle, fixed_cycles, target.workers)
     layout = (target.operands_in_place, target.exchange_bus_tiles)
+    floor = _Floor(m, k, n, tiles, eb, pb, bool(target.operands_in_place), overheads)
+    least = _memory_floor(floor, max_serial)
+    if least[0] > sram_bytes:  # no partition can fit: refuse before scoring every one of them
+        raise _cannot_fit(floor, least, sram_bytes, precision, max_serial)
     c = _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, layout, costs, max_serial)
     fit = c["data"] <= sram_bytes
     kw = dict(
@@ -863,6 +955,12 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
         order = _try_order(c, mask, primary, secondary)
         tried = 0
         for idx in order:
+            cut = (int(c["pm"][idx]), int(c["pk"][idx]), int(c["pn"][idx]))
+            if _cannot_hold(floor, (int(c["sk"][idx]), int(c["sn"][idx])), cut, sram_bytes):
+                tried += 1  # its plan would not fit: counted as tried, not built
+                if tried >= TRY_LIMIT:
+                    break
+                continue
             plan = build_matmul_plan(
                 m,
                 k,
@@ -878,6 +976,29 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
             if tried >= TRY_LIMIT:
                 break
     raise _no_plan_fits(c, m, k, n, tiles, sram_bytes, precision, eb, max_serial)
+
+
+def _cannot_hold(f: _Floor, serial: tuple, cut: tuple, sram_bytes: int) -> bool:
+    """Whether the plan of partition ``cut`` of the ``serial`` passes surely overflows ``sram_bytes`` on tile 0
+    (:func:`_tile0_floor` of its own blocks), so :func:`plan_matmul` need not build it to know."""
+    (sk, sn), (pm, pk, pn) = serial, cut
+    blocks = (ceil_div(f.m, pm), ceil_div(f.k // sk, pk), ceil_div(f.n // sn, pn))
+    return int(_tile0_floor(f, serial, (pm, pn), blocks, (pk, pk))) > sram_bytes
+
+
+def _cannot_fit(f: _Floor, least: tuple, sram_bytes: int, precision: str, max_serial: int) -> SramOverflowError:
+    """The error for a matmul whose :func:`_memory_floor` ``least`` exceeds ``sram_bytes`` (no partition fits),
+    worded as :func:`_no_plan_fits` words it."""
+    need, (sk, sn), (pm, pk, pn) = least
+    alone = int((ceil_div(f.m * f.k, f.tiles) + ceil_div(f.k * f.n, f.tiles) + ceil_div(f.m * f.n, f.tiles)) * f.eb)
+    return SramOverflowError(
+        f"matmul (m, k, n) = ({f.m}, {f.k}, {f.n}) {precision} on {f.tiles} tiles: no plan fits, even with serial "
+        f"splits (S_k S_n <= {max_serial}); the smallest, near (P_m, P_k, P_n) = ({pm}, {pk}, {pn}) with (S_k, S_n) "
+        f"= ({sk}, {sn}), with its exchange code and vertices at least, needs {int(need)} B of data on tile 0 > "
+        f"sram_bytes = {sram_bytes} B; the operands and result alone are {alone} B per tile: use more "
+        f"tiles (chips){'' if precision == 'fp16' else ', fp16'} or a smaller batch",
+        tiles=[0],
+    )
 
 
 def _no_plan_fits(c: dict, m, k, n, tiles, sram_bytes, precision, eb, max_serial) -> SramOverflowError:
