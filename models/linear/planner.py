@@ -794,6 +794,118 @@ def _memory_floor(f: _Floor, max_serial: int) -> tuple:
     return best
 
 
+def _group_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp_spec: tuple, layout: tuple, costs):
+    """Lower bounds ``(total, temp, data)`` of :func:`_closed_form` over every ``P_k`` in ``[1, pkmax]`` of each
+    ``group = (pm, pn, pkmax)`` of the ``serial`` passes (arrays): the least of the unsplit ``P_k = 1`` and of
+    ``P_k >= 2`` (:func:`_split_floors`)."""
+    pm, pn, pkmax = group
+    one = _split_floors(m, k, n, serial, (pm, pn, 1, 1), tiles, types, amp_spec, layout, costs)
+    more = _split_floors(m, k, n, serial, (pm, pn, 2, np.maximum(pkmax, 2)), tiles, types, amp_spec, layout, costs)
+    return tuple(np.minimum(a, np.where(pkmax >= 2, b, np.inf)) for a, b in zip(one, more))
+
+
+def _split_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp_spec: tuple, layout: tuple, costs):
+    """Lower bounds ``(total, temp, data)`` of :func:`_closed_form` over ``P_k`` in ``[lo, hi]`` (``lo`` 1 or 2;
+    ``group = (pm, pn, lo, hi)``): every term grows with ``ck``, so it is taken at the least ``ck = ceil(k_s / hi)``;
+    the reduction counts its fixed cycles, the block and ``(lo - 1) / lo`` of a block of partials (``(P_k - 1)
+    ceil(b / P_k) >= (lo - 1) b / lo``), the casts nothing; arrays or ints."""
+    (sk, sn), (pm, pn, lo, hi), (eb, pb) = serial, group, types
+    ks, ns, passes = k // sk, n // sn, sk * sn
+    cm, ck, cn = ceil_div(m, pm), ceil_div(ks, hi), ceil_div(ns, pn)
+    in_place, bus = layout
+    if in_place:
+        share_a, share_b = ceil_div(cm * ck, pn), ceil_div(ck * cn, pm)
+        recv_a, recv_b = cm * ck - (cm * ck) // pn, ck * cn - (ck * cn) // pm
+        send0 = share_a * (pn > 1) + share_b * (pm > 1)
+        home0 = (share_a * sk + share_b * passes) * eb
+    else:
+        recv_a, recv_b = cm * ck, ck * cn
+        send0 = ceil_div(ceil_div(m * k, tiles), sk) + ceil_div(ceil_div(k * n, tiles), passes)
+        home0 = (ceil_div(m * k, tiles) + ceil_div(k * n, tiles)) * eb
+    base = costs.sync_cycles + costs.exchange_fixed_cycles
+    exchanged0 = (ceil_div(recv_a, _bus_share(pn, bus)) + recv_b) * eb
+    split = np.asarray(lo) > 1
+    step = base * (1 + split) + _amp_cycles(cm, ck, cn, amp_spec)
+    step = step + np.ceil(np.maximum(exchanged0, send0 * eb) / costs.exchange_bytes_per_cycle)
+    if passes > 1:
+        step = step + costs.sync_cycles + costs.vector_cycles(send0, eb)
+    blk = cm * cn
+    sl = ceil_div(blk, hi)
+    partial = np.where(split, blk + ceil_div((lo - 1) * blk, lo), blk if sk > 1 else 0)
+    temp0 = (recv_a + recv_b) * eb + partial * pb
+    temp0 = temp0 + (send0 * eb if passes > 1 else 0) + (sl * pb if sk > 1 else 0)
+    return passes * step, temp0, temp0 + home0 + sn * sl * eb
+
+
+def _live_candidates(m, k, n, serial: tuple, tiles, score: tuple, cuts: _Cuts, limits: tuple):
+    """:func:`_candidates` of the ``serial`` passes less the ``(P_m, P_n)`` groups ``cuts`` finds useless
+    (:meth:`_Cuts.useless` of their :func:`_group_floors`; ``score = (types, amp_spec, layout, costs)``,
+    ``limits = (sram_bytes, bound)``), in the same order; ``cuts`` is read afresh for every chunk."""
+    ks, ns = k // serial[0], n // serial[1]
+    first = serial[0] * serial[1] == 1
+    pm = np.arange(1, min(int(m), tiles) + 1, dtype=np.int64)
+    rows = np.minimum(int(ns), tiles // pm)  # the P_n of each P_m
+    for a, b in _spans(rows, CANDIDATE_CHUNK):
+        pm2, pn2 = np.repeat(pm[a:b], rows[a:b]), _ranks(rows[a:b])
+        cnt = np.minimum(int(ks), tiles // (pm2 * pn2))  # the P_k of each (P_m, P_n)
+        for c, d in _spans(cnt, CANDIDATE_CHUNK):
+            group = (pm2[c:d], pn2[c:d], cnt[c:d])
+            live = ~cuts.useless(_group_floors(m, k, n, serial, group, tiles, *score), *limits, first)
+            if live.any():
+                yield from _live_ranges(m, k, n, serial, tuple(g[live] for g in group), tiles, score, cuts, limits)
+
+
+def _live_ranges(m, k, n, serial: tuple, group: tuple, tiles, score: tuple, cuts: _Cuts, limits: tuple):
+    """The partitions of the ``(P_m, P_n)`` groups ``group = (pm, pn, pkmax)`` (in order) less the ``P_k`` ranges
+    ``[2^j, 2^(j+1))`` that ``cuts`` finds useless (:func:`_split_floors` of each range)."""
+    pm, pn, cnt = group
+    nr = np.floor(np.log2(cnt)).astype(np.int64) + 1
+    nr += (np.left_shift(1, nr) <= cnt).astype(np.int64)  # float log2 of exact powers of two
+    nr -= (np.left_shift(1, nr - 1) > cnt).astype(np.int64)
+    pm, pn, cnt = np.repeat(pm, nr), np.repeat(pn, nr), np.repeat(cnt, nr)
+    lo = np.left_shift(1, _ranks(nr) - 1)
+    hi = np.minimum(2 * lo - 1, cnt)
+    floors = _split_floors(m, k, n, serial, (pm, pn, lo, hi), tiles, *score)
+    live = ~cuts.useless(floors, *limits, serial[0] * serial[1] == 1)
+    if live.any():
+        pm, pn, lo, hi = pm[live], pn[live], lo[live], hi[live]
+        size = hi - lo + 1
+        yield np.repeat(pm, size), np.repeat(lo - 1, size) + _ranks(size), np.repeat(pn, size)
+
+
+@dataclass
+class _Cuts:
+    """What the partitions scored so far leave to beat (:func:`_candidate_table`): the :data:`TRY_LIMIT`-th least
+    cycles within the proportion and temporary bytes that fit (``inf`` until there are that many), the least data
+    bytes; a group of partitions whose floors (:func:`_group_floors`) beat none of them cannot enter the table's use.
+    """
+
+    totals: np.ndarray
+    temps: np.ndarray
+    data: float = np.inf
+
+    def cut(self, values: np.ndarray) -> float:
+        return float(np.partition(values, TRY_LIMIT - 1)[TRY_LIMIT - 1]) if values.size >= TRY_LIMIT else np.inf
+
+    def add(self, total, temp0, data0, ok, fit) -> None:
+        """Fold a scored chunk in (keeping only what can still be among the :data:`TRY_LIMIT` least)."""
+        self.totals = np.concatenate([self.totals, total[ok]])
+        self.temps = np.concatenate([self.temps, temp0[fit]])
+        self.totals = self.totals[self.totals <= self.cut(self.totals)]
+        self.temps = self.temps[self.temps <= self.cut(self.temps)]
+        self.data = min(self.data, float(data0.min()))
+
+    def useless(self, floors: tuple, sram_bytes, bound, first: bool) -> np.ndarray:
+        """Groups with floors ``(total, temp, data)`` none of whose partitions can change the table's use: not
+        the least data yet, and too big to fit or beaten on cycles (or over the proportion) and on temporary bytes;
+        in the first serial split (``first``) only beaten on cycles, as its fastest fitting plan is compared."""
+        total, temp0, data0 = floors
+        slow = total > self.cut(self.totals)
+        if not first:
+            slow = slow | (temp0 > bound)
+        return (data0 > self.data) & ((data0 > sram_bytes) | (slow & (temp0 > self.cut(self.temps))))
+
+
 def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: tuple, layout: tuple, costs, split=None):
     """Predicted cycles, temporary bytes and data bytes of every partition of the ``(S_k, S_n)`` passes
     (or of the partitions ``split`` = ``(pm, pk, pn)`` arrays, a chunk of :func:`_candidates`;
@@ -863,9 +975,11 @@ def _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, layout
     the least data (:func:`_best`; the rest can never be tried). Stops after one pass when the
     proportion ``bound`` does not bind (one pass is never slower than several with the same partition)."""
     cols: dict = {key: [] for key in ("pm", "pk", "pn", "sk", "sn", "total", "temp", "data")}
+    cuts = _Cuts(np.empty(0), np.empty(0))
+    score = ((eb, pb), amp_spec, layout, costs)
     for sk, sn in _serial_pairs(k, n, max_serial):
         fastest_ok = fastest_fit = np.inf
-        for split in _candidates(m, k // sk, n // sn, tiles):
+        for split in _live_candidates(m, k, n, (sk, sn), tiles, score, cuts, (sram_bytes, bound)):
             pm, pk, pn, total, temp0, data0 = _closed_form(
                 m, k, n, sk, sn, tiles, eb, pb, amp_spec, layout, costs, split
             )
@@ -878,6 +992,7 @@ def _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, layout
                 cols[key].append(v[keep])
             fastest_ok = min(fastest_ok, total[ok].min()) if ok.any() else fastest_ok
             fastest_fit = min(fastest_fit, total[fit].min()) if fit.any() else fastest_fit
+            cuts.add(total, temp0, data0, ok, fit)
         if sk * sn == 1 and np.isfinite(fastest_ok) and fastest_ok == fastest_fit:
             break
     return {key: np.concatenate(v) for key, v in cols.items()}
