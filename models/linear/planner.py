@@ -673,6 +673,206 @@ def _serial_pairs(k: int, n: int, limit: int) -> list:
     return sorted(pairs, key=lambda p: (p[0] * p[1], p[0]))
 
 
+@dataclass(frozen=True)
+class _Floor:
+    """What bounds tile 0 of a plan from below (:func:`_tile0_floor`): the problem ``(m, k, n)``, ``tiles``, the
+    element and partials bytes ``eb``, ``pb``, :attr:`PlanTarget.operands_in_place` and the overhead constants."""
+
+    m: int
+    k: int
+    n: int
+    tiles: int
+    eb: int
+    pb: int
+    in_place: bool
+    oc: OverheadConstants
+
+
+def _tile0_floor(f: _Floor, serial: tuple, cuts: tuple, blocks: tuple, pk_range: tuple):
+    """A lower bound of the bytes (data + overheads) of tile 0 of :func:`build_matmul_plan`'s plan of the ``serial``
+    ``(S_k, S_n)`` passes, for every partition with ``P_m >= pm``, ``P_n >= pn`` (``cuts``), tile-0 blocks ``blocks =
+    (cm, ck, cn)`` and ``P_k`` in ``pk_range = (lo, hi)`` (``lo = hi = 1``: ``k`` not split); arrays or ints.
+
+    Tile 0 holds the largest blocks, home chunks and reduction slice; counted: the home chunks (at least the
+    operands over ``tiles``) and received blocks, the output (at least ``m n / tiles``), the partials (``P_k > 1``:
+    the block and at least ``(lo - 1) ceil(block / lo)`` received), accumulator and slice copies, the operand
+    exchange instructions (:func:`~tilesim.models.linear.phases.block_pieces` or the in-place receives), the AMP
+    and reduce vertices, their compute sets and code. Everything left out is >= 0, so a plan whose bound exceeds
+    ``sram_bytes`` cannot fit."""
+    m, k, n, tiles, eb, pb, oc = f.m, f.k, f.n, f.tiles, f.eb, f.pb, f.oc
+    (sk, sn), (pm, pn), (cm, ck, cn), (lo, hi) = serial, cuts, blocks, pk_range
+    passes, chunk_a, chunk_b = sk * sn, ceil_div(m * k, tiles), ceil_div(k * n, tiles)
+    blk = cm * cn
+    split = np.asarray(lo) > 1
+    sl = np.where(split, ceil_div(blk, hi), blk)
+    if f.in_place:
+        home_in = np.maximum(cm * ck, chunk_a) + np.maximum(ck * cn, chunk_b)
+        instr = (pn > 1) + (pm > 1) + (pn - 1) + (pm - 1)
+        copy, exchanges = 0, 0
+    else:
+        home_in = chunk_a + chunk_b + cm * ck + ck * cn
+        pieces_a = np.where(ck == k, 1, cm) + np.minimum(((cm - 1) * k + ck) // chunk_a, tiles - 1)
+        pieces_b = np.where(cn == n, 1, ck) + np.minimum(((ck - 1) * n + cn) // chunk_b, tiles - 1)
+        instr = pieces_a + pieces_b
+        copy, exchanges = (ceil_div(chunk_a, sk) + ceil_div(chunk_b, passes) if passes > 1 else 0), 1
+    red = np.where(split, (lo - 1) * ceil_div(blk, lo), 0)
+    partial = np.where(split, blk + red, blk if sk > 1 else 0) + (sl if sk > 1 else 0)
+    data = (home_in + np.maximum(ceil_div(m * n, tiles), sn * sl) + copy) * eb + partial * pb
+    state = oc.vertex_state_base_bytes * (1 + split) + oc.vertex_edge_bytes * (3 + np.where(split, lo + 1, 0))
+    control = oc.control_code_bytes_per_compute_set * (1 + split) + oc.control_code_bytes_per_exchange * (
+        exchanges + split
+    )
+    vector = split | (sk > 1) | (not f.in_place and passes > 1)
+    code = oc.vertex_code_bytes_amp + oc.vertex_code_bytes_vector * vector
+    return data + oc.exchange_instruction_bytes * (instr + 2 * (lo - 1)) + state + control + code
+
+
+def _classes(dim: int, tiles: int) -> tuple:
+    """``(parts, block)``: the fewest parts of ``dim`` (at most ``tiles``) giving each distinct largest block."""
+    parts = np.arange(1, min(int(dim), int(tiles)) + 1, dtype=np.int64)
+    block, first = np.unique(ceil_div(int(dim), parts), return_index=True)
+    return parts[first], block
+
+
+def _memory_floor(f: _Floor, max_serial: int) -> tuple:
+    """``(bytes, serial, split)``: the least :func:`_tile0_floor` over every partition of every serial split
+    :func:`plan_matmul` may use, and where it is. Partitions are grouped by their tile-0 blocks ``(cm, cn)``
+    (``O(sqrt m sqrt n)`` groups, never the partitions themselves): the bound grows with ``ck``, ``P_m``, ``P_n``,
+    so each group's fewest ``P_m``, ``P_n`` and largest ``P_k`` (unsplit ``k`` apart) bound all its members."""
+    best: tuple = (np.inf, (1, 1), (1, 1, 1))
+    pm_all, cm_all = _classes(f.m, f.tiles)
+    for sk, sn in _serial_pairs(f.k, f.n, max_serial):
+        ks, ns = f.k // sk, f.n // sn
+        pn_all, cn_all = _classes(ns, f.tiles)
+        pm, pn = np.repeat(pm_all, pn_all.size), np.tile(pn_all, pm_all.size)
+        cm, cn = np.repeat(cm_all, pn_all.size), np.tile(cn_all, pm_all.size)
+        room = f.tiles // (pm * pn)  # the most P_k the group leaves
+        for split in (False, True):
+            ok = room >= (2 if split else 1)
+            if split and ks < 2:
+                continue
+            pk = np.minimum(ks, np.maximum(room, 1)) if split else np.ones_like(room)
+            ck = ceil_div(ks, pk)
+            lo = np.where(split, 2, 1)
+            b = np.where(ok, _tile0_floor(f, (sk, sn), (pm, pn), (cm, ck, cn), (lo, pk)), np.inf)
+            i = int(np.argmin(b))
+            if b[i] < best[0]:
+                best = (float(b[i]), (sk, sn), (int(pm[i]), int(pk[i]), int(pn[i])))
+    return best
+
+
+def _group_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp_spec: tuple, layout: tuple, costs):
+    """Lower bounds ``(total, temp, data)`` of :func:`_closed_form` over every ``P_k`` in ``[1, pkmax]`` of each
+    ``group = (pm, pn, pkmax)`` of the ``serial`` passes (arrays): the least of the unsplit ``P_k = 1`` and of
+    ``P_k >= 2`` (:func:`_split_floors`)."""
+    pm, pn, pkmax = group
+    one = _split_floors(m, k, n, serial, (pm, pn, 1, 1), tiles, types, amp_spec, layout, costs)
+    more = _split_floors(m, k, n, serial, (pm, pn, 2, np.maximum(pkmax, 2)), tiles, types, amp_spec, layout, costs)
+    return tuple(np.minimum(a, np.where(pkmax >= 2, b, np.inf)) for a, b in zip(one, more))
+
+
+def _split_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp_spec: tuple, layout: tuple, costs):
+    """Lower bounds ``(total, temp, data)`` of :func:`_closed_form` over ``P_k`` in ``[lo, hi]`` (``lo`` 1 or 2;
+    ``group = (pm, pn, lo, hi)``): every term grows with ``ck``, so it is taken at the least ``ck = ceil(k_s / hi)``;
+    the reduction counts its fixed cycles, the block and ``(lo - 1) / lo`` of a block of partials (``(P_k - 1)
+    ceil(b / P_k) >= (lo - 1) b / lo``), the casts nothing; arrays or ints."""
+    (sk, sn), (pm, pn, lo, hi), (eb, pb) = serial, group, types
+    ks, ns, passes = k // sk, n // sn, sk * sn
+    cm, ck, cn = ceil_div(m, pm), ceil_div(ks, hi), ceil_div(ns, pn)
+    in_place, bus = layout
+    if in_place:
+        share_a, share_b = ceil_div(cm * ck, pn), ceil_div(ck * cn, pm)
+        recv_a, recv_b = cm * ck - (cm * ck) // pn, ck * cn - (ck * cn) // pm
+        send0 = share_a * (pn > 1) + share_b * (pm > 1)
+        home0 = (share_a * sk + share_b * passes) * eb
+    else:
+        recv_a, recv_b = cm * ck, ck * cn
+        send0 = ceil_div(ceil_div(m * k, tiles), sk) + ceil_div(ceil_div(k * n, tiles), passes)
+        home0 = (ceil_div(m * k, tiles) + ceil_div(k * n, tiles)) * eb
+    base = costs.sync_cycles + costs.exchange_fixed_cycles
+    exchanged0 = (ceil_div(recv_a, _bus_share(pn, bus)) + recv_b) * eb
+    split = np.asarray(lo) > 1
+    step = base * (1 + split) + _amp_cycles(cm, ck, cn, amp_spec)
+    step = step + np.ceil(np.maximum(exchanged0, send0 * eb) / costs.exchange_bytes_per_cycle)
+    if passes > 1:
+        step = step + costs.sync_cycles + costs.vector_cycles(send0, eb)
+    blk = cm * cn
+    sl = ceil_div(blk, hi)
+    partial = np.where(split, blk + ceil_div((lo - 1) * blk, lo), blk if sk > 1 else 0)
+    temp0 = (recv_a + recv_b) * eb + partial * pb
+    temp0 = temp0 + (send0 * eb if passes > 1 else 0) + (sl * pb if sk > 1 else 0)
+    return passes * step, temp0, temp0 + home0 + sn * sl * eb
+
+
+def _live_candidates(m, k, n, serial: tuple, tiles, score: tuple, cuts: _Cuts, limits: tuple):
+    """:func:`_candidates` of the ``serial`` passes less the ``(P_m, P_n)`` groups ``cuts`` finds useless
+    (:meth:`_Cuts.useless` of their :func:`_group_floors`; ``score = (types, amp_spec, layout, costs)``,
+    ``limits = (sram_bytes, bound)``), in the same order; ``cuts`` is read afresh for every chunk."""
+    ks, ns = k // serial[0], n // serial[1]
+    first = serial[0] * serial[1] == 1
+    pm = np.arange(1, min(int(m), tiles) + 1, dtype=np.int64)
+    rows = np.minimum(int(ns), tiles // pm)  # the P_n of each P_m
+    for a, b in _spans(rows, CANDIDATE_CHUNK):
+        pm2, pn2 = np.repeat(pm[a:b], rows[a:b]), _ranks(rows[a:b])
+        cnt = np.minimum(int(ks), tiles // (pm2 * pn2))  # the P_k of each (P_m, P_n)
+        for c, d in _spans(cnt, CANDIDATE_CHUNK):
+            group = (pm2[c:d], pn2[c:d], cnt[c:d])
+            live = ~cuts.useless(_group_floors(m, k, n, serial, group, tiles, *score), *limits, first)
+            if live.any():
+                yield from _live_ranges(m, k, n, serial, tuple(g[live] for g in group), tiles, score, cuts, limits)
+
+
+def _live_ranges(m, k, n, serial: tuple, group: tuple, tiles, score: tuple, cuts: _Cuts, limits: tuple):
+    """The partitions of the ``(P_m, P_n)`` groups ``group = (pm, pn, pkmax)`` (in order) less the ``P_k`` ranges
+    ``[2^j, 2^(j+1))`` that ``cuts`` finds useless (:func:`_split_floors` of each range)."""
+    pm, pn, cnt = group
+    nr = np.floor(np.log2(cnt)).astype(np.int64) + 1
+    nr += (np.left_shift(1, nr) <= cnt).astype(np.int64)  # float log2 of exact powers of two
+    nr -= (np.left_shift(1, nr - 1) > cnt).astype(np.int64)
+    pm, pn, cnt = np.repeat(pm, nr), np.repeat(pn, nr), np.repeat(cnt, nr)
+    lo = np.left_shift(1, _ranks(nr) - 1)
+    hi = np.minimum(2 * lo - 1, cnt)
+    floors = _split_floors(m, k, n, serial, (pm, pn, lo, hi), tiles, *score)
+    live = ~cuts.useless(floors, *limits, serial[0] * serial[1] == 1)
+    if live.any():
+        pm, pn, lo, hi = pm[live], pn[live], lo[live], hi[live]
+        size = hi - lo + 1
+        yield np.repeat(pm, size), np.repeat(lo - 1, size) + _ranks(size), np.repeat(pn, size)
+
+
+@dataclass
+class _Cuts:
+    """What the partitions scored so far leave to beat (:func:`_candidate_table`): the :data:`TRY_LIMIT`-th least
+    cycles within the proportion and temporary bytes that fit (``inf`` until there are that many), the least data
+    bytes; a group of partitions whose floors (:func:`_group_floors`) beat none of them cannot enter the table's use.
+    """
+
+    totals: np.ndarray
+    temps: np.ndarray
+    data: float = np.inf
+
+    def cut(self, values: np.ndarray) -> float:
+        return float(np.partition(values, TRY_LIMIT - 1)[TRY_LIMIT - 1]) if values.size >= TRY_LIMIT else np.inf
+
+    def add(self, total, temp0, data0, ok, fit) -> None:
+        """Fold a scored chunk in (keeping only what can still be among the :data:`TRY_LIMIT` least)."""
+        self.totals = np.concatenate([self.totals, total[ok]])
+        self.temps = np.concatenate([self.temps, temp0[fit]])
+        self.totals = self.totals[self.totals <= self.cut(self.totals)]
+        self.temps = self.temps[self.temps <= self.cut(self.temps)]
+        self.data = min(self.data, float(data0.min()))
+
+    def useless(self, floors: tuple, sram_bytes, bound, first: bool) -> np.ndarray:
+        """Groups with floors ``(total, temp, data)`` none of whose partitions can change the table's use: not
+        the least data yet, and too big to fit or beaten on cycles (or over the proportion) and on temporary bytes;
+        in the first serial split (``first``) only beaten on cycles, as its fastest fitting plan is compared."""
+        total, temp0, data0 = floors
+        slow = total > self.cut(self.totals)
+        if not first:
+            slow = slow | (temp0 > bound)
+        return (data0 > self.data) & ((data0 > sram_bytes) | (slow & (temp0 > self.cut(self.temps))))
+
+
 def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: tuple, layout: tuple, costs, split=None):
     """Predicted cycles, temporary bytes and data bytes of every partition of the ``(S_k, S_n)`` passes
     (or of the partitions ``split`` = ``(pm, pk, pn)`` arrays, a chunk of :func:`_candidates`;
@@ -742,9 +942,11 @@ def _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, layout
     the least data (:func:`_best`; the rest can never be tried). Stops after one pass when the
     proportion ``bound`` does not bind (one pass is never slower than several with the same partition)."""
     cols: dict = {key: [] for key in ("pm", "pk", "pn", "sk", "sn", "total", "temp", "data")}
+    cuts = _Cuts(np.empty(0), np.empty(0))
+    score = ((eb, pb), amp_spec, layout, costs)
     for sk, sn in _serial_pairs(k, n, max_serial):
         fastest_ok = fastest_fit = np.inf
-        for split in _candidates(m, k // sk, n // sn, tiles):
+        for split in _live_candidates(m, k, n, (sk, sn), tiles, score, cuts, (sram_bytes, bound)):
             pm, pk, pn, total, temp0, data0 = _closed_form(
                 m, k, n, sk, sn, tiles, eb, pb, amp_spec, layout, costs, split
             )
@@ -757,6 +959,7 @@ def _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, layout
                 cols[key].append(v[keep])
             fastest_ok = min(fastest_ok, total[ok].min()) if ok.any() else fastest_ok
             fastest_fit = min(fastest_fit, total[fit].min()) if fit.any() else fastest_fit
+            cuts.add(total, temp0, data0, ok, fit)
         if sk * sn == 1 and np.isfinite(fastest_ok) and fastest_ok == fastest_fit:
             break
     return {key: np.concatenate(v) for key, v in cols.items()}
@@ -809,6 +1012,10 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
     bound = memory_proportion * sram_bytes
     amp_spec = (target.amp_estimate, precision, flops_per_cycle, fixed_cycles, target.workers)
     layout = (target.operands_in_place, target.exchange_bus_tiles)
+    floor = _Floor(m, k, n, tiles, eb, pb, bool(target.operands_in_place), overheads)
+    least = _memory_floor(floor, max_serial)
+    if least[0] > sram_bytes:  # no partition can fit: refuse before scoring every one of them
+        raise _cannot_fit(floor, least, sram_bytes, precision, max_serial)
     c = _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, layout, costs, max_serial)
     fit = c["data"] <= sram_bytes
     kw = dict(
@@ -830,6 +1037,12 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
         order = _try_order(c, mask, primary, secondary)
         tried = 0
         for idx in order:
+            cut = (int(c["pm"][idx]), int(c["pk"][idx]), int(c["pn"][idx]))
+            if _cannot_hold(floor, (int(c["sk"][idx]), int(c["sn"][idx])), cut, sram_bytes):
+                tried += 1  # its plan would not fit: counted as tried, not built
+                if tried >= TRY_LIMIT:
+                    break
+                continue
             plan = build_matmul_plan(
                 m,
                 k,
@@ -845,6 +1058,29 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
             if tried >= TRY_LIMIT:
                 break
     raise _no_plan_fits(c, m, k, n, tiles, sram_bytes, precision, eb, max_serial)
+
+
+def _cannot_hold(f: _Floor, serial: tuple, cut: tuple, sram_bytes: int) -> bool:
+    """Whether the plan of partition ``cut`` of the ``serial`` passes surely overflows ``sram_bytes`` on tile 0
+    (:func:`_tile0_floor` of its own blocks), so :func:`plan_matmul` need not build it to know."""
+    (sk, sn), (pm, pk, pn) = serial, cut
+    blocks = (ceil_div(f.m, pm), ceil_div(f.k // sk, pk), ceil_div(f.n // sn, pn))
+    return int(_tile0_floor(f, serial, (pm, pn), blocks, (pk, pk))) > sram_bytes
+
+
+def _cannot_fit(f: _Floor, least: tuple, sram_bytes: int, precision: str, max_serial: int) -> SramOverflowError:
+    """The error for a matmul whose :func:`_memory_floor` ``least`` exceeds ``sram_bytes`` (no partition fits),
+    worded as :func:`_no_plan_fits` words it."""
+    need, (sk, sn), (pm, pk, pn) = least
+    alone = int((ceil_div(f.m * f.k, f.tiles) + ceil_div(f.k * f.n, f.tiles) + ceil_div(f.m * f.n, f.tiles)) * f.eb)
+    return SramOverflowError(
+        f"matmul (m, k, n) = ({f.m}, {f.k}, {f.n}) {precision} on {f.tiles} tiles: no plan fits, even with serial "
+        f"splits (S_k S_n <= {max_serial}); the smallest, near (P_m, P_k, P_n) = ({pm}, {pk}, {pn}) with (S_k, S_n) "
+        f"= ({sk}, {sn}), with its exchange code and vertices at least, needs {int(need)} B of data on tile 0 > "
+        f"sram_bytes = {sram_bytes} B; the operands and result alone are {alone} B per tile: use more "
+        f"tiles (chips){'' if precision == 'fp16' else ', fp16'} or a smaller batch",
+        tiles=[0],
+    )
 
 
 def _no_plan_fits(c: dict, m, k, n, tiles, sram_bytes, precision, eb, max_serial) -> SramOverflowError:

@@ -1,0 +1,115 @@
+"""The dense matmul planner on a whole Cerebras WSE-2 wafer, this tree against an older revision (issue 41).
+
+``tilesim layer --kind dense --n N --machine wse2`` plans ``(batch, N) x (N, N)`` matmuls over 850,000 tiles
+(48 KB each); before issue 41 the planner scored every ``(P_m, P_k, P_n)`` partition of every serial split
+(~4e7 per split at N = 65536) and built up to 128 plans of 850,000-long arrays. Cases (fp32, batch 50):
+
+* ``n64``: the forward and both backward matmuls of ``--n 64`` (plans found);
+* ``n4096``: ``(50, 4096, 4096)`` (refused by both trees after their searches);
+* ``n65536``: ``(50, 65536, 65536)`` (refused; the old tree takes about two minutes);
+* ``nofit``: ``(50, 65536, 65536)`` with 32 KB tiles (no partition fits: refused up front now).
+
+Each case runs in a fresh process on each tree (``git archive`` of ``--base``), alternating ``--rounds`` times;
+printed: each tree's median seconds, the ratio this / base (< 1: faster now) and whether the outcomes (plan or
+error text) are identical — they must be: the speed-up changes no plan.
+
+    python benchmarks/bench_planner.py [--base REV] [--rounds 1] [--cases n64 n4096 n65536 nofit]
+
+``--base`` defaults to the parent of the commit that added this file's planner shortcuts (issue 41).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench_against_revision import TREE_PACKAGES, _export, _in_layout_of  # run as a script: benchmarks/ on the path
+
+ROOT = Path(__file__).resolve().parents[1]
+CASE = """
+import time
+from tilesim.errors import SramOverflowError
+from tilesim.models.linear.planner import PlanTarget, plan_matmul
+target = PlanTarget(tiles=850_000, sram_bytes=SRAM, flops_per_cycle=32.0)
+out = []
+t0 = time.perf_counter()
+for m, k, n in PROBLEMS:
+    try:
+        p = plan_matmul(m, k, n, target)
+        out.append(repr((p.split, p.serial, p.predicted_cycles, p.within_proportion)))
+    except SramOverflowError as exc:
+        out.append("refused: " + str(exc))
+RESULT = [time.perf_counter() - t0, out]
+"""
+CASES = {
+    "n64": ([(50, 64, 64), (50, 64, 64), (64, 50, 64)], 49152),
+    "n4096": ([(50, 4096, 4096)], 49152),
+    "n65536": ([(50, 65536, 65536)], 49152),
+    "nofit": ([(50, 65536, 65536)], 32768),
+}
+PLANNER_COMMIT = "planner: refuse a matmul no partition can fit"
+
+
+def _default_base() -> str:
+    out = subprocess.run(
+        ["git", "log", "--format=%H", f"--grep={PLANNER_COMMIT}", "--", "models/linear/planner.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return (out[-1] + "^") if out else "HEAD"
+
+
+def _run(tree: Path, case: str) -> list:
+    """``[seconds, outcomes]`` of one case in a fresh process on ``tree``."""
+    problems, sram = CASES[case]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    code = CASE.replace("SRAM", str(sram)).replace("PROBLEMS", repr(problems))
+    prog = TREE_PACKAGES + _in_layout_of(tree, code) + "\nimport json, sys\nsys.stdout.write(json.dumps(RESULT))\n"
+    out = subprocess.run([sys.executable, "-c", prog], cwd=tree, env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"case {case} failed on {tree}:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    """Print each case's medians, the ratio and whether the outcomes agree; returns the exit status."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", default=None, help="git revision to compare with (default: before issue 41's shortcuts)")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    a = ap.parse_args(argv)
+    try:
+        base = a.base or _default_base()
+    except (OSError, subprocess.CalledProcessError):
+        print("no git history here: nothing to compare with")
+        return 0
+    print(f"plan_matmul on 850,000 tiles (wse2): this tree vs {base}, {a.rounds} alternating round(s)")
+    same_all = True
+    with tempfile.TemporaryDirectory() as tmp:
+        old = _export(base, Path(tmp))
+        for case in a.cases:
+            runs: dict = {"this": [], "base": []}
+            for _ in range(a.rounds):
+                runs["base"].append(_run(old, case))
+                runs["this"].append(_run(ROOT, case))
+            med = {key: statistics.median(r[0] for r in v) for key, v in runs.items()}
+            digests = {hashlib.md5(json.dumps(r[1]).encode()).hexdigest() for v in runs.values() for r in v}
+            same_all &= len(digests) == 1
+            print(
+                f"  {case:<7} this {med['this']:7.2f} s   base {med['base']:7.2f} s   "
+                f"ratio {med['this'] / med['base']:.3f}   same outcome: {'yes' if len(digests) == 1 else 'NO'}"
+            )
+    return 0 if same_all else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
