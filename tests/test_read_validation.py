@@ -305,7 +305,9 @@ def test_a_small_matmul_on_a_wafer_plans_in_little_memory():
     finally:
         tracemalloc.stop()
     assert candidate_count(50, 64, 64, 850_000) == 204_800
-    assert plan.predicted_cycles > 0 and peak < 400e6, peak
+    # the built plan alone is ~50 per-tile arrays of 850,000 (int64/float64: ~340 MB with the PopLibs
+    # vertex phases); the bound is what the search may add on top of it, not the ~4 GB it took
+    assert plan.predicted_cycles > 0 and peak < 500e6, peak
 
 
 @pytest.mark.slow
