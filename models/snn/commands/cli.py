@@ -116,7 +116,7 @@ def register(sub) -> None:
     p.add_argument(
         "--fixed-neurons-per-tile",
         action="store_true",
-        help="every layer keeps the contiguous placement's tiles: search only where they sit (tile order, "
+        help="every layer keeps the baseline placement's tiles: search only where they sit (tile order, "
         "layer placement, dealing)",
     )
     p.add_argument(
@@ -285,8 +285,6 @@ def cmd_map_search(args) -> int:
         check_own_outputs(folder, "--out", "map-search", _SEARCH_OUTPUTS, args.force)
     elif args.out:
         check_output_path(args.out, "--out", "file")
-    from tilesim.models.snn.placement.search import search_mapping  # loaded only when the command runs (start-up time)
-
     bar, progress = None, None
     if not args.json and not args.quiet:
         bar = progress_bar(None, "map-search", " mappings")
@@ -299,15 +297,7 @@ def cmd_map_search(args) -> int:
         if folder:
             out = _search_into_folder(options, args, progress, folder)
         else:
-            out, _ = search_mapping(
-                options,
-                args.budget_s,
-                options.seed,
-                args.max_evals,
-                progress,
-                out=args.out,
-                fixed_tiles=args.fixed_neurons_per_tile,
-            )
+            out = _search(options, args, progress, args.out)
     finally:
         if bar is not None:
             bar.close()
@@ -316,7 +306,8 @@ def cmd_map_search(args) -> int:
     else:
         b, o = out["baseline"], out["best"]
         print(
-            f"contiguous (paper): {b['predicted_step_s'] * 1e3:.3f} ms/step, neurons/tile {b['neurons_per_tile']} "
+            f"baseline ({b['strategy']}): {b['predicted_step_s'] * 1e3:.3f} ms/step, "
+            f"neurons/tile {b['neurons_per_tile']} "
             "(the first training step's activity: `tilesim run` prints the median of its steps, "
             "its predicted_step_s_per_step[0] is this step)"
         )
@@ -336,25 +327,32 @@ def cmd_map_search(args) -> int:
     return 0
 
 
+def _search(options, args, progress, best_file: str | None) -> dict:
+    """The search of ``map-search`` (:func:`tilesim.models.snn.placement.search.search_mapping`) with the
+    command's budget, limits and ``--fixed-neurons-per-tile``, its best mapping saved to ``best_file``."""
+    from tilesim.models.snn.placement.search import search_mapping  # loaded only when the command runs (start-up time)
+
+    out, _ = search_mapping(
+        options,
+        args.budget_s,
+        options.seed,
+        args.max_evals,
+        progress,
+        out=best_file,
+        fixed_tiles=args.fixed_neurons_per_tile,
+    )
+    return out
+
+
 def _search_into_folder(options, args, progress, folder: Path) -> dict:
     """``map-search --out DIR``: the search, its best mapping (``best-mapping.json``), the two full runs
     and their comparison (:func:`_write_search_folder`), all written into a staging folder beside
     ``DIR`` and swapped in as one (:func:`tilesim.io.staged_folder`): a kill at any moment leaves the
     previous search's folder whole or the new one, never the best of one network beside the baseline
     of another. The user's own files in ``DIR`` stay. Returns the search's summary."""
-    from tilesim.models.snn.placement.search import search_mapping  # loaded only when the command runs (start-up time)
-
     final = folder.expanduser().absolute()
     with staged_folder(folder, drop=frozenset((*_SEARCH_OUTPUTS, "plotly.min.js"))) as stage:
-        out, _ = search_mapping(
-            options,
-            args.budget_s,
-            options.seed,
-            args.max_evals,
-            progress,
-            out=str(stage / "best-mapping.json"),
-            fixed_tiles=args.fixed_neurons_per_tile,
-        )
+        out = _search(options, args, progress, str(stage / "best-mapping.json"))
         out["compare"] = _write_search_folder(options, stage, str(stage / "best-mapping.json"), final)
     out["best"]["mapping_file"] = str(folder / "best-mapping.json")
     return out

@@ -83,7 +83,7 @@ def search_mapping(
     mappings), annealing from the placement ``tilesim run`` would use with these options (the baseline:
     ``--mapping`` if it names a strategy, else ``auto``), the other strategies and ``options.mapping`` if it
     is a file. Returns ``(summary dict, best Mapping)``; with ``out`` the
-    best mapping is saved there as JSON. ``fixed_tiles``: every layer keeps the contiguous placement's
+    best mapping is saved there as JSON. ``fixed_tiles``: every layer keeps the baseline placement's
     tiles (its neurons per tile): the search moves only where they sit. On a mesh or torus (of tiles or
     of chips) the summary's ``gain_split`` and ``why`` say how much of the gain is the mesh's (tile order,
     layer placement) and how much the neurons per tile's (:func:`split_gain`)."""
