@@ -637,10 +637,10 @@ def _spans(counts: np.ndarray, chunk: int) -> list:
     return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
 
 
-def _candidates(m, k, n, tiles, chunk: int | None = None):
-    """Every ``(P_m, P_k, P_n)`` with ``P_m <= m``, ``P_k <= k``, ``P_n <= n`` and ``P_m P_k P_n <=
-    tiles``, ordered by ``P_m``, ``P_n``, ``P_k``, in chunks of about ``chunk`` (generated directly:
-    never the partitions of the whole machine that a small matmul cannot use)."""
+def _groups(m, k, n, tiles, chunk: int | None = None):
+    """The ``(P_m, P_n)`` groups with ``P_m <= m``, ``P_n <= n``, ``P_m P_n <= tiles``, ordered by ``P_m``,
+    ``P_n``, as arrays ``(pm, pn, pkmax)`` in chunks of about ``chunk`` partitions (``pkmax``: the largest
+    ``P_k <= k`` with ``P_m P_k P_n <= tiles``; every ``P_k`` from 1 to it is a partition)."""
     tiles, chunk = int(tiles), chunk or CANDIDATE_CHUNK
     pm = np.arange(1, min(int(m), tiles) + 1, dtype=np.int64)
     rows = np.minimum(int(n), tiles // pm)  # the P_n of each P_m
@@ -648,19 +648,20 @@ def _candidates(m, k, n, tiles, chunk: int | None = None):
         pm2, pn2 = np.repeat(pm[a:b], rows[a:b]), _ranks(rows[a:b])
         cnt = np.minimum(int(k), tiles // (pm2 * pn2))  # the P_k of each (P_m, P_n)
         for c, d in _spans(cnt, chunk):
-            yield np.repeat(pm2[c:d], cnt[c:d]), _ranks(cnt[c:d]), np.repeat(pn2[c:d], cnt[c:d])
+            yield pm2[c:d], pn2[c:d], cnt[c:d]
+
+
+def _candidates(m, k, n, tiles, chunk: int | None = None):
+    """Every ``(P_m, P_k, P_n)`` with ``P_m <= m``, ``P_k <= k``, ``P_n <= n`` and ``P_m P_k P_n <=
+    tiles``, ordered by ``P_m``, ``P_n``, ``P_k``, in chunks of about ``chunk`` (generated directly:
+    never the partitions of the whole machine that a small matmul cannot use)."""
+    for pm, pn, cnt in _groups(m, k, n, tiles, chunk):
+        yield np.repeat(pm, cnt), _ranks(cnt), np.repeat(pn, cnt)
 
 
 def candidate_count(m, k, n, tiles) -> int:
     """How many partitions :func:`_candidates` yields (cheap: one row per ``(P_m, P_n)``)."""
-    tiles = int(tiles)
-    pm = np.arange(1, min(int(m), tiles) + 1, dtype=np.int64)
-    rows = np.minimum(int(n), tiles // pm)
-    total = 0
-    for a, b in _spans(rows, CANDIDATE_CHUNK):
-        pm2, pn2 = np.repeat(pm[a:b], rows[a:b]), _ranks(rows[a:b])
-        total += int(np.minimum(int(k), tiles // (pm2 * pn2)).sum())
-    return total
+    return sum(int(pkmax.sum()) for _, _, pkmax in _groups(m, k, n, tiles))
 
 
 def _divisors(x: int, limit: int) -> list:
@@ -808,18 +809,11 @@ def _live_candidates(m, k, n, serial: tuple, tiles, score: tuple, cuts: _Cuts, l
     """:func:`_candidates` of the ``serial`` passes less the ``(P_m, P_n)`` groups ``cuts`` finds useless
     (:meth:`_Cuts.useless` of their :func:`_group_floors`; ``score = (types, amp_spec, layout, costs)``,
     ``limits = (sram_bytes, bound)``), in the same order; ``cuts`` is read afresh for every chunk."""
-    ks, ns = k // serial[0], n // serial[1]
     first = serial[0] * serial[1] == 1
-    pm = np.arange(1, min(int(m), tiles) + 1, dtype=np.int64)
-    rows = np.minimum(int(ns), tiles // pm)  # the P_n of each P_m
-    for a, b in _spans(rows, CANDIDATE_CHUNK):
-        pm2, pn2 = np.repeat(pm[a:b], rows[a:b]), _ranks(rows[a:b])
-        cnt = np.minimum(int(ks), tiles // (pm2 * pn2))  # the P_k of each (P_m, P_n)
-        for c, d in _spans(cnt, CANDIDATE_CHUNK):
-            group = (pm2[c:d], pn2[c:d], cnt[c:d])
-            live = ~cuts.useless(_group_floors(m, k, n, serial, group, tiles, *score), *limits, first)
-            if live.any():
-                yield from _live_ranges(m, k, n, serial, tuple(g[live] for g in group), tiles, score, cuts, limits)
+    for group in _groups(m, k // serial[0], n // serial[1], tiles):
+        live = ~cuts.useless(_group_floors(m, k, n, serial, group, tiles, *score), *limits, first)
+        if live.any():
+            yield from _live_ranges(m, k, n, serial, tuple(g[live] for g in group), tiles, score, cuts, limits)
 
 
 def _live_ranges(m, k, n, serial: tuple, group: tuple, tiles, score: tuple, cuts: _Cuts, limits: tuple):
