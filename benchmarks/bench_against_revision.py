@@ -96,16 +96,18 @@ RESULT = time.perf_counter() - T0
 }
 
 
-def _default_base() -> str:
-    """The revision before the workload/fabric seam (issue 24)."""
+def revision_before(*log_args: str) -> str:
+    """The revision just before the oldest commit ``git log <log_args>`` lists (``HEAD`` if it lists none);
+    raises ``OSError`` / ``CalledProcessError`` where there is no git history."""
     out = subprocess.run(
-        ["git", "log", "--diff-filter=A", "--format=%H", "--", "tilesim/workload.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
+        ["git", "log", "--format=%H", *log_args], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
     return (out[-1] + "^") if out else "HEAD"
+
+
+def _default_base() -> str:
+    """The revision before the workload/fabric seam (issue 24)."""
+    return revision_before("--diff-filter=A", "--", "tilesim/workload.py")
 
 
 def _export(rev: str, into: Path) -> Path:
@@ -138,14 +140,20 @@ if (_root / "models" / "__init__.py").is_file():
 """
 
 
-def _time(tree: Path, code: str) -> float:
-    """Seconds the case reports, run in a fresh process on ``tree``."""
+def run_in_tree(tree: Path, code: str, what: str = "case"):
+    """The ``RESULT`` (a JSON value) that ``code`` sets, run in a fresh process on ``tree`` with that
+    tree's module layout (:data:`TREE_PACKAGES`, :func:`_in_layout_of`); exits naming ``what`` if it fails."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     prog = TREE_PACKAGES + _in_layout_of(tree, code) + "\nimport json, sys\nsys.stdout.write(json.dumps(RESULT))\n"
     out = subprocess.run([sys.executable, "-c", prog], cwd=tree, env=env, capture_output=True, text=True)
     if out.returncode:
-        raise SystemExit(f"case failed on {tree}:\n{out.stderr[-2000:]}")
-    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+        raise SystemExit(f"{what} failed on {tree}:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _time(tree: Path, code: str) -> float:
+    """Seconds the case reports, run in a fresh process on ``tree``."""
+    return float(run_in_tree(tree, code))
 
 
 def main(argv=None) -> int:

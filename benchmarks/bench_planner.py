@@ -23,14 +23,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from bench_against_revision import TREE_PACKAGES, _export, _in_layout_of  # run as a script: benchmarks/ on the path
+from bench_against_revision import _export, revision_before, run_in_tree  # run as a script: benchmarks/ on the path
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = """
@@ -58,26 +57,13 @@ PLANNER_COMMIT = "planner: refuse a matmul no partition can fit"
 
 
 def _default_base() -> str:
-    out = subprocess.run(
-        ["git", "log", "--format=%H", f"--grep={PLANNER_COMMIT}", "--", "models/linear/planner.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return (out[-1] + "^") if out else "HEAD"
+    return revision_before(f"--grep={PLANNER_COMMIT}", "--", "models/linear/planner.py")
 
 
 def _run(tree: Path, case: str) -> list:
     """``[seconds, outcomes]`` of one case in a fresh process on ``tree``."""
     problems, sram = CASES[case]
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    code = CASE.replace("SRAM", str(sram)).replace("PROBLEMS", repr(problems))
-    prog = TREE_PACKAGES + _in_layout_of(tree, code) + "\nimport json, sys\nsys.stdout.write(json.dumps(RESULT))\n"
-    out = subprocess.run([sys.executable, "-c", prog], cwd=tree, env=env, capture_output=True, text=True)
-    if out.returncode:
-        raise SystemExit(f"case {case} failed on {tree}:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_in_tree(tree, CASE.replace("SRAM", str(sram)).replace("PROBLEMS", repr(problems)), f"case {case}")
 
 
 def main(argv=None) -> int:

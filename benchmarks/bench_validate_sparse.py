@@ -14,15 +14,13 @@ whether the predictions are the same (they must be: a speed-up changes no predic
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from bench_against_revision import TREE_PACKAGES, _export, _in_layout_of  # run as a script: benchmarks/ on the path
+from bench_against_revision import _export, revision_before, run_in_tree  # run as a script: benchmarks/ on the path
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = """
@@ -37,25 +35,12 @@ TARGET_S = 20.0
 
 
 def _default_base() -> str:
-    out = subprocess.run(
-        ["git", "log", "--diff-filter=A", "--format=%H", "--", "benchmarks/bench_validate_sparse.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return (out[-1] + "^") if out else "HEAD"
+    return revision_before("--diff-filter=A", "--", "benchmarks/bench_validate_sparse.py")
 
 
 def _run(tree: Path, cases: Path) -> list:
     """``[cpu s, wall s, md5 of the predictions]`` of one validate in a fresh process on ``tree``."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    prog = TREE_PACKAGES + f"CASES = {str(cases)!r}\n" + _in_layout_of(tree, CASE)
-    prog += "\nimport sys\nsys.stdout.write(json.dumps(RESULT))\n"
-    out = subprocess.run([sys.executable, "-c", prog], cwd=tree, env=env, capture_output=True, text=True)
-    if out.returncode:
-        raise SystemExit(f"validate failed on {tree}:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_in_tree(tree, f"CASES = {str(cases)!r}\n" + CASE, "validate")
 
 
 def main(argv=None) -> int:
