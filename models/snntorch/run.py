@@ -106,13 +106,9 @@ def _train(options: RunOptions, config) -> tuple[DenseStep, ...]:
     ds = make_dataset(config, config.batch * DATASET_BATCHES, options.dataset, options.data, options.data_root)
     net = init_dense(config.layers, config.lr, config.seed)
     rng = np.random.default_rng(config.seed + 1)  # as the sparse run draws its batches
-    out, batches = [], iter(())
+    out, batches = [], ds.endless_batches(config.batch, config.timesteps, config.input_cap, rng)
     for _ in range(options.steps):
-        try:
-            spikes, labels = next(batches)
-        except StopIteration:
-            batches = ds.batches(config.batch, config.timesteps, config.input_cap, rng)
-            spikes, labels = next(batches)
+        spikes, labels = next(batches)
         out.append(dense_train_step(net, spikes.to_dense(config.layers[0]), labels))
     return tuple(out)
 

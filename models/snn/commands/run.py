@@ -423,13 +423,9 @@ def _n_weights(config: NetworkConfig) -> int:
 def _train(options, config, machine, placement, costs, state, ds, progress) -> _Steps:
     """``options.steps`` functional steps, each timed on the machine."""
     rng = np.random.default_rng(config.seed + 1)
-    out, batches = _Steps(), iter(())
+    out, batches = _Steps(), ds.endless_batches(config.batch, config.timesteps, config.input_cap, rng)
     for step in range(options.steps):
-        try:
-            spikes, labels = next(batches)
-        except StopIteration:
-            batches = ds.batches(config.batch, config.timesteps, config.input_cap, rng)
-            spikes, labels = next(batches)
+        spikes, labels = next(batches)
         t0 = time.perf_counter()
         k = state.step
         res = train_step(state, spikes, labels, per_step_counters=True)

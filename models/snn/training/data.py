@@ -72,6 +72,17 @@ class EventDataset:
         for s in range(0, len(self) - batch_size + 1, batch_size):
             yield self.batch(order[s : s + batch_size], timesteps, input_cap, rng, dt_ms)
 
+    def endless_batches(self, batch_size: int, timesteps: int, input_cap: int, rng: np.random.Generator):
+        """:meth:`batches` epoch after epoch, each drawn from ``rng`` when the previous one ends (as a
+        training loop takes them); ends only if an epoch holds no full batch."""
+        while True:
+            got = False
+            for item in self.batches(batch_size, timesteps, input_cap, rng):
+                got = True
+                yield item
+            if not got:
+                return
+
 
 def events_to_input_list(
     samples, timesteps: int, input_cap: int, rng: np.random.Generator, dt_ms: float = 1.0, n_channels: int | None = None

@@ -752,13 +752,9 @@ def train(
     )
     state = init_network(config, placement) if state is None else state
     rng = np.random.default_rng(config.seed + 1)
-    batches, history = iter(()), []
+    batches, history = dataset.endless_batches(config.batch, config.timesteps, config.input_cap, rng), []
     for _ in range(int(steps)):
-        try:
-            spikes, labels = next(batches)
-        except StopIteration:
-            batches = dataset.batches(config.batch, config.timesteps, config.input_cap, rng)
-            spikes, labels = next(batches)
+        spikes, labels = next(batches)
         step = state.step
         res = train_step(state, spikes, labels, placement=placement)
         history.append(StepRecord.from_result(step, res))
