@@ -32,10 +32,22 @@ def _brute(bytes_in, bytes_out, rows, cols, wrap):
     return load, hops
 
 
-def _read(links, e, link, rows, cols):
-    """The load of directed link ``(x, y, nx, ny)`` in :class:`GridLinks`."""
+def read_link(links, link, rows, cols, e=0):
+    """The load of directed link ``(x, y, nx, ny)`` in :class:`GridLinks` (of exchange ``e``)."""
     name, y, x = link_slot(link, rows, cols)
     return getattr(links, name)[e, y, x]
+
+
+def random_traffic(rows, cols, seed):
+    """Bytes in and out (``[1, T]``, 0-400 in hundreds, ~40 % of tiles silent) of ``T`` tiles on a
+    ``rows x cols`` grid that may have more cells than tiles; None when there is no tile."""
+    rng = np.random.default_rng(seed)
+    T = rows * cols - int(rng.integers(0, cols))
+    if T < 1:
+        return None
+    out = rng.integers(0, 5, (1, T)) * (rng.random((1, T)) < 0.6) * 100.0
+    inn = rng.integers(0, 5, (1, T)) * (rng.random((1, T)) < 0.6) * 100.0
+    return inn, out
 
 
 @settings(max_examples=60, deadline=None)
@@ -46,12 +58,10 @@ def _read(links, e, link, rows, cols):
     seed=st.integers(0, 2**31 - 1),
 )
 def test_link_loads_equal_every_flow_walked_along_its_route(rows, cols, wrap, seed):
-    rng = np.random.default_rng(seed)
-    T = rows * cols - int(rng.integers(0, cols))  # a grid may have more cells than tiles
-    if T < 1:
+    traffic = random_traffic(rows, cols, seed)
+    if traffic is None:
         return
-    out = rng.integers(0, 5, (1, T)) * (rng.random((1, T)) < 0.6) * 100.0
-    inn = rng.integers(0, 5, (1, T)) * (rng.random((1, T)) < 0.6) * 100.0
+    inn, out = traffic
     links = grid_link_loads(inn, out, rows, cols, wrap)
     hops = grid_max_hops(inn, out, rows, cols, wrap)[0]
     if not out.any() or not inn.any():
@@ -59,7 +69,7 @@ def test_link_loads_equal_every_flow_walked_along_its_route(rows, cols, wrap, se
         return
     load, longest = _brute(inn[0], out[0], rows, cols, wrap)
     for link, v in load.items():
-        assert _read(links, 0, link, rows, cols) == pytest.approx(v, rel=1e-9)
+        assert read_link(links, link, rows, cols) == pytest.approx(v, rel=1e-9)
     total = sum(a.sum() for a in (links.right, links.left, links.down, links.up))
     assert total == pytest.approx(sum(load.values()), rel=1e-9, abs=1e-9)  # no link loaded that no route uses
     if wrap:

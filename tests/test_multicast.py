@@ -12,10 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.test_gridload import random_traffic, read_link
 from tilesim.machine.description import Fabric, load_machine
 from tilesim.machine.fabric import MeshFabric, _grid_steps, make_fabric
 from tilesim.machine.fluid import drain_times
-from tilesim.machine.gridload import grid_link_loads, grid_max_hops, link_slot, proportional_flows
+from tilesim.machine.gridload import grid_link_loads, grid_max_hops, proportional_flows
 from tilesim.outputs.records import PHASES
 from tilesim.program import Program, ProgramBuilder
 from tilesim.program.rows import TileRows
@@ -44,20 +45,13 @@ def _tree_brute(bytes_in, bytes_out, rows, cols, wrap):
     return load
 
 
-def _read(links, link, rows, cols):
-    name, y, x = link_slot(link, rows, cols)
-    return getattr(links, name)[0, y, x]
-
-
 @settings(max_examples=60, deadline=None)
 @given(rows=st.integers(1, 5), cols=st.integers(1, 6), wrap=st.booleans(), seed=st.integers(0, 2**31 - 1))
 def test_tree_loads_equal_every_tree_walked_and_never_exceed_the_unicasts(rows, cols, wrap, seed):
-    rng = np.random.default_rng(seed)
-    T = rows * cols - int(rng.integers(0, cols))  # a grid may have more cells than tiles
-    if T < 1:
+    traffic = random_traffic(rows, cols, seed)
+    if traffic is None:
         return
-    out = rng.integers(0, 5, (1, T)) * (rng.random((1, T)) < 0.6) * 100.0
-    inn = rng.integers(0, 5, (1, T)) * (rng.random((1, T)) < 0.6) * 100.0
+    inn, out = traffic
     trees = grid_link_loads(inn, out, rows, cols, wrap, trees=True)
     unis = grid_link_loads(inn, out, rows, cols, wrap)
     if not out.any() or not inn.any():
@@ -65,7 +59,7 @@ def test_tree_loads_equal_every_tree_walked_and_never_exceed_the_unicasts(rows, 
         return
     load = _tree_brute(inn[0], out[0], rows, cols, wrap)
     for link, v in load.items():
-        assert _read(trees, link, rows, cols) == pytest.approx(v, rel=1e-9, abs=1e-9)
+        assert read_link(trees, link, rows, cols) == pytest.approx(v, rel=1e-9, abs=1e-9)
     assert sum(a.sum() for a in (trees.right, trees.left, trees.down, trees.up)) == pytest.approx(
         sum(load.values()), rel=1e-9, abs=1e-9
     )  # and nothing elsewhere
