@@ -18,25 +18,22 @@ from pathlib import Path
 
 from tilesim.errors import ConfigError, SramOverflowError, config_message
 from tilesim.io import read_toml
-from tilesim.mapping.core import STRATEGIES
 from tilesim.models.snn.commands.options import RUN_OPTIONS, RunOptions, options_from_mapping
 
 __all__ = ["options_on_machine", "run_on_machine", "train_placed", "fewest_that_place"]
-
-_STRATEGIES = (*STRATEGIES, "auto")
-"""The placement strategies a stored run may name (anything else is a mapping file of its machine;
-``auto``, the default, is the new machine's own default placement)."""
 
 
 def options_on_machine(options: RunOptions, machine: str, chips: int | None, out) -> RunOptions:
     """``options`` with the machine (and ``chips``) replaced and what belonged to the old machine
     dropped (module docstring); SRAM overflow is reported, not raised; written to ``out``."""
+    from tilesim.models.snn.placement.fit import strategy_or_auto  # loaded only when the comparison runs
+
     return dataclasses.replace(
         options,
         machine=machine,
         chips=chips,
         neurons_per_tile=None,
-        mapping=options.mapping if options.mapping in _STRATEGIES else "auto",
+        mapping=strategy_or_auto(options.mapping),  # a mapping file belongs to the old machine
         memory_check="report",
         out=str(out),
         json=False,

@@ -24,6 +24,7 @@ from tilesim.models.snn.training.network import NetworkConfig
 
 __all__ = [
     "AUTO",
+    "strategy_or_auto",
     "Placed",
     "place",
     "place_network",
@@ -37,6 +38,12 @@ __all__ = [
 
 AUTO = "auto"
 """The ``--mapping`` that means the stack's own placement (:func:`default_strategy`)."""
+
+
+def strategy_or_auto(mapping: str) -> str:
+    """``mapping`` if it names a placement strategy (or ``auto``), else ``auto``: what stands in for a
+    mapping file where the file cannot be used (another machine, a search's starting point)."""
+    return mapping if mapping in (*STRATEGIES, AUTO) else AUTO
 
 
 @dataclass(frozen=True)

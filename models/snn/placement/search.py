@@ -24,7 +24,14 @@ from tilesim.mapping.grid import order_of
 from tilesim.mapping.search import anneal, layout_of
 from tilesim.models.snn.commands.options import RunOptions
 from tilesim.models.snn.commands.run import load_cost_model, load_model, network_config, record_activity
-from tilesim.models.snn.placement.fit import AUTO, chip_grid_cols, place_network, strategy_mapping, to_placement
+from tilesim.models.snn.placement.fit import (
+    AUTO,
+    chip_grid_cols,
+    place_network,
+    strategy_mapping,
+    strategy_or_auto,
+    to_placement,
+)
 from tilesim.models.snn.step.counters import count_work
 from tilesim.models.snn.step.memory import snn_memory
 from tilesim.models.snn.step.stacks import stack_for
@@ -67,7 +74,7 @@ def make_objective(
 def baseline_mapping(options: RunOptions) -> str:
     """The strategy map-search starts from and measures its gain against: the placement ``tilesim run``
     would use with ``options`` (its ``--mapping`` if that names a strategy, else ``auto``)."""
-    return options.mapping if options.mapping in (*STRATEGIES, AUTO) else AUTO
+    return strategy_or_auto(options.mapping)
 
 
 def search_mapping(
