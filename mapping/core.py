@@ -5,9 +5,9 @@ validated on construction:
 
 * **complete** — one array per neuron layer, one tile per neuron;
 * **in range** — every tile id in ``[0, chips · tiles_per_chip)``;
-* **one chip per layer** — the sparse operation of a layer (its dense→sparse compaction and
-  list merge) runs on one chip, as in the paper's implementation; a layer split across chips
-  is refused with the fix named;
+* a layer may span chips here: whether its sparse operation (dense→sparse compaction and list
+  merge) can, is the workload's execution stack's to say (the SNN's ``poplar`` keeps a layer on one
+  chip, as in the paper's implementation; ``tilesim.models.snn.step.stacks``);
 * **disjoint** — a tile belongs to one layer (each layer's sparse op owns its tiles).
 
 Fitting SRAM is checked by the workload's ledger (``tilesim.models.snn.placement.fit.place``), not here.
@@ -157,16 +157,14 @@ class Mapping:
                     f"{self.chips} chip(s) x {self.tiles_per_chip} tiles; use a tile below {n_tiles} or more --chips"
                 )
             u = group_tiles(a)[0]
-            on = u[[0, -1]] // self.tiles_per_chip if u.size else u
-            if on.size and on[0] != on[1]:
-                on = np.unique(u // self.tiles_per_chip)
-                _err(
-                    f"layer {l + 1} spans chips {on.tolist()}: a layer's sparse operation runs on one chip "
-                    "(as on the IPU); keep each layer on one chip, e.g. raise its neurons per tile"
-                )
+            on = u[[0, -1]] // self.tiles_per_chip if u.size else np.zeros(2, np.int64)
+            on = on[:1] if on[0] == on[-1] else np.unique(u // self.tiles_per_chip)  # u ascending
+            if on.size > 1:  # the chip of the layer's first neuron first, the rest ascending
+                head = int(a[0]) // self.tiles_per_chip
+                on = np.concatenate([[head], on[on != head]])
             used_tiles.append(u)
             arrays.append(a.astype(np.int32))
-            chips.append(int(on[0]) if on.size else 0)
+            chips.append(tuple(int(c) for c in on))
         tiles = np.concatenate(used_tiles) if used_tiles else np.zeros(0, np.int64)
         if tiles.size and np.max(np.bincount(tiles)) > 1:  # disjoint: a tile belongs to one layer
             layer = np.repeat(np.arange(len(used_tiles)), [u.size for u in used_tiles])
@@ -192,8 +190,21 @@ class Mapping:
         return len(self.layer_sizes)
 
     def chip_of_layer(self, layer: int) -> int:
-        """Chip of neuron layer ``layer`` (0-based over the neuron layers)."""
+        """Chip of neuron layer ``layer`` (0-based over the neuron layers); of a layer that spans chips,
+        the chip of its first neuron (:meth:`chips_of_layer`)."""
+        return self._chip_of_layer[layer][0]
+
+    def chips_of_layer(self, layer: int) -> tuple:
+        """The chips neuron layer ``layer`` spans: the chip of its first neuron, then the others ascending."""
         return self._chip_of_layer[layer]
+
+    def spans_chips(self) -> list[int]:
+        """The layers (0-based) whose neurons sit on more than one chip."""
+        return [l for l, on in enumerate(self._chip_of_layer) if len(on) > 1]
+
+    def chips_used(self) -> int:
+        """How many chips hold a neuron."""
+        return len({c for on in self._chip_of_layer for c in on})
 
     def tiles_of_layer(self, layer: int) -> np.ndarray:
         """Global ids of the tiles the layer occupies (ascending)."""
@@ -240,7 +251,7 @@ class Mapping:
             "tiles_per_chip": self.tiles_per_chip,
             "tiles_used": self.tiles_used(),
             "neurons_per_tile": self.neurons_per_tile(),
-            "chip_of_layer": list(self._chip_of_layer),
+            "chip_of_layer": [on[0] for on in self._chip_of_layer],
         }
 
     # ---- JSON ---------------------------------------------------------------------------------

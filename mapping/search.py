@@ -74,6 +74,11 @@ def layout_of(m: Mapping, first_tile: int = 1, grid: tuple | None = None) -> Lay
     chips, n_tiles, order = [], [], []
     for l, a in enumerate(m.tile_of_neuron):
         t = m.tiles_of_layer(l)
+        if len(m.chips_of_layer(l)) > 1:
+            raise MappingError(
+                f"layer {l + 1} spans chips {sorted(m.chips_of_layer(l))}: the search moves whole layers; "
+                "start from a mapping that keeps each layer on one chip"
+            )
         if t[-1] - t[0] + 1 != t.size:
             raise MappingError(
                 f"layer {l + 1} does not occupy consecutive tiles: the search starts from "
@@ -200,7 +205,11 @@ def anneal(
             "the starting mapping is rejected by the objective (it does not fit); start from a mapping that fits"
         )
     evaluated, accepted = 1, 0
-    cur, cur_v = layout_of(start, first_tile, grid), base
+    try:
+        cur: Layout | None = layout_of(start, first_tile, grid)
+    except MappingError:  # e.g. layers spanning chips: the walk starts from the best extra start
+        cur = None
+    cur_v = base
     best, best_v = start, base
     if grid is not None:
         extra_starts = [reorder(start, o, *grid) for o in TILE_ORDERS[1:]] + list(extra_starts)
@@ -218,11 +227,13 @@ def anneal(
             continue
         if v < best_v:
             best, best_v, cur, cur_v = m, v, lay, v
+        elif cur is None and math.isfinite(v):
+            cur, cur_v = lay, v
     history = [(evaluated, best_v)]
     tau0 = 0.02 * best_v
     while True:
         frac = (time.perf_counter() - t0) / budget_s
-        if frac >= 1 or (max_evals is not None and evaluated >= max_evals):
+        if frac >= 1 or (max_evals is not None and evaluated >= max_evals) or cur is None:
             break
         nxt = _neighbour(cur, rng, fixed_tiles)
         if nxt is None:

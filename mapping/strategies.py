@@ -23,11 +23,14 @@ spread         the whole machine: consecutive layers in as many groups as there 
                chips: one Ethernet hop between them); each chip's tiles shared among its layers
                ∝ ``weights``, down to ``neurons_per_tile`` per tile (default 1: a wafer's PEs
                one neuron each); what a Tenstorrent or Cerebras programmer would do with a machine
-               the network is given the whole of
+               the network is given the whole of. With ``split`` (a workload whose layers may span
+               chips) and fewer layers than chips, or a layer too big for a chip's tiles, the
+               network's *neurons* are cut instead: ``chips`` contiguous runs balanced by weight, in
+               the same snake order (a big layer over consecutive neighbouring chips)
 =============  =================================================================================
 
-Layers are never split across chips (:class:`~tilesim.mapping.core.Mapping` refuses it): ``spread``
-uses every chip when the network has at least as many layers as the machine has chips.
+The other strategies keep every layer on one chip; whether a layer may span chips is the workload's
+to say (the SNN's ``poplar`` stack refuses it, its dataflow stacks allow it).
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ __all__ = [
     "chip_walk",
     "on_chips",
     "split_layers",
+    "neuron_cuts",
+    "spread_neurons",
     "pack_layers",
     "from_layout",
 ]
@@ -313,16 +318,22 @@ def spread(
     neurons_per_tile: int = 1,
     first_tile: int = 1,
     grid_cols: int | None = None,
+    split: bool = False,
 ) -> Mapping:
     """The whole-machine placement (see the module table): layers in ``min(chips, layers)`` runs
     balanced by ``weights`` (default: the layer sizes) on the chips of :func:`chip_walk`, each
     chip's usable tiles shared among its layers ∝ ``weights`` with at least ``neurons_per_tile``
-    neurons on a tile, neurons split evenly over a layer's tiles."""
+    neurons on a tile, neurons split evenly over a layer's tiles. ``split``: layers may span chips;
+    with fewer layers than chips or a layer needing more tiles than a chip has, the neurons are cut
+    over every chip instead (:func:`spread_neurons`)."""
     _check(layer_sizes, chips, tiles_per_chip, neurons_per_tile, first_tile)
     L = len(layer_sizes)
     w = np.asarray(layer_sizes if weights is None else weights, float)
     require(w.size == L and bool(np.all(w >= 0)), "weights", list(w), f"need {L} non-negative values, one per layer")
     walk = chip_walk(chips, grid_cols)
+    too_big = any(block_tiles(int(n), neurons_per_tile) > tiles_per_chip - first_tile for n in layer_sizes)
+    if split and chips > 1 and (L < chips or too_big):
+        return spread_neurons(layer_sizes, walk, tiles_per_chip, w, neurons_per_tile, first_tile)
     chip_of = [walk[g] for g in split_layers(np.maximum(w, 1e-12), min(chips, L))]
     n_tiles = [0] * L
     for c in sorted(set(chip_of)):
@@ -338,6 +349,56 @@ def spread(
             n_tiles[l] = k
     places = pack_layers(n_tiles, chips, tiles_per_chip, first_tile, chip_of)
     return from_layout(layer_sizes, chips, tiles_per_chip, places, n_tiles, "block", None, "spread")
+
+
+def neuron_cuts(layer_sizes, weights, runs: int) -> list[int]:
+    """The first neuron (over all layers, in order) of each of ``runs`` contiguous runs of the network's
+    neurons whose weights (a layer's ``weights[l]`` shared evenly by its neurons) are as even as whole
+    neurons allow, every run at least one neuron."""
+    n = np.asarray(layer_sizes, np.int64)
+    per = np.maximum(np.asarray(weights, float), 1e-12) / n  # weight per neuron of each layer
+    first = np.concatenate([[0], np.cumsum(n)])  # first neuron of each layer
+    at = np.concatenate([[0.0], np.cumsum(per * n)])  # weight before each layer
+    cuts = [0]
+    for g in range(1, runs):
+        target = at[-1] * g / runs
+        l = min(int(np.searchsorted(at, target, side="right")) - 1, n.size - 1)
+        k = int(first[l] + round((target - at[l]) / per[l]))
+        cuts.append(min(max(k, cuts[-1] + 1), int(first[-1]) - (runs - g)))
+    return cuts
+
+
+def spread_neurons(layer_sizes, walk, tiles_per_chip: int, weights, neurons_per_tile: int = 1, first_tile: int = 1):
+    """``spread`` with layers split over chips: the network's neurons cut into one run per chip of ``walk``
+    (at most one per neuron; :func:`neuron_cuts`), each chip's usable tiles shared among the layer
+    parts of its run ∝ their weight, at least ``neurons_per_tile`` neurons on a tile, a part's neurons
+    split evenly over its tiles."""
+    sizes = [int(n) for n in layer_sizes]
+    w = np.maximum(np.asarray(weights, float), 1e-12)
+    runs = min(len(walk), sum(sizes))
+    cuts = neuron_cuts(sizes, w, runs) + [sum(sizes)]
+    first = np.concatenate([[0], np.cumsum(sizes)])
+    out = [np.full(n, -1, np.int64) for n in sizes]
+    for g in range(runs):
+        c, lo, hi = walk[g], cuts[g], cuts[g + 1]
+        parts = [
+            (l, max(lo, int(first[l])) - int(first[l]), min(hi, int(first[l + 1])) - max(lo, int(first[l])))
+            for l in range(len(sizes))
+            if first[l] < hi and first[l + 1] > lo
+        ]
+        budget = tiles_per_chip - (first_tile if c == 0 else 0)
+        if budget < len(parts):
+            raise MappingError(
+                f"chip {c} gets parts of {len(parts)} layers: it has {budget} usable tiles; a layer part needs a tile "
+                "of its own (use a machine with more chips or tiles)"
+            )
+        caps = [block_tiles(k, neurons_per_tile) for _, _, k in parts]
+        share = share_tiles([w[l] * k / sizes[l] for l, _, k in parts], caps, budget)
+        tile = c * tiles_per_chip + (first_tile if c == 0 else 0)
+        for (l, a, k), t in zip(parts, share):
+            out[l][a : a + k] = tile + (np.arange(k) * t) // k
+            tile += t
+    return Mapping(tuple(sizes), len(walk), tiles_per_chip, tuple(out), "spread")
 
 
 def on_chips(m: Mapping, walk) -> Mapping:

@@ -84,9 +84,13 @@ def test_validation_incomplete():
         Mapping((2, 2), 1, 10, (np.array([1, 2]),))
 
 
-def test_validation_layer_across_chips():
-    with pytest.raises(MappingError, match=r"spans chips \[0, 1\]"):
-        Mapping((2,), 2, 10, (np.array([9, 10]),))
+def test_a_layer_across_chips_is_a_valid_mapping():
+    """Whether a layer may span chips is the workload's stack's to say (tests/test_straddle.py): the
+    mapping holds it, the chip of its first neuron first."""
+    m = Mapping((3,), 2, 10, (np.array([10, 9, 11]),))
+    assert m.chips_of_layer(0) == (1, 0) and m.chip_of_layer(0) == 1 and m.spans_chips() == [0]
+    assert m.chips_used() == 2
+    assert Mapping.from_dict(m.to_dict()).chips_of_layer(0) == (1, 0)
 
 
 # ---- JSON ---------------------------------------------------------------------------------------

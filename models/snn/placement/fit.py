@@ -78,8 +78,9 @@ def edge_bytes(config: NetworkConfig) -> list[float]:
     return [float(B * 4 * (k + 2) + B * (8 * k + 8)) for k in config.n_max[:-1]]
 
 
-def strategy_mapping(name: str, config: NetworkConfig, machine, neurons_per_tile: int) -> Mapping:
-    """The mapping strategy ``name`` gives for ``config`` on ``machine``."""
+def strategy_mapping(name: str, config: NetworkConfig, machine, neurons_per_tile: int, stack: str = "auto") -> Mapping:
+    """The mapping strategy ``name`` gives for ``config`` on ``machine``; ``spread`` splits layers over chips
+    where execution stack ``stack`` lets a layer span chips (:attr:`ExecutionStack.layers_span_chips`)."""
     sizes = config.layers[1:]
     C, TPC = machine.chips, machine.tiles_per_chip
     if name == "contiguous":
@@ -91,7 +92,10 @@ def strategy_mapping(name: str, config: NetworkConfig, machine, neurons_per_tile
     if name == "graph":
         return S.graph(sizes, C, TPC, edge_bytes(config), neurons_per_tile, seed=config.seed)
     if name == "spread":
-        return S.spread(sizes, C, TPC, layer_weights(config), neurons_per_tile, grid_cols=chip_grid_cols(machine))
+        split = stack_for(machine, stack).layers_span_chips
+        return S.spread(
+            sizes, C, TPC, layer_weights(config), neurons_per_tile, grid_cols=chip_grid_cols(machine), split=split
+        )
     raise MappingError(
         f"mapping = {name!r}: unknown strategy; use one of {', '.join(STRATEGIES)} or a mapping JSON file"
     )
@@ -139,7 +143,7 @@ def check_file_mapping(mapping: Mapping, config: NetworkConfig, machine, source:
             f"{source}: tiles_per_chip = {mapping.tiles_per_chip}: machine {machine.name} has "
             f"{machine.tiles_per_chip}; use a mapping made for this machine"
         )
-    used = max(mapping.chip_of_layer(l) for l in range(mapping.n_layers)) + 1
+    used = max(max(mapping.chips_of_layer(l)) for l in range(mapping.n_layers)) + 1
     if used > machine.chips:
         raise MappingError(
             f"{source}: uses {used} chips: machine {machine.name} has {machine.chips}; pass --chips {used}"
@@ -190,7 +194,7 @@ def place_network(
     last_error = None
     for npt in candidates:
         try:
-            m = strategy_mapping(str(mapping), config, machine, npt)
+            m = strategy_mapping(str(mapping), config, machine, npt, stack)
         except MappingError as exc:
             if "unknown strategy" in str(exc):
                 raise

@@ -9,9 +9,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from tilesim.errors import MappingError
 from tilesim.mapping.core import Mapping
-from tilesim.models.snn.step.table import COMBINER, COMPACTION, GRAD_TARGET, INPUT_CHIP, OUTPUT_TILES, OWNER
+from tilesim.models.snn.step.table import COMBINER, COMPACTION, GRAD_TARGET, HOST_SYNC, INPUT_CHIP, OUTPUT_TILES, OWNER
 from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.running.memo import BytesLRU
 
@@ -24,15 +23,50 @@ def compaction_spread(n: int) -> int:
 
 
 @dataclass(frozen=True)
+class ChipPart:
+    """The part of a layer on one chip: its owner tiles ``LayerTiles.tiles[first:stop]`` (a chip's
+    tiles are consecutive among the layer's ascending tiles), its ``n`` neurons, their compaction
+    spread ``f`` (:func:`compaction_spread` of ``n``) and its compaction tiles (global), B·2·f."""
+
+    chip: int
+    first: int
+    stop: int
+    n: int
+    f: int
+    comp_tiles: np.ndarray
+
+
+@dataclass(frozen=True)
 class LayerTiles:
-    """Where one layer works: its chip, owner tiles, compaction and combiner tiles (global ids), and
-    its compaction spread ``f`` (:func:`compaction_spread`)."""
+    """Where one layer works: its chip (the *head*: that of its first neuron, where its combiners
+    are), owner tiles, compaction and combiner tiles (global ids), its compaction spread ``f`` (the
+    sum over its parts) and ``parts``, one :class:`ChipPart` per chip it spans, ascending (one part:
+    the layer keeps to one chip; :mod:`tilesim.models.snn.step.stacks` "Layers across chips")."""
 
     chip: int
     tiles: np.ndarray  # owner tiles (global)
     comp_tiles: np.ndarray  # compaction tiles (global), B·2·f of them
     comb_tiles: np.ndarray  # combiner tiles (global), B of them
     f: int
+    parts: tuple = ()
+
+    @property
+    def chips(self) -> tuple:
+        """The chips the layer spans, the head chip first."""
+        return (self.chip,) + tuple(p.chip for p in self.parts if p.chip != self.chip)
+
+    @property
+    def split(self) -> bool:
+        """Whether the layer spans more than one chip."""
+        return len(self.parts) > 1
+
+    def signature(self) -> tuple:
+        """What the layer's chip-dependent terms depend on: per part its tiles, neurons and spread, and
+        the head part (empty for a layer on one chip)."""
+        if not self.split:
+            return ()
+        head = [p.chip for p in self.parts].index(self.chip)
+        return (head,) + tuple((p.stop - p.first, p.n, p.f) for p in self.parts)
 
 
 def _layout_nbytes(layout: list) -> int:
@@ -58,24 +92,36 @@ def layer_layout(config: NetworkConfig, placement: Mapping, tiles_per_chip: int)
 
 
 def _make_layout(config: NetworkConfig, placement: Mapping, tiles_per_chip: int) -> list[LayerTiles]:
-    B = config.batch
+    """Every layer's :class:`LayerTiles`: each chip's compaction tiles shared among the layer parts on it
+    (in layer order), a layer's combiners among those of its head chip's part."""
+    B, TPC = config.batch, tiles_per_chip
+    chip_parts: dict[int, list[tuple[int, int]]] = {}  # chip -> [(layer, f of its part there)]
+    split = []  # per layer: [(chip, first, stop, n)]
+    for l, (tiles, local) in enumerate(placement.groupings):
+        on = tiles // TPC
+        if on[0] == on[-1]:
+            cuts = [(int(on[0]), 0, tiles.size, config.layers[l + 1])]
+        else:
+            chips, first = np.unique(on, return_index=True)
+            n = np.bincount(np.searchsorted(chips, on[local]), minlength=chips.size)
+            stops = list(first[1:]) + [tiles.size]
+            cuts = [(int(c), int(a), int(b), int(k)) for c, a, b, k in zip(chips, first, stops, n)]
+        for c, _, _, n_c in cuts:
+            chip_parts.setdefault(c, []).append((l, compaction_spread(n_c)))
+        split.append(cuts)
     out = []
-    chip_layers: dict[int, list[int]] = {}
-    for l, (tiles, _) in enumerate(placement.groupings):
-        first, last = int(tiles[0]) // tiles_per_chip, int(tiles[-1]) // tiles_per_chip
-        if first != last:
-            chips = np.unique(tiles // tiles_per_chip)
-            raise MappingError(
-                f"layer {l + 1} spans chips {chips.tolist()}: the sparse op needs each "
-                "layer on one chip; use a placement that keeps layers whole"
-            )
-        chip_layers.setdefault(first, []).append(l)
-    for l, (tiles, _) in enumerate(placement.groupings):
-        chip = int(tiles[0]) // tiles_per_chip
-        mine = chip_layers[chip]
-        spreads = tuple(compaction_spread(config.layers[k + 1]) for k in mine)
-        comp, comb = _compaction_tiles(chip, spreads, B, tiles_per_chip)[mine.index(l)]
-        out.append(LayerTiles(chip, tiles, comp, comb, spreads[mine.index(l)]))
+    for l, cuts in enumerate(split):
+        head = int(placement.tile_of_neuron[l][0]) // TPC
+        parts, comb = [], None
+        for c, first, stop, n_c in cuts:
+            mine = [k for k, _ in chip_parts[c]]
+            spreads = tuple(f for _, f in chip_parts[c])
+            comp, cb = _compaction_tiles(c, spreads, B, TPC)[mine.index(l)]
+            parts.append(ChipPart(c, first, stop, n_c, spreads[mine.index(l)], comp))
+            comb = cb if c == head else comb
+        comp_all = parts[0].comp_tiles if len(parts) == 1 else np.concatenate([p.comp_tiles for p in parts])
+        f = sum(p.f for p in parts)
+        out.append(LayerTiles(head, placement.groupings[l][0], comp_all, comb, f, tuple(parts)))
     return out
 
 
@@ -113,10 +159,16 @@ def grad_targets(recurrent: tuple, l: int) -> list:
 def place_tiles(where: str, lay: list, l: int, tiles_per_chip: int, target: int | None = None) -> np.ndarray:
     """The tiles (global ids; a compaction tile may occur twice) of place ``where`` for layer
     ``l`` of layout ``lay`` (``target``: the receiving layer of a gradient place); for
-    :data:`HOST_SYNC` every tile of the layer's chip."""
+    :data:`HOST_SYNC` every tile of the layer's chip; a place on a chip is on each chip of a layer that
+    spans chips (:func:`input_chips` for :data:`INPUT_CHIP`)."""
 
-    def chip(c):
-        return chip_tiles(c, tiles_per_chip)
+    def chip(cs):
+        cs = [cs] if isinstance(cs, int) else list(cs)
+        return (
+            chip_tiles(cs[0], tiles_per_chip)
+            if len(cs) == 1
+            else np.concatenate([chip_tiles(c, tiles_per_chip) for c in cs])
+        )
 
     ly = lay[l]
     if where in (OWNER, OUTPUT_TILES):
@@ -126,7 +178,21 @@ def place_tiles(where: str, lay: list, l: int, tiles_per_chip: int, target: int 
     if where == COMBINER:
         return ly.comb_tiles
     if where == INPUT_CHIP:
-        return chip(lay[l - 1].chip if l > 0 else ly.chip)
+        return chip(input_chips(lay, l))
     if where == GRAD_TARGET:
-        return chip(lay[target].chip)
-    return chip(ly.chip)  # CHIP, GRAD_SENDER, HOST_SYNC
+        return chip(lay[target].chips)
+    if where == HOST_SYNC:
+        return chip(ly.chip)
+    return chip(ly.chips)  # CHIP, GRAD_SENDER
+
+
+def input_chips(lay: list, l: int) -> tuple:
+    """The chips whose tiles send layer ``l``'s input list to its owner tiles in the backward pass:
+    each chip of layer ``l − 1`` that also holds part of ``l`` (it recorded the list), and that
+    layer's head chip if some chip of ``l`` does not hold part of ``l − 1`` (it sends over a link);
+    the first layer's input is on each of its own chips (:data:`INPUT_CHIP`)."""
+    if l == 0:
+        return lay[0].chips
+    below, mine = lay[l - 1].chips, lay[l].chips
+    both = tuple(c for c in below if c in mine)
+    return both if set(mine) <= set(below) else tuple(dict.fromkeys((below[0],) + both))

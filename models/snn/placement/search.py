@@ -116,7 +116,7 @@ def search_mapping(
         )
     for name in STRATEGIES[1:] if not fixed_tiles else ():  # they change the tiles per layer
         try:
-            extra.append(strategy_mapping(name, config, machine, base.neurons_per_tile))
+            extra.append(strategy_mapping(name, config, machine, base.neurons_per_tile, options.stack))
         except MappingError:
             pass
     grid = grid_shape(machine)

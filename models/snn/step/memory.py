@@ -23,7 +23,7 @@ from tilesim.models.snn.step.counters import (
     CACHE_BYTES,
     layer_memory,
 )
-from tilesim.models.snn.step.stacks import ExecutionStack, stack_for
+from tilesim.models.snn.step.stacks import ExecutionStack, check_layer_chips, stack_for
 from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.running.memo import lru_in
 
@@ -31,13 +31,14 @@ SRAM_REMEDY_NPT = "lower --neurons-per-tile (the 6 per-worker dW copies grow wit
 SRAM_REMEDY_CORE = "reduce --batch or --timesteps (the state history is T x B x n), use SGD instead of Adam"
 
 
-def sram_remedy(placement: Mapping) -> str:
+def sram_remedy(placement: Mapping, layers_span_chips: bool = False) -> str:
     """What can help an SNN SRAM overflow under ``placement``: fewer neurons per tile only where a tile
-    holds more than one; more chips only where layers share a chip (a layer's neurons sit on one chip,
-    so once every layer has a chip of its own, more chips cannot help: that layer must fit on its chip)."""
+    holds more than one; more chips where layers share a chip or, on a stack whose layers may span chips
+    (``layers_span_chips``), always (else a layer's neurons sit on one chip, so once every layer has a
+    chip of its own, more chips cannot help: that layer must fit on its chip)."""
     npt = max(placement.neurons_per_tile(), default=1)
     chips = [placement.chip_of_layer(l) for l in range(placement.n_layers)]
-    shared = len(set(chips)) < len(chips)
+    shared = layers_span_chips or len(set(chips)) < len(chips)
     first = SRAM_REMEDY_NPT if npt > 1 else ""
     last = (
         ", or spread the network over more chips (--chips)"
@@ -161,6 +162,11 @@ def _owner_memory(
     return EntryGroup(out)
 
 
+def _part_tiles(ly) -> list:
+    """(owner tiles, their count) of each chip part of a layer that spans chips."""
+    return [(ly.tiles[p.first : p.stop], p.stop - p.first) for p in ly.parts]
+
+
 def _entries_nbytes(entries) -> int:
     return sum(np.asarray(e[1]).nbytes for e in entries)
 
@@ -179,9 +185,10 @@ def snn_memory(
     neuron grouping is unchanged (a :class:`BytesLRU` keyed by layer, grouping, config and dW copies).
     ``stack``: the execution stack (default: the machine vendor's, :func:`tilesim.models.snn.step.stacks.stack_for`)."""
     st = stack or stack_for(machine)
+    check_layer_chips(placement, st)
     dw_copies = st.dw_copies
     T, B = config.timesteps, config.batch
-    led = ledger or MemoryLedger(machine, remedy=sram_remedy(placement), steps=program_steps(T))
+    led = ledger or MemoryLedger(machine, remedy=sram_remedy(placement, st.layers_span_chips), steps=program_steps(T))
     led.set_steps(program_steps(T))
     TPC = machine.tiles_per_chip
     nmax = config.n_max
@@ -198,24 +205,27 @@ def snn_memory(
                 mine[key] = entries
         led.add_group(entries, ly.tiles)
         # spike id/count sequences [T, B, N_max] + [T, B, 2], spread over the layer's chip (tile 0 of chip 0
-        # free) under Poplar, over the layer's own tiles on a dataflow stack (ExecutionStack.chip_sequences)
+        # free) under Poplar, over the layer's own tiles on a dataflow stack (ExecutionStack.chip_sequences):
+        # on each chip of a layer that spans chips its own tiles keep a whole copy
         seq_tiles = slice(ly.chip * TPC + (1 if ly.chip == 0 else 0), (ly.chip + 1) * TPC)
         n_seq = seq_tiles.stop - seq_tiles.start
         if not st.chip_sequences:
             seq_tiles, n_seq = ly.tiles, ly.tiles.size
-        led.add(
-            "variables:sequences",
-            4.0 * T * B * (nmax[l] + 2) / n_seq,
-            seq_tiles,
-            f"layer {l + 1} spike sequence",
-            recorded_liveness(T),
-        )
-        led.add(
-            "exchange_buffers",
-            4.0 * (2 * -(-config.layers[l + 1] // ly.f) + nmax[l] + 2),
-            ly.comp_tiles,
-            f"layer {l + 1} compaction flags and chunk list",
-        )
+        for where, n_on in [(seq_tiles, n_seq)] if not ly.split else _part_tiles(ly):
+            led.add(
+                "variables:sequences",
+                4.0 * T * B * (nmax[l] + 2) / n_on,
+                where,
+                f"layer {l + 1} spike sequence",
+                recorded_liveness(T),
+            )
+        for p in ly.parts:  # each chip part's compaction tiles hold its flags and its chunk list
+            led.add(
+                "exchange_buffers",
+                4.0 * (2 * -(-p.n // p.f) + nmax[l] + 2),
+                p.comp_tiles,
+                f"layer {l + 1} compaction flags and chunk list",
+            )
     # the data input sequence [T, B, input_cap] ids + counts, spread over chip 0
     led.add(
         "variables:inputs",
@@ -224,6 +234,14 @@ def snn_memory(
         "input spike sequence",
         recorded_liveness(T, whole_at_start=True),
     )
+    for c in lay[0].chips[1:] if lay[0].split else ():  # a first layer's other chips record the input too
+        led.add(
+            "variables:inputs",
+            4.0 * T * B * (config.input_cap + 1) / TPC,
+            slice(c * TPC, (c + 1) * TPC),
+            "input spike sequence (a chip of a split first layer)",
+            recorded_liveness(T),
+        )
     used = np.zeros(machine.total_tiles, bool)
     for ly in lay:
         used[ly.tiles] = True

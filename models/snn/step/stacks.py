@@ -29,6 +29,23 @@ asked for them is silent, the choice is the one named here):
     Tasks activated by arriving wavelets: no kernel launches, no library calls, one dW per PE, no
     variable sync; the only host traffic is the input stream (streamed into the edge PEs every step).
 
+Layers across chips. On ``poplar`` a layer's neurons sit on one chip (the authors' op: a layer's
+dense→sparse compaction and list merge run on one IPU); a placement that splits one is refused
+(:func:`check_layer_chips`). On the dataflow stacks a layer may span chips
+(``ExecutionStack.layers_span_chips``): each chip holding part of it compacts its own part's flags
+on its own compaction tiles (B·2·f_c of them, f_c from the part's neuron count), and the layer's B
+combiners, on the chip of its first neuron (its *head* chip), merge every part's chunk lists, those
+of the other chips arriving as link flows: one global merge per (layer, sample), so the lists are
+those of a one-chip placement. The merged list goes over links to every other chip of the layer
+(each records it for the backward pass) and to every chip of the next layer; a first layer's other
+chips get the input lists from its head chip. Backward, each chip replicates lists and g to its own
+owner tiles from its copy (an input list from the chip of the layer below that holds it, or over a
+link from that layer's head chip); the input-gradient partials are reduced on each chip, the other
+chips' sums then cross to the head chip, which adds them and sends g to every chip of the receiving
+layer. Assumed: the partial sums' link hop and g's hop to the receiving chips share the reduce row's
+one exchange (band: one more link latency and chip handshake per time step), and a split output
+layer's loss gradients go from the head chip to its other chips whole (B·(8·N_max+8) bytes each).
+
 Sync. The engine is BSP: a superstep ends with its slowest tile and costs the machine's
 ``chip.sync_cycles``. On the dataflow stacks a core starts a phase when its inputs arrive; tilesim
 models that as supersteps whose barrier is the stack's handshake, which is what the Tenstorrent and
@@ -42,7 +59,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tilesim.errors import ConfigError, config_message
+from tilesim.errors import ConfigError, MappingError, config_message
 
 __all__ = [
     "STACKS",
@@ -52,6 +69,7 @@ __all__ = [
     "stack_for",
     "stack_name",
     "describe_stack",
+    "check_layer_chips",
     "ASSUMPTIONS",
     "TT_LAUNCH_S",
 ]
@@ -121,7 +139,9 @@ class ExecutionStack:
     ``loss_to_host``: the per-sample loss is read back every step; ``sync``: what ends a phase
     (the named assumptions a summary prints: :data:`ASSUMPTIONS`); ``chip_sequences``: each layer's
     recorded spike sequence is a sliceable tensor spread over its whole chip (Poplar's
-    ``createSliceableTensor``), else its own tiles keep it (a dataflow core records what it receives)."""
+    ``createSliceableTensor``), else its own tiles keep it (a dataflow core records what it receives);
+    ``layers_span_chips``: a layer's neurons may sit on several chips (the module docstring's
+    "Layers across chips"), else each layer keeps to one chip."""
 
     name: str
     workers_per_tile: int
@@ -135,6 +155,7 @@ class ExecutionStack:
     loss_to_host: bool
     sync: str
     chip_sequences: bool = False
+    layers_span_chips: bool = True
 
     def describe(self) -> str:
         """One line: the stack and its named assumptions (:func:`describe_stack`)."""
@@ -180,6 +201,7 @@ def stack_for(machine, choice: str = "auto") -> ExecutionStack:
             loss_to_host=False,
             sync="BSP barriers (the IPU's sync)",
             chip_sequences=True,
+            layers_span_chips=False,
         )
     dataflow = ExecutionStack(  # csl; tt-metal differs in its launch, its loss read-back and its handshakes
         name,
@@ -197,3 +219,16 @@ def stack_for(machine, choice: str = "auto") -> ExecutionStack:
     if name == "tt-metal":
         return replace(dataflow, launch_s=TT_LAUNCH_S, loss_to_host=True, sync="semaphore handshakes (dataflow)")
     return dataflow
+
+
+def check_layer_chips(placement, stack: ExecutionStack) -> None:
+    """Raise :class:`tilesim.errors.MappingError` if ``placement`` splits a layer over chips and ``stack``
+    keeps each layer on one chip (``poplar``: the authors' op), naming the fix."""
+    split = placement.spans_chips() if not stack.layers_span_chips else []
+    if split:
+        l = split[0]
+        raise MappingError(
+            f"layer {l + 1} spans chips {sorted(placement.chips_of_layer(l))}: on the {stack.name} stack a layer's "
+            "sparse operation runs on one chip (as on the IPU); keep each layer on one chip (e.g. --mapping "
+            "contiguous or more neurons per tile) or use a dataflow stack (--stack tt-metal or csl)"
+        )

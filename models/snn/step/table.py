@@ -51,6 +51,12 @@ EVERY_LAYER, WITH_INPUT_GRAD, OUTPUT_LAYER = "every layer", "layers with input g
 TO_NEXT_LAYER = "to the next layer"  # l's chip -> layer l+1's chip (the spike list)
 FROM_INPUT_LAYER = "from the input layer"  # layer l-1's chip -> l's chip (replicated input list)
 TO_GRAD_TARGETS = "to the gradient targets"  # l's chip -> chip of each layer it sends slot gradients to
+# Link flows of a layer that spans chips (:mod:`tilesim.models.snn.step.stacks` "Layers across chips"; none
+# on one chip): a part's chunk lists to the head chip's combiners; the head chip to the layer's other chips
+# (a split output layer's loss gradients); the first layer's input lists from its head chip to its others.
+TO_HEAD_CHIP = "to the layer's head chip"
+TO_LAYER_CHIPS = "to the layer's other chips"
+INPUT_TO_CHIPS = "the input to the first layer's other chips"
 
 # How a row repeats: every time step forward (t ascending), backward (t descending), or once per step.
 FORWARD, BACKWARD, ONCE = "forward", "backward", "once"
@@ -144,6 +150,7 @@ STEP_ROWS = (
         Calls(3),
         Calls(-2, 2),
         writes=(Write(IN, OWNER, "lists_in"), Write(OUT, CHIP, "lists_copy")),
+        flows=(Flow("inputs_link", INPUT_TO_CHIPS),),
         exchange="input lists (forward)",
         broadcast=True,
         host_in=True,
@@ -167,6 +174,7 @@ STEP_ROWS = (
             Write(OUT, COMPACTION, "chunk_out"),
             Write(IN, COMBINER, "chunks_in"),
         ),
+        flows=(Flow("chunk_out", TO_HEAD_CHIP),),
         exchange="chunk lists",
     ),
     StepRow(
@@ -186,6 +194,7 @@ STEP_ROWS = (
         Calls(3),
         sets_first=True,
         writes=(Write(COMPUTE, OUTPUT_TILES, "loss", OUTPUT_LAYER), Write(IN, OUTPUT_TILES, "loss_in", OUTPUT_LAYER)),
+        flows=(Flow("loss_in", TO_LAYER_CHIPS, OUTPUT_LAYER),),
         exchange="loss gradients",
         sent_from=COMBINER,
     ),
@@ -319,6 +328,21 @@ def book_step(result):
 
 
 @dataclass(frozen=True)
+class PartTerms:
+    """The terms that differ between the chips of a layer that spans chips (one per
+    :class:`tilesim.models.snn.placement.roles.ChipPart`): its compaction tiles' (per tile: flags in, cycles, chunk
+    list out, from the part's own chunk size) and, with input gradients, its chip's stage-1 reduction
+    (``[T]`` per chip tile: the partials of its own owner tiles; the head chip's also adds the other
+    chips' sums)."""
+
+    flags_in: float
+    compaction: float
+    chunk_out: float
+    partials_in: np.ndarray | None
+    reduce: np.ndarray | None
+
+
+@dataclass(frozen=True)
 class LayerTerms:
     """Everything one layer adds to the step that does not depend on where its tiles are
     (cached across re-timings while its counters are the same). ``[T, n]``: per time step and
@@ -337,6 +361,7 @@ class LayerTerms:
     list_out: float  # per combiner: the merged list
     sequence_in: float  # per chip tile: the layer's B lists landing in the sequence slice
     list_link: float  # the B lists to the next layer's chip
+    inputs_link: float  # the first layer's B input lists per time step (to its other chips)
     replicas_in: np.ndarray  # [T, n] replicated lists: own ids + g, the layer's input list
     own_copy: np.ndarray  # [T] per chip tile: the copy of the layer's own list
     input_copy: np.ndarray  # [T] per tile of the input chip: the copy of the input list
@@ -353,6 +378,7 @@ class LayerTerms:
     weights: float  # weights of the layer (the host variable sync)
     loss: float  # cycles per tile of the layer if it is the output layer
     loss_in: float  # bytes per tile of the layer if it is the output layer: the g it gets back
+    parts: tuple = ()  # per chip of a layer that spans chips, its :class:`PartTerms` (else empty)
     memo: dict = field(default_factory=dict, compare=False, repr=False)  # chip reductions (:class:`PeakRows`)
 
     def nbytes(self) -> int:

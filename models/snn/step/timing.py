@@ -88,7 +88,7 @@ import numpy as np
 from tilesim.errors import ConfigError, MappingError, config_message, require
 from tilesim.machine.costs import CostModel, barrel_tile_cycles, load_costs
 from tilesim.mapping.core import Mapping
-from tilesim.models.snn.placement.roles import grad_targets, layer_layout
+from tilesim.models.snn.placement.roles import grad_targets, input_chips, layer_layout
 from tilesim.models.snn.step.counters import (
     CACHE_BYTES,
     WORKERS_PER_TILE,
@@ -103,7 +103,7 @@ from tilesim.models.snn.step.rows import (
     replay_chip_rows,
     touched_rows,
 )
-from tilesim.models.snn.step.stacks import ExecutionStack, stack_for
+from tilesim.models.snn.step.stacks import ExecutionStack, check_layer_chips, stack_for
 from tilesim.models.snn.step.structure import (
     CHIPS_PER_HOST_LINK,
     D2H_BYTES_PER_S,
@@ -121,15 +121,19 @@ from tilesim.models.snn.step.table import (
     GRAD_SENDER,
     IN,
     INPUT_CHIP,
+    INPUT_TO_CHIPS,
     OUT,
     OUTPUT_LAYER,
     OUTPUT_TILES,
     OWNER,
     PER_CHIP_PLACES,
+    TO_HEAD_CHIP,
+    TO_LAYER_CHIPS,
     TO_NEXT_LAYER,
     WITH_INPUT_GRAD,
     Flow,
     LayerTerms,
+    PartTerms,
     StepShape,
     Write,
     stack_labels,
@@ -393,6 +397,7 @@ class _Step:
 
 def _step(config, placement, counters, machine, costs, steps_per_execution, structure, stack) -> _Step:
     L = config.n_layers
+    check_layer_chips(placement, stack)
     with_input_grad = {p.layer for p in counters.phases if p.phase == "input_grad"}
     return _Step(
         config,
@@ -437,25 +442,58 @@ def _forward_terms(s: _Step, l: int) -> dict:
     # combine: merge the entries actually kept (real + gradient-only) per sample
     kept = s.loc("spike_detect", l, "entries_kept").sum(axis=1)  # [T] over tiles
     # compaction: 6 chunk vertices per tile scan their flags, then one vertex merges them
-    chunk = -(-s.config.layers[l + 1] // ly.f)  # neurons per compaction tile
-    tile_list = min(s.config.n_max[l], chunk)
-    comp_work = costs.coef("flags_scanned") * chunk + vc * 6
-    comb1 = costs.coef("list_entries_merged") * tile_list + vc
+    flags_in, compaction, chunk_out = _compaction_terms(s, l, s.config.layers[l + 1], ly.f)
+    chunks_in = chunk_out * 2 * ly.f
+    if ly.split:  # the combiner takes every part's 2·f_c chunk lists
+        chunks_in = sum(_compaction_terms(s, l, p.n, p.f)[2] * 2 * p.f for p in ly.parts)
     list_bytes = 4.0 * (s.config.n_max[l] + 2)
     return {
         "lists_in": recv / s.supertile,
         "lists_copy": (recv[:, 0] if ly.tiles.size else np.zeros(T)) / TPC,
         "update": s.cycles(work, vert) + s.cycles(costs.coef("neurons_scanned") * flags + vc * flags, flags),
         "flags_out": s.loc("spike_detect", l, "bytes_sent"),
-        "flags_in": 4.0 * chunk,  # one uint32 per neuron and threshold
-        "compaction": float(s.cycles(comp_work, 6) + s.cycles(comb1, 1)),
-        "chunk_out": 4.0 * (tile_list + 1),
-        "chunks_in": 4.0 * (tile_list + 1) * 2 * ly.f,
+        "flags_in": flags_in,
+        "compaction": compaction,
+        "chunk_out": chunk_out,
+        "chunks_in": chunks_in,
         "combine": s.cycles(costs.coef("list_entries_merged") * (kept / B + 2 * ly.f) + vc, 1),
         "list_out": list_bytes,
         "sequence_in": B * list_bytes / TPC,
         "list_link": B * list_bytes,
+        "inputs_link": 4.0 * B * (s.config.input_cap + 1),
     }
+
+
+def _compaction_terms(s: _Step, l: int, n: int, f: int) -> tuple:
+    """(flags in, cycles, chunk list out) per compaction tile of ``n`` neurons of layer ``l`` spread
+    over ``f`` tiles per (sample, threshold): one uint32 per neuron and threshold in; 6 chunk vertices
+    scan the flags, one vertex merges their lists; the tile's list (up to N_max) out."""
+    costs, vc = s.costs, s.costs.coef("vertex_calls")
+    chunk = -(-n // f)  # neurons per compaction tile
+    tile_list = min(s.config.n_max[l], chunk)
+    comp_work = costs.coef("flags_scanned") * chunk + vc * 6
+    comb1 = costs.coef("list_entries_merged") * tile_list + vc
+    return 4.0 * chunk, float(s.cycles(comp_work, 6) + s.cycles(comb1, 1)), 4.0 * (tile_list + 1)
+
+
+def _part_terms(s: _Step, l: int) -> tuple:
+    """The :class:`PartTerms` of each chip of layer ``l`` (one that spans chips): its compaction tiles'
+    terms from its own neurons, its stage-1 reduction from its own owner tiles' partials; the head
+    chip also adds the other chips' partial sums (2·B·(N_max+1) values per gradient target each)."""
+    ly, TPC, B = s.layers[l], s.TPC, s.config.batch
+    vc = s.costs.coef("vertex_calls")
+    out = []
+    for p in ly.parts:
+        partials_in = reduce = None
+        if s.in_graph[l]:
+            cols = slice(p.first, p.stop)
+            partials_in = s.loc("input_grad", l, "partial_bytes")[:, cols].sum(axis=1) / TPC
+            adds = s.loc("input_grad", l, "reduction_adds")[:, cols].sum(axis=1)
+            if p.chip == ly.chip:
+                adds = adds + (len(ly.parts) - 1) * sum(2.0 * B * (s.config.n_max[t] + 1) for t in s.grad_targets(l))
+            reduce = s.cycles(s.costs.coef("reduction_adds") * (adds / TPC) + vc * 6, 6)
+        out.append(PartTerms(*_compaction_terms(s, l, p.n, p.f), partials_in, reduce))
+    return tuple(out)
 
 
 def _backward_terms(s: _Step, l: int) -> dict:
@@ -521,7 +559,8 @@ def _backward_terms(s: _Step, l: int) -> dict:
 def _layer_terms(s: _Step, l: int) -> LayerTerms:
     """The :class:`LayerTerms` of layer ``l``: everything of it that does not depend on where
     its tiles are (per-tile arrays on its own tiles, per-step vectors, scalars)."""
-    return LayerTerms(**_forward_terms(s, l), **_backward_terms(s, l))
+    parts = _part_terms(s, l) if s.layers[l].split else ()
+    return LayerTerms(**_forward_terms(s, l), **_backward_terms(s, l), parts=parts)
 
 
 def _costs_key(costs: CostModel) -> tuple:
@@ -540,7 +579,7 @@ def _all_terms(s: _Step, cache: dict | None) -> list:
     out = []
     for l in range(L):
         source = s.counters.get("state_update", l).source
-        key = None if source is None else base + (l, source)
+        key = None if source is None else base + (l, source, s.layers[l].signature())
         hit = None if key is None else mine.get(key)
         if hit is None:
             hit = _layer_terms(s, l)
@@ -573,17 +612,40 @@ def _owner_table(shape: StepShape, l: int, with_input_grad: bool, output: bool) 
 def _write(s: _Step, terms: list, rows: RowSink, w: Write, k: int, l: int) -> None:
     """Add the term ``w`` of layer ``l`` to slot ``k`` of ``rows`` (any place but OWNER, HOST_SYNC)."""
     ly = s.layers[l]
-    if w.where == CHIP:
+    if ly.split and w.where in (CHIP, COMPACTION, OUTPUT_TILES, GRAD_SENDER):
+        _write_split(s, terms, rows, w, k, l)
+    elif w.where == CHIP:
         rows.chip(w.array, k, ly.chip, getattr(terms[l], w.term))
     elif w.where == INPUT_CHIP:
-        rows.chip(w.array, k, s.layers[l - 1].chip if l > 0 else ly.chip, getattr(terms[l], w.term))
+        for c in input_chips(s.layers, l):
+            rows.chip(w.array, k, c, getattr(terms[l], w.term))
     elif w.where in (COMPACTION, COMBINER):
         rows.spread(w.array, k, ly.comp_tiles if w.where == COMPACTION else ly.comb_tiles, getattr(terms[l], w.term))
     elif w.where == OUTPUT_TILES:
         rows.local(w.array, k, ly.tiles, np.full(ly.tiles.size, getattr(terms[l], w.term)))
     else:
         for t in s.grad_targets(l):
-            rows.chip(w.array, k, ly.chip if w.where == GRAD_SENDER else s.layers[t].chip, getattr(terms[t], w.term))
+            for c in (ly.chip,) if w.where == GRAD_SENDER else s.layers[t].chips:
+                rows.chip(w.array, k, c, getattr(terms[t], w.term))
+
+
+def _write_split(s: _Step, terms: list, rows: RowSink, w: Write, k: int, l: int) -> None:
+    """:func:`_write` of a place on the chips of layer ``l``, which spans chips: on each chip its
+    part's term (:class:`PartTerms`) or the layer's; a gradient sender's partial sums received by
+    the head chip from each other chip (:mod:`tilesim.models.snn.step.stacks` "Layers across chips")."""
+    ly, mine = s.layers[l], terms[l]
+    for p, pt in zip(ly.parts, mine.parts):
+        if w.where == COMPACTION:
+            rows.spread(w.array, k, p.comp_tiles, getattr(pt, w.term))
+        elif w.where == OUTPUT_TILES:
+            rows.local(w.array, k, ly.tiles[p.first : p.stop], np.full(p.stop - p.first, getattr(mine, w.term)))
+        elif w.where == CHIP:
+            rows.chip(w.array, k, p.chip, getattr(pt if hasattr(pt, w.term) else mine, w.term))
+        else:  # GRAD_SENDER: every chip sends its partial sum to the head, which sends the sum on
+            for t in s.grad_targets(l):
+                rows.chip(w.array, k, p.chip, getattr(terms[t], w.term))
+                if p.chip != ly.chip and w.array == OUT:
+                    rows.chip(IN, k, ly.chip, getattr(terms[t], w.term))
 
 
 def host_sync_cycles_per_byte(machine, structure: StepStructure, costs: CostModel) -> float:
@@ -635,13 +697,27 @@ def _host_sync(s: _Step, terms: list, rows: RowSink, w: Write, k: int) -> None:
 
 def _links(s: _Step, terms: list, f: Flow, l: int) -> list:
     """(src chip, dst chip, bytes) of flow ``f`` of layer ``l`` (one that applies to it) that cross chips."""
-    lay = s.layers
-    if f.route == TO_NEXT_LAYER:
-        ends = [(lay[l].chip, lay[l + 1].chip, l)] if l + 1 < len(lay) else []
+    lay, ly = s.layers, s.layers[l]
+    if f.route == TO_NEXT_LAYER:  # the merged list to the next layer's chips and the layer's own other chips
+        dst = (lay[l + 1].chips if l + 1 < len(lay) else ()) + ly.chips[1:]
+        ends = [(ly.chip, c, l) for c in dict.fromkeys(dst)]
     elif f.route == FROM_INPUT_LAYER:
-        ends = [(lay[l - 1].chip, lay[l].chip, l)] if l > 0 else []
-    else:
-        ends = [(lay[l].chip, lay[t].chip, t) for t in s.grad_targets(l)]
+        ends = [(lay[l - 1].chip, c, l) for c in ly.chips if c not in lay[l - 1].chips] if l > 0 else []
+    elif f.route in (TO_LAYER_CHIPS, INPUT_TO_CHIPS):
+        ends = [(ly.chip, c, l) for c in ly.chips[1:]] if f.route == TO_LAYER_CHIPS or l == 0 else []
+    elif f.route == TO_HEAD_CHIP:  # each other chip's B·2·f_c chunk lists to the head chip's combiners
+        B = s.config.batch
+        return [
+            (p.chip, ly.chip, B * 2 * p.f * pt.chunk_out)
+            for p, pt in zip(ly.parts, terms[l].parts)
+            if p.chip != ly.chip
+        ]
+    else:  # the other chips' partial sums to the head chip, then the sum to each chip of every target
+        ends = [
+            x
+            for t in s.grad_targets(l)
+            for x in [(c, ly.chip, t) for c in ly.chips[1:]] + [(ly.chip, c, t) for c in lay[t].chips]
+        ]
     return [(a, b, getattr(terms[t], f.term)) for a, b, t in ends if a != b]
 
 
@@ -714,7 +790,14 @@ def _emit(
     shape = _shape(config, placement, counters, machine, structure, stack)
     terms = _all_terms(s, cache)
     for l, ly in enumerate(s.layers):  # each layer on its own tiles
-        rows.owner(ly.tiles, terms[l], _owner_table(shape, l, s.in_graph[l], l == L - 1))
+        table = _owner_table(shape, l, s.in_graph[l], l == L - 1)
+        if not ly.split:
+            rows.owner(ly.tiles, terms[l], table)
+            continue
+        for a, k, name in table:  # a layer on several chips: each chip's tiles on their own
+            v = getattr(terms[l], name)
+            for p in ly.parts:
+                rows.local(a, k, ly.tiles[p.first : p.stop], v[..., p.first : p.stop])
     any_in = any(s.in_graph)
     links = []  # per slot: [(src chip, dst chip, bytes)]
     layer_chips = tuple(ly.chip for ly in s.layers)
