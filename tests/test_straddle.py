@@ -1,0 +1,156 @@
+"""A layer across chips (issue 38's last gap): on the dataflow stacks (tt-metal, csl) a layer's neurons may
+span chips, with one global merge per (layer, sample) on its head chip, so the math never changes; under
+``poplar`` (the authors' op) such a placement is refused; ``spread`` uses every chip of a multi-chip machine."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from test_mapping_snn import train
+
+from tilesim.cli import main
+from tilesim.engine.events import simulate
+from tilesim.errors import MappingError, SramOverflowError
+from tilesim.machine.description import load_machine
+from tilesim.mapping import Mapping
+from tilesim.models.snn.placement.fit import place_network
+from tilesim.models.snn.step.counters import count_work
+from tilesim.models.snn.step.stacks import stack_for
+from tilesim.models.snn.step.timing import build_step_program
+from tilesim.models.snn.training.activity import fixed_activity
+from tilesim.models.snn.training.network import NetworkConfig
+
+
+def _same_math(a, b):
+    """Two trainings (:func:`test_mapping_snn.train`) give the same spike lists, losses and weights."""
+    (sa, ra), (sb, rb) = a, b
+    for x, y in zip(ra, rb):
+        assert math.isfinite(x.loss) and y.loss == pytest.approx(x.loss, rel=1e-6)
+        for la, lb in zip(x.activity.layers, y.activity.layers):
+            np.testing.assert_array_equal(la.ids, lb.ids)
+            np.testing.assert_array_equal(la.counts, lb.counts)
+    for wa, wb in zip(sa.W, sb.W):
+        np.testing.assert_allclose(wb, wa, rtol=1e-6, atol=1e-7)
+
+
+def test_small_network_uses_every_galaxy_chip_and_trains_as_on_one_chip():
+    """700-128-128-20 on a 32-chip Galaxy: ``auto`` (Tenstorrent: spread) cuts the 276 neurons over all 32
+    chips (layer 1 over most of them), and training under it gives the very spike lists, losses and weights
+    of the paper's contiguous placement (all layers on chip 0); the step has a finite time."""
+    cfg = NetworkConfig("700-128-128-20", batch=4, timesteps=5, input_cap=20, max_activity=0.1, seed=2)
+    galaxy = load_machine("wormhole-galaxy")
+    auto = place_network(cfg, galaxy, None, "auto").placement
+    one = place_network(cfg, galaxy, 8, "contiguous").placement  # 16 + 16 + 3 tiles of chip 0
+    assert auto.strategy == "spread" and auto.chips_used() == 32 and auto.spans_chips()
+    assert one.chips_used() == 1
+    ref, got = train(cfg, one, steps=2), train(cfg, auto, steps=2)
+    _same_math(ref, got)
+    t = simulate(build_step_program(cfg, auto, got[1][0].counters, galaxy), galaxy).total_s
+    assert math.isfinite(t) and t > 0
+
+
+SRAM_60K = 60_000  # a 2000-neuron layer needs ~77 KB per tile on one 64-core chip, ~45 KB on two
+
+
+def _tiny_galaxy(chips: int):
+    m = load_machine("wormhole-galaxy", chips)
+    return replace(m, chip=replace(m.chip, sram_bytes=SRAM_60K))
+
+
+def test_a_layer_too_big_for_one_chip_places_and_runs_on_two():
+    """A 2000-neuron layer that overflows one chip's SRAM (60 KB cores) places on two chips of a tt-metal
+    machine, split over both, and its step builds and runs; on one chip it still overflows."""
+    cfg = NetworkConfig("64-2000-6", batch=2, timesteps=4, input_cap=10, max_activity=0.1, seed=1)
+    with pytest.raises(SramOverflowError):
+        place_network(cfg, _tiny_galaxy(1), None, "auto")
+    two = _tiny_galaxy(2)
+    placed = place_network(cfg, two, None, "auto")
+    assert placed.placement.chips_of_layer(0) == (0, 1)
+    assert not placed.ledger.overflow_tiles().size
+    state, res = train(cfg, placed.placement, steps=1)
+    assert math.isfinite(res[0].loss)
+    t = simulate(build_step_program(cfg, placed.placement, res[0].counters, two), two).total_s
+    assert math.isfinite(t) and t > 0
+
+
+def _split_file(tmp_path, tiles_per_chip: int):
+    """A mapping file of 64-40-30-6 whose first layer spans chips 0 and 1."""
+    m = Mapping(
+        (40, 30, 6),
+        2,
+        tiles_per_chip,
+        (
+            np.r_[np.arange(1, 21), tiles_per_chip + np.arange(20)],
+            np.arange(21, 51),
+            np.arange(51, 57),
+        ),
+    )
+    path = tmp_path / "split.json"
+    m.save(path)
+    return path
+
+
+NET = [
+    "--layers",
+    "64-40-30-6",
+    "--batch",
+    "4",
+    "--timesteps",
+    "6",
+    "--input-cap",
+    "10",
+    "--max-activity",
+    "0.2",
+    "--steps",
+    "1",
+]
+
+
+def test_poplar_refuses_a_layer_across_chips_with_one_line(tmp_path, capsys):
+    """The same mapping file: refused under poplar (exit 2, one line naming the fix), run under tt-metal."""
+    path = _split_file(tmp_path, load_machine("gc200").tiles_per_chip)
+    args = ["run", *NET, "--machine", "gc200", "--chips", "2", "--mapping", str(path), "--quiet"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("tilesim: error:")
+    assert "layer 1 spans chips [0, 1]" in err and "--stack tt-metal" in err
+    assert main([*args, "--stack", "tt-metal", "--json"]) == 0
+    assert math.isfinite(json.loads(capsys.readouterr().out)["predicted_step_s"])
+    with pytest.raises(MappingError, match="spans chips"):  # the step itself refuses it too
+        cfg = NetworkConfig("64-40-30-6", batch=4, timesteps=6, input_cap=10, max_activity=0.2)
+        pl = Mapping.from_dict(json.loads(path.read_text()))
+        build_step_program(cfg, pl, count_work(fixed_activity(cfg), pl, per_step=True), load_machine("gc200", 2))
+
+
+def test_two_chip_toy_link_bytes_by_hand():
+    """Layer 1 (100 neurons, N_max 20) split 50/50 over chips 0 and 1, layer 2 (4 neurons) on chip 0; B 4,
+    input cap 5. Per time step, counted by hand:
+
+    * input lists, chip 0 -> 1: B lists of (cap + 1) words: 4 * 4 * 6 = 96 bytes;
+    * chunk lists, chip 1 -> 0: the 50-neuron part has f = 1 (w = 0 + [50 mod 64 > 32] = 1 worker, f =
+      max(0 + 0, 1)), so B * 2 * 1 = 8 compaction tiles, each a list of min(20, 50) ids + a count:
+      8 * 4 * 21 = 672 bytes;
+    * the merged list, chip 0 -> 1 (the part there records it): B * 4 * (20 + 2) = 352 bytes;
+    * backward, layer 2's slot gradients g of layer 1 to its chip 1: B * (8 * 20 + 8) = 672 bytes.
+    """
+    cfg = NetworkConfig("8-100-4", batch=4, timesteps=3, input_cap=5, max_activity=0.2, seed=0)
+    assert cfg.n_max[0] == 20
+    machine = load_machine("wormhole-galaxy", 2)
+    tpc = machine.tiles_per_chip
+    pl = Mapping((100, 4), 2, tpc, (np.r_[np.arange(1, 51), tpc + np.arange(50)], np.arange(51, 55)))
+    counters = count_work(fixed_activity(cfg), pl, per_step=True)
+    prog = build_step_program(cfg, pl, counters, machine, stack=stack_for(machine, "tt-metal"))
+    got: dict = {}
+    for s, a, b, n in zip(prog.flow_step, prog.flow_src, prog.flow_dst, prog.flow_bytes):
+        key = (prog.labels[prog.label_id[s]], int(a), int(b))
+        got[key] = got.get(key, 0.0) + float(n) / cfg.timesteps
+    assert got == {
+        ("fwd: input lists", 0, 1): 96.0,
+        ("fwd: compaction", 1, 0): 672.0,
+        ("fwd: combine", 0, 1): 352.0,
+        ("bwd: reduce input grad", 0, 1): 672.0,
+    }
