@@ -171,6 +171,21 @@ def _neighbour(lay: Layout, rng: np.random.Generator, fixed_tiles: bool = False)
     return replace(lay, n_tiles=tuple(n_tiles), chip=tuple(chip), order=tuple(order))
 
 
+def _starts(start: Mapping, extra_starts, grid, chip_cols, fixed_tiles: bool) -> list:
+    """:func:`anneal`'s further starts: ``start`` in the other tile orders (on a ``grid``) and on the chips in
+    snake order (on a grid of chips), then ``extra_starts``; with ``fixed_tiles`` only those with ``start``'s
+    tiles per layer."""
+    out = list(extra_starts)
+    if grid is not None:
+        out = [reorder(start, o, *grid) for o in TILE_ORDERS[1:]] + out
+    if chip_cols and start.chips > 1:
+        out = [on_chips(start, chip_walk(start.chips, chip_cols))] + out
+    if fixed_tiles:  # only starts with the same tiles per layer
+        same = [start.tiles_of_layer(l).size for l in range(start.n_layers)]
+        out = [m for m in out if [m.tiles_of_layer(l).size for l in range(m.n_layers)] == same]
+    return out
+
+
 def anneal(
     start: Mapping,
     objective,
@@ -211,13 +226,7 @@ def anneal(
         cur = None
     cur_v = base
     best, best_v = start, base
-    if grid is not None:
-        extra_starts = [reorder(start, o, *grid) for o in TILE_ORDERS[1:]] + list(extra_starts)
-    if chip_cols and start.chips > 1:
-        extra_starts = [on_chips(start, chip_walk(start.chips, chip_cols))] + list(extra_starts)
-    if fixed_tiles:  # only starts with the same tiles per layer
-        same = [start.tiles_of_layer(l).size for l in range(start.n_layers)]
-        extra_starts = [m for m in extra_starts if [m.tiles_of_layer(l).size for l in range(m.n_layers)] == same]
+    extra_starts = _starts(start, extra_starts, grid, chip_cols, fixed_tiles)
     for m in extra_starts:
         v = float(objective(m))
         evaluated += 1

@@ -75,6 +75,13 @@ sequence-copy rows, one dW per core (no ``dW reduce``; the optimizer zeroes the 
 sync, no pipeline switches, the input-gradient reduction on every chip at once; the input crosses
 the host link in a ``host:`` row before the step (TT-Metal: with the program's launch; the loss comes
 back in a row after it).
+
+A layer across chips (dataflow stacks only; :mod:`tilesim.models.snn.step.stacks` "Layers across chips"):
+a place on "the layer's chip" is on each chip it spans, the compaction terms per chip part
+(:class:`tilesim.models.snn.step.table.PartTerms`), and the link flows add the parts' chunk lists to the
+head chip (``fwd: compaction``), the merged list to the layer's other chips (``fwd: combine``), a first
+layer's input lists (``fwd: input lists``), a split output layer's loss gradients (``loss``) and the other
+chips' input-gradient partial sums to the head chip (``bwd: reduce input grad``).
 """
 
 from __future__ import annotations
