@@ -3,8 +3,9 @@
 ``place_network(config, machine, neurons_per_tile, mapping)`` with a strategy name tries
 ``neurons_per_tile`` = 2, 4, 6, … (or the value given) and returns the first mapping whose
 layers fit their chips and whose every tile fits its SRAM (more neurons per tile only adds
-memory per tile, so the first overflow ends the search). With a JSON file it checks the file
-against the network and the machine.
+memory per tile, so the first overflow ends the search); a ``spread`` that overflows with whole
+layers per chip cuts the neurons over every chip instead where the stack lets a layer span chips.
+With a JSON file it checks the file against the network and the machine.
 """
 
 from __future__ import annotations
@@ -151,6 +152,20 @@ def check_file_mapping(mapping: Mapping, config: NetworkConfig, machine, source:
     return mapping if mapping.chips == machine.chips else mapping.with_chips(machine.chips)
 
 
+def _cut_neurons_if_it_fits(m: Mapping, ledger, config: NetworkConfig, machine, npt: int, stack: str) -> tuple:
+    """``(mapping, ledger)``: a ``spread`` whose layers each keep to a chip overflows SRAM; on a stack whose
+    layers may span chips, the network's neurons cut over every chip instead
+    (:func:`tilesim.mapping.strategies.spread_neurons`), if that fits; else ``m`` and its ``ledger``."""
+    if m.strategy != "spread" or m.spans_chips() or machine.chips == 1:
+        return m, ledger
+    if not stack_for(machine, stack).layers_span_chips:
+        return m, ledger
+    walk = S.chip_walk(machine.chips, chip_grid_cols(machine))
+    cut = S.spread_neurons(config.layers[1:], walk, machine.tiles_per_chip, layer_weights(config), npt)
+    led = _ledger(config, cut, machine, stack)
+    return (cut, led) if not led.overflow_tiles().size else (m, ledger)
+
+
 def place_network(
     config: NetworkConfig,
     machine,
@@ -201,6 +216,8 @@ def place_network(
             last_error = exc
             continue
         ledger = _ledger(config, m, machine, stack)
+        if ledger.overflow_tiles().size:
+            m, ledger = _cut_neurons_if_it_fits(m, ledger, config, machine, npt, stack)
         if neurons_per_tile is None and ledger.overflow_tiles().size:
             try:
                 ledger.check("raise")
