@@ -21,8 +21,10 @@ from tilesim.models.snn.placement.fit import place_network
 from tilesim.models.snn.step.counters import count_work
 from tilesim.models.snn.step.stacks import stack_for
 from tilesim.models.snn.step.timing import build_step_program
+from tilesim.models.snn.step.workload import SnnStep
 from tilesim.models.snn.training.activity import fixed_activity
 from tilesim.models.snn.training.network import NetworkConfig
+from tilesim.workload import step_seconds
 
 
 def _same_math(a, b):
@@ -51,6 +53,8 @@ def test_small_network_uses_every_galaxy_chip_and_trains_as_on_one_chip():
     _same_math(ref, got)
     t = simulate(build_step_program(cfg, auto, got[1][0].counters, galaxy), galaxy).total_s
     assert math.isfinite(t) and t > 0
+    peaks = SnnStep(cfg, auto, got[1][0].counters, None, form="peaks")  # the search's per-chip maxima
+    assert step_seconds(peaks, galaxy) == pytest.approx(t, rel=1e-6)
 
 
 SRAM_48K = 48_000
