@@ -98,10 +98,10 @@ def _make_layout(config: NetworkConfig, placement: Mapping, tiles_per_chip: int)
     chip_parts: dict[int, list[tuple[int, int]]] = {}  # chip -> [(layer, f of its part there)]
     split = []  # per layer: [(chip, first, stop, n)]
     for l, (tiles, local) in enumerate(placement.groupings):
-        on = tiles // TPC
-        if on[0] == on[-1]:
-            cuts = [(int(on[0]), 0, tiles.size, config.layers[l + 1])]
+        if tiles[0] // TPC == tiles[-1] // TPC:
+            cuts = [(int(tiles[0]) // TPC, 0, tiles.size, config.layers[l + 1])]
         else:
+            on = tiles // TPC
             chips, first = np.unique(on, return_index=True)
             n = np.bincount(np.searchsorted(chips, on[local]), minlength=chips.size)
             stops = list(first[1:]) + [tiles.size]
