@@ -147,3 +147,14 @@ def test_popops_reduce_vertex_matches_hand_evaluated_poplibs_formula():
     assert int(popops_reduce_vertex_cycles([0, 8], [3, 0], 1, False).sum()) == 0
     # 13 regions of 8 on 6 workers: the busiest worker runs 3 regions, the tile 6 times that
     assert int(popops_reduce_tile_cycles(104, 2, 13, False)) == 6 * (33 + 3 * (30 + 15 + 2 * 19))
+
+
+def test_popops_strided_reduce_matches_hand_evaluated_poplibs_formula():
+    """``getCyclesEstimateForStridedReduce`` (ADD, no update): 16 + ceil(o / e) (3 + post + 3 + d - 1), e = 4 FP16
+    / 2 FP32 outputs a loop, post = 8 FP16 / 5 FP32."""
+    from tilesim.models.linear.ampestimate import popops_strided_reduce_cycles
+
+    assert int(popops_strided_reduce_cycles(16, 4, False)) == 16 + 4 * (3 + 8 + 3 + 3)  # 84
+    assert int(popops_strided_reduce_cycles(6, 3, True)) == 16 + 3 * (3 + 5 + 3 + 2)  # 55
+    assert int(popops_strided_reduce_cycles(5, 2, False)) == 16 + 2 * (3 + 8 + 3 + 1)  # a partial loop counts
+    assert popops_strided_reduce_cycles([0, 8], [3, 0], False).tolist() == [0, 0]
