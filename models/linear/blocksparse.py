@@ -17,9 +17,13 @@ Phases (supersteps):
   (their home is the ``j = 0`` tile, as PopSparse's ``exchangeNZDataCycles`` charges for ``S_n > 1``); home
   tiles send their flat chunk of ``X``. Compute: PopSparse's estimate of its static block codelets
   (:class:`StaticBlockCosts`) plus partials zeroing for FP32 partials.
-* ``sparse-reduce``: every tile sends all its partial rows (``B · n_j`` each) to the result, which is
-  mapped linearly over the tiles (PopSparse's ``reduceMany`` "scatter-add"); each tile adds the partials
-  of its slice (vector unit). Partials are in the input type, as ``sparseDenseMatMul`` sets them.
+* the "scatter-add" (PopSparse's ``popops::reduceMany`` of one reduction per block row and dense-column part into
+  the result ``out[m/B][n][B]``, mapped linearly with grain ``nGrain · mGrain``; :func:`scatter_add`): every tile
+  sends all its partial rows (``B · n_j`` each). ``sparse-reduce-copy``: rows whose partials sit on one tile are
+  copied (``reduceWithMap``); ``sparse-reduce``: the others, merged by their number of sources ``d``, are reduced
+  by popops' ``STRIDED_REDUCE`` vertices at their output or spread over every tile, whichever popops' own estimate
+  prefers; ``sparse-reduce-write``: the spread ones' results written back. Partials are in the input type, as
+  ``sparseDenseMatMul`` sets them.
 
 Memory per tile: non-zero values, the ``X`` home chunk and the result's slice (persistent), the received
 rows, values and partials and the reduction buffer (temporary; bounded by ``memory_proportion``). No serial
@@ -343,7 +347,7 @@ def _reduce_phase(
     """``sparse-reduce``: every tile sends its ``send_el`` partial elements to the tiles of the output
     (PopSparse's ``reduceMany`` into a linearly mapped result), each of which receives ``recv_el`` partials
     of its slice and adds them, in the partials type (``pb`` bytes): ``compute`` cycles per tile (popops'
-    reduce vertices, :func:`popops_reduce_cycles`), or the vector unit's rate if None."""
+    reduce vertices, :func:`scatter_add`), or the vector unit's rate if None."""
     red_in, red_out = recv_el * pb, send_el * pb
     has = (recv_el > 0).astype(np.int64)
     return Phase(
@@ -373,10 +377,9 @@ def _copy_phase(recv_el: np.ndarray, send_el: np.ndarray, eb: int, name: str) ->
 
 
 REDUCE_VERTICES = ("popops", "vector")
-"""How ``sparse-reduce`` is costed: ``"popops"`` (popops' reduce vertices, :func:`popops_reduce_cycles`) or
-``"vector"`` (the partials' adds at the vector unit's rate; the default: popops' split of a tile's few regions over
-idle workers in two compute sets, ``splitTwoStageReductionsBetweenWorkers``, is not ported yet, and without it
-a large slice on one worker is far too slow)."""
+"""How the scatter-add is costed: ``"popops"`` (the default: as popops' ``reduceMany`` builds it,
+:func:`scatter_add`) or ``"vector"`` (before issue 40: every partial to a result spread evenly over the tiles, added
+at the vector unit's rate in one superstep)."""
 
 
 @dataclass(frozen=True)
