@@ -123,9 +123,7 @@ def test_closed_form_matches_the_built_plan_with_poplibs_estimates_in_place(spli
     m, k, n, tiles, costs = 96, 128, 64, 64, SuperstepCosts()
     kw = dict(operands_in_place=True, exchange_bus_tiles=2, costs=costs)
     plan = build_matmul_plan(m, k, n, split, tiles=tiles, flops_per_cycle=128, precision="fp16", serial=serial, **kw)
-    pm, pk, pn, total, temp, _ = _closed_form(
-        m, k, n, *serial, tiles, 2, 4, amp_target("fp16", 128), (True, 2), costs
-    )
+    pm, pk, pn, total, temp, _ = _closed_form(m, k, n, *serial, tiles, 2, 4, amp_target("fp16", 128), (True, 2), costs)
     i = int(np.flatnonzero((pm == split[0]) & (pk == split[1]) & (pn == split[2]))[0])
     assert int(total[i]) == plan.predicted_cycles
     assert int(temp[i]) == int(plan.temp_bytes.max())
