@@ -61,6 +61,11 @@ def test_exchange_bench_json(capsys):
         (("shl", "--method", "baseline", "--batch", "0"), r"--batch = 0: must be >= 1"),
         (("exchange-bench", "--machine", "mesh-demo", "--dst", "1,644"), r"--dst = 644: must be a tile in 0..255"),
         (("shl", "--method", "baseline", "--machine", "nosuch"), r"nosuch"),
+        (("layer", "--kind", "low-rank", "--n", "64", "--operands", "in-place"), r"--operands = 'in-place': applies"),
+        (
+            ("layer", "--kind", "dense", "--n", "64", "--batch", "4", "--precision", "fp16", "--machine", "mesh-demo"),
+            r"flops_per_cycle = 4.0: is below one fp16 input channel per conv unit",
+        ),
     ],
 )
 def test_bad_input_exits_2_without_traceback(capsys, argv, match):
