@@ -488,8 +488,10 @@ def scatter_add(sources: np.ndarray, n: int, n_split: int, block: int, eb: int, 
     reduced at its output or spread over every tile and written back (:func:`reduce_at_destination`; spread:
     ``calcLinearTileMapping`` with the grains of :func:`final_stage_grains`, each merged reduction starting where
     the last ended [D] — popops starts it at a hashed tile), on :func:`_reduce_workers` vertices a tile
-    (:func:`_tile_reduce_cycles`) [S]. popops' two-stage split of a tile's partials (``connectReductions``) is
-    not ported."""
+    (:func:`_tile_reduce_cycles`) [S]. popops' two-stage split of a tile's partials (``connectReductions``,
+    ``splitTwoStageReductionsBetweenWorkers``) is not ported: it is tried only on a tile left with fewer output
+    regions than workers, and its 30-cycle second-stage overhead declines it unless a region's adds exceed ~60
+    cycles (not at n = 4)."""
     tile, width, d, seg_d = _output_pieces(sources, n, n_split, block, eb, tiles)
     out_el = np.bincount(tile, weights=width, minlength=tiles).astype(np.int64)
     copy_in = np.bincount(tile, weights=width * (d == 1), minlength=tiles).astype(np.int64)
