@@ -155,11 +155,26 @@ def test_scatter_add_counted_by_hand_at_the_destination():
     assert not sa.write_in_el.any() and not sa.write_out_el.any()
 
 
+def test_final_reduce_stage_works_in_the_partials_type():
+    """popops' final stage takes the partials' own type as ``inVertexType`` (``reduceFirstDim2D`` passes
+    ``in.elementType()``; PopSparse's partials are the input type): FP16 grains 8 / 4 / 16, FP32 4 / 2 / 8, and the
+    spread results are written back in it. 1,024 FP16 outputs of 2 sources on one of 64 tiles: at the destination
+    512 + 2 · 256 + 90 = 1,114 cycles; spread (16 a tile) 16 + 2 · 4 + 1024 · 2 / 4 + 180 = 716 < 1,114 (written
+    back as FP32 it would be 1,228, and stay at the destination)."""
+    from tilesim.models.linear.blocksparse import final_stage_grains, reduce_at_destination
+
+    assert final_stage_grains(2) == (8, 4, 16) and final_stage_grains(4) == (4, 2, 8)
+    at = np.array([1024] + [0] * 63)
+    assert not reduce_at_destination(at, 2, 2, 64, 90, 4.0)
+    assert reduce_at_destination(np.array([64] + [0] * 63), 2, 2, 64, 90, 4.0)  # 32 + 32 + 90 < 8 + 4 + 32 + 180
+
+
 def test_scatter_add_spreads_a_large_reduction_over_every_tile():
     """One row of 8 sources, n = 1024, block 16, among 16 rows on 64 tiles: its 16,384 outputs sit 4,096 a tile on
     tiles 0-3; at the destination 2048 + 8 · 1024 + 90 = 10,330 cycles > spread over all 64 tiles (256 each):
-    1024 + 8 · 64 + 4096 + 180 = 5,812, so popops reduces it spread and writes the results back. 6 workers (the one
-    reduction): 6 vertices of 44 outputs, 16 + 11 (3 + 8 + 3 + 7) = 247 each."""
+    1024 + 8 · 64 + 2048 + 180 = 3,764 (results written back as FP16, the partials' type), so popops reduces it
+    spread and writes the results back. 6 workers (the one reduction), FP16 grain 8: 6 vertices of 6 grains (48
+    outputs), 16 + 12 (3 + 8 + 3 + 7) = 268 each."""
     from tilesim.models.linear.blocksparse import scatter_add
     from tilesim.models.linear.phases import SuperstepCosts
 
@@ -167,4 +182,4 @@ def test_scatter_add_spreads_a_large_reduction_over_every_tile():
     assert sa.reduce_in_el.tolist() == [256 * 8] * 64
     assert sa.write_out_el.tolist() == [256] * 64
     assert sa.write_in_el.tolist() == [4096] * 4 + [0] * 60
-    assert sa.compute.tolist() == [6 * 247] * 64
+    assert sa.compute.tolist() == [6 * 268] * 64

@@ -442,23 +442,37 @@ def reduce_at_destination(at_tile: np.ndarray, d: int, pb: int, tiles: int, sync
     ``d`` partials whose outputs sit ``at_tile`` elements per tile, partials of ``pb`` bytes [S]: at the destination
     costs ``E pb / x + d ceil(E / v) + sync`` (``E`` its most elements on a tile, ``v`` = 8 / ``pb``); spread over
     every tile ``E_b = 8 ceil(ceil(O / 8) / tiles)`` (``O`` its outputs) costs ``E_b d pb / x + d ceil(E_b / v) +
-    4 E / x + 2 sync`` (the results written back as FP32). ``sync``: ``getMaxIPUSyncDelay``, taken as the model's
-    sync [D]."""
+    E pb / x + 2 sync``: the results are written back in ``reducedType``, the final stage's ``inVertexType``, which
+    is the partials' own type here (``reduceFirstDim2D`` passes ``in.elementType()`` when the partials go straight to
+    their final stage, and ``intermediateToOutput`` casts them to FP32 only for a one-element output or partial,
+    which PopSparse's grains rule out). ``sync``: ``getMaxIPUSyncDelay``, taken as the model's sync [D]."""
     most, total, vw = int(at_tile.max()), int(at_tile.sum()), 8 // pb
     dest = math.ceil(most * pb / bytes_per_cycle) + d * ceil_div(most, vw) + sync
     spread = 8 * ceil_div(ceil_div(total, 8), tiles)
     balanced = math.ceil(spread * d * pb / bytes_per_cycle) + d * ceil_div(spread, vw)
-    return dest < balanced + math.ceil(most * 4 / bytes_per_cycle) + 2 * sync
+    return dest < balanced + math.ceil(most * pb / bytes_per_cycle) + 2 * sync
+
+
+def final_stage_grains(pb: int) -> tuple:
+    """``(vertex grain, spread grain, spread minimum)`` in elements of popops' final reduction stage
+    (``intermediateToOutput``, ``lib/popops/reduction/ReductionStages.cpp``) for partials of ``pb`` bytes, its
+    ``inVertexType`` [S]: ``findGrainSizeForOp`` (ADD: twice the vector width) splits a tile's outputs between
+    workers; a spread reduction's temporary output is mapped by ``calcLinearTileMapping`` with the vector width as
+    grain and ``4 ·`` the vector width a tile at least (FP16: 8, 4, 16; FP32: 4, 2, 8)."""
+    vw = 8 // pb
+    return 2 * vw, vw, 4 * vw
 
 
 def _tile_reduce_cycles(t_k, d_k, elems, split, eb: int, tiles: int, workers: int) -> np.ndarray:
-    """A tile's reduce compute set: ``split`` vertices of whole grains of 4 (``2 ·`` FP32 vector width,
-    ``findGrainSizeForOp``; ``splitOutputRegionsForWorkers``) per (tile ``t_k``, merged reduction ``d_k``) of
-    ``elems`` outputs, each a ``STRIDED_REDUCE`` vertex; the workers take the vertices as they free up, the
-    busiest taken as ``max(longest vertex, all vertices / W)`` [D]."""
-    grains = ceil_div(elems, 4)
+    """A tile's reduce compute set: ``split`` vertices of whole grains (:func:`final_stage_grains`,
+    ``splitOutputRegionsForWorkers``) per (tile ``t_k``, merged reduction ``d_k``) of ``elems`` outputs, each a
+    ``STRIDED_REDUCE`` vertex; the workers take the vertices as they free up, the busiest taken as
+    ``max(longest vertex, all vertices / W)`` [D]."""
+    grain = final_stage_grains(eb)[0]
+    grains = ceil_div(elems, grain)
     split = np.minimum(split, grains)
-    cyc = popops_strided_reduce_cycles(np.minimum(elems, ceil_div(grains, split) * 4), d_k, eb == 4).astype(np.int64)
+    cyc = popops_strided_reduce_cycles(np.minimum(elems, ceil_div(grains, split) * grain), d_k, eb == 4)
+    cyc = cyc.astype(np.int64)
     longest = np.zeros(tiles, dtype=np.int64)
     np.maximum.at(longest, t_k, cyc)
     shared = ceil_div(np.bincount(t_k, weights=split * cyc, minlength=tiles).astype(np.int64), workers)
@@ -472,16 +486,19 @@ def scatter_add(sources: np.ndarray, n: int, n_split: int, block: int, eb: int, 
     (``reduceWithMap``: one type), ``d >= 2`` reductions are merged by ``d`` and each goes straight to its final
     stage (``calculateNextStep``: the partials cover most tiles with a low fan-in), one compute set in all,
     reduced at its output or spread over every tile and written back (:func:`reduce_at_destination`; spread:
-    ``calcLinearTileMapping`` with 8 FP32 elements a tile at least, grain 2, each merged reduction starting where
+    ``calcLinearTileMapping`` with the grains of :func:`final_stage_grains`, each merged reduction starting where
     the last ended [D] — popops starts it at a hashed tile), on :func:`_reduce_workers` vertices a tile
-    (:func:`_tile_reduce_cycles`) [S]. popops' two-stage split of a tile's partials (``connectReductions``) is
-    not ported."""
+    (:func:`_tile_reduce_cycles`) [S]. popops' two-stage split of a tile's partials (``connectReductions``,
+    ``splitTwoStageReductionsBetweenWorkers``) is not ported: it is tried only on a tile left with fewer output
+    regions than workers, and its 30-cycle second-stage overhead declines it unless a region's adds exceed ~60
+    cycles (not at n = 4)."""
     tile, width, d, seg_d = _output_pieces(sources, n, n_split, block, eb, tiles)
     out_el = np.bincount(tile, weights=width, minlength=tiles).astype(np.int64)
     copy_in = np.bincount(tile, weights=width * (d == 1), minlength=tiles).astype(np.int64)
     zero = np.zeros(tiles, dtype=np.int64)
     red_in, write_in, write_out, compute = zero.copy(), zero.copy(), zero.copy(), zero
     ent_t, ent_d, ent_e, start = [], [], [], 0
+    _, vw, least = final_stage_grains(eb)
     for dv in np.unique(d[d > 1]).tolist():
         sel = d == dv
         at = np.bincount(tile[sel], weights=width[sel], minlength=tiles).astype(np.int64)
@@ -489,7 +506,7 @@ def scatter_add(sources: np.ndarray, n: int, n_split: int, block: int, eb: int, 
             spread = at
         else:
             total = int(at.sum())
-            chunk = max(2 * ceil_div(ceil_div(total, 2), tiles), 8)
+            chunk = max(vw * ceil_div(ceil_div(total, vw), tiles), least)
             idx = (start + np.arange(ceil_div(total, chunk))) % tiles
             start += idx.size
             spread = np.bincount(idx, weights=split_sizes(total, idx.size), minlength=tiles).astype(np.int64)
