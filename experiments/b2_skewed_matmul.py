@@ -16,8 +16,8 @@ from experiments.b_common import pyplot, standard_main
 from tilesim.errors import SramOverflowError
 from tilesim.machine.description import load_machine
 from tilesim.models.linear.layers import skewed_shape
-from tilesim.models.linear.planner import PlanTarget, plan_matmul
-from tilesim.models.linear.timing import machine_costs, time_parts
+from tilesim.models.linear.planner import plan_matmul
+from tilesim.models.linear.timing import machine_costs, matmul_target, time_parts
 
 MN_ELEMENTS = 2**22  # output elements m·n
 K_DEPTH = 256  # inner dimension
@@ -45,12 +45,7 @@ def run(quick: bool = False) -> list[dict]:
                 m,
                 k,
                 n,
-                PlanTarget(
-                    tiles=m_.tiles_per_chip,
-                    sram_bytes=m_.chip.sram_bytes,
-                    flops_per_cycle=m_.chip.fp32_flops_per_cycle,
-                    costs=costs,
-                ),
+                matmul_target(m_, "fp32", costs),
             )
         except SramOverflowError:
             rows.append({**row, "fits": False, "time_s": "", "gflops": "", "peak_fraction": "", "split": ""})

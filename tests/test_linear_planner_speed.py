@@ -42,14 +42,14 @@ def _old_plan_matmul(m, k, n, t: PlanTarget, max_serial=P.MAX_SERIAL_SPLIT):
     """``plan_matmul`` as it was before issue 41's shortcuts (every tried candidate built)."""
     eb, pb = P.require_precision("p", t.precision), P.require_precision("p", t.partials_precision)
     bound = t.memory_proportion * t.sram_bytes
-    amp_spec = (t.amp_estimate, t.precision, t.flops_per_cycle, t.fixed_cycles, t.workers)
+    amp_spec = P.amp_target(t.precision, t.flops_per_cycle, t.workers)
     layout = (t.operands_in_place, t.exchange_bus_tiles)
     c = _old_candidate_table(m, k, n, t.tiles, t.sram_bytes, bound, eb, pb, amp_spec, layout, t.costs, max_serial)
     fit = c["data"] <= t.sram_bytes
     kw = dict(
-        tiles=t.tiles, flops_per_cycle=t.flops_per_cycle, fixed_cycles=t.fixed_cycles, precision=t.precision,
+        tiles=t.tiles, flops_per_cycle=t.flops_per_cycle, precision=t.precision,
         partials_precision=t.partials_precision, costs=t.costs, memory_proportion=t.memory_proportion,
-        amp_estimate=t.amp_estimate, workers=t.workers, operands_in_place=t.operands_in_place,
+        workers=t.workers, operands_in_place=t.operands_in_place,
         exchange_bus_tiles=t.exchange_bus_tiles,
     )  # fmt: skip
     within = fit & (c["temp"] <= bound)
@@ -82,7 +82,6 @@ def _random_case(rng, tiles):
         precision=PREC[eb],
         partials_precision=PREC[pb],
         memory_proportion=float(rng.choice([0.0, 0.3, 0.6, 1.0])),
-        amp_estimate=str(rng.choice(["fit", "poplibs"])),
         operands_in_place=bool(rng.integers(2)),
         exchange_bus_tiles=int(rng.choice([1, 2, 4])),
     )
@@ -99,7 +98,7 @@ def test_floor_never_exceeds_a_built_plans_tile_zero():
         pm = int(rng.integers(1, min(m, t.tiles) + 1))
         pn = int(rng.integers(1, min(ns, t.tiles // pm) + 1))
         pk = int(rng.integers(1, min(ks, t.tiles // (pm * pn)) + 1))
-        kw = dict(precision=t.precision, partials_precision=t.partials_precision, amp_estimate=t.amp_estimate)
+        kw = dict(precision=t.precision, partials_precision=t.partials_precision)
         plan = build_matmul_plan(
             m, k, n, (pm, pk, pn), tiles=t.tiles, flops_per_cycle=t.flops_per_cycle, serial=(sk, sn),
             operands_in_place=t.operands_in_place, exchange_bus_tiles=t.exchange_bus_tiles, **kw,

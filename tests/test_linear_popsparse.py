@@ -62,10 +62,10 @@ def test_every_partial_row_goes_to_the_result_and_partials_are_the_input_type():
     lay = random_block_layout(1024, 1024, 16, 1 / 16, seed=0)
     plan = plan_block_sparse(lay, 256, PlanTarget(precision="fp16", **BOW), block=16, workers=6)
     assert plan.partials_precision == "fp16"
-    reduce = [p for p in plan.phases if p.name == "sparse-reduce"]
-    assert len(reduce) == 1  # reduceMany into the linearly mapped result, whatever the bands
-    sent = int(reduce[0].bytes_out.sum())
-    assert sent == int((plan.rows * 16 * plan.part_cols).sum()) * 2 == int(reduce[0].bytes_in.sum())
+    reduce = [p for p in plan.phases if p.name in ("sparse-reduce-copy", "sparse-reduce")]
+    assert reduce[-1].name == "sparse-reduce"  # reduceMany into the linearly mapped result, whatever the bands
+    sent = sum(int(p.bytes_out.sum()) for p in reduce)  # single-source rows by a Copy, the others reduced
+    assert sent == int((plan.rows * 16 * plan.part_cols).sum()) * 2 == sum(int(p.bytes_in.sum()) for p in reduce)
 
 
 def test_dynamic_codelet_estimates_counted_by_hand():
@@ -128,11 +128,12 @@ def test_dynamic_plan_weighs_its_grad_a_pass(monkeypatch):
 
 
 def test_dynamic_is_slower_than_static_at_the_same_density_and_sizes_buckets_as_popsparse():
-    # the paper: dynamic sparse runs slower than static (1.9x vs 4.9x dense at 4096, block 16, 1/16)
+    # the paper: dynamic sparse runs slower than static (1.9x vs 4.9x dense at 4096, block 16, 1/16, best batches;
+    # 2048 is nearer static's best than 1024 since its scatter-add is popops' reduceMany, issue 40)
     lay = random_block_layout(4096, 4096, 16, 1 / 16, seed=0)
-    static = plan_block_sparse(lay, 1024, PlanTarget(precision="fp16", **BOW), block=16, workers=6)
+    static = plan_block_sparse(lay, 2048, PlanTarget(precision="fp16", **BOW), block=16, workers=6)
     dyn = plan_dynamic_sparse(
-        4096, 4096, 1024, PlanTarget(precision="fp16", **BOW), density=1 / 16, block=16, workers=6
+        4096, 4096, 2048, PlanTarget(precision="fp16", **BOW), density=1 / 16, block=16, workers=6
     )
     assert dyn.predicted_cycles > 1.5 * static.predicted_cycles
     px, py, pz = dyn.split

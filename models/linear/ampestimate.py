@@ -61,6 +61,7 @@ __all__ = [
     "cast_cycles",
     "popops_reduce_vertex_cycles",
     "popops_reduce_tile_cycles",
+    "popops_strided_reduce_cycles",
 ]
 
 CORE_CYCLES = {"fp16": 4, "fp32": 8}
@@ -219,3 +220,21 @@ def popops_reduce_tile_cycles(outputs, partials, regions, float_partials: bool, 
     width = -(-o // g)
     busiest = -(-g // workers)
     return workers * popops_reduce_vertex_cycles(width, d, busiest, float_partials)
+
+
+def popops_strided_reduce_cycles(outputs, partials, float_partials: bool):
+    """Worker cycles of one popops ``Reduce`` vertex of the ``STRIDED_REDUCE`` specialisation (ADD, no update,
+    partials and output one type) adding ``partials`` partials into ``outputs`` contiguous outputs:
+    ``getCyclesEstimateForStridedReduce`` of ``lib/popops/reduction/CycleEstimationFunctions.cpp`` [S]::
+
+        3 + 2 + 6 + 5 + ceil(o / e) (3 + post + 3 + (d - 1))
+
+    ``e`` = 4 FP16 / 2 FP32 outputs per loop (``gcd(min(accVectorWidth, 64-bit data path), stride)``, the stride
+    a whole number of 64-bit words), ``post`` = 1 + 7 FP16 / 3 + 2 FP32 (loop completion and store), one outer
+    stride, one cycle per op. ``getReductionVertexSpecialisation`` picks it for one region, or adjacent regions
+    whose partials are one regularly strided tensor, with whole-word outputs. Arrays broadcast; 0 where there is
+    nothing to reduce."""
+    o, d = np.asarray(outputs, dtype=np.int64), np.asarray(partials, dtype=np.int64)
+    per_loop, post = (2, 5) if float_partials else (4, 8)
+    cycles = 3 + 2 + 6 + 5 + -(-o // per_loop) * (3 + post + 3 + (d - 1))
+    return np.where((o > 0) & (d > 0), cycles, 0)

@@ -17,9 +17,13 @@ Phases (supersteps):
   (their home is the ``j = 0`` tile, as PopSparse's ``exchangeNZDataCycles`` charges for ``S_n > 1``); home
   tiles send their flat chunk of ``X``. Compute: PopSparse's estimate of its static block codelets
   (:class:`StaticBlockCosts`) plus partials zeroing for FP32 partials.
-* ``sparse-reduce``: every tile sends all its partial rows (``B · n_j`` each) to the result, which is
-  mapped linearly over the tiles (PopSparse's ``reduceMany`` "scatter-add"); each tile adds the partials
-  of its slice (vector unit). Partials are in the input type, as ``sparseDenseMatMul`` sets them.
+* the "scatter-add" (PopSparse's ``popops::reduceMany`` of one reduction per block row and dense-column part into
+  the result ``out[m/B][n][B]``, mapped linearly with grain ``nGrain · mGrain``; :func:`scatter_add`): every tile
+  sends all its partial rows (``B · n_j`` each). ``sparse-reduce-copy``: rows whose partials sit on one tile are
+  copied (``reduceWithMap``); ``sparse-reduce``: the others, merged by their number of sources ``d``, are reduced
+  by popops' ``STRIDED_REDUCE`` vertices at their output or spread over every tile, whichever popops' own estimate
+  prefers; ``sparse-reduce-write``: the spread ones' results written back. Partials are in the input type, as
+  ``sparseDenseMatMul`` sets them.
 
 Memory per tile: non-zero values, the ``X`` home chunk and the result's slice (persistent), the received
 rows, values and partials and the reduction buffer (temporary; bounded by ``memory_proportion``). No serial
@@ -28,17 +32,19 @@ splits (PopSparse's static partitioner has none). Per-vertex worklists (metadata
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from tilesim.errors import SramOverflowError, require
-from tilesim.models.linear.ampestimate import popops_reduce_tile_cycles
+from tilesim.models.linear.ampestimate import popops_strided_reduce_cycles
 from tilesim.models.linear.phases import (
     Phase,
     SuperstepCosts,
     TilePlan,
     as_tile_array,
+    ceil_div,
     phases_cycles,
     require_int,
     require_precision,
@@ -341,7 +347,7 @@ def _reduce_phase(
     """``sparse-reduce``: every tile sends its ``send_el`` partial elements to the tiles of the output
     (PopSparse's ``reduceMany`` into a linearly mapped result), each of which receives ``recv_el`` partials
     of its slice and adds them, in the partials type (``pb`` bytes): ``compute`` cycles per tile (popops'
-    reduce vertices, :func:`popops_reduce_cycles`), or the vector unit's rate if None."""
+    reduce vertices, :func:`scatter_add`), or the vector unit's rate if None."""
     red_in, red_out = recv_el * pb, send_el * pb
     has = (recv_el > 0).astype(np.int64)
     return Phase(
@@ -357,30 +363,162 @@ def _reduce_phase(
     )
 
 
+def _copy_phase(recv_el: np.ndarray, send_el: np.ndarray, eb: int, name: str) -> tuple:
+    """An exchange with no compute (``name``), none if no tile sends: ``sparse-reduce-copy``, the rows whose
+    partials sit on one tile copied to the output (``reduceMany`` runs the merged reduction of ``in.dim(0) = 1`` as
+    ``reduceWithMap``, a ``Copy`` program, before the others' compute set: they are sorted by ``in.dim(0)``) [S],
+    or ``sparse-reduce-write``, the results of reductions spread away from their output written back after the
+    compute set (:func:`reduce_at_destination`)."""
+    if not send_el.any():
+        return ()
+    zero = np.zeros_like(recv_el)
+    b_in, b_out = recv_el * eb, send_el * eb
+    return (Phase(name, "vector", zero, zero, b_in, b_out, zero, zero, 2 * (b_in > 0) + 2 * (b_out > 0)),)
+
+
 REDUCE_VERTICES = ("popops", "vector")
-"""How ``sparse-reduce`` is costed: ``"popops"`` (popops' reduce vertices, :func:`popops_reduce_cycles`) or
-``"vector"`` (the partials' adds at the vector unit's rate; the default: popops' split of a tile's few regions over
-idle workers in two compute sets, ``splitTwoStageReductionsBetweenWorkers``, is not ported yet, and without it
-a large slice on one worker is far too slow)."""
+"""How the scatter-add is costed: ``"popops"`` (the default: as popops' ``reduceMany`` builds it,
+:func:`scatter_add`) or ``"vector"`` (before issue 40: every partial to a result spread evenly over the tiles, added
+at the vector unit's rate in one superstep)."""
 
 
-def popops_reduce_cycles(recv_el: np.ndarray, out_el: np.ndarray, segment_starts: np.ndarray, eb: int, workers: int):
-    """Tile cycles of PopSparse's "scatter-add" (``reduceMany``, ``lib/popsparse/StaticMatMul.cpp``): one
-    ``SingleReduceOp`` per (block row, dense-column part), its partials the rows of the tiles holding that row,
-    its output ``out[row][part]`` (``n_j B`` contiguous elements of the linearly mapped result) [S]. popops
-    reduces at the destination (``intermediateToOutput``; the partials' tiles cover most of the chip and each
-    output has few sources, so ``calculateNextStep`` goes straight to the output stage): a tile owning
-    ``out_el`` outputs cut into ``regions`` by the (row, part) segments (``segment_starts``, sorted flat offsets),
-    receiving ``recv_el`` partials, costs :func:`~tilesim.models.linear.ampestimate.popops_reduce_tile_cycles`
-    of its regions with ``ceil(recv_el / out_el)`` partials each, in the partials type (``eb`` bytes)."""
-    out_el = np.asarray(out_el, dtype=np.int64)
-    start = np.concatenate([[0], np.cumsum(out_el)[:-1]])
-    inner = np.searchsorted(segment_starts, start + out_el, side="left") - np.searchsorted(
-        segment_starts, start, side="right"
-    )
-    regions = np.where(out_el > 0, 1 + np.maximum(inner, 0), 0)
-    partials = np.where(out_el > 0, -(-recv_el // np.maximum(out_el, 1)), 0)
-    return popops_reduce_tile_cycles(out_el, partials, regions, eb == 4, workers).astype(np.int64)
+@dataclass(frozen=True)
+class ScatterAdd:
+    """PopSparse's "scatter-add" of the partials (``reduceMany`` in ``constructGraph``,
+    ``lib/popsparse/StaticMatMul.cpp``), per tile: ``out_el`` output elements owned, ``copy_in_el`` elements
+    received by the ``Copy`` of single-source rows, ``reduce_in_el`` partial elements received by the reduction,
+    ``compute`` its compute-set cycles, and ``write_in_el`` / ``write_out_el`` the results of reductions done
+    away from their output, received / sent after the compute set (:func:`scatter_add`)."""
+
+    out_el: np.ndarray
+    copy_in_el: np.ndarray
+    reduce_in_el: np.ndarray
+    compute: np.ndarray
+    write_in_el: np.ndarray
+    write_out_el: np.ndarray
+
+
+def row_sources(ordered: BandOrder, group: np.ndarray, sizes: np.ndarray, block_rows: int) -> tuple:
+    """Per block row, the tiles of one dense-column part holding its partials (distinct (row, chunk) pairs:
+    rows never decrease inside a chunk), and for each chunk how many of its rows have that one source."""
+    new = ordered.row_change.copy()
+    starts = np.cumsum(sizes)[:-1]
+    new[starts[starts < new.size]] = True
+    sources = np.bincount(ordered.rows[new], minlength=block_rows)
+    single = new & (sources[ordered.rows] == 1)
+    return sources, np.bincount(group[single], minlength=sizes.size)
+
+
+def _reduce_workers(seg_d: np.ndarray, workers: int) -> np.ndarray:
+    """Workers each merged reduction may use on a tile, by source count ``d`` (index): ``reduceMany`` merges the
+    reductions of equal ``in.dim(0)`` (= ``d``), and ``ReduceManyInfo::assignWorkers`` gives each 2 workers when
+    more than ``W`` merged reductions remain, else ``ceil(W · merged_d / all)`` (``popops/reduction``) [S]."""
+    count = np.bincount(seg_d[seg_d > 0])
+    merged = int((count > 0).sum())
+    if merged > workers:
+        return np.full(count.size, 2, dtype=np.int64)
+    return -(-workers * count // max(int(count.sum()), 1))
+
+
+def _output_pieces(sources: np.ndarray, n: int, n_split: int, block: int, eb: int, tiles: int) -> tuple:
+    """The output ``out[m/B][n][B]`` cut where a tile's slice or a (block row, part) reduction ends: per piece its
+    tile, width and the reduction's source count ``d``. ``constructGraph`` maps ``out`` linearly with grain
+    ``nGrain · mGrain`` (``getVectorWidth``: 4 FP16 / 2 FP32 elements, squared for ``B > 1``) [S]; also every
+    reduction's ``d``."""
+    vw = 8 // eb
+    grain = vw * (vw if block > 1 else 1)
+    total = sources.size * n * block
+    per = ceil_div(ceil_div(total, grain), tiles) * grain
+    offsets = np.concatenate([[0], np.cumsum(split_sizes(n, n_split))[:-1]]) * block
+    seg_start = (np.arange(sources.size)[:, None] * n * block + offsets[None, :]).ravel()
+    seg_d = np.repeat(sources, n_split)
+    cuts = np.unique(np.concatenate([seg_start, np.arange(0, total, per), [total]]))
+    d = seg_d[np.searchsorted(seg_start, cuts[:-1], side="right") - 1]
+    return cuts[:-1] // per, np.diff(cuts), d, seg_d
+
+
+def reduce_at_destination(at_tile: np.ndarray, d: int, pb: int, tiles: int, sync: int, bytes_per_cycle: float) -> bool:
+    """popops' ``shouldReduceAtDestination`` (``lib/popops/reduction/ReductionPlan.cpp``) for a merged reduction of
+    ``d`` partials whose outputs sit ``at_tile`` elements per tile, partials of ``pb`` bytes [S]: at the destination
+    costs ``E pb / x + d ceil(E / v) + sync`` (``E`` its most elements on a tile, ``v`` = 8 / ``pb``); spread over
+    every tile ``E_b = 8 ceil(ceil(O / 8) / tiles)`` (``O`` its outputs) costs ``E_b d pb / x + d ceil(E_b / v) +
+    E pb / x + 2 sync``: the results are written back in ``reducedType``, the final stage's ``inVertexType``, which
+    is the partials' own type here (``reduceFirstDim2D`` passes ``in.elementType()`` when the partials go straight to
+    their final stage, and ``intermediateToOutput`` casts them to FP32 only for a one-element output or partial,
+    which PopSparse's grains rule out). ``sync``: ``getMaxIPUSyncDelay``, taken as the model's sync [D]."""
+    most, total, vw = int(at_tile.max()), int(at_tile.sum()), 8 // pb
+    dest = math.ceil(most * pb / bytes_per_cycle) + d * ceil_div(most, vw) + sync
+    spread = 8 * ceil_div(ceil_div(total, 8), tiles)
+    balanced = math.ceil(spread * d * pb / bytes_per_cycle) + d * ceil_div(spread, vw)
+    return dest < balanced + math.ceil(most * pb / bytes_per_cycle) + 2 * sync
+
+
+def final_stage_grains(pb: int) -> tuple:
+    """``(vertex grain, spread grain, spread minimum)`` in elements of popops' final reduction stage
+    (``intermediateToOutput``, ``lib/popops/reduction/ReductionStages.cpp``) for partials of ``pb`` bytes, its
+    ``inVertexType`` [S]: ``findGrainSizeForOp`` (ADD: twice the vector width) splits a tile's outputs between
+    workers; a spread reduction's temporary output is mapped by ``calcLinearTileMapping`` with the vector width as
+    grain and ``4 ·`` the vector width a tile at least (FP16: 8, 4, 16; FP32: 4, 2, 8)."""
+    vw = 8 // pb
+    return 2 * vw, vw, 4 * vw
+
+
+def _tile_reduce_cycles(t_k, d_k, elems, split, eb: int, tiles: int, workers: int) -> np.ndarray:
+    """A tile's reduce compute set: ``split`` vertices of whole grains (:func:`final_stage_grains`,
+    ``splitOutputRegionsForWorkers``) per (tile ``t_k``, merged reduction ``d_k``) of ``elems`` outputs, each a
+    ``STRIDED_REDUCE`` vertex; the workers take the vertices as they free up, the busiest taken as
+    ``max(longest vertex, all vertices / W)`` [D]."""
+    grain = final_stage_grains(eb)[0]
+    grains = ceil_div(elems, grain)
+    split = np.minimum(split, grains)
+    cyc = popops_strided_reduce_cycles(np.minimum(elems, ceil_div(grains, split) * grain), d_k, eb == 4)
+    cyc = cyc.astype(np.int64)
+    longest = np.zeros(tiles, dtype=np.int64)
+    np.maximum.at(longest, t_k, cyc)
+    shared = ceil_div(np.bincount(t_k, weights=split * cyc, minlength=tiles).astype(np.int64), workers)
+    return workers * np.maximum(longest, shared)
+
+
+def scatter_add(sources: np.ndarray, n: int, n_split: int, block: int, eb: int, tiles: int, workers: int, costs):
+    """Per tile, the :class:`ScatterAdd` (``reduceMany``, ``lib/popops/reduction/Reduction.cpp``) of the output
+    pieces (:func:`_output_pieces`): one reduction per (block row, part) of ``d`` sources (``sources``); ``d = 0``
+    rows are left alone (their zeroing ``Copy`` is never added to the program), ``d = 1`` is a ``Copy``
+    (``reduceWithMap``: one type), ``d >= 2`` reductions are merged by ``d`` and each goes straight to its final
+    stage (``calculateNextStep``: the partials cover most tiles with a low fan-in), one compute set in all,
+    reduced at its output or spread over every tile and written back (:func:`reduce_at_destination`; spread:
+    ``calcLinearTileMapping`` with the grains of :func:`final_stage_grains`, each merged reduction starting where
+    the last ended [D] — popops starts it at a hashed tile), on :func:`_reduce_workers` vertices a tile
+    (:func:`_tile_reduce_cycles`) [S]. popops' two-stage split of a tile's partials (``connectReductions``,
+    ``splitTwoStageReductionsBetweenWorkers``) is not ported: it is tried only on a tile left with fewer output
+    regions than workers, and its 30-cycle second-stage overhead declines it unless a region's adds exceed ~60
+    cycles (not at n = 4)."""
+    tile, width, d, seg_d = _output_pieces(sources, n, n_split, block, eb, tiles)
+    out_el = np.bincount(tile, weights=width, minlength=tiles).astype(np.int64)
+    copy_in = np.bincount(tile, weights=width * (d == 1), minlength=tiles).astype(np.int64)
+    zero = np.zeros(tiles, dtype=np.int64)
+    red_in, write_in, write_out, compute = zero.copy(), zero.copy(), zero.copy(), zero
+    ent_t, ent_d, ent_e, start = [], [], [], 0
+    _, vw, least = final_stage_grains(eb)
+    for dv in np.unique(d[d > 1]).tolist():
+        sel = d == dv
+        at = np.bincount(tile[sel], weights=width[sel], minlength=tiles).astype(np.int64)
+        if reduce_at_destination(at, dv, eb, tiles, int(costs.sync_cycles), costs.exchange_bytes_per_cycle):
+            spread = at
+        else:
+            total = int(at.sum())
+            chunk = max(vw * ceil_div(ceil_div(total, vw), tiles), least)
+            idx = (start + np.arange(ceil_div(total, chunk))) % tiles
+            start += idx.size
+            spread = np.bincount(idx, weights=split_sizes(total, idx.size), minlength=tiles).astype(np.int64)
+            write_in += at
+            write_out += spread
+        held = np.flatnonzero(spread)
+        ent_t.append(held), ent_d.append(np.full(held.size, dv)), ent_e.append(spread[held])
+        red_in += spread * dv
+    if ent_t:
+        t_k, d_k, e_k = np.concatenate(ent_t), np.concatenate(ent_d), np.concatenate(ent_e)
+        compute = _tile_reduce_cycles(t_k, d_k, e_k, _reduce_workers(seg_d, workers)[d_k], eb, tiles, workers)
+    return ScatterAdd(out_el, copy_in, red_in, compute, write_in, write_out)
 
 
 def _build(layout, n, boundaries, n_split, tiles, block, eb, workers, costs, vertex, memory_proportion, reduce_vertex):
@@ -418,15 +556,21 @@ def _build(layout, n, boundaries, n_split, tiles, block, eb, workers, costs, ver
     )
     # every partial row goes to the linearly mapped result (PopSparse's reduceMany "scatter-add" [S])
     send_el = rows_t * block * n_j
-    recv_el = split_sizes(int(send_el.sum()), tiles)
-    out_el = split_sizes(m * n, tiles)
-    red_cyc = None
     if reduce_vertex == "popops":
-        part_offsets = np.concatenate([[0], np.cumsum(split_sizes(n, n_split))[:-1]]) * block
-        starts = (np.arange(nbr)[:, None] * n * block + part_offsets[None, :]).ravel()
-        red_cyc = popops_reduce_cycles(recv_el, out_el, starts, eb, workers)
-    reduce = _reduce_phase(recv_el, send_el, eb, costs, red_cyc)
-    phases = (mm, reduce)
+        sources, single = row_sources(ordered, group, sizes, nbr)
+        sa = scatter_add(sources, n, n_split, block, eb, tiles, workers, costs)
+        single_el = np.where(active, single[g], 0) * block * n_j
+        out_el, recv_el = sa.out_el, sa.reduce_in_el + sa.copy_in_el
+        phases = (
+            mm,
+            *_copy_phase(sa.copy_in_el, single_el, eb, "sparse-reduce-copy"),
+            _reduce_phase(sa.reduce_in_el, send_el - single_el, eb, costs, sa.compute),
+            *_copy_phase(sa.write_in_el, sa.write_out_el, eb, "sparse-reduce-write"),
+        )
+    else:
+        recv_el = split_sizes(int(send_el.sum()), tiles)
+        out_el = split_sizes(m * n, tiles)
+        phases = (mm, _reduce_phase(recv_el, send_el, eb, costs))
     return BlockSparsePlan(
         m,
         k,
@@ -448,7 +592,7 @@ def _build(layout, n, boundaries, n_split, tiles, block, eb, workers, costs, ver
         home * eb,
         out_el * eb,
         bytes_in,
-        send_el * eb + reduce.bytes_in,
+        (send_el + recv_el) * eb,
         phases,
         phases_cycles(phases, costs),
         float(memory_proportion),
@@ -464,7 +608,7 @@ def plan_block_sparse(
     workers: int,
     tile_grain: int = 2,
     vertex: StaticBlockCosts = StaticBlockCosts(),
-    reduce_vertex: str = "vector",
+    reduce_vertex: str = "popops",
 ) -> BlockSparsePlan:
     """The partition PopSparse's static planner picks for ``W (layout, block) · X^T (k x n)``
     (:func:`~tilesim.models.linear.popsparse_plan.choose_static_partition`: its own estimate over every

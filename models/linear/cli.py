@@ -116,6 +116,15 @@ def _check_layer_args(args) -> None:
                 "drop --memory-proportion/--partials or use --lowering fused",
             )
         )
+    if args.operands != "previous-op" and (args.kind != "dense" or args.lowering != "fused" or args.via != "direct"):
+        raise ConfigError(
+            config_message(
+                "--operands",
+                args.operands,
+                "applies to --kind dense with the fused lowering, timed direct",
+                "drop --operands or use --kind dense without --lowering poptorch / --via poptorch",
+            )
+        )
     if args.kind in SPARSE_KINDS and args.lowering != "fused":
         raise ConfigError(
             config_message(
@@ -168,6 +177,7 @@ def _cmd_layer(args) -> int:
     opts = MatmulOptions(
         **({} if args.memory_proportion is None else {"memory_proportion": args.memory_proportion}),
         partials_precision=args.partials,
+        operands_in_place=args.operands == "in-place",
     )
     kw = {"matmul": opts} if args.lowering == "fused" else {}
     if args.kind in SPARSE_KINDS:
@@ -260,6 +270,9 @@ def _cmd_exchange(args) -> int:
     return 0
 
 
+OPERANDS = ("previous-op", "in-place")
+"""``tilesim layer --operands``: how a dense matmul's operands were made (:class:`MatmulOptions.operands_in_place`)."""
+
 _LOWERING_HELP = (
     "fused (default): one compute set per butterfly factor, a hand-written Poplar program; "
     "poptorch: one PopLibs program per PyTorch op, as the paper ran it"
@@ -317,6 +330,15 @@ def register(subparsers) -> None:
         "PopSparse does)",
     )
     la.add_argument("--partials", choices=["fp32", "fp16"], default="fp32", help="matmul partials type (default fp32)")
+    la.add_argument(
+        "--operands",
+        choices=OPERANDS,
+        default="previous-op",
+        help="dense, fused: how the matmul's operands were made. previous-op (default): the input comes from the "
+        "previous op of a network, in flat chunks, and is exchanged to the plan's blocks; in-place: both "
+        "operands created in the plan's layout (createMatMulInputLHS/RHS), as a benchmark of the matmul alone "
+        "makes them and as `tilesim validate` times the PopSparse paper's dense rows",
+    )
     la.add_argument(
         "--explain",
         action="store_true",

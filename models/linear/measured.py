@@ -103,9 +103,8 @@ def _rate(spec: SparseCase, n: int, machine: Machine) -> float:
         t = time_via_poptorch(kind, spec.m, n, machine, precision=spec.precision, block_sparse=cfg)
     else:
         # as the paper's benchmark runs the dense matmul (ipu/matmul_bench.cpp): both operands created in the
-        # planner's layout by createMatMulInputLHS/RHS, timed with PopLibs' own vertex estimates, broadcast
-        # inputs received by both tiles of a supertile (PopLibs' conv layout)
-        bench = MatmulOptions(amp_estimate="poplibs", operands_in_place=True, exchange_bus_sharing=True)
+        # planner's layout by createMatMulInputLHS/RHS (`tilesim layer --operands in-place`)
+        bench = MatmulOptions(operands_in_place=True)
         t = time_layer(kind, spec.m, n, machine, precision=spec.precision, backward=False, matmul=bench, **sparse)
     if not t.fits:
         raise ConfigError(config_message("n", n, "does not fit the machine's SRAM", "a smaller batch"))

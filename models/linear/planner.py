@@ -4,15 +4,15 @@ Pure functions over numpy; outputs are frozen dataclasses of per-tile arrays (le
 
 Cost model (the planner's objective; ``ipu-hardware.md`` §2, §3.2, §6):
 
-* **AMP compute** of a tile doing ``MACs`` multiply-accumulates::
-
-      amp_cycles = fixed_cycles + ceil(MACs / macs_per_cycle),  macs_per_cycle = flops_per_cycle / 2
-
-  For FP16 on GC200/Bow (128 flop/cycle → 64 MAC/cycle) a ``[N,16] @ [16,16]`` block is
-  ``256 N`` MACs → ``331 + 4 N`` cycles, the measured Bow fit (tessellate-ipu notebook, [M]).
-  ``flops_per_cycle`` is the chip's AMP rate *for the chosen precision* (GC200: 128 fp16, 32 fp32),
-  ``fixed_cycles`` the per-vertex overhead (331 [M], recalibrate per vertex type).
-* **Vector compute** (reductions, butterfly 2x2 stages, element-wise): ``vector_fixed_cycles +
+* **AMP compute** of a tile computing an ``m_t x k_t x n_t`` block: PopLibs' own estimate of its AMP
+  convolution vertex (:func:`~tilesim.models.linear.ampestimate.conv1x1_cycles`, ``lib/poplin/
+  PerformanceEstimation.hpp`` [S]): the block's rows are the field, input and output channels are padded to
+  the conv units' groups, and every channel-group pair pays its coefficient loads and worker overheads.
+  ``flops_per_cycle`` is the chip's AMP rate *for the chosen precision* (GC200: 128 fp16, 32 fp32); for a
+  ``[N,16] @ [16,16]`` FP16 block it gives ``313 + 4 N`` cycles. The partials' reduction and the cast to the
+  output type are PopLibs' reduce and cast vertex estimates (``getReduceCycleEstimate``,
+  ``estimateCastCycles``).
+* **Vector compute** (serial slices, accumulation, butterfly 2x2 stages, element-wise): ``vector_fixed_cycles +
   ceil(ops / (vector_bytes_per_cycle / element_bytes))`` — 64-bit SIMD (2 fp32 or 4 fp16 per
   instruction), one instruction per cycle per tile across the six barrel workers [D];
   ``vector_fixed_cycles = 11`` is PopLibs' ``basicOpSupervisorOverhead`` [S].
@@ -56,9 +56,8 @@ partition that fits on ``T`` tiles is also a candidate on ``T' > T`` tiles and c
 **Where the constants come from** (nothing here is fitted to a matmul benchmark time; the measured
 PopLibs/PopSparse times are not used): sync 90, exchange 100 + bytes / 4, vector supervisor 11 and
 ``availableMemoryProportion`` 0.6 are PopLibs constants [S]; the AMP rate (``flops_per_cycle / 2`` MAC/cycle,
-64 for FP16 on GC200/Bow) is the chip's [V][S]; the AMP vertex overhead 331 cycles is **fitted** on the
-tessellate-ipu ``[N,16] @ [16,16]`` Bow measurements (``331 + 4 N``) [M] — a per-vertex constant, not a
-per-case factor; the 64-bit vector path (slice copies, adds, casts) is derived [D]. The AMP rate is the
+64 for FP16 on GC200/Bow) is the chip's [V][S]; the AMP, reduce and cast vertex cycles are PopLibs'
+estimates [S]; the 64-bit vector path (slice copies, accumulation) is derived [D]. The AMP rate is the
 same for FP16 and FP32 partials (the preset has one FP16 rate); partials type changes partial memory,
 reduction exchange and vector work.
 """
@@ -70,7 +69,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilesim.errors import SramOverflowError, require
-from tilesim.models.linear.ampestimate import amp_target, cast_cycles, conv1x1_cycles, reduce_cycles
+from tilesim.models.linear.ampestimate import AmpTarget, amp_target, cast_cycles, conv1x1_cycles, reduce_cycles
 from tilesim.models.linear.phases import (
     OverheadConstants,
     Phase,
@@ -88,10 +87,6 @@ from tilesim.models.linear.phases import (
     vertices_per_tile,
 )
 
-AMP_VERTEX_CYCLES = 331.0
-"""Fixed cycles of one AMP (matmul) vertex beyond its ``4 N`` streaming cycles: fitted on the tessellate-ipu
-``[N,16] @ [16,16]`` Bow measurements (``331 + 4 N``) [M]; a per-vertex constant, not a per-case factor."""
-
 __all__ = [
     "MatmulPlan",
     "PlanTarget",
@@ -101,11 +96,6 @@ __all__ = [
     "DEFAULT_MEMORY_PROPORTION",
     "MAX_SERIAL_SPLIT",
 ]
-
-AMP_ESTIMATES = ("fit", "poplibs")
-"""How a tile's AMP cycles are counted: ``"fit"`` (``fixed_cycles + MACs / rate``, the tessellate-ipu fit) or
-``"poplibs"`` (PopLibs' own estimate of its AMP convolution vertex, :mod:`~tilesim.models.linear.ampestimate`:
-output channels padded to the conv units, coefficient loads and worker overheads per channel-group pair)."""
 
 DEFAULT_MEMORY_PROPORTION = 0.6
 """poplin ``ConvOptions::availableMemoryProportion`` default (``lib/poplin/ConvOptions.hpp``) [S]."""
@@ -117,10 +107,10 @@ MAX_SERIAL_SPLIT = 64
 @dataclass(frozen=True)
 class PlanTarget:
     """What a plan of :mod:`tilesim.models.linear` is made for, the keywords every planner and schedule took:
-    ``tiles`` and their ``sram_bytes``; the AMP's ``flops_per_cycle`` and ``fixed_cycles`` per vertex
-    (0 flops: no matmul in the plan; a matmul refuses it); operand and matmul-partials ``precision``;
-    the superstep ``costs`` and memory ``overheads``; PopLibs' ``memory_proportion``; ``amp_estimate``
-    (:data:`AMP_ESTIMATES`) with the tile's ``workers``; ``operands_in_place``: the operands are created in the
+    ``tiles`` and their ``sram_bytes``; the AMP's ``flops_per_cycle`` (0 flops: no matmul in the plan; a
+    matmul refuses it); operand and matmul-partials ``precision``; the superstep ``costs`` and memory
+    ``overheads``; PopLibs' ``memory_proportion``; the tile's ``workers`` (PopLibs' vertex estimates,
+    :mod:`~tilesim.models.linear.ampestimate`); ``operands_in_place``: the operands are created in the
     plan's layout (PopLibs' ``createMatMulInputLHS``/``RHS``, as the PopSparse paper's benchmark makes them: each
     operand block lies on the tiles that use it, so only its replicas move) instead of flat home chunks;
     ``exchange_bus_tiles``: tiles sharing an exchange bus, which receive a broadcast ``A`` element together when
@@ -130,13 +120,11 @@ class PlanTarget:
     tiles: int
     sram_bytes: int
     flops_per_cycle: float = 0.0
-    fixed_cycles: float = AMP_VERTEX_CYCLES
     precision: str = "fp32"
     partials_precision: str = "fp32"
     costs: SuperstepCosts = SuperstepCosts()
     overheads: OverheadConstants = OverheadConstants()
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION
-    amp_estimate: str = "fit"
     workers: int = 6
     operands_in_place: bool = False
     exchange_bus_tiles: int = 1
@@ -300,7 +288,7 @@ def explain_plan(
     return "\n".join(lines)
 
 
-def _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles):
+def _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, precision: str) -> None:
     for name, v in (("m", m), ("k", k), ("n", n), ("tiles", tiles), ("sram_bytes", sram_bytes)):
         require_int(name, v)
     require(
@@ -310,16 +298,13 @@ def _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles):
         "must be > 0",
         "GC200 AMP: 128 (fp16) or 32 (fp32) flop/cycle per tile",
     )
-    require(fixed_cycles >= 0, "fixed_cycles", fixed_cycles, "must be >= 0", f"the Bow fit gives {AMP_VERTEX_CYCLES:g}")
-
-
-def _check_amp_estimate(estimate) -> None:
+    require_precision("precision", precision)
     require(
-        estimate in AMP_ESTIMATES,
-        "amp_estimate",
-        estimate,
-        f"must be one of {AMP_ESTIMATES}",
-        "'fit': the tessellate-ipu fit; 'poplibs': PopLibs' AMP vertex estimate",
+        amp_target(precision, flops_per_cycle).weights_per_unit >= 1,
+        "flops_per_cycle",
+        flops_per_cycle,
+        f"is below one {precision} input channel per conv unit of PopLibs' AMP estimate",
+        "at least 8 flop/cycle (fp16) or 2 (fp32); GC200 AMP: 128 (fp16) or 32 (fp32)",
     )
 
 
@@ -440,39 +425,26 @@ def _bus_share(pn, bus_tiles: int):
     return np.where(pn % bus_tiles == 0, bus_tiles, 1) if bus_tiles > 1 else 1
 
 
-def _amp_cycles(rows, depth, cols, target_amp: tuple):
-    """AMP cycles of tiles computing ``rows x depth x cols`` blocks (arrays), 0 where there is no work;
-    ``target_amp = (estimate, precision, flops_per_cycle, fixed_cycles, workers)``: ``"fit"`` is
-    ``fixed_cycles + ceil(MACs / (flops_per_cycle / 2))``; ``"poplibs"`` PopLibs' AMP vertex estimate
-    (:func:`~tilesim.models.linear.ampestimate.conv1x1_cycles`, the batch as the field)."""
-    estimate, precision, flops_per_cycle, fixed_cycles, workers = target_amp
-    macs = rows * depth * cols
-    if estimate == "poplibs":
-        return conv1x1_cycles(rows, depth, cols, amp_target(precision, flops_per_cycle, workers)).astype(np.int64)
-    return np.where(macs > 0, fixed_cycles + np.ceil(macs / (flops_per_cycle / 2.0)), 0).astype(np.int64)
+def _amp_cycles(rows, depth, cols, amp: AmpTarget):
+    """AMP cycles of tiles computing ``rows x depth x cols`` blocks (arrays), 0 where there is no work:
+    PopLibs' AMP vertex estimate (:func:`~tilesim.models.linear.ampestimate.conv1x1_cycles`, the batch as the
+    field) on the tile ``amp``."""
+    return conv1x1_cycles(rows, depth, cols, amp).astype(np.int64)
 
 
-def _reduce_cycles(owned, pk, sk: int, types: tuple, vertex: tuple, costs: SuperstepCosts):
+def _reduce_cycles(owned, pk, sk: int, types: tuple, workers: int):
     """Cycles of adding the ``P_k`` partials (and the accumulator when ``S_k > 1``) of ``owned`` outputs per tile;
-    ``types = (eb, pb)``, ``vertex = (estimate, workers)``: ``"fit"`` counts the adds on the vector unit,
-    ``"poplibs"`` is PopLibs' reduce vertex (:func:`~tilesim.models.linear.ampestimate.reduce_cycles`; the output
-    type when ``S_k = 1``, else the partials type)."""
+    ``types = (eb, pb)``: PopLibs' reduce vertex on ``workers`` workers
+    (:func:`~tilesim.models.linear.ampestimate.reduce_cycles`; the output type when ``S_k = 1``, else the
+    partials type)."""
     eb, pb = types
-    if vertex[0] == "poplibs":
-        return reduce_cycles(owned, pk + (sk > 1), (eb if sk == 1 else pb) == 4, pb == 4, vertex[1])
-    return costs.vector_cycles((pk - 1 + (sk > 1)) * owned, pb)
+    return reduce_cycles(owned, pk + (sk > 1), (eb if sk == 1 else pb) == 4, pb == 4, workers)
 
 
-def _cast_cycles(elements, pb: int, vertex: tuple, costs: SuperstepCosts):
-    """Cycles of casting ``elements`` partials per tile to the output type (``vertex`` as in
-    :func:`_reduce_cycles`; ``"poplibs"``: :func:`~tilesim.models.linear.ampestimate.cast_cycles`)."""
-    return cast_cycles(elements, vertex[1]) if vertex[0] == "poplibs" else costs.vector_cycles(elements, pb)
-
-
-def _reduction(b: _Blocks, pk: int, sk: int, types: tuple, vertex: tuple, costs: SuperstepCosts) -> _Reduction:
+def _reduction(b: _Blocks, pk: int, sk: int, types: tuple, workers: int) -> _Reduction:
     """The ``P_k`` reduction: each of the ``P_k`` tiles of an output block owns a slice, receives the other
     tiles' partials of it and adds them (plus the accumulator when ``S_k > 1``); ``types = (eb, pb)``,
-    ``vertex`` as in :func:`_reduce_cycles`."""
+    ``workers`` as in :func:`_reduce_cycles`."""
     pb = types[1]
     out_block = b.rows * b.cols
     zero = np.zeros_like(out_block)
@@ -485,7 +457,7 @@ def _reduction(b: _Blocks, pk: int, sk: int, types: tuple, vertex: tuple, costs:
             red_in,
             (out_block - owned) * pb,
             red_adds,
-            np.where(red_adds > 0, _reduce_cycles(owned, pk, sk, types, vertex, costs), 0).astype(np.int64),
+            np.where(red_adds > 0, _reduce_cycles(owned, pk, sk, types, workers), 0).astype(np.int64),
             out_block * pb + red_in,
             np.where(b.active, 2 * (pk - 1), 0),
         )
@@ -511,12 +483,12 @@ def _pass_phases(
     pb: int,
     costs: SuperstepCosts,
     zero: np.ndarray,
-    vertex: tuple = ("fit", 6),
+    workers: int = 6,
 ) -> tuple:
     """The supersteps of a serial split ``shape = (P_k, S_k, S_n)``: the serial slice (several passes),
     the AMP matmul, the ``P_k`` reduction or (``S_k > 1``) the accumulation, then the final cast when
-    the partials type differs from the output type (``vertex`` as in :func:`_reduce_cycles`; with PopLibs'
-    estimates an unsplit ``k`` is cast too, as ``estimateConvReduceCycles`` charges it)."""
+    the partials type differs from the output type (PopLibs' cast vertex on ``workers`` workers; an unsplit ``k``
+    is cast too, as ``estimateConvReduceCycles`` charges it)."""
     pk, sk, sn = shape
     passes = sk * sn
     macs = b.rows * b.depth * b.cols
@@ -557,8 +529,8 @@ def _pass_phases(
         )
     elif sk > 1:
         phases.append(_local_vector_phase("accumulate", out_block, costs.vector_cycles(out_block, pb), zero, passes))
-    if pb != eb and (sk > 1 or (pk == 1 and vertex[0] == "poplibs")):
-        phases.append(_local_vector_phase("cast", red.owned, _cast_cycles(red.owned, pb, vertex, costs), zero, sn))
+    if pb != eb and (sk > 1 or pk == 1):
+        phases.append(_local_vector_phase("cast", red.owned, cast_cycles(red.owned, workers), zero, sn))
     return tuple(phases)
 
 
@@ -570,24 +542,21 @@ def build_matmul_plan(
     *,
     tiles: int,
     flops_per_cycle: float,
-    fixed_cycles: float = AMP_VERTEX_CYCLES,
     precision: str = "fp32",
     partials_precision: str = "fp32",
     costs: SuperstepCosts = SuperstepCosts(),
     serial: tuple = (1, 1),
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION,
     within_proportion: bool = True,
-    amp_estimate: str = "fit",
     workers: int = 6,
     operands_in_place: bool = False,
     exchange_bus_tiles: int = 1,
 ) -> MatmulPlan:
     """Per-tile plan of one given partition ``split = (P_m, P_k, P_n)`` of each of the
     ``serial = (S_k, S_n)`` passes (no memory check; ``S_k`` must divide ``k``, ``S_n`` divide ``n``);
-    ``amp_estimate``, ``workers``, ``operands_in_place`` and ``exchange_bus_tiles`` as in :class:`PlanTarget`."""
-    _check_problem(m, k, n, tiles, 1, flops_per_cycle, fixed_cycles)
+    ``workers``, ``operands_in_place`` and ``exchange_bus_tiles`` as in :class:`PlanTarget`."""
+    _check_problem(m, k, n, tiles, 1, flops_per_cycle, precision)
     _check_proportion(memory_proportion)
-    _check_amp_estimate(amp_estimate)
     eb, pb = require_precision("precision", precision), require_precision("partials_precision", partials_precision)
     pm, pk, pn, sk, sn = _check_split(m, k, n, split, serial, tiles)
     ks, ns, passes = k // sk, n // sn, sk * sn
@@ -595,17 +564,17 @@ def build_matmul_plan(
     b = _blocks(m, ks, ns, pm, pk, pn, tiles)
     rows, depth, cols = b.rows, b.depth, b.cols
     macs = rows * depth * cols
-    amp = _amp_cycles(rows, depth, cols, (amp_estimate, precision, flops_per_cycle, fixed_cycles, workers))
+    amp = _amp_cycles(rows, depth, cols, amp_target(precision, flops_per_cycle, workers))
     home_bytes, copy, operand_instr, (recv_a, recv_b) = _operands(
         b, (m, k, n), (pm, pn, sk, passes), tiles, operands_in_place
     )
     home_bytes, bytes_in, bytes_out = home_bytes * eb, (recv_a + recv_b) * eb, copy * eb
     exchanged_in = (ceil_div(recv_a, _bus_share(pn, exchange_bus_tiles)) + recv_b) * eb  # the receive time's bytes
-    slice_bytes, vertex = (copy * eb if passes > 1 else zero), (amp_estimate, workers)
-    red = _reduction(b, pk, sk, (eb, pb), vertex, costs)
+    slice_bytes = copy * eb if passes > 1 else zero
+    red = _reduction(b, pk, sk, (eb, pb), workers)
     output_bytes, accumulator_bytes = sn * red.owned * eb, (red.owned * pb if sk > 1 else zero)
     phases = _pass_phases(
-        b, red, amp, exchanged_in, bytes_out, operand_instr, copy, (pk, sk, sn), eb, pb, costs, zero, vertex
+        b, red, amp, exchanged_in, bytes_out, operand_instr, copy, (pk, sk, sn), eb, pb, costs, zero, workers
     )
     data = bytes_in + home_bytes + output_bytes + red.partial_bytes + slice_bytes + accumulator_bytes
     head = (m, k, n, tiles, precision, partials_precision, pm, pk, pn, rows, depth, cols)
@@ -762,7 +731,7 @@ def _memory_floor(f: _Floor, max_serial: int) -> tuple:
     return best
 
 
-def _group_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp_spec: tuple, layout: tuple, costs):
+def _group_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp_spec: AmpTarget, layout: tuple, costs):
     """Lower bounds ``(total, temp, data)`` of :func:`_closed_form` over every ``P_k`` in ``[1, pkmax]`` of each
     ``group = (pm, pn, pkmax)`` of the ``serial`` passes (arrays): the least of the unsplit ``P_k = 1`` and of
     ``P_k >= 2`` (:func:`_split_floors`)."""
@@ -772,7 +741,7 @@ def _group_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp
     return tuple(np.minimum(a, np.where(pkmax >= 2, b, np.inf)) for a, b in zip(one, more))
 
 
-def _split_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp_spec: tuple, layout: tuple, costs):
+def _split_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp_spec: AmpTarget, layout: tuple, costs):
     """Lower bounds ``(total, temp, data)`` of :func:`_closed_form` over ``P_k`` in ``[lo, hi]`` (``lo`` 1 or 2;
     ``group = (pm, pn, lo, hi)``): every term grows with ``ck``, so it is taken at the least ``ck = ceil(k_s / hi)``;
     the reduction counts its fixed cycles, the block and ``(lo - 1) / lo`` of a block of partials (``(P_k - 1)
@@ -867,10 +836,10 @@ class _Cuts:
         return (data0 > self.data) & ((data0 > sram_bytes) | (slow & (temp0 > self.cut(self.temps))))
 
 
-def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: tuple, layout: tuple, costs, split=None):
+def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: AmpTarget, layout: tuple, costs, split=None):
     """Predicted cycles, temporary bytes and data bytes of every partition of the ``(S_k, S_n)`` passes
     (or of the partitions ``split`` = ``(pm, pk, pn)`` arrays, a chunk of :func:`_candidates`;
-    ``amp_spec``: see :func:`_amp_cycles`; ``layout``: :attr:`PlanTarget.operands_in_place` and
+    ``amp_spec``: the tile's AMP, :func:`_amp_cycles`; ``layout``: :attr:`PlanTarget.operands_in_place` and
     :attr:`PlanTarget.exchange_bus_tiles`).
 
     Tile 0 holds the largest block, home chunk and reduction slice of every balanced split, so these
@@ -901,8 +870,7 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: tuple, layout: tuple,
     sl = np.where(pk > 1, ceil_div(blk, pk), blk)
     red_in = (pk - 1) * sl * pb
     red_out = (blk - blk // pk) * pb
-    vertex = (amp_spec[0], amp_spec[4])
-    red_cyc = _reduce_cycles(sl, pk, sk, (eb, pb), vertex, costs)
+    red_cyc = _reduce_cycles(sl, pk, sk, (eb, pb), amp_spec.workers)
     step = step + np.where(
         pk > 1, base + np.ceil(np.maximum(red_in, red_out) / costs.exchange_bytes_per_cycle) + red_cyc, 0
     )
@@ -912,9 +880,9 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: tuple, layout: tuple,
         step = step + costs.sync_cycles + costs.vector_cycles(send0, eb)
     total = passes * step
     if sk > 1 and pb != eb:
-        total = total + sn * (costs.sync_cycles + _cast_cycles(sl, pb, vertex, costs))
-    elif pb != eb and vertex[0] == "poplibs":
-        total = total + np.where(pk == 1, sn * (costs.sync_cycles + cast_cycles(blk, vertex[1])), 0)
+        total = total + sn * (costs.sync_cycles + cast_cycles(sl, amp_spec.workers))
+    elif pb != eb:
+        total = total + np.where(pk == 1, sn * (costs.sync_cycles + cast_cycles(blk, amp_spec.workers)), 0)
     partial = np.where(pk > 1, blk * pb + red_in, blk * pb if sk > 1 else 0)
     temp0 = in0 + partial + (send0 * eb if passes > 1 else 0) + (sl * pb if sk > 1 else 0)
     data0 = temp0 + home0 + sn * sl * eb
@@ -995,16 +963,15 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
     :class:`~tilesim.errors.SramOverflowError` (naming the smallest plan's bytes) if nothing fits.
     """
     tiles, sram_bytes, flops_per_cycle = target.tiles, target.sram_bytes, target.flops_per_cycle
-    fixed_cycles, precision, partials_precision = target.fixed_cycles, target.precision, target.partials_precision
+    precision, partials_precision = target.precision, target.partials_precision
     costs, overheads, memory_proportion = target.costs, target.overheads, target.memory_proportion
-    _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, fixed_cycles)
+    _check_problem(m, k, n, tiles, sram_bytes, flops_per_cycle, precision)
     _check_proportion(memory_proportion)
-    _check_amp_estimate(target.amp_estimate)
     require_int("max_serial", max_serial)
     eb = require_precision("precision", precision)
     pb = require_precision("partials_precision", partials_precision)
     bound = memory_proportion * sram_bytes
-    amp_spec = (target.amp_estimate, precision, flops_per_cycle, fixed_cycles, target.workers)
+    amp_spec = amp_target(precision, flops_per_cycle, target.workers)
     layout = (target.operands_in_place, target.exchange_bus_tiles)
     floor = _Floor(m, k, n, tiles, eb, pb, bool(target.operands_in_place), overheads)
     least = _memory_floor(floor, max_serial)
@@ -1015,12 +982,10 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
     kw = dict(
         tiles=tiles,
         flops_per_cycle=flops_per_cycle,
-        fixed_cycles=fixed_cycles,
         precision=precision,
         partials_precision=partials_precision,
         costs=costs,
         memory_proportion=memory_proportion,
-        amp_estimate=target.amp_estimate,
         workers=target.workers,
         operands_in_place=target.operands_in_place,
         exchange_bus_tiles=target.exchange_bus_tiles,

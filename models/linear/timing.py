@@ -29,7 +29,7 @@ the simulated cycles equal :func:`~tilesim.models.linear.planner.phases_cycles` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -52,7 +52,6 @@ from tilesim.models.linear.phases import PRECISION_BYTES, OverheadConstants, Sup
 from tilesim.models.linear.planner import (
     DEFAULT_MEMORY_PROPORTION,
     PlanTarget,
-    _check_amp_estimate,
     _check_proportion,
     explain_plan,
 )
@@ -81,6 +80,7 @@ from tilesim.workload import time_workload
 __all__ = [
     "LAYER_KINDS",
     "MatmulOptions",
+    "matmul_target",
     "BlockSparseConfig",
     "StepTiming",
     "LOWERINGS",
@@ -101,21 +101,18 @@ __all__ = [
 class MatmulOptions:
     """Options of the planned dense matmuls, PopLibs' names in brackets: ``memory_proportion``
     (availableMemoryProportion, default 0.6, bounds temporary bytes per tile) and ``partials_precision``
-    (partialsType, default fp32); ``amp_estimate`` (``"fit"`` or ``"poplibs"``: PopLibs' AMP vertex estimate)
-    and ``operands_in_place`` (both operands created in the plan's layout, ``createMatMulInputLHS``/``RHS``, as
-    a benchmark of the matmul alone makes them); ``exchange_bus_sharing`` (the tiles of a supertile receive a
-    broadcast input together, as PopLibs lays out its output-channel splits).
+    (partialsType, default fp32); ``operands_in_place``: how the caller made the operands — True: both created
+    in the plan's layout (``createMatMulInputLHS``/``RHS``), as a benchmark of the matmul alone makes them;
+    False (default): the input comes from the previous op of a network, in flat chunks. What the library and
+    the chip decide is not an option (:func:`matmul_target`).
     See :func:`~tilesim.models.linear.planner.plan_matmul`."""
 
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION
     partials_precision: str = "fp32"
-    amp_estimate: str = "fit"
     operands_in_place: bool = False
-    exchange_bus_sharing: bool = False
 
     def __post_init__(self):
         _check_proportion(self.memory_proportion)
-        _check_amp_estimate(self.amp_estimate)
         require_precision("partials_precision", self.partials_precision)
 
 
@@ -170,6 +167,34 @@ def machine_costs(machine: Machine) -> SuperstepCosts:
 
 def _flops(machine: Machine, precision: str) -> float:
     return float(machine.chip.fp16_flops_per_cycle if precision == "fp16" else machine.chip.fp32_flops_per_cycle)
+
+
+def matmul_target(
+    machine: Machine,
+    precision: str,
+    costs: SuperstepCosts,
+    overheads: OverheadConstants = OverheadConstants(),
+    matmul: MatmulOptions = MatmulOptions(),
+) -> PlanTarget:
+    """The one :class:`~tilesim.models.linear.planner.PlanTarget` of a planned dense matmul on one chip of
+    ``machine`` (every layer, lowering and workload of :mod:`tilesim.models.linear` plans with it): the chip's
+    tiles, SRAM, AMP rate at ``precision`` and workers per tile (PopLibs' AMP, reduce and cast vertex
+    estimates), its ``tiles_per_supertile`` as the tiles sharing an exchange bus (a broadcast input is received
+    by both tiles of a supertile when ``P_n`` fills them, as PopLibs lays out its output-channel splits), the
+    superstep ``costs``, memory ``overheads`` and the caller's ``matmul`` options."""
+    return PlanTarget(
+        tiles=machine.tiles_per_chip,
+        sram_bytes=machine.chip.sram_bytes,
+        flops_per_cycle=_flops(machine, precision),
+        precision=precision,
+        partials_precision=matmul.partials_precision,
+        costs=costs,
+        overheads=overheads,
+        memory_proportion=matmul.memory_proportion,
+        workers=machine.chip.workers_per_tile,
+        operands_in_place=matmul.operands_in_place,
+        exchange_bus_tiles=machine.chip.tiles_per_supertile,
+    )
 
 
 @dataclass(frozen=True)
@@ -347,17 +372,9 @@ def layer_parts(
             kind, n, batch, machine, precision, costs, overheads, n_out, rank, backward, input_grad, pixelfly
         )
     base = PlanTarget(tiles=tiles, sram_bytes=sram, precision=precision, costs=costs, overheads=overheads)
-    amp = replace(base, flops_per_cycle=_flops(machine, precision))
+    amp = matmul_target(machine, precision, costs, overheads)
     if kind == "dense":
-        mm = replace(
-            amp,
-            partials_precision=matmul.partials_precision,
-            memory_proportion=matmul.memory_proportion,
-            amp_estimate=matmul.amp_estimate,
-            workers=machine.chip.workers_per_tile,
-            operands_in_place=matmul.operands_in_place,
-            exchange_bus_tiles=machine.chip.tiles_per_supertile if matmul.exchange_bus_sharing else 1,
-        )
+        mm = matmul_target(machine, precision, costs, overheads, matmul)
         return (
             dense_schedule(n, n_out, batch, mm),
             dense_backward_schedule(n, n_out, batch, mm) if backward else None,
@@ -462,15 +479,7 @@ def _poptorch_parts(kind, n, batch, machine, precision, costs, overheads, n_out,
             "must be a power of two >= 2",
             f"{kind} needs n = 2^L; pad the layer width",
         )
-    target = PlanTarget(
-        tiles=machine.tiles_per_chip,
-        sram_bytes=machine.chip.sram_bytes,
-        flops_per_cycle=_flops(machine, precision),
-        precision=precision,
-        costs=costs,
-        overheads=overheads,
-    )
-    kw = dict(target=target, **_poplibs_vertices(machine))
+    kw = dict(target=matmul_target(machine, precision, costs, overheads), **_poplibs_vertices(machine))
     return poptorch_layer(
         kind, n, batch, kw, n_out=n_out, rank=rank, backward=backward, input_grad=input_grad, pixelfly=pixelfly
     )
@@ -667,15 +676,7 @@ def _shl_param_tensors(method: str, n: int, classes: int) -> tuple:
 
 
 def _time_shl_poptorch(method, batch, m, precision, n, classes) -> StepTiming:
-    costs = step_costs(m, "poptorch")
-    target = PlanTarget(
-        tiles=m.tiles_per_chip,
-        sram_bytes=m.chip.sram_bytes,
-        flops_per_cycle=_flops(m, precision),
-        precision=precision,
-        costs=costs,
-    )
-    kw = dict(target=target, **_poplibs_vertices(m))
+    kw = dict(target=matmul_target(m, precision, step_costs(m, "poptorch")), **_poplibs_vertices(m))
     hf, hb = layer_parts(_HIDDEN_KIND[method], n, batch, m, precision=precision, lowering="poptorch", input_grad=False)
     tensors = _shl_param_tensors(method, n, classes)
     common = poptorch_common_parts(n, batch, classes, tensors, kw)

@@ -40,9 +40,8 @@ from tilesim.machine.description import Machine
 from tilesim.machine.memory import MemoryLedger
 from tilesim.models.linear.lowering import OpBuilder, PoplibsSliceCosts, PoplibsVertexCosts
 from tilesim.models.linear.phases import PRECISION_BYTES, Phase, phases_cycles, split_sizes
-from tilesim.models.linear.planner import PlanTarget
 from tilesim.models.linear.schedules import LayerSchedule
-from tilesim.models.linear.timing import step_costs
+from tilesim.models.linear.timing import matmul_target, step_costs
 from tilesim.models.linear.workload import build_ledger, build_program
 from tilesim.models.snntorch.ops import Op, op_counts, parameter_tensors, snntorch_ops
 from tilesim.outputs.records import SimResult
@@ -61,15 +60,8 @@ PRECISION = "fp32"  # HalfUpcastToFloat: the model runs in float
 
 def _target(machine: Machine) -> dict:
     """The :class:`OpBuilder` keywords of ``machine`` (PopLibs vertex costs, the planner's target)."""
-    target = PlanTarget(
-        tiles=machine.tiles_per_chip,
-        sram_bytes=machine.chip.sram_bytes,
-        flops_per_cycle=float(machine.chip.fp32_flops_per_cycle),
-        precision=PRECISION,
-        costs=step_costs(machine, "poptorch"),
-    )
     return dict(
-        target=target,
+        target=matmul_target(machine, PRECISION, step_costs(machine, "poptorch")),
         vertex=PoplibsVertexCosts.for_machine(machine),
         slice_costs=PoplibsSliceCosts.for_machine(machine),
     )
