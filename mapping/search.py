@@ -230,13 +230,13 @@ def anneal(
     for m in extra_starts:
         v = float(objective(m))
         evaluated += 1
+        if v < best_v:  # a start the walk cannot move (layers spanning chips) can still be the best
+            best, best_v = m, v
         try:
             lay = layout_of(m, first_tile, grid)
         except MappingError:
             continue
-        if v < best_v:
-            best, best_v, cur, cur_v = m, v, lay, v
-        elif cur is None and math.isfinite(v):
+        if math.isfinite(v) and (cur is None or v < cur_v):  # the walk starts from the best it can move
             cur, cur_v = lay, v
     history = [(evaluated, best_v)]
     tau0 = 0.02 * best_v

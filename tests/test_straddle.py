@@ -17,7 +17,7 @@ from tilesim.engine.events import simulate
 from tilesim.errors import MappingError, SramOverflowError
 from tilesim.machine.description import load_machine
 from tilesim.mapping import Mapping
-from tilesim.models.snn.placement.fit import place_network
+from tilesim.models.snn.placement.fit import neuron_cut, place_network, to_placement
 from tilesim.models.snn.step.counters import count_work
 from tilesim.models.snn.step.stacks import stack_for
 from tilesim.models.snn.step.timing import build_step_program
@@ -39,22 +39,35 @@ def _same_math(a, b):
         np.testing.assert_allclose(wb, wa, rtol=1e-6, atol=1e-7)
 
 
-def test_small_network_uses_every_galaxy_chip_and_trains_as_on_one_chip():
-    """700-128-128-20 on a 32-chip Galaxy: ``auto`` (Tenstorrent: spread) cuts the 276 neurons over all 32
-    chips (layer 1 over most of them), and training under it gives the very spike lists, losses and weights
-    of the paper's contiguous placement (all layers on chip 0); the step has a finite time."""
+def test_small_network_cut_over_every_galaxy_chip_trains_as_on_one_chip():
+    """700-128-128-20 on a 32-chip Galaxy: the neuron cut (what ``map-search`` also tries on a dataflow stack)
+    spreads the 276 neurons over all 32 chips (layer 1 over most of them), and training under it gives the very
+    spike lists, losses and weights of the paper's contiguous placement (all layers on chip 0). ``auto`` keeps
+    the layers whole (3 chips): on so small a network the cut's link hops make the step slower."""
     cfg = NetworkConfig("700-128-128-20", batch=4, timesteps=5, input_cap=20, max_activity=0.1, seed=2)
     galaxy = load_machine("wormhole-galaxy")
     auto = place_network(cfg, galaxy, None, "auto").placement
+    cut = to_placement(neuron_cut(cfg, galaxy, 1), galaxy)
     one = place_network(cfg, galaxy, 8, "contiguous").placement  # 16 + 16 + 3 tiles of chip 0
-    assert auto.strategy == "spread" and auto.chips_used() == 32 and auto.spans_chips()
+    assert auto.strategy == "spread" and auto.chips_used() == 3 and not auto.spans_chips()
+    assert cut.chips_used() == 32 and cut.spans_chips()
     assert one.chips_used() == 1
-    ref, got = train(cfg, one, steps=2), train(cfg, auto, steps=2)
+    ref, got = train(cfg, one, steps=2), train(cfg, cut, steps=2)
     _same_math(ref, got)
-    t = simulate(build_step_program(cfg, auto, got[1][0].counters, galaxy), galaxy).total_s
+    t = simulate(build_step_program(cfg, cut, got[1][0].counters, galaxy), galaxy).total_s
     assert math.isfinite(t) and t > 0
-    peaks = SnnStep(cfg, auto, got[1][0].counters, None, form="peaks")  # the search's per-chip maxima
+    peaks = SnnStep(cfg, cut, got[1][0].counters, None, form="peaks")  # the search's per-chip maxima
     assert step_seconds(peaks, galaxy) == pytest.approx(t, rel=1e-6)
+    _, on_auto = train(cfg, auto, steps=2)
+    assert simulate(build_step_program(cfg, auto, on_auto[1].counters, galaxy), galaxy).total_s < t
+
+
+def test_neuron_cut_needs_a_stack_whose_layers_span_chips():
+    """No neuron cut on one chip or under ``poplar`` (the authors' op keeps a layer on its chip)."""
+    cfg = NetworkConfig("700-128-128-20", batch=4, timesteps=5, input_cap=20, max_activity=0.1, seed=2)
+    assert neuron_cut(cfg, load_machine("wormhole-galaxy", 1), 1) is None
+    assert neuron_cut(cfg, load_machine("bow", 4), 1) is None
+    assert neuron_cut(cfg, load_machine("wormhole-galaxy"), 1, "poplar") is None
 
 
 SRAM_48K = 48_000
@@ -161,3 +174,17 @@ def test_two_chip_toy_link_bytes_by_hand():
         ("fwd: combine", 0, 1): 352.0,
         ("bwd: reduce input grad", 0, 1): 672.0,
     }
+
+
+def test_search_keeps_a_faster_start_it_cannot_walk():
+    """``anneal`` evaluates every extra start; one whose layers span chips (the walk cannot move it) is still
+    the best when it is the fastest (before: it was evaluated and dropped); no walk step here (2 evaluations)."""
+    from tilesim.mapping.search import anneal
+    from tilesim.mapping.strategies import contiguous
+
+    start = contiguous((40, 30, 6), 2, 64, 2)
+    split = Mapping(
+        (40, 30, 6), 2, 64, (np.r_[np.arange(1, 21), 64 + np.arange(20)], np.arange(21, 51), 64 + np.arange(20, 26))
+    )
+    res = anneal(start, lambda m: 1.0 if m.spans_chips() else 2.0, budget_s=5, max_evals=2, extra_starts=[split])
+    assert res.best_value == 1.0 and res.best.spans_chips()

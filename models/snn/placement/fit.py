@@ -79,9 +79,8 @@ def edge_bytes(config: NetworkConfig) -> list[float]:
     return [float(B * 4 * (k + 2) + B * (8 * k + 8)) for k in config.n_max[:-1]]
 
 
-def strategy_mapping(name: str, config: NetworkConfig, machine, neurons_per_tile: int, stack: str = "auto") -> Mapping:
-    """The mapping strategy ``name`` gives for ``config`` on ``machine``; ``spread`` splits layers over chips
-    where execution stack ``stack`` lets a layer span chips (:attr:`ExecutionStack.layers_span_chips`)."""
+def strategy_mapping(name: str, config: NetworkConfig, machine, neurons_per_tile: int) -> Mapping:
+    """The mapping strategy ``name`` gives for ``config`` on ``machine``."""
     sizes = config.layers[1:]
     C, TPC = machine.chips, machine.tiles_per_chip
     if name == "contiguous":
@@ -93,10 +92,7 @@ def strategy_mapping(name: str, config: NetworkConfig, machine, neurons_per_tile
     if name == "graph":
         return S.graph(sizes, C, TPC, edge_bytes(config), neurons_per_tile, seed=config.seed)
     if name == "spread":
-        split = stack_for(machine, stack).layers_span_chips
-        return S.spread(
-            sizes, C, TPC, layer_weights(config), neurons_per_tile, grid_cols=chip_grid_cols(machine), split=split
-        )
+        return S.spread(sizes, C, TPC, layer_weights(config), neurons_per_tile, grid_cols=chip_grid_cols(machine))
     raise MappingError(
         f"mapping = {name!r}: unknown strategy; use one of {', '.join(STRATEGIES)} or a mapping JSON file"
     )
@@ -152,16 +148,22 @@ def check_file_mapping(mapping: Mapping, config: NetworkConfig, machine, source:
     return mapping if mapping.chips == machine.chips else mapping.with_chips(machine.chips)
 
 
+def neuron_cut(config: NetworkConfig, machine, neurons_per_tile: int, stack: str = "auto") -> Mapping | None:
+    """The network's neurons cut over every chip in snake order (:func:`tilesim.mapping.strategies.spread_neurons`,
+    layers spanning chips), or None where that is no placement: one chip, or a stack whose layers keep to a chip."""
+    if machine.chips == 1 or not stack_for(machine, stack).layers_span_chips:
+        return None
+    walk = S.chip_walk(machine.chips, chip_grid_cols(machine))
+    return S.spread_neurons(config.layers[1:], walk, machine.tiles_per_chip, layer_weights(config), neurons_per_tile)
+
+
 def _cut_neurons_if_it_fits(m: Mapping, ledger, config: NetworkConfig, machine, npt: int, stack: str) -> tuple:
     """``(mapping, ledger)``: a ``spread`` whose layers each keep to a chip overflows SRAM; on a stack whose
     layers may span chips, the network's neurons cut over every chip instead
     (:func:`tilesim.mapping.strategies.spread_neurons`), if that fits; else ``m`` and its ``ledger``."""
-    if m.strategy != "spread" or m.spans_chips() or machine.chips == 1:
+    cut = None if m.strategy != "spread" or m.spans_chips() else neuron_cut(config, machine, npt, stack)
+    if cut is None:
         return m, ledger
-    if not stack_for(machine, stack).layers_span_chips:
-        return m, ledger
-    walk = S.chip_walk(machine.chips, chip_grid_cols(machine))
-    cut = S.spread_neurons(config.layers[1:], walk, machine.tiles_per_chip, layer_weights(config), npt)
     led = _ledger(config, cut, machine, stack)
     return (cut, led) if not led.overflow_tiles().size else (m, ledger)
 
@@ -209,7 +211,7 @@ def place_network(
     last_error = None
     for npt in candidates:
         try:
-            m = strategy_mapping(str(mapping), config, machine, npt, stack)
+            m = strategy_mapping(str(mapping), config, machine, npt)
         except MappingError as exc:
             if "unknown strategy" in str(exc):
                 raise

@@ -27,6 +27,7 @@ from tilesim.models.snn.commands.run import load_cost_model, load_model, network
 from tilesim.models.snn.placement.fit import (
     AUTO,
     chip_grid_cols,
+    neuron_cut,
     place_network,
     strategy_mapping,
     strategy_or_auto,
@@ -116,9 +117,12 @@ def search_mapping(
         )
     for name in STRATEGIES[1:] if not fixed_tiles else ():  # they change the tiles per layer
         try:
-            extra.append(strategy_mapping(name, config, machine, base.neurons_per_tile, options.stack))
+            extra.append(strategy_mapping(name, config, machine, base.neurons_per_tile))
         except MappingError:
             pass
+    cut = None if fixed_tiles else neuron_cut(config, machine, base.neurons_per_tile, options.stack)
+    if cut is not None:  # layers across chips (dataflow stacks): every chip, at the price of link hops
+        extra.append(cut)
     grid = grid_shape(machine)
     cols = chip_grid_cols(machine)
     res = anneal(
