@@ -35,8 +35,9 @@ unsplit ``k`` with FP32 partials and FP16 output is a cast, ``W (26 + ceil(ceil(
 So a tile's AMP time is ``~ f k_t n_t / (U W / core)`` streaming plus ``G_in G_out (26 + L + worker
 overheads)``: at a small batch the coefficient loads and the per-worker overheads dominate (FP32 ``f = 4``:
 ~371 cycles per 16 x 8 weights, 2.9 cycles per weight element). For ``[N, 16] @ [16, 16]`` FP16 it gives
-``313 + 4 N``, against the ``331 + 4 N`` fitted on tessellate-ipu's Bow measurements
-(:data:`~tilesim.models.linear.planner.AMP_VERTEX_CYCLES`).
+``321-329 + 4 N`` for ``N`` from 60 to 2048 (``359 + 4 N`` at ``N`` = 16), against the ``331 + 4 N`` fitted on
+tessellate-ipu's Bow measurements (the fit the planner used before; ``tests/test_linear_planner.py`` holds the
+estimate to those measurements).
 
 Target constants of the IPU2 (GC200/Bow) tile: ``U`` = 16 conv units for FP16 input with FP32 partials and 8
 for FP32 (``getFp16InFp32OutConvUnitsPerTile`` / ``getFp32InFp32OutConvUnitsPerTile``); ``W`` follows from

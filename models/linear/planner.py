@@ -9,7 +9,7 @@ Cost model (the planner's objective; ``ipu-hardware.md`` §2, §3.2, §6):
   PerformanceEstimation.hpp`` [S]): the block's rows are the field, input and output channels are padded to
   the conv units' groups, and every channel-group pair pays its coefficient loads and worker overheads.
   ``flops_per_cycle`` is the chip's AMP rate *for the chosen precision* (GC200: 128 fp16, 32 fp32); for a
-  ``[N,16] @ [16,16]`` FP16 block it gives ``313 + 4 N`` cycles. The partials' reduction and the cast to the
+  ``[N,16] @ [16,16]`` FP16 block it gives ``321-329 + 4 N`` cycles for N from 60 to 2048. The partials' reduction and the cast to the
   output type are PopLibs' reduce and cast vertex estimates (``getReduceCycleEstimate``,
   ``estimateCastCycles``).
 * **Vector compute** (serial slices, accumulation, butterfly 2x2 stages, element-wise): ``vector_fixed_cycles +
