@@ -1,0 +1,122 @@
+"""PopSparse's static planner scores every ``(S_n, S_k)`` with NumPy (issue 40 part 4) and picks what the
+candidate-by-candidate search before it picked (kept below as ``_old_choose``) on random layouts and batches."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tilesim.errors import ConfigError, SramOverflowError
+from tilesim.models.linear import popsparse_plan as S
+from tilesim.models.linear.blocksparse import StaticBlockCosts
+from tilesim.models.linear.layers import random_block_layout
+from tilesim.models.linear.phases import ceil_div
+
+
+def _old_spread(prob, count):
+    return math.ceil(math.sqrt(prob * (1 - prob) * count))
+
+
+def _old_geometry(counts, sk, tiles, shape):
+    """``_band_geometry`` before issue 40 part 4: one band count on one tile count, in Python numbers."""
+    m_blocks, k_blocks, density, grain = shape
+    bounds, per_band, _ = S._bands(counts, sk)
+    per_tile = S._tiles_for_bands.__wrapped__(per_band, tiles, grain)
+    if not per_tile:
+        return None
+    b = int(np.argmax(np.asarray(per_band) / np.asarray(per_tile)))
+    blocks_band, tiles_band, k_band = per_band[b], per_tile[b], bounds[b + 1] - bounds[b]
+    nz_tile = ceil_div(blocks_band, tiles_band)
+    m_tile = ceil_div(m_blocks, tiles_band)
+    k_tile = min(math.ceil(blocks_band / density), k_blocks) if m_tile == 1 else k_band
+    row_prob = 1.0 - (1.0 - density) ** k_tile
+    m_sparse = min(math.ceil(row_prob * m_tile + _old_spread(row_prob, m_tile)), m_tile)
+    col_prob = 1.0 - (1.0 - density) ** m_tile
+    k_sparse = min(math.ceil(col_prob * k_tile + _old_spread(col_prob, k_tile)), k_tile)
+    r = max(math.ceil((row_prob * sk + _old_spread(row_prob, sk)) * k_band / k_tile), 1)
+    return nz_tile, k_band, k_tile, m_sparse, k_sparse, r
+
+
+def _old_sub(p, vertex, sn, sk, counts, n_part, tiles_part):
+    """``_sub_estimate`` before issue 40 part 4: one ``(n per part, tiles per part)`` of one candidate."""
+    geo = _old_geometry(counts, sk, tiles_part, (p.m_blocks, p.k_blocks, p.density, p.tile_grain))
+    if geo is None:
+        return None
+    nz_tile, k_band, k_tile, m_sparse, k_sparse, r = geo
+    factor = 1 if p.block == 1 else 8 * p.block
+    if S._bands(counts, sk)[2] * p.block * n_part * p.eb > S.USHORT_MAX * factor:
+        return None
+    e = p.exchange_bytes_per_cycle
+    rhs_bytes = n_part * k_sparse * p.block * p.eb
+    rhs = int(ceil_div(rhs_bytes, int(2 * e)) * (k_tile / k_sparse))
+    nz_bytes = nz_tile * p.block * p.block * p.eb
+    nz = ceil_div(nz_bytes, int(e)) if sn > 1 else 0
+    if p.block == 1:
+        compute = int(vertex.elementwise_cycles(m_sparse, nz_tile, n_part, p.eb, p.workers))
+    else:
+        compute = int(vertex.cycles(m_sparse, nz_tile, n_part, p.block, p.eb, p.workers, p.eb))
+    out_bytes = m_sparse * n_part * p.eb * p.block
+    partial_bytes = ceil_div(out_bytes * (r - 1), r)
+    move = ceil_div(p.m_blocks * p.block * p.n_pad * p.eb, p.tiles)
+    reduce = 0 if r == 1 else S._reduce_cycles(ceil_div(out_bytes // p.eb, r), p.eb, r, p.workers)
+    cycles = rhs + nz + compute + ceil_div(partial_bytes, int(e)) + reduce + move
+    return cycles, max(rhs_bytes + nz_bytes + out_bytes, partial_bytes + out_bytes)
+
+
+def _old_choose(layout, n, *, block, element_bytes, tiles, workers, exchange_bytes_per_cycle, tile_grain,
+                sram_bytes, memory_proportion, vertex):  # fmt: skip
+    """``choose_static_partition`` before issue 40 part 4 (a Python call per candidate and part)."""
+    grain = 4 if element_bytes == 2 else 2
+    n_pad = ceil_div(n, grain) * grain
+    col_count = layout.sum(axis=0).astype(np.int64)
+    m_blocks, k_blocks = layout.shape
+    p = S._Problem(m_blocks, k_blocks, n_pad, block, element_bytes, tiles, tile_grain, workers,
+                   float(exchange_bytes_per_cycle), min(int(col_count.sum()) / (m_blocks * k_blocks), 1.0))  # fmt: skip
+    n_end = min(S.MAX_N_SPLIT, ceil_div(n_pad, grain))
+    k_end = min(S.MAX_K_SPLIT, ceil_div(k_blocks, 1 if block == 1 else grain))
+    counts, found = col_count.tobytes(), []
+    for sn in range(1, n_end + 1):
+        sizes = S._n_partition(n_pad, sn, grain)
+        tiles_n = S._tile_partition(sizes, tiles, tile_grain)
+        if any(t <= 0 for t in tiles_n):
+            continue
+        unique = sorted(set(zip(sizes, tiles_n)))
+        for sk in range(1, min(k_end, tiles // tile_grain // sn) + 1):
+            subs = [_old_sub(p, vertex, sn, sk, counts, a, b) for a, b in unique]
+            if all(sub is not None for sub in subs):
+                found.append((max(s[0] for s in subs), max(s[1] for s in subs), sn, sk))
+    if not found:
+        return "no partition"
+    within = [f for f in found if f[1] <= memory_proportion * sram_bytes]
+    if not within:
+        return ("overflow", min(f[1] for f in found))
+    cycles, memory, sn, sk = min(within, key=lambda f: f[0])
+    bounds, per_band, _ = S._bands(counts, sk)
+    return S.StaticChoice(sn, len(per_band), bounds, int(cycles), int(memory))
+
+
+def _outcome(fn, layout, n, kw):
+    try:
+        return fn(layout, n, **kw)
+    except ConfigError:
+        return "no partition"
+    except SramOverflowError as e:
+        return ("overflow", int(str(e).split("needs ")[1].split(" B")[0]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_vectorised_static_search_chooses_what_the_candidate_by_candidate_one_chose(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(12):
+        block = int(rng.choice([1, 4, 8, 16]))
+        side = int(rng.choice([64, 128, 256, 512])) if block > 1 else int(rng.choice([32, 64, 128, 256]))
+        wide = side * int(rng.choice([1, 2]))
+        layout = random_block_layout(side, wide, block, float(rng.choice([1 / 2, 1 / 8, 1 / 32, 1 / 100])), seed=seed)
+        if rng.random() < 0.3:  # lumpy columns: some hold most blocks
+            layout = layout | (rng.random(layout.shape) < np.linspace(0, 0.8, layout.shape[1]) ** 4)
+        kw = dict(block=block, element_bytes=int(rng.choice([2, 4])), tiles=int(rng.choice([8, 30, 64, 200, 1472])),
+                  workers=6, exchange_bytes_per_cycle=float(rng.choice([4, 8])), tile_grain=int(rng.choice([1, 2])),
+                  sram_bytes=int(rng.choice([2000, 20000, 638976])), memory_proportion=0.6,
+                  vertex=StaticBlockCosts())  # fmt: skip
+        n = int(rng.choice([1, 3, 4, 17, 64, 256, 1000, 4096, 20000]))
+        assert _outcome(S.choose_static_partition, layout, n, kw) == _outcome(_old_choose, layout, n, kw)
