@@ -120,3 +120,38 @@ def test_vectorised_static_search_chooses_what_the_candidate_by_candidate_one_ch
                   vertex=StaticBlockCosts())  # fmt: skip
         n = int(rng.choice([1, 3, 4, 17, 64, 256, 1000, 4096, 20000]))
         assert _outcome(S.choose_static_partition, layout, n, kw) == _outcome(_old_choose, layout, n, kw)
+
+
+def _old_band_order(layout, boundaries):
+    """``blocksparse._band_order`` before issue 40 part 4 (``np.nonzero``, a stable sort, three gathers)."""
+    rows, cols = np.nonzero(layout)
+    edges = np.asarray(boundaries, dtype=np.int64)
+    start, widths = edges[:-1], edges[1:] - edges[:-1]
+    band = np.repeat(np.arange(start.size, dtype=np.int64), widths)[cols]
+    order = np.argsort(band, kind="stable")
+    rows, cols, band = rows[order], cols[order], band[order]
+    change = np.ones(rows.size, dtype=bool)
+    change[1:] = (rows[1:] != rows[:-1]) | (band[1:] != band[:-1])
+    return rows, cols, band, cols - start[band], change, int(widths.max())
+
+
+def test_band_order_from_flat_indices_is_the_sorted_nonzeros_and_kept_only_for_read_only_layouts():
+    from tilesim.models.linear.blocksparse import _band_order
+
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        layout = rng.random((int(rng.integers(1, 90)), int(rng.integers(1, 300)))) < rng.choice([0.02, 0.3, 0.9])
+        layout[0, 0] = True
+        bounds = (0, *sorted(set(rng.integers(1, layout.shape[1] + 1, int(rng.integers(1, 140))).tolist())))
+        bounds = bounds if bounds[-1] == layout.shape[1] else (*bounds, layout.shape[1])
+        for _ in range(2):  # the second from the cache, for a read-only layout
+            order = _band_order(layout, bounds)
+            got = (order.rows, order.cols, order.band, order.local_cols, order.row_change)
+            want = _old_band_order(layout, bounds)
+            assert all(np.array_equal(a, b) for a, b in zip(want[:5], got)) and order.width == want[5]
+            assert [a.dtype for a in got] == [a.dtype for a in want[:5]]
+            layout.setflags(write=False)
+    writable = np.eye(4, dtype=bool)
+    first = _band_order(writable, (0, 2, 4))
+    writable[3, 0] = True  # a writable layout is never served from the cache
+    assert _band_order(writable, (0, 2, 4)).rows.size == first.rows.size + 1
