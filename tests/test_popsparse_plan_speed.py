@@ -155,3 +155,61 @@ def test_band_order_from_flat_indices_is_the_sorted_nonzeros_and_kept_only_for_r
     first = _band_order(writable, (0, 2, 4))
     writable[3, 0] = True  # a writable layout is never served from the cache
     assert _band_order(writable, (0, 2, 4)).rows.size == first.rows.size + 1
+
+
+def _old_search(q, vertex, bound):
+    """``dynamicsparse._search`` before issue 40 part 4: every split estimated one at a time (Python numbers)."""
+    from dataclasses import replace
+
+    from tilesim.models.linear import dynamicsparse as D
+
+    best = smallest = best_key = small_key = None
+    zs = [d for d in range(1, q.Z + 1) if q.Z % d == 0]
+    y_scale = 4 if q.eb == 4 else 2
+    for px in D._splits(q.X):
+        for py in (p for p in D._splits(q.Y) if px * p <= q.tiles):
+            for pz in (p for p in zs if px * py * p <= q.tiles):
+                if q.block == 1 and max((ceil_div(q.Y, py) - 1) * (q.Z // pz) * q.gz * y_scale,
+                                        ceil_div(q.X, px) - 1) > 0xFFFF:  # fmt: skip
+                    continue
+                s = D._split(q, px, py, pz)
+                est = D._estimate(q, s, vertex)
+                if small_key is None or est[1] < small_key[1]:
+                    smallest, small_key = s, est
+                if est[1] <= bound and (best_key is None or est[:2] < best_key[:2]):
+                    best, best_key = s, est
+    fields = ("estimate", "temp", "fwd_estimate")
+    pairs = ((best, best_key), (smallest, small_key))
+    return tuple(None if s is None else replace(s, **dict(zip(fields, k))) for s, k in pairs)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_vectorised_dynamic_search_chooses_what_the_split_by_split_one_chose(seed):
+    from tilesim.models.linear import dynamicsparse as D
+
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        block, eb = int(rng.choice([1, 4, 8, 16])), int(rng.choice([2, 4]))
+        pb = 4 if block == 1 else max(eb, int(rng.choice([2, 4])))
+        gz = 8 // eb if block == 1 else 1
+        x, y, n = (int(rng.choice(c)) for c in ([1, 3, 16, 100, 256, 1024], [1, 5, 64, 256, 1024], [1, 3, 64, 1000]))
+        density = float(rng.choice([1.0, 1 / 16, 0.003]))
+        q = D._Problem(block, density, gz, x, y, -(-n // gz), max(math.ceil(density * x * y), 1), eb, pb,
+                       int(rng.choice([4, 6])), int(rng.choice([1, 64, 1472])))  # fmt: skip
+        bound = float(rng.choice([1e3, 4e4, 4e5, 1e9]))
+        assert D._search(q, D.DynamicCosts(), bound) == _old_search(q, D.DynamicCosts(), bound)
+
+
+def test_tiles_of_all_band_counts_at_once_are_the_band_by_band_allocation():
+    rng = np.random.default_rng(11)
+    per, count, tiles, want = np.zeros((400, 40), np.int64), np.zeros(400, np.int64), np.zeros(400, np.int64), []
+    grain = 2
+    for i in range(400):
+        bands = int(rng.integers(1, 41))
+        per[i, :bands] = rng.integers(1, int(rng.choice([3, 50, 3000])), bands)
+        count[i], tiles[i] = bands, int(rng.integers(1, 3 * bands * grain + 2))  # often too few tiles for the bands
+        want.append(S._tiles_for_bands.__wrapped__(tuple(per[i, :bands].tolist()), int(tiles[i]), grain))
+    alloc, valid = S._tiles_of_bands(per, count, tiles, grain)
+    got = [tuple(alloc[i, : count[i]].tolist()) if valid[i] else () for i in range(400)]
+    assert got == want
+    assert 50 < sum(map(bool, want)) < 350  # both allocations and refusals
