@@ -213,3 +213,16 @@ def test_tiles_of_all_band_counts_at_once_are_the_band_by_band_allocation():
     got = [tuple(alloc[i, : count[i]].tolist()) if valid[i] else () for i in range(400)]
     assert got == want
     assert 50 < sum(map(bool, want)) < 350  # both allocations and refusals
+
+
+def test_band_cuts_of_every_band_count_at_once_are_the_greedy_cuts():
+    rng = np.random.default_rng(2)
+    for _ in range(30):
+        counts = rng.integers(0, int(rng.choice([2, 5, 400])), int(rng.integers(1, 200))) * (rng.random() < 0.9)
+        counts[int(rng.integers(0, counts.size))] += 1  # at least one block
+        k_end = int(rng.integers(1, 130))
+        per, width, count, widest = S._band_table(counts.astype(np.int64).tobytes(), k_end)
+        for sk in range(1, k_end + 1):
+            bounds, blocks, wide = S.band_boundaries(counts, sk)
+            assert tuple(per[sk - 1, : count[sk - 1]]) == blocks and not per[sk - 1, count[sk - 1] :].any()
+            assert tuple(width[sk - 1, : count[sk - 1]]) == tuple(np.diff(bounds)) and widest[sk - 1] == wide

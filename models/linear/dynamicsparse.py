@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -202,10 +203,11 @@ def _worker_split(rows: int, cols: int, workers: int) -> tuple:
     return r, _least(ceil_div(grains, r), cols)
 
 
-def _splits(groups: int) -> list:
+@lru_cache(maxsize=256)
+def _splits(groups: int) -> tuple:
     """The partition counts ``p`` whose ``ceil(groups / p)`` parts are all non-empty
-    (``ceildivConstrainDivisor``) [S]."""
-    return sorted({ceil_div(groups, ceil_div(groups, p)) for p in range(1, groups + 1)})
+    (``ceildivConstrainDivisor``) [S] (kept: every batch of a matrix asks for the same)."""
+    return tuple(sorted({ceil_div(groups, ceil_div(groups, p)) for p in range(1, groups + 1)}))
 
 
 @dataclass(frozen=True)

@@ -194,17 +194,28 @@ class _Problem:
 
 @lru_cache(maxsize=16)
 def _band_table(counts: bytes, k_end: int) -> tuple:
-    """The bands of every ``S_k`` up to ``k_end`` (:func:`_bands`), one row each, zero past a row's bands:
-    ``(blocks per band, band widths, bands, widest band without empty columns)``."""
-    per = np.zeros((k_end, k_end), dtype=np.int64)
-    width = np.zeros((k_end, k_end), dtype=np.int64)
+    """The bands of every ``S_k`` up to ``k_end`` (:func:`band_boundaries`, the cuts of all band counts made
+    together, band by band), one row each, zero past a row's bands: ``(blocks per band, band widths, bands,
+    widest band without empty columns)``."""
+    col_count = np.frombuffer(counts, dtype=np.int64)
+    csum = np.concatenate([[0], np.cumsum(col_count)])
+    filled = np.concatenate([[0], np.cumsum(col_count > 0)])
+    cols, sk = col_count.size, np.arange(1, k_end + 1)
+    avg = ceil_div(int(csum[-1]), sk)
+    per, width = np.zeros((k_end, k_end), dtype=np.int64), np.zeros((k_end, k_end), dtype=np.int64)
     count, widest = np.zeros(k_end, dtype=np.int64), np.zeros(k_end, dtype=np.int64)
-    cumulated = _cumulated(np.frombuffer(counts, dtype=np.int64))
-    for sk in range(1, k_end + 1):
-        bounds, blocks, widest[sk - 1] = _cut_bands(*cumulated, sk)
-        count[sk - 1] = len(blocks)
-        per[sk - 1, : len(blocks)] = blocks
-        width[sk - 1, : len(blocks)] = np.diff(bounds)
+    start, alive = np.zeros(k_end, dtype=np.int64), np.ones(k_end, dtype=bool)
+    for b in range(k_end):
+        alive &= (b < sk) & (start < cols)
+        end = np.minimum(np.maximum(np.searchsorted(csum, csum[start] + avg, side="left"), start + 1), cols)
+        blocks = csum[end] - csum[start]
+        alive &= blocks > 0
+        if not alive.any():
+            break
+        per[:, b], width[:, b] = np.where(alive, blocks, 0), np.where(alive, end - start, 0)
+        widest = np.maximum(widest, np.where(alive, filled[end] - filled[start], 0))
+        count += alive
+        start = np.where(alive, end, start)
     return per, width, count, widest
 
 
@@ -329,20 +340,21 @@ def _reduce_cycles(outputs: int, eb: int, factor: int, workers: int) -> int:
     return (16 + loops * outer) * workers
 
 
-def _candidates(n_pad: int, n_end: int, k_end: int, tiles: int, grain: int, tile_grain: int) -> list:
+@lru_cache(maxsize=256)
+def _candidates(n_pad: int, n_end: int, k_end: int, tiles: int, grain: int, tile_grain: int) -> tuple:
     """``(S_n, its distinct (n per part, tiles per part), S_k up to)`` of every ``S_n`` whose parts all have
-    tiles, in PopSparse's search order."""
+    tiles, in PopSparse's search order (kept: the layouts planned for a batch share them)."""
     pairs = tiles // tile_grain
     out = []
     for sn in range(1, n_end + 1):
         sizes = _n_partition(n_pad, sn, grain)
         tiles_n = _tile_partition(sizes, tiles, tile_grain)
         if all(t > 0 for t in tiles_n) and min(k_end, pairs // sn) >= 1:
-            out.append((sn, sorted(set(zip(sizes, tiles_n))), min(k_end, pairs // sn)))
-    return out
+            out.append((sn, tuple(sorted(set(zip(sizes, tiles_n)))), min(k_end, pairs // sn)))
+    return tuple(out)
 
 
-def _scores(p: _Problem, vertex, counts: bytes, k_end: int, candidates: list) -> tuple:
+def _scores(p: _Problem, vertex, counts: bytes, k_end: int, candidates: tuple) -> tuple:
     """``(cycles, temporary bytes, valid, S_n, S_k)`` of every candidate ``(S_n, S_k)`` (arrays in search
     order): each the worst of its ``(n per part, tiles per part)`` (:func:`_sub_estimates`, all at once)."""
     if not candidates:
@@ -391,7 +403,7 @@ def choose_static_partition(
     (:class:`~tilesim.models.linear.blocksparse.StaticBlockCosts`)."""
     grain = 4 if element_bytes == 2 else 2  # the vector width: n is padded to it [S]
     n_pad = ceil_div(n, grain) * grain
-    col_count = layout.sum(axis=0).astype(np.int64)
+    col_count = np.count_nonzero(layout, axis=0).astype(np.int64)
     nnz = int(col_count.sum())
     m_blocks, k_blocks = layout.shape
     p = _Problem(
