@@ -19,6 +19,8 @@ rows on a tile (binomial mean + 1 standard deviation), ``r`` the expected number
 row. Bands hold about equal numbers of non-zero blocks (greedy over the column counts); tiles go to
 bands in proportion to their blocks, in whole tile pairs. Row/column pre-processing (pruning) is off,
 as by default. Partials are in the input type (``sparseDenseMatMul`` sets ``partialsType`` to it).
+Every candidate of a batch is scored at once (NumPy arrays over ``(S_n, S_k)``); the band cuts of every
+``S_k`` and the worst band's geometry per tile count, which do not depend on the batch, are kept per layout.
 """
 
 from __future__ import annotations
@@ -384,6 +386,22 @@ def _scores(p: _Problem, vertex, counts: bytes, k_end: int, candidates: tuple) -
     return worst_c, worst_m, ok, np.concatenate(sn_of), np.concatenate(sk_of)
 
 
+_LAST_COUNTS: list = [None, None]
+"""The last read-only layout :func:`_column_counts` saw and its counts (its batches are planned one after another)."""
+
+
+def _column_counts(layout: np.ndarray) -> np.ndarray:
+    """Non-zero blocks per block column (int64), kept for the last read-only layout (one that cannot change
+    under the cache; counting a 4096-wide element-wise mask takes ~20 ms)."""
+    if _LAST_COUNTS[0] is layout:
+        return _LAST_COUNTS[1]
+    counts = np.count_nonzero(layout, axis=0).astype(np.int64)
+    if not layout.flags.writeable:
+        counts.setflags(write=False)
+        _LAST_COUNTS[:] = [layout, counts]
+    return counts
+
+
 def choose_static_partition(
     layout: np.ndarray,
     n: int,
@@ -403,7 +421,7 @@ def choose_static_partition(
     (:class:`~tilesim.models.linear.blocksparse.StaticBlockCosts`)."""
     grain = 4 if element_bytes == 2 else 2  # the vector width: n is padded to it [S]
     n_pad = ceil_div(n, grain) * grain
-    col_count = np.count_nonzero(layout, axis=0).astype(np.int64)
+    col_count = _column_counts(layout)
     nnz = int(col_count.sum())
     m_blocks, k_blocks = layout.shape
     p = _Problem(
