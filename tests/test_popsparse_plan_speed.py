@@ -226,3 +226,27 @@ def test_band_cuts_of_every_band_count_at_once_are_the_greedy_cuts():
             bounds, blocks, wide = S.band_boundaries(counts, sk)
             assert tuple(per[sk - 1, : count[sk - 1]]) == blocks and not per[sk - 1, count[sk - 1] :].any()
             assert tuple(width[sk - 1, : count[sk - 1]]) == tuple(np.diff(bounds)) and widest[sk - 1] == wide
+
+
+def test_validate_draws_each_static_layout_once_and_keeps_the_row_order(tmp_path, monkeypatch):
+    from tilesim.models.linear import measured, timing
+
+    drawn = []
+    monkeypatch.setattr(timing, "random_block_layout", lambda *a: drawn.append(a) or random_block_layout(*a))
+    timing._layout.cache_clear()
+    head = "workload,case,machine,method,precision,m,k,n,density,block,measured_tflops,source\n"
+    rows = [f"sparse-matmul,c{i}_{d},bow,static,fp16,256,256,{n},1/{d},16,1.0,test\n"
+            for i, n in enumerate((64, 128)) for d in (2, 4, 8, 16, 32)]  # fmt: skip
+    path = tmp_path / "cases.csv"
+    path.write_text(head + "".join(rows))
+    got = measured.validate_sparse(path)
+    assert len(drawn) == 5  # five matrices, each batch of one after another (the layout cache keeps 4)
+    assert [r["case"] for r in got] == [r.split(",")[1] for r in rows]
+    alone = [measured.validate_sparse(_one(tmp_path, head, r))[0]["predicted"] for r in rows]
+    assert [r["predicted"] for r in got] == alone
+
+
+def _one(tmp_path, head: str, row: str):
+    path = tmp_path / "one.csv"
+    path.write_text(head + row)
+    return path
