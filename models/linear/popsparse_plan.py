@@ -59,20 +59,10 @@ class StaticChoice:
 def band_boundaries(col_count: np.ndarray, bands: int) -> tuple:
     """``buildColumnBandInfo``: bands of about ``ceil(nnz / bands)`` non-zero blocks, cut greedily along
     the block columns. Returns ``(boundaries, blocks per band, widest band without empty columns)``."""
-    return _cut_bands(*_cumulated(col_count), bands)
-
-
-def _cumulated(col_count: np.ndarray) -> tuple:
-    """The blocks and the columns holding a block before each column (and in all), as lists (the band cuts
-    bisect them band by band)."""
-    csum = np.concatenate([[0], np.cumsum(col_count)]).tolist()
-    filled = np.concatenate([[0], np.cumsum(col_count > 0)]).tolist()
-    return csum, filled
-
-
-def _cut_bands(csum: list, filled: list, bands: int) -> tuple:
-    """:func:`band_boundaries` from the cumulated counts (:func:`_cumulated`)."""
-    avg = ceil_div(csum[-1], bands)
+    total = int(col_count.sum())
+    avg = ceil_div(total, bands)
+    csum = np.concatenate([[0], np.cumsum(col_count)]).tolist()  # bisect on a list: the loop is per band
+    filled = np.concatenate([[0], np.cumsum(col_count > 0)]).tolist()  # columns holding a block, cumulated
     cols = len(csum) - 1
     bounds, per, widest = [0], [], 0
     for _ in range(bands):
@@ -335,8 +325,9 @@ def _sub_estimates(p: _Problem, vertex, sn, geo: tuple, widest, n_part) -> tuple
     return cycles, memory, valid
 
 
-def _reduce_cycles(outputs: int, eb: int, factor: int, workers: int) -> int:
-    """``reductionCycleEstimate`` (a strided reduce of ``factor`` partials per output, input type) [S]."""
+def _reduce_cycles(outputs, eb: int, factor, workers: int):
+    """``reductionCycleEstimate`` (a strided reduce of ``factor`` partials per output, input type) [S]; numbers
+    or arrays."""
     outer = (8 if eb == 2 else 5) + 6 + (factor - 1)
     loops = ceil_div(ceil_div(outputs, workers), 8 if eb == 2 else 4)
     return (16 + loops * outer) * workers
@@ -373,7 +364,7 @@ def _scores(p: _Problem, vertex, counts: bytes, k_end: int, candidates: tuple) -
     for sn, unique, kk in candidates:
         for n_part, t in unique:
             span = np.arange(kk)
-            rows.append((*(a[:kk] for a in geo[t]), span * 0 + sn, span * 0 + n_part, widest[:kk], span + first))
+            rows.append((*(a[:kk] for a in geo[t]), np.full(kk, sn), np.full(kk, n_part), widest[:kk], span + first))
         sn_of.append(np.full(kk, sn))
         sk_of.append(np.arange(1, kk + 1))
         first += kk
