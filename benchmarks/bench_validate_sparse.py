@@ -28,8 +28,9 @@ import hashlib, json, time
 from tilesim.models.linear.measured import validate_sparse
 wall, cpu = time.perf_counter(), time.process_time()
 rows = validate_sparse(CASES)
-preds = json.dumps([(r["case"], r["predicted"], r["problem"]) for r in rows])
-RESULT = [time.process_time() - cpu, time.perf_counter() - wall, hashlib.md5(preds.encode()).hexdigest()]
+preds = [(r["case"], r["predicted"], r["problem"]) for r in rows]
+digest = hashlib.md5(json.dumps(preds).encode()).hexdigest()
+RESULT = [time.process_time() - cpu, time.perf_counter() - wall, digest, preds]
 """
 TARGET_S = 20.0
 
@@ -39,7 +40,8 @@ def _default_base() -> str:
 
 
 def _run(tree: Path, cases: Path) -> list:
-    """``[cpu s, wall s, md5 of the predictions]`` of one validate in a fresh process on ``tree``."""
+    """``[cpu s, wall s, md5 of the predictions, the predictions]`` of one validate in a fresh process on
+    ``tree``."""
     return run_in_tree(tree, f"CASES = {str(cases)!r}\n" + CASE, "validate")
 
 
@@ -68,6 +70,11 @@ def main(argv=None) -> int:
     print(f"  ratio this / base: cpu {med['this'][0] / med['base'][0]:.2f}, wall {med['this'][1] / med['base'][1]:.2f}")
     same = {r[2] for v in runs.values() for r in v}
     print(f"  predictions identical: {'yes' if len(same) == 1 else 'NO'}")
+    moved = [(a[0], a[1], b[1]) for a, b in zip(runs["base"][0][3], runs["this"][0][3]) if a != b]
+    for case, was, now in moved[:5]:  # a base with other changes (e.g. main after a merge) moves rows too
+        print(f"    {case}: base {was}, this {now}")
+    if len(moved) > 5:
+        print(f"    ... {len(moved) - 5} more rows moved")
     print(f"  target <= {TARGET_S:g} s wall: {'met' if med['this'][1] <= TARGET_S else 'NOT met'}")
     return 0 if len(same) == 1 else 1
 

@@ -54,6 +54,7 @@ from tilesim.models.linear.phases import (
     require_precision,
 )
 from tilesim.models.linear.planner import DEFAULT_MEMORY_PROPORTION, PlanTarget, _check_proportion
+from tilesim.models.linear.popsparse_plan import _powers
 
 __all__ = ["DynamicCosts", "DynamicSparsePlan", "plan_dynamic_sparse", "DYNAMIC_BLOCKS", "BUCKET_OVERSIZE"]
 
@@ -62,6 +63,34 @@ DYNAMIC_BLOCKS = (1, 4, 8, 16)
 
 BUCKET_OVERSIZE = 0.3
 """``metaInfoBucketOversizeProportion``, PopSparse's default headroom of a bucket [S]."""
+
+
+def _choose(cond, a, b):
+    """``a if cond else b``; ``np.where`` where ``cond`` is an array. The estimates below take numbers (the
+    chosen split, as it runs) or arrays (:func:`_search` scores every split at once) through the same formulas."""
+    return np.where(cond, a, b) if isinstance(cond, np.ndarray) else (a if cond else b)
+
+
+def _least(a, b):
+    """``min`` of numbers, ``np.minimum`` if either is an array."""
+    return np.minimum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else min(a, b)
+
+
+def _most(a, b):
+    """``max`` of numbers, ``np.maximum`` if either is an array."""
+    return np.maximum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else max(a, b)
+
+
+def _whole(x, rounding=math.ceil):
+    """``rounding`` (``math.ceil`` or ``math.floor``) of a number, or of every element (int64) of an array."""
+    if isinstance(x, np.ndarray):
+        return (np.ceil(x) if rounding is math.ceil else np.floor(x)).astype(np.int64)
+    return rounding(x)
+
+
+def _int(x):
+    """A number as a Python ``int``, an array as int64."""
+    return x.astype(np.int64) if isinstance(x, np.ndarray) else int(x)
 
 
 @dataclass(frozen=True)
@@ -94,38 +123,30 @@ class DynamicCosts:
         loads = 1
         if block == 4:
             per_z, over = (4 if float_input else 2), 26
-            inner = 14 if float_input else {1: 17, 2: 18}.get(z, 19)
+            inner = 14 if float_input else _choose(z == 1, 17, _choose(z == 2, 18, 19))
         elif block == 8:
             per_z, over = (8 if float_input else 4), 23
-            inner = 22 if z == 1 or (z == 2 and float_input) else 23
+            inner = _choose((z == 1) | ((z == 2) & float_input), 22, 23)
         else:
-            per_z, over, inner, loads = 4, 23, (25 if z == 2 else 24), 2
+            per_z, over, inner, loads = 4, 23, _choose(z == 2, 25, 24), 2
         keep = 1 if retain_x else 0
         supervisor = self.vertex_overhead(block) + (46 + 56) * buckets + x * (y * (load + 3 + 12 * loads) + keep) + 2
         worker = over + x * y * loads * (inner + z * per_z - 3 * keep)  # X retained: 3 cycles fewer [S]
-        return int(worker * workers + supervisor)
+        return _int(worker * workers + supervisor)
 
     def elementwise(self, x: int, y: int, z: int, float_input: bool, workers: int, buckets: int = 1) -> int:
         if float_input:
-            over, x_over = {4: (25, 13), 2: (27, 11)}.get(z, (30, 13))
-            if z == 4:
-                inner = 3 * y
-            elif z == 2:
-                inner = 2 * y
-            else:
-                inner = (12 + z // 4 * 3 * y if z // 4 else 0) + (8 + z // 2 * 2 * y if z & 2 else 0)
-                inner += (8 + 2 * y if z & 1 else 0) + (3 if z & 3 else 1)
+            over, x_over = _choose(z == 4, 25, _choose(z == 2, 27, 30)), _choose(z == 2, 11, 13)
+            inner = _choose(z // 4 != 0, 12 + z // 4 * 3 * y, 0) + _choose(z & 2 != 0, 8 + z // 2 * 2 * y, 0)
+            inner = inner + _choose(z & 1 != 0, 8 + 2 * y, 0) + _choose(z & 3 != 0, 3, 1)
+            inner = _choose(z == 4, 3 * y, _choose(z == 2, 2 * y, inner))
         else:
-            over, x_over = {8: (28, 15), 4: (30, 11)}.get(z, (33, 12))
-            if z == 8:
-                inner = 3 * y
-            elif z == 4:
-                inner = 2 * y
-            else:
-                inner = (16 + z // 8 * 3 * y if z // 8 else 0) + (13 + 2 * y if z & 4 else 0)
-                inner += 11 + 2 * y * (z & 3) if z & 3 else 0
+            over, x_over = _choose(z == 8, 28, _choose(z == 4, 30, 33)), _choose(z == 8, 15, _choose(z == 4, 11, 12))
+            inner = _choose(z // 8 != 0, 16 + z // 8 * 3 * y, 0) + _choose(z & 4 != 0, 13 + 2 * y, 0)
+            inner = inner + _choose(z & 3 != 0, 11 + 2 * y * (z & 3), 0)
+            inner = _choose(z == 8, 3 * y, _choose(z == 4, 2 * y, inner))
         supervisor = self.vertex_overhead(1) + (47 + 46) * buckets
-        return int((over + (x_over + inner) * x) * workers + supervisor)
+        return _int((over + (x_over + inner) * x) * workers + supervisor)
 
     def transpose_elementwise(self, x: int, z: int, y: int, float_input: bool, workers: int, buckets: int = 1) -> int:
         """The GradA pass's element-wise codelet on the forward's buckets
@@ -135,22 +156,25 @@ class DynamicCosts:
         per = ceil_div(y, workers)
         if float_input:
             over, x_over = 23, 24
-            inner = 8 + ((2 + z // 2 * 3) * per if z // 2 else 0) + (4 * per if z & 1 else 0)
+            inner = 8 + _choose(z // 2 != 0, (2 + z // 2 * 3) * per, 0) + _choose(z & 1 != 0, 4 * per, 0)
         else:
-            over, x_over = {8: (20, 18), 4: (20, 21)}.get(z, (26, 22))
-            if z in (8, 4):
-                inner = (10 if z == 8 else 7) * per
-            else:
-                inner = 8 + ((2 + z // 4 * 5) * per if z // 4 else 0) + ((5 + 3 * (z & 3)) * per if z & 3 else 0)
-        return int((over + (x_over + inner) * x) * workers + 30 + (44 + 68) * buckets)
+            over, x_over = _choose((z == 8) | (z == 4), 20, 26), _choose(z == 8, 18, _choose(z == 4, 21, 22))
+            inner = (
+                8 + _choose(z // 4 != 0, (2 + z // 4 * 5) * per, 0) + _choose(z & 3 != 0, (5 + 3 * (z & 3)) * per, 0)
+            )
+            inner = _choose(z == 8, 10 * per, _choose(z == 4, 7 * per, inner))
+        return _int((over + (x_over + inner) * x) * workers + 30 + (44 + 68) * buckets)
 
 
-@lru_cache(maxsize=1 << 14)
-def _nonzero_groups(density: float, x_groups: int, y_groups: int) -> tuple:
-    """``getNumGroupsGivenUniformSparsityPattern``: block rows with a non-zero and blocks per such row [S]."""
-    p_row = 1.0 - (1.0 - density) ** y_groups
-    total = math.ceil(x_groups * y_groups * density)
-    x_nz = max(math.ceil(x_groups * p_row), 1)
+def _nonzero_groups(density: float, x_groups, y_groups) -> tuple:
+    """``getNumGroupsGivenUniformSparsityPattern``: block rows with a non-zero and blocks per such row [S]
+    (numbers, or arrays of group counts)."""
+    if isinstance(y_groups, np.ndarray):
+        p_row = 1.0 - _powers(1.0 - density, int(y_groups.max()))[y_groups]
+    else:
+        p_row = 1.0 - (1.0 - density) ** y_groups
+    total = _whole(x_groups * y_groups * density)
+    x_nz = _most(_whole(x_groups * p_row), 1)
     return x_nz, ceil_div(total, x_nz)
 
 
@@ -158,35 +182,32 @@ def _reduce_cycles(outputs: int, depth: int, float_out: bool, float_partials: bo
     """``getReduceCycleEstimate``: ``depth`` partials per output, 4 (FP32 partials) or 8 (FP16) outputs a
     loop, the remainder loops of 1, 2 (and 4) outputs [S]."""
     width = 4 if float_partials else 8
-    loops = outputs // width + sum(1 for bit in (1, 2, 4) if bit < width and outputs & bit)
-    per_worker = loops // workers
-    cycles = 32
-    if loops % workers:
-        if outputs % width:
-            cycles += 2 * depth + (13 if float_partials else 11)
-        else:
-            per_worker += 1
-    cycles += (3 * depth + (7 if float_out else 6) + (0 if float_partials else 2)) * per_worker
+    loops = outputs // width + sum(_choose(outputs & bit != 0, 1, 0) for bit in (1, 2, 4) if bit < width)
+    spare, ragged = loops % workers != 0, outputs % width != 0
+    cycles = 32 + _choose(spare & ragged, 2 * depth + (13 if float_partials else 11), 0)
+    per_worker = loops // workers + _choose(spare & (outputs % width == 0), 1, 0)
+    cycles = cycles + (3 * depth + (7 if float_out else 6) + (0 if float_partials else 2)) * per_worker
     return cycles * workers
 
 
 def _cast_cycles(outputs: int, partials_width: int, out_width: int, workers: int) -> int:
     """``getCastCycleEstimate``: FP32 partials cast to an FP16 result [S]."""
     per = ceil_div(outputs, workers)
-    return (max(ceil_div(per, partials_width), ceil_div(per, out_width)) + 26) * workers
+    return (_most(ceil_div(per, partials_width), ceil_div(per, out_width)) + 26) * workers
 
 
 def _worker_split(rows: int, cols: int, workers: int) -> tuple:
     """``splitTileBetweenWorkers`` (no row weights): the largest worker's rows and columns [S]."""
     grains = ceil_div(rows * cols, workers)
-    r = min(ceil_div(grains, cols), rows)
-    return r, min(ceil_div(grains, r), cols)
+    r = _least(ceil_div(grains, cols), rows)
+    return r, _least(ceil_div(grains, r), cols)
 
 
-def _splits(groups: int) -> list:
+@lru_cache(maxsize=256)
+def _splits(groups: int) -> tuple:
     """The partition counts ``p`` whose ``ceil(groups / p)`` parts are all non-empty
-    (``ceildivConstrainDivisor``) [S]."""
-    return sorted({ceil_div(groups, ceil_div(groups, p)) for p in range(1, groups + 1)})
+    (``ceildivConstrainDivisor``) [S] (kept: every batch of a matrix asks for the same)."""
+    return tuple(sorted({ceil_div(groups, ceil_div(groups, p)) for p in range(1, groups + 1)}))
 
 
 @dataclass(frozen=True)
@@ -241,13 +262,13 @@ def _split(q: _Problem, px: int, py: int, pz: int) -> _Split:
     xg, yg, zg = ceil_div(q.X, px), ceil_div(q.Y, py), q.Z // pz
     bytes_group = q.group_elems * q.eb
     grain = math.lcm(bytes_group, 4) // bytes_group
-    groups = math.floor(ceil_div(q.nnz, px * py * pz) * (1 + BUCKET_OVERSIZE) + 0.5)  # std::round: halves up
+    groups = _whole(ceil_div(q.nnz, px * py * pz) * (1 + BUCKET_OVERSIZE) + 0.5, math.floor)  # std::round
     groups = ceil_div(groups, grain) * grain
     x_nz, y_nz = _nonzero_groups(q.density, xg, yg)
     if q.block == 1:  # sub-group entry 9 and worker entries 5 words, two sub-groups; output entries 2 + y
-        meta = (9 + q.workers * 5) * 2 + math.ceil(x_nz * (2 + y_nz) * (1 + BUCKET_OVERSIZE))
+        meta = (9 + q.workers * 5) * 2 + _whole(x_nz * (2 + y_nz) * (1 + BUCKET_OVERSIZE))
     else:  # block sub-group entry 7 words
-        meta = 7 * 2 + math.ceil(x_nz * (2 + y_nz) * (1 + BUCKET_OVERSIZE))
+        meta = 7 * 2 + _whole(x_nz * (2 + y_nz) * (1 + BUCKET_OVERSIZE))
     meta = ceil_div(meta, 2) * 2
     bucket_bytes = groups * bytes_group + 2 * meta
     slice_bytes = yg * q.block * zg * q.gz * q.eb
@@ -283,7 +304,7 @@ def _view(q: _Problem, s: _Split, grad_a: bool = False) -> _View:
         return _View(False, s.xg, s.yg, s.x_nz, s.y_nz, s.py, s.px, home, s.slice_bytes, s.partials)
     x_nz, y_nz = _nonzero_groups(q.density, s.yg, s.xg)
     home = ceil_div(q.X * q.Z, s.tiles_used) * grain_bytes
-    cons = s.py if s.px * s.pz == 1 else 1
+    cons = _choose(s.px * s.pz == 1, s.py, 1)
     slice_bytes = s.xg * s.zg * grain_bytes
     return _View(True, s.yg, s.xg, x_nz, y_nz, s.px, cons, home, slice_bytes, s.yg * q.block * s.zg * q.gz)
 
@@ -311,7 +332,7 @@ def _transpose_cycles(count: int, rows: int, cols: int, float_input: bool, worke
     rg, cg = rows // grain, cols // grain
     per = ceil_div(count, workers)
     if rg == 1 and cg == 1:
-        worker = 17 + 12 if per == 1 else 17 + 20 + (per - 2) * per_grain
+        worker = _choose(per == 1, 17 + 12, 17 + 20 + (per - 2) * per_grain)
     elif cg == 1:
         worker = 27 + per * (15 + 20 + per_grain * (rg - 2))
     else:
@@ -335,27 +356,26 @@ def _pass_cost(q: _Problem, s: _Split, v: _View, vertex: DynamicCosts) -> tuple:
     ``P_z``, and the reduction's exchange and compute or the cast. Partials are temporary when cast or when
     ``P_z > 1`` (``needsCastOrReduction`` as written) [S]."""
     t = s.tiles_used
-    s_bytes = v.slice_bytes if v.slice_bytes > v.home_bytes else 0
-    share_s = 2 if t == v.cons or v.cons % 2 == 0 else 1
-    r_bytes = s.pz * s.bucket_bytes if s.pz > 1 else 0
-    share_r = 2 if s.px == 1 and (t == s.pz or s.pz % 2 == 0) else 1  # Z partitions adjacent only if P_x = 1
+    s_bytes = _choose(v.slice_bytes > v.home_bytes, v.slice_bytes, 0)
+    share_s = _choose((t == v.cons) | (v.cons % 2 == 0), 2, 1)
+    r_bytes = _choose(s.pz > 1, s.pz * s.bucket_bytes, 0)
+    share_r = _choose((s.px == 1) & ((t == s.pz) | (s.pz % 2 == 0)), 2, 1)  # Z partitions adjacent only if P_x = 1
     tr_cycles, tr_bytes = _bucket_transpose(q, s, v)
     cycles = tr_cycles + ceil_div(s_bytes, 4 * share_s) + ceil_div(r_bytes, 4 * share_r)
-    cycles += ceil_div(v.partials, q.workers) * q.workers  # zeroPartialsCycles as written [S]
+    cycles = cycles + ceil_div(v.partials, q.workers) * q.workers  # zeroPartialsCycles as written [S]
     rows = v.rows if v.grad_a and q.block == 1 else v.x_nz  # the transpose estimate takes every row group
-    cycles += _multiply(q, v, rows, v.y_nz, s.pz, vertex, s.zg)
+    cycles = cycles + _multiply(q, v, rows, v.y_nz, s.pz, vertex, s.zg)
     q_bytes = v.partials * q.pb
-    q_temp = q_bytes if q.pb != q.eb or s.pz > 1 else 0
-    temp = s_bytes + r_bytes - (s.bucket_bytes if r_bytes else 0) + tr_bytes
-    temp = max(temp + q_temp, 2 * s.bucket_bytes + s_bytes + q_temp + tr_bytes)
-    if v.depth > 1:
-        out = ceil_div(v.partials, v.depth)
-        cycles += ceil_div(q_bytes, 4) + _reduce_cycles(out, v.depth, q.eb == 4, q.pb == 4, q.workers)
-        temp = max(temp, q_temp + q_bytes + out * q.eb)
-    elif q.pb != q.eb:
-        cycles += _cast_cycles(v.partials, 8 // q.pb, 8 // q.eb, q.workers)
-        temp = max(temp, q_temp + v.partials * q.eb)
-    return int(cycles), int(temp)
+    q_temp = _choose((s.pz > 1) | (q.pb != q.eb), q_bytes, 0)
+    temp = s_bytes + r_bytes - _choose(r_bytes != 0, s.bucket_bytes, 0) + tr_bytes
+    temp = _most(temp + q_temp, 2 * s.bucket_bytes + s_bytes + q_temp + tr_bytes)
+    out = ceil_div(v.partials, v.depth)  # P_y (GradA: P_x) > 1: the partials reduced, else cast if FP32
+    reduce = ceil_div(q_bytes, 4) + _reduce_cycles(out, v.depth, q.eb == 4, q.pb == 4, q.workers)
+    cast = _cast_cycles(v.partials, 8 // q.pb, 8 // q.eb, q.workers) if q.pb != q.eb else 0
+    cycles = cycles + _choose(v.depth > 1, reduce, cast)
+    cast_temp = _most(temp, q_temp + v.partials * q.eb) if q.pb != q.eb else temp
+    temp = _choose(v.depth > 1, _most(temp, q_temp + q_bytes + out * q.eb), cast_temp)
+    return _int(cycles), _int(temp)
 
 
 def _estimate(q: _Problem, s: _Split, vertex: DynamicCosts) -> tuple:
@@ -364,7 +384,7 @@ def _estimate(q: _Problem, s: _Split, vertex: DynamicCosts) -> tuple:
     (:func:`_pass_cost`; the :class:`_Split` fields of those names)."""
     fwd_cycles, fwd_temp = _pass_cost(q, s, _view(q, s), vertex)
     grad_cycles, grad_temp = _pass_cost(q, s, _view(q, s, grad_a=True), vertex)
-    return fwd_cycles + grad_cycles, max(fwd_temp, grad_temp), fwd_cycles
+    return fwd_cycles + grad_cycles, _most(fwd_temp, grad_temp), fwd_cycles
 
 
 def _mm_cycles(q: _Problem, s: _Split, vertex: DynamicCosts, v: _View | None = None) -> int:
@@ -479,34 +499,37 @@ def _phases(q: _Problem, s: _Split, on: np.ndarray, vertex: DynamicCosts, v: _Vi
     return tuple(phases)
 
 
+def _candidates(q: _Problem) -> tuple:
+    """``(P_x, P_y, P_z)`` arrays of every split PopSparse's planner tries, in its order: ``P_x, P_y`` any count
+    that leaves no part empty, ``P_z`` a factor of the batch groups (``factorOf``), at most the tiles in all,
+    element-wise meta-info offsets within 16 bits (``addMetaInfoRangeLimits``) [S]."""
+    zs = [d for d in range(1, q.Z + 1) if q.Z % d == 0]
+    px, py, pz = (a.ravel() for a in np.meshgrid(_splits(q.X), _splits(q.Y), zs, indexing="ij"))
+    keep = (px * py <= q.tiles) & (px * py * pz <= q.tiles)
+    if q.block == 1:  # the split's yg, zg and xg (:func:`_split`) must fit the meta-info
+        y_scale = 4 if q.eb == 4 else 2
+        offsets = np.maximum((ceil_div(q.Y, py) - 1) * (q.Z // pz) * q.gz * y_scale, ceil_div(q.X, px) - 1)
+        keep &= offsets <= 0xFFFF
+    return px[keep], py[keep], pz[keep]
+
+
 def _search(q: _Problem, vertex: DynamicCosts, bound: float) -> tuple:
     """``(best, smallest)``: PopSparse's choice (fewest estimated cycles, then temporary bytes, among splits
-    within ``bound``; None if none) and the split of fewest temporary bytes. ``P_x, P_y`` any count that
-    leaves no part empty, ``P_z`` a factor of the batch groups (``factorOf``), element-wise meta-info
-    offsets within 16 bits (``addMetaInfoRangeLimits``) [S]."""
-    best = smallest = None
-    zs = [d for d in range(1, q.Z + 1) if q.Z % d == 0]
-    ys = _splits(q.Y)
-    y_scale = 4 if q.eb == 4 else 2
-    best_key = small_key = None
-    for px in _splits(q.X):
-        for py in (p for p in ys if px * p <= q.tiles):
-            for pz in (p for p in zs if px * py * p <= q.tiles):
-                if (
-                    q.block == 1
-                    and max((ceil_div(q.Y, py) - 1) * (q.Z // pz) * q.gz * y_scale, ceil_div(q.X, px) - 1) > 0xFFFF
-                ):
-                    continue  # the split's yg, zg and xg (:func:`_split`) overflow the meta-info
-                s = _split(q, px, py, pz)
-                est = _estimate(q, s, vertex)
-                if small_key is None or est[1] < small_key[1]:
-                    smallest, small_key = s, est
-                if est[1] <= bound and (best_key is None or est[:2] < best_key[:2]):
-                    best, best_key = s, est
-    fields = ("estimate", "temp", "fwd_estimate")
-    best = None if best is None else replace(best, **dict(zip(fields, best_key)))
-    smallest = None if smallest is None else replace(smallest, **dict(zip(fields, small_key)))
-    return best, smallest
+    within ``bound``; None if none) and the split of fewest temporary bytes (the first of equals in the
+    planner's order, :func:`_candidates`), every split's estimate (:func:`_estimate`) at once."""
+    px, py, pz = _candidates(q)
+    if not px.size:
+        return None, None
+    est, temp, fwd = (np.broadcast_to(a, px.shape) for a in _estimate(q, _split(q, px, py, pz), vertex))
+    small = int(np.argmin(temp))
+    within = np.flatnonzero(temp <= bound)
+    best = int(within[np.lexsort((temp[within], est[within]))[0]]) if within.size else None  # stable: the first
+
+    def chosen(i: int) -> _Split:
+        split = _split(q, int(px[i]), int(py[i]), int(pz[i]))
+        return replace(split, estimate=int(est[i]), temp=int(temp[i]), fwd_estimate=int(fwd[i]))
+
+    return (None if best is None else chosen(best)), chosen(small)
 
 
 def plan_dynamic_sparse(

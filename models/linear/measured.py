@@ -140,10 +140,23 @@ def _predict_one(spec: SparseCase, machine: Machine, rates: dict) -> float:
     return max(found)
 
 
+def _matrix_key(case: Case) -> tuple:
+    """The matrix a case multiplies (a static layout is drawn from its sizes, density and block)."""
+    s = case.spec
+    return ("",) if s is None else (s.method, s.m, s.k, s.density, s.block)
+
+
 def predict_tflops(cases) -> list:
-    """Predicted non-zero TFLOP/s of each case, or why it cannot be predicted."""
+    """Predicted non-zero TFLOP/s of each case, or why it cannot be predicted. The cases are timed grouped by
+    their matrix (the planners keep what a matrix's batches share, the last few layouts drawn), each answer
+    returned in the case's place."""
     rates: dict = {}
-    return predict(cases, lambda spec, machine: _predict_one(spec, machine, rates))
+    order = sorted(range(len(cases)), key=lambda i: _matrix_key(cases[i]))
+    got = predict([cases[i] for i in order], lambda spec, machine: _predict_one(spec, machine, rates))
+    out: list = [None] * len(cases)
+    for i, g in zip(order, got):
+        out[i] = g
+    return out
 
 
 def group_of(spec: SparseCase) -> str:

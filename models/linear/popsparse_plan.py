@@ -19,12 +19,13 @@ rows on a tile (binomial mean + 1 standard deviation), ``r`` the expected number
 row. Bands hold about equal numbers of non-zero blocks (greedy over the column counts); tiles go to
 bands in proportion to their blocks, in whole tile pairs. Row/column pre-processing (pruning) is off,
 as by default. Partials are in the input type (``sparseDenseMatMul`` sets ``partialsType`` to it).
+Every candidate of a batch is scored at once (NumPy arrays over ``(S_n, S_k)``); the band cuts of every
+``S_k`` and the worst band's geometry per tile count, which do not depend on the batch, are kept per layout.
 """
 
 from __future__ import annotations
 
 import bisect
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -164,8 +165,9 @@ def _tiles_for_bands_stepwise(this: list, tiles: int, grain: int) -> tuple:
     return tuple(out)
 
 
-def _spread(prob: float, count: int) -> int:
-    return math.ceil(math.sqrt(prob * (1 - prob) * count))
+def _spread(prob, count):
+    """One standard deviation of a binomial count, rounded up (``prob`` and ``count`` arrays or numbers)."""
+    return np.ceil(np.sqrt(prob * (1 - prob) * count))
 
 
 @dataclass(frozen=True)
@@ -182,79 +184,213 @@ class _Problem:
     density: float
 
 
-@lru_cache(maxsize=1 << 16)
-def _worst_band(band_info: tuple, tiles: int, grain: int) -> tuple | None:
-    """``findBandWithMaxNzPerTile``: the blocks, tiles and width of the band with the most blocks per tile
-    (the first of equals), or None if the bands cannot all have tiles."""
-    bounds, per_band, _ = band_info
-    per_tile = _tiles_for_bands(per_band, tiles, grain)
-    if not per_tile:
-        return None
-    b = int(np.argmax(np.asarray(per_band) / np.asarray(per_tile)))  # the first of equals, as max() keeps
-    return per_band[b], per_tile[b], bounds[b + 1] - bounds[b]
+@lru_cache(maxsize=16)
+def _band_table(counts: bytes, k_end: int) -> tuple:
+    """The bands of every ``S_k`` up to ``k_end`` (:func:`band_boundaries`, the cuts of all band counts made
+    together, band by band), one row each, zero past a row's bands: ``(blocks per band, band widths, bands,
+    widest band without empty columns)``."""
+    col_count = np.frombuffer(counts, dtype=np.int64)
+    csum = np.concatenate([[0], np.cumsum(col_count)])
+    filled = np.concatenate([[0], np.cumsum(col_count > 0)])
+    cols, sk = col_count.size, np.arange(1, k_end + 1)
+    avg = ceil_div(int(csum[-1]), sk)
+    per, width = np.zeros((k_end, k_end), dtype=np.int64), np.zeros((k_end, k_end), dtype=np.int64)
+    count, widest = np.zeros(k_end, dtype=np.int64), np.zeros(k_end, dtype=np.int64)
+    start, alive = np.zeros(k_end, dtype=np.int64), np.ones(k_end, dtype=bool)
+    for b in range(k_end):
+        alive &= (b < sk) & (start < cols)
+        end = np.minimum(np.maximum(np.searchsorted(csum, csum[start] + avg, side="left"), start + 1), cols)
+        blocks = csum[end] - csum[start]
+        alive &= blocks > 0
+        if not alive.any():
+            break
+        per[:, b], width[:, b] = np.where(alive, blocks, 0), np.where(alive, end - start, 0)
+        widest = np.maximum(widest, np.where(alive, filled[end] - filled[start], 0))
+        count += alive
+        start = np.where(alive, end, start)
+    return per, width, count, widest
 
 
-@lru_cache(maxsize=1 << 16)
-def _band_geometry(counts: bytes, sk: int, tiles: int, shape: tuple) -> tuple | None:
-    """What a candidate's estimate needs of its worst band on ``tiles`` tiles, which does not depend on the
-    batch: ``(blocks per tile, band width, k_tile, m_sparse, k_sparse, r)``, or None if the bands cannot all
-    have tiles. ``shape``: the layout's block rows and columns, its density and the tile grain. (Kept per
-    layout's column ``counts`` and band count: a layout is planned for many batches.)"""
+def _tiles_of_bands(per: np.ndarray, count: np.ndarray, tiles: np.ndarray, grain: int) -> tuple:
+    """:func:`_tiles_for_bands` of every row of ``per`` (blocks per band, ``count`` bands) on ``tiles[row]``
+    tiles at once: ``(tiles per band, valid)``. A row whose bands ask for more tiles than remain is allocated
+    band by band (:func:`_tiles_for_bands_stepwise`)."""
+    rows, width = per.shape
+    band = np.arange(width)[None, :]
+    t = tiles[:, None]
+    this = per * t // per.sum(axis=1)[:, None]
+    this = np.where(this == 0, np.minimum(t, grain), this)
+    needed = -(-per // np.maximum(-(-per // this), 1))  # tiles that hold every block at ceil(count / this) each
+    want = np.minimum(-(-needed // grain) * grain, this)
+    last = (count - 1)[:, None]
+    body = band < last  # every band but the last takes what it asks for while tiles remain
+    take = np.where(body, np.maximum(want // grain * grain, grain), 0)
+    used = np.cumsum(take, axis=1) - take
+    ok = (((take <= t - used) & (take <= t - (last - band) * grain)) | ~body).all(axis=1)
+    rest = tiles - take.sum(axis=1)  # the last band takes the rest
+    out = take.copy()
+    out[np.arange(rows), count - 1] = np.minimum(np.maximum(rest // grain * grain, grain), rest)
+    valid = ok & (out[np.arange(rows), count - 1] > 0)
+    for i in np.flatnonzero(~ok).tolist():
+        got = _tiles_for_bands_stepwise(want[i, : count[i]].tolist(), int(tiles[i]), grain)
+        valid[i] = bool(got)
+        out[i, : count[i]] = got or 0
+    return out, valid
+
+
+@lru_cache(maxsize=64)
+def _powers(base: float, top: int) -> np.ndarray:
+    """``base ** i`` for ``i`` up to ``top``, each as Python computes it (so the arrays agree with a scalar
+    evaluation bit for bit)."""
+    return np.array([base**i for i in range(top + 1)])
+
+
+def _band_geometry(counts: bytes, k_end: int, tiles: np.ndarray, sk: np.ndarray, shape: tuple) -> tuple:
+    """What a candidate's estimate needs of its worst band (``findBandWithMaxNzPerTile``: the most blocks per
+    tile, the first of equals) with ``sk`` bands (of the :func:`_band_table` up to ``k_end``) on ``tiles`` tiles
+    (arrays, one row each), which does not depend on the batch: ``(valid, blocks per tile, band width, k_tile,
+    m_sparse, k_sparse, r)``; not valid where the bands cannot all have tiles. ``shape``: the layout's block
+    rows and columns, its density and the tile grain."""
     m_blocks, k_blocks, density, grain = shape
-    worst = _worst_band(_bands(counts, sk), tiles, grain)
-    if worst is None:
-        return None
-    blocks_band, tiles_band, k_band = worst
-    nz_tile = ceil_div(blocks_band, tiles_band)
-    m_tile = ceil_div(m_blocks, tiles_band)
-    k_tile = min(math.ceil(blocks_band / density), k_blocks) if m_tile == 1 else k_band
-    row_prob = 1.0 - (1.0 - density) ** k_tile
-    m_sparse = min(math.ceil(row_prob * m_tile + _spread(row_prob, m_tile)), m_tile)
-    col_prob = 1.0 - (1.0 - density) ** m_tile
-    k_sparse = min(math.ceil(col_prob * k_tile + _spread(col_prob, k_tile)), k_tile)
-    r = max(math.ceil((row_prob * sk + _spread(row_prob, sk)) * k_band / k_tile), 1)
-    return nz_tile, k_band, k_tile, m_sparse, k_sparse, r
+    per, width, count, _ = _band_table(counts, k_end)
+    top = int(sk.max())
+    per, width, count = per[sk - 1, :top], width[sk - 1, :top], count[sk - 1]
+    alloc, valid = _tiles_of_bands(per, count, tiles, grain)
+    live = (np.arange(top)[None, :] < count[:, None]) & valid[:, None]
+    worst = np.where(live, per / np.maximum(alloc, 1), -np.inf).argmax(axis=1)
+    at = np.arange(len(sk))
+    blocks_band, k_band = per[at, worst], width[at, worst]
+    tiles_band = np.where(valid, alloc[at, worst], 1)
+    nz_tile = -(-blocks_band // tiles_band)
+    m_tile = -(-m_blocks // tiles_band)
+    k_tile = np.where(m_tile == 1, np.minimum(np.ceil(blocks_band / density), k_blocks), k_band).astype(np.int64)
+    k_tile = np.maximum(k_tile, 1)
+    power = _powers(1.0 - density, max(m_blocks, k_blocks))
+    row_prob = 1.0 - power[k_tile]
+    m_sparse = np.minimum(np.ceil(row_prob * m_tile + _spread(row_prob, m_tile)), m_tile).astype(np.int64)
+    col_prob = 1.0 - power[m_tile]
+    k_sparse = np.minimum(np.ceil(col_prob * k_tile + _spread(col_prob, k_tile)), k_tile).astype(np.int64)
+    r = np.maximum(np.ceil((row_prob * sk + _spread(row_prob, sk)) * k_band / k_tile), 1).astype(np.int64)
+    return valid, nz_tile, k_band, k_tile, m_sparse, np.maximum(k_sparse, 1), r
 
 
-@lru_cache(maxsize=1 << 16)
-def _codelet(vertex, block: int, eb: int, workers: int, rows: int, nonzeros: int, n: int) -> int:
-    """The codelet estimate of ``rows`` block rows holding ``nonzeros`` blocks over ``n`` columns (kept: the
-    search asks for the same few many times)."""
+@lru_cache(maxsize=8)
+def _geometry_store(counts: bytes, k_end: int, shape: tuple) -> dict:
+    """The worst-band geometry (:func:`_band_geometry`) of one layout per tile count, for ``S_k`` from 1 up,
+    filled as the planner asks for it (a layout is planned for many batches, which share most tile counts)."""
+    return {}
+
+
+def _geometry(counts: bytes, k_end: int, shape: tuple, wanted: dict) -> dict:
+    """:func:`_band_geometry` of ``S_k`` up to ``wanted[tiles]`` for each tile count, computing the ones not
+    kept yet (or kept for fewer band counts) at once: ``{tiles: columns over S_k = 1, 2, ...}``."""
+    store = _geometry_store(counts, k_end, shape)
+    new = sorted((t, top) for t, top in wanted.items() if t not in store or len(store[t][0]) < top)
+    if new:
+        tiles = np.concatenate([np.full(top, t) for t, top in new])
+        sk = np.concatenate([np.arange(1, top + 1) for _, top in new])
+        cols = _band_geometry(counts, k_end, tiles, sk, shape)
+        ends = np.cumsum([top for _, top in new])
+        for (t, _), parts in zip(new, zip(*(np.split(c, ends[:-1]) for c in cols))):
+            store[t] = parts
+    return store
+
+
+def _codelet(vertex, block: int, eb: int, workers: int, rows, nonzeros, n: int):
+    """The codelet estimate of ``rows`` block rows holding ``nonzeros`` blocks over ``n`` columns."""
     if block == 1:
-        return int(vertex.elementwise_cycles(rows, nonzeros, n, eb, workers))
-    return int(vertex.cycles(rows, nonzeros, n, block, eb, workers, eb))
+        return vertex.elementwise_cycles(rows, nonzeros, n, eb, workers)
+    return vertex.cycles(rows, nonzeros, n, block, eb, workers, eb)
 
 
-def _sub_estimate(p: _Problem, vertex, sn, sk, counts, n_part, tiles_part) -> tuple | None:
-    """Cycles and bytes of one ``(n per part, tiles per part)`` of a candidate, or None if invalid."""
-    geo = _band_geometry(counts, sk, tiles_part, (p.m_blocks, p.k_blocks, p.density, p.tile_grain))
-    if geo is None:
-        return None
-    nz_tile, k_band, k_tile, m_sparse, k_sparse, r = geo
-    widest = _bands(counts, sk)[2]
+def _sub_estimates(p: _Problem, vertex, sn, geo: tuple, widest, n_part) -> tuple:
+    """``(cycles, bytes, valid)`` of ``(n per part, tiles per part)`` of candidates, arrays over them: ``sn``
+    (``S_n``), ``geo`` (:func:`_band_geometry`'s columns at each one's tiles and ``S_k``), ``widest`` (its
+    ``S_k``'s widest band) and ``n_part``."""
+    valid, nz_tile, k_band, k_tile, m_sparse, k_sparse, r = geo
     factor = 1 if p.block == 1 else 8 * p.block
-    if widest * p.block * n_part * p.eb > USHORT_MAX * factor:
-        return None  # a band's offsets do not fit the metadata type
+    valid = valid & (widest * p.block * n_part * p.eb <= USHORT_MAX * factor)  # a band's offsets fit the metadata
     e = p.exchange_bytes_per_cycle
     rhs_bytes = n_part * k_sparse * p.block * p.eb
-    rhs = int(ceil_div(rhs_bytes, int(2 * e)) * (k_tile / k_sparse))
+    rhs = (ceil_div(rhs_bytes, int(2 * e)) * (k_tile / k_sparse)).astype(np.int64)
     nz_bytes = nz_tile * p.block * p.block * p.eb
-    nz = ceil_div(nz_bytes, int(e)) if sn > 1 else 0
+    nz = np.where(sn > 1, ceil_div(nz_bytes, int(e)), 0)
     compute = _codelet(vertex, p.block, p.eb, p.workers, m_sparse, nz_tile, n_part)
     out_bytes = m_sparse * n_part * p.eb * p.block
     partial_bytes = ceil_div(out_bytes * (r - 1), r)
     move = ceil_div(p.m_blocks * p.block * p.n_pad * p.eb, p.tiles)
-    reduce = 0 if r == 1 else _reduce_cycles(ceil_div(out_bytes // p.eb, r), p.eb, r, p.workers)
+    reduce = np.where(r == 1, 0, _reduce_cycles(ceil_div(out_bytes // p.eb, r), p.eb, r, p.workers))
     cycles = rhs + nz + compute + ceil_div(partial_bytes, int(e)) + reduce + move
-    memory = max(rhs_bytes + nz_bytes + out_bytes, partial_bytes + out_bytes)
-    return cycles, memory
+    memory = np.maximum(rhs_bytes + nz_bytes + out_bytes, partial_bytes + out_bytes)
+    return cycles, memory, valid
 
 
-def _reduce_cycles(outputs: int, eb: int, factor: int, workers: int) -> int:
-    """``reductionCycleEstimate`` (a strided reduce of ``factor`` partials per output, input type) [S]."""
+def _reduce_cycles(outputs, eb: int, factor, workers: int):
+    """``reductionCycleEstimate`` (a strided reduce of ``factor`` partials per output, input type) [S]; numbers
+    or arrays."""
     outer = (8 if eb == 2 else 5) + 6 + (factor - 1)
     loops = ceil_div(ceil_div(outputs, workers), 8 if eb == 2 else 4)
     return (16 + loops * outer) * workers
+
+
+@lru_cache(maxsize=256)
+def _candidates(n_pad: int, n_end: int, k_end: int, tiles: int, grain: int, tile_grain: int) -> tuple:
+    """``(S_n, its distinct (n per part, tiles per part), S_k up to)`` of every ``S_n`` whose parts all have
+    tiles, in PopSparse's search order (kept: the layouts planned for a batch share them)."""
+    pairs = tiles // tile_grain
+    out = []
+    for sn in range(1, n_end + 1):
+        sizes = _n_partition(n_pad, sn, grain)
+        tiles_n = _tile_partition(sizes, tiles, tile_grain)
+        if all(t > 0 for t in tiles_n) and min(k_end, pairs // sn) >= 1:
+            out.append((sn, tuple(sorted(set(zip(sizes, tiles_n)))), min(k_end, pairs // sn)))
+    return tuple(out)
+
+
+def _scores(p: _Problem, vertex, counts: bytes, k_end: int, candidates: tuple) -> tuple:
+    """``(cycles, temporary bytes, valid, S_n, S_k)`` of every candidate ``(S_n, S_k)`` (arrays in search
+    order): each the worst of its ``(n per part, tiles per part)`` (:func:`_sub_estimates`, all at once)."""
+    if not candidates:
+        return (np.zeros(0, np.int64),) * 2 + (np.zeros(0, bool),) + (np.zeros(0, np.int64),) * 2
+    shape = (p.m_blocks, p.k_blocks, p.density, p.tile_grain)
+    wanted: dict = {}  # the most band counts asked of each tile count
+    for _, unique, kk in candidates:
+        for _, t in unique:
+            wanted[t] = max(wanted.get(t, 0), kk)
+    geo = _geometry(counts, k_end, shape, wanted)
+    widest = _band_table(counts, k_end)[3]
+    rows: list = []  # per (S_n, n per part, tiles per part): its geometry, S_n, n per part, widest, candidate
+    sn_of, sk_of, first = [], [], 0
+    for sn, unique, kk in candidates:
+        for n_part, t in unique:
+            span = np.arange(kk)
+            rows.append((*(a[:kk] for a in geo[t]), np.full(kk, sn), np.full(kk, n_part), widest[:kk], span + first))
+        sn_of.append(np.full(kk, sn))
+        sk_of.append(np.arange(1, kk + 1))
+        first += kk
+    cols = [np.concatenate(c) for c in zip(*rows)]
+    cycles, memory, valid = _sub_estimates(p, vertex, cols[7], tuple(cols[:7]), cols[9], cols[8])
+    worst_c, worst_m, ok = np.zeros(first, np.int64), np.zeros(first, np.int64), np.ones(first, bool)
+    np.maximum.at(worst_c, cols[10], cycles)
+    np.maximum.at(worst_m, cols[10], memory)
+    np.logical_and.at(ok, cols[10], valid)
+    return worst_c, worst_m, ok, np.concatenate(sn_of), np.concatenate(sk_of)
+
+
+_LAST_COUNTS: list = [None, None]
+"""The last read-only layout :func:`_column_counts` saw and its counts (its batches are planned one after another)."""
+
+
+def _column_counts(layout: np.ndarray) -> np.ndarray:
+    """Non-zero blocks per block column (int64), kept for the last read-only layout (one that cannot change
+    under the cache; counting a 4096-wide element-wise mask takes ~20 ms)."""
+    if _LAST_COUNTS[0] is layout:
+        return _LAST_COUNTS[1]
+    counts = np.count_nonzero(layout, axis=0).astype(np.int64)
+    if not layout.flags.writeable:
+        counts.setflags(write=False)
+        _LAST_COUNTS[:] = [layout, counts]
+    return counts
 
 
 def choose_static_partition(
@@ -276,7 +412,7 @@ def choose_static_partition(
     (:class:`~tilesim.models.linear.blocksparse.StaticBlockCosts`)."""
     grain = 4 if element_bytes == 2 else 2  # the vector width: n is padded to it [S]
     n_pad = ceil_div(n, grain) * grain
-    col_count = layout.sum(axis=0).astype(np.int64)
+    col_count = _column_counts(layout)
     nnz = int(col_count.sum())
     m_blocks, k_blocks = layout.shape
     p = _Problem(
@@ -287,30 +423,20 @@ def choose_static_partition(
     bound = memory_proportion * sram_bytes
     n_end = min(MAX_N_SPLIT, ceil_div(n_pad, grain))
     k_end = min(MAX_K_SPLIT, ceil_div(k_blocks, k_grain))
-    pairs = tiles // tile_grain
     counts_key = col_count.tobytes()  # the band layouts are kept per column counts (:func:`_bands`)
-    found: list[tuple[int, int, int, int]] = []  # (cycles, temporary bytes, S_n, S_k) of the valid candidates
-    for sn in range(1, n_end + 1):
-        sizes = _n_partition(n_pad, sn, grain)
-        tiles_n = _tile_partition(sizes, tiles, tile_grain)
-        if any(t <= 0 for t in tiles_n):
-            continue
-        unique = sorted(set(zip(sizes, tiles_n)))
-        for sk in range(1, min(k_end, pairs // sn) + 1):
-            subs = [_sub_estimate(p, vertex, sn, sk, counts_key, a, b) for a, b in unique]
-            if all(sub is not None for sub in subs):
-                found.append((max(sub[0] for sub in subs), max(sub[1] for sub in subs), sn, sk))  # type: ignore[index]
+    candidates = _candidates(n_pad, n_end, k_end, tiles, grain, tile_grain)
+    cycles, memory, ok, sn_of, sk_of = _scores(p, vertex, counts_key, k_end, candidates)
     require(
-        bool(found),
+        bool(ok.any()),
         "n",
         n,
         f"has no partition PopSparse's static planner accepts for a {m_blocks * block}x{k_blocks * block} "
         f"block-{block} matrix on {tiles} tiles (a band's offsets overflow its 16-bit metadata)",
         "use a smaller batch (split it into several matmuls)",
     )
-    within = [f for f in found if f[1] <= bound]
-    if not within:
-        least = min(f[1] for f in found)
+    within = ok & (memory <= bound)
+    if not within.any():
+        least = int(memory[ok].min())
         raise SramOverflowError(
             f"block-sparse matmul (m, k, n) = ({m_blocks * block}, {k_blocks * block}, {n}), block {block}, {nnz} "
             f"blocks on {tiles} tiles: no partition fits: PopSparse's static planner needs {least} B of temporary "
@@ -318,6 +444,8 @@ def choose_static_partition(
             f"'Could not find valid partition'); raise the memory proportion, use more tiles, fp16, a lower density "
             f"or a smaller batch"
         )
-    cycles, memory, sn, sk = min(within, key=lambda f: f[0])  # ties: the first in PopSparse's order, as it keeps
+    at = np.flatnonzero(within)
+    best = int(at[np.argmin(cycles[at])])  # ties: the first in PopSparse's order, as it keeps
+    sn, sk = int(sn_of[best]), int(sk_of[best])
     bounds, per_band, _ = _bands(counts_key, sk)
-    return StaticChoice(sn, len(per_band), bounds, int(cycles), int(memory))
+    return StaticChoice(sn, len(per_band), bounds, int(cycles[best]), int(memory[best]))
