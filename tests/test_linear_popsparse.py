@@ -28,6 +28,18 @@ def test_tiles_go_to_bands_in_proportion_in_whole_pairs():
     assert _tiles_for_bands((5, 5, 5), 4, 2) == ()  # three bands cannot each have a pair of four tiles
 
 
+def test_parts_get_at_least_an_equal_share_of_tile_pairs_as_build_tile_partition_for_n():
+    # buildTilePartitionForN: max(ceil(G size / (1 + n)) - 1, ceil(G / parts)) grains a part, G = 736 pairs of 1472
+    from tilesim.models.linear.popsparse_plan import _tile_partition
+
+    # two parts of 8 columns: the proportional share ceil(736 * 8 / 17) - 1 = 346 is below the equal 368
+    assert _tile_partition([8, 8], 1472, 2) == [736, 736]
+    # 24, 24, 16 columns: ceil(736 * 24 / 65) - 1 = 271 pairs (542 tiles) beats the equal 246; the last takes 388
+    assert _tile_partition([24, 24, 16], 1472, 2) == [542, 542, 388]
+    # 10 parts of 28 and one of 4 columns on 32 tiles: 2 pairs each, the tiles run out before the last parts
+    assert _tile_partition([28] * 9 + [4], 32, 2) == [4] * 8 + [0, 0]
+
+
 def test_fast_paths_give_what_the_band_by_band_and_tile_by_tile_ones_give():
     # validate's speed (issue 40): many bands are allocated with NumPy, the planner's codelet estimates take
     # Python integers; both must give the band-by-band allocation and the per-tile array's numbers

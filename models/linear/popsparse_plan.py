@@ -101,13 +101,15 @@ def _n_partition(n_pad: int, splits: int, grain: int) -> list:
 
 def _tile_partition(sizes: list, tiles: int, grain: int) -> list:
     """``buildTilePartitionForN``: tiles per part in proportion to its columns, in whole tile grains
-    (the total counts one more column than the parts hold, as PopSparse's accumulate starts at 1)."""
+    (the total counts one more column than the parts hold, as PopSparse's accumulate starts at 1), one grain
+    less than that share but at least an equal share (``max(maxGrainsPerSplit - 1, minGrainsPerSplit)``); the
+    last part takes the tiles left, a part after the tiles ran out none [S]."""
     total = 1 + sum(sizes)
     grains = ceil_div(tiles, grain)
     least = ceil_div(grains, len(sizes))
     out, start = [], 0
     for i, size in enumerate(sizes):
-        this = min(least, ceil_div(grains * size, total))
+        this = max(ceil_div(grains * size, total) - 1, least)
         end = min(start + this * grain, tiles)
         if i == len(sizes) - 1:
             end = tiles
