@@ -128,27 +128,35 @@ def _inner(field, amp: AmpTarget, zeroing: bool):
     return np.maximum(busiest, idlest + 14)
 
 
+def _group_costs(field, amp: AmpTarget) -> tuple:
+    """``(Z, N)``: the supervisor's cycles per output-channel group of the last input group (the inner loop with
+    output zeroing, ``Z = 19 - c_h + 7 + L + inner_z``) and of the others (``N = 19 + 6 + L + inner_nz``) for
+    ``field`` elements. An array of sizes below its length (a planner's candidates share a few tile blocks) is
+    worked out on ``0..max(field)`` and looked up (``table[field]``), else element by element: the same integers."""
+    top = int(field.max()) if field.size else 0
+    sizes = np.arange(top + 1, dtype=np.int64) if field.ndim and 0 <= int(field.min()) and top < field.size else field
+    z = (19 - 1 + 7 + amp.load_cycles) + _inner(sizes, amp, True)  # c_h = 1: the common code path
+    n = (19 + 6 + amp.load_cycles) + _inner(sizes, amp, False)
+    return (z, n) if sizes is field else (z[field], n[field])
+
+
 def conv1x1_cycles(field, in_chans, out_chans, amp: AmpTarget):
     """Cycles of the AMP vertex on one tile (``getConvPartial1x1SupervisorCycleEstimate``, one conv group):
     ``field`` rows of the batch, ``in_chans`` and ``out_chans`` the tile's slice of ``k`` and ``n`` (arrays
-    broadcast; 0 where any is 0)."""
+    broadcast; 0 where any is 0). The outer loop of the module docstring (``c_h = 1``), its constants gathered::
+
+        57 + 2 c_h + W (r1 - r2) + (W r2 + 16 - c_h) G_in + G_out (Z + (G_in - 1) N)
+
+    with ``Z``, ``N`` the per-output-group cycles of :func:`_group_costs` (``G_in = ceil(k_t / W)``,
+    ``G_out = ceil(n_t / U)``; ``W`` workers here, ``r1, r2 = 7, 3`` for FP16 input, 0 for FP32)."""
     field, in_chans, out_chans = (np.asarray(a, dtype=np.int64) for a in (field, in_chans, out_chans))
-    g_in = -(-in_chans // amp.weights_per_unit)
-    g_out = -(-out_chans // amp.conv_units)
+    g_in = (in_chans + (amp.weights_per_unit - 1)) // amp.weights_per_unit
+    g_out = (out_chans + (amp.conv_units - 1)) // amp.conv_units
     common = 1  # FP16 with 16 conv units, or FP32 partials: PopLibs' common code path
     r1, r2 = (0, 0) if amp.float_input else (7, 3)
-    load = amp.load_cycles
-    with_zero, without = _inner(field, amp, True), _inner(field, amp, False)
-    cycles = (
-        50
-        + amp.workers * (r1 + r2 * (g_in - 1))
-        + 12
-        + common
-        + (g_in - 1) * (15 - common + 1 + g_out * (19 + 6 + load + without))
-        + 10
-        + 1
-        + g_out * (19 - common + 7 + load + with_zero)
-    )
+    z, n = _group_costs(field, amp)
+    per_in = amp.workers * r2 + 16 - common
+    cycles = g_out * (z + (g_in - 1) * n) + (per_in * g_in + (57 + 2 * common + amp.workers * (r1 - r2)))
     return np.where((field > 0) & (in_chans > 0) & (out_chans > 0), cycles, 0)
 
 
