@@ -128,16 +128,44 @@ def _inner(field, amp: AmpTarget, zeroing: bool):
     return np.maximum(busiest, idlest + 14)
 
 
+TABLE_FIELDS = 1 << 20
+"""Field sizes below which :func:`_group_costs` reads a table (two int64 tables of at most this length per AMP)."""
+
+_TABLES: dict = {}
+"""``AmpTarget -> (Z, N)`` of every field size below the tables' length (a power of two), for the last few AMPs."""
+
+
+def _group_cost_table(amp: AmpTarget, top: int) -> tuple:
+    """:func:`_group_costs` of every field size ``0..2^j - 1`` (read-only arrays) with ``2^j > top``, kept per AMP
+    (and widened when a larger field comes)."""
+    got = _TABLES.get(amp)
+    if got is None or got[0].size <= top:
+        sizes = np.arange(1 << max(top.bit_length(), 10), dtype=np.int64)
+        got = (
+            (19 - 1 + 7 + amp.load_cycles) + _inner(sizes, amp, True),
+            (19 + 6 + amp.load_cycles) + _inner(sizes, amp, False),
+        )
+        for t in got:
+            t.setflags(write=False)
+        if amp not in _TABLES and len(_TABLES) >= 8:
+            del _TABLES[next(iter(_TABLES))]
+        _TABLES[amp] = got
+    return got
+
+
 def _group_costs(field, amp: AmpTarget) -> tuple:
     """``(Z, N)``: the supervisor's cycles per output-channel group of the last input group (the inner loop with
     output zeroing, ``Z = 19 - c_h + 7 + L + inner_z``) and of the others (``N = 19 + 6 + L + inner_nz``) for
-    ``field`` elements. An array of sizes below its length (a planner's candidates share a few tile blocks) is
-    worked out on ``0..max(field)`` and looked up (``table[field]``), else element by element: the same integers."""
+    ``field`` elements (``c_h = 1``, the common code path). An array of sizes below :data:`TABLE_FIELDS` is looked
+    up in a table of every size up to the next power of two (a planner scores many tile blocks of few distinct
+    sizes), anything else worked out element by element: the same integers."""
     top = int(field.max()) if field.size else 0
-    sizes = np.arange(top + 1, dtype=np.int64) if field.ndim and 0 <= int(field.min()) and top < field.size else field
-    z = (19 - 1 + 7 + amp.load_cycles) + _inner(sizes, amp, True)  # c_h = 1: the common code path
-    n = (19 + 6 + amp.load_cycles) + _inner(sizes, amp, False)
-    return (z, n) if sizes is field else (z[field], n[field])
+    if field.ndim and field.size and int(field.min()) >= 0 and top < TABLE_FIELDS:
+        z, n = _group_cost_table(amp, top)
+        return z[field], n[field]
+    return (19 - 1 + 7 + amp.load_cycles) + _inner(field, amp, True), (19 + 6 + amp.load_cycles) + _inner(
+        field, amp, False
+    )
 
 
 def conv1x1_cycles(field, in_chans, out_chans, amp: AmpTarget):
