@@ -283,8 +283,8 @@ class BandOrder:
 
 
 _LAST_NONZERO: list = [None, None]
-"""The last read-only layout :func:`_nonzero` saw and its non-zero blocks' rows and columns (a layout is planned
-for many batches and band counts; ``np.flatnonzero`` of a 4096-wide element-wise mask takes ~0.05 s)."""
+"""The last read-only layout :func:`_nonzero` saw and its non-zero blocks (a layout is planned for many
+batches and band counts; ``np.flatnonzero`` of a 4096-wide element-wise mask takes ~0.05 s)."""
 
 _BAND_ORDERS: list = []
 """The last few ``(layout, boundaries, BandOrder)`` of read-only layouts :func:`_band_order` gave (the batches
@@ -292,11 +292,12 @@ of one layout often get the same bands)."""
 
 
 def _nonzero(layout: np.ndarray) -> tuple:
-    """The rows and columns of ``layout``'s non-zeros, row-major (``np.divmod`` of ``np.flatnonzero``), kept for
-    the last read-only layout (one that cannot change under the cache)."""
+    """The row-major indices of ``layout``'s non-zeros (``np.flatnonzero``) and their columns, kept for the last
+    read-only layout (one that cannot change under the cache)."""
     if _LAST_NONZERO[0] is layout:
         return _LAST_NONZERO[1]
-    found = np.divmod(np.flatnonzero(layout), layout.shape[1])
+    flat = np.flatnonzero(layout)
+    found = (flat, flat % layout.shape[1])
     if not layout.flags.writeable:
         for a in found:
             a.setflags(write=False)
@@ -306,29 +307,31 @@ def _nonzero(layout: np.ndarray) -> tuple:
 
 def _band_order(layout: np.ndarray, boundaries: tuple) -> BandOrder:
     """Every non-zero block ordered by column band (``boundaries``: the bands' first block columns and
-    the end), then row-major inside the band (the non-zeros are row-major, and a stable sort by band
-    keeps that order within a band); the band and column inside it written band by band (band ``b`` holds
-    places ``[c_b, c_(b+1))`` of the sorted blocks, ``c`` the cumulated blocks per band). Kept for the last few
-    read-only layouts (read-only arrays)."""
+    the end), then row-major inside the band. A row's blocks in band ``b`` are one run of the row-major
+    non-zeros ``flat``, from ``searchsorted(flat, r C + s_b)`` to ``searchsorted(flat, r C + s_(b+1))`` (``C``
+    block columns): the order is the runs taken band by band, then row by row (no sort), and the row changes at
+    the first block of every run. Kept for the last few read-only layouts (read-only arrays)."""
     for lay, bounds, found in _BAND_ORDERS:
         if lay is layout and bounds == boundaries:
             return found
-    rows0, cols0 = _nonzero(layout)
+    flat, cols0 = _nonzero(layout)
+    nrows, ncols = layout.shape
     edges = np.asarray(boundaries, dtype=np.int64)
     start, widths = edges[:-1], edges[1:] - edges[:-1]
-    band_of = np.repeat(np.arange(start.size, dtype=np.int64), widths)  # the band of each block column
-    key = band_of.astype(np.uint8) if start.size <= 256 else band_of
-    in_band = key[cols0]
-    order = np.argsort(in_band, kind="stable")  # a radix sort on 8-bit keys (<= 128 bands)
-    rows, cols = rows0[order], cols0[order]
-    ends = np.cumsum(np.bincount(in_band, minlength=start.size)).tolist()
+    at = np.searchsorted(flat, (np.arange(nrows, dtype=np.int64) * ncols)[:, None] + edges[None, :])
+    length = np.diff(at, axis=1).T.ravel()  # the runs (band, row), band-major
+    first = np.cumsum(length) - length  # where each run goes
+    rows = np.repeat(np.tile(np.arange(nrows, dtype=np.int64), start.size), length)
+    source = np.repeat(at[:, :-1].T.ravel() - first, length)
+    source += np.arange(source.size)
+    cols = cols0[source]
+    ends = np.cumsum(length.reshape(start.size, nrows).sum(axis=1)).tolist()
     band, local = np.empty_like(rows), np.empty_like(cols)
     for b, (lo, hi) in enumerate(zip([0, *ends[:-1]], ends)):
         band[lo:hi] = b
         np.subtract(cols[lo:hi], start[b], out=local[lo:hi])
-    change = np.ones(rows.size, dtype=bool)
-    np.not_equal(rows[1:], rows[:-1], out=change[1:])
-    change[[e for e in ends[:-1] if e < rows.size]] = True  # a band's first block
+    change = np.zeros(rows.size, dtype=bool)
+    change[first[length > 0]] = True
     found = BandOrder(rows, cols, band, local, change, int(widths.max()))
     if not layout.flags.writeable:
         for a in (rows, cols, band, local, change):

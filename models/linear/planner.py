@@ -429,7 +429,7 @@ def _amp_cycles(rows, depth, cols, amp: AmpTarget):
     """AMP cycles of tiles computing ``rows x depth x cols`` blocks (arrays), 0 where there is no work:
     PopLibs' AMP vertex estimate (:func:`~tilesim.models.linear.ampestimate.conv1x1_cycles`, the batch as the
     field) on the tile ``amp``."""
-    return conv1x1_cycles(rows, depth, cols, amp).astype(np.int64)
+    return conv1x1_cycles(rows, depth, cols, amp).astype(np.int64, copy=False)
 
 
 def _reduce_cycles(owned, pk, sk: int, types: tuple, workers: int):
