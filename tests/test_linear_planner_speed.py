@@ -179,3 +179,21 @@ def test_amp_estimate_gathered_and_looked_up_is_the_term_by_term_estimate():
             got, want = conv1x1_cycles(*args, amp), _old_conv1x1_cycles(*args, amp)
             assert got.shape == want.shape and got.dtype == want.dtype and np.array_equal(got, want)
     assert int(conv1x1_cycles(60, 16, 16, targets[0])) == int(_old_conv1x1_cycles(60, 16, 16, targets[0]))
+
+
+def test_memory_floor_stopping_at_a_fitting_floor_refuses_exactly_what_the_least_refuses():
+    rng = np.random.default_rng(43)
+    oc = OverheadConstants()
+    stopped = 0
+    for tiles in (1, 16, 1472):
+        for _ in range(25):
+            m, k, n, t = _random_case(rng, tiles)
+            eb, pb = (P.require_precision("p", p) for p in (t.precision, t.partials_precision))
+            f = P._Floor(m, k, n, t.tiles, eb, pb, t.operands_in_place, oc)
+            least = P._memory_floor(f, 64)
+            sram = float(least[0]) * float(rng.choice([0.5, 0.99, 1.0, 1.01, 3.0]))
+            got = P._memory_floor(f, 64, sram)
+            assert (got[0] > sram) == (least[0] > sram) and got[0] >= least[0]
+            assert got == least if least[0] > sram else got[0] <= sram
+            stopped += got != least
+    assert stopped > 5  # the shortcut is taken
