@@ -173,7 +173,7 @@ def test_amp_estimate_gathered_and_looked_up_is_the_term_by_term_estimate():
         size = int(rng.integers(1, 400))
         top = int(
             rng.choice([3, 40, 5000, 3 << 20])
-        )  # sizes below 2^20 read the tables (widened), larger are worked out
+        )  # sizes below 2^16 read the tables (widened), larger are worked out
         field, k_t, n_t = (rng.integers(0, top, size) for _ in range(3))
         for args in ((field, k_t, n_t), (field[0], k_t, n_t), (field, int(k_t[0]), n_t), (field, k_t, 0)):
             got, want = conv1x1_cycles(*args, amp), _old_conv1x1_cycles(*args, amp)

@@ -128,8 +128,8 @@ def _inner(field, amp: AmpTarget, zeroing: bool):
     return np.maximum(busiest, idlest + 14)
 
 
-TABLE_FIELDS = 1 << 20
-"""Field sizes below which :func:`_group_costs` reads a table (two int64 tables of at most this length per AMP)."""
+TABLE_FIELDS = 1 << 16
+"""Field sizes below which :func:`_group_costs` reads a table (two int64 tables, 1 MB at most, per AMP)."""
 
 _TABLES: dict = {}
 """``AmpTarget -> (Z, N)`` of every field size below the tables' length (a power of two), for the last few AMPs."""
