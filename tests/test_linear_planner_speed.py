@@ -136,3 +136,64 @@ def test_a_matmul_no_partition_fits_is_refused_before_it_is_searched():
     with pytest.raises(SramOverflowError, match=r"no plan fits.*needs \d+ B of data on tile 0 > sram_bytes = 32768"):
         plan_matmul(50, 65536, 65536, target)
     assert time.perf_counter() - t0 < 5.0
+
+
+def _old_conv1x1_cycles(field, in_chans, out_chans, amp):
+    """``ampestimate.conv1x1_cycles`` before issue 40 part 4: the outer loop term by term, the inner loops
+    element by element."""
+    from tilesim.models.linear.ampestimate import _inner
+
+    field, in_chans, out_chans = (np.asarray(a, dtype=np.int64) for a in (field, in_chans, out_chans))
+    g_in = -(-in_chans // amp.weights_per_unit)
+    g_out = -(-out_chans // amp.conv_units)
+    common = 1
+    r1, r2 = (0, 0) if amp.float_input else (7, 3)
+    load = amp.load_cycles
+    with_zero, without = _inner(field, amp, True), _inner(field, amp, False)
+    cycles = (
+        50
+        + amp.workers * (r1 + r2 * (g_in - 1))
+        + 12
+        + common
+        + (g_in - 1) * (15 - common + 1 + g_out * (19 + 6 + load + without))
+        + 10
+        + 1
+        + g_out * (19 - common + 7 + load + with_zero)
+    )
+    return np.where((field > 0) & (in_chans > 0) & (out_chans > 0), cycles, 0)
+
+
+def test_amp_estimate_gathered_and_looked_up_is_the_term_by_term_estimate():
+    from tilesim.models.linear.ampestimate import amp_target, conv1x1_cycles
+
+    rng = np.random.default_rng(11)
+    targets = [amp_target("fp16", 128), amp_target("fp32", 32), amp_target("fp16", 64, workers=4)]
+    for _ in range(60):
+        amp = targets[int(rng.integers(len(targets)))]
+        size = int(rng.integers(1, 400))
+        top = int(
+            rng.choice([3, 40, 5000, 3 << 20])
+        )  # sizes below 2^16 read the tables (widened), larger are worked out
+        field, k_t, n_t = (rng.integers(0, top, size) for _ in range(3))
+        for args in ((field, k_t, n_t), (field[0], k_t, n_t), (field, int(k_t[0]), n_t), (field, k_t, 0)):
+            got, want = conv1x1_cycles(*args, amp), _old_conv1x1_cycles(*args, amp)
+            assert got.shape == want.shape and got.dtype == want.dtype and np.array_equal(got, want)
+    assert int(conv1x1_cycles(60, 16, 16, targets[0])) == int(_old_conv1x1_cycles(60, 16, 16, targets[0]))
+
+
+def test_memory_floor_stopping_at_a_fitting_floor_refuses_exactly_what_the_least_refuses():
+    rng = np.random.default_rng(43)
+    oc = OverheadConstants()
+    stopped = 0
+    for tiles in (1, 16, 1472):
+        for _ in range(25):
+            m, k, n, t = _random_case(rng, tiles)
+            eb, pb = (P.require_precision("p", p) for p in (t.precision, t.partials_precision))
+            f = P._Floor(m, k, n, t.tiles, eb, pb, t.operands_in_place, oc)
+            least = P._memory_floor(f, 64)
+            sram = float(least[0]) * float(rng.choice([0.5, 0.99, 1.0, 1.01, 3.0]))
+            got = P._memory_floor(f, 64, sram)
+            assert (got[0] > sram) == (least[0] > sram) and got[0] >= least[0]
+            assert got == least if least[0] > sram else got[0] <= sram
+            stopped += got != least
+    assert stopped > 5  # the shortcut is taken

@@ -135,7 +135,7 @@ def _old_band_order(layout, boundaries):
     return rows, cols, band, cols - start[band], change, int(widths.max())
 
 
-def test_band_order_from_flat_indices_is_the_sorted_nonzeros_and_kept_only_for_read_only_layouts():
+def test_band_order_from_runs_of_the_flat_indices_is_the_sorted_nonzeros_and_kept_only_for_read_only_layouts():
     from tilesim.models.linear.blocksparse import _band_order
 
     rng = np.random.default_rng(5)
@@ -151,6 +151,13 @@ def test_band_order_from_flat_indices_is_the_sorted_nonzeros_and_kept_only_for_r
             assert all(np.array_equal(a, b) for a, b in zip(want[:5], got)) and order.width == want[5]
             assert [a.dtype for a in got] == [a.dtype for a in want[:5]]
             layout.setflags(write=False)
+    tail = rng.random((30, 50)) < 0.3
+    tail[:, 41:] = False  # band_boundaries stops at the last column holding a block
+    order, want = _band_order(tail, (0, 7, 20, 41)), _old_band_order(tail, (0, 7, 20, 41))
+    assert all(
+        np.array_equal(a, b)
+        for a, b in zip(want[:5], (order.rows, order.cols, order.band, order.local_cols, order.row_change))
+    )
     writable = np.eye(4, dtype=bool)
     first = _band_order(writable, (0, 2, 4))
     writable[3, 0] = True  # a writable layout is never served from the cache

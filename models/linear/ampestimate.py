@@ -128,27 +128,63 @@ def _inner(field, amp: AmpTarget, zeroing: bool):
     return np.maximum(busiest, idlest + 14)
 
 
+TABLE_FIELDS = 1 << 16
+"""Field sizes below which :func:`_group_costs` reads a table (two int64 tables, 1 MB at most, per AMP)."""
+
+_TABLES: dict = {}
+"""``AmpTarget -> (Z, N)`` of every field size below the tables' length (a power of two), for the last few AMPs."""
+
+
+def _group_cost_table(amp: AmpTarget, top: int) -> tuple:
+    """:func:`_group_costs` of every field size ``0..2^j - 1`` (read-only arrays) with ``2^j > top``, kept per AMP
+    (and widened when a larger field comes)."""
+    got = _TABLES.get(amp)
+    if got is None or got[0].size <= top:
+        sizes = np.arange(1 << max(top.bit_length(), 10), dtype=np.int64)
+        got = (
+            (19 - 1 + 7 + amp.load_cycles) + _inner(sizes, amp, True),
+            (19 + 6 + amp.load_cycles) + _inner(sizes, amp, False),
+        )
+        for t in got:
+            t.setflags(write=False)
+        if amp not in _TABLES and len(_TABLES) >= 8:
+            del _TABLES[next(iter(_TABLES))]
+        _TABLES[amp] = got
+    return got
+
+
+def _group_costs(field, amp: AmpTarget) -> tuple:
+    """``(Z, N)``: the supervisor's cycles per output-channel group of the last input group (the inner loop with
+    output zeroing, ``Z = 19 - c_h + 7 + L + inner_z``) and of the others (``N = 19 + 6 + L + inner_nz``) for
+    ``field`` elements (``c_h = 1``, the common code path). An array of sizes below :data:`TABLE_FIELDS` is looked
+    up in a table of every size up to the next power of two (a planner scores many tile blocks of few distinct
+    sizes), anything else worked out element by element: the same integers."""
+    top = int(field.max()) if field.size else 0
+    if field.ndim and field.size and int(field.min()) >= 0 and top < TABLE_FIELDS:
+        z, n = _group_cost_table(amp, top)
+        return z[field], n[field]
+    return (19 - 1 + 7 + amp.load_cycles) + _inner(field, amp, True), (19 + 6 + amp.load_cycles) + _inner(
+        field, amp, False
+    )
+
+
 def conv1x1_cycles(field, in_chans, out_chans, amp: AmpTarget):
     """Cycles of the AMP vertex on one tile (``getConvPartial1x1SupervisorCycleEstimate``, one conv group):
     ``field`` rows of the batch, ``in_chans`` and ``out_chans`` the tile's slice of ``k`` and ``n`` (arrays
-    broadcast; 0 where any is 0)."""
+    broadcast; 0 where any is 0). The outer loop of the module docstring (``c_h = 1``), its constants gathered::
+
+        57 + 2 c_h + W (r1 - r2) + (W r2 + 16 - c_h) G_in + G_out (Z + (G_in - 1) N)
+
+    with ``Z``, ``N`` the per-output-group cycles of :func:`_group_costs` (``G_in = ceil(k_t / W)``,
+    ``G_out = ceil(n_t / U)``; ``W`` workers here, ``r1, r2 = 7, 3`` for FP16 input, 0 for FP32)."""
     field, in_chans, out_chans = (np.asarray(a, dtype=np.int64) for a in (field, in_chans, out_chans))
-    g_in = -(-in_chans // amp.weights_per_unit)
-    g_out = -(-out_chans // amp.conv_units)
+    g_in = (in_chans + (amp.weights_per_unit - 1)) // amp.weights_per_unit
+    g_out = (out_chans + (amp.conv_units - 1)) // amp.conv_units
     common = 1  # FP16 with 16 conv units, or FP32 partials: PopLibs' common code path
     r1, r2 = (0, 0) if amp.float_input else (7, 3)
-    load = amp.load_cycles
-    with_zero, without = _inner(field, amp, True), _inner(field, amp, False)
-    cycles = (
-        50
-        + amp.workers * (r1 + r2 * (g_in - 1))
-        + 12
-        + common
-        + (g_in - 1) * (15 - common + 1 + g_out * (19 + 6 + load + without))
-        + 10
-        + 1
-        + g_out * (19 - common + 7 + load + with_zero)
-    )
+    z, n = _group_costs(field, amp)
+    per_in = amp.workers * r2 + 16 - common
+    cycles = g_out * (z + (g_in - 1) * n) + (per_in * g_in + (57 + 2 * common + amp.workers * (r1 - r2)))
     return np.where((field > 0) & (in_chans > 0) & (out_chans > 0), cycles, 0)
 
 

@@ -291,37 +291,50 @@ _BAND_ORDERS: list = []
 of one layout often get the same bands)."""
 
 
-def _nonzero(layout: np.ndarray) -> np.ndarray:
-    """``np.flatnonzero(layout)`` (row-major), kept for the last read-only layout (one that cannot change under
-    the cache)."""
+def _nonzero(layout: np.ndarray) -> tuple:
+    """The row-major indices of ``layout``'s non-zeros (``np.flatnonzero``) and their columns, kept for the last
+    read-only layout (one that cannot change under the cache)."""
     if _LAST_NONZERO[0] is layout:
         return _LAST_NONZERO[1]
-    found = np.flatnonzero(layout)
+    flat = np.flatnonzero(layout)
+    found = (flat, flat % layout.shape[1])
     if not layout.flags.writeable:
+        for a in found:
+            a.setflags(write=False)
         _LAST_NONZERO[:] = [layout, found]
     return found
 
 
 def _band_order(layout: np.ndarray, boundaries: tuple) -> BandOrder:
     """Every non-zero block ordered by column band (``boundaries``: the bands' first block columns and
-    the end), then row-major inside the band (the non-zeros are row-major, and a stable sort by band
-    keeps that order within a band). Kept for the last few read-only layouts (read-only arrays)."""
+    the end), then row-major inside the band. A row's blocks in band ``b`` are one run of the row-major
+    non-zeros ``flat``, from ``searchsorted(flat, r C + s_b)`` to ``searchsorted(flat, r C + s_(b+1))`` (``C``
+    block columns): the order is the runs taken band by band, then row by row (no sort), and the row changes at
+    the first block of every run. Kept for the last few read-only layouts (read-only arrays)."""
     for lay, bounds, found in _BAND_ORDERS:
         if lay is layout and bounds == boundaries:
             return found
-    flat = _nonzero(layout)
+    flat, cols0 = _nonzero(layout)
+    nrows, ncols = layout.shape
     edges = np.asarray(boundaries, dtype=np.int64)
     start, widths = edges[:-1], edges[1:] - edges[:-1]
-    band_of = np.repeat(np.arange(start.size, dtype=np.int64), widths)  # the band of each block column
-    key = band_of.astype(np.uint8) if start.size <= 256 else band_of
-    order = np.argsort(key[flat % layout.shape[1]], kind="stable")  # a radix sort on 8-bit keys (<= 128 bands)
-    rows, cols = np.divmod(flat[order], layout.shape[1])
-    band = band_of[cols]
-    change = np.ones(rows.size, dtype=bool)
-    change[1:] = (rows[1:] != rows[:-1]) | (band[1:] != band[:-1])
-    found = BandOrder(rows, cols, band, cols - start[band], change, int(widths.max()))
+    at = np.searchsorted(flat, (np.arange(nrows, dtype=np.int64) * ncols)[:, None] + edges[None, :])
+    length = np.diff(at, axis=1).T.ravel()  # the runs (band, row), band-major
+    first = np.cumsum(length) - length  # where each run goes
+    rows = np.repeat(np.tile(np.arange(nrows, dtype=np.int64), start.size), length)
+    source = np.repeat(at[:, :-1].T.ravel() - first, length)
+    source += np.arange(source.size)
+    cols = cols0[source]
+    ends = np.cumsum(length.reshape(start.size, nrows).sum(axis=1)).tolist()
+    band, local = np.empty_like(rows), np.empty_like(cols)
+    for b, (lo, hi) in enumerate(zip([0, *ends[:-1]], ends)):
+        band[lo:hi] = b
+        np.subtract(cols[lo:hi], start[b], out=local[lo:hi])
+    change = np.zeros(rows.size, dtype=bool)
+    change[first[length > 0]] = True
+    found = BandOrder(rows, cols, band, local, change, int(widths.max()))
     if not layout.flags.writeable:
-        for a in (rows, cols, band, found.local_cols, change):
+        for a in (rows, cols, band, local, change):
             a.setflags(write=False)
         _BAND_ORDERS[:] = [(layout, boundaries, found)] + _BAND_ORDERS[:1]
     return found

@@ -9,9 +9,9 @@ Cost model (the planner's objective; ``ipu-hardware.md`` §2, §3.2, §6):
   PerformanceEstimation.hpp`` [S]): the block's rows are the field, input and output channels are padded to
   the conv units' groups, and every channel-group pair pays its coefficient loads and worker overheads.
   ``flops_per_cycle`` is the chip's AMP rate *for the chosen precision* (GC200: 128 fp16, 32 fp32); for a
-  ``[N,16] @ [16,16]`` FP16 block it gives ``321-329 + 4 N`` cycles for N from 60 to 2048. The partials' reduction and the cast to the
-  output type are PopLibs' reduce and cast vertex estimates (``getReduceCycleEstimate``,
-  ``estimateCastCycles``).
+  ``[N,16] @ [16,16]`` FP16 block it gives ``321-329 + 4 N`` cycles for N from 60 to 2048. The partials'
+  reduction and the cast to the output type are PopLibs' reduce and cast vertex estimates
+  (``getReduceCycleEstimate``, ``estimateCastCycles``).
 * **Vector compute** (serial slices, accumulation, butterfly 2x2 stages, element-wise): ``vector_fixed_cycles +
   ceil(ops / (vector_bytes_per_cycle / element_bytes))`` — 64-bit SIMD (2 fp32 or 4 fp16 per
   instruction), one instruction per cycle per tile across the six barrel workers [D];
@@ -429,7 +429,7 @@ def _amp_cycles(rows, depth, cols, amp: AmpTarget):
     """AMP cycles of tiles computing ``rows x depth x cols`` blocks (arrays), 0 where there is no work:
     PopLibs' AMP vertex estimate (:func:`~tilesim.models.linear.ampestimate.conv1x1_cycles`, the batch as the
     field) on the tile ``amp``."""
-    return conv1x1_cycles(rows, depth, cols, amp).astype(np.int64)
+    return conv1x1_cycles(rows, depth, cols, amp).astype(np.int64, copy=False)
 
 
 def _reduce_cycles(owned, pk, sk: int, types: tuple, workers: int):
@@ -704,11 +704,12 @@ def _classes(dim: int, tiles: int) -> tuple:
     return parts[first], block
 
 
-def _memory_floor(f: _Floor, max_serial: int) -> tuple:
+def _memory_floor(f: _Floor, max_serial: int, enough: float = -np.inf) -> tuple:
     """``(bytes, serial, split)``: the least :func:`_tile0_floor` over every partition of every serial split
     :func:`plan_matmul` may use, and where it is. Partitions are grouped by their tile-0 blocks ``(cm, cn)``
     (``O(sqrt m sqrt n)`` groups, never the partitions themselves): the bound grows with ``ck``, ``P_m``, ``P_n``,
-    so each group's fewest ``P_m``, ``P_n`` and largest ``P_k`` (unsplit ``k`` apart) bound all its members."""
+    so each group's fewest ``P_m``, ``P_n`` and largest ``P_k`` (unsplit ``k`` apart) bound all its members.
+    Stops at the first floor ``<= enough`` (then one that may fit, not the least: all a refusal needs to know)."""
     best: tuple = (np.inf, (1, 1), (1, 1, 1))
     pm_all, cm_all = _classes(f.m, f.tiles)
     for sk, sn in _serial_pairs(f.k, f.n, max_serial):
@@ -728,6 +729,8 @@ def _memory_floor(f: _Floor, max_serial: int) -> tuple:
             i = int(np.argmin(b))
             if b[i] < best[0]:
                 best = (float(b[i]), (sk, sn), (int(pm[i]), int(pk[i]), int(pn[i])))
+            if best[0] <= enough:
+                return best
     return best
 
 
@@ -974,7 +977,7 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
     amp_spec = amp_target(precision, flops_per_cycle, target.workers)
     layout = (target.operands_in_place, target.exchange_bus_tiles)
     floor = _Floor(m, k, n, tiles, eb, pb, bool(target.operands_in_place), overheads)
-    least = _memory_floor(floor, max_serial)
+    least = _memory_floor(floor, max_serial, sram_bytes)
     if least[0] > sram_bytes:  # no partition can fit: refuse before scoring every one of them
         raise _cannot_fit(floor, least, sram_bytes, precision, max_serial)
     c = _candidate_table(m, k, n, tiles, sram_bytes, bound, eb, pb, amp_spec, layout, costs, max_serial)
