@@ -300,6 +300,29 @@ def _shl_choices(methods) -> list:
     return ["dense"] + list(methods)
 
 
+def _add_sparse_flags(la) -> None:
+    """``tilesim layer``'s flags of the PopSparse layers: ``--density``, ``--block``, ``--pattern``."""
+    la.add_argument(
+        "--density",
+        type=_fraction,
+        default=None,
+        help="block-sparse, dynamic-sparse: fraction of non-zero blocks, e.g. 1/16 (default 1/16)",
+    )
+    la.add_argument(
+        "--block",
+        type=_int,
+        default=None,
+        help="block-sparse, dynamic-sparse: block size 1 (element-wise), 4, 8 or 16 (default 16)",
+    )
+    la.add_argument(
+        "--pattern",
+        choices=BLOCK_PATTERNS,
+        default=None,
+        help="block-sparse: where the non-zero blocks are: a random draw (default) or matmul_bench, the pattern "
+        "the PopSparse paper's benchmark measured (its createProblem, seed 123)",
+    )
+
+
 def register(subparsers) -> None:
     """Add ``shl``, ``layer`` and ``exchange-bench`` to the ``tilesim`` command line."""
 
@@ -326,25 +349,7 @@ def register(subparsers) -> None:
     la.add_argument("--precision", choices=["fp32", "fp16"], default="fp32", help="arithmetic of the matmuls")
     la.add_argument("--forward-only", action="store_true", help="time the forward pass only")
     la.add_argument("--lowering", choices=["fused", "poptorch"], default="fused", help=_LOWERING_HELP)
-    la.add_argument(
-        "--density",
-        type=_fraction,
-        default=None,
-        help="block-sparse, dynamic-sparse: fraction of non-zero blocks, e.g. 1/16 (default 1/16)",
-    )
-    la.add_argument(
-        "--block",
-        type=_int,
-        default=None,
-        help="block-sparse, dynamic-sparse: block size 1 (element-wise), 4, 8 or 16 (default 16)",
-    )
-    la.add_argument(
-        "--pattern",
-        choices=BLOCK_PATTERNS,
-        default=None,
-        help="block-sparse: where the non-zero blocks are: a random draw (default) or matmul_bench, the pattern "
-        "the PopSparse paper's benchmark measured (its createProblem, seed 123)",
-    )
+    _add_sparse_flags(la)
     la.add_argument(
         "--memory-proportion",
         type=_float,
