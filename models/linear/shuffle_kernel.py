@@ -7,6 +7,7 @@ only the integer loops (a 4096 x 4096 element-wise pattern shuffles 16.7 M block
 from __future__ import annotations
 
 import numba as nb
+import numpy as np
 
 from tilesim.models.jit import EXACT
 
@@ -62,7 +63,10 @@ def shuffle_minstd(a, state: int) -> int:
             a[i], a[j] = a[j], a[i]
             i += 1
         return state
+    picks = np.empty(n, dtype=np.uint32)  # the draws first, then the swaps: the swaps' cache misses overlap
     for i in range(1, n):
-        j, state = uniform_below(state, i)
+        picks[i], state = uniform_below(state, i)
+    for i in range(1, n):
+        j = picks[i]
         a[i], a[j] = a[j], a[i]
     return state
