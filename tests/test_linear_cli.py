@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from tilesim.cli import main
@@ -211,3 +212,23 @@ def test_layer_in_place_reproduces_validates_dense_row(capsys, tmp_path):
     tflops = 2.0 * m * m * n / steps["in-place"] / 1e12
     assert abs(tflops - got["predicted"]) <= 0.005 + 1e-9, (tflops, got)  # validate prints 2 decimals
     assert steps["previous-op"] > steps["in-place"]  # a layer whose input comes from the previous op moves it
+
+
+def test_layer_pattern_matmul_bench_times_the_benchmarks_own_layout(capsys):
+    # issue 40: --pattern matmul_bench plans createProblem's pattern (seed 123), not the default random draw
+    from tilesim.models.linear.benchpattern import benchmark_layout
+    from tilesim.models.linear.timing import BlockSparseConfig, time_layer
+
+    argv = ("layer", "--kind", "block-sparse", "--n", "1024", "--batch", "256", "--machine", "bow",
+            "--precision", "fp16", "--density", "1/8", "--forward-only", "--json")  # fmt: skip
+    code, out, _ = run(capsys, *argv, "--pattern", "matmul_bench")
+    got = json.loads(out)
+    cfg = BlockSparseConfig(density=1 / 8, pattern="matmul_bench")
+    assert code == 0 and got["pattern"] == "matmul_bench"
+    assert np.array_equal(cfg.layout(1024), benchmark_layout(1024, 1024, 16, 1 / 8))
+    want = time_layer("block-sparse", 1024, 256, "bow", precision="fp16", backward=False, block_sparse=cfg)
+    assert got["step_s"] == pytest.approx(want.step_s)
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and json.loads(out)["pattern"] == "random" and json.loads(out)["step_s"] != got["step_s"]
+    code, _, err = run(capsys, "layer", "--kind", "dynamic-sparse", "--n", "256", "--pattern", "matmul_bench")
+    assert code == 2 and "--pattern = 'matmul_bench': only applies to --kind block-sparse" in err

@@ -10,7 +10,7 @@ import argparse
 
 from tilesim.errors import ConfigError, config_message
 from tilesim.io import dumps_json
-from tilesim.models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES, SHL_METHODS, SPARSE_KINDS
+from tilesim.models.linear.names import BLOCK_PATTERNS, LAYER_KINDS, SHL_DENSE_ALIASES, SHL_METHODS, SPARSE_KINDS
 
 __all__ = ["register", "exchange_bench"]
 
@@ -103,6 +103,15 @@ def _check_layer_args(args) -> None:
                 "drop them or use --kind block-sparse",
             )
         )
+    if args.kind != "block-sparse" and args.pattern is not None:
+        raise ConfigError(
+            config_message(
+                "--pattern",
+                args.pattern,
+                "only applies to --kind block-sparse (a dynamic layer is planned from its density alone)",
+                "drop it or use --kind block-sparse",
+            )
+        )
     if (
         args.lowering == "poptorch"
         and args.kind in ("dense", *SPARSE_KINDS)
@@ -148,7 +157,9 @@ def _cmd_layer_via(args) -> int:
                 "add --forward-only; drop --lowering and --memory-proportion",
             )
         )  # fmt: skip
-    bs = {k: v for k, v in (("density", args.density), ("block", args.block)) if v is not None}
+    bs = {
+        k: v for k, v in (("density", args.density), ("block", args.block), ("pattern", args.pattern)) if v is not None
+    }
     cfg = BlockSparseConfig(**bs) if args.kind in SPARSE_KINDS else None
     t = time_via_poptorch(args.kind, args.n, args.batch, args.machine, precision=args.precision, block_sparse=cfg)
     extra = {"kind": args.kind, "n": args.n, "batch": args.batch, "via": args.via}
@@ -181,7 +192,11 @@ def _cmd_layer(args) -> int:
     )
     kw = {"matmul": opts} if args.lowering == "fused" else {}
     if args.kind in SPARSE_KINDS:
-        bs = {k: v for k, v in (("density", args.density), ("block", args.block)) if v is not None}
+        bs = {
+            k: v
+            for k, v in (("density", args.density), ("block", args.block), ("pattern", args.pattern))
+            if v is not None
+        }
         kw["block_sparse"] = BlockSparseConfig(**bs)
     t = time_layer(
         args.kind,
@@ -203,6 +218,8 @@ def _cmd_layer(args) -> int:
     }
     if args.kind in SPARSE_KINDS:
         extra.update(density=kw["block_sparse"].density, block=kw["block_sparse"].block)
+    if args.kind == "block-sparse":
+        extra["pattern"] = kw["block_sparse"].pattern
     text = explain_step(t, args.machine, args.lowering) if args.explain else ""
     if args.explain and args.kind in SPARSE_KINDS:
         dense = time_layer(
@@ -283,6 +300,29 @@ def _shl_choices(methods) -> list:
     return ["dense"] + list(methods)
 
 
+def _add_sparse_flags(la) -> None:
+    """``tilesim layer``'s flags of the PopSparse layers: ``--density``, ``--block``, ``--pattern``."""
+    la.add_argument(
+        "--density",
+        type=_fraction,
+        default=None,
+        help="block-sparse, dynamic-sparse: fraction of non-zero blocks, e.g. 1/16 (default 1/16)",
+    )
+    la.add_argument(
+        "--block",
+        type=_int,
+        default=None,
+        help="block-sparse, dynamic-sparse: block size 1 (element-wise), 4, 8 or 16 (default 16)",
+    )
+    la.add_argument(
+        "--pattern",
+        choices=BLOCK_PATTERNS,
+        default=None,
+        help="block-sparse: where the non-zero blocks are: a random draw (default) or matmul_bench, the pattern "
+        "the PopSparse paper's benchmark measured (its createProblem, seed 123)",
+    )
+
+
 def register(subparsers) -> None:
     """Add ``shl``, ``layer`` and ``exchange-bench`` to the ``tilesim`` command line."""
 
@@ -309,18 +349,7 @@ def register(subparsers) -> None:
     la.add_argument("--precision", choices=["fp32", "fp16"], default="fp32", help="arithmetic of the matmuls")
     la.add_argument("--forward-only", action="store_true", help="time the forward pass only")
     la.add_argument("--lowering", choices=["fused", "poptorch"], default="fused", help=_LOWERING_HELP)
-    la.add_argument(
-        "--density",
-        type=_fraction,
-        default=None,
-        help="block-sparse, dynamic-sparse: fraction of non-zero blocks, e.g. 1/16 (default 1/16)",
-    )
-    la.add_argument(
-        "--block",
-        type=_int,
-        default=None,
-        help="block-sparse, dynamic-sparse: block size 1 (element-wise), 4, 8 or 16 (default 16)",
-    )
+    _add_sparse_flags(la)
     la.add_argument(
         "--memory-proportion",
         type=_float,

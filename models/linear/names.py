@@ -25,4 +25,7 @@ SHL_DENSE_ALIASES = {"dense": "baseline"}
 """``time_shl`` method names accepted for a paper method: ``dense`` (as ``tilesim layer`` says) is ``baseline``."""
 
 SPARSE_KINDS = ("block-sparse", "dynamic-sparse")
+BLOCK_PATTERNS = ("random", "matmul_bench")
+"""Where a static block-sparse layer's non-zero blocks come from: a random draw from its seed, or the PopSparse
+paper's benchmark's own pattern (:mod:`tilesim.models.linear.benchpattern`)."""
 """The PopSparse layers: static (pattern known when the program is built) and dynamic (known at run time)."""

@@ -36,6 +36,7 @@ import numpy as np
 
 from tilesim.errors import ConfigError, config_message, require
 from tilesim.machine.description import Machine, load_machine
+from tilesim.models.linear.benchpattern import bench_block_count, benchmark_layout
 from tilesim.models.linear.blocksparse import SUPPORTED_BLOCKS
 from tilesim.models.linear.layers import block_count, is_power_of_two, pixelfly_layout, random_block_layout
 from tilesim.models.linear.lowering import (
@@ -47,7 +48,7 @@ from tilesim.models.linear.lowering import (
     poptorch_common_parts,
     poptorch_layer,
 )
-from tilesim.models.linear.names import LAYER_KINDS, SHL_DENSE_ALIASES, SPARSE_KINDS
+from tilesim.models.linear.names import BLOCK_PATTERNS, LAYER_KINDS, SHL_DENSE_ALIASES, SPARSE_KINDS
 from tilesim.models.linear.phases import PRECISION_BYTES, OverheadConstants, SuperstepCosts, require_precision
 from tilesim.models.linear.planner import (
     DEFAULT_MEMORY_PROPORTION,
@@ -82,6 +83,7 @@ __all__ = [
     "MatmulOptions",
     "matmul_target",
     "BlockSparseConfig",
+    "BLOCK_PATTERNS",
     "StepTiming",
     "LOWERINGS",
     "machine_costs",
@@ -119,11 +121,15 @@ class MatmulOptions:
 @dataclass(frozen=True)
 class BlockSparseConfig:
     """A static block-sparse ``n x n`` layer: ``density`` of non-zero ``block x block`` blocks at random
-    positions drawn from ``seed`` (:func:`~tilesim.models.linear.layers.random_block_layout`)."""
+    positions. ``pattern`` (:data:`BLOCK_PATTERNS`): ``"random"`` draws them from ``seed``
+    (:func:`~tilesim.models.linear.layers.random_block_layout`); ``"matmul_bench"`` is the very pattern the
+    PopSparse paper's benchmark measured (:func:`~tilesim.models.linear.benchpattern.benchmark_layout`:
+    ``createProblem``'s seed 123, ``seed`` unused). The dynamic layer is planned from the density alone."""
 
     density: float = 1.0 / 16
     block: int = 16
     seed: int = 0
+    pattern: str = "random"
 
     def __post_init__(self):
         require(
@@ -140,16 +146,36 @@ class BlockSparseConfig:
             "must be in (0, 1]",
             "density 1/16 keeps one block in sixteen",
         )
+        require(
+            self.pattern in BLOCK_PATTERNS,
+            "pattern",
+            self.pattern,
+            f"must be one of {', '.join(BLOCK_PATTERNS)}",
+            "matmul_bench is the PopSparse benchmark's own pattern",
+        )
 
     def layout(self, n: int) -> np.ndarray:
         """The ``n x n`` layer's block mask (read-only; the last few are kept: a sweep over batches plans the
         same layout many times, and drawing a 4096-wide element-wise one takes ~25 ms)."""
-        return _layout(n, self.block, self.density, self.seed)
+        return _layout(n, self.block, self.density, self.seed, self.pattern)
+
+    def nonzero_blocks(self, n: int) -> int:
+        """The non-zero blocks of :meth:`layout` (``max(1, round(density · blocks))`` for ``"random"``, the
+        benchmark's float32 ``ceil(density · blocks)`` for ``"matmul_bench"``), without drawing it."""
+        blocks = (n // self.block) ** 2
+        return (
+            bench_block_count(blocks, self.density)
+            if self.pattern == "matmul_bench"
+            else block_count(blocks, self.density)
+        )
 
 
 @lru_cache(maxsize=4)
-def _layout(n: int, block: int, density: float, seed: int) -> np.ndarray:
-    mask = random_block_layout(n, n, block, density, seed)
+def _layout(n: int, block: int, density: float, seed: int, pattern: str = "random") -> np.ndarray:
+    if pattern == "matmul_bench":
+        mask = benchmark_layout(n, n, block, density)
+    else:
+        mask = random_block_layout(n, n, block, density, seed)
     mask.setflags(write=False)
     return mask
 
@@ -296,7 +322,7 @@ def layer_params(
             f"must be a multiple of block = {cfg.block}",
             "pick a block that divides the width",
         )
-        return block_count((n // cfg.block) ** 2, cfg.density) * cfg.block**2 + n
+        return cfg.nonzero_blocks(n) * cfg.block**2 + n
     if kind == "dense":
         return n * n + n
     if kind == "low-rank":
