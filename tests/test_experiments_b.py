@@ -96,11 +96,6 @@ def test_b7_fused_order(outputs):
     assert all(row["fits"] == "True" and row["pt_fits"] == "True" for row in outputs["b7_table4_times"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not reproduced since every dense matmul uses PopLibs' AMP estimate: fused pixelfly 0.97x the dense "
-    "baseline (1.04x with the tessellate-ipu fit; paper 2.90x, PopTorch lowering 8.86x), see experiments/README.md B7",
-)
 def test_b7_fused_pixelfly_slowest(outputs):
     r = {row["method"]: float(row["ratio"]) for row in outputs["b7_table4_times"]}
     assert r["pixelfly"] > r["baseline"] and r["pixelfly"] == max(r.values())
