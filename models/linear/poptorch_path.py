@@ -58,12 +58,12 @@ Not modelled (no public cost): a per-region cost of the exchange itself (the fab
 :func:`relayouts` reports the regions each tile receives).
 
 Against the notebook (``tilesim validate models/linear/cases/popsparse_poptorch_notebook.csv``, no constant
-fitted): 4096², FP16, block 16, batch 2048, density 1/16 is 101.4 µs per iteration against 238.2 µs measured
-(direct path 62.7 µs). Of the 38.7 µs added, the loop-carried copy is 33.7 µs (its 11.4 KB a tile re-arranged
+fitted): 4096², FP16, block 16, batch 2048, density 1/16 is 115.1 µs per iteration against 238.2 µs measured
+(direct path 76.4 µs). Of the 38.7 µs added, the loop-carried copy is 33.7 µs (its 11.4 KB a tile re-arranged
 in 2-byte atoms: 32 µs), the regroup's transposes 2.2 µs, its copy 1.7 µs, the clone copy 0.8 µs and the
-two scalar maps 0.3 µs: 22 % of the ~175 µs the notebook adds at every density (1/64: 63.8 against
-210.1 µs; 1/8: 128.3 against 262.8 µs); ~137 µs stay unexplained. Block 1 (no regroup, an output already
-row-major) and dense stay within 2-18 % in rate.
+two scalar maps 0.3 µs: about a quarter of the 158-171 µs the notebook adds to the direct path at every density
+(1/64: 77.5 against 210.1 µs; 1/8: 143.3 against 262.8 µs); ~120-133 µs stay unexplained. Block 1 (no
+regroup, an output already row-major) and dense stay within 0.3-14 % in rate.
 """
 
 from __future__ import annotations
