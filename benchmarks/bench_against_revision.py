@@ -25,6 +25,7 @@ workload/fabric seam of issue 24).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,6 +121,32 @@ def _export(rev: str, into: Path) -> Path:
     return into / "tree"
 
 
+def resolve_base(rev: str | None, default) -> str | None:
+    """``rev``, else ``default()`` (a revision); None, after a line saying so, where there is no git history."""
+    try:
+        return rev or default()
+    except (OSError, subprocess.CalledProcessError):
+        print("no git history here: nothing to compare with")
+        return None
+
+
+@contextlib.contextmanager
+def exported(rev: str) -> Iterator[Path]:
+    """The tree of ``rev`` (:func:`_export`) in a temporary folder, removed afterwards."""
+    with tempfile.TemporaryDirectory() as tmp:
+        yield _export(rev, Path(tmp))
+
+
+def alternate(rounds: int, run, base_tree: Path) -> dict:
+    """``{"this": [...], "base": [...]}``: ``run(tree)`` on the base tree and on this one, alternating ``rounds``
+    times (the machines are noisy: each round sees both under the same load)."""
+    runs: dict = {"this": [], "base": []}
+    for _ in range(rounds):
+        runs["base"].append(run(base_tree))
+        runs["this"].append(run(ROOT))
+    return runs
+
+
 def _in_layout_of(tree: Path, code: str) -> str:
     """``code`` as ``tree`` names its modules: a tree from before issue 39 has the top-level packages
     ``models`` and ``mapping`` where this one has ``tilesim.models`` and ``tilesim.mapping`` (and
@@ -163,22 +191,16 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     a = ap.parse_args(argv)
-    try:
-        base = a.base or _default_base()
-    except (OSError, subprocess.CalledProcessError):
-        print("no git history here: nothing to compare with")
+    base = resolve_base(a.base, _default_base)
+    if base is None:
         return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        old = _export(base, Path(tmp))
+    with exported(base) as old:
         print(f"this tree vs {base}; {a.rounds} alternating rounds per case")
         for name in a.cases:
             code = CASES[name]
             _time(old, code), _time(ROOT, code)  # warm-up: Numba caches in each tree
-            new_s, old_s = [], []
-            for _ in range(a.rounds):
-                old_s.append(_time(old, code))
-                new_s.append(_time(ROOT, code))
-            n, o = statistics.median(new_s), statistics.median(old_s)
+            runs = alternate(a.rounds, lambda tree, code=code: _time(tree, code), old)
+            n, o = statistics.median(runs["this"]), statistics.median(runs["base"])
             print(f"{name:12s} this {n:8.4f} s   base {o:8.4f} s   ratio {n / o:5.2f}")
     return 0
 

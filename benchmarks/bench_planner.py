@@ -24,12 +24,11 @@ import argparse
 import hashlib
 import json
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from bench_against_revision import _export, revision_before, run_in_tree  # run as a script: benchmarks/ on the path
+# run as a script: benchmarks/ on the path
+from bench_against_revision import alternate, exported, resolve_base, revision_before, run_in_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = """
@@ -73,20 +72,14 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     a = ap.parse_args(argv)
-    try:
-        base = a.base or _default_base()
-    except (OSError, subprocess.CalledProcessError):
-        print("no git history here: nothing to compare with")
+    base = resolve_base(a.base, _default_base)
+    if base is None:
         return 0
     print(f"plan_matmul on 850,000 tiles (wse2): this tree vs {base}, {a.rounds} alternating round(s)")
     same_all = True
-    with tempfile.TemporaryDirectory() as tmp:
-        old = _export(base, Path(tmp))
+    with exported(base) as old:
         for case in a.cases:
-            runs: dict = {"this": [], "base": []}
-            for _ in range(a.rounds):
-                runs["base"].append(_run(old, case))
-                runs["this"].append(_run(ROOT, case))
+            runs = alternate(a.rounds, lambda tree, case=case: _run(tree, case), old)
             med = {key: statistics.median(r[0] for r in v) for key, v in runs.items()}
             digests = {hashlib.md5(json.dumps(r[1]).encode()).hexdigest() for v in runs.values() for r in v}
             same_all &= len(digests) == 1

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from bench_against_revision import _export, revision_before, run_in_tree  # run as a script: benchmarks/ on the path
+# run as a script: benchmarks/ on the path
+from bench_against_revision import alternate, exported, resolve_base, revision_before, run_in_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = """
@@ -52,17 +51,11 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=1)
     a = ap.parse_args(argv)
     cases = ROOT / "models" / "linear" / "cases" / "popsparse_bow.csv"
-    try:
-        base = a.base or _default_base()
-    except (OSError, subprocess.CalledProcessError):
-        print("no git history here: nothing to compare with")
+    base = resolve_base(a.base, _default_base)
+    if base is None:
         return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        old = _export(base, Path(tmp))
-        runs: dict = {"this": [], "base": []}
-        for _ in range(a.rounds):
-            runs["base"].append(_run(old, cases))
-            runs["this"].append(_run(ROOT, cases))
+    with exported(base) as old:
+        runs = alternate(a.rounds, lambda tree: _run(tree, cases), old)
     print(f"tilesim validate {cases.name}: this tree vs {base}, {a.rounds} alternating round(s)")
     med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v)) for k, v in runs.items()}
     for k in ("this", "base"):
