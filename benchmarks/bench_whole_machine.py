@@ -77,7 +77,7 @@ def _child(case: str) -> dict:
         "neurons": s.network.neurons,
         "weights": s.network.weights,
         "strategy": m["strategy"],
-        "chips_used": len(set(m["chip_of_layer"])),
+        "chips_used": m["chips_used"],
         "tiles_used": m["tiles_used"],
         "tiles": m["chips"] * m["tiles_per_chip"],
         "neurons_per_tile_max": max(m["neurons_per_tile"]),

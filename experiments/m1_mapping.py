@@ -114,7 +114,7 @@ def run(quick: bool = False) -> list[dict]:
             "tiles_used": res.best.tiles_used(),
             "predicted_step_s": res.best_value,
             "fits": True,
-            "chip_of_layer": " ".join(map(str, res.best.summary()["chip_of_layer"])),
+            "chips_of_layer": " ".join("+".join(map(str, on)) for on in res.best.summary()["chips_of_layer"]),
         }
     )
     return rows

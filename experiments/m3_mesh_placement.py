@@ -56,7 +56,7 @@ def _described(row: dict) -> dict:
     """A result row as :func:`tilesim.models.snn.placement.search.gain_reasons` reads a mapping's description."""
     phases = {k[:-2]: v for k, v in row.items() if k.endswith("_s") and k != "predicted_step_s"}
     keep = ("neurons_per_tile", "tiles_used", "tile_order")
-    return {"breakdown_s": phases, "chip_of_layer": [0], **{k: row[k] for k in keep}}
+    return {"breakdown_s": phases, "chips_of_layer": [[0]], **{k: row[k] for k in keep}}
 
 
 def _chip_mesh_rows(quick: bool) -> list[dict]:
@@ -72,7 +72,7 @@ def _chip_mesh_rows(quick: bool) -> list[dict]:
     row = _row("wormhole-galaxy", f"map-search, fixed npt ({res.evaluated} evaluated)", res.best, objective, None)
     split = split_gain(base, res.best, objective)
     a, b = _described(first), _described(row)
-    a["chip_of_layer"], b["chip_of_layer"] = base.summary()["chip_of_layer"], res.best.summary()["chip_of_layer"]
+    a["chips_of_layer"], b["chips_of_layer"] = base.summary()["chips_of_layer"], res.best.summary()["chips_of_layer"]
     row["why"] = "; ".join(gain_reasons(a, b, False, split))
     return [first, row]
 

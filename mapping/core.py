@@ -245,13 +245,16 @@ class Mapping:
         return Mapping(self.layer_sizes, chips, self.tiles_per_chip, self.tile_of_neuron, self.strategy)
 
     def summary(self) -> dict:
+        """What a run's record says of the placement: ``chips_of_layer`` is every layer's
+        :meth:`chips_of_layer` (one list per layer; a layer split over chips names them all)."""
         return {
             "strategy": self.strategy,
             "chips": self.chips,
             "tiles_per_chip": self.tiles_per_chip,
             "tiles_used": self.tiles_used(),
             "neurons_per_tile": self.neurons_per_tile(),
-            "chip_of_layer": [on[0] for on in self._chip_of_layer],
+            "chips_used": self.chips_used(),
+            "chips_of_layer": [list(on) for on in self._chip_of_layer],
         }
 
     # ---- JSON ---------------------------------------------------------------------------------

@@ -188,3 +188,18 @@ def test_search_keeps_a_faster_start_it_cannot_walk():
     )
     res = anneal(start, lambda m: 1.0 if m.spans_chips() else 2.0, budget_s=5, max_evals=2, extra_starts=[split])
     assert res.best_value == 1.0 and res.best.spans_chips()
+
+
+def test_a_split_layers_summary_names_every_chip_it_spans(tmp_path, capsys):
+    """The run's summary.json (and so its report page) names every chip of a layer split over chips: layer 1
+    of the split file on chips 0 and 1, the others on chip 0 (before, ``chip_of_layer`` said [0, 0, 0])."""
+    path = _split_file(tmp_path, load_machine("gc200").tiles_per_chip)
+    out = tmp_path / "run"
+    args = ["run", *NET, "--machine", "gc200", "--chips", "2", "--mapping", str(path), "--stack", "tt-metal"]
+    assert main([*args, "--quiet", "--out", str(out)]) == 0
+    network = next(s for s in json.loads((out / "summary.json").read_text())["sections"] if s["title"] == "Network")
+    mp = network["data"]["mapping"]
+    assert mp["chips_of_layer"] == [[0, 1], [0], [0]] and mp["chips_used"] == 2
+    assert "chip_of_layer" not in mp
+    assert network["lines"][0].endswith("Layers on chips: layer 1 on chips 0-1; layers 2-3 on chip 0.")
+    assert "layer 1 on chips 0-1" in (out / "summary.md").read_text()

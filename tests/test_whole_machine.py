@@ -104,7 +104,7 @@ def test_mesh_map_search_gain_at_fixed_neurons_per_tile(deep_search):
     assert split["mesh"] == pytest.approx(res.baseline_value / res.best_value, rel=1e-9)
     a = {"breakdown_s": objective.breakdown_s(base), "neurons_per_tile": [4], "tiles_used": 1, "tile_order": None}
     b = {**a, "breakdown_s": objective.breakdown_s(res.best)}
-    why = gain_reasons({**a, "chip_of_layer": [0]}, {**b, "chip_of_layer": [1]}, False, split)
+    why = gain_reasons({**a, "chips_of_layer": [[0]]}, {**b, "chips_of_layer": [[1]]}, False, split)
     assert any(line.startswith("links ") for line in why)
     assert any("the mesh's share" in line and "neurons-per-tile share 1.000x" in line for line in why)
 

@@ -313,7 +313,7 @@ def cmd_map_search(args) -> int:
         )
         print(
             f"best found:         {o['predicted_step_s'] * 1e3:.3f} ms/step ({out['speedup']:.3f}x), "
-            f"neurons/tile {o['neurons_per_tile']}, chips {o['chip_of_layer']}"
+            f"neurons/tile {o['neurons_per_tile']}, chips {o['chips_of_layer']}"
             + (f", tile order {o['tile_order']}" if o["tile_order"] else "")
         )
         for line in out["why"]:

@@ -48,13 +48,40 @@ def run_provenance(options: RunOptions) -> Provenance:
     return Provenance(tilesim_version(), costs, data)
 
 
+def _runs(xs: list[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``0-2, 5`` (runs of consecutive ascending numbers)."""
+    out: list[list[int]] = []
+    for x in xs:
+        if out and x == out[-1][1] + 1:
+            out[-1][1] = x
+        else:
+            out.append([x, x])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in out)
+
+
+def _chips_text(chips_of_layer: list) -> str:
+    """Where the layers sit, from the mapping summary's ``chips_of_layer`` (every chip of each layer):
+    consecutive layers on the same chips together, e.g. ``layer 1 on chips 0-1; layers 2-3 on chip 0``."""
+    groups: list[tuple[list[int], list]] = []  # (layers, their chips)
+    for l, on in enumerate(chips_of_layer):
+        if groups and groups[-1][1] == list(on):
+            groups[-1][0].append(l + 1)
+        else:
+            groups.append(([l + 1], list(on)))
+    return "; ".join(
+        f"layer{'s' if len(ls) > 1 else ''} {_runs(ls)} on chip{'s' if len(on) > 1 else ''} {_runs(on)}"
+        for ls, on in groups
+    )
+
+
 def _network_lines(s: dict) -> list[str]:
     net, mp = s["network"], s["mapping"]
+    where = f" Layers on chips: {_chips_text(mp['chips_of_layer'])}." if s["chips"] > 1 else ""
     return [
         f"Network {'-'.join(map(str, net['layers']))}: {net['neurons']:,} neurons, {net['weights']:,} "
         f"weights, caps {net['caps']}, up to {net['neurons_per_tile']} neurons per tile, on "
         f"{s['machine']} ({s['chips']} chip(s)); mapping `{mp.get('strategy', '?')}`, "
-        f"{mp.get('tiles_used', '?')} tiles used.",
+        f"{mp.get('tiles_used', '?')} tiles used." + where,
     ]
 
 

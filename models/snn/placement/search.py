@@ -171,7 +171,7 @@ def _describe(m: Mapping, step_s: float, config, machine, objective, grid: tuple
         "strategy": m.strategy,
         "neurons_per_tile": m.neurons_per_tile(),
         "tiles_used": m.tiles_used(),
-        "chip_of_layer": m.summary()["chip_of_layer"],
+        "chips_of_layer": m.summary()["chips_of_layer"],
         "tile_order": order_of(m, *grid)[0] if grid else None,
         "max_tile_bytes": int(led.per_tile().max()),
         "mapping_file": None,
@@ -222,6 +222,6 @@ def gain_reasons(baseline: dict, best: dict, grid: bool, split: dict | None = No
             "chip's grid, so their traffic crosses other links (the busiest link and the longest route of each "
             "exchange change; mapping/grid.py says what each order is)"
         )
-    if baseline["chip_of_layer"] != best["chip_of_layer"]:
-        lines.append(f"layers on chips {baseline['chip_of_layer']} -> {best['chip_of_layer']}")
+    if baseline["chips_of_layer"] != best["chips_of_layer"]:
+        lines.append(f"layers on chips {baseline['chips_of_layer']} -> {best['chips_of_layer']}")
     return lines

@@ -37,8 +37,8 @@ def sram_remedy(placement: Mapping, layers_span_chips: bool = False) -> str:
     (``layers_span_chips``), always (else a layer's neurons sit on one chip, so once every layer has a
     chip of its own, more chips cannot help: that layer must fit on its chip)."""
     npt = max(placement.neurons_per_tile(), default=1)
-    chips = [placement.chip_of_layer(l) for l in range(placement.n_layers)]
-    shared = layers_span_chips or len(set(chips)) < len(chips)
+    chips = [c for l in range(placement.n_layers) for c in placement.chips_of_layer(l)]
+    shared = layers_span_chips or len(set(chips)) < len(chips)  # a chip holding neurons of two layers
     first = SRAM_REMEDY_NPT if npt > 1 else ""
     last = (
         ", or spread the network over more chips (--chips)"
