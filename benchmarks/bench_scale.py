@@ -1,8 +1,8 @@
 """Host cost of one SNN training step as the machine grows: 1, 4, 16, 64 bow chips (issue 15).
 
-The §4.4 weak-scaling networks (``experiments.s_common.paper_layers``: per chip 1471·8 neurons in
-12 layers, 8 neurons per tile, SHD input, 20 outputs), T = 10, B = 24, 5 % caps, SGD 3e-5,
-``--steps-per-execution 1000``. Per chip count, each case in its own process (so ``ru_maxrss``
+The §4.4 weak-scaling networks (``experiments.s_common.weak_options``: per chip 1471·8 neurons in
+12 layers, 8 neurons per tile, SHD input, 20 outputs), T = 10, B = 24, 5 % caps, SGD 3e-5, ϑ2 0.9
+constant, weight_mul 2, ``--steps-per-execution 1000``. Per chip count, each case in its own process (so ``ru_maxrss``
 is that case's peak):
 
 * ``natural``: ``tilesim run``'s library call (:func:`tilesim.models.snn.commands.run.run_training`, one step:
@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from experiments.s_common import weak_config
+from experiments.s_common import weak_config, weak_options
 from tilesim.models.snn.commands.hostmem import peak_rss_bytes
 
 
@@ -43,32 +43,17 @@ def _child(kind: str, chips: int) -> dict:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     cpu0 = ru.ru_utime + ru.ru_stime
     if kind == "natural":
-        from tilesim.models.snn.commands.options import RunOptions  # imported in the measured child process
         from tilesim.models.snn.commands.run import run_training  # imported in the measured child process
 
-        opts = RunOptions(
-            machine="bow",
-            chips=chips,
-            layers=cfg.layers,
-            batch=24,
-            timesteps=10,
-            max_activity=0.05,
-            input_cap=cfg.input_cap,
-            activity="natural",
-            neurons_per_tile=8,
-            steps=1,
-            steps_per_execution=1000,
-            optimizer="sgd",
-            lr=3e-5,
-        )
+        opts = weak_options("shd", 8, chips, machine="bow", chips=chips, neurons_per_tile=8, steps_per_execution=1000)
         s = run_training(opts)
         out = {
             "step_s": s.wall_s_per_step,
             "predicted_ms": s.predicted_step_s * 1e3,
-            "neurons": s.network["neurons"],
-            "weights": s.network["weights"],
-            "overflow_tiles": len(s.memory.get("overflow_tiles", [])),
-            "estimate_bytes": s.host_memory["estimate_bytes"],
+            "neurons": s.network.neurons,
+            "weights": s.network.weights,
+            "overflow_tiles": len(s.memory.overflow_tiles),
+            "estimate_bytes": s.host_memory.estimate_bytes if s.host_memory else 0,
         }
     else:
         from experiments.s_common import machine, place  # imported in the measured child process

@@ -1,11 +1,12 @@
 """Host cost of the §4.4 16-chip SHD network on whole machines (issue 38 part 5): 16 Bow IPUs, a 32-chip
 Wormhole Galaxy and one Cerebras WSE-2.
 
-The network is the §4.4 weak-scaling case for 16 chips (``experiments.s_common.weak_config("shd", 8, 16)``:
-188,284 neurons in 193 layers, 184.35 M weights), B = 24, T = 10, SGD 3e-5, 5 % caps, at fixed activity
-(every list at its cap), one step, ``--steps-per-execution 1000``. Each case is ``tilesim run``'s library
-call (:func:`tilesim.models.snn.commands.run.run_training`: placement, SRAM ledger, counters, the program,
-the engine, the summary) in its own child process, so ``ru_maxrss`` is that case's peak:
+The network is the §4.4 weak-scaling case for 16 chips (``experiments.s_common.weak_options("shd", 8, 16)``:
+188,284 neurons in 193 layers, 184.35 M weights), B = 24, T = 10, SGD 3e-5, 5 % caps, ϑ2 0.9 constant,
+weight_mul 2, at fixed activity (every list at its cap), one step, ``--steps-per-execution 1000``. Each case
+is ``tilesim run``'s library call (:func:`tilesim.models.snn.commands.run.run_training`: placement, SRAM
+ledger, counters, the program, the engine, the summary) in its own child process, so ``ru_maxrss`` is that
+case's peak:
 
 * ``bow x16``: the paper's contiguous placement at 8 neurons per tile (the reference of the ratios);
 * ``wormhole-galaxy``, ``wse2``: ``--mapping auto``, the machine's own placement (``spread``: every chip
@@ -36,33 +37,20 @@ def _child(case: str) -> dict:
     """One case, in this process; returns its measurements."""
     import resource  # POSIX-only module
 
-    from experiments.s_common import weak_config  # imported in the measured child process
+    from experiments.s_common import weak_options  # imported in the measured child process
     from tilesim.models.snn.commands.hostmem import peak_rss_bytes  # imported in the measured child process
-    from tilesim.models.snn.commands.options import RunOptions  # imported in the measured child process
     from tilesim.models.snn.commands.run import run_training  # imported in the measured child process
 
     machine, chips, npt = CASES[case]
-    cfg = weak_config("shd", 8, 16, batch=24, max_activity=0.05)
-    kw = dict(
-        machine=machine,
-        layers=cfg.layers,
-        batch=24,
-        timesteps=10,
-        max_activity=0.05,
-        input_cap=cfg.input_cap,
-        activity="fixed",
-        steps=1,
-        steps_per_execution=1000,
-        optimizer="sgd",
-        lr=3e-5,
-    )
+    kw: dict = dict(machine=machine, activity="fixed", steps_per_execution=1000)
     if chips:
         kw["chips"] = chips
     if npt:
         kw.update(neurons_per_tile=npt, mapping="contiguous")
+    options = weak_options("shd", 8, 16, **kw)
     ru = resource.getrusage(resource.RUSAGE_SELF)
     cpu0, t0 = ru.ru_utime + ru.ru_stime, time.perf_counter()
-    s = run_training(RunOptions(**kw))
+    s = run_training(options)
     wall = time.perf_counter() - t0
     ru = resource.getrusage(resource.RUSAGE_SELF)
     m = s.mapping

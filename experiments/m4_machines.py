@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from experiments.b_common import parse_args, pyplot, write_csv
-from experiments.s_common import DATASETS, SEED, paper_layers
+from experiments.s_common import weak_options
 from tilesim.errors import TileSimError
 from tilesim.models.snn.commands.budget import run_memory_bytes
 from tilesim.models.snn.commands.cli import write_run_outputs
@@ -49,27 +49,10 @@ LIMIT_PHASES = ("compute", "sync", "exchange", "links", "host")
 
 
 def network(quick: bool = False) -> RunOptions:
-    """The §4.4 network (``experiments/s_common.weak_config``: T 10, SGD 3e-5, ϑ2 0.9 constant,
+    """The §4.4 network (``experiments/s_common.weak_options``: T 10, SGD 3e-5, ϑ2 0.9 constant,
     weight_mul 2) at 16 chips x 8 neurons per tile (``quick``: 1 chip x 2), fixed activity, one step."""
     npt, chips = (2, 1) if quick else (8, 16)
-    return RunOptions(
-        layers=paper_layers("shd", npt, chips),
-        dataset="shd",
-        batch=24,
-        timesteps=10,
-        max_activity=0.05,
-        input_cap=DATASETS["shd"].input_cap,
-        second_threshold=0.9,
-        output_second_threshold=None,
-        second_threshold_schedule="off",
-        optimizer="sgd",
-        lr=3e-5,
-        weight_mul=2.0,
-        activity="fixed",
-        steps=1,
-        seed=SEED,
-        steps_per_execution=PAPER_STEPS_PER_EXECUTION,
-    )
+    return weak_options("shd", npt, chips, activity="fixed", steps_per_execution=PAPER_STEPS_PER_EXECUTION)
 
 
 def _value(c, section: str, item: str, i: int):

@@ -211,6 +211,24 @@ def weak_config(
     )
 
 
+def weak_options(dataset: str = "shd", npt: int = 8, chips: int = 16, /, **run):
+    """The §4.4 network of :func:`weak_config` (``chips`` chips' worth of ``dataset`` at ``npt`` neurons per
+    tile: T 10, B 24, 5 % caps, SGD 3e-5, ϑ2 0.9 constant in every layer, weight_mul 2, the experiments' seed)
+    as ``tilesim run`` options, with ``dataset``-shaped input; ``run`` sets the run's own options (machine,
+    ``chips`` and ``neurons_per_tile`` of the run, mapping, activity, steps, steps_per_execution, ...; one step
+    unless given), so the three network parameters are positional only.
+    The one builder of that network's :class:`RunOptions` (``experiments/m4_machines.py``,
+    ``benchmarks/bench_whole_machine.py``, ``benchmarks/bench_scale.py``)."""
+    from tilesim.models.snn.commands.options import RunOptions  # like NetworkConfig above: loaded when used
+
+    cfg = weak_config(dataset, npt, chips)
+    assert cfg.second_threshold_schedule is None  # constant ϑ2: the options' schedule "off"
+    net = ("layers", "batch", "timesteps", "max_activity", "input_cap", "second_threshold", "output_second_threshold")
+    net += ("optimizer", "lr", "seed", "weight_mul")
+    fields = {k: getattr(cfg, k) for k in net}
+    return RunOptions(**{**fields, "dataset": dataset, "second_threshold_schedule": "off", "steps": 1, **run})
+
+
 def memory_fields(ledger) -> dict:
     """Fullest tile's bytes, budget, overflow count and its bytes per ledger category."""
     d = ledger.to_dict()
