@@ -76,7 +76,9 @@ def _chips_text(chips_of_layer: list) -> str:
 
 def _network_lines(s: dict) -> list[str]:
     net, mp = s["network"], s["mapping"]
-    where = f" Layers on chips: {_chips_text(mp['chips_of_layer'])}." if s["chips"] > 1 else ""
+    # records before chips_of_layer name each layer's first chip only (chip_of_layer)
+    on = mp.get("chips_of_layer") or [[c] for c in mp.get("chip_of_layer", [])]
+    where = f" Layers on chips: {_chips_text(on)}." if s["chips"] > 1 and on else ""
     return [
         f"Network {'-'.join(map(str, net['layers']))}: {net['neurons']:,} neurons, {net['weights']:,} "
         f"weights, caps {net['caps']}, up to {net['neurons_per_tile']} neurons per tile, on "
