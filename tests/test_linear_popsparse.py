@@ -261,10 +261,9 @@ figure, ``ipu_density``: each method's best rate over the batches swept)."""
 def block16_gains(tmp_path_factory):
     """The model's static block-16 gain over dense at the best batch, per density (issue 40's done-when)."""
     (path,) = [p for p in shipped_sparse_cases() if p.name == "popsparse_bow.csv"]
+    names = {f"static_b16_fp16_4096_d{d}_best": d for d in PAPER_BLOCK16_GAIN}
     with open(path) as fh:
-        rows = [
-            r for r in csv.DictReader(fh) if r["case"] in {f"static_b16_fp16_4096_d{d}_best" for d in (4, 8, 16, 32)}
-        ]
+        rows = [r for r in csv.DictReader(fh) if r["case"] in names]
     dense = dict(rows[0], case="dense_fp16_4096_best", method="dense", density="1/1", block="0")
     small = tmp_path_factory.mktemp("gain") / "rows.csv"
     with open(small, "w", newline="") as fh:
@@ -272,9 +271,8 @@ def block16_gains(tmp_path_factory):
         w.writeheader()
         w.writerows([*rows, dense])
     got = {r["case"]: r["predicted"] for r in validate_sparse(small)}
-    best_dense = got.pop("dense_fp16_4096_best")  # non-zero rate = the dense rate
-    return {int(c.split("_d")[1].split("_")[0]): rate / (best_dense / int(c.split("_d")[1].split("_")[0]))
-            for c, rate in got.items()}  # fmt: skip
+    best_dense = got.pop("dense_fp16_4096_best")  # its non-zero rate is the dense rate
+    return {names[c]: rate / (best_dense / names[c]) for c, rate in got.items()}
 
 
 @pytest.mark.parametrize(
