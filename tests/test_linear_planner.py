@@ -241,6 +241,24 @@ def test_closed_form_matches_built_plan(split, serial, partials, layout):
     assert int(plan.macs.sum()) == m * k * n
 
 
+def test_output_channel_serial_split_exchanges_the_input_once():
+    # poplin's broadcastInputBeforeLoop (ConvModel.cpp): with S_n > 1 the A blocks, the same in every pass, are
+    # exchanged once before the Repeat loop; each pass moves only its B blocks
+    kw = dict(tiles=60, flops_per_cycle=128, precision="fp16", operands_in_place=True)
+    plan = build_matmul_plan(100, 96, 64, (2, 3, 6), serial=(1, 4), **kw)
+    first, *loop = plan.phases
+    assert first.name == "input-broadcast" and first.repeat == 1 and not first.vertices.any()
+    assert int(first.bytes_in.max()) > 0 and all(p.name != "input-broadcast" for p in loop)
+    matmul = next(p for p in loop if p.name == "matmul")
+    assert matmul.repeat == 4
+    b_recv = plan.depth * plan.cols - (plan.depth * plan.cols) // plan.split_m  # the B block less its own share
+    assert np.array_equal(matmul.bytes_in, np.where(plan.macs > 0, b_recv * 2, 0))
+    # an input-channel split slices the input: it moves in every pass, with no broadcast
+    assert all(
+        p.name != "input-broadcast" for p in build_matmul_plan(100, 96, 64, (2, 3, 6), serial=(4, 1), **kw).phases
+    )
+
+
 def test_serial_slice_copies_the_whole_weight_share():
     # poplin's dynamic slice copies every tile's share of the pass's weights (Convolution.cpp,
     # dynamicSliceWithOutput), sent on or not: with P_m = 1 nothing of B is sent, all of it is sliced

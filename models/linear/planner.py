@@ -41,8 +41,10 @@ loop, each pass partitioned as above; per pass a ``serial-slice`` phase (PopLibs
 the pass's slice of the ``B`` share it holds, and of its ``A`` share for ``S_k > 1``, :func:`_slice_copy`), the
 ``matmul`` and ``reduce`` phases, for ``S_k > 1`` an in-place add into an accumulator in the partials type
 (``accumulate``, or folded into ``reduce``) and, once per ``n`` slice, a ``cast`` to the output type (PopLibs'
-``addInPlace`` and ``outputCast`` estimates in ``lib/poplin/ConvModel.cpp``). Serial passes trade cycles for
-temporary memory.
+``addInPlace`` and ``outputCast`` estimates in ``lib/poplin/ConvModel.cpp``). With ``S_n > 1`` (``S_k = 1``) the
+``A`` blocks, the same in every pass, are exchanged once before the loop (``input-broadcast``, poplin's
+``broadcastInputBeforeLoop``, :func:`_broadcast_before_loop`) and each pass exchanges only its ``B`` blocks.
+Serial passes trade cycles for temporary memory.
 
 **Memory proportion** (poplin ``availableMemoryProportion``, default 0.6, ``ConvOptions.hpp``): poplin's own
 estimate of a tile's *temporary* bytes (:func:`_temp_estimate`: the tile's ``A`` and ``B`` blocks, its partials
@@ -146,7 +148,8 @@ class MatmulPlan(TilePlan):
     what ``availableMemoryProportion`` bounds).
     Per-tile int64 arrays (length ``tiles``; idle tiles hold zeros except their home chunks):
     ``rows, depth, cols`` (``m_t, k_t, n_t`` of one pass); work summed over the passes: ``macs``,
-    ``amp_cycles``, ``bytes_in``/``bytes_out`` (operand exchange), ``reduce_bytes_in``/``reduce_bytes_out``,
+    ``amp_cycles``, ``bytes_in``/``bytes_out`` (operand exchange; the ``A`` blocks once when they are broadcast
+    before the loop), ``reduce_bytes_in``/``reduce_bytes_out``,
     ``reduce_adds``, ``reduce_cycles``; memory (peak): ``operand_bytes`` (received A and B blocks of one
     pass), ``home_bytes`` (home chunks of A and B), ``output_bytes`` (final C elements), ``partial_bytes``
     (partials + reduction receive buffer of one pass), ``slice_bytes`` (on-tile copy of a pass's slice of
@@ -605,19 +608,25 @@ def build_matmul_plan(
     )
     home_bytes, bytes_in = home_bytes * eb, (recv_a + recv_b) * eb
     copy = _slice_copy(held, sk)  # what the serial slice copies each pass
-    sent = (send[0] + send[1]) * eb
-    exchanged = ceil_div(recv_a, _bus_share(pn, exchange_bus_tiles)) * eb + recv_b * eb  # the receive time's bytes
-    per_pass_ops = (exchanged, sent, instr[0] + instr[1], copy)
-    del send, instr, held, recv_a, recv_b, exchanged  # a wafer's per-tile arrays are large
+    exchanged_a = ceil_div(recv_a, _bus_share(pn, exchange_bus_tiles)) * eb  # the receive time's bytes
+    before: tuple = ()
+    if _broadcast_before_loop(sk, sn):  # A once before the loop (if any tile receives it), B in every pass
+        bcast = Phase("input-broadcast", "vector", zero, zero, exchanged_a, send[0] * eb, zero, zero, instr[0])
+        before = (bcast,) if bcast.has_exchange else ()
+        per_pass_ops = (recv_b * eb, send[1] * eb, instr[1], copy)
+        moved = ((recv_a + recv_b * passes) * eb, (send[0] + send[1] * passes) * eb)
+    else:
+        per_pass_ops = (exchanged_a + recv_b * eb, (send[0] + send[1]) * eb, instr[0] + instr[1], copy)
+        moved = (bytes_in * passes, per_pass_ops[1] * passes)
+    del send, instr, held, recv_a, recv_b, exchanged_a  # a wafer's per-tile arrays are large
     slice_bytes = copy * eb if passes > 1 else zero
     red = _reduction(b, pk, sk, (eb, pb), workers)
     output_bytes, accumulator_bytes = sn * red.owned * eb, (red.owned * pb if sk > 1 else zero)
-    phases = _pass_phases(b, red, amp, per_pass_ops, (pk, sk, sn), (eb, pb), costs, zero, workers)
+    phases = before + _pass_phases(b, red, amp, per_pass_ops, (pk, sk, sn), (eb, pb), costs, zero, workers)
     del per_pass_ops
     data = bytes_in + home_bytes + output_bytes + red.partial_bytes + slice_bytes + accumulator_bytes
     head = (m, k, n, tiles, precision, partials_precision, pm, pk, pn, rows, depth, cols)
     per_pass = (macs, amp)
-    moved = (bytes_in * passes, sent * passes)
     reduced = (red.red_in, red.red_out, red.red_adds, red.red_cycles)
     tail = (bytes_in, home_bytes, output_bytes, red.partial_bytes, data, phases, phases_cycles(phases, costs))
     # tile 0 holds the largest block and owned slice (the estimate's maximum)
@@ -787,6 +796,18 @@ def _group_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp
     return tuple(np.minimum(a, np.where(pkmax >= 2, b, np.inf)) for a, b in zip(one, more))
 
 
+def _broadcast_before_loop(sk: int, sn: int) -> bool:
+    """Whether the ``A`` blocks (the convolution's input) are exchanged once before the serial loop instead of in
+    every pass: poplin's ``broadcastInputBeforeLoop``, allowed when only the output channels are split serially
+    (``ConvModel.cpp``, ``canBroadcastInputsBeforeLoop = inChanSplit.serial <= 1 && outChanSplit.serial > 1``) and
+    then always cheaper (one input exchange instead of ``S_n``; ``Convolution.cpp`` copies the input to its
+    tile-level layout before the ``Repeat``); its temporary bytes are those of the per-pass input block. ``A`` is
+    the convolution's input as poplin plans a matmul first, with swapped operands (``ConvPlan.cpp``,
+    ``getSwapOperandCandidates``: the orientation a ``NONE_MATMUL`` pass rearranges nothing in,
+    ``addTransformCycleEstimate``), its field being ``m``."""
+    return sk == 1 and sn > 1
+
+
 def _temp_estimate(blocks: tuple, owned, sk: int, eb: int, pb: int):
     """poplin's estimate of a tile's temporary bytes, what ``availableMemoryProportion`` bounds (``ConvModel.cpp``,
     ``addEstimates``: ``totalTempBytes``), for a block ``blocks = (rows, depth, cols)`` owning ``owned`` outputs of
@@ -820,13 +841,22 @@ def _tile0_operands(blocks: tuple, cuts: tuple, mkn: tuple, serial: tuple, tiles
 
 
 def _operand_cycles(ops: tuple, pn, serial: tuple, eb: int, bus: int, costs) -> tuple:
-    """``(per_pass, copy)`` of tile 0's operands ``ops = (recv, send, held)`` (:func:`_tile0_operands`): the operand
+    """``(once, per_pass, copy)`` of tile 0's operands ``ops = (recv, send, held)`` (:func:`_tile0_operands`): the
+    cycles of the input broadcast before the loop (:func:`_broadcast_before_loop`; 0 without it), the operand
     exchange cycles of each pass (its fixed cost included, 0 if nothing moves) and the elements its serial slice
     copies. Tile 0 holds the largest blocks: when it moves nothing, no tile does."""
     (recv, send, held), per = ops, costs.exchange_bytes_per_cycle
-    peak = np.maximum(ceil_div(recv[0], _bus_share(pn, bus)) * eb + recv[1] * eb, (send[0] + send[1]) * eb)
-    exchange = np.where(peak > 0, costs.exchange_fixed_cycles + np.ceil(peak / per), 0)
-    return exchange, _slice_copy(held, serial[0])
+    ex_a, ex_b = ceil_div(recv[0], _bus_share(pn, bus)) * eb, recv[1] * eb
+
+    def exchange(received, sent):
+        peak = np.maximum(received, sent * eb)
+        return np.where(peak > 0, costs.exchange_fixed_cycles + np.ceil(peak / per), 0)
+
+    copy = _slice_copy(held, serial[0])
+    if _broadcast_before_loop(*serial):
+        once = exchange(ex_a, send[0])
+        return np.where(once > 0, costs.sync_cycles + once, 0), exchange(ex_b, send[1]), copy
+    return 0, exchange(ex_a + ex_b, send[0] + send[1]), copy
 
 
 def _split_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp_spec: AmpTarget, layout: tuple, costs):
@@ -839,7 +869,7 @@ def _split_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp
     cm, ck, cn = ceil_div(m, pm), ceil_div(ks, hi), ceil_div(ns, pn)
     in_place, bus = layout
     (recv_a, recv_b), send, home0, held = _tile0_operands((cm, ck, cn), (pm, pn), (m, k, n), serial, tiles, in_place)
-    exchange, copy0 = _operand_cycles(((recv_a, recv_b), send, held), pn, serial, eb, bus, costs)
+    once, exchange, copy0 = _operand_cycles(((recv_a, recv_b), send, held), pn, serial, eb, bus, costs)
     base = costs.sync_cycles + costs.exchange_fixed_cycles
     split = np.asarray(lo) > 1
     step = costs.sync_cycles + base * split + _amp_cycles(cm, ck, cn, amp_spec) + exchange
@@ -850,7 +880,7 @@ def _split_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp
     partial = np.where(split, blk + ceil_div((lo - 1) * blk, lo), blk if sk > 1 else 0)
     live0 = (recv_a + recv_b) * eb + partial * pb
     live0 = live0 + (copy0 * eb if passes > 1 else 0) + (sl * pb if sk > 1 else 0)
-    return passes * step, _temp_estimate((cm, ck, cn), sl, sk, eb, pb), live0 + home0 * eb + sn * sl * eb
+    return once + passes * step, _temp_estimate((cm, ck, cn), sl, sk, eb, pb), live0 + home0 * eb + sn * sl * eb
 
 
 def _live_candidates(m, k, n, serial: tuple, tiles, score: tuple, cuts: _Cuts, limits: tuple):
@@ -933,7 +963,7 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: AmpTarget, layout: tu
     in_place, bus = layout
     (recv_a, recv_b), send, home0, held = _tile0_operands((cm, ck, cn), (pm, pn), (m, k, n), (sk, sn), tiles, in_place)
     in0, home0 = (recv_a + recv_b) * eb, home0 * eb
-    exchange, send0 = _operand_cycles(((recv_a, recv_b), send, held), pn, (sk, sn), eb, bus, costs)
+    once, exchange, send0 = _operand_cycles(((recv_a, recv_b), send, held), pn, (sk, sn), eb, bus, costs)
     base = costs.sync_cycles + costs.exchange_fixed_cycles
     step = costs.sync_cycles + exchange + amp0
     blk = cm * cn
@@ -948,7 +978,7 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: AmpTarget, layout: tu
         step = step + np.where(pk > 1, 0, costs.sync_cycles + costs.vector_cycles(blk, pb))
     if passes > 1:
         step = step + costs.sync_cycles + costs.vector_cycles(send0, eb)
-    total = passes * step
+    total = once + passes * step
     if sk > 1 and pb != eb:
         total = total + sn * (costs.sync_cycles + cast_cycles(sl, amp_spec.workers))
     elif pb != eb:
@@ -1018,7 +1048,8 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
     (``S_k | k``, ``S_n | n``, ``S_k S_n <= max_serial``, one of them 1; poplin's ``inChanSplit.serial`` and
     ``outChanSplit.serial``, ``lib/poplin/ConvPlan.hpp``). A serial plan runs ``S_k S_n`` passes of
     ``(m, k/S_k, n/S_n)`` in a ``Repeat`` loop: per pass a dynamic slice of the operand shares, the
-    exchange of the operand blocks, the AMP, the ``P_k`` reduction, and for ``S_k > 1`` an in-place add
+    exchange of the operand blocks (of ``B`` only for ``S_n > 1``: ``A`` is broadcast once before the loop), the
+    AMP, the ``P_k`` reduction, and for ``S_k > 1`` an in-place add
     into an accumulator in the partials type and a final cast (PopLibs' ``addInPlace`` and
     ``outputCast`` estimates, ``lib/poplin/ConvModel.cpp``). Cycles = passes x per-pass cycles (+ casts).
 
