@@ -35,17 +35,23 @@ contiguous near-equal chunks. Phase ``matmul``: every working tile receives its 
 ``partials_precision`` (fp32 by default, as PopLibs does even for fp16 inputs).
 
 **Serial splits** (poplin's ``inChanSplit.serial`` / ``outChanSplit.serial``): the problem may run as
-``S_k S_n`` passes of ``(m, k/S_k, n/S_n)`` (``S_k | k``, ``S_n | n``) in a Poplar ``Repeat`` loop, each
-pass partitioned as above; per pass a ``serial-slice`` phase (home tiles copy the pass's slice of their
-chunks, PopLibs' dynamic slice), the ``matmul`` and ``reduce`` phases, for ``S_k > 1`` an in-place add
-into an accumulator in the partials type (``accumulate``, or folded into ``reduce``) and, once per
-``n`` slice, a ``cast`` to the output type (PopLibs' ``addInPlace`` and ``outputCast`` estimates in
-``lib/poplin/ConvModel.cpp``). Serial passes trade cycles for temporary memory.
+``S_k S_n`` passes of ``(m, k/S_k, n/S_n)`` (``S_k | k``, ``S_n | n``; one kind at a time, ``min(S_k, S_n) = 1``,
+as poplin allows: ``ConvModel.cpp``, "Only support one kind of serial split at a time") in a Poplar ``Repeat``
+loop, each pass partitioned as above; per pass a ``serial-slice`` phase (PopLibs' dynamic slice: each tile copies
+the pass's slice of the ``B`` share it holds, and of its ``A`` share for ``S_k > 1``, :func:`_slice_copy`), the
+``matmul`` and ``reduce`` phases, for ``S_k > 1`` an in-place add into an accumulator in the partials type
+(``accumulate``, or folded into ``reduce``) and, once per ``n`` slice, a ``cast`` to the output type (PopLibs'
+``addInPlace`` and ``outputCast`` estimates in ``lib/poplin/ConvModel.cpp``). With ``S_n > 1`` (``S_k = 1``) the
+``A`` blocks, the same in every pass, are exchanged once before the loop (``input-broadcast``, poplin's
+``broadcastInputBeforeLoop``, :func:`_broadcast_before_loop`) and each pass exchanges only its ``B`` blocks.
+Serial passes trade cycles for temporary memory.
 
-**Memory proportion** (poplin ``availableMemoryProportion``, default 0.6, ``ConvOptions.hpp``): the plan's
-*temporary* bytes per tile — received operand blocks, slice copies, partials, reduction buffer and
-accumulator — must not exceed ``memory_proportion · sram_bytes`` (``ConvModel.cpp``: ``totalTempBytes <=
-availableMemoryProportion x bytesPerTile``); the operands' and result's home storage is not temporary.
+**Memory proportion** (poplin ``availableMemoryProportion``, default 0.6, ``ConvOptions.hpp``): poplin's own
+estimate of a tile's *temporary* bytes (:func:`_temp_estimate`: the tile's ``A`` and ``B`` blocks, its partials
+block and the ``S_k`` accumulator; :attr:`MatmulPlan.estimate_temp_bytes`) must not exceed ``memory_proportion ·
+sram_bytes`` (``ConvModel.cpp``: ``totalTempBytes <= availableMemoryProportion x bytesPerTile``); the operands'
+and result's home storage is not temporary. What the built plan holds live (:attr:`MatmulPlan.temp_bytes`:
+received blocks, slice copies, partials, reduction buffer, accumulator) is what must fit the tile.
 The search (:func:`plan_matmul`) returns the fastest plan meeting that bound whose total memory (data +
 :func:`overhead_bytes_per_tile`) fits ``sram_bytes`` (ties: fewer passes, fewer tiles, smaller ``P_m``,
 ``P_n``); if none meets it, the plan with least temporary memory that fits (poplin replans minimising
@@ -136,17 +142,20 @@ class MatmulPlan(TilePlan):
 
     Scalars: the problem, ``split_m/k/n`` (``P_m, P_k, P_n``), the serial splits ``serial_k``,
     ``serial_n`` (``S_k, S_n``: the problem runs as ``S_k S_n`` passes of ``(m, k/S_k, n/S_n)``),
-    ``predicted_cycles``, ``memory_proportion`` and ``within_proportion`` (the temporary bytes meet
-    ``memory_proportion · sram_bytes``; False when the planner fell back to the least-temporary plan).
+    ``predicted_cycles``, ``memory_proportion``, ``within_proportion`` (``estimate_temp_bytes`` meets
+    ``memory_proportion · sram_bytes``; False when the planner fell back to the least-temporary plan) and
+    ``estimate_temp_bytes`` (poplin's estimate of the temporary bytes of the fullest tile, :func:`_temp_estimate`:
+    what ``availableMemoryProportion`` bounds).
     Per-tile int64 arrays (length ``tiles``; idle tiles hold zeros except their home chunks):
     ``rows, depth, cols`` (``m_t, k_t, n_t`` of one pass); work summed over the passes: ``macs``,
-    ``amp_cycles``, ``bytes_in``/``bytes_out`` (operand exchange), ``reduce_bytes_in``/``reduce_bytes_out``,
+    ``amp_cycles``, ``bytes_in``/``bytes_out`` (operand exchange; the ``A`` blocks once when they are broadcast
+    before the loop), ``reduce_bytes_in``/``reduce_bytes_out``,
     ``reduce_adds``, ``reduce_cycles``; memory (peak): ``operand_bytes`` (received A and B blocks of one
     pass), ``home_bytes`` (home chunks of A and B), ``output_bytes`` (final C elements), ``partial_bytes``
     (partials + reduction receive buffer of one pass), ``slice_bytes`` (on-tile copy of a pass's slice of
     the home chunks, serial plans only), ``accumulator_bytes`` (running sum over ``S_k`` passes, in the
     partials type), ``data_bytes`` (their sum: all counted live at once); derived ``temp_bytes`` (everything
-    but the home chunks and the result: what ``availableMemoryProportion`` bounds), and the counts
+    but the home chunks and the result, live), and the counts
     ``compute_sets``, ``vertices``, ``exchange_programs``. ``phases`` are the supersteps for the timing layer.
     """
 
@@ -185,6 +194,7 @@ class MatmulPlan(TilePlan):
     accumulator_bytes: np.ndarray = None
     memory_proportion: float = DEFAULT_MEMORY_PROPORTION
     within_proportion: bool = True
+    estimate_temp_bytes: int = 0
     compute_sets: np.ndarray = field(init=False)
     vertices: np.ndarray = field(init=False)
     exchange_programs: np.ndarray = field(init=False)
@@ -260,9 +270,10 @@ def explain_plan(
     verdict = "met" if plan.within_proportion else "NOT met (least-temporary plan taken)"
     estimate = int(getattr(plan, "estimate_temp_bytes", 0))
     built = int(plan.temp_bytes[t])
-    if estimate and estimate != built:  # PopSparse bounds its own estimate, not what the built plan holds
+    if estimate and estimate != built:  # PopLibs bounds its own estimate, not what the built plan holds
         lines.append(
-            f"  temporary bytes: PopSparse's planner estimate {estimate:,} vs availableMemoryProportion bound "
+            f"  temporary bytes: {'poplin' if isinstance(plan, MatmulPlan) else 'PopSparse'}'s planner estimate "
+            f"{estimate:,} vs availableMemoryProportion bound "
             f"{bound}: {verdict}; the plan as built holds {built:,} on its fullest tile"
         )
     else:
@@ -382,16 +393,16 @@ def _blocks(m: int, ks: int, ns: int, pm: int, pk: int, pn: int, tiles: int) -> 
 
 
 def _operand_exchange(b: _Blocks, m: int, k: int, n: int, sk: int, passes: int, tiles: int) -> tuple:
-    """Per tile, in elements: the home chunks of A and B it holds, what it sends in one pass (its slice
-    of every home chunk: A's k-slice, B's (k, n) block), and its operand exchange instructions."""
+    """Per tile, in elements: the home chunks of A and B it holds, what it sends of each in one pass (its slice
+    of every home chunk: A's k-slice, B's (k, n) block) and its exchange instructions for each, as pairs."""
     home_a, home_b = split_sizes(m * k, tiles), split_sizes(k * n, tiles)
     chunk_a, chunk_b = int(home_a.max()), int(home_b.max())
-    send = ceil_div(home_a, sk) + ceil_div(home_b, passes)
     pieces_a = block_pieces(b.rows, b.depth, k, chunk_a, tiles)
     pieces_b = block_pieces(b.depth, b.cols, n, chunk_b, tiles)
     # distinct blocks are sent once: A blocks by (i_m, i_k) (tiles with i_n = 0), B by (i_k, i_n) (i_m = 0)
-    sent = int(pieces_a[b.active & (b.inn == 0)].sum() + pieces_b[b.active & (b.im == 0)].sum())
-    return home_a + home_b, send, pieces_a + pieces_b + split_sizes(sent, tiles)
+    sent_a, sent_b = int(pieces_a[b.active & (b.inn == 0)].sum()), int(pieces_b[b.active & (b.im == 0)].sum())
+    send = (ceil_div(home_a, sk), ceil_div(home_b, passes))
+    return home_a + home_b, send, (pieces_a + split_sizes(sent_a, tiles), pieces_b + split_sizes(sent_b, tiles))
 
 
 def _operands_in_place(b: _Blocks, pm: int, pn: int, sk: int, passes: int) -> tuple:
@@ -399,23 +410,35 @@ def _operands_in_place(b: _Blocks, pm: int, pn: int, sk: int, passes: int) -> tu
     ``RHS``): an ``A`` block ``(i_m, i_k)`` is used by the ``P_n`` tiles of its row and spread over them, a ``B``
     block ``(i_k, i_n)`` over the ``P_m`` tiles that use it. A tile holds its share of both (over the passes),
     sends a share once per pass (multicast) if other tiles use it and receives the rest of its two blocks; its
-    exchange instructions: its sends and one receive per other holder. Received: ``(A elements, B elements)``."""
+    exchange instructions: its sends and one receive per other holder. Sent, instructions and received: pairs
+    ``(A, B)``; the shares it holds of one pass are :func:`_slice_copy`'s."""
     a_block, b_block = b.rows * b.depth, b.depth * b.cols
     share_a = a_block // pn + (b.inn < a_block % pn)
     share_b = b_block // pm + (b.im < b_block % pm)
-    send = share_a * (pn > 1) + share_b * (pm > 1)
-    instr = np.where(b.active, (pn > 1) + (pm > 1) + (pn - 1) + (pm - 1), 0)
-    return share_a * sk + share_b * passes, send, instr.astype(np.int64), (a_block - share_a, b_block - share_b)
+    send = (share_a * (pn > 1), share_b * (pm > 1))
+    instr = tuple(np.where(b.active, (p > 1) + (p - 1), 0).astype(np.int64) for p in (pn, pm))
+    return share_a * sk + share_b * passes, send, instr, (a_block - share_a, b_block - share_b), (share_a, share_b)
+
+
+def _slice_copy(held: tuple, sk: int):
+    """Elements a tile's dynamic slice copies in each pass of a serial split, from ``held = (A, B)``, its share of
+    one pass of each operand (in place: the shares it holds; flat home chunks: the slices it sends): poplin slices
+    the weights (``B``) every pass and the input (``A``) only for an input-channel split (``Convolution.cpp``:
+    ``dynamicSliceWithOutput`` of ``weightsSlice`` for any serial split, of ``inSlice`` when ``inChanSplit.serial >
+    1``; ``ConvModel.cpp``'s ``addDynamicSliceEstimate`` of ``weightsPerTile`` over all serial splits and of
+    ``inputsPerTile`` over the input-channel ones) — all of the slice, exchanged afterwards or not."""
+    return held[1] + held[0] if sk > 1 else held[1]
 
 
 def _operands(b: _Blocks, shape: tuple, cuts: tuple, tiles: int, in_place: bool) -> tuple:
-    """Per tile, in elements: home, sent per pass, exchange instructions and ``(A, B)`` received per pass, for
-    operands in flat home chunks (:func:`_operand_exchange`) or created in place (:func:`_operands_in_place`)."""
+    """Per tile, in elements: home, and as ``(A, B)`` pairs sent per pass, exchange instructions and received per
+    pass, for operands in flat home chunks (:func:`_operand_exchange`) or created in place
+    (:func:`_operands_in_place`)."""
     pm, pn, sk, passes = cuts
     if in_place:
         return _operands_in_place(b, pm, pn, sk, passes)
     home, send, instr = _operand_exchange(b, *shape, sk, passes, tiles)
-    return home, send, instr, (b.rows * b.depth, b.depth * b.cols)
+    return home, send, instr, (b.rows * b.depth, b.depth * b.cols), send
 
 
 def _bus_share(pn, bus_tiles: int):
@@ -439,6 +462,21 @@ def _reduce_cycles(owned, pk, sk: int, types: tuple, workers: int):
     partials type)."""
     eb, pb = types
     return reduce_cycles(owned, pk + (sk > 1), (eb if sk == 1 else pb) == 4, pb == 4, workers)
+
+
+def _reduce_cycles_max(dims: tuple, cuts: tuple, sk: int, types: tuple, workers: int):
+    """The most cycles any tile's :func:`_reduce_cycles` takes for ``dims = (m, n_s)`` cut ``cuts = (P_m, P_k, P_n)``
+    (arrays): PopLibs' reduce estimate is not monotone in the outputs (a remainder of the vector width costs extra),
+    so every tile's output block (``floor`` or ``ceil`` of each cut) and owned slice (``floor`` or ``ceil`` of its
+    ``P_k``-th) is tried, as :func:`build_matmul_plan` takes the maximum over the tiles."""
+    (m, ns), (pm, pk, pn) = dims, cuts
+    most = 0
+    for rows in (ceil_div(m, pm), m // pm):
+        for cols in (ceil_div(ns, pn), ns // pn):
+            block = rows * cols
+            for owned in (ceil_div(block, pk), block // pk):
+                most = np.maximum(most, _reduce_cycles(owned, pk, sk, types, workers))
+    return most
 
 
 def _reduction(b: _Blocks, pk: int, sk: int, types: tuple, workers: int) -> _Reduction:
@@ -474,13 +512,9 @@ def _pass_phases(
     b: _Blocks,
     red: _Reduction,
     amp: np.ndarray,
-    bytes_in: np.ndarray,
-    bytes_out: np.ndarray,
-    operand_instr: np.ndarray,
-    copy: np.ndarray,
+    ops: tuple,
     shape: tuple,
-    eb: int,
-    pb: int,
+    types: tuple,
     costs: SuperstepCosts,
     zero: np.ndarray,
     workers: int = 6,
@@ -488,8 +522,12 @@ def _pass_phases(
     """The supersteps of a serial split ``shape = (P_k, S_k, S_n)``: the serial slice (several passes),
     the AMP matmul, the ``P_k`` reduction or (``S_k > 1``) the accumulation, then the final cast when
     the partials type differs from the output type (PopLibs' cast vertex on ``workers`` workers; an unsplit ``k``
-    is cast too, as ``estimateConvReduceCycles`` charges it)."""
+    is cast too, as ``estimateConvReduceCycles`` charges it). ``ops``: the matmul's operand exchange per pass (bytes
+    received as their receive time counts them, bytes sent, exchange instructions) and the elements the serial
+    slice copies; ``types = (eb, pb)``."""
     pk, sk, sn = shape
+    bytes_in, bytes_out, operand_instr, copy = ops
+    eb, pb = types
     passes = sk * sn
     macs = b.rows * b.depth * b.cols
     out_block = b.rows * b.cols
@@ -565,23 +603,36 @@ def build_matmul_plan(
     rows, depth, cols = b.rows, b.depth, b.cols
     macs = rows * depth * cols
     amp = _amp_cycles(rows, depth, cols, amp_target(precision, flops_per_cycle, workers))
-    home_bytes, copy, operand_instr, (recv_a, recv_b) = _operands(
+    home_bytes, send, instr, (recv_a, recv_b), held = _operands(
         b, (m, k, n), (pm, pn, sk, passes), tiles, operands_in_place
     )
-    home_bytes, bytes_in, bytes_out = home_bytes * eb, (recv_a + recv_b) * eb, copy * eb
-    exchanged_in = (ceil_div(recv_a, _bus_share(pn, exchange_bus_tiles)) + recv_b) * eb  # the receive time's bytes
+    home_bytes, bytes_in = home_bytes * eb, (recv_a + recv_b) * eb
+    copy = _slice_copy(held, sk)  # what the serial slice copies each pass
+    exchanged_a = ceil_div(recv_a, _bus_share(pn, exchange_bus_tiles)) * eb  # the receive time's bytes
+    before: tuple = ()
+    if _broadcast_before_loop(sk, sn):  # A once before the loop (if any tile receives it), B in every pass
+        bcast = Phase("input-broadcast", "vector", zero, zero, exchanged_a, send[0] * eb, zero, zero, instr[0])
+        before = (bcast,) if bcast.has_exchange else ()
+        per_pass_ops = (recv_b * eb, send[1] * eb, instr[1], copy)
+        moved = ((recv_a + recv_b * passes) * eb, (send[0] + send[1] * passes) * eb)
+    else:
+        per_pass_ops = (exchanged_a + recv_b * eb, (send[0] + send[1]) * eb, instr[0] + instr[1], copy)
+        moved = (bytes_in * passes, per_pass_ops[1] * passes)
+    del send, instr, held, recv_a, recv_b, exchanged_a  # a wafer's per-tile arrays are large
     slice_bytes = copy * eb if passes > 1 else zero
     red = _reduction(b, pk, sk, (eb, pb), workers)
     output_bytes, accumulator_bytes = sn * red.owned * eb, (red.owned * pb if sk > 1 else zero)
-    phases = _pass_phases(
-        b, red, amp, exchanged_in, bytes_out, operand_instr, copy, (pk, sk, sn), eb, pb, costs, zero, workers
-    )
+    phases = before + _pass_phases(b, red, amp, per_pass_ops, (pk, sk, sn), (eb, pb), costs, zero, workers)
+    del per_pass_ops
     data = bytes_in + home_bytes + output_bytes + red.partial_bytes + slice_bytes + accumulator_bytes
     head = (m, k, n, tiles, precision, partials_precision, pm, pk, pn, rows, depth, cols)
-    per_pass = (macs, amp, bytes_in, bytes_out, red.red_in, red.red_out, red.red_adds, red.red_cycles)
+    per_pass = (macs, amp)
+    reduced = (red.red_in, red.red_out, red.red_adds, red.red_cycles)
     tail = (bytes_in, home_bytes, output_bytes, red.partial_bytes, data, phases, phases_cycles(phases, costs))
-    layout = (sk, sn, slice_bytes, accumulator_bytes, float(memory_proportion), bool(within_proportion))
-    return MatmulPlan(*head, *(x * passes for x in per_pass), *tail, *layout)
+    # tile 0 holds the largest block and owned slice (the estimate's maximum)
+    estimate = int(_temp_estimate((int(rows[0]), int(depth[0]), int(cols[0])), int(red.owned[0]), sk, eb, pb))
+    layout = (sk, sn, slice_bytes, accumulator_bytes, float(memory_proportion), bool(within_proportion), estimate)
+    return MatmulPlan(*head, *(x * passes for x in per_pass), *moved, *(x * passes for x in reduced), *tail, *layout)
 
 
 #: candidates scored at a time: the closed forms hold ~30 float64 columns of a chunk (~130 MB at
@@ -639,7 +690,7 @@ def _divisors(x: int, limit: int) -> list:
 
 def _serial_pairs(k: int, n: int, limit: int) -> list:
     """``(S_k, S_n)`` with ``S_k | k``, ``S_n | n``, ``S_k S_n <= limit``, fewest passes first."""
-    pairs = [(a, b) for a in _divisors(k, limit) for b in _divisors(n, limit) if a * b <= limit]
+    pairs = [(a, b) for a in _divisors(k, limit) for b in _divisors(n, limit) if a * b <= limit and min(a, b) == 1]
     return sorted(pairs, key=lambda p: (p[0] * p[1], p[0]))
 
 
@@ -684,7 +735,8 @@ def _tile0_floor(f: _Floor, serial: tuple, cuts: tuple, blocks: tuple, pk_range:
         pieces_a = np.where(ck == k, 1, cm) + np.minimum(((cm - 1) * k + ck) // chunk_a, tiles - 1)
         pieces_b = np.where(cn == n, 1, ck) + np.minimum(((ck - 1) * n + cn) // chunk_b, tiles - 1)
         instr = pieces_a + pieces_b
-        copy, exchanges = (ceil_div(chunk_a, sk) + ceil_div(chunk_b, passes) if passes > 1 else 0), 1
+        copy_a = ceil_div(chunk_a, sk) if sk > 1 else 0  # the input is sliced only for S_k > 1 (_slice_copy)
+        copy, exchanges = (copy_a + ceil_div(chunk_b, passes) if passes > 1 else 0), 1
     red = np.where(split, (lo - 1) * ceil_div(blk, lo), 0)
     partial = np.where(split, blk + red, blk if sk > 1 else 0) + (sl if sk > 1 else 0)
     data = (home_in + np.maximum(ceil_div(m * n, tiles), sn * sl) + copy) * eb + partial * pb
@@ -744,6 +796,69 @@ def _group_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp
     return tuple(np.minimum(a, np.where(pkmax >= 2, b, np.inf)) for a, b in zip(one, more))
 
 
+def _broadcast_before_loop(sk: int, sn: int) -> bool:
+    """Whether the ``A`` blocks (the convolution's input) are exchanged once before the serial loop instead of in
+    every pass: poplin's ``broadcastInputBeforeLoop``, allowed when only the output channels are split serially
+    (``ConvModel.cpp``, ``canBroadcastInputsBeforeLoop = inChanSplit.serial <= 1 && outChanSplit.serial > 1``) and
+    then always cheaper (one input exchange instead of ``S_n``; ``Convolution.cpp`` copies the input to its
+    tile-level layout before the ``Repeat``); its temporary bytes are those of the per-pass input block. ``A`` is
+    the convolution's input as poplin plans a matmul first, with swapped operands (``ConvPlan.cpp``,
+    ``getSwapOperandCandidates``: the orientation a ``NONE_MATMUL`` pass rearranges nothing in,
+    ``addTransformCycleEstimate``), its field being ``m``."""
+    return sk == 1 and sn > 1
+
+
+def _temp_estimate(blocks: tuple, owned, sk: int, eb: int, pb: int):
+    """poplin's estimate of a tile's temporary bytes, what ``availableMemoryProportion`` bounds (``ConvModel.cpp``,
+    ``addEstimates``: ``totalTempBytes``), for a block ``blocks = (rows, depth, cols)`` owning ``owned`` outputs of
+    the reduction: the tile-level input and weight blocks (``addConvTempMemoryEstimate``: all of
+    ``inputsPerLevel.back()`` and ``weightsPerLevel.back()``, the tile's own share included; with
+    ``broadcastInputBeforeLoop`` the input is added outside the maximum instead, the same sum) and the partials
+    block in the partials type, then ``addInPlaceTempBytes`` (the accumulator of an input-channel serial split, its
+    owned outputs in the partials type). The reduction's buffer (``reduceTempBytes``: the partials block of the first
+    stage) is a term of the *maximum* with the convolution's bytes, never above them, so it adds nothing; the
+    serial slice's output is the pass's operand block itself (``addDynamicSliceEstimate`` charges cycles only).
+    Simplification: poplin splits channels in grains (``inChanGrainSize``, ``partialChansPerGroup``: 16 FP16) and
+    counts padded blocks; the near-equal blocks here differ by under one grain per dimension. Arrays or ints."""
+    rows, depth, cols = blocks
+    return (rows * depth + depth * cols) * eb + rows * cols * pb + (owned * pb if sk > 1 else 0)
+
+
+def _tile0_operands(blocks: tuple, cuts: tuple, mkn: tuple, serial: tuple, tiles, in_place: bool) -> tuple:
+    """Tile 0's operand elements of one pass, ``blocks = (cm, ck, cn)``, ``cuts = (pm, pn)``: ``(recv, send,
+    home, held)`` with ``recv``, ``send`` and ``held`` ``(A, B)`` pairs (what :func:`_operands` gives the largest
+    tile; in place the largest share sent and an upper bound of the rest received); arrays or ints."""
+    (cm, ck, cn), (pm, pn), (m, k, n), (sk, sn) = blocks, cuts, mkn, serial
+    passes = sk * sn
+    if in_place:
+        share_a, share_b = ceil_div(cm * ck, pn), ceil_div(ck * cn, pm)
+        recv = (cm * ck - (cm * ck) // pn, ck * cn - (ck * cn) // pm)
+        send = (share_a * (pn > 1), share_b * (pm > 1))
+        return recv, send, share_a * sk + share_b * passes, (share_a, share_b)
+    chunk_a, chunk_b = ceil_div(m * k, tiles), ceil_div(k * n, tiles)
+    send = (ceil_div(chunk_a, sk), ceil_div(chunk_b, passes))
+    return (cm * ck, ck * cn), send, chunk_a + chunk_b, send
+
+
+def _operand_cycles(ops: tuple, pn, serial: tuple, eb: int, bus: int, costs) -> tuple:
+    """``(once, per_pass, copy)`` of tile 0's operands ``ops = (recv, send, held)`` (:func:`_tile0_operands`): the
+    cycles of the input broadcast before the loop (:func:`_broadcast_before_loop`; 0 without it), the operand
+    exchange cycles of each pass (its fixed cost included, 0 if nothing moves) and the elements its serial slice
+    copies. Tile 0 holds the largest blocks: when it moves nothing, no tile does."""
+    (recv, send, held), per = ops, costs.exchange_bytes_per_cycle
+    ex_a, ex_b = ceil_div(recv[0], _bus_share(pn, bus)) * eb, recv[1] * eb
+
+    def exchange(received, sent):
+        peak = np.maximum(received, sent * eb)
+        return np.where(peak > 0, costs.exchange_fixed_cycles + np.ceil(peak / per), 0)
+
+    copy = _slice_copy(held, serial[0])
+    if _broadcast_before_loop(*serial):
+        once = exchange(ex_a, send[0])
+        return np.where(once > 0, costs.sync_cycles + once, 0), exchange(ex_b, send[1]), copy
+    return 0, exchange(ex_a + ex_b, send[0] + send[1]), copy
+
+
 def _split_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp_spec: AmpTarget, layout: tuple, costs):
     """Lower bounds ``(total, temp, data)`` of :func:`_closed_form` over ``P_k`` in ``[lo, hi]`` (``lo`` 1 or 2;
     ``group = (pm, pn, lo, hi)``): every term grows with ``ck``, so it is taken at the least ``ck = ceil(k_s / hi)``;
@@ -753,28 +868,19 @@ def _split_floors(m, k, n, serial: tuple, group: tuple, tiles, types: tuple, amp
     ks, ns, passes = k // sk, n // sn, sk * sn
     cm, ck, cn = ceil_div(m, pm), ceil_div(ks, hi), ceil_div(ns, pn)
     in_place, bus = layout
-    if in_place:
-        share_a, share_b = ceil_div(cm * ck, pn), ceil_div(ck * cn, pm)
-        recv_a, recv_b = cm * ck - (cm * ck) // pn, ck * cn - (ck * cn) // pm
-        send0 = share_a * (pn > 1) + share_b * (pm > 1)
-        home0 = (share_a * sk + share_b * passes) * eb
-    else:
-        recv_a, recv_b = cm * ck, ck * cn
-        send0 = ceil_div(ceil_div(m * k, tiles), sk) + ceil_div(ceil_div(k * n, tiles), passes)
-        home0 = (ceil_div(m * k, tiles) + ceil_div(k * n, tiles)) * eb
+    (recv_a, recv_b), send, home0, held = _tile0_operands((cm, ck, cn), (pm, pn), (m, k, n), serial, tiles, in_place)
+    once, exchange, copy0 = _operand_cycles(((recv_a, recv_b), send, held), pn, serial, eb, bus, costs)
     base = costs.sync_cycles + costs.exchange_fixed_cycles
-    exchanged0 = (ceil_div(recv_a, _bus_share(pn, bus)) + recv_b) * eb
     split = np.asarray(lo) > 1
-    step = base * (1 + split) + _amp_cycles(cm, ck, cn, amp_spec)
-    step = step + np.ceil(np.maximum(exchanged0, send0 * eb) / costs.exchange_bytes_per_cycle)
+    step = costs.sync_cycles + base * split + _amp_cycles(cm, ck, cn, amp_spec) + exchange
     if passes > 1:
-        step = step + costs.sync_cycles + costs.vector_cycles(send0, eb)
+        step = step + costs.sync_cycles + costs.vector_cycles(copy0, eb)
     blk = cm * cn
     sl = ceil_div(blk, hi)
     partial = np.where(split, blk + ceil_div((lo - 1) * blk, lo), blk if sk > 1 else 0)
-    temp0 = (recv_a + recv_b) * eb + partial * pb
-    temp0 = temp0 + (send0 * eb if passes > 1 else 0) + (sl * pb if sk > 1 else 0)
-    return passes * step, temp0, temp0 + home0 + sn * sl * eb
+    live0 = (recv_a + recv_b) * eb + partial * pb
+    live0 = live0 + (copy0 * eb if passes > 1 else 0) + (sl * pb if sk > 1 else 0)
+    return once + passes * step, _temp_estimate((cm, ck, cn), sl, sk, eb, pb), live0 + home0 * eb + sn * sl * eb
 
 
 def _live_candidates(m, k, n, serial: tuple, tiles, score: tuple, cuts: _Cuts, limits: tuple):
@@ -855,25 +961,16 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: AmpTarget, layout: tu
     cm, ck, cn = ceil_div(m, pm), ceil_div(ks, pk), ceil_div(ns, pn)
     amp0 = _amp_cycles(cm, ck, cn, amp_spec)
     in_place, bus = layout
-    if in_place:
-        share_a, share_b = ceil_div(cm * ck, pn), ceil_div(ck * cn, pm)
-        recv_a, recv_b = cm * ck - (cm * ck) // pn, ck * cn - (ck * cn) // pm
-        in0 = (recv_a + recv_b) * eb
-        send0 = share_a * (pn > 1) + share_b * (pm > 1)
-        home0 = (share_a * sk + share_b * passes) * eb
-    else:
-        recv_a, recv_b = cm * ck, ck * cn
-        in0 = (recv_a + recv_b) * eb
-        send0 = ceil_div(ceil_div(m * k, tiles), sk) + ceil_div(ceil_div(k * n, tiles), passes)
-        home0 = (ceil_div(m * k, tiles) + ceil_div(k * n, tiles)) * eb
+    (recv_a, recv_b), send, home0, held = _tile0_operands((cm, ck, cn), (pm, pn), (m, k, n), (sk, sn), tiles, in_place)
+    in0, home0 = (recv_a + recv_b) * eb, home0 * eb
+    once, exchange, send0 = _operand_cycles(((recv_a, recv_b), send, held), pn, (sk, sn), eb, bus, costs)
     base = costs.sync_cycles + costs.exchange_fixed_cycles
-    exchanged0 = (ceil_div(recv_a, _bus_share(pn, bus)) + recv_b) * eb
-    step = base + np.ceil(np.maximum(exchanged0, send0 * eb) / costs.exchange_bytes_per_cycle) + amp0
+    step = costs.sync_cycles + exchange + amp0
     blk = cm * cn
     sl = np.where(pk > 1, ceil_div(blk, pk), blk)
     red_in = (pk - 1) * sl * pb
     red_out = (blk - blk // pk) * pb
-    red_cyc = _reduce_cycles(sl, pk, sk, (eb, pb), amp_spec.workers)
+    red_cyc = _reduce_cycles_max((m, ns), (pm, pk, pn), sk, (eb, pb), amp_spec.workers)
     step = step + np.where(
         pk > 1, base + np.ceil(np.maximum(red_in, red_out) / costs.exchange_bytes_per_cycle) + red_cyc, 0
     )
@@ -881,15 +978,14 @@ def _closed_form(m, k, n, sk, sn, tiles, eb, pb, amp_spec: AmpTarget, layout: tu
         step = step + np.where(pk > 1, 0, costs.sync_cycles + costs.vector_cycles(blk, pb))
     if passes > 1:
         step = step + costs.sync_cycles + costs.vector_cycles(send0, eb)
-    total = passes * step
+    total = once + passes * step
     if sk > 1 and pb != eb:
         total = total + sn * (costs.sync_cycles + cast_cycles(sl, amp_spec.workers))
     elif pb != eb:
         total = total + np.where(pk == 1, sn * (costs.sync_cycles + cast_cycles(blk, amp_spec.workers)), 0)
     partial = np.where(pk > 1, blk * pb + red_in, blk * pb if sk > 1 else 0)
-    temp0 = in0 + partial + (send0 * eb if passes > 1 else 0) + (sl * pb if sk > 1 else 0)
-    data0 = temp0 + home0 + sn * sl * eb
-    return pm, pk, pn, total, temp0, data0
+    live0 = in0 + partial + (send0 * eb if passes > 1 else 0) + (sl * pb if sk > 1 else 0)
+    return pm, pk, pn, total, _temp_estimate((cm, ck, cn), sl, sk, eb, pb), live0 + home0 + sn * sl * eb
 
 
 def _best(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -949,16 +1045,17 @@ def plan_matmul(m: int, k: int, n: int, target: PlanTarget, *, max_serial: int =
     """Cheapest plan of ``(m, k) x (k, n)`` over ``tiles`` tiles, as PopLibs' convolution planner chooses it.
 
     Candidates: every parallel partition ``(P_m, P_k, P_n)`` of every serial split ``(S_k, S_n)``
-    (``S_k | k``, ``S_n | n``, ``S_k S_n <= max_serial``; poplin's ``inChanSplit.serial`` and
+    (``S_k | k``, ``S_n | n``, ``S_k S_n <= max_serial``, one of them 1; poplin's ``inChanSplit.serial`` and
     ``outChanSplit.serial``, ``lib/poplin/ConvPlan.hpp``). A serial plan runs ``S_k S_n`` passes of
-    ``(m, k/S_k, n/S_n)`` in a ``Repeat`` loop: per pass a dynamic slice of the home chunks, the
-    exchange of the operand blocks, the AMP, the ``P_k`` reduction, and for ``S_k > 1`` an in-place add
+    ``(m, k/S_k, n/S_n)`` in a ``Repeat`` loop: per pass a dynamic slice of the operand shares, the
+    exchange of the operand blocks (of ``B`` only for ``S_n > 1``: ``A`` is broadcast once before the loop), the
+    AMP, the ``P_k`` reduction, and for ``S_k > 1`` an in-place add
     into an accumulator in the partials type and a final cast (PopLibs' ``addInPlace`` and
     ``outputCast`` estimates, ``lib/poplin/ConvModel.cpp``). Cycles = passes x per-pass cycles (+ casts).
 
     Memory, as poplin bounds it (``ConvModel.cpp``: ``totalTempBytes <= availableMemoryProportion x
-    bytesPerTile``): the *temporary* bytes (:attr:`MatmulPlan.temp_bytes`) must not exceed
-    ``memory_proportion · sram_bytes``, and everything (data + overheads) must fit ``sram_bytes``. The
+    bytesPerTile``): poplin's estimate of the *temporary* bytes (:attr:`MatmulPlan.estimate_temp_bytes`) must not
+    exceed ``memory_proportion · sram_bytes``, and everything (data + overheads) must fit ``sram_bytes``. The
     fastest plan meeting both is returned (ties: fewer passes, fewer tiles, smaller ``P_m``, ``P_n``);
     if none meets the proportion, the plan with least temporary memory that fits (poplin replans
     "minimising temporary memory"; ``within_proportion = False``). ``memory_proportion = 0`` asks
