@@ -160,7 +160,16 @@ def static_vs_dynamic(nb: dict) -> dict:
 
 
 COLUMNS = ("workload", "case", "machine", "method", "precision", "m", "k", "n", "density", "block",
-           "measured_tflops", "use", "source")  # fmt: skip
+           "measured_tflops", "use", "best_of", "source")  # fmt: skip
+HEAT_MAP_BATCHES = "4 16 64 256 1024"
+"""The batches of the static heat map (figure ``ipu_static_grid``): the ``best_of`` of the density figure's rows
+at 1/4, 1/8 and 1/32 (the paper's sweep, a named assumption: :mod:`tilesim.models.linear.measured`)."""
+
+
+def _best_of(n, density: float) -> str:
+    """``best_of`` of a row: the heat map's batches for a best-batch row at 1/4, 1/8, 1/32; empty (every batch
+    of ``BEST_OF``) at 1/16, whose block-size and feature-size figures and FP32 table went to larger batches."""
+    return HEAT_MAP_BATCHES if n == "best" and round(1 / density) != 16 else ""
 
 
 def _use(density: float) -> str:
@@ -178,7 +187,7 @@ def rows(nb: dict) -> list:
         out.append({"workload": "sparse-matmul", "case": case, "machine": "bow", "method": method,
                     "precision": precision, "m": m, "k": m, "n": n, "density": f"1/{round(1 / density)}",
                     "block": block, "measured_tflops": f"{flops / 1e12:.3g}", "use": _use(density),
-                    "source": f"{SOURCE}, {where}"})  # fmt: skip
+                    "best_of": _best_of(n, density), "source": f"{SOURCE}, {where}"})  # fmt: skip
 
     for (precision, m), pts in sorted(dense.items()):
         for n, f in sorted(pts.items()):

@@ -275,15 +275,47 @@ def block16_gains(tmp_path_factory):
     return {names[c]: rate / (best_dense / names[c]) for c, rate in got.items()}
 
 
-@pytest.mark.parametrize(
-    "d",
-    [
-        pytest.param(4, marks=pytest.mark.xfail(strict=True, reason="issue 40: 2.17x vs 1.6x (+36 %)")),
-        8,
-        16,
-        32,
-    ],
-)
+@pytest.mark.parametrize("d", [4, 8, 16, 32])
 def test_block16_gain_over_dense_at_the_best_batch_within_30_percent_of_the_papers(block16_gains, d):
     # issue 40's done-when: at every density the gain is within 30 % of the paper's
     assert abs(block16_gains[d] / PAPER_BLOCK16_GAIN[d] - 1) < 0.30, block16_gains
+
+
+def _write_rows(path, rows):
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def test_best_of_takes_the_best_of_the_rows_batches_only(tmp_path):
+    # a best row with best_of "64 256" is the better of the 64 and 256 rows, not a larger batch's rate
+    base = dict(workload="sparse-matmul", machine="bow", method="static", precision="fp16", m=1024, k=1024,
+                density="1/4", block=16, measured_tflops=1, use="check", source="test")  # fmt: skip
+    rows = [dict(base, case="n64", n=64, best_of=""), dict(base, case="n256", n=256, best_of=""),
+            dict(base, case="n1024", n=1024, best_of=""), dict(base, case="best", n="best", best_of="64 256"),
+            dict(base, case="every", n="best", best_of="")]  # fmt: skip
+    got = {r["case"]: r["predicted"] for r in validate_sparse(_write_rows(tmp_path / "rows.csv", rows))}
+    assert got["best"] == max(got["n64"], got["n256"]) < got["n1024"] <= got["every"]
+
+
+@pytest.mark.parametrize(
+    "n, best_of, says",
+    [("best", "64 x", "must be batches"), ("best", "0 64", "must be batches"), (256, "64", "only for n = best")],
+)
+def test_a_bad_best_of_names_the_row_and_the_column(tmp_path, n, best_of, says):
+    row = dict(workload="sparse-matmul", case="r1", machine="bow", method="static", precision="fp16", m=1024,
+               k=1024, n=n, density="1/4", block=16, measured_tflops=1, best_of=best_of, source="test")  # fmt: skip
+    (case,) = read_sparse_cases(_write_rows(tmp_path / "rows.csv", [row]))
+    assert case.spec is None and "r1: best_of" in case.problem and says in case.problem
+
+
+def test_the_papers_best_rows_are_the_best_of_the_heat_maps_batches_but_at_one_sixteenth():
+    # the named assumption of the paper's sweep (models/linear/measured.py): the heat map's batches at 1/4, 1/8,
+    # 1/32; every batch of BEST_OF at 1/16 (its block-size and feature-size figures and FP32 table)
+    (path,) = [p for p in shipped_sparse_cases() if p.name == "popsparse_bow.csv"]
+    best = [c for c in read_sparse_cases(path) if c.spec.n == 0]
+    assert len(best) == 20
+    for c in best:
+        assert c.spec.best_of == (() if c.spec.density == 1 / 16 else (4, 16, 64, 256, 1024)), c.case
