@@ -14,12 +14,17 @@ the chip, so the call's total is the same.
 The call's host side (booked as **host**):
 
 * ``host-input``: the input batch, the labels and the returned ``spk_rec`` and loss over the machine's
-  host link;
+  host link (PopTorch's default training output mode returns every output each call at one device
+  iteration; ``int64`` labels are converted to ``int32`` on the host, ``PoplarExecutable::run`` of
+  PopTorch 2.5.1, so 4 bytes each);
 * ``host/poptorch call overhead``: what one ``poptorch_model(data, labels)`` call costs the host besides
-  the copies — Python argument handling, ``poptorch_core.execute``, PopART ``Session.run`` and the
-  Poplar engine run and its host sync. **No public source gives a figure** (searched: PopTorch's user
-  guide and issues, Graphcore's docs and examples; ``gc-hostsynclatencytest`` gives 0.36 µs per sync,
-  not a call): :data:`POPTORCH_CALL_S` is an assumption, 0.3 ms, with the band
+  the copies. From PopTorch 2.5.1's source (``PoplarExecutor.__call__``, ``poptorch_core.execute``,
+  ``PoplarExecutable::run``, ``Compiler::run``) and PopART's (``Session::run``, ``Devicex::run``): the
+  argument parsing, the optimizer-state check, one ``at::empty`` per output, the step-IO set-up, the
+  stream reconnection and the Poplar engine run with its host syncs; none of these has a published
+  duration. **No public source gives a figure** (searched: PopTorch's and PopART's source and user guides,
+  GitHub issues, Graphcore's docs and examples; ``gc-hostsynclatencytest``'s example output gives 0.36 µs
+  per sync, not a call): :data:`POPTORCH_CALL_S` is an assumption, 0.3 ms, with the band
   :data:`POPTORCH_CALL_BAND_S` (0.1–1 ms), chosen without fitting it to the held-out logs.
 
 Memory (:class:`tilesim.machine.memory.MemoryLedger`, chip 0): the working data of the ops (the peak
