@@ -735,8 +735,8 @@ def _tile0_floor(f: _Floor, serial: tuple, cuts: tuple, blocks: tuple, pk_range:
         pieces_a = np.where(ck == k, 1, cm) + np.minimum(((cm - 1) * k + ck) // chunk_a, tiles - 1)
         pieces_b = np.where(cn == n, 1, ck) + np.minimum(((ck - 1) * n + cn) // chunk_b, tiles - 1)
         instr = pieces_a + pieces_b
-        copy_a = ceil_div(chunk_a, sk) if sk > 1 else 0  # the input is sliced only for S_k > 1 (_slice_copy)
-        copy, exchanges = (copy_a + ceil_div(chunk_b, passes) if passes > 1 else 0), 1
+        copy = _slice_copy((ceil_div(chunk_a, sk), ceil_div(chunk_b, passes)), sk) if passes > 1 else 0
+        exchanges = 1
     red = np.where(split, (lo - 1) * ceil_div(blk, lo), 0)
     partial = np.where(split, blk + red, blk if sk > 1 else 0) + (sl if sk > 1 else 0)
     data = (home_in + np.maximum(ceil_div(m * n, tiles), sn * sl) + copy) * eb + partial * pb
