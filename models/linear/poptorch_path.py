@@ -63,7 +63,7 @@ fitted): 4096², FP16, block 16, batch 2048, density 1/16 is 115.1 µs per itera
 in 2-byte atoms: 32 µs), the regroup's transposes 2.2 µs, its copy 1.7 µs, the clone copy 0.8 µs and the
 two scalar maps 0.3 µs: about a quarter of the 158-171 µs the notebook adds to the direct path at every density
 (1/64: 77.5 against 210.1 µs; 1/8: 143.3 against 262.8 µs); ~120-133 µs stay unexplained. Block 1 (no
-regroup, an output already row-major) and dense stay within 0.3-14 % in rate.
+regroup, an output already row-major) and dense stay within 0.3-9 % in rate.
 """
 
 from __future__ import annotations
