@@ -1,0 +1,104 @@
+"""L1 of the tt-metal SNN step per Tensix core, and which of a layer's tensors stream from DRAM.
+
+Per core of a layer with ``n_c`` neurons, fan-in ``N_in``, batch ``B``, ``T`` time steps (bytes; formats
+from :class:`tilesim.models.snn.stacks.tt_costs.TensixCosts`):
+
+* firmware-reserved L1: ``MEM_MAP_END`` of the architecture plus the 69 KiB kernel-config buffer (the
+  kernels' binaries, runtime arguments, circular-buffer configs), ``variables:other``;
+* circular buffers: 6 of them (input lists, weight rows or tiles, accumulators, state, list out,
+  partials), each ``cb_pages`` pages of ``page_bytes`` (``exchange_buffers``);
+* state: v, δv, I and δI of the batch (4·B·n_c·4) and the membrane sequence for BPTT (T·B·n_c·4)
+  (``variables:state`` / ``variables:sequences``); the lists the core received and sent, recorded for
+  the backward pass (T·B·(N_max_in + N_max + 4)·4, ``variables:sequences``), and one step's partials
+  (B·N_max_in·4, ``variables:activations``);
+* weights N_in·n_c·wb, dW N_in·n_c·gb, optimizer state (Adam: 2·N_in·n_c·4; SGD none) — in L1 while
+  they fit (:func:`residency`): when a layer's fullest core would overflow, its weights stream from DRAM,
+  then its dW, then its optimizer state (a TT-Metal program keeps them in DRAM buffers and its reader
+  streams them; no IPU categories: no codelets, vertex state, worker stacks or exchange code).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tilesim.machine.memory import MemoryLedger
+from tilesim.models.snn.stacks.tt_costs import TensixCosts
+
+__all__ = ["Residency", "residency", "core_bytes", "tt_ledger", "N_CBS"]
+
+N_CBS = 6
+"""Circular buffers per core (module docstring)."""
+
+
+@dataclass(frozen=True)
+class Residency:
+    """Where layer ``layer``'s trainable tensors live: in L1 or streamed from DRAM."""
+
+    layer: int
+    weights_dram: bool
+    dw_dram: bool
+    opt_dram: bool
+
+    @property
+    def streams(self) -> bool:
+        return self.weights_dram or self.dw_dram or self.opt_dram
+
+    def line(self) -> str:
+        what = [n for n, on in (("weights", self.weights_dram), ("dW", self.dw_dram), ("optimizer state",
+                self.opt_dram)) if on]  # fmt: skip
+        return f"layer {self.layer + 1}: {', '.join(what)} streamed from DRAM (L1 cannot hold them)"
+
+
+def core_bytes(config, l: int, n_c, costs: TensixCosts, machine, where: Residency | None = None) -> dict:
+    """Bytes per core of layer ``l`` with ``n_c`` neurons (array), by ledger category and label."""
+    n_c = np.asarray(n_c, np.float64)
+    B, T = config.batch, config.timesteps
+    rec = config.recurrent[l] if isinstance(config.recurrent, tuple) else bool(config.recurrent)
+    n_in = config.layers[l] + (config.layers[l + 1] if rec else 0)
+    nmax_in = config.input_cap if l == 0 else config.n_max[l - 1]
+    slots = 2 if config.optimizer == "adam" else 0
+    w = where or Residency(l, False, False, False)
+    one = np.ones_like(n_c)
+    return {
+        ("variables:other", "firmware-reserved L1 (MEM_MAP_END + kernel config)"): costs.firmware_reserved_bytes(
+            machine
+        )
+        * one,
+        ("exchange_buffers", "circular buffers"): N_CBS * costs.cb_pages * costs.page_bytes * one,
+        ("variables:state", "v, dv, I, dI"): 4 * B * n_c * costs.state_bytes,
+        ("variables:sequences", "membrane sequence"): T * B * n_c * costs.state_bytes,
+        ("variables:sequences", "recorded lists"): T * B * (nmax_in + config.n_max[l] + 4) * costs.id_bytes * one,
+        ("variables:activations", "input-gradient partials"): B * nmax_in * 4.0 * one,
+        ("variables:weights", "weights"): 0.0 if w.weights_dram else n_in * n_c * costs.weight_bytes,
+        ("variables:gradients", "dW"): 0.0 if w.dw_dram else n_in * n_c * costs.grad_bytes,
+        ("variables:optimizer", "optimizer state"): 0.0 if w.opt_dram else slots * n_in * n_c * 4.0,
+    }
+
+
+def residency(config, l: int, n_c, costs: TensixCosts, machine) -> Residency:
+    """The least streaming that fits layer ``l``'s fullest core in L1: none, weights, +dW, +optimizer state
+    (all in DRAM if even that overflows: the ledger then reports the overflow)."""
+    n_max = np.asarray([np.max(n_c)]) if np.size(n_c) else np.zeros(1)
+    budget = float(machine.chip.sram_bytes)
+    tries = [(False, False, False), (True, False, False), (True, True, False), (True, True, True)]
+    for wd, dd, od in tries:
+        r = Residency(l, wd, dd, od)
+        if sum(float(v[0]) for v in core_bytes(config, l, n_max, costs, machine, r).values()) <= budget:
+            return r
+    return Residency(l, True, True, True)
+
+
+def tt_ledger(config, layers, where, costs: TensixCosts, machine) -> MemoryLedger:
+    """The step's L1 ledger: every core of every layer (``layers``: :class:`tt_program.TtLayer`)."""
+    ledger = MemoryLedger(
+        machine,
+        remedy="spread the network over more cores or chips (more cores per layer), lower --batch or "
+        "--timesteps (the state history is T x B x n per core)",
+    )
+    for ly, r in zip(layers, where):
+        for (cat, label), v in core_bytes(config, ly.l, ly.owned, costs, machine, r).items():
+            if np.any(v):
+                ledger.add(cat, np.asarray(v, np.int64), ly.tiles, label=f"layer {ly.l + 1} {label}")
+    return ledger
