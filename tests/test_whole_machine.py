@@ -14,7 +14,7 @@ from tilesim.mapping.strategies import chip_walk, on_chips, split_layers, spread
 from tilesim.models.snn.commands.hostmem import estimate_host_memory
 from tilesim.models.snn.placement.fit import chip_grid_cols, place_network
 from tilesim.models.snn.placement.search import gain_reasons, make_objective, split_gain
-from tilesim.models.snn.step.table import step_shape
+from tilesim.models.snn.stacks import stack_for
 from tilesim.models.snn.training.activity import fixed_activity
 from tilesim.models.snn.training.network import NetworkConfig
 
@@ -64,7 +64,7 @@ def test_wafer_spread_is_one_neuron_per_pe_and_the_estimate_counts_the_stacks_su
     assert p.mapping.tiles_used() == sum(cfg.layers[1:])
     csl = estimate_host_memory(cfg, wse).to_dict()["parts_bytes"]["program"]
     poplar = estimate_host_memory(cfg, wse, stack="poplar").to_dict()["parts_bytes"]["program"]
-    s_csl, s_poplar = (step_shape(5, 31, False, (), st).supersteps for st in ("csl", "poplar"))
+    s_csl, s_poplar = (stack_for(wse, st).max_supersteps(5, 31, 1) for st in ("csl", "poplar"))
     assert s_csl * 4 < s_poplar
     assert csl / poplar == pytest.approx(s_csl / s_poplar)
 

@@ -33,9 +33,8 @@ from tilesim.models.snn.placement.fit import (
     strategy_or_auto,
     to_placement,
 )
+from tilesim.models.snn.stacks import stack_for
 from tilesim.models.snn.step.counters import count_work
-from tilesim.models.snn.step.memory import snn_memory
-from tilesim.models.snn.step.stacks import stack_for
 from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION
 from tilesim.models.snn.step.workload import SnnStep
 from tilesim.workload import step_seconds, time_workload
@@ -47,7 +46,7 @@ def make_objective(
     config, machine, activity, costs=None, steps_per_execution: int = STEPS_PER_EXECUTION, stack: str = "auto"
 ):
     """``objective(mapping) -> predicted step seconds`` (``inf`` if a tile overflows SRAM), the step built
-    and its SRAM kept as execution stack ``stack`` does (:func:`tilesim.models.snn.step.stacks.stack_for`)."""
+    and its SRAM kept as execution stack ``stack`` does (:func:`tilesim.models.snn.stacks.stack_for`)."""
 
     cache: dict = {}
     kept = stack_for(machine, stack)
@@ -55,10 +54,10 @@ def make_objective(
     def step(m: Mapping) -> SnnStep:
         placement = to_placement(m, machine)
         counters = count_work(activity, placement, per_step=True, cache=cache)
-        return SnnStep(config, placement, counters, costs, steps_per_execution, cache=cache, form="peaks", stack=stack)
+        return SnnStep(config, placement, counters, costs, steps_per_execution, cache=cache, form="peaks", stack=kept)
 
     def objective(m: Mapping) -> float:
-        led = snn_memory(config, to_placement(m, machine), machine, MemoryTotals(machine), cache, stack=kept)
+        led = kept.memory(config, to_placement(m, machine), machine, MemoryTotals(machine), cache)
         if led.overflow_tiles().size:
             return math.inf
         return step_seconds(step(m), machine)
@@ -163,7 +162,7 @@ def search_mapping(
 def _describe(m: Mapping, step_s: float, config, machine, objective, grid: tuple | None, stack: str = "auto") -> dict:
     """What the summary says of one mapping: its time and the phase split of that time (and its
     tile order on a ``grid``)."""
-    led = snn_memory(config, to_placement(m, machine), machine, stack=stack_for(machine, stack))
+    led = stack_for(machine, stack).memory(config, to_placement(m, machine), machine)
     return {
         "predicted_step_s": step_s,
         "samples_per_s": config.batch / step_s,
