@@ -106,7 +106,26 @@ def test_mesh_map_search_gain_at_fixed_neurons_per_tile(deep_search):
     b = {**a, "breakdown_s": objective.breakdown_s(res.best)}
     why = gain_reasons({**a, "chips_of_layer": [[0]]}, {**b, "chips_of_layer": [[1]]}, False, split)
     assert any(line.startswith("links ") for line in why)
-    assert any("the mesh's share" in line and "neurons-per-tile share 1.000x" in line for line in why)
+    assert any("the placement's share" in line and "neurons-per-tile share 1.000x" in line for line in why)
+    share = next(line for line in why if "the placement's share" in line)
+    placement_part = share.split(" x the neurons-per-tile share")[0]
+    assert "(links -" in placement_part  # the phase that moved is named in the share it moved in
+
+
+def test_gain_reasons_name_the_phase_each_share_moved():
+    """Issue 49 part 7: a gain at fixed neurons per tile that is all compute (a dealing that re-balances the
+    spike work) is not credited to traffic; each share names the phases it moved."""
+    a = {"breakdown_s": {"compute": 1e-3, "exchange": 2e-4}, "neurons_per_tile": [4], "tiles_used": 1}
+    b = {**a, "breakdown_s": {"compute": 0.98e-3, "exchange": 2e-4}}
+    split = {
+        "mesh": 1.2e-3 / 1.18e-3,
+        "neurons_per_tile": 1.0,
+        "moved_s": {"mesh": {"compute": -2e-5, "exchange": 0.0}, "neurons_per_tile": {"compute": 0.0}},
+    }
+    why = gain_reasons({**a, "chips_of_layer": [[0]]}, {**b, "chips_of_layer": [[0]]}, False, split)
+    line = next(x for x in why if "placement's share" in x)
+    assert "(compute -20.0 us: the work per tile moved, not the traffic" in line
+    assert "neurons-per-tile share 1.000x (no phase moved)" in line
 
 
 def test_on_chips_moves_whole_chips():

@@ -193,7 +193,35 @@ def split_gain(baseline: Mapping, best: Mapping, objective, grid: tuple | None =
     t0, t_mid, t1 = float(objective(baseline)), float(objective(mid)), float(objective(best))
     if not all(map(math.isfinite, (t0, t_mid, t1))):
         return None
-    return {"neurons_per_tile": t0 / t_mid, "mesh": t_mid / t1, "mid_step_s": t_mid}
+    out = {"neurons_per_tile": t0 / t_mid, "mesh": t_mid / t1, "mid_step_s": t_mid}
+    breakdown = getattr(objective, "breakdown_s", None)
+    if breakdown is not None:  # what each share moved, phase by phase (gain_reasons names it)
+        b0, bm, b1 = breakdown(baseline), breakdown(mid), breakdown(best)
+        out["moved_s"] = {
+            "neurons_per_tile": {k: bm[k] - b0[k] for k in b0},
+            "mesh": {k: b1[k] - bm[k] for k in bm},
+        }
+    return out
+
+
+def _phases_moved(moved: dict | None) -> str:
+    """``"compute -12.3 us, exchange +0.4 us"``: the phases a share moved, largest first ("" if none did)."""
+    if not moved:
+        return ""
+    d = sorted(((v, k) for k, v in moved.items() if abs(v) > 1e-12), key=lambda kv: -abs(kv[0]))
+    return ", ".join(f"{k} {v * 1e6:+.1f} us" for v, k in d) or "no phase moved"
+
+
+def _in_phases(moved: dict | None) -> str:
+    """`` (compute -12.3 us, ...)``: what a share moved, or "" where the split did not time its phases. A share
+    whose time moved in compute is not traffic: a dealing that re-balances the spike work is named so."""
+    text = _phases_moved(moved)
+    if not text:
+        return ""
+    top = max(moved, key=lambda k: abs(moved[k])) if moved else None
+    if top == "compute" and abs(moved[top]) > 1e-12:
+        text += ": the work per tile moved, not the traffic (a re-balanced share of the spikes)"
+    return f" ({text})"
 
 
 def gain_reasons(baseline: dict, best: dict, grid: bool, split: dict | None = None) -> list[str]:
@@ -206,9 +234,13 @@ def gain_reasons(baseline: dict, best: dict, grid: bool, split: dict | None = No
     lines = [f"{k} {d * 1e6:+.1f} us ({d / a[k] * 100:+.1f} %)" if a[k] else f"{k} {d * 1e6:+.1f} us" for d, k in moved]
     if split is not None:
         mesh, npt = split["mesh"], split["neurons_per_tile"]
+        moved_s = split.get("moved_s", {})
         lines.append(
-            f"gain {mesh * npt:.3f}x = the mesh's share (tile order, layer placement; neurons per tile fixed) "
-            f"{mesh:.3f}x x the neurons-per-tile share {npt:.3f}x"
+            f"gain {mesh * npt:.3f}x = the placement's share (tile order, layer placement, how the neurons are "
+            f"dealt onto the tiles; neurons per tile fixed) {mesh:.3f}x"
+            + _in_phases(moved_s.get("mesh"))
+            + f" x the neurons-per-tile share {npt:.3f}x"
+            + _in_phases(moved_s.get("neurons_per_tile"))
         )
     if baseline["neurons_per_tile"] != best["neurons_per_tile"]:
         lines.append(
