@@ -27,7 +27,6 @@ FITTED = (
     "read_issue_cycles",
     "write_bytes_per_cycle",
     "read_bytes_per_cycle",
-    "packet_cycles",
     "latency_cycles",
     "hop_cycles",
     "mcast_path_cycles",
