@@ -1,11 +1,14 @@
-"""The NoC messages of the tt-metal stack's kernels, through the NoC model (:mod:`tilesim.models.noc`).
+"""The NoC messages of the tt-metal stack's kernels, through the NoC model (:mod:`tilesim.models.noc.model`).
 
-A writer kernel pays each message's fixed cost (issue, the path set-up, the barrier before its
-circular-buffer page is reused) in its own stream; the message's bytes are the program's per-tile
-exchange bytes, which the fabric times (:mod:`tilesim.machine.fabric`): so the kernels take
-``message_cycles(0, ...)`` from the NoC model, never a constant of their own. A multicast goes to
-rectangles of the chip's core grid that exclude the sender (TT-Metal's rule): a destination set that
-is no such rectangle is decomposed into several (``multicast_rectangle``), each its own message.
+A writer kernel pays each message's fixed cost (issue, the multicast path, the completion its barrier
+waits for) in its own stream: the model's cycles of that message at one byte; the message's bytes are the
+program's per-tile exchange bytes, which the fabric times (:mod:`tilesim.machine.fabric`), so nothing is
+counted twice and no constant of this stack stands in for the NoC model's. A reader gathering weight rows
+keeps many reads in flight: each costs the model's stream cycles of a read (its issue). A multicast goes to
+rectangles of the chip's core grid that exclude the sender (TT-Metal's rule, the model's
+``multicast_rectangle``); a destination set that is no such rectangle is decomposed into several
+(``cover_rectangles``), each its own message. The model's constants are fitted on Wormhole; Blackhole uses
+them too (an assumption, EVIDENCE.md "Tensix SNN costs").
 """
 
 from __future__ import annotations
@@ -14,41 +17,56 @@ from functools import lru_cache
 
 import numpy as np
 
-from tilesim.models.snn.stacks.tt_noc_standin import NocCosts, message_cycles, multicast_rectangle
+from tilesim.models.noc.model import (
+    Transfer,
+    cover_rectangles,
+    load_costs,
+    message_cycles,
+    round_trip_hops,
+    stream_cycles,
+)
 
-__all__ = ["NOC", "message_fixed", "gather_fixed", "rectangles_of", "multicast_messages"]
-
-NOC = NocCosts()
-"""The NoC model's constants (its module gives their sources)."""
+__all__ = ["noc_costs", "message_fixed", "gather_fixed", "rectangles_of", "multicast_messages"]
 
 
-def message_fixed(dests: int, linked: bool = False) -> float:
-    """Fixed cycles of one message to ``dests`` cores (a multicast when > 1)."""
-    return float(message_cycles(0.0, dests, linked=linked, costs=NOC))
-
-
-def gather_fixed() -> float:
-    """Fixed cycles of one read among many in flight (a reader gathering weight rows)."""
-    return float(message_cycles(0.0, 1, pipelined=True, costs=NOC))
+@lru_cache(maxsize=1)
+def noc_costs():
+    """The NoC model's shipped constants (``models/noc/costs.toml``)."""
+    return load_costs()
 
 
 @lru_cache(maxsize=4096)
-def _rects(dests: tuple, cols: int, sender: int) -> tuple:
-    return multicast_rectangle(dests, cols, sender, decompose=True)
+def message_fixed(dests: int, hops: int | None = None) -> float:
+    """Fixed cycles of one message to ``dests`` cores (a multicast when > 1): its cycles at one byte."""
+    return float(message_cycles(noc_costs(), 1, 1, int(dests), hops=hops))
 
 
-def rectangles_of(dests, cols: int, sender: int | None = None) -> tuple:
-    """The multicast rectangles covering chip-local tiles ``dests`` from ``sender`` (decomposed where
-    they form no one rectangle excluding the sender)."""
-    return _rects(tuple(sorted(int(t) for t in dests)), int(cols), -1 if sender is None else int(sender))
+@lru_cache(maxsize=1)
+def gather_fixed() -> float:
+    """Cycles of one read among many in flight (a reader gathering weight rows): the read's issue."""
+    return float(stream_cycles(noc_costs(), Transfer(1, 1, 1, "unicast", read=True)))
 
 
-def multicast_messages(dests_local: np.ndarray, senders_local: np.ndarray, cols: int) -> np.ndarray:
-    """Per sender (chip-local tile), the fixed cycles of multicasting one list to ``dests_local`` (its
-    rectangles, one message each; a rectangle of one core is a unicast)."""
+@lru_cache(maxsize=8192)
+def _rects(dests: tuple, cols: int, rows: int, sender: int) -> tuple:
+    cores = [(t % cols, t // cols) for t in dests]
+    return cover_rectangles(cols, rows, cores, None if sender < 0 else (sender % cols, sender // cols))
+
+
+def rectangles_of(dests, cols: int, rows: int, sender: int | None = None) -> tuple:
+    """The multicast rectangles (:class:`tilesim.models.noc.model.Rectangle`) covering chip-local tiles
+    ``dests`` from ``sender`` (decomposed where they form no one rectangle excluding the sender)."""
+    return _rects(tuple(sorted(int(t) for t in dests)), int(cols), int(rows), -1 if sender is None else int(sender))
+
+
+def multicast_messages(dests_local: np.ndarray, senders_local: np.ndarray, cols: int, rows: int) -> np.ndarray:
+    """Per sender (chip-local tile), the fixed cycles of multicasting one list to ``dests_local``: one
+    message per rectangle (a rectangle of one core is a unicast), each with its own round trip."""
     d = tuple(sorted(int(t) for t in dests_local))
     out = np.zeros(len(senders_local))
     for i, s in enumerate(senders_local):
-        rects = rectangles_of(d, cols, int(s) if int(s) in d else None)
-        out[i] = sum(message_fixed(r.cores) for r in rects)
+        s = int(s)
+        for r in rectangles_of(d, cols, rows, s):
+            hops = round_trip_hops(noc_costs(), (s % cols, s // cols), r.cores())
+            out[i] += message_fixed(r.count, hops)
     return out

@@ -181,6 +181,7 @@ def build_tt_program(step, machine, costs: TensixCosts | None = None, force: dic
     L, T, B = cfg.n_layers, cfg.timesteps, cfg.batch
     C, TPC, N = machine.chips, machine.tiles_per_chip, machine.total_tiles
     cols = machine.fabric.cols or TPC
+    rows = machine.fabric.rows or 1
     rec = cfg.recurrent if isinstance(cfg.recurrent, tuple) else (bool(cfg.recurrent),) * L
     layers = tt_layers(cfg, placement, machine)
     where = [residency(cfg, ly.l, ly.owned, costs, machine) for ly in layers]
@@ -234,7 +235,7 @@ def build_tt_program(step, machine, costs: TensixCosts | None = None, force: dic
                 on = ly.chip == c
                 dst = tm.local[tm.chip == c]
                 if dst.size:
-                    fw[:, on] += multicast_messages(dst, ly.local[on], cols)[None, :]
+                    fw[:, on] += multicast_messages(dst, ly.local[on], cols, rows)[None, :]
                 remote = [x for x in tm.chips if x != c]
                 fw[:, on] += len(remote) * message_fixed(1)  # one message to the Ethernet core per remote chip
         fbytes = (rows_f * n_c * costs.weight_bytes) if not dense else N_in * n_c * costs.weight_bytes * np.ones((T, 1))
