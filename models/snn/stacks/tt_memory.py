@@ -71,9 +71,9 @@ def core_bytes(config, l: int, n_c, costs: TensixCosts, machine, where: Residenc
         ("variables:sequences", "membrane sequence"): T * B * n_c * costs.state_bytes,
         ("variables:sequences", "recorded lists"): T * B * (nmax_in + config.n_max[l] + 4) * costs.id_bytes * one,
         ("variables:activations", "input-gradient partials"): B * nmax_in * 4.0 * one,
-        ("variables:weights", "weights"): 0.0 if w.weights_dram else n_in * n_c * costs.weight_bytes,
-        ("variables:gradients", "dW"): 0.0 if w.dw_dram else n_in * n_c * costs.grad_bytes,
-        ("variables:optimizer", "optimizer state"): 0.0 if w.opt_dram else slots * n_in * n_c * 4.0,
+        ("variables:weights", "weights"): 0.0 * one if w.weights_dram else n_in * n_c * costs.weight_bytes,
+        ("variables:gradients", "dW"): 0.0 * one if w.dw_dram else n_in * n_c * costs.grad_bytes,
+        ("variables:optimizer", "optimizer state"): 0.0 * one if w.opt_dram else slots * n_in * n_c * 4.0,
     }
 
 
