@@ -26,7 +26,15 @@ from tilesim.models.noc.model import (
     stream_cycles,
 )
 
-__all__ = ["noc_costs", "message_fixed", "gather_fixed", "rectangles_of", "multicast_messages"]
+__all__ = [
+    "noc_costs",
+    "message_fixed",
+    "max_packet_bytes",
+    "gather_fixed",
+    "rectangles_of",
+    "multicast_messages",
+    "unicast_messages",
+]
 
 
 @lru_cache(maxsize=1)
@@ -36,9 +44,17 @@ def noc_costs():
 
 
 @lru_cache(maxsize=4096)
-def message_fixed(dests: int, hops: int | None = None) -> float:
-    """Fixed cycles of one message to ``dests`` cores (a multicast when > 1): its cycles at one byte."""
-    return float(message_cycles(noc_costs(), 1, 1, int(dests), hops=hops))
+def message_fixed(dests: int, hops: int | None = None, transactions: int = 1) -> float:
+    """Fixed cycles of ``transactions`` messages to ``dests`` cores (a multicast when > 1, linked when more
+    than one: TT-Metal holds the path for all but the last) issued back to back, then one barrier: their
+    cycles at one byte each."""
+    k = max(int(transactions), 1)
+    return float(message_cycles(noc_costs(), 1, k, int(dests), linked=k > 1 and dests > 1, hops=hops))
+
+
+def max_packet_bytes() -> int:
+    """The largest NoC packet (``max_packet_bytes``: a longer message goes as several transactions)."""
+    return int(noc_costs().max_packet_bytes)
 
 
 @lru_cache(maxsize=1)
@@ -59,14 +75,33 @@ def rectangles_of(dests, cols: int, rows: int, sender: int | None = None) -> tup
     return _rects(tuple(sorted(int(t) for t in dests)), int(cols), int(rows), -1 if sender is None else int(sender))
 
 
-def multicast_messages(dests_local: np.ndarray, senders_local: np.ndarray, cols: int, rows: int) -> np.ndarray:
-    """Per sender (chip-local tile), the fixed cycles of multicasting one list to ``dests_local``: one
-    message per rectangle (a rectangle of one core is a unicast), each with its own round trip."""
+def multicast_messages(
+    dests_local: np.ndarray, senders_local: np.ndarray, cols: int, rows: int, transactions: int = 1
+) -> np.ndarray:
+    """Per sender (chip-local tile), the fixed cycles of multicasting one list of ``transactions`` packets to
+    ``dests_local``: one (linked) message per rectangle (a rectangle of one core is a unicast), each with its
+    own round trip."""
     d = tuple(sorted(int(t) for t in dests_local))
     out = np.zeros(len(senders_local))
     for i, s in enumerate(senders_local):
         s = int(s)
         for r in rectangles_of(d, cols, rows, s):
             hops = round_trip_hops(noc_costs(), (s % cols, s // cols), r.cores())
-            out[i] += message_fixed(r.count, hops)
+            out[i] += message_fixed(r.count, hops, transactions)
+    return out
+
+
+def unicast_messages(dests_local: np.ndarray, senders_local: np.ndarray, cols: int) -> np.ndarray:
+    """Per sender (chip-local tile), the fixed cycles of one unicast message to each of ``dests_local``
+    (the other cores' own pieces, e.g. input-gradient partials to their owners), issued back to back with one
+    barrier; the round trip spans a ring per dimension in which some receiver differs from the sender."""
+    d = np.asarray(dests_local, np.int64)
+    out = np.zeros(len(senders_local))
+    if not d.size:
+        return out
+    c = noc_costs()
+    dx, dy = d % cols, d // cols
+    for i, s in enumerate(np.asarray(senders_local, np.int64)):
+        hops = c.noc_cols * bool((dx != s % cols).any()) + c.noc_rows * bool((dy != s // cols).any())
+        out[i] = message_fixed(1, int(hops), int(d.size))
     return out

@@ -12,6 +12,7 @@ overflows is skipped.
 
 from __future__ import annotations
 
+from tilesim.errors import MappingError
 from tilesim.mapping import strategies as S
 
 __all__ = ["rectangles_mapping", "fastest_chips", "chip_candidates"]
@@ -55,7 +56,7 @@ def fastest_chips(config, machine) -> int:
     for k in chip_candidates(machine.chips):
         try:
             m = _mapping(config, machine, k)
-        except Exception:  # noqa: BLE001 - too few cores on k chips for the layers: not a candidate
+        except MappingError:  # too few cores on k chips for the layers: not a candidate
             continue
         if stack.memory(config, m, machine).overflow_tiles().size:
             continue

@@ -36,11 +36,17 @@ import numpy as np
 
 from tilesim.errors import ConfigError, config_message
 from tilesim.models.snn.placement.roles import grad_targets
-from tilesim.models.snn.stacks import tt_kernels as K
 from tilesim.models.snn.stacks.tt_costs import TensixCosts, default_tensix_costs
 from tilesim.models.snn.stacks.tt_kernels import FPU, choose, fpu_cycles, overlapped
 from tilesim.models.snn.stacks.tt_memory import residency
-from tilesim.models.snn.stacks.tt_noc import gather_fixed, message_fixed, multicast_messages
+from tilesim.models.snn.stacks.tt_noc import (
+    gather_fixed,
+    max_packet_bytes,
+    message_fixed,
+    multicast_messages,
+    unicast_messages,
+)
+from tilesim.models.tensix.matmul import load_matmul_costs
 from tilesim.program import SYNC_ALL, SYNC_CHIP, Program
 
 __all__ = [
@@ -134,9 +140,9 @@ class TtReport:
     chips: int = 0
 
     def lines(self) -> list[str]:
+        idle = " (the rest idle: no more is faster)" if self.cores_used < self.cores else ""
         out = [
-            f"tt-metal: {self.cores_used} of {self.cores} Tensix cores on {self.chips_used} of {self.chips} chips"
-            + (" (the rest idle: the default placement uses no more than is faster)" if self.cores_used < self.cores else ""),
+            f"tt-metal: {self.cores_used} of {self.cores} Tensix cores, {self.chips_used} of {self.chips} chips{idle}",
             f"program dispatch per step {self.dispatch_s * 1e6:.2f} us ({DISPATCH_BENCHMARK}, tt_dispatch.csv)",
         ]  # fmt: skip
         out += [c.line() for c in self.choices]
@@ -145,6 +151,7 @@ class TtReport:
 
 
 def _loc(counters, phase: str, l: int, name: str) -> np.ndarray:
+    """float64 [T, cores of layer l]: a per-step counter of the layer's cores (the counters' order)."""
     pc = counters.get(phase, l)
     if pc.local_steps is None:
         raise ConfigError(
@@ -153,222 +160,275 @@ def _loc(counters, phase: str, l: int, name: str) -> np.ndarray:
     return pc.local_steps[pc.row(name)].astype(np.float64)
 
 
-class _Dram:
-    """Cycles per byte a core streams from DRAM: its share of the chip's rate among the chip's streaming cores."""
+def _dram_cpb(machine, costs: TensixCosts, sharers) -> np.ndarray:
+    """Cycles per byte a core streams from DRAM: its share of ``dram_efficiency`` of the chip's GDDR6 rate
+    among ``sharers`` cores of its chip (an array per core)."""
+    rate = machine.chip.dram_bytes_per_s * costs.dram_efficiency
+    if rate <= 0:
+        raise ConfigError(
+            config_message(
+                "machine.chip.dram_bytes_per_s",
+                machine.chip.dram_bytes_per_s,
+                "must be > 0 for the tt-metal stack",
+                "give the chip's DRAM rate (EVIDENCE.md §4.1)",
+            )  # fmt: skip
+        )
+    return machine.clock_hz * np.maximum(np.asarray(sharers, np.float64), 1.0) / rate
 
-    def __init__(self, machine, costs: TensixCosts, layers, where):
-        rate = machine.chip.dram_bytes_per_s * costs.dram_efficiency
-        streaming = np.zeros(machine.chips)
-        for ly, r in zip(layers, where):
-            if r.streams:
-                np.add.at(streaming, ly.chip, 1.0)
-        self.cpb = np.where(streaming > 0, machine.clock_hz * np.maximum(streaming, 1.0) / max(rate, 1.0), 0.0)
-        if rate <= 0 and streaming.any():
-            raise ConfigError(
-                config_message("machine.chip.dram_bytes_per_s", 0, "must be > 0 when weights stream from DRAM")
+
+@dataclass(frozen=True)
+class _Ctx:
+    """What every layer's kernels are timed from (built once per program)."""
+
+    cfg: object
+    counters: object
+    machine: object
+    costs: TensixCosts
+    layers: list
+    where: list
+    streaming: np.ndarray  # per chip: cores whose layer streams from DRAM
+    cols: int
+    rows: int
+    rec: tuple
+    has_in: list
+    feeds: list  # per layer: the layers its list goes to (the next; itself if recurrent)
+    senders: list  # per layer: the layers that send it input-gradient partials
+    force: dict
+    g: float  # the NoC model's cycles of one gathered read in flight
+    l1_cpb: float  # cycles per byte through the L1 port
+    unpack_cpb: float  # cycles per byte through the unpacker (the tilesim matmul model's)
+
+    def wcpb(self, ly, dram: bool) -> np.ndarray | float:
+        """Cycles per byte of a tensor of layer ``ly``: from DRAM (its chip's streaming share) or L1."""
+        return _dram_cpb(self.machine, self.costs, self.streaming[ly.chip]) if dram else self.l1_cpb
+
+
+def _fpu_per_core(ctx: _Ctx, ly, m, k, n) -> np.ndarray:
+    """[cores] matrix-engine cycles of an ``m × k · k × n`` product on each core; ``"n_c"`` for the core's neurons."""
+    return np.array(
+        [
+            fpu_cycles(
+                int(nc) if m == "n_c" else m,
+                int(nc) if k == "n_c" else k,
+                int(nc) if n == "n_c" else n,
+                ctx.machine,
+                ctx.costs,
             )
+            for nc in ly.owned
+        ]  # fmt: skip
+    )
 
-    def of(self, ly) -> np.ndarray:
-        return self.cpb[ly.chip]
+
+def _forward(ctx: _Ctx, ly, report: TtReport, lists: list) -> np.ndarray:
+    """[T, cores] cycles of layer ``ly``'s forward phase per time step (tt_kernels' equations), its unit chosen."""
+    c, cfg, r = ctx.costs, ctx.cfg, ctx.where[ly.l]
+    B, T, n_c, N_in = cfg.batch, cfg.timesteps, ly.owned, ly.fan_in
+    rows = _loc(ctx.counters, "state_update", ly.l, "synaptic_adds") / np.maximum(n_c, 1.0)
+    wcpb = ctx.wcpb(ly, r.weights_dram)
+    sp_r = rows * (ctx.g + n_c * c.weight_bytes * wcpb)
+    sp_c = rows * c.sfpu(n_c, c.sfpu_add_cycles) + rows * n_c * c.weight_bytes * ctx.unpack_cpb
+    dn_r = B * N_in * 2.0 / c.densify_bytes_per_cycle + rows
+    if r.weights_dram:
+        dn_r = dn_r + N_in * n_c * c.weight_bytes * wcpb
+    dn_c = _fpu_per_core(ctx, ly, B, N_in, "n_c")[None, :] * np.ones((T, 1))
+    density = float(rows.mean(axis=1).sum() / max(B * N_in * T, 1))
+    ch = choose(ly.l, "forward", np.maximum(dn_r, dn_c), np.maximum(sp_r, sp_c), density, ctx.force.get("forward", ""))
+    report.choices.append(ch)
+    dense = ch.unit == FPU
+    lif = c.sfpu(B * n_c, c.lif_cycles) + 2 * B * n_c * c.state_bytes * ctx.unpack_cpb
+    reader = dn_r if dense else sp_r
+    if ly.l == 0:  # the input batch's list of this time step, from DRAM (every core of layer 1 reads it)
+        nbytes = 4.0 * B * (cfg.input_cap + 1)
+        reader = reader + ctx.g + nbytes * _dram_cpb(ctx.machine, c, np.bincount(ly.chip)[ly.chip])
+    compute = (dn_c if dense else sp_c) + lif
+    writer = B * n_c * c.compact_cycles_per_neuron * np.ones((T, 1))
+    k = int(max(1, np.ceil(lists[ly.l].max(initial=0.0) / max_packet_bytes())))  # packets of the longest list
+    for m in ctx.feeds[ly.l]:  # per target layer: its cores on the sender's chip in rectangles
+        tm = ctx.layers[m]
+        for chip in ly.chips:
+            on = ly.chip == chip
+            dst = tm.local[tm.chip == chip]
+            if dst.size:
+                writer[:, on] += multicast_messages(dst, ly.local[on], ctx.cols, ctx.rows, k)[None, :]
+            remote = sum(1 for x in tm.chips if x != chip)
+            writer[:, on] += remote * message_fixed(1, None, k)  # to the Ethernet core, per remote chip
+    moved = (N_in * n_c * c.weight_bytes * np.ones((T, 1))) if dense else rows * n_c * c.weight_bytes
+    return overlapped(reader, compute, writer, np.ceil(moved / c.page_bytes))
+
+
+def _backward(ctx: _Ctx, ly, report: TtReport) -> np.ndarray:
+    """[T, cores] cycles of layer ``ly``'s backward phase per time step (t ascending), its units chosen."""
+    c, cfg, r, l = ctx.costs, ctx.cfg, ctx.where[ly.l], ly.l
+    B, T, n_c, N_in = cfg.batch, cfg.timesteps, ly.owned, ly.fan_in
+    nz = np.maximum(n_c, 1.0)
+    e_own = _loc(ctx.counters, "state_grad", l, "slots_applied")
+    P = sum(ctx.layers[m].tiles.size for m in ctx.senders[l])  # partials per own entry
+    state = c.sfpu(P * e_own, c.sfpu_add_cycles) + c.sfpu(B * n_c, c.surrogate_cycles)
+    state = state + 4 * B * n_c * c.state_bytes * ctx.unpack_cpb
+    rows = _loc(ctx.counters, "weight_grad", l, "grad_adds") / nz
+    dcpb = ctx.wcpb(ly, r.dw_dram)
+    sp_rw = rows * (ctx.g + n_c * c.grad_bytes * dcpb)  # dW rows read, and written back
+    sp_c = rows * c.sfpu(n_c, c.sfpu_add_cycles)
+    dn_c = (_fpu_per_core(ctx, ly, N_in, B, "n_c") + N_in * n_c * c.grad_bytes * ctx.unpack_cpb)[None, :] * np.ones(
+        (T, 1)
+    )
+    dn_r = B * N_in * 2.0 / c.densify_bytes_per_cycle + rows
+    if r.dw_dram:
+        dn_r = dn_r + 2 * N_in * n_c * c.grad_bytes * dcpb
+    density = float(rows.mean(axis=1).sum() / max(B * N_in * T, 1))
+    ch = choose(l, "dW", np.maximum(dn_r, dn_c), np.maximum(sp_rw, sp_c), density, ctx.force.get("dW", ""))
+    report.choices.append(ch)
+    if ch.unit == FPU:
+        reader, compute, writer = dn_r, dn_c + state, np.zeros((T, n_c.size))
+    else:
+        reader, compute, writer = sp_rw, sp_c + state, sp_rw
+    if ctx.has_in[l]:
+        s_in = _loc(ctx.counters, "input_grad", l, "macs") / nz
+        wcpb = ctx.wcpb(ly, r.weights_dram)
+        di_sp_r = s_in * (ctx.g + n_c * c.weight_bytes * wcpb)
+        di_sp_c = s_in * (c.sfpu(n_c, c.sfpu_add_cycles) + c.reduce_cycles)
+        busy = s_in.sum(axis=1, keepdims=True) > 0  # no partials at t = 0
+        di_dn_c = _fpu_per_core(ctx, ly, B, "n_c", N_in)[None, :] * busy
+        di_dn_r = (N_in * n_c * c.weight_bytes * wcpb if r.weights_dram else 0.0) * busy
+        density = float(s_in.mean(axis=1).sum() / max(B * N_in * T, 1))
+        ch = choose(l, "dIn", np.maximum(di_dn_r, di_dn_c), np.maximum(di_sp_r, di_sp_c), density,
+                    ctx.force.get("dIn", ""))  # fmt: skip
+        report.choices.append(ch)
+        dense = ch.unit == FPU
+        reader = reader + (di_dn_r if dense else di_sp_r)
+        compute = compute + (di_dn_c if dense else di_sp_c)
+        for t_layer in grad_targets(ctx.rec, l):  # one partial message per owner core on the sender's chip
+            tl = ctx.layers[t_layer]
+            for chip in ly.chips:
+                on = ly.chip == chip
+                msgs = unicast_messages(tl.local[tl.chip == chip], ly.local[on], ctx.cols)
+                msgs += sum(1 for x in tl.chips if x != chip) * message_fixed(1)
+                writer[:, on] += (s_in[:, on] > 0) * msgs[None, :]
+    return overlapped(reader, compute, writer, np.ceil(rows * n_c * c.grad_bytes / c.page_bytes))
+
+
+def _optimizer(ctx: _Ctx, ly) -> np.ndarray:
+    """[cores] cycles of the optimizer on layer ``ly``'s weights: read w and dW, write w (and Adam's two
+    moments), from L1 or DRAM, overlapped with the SFPU's update."""
+    c, r, adam = ctx.costs, ctx.where[ly.l], ctx.cfg.optimizer == "adam"
+    upd = ctx.counters.get("optimizer", ly.l).local_totals[0].astype(np.float64)
+    compute = c.sfpu(upd, c.sgd_cycles * (2.0 if adam else 1.0))
+    moved = (
+        2 * c.weight_bytes * ctx.wcpb(ly, r.weights_dram)
+        + c.grad_bytes * ctx.wcpb(ly, r.dw_dram)
+        + (16.0 if adam else 0.0) * ctx.wcpb(ly, r.opt_dram)
+    )
+    return overlapped(upd * moved, compute, 0.0, np.ceil(upd * c.weight_bytes / c.page_bytes))
+
+
+def _list_traffic(ctx: _Ctx, lists: list, b_in, b_out, flows: list, f0: int) -> None:
+    """The forward exchanges: each core's list (``lists[l]``, [T, cores] bytes) to every core of the layers it
+    feeds, one multicast per chip; to another chip over Ethernet (one link flow per chip pair and time step)."""
+    T = ctx.cfg.timesteps
+    for ly in ctx.layers:
+        lb, copies = lists[ly.l], np.zeros(ly.tiles.size)
+        for m in ctx.feeds[ly.l]:
+            tm = ctx.layers[m]
+            for chip in ly.chips:
+                on = ly.chip == chip
+                sent = lb[:, on].sum(axis=1)
+                b_in[f0 : f0 + T, tm.tiles] += sent[:, None]
+                local = bool((tm.chip == chip).any())
+                copies[on] = np.maximum(copies[on], float(local))
+                for d in tm.chips:
+                    if d != chip:
+                        copies[on] += 1
+                        flows += [(f0 + t, chip, d, float(sent[t])) for t in range(T) if sent[t] > 0]
+        b_out[f0 : f0 + T, ly.tiles] += lb * copies[None, :]
+
+
+def _partial_traffic(ctx: _Ctx, b_in, b_out, flows: list, b0: int) -> None:
+    """The backward exchanges: each core's input-gradient partials of time t (4·s_in bytes) to the owner core
+    of each entry (its list of t − 1): an owner receives 4·e·P bytes from the P cores of the sending layer;
+    across chips in proportion to the entries each chip owns."""
+    T = ctx.cfg.timesteps
+    for ly in ctx.layers:
+        if not ctx.has_in[ly.l]:
+            continue
+        s_in = _loc(ctx.counters, "input_grad", ly.l, "macs") / np.maximum(ly.owned, 1.0)
+        for t_layer in grad_targets(ctx.rec, ly.l):
+            tl = ctx.layers[t_layer]
+            e = _loc(ctx.counters, "state_grad", t_layer, "slots_applied")
+            for t in range(1, T):  # partials of time t go to the owners' entries of t - 1
+                k = b0 + (T - 1 - t)
+                b_out[k, ly.tiles] += 4.0 * s_in[t]
+                b_in[k, tl.tiles] += 4.0 * e[t - 1] * ly.tiles.size
+                tot = e[t - 1].sum()
+                for chip in ly.chips:
+                    sent = 4.0 * s_in[t, ly.chip == chip].sum()
+                    for d in tl.chips:
+                        if d != chip and sent > 0 and tot > 0:
+                            flows.append((k, chip, d, sent * e[t - 1, tl.chip == d].sum() / tot))
 
 
 def build_tt_program(step, machine, costs: TensixCosts | None = None, force: dict | None = None):
     """``(program, report)``: the step's :class:`tilesim.program.Program` on ``machine`` and its
-    :class:`TtReport`. ``step``: an SNN step (its config, placement and per-step counters); ``force``:
-    ``{kernel: unit}`` pins a unit (tests)."""
+    :class:`TtReport`. ``step``: an SNN step (its config, placement and per-step counters; its IPU cost
+    model is never read); ``force``: ``{kernel: unit}`` pins a unit (tests)."""
     costs = costs or default_tensix_costs()
-    cfg, placement, counters = step.config, step.placement, step.counters
+    cfg, counters = step.config, step.counters
     L, T, B = cfg.n_layers, cfg.timesteps, cfg.batch
     C, TPC, N = machine.chips, machine.tiles_per_chip, machine.total_tiles
-    cols = machine.fabric.cols or TPC
-    rows = machine.fabric.rows or 1
     rec = cfg.recurrent if isinstance(cfg.recurrent, tuple) else (bool(cfg.recurrent),) * L
-    layers = tt_layers(cfg, placement, machine)
+    layers = tt_layers(cfg, step.placement, machine)
     where = [residency(cfg, ly.l, ly.owned, costs, machine) for ly in layers]
-    dram = _Dram(machine, costs, layers, where)
-    l1_cpb = 1.0 / float(machine.chip.local_bytes_per_cycle)
-    g = gather_fixed()
-    has_in = [any(p.phase == "input_grad" and p.layer == l for p in counters.phases) for l in range(L)]
-    S = 2 * T + 4
-    f0, loss_k, b0, opt_k = 1, T + 1, T + 2, 2 * T + 2  # superstep of fwd t: f0 + t; bwd t: b0 + (T-1-t)
-    comp, b_in, b_out = np.zeros((S, N)), np.zeros((S, N)), np.zeros((S, N))
-    flows: list = []
-    report = TtReport(dispatch_s=dispatch_s(machine), cores=N, chips=C)
-    force = force or {}
-    # layers whose lists feed layer m (inputs) and the layers sending partials back to layer l
-    feeds = [[m for m in (l + 1, l) if (m == l + 1 and m < L) or (m == l and rec[l])] for l in range(L)]
-    partial_senders = [[m for m in range(L) if has_in[m] and l in grad_targets(rec, m)] for l in range(L)]
-    lists = []  # per layer: [T, n] bytes of each core's list per time step
-    for ly in layers:
-        ek = _loc(counters, "spike_detect", ly.l, "entries_kept")
-        lists.append(4.0 * (ek + 2 * B) * (ly.owned > 0))
+    streaming = np.zeros(C)
     for ly, r in zip(layers, where):
-        l, n_c, N_in = ly.l, ly.owned, ly.fan_in
-        nz = np.maximum(n_c, 1.0)
-        wcpb = dram.of(ly) if r.weights_dram else l1_cpb
-        dcpb = dram.of(ly) if r.dw_dram else l1_cpb
-        # ---- forward
-        rows_f = _loc(counters, "state_update", l, "synaptic_adds") / nz
-        sp_r = rows_f * (g + n_c * costs.weight_bytes * wcpb)
-        sp_c = (
-            rows_f * costs.sfpu(n_c, costs.sfpu_add_cycles)
-            + rows_f * n_c * costs.weight_bytes / K.load_matmul_costs().unpack_bytes_per_cycle
-        )
-        dn_c = np.array([fpu_cycles(B, N_in, int(n), machine, costs) for n in n_c])[None, :] * np.ones((T, 1))
-        dn_r = B * N_in * 2.0 / costs.densify_bytes_per_cycle + rows_f
-        if r.weights_dram:
-            dn_r = dn_r + N_in * n_c * costs.weight_bytes * dram.of(ly)
-        density = float(rows_f.mean(axis=1).sum() / max(B * N_in * T, 1))
-        ch = choose(l, "forward", np.maximum(dn_r, dn_c), np.maximum(sp_r, sp_c), density, force.get("forward", ""))
-        report.choices.append(ch)
-        dense = ch.unit == FPU
-        lif = (
-            costs.sfpu(B * n_c, costs.lif_cycles)
-            + 2 * B * n_c * costs.state_bytes / K.load_matmul_costs().unpack_bytes_per_cycle
-        )
-        fr = dn_r if dense else sp_r
-        fc = (dn_c if dense else sp_c) + lif
-        fw = B * n_c * costs.compact_cycles_per_neuron * np.ones((T, 1))
-        for m in feeds[l]:  # the list's multicasts: per target layer, its cores on the sender's chip in rectangles
-            tm = layers[m]
-            for c in ly.chips:
-                on = ly.chip == c
-                dst = tm.local[tm.chip == c]
-                if dst.size:
-                    fw[:, on] += multicast_messages(dst, ly.local[on], cols, rows)[None, :]
-                remote = [x for x in tm.chips if x != c]
-                fw[:, on] += len(remote) * message_fixed(1)  # one message to the Ethernet core per remote chip
-        fbytes = (rows_f * n_c * costs.weight_bytes) if not dense else N_in * n_c * costs.weight_bytes * np.ones((T, 1))
-        comp[f0 : f0 + T, ly.tiles] += overlapped(fr, fc, fw, np.ceil(fbytes / costs.page_bytes))
-        # ---- backward
-        e_own = _loc(counters, "state_grad", l, "slots_applied")
-        P = sum(layers[m].tiles.size for m in partial_senders[l])
-        red = costs.sfpu(P * e_own, costs.sfpu_add_cycles)
-        sg = (
-            costs.sfpu(B * n_c, costs.surrogate_cycles)
-            + 4 * B * n_c * costs.state_bytes / K.load_matmul_costs().unpack_bytes_per_cycle
-        )
-        rows_b = _loc(counters, "weight_grad", l, "grad_adds") / nz
-        dw_sp_r = rows_b * (g + n_c * costs.grad_bytes * dcpb)
-        dw_sp_w = rows_b * (g + n_c * costs.grad_bytes * dcpb)
-        dw_sp_c = rows_b * costs.sfpu(n_c, costs.sfpu_add_cycles)
-        dw_dn_c = (
-            np.array([fpu_cycles(N_in, B, int(n), machine, costs) for n in n_c])[None, :]
-            + N_in * n_c * costs.grad_bytes / K.load_matmul_costs().unpack_bytes_per_cycle
-        )
-        dw_dn_c = dw_dn_c * np.ones((T, 1))
-        dw_dn_r = (
-            B * N_in * 2.0 / costs.densify_bytes_per_cycle
-            + rows_b
-            + (2 * N_in * n_c * costs.grad_bytes * dram.of(ly) if r.dw_dram else 0.0)
-        )
-        ch = choose(l, "dW", np.maximum(dw_dn_r, dw_dn_c), np.maximum(np.maximum(dw_sp_r, dw_sp_w), dw_sp_c),
-                    float(rows_b.mean(axis=1).sum() / max(B * N_in * T, 1)), force.get("dW", ""))  # fmt: skip
-        report.choices.append(ch)
-        if ch.unit == FPU:
-            br, bc, bw = dw_dn_r, dw_dn_c, np.zeros((T, n_c.size))
-        else:
-            br, bc, bw = dw_sp_r, dw_sp_c, dw_sp_w
-        bc = bc + red + sg
-        if has_in[l]:
-            s_in = _loc(counters, "input_grad", l, "macs") / nz
-            di_sp_r = s_in * (g + n_c * costs.weight_bytes * wcpb)
-            di_sp_c = s_in * (costs.sfpu(n_c, costs.sfpu_add_cycles) + costs.reduce_cycles)
-            di_dn_c = np.array([fpu_cycles(B, int(n), N_in, machine, costs) for n in n_c])[None, :] * (
-                s_in.sum(axis=1, keepdims=True) > 0
-            )
-            di_dn_r = (N_in * n_c * costs.weight_bytes * dram.of(ly) if r.weights_dram else 0.0) * (s_in > 0)
-            ch = choose(l, "dIn", np.maximum(di_dn_r, di_dn_c), np.maximum(di_sp_r, di_sp_c),
-                        float(s_in.mean(axis=1).sum() / max(B * N_in * T, 1)), force.get("dIn", ""))  # fmt: skip
-            report.choices.append(ch)
-            if ch.unit == FPU:
-                br, bc = br + di_dn_r, bc + di_dn_c
-            else:
-                br, bc = br + di_sp_r, bc + di_sp_c
-            owners = sum(layers[t].tiles.size for t in grad_targets(rec, l))  # one partial message per owner core
-            bw = bw + (s_in > 0) * (message_fixed(1) + max(owners - 1, 0) * g)
-        bbytes = rows_b * n_c * costs.grad_bytes
-        bt = overlapped(br, bc, bw, np.ceil(bbytes / costs.page_bytes))
-        comp[b0 : b0 + T, ly.tiles] += bt[::-1]  # superstep b0 + i is time step T-1-i
-        # ---- loss (output layer) and optimizer
-        if l == L - 1:
-            comp[loss_k, ly.tiles] += costs.sfpu(B * n_c, costs.surrogate_cycles)
-        upd = counters.get("optimizer", l).local_totals[0].astype(np.float64)
-        per = 2.0 if cfg.optimizer == "adam" else 1.0
-        oc = costs.sfpu(upd, costs.sgd_cycles * per)
-        o_rw = upd * ((2 * costs.weight_bytes) * (dram.of(ly) if r.weights_dram else l1_cpb)
-                      + costs.grad_bytes * (dram.of(ly) if r.dw_dram else l1_cpb)
-                      + (16.0 if cfg.optimizer == "adam" else 0.0) * (dram.of(ly) if r.opt_dram else l1_cpb))  # fmt: skip
-        comp[opt_k, ly.tiles] += overlapped(o_rw, oc, 0.0, np.ceil(upd * costs.weight_bytes / costs.page_bytes))
-    # ---- exchange bytes and link flows
+        if r.streams:
+            np.add.at(streaming, ly.chip, 1.0)
+    has_in = [any(p.phase == "input_grad" and p.layer == l for p in counters.phases) for l in range(L)]
+    ctx = _Ctx(
+        cfg, counters, machine, costs, layers, where, streaming,
+        machine.fabric.cols or TPC, machine.fabric.rows or 1, rec, has_in,
+        feeds=[[m for m in (l + 1, l) if (m == l + 1 and m < L) or (m == l and rec[l])] for l in range(L)],
+        senders=[[m for m in range(L) if has_in[m] and l in grad_targets(rec, m)] for l in range(L)],
+        force=force or {}, g=gather_fixed(), l1_cpb=1.0 / float(machine.chip.local_bytes_per_cycle),
+        unpack_cpb=1.0 / load_matmul_costs().unpack_bytes_per_cycle,
+    )  # fmt: skip
+    S = 2 * T + 4
+    f0, loss_k, b0, opt_k = 1, T + 1, T + 2, 2 * T + 2  # fwd t: superstep f0 + t; bwd t: b0 + (T - 1 - t)
+    comp, b_in, b_out = np.zeros((S, N)), np.zeros((S, N)), np.zeros((S, N))
+    report = TtReport(dispatch_s=dispatch_s(machine), cores=N, chips=C, residency=where)
+    # each core's list per time step: its entries and 2 counts per sample, 4 bytes each
+    lists = [4.0 * (_loc(counters, "spike_detect", ly.l, "entries_kept") + 2 * B) * (ly.owned > 0) for ly in layers]
     for ly in layers:
-        l = ly.l
-        lb = lists[l]  # [T, n]
-        for m in feeds[l]:
-            tm = layers[m]
-            for c in ly.chips:
-                on = ly.chip == c
-                sent = lb[:, on].sum(axis=1)  # [T]
-                b_in[f0 : f0 + T, tm.tiles] += sent[:, None]
-                for d in tm.chips:
-                    if d != c:
-                        for t in range(T):
-                            if sent[t] > 0:
-                                flows.append((f0 + t, c, d, float(sent[t])))
-        out_mult = np.zeros(ly.tiles.size)
-        for m in feeds[l]:
-            tm = layers[m]
-            for c in ly.chips:
-                on = ly.chip == c
-                out_mult[on] = np.maximum(out_mult[on], 1.0 if (tm.chip == c).any() else 0.0)
-                out_mult[on] += sum(1 for d in tm.chips if d != c)
-        b_out[f0 : f0 + T, ly.tiles] += lb * out_mult[None, :]
-        if has_in[l]:
-            s_in = _loc(counters, "input_grad", l, "macs") / np.maximum(ly.owned, 1.0)
-            for t_layer in grad_targets(rec, l):
-                tl = layers[t_layer]
-                e_t = _loc(counters, "state_grad", t_layer, "slots_applied")  # [T, n_t]
-                for t in range(1, T):  # partials of time t go to the owners' entries of t - 1
-                    k = b0 + (T - 1 - t)
-                    b_out[k, ly.tiles] += 4.0 * s_in[t]
-                    b_in[k, tl.tiles] += 4.0 * e_t[t - 1] * ly.tiles.size
-                    tot = e_t[t - 1].sum()
-                    if tot <= 0:
-                        continue
-                    for c in ly.chips:
-                        sent = 4.0 * s_in[t, ly.chip == c].sum()
-                        for d in tl.chips:
-                            if d != c and sent > 0:
-                                flows.append((k, c, d, sent * e_t[t - 1, tl.chip == d].sum() / tot))
-    # ---- host rows
-    disp = report.dispatch_s * machine.clock_hz
-    comp[0, :] += disp
-    first, last = int(layers[0].chip[0]), int(layers[-1].chip[0])
+        comp[f0 : f0 + T, ly.tiles] += _forward(ctx, ly, report, lists)
+        comp[b0 : b0 + T, ly.tiles] += _backward(ctx, ly, report)[::-1]
+        comp[opt_k, ly.tiles] += _optimizer(ctx, ly)
+    out = layers[-1]
+    comp[loss_k, out.tiles] += costs.sfpu(B * out.owned, costs.surrogate_cycles)  # loss and its gradient
+    flows: list = []
+    _list_traffic(ctx, lists, b_in, b_out, flows, f0)
+    _partial_traffic(ctx, b_in, b_out, flows, b0)
+    comp[0, :] += report.dispatch_s * machine.clock_hz
+    first, last = int(layers[0].chip[0]), int(out.chip[0])
     host = (
         np.array([0, S - 1], np.int32),
         np.array([first, last], np.int32),
         np.array([T * B * 4.0 * (cfg.input_cap + 1) + 4.0 * B, 4.0 * B]),
     )
-    label_id = np.array([0] + [1] * T + [2] + [3] * T + [4, 5], np.int32)
     scope = np.full(S, SYNC_CHIP, np.int32)
     if flows:
         scope[sorted({f[0] for f in flows})] = SYNC_ALL
-    f_arr = tuple(np.asarray(x) for x in zip(*flows)) if flows else None
     broadcast = np.zeros(S, bool)
-    broadcast[f0 : f0 + T] = True
-    used = np.unique(np.concatenate([ly.tiles for ly in layers])) if layers else np.zeros(0, np.int64)
+    broadcast[f0 : f0 + T] = True  # the lists go as multicast trees
+    used = np.unique(np.concatenate([ly.tiles for ly in layers]))
     report.cores_used, report.chips_used = int(used.size), int(np.unique(used // TPC).size)
-    report.residency = where
     program = Program.from_arrays(
         chips=C,
         tiles_per_chip=TPC,
         compute_cycles=comp,
         labels=LABELS,
-        label_id=label_id,
+        label_id=np.array([0] + [1] * T + [2] + [3] * T + [4, 5], np.int32),
         sync_scope=scope,
         bytes_in=b_in,
         bytes_out=b_out,
-        flows=f_arr,
+        flows=tuple(np.asarray(x) for x in zip(*flows)) if flows else None,
         host=host,
         name="snn training step (tt-metal)",
         broadcast=broadcast,
