@@ -85,7 +85,10 @@ def _fpu(m: int, k: int, n: int, machine, fmt: str, fidelity: str) -> float:
 
 
 def fpu_cycles(m: int, k: int, n: int, machine, costs: TensixCosts) -> float:
-    """Math + unpack cycles of an ``m × k · k × n`` product on one core, by the ``tilesim matmul`` model."""
+    """Math + unpack cycles of an ``m × k · k × n`` product on one core, by the ``tilesim matmul`` model
+    (infinite on a machine without a matrix engine: the sparse kernels run there)."""
+    if machine.chip.matrix_tile_cycles <= 0:
+        return float("inf")
     return _fpu(max(int(m), 1), max(int(k), 1), max(int(n), 1), machine, costs.fpu_format, costs.fpu_fidelity)
 
 
@@ -101,18 +104,20 @@ class Choice:
     density: float  # mean share of the fan-in in the list the kernel reads (Σ_b entries / (B·N_in))
 
     def line(self) -> str:
-        why = (
-            f"{self.dense_cycles / max(self.sparse_cycles, 1e-9):.2f}x the sparse list's cycles"
-            if self.unit == FPU
-            else f"the dense 32x32 tiles would take {self.dense_cycles / max(self.sparse_cycles, 1e-9):.2f}x"
-        )
-        return f"layer {self.layer + 1} {self.kernel}: {self.unit} (density {self.density:.3f}; {why})"
+        """One line: the unit and why (the other unit's cycles against the chosen one's, the density)."""
+        where = f"layer {self.layer + 1} {self.kernel}: {self.unit}"
+        if not np.isfinite(self.dense_cycles):
+            return f"{where} (no matrix engine on this machine; density {self.density:.3f})"
+        ratio = self.dense_cycles / max(self.sparse_cycles, 1e-9)
+        if self.unit == FPU:
+            return f"{where} (32x32 tiles take {ratio:.2f}x the sparse list's cycles at density {self.density:.3f})"
+        return f"{where} (the sparse list; 32x32 tiles would take {ratio:.2f}x at density {self.density:.3f})"
 
 
 def choose(layer: int, kernel: str, dense: np.ndarray, sparse: np.ndarray, density: float, force: str = "") -> Choice:
     """The unit for ``kernel`` of ``layer``: the matrix engine where its tiles take fewer cycles over the step
     (Σ over time steps of the slowest core) than the sparse list (``force``: ``FPU`` or ``SFPU`` to pin it)."""
-    d = float(np.max(dense, axis=-1).sum()) if dense.size else 0.0
+    d = float(np.max(dense, axis=-1).sum()) if dense.size else 0.0  # inf: no matrix engine
     s = float(np.max(sparse, axis=-1).sum()) if sparse.size else 0.0
     unit = force or (FPU if d < s else SPARSE)
     return Choice(layer, kernel, unit, d, s, density)

@@ -117,7 +117,7 @@ class TtMetalStack:
     def memory(self, config, placement, machine, totals=None, cache=None):
         layers = tt_layers(config, placement, machine)
         where = [residency(config, ly.l, ly.owned, self.costs, machine) for ly in layers]
-        return tt_ledger(config, layers, where, self.costs, machine)
+        return tt_ledger(config, layers, where, self.costs, machine, totals)
 
     def host(self, step, result):
         return result.book_as(HOST_LABELS, "host")

@@ -38,7 +38,7 @@ from tilesim.errors import ConfigError, config_message
 from tilesim.models.snn.placement.roles import grad_targets
 from tilesim.models.snn.stacks.tt_costs import TensixCosts, default_tensix_costs
 from tilesim.models.snn.stacks.tt_kernels import FPU, choose, fpu_cycles, overlapped
-from tilesim.models.snn.stacks.tt_memory import residency
+from tilesim.models.snn.stacks.tt_memory import residency, sequence_bytes
 from tilesim.models.snn.stacks.tt_noc import (
     gather_fixed,
     max_packet_bytes,
@@ -237,11 +237,13 @@ def _forward(ctx: _Ctx, ly, report: TtReport, lists: list) -> np.ndarray:
     dense = ch.unit == FPU
     lif = c.sfpu(B * n_c, c.lif_cycles) + 2 * B * n_c * c.state_bytes * ctx.unpack_cpb
     reader = dn_r if dense else sp_r
-    if ly.l == 0:  # the input batch's list of this time step, from DRAM (every core of layer 1 reads it)
-        nbytes = 4.0 * B * (cfg.input_cap + 1)
+    if ly.l == 0 and ctx.machine.chip.dram_bytes_per_s > 0:  # the input list of the time step, from DRAM
+        nbytes = 4.0 * B * (cfg.input_cap + 1)  # (every core of layer 1 reads it; the chip's cores share DRAM)
         reader = reader + ctx.g + nbytes * _dram_cpb(ctx.machine, c, np.bincount(ly.chip)[ly.chip])
     compute = (dn_c if dense else sp_c) + lif
     writer = B * n_c * c.compact_cycles_per_neuron * np.ones((T, 1))
+    if r.seq_dram:  # the time step's history (state, lists) written to DRAM for the backward pass
+        writer = writer + sequence_bytes(cfg, ly.l, n_c) * ctx.wcpb(ly, True)
     k = int(max(1, np.ceil(lists[ly.l].max(initial=0.0) / max_packet_bytes())))  # packets of the longest list
     for m in ctx.feeds[ly.l]:  # per target layer: its cores on the sender's chip in rectangles
         tm = ctx.layers[m]
@@ -282,13 +284,15 @@ def _backward(ctx: _Ctx, ly, report: TtReport) -> np.ndarray:
         reader, compute, writer = dn_r, dn_c + state, np.zeros((T, n_c.size))
     else:
         reader, compute, writer = sp_rw, sp_c + state, sp_rw
+    if r.seq_dram:  # the time step's history read back from DRAM
+        reader = reader + sequence_bytes(cfg, l, n_c) * ctx.wcpb(ly, True)
     if ctx.has_in[l]:
         s_in = _loc(ctx.counters, "input_grad", l, "macs") / nz
         wcpb = ctx.wcpb(ly, r.weights_dram)
         di_sp_r = s_in * (ctx.g + n_c * c.weight_bytes * wcpb)
         di_sp_c = s_in * (c.sfpu(n_c, c.sfpu_add_cycles) + c.reduce_cycles)
         busy = s_in.sum(axis=1, keepdims=True) > 0  # no partials at t = 0
-        di_dn_c = _fpu_per_core(ctx, ly, B, "n_c", N_in)[None, :] * busy
+        di_dn_c = np.where(busy, _fpu_per_core(ctx, ly, B, "n_c", N_in)[None, :], 0.0)
         di_dn_r = (N_in * n_c * c.weight_bytes * wcpb if r.weights_dram else 0.0) * busy
         density = float(s_in.mean(axis=1).sum() / max(B * N_in * T, 1))
         ch = choose(l, "dIn", np.maximum(di_dn_r, di_dn_c), np.maximum(di_sp_r, di_sp_c), density,
