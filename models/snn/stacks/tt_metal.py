@@ -39,7 +39,7 @@ TT_ROWS = (
         KIND_COMPUTE,
         FORWARD,
         Calls(0),
-        counters=(("state_update", ("synaptic_adds", "neurons_updated")), ("spike_detect", ("entries_kept",))),
+        counters=(("state_update", ("synaptic_adds", "neurons_updated")),),
         exchange="each core's spike list, multicast to the next layer's cores",
         broadcast=True,
     ),

@@ -76,7 +76,7 @@ class SnnStep:
         st = self._stacks.get(result.machine_name)
         return result if st is None else st.host(self, result)
 
-    def _stack_lines(self, result: SimResult) -> tuple:
+    def stack_lines(self, result: SimResult) -> tuple:
         """What the stack says it chose on the result's machine (a stack with a ``section_lines`` method)."""
         st = self._stacks.get(result.machine_name)
         lines = getattr(st, "section_lines", None)
@@ -103,7 +103,7 @@ class SnnStep:
                 f"network {layers}: batch {cfg.batch}, {cfg.timesteps} time steps, spike caps {caps}",
                 f"assumed structure: {assumed}",
                 f"execution stack {stack}",
-                *self._stack_lines(result),
+                *self.stack_lines(result),
             ),
             data=(
                 ("layers", layers),
