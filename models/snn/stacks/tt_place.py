@@ -41,7 +41,7 @@ def _mapping(config, machine, k: int):
 
 def fastest_chips(config, machine) -> int:
     """The chips (a count, :func:`chip_candidates`) on which the network's fixed-activity step is fastest."""
-    key = (repr(config), machine.name, machine.chips)
+    key = (repr(config), repr(machine))
     if key in _CHOSEN:
         return _CHOSEN[key]
     from tilesim.models.snn.stacks.tt_metal import TtMetalStack
