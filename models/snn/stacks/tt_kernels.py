@@ -28,10 +28,12 @@ gradient bytes, ``g`` the NoC model's fixed cycles of a gathered read (:func:`tt
     w = msg (one partial message per owner core)
   optimizer (once per step): sfpu(N_in·n_c, sgd)
 
-Weights (and dW, then optimizer state) that L1 cannot hold stream from DRAM
-(:func:`tilesim.models.snn.stacks.tt_memory.residency`): the reader then moves the rows it gathers (sparse)
-or the whole block (dense) at the core's share of the chip's DRAM rate (``dram_efficiency`` of the preset's
-``dram_bytes_per_s``, shared by the chip's cores that stream).
+Layer 1's reader also fetches the time step's input list from DRAM (4·B·(input_cap + 1) bytes and one read's
+issue). What L1 cannot hold streams from DRAM (:func:`tilesim.models.snn.stacks.tt_memory.residency`): the
+recorded history (the writer stores each time step's state and lists forward, the reader loads them back
+backward), the weights (the reader moves the rows it gathers, sparse, or the whole block, dense), dW (read and
+written back), the optimizer state; each at the core's share of the chip's DRAM rate (``dram_efficiency`` of
+the preset's ``dram_bytes_per_s``, shared by the chip's cores that stream).
 
 **Which unit.** Per layer and kernel (forward, dW, dIn) the stack takes the cheaper over the step of the
 layer's slowest core: the matrix engine on 32 × 32 tiles costs the same at any density (it multiplies the

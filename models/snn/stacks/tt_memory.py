@@ -11,10 +11,13 @@ from :class:`tilesim.models.snn.stacks.tt_costs.TensixCosts`):
   (``variables:state`` / ``variables:sequences``); the lists the core received and sent, recorded for
   the backward pass (T·B·(N_max_in + N_max + 4)·4, ``variables:sequences``), and one step's partials
   (B·N_max_in·4, ``variables:activations``);
-* weights N_in·n_c·wb, dW N_in·n_c·gb, optimizer state (Adam: 2·N_in·n_c·4; SGD none) — in L1 while
-  they fit (:func:`residency`): when a layer's fullest core would overflow, its weights stream from DRAM,
-  then its dW, then its optimizer state (a TT-Metal program keeps them in DRAM buffers and its reader
-  streams them; no IPU categories: no codelets, vertex state, worker stacks or exchange code).
+* weights N_in·n_c·wb, dW N_in·n_c·gb, optimizer state (Adam: 2·N_in·n_c·4; SGD none).
+
+When a layer's fullest core would overflow, its tensors go to DRAM in the order of :data:`STREAM_ORDER` until
+it fits (:func:`residency`): the recorded history first (each byte written once forward and read once
+backward: :func:`sequence_bytes` per core and time step), then the weights, dW and the optimizer state; a
+TT-Metal program keeps them in DRAM buffers that its reader and writer kernels stream. No IPU categories: no
+codelets, vertex state, worker stacks or exchange code.
 """
 
 from __future__ import annotations
