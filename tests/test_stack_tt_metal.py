@@ -142,3 +142,40 @@ def test_p150_has_the_cores_current_firmware_enables():
     for name in ("blackhole-p150", "blackhole-p150x8"):
         m = load_machine(name)
         assert m.tiles_per_chip == 110 and m.fabric.cols * m.fabric.rows == 110
+
+
+def test_two_chip_toy_link_flows_by_hand():
+    """Network 8-4-2, B 2, T 3, input cap 4, caps (2, 2), fixed activity, on two Galaxy chips: layer 1 on
+    cores 0 and 1 of chip 0 (2 neurons each), layer 2 on cores 0 and 1 of chip 1. Counted by hand:
+
+    * forward, every time step: layer 1's lists cross to chip 1, each core's 4·(entries + 2·B) bytes: its
+      entries are (3, 1), (3, 1), (2, 2) at t = 0, 1, 2, so 4·(3 + 4) + 4·(1 + 4) = 4·(2 + 4)·2 = 48 bytes;
+    * backward, t = 2 and 1 (no partials at t = 0): each of layer 2's cores sends 4 bytes per entry of its
+      input list (4 entries: 4·4 = 16 B) back to the owners on chip 0: 32 bytes.
+    Each superstep with a flow syncs both chips; no other superstep does."""
+    m = load_machine("wormhole-galaxy", 2)
+    cfg = NetworkConfig(layers="8-4-2", batch=2, timesteps=3, input_cap=4, caps=(2, 2), activity="fixed")
+    tpc = m.tiles_per_chip
+    pl = Mapping((4, 2), 2, tpc, (np.array([0, 0, 1, 1]), tpc + np.array([0, 1])), "custom")
+    prog, _ = build_tt_program(_step(cfg, pl, m), m)
+    got = sorted(zip(prog.flow_step.tolist(), prog.flow_src.tolist(), prog.flow_dst.tolist(), prog.flow_bytes.tolist()))
+    assert got == [(1, 0, 1, 48.0), (2, 0, 1, 48.0), (3, 0, 1, 48.0), (5, 1, 0, 32.0), (6, 1, 0, 32.0)]
+    assert [int(s) for s in np.flatnonzero(prog.sync_scope == 0)] == [1, 2, 3, 5, 6]
+
+
+@pytest.mark.parametrize("name", ["wormhole-n150", "wormhole-galaxy", "blackhole-p150x8"])
+def test_default_placement_puts_each_layer_on_a_rectangle(name):
+    """``--mapping auto`` on a Tenstorrent machine: every layer's cores are one rectangle of its chip's grid,
+    which the NoC model accepts as one multicast destination (from a core outside it)."""
+    m = load_machine(name)
+    cfg = NetworkConfig(layers="700-300-200-100-20", batch=8, timesteps=2, activity="fixed")
+    pl = place_network(cfg, m, mapping="auto").mapping
+    assert pl.strategy == "rectangles"
+    cols = m.fabric.cols
+    for l in range(pl.n_layers):
+        tiles = np.unique(pl.tile_of_neuron[l])
+        assert len({int(t) // m.tiles_per_chip for t in tiles}) == 1
+        cores = [(int(t) % m.tiles_per_chip % cols, int(t) % m.tiles_per_chip // cols) for t in tiles]
+        outside = next((x, y) for y in range(m.fabric.rows) for x in range(cols) if (x, y) not in cores)
+        rect = multicast_rectangle(cols, m.fabric.rows, outside, cores)
+        assert rect.count == len(cores)
