@@ -443,6 +443,72 @@ def _guillotine(x0: int, y0: int, w: int, h: int, items: list, weights) -> dict:
     raise MappingError(f"no guillotine cut of a {w}x{h} rectangle of cores gives {len(items)} layers a core each")
 
 
+def _shares(total: int, weights, least: int = 1) -> list[int] | None:
+    """``total`` whole units split ∝ ``weights``, each at least ``least`` (largest remainder); None if
+    ``total`` cannot give every weight ``least``."""
+    w = np.maximum(np.asarray(weights, float), 1e-12)
+    n = w.size
+    if total < least * n:
+        return None
+    extra = total - least * n
+    raw = extra * w / w.sum()
+    out = np.floor(raw).astype(int)
+    for i in np.argsort(-(raw - out), kind="stable")[: extra - int(out.sum())]:
+        out[i] += 1
+    return (out + least).tolist()
+
+
+def _bands(cols: int, rows: int, items: list, weights, across: bool) -> dict | None:
+    """``items`` (in order) in bands of whole rows (``across``: whole columns), each band's items side by side
+    with widths ∝ their weights, the band boundaries and heights chosen by dynamic programming to make the
+    fullest rectangle's weight per core the least: ``{item: (x0, y0, w, h)}``, or None if no band layout fits."""
+    long_side, short_side = (cols, rows) if not across else (rows, cols)
+    w = [max(float(weights[i]), 1e-12) for i in items]
+    k = len(items)
+    widths, load = {}, {}
+    for i in range(k):  # a band of items i .. j-1: their widths and the fullest one's weight per core column
+        for j in range(i + 1, min(k, i + long_side) + 1):
+            ws = _shares(long_side, w[i:j])
+            widths[i, j] = ws
+            load[i, j] = max(a / b for a, b in zip(w[i:j], ws))
+    best = {(0, 0): (0.0, None)}  # (items placed, rows used) -> (fullest load so far, previous state and band)
+    for i in range(k):
+        for y in range(short_side):
+            if (i, y) not in best:
+                continue
+            done = best[i, y][0]
+            for j in range(i + 1, min(k, i + long_side) + 1):
+                for h in range(1, short_side - y + 1):
+                    v = max(done, load[i, j] / h)
+                    if (j, y + h) not in best or v < best[j, y + h][0]:
+                        best[j, y + h] = (v, (i, y, h))
+    if (k, short_side) not in best:
+        return None
+    out, state = {}, (k, short_side)
+    while state != (0, 0):
+        i, y, h = best[state][1]
+        x = 0
+        for t, wd in zip(range(i, state[0]), widths[i, state[0]]):
+            out[items[t]] = (x, y, wd, h) if not across else (y, x, h, wd)
+            x += wd
+        state = (i, y)
+    return out
+
+
+def _layout(cols: int, rows: int, items: list, weights) -> dict:
+    """The rectangles of ``items`` on a ``cols`` x ``rows`` grid whose fullest rectangle (weight per core)
+    is the least: the guillotine cut (:func:`_guillotine`) or bands of whole rows or of whole columns
+    (:func:`_bands`)."""
+    w = {i: max(float(weights[i]), 1e-12) for i in items}
+    load = lambda lay: max(w[i] / (r[2] * r[3]) for i, r in lay.items())  # noqa: E731
+    best = _guillotine(0, 0, cols, rows, items, weights)
+    for across in (False, True):
+        lay = _bands(cols, rows, items, weights, across)
+        if lay is not None and load(lay) < load(best) * (1 - 1e-12):
+            best = lay
+    return best
+
+
 def rectangles(
     layer_sizes,
     chips: int,
@@ -473,7 +539,7 @@ def rectangles(
     rects: dict = {}
     for g in sorted(set(group)):
         ls = [l for l in range(L) if group[l] == g]
-        for l, r in _guillotine(0, 0, cols, rows, ls, w).items():
+        for l, r in _layout(cols, rows, ls, w).items():
             rects[l] = (walk[g], *r)
     for l in range(L):
         c, x0, y0, rw, rh = rects[l]
