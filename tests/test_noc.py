@@ -162,8 +162,10 @@ def test_a_bad_row_names_the_row_and_column_and_the_others_are_predicted(tmp_pat
     bad = lines[57].replace(",multicast,one_to_all,4,", ",multicast,one_to_all,0,", 1)
     assert bad != lines[57]
     bh = lines[1].replace(",wormhole-n150,", ",blackhole-p150,", 1)
+    huge = lines[3].replace(",1,1,256,0,0,", ",1,1,1e300,0,0,", 1)
+    assert huge != lines[3]
     f = tmp_path / "mine.csv"
-    f.write_text("\n".join([lines[0], bad, bh, lines[2]]) + "\n")
+    f.write_text("\n".join([lines[0], bad, bh, lines[2], huge]) + "\n")
     rows = validate_noc(f)
     case = lines[57].split(",")[1]
     assert (
@@ -171,6 +173,7 @@ def test_a_bad_row_names_the_row_and_column_and_the_others_are_predicted(tmp_pat
     )
     assert rows[1]["predicted"] is None and "Wormhole" in rows[1]["problem"]
     assert rows[2]["error_pct"] is not None
+    assert rows[3]["predicted"] is None and "transaction_bytes = 1e+300: must be <= 4294967295" in rows[3]["problem"]
     (tmp_path / "short.csv").write_text("workload,case,machine\nnoc,x,wormhole-n150\n")
     with pytest.raises(ConfigError, match="columns = .*mechanism.*missing"):
         read_cases(tmp_path / "short.csv")
