@@ -201,3 +201,7 @@ def test_validate_and_calibrate_commands(tmp_path, capsys):
     assert "identifiability" in text and "leave one case out" in text and "leave one group out" in text
     fitted = load_costs(out_toml)
     assert fitted.hop_cycles == pytest.approx(load_costs().hop_cycles, rel=2e-3)
+    assert main(["calibrate", csv, "--out", str(out_toml), "--json", "--no-loo"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rows"] == 132 and out["mean_abs_error_pct"] < 15 and out["identifiability"] == []
+    assert load_costs(out_toml) == fitted
