@@ -11,7 +11,9 @@ Public API (stable: the tt-metal stack codes against it)
     waiting for the last (one completion latency). ``destinations > 1`` (or ``multicast=True``) is one
     hardware multicast to a rectangle; ``linked=True`` holds its path across the messages (TT-Metal's
     ``linked`` flag: every message but the last). ``hops``: the round trip in NoC hops (default
-    :func:`round_trip_hops` of ``same_axis``); ``loopback``: the sender is one of the receivers.
+    :func:`round_trip_hops` of ``same_axis``; for a multicast give ``round_trip_hops(costs, sender,
+    rect.cores())``); ``loopback``: the sender is one of the receivers. Refuses (``ConfigError``)
+    ``destinations`` < 1 or > :data:`MAX_DESTINATIONS`, ``nbytes`` beyond 32 bits, ``linked`` unicast.
 ``kernel_cycles(costs, transfers: Sequence[Transfer]) -> float``
     Several transfers issued back to back by one data mover, then one barrier:
     ``Σ stream_cycles + max completion_cycles``.
