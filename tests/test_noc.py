@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tilesim.errors import ConfigError, MappingError
 from tilesim.models.noc.costs import FITTED, NocCosts, load_costs
@@ -205,3 +207,25 @@ def test_validate_and_calibrate_commands(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["rows"] == 132 and out["mean_abs_error_pct"] < 15 and out["identifiability"] == []
     assert load_costs(out_toml) == fitted
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    b=st.integers(1, 1 << 20),
+    n=st.integers(1, 1000),
+    d=st.integers(2, 130),
+    axis=st.booleans(),
+)
+def test_more_work_never_costs_less_and_holding_the_path_never_costs_more(b, n, d, axis):
+    """With the shipped constants: one more byte, transaction or destination never makes a kernel
+    cheaper; a linked multicast is never slower than a non-linked one, including the sender never slower
+    than excluding it, and a unicast to one of the cores never slower than the multicast."""
+    c = load_costs()
+    kw = dict(same_axis=axis)
+    base = message_cycles(c, b, n, d, **kw)
+    assert message_cycles(c, b + 1, n, d, **kw) >= base
+    assert message_cycles(c, b, n + 1, d, **kw) >= base
+    assert message_cycles(c, b, n, d + 1, **kw) >= base
+    assert message_cycles(c, b, n, d, linked=True, **kw) <= base
+    assert message_cycles(c, b, n, d, loopback=True, **kw) <= base
+    assert message_cycles(c, b, n, **kw) <= base  # one destination by unicast: no path to reserve
