@@ -1,16 +1,18 @@
 """``tilesim validate`` and ``tilesim calibrate`` for every workload's measured cases.
 
-A cases CSV carries a ``workload`` column (``snn``, ``stencil``, ... ``snntorch``); a file without one is an SNN
+A cases CSV carries a ``workload`` column (``snn``, ``stencil``, ... ``noc``); a file without one is an SNN
 file (the column was added later). ``validate`` with no file checks every shipped case file of
 every workload. ``calibrate`` dispatches on the same column: SNN cases fit the SNN cost model
 (:func:`tilesim.models.snn.calibration.calibrate.cmd_calibrate`); stencil cases fit the multi-chip machine constants
-(:func:`tilesim.models.stencil.calibrate.fit_stencil`) and write them as a ``[system]`` TOML fragment.
+(:func:`tilesim.models.stencil.calibrate.fit_stencil`) and write them as a ``[system]`` TOML fragment; NoC cases
+fit the Tensix NoC message constants (:func:`tilesim.models.noc.measured.fit_noc`) and print what the rows identify.
 Registered through the ``tilesim.commands`` entry point.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 from pathlib import Path
@@ -301,14 +303,22 @@ def _calibrate_noc(args) -> int:
     from tilesim.models.noc.measured import fit_noc, format_identifiability  # loaded only when the command runs
 
     res = fit_noc([Path(c) for c in args.cases], loo=not args.no_loo)
-    status = _write_fit(
-        args,
-        res.fit,
-        "Tensix NoC message constants",
-        "[noc] holds every key of models/noc/costs.toml (load it with tilesim.models.noc.load_costs(path))",
-    )
+    what = "Tensix NoC message constants"
+    where = "[noc] holds every key of models/noc/costs.toml (load it with tilesim.models.noc.costs.load_costs(path))"
     if args.json:
-        return status  # the JSON fit only (the identifiability is in the text report)
+        with contextlib.redirect_stdout(io.StringIO()):  # the file only: the JSON below carries the fit
+            _write_fit(argparse.Namespace(**{**vars(args), "json": False}), res.fit, what, where)
+        out = {
+            "out": str(args.out),
+            "fit": res.fit.tables,
+            "mean_abs_error_pct_start": res.fit.mean_abs_error_pct_start,
+            "mean_abs_error_pct": res.fit.mean_abs_error_pct,
+            "rows": res.fit.rows,
+            "identifiability": [p.to_dict() for p in res.identity],
+        }
+        print(dumps_json(out, indent=2))
+        return 0
+    status = _write_fit(args, res.fit, what, where)
     print(format_identifiability(res.identity))
     return status
 

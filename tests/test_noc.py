@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tilesim.errors import ConfigError, MappingError
 from tilesim.models.noc.costs import FITTED, NocCosts, load_costs
@@ -162,8 +164,10 @@ def test_a_bad_row_names_the_row_and_column_and_the_others_are_predicted(tmp_pat
     bad = lines[57].replace(",multicast,one_to_all,4,", ",multicast,one_to_all,0,", 1)
     assert bad != lines[57]
     bh = lines[1].replace(",wormhole-n150,", ",blackhole-p150,", 1)
+    huge = lines[3].replace(",1,1,256,0,0,", ",1,1,1e300,0,0,", 1)
+    assert huge != lines[3]
     f = tmp_path / "mine.csv"
-    f.write_text("\n".join([lines[0], bad, bh, lines[2]]) + "\n")
+    f.write_text("\n".join([lines[0], bad, bh, lines[2], huge]) + "\n")
     rows = validate_noc(f)
     case = lines[57].split(",")[1]
     assert (
@@ -171,6 +175,7 @@ def test_a_bad_row_names_the_row_and_column_and_the_others_are_predicted(tmp_pat
     )
     assert rows[1]["predicted"] is None and "Wormhole" in rows[1]["problem"]
     assert rows[2]["error_pct"] is not None
+    assert rows[3]["predicted"] is None and "transaction_bytes = 1e+300: must be <= 4294967295" in rows[3]["problem"]
     (tmp_path / "short.csv").write_text("workload,case,machine\nnoc,x,wormhole-n150\n")
     with pytest.raises(ConfigError, match="columns = .*mechanism.*missing"):
         read_cases(tmp_path / "short.csv")
@@ -198,3 +203,29 @@ def test_validate_and_calibrate_commands(tmp_path, capsys):
     assert "identifiability" in text and "leave one case out" in text and "leave one group out" in text
     fitted = load_costs(out_toml)
     assert fitted.hop_cycles == pytest.approx(load_costs().hop_cycles, rel=2e-3)
+    assert main(["calibrate", csv, "--out", str(out_toml), "--json", "--no-loo"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rows"] == 132 and out["mean_abs_error_pct"] < 15 and out["identifiability"] == []
+    assert load_costs(out_toml) == fitted
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    b=st.integers(1, 1 << 20),
+    n=st.integers(1, 1000),
+    d=st.integers(2, 130),
+    axis=st.booleans(),
+)
+def test_more_work_never_costs_less_and_holding_the_path_never_costs_more(b, n, d, axis):
+    """With the shipped constants: one more byte, transaction or destination never makes a kernel
+    cheaper; a linked multicast is never slower than a non-linked one, including the sender never slower
+    than excluding it, and a unicast to one of the cores never slower than the multicast."""
+    c = load_costs()
+    kw = dict(same_axis=axis)
+    base = message_cycles(c, b, n, d, **kw)
+    assert message_cycles(c, b + 1, n, d, **kw) >= base
+    assert message_cycles(c, b, n + 1, d, **kw) >= base
+    assert message_cycles(c, b, n, d + 1, **kw) >= base
+    assert message_cycles(c, b, n, d, linked=True, **kw) <= base
+    assert message_cycles(c, b, n, d, loopback=True, **kw) <= base
+    assert message_cycles(c, b, n, **kw) <= base  # one destination by unicast: no path to reserve

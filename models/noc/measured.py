@@ -31,7 +31,7 @@ import numpy as np
 from tilesim.errors import ConfigError, config_message
 from tilesim.models.cases import Case, CaseFit, number, predict, read_rows, validate_rows
 from tilesim.models.noc.costs import FITTED, NocCosts, load_costs
-from tilesim.models.noc.model import MECHANISMS, Transfer, kernel_cycles
+from tilesim.models.noc.model import MAX_BYTES, MAX_DESTINATIONS, MAX_TRANSACTIONS, MECHANISMS, Transfer, kernel_cycles
 
 __all__ = [
     "COLUMNS",
@@ -91,10 +91,12 @@ def _flag(r: dict, col: str, case: str) -> bool:
     return bool(v)
 
 
-def _count(r: dict, col: str, case: str, low: int = 1) -> int:
+def _count(r: dict, col: str, case: str, high: int) -> int:
     v = number(r, col, case, integer=True)
-    if v < low:
-        raise ConfigError(config_message(f"{case}: {col}", v, f"must be a whole number >= {low}", "fix the row"))
+    if v < 1:
+        raise ConfigError(config_message(f"{case}: {col}", v, "must be a whole number >= 1", "fix the row"))
+    if v > high:
+        raise ConfigError(config_message(f"{case}: {col}", float(v), f"must be <= {high}", "fix the row"))
     return int(v)
 
 
@@ -110,9 +112,9 @@ def _spec(r: dict, case: str) -> NocRow:
     pattern = (r.get("pattern") or "").strip()
     if pattern not in PATTERNS:
         raise ConfigError(config_message(f"{case}: pattern", pattern, f"must be one of {', '.join(PATTERNS)}", "fix"))
-    d = _count(r, "destinations", case)
-    n = _count(r, "transactions", case)
-    b = _count(r, "transaction_bytes", case)
+    d = _count(r, "destinations", case, MAX_DESTINATIONS)
+    n = _count(r, "transactions", case, MAX_TRANSACTIONS)
+    b = _count(r, "transaction_bytes", case, MAX_BYTES)
     same_axis, loopback = _flag(r, "same_axis", case), _flag(r, "loopback", case)
     kind = {"one_to_one_write": "", "one_from_one_read": " read", "one_to_all": ""}[pattern]
     group = f"{mech}{kind} d{d} n{n} ax{int(same_axis)} lb{int(loopback)}"

@@ -11,7 +11,9 @@ Public API (stable: the tt-metal stack codes against it)
     waiting for the last (one completion latency). ``destinations > 1`` (or ``multicast=True``) is one
     hardware multicast to a rectangle; ``linked=True`` holds its path across the messages (TT-Metal's
     ``linked`` flag: every message but the last). ``hops``: the round trip in NoC hops (default
-    :func:`round_trip_hops` of ``same_axis``); ``loopback``: the sender is one of the receivers.
+    :func:`round_trip_hops` of ``same_axis``; for a multicast give ``round_trip_hops(costs, sender,
+    rect.cores())``); ``loopback``: the sender is one of the receivers. Refuses (``ConfigError``)
+    ``destinations`` < 1 or > :data:`MAX_DESTINATIONS`, ``nbytes`` beyond 32 bits, ``linked`` unicast.
 ``kernel_cycles(costs, transfers: Sequence[Transfer]) -> float``
     Several transfers issued back to back by one data mover, then one barrier:
     ``Σ stream_cycles + max completion_cycles``.
@@ -71,6 +73,9 @@ from tilesim.models.noc.costs import NocCosts, load_costs
 
 __all__ = [
     "MECHANISMS",
+    "MAX_BYTES",
+    "MAX_TRANSACTIONS",
+    "MAX_DESTINATIONS",
     "NocCosts",
     "load_costs",
     "Transfer",
@@ -93,9 +98,19 @@ MECHANISMS = ("unicast", "multicast", "multicast_linked")
 rectangle; the same with the path held between messages (TT-Metal's ``linked``)."""
 
 
-def _whole(field: str, value, low: int, fix: str) -> int:
+MAX_BYTES = 2**32 - 1
+"""Largest transaction: TT-Metal's ``noc_async_write`` / ``noc_async_read`` take a 32-bit size."""
+MAX_TRANSACTIONS = 10**12
+"""Most transactions one kernel may issue here (beyond any kernel: ~10 minutes at 1 GHz of 64 B writes)."""
+MAX_DESTINATIONS = 4096
+"""Most destinations one multicast may name (more cores than any Tenstorrent chip has)."""
+
+
+def _whole(field: str, value, low: int, fix: str, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer() or value < low:
         raise ConfigError(config_message(field, value, f"must be a whole number >= {low}", fix))
+    if high is not None and value > high:
+        raise ConfigError(config_message(field, float(value), f"must be <= {high}", fix))
     return int(value)
 
 
@@ -116,9 +131,9 @@ class Transfer:
     hops: int | None = None
 
     def __post_init__(self):
-        _whole("nbytes", self.nbytes, 1, "a message carries at least one byte")
-        _whole("transactions", self.transactions, 1, "a kernel issues at least one transaction")
-        _whole("destinations", self.destinations, 1, "a message goes to at least one core")
+        _whole("nbytes", self.nbytes, 1, "a message carries 1 B to 4 GiB (a 32-bit size)", MAX_BYTES)
+        _whole("transactions", self.transactions, 1, "a kernel issues at least one transaction", MAX_TRANSACTIONS)
+        _whole("destinations", self.destinations, 1, "a message goes to at least one core", MAX_DESTINATIONS)
         if self.mechanism not in MECHANISMS:
             raise ConfigError(
                 config_message("mechanism", self.mechanism, f"must be one of {', '.join(MECHANISMS)}", "fix the name")
