@@ -86,6 +86,8 @@ class TtMetalStack:
         "phases end at their slowest core (an upper bound on the dataflow schedule)",
         "a sender's multicast tree spans every receiver of its phase on its chip (link loads an upper bound "
         "where several layers share a chip; ports exact)",
+        "the fabric's exchange set-up and hops per phase on top of the messages' own costs from the NoC model "
+        "(band: down to 0, the preset's exchange_fixed_cycles + longest route per phase)",
     )
 
     def __init__(self, machine=None, costs: TensixCosts | None = None):
