@@ -52,7 +52,17 @@ def test_toy_counted_by_hand():
     * one page of weights (4 B < 2048): no overlap, t = r + c + w = 544.74817 cycles.
 
     Layer 2's core 8 at t = 0: the reader without the input list, the same compute, a writer of 2 (no list
-    goes on): 49.78010 + 20.07238 + 2 = 71.85248."""
+    goes on): 49.78010 + 20.07238 + 2 = 71.85248.
+
+    Backward at t = 1 (superstep 4), layer 2's core 8: 2 dW rows (1 neuron, FP32: 4 B each) read and written
+    back, 2·(24.8588 + 4/64) = 49.84260 each way; 2 input-gradient entries, their W rows gathered
+    2·(24.8588 + 2/64) = 49.78010; compute 2·4 (dW adds) + 16 + 16/165.8 (surrogate, state in and out) + 2·(4 + 5)
+    (the entries' dot products and horizontal sums) = 42.09650; the writer adds one partial message to each of
+    layer 1's 2 cores, back to back with one barrier: 2·21.9099 + 123.603 + 7.5176·22 = 332.81000. Total
+    r + c + w = 99.62270 + 42.09650 + 382.65260 = 524.37180. Layer 1's core 0 there: the 2 partials of its one
+    entry reduced (⌈2/32⌉·4), the surrogate, its dW rows: 49.84260·2 + 8 + 4 + 16.09650 = 127.78170.
+    Optimizer (SGD): layer 1's core updates 4 weights, ⌈4/32⌉·5 = 5 cycles on the SFPU, w read and written
+    (2·2 B) and dW read (4 B) through L1 at 64 B/cycle, 4·8/64 = 0.5: 5.5; layer 2's core 2 weights: 5.25."""
     m = load_machine("wormhole-n150")
     cfg = NetworkConfig(layers="4-2-2", batch=1, timesteps=2, input_cap=2, caps=(2, 2), activity="fixed",
                         optimizer="sgd")  # fmt: skip
@@ -66,6 +76,9 @@ def test_toy_counted_by_hand():
     assert prog.compute_cycles[1, 0] == pytest.approx(544.74817, abs=1e-3)
     assert prog.compute_cycles[1, 0] == pytest.approx(r + inp + c + w, rel=1e-5)
     assert prog.compute_cycles[1, 8] == pytest.approx(r + c + 2, rel=1e-5) == pytest.approx(71.85248, abs=1e-3)
+    assert prog.compute_cycles[4, 8] == pytest.approx(524.37180, abs=1e-3)
+    assert prog.compute_cycles[4, 0] == pytest.approx(127.78170, abs=1e-3)
+    assert prog.compute_cycles[6, [0, 8]].tolist() == pytest.approx([5.5, 5.25])
     # the list's bytes: 4·(1 entry + 2 counts) out of each sender, both senders' into each receiver
     assert prog.bytes_out[1, 0] == 12 and prog.bytes_in[1, 8] == 24
 
