@@ -202,3 +202,24 @@ def test_default_placement_puts_each_layer_on_a_rectangle(name):
         outside = next((x, y) for y in range(m.fabric.rows) for x in range(cols) if (x, y) not in cores)
         rect = multicast_rectangle(cols, m.fabric.rows, outside, cores)
         assert rect.count == len(cores)
+
+
+def test_firmware_figures_follow_the_machines_architecture_not_its_name(tmp_path):
+    """Blackhole's firmware L1 and dispatch come from the machine's ``architecture`` (a machine file's key, kept
+    through its TOML), not from its name; a file that does not say gets Wormhole's, and the run's notes say so."""
+    from tilesim.machine.description import load_machine as load
+    from tilesim.models.snn.stacks.tt_costs import architecture_note, default_tensix_costs
+    from tilesim.models.snn.stacks.tt_program import dispatch_s
+
+    p150 = load("blackhole-p150")
+    assert p150.architecture == "blackhole"
+    renamed = replace(p150, name="my-card")
+    c = default_tensix_costs()
+    assert c.firmware_reserved_bytes(renamed) == c.firmware_reserved_bytes(p150)
+    assert dispatch_s(renamed) == dispatch_s(p150) != dispatch_s(load("wormhole-n150"))
+    path = tmp_path / "card.toml"
+    path.write_text(p150.to_toml())
+    assert load(path).architecture == "blackhole"
+    unsaid = replace(p150, architecture="")
+    assert dispatch_s(unsaid) == dispatch_s(load("wormhole-n150"))
+    assert "assumes Wormhole" in architecture_note(unsaid) and architecture_note(p150) is None

@@ -79,11 +79,37 @@ class TensixCosts:
         return np.ceil(np.asarray(n, np.float64) / self.sfpu_lanes) * cycles
 
     def firmware_reserved_bytes(self, machine) -> float:
-        """L1 the firmware keeps on every Tensix core of ``machine`` (MEM_MAP_END of its architecture, plus
-        the kernel-config buffer): Blackhole's where the machine's name says so, else Wormhole's."""
-        bh = "blackhole" in machine.name
-        base = self.firmware_reserved_bytes_blackhole if bh else self.firmware_reserved_bytes_wormhole
+        """L1 the firmware keeps on every Tensix core of ``machine`` (MEM_MAP_END of its architecture,
+        :func:`tensix_architecture`, plus the kernel-config buffer)."""
+        base = {
+            "blackhole": self.firmware_reserved_bytes_blackhole,
+            "wormhole_b0": self.firmware_reserved_bytes_wormhole,
+        }[tensix_architecture(machine)]
         return base + self.kernel_config_bytes
+
+
+TENSIX_ARCHITECTURES = ("wormhole_b0", "blackhole")
+"""The Tensix generations whose firmware and dispatch figures the stack has (the machine's ``architecture``)."""
+
+
+def tensix_architecture(machine) -> str:
+    """``machine.architecture`` where it is a Tensix generation the stack knows (:data:`TENSIX_ARCHITECTURES`),
+    else ``wormhole_b0`` (a user's file that does not say, or another vendor's machine under ``--stack
+    tt-metal``: Wormhole's firmware figures assumed; :func:`architecture_note` says so)."""
+    arch = getattr(machine, "architecture", "")
+    return arch if arch in TENSIX_ARCHITECTURES else "wormhole_b0"
+
+
+def architecture_note(machine) -> str | None:
+    """The run's note when :func:`tensix_architecture` assumed Wormhole's figures, else None."""
+    arch = getattr(machine, "architecture", "")
+    if arch in TENSIX_ARCHITECTURES:
+        return None
+    said = f"architecture {arch!r}" if arch else "no architecture"
+    return (
+        f"{machine.name} names {said}: the tt-metal stack assumes Wormhole's firmware L1 and program dispatch "
+        f'(give architecture = "wormhole_b0" or "blackhole" in the machine file)'
+    )
 
 
 _STRINGS = ("name", "version", "fpu_format", "fpu_fidelity")

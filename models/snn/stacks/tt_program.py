@@ -36,7 +36,7 @@ import numpy as np
 
 from tilesim.errors import ConfigError, config_message
 from tilesim.models.snn.placement.roles import grad_targets
-from tilesim.models.snn.stacks.tt_costs import TensixCosts, default_tensix_costs
+from tilesim.models.snn.stacks.tt_costs import TensixCosts, architecture_note, default_tensix_costs, tensix_architecture
 from tilesim.models.snn.stacks.tt_kernels import FPU, choose, fpu_cycles, overlapped
 from tilesim.models.snn.stacks.tt_memory import residency, sequence_bytes
 from tilesim.models.snn.stacks.tt_noc import (
@@ -89,9 +89,10 @@ def _dispatch_rows() -> tuple:
 
 
 def dispatch_s(machine, benchmark: str = DISPATCH_BENCHMARK) -> float:
-    """Seconds to dispatch one program on ``machine`` (Blackhole's p150 row where its name says Blackhole,
-    else the Wormhole n300 row: the same Wormhole chip on n150, T3000 and Galaxy), from tt_dispatch.csv."""
-    dev = "blackhole p150" if "blackhole" in machine.name else "wormhole_b0 n300"
+    """Seconds to dispatch one program on ``machine`` (its architecture's row, :func:`tensix_architecture`:
+    Blackhole's p150, or the Wormhole n300's: the same Wormhole chip on n150, T3000 and Galaxy), from
+    tt_dispatch.csv."""
+    dev = {"blackhole": "blackhole p150", "wormhole_b0": "wormhole_b0 n300"}[tensix_architecture(machine)]
     for row in _dispatch_rows():
         if f"device={dev};" in row["configuration"] and f"benchmark={benchmark};" in row["configuration"]:
             return float(row["value"]) * 1e-6
@@ -138,6 +139,7 @@ class TtReport:
     cores: int = 0
     chips_used: int = 0
     chips: int = 0
+    note: str | None = None  # an assumption the machine file forced (tt_costs.architecture_note)
 
     def lines(self) -> list[str]:
         idle = " (the rest idle: no more is faster)" if self.cores_used < self.cores else ""
@@ -147,7 +149,7 @@ class TtReport:
         ]  # fmt: skip
         out += [c.line() for c in self.choices]
         out += [r.line() for r in self.residency if r.streams]
-        return out
+        return out + ([self.note] if self.note else [])
 
 
 def _loc(counters, phase: str, l: int, name: str) -> np.ndarray:
@@ -397,7 +399,9 @@ def build_tt_program(step, machine, costs: TensixCosts | None = None, force: dic
     S = 2 * T + 4
     f0, loss_k, b0, opt_k = 1, T + 1, T + 2, 2 * T + 2  # fwd t: superstep f0 + t; bwd t: b0 + (T - 1 - t)
     comp, b_in, b_out = np.zeros((S, N)), np.zeros((S, N)), np.zeros((S, N))
-    report = TtReport(dispatch_s=dispatch_s(machine), cores=N, chips=C, residency=where)
+    report = TtReport(
+        dispatch_s=dispatch_s(machine), cores=N, chips=C, residency=where, note=architecture_note(machine)
+    )
     # each core's list per time step: its entries and 2 counts per sample, 4 bytes each
     lists = [4.0 * (_loc(counters, "spike_detect", ly.l, "entries_kept") + 2 * B) * (ly.owned > 0) for ly in layers]
     for ly in layers:
