@@ -96,7 +96,7 @@ def strategy_mapping(name: str, config: NetworkConfig, machine, neurons_per_tile
     if name == "rectangles":  # the tt-metal stack's: each layer a rectangle, on the chips that are fastest
         from tilesim.models.snn.stacks.tt_place import rectangles_mapping
 
-        return rectangles_mapping(config, machine)
+        return rectangles_mapping(config, machine, layer_weights(config), chip_grid_cols(machine))
     raise MappingError(
         f"mapping = {name!r}: unknown strategy; use one of {', '.join(STRATEGIES)} or a mapping JSON file"
     )

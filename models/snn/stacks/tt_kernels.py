@@ -126,6 +126,7 @@ def choose(layer: int, kernel: str, dense: np.ndarray, sparse: np.ndarray, densi
 
 
 def tiles(n) -> int:
+    """The 32-wide matrix-engine tiles that hold ``n`` rows or columns (at least one)."""
     return max(1, math.ceil(n / 32))
 
 

@@ -29,18 +29,16 @@ def chip_candidates(chips: int) -> list[int]:
     return out + [chips]
 
 
-def _mapping(config, machine, k: int):
-    from tilesim.models.snn.placement.fit import chip_grid_cols, layer_weights
-
+def _mapping(config, machine, k: int, weights, grid_cols):
     cols = machine.fabric.cols or machine.tiles_per_chip
     return S.rectangles(
-        config.layers[1:], machine.chips, machine.tiles_per_chip, cols, layer_weights(config), k,
-        chip_grid_cols(machine),
+        config.layers[1:], machine.chips, machine.tiles_per_chip, cols, weights, k, grid_cols
     )  # fmt: skip
 
 
-def fastest_chips(config, machine) -> int:
-    """The chips (a count, :func:`chip_candidates`) on which the network's fixed-activity step is fastest."""
+def fastest_chips(config, machine, weights, grid_cols) -> int:
+    """The chips (a count, :func:`chip_candidates`) on which the network's fixed-activity step is fastest
+    (``weights``: each layer's weight count; ``grid_cols``: the columns of the machine's grid of chips, or None)."""
     key = (repr(config), repr(machine))
     if key in _CHOSEN:
         return _CHOSEN[key]
@@ -55,7 +53,7 @@ def fastest_chips(config, machine) -> int:
     best, best_s = machine.chips, float("inf")
     for k in chip_candidates(machine.chips):
         try:
-            m = _mapping(config, machine, k)
+            m = _mapping(config, machine, k, weights, grid_cols)
         except MappingError:  # too few cores on k chips for the layers: not a candidate
             continue
         if stack.memory(config, m, machine).overflow_tiles().size:
@@ -68,6 +66,8 @@ def fastest_chips(config, machine) -> int:
     return best
 
 
-def rectangles_mapping(config, machine, chips_used: int | None = None):
-    """The ``rectangles`` placement of ``config`` on ``machine`` on ``chips_used`` chips (default: the fastest)."""
-    return _mapping(config, machine, chips_used or fastest_chips(config, machine))
+def rectangles_mapping(config, machine, weights, grid_cols=None, chips_used: int | None = None):
+    """The ``rectangles`` placement of ``config`` on ``machine`` on ``chips_used`` chips (default: the fastest);
+    ``weights``, ``grid_cols``: as :func:`fastest_chips` takes them."""
+    k = chips_used or fastest_chips(config, machine, weights, grid_cols)
+    return _mapping(config, machine, k, weights, grid_cols)
