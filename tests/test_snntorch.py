@@ -54,10 +54,10 @@ def test_the_op_list_of_a_two_layer_toy_is_the_one_counted_by_hand():
 
 def test_a_per_step_op_runs_once_per_time_step_and_its_code_exists_once():
     from tilesim.machine.description import load_machine
-    from tilesim.models.snntorch.step import SnnTorchStep
+    from tilesim.models.snntorch.call import SnnTorchCall, snntorch_step
 
     m = load_machine("gc200")
-    step = SnnTorchStep((4, 3, 2), 2, 3, m, input_bytes=3 * 2 * 4 * 4)
+    step = snntorch_step(SnnTorchCall((4, 3, 2), 2, 3, input_dtype="fp32", input_shape="sequence"), m)
     program = step.program(m)
     labels = Counter(program.labels[i] for i in program.label_id)
     assert labels["forward/L1 fc bias add"] == 3 and labels["loss/log-nll"] == 1
@@ -117,7 +117,8 @@ def test_the_sparse_default_is_unchanged():
 
     opts = RunOptions(layers="12-6-3", caps=(2, 2), batch=4, timesteps=5, input_cap=4, steps=1)
     assert opts.implementation == "sparse"
-    assert set(resolved_settings(opts)) == set(option_names()) - {"out", "json", "implementation"}
+    snntorch_only = {"implementation", "input_dtype", "input_shape"}
+    assert set(resolved_settings(opts)) == set(option_names()) - {"out", "json", *snntorch_only}
     explicit = RunOptions(
         layers="12-6-3", caps=(2, 2), batch=4, timesteps=5, input_cap=4, steps=1, implementation="sparse"
     )

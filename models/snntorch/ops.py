@@ -70,13 +70,16 @@ class Op:
         require(self.part in PARTS, "op part", self.part, f"must be one of {', '.join(PARTS)}")
 
 
-def _leaky_forward(l: int, n_in: int, n_out: int, batch: int) -> list[Op]:
-    """``fc`` + ``snn.Leaky`` of layer ``l`` (1-based) at one time step."""
+def _leaky_forward(l: int, n_in: int, n_out: int, batch: int, cast: bool = False, merged: bool = False) -> list[Op]:
+    """``fc`` + ``snn.Leaky`` of layer ``l`` (1-based) at one time step; ``cast``: the float16 input cast to
+    float first; ``merged``: the ``fc`` ops (and the cast) run once, not per step (``MergeDuplicateOps``)."""
     e = batch * n_out
     m = lambda name, inputs, bcast=0: Op("forward", f"L{l} {name}", "map", (e, inputs, bcast), True)  # noqa: E731
+    fc = [Op("forward", f"L{l} input cast", "map", (batch * n_in, 1, 0), not merged)] if cast else []
     return [
-        Op("forward", f"L{l} fc matmul", "matmul", (batch, n_in, n_out), True),
-        m("fc bias add", 2, n_out),
+        *fc,
+        Op("forward", f"L{l} fc matmul", "matmul", (batch, n_in, n_out), not merged),
+        Op("forward", f"L{l} fc bias add", "map", (e, 2, n_out), not merged),
         m("reset: mem - threshold", 2, 1),
         m("reset: spike op", 1),
         m("reset: clone", 1),
@@ -130,9 +133,15 @@ def parameter_tensors(layers) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
-def snntorch_ops(layers, batch: int, timesteps: int) -> tuple[Op, ...]:
+def snntorch_ops(
+    layers, batch: int, timesteps: int, *, input_cast: bool = False, merged_first_fc: bool = False
+) -> tuple[Op, ...]:
     """Every op of one snnTorch training call of the dense network ``layers`` (``N0-N1-...-C``), in
-    program order (module docstring); a ``per_step`` op runs ``timesteps`` times."""
+    program order (module docstring); a ``per_step`` op runs ``timesteps`` times. ``input_cast``: a float16
+    input is cast to float before the first layer's ``fc`` at every step (``HalfUpcastToFloat`` meets a
+    float weight; :mod:`tilesim.models.snntorch.call`); ``merged_first_fc``: the first layer's cast, ``fc``
+    matmul and bias add, the same op on the same tensors at every step of a frame input, run once
+    (:mod:`tilesim.models.snntorch.mechanisms`, ``MergeDuplicateOps``)."""
     layers = tuple(int(n) for n in layers)
     require(len(layers) >= 2, "layers", layers, "needs the input size and at least one layer")
     for name, v in (("batch", batch), ("timesteps", timesteps)):
@@ -140,7 +149,8 @@ def snntorch_ops(layers, batch: int, timesteps: int) -> tuple[Op, ...]:
     L = len(layers) - 1
     ops: list[Op] = []
     for l in range(1, L + 1):
-        ops += _leaky_forward(l, layers[l - 1], layers[l], batch)
+        first = l == 1
+        ops += _leaky_forward(l, layers[l - 1], layers[l], batch, input_cast and first, merged_first_fc and first)
     ops += _loss(batch, layers[-1], timesteps)
     for l in range(L, 0, -1):
         ops += _leaky_backward(l, layers[l - 1], layers[l], batch, output=l == L)
