@@ -26,9 +26,11 @@ and the IPU build's custom op (vinniesun/snntorch-ipu ``snntorch/custom_ops/heav
 * **MergeDuplicateOps** [S]: ``Ir::prepareImpl`` applies it to the main graph after outlining
   (``willow/src/ir.cpp``); it merges ops of equal type and attributes reading the same tensors.
   ``train_fcn.py`` feeds the same frame to ``fc1`` at every step, so the cast, matmul and bias add of the
-  first layer are the same op ``T`` times. They merge only if they are still in the main graph: with
-  ``outline = "none"``; inside an outlined step body each call reads that step's membrane too, and nothing
-  merges. The merge also leaves the backward unchanged (autodiff ran before it).
+  first layer are the same op ``T`` times. And ``Leaky.forward`` computes ``mem_reset(mem)`` (``mem -
+  threshold``, then the spike op) on the membrane the previous step's ``fire(mem)`` already took through the
+  same two ops: from step 1 on these are duplicates too. They merge only if they are still in the main graph:
+  with ``outline = "none"``; inside an outlined step body each call reads that step's membrane too, and
+  nothing merges. The merge leaves the backward unchanged (autodiff ran before it; the reset is detached).
 * **The Heaviside custom op** [S]: ``HeavisideOpx`` is one ``popops::mapInPlace`` of ``Select(0, 1, x < 0)``
   on its input, ``HeavisideGradOpx`` one two-input ``popops::map``: the op list's maps already
   (:mod:`tilesim.models.snntorch.ops`). Both are worth ``getHighSubgraphValue()``, which is what makes the
@@ -97,10 +99,19 @@ class Mechanisms:
         """Whether ``MergeDuplicateOps`` runs the first layer's ``fc`` once (module docstring)."""
         return self.outline == "none" and call.input_shape == "frame"
 
+    @property
+    def merges_reset(self) -> bool:
+        """Whether ``MergeDuplicateOps`` merges each step's reset ``mem - threshold`` and spike op with the
+        previous step's ``fire`` ops on the same membrane (module docstring)."""
+        return self.outline == "none"
+
     def assumptions(self) -> tuple[str, ...]:
         """One line per mechanism: its setting, its evidence and its band."""
         if self.outline == "none":
-            outline = "PopART outlining: none [U] (the first layer's fc of a frame input merged, MergeDuplicateOps)"
+            outline = (
+                "PopART outlining: none [U] (MergeDuplicateOps [S] then merges the first layer's fc of a frame input "
+                "and every reset's mem - threshold and spike op)"
+            )
         else:
             outline = "PopART outlining: each step's forward and backward body one subgraph called T times [U]"
         if self.copies:

@@ -70,9 +70,13 @@ class Op:
         require(self.part in PARTS, "op part", self.part, f"must be one of {', '.join(PARTS)}")
 
 
-def _leaky_forward(l: int, n_in: int, n_out: int, batch: int, cast: bool = False, merged: bool = False) -> list[Op]:
+def _leaky_forward(
+    l: int, n_in: int, n_out: int, batch: int, cast: bool = False, merged: bool = False, merged_reset: bool = False
+) -> list[Op]:
     """``fc`` + ``snn.Leaky`` of layer ``l`` (1-based) at one time step; ``cast``: the float16 input cast to
-    float first; ``merged``: the ``fc`` ops (and the cast) run once, not per step (``MergeDuplicateOps``)."""
+    float first; ``merged``: the ``fc`` ops (and the cast) run once, not per step; ``merged_reset``: the
+    reset's ``mem - threshold`` and spike op run once (step 0's), the later steps' being the previous step's
+    ``fire`` ops on the same membrane (``MergeDuplicateOps``)."""
     e = batch * n_out
     m = lambda name, inputs, bcast=0: Op("forward", f"L{l} {name}", "map", (e, inputs, bcast), True)  # noqa: E731
     fc = [Op("forward", f"L{l} input cast", "map", (batch * n_in, 1, 0), not merged)] if cast else []
@@ -80,8 +84,8 @@ def _leaky_forward(l: int, n_in: int, n_out: int, batch: int, cast: bool = False
         *fc,
         Op("forward", f"L{l} fc matmul", "matmul", (batch, n_in, n_out), not merged),
         Op("forward", f"L{l} fc bias add", "map", (e, 2, n_out), not merged),
-        m("reset: mem - threshold", 2, 1),
-        m("reset: spike op", 1),
+        Op("forward", f"L{l} reset: mem - threshold", "map", (e, 2, 1), not merged_reset),
+        Op("forward", f"L{l} reset: spike op", "map", (e, 1, 0), not merged_reset),
         m("reset: clone", 1),
         m("reset * threshold", 2, 1),
         m("mem - reset*threshold", 2),
@@ -134,14 +138,22 @@ def parameter_tensors(layers) -> tuple[tuple[str, int, int], ...]:
 
 
 def snntorch_ops(
-    layers, batch: int, timesteps: int, *, input_cast: bool = False, merged_first_fc: bool = False
+    layers,
+    batch: int,
+    timesteps: int,
+    *,
+    input_cast: bool = False,
+    merged_first_fc: bool = False,
+    merged_reset: bool = False,
 ) -> tuple[Op, ...]:
     """Every op of one snnTorch training call of the dense network ``layers`` (``N0-N1-...-C``), in
     program order (module docstring); a ``per_step`` op runs ``timesteps`` times. ``input_cast``: a float16
     input is cast to float before the first layer's ``fc`` at every step (``HalfUpcastToFloat`` meets a
     float weight; :mod:`tilesim.models.snntorch.call`); ``merged_first_fc``: the first layer's cast, ``fc``
     matmul and bias add, the same op on the same tensors at every step of a frame input, run once
-    (:mod:`tilesim.models.snntorch.mechanisms`, ``MergeDuplicateOps``)."""
+    (:mod:`tilesim.models.snntorch.mechanisms`, ``MergeDuplicateOps``); ``merged_reset``: every layer's reset
+    ``mem - threshold`` and spike op run once, merged from step 1 on with the previous step's ``fire`` ops on
+    the same membrane (the same mechanism)."""
     layers = tuple(int(n) for n in layers)
     require(len(layers) >= 2, "layers", layers, "needs the input size and at least one layer")
     for name, v in (("batch", batch), ("timesteps", timesteps)):
@@ -150,7 +162,9 @@ def snntorch_ops(
     ops: list[Op] = []
     for l in range(1, L + 1):
         first = l == 1
-        ops += _leaky_forward(l, layers[l - 1], layers[l], batch, input_cast and first, merged_first_fc and first)
+        ops += _leaky_forward(
+            l, layers[l - 1], layers[l], batch, input_cast and first, merged_first_fc and first, merged_reset
+        )
     ops += _loss(batch, layers[-1], timesteps)
     for l in range(L, 0, -1):
         ops += _leaky_backward(l, layers[l - 1], layers[l], batch, output=l == L)

@@ -163,7 +163,12 @@ class SnnTorchStep:
         """The op list (:func:`tilesim.models.snntorch.ops.snntorch_ops`)."""
         c = self.call
         return snntorch_ops(
-            c.layers, c.batch, c.timesteps, input_cast=c.input_cast, merged_first_fc=c.mechanisms.merges_first_fc(c)
+            c.layers,
+            c.batch,
+            c.timesteps,
+            input_cast=c.input_cast,
+            merged_first_fc=c.mechanisms.merges_first_fc(c),
+            merged_reset=c.mechanisms.merges_reset,
         )
 
     @cached_property

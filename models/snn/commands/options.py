@@ -253,7 +253,8 @@ class _OptionFields:
     def _cross_field(self):
         for name in ("input_dtype", "input_shape"):  # read by the snnTorch call only (models/snntorch/call.py)
             if self.implementation == "sparse" and getattr(self, name) is not None:
-                _fail(name, getattr(self, name), "is read by --implementation snntorch only")
+                flag = name.replace("_", "-")
+                _fail("implementation", self.implementation, f"does not read --{flag} (snntorch does)", "snntorch")
         L = len(self.layers) - 1
         if L < 1:
             _fail("layers", self.layers, "needs the input size and at least one layer")
