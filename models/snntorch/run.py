@@ -191,6 +191,12 @@ def run_snntorch(options: RunOptions) -> SnnTorchRun:
         f"input sent as {call.input_dtype} {call.input_shape} ({call.input_bytes:,} B per call; the measured "
         "train_fcn.py sends fp16 frame: --input-dtype, --input-shape)",
     ]
+    if call.input_shape == "frame":
+        notes.append(
+            f"the {options.dataset} input varies over time, a frame does not: each sample is fed its per-channel "
+            "spike rate at every step, as train_fcn.py feeds one static MNIST image (--input-shape sequence sends "
+            f"and trains on the [T, B, N0] spikes: {call.input_values * call.timesteps:,} values per call)"
+        )
     if over.size:
         notes.append(f"SRAM overflow on {over.size} tile(s) (memory_check = report)")
     record = record_run(
