@@ -149,3 +149,53 @@ def test_merge_duplicate_ops_runs_the_frame_fc_and_the_resets_once_when_nothing_
     assert merged["matmul"] == 13 and merged["map"] == 91
     seq = counts(_toy_call(input_shape="sequence", mechanisms=none))
     assert seq["matmul"] == 15 and seq["map"] == 103 - 4 * 2
+
+
+def test_the_call_copies_of_single_op_outlining_are_the_ones_counted_by_hand():
+    """4-3-2, B 2, T 3, fp32 frame, every matmul and spike op its own subgraph (outline "op"). Per step:
+
+    * L1 fc matmul in 32 + 48, out 24 (104); its two spike ops 24 in + 24 out each (96);
+    * L2 fc matmul in 24 + 24, out 16 (64); its two spike ops 16 + 16 each (64);
+    * L2 weight grad in 24 + 16, out 24 (64); L2 input grad in 16 + 24, out 24 (64);
+    * L1 spike op grad in 24 + 24, out 24 (72); L1 weight grad in 32 + 24, out 48 (104).
+
+    632 B per step, 1,896 per call; 26 tensors per step (78 copy supersteps), merged 10 calls x in/out x 3 = 60."""
+    from tilesim.machine.description import load_machine
+    from tilesim.models.snntorch.call import snntorch_step
+    from tilesim.models.snntorch.mechanisms import Mechanisms, outlined_calls
+    from tilesim.workload import time_workload
+
+    call = _toy_call(input_dtype="fp32", mechanisms=Mechanisms(outline="op"))
+    calls = outlined_calls(call)
+    assert len(calls) == 10 and sum(len(ts) for ts in calls.values()) == 26
+    assert sum(t.nbytes for ts in calls.values() for t in ts) == 632
+    m = load_machine("gc200")
+
+    def run(c):
+        program = snntorch_step(c, m).program(m)
+        n = Counter(program.labels[i].startswith("call copies/") for i in program.label_id)[True]
+        return n, time_workload(snntorch_step(c, m), m, keep_timeline=False).result
+
+    n, r = run(call)
+    n_merged, _ = run(replace(call, mechanisms=Mechanisms(outline="op", copy_programs="merged")))
+    _, none = run(replace(call, mechanisms=Mechanisms(outline="op", alias_zero_copy=True)))
+    assert n == 78 and n_merged == 60
+    assert r.bytes_onchip.sum() - none.bytes_onchip.sum() == 3 * 632
+
+
+def test_the_gap_table_starts_from_the_validated_call_and_fits_nothing():
+    """`python -m tilesim.models.snntorch.gap`: the default setting is the call `validate` predicts; every
+    setting's prediction moves with the per-call overhead one for one; the measured range is the logs'."""
+    from tilesim.models.snntorch.gap import format_gap, gap_rows
+    from tilesim.models.snntorch.measured import shipped_snntorch_cases, validate_snntorch
+    from tilesim.models.snntorch.mechanisms import Mechanisms
+
+    rows = gap_rows(overheads=(1e-4, 3e-4))
+    (path,) = shipped_snntorch_cases()
+    validated = 128 / validate_snntorch(path)[0]["predicted"]
+    default = next(r for r in rows if r.mechanisms == Mechanisms() and r.call_s == 3e-4)
+    assert default.predicted_s == pytest.approx(validated, rel=1e-6)
+    for a, b in zip(rows[::2], rows[1::2]):
+        assert b.predicted_s - a.predicted_s == pytest.approx(2e-4)
+    assert default.measured_s == pytest.approx((128 / 60904.244129325016, 128 / 48371.10658617893))
+    assert "left unexplained" in format_gap(rows)

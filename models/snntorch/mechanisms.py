@@ -9,10 +9,16 @@ and the IPU build's custom op (vinniesun/snntorch-ipu ``snntorch/custom_ops/heav
   (``SubgraphOutline``) replaces repeated op sequences whose summed ``getSubgraphValue`` passes the threshold
   by calls of one subgraph; a matmul and the custom spike ops are worth ``getHighSubgraphValue()`` (1000), an
   element-wise op ``getLowSubgraphValue()`` (0.1). The ``T`` unrolled steps repeat the same sequence, so the
-  step's body is the obvious candidate. **Which sequence it takes is not derivable here** (it depends on the
-  schedule PopART picks and on its copy-cost pruning): ``outline = "step"`` assumes each step's forward
-  body and each step's backward body become one subgraph called ``T`` times [U]; ``"none"`` that nothing
-  is outlined.
+  step's body is the obvious candidate. The cost model the outliner prunes with
+  (``willow/src/subgraph/iosubgraphcostmodel.cpp``, ``enableOutliningCopyCostPruning`` on by default) values a
+  sequence at ``Σ getSubgraphValue · sqrt(input bytes)`` of its ops minus ``Σ sqrt(bytes)`` of its boundary
+  tensors: a matmul reading the 3.1 MB first-layer weight is worth ``1000 · 1,880`` against copy costs of a
+  few thousand, so the high-value ops **are** outlined (``outline = "none"`` stays in the band as the
+  extreme, not as a likely case). **Which sequence it takes is not derivable here** (it depends on the
+  schedule PopART picks and on how ``algo1`` resolves overlapping and nested matches): ``outline = "step"``
+  (the default) assumes each step's forward body and each step's backward body become one subgraph called
+  ``T`` times [U]; ``"op"`` that every matmul and spike op is its own subgraph (:func:`op_boundaries`);
+  nested outlining (a body of several steps calling one-step bodies) would add copies and is not modelled.
 * **The copies around each call** [S]: ``CallOpx`` (``willow/src/popx/op/callx.cpp``) adds a Poplar ``Copy``
   of every input into the subgraph's input tensor (``copyInput``, unless the tensor is aliased or write-only)
   and of every output out of it (``copyOutput``), unless ``aliasZeroCopy`` proves them unneeded; that
@@ -54,9 +60,18 @@ from tilesim.errors import require
 from tilesim.models.linear.phases import Phase, phases_cycles, split_sizes
 from tilesim.models.linear.schedules import LayerSchedule
 
-__all__ = ["OUTLINES", "COPY_PROGRAMS", "Mechanisms", "BoundaryTensor", "step_boundaries", "mechanism_parts"]
+__all__ = [
+    "OUTLINES",
+    "COPY_PROGRAMS",
+    "Mechanisms",
+    "BoundaryTensor",
+    "step_boundaries",
+    "op_boundaries",
+    "outlined_calls",
+    "mechanism_parts",
+]
 
-OUTLINES = ("step", "none")
+OUTLINES = ("step", "op", "none")
 COPY_PROGRAMS = ("separate", "merged")
 FLOAT = 4  # HalfUpcastToFloat: the network's tensors are float32
 
@@ -72,7 +87,7 @@ class BoundaryTensor:
 
 @dataclass(frozen=True)
 class Mechanisms:
-    """The switches (module docstring): ``outline`` (``step`` | ``none``), ``alias_zero_copy`` (PopART's
+    """The switches (module docstring): ``outline`` (``step`` | ``op`` | ``none``), ``alias_zero_copy`` (PopART's
     option, ``False`` by default), ``copy_programs`` (``separate`` | ``merged``)."""
 
     outline: str = "step"
@@ -93,7 +108,7 @@ class Mechanisms:
     @property
     def copies(self) -> bool:
         """Whether the outlined calls copy their inputs and outputs."""
-        return self.outline == "step" and not self.alias_zero_copy
+        return self.outline != "none" and not self.alias_zero_copy
 
     def merges_first_fc(self, call) -> bool:
         """Whether ``MergeDuplicateOps`` runs the first layer's ``fc`` once (module docstring)."""
@@ -112,6 +127,8 @@ class Mechanisms:
                 "PopART outlining: none [U] (MergeDuplicateOps [S] then merges the first layer's fc of a frame input "
                 "and every reset's mem - threshold and spike op)"
             )
+        elif self.outline == "op":
+            outline = "PopART outlining: every matmul and spike op its own subgraph called T times [U]"
         else:
             outline = "PopART outlining: each step's forward and backward body one subgraph called T times [U]"
         if self.copies:
@@ -170,6 +187,41 @@ def step_boundaries(call) -> dict[str, tuple[BoundaryTensor, ...]]:
     return {"forward": tuple(fwd), "backward": tuple(bwd)}
 
 
+def op_boundaries(call) -> dict[str, tuple[BoundaryTensor, ...]]:
+    """The tensors crossing the boundary of each high-value per-step op outlined on its own (``outline =
+    "op"``), per layer ``l`` (float32): forward, the ``fc`` matmul (in: the layer's input and weight; out: the
+    current) and the two spike ops (in and out: ``B · n_out``); backward, the Heaviside grad of a hidden
+    layer (in: the gradient and ``mem - threshold``; out: the gradient), the weight-gradient matmul (in: the
+    layer's input and the gradient; out: the partial) and, but for the first layer, the input-gradient matmul
+    (in: the gradient and the weight; out: the layer input's gradient)."""
+    B, sizes = call.batch, call.layers
+    L = len(sizes) - 1
+    out: dict[str, tuple[BoundaryTensor, ...]] = {}
+    T = BoundaryTensor
+    for l in range(1, L + 1):
+        n_in, n_out = sizes[l - 1], sizes[l]
+        x, w, e = FLOAT * B * n_in, FLOAT * n_in * n_out, FLOAT * B * n_out
+        out[f"L{l} fc matmul"] = (T("input", "in", x), T("weight", "in", w), T("current", "out", e))
+        for spike in ("reset spike op", "fire spike op"):
+            out[f"L{l} {spike}"] = (T("mem - threshold", "in", e), T("spikes", "out", e))
+    for l in range(L, 0, -1):
+        n_in, n_out = sizes[l - 1], sizes[l]
+        x, w, e = FLOAT * B * n_in, FLOAT * n_in * n_out, FLOAT * B * n_out
+        if l < L:
+            out[f"L{l} spike op grad"] = (T("grad", "in", e), T("mem - threshold", "in", e), T("grad", "out", e))
+        out[f"L{l} weight grad matmul"] = (T("input", "in", x), T("grad", "in", e), T("partial", "out", w))
+        if l > 1:
+            out[f"L{l} input grad matmul"] = (T("grad", "in", e), T("weight", "in", w), T("input grad", "out", x))
+    return out
+
+
+def outlined_calls(call) -> dict[str, tuple[BoundaryTensor, ...]]:
+    """Every outlined subgraph of ``call`` (each called ``T`` times) and its boundary tensors: the step bodies
+    (:func:`step_boundaries`), the single ops (:func:`op_boundaries`) or none."""
+    o = call.mechanisms.outline
+    return step_boundaries(call) if o == "step" else op_boundaries(call) if o == "op" else {}
+
+
 def _copy_phase(name: str, nbytes: int, tiles: int, repeat: int) -> Phase:
     """One Poplar Copy program of ``nbytes`` spread over ``tiles`` (each tile copies its own part: the
     callee's tensor is a clone of the caller's), run ``repeat`` times: an exchange superstep, no compute."""
@@ -187,19 +239,15 @@ def mechanism_parts(call, machine, costs) -> list[tuple[str, LayerSchedule]]:
         return []
     tiles, T = machine.tiles_per_chip, call.timesteps
     out = []
-    for body, tensors in step_boundaries(call).items():
+    for body, tensors in outlined_calls(call).items():
         if m.copy_programs == "separate":
-            phases = [
-                _copy_phase(f"{body} step call: copy {t.direction} {t.name}", t.nbytes, tiles, T) for t in tensors
-            ]
+            phases = [_copy_phase(f"{body} call: copy {t.direction} {t.name}", t.nbytes, tiles, T) for t in tensors]
         else:
             phases = [
-                _copy_phase(f"{body} step call: copy {d}", sum(t.nbytes for t in tensors if t.direction == d), tiles, T)
+                _copy_phase(f"{body} call: copy {d}", sum(t.nbytes for t in tensors if t.direction == d), tiles, T)
                 for d in ("in", "out")
             ]
         data = split_sizes(sum(t.nbytes for t in tensors), tiles)  # the subgraph's own boundary tensors
         cycles = phases_cycles(phases, costs)
-        out.append(
-            ("call copies", LayerSchedule(f"{body} step call copies", tiles, "fp32", tuple(phases), data, cycles))
-        )
+        out.append(("call copies", LayerSchedule(f"{body} call copies", tiles, "fp32", tuple(phases), data, cycles)))
     return out
