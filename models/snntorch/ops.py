@@ -13,7 +13,8 @@ batch ``B``, ``e = B · n_out`` elements:
   the spike op (``popops::mapInPlace`` of ``Select(0, 1, x < 0)``), ``.clone()``;
   ``_build_state_function``: ``reset * threshold``, ``mem - ...``, ``beta * ...`` (``beta.clamp(0, 1)``
   acts on a one-element buffer: folded), ``+ input_``; ``fire(mem)``: ``mem - threshold`` and the spike
-  op: **2 + 9 ops**. (The measured ``train_fcn.py`` passes ``spike_grad=True``, for which the IPU build's
+  op: **2 + 9 ops** (a float16 input adds its cast to float before the first layer's ``fc``,
+  ``input_cast``). (The measured ``train_fcn.py`` passes ``spike_grad=True``, for which the IPU build's
   ``LIF.__init__`` picks the ``Heaviside`` custom op instead: the same ``Select`` map forward and a
   two-input gradient map ``grad * Select(0, 1, x < 0)``, so the same ops at the same sizes.)
 * **after the loop**: ``torch.stack`` of ``spk_rec`` and ``mem_rec`` of the output layer (two copies of
