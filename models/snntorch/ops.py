@@ -30,8 +30,10 @@ batch ``B``, ``e = B · n_out`` elements:
   layer, the input-gradient matmul ``(B, n_out) x (n_out, n_in)``.
 * **after the loop**: the ``T`` partial gradients of each weight and bias are added by **one** PopART
   ``Sum`` (``decomposeGradSum`` is off by default), all ``T`` partials live until it runs; then
-  ``poptorch.optim.Adam``: per parameter tensor the two moment accumulations, the Adam updater and the
-  variable update (four ops).
+  ``poptorch.optim.Adam``, as PopART's ``AdamDecompose`` pattern lowers its combo op
+  (``willow/src/patterns/adamdecompose.cpp``): per parameter tensor the gradient unscale (a ``Scale`` op,
+  inserted by ``OptimizerDecompose::gradUnscale`` even for a constant scale), the two moment accumulations,
+  the Adam updater and the variable update (five ops).
 
 The first step's ops on the zero initial state are counted as at any other step (PopART's constant
 folding of them is not modelled). Scalars (``threshold``, ``beta``) are constants broadcast to the
@@ -174,6 +176,7 @@ def snntorch_ops(
     for name, rows, cols in parameter_tensors(layers):
         size = rows * cols
         ops += [
+            Op("update", f"{name} adam gradient unscale", "map", (size, 1, 0)),
             Op("update", f"{name} adam first moment", "map", (size, 2, 0)),
             Op("update", f"{name} adam second moment", "map", (size, 2, 0)),
             Op("update", f"{name} adam updater", "map", (size, 3, 0)),
