@@ -27,8 +27,8 @@ TINY = [
 
 
 def test_the_op_list_of_a_two_layer_toy_is_the_one_counted_by_hand():
-    """4-3-2, B 2, T 3. Forward per step and layer: fc matmul, bias add and Leaky's nine maps (reset: sub,
-    spike op, clone; state: mul, sub, mul, add; fire: sub, spike op). Loss once: two stacks, the sum over
+    """4-3-2, B 2, T 3. Forward per step and layer: fc matmul, bias add and Leaky's ten maps (reset: sub,
+    spike op, clone; state: mul, sub, beta clamp (one element), mul, add; fire: sub, spike op). Loss once: two stacks, the sum over
     time, max, sub-exp, exp-sum, log-NLL, the softmax gradient and its expand over time (6 maps, 3
     reductions). Backward per step: output layer slice, beta*grad, add, bias reduce, weight-grad and
     input-grad matmuls; hidden layer spike-op grad, beta*grad, add, bias reduce, weight-grad matmul. Once:
@@ -39,9 +39,9 @@ def test_the_op_list_of_a_two_layer_toy_is_the_one_counted_by_hand():
     ops = snntorch_ops((4, 3, 2), batch=2, timesteps=3)
     per_step = Counter(o.kind for o in ops if o.per_step)
     once = Counter(o.kind for o in ops if not o.per_step)
-    assert per_step == {"matmul": 2 + 3, "map": 2 * 10 + 3 + 3, "reduce": 2}
+    assert per_step == {"matmul": 2 + 3, "map": 2 * 11 + 3 + 3, "reduce": 2}
     assert once == {"map": 6 + 20, "reduce": 3, "sum": 4}
-    assert op_counts(ops, 3) == {"matmul": 15, "map": 26 * 3 + 26, "reduce": 2 * 3 + 3, "sum": 4, "total": 132}
+    assert op_counts(ops, 3) == {"matmul": 15, "map": 28 * 3 + 26, "reduce": 2 * 3 + 3, "sum": 4, "total": 138}
     shapes = {o.name: o.args for o in ops if o.kind == "matmul"}
     assert shapes == {
         "L1 fc matmul": (2, 4, 3),
@@ -50,7 +50,7 @@ def test_the_op_list_of_a_two_layer_toy_is_the_one_counted_by_hand():
         "L2 input grad matmul": (2, 2, 3),
         "L1 weight grad matmul": (3, 2, 4),
     }
-    assert [o.part for o in ops].index("loss") == 22  # the loss follows the whole forward loop
+    assert [o.part for o in ops].index("loss") == 24  # the loss follows the whole forward loop
 
 
 def test_a_per_step_op_runs_once_per_time_step_and_its_code_exists_once():

@@ -133,8 +133,9 @@ def test_the_call_copies_of_a_two_layer_toy_are_the_ones_counted_by_hand():
 
 def test_merge_duplicate_ops_runs_the_frame_fc_and_the_resets_once_when_nothing_is_outlined():
     """4-3-2, B 2, T 3, fp16 frame, outline none: fc1's cast, matmul and bias add read the same tensors at every
-    step (3 → 1 each), and each layer's reset ``mem - threshold`` and spike op repeat the previous step's fire
-    (3 → 1 each, 2 layers). Per call: matmuls 15 → 13; maps 26·3 + 26 + 3 casts = 107 → 107 - 2·2 - 4·2 = 95.
+    step (3 → 1 each), each layer's reset ``mem - threshold`` and spike op repeat the previous step's fire
+    (3 → 1 each, 2 layers) and its ``beta.clamp`` reads the same buffer (3 → 1, 2 layers). Per call: matmuls
+    15 → 13; maps 28·3 + 26 + 3 casts = 113 → 113 - 2·2 - 4·2 - 2·2 = 97.
     A sequence input is not merged (each step reads its own slice); outlined bodies are not merged."""
     from tilesim.machine.description import load_machine
     from tilesim.models.snntorch.call import snntorch_step
@@ -144,11 +145,11 @@ def test_merge_duplicate_ops_runs_the_frame_fc_and_the_resets_once_when_nothing_
     m = load_machine("gc200")
     none = Mechanisms(outline="none")
     counts = lambda c: op_counts(snntorch_step(c, m).ops, 3)  # noqa: E731
-    assert counts(_toy_call())["matmul"] == 15 and counts(_toy_call())["map"] == 107
+    assert counts(_toy_call())["matmul"] == 15 and counts(_toy_call())["map"] == 113
     merged = counts(_toy_call(mechanisms=none))
-    assert merged["matmul"] == 13 and merged["map"] == 95
+    assert merged["matmul"] == 13 and merged["map"] == 97
     seq = counts(_toy_call(input_shape="sequence", mechanisms=none))
-    assert seq["matmul"] == 15 and seq["map"] == 107 - 4 * 2
+    assert seq["matmul"] == 15 and seq["map"] == 113 - 4 * 2 - 2 * 2
 
 
 def test_the_call_copies_of_single_op_outlining_are_the_ones_counted_by_hand():

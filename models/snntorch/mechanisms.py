@@ -34,7 +34,7 @@ and the IPU build's custom op (vinniesun/snntorch-ipu ``snntorch/custom_ops/heav
   ``train_fcn.py`` feeds the same frame to ``fc1`` at every step, so the cast, matmul and bias add of the
   first layer are the same op ``T`` times. And ``Leaky.forward`` computes ``mem_reset(mem)`` (``mem -
   threshold``, then the spike op) on the membrane the previous step's ``fire(mem)`` already took through the
-  same two ops: from step 1 on these are duplicates too. They merge only if they are still in the main graph:
+  same two ops: from step 1 on these are duplicates too, as is every step's ``beta.clamp(0, 1)``. They merge only if they are still in the main graph:
   with ``outline = "none"``; inside an outlined step body each call reads that step's membrane too, and
   nothing merges. The merge leaves the backward unchanged (autodiff ran before it; the reset is detached).
 * **The Heaviside custom op** [S]: ``HeavisideOpx`` is one ``popops::mapInPlace`` of ``Select(0, 1, x < 0)``
@@ -125,7 +125,7 @@ class Mechanisms:
         if self.outline == "none":
             outline = (
                 "PopART outlining: none [U] (MergeDuplicateOps [S] then merges the first layer's fc of a frame input "
-                "and every reset's mem - threshold and spike op)"
+                "and every reset's mem - threshold and spike op and beta clamp)"
             )
         elif self.outline == "op":
             outline = "PopART outlining: every matmul and spike op its own subgraph called T times [U]"

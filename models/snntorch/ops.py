@@ -11,10 +11,12 @@ batch ``B``, ``e = B · n_out`` elements:
   the ``FastSigmoid`` custom op, which ``LIF.__init__`` picks when ``spike_grad`` is None):
   ``fc`` matmul ``(B, n_in) x (n_in, n_out)`` and its bias add; ``mem_reset(mem)``: ``mem - threshold``,
   the spike op (``popops::mapInPlace`` of ``Select(0, 1, x < 0)``), ``.clone()``;
-  ``_build_state_function``: ``reset * threshold``, ``mem - ...``, ``beta * ...`` (``beta.clamp(0, 1)``
-  acts on a one-element buffer: folded), ``+ input_``; ``fire(mem)``: ``mem - threshold`` and the spike
-  op: **2 + 9 ops** (a float16 input adds its cast to float before the first layer's ``fc``,
-  ``input_cast``). (The measured ``train_fcn.py`` passes ``spike_grad=True``, for which the IPU build's
+  ``_build_state_function``: ``reset * threshold``, ``mem - ...``, ``beta.clamp(0, 1)`` (``beta`` is a
+  registered buffer, and PopTorch keeps buffers on the IPU as persistent tensors — PopTorch 2.5.1 user
+  guide, "PyTorch buffers" — so the clamp is a one-element op at every step, not a folded constant),
+  ``beta * ...``, ``+ input_``; ``fire(mem)``: ``mem - threshold`` and the spike op: **2 + 10 ops** (a
+  float16 input adds its cast to float before the first layer's ``fc``, ``input_cast``). (The measured
+  ``train_fcn.py`` passes ``spike_grad=surrogate.fast_sigmoid()``, not None, for which the IPU build's
   ``LIF.__init__`` picks the ``Heaviside`` custom op instead: the same ``Select`` map forward and a
   two-input gradient map ``grad * Select(0, 1, x < 0)``, so the same ops at the same sizes.)
 * **after the loop**: ``torch.stack`` of ``spk_rec`` and ``mem_rec`` of the output layer (two copies of
@@ -79,7 +81,7 @@ def _leaky_forward(
     """``fc`` + ``snn.Leaky`` of layer ``l`` (1-based) at one time step; ``cast``: the float16 input cast to
     float first; ``merged``: the ``fc`` ops (and the cast) run once, not per step; ``merged_reset``: the
     reset's ``mem - threshold`` and spike op run once (step 0's), the later steps' being the previous step's
-    ``fire`` ops on the same membrane (``MergeDuplicateOps``)."""
+    ``fire`` ops on the same membrane, and the clamp of the same ``beta`` runs once (``MergeDuplicateOps``)."""
     e = batch * n_out
     m = lambda name, inputs, bcast=0: Op("forward", f"L{l} {name}", "map", (e, inputs, bcast), True)  # noqa: E731
     fc = [Op("forward", f"L{l} input cast", "map", (batch * n_in, 1, 0), not merged)] if cast else []
@@ -92,6 +94,7 @@ def _leaky_forward(
         m("reset: clone", 1),
         m("reset * threshold", 2, 1),
         m("mem - reset*threshold", 2),
+        Op("forward", f"L{l} beta clamp", "map", (1, 1, 0), not merged_reset),
         m("beta * mem", 2, 1),
         m("+ input", 2),
         m("fire: mem - threshold", 2, 1),
