@@ -28,8 +28,8 @@ TINY = [
 
 def test_the_op_list_of_a_two_layer_toy_is_the_one_counted_by_hand():
     """4-3-2, B 2, T 3. Forward per step and layer: fc matmul, bias add and Leaky's ten maps (reset: sub,
-    spike op, clone; state: mul, sub, beta clamp (one element), mul, add; fire: sub, spike op). Loss once: two stacks, the sum over
-    time, max, sub-exp, exp-sum, log-NLL, the softmax gradient and its expand over time (6 maps, 3
+    spike op, clone; state: mul, sub, beta clamp (one element), mul, add; fire: sub, spike op). Loss once: two
+    stacks, the sum over time, max, sub-exp, exp-sum, log-NLL, the softmax gradient and its expand over time (6 maps, 3
     reductions). Backward per step: output layer slice, beta*grad, add, bias reduce, weight-grad and
     input-grad matmuls; hidden layer spike-op grad, beta*grad, add, bias reduce, weight-grad matmul. Once:
     one Sum per parameter tensor (4) and Adam's five maps per tensor (20: the gradient unscale, two moments,

@@ -135,17 +135,18 @@ def test_merge_duplicate_ops_runs_the_frame_fc_and_the_resets_once_when_nothing_
     """4-3-2, B 2, T 3, fp16 frame, outline none: fc1's cast, matmul and bias add read the same tensors at every
     step (3 → 1 each), each layer's reset ``mem - threshold`` and spike op repeat the previous step's fire
     (3 → 1 each, 2 layers) and its ``beta.clamp`` reads the same buffer (3 → 1, 2 layers). Per call: matmuls
-    15 → 13; maps 28·3 + 26 + 3 casts = 113 → 113 - 2·2 - 4·2 - 2·2 = 97.
-    A sequence input is not merged (each step reads its own slice); outlined bodies are not merged."""
+    15 → 13; maps 28·3 + 26 + 3 casts = 113 → 113 - 2·2 - 4·2 - 2·2 = 97 (inplacing off, to count the merge
+    alone). A sequence input is not merged (each step reads its own slice); outlined bodies are not merged."""
     from tilesim.machine.description import load_machine
     from tilesim.models.snntorch.call import snntorch_step
     from tilesim.models.snntorch.mechanisms import Mechanisms
     from tilesim.models.snntorch.ops import op_counts
 
     m = load_machine("gc200")
-    none = Mechanisms(outline="none")
+    none = Mechanisms(outline="none", inplace=False)
     counts = lambda c: op_counts(snntorch_step(c, m).ops, 3)  # noqa: E731
-    assert counts(_toy_call())["matmul"] == 15 and counts(_toy_call())["map"] == 113
+    full = _toy_call(mechanisms=Mechanisms(inplace=False))
+    assert counts(full)["matmul"] == 15 and counts(full)["map"] == 113
     merged = counts(_toy_call(mechanisms=none))
     assert merged["matmul"] == 13 and merged["map"] == 97
     seq = counts(_toy_call(input_shape="sequence", mechanisms=none))
@@ -200,3 +201,24 @@ def test_the_gap_table_starts_from_the_validated_call_and_fits_nothing():
         assert b.predicted_s - a.predicted_s == pytest.approx(2e-4)
     assert default.measured_s == pytest.approx((128 / 60904.244129325016, 128 / 48371.10658617893))
     assert "left unexplained" in format_gap(rows)
+
+
+def test_inplacing_makes_the_clone_the_stacks_and_the_gradient_slices_views():
+    """4-3-2, B 2, T 3 (fp16 frame: 113 maps per call without inplacing). PopART's Inplace pattern leaves no
+    program for each layer's reset clone (2 per step), the output layer's gradient slice (1 per step) and the
+    two stacks (once): 113 - 3·3 - 2 = 102 maps; the time drops by what those ops cost."""
+    from tilesim.machine.description import load_machine
+    from tilesim.models.snntorch.call import snntorch_step
+    from tilesim.models.snntorch.mechanisms import Mechanisms
+    from tilesim.models.snntorch.ops import op_counts
+    from tilesim.workload import time_workload
+
+    m = load_machine("gc200")
+    on, off = _toy_call(), _toy_call(mechanisms=Mechanisms(inplace=False))
+    assert on.mechanisms.inplace
+    assert op_counts(snntorch_step(on, m).ops, 3)["map"] == 102
+    assert op_counts(snntorch_step(off, m).ops, 3)["map"] == 113
+    gone = {o.name for o in snntorch_step(off, m).ops} - {o.name for o in snntorch_step(on, m).ops}
+    assert gone == {"L1 reset: clone", "L2 reset: clone", "L2 stack grad slice", "stack spk_rec", "stack mem_rec"}
+    t = lambda c: time_workload(snntorch_step(c, m), m, keep_timeline=False).step_s  # noqa: E731
+    assert t(on) < t(off)

@@ -34,9 +34,18 @@ and the IPU build's custom op (vinniesun/snntorch-ipu ``snntorch/custom_ops/heav
   ``train_fcn.py`` feeds the same frame to ``fc1`` at every step, so the cast, matmul and bias add of the
   first layer are the same op ``T`` times. And ``Leaky.forward`` computes ``mem_reset(mem)`` (``mem -
   threshold``, then the spike op) on the membrane the previous step's ``fire(mem)`` already took through the
-  same two ops: from step 1 on these are duplicates too, as is every step's ``beta.clamp(0, 1)``. They merge only if they are still in the main graph:
-  with ``outline = "none"``; inside an outlined step body each call reads that step's membrane too, and
-  nothing merges. The merge leaves the backward unchanged (autodiff ran before it; the reset is detached).
+  same two ops: from step 1 on these are duplicates too, as is every step's ``beta.clamp(0, 1)``. They
+  merge only if they are still in the main graph: with ``outline = "none"``; inside an outlined step body
+  each call reads that step's membrane too, and nothing merges. The merge leaves the backward unchanged
+  (autodiff ran before it; the reset is detached).
+* **Inplacing** [S]: PopTorch builds its session with ``PatternsLevel::Default`` (2.5.1
+  ``popart_compiler/source/Compiler.cpp``), whose ``Inplace`` pattern replaces an op by its inplace variant
+  when no alias conflict forbids it (``Ir::prepareImpl``, after ``MergeDuplicateOps``). Three ops of the call
+  then run no program at all: ``.clone()`` (PopTorch 2.5.1 ``cloneHandler`` makes it an ``Identity``, whose
+  ``IdentityInplaceOpx::grow`` only sets its output to its input; ``op/identity.cpp`` priority 10),
+  ``torch.stack`` (``ConcatInplaceOpx``: a ``poplar::concat`` view) and the per-step slice of the stacked
+  gradient (``SliceInplaceOpx``: a view). Their readers only read, so nothing blocks it. ``inplace = False``
+  keeps them as copies.
 * **The Heaviside custom op** [S]: ``HeavisideOpx`` is one ``popops::mapInPlace`` of ``Select(0, 1, x < 0)``
   on its input, ``HeavisideGradOpx`` one two-input ``popops::map``: the op list's maps already
   (:mod:`tilesim.models.snntorch.ops`). Both are worth ``getHighSubgraphValue()``, which is what makes the
@@ -88,11 +97,13 @@ class BoundaryTensor:
 @dataclass(frozen=True)
 class Mechanisms:
     """The switches (module docstring): ``outline`` (``step`` | ``op`` | ``none``), ``alias_zero_copy`` (PopART's
-    option, ``False`` by default), ``copy_programs`` (``separate`` | ``merged``)."""
+    option, ``False`` by default), ``copy_programs`` (``separate`` | ``merged``), ``inplace`` (PopART's
+    ``Inplace`` pattern makes the clone, the stacks and the gradient slices views)."""
 
     outline: str = "step"
     alias_zero_copy: bool = False
     copy_programs: str = "separate"
+    inplace: bool = True
 
     def __post_init__(self):
         require(self.outline in OUTLINES, "outline", self.outline, f"must be one of {', '.join(OUTLINES)}", "step")
@@ -103,7 +114,8 @@ class Mechanisms:
             f"must be one of {', '.join(COPY_PROGRAMS)}",
             "separate",
         )
-        require(isinstance(self.alias_zero_copy, bool), "alias_zero_copy", self.alias_zero_copy, "must be a bool")
+        for name in ("alias_zero_copy", "inplace"):
+            require(isinstance(getattr(self, name), bool), name, getattr(self, name), "must be a bool")
 
     @property
     def copies(self) -> bool:
@@ -138,10 +150,20 @@ class Mechanisms:
             )
         else:
             copies = "no CallOpx copies" + (" (aliasZeroCopy on)" if self.alias_zero_copy else "")
-        return (outline, copies)
+        inplace = (
+            "PopART inplacing [S]: clone, stacks and gradient slices are views"
+            if self.inplace
+            else "no inplacing: clone, stacks and gradient slices copied"
+        )
+        return (outline, copies, inplace)
 
     def to_dict(self) -> dict:
-        return {"outline": self.outline, "alias_zero_copy": self.alias_zero_copy, "copy_programs": self.copy_programs}
+        return {
+            "outline": self.outline,
+            "alias_zero_copy": self.alias_zero_copy,
+            "copy_programs": self.copy_programs,
+            "inplace": self.inplace,
+        }
 
 
 def step_boundaries(call) -> dict[str, tuple[BoundaryTensor, ...]]:

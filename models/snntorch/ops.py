@@ -20,16 +20,17 @@ batch ``B``, ``e = B · n_out`` elements:
   ``LIF.__init__`` picks the ``Heaviside`` custom op instead: the same ``Select`` map forward and a
   two-input gradient map ``grad * Select(0, 1, x < 0)``, so the same ops at the same sizes.)
 * **after the loop**: ``torch.stack`` of ``spk_rec`` and ``mem_rec`` of the output layer (two copies of
-  ``T · B · C``); ``ce_count_loss(mem_rec, labels)``: the sum over time (a reduction), then
-  ``LogSoftmax`` + ``NLLLoss`` as the project lowers every softmax cross-entropy
+  ``T · B · C`` as traced, views once PopART inplaces them: :attr:`Op.view`);
+  ``ce_count_loss(mem_rec, labels)``: the sum over time (a reduction), then ``LogSoftmax`` + ``NLLLoss``
+  as the project lowers every softmax cross-entropy
   (:func:`tilesim.models.linear.lowering.poptorch_common_parts`: max, sub-exp, exp-sum, log-NLL; backward
   one fused gradient map) and the broadcast of the count gradient back over the ``T`` steps.
-* **backward, per time step**: the output layer takes its step's slice of the stacked gradient (a copy;
-  its spikes carry no gradient: the loss reads ``mem_rec``); a hidden layer runs ``FastSigmoidGrad``
-  (``popops::map`` of ``grad / (|x| + 1)^2``, two inputs); every layer then adds the gradient coming back
-  through time (``beta * grad``, and the add of the two contributions; the reset is detached), reduces its
-  bias gradient, runs the weight-gradient matmul ``(n_out, B) x (B, n_in)`` and, but for the first
-  layer, the input-gradient matmul ``(B, n_out) x (n_out, n_in)``.
+* **backward, per time step**: the output layer takes its step's slice of the stacked gradient (a copy as
+  traced, a view once inplaced; its spikes carry no gradient: the loss reads ``mem_rec``); a hidden layer
+  runs ``FastSigmoidGrad`` (``popops::map`` of ``grad / (|x| + 1)^2``, two inputs); every layer then adds
+  the gradient coming back through time (``beta * grad``, and the add of the two contributions; the reset
+  is detached), reduces its bias gradient, runs the weight-gradient matmul ``(n_out, B) x (B, n_in)`` and,
+  but for the first layer, the input-gradient matmul ``(B, n_out) x (n_out, n_in)``.
 * **after the loop**: the ``T`` partial gradients of each weight and bias are added by **one** PopART
   ``Sum`` (``decomposeGradSum`` is off by default), all ``T`` partials live until it runs; then
   ``poptorch.optim.Adam``, as PopART's ``AdamDecompose`` pattern lowers its combo op
@@ -62,13 +63,16 @@ class Op:
     element-wise ``popops::map`` over ``elements`` outputs reading ``inputs`` operands, ``broadcast``
     values of a small operand sent to the tiles), ``reduce`` (``args = (elements, outputs)``) or ``sum``
     (``args = (inputs, rows, cols)``: PopART's n-ary ``Sum`` of co-located partial gradients).
-    ``per_step``: inside the unrolled time loop (runs once per time step)."""
+    ``per_step``: inside the unrolled time loop (runs once per time step). ``view``: an op PopART's
+    ``Inplace`` pattern turns into its inplace variant, whose Opx only relabels its input (``IdentityInplace``,
+    ``ConcatInplace``, ``SliceInplace``: no program; :mod:`tilesim.models.snntorch.mechanisms`)."""
 
     part: str
     name: str
     kind: str
     args: tuple[int, ...]
     per_step: bool = False
+    view: bool = False
 
     def __post_init__(self):
         require(self.kind in KINDS, "op kind", self.kind, f"must be one of {', '.join(KINDS)}")
@@ -91,7 +95,7 @@ def _leaky_forward(
         Op("forward", f"L{l} fc bias add", "map", (e, 2, n_out), not merged),
         Op("forward", f"L{l} reset: mem - threshold", "map", (e, 2, 1), not merged_reset),
         Op("forward", f"L{l} reset: spike op", "map", (e, 1, 0), not merged_reset),
-        m("reset: clone", 1),
+        Op("forward", f"L{l} reset: clone", "map", (e, 1, 0), True, view=True),
         m("reset * threshold", 2, 1),
         m("mem - reset*threshold", 2),
         Op("forward", f"L{l} beta clamp", "map", (1, 1, 0), not merged_reset),
@@ -106,8 +110,8 @@ def _loss(batch: int, classes: int, timesteps: int) -> list[Op]:
     """``torch.stack`` of the output records, ``ce_count_loss`` and its gradient up to the stack."""
     tbc, bc = timesteps * batch * classes, batch * classes
     return [
-        Op("loss", "stack spk_rec", "map", (tbc, 1, 0)),
-        Op("loss", "stack mem_rec", "map", (tbc, 1, 0)),
+        Op("loss", "stack spk_rec", "map", (tbc, 1, 0), view=True),
+        Op("loss", "stack mem_rec", "map", (tbc, 1, 0), view=True),
         Op("loss", "count: sum over time", "reduce", (tbc, bc)),
         Op("loss", "logits-max", "reduce", (bc, batch)),
         Op("loss", "sub-exp", "map", (bc, 2, batch)),
@@ -122,7 +126,7 @@ def _leaky_backward(l: int, n_in: int, n_out: int, batch: int, output: bool) -> 
     """The backward of layer ``l`` at one time step (module docstring)."""
     e = batch * n_out
     ops = [
-        Op("backward", f"L{l} stack grad slice", "map", (e, 1, 0), True)
+        Op("backward", f"L{l} stack grad slice", "map", (e, 1, 0), True, view=True)
         if output
         else Op("backward", f"L{l} spike op grad", "map", (e, 2, 0), True),
         Op("backward", f"L{l} beta * grad", "map", (e, 2, 1), True),

@@ -160,9 +160,10 @@ class SnnTorchStep:
 
     @property
     def ops(self) -> tuple[Op, ...]:
-        """The op list (:func:`tilesim.models.snntorch.ops.snntorch_ops`)."""
+        """The op list (:func:`tilesim.models.snntorch.ops.snntorch_ops`) as it runs: without the ops PopART
+        makes views when it inplaces them (:attr:`Mechanisms.inplace`)."""
         c = self.call
-        return snntorch_ops(
+        ops = snntorch_ops(
             c.layers,
             c.batch,
             c.timesteps,
@@ -170,6 +171,7 @@ class SnnTorchStep:
             merged_first_fc=c.mechanisms.merges_first_fc(c),
             merged_reset=c.mechanisms.merges_reset,
         )
+        return tuple(o for o in ops if not (o.view and c.mechanisms.inplace))
 
     @cached_property
     def parts(self) -> list[tuple[str, LayerSchedule]]:
