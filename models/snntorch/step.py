@@ -31,7 +31,8 @@ The call's host side (booked as **host**):
 The call is a :class:`tilesim.models.snntorch.call.SnnTorchCall` (the network, the input as the host sends
 it, the named assumptions); :func:`tilesim.models.snntorch.call.snntorch_step` builds this step from it for
 ``tilesim run`` and ``tilesim validate`` alike. The device-side mechanisms around the op list (PopART's
-copies around outlined subgraph calls, ``MergeDuplicateOps``) are :mod:`tilesim.models.snntorch.mechanisms`.
+copies around outlined subgraph calls, ``MergeDuplicateOps``, inplacing) are
+:mod:`tilesim.models.snntorch.mechanisms`.
 
 Memory (:class:`tilesim.machine.memory.MemoryLedger`, chip 0): the working data of the ops (the peak
 over ops, :func:`tilesim.models.linear.workload.build_ledger`; the ``T`` weight-gradient partials of
