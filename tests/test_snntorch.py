@@ -27,20 +27,21 @@ TINY = [
 
 
 def test_the_op_list_of_a_two_layer_toy_is_the_one_counted_by_hand():
-    """4-3-2, B 2, T 3. Forward per step and layer: fc matmul, bias add and Leaky's nine maps (reset: sub,
-    spike op, clone; state: mul, sub, mul, add; fire: sub, spike op). Loss once: two stacks, the sum over
-    time, max, sub-exp, exp-sum, log-NLL, the softmax gradient and its expand over time (6 maps, 3
+    """4-3-2, B 2, T 3. Forward per step and layer: fc matmul, bias add and Leaky's ten maps (reset: sub,
+    spike op, clone; state: mul, sub, beta clamp (one element), mul, add; fire: sub, spike op). Loss once: two
+    stacks, the sum over time, max, sub-exp, exp-sum, log-NLL, the softmax gradient and its expand over time (6 maps, 3
     reductions). Backward per step: output layer slice, beta*grad, add, bias reduce, weight-grad and
     input-grad matmuls; hidden layer spike-op grad, beta*grad, add, bias reduce, weight-grad matmul. Once:
-    one Sum per parameter tensor (4) and Adam's four maps per tensor (16)."""
+    one Sum per parameter tensor (4) and Adam's five maps per tensor (20: the gradient unscale, two moments,
+    the updater, the variable update)."""
     from tilesim.models.snntorch.ops import op_counts, snntorch_ops
 
     ops = snntorch_ops((4, 3, 2), batch=2, timesteps=3)
     per_step = Counter(o.kind for o in ops if o.per_step)
     once = Counter(o.kind for o in ops if not o.per_step)
-    assert per_step == {"matmul": 2 + 3, "map": 2 * 10 + 3 + 3, "reduce": 2}
-    assert once == {"map": 6 + 16, "reduce": 3, "sum": 4}
-    assert op_counts(ops, 3) == {"matmul": 15, "map": 26 * 3 + 22, "reduce": 2 * 3 + 3, "sum": 4, "total": 128}
+    assert per_step == {"matmul": 2 + 3, "map": 2 * 11 + 3 + 3, "reduce": 2}
+    assert once == {"map": 6 + 20, "reduce": 3, "sum": 4}
+    assert op_counts(ops, 3) == {"matmul": 15, "map": 28 * 3 + 26, "reduce": 2 * 3 + 3, "sum": 4, "total": 138}
     shapes = {o.name: o.args for o in ops if o.kind == "matmul"}
     assert shapes == {
         "L1 fc matmul": (2, 4, 3),
@@ -49,15 +50,15 @@ def test_the_op_list_of_a_two_layer_toy_is_the_one_counted_by_hand():
         "L2 input grad matmul": (2, 2, 3),
         "L1 weight grad matmul": (3, 2, 4),
     }
-    assert [o.part for o in ops].index("loss") == 22  # the loss follows the whole forward loop
+    assert [o.part for o in ops].index("loss") == 24  # the loss follows the whole forward loop
 
 
 def test_a_per_step_op_runs_once_per_time_step_and_its_code_exists_once():
     from tilesim.machine.description import load_machine
-    from tilesim.models.snntorch.step import SnnTorchStep
+    from tilesim.models.snntorch.call import SnnTorchCall, snntorch_step
 
     m = load_machine("gc200")
-    step = SnnTorchStep((4, 3, 2), 2, 3, m, input_bytes=3 * 2 * 4 * 4)
+    step = snntorch_step(SnnTorchCall((4, 3, 2), 2, 3, input_dtype="fp32", input_shape="sequence"), m)
     program = step.program(m)
     labels = Counter(program.labels[i] for i in program.label_id)
     assert labels["forward/L1 fc bias add"] == 3 and labels["loss/log-nll"] == 1
@@ -117,7 +118,8 @@ def test_the_sparse_default_is_unchanged():
 
     opts = RunOptions(layers="12-6-3", caps=(2, 2), batch=4, timesteps=5, input_cap=4, steps=1)
     assert opts.implementation == "sparse"
-    assert set(resolved_settings(opts)) == set(option_names()) - {"out", "json", "implementation"}
+    snntorch_only = {"implementation", "input_dtype", "input_shape"}
+    assert set(resolved_settings(opts)) == set(option_names()) - {"out", "json", *snntorch_only}
     explicit = RunOptions(
         layers="12-6-3", caps=(2, 2), batch=4, timesteps=5, input_cap=4, steps=1, implementation="sparse"
     )

@@ -2,11 +2,12 @@
 
 Columns::
 
-    workload=snntorch, case, machine, layers (N0-...-C), batch, timesteps, input_bytes,
-    measured_samples_per_s, use, source
+    workload=snntorch, case, machine, layers (N0-...-C), batch, timesteps, input_dtype (fp16|fp32),
+    input_shape (frame|sequence), measured_samples_per_s, use, source
 
 ``measured_samples_per_s`` is ``batch`` over the wall time of one ``poptorch_model(data, labels)`` call;
-the prediction is ``batch`` over :class:`tilesim.models.snntorch.step.SnnTorchStep`'s call.
+the prediction is ``batch`` over the call of :func:`tilesim.models.snntorch.call.snntorch_step`, the step
+``tilesim run --implementation snntorch`` times for the same network and input.
 
 The shipped rows (``models/snntorch/cases/snntorch_ipu_mnist.csv``) are every public measured log
 found: the throughput CSVs that ``train_fcn.py`` of github.com/vinniesun/snntorch-ipu (the IPU build's
@@ -21,29 +22,31 @@ pages and code corpora). **Nothing is fitted to these rows** (``use = check``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from tilesim.errors import ConfigError, config_message
 from tilesim.machine.description import Machine
 from tilesim.models.cases import Case, number, predict, read_rows, validate_rows
-from tilesim.models.snntorch.step import SnnTorchStep
+from tilesim.models.snntorch.call import SnnTorchCall, snntorch_step
 from tilesim.workload import time_workload
 
 __all__ = ["COLUMNS", "SnnTorchCase", "read_snntorch_cases", "predict_samples_per_s", "validate_snntorch",
            "shipped_snntorch_cases"]  # fmt: skip
 
-COLUMNS = ("workload", "case", "machine", "layers", "batch", "timesteps", "input_bytes", "measured_samples_per_s")
+COLUMNS = (
+    "workload",
+    "case",
+    "machine",
+    "layers",
+    "batch",
+    "timesteps",
+    "input_dtype",
+    "input_shape",
+    "measured_samples_per_s",
+)
 
-
-@dataclass(frozen=True)
-class SnnTorchCase:
-    """One row's training call: the dense network, batch, time steps and the input's bytes."""
-
-    layers: tuple[int, ...]
-    batch: int
-    timesteps: int
-    input_bytes: int
+SnnTorchCase = SnnTorchCall
+"""One row's training call (:class:`tilesim.models.snntorch.call.SnnTorchCall`)."""
 
 
 def shipped_snntorch_cases() -> list[Path]:
@@ -59,8 +62,17 @@ def _spec(r: dict, case: str) -> SnnTorchCase:
         layers = ()
     if len(layers) < 2 or min(layers) < 1:
         raise ConfigError(config_message(f"{case}: layers", text, "must be sizes joined by '-'", "e.g. 784-1000-10"))
-    dims = {c: int(number(r, c, case, integer=True)) for c in ("batch", "timesteps", "input_bytes")}
-    return SnnTorchCase(layers, dims["batch"], dims["timesteps"], dims["input_bytes"])
+    dims = {c: int(number(r, c, case, integer=True)) for c in ("batch", "timesteps")}
+    try:
+        return SnnTorchCall(
+            layers,
+            dims["batch"],
+            dims["timesteps"],
+            input_dtype=(r.get("input_dtype") or "").strip(),
+            input_shape=(r.get("input_shape") or "").strip(),
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{case}: {exc}") from None
 
 
 def read_snntorch_cases(path) -> list[Case]:
@@ -68,10 +80,9 @@ def read_snntorch_cases(path) -> list[Case]:
     return read_rows(path, COLUMNS, "measured_samples_per_s", _spec)
 
 
-def predict_samples_per_s(spec: SnnTorchCase, machine: Machine) -> float:
+def predict_samples_per_s(spec: SnnTorchCall, machine: Machine) -> float:
     """Samples per second of one predicted training call of ``spec`` on ``machine``."""
-    step = SnnTorchStep(spec.layers, spec.batch, spec.timesteps, machine, spec.input_bytes)
-    return spec.batch / time_workload(step, machine, keep_timeline=False).step_s
+    return spec.batch / time_workload(snntorch_step(spec, machine), machine, keep_timeline=False).step_s
 
 
 def validate_snntorch(path) -> list[dict]:

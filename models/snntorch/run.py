@@ -26,7 +26,7 @@ from tilesim.machine.description import load_machine
 from tilesim.models.snn.commands.options import RunOptions, resolved_settings
 from tilesim.models.snn.commands.run import DATASET_BATCHES, make_dataset, network_config
 from tilesim.models.snn.outputs.record import run_provenance
-from tilesim.models.snntorch.step import POPTORCH_CALL_BAND_S, POPTORCH_CALL_S, SnnTorchStep
+from tilesim.models.snntorch.call import POPTORCH_CALL_BAND_S, SnnTorchCall, call_from_options, snntorch_step
 from tilesim.models.snntorch.train import DenseStep, dense_train_step, init_dense
 from tilesim.outputs.runrecord import Explain, Provenance, RunRecord, Section, Throughput, tilesim_version
 from tilesim.workload import TimedStep, record_run, time_workload
@@ -101,15 +101,20 @@ class SnnTorchRun:
         }
 
 
-def _train(options: RunOptions, config) -> tuple[DenseStep, ...]:
-    """``options.steps`` real training calls on the run's data (the batches of the sparse run)."""
+def _train(options: RunOptions, config, call: SnnTorchCall) -> tuple[DenseStep, ...]:
+    """``options.steps`` real training calls on the run's data (the batches of the sparse run). A ``frame``
+    input is what ``train_fcn.py`` feeds: one static frame per sample, given at every step; the frame of a
+    sample is its input's rate per channel (spikes per step, in [0, 1], as MNIST's pixels are)."""
     ds = make_dataset(config, config.batch * DATASET_BATCHES, options.dataset, options.data, options.data_root)
     net = init_dense(config.layers, config.lr, config.seed)
     rng = np.random.default_rng(config.seed + 1)  # as the sparse run draws its batches
     out, batches = [], ds.endless_batches(config.batch, config.timesteps, config.input_cap, rng)
     for _ in range(options.steps):
         spikes, labels = next(batches)
-        out.append(dense_train_step(net, spikes.to_dense(config.layers[0]), labels))
+        x = spikes.to_dense(config.layers[0])
+        if call.input_shape == "frame":
+            x = np.broadcast_to(np.clip(x.mean(axis=0), 0.0, 1.0), x.shape)
+        out.append(dense_train_step(net, x, labels))
     return tuple(out)
 
 
@@ -168,21 +173,30 @@ def run_snntorch(options: RunOptions) -> SnnTorchRun:
     check_snntorch_options(options)
     config = network_config(options)
     machine = load_machine(options.machine)
-    T, B, n0 = config.timesteps, config.batch, config.layers[0]
-    step = SnnTorchStep(tuple(config.layers), B, T, machine, input_bytes=4 * T * B * n0)
+    call = call_from_options(options, config)
+    B = call.batch
+    step = snntorch_step(call, machine)  # the step `tilesim validate` times for the same call
     ledger = step.memory(machine)
     over = ledger.check(options.memory_check)
-    steps = _train(options, config)
+    steps = _train(options, config, call)
     timed = time_workload(step, machine)
     s = timed.result.total_s
-    band = (s + POPTORCH_CALL_BAND_S[0] - POPTORCH_CALL_S, s + POPTORCH_CALL_BAND_S[1] - POPTORCH_CALL_S)
+    band = (s + POPTORCH_CALL_BAND_S[0] - call.call_s, s + POPTORCH_CALL_BAND_S[1] - call.call_s)
     notes = [
         "snnTorch's IPU build, dense, op by op through PopTorch (models/snntorch); the time does not depend on the "
         "data, so one call is timed",
-        f"PopTorch per-call host overhead {POPTORCH_CALL_S * 1e3:.1f} ms: an assumption no public source gives "
+        f"PopTorch per-call host overhead {call.call_s * 1e3:.1f} ms: a named assumption no public source gives "
         f"(band {POPTORCH_CALL_BAND_S[0] * 1e3:.1f}-{POPTORCH_CALL_BAND_S[1] * 1e3:.1f} ms: "
         f"{band[0] * 1e3:.3f}-{band[1] * 1e3:.3f} ms per call)",
+        f"input sent as {call.input_dtype} {call.input_shape} ({call.input_bytes:,} B per call; the measured "
+        "train_fcn.py sends fp16 frame: --input-dtype, --input-shape)",
     ]
+    if call.input_shape == "frame":
+        notes.append(
+            f"the {options.dataset} input varies over time, a frame does not: each sample is fed its per-channel "
+            "spike rate at every step, as train_fcn.py feeds one static MNIST image (--input-shape sequence sends "
+            f"and trains on the [T, B, N0] spikes: {call.input_values * call.timesteps:,} values per call)"
+        )
     if over.size:
         notes.append(f"SRAM overflow on {over.size} tile(s) (memory_check = report)")
     record = record_run(
@@ -192,7 +206,7 @@ def run_snntorch(options: RunOptions) -> SnnTorchRun:
         throughput=Throughput(B / s, "samples/s"),
         explain=_explain(timed),
         notes=tuple(notes),
-        settings=resolved_settings(options),
+        settings={**resolved_settings(options), "input_dtype": call.input_dtype, "input_shape": call.input_shape},
         provenance=Provenance(
             tilesim_version(),
             "models/linear (PopLibs matmul planner and vertex estimates) and the machine file; no fitted constant",

@@ -24,8 +24,15 @@ The call's host side (booked as **host**):
   stream reconnection and the Poplar engine run with its host syncs; none of these has a published
   duration. **No public source gives a figure** (searched: PopTorch's and PopART's source and user guides,
   GitHub issues, Graphcore's docs and examples; ``gc-hostsynclatencytest``'s example output gives 0.36 µs
-  per sync, not a call): :data:`POPTORCH_CALL_S` is an assumption, 0.3 ms, with the band
-  :data:`POPTORCH_CALL_BAND_S` (0.1–1 ms), chosen without fitting it to the held-out logs.
+  per sync, not a call): :data:`POPTORCH_CALL_S` is a named assumption, 0.3 ms, with the band
+  :data:`POPTORCH_CALL_BAND_S` (0.1–1 ms), chosen without fitting it to the held-out logs; the record's
+  "named assumptions" carry it (:meth:`tilesim.models.snntorch.call.SnnTorchCall.assumptions`).
+
+The call is a :class:`tilesim.models.snntorch.call.SnnTorchCall` (the network, the input as the host sends
+it, the named assumptions); :func:`tilesim.models.snntorch.call.snntorch_step` builds this step from it for
+``tilesim run`` and ``tilesim validate`` alike. The device-side mechanisms around the op list (PopART's
+copies around outlined subgraph calls, ``MergeDuplicateOps``, inplacing) are
+:mod:`tilesim.models.snntorch.mechanisms`.
 
 Memory (:class:`tilesim.machine.memory.MemoryLedger`, chip 0): the working data of the ops (the peak
 over ops, :func:`tilesim.models.linear.workload.build_ledger`; the ``T`` weight-gradient partials of
@@ -48,6 +55,8 @@ from tilesim.models.linear.phases import PRECISION_BYTES, Phase, phases_cycles, 
 from tilesim.models.linear.schedules import LayerSchedule
 from tilesim.models.linear.timing import matmul_target, step_costs
 from tilesim.models.linear.workload import build_ledger, build_program
+from tilesim.models.snntorch.call import POPTORCH_CALL_BAND_S, POPTORCH_CALL_S, SnnTorchCall
+from tilesim.models.snntorch.mechanisms import mechanism_parts
 from tilesim.models.snntorch.ops import Op, op_counts, parameter_tensors, snntorch_ops
 from tilesim.outputs.records import SimResult
 from tilesim.program import Program
@@ -55,10 +64,6 @@ from tilesim.workload import Section
 
 __all__ = ["POPTORCH_CALL_S", "POPTORCH_CALL_BAND_S", "CALL_LABEL", "SnnTorchStep", "lower_ops", "host_bytes"]
 
-POPTORCH_CALL_S = 3.0e-4
-"""Host seconds of one PopTorch training call besides its copies: an assumption [U] (module docstring)."""
-POPTORCH_CALL_BAND_S = (1.0e-4, 1.0e-3)
-"""The band of :data:`POPTORCH_CALL_S` the prediction is also given at."""
 CALL_LABEL = "host/poptorch call overhead"
 PRECISION = "fp32"  # HalfUpcastToFloat: the model runs in float
 
@@ -125,28 +130,56 @@ def _call_schedule(machine: Machine, call_s: float) -> LayerSchedule:
 
 @dataclass(frozen=True, eq=False)
 class SnnTorchStep:
-    """One snnTorch training call of the dense network ``layers`` as a :class:`tilesim.workload.Workload`
-    (``name`` ``snn``: the same job as the sparse run, so the two compare). ``input_bytes``: the input
-    batch as the host sends it; ``call_s``: the per-call host overhead."""
+    """One snnTorch training call (``call``) on ``machine`` as a :class:`tilesim.workload.Workload` (``name``
+    ``snn``: the same job as the sparse run, so the two compare). Build it with
+    :func:`tilesim.models.snntorch.call.snntorch_step`."""
 
-    layers: tuple[int, ...]
-    batch: int
-    timesteps: int
+    call: SnnTorchCall
     machine: Machine
-    input_bytes: int
-    call_s: float = POPTORCH_CALL_S
     name: str = "snn"
 
     @property
+    def layers(self) -> tuple[int, ...]:
+        return self.call.layers
+
+    @property
+    def batch(self) -> int:
+        return self.call.batch
+
+    @property
+    def timesteps(self) -> int:
+        return self.call.timesteps
+
+    @property
+    def call_s(self) -> float:
+        return self.call.call_s
+
+    @property
+    def input_bytes(self) -> int:
+        """The input's bytes as the host sends them (:attr:`SnnTorchCall.input_bytes`)."""
+        return self.call.input_bytes
+
+    @property
     def ops(self) -> tuple[Op, ...]:
-        """The op list (:func:`tilesim.models.snntorch.ops.snntorch_ops`)."""
-        return snntorch_ops(self.layers, self.batch, self.timesteps)
+        """The op list (:func:`tilesim.models.snntorch.ops.snntorch_ops`) as it runs: without the ops PopART
+        makes views when it inplaces them (:attr:`Mechanisms.inplace`)."""
+        c = self.call
+        ops = snntorch_ops(
+            c.layers,
+            c.batch,
+            c.timesteps,
+            input_cast=c.input_cast,
+            merged_first_fc=c.mechanisms.merges_first_fc(c),
+            merged_reset=c.mechanisms.merges_reset,
+        )
+        return tuple(o for o in ops if not (o.view and c.mechanisms.inplace))
 
     @cached_property
     def parts(self) -> list[tuple[str, LayerSchedule]]:
-        """Every op lowered (:func:`lower_ops`), after the per-call overhead."""
+        """Every op lowered (:func:`lower_ops`), after the per-call overhead, then the mechanisms' supersteps."""
         lowered = lower_ops(self.ops, self.timesteps, self.machine)
-        return [("host", _call_schedule(self.machine, self.call_s)), *lowered]
+        extra = mechanism_parts(self.call, self.machine, _target(self.machine)["target"].costs)
+        return [("host", _call_schedule(self.machine, self.call_s)), *lowered, *extra]
 
     def program(self, machine: Machine) -> Program:
         """The call as supersteps: host copies, the call overhead, then one per op phase."""
@@ -188,8 +221,8 @@ class SnnTorchStep:
                 f"dense network {layers}: batch {self.batch}, {self.timesteps} time steps unrolled; "
                 f"{counts['total']:,} ops per call ({counts['matmul']:,} matmuls, {counts['map']:,} element-wise, "
                 f"{counts['reduce']:,} reductions, {counts['sum']:,} gradient sums), each its own PopLibs program",
-                f"assumed PopTorch per-call host overhead {self.call_s * 1e3:.2f} ms (unsourced; band "
-                f"{POPTORCH_CALL_BAND_S[0] * 1e3:.1f}-{POPTORCH_CALL_BAND_S[1] * 1e3:.1f} ms)",
+                f"input sent as {self.call.input_dtype} {self.call.input_shape}: {self.input_bytes:,} B per call",
+                "Named assumptions: " + "; ".join(self.call.assumptions()),
             ),
             data=(
                 ("layers", layers),
@@ -197,6 +230,12 @@ class SnnTorchStep:
                 ("timesteps", self.timesteps),
                 ("ops_per_call", counts),
                 ("call_overhead_s", self.call_s),
+                ("call_overhead_band_s", list(POPTORCH_CALL_BAND_S)),
+                ("input_dtype", self.call.input_dtype),
+                ("input_shape", self.call.input_shape),
+                ("input_bytes", self.input_bytes),
+                ("mechanisms", self.call.mechanisms.to_dict()),
                 ("step_s", result.total_s),
+                ("assumptions", list(self.call.assumptions())),
             ),
         )

@@ -54,7 +54,9 @@ GRAD_OPTIONS = (
     "mapping",
 )
 # map-search has its own --out (the best mapping) and --json (the search result)
-SEARCH_OPTIONS = tuple(n for n in option_names() if n not in ("out", "json", "implementation"))  # places the sparse run
+SEARCH_OPTIONS = tuple(  # places the sparse run
+    n for n in option_names() if n not in ("out", "json", "implementation", "input_dtype", "input_shape")
+)
 
 
 # `tilesim demo` (and `make demo`, which calls it): the SHD-shaped 2-layer paper network (700-1462-1460-20, B 48,

@@ -236,9 +236,25 @@ class _OptionFields:
         "sparse (the paper's sparse BPTT, default) or snntorch (snnTorch's dense IPU build through PopTorch, op by op; "
         "gc200 or bow; models/snntorch/)",
     )
+    input_dtype: Optional[Literal["fp16", "fp32"]] = _opt(
+        None,
+        "--implementation snntorch: the input's dtype as the host sends it (default fp16, as the measured "
+        "train_fcn.py sends data.half())",
+        example="fp32",
+    )
+    input_shape: Optional[Literal["frame", "sequence"]] = _opt(
+        None,
+        "--implementation snntorch: one [B, N0] frame per call fed at every step (default, as train_fcn.py) "
+        "or a [T, B, N0] sequence",
+        example="sequence",
+    )
 
     @model_validator(mode="after")
     def _cross_field(self):
+        for name in ("input_dtype", "input_shape"):  # read by the snnTorch call only (models/snntorch/call.py)
+            if self.implementation == "sparse" and getattr(self, name) is not None:
+                flag = name.replace("_", "-")
+                _fail("implementation", self.implementation, f"does not read --{flag} (snntorch does)", "snntorch")
         L = len(self.layers) - 1
         if L < 1:
             _fail("layers", self.layers, "needs the input size and at least one layer")
@@ -581,6 +597,9 @@ SETTINGS_LEFT_OUT = ("out", "json")
 PATH_SETTINGS = ("data", "data_root", "model", "costs")
 """Options naming files: stored as absolute paths, so that a folder re-runs from anywhere."""
 
+SNNTORCH_ONLY = ("input_dtype", "input_shape")
+"""Options read by ``--implementation snntorch`` only: not among a sparse run's settings."""
+
 
 def resolved_settings(options: RunOptions) -> dict:
     """Every option that shaped the run, by name (JSON-ready; :data:`SETTINGS_LEFT_OUT` left out,
@@ -589,6 +608,8 @@ def resolved_settings(options: RunOptions) -> dict:
     out = {k: v for k, v in options_dict(options).items() if k not in SETTINGS_LEFT_OUT}
     if out.get("implementation") == "sparse":  # the default run's settings read as before the option existed
         del out["implementation"]
+        for k in SNNTORCH_ONLY:
+            out.pop(k, None)
     for k in PATH_SETTINGS:
         if out.get(k):
             out[k] = str(Path(str(out[k])).expanduser().resolve())
