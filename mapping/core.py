@@ -7,7 +7,7 @@ validated on construction:
 * **in range** — every tile id in ``[0, chips · tiles_per_chip)``;
 * a layer may span chips here: whether its sparse operation (dense→sparse compaction and list
   merge) can, is the workload's execution stack's to say (the SNN's ``poplar`` keeps a layer on one
-  chip, as in the paper's implementation; ``tilesim.models.snn.step.stacks``);
+  chip, as in the paper's implementation; ``tilesim.models.snn.stacks``);
 * **disjoint** — a tile belongs to one layer (each layer's sparse op owns its tiles).
 
 Fitting SRAM is checked by the workload's ledger (``tilesim.models.snn.placement.fit.place``), not here.

@@ -10,7 +10,7 @@ from tilesim.errors import ConfigError
 from tilesim.models.snn.commands.cli import write_run_outputs
 from tilesim.models.snn.commands.options import options_from_mapping
 from tilesim.models.snn.commands.run import run_training
-from tilesim.models.snn.step.stacks import ASSUMPTIONS
+from tilesim.models.snn.stacks import stack_class
 from tilesim.outputs.compare import machine_spec
 
 TINY = {"layers": "64-32-4", "caps": "8-4", "batch": 8, "timesteps": 10, "steps": 1, "activity": "fixed"}
@@ -57,7 +57,7 @@ def test_each_column_is_what_tilesim_run_gives_on_that_machine(cmp, capsys, col,
     )
     top = max(("compute", "exchange", "sync", "links", "host"), key=lambda p: run["breakdown_s"][p])
     assert _row(data, "limits", "limited by")["values"][col].startswith(top + " (")
-    assert _row(data, "limits", "named assumptions")["values"][col] == "; ".join(ASSUMPTIONS[stack])
+    assert _row(data, "limits", "named assumptions")["values"][col] == "; ".join(stack_class(stack).assumptions())
     assert data["runs"][col]["machine"] == machine
 
 

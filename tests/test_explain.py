@@ -39,9 +39,9 @@ def test_critical_tile_is_explained():
     ex = explain_critical(pred.result, CFG, pl, pred.counters, machine, label_tile_cycles(pred.program))
     assert ex["phase"] in pred.result.by_label()
     assert ex["role"] in ("owner", "combiner", "compaction", "reduction")
-    from tilesim.models.snn.outputs.explain import FIXED_ROWS
+    from tilesim.models.snn.step.table import KIND_COMPUTE, STEP_ROWS
 
-    if ex["phase"] in FIXED_ROWS:
+    if ex["phase"] in {row.label for row in STEP_ROWS if row.kind != KIND_COMPUTE}:
         assert "host" in ex["sentence"] or "fixed cost" in ex["sentence"]
     else:
         assert f"critical tile {ex['tile']}" in ex["sentence"]
@@ -94,9 +94,10 @@ def test_report_on_a_folder_without_a_run_exits_2(tmp_path):
 
 def test_exchange_flows_follow_the_step_table():
     """Senders and receivers come from the step's table, so per exchanging row the chips that
-    send (receive) bytes in the timed program are those of its flows; FIXED_ROWS and
-    LABEL_COUNTERS are read from the same table."""
-    from tilesim.models.snn.outputs.explain import FIXED_ROWS, LABEL_COUNTERS
+    send (receive) bytes in the timed program are those of its flows; the Poplar stack's fixed-cost
+    explanation and LABEL_COUNTERS are read from the same table."""
+    from tilesim.models.snn.outputs.explain import LABEL_COUNTERS
+    from tilesim.models.snn.stacks import stack_for
     from tilesim.models.snn.step.table import STEP_ROWS
     from tilesim.models.snn.step.timing import build_step_program
 
@@ -132,5 +133,7 @@ def test_exchange_flows_follow_the_step_table():
         ]
         out = prog.bytes_out[rep[l::L]].reshape(-1, 2, TPC).sum(axis=(0, 2))
         assert set((flow[0][1] // TPC).tolist()) == set(np.flatnonzero(out).tolist()), l
-    assert "bwd: replicate lists" in FIXED_ROWS and "fwd: state update" not in FIXED_ROWS
+    poplar = stack_for(machine)
+    assert "fixed cost" in poplar.explain("bwd: replicate lists", False)
+    assert poplar.explain("fwd: state update", False) is None
     assert set(LABEL_COUNTERS) == {row.label for row in STEP_ROWS if row.counters}

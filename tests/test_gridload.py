@@ -204,7 +204,7 @@ def test_m3_mesh_placement_quick(tmp_path):
     galaxy = [r for r in rows if r["machine"] == "wormhole-galaxy"]
     assert galaxy[1]["neurons_per_tile"] == galaxy[0]["neurons_per_tile"]
     assert float(galaxy[0]["predicted_step_s"]) / float(galaxy[1]["predicted_step_s"]) >= 1.10
-    assert "the mesh's share" in galaxy[1]["why"] and "neurons-per-tile share 1.000x" in galaxy[1]["why"]
+    assert "the placement's share" in galaxy[1]["why"] and "neurons-per-tile share 1.000x" in galaxy[1]["why"]
     assert (tmp_path / "m3_mesh_placement.png").stat().st_size > 1000
 
 

@@ -7,6 +7,7 @@ dW worker copies come from the stack and the machine, not a constant."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,11 +17,11 @@ from tilesim.machine.costs import barrel_tile_cycles
 from tilesim.machine.description import Chip, Fabric, load_machine, preset_names
 from tilesim.models.snn.placement.contiguous import contiguous_placement
 from tilesim.models.snn.placement.fit import to_placement
+from tilesim.models.snn.stacks import STACK_CLASSES, STACKS, Stack, stack_for, stack_name
+from tilesim.models.snn.stacks.tt_metal import TT_LAUNCH_S
 from tilesim.models.snn.step.counters import count_work
 from tilesim.models.snn.step.memory import snn_memory
-from tilesim.models.snn.step.stacks import TT_LAUNCH_S, stack_for, stack_name
 from tilesim.models.snn.step.structure import D2H_BYTES_PER_S
-from tilesim.models.snn.step.table import stack_labels
 from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION, default_costs
 from tilesim.models.snn.step.workload import SnnStep
 from tilesim.models.snn.training.activity import fixed_activity
@@ -51,7 +52,7 @@ def test_every_preset_runs_its_vendors_stack(name):
     prog = step.program(m)
     labels = set(prog.labels)
     folded = float(np.sum(prog.sync_extra_cycles))  # the PopLibs calls folded into the rows
-    entries = snn_memory(cfg, pl, m, stack=stack_for(m)).explain_tile(int(pl.tile_of_neuron[0][0]), 50)
+    entries = stack_for(m).memory(cfg, pl, m).explain_tile(int(pl.tile_of_neuron[0][0]), 50)
     has_copies = any("dw worker copies" in label for label, _, _ in entries)
     if ipu:
         assert set(IPU_ROWS) <= labels and folded > 0 and has_copies
@@ -87,7 +88,7 @@ def test_each_stack_on_a_two_tile_toy_counted_by_hand(stack):
     costs = default_costs()
     c = costs.coefficients
     labels = list(prog.labels)
-    assert labels == list(stack_labels(stack))
+    assert labels == [row.label for row in stack_for(m, stack).rows()]
     per_row = {lab: prog.compute_cycles[prog.label_id == i][:, 1].sum() for i, lab in enumerate(labels)}
     upd = 6.0  # weights on tile 1 (fan-in 3 x 2 neurons)
     W = m.chip.workers_per_tile
@@ -127,7 +128,7 @@ def test_dw_copies_come_from_the_stack_and_the_machine():
     n150 = load_machine("wormhole-n150")
     pl = to_placement(contiguous_placement(cfg.layers[1:], 42, 1, tiles_per_chip=72), n150)
     t = int(pl.tile_of_neuron[1][0])
-    led = snn_memory(cfg, pl, n150)
+    led = stack_for(n150).memory(cfg, pl, n150)
     assert led.by_category(t)["variables:gradients"] == w  # one dW, no worker copies
     gc200 = load_machine("gc200")
     pl2 = to_placement(contiguous_placement(cfg.layers[1:], 42, 1, tiles_per_chip=1472), gc200)
@@ -147,4 +148,40 @@ def test_stack_option_overrides_the_vendor_and_rejects_unknown():
     # poplar on a Tensix machine: the IPU rows come back, with the machine's one worker (one dW copy)
     _, _, step = _step(n150, stack="poplar", form="peaks")
     assert set(IPU_ROWS) <= set(step.program(n150).labels)
-    assert stack_for(n150, "poplar").dw_copies == 1
+    assert stack_for(n150, "poplar").traits.dw_copies == 1
+
+
+def _stack_name_compares(path) -> list:
+    """Comparisons (``==``, ``!=``, ``in``) of a stack's name literal in the Python file ``path``."""
+    import ast
+
+    names = set(STACKS)
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Compare):
+            continue
+        for side in (node.left, *node.comparators):
+            consts = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+            if any(isinstance(c, ast.Constant) and c.value in names for c in consts):
+                out.append(f"{path}:{node.lineno}")
+    return out
+
+
+def test_the_stack_protocol_is_the_only_seam():
+    """Issue 49 part 1: a stack is an object passed down (one class per stack, one file each, each a
+    :class:`Stack`); no code outside ``models/snn/stacks/`` compares a stack's name."""
+    root = Path(__file__).resolve().parents[1]
+    stacks_dir = root / "models" / "snn" / "stacks"
+    files = [
+        p
+        for d in ("tilesim", "models", "mapping", "experiments", "benchmarks")
+        for p in (root / d).rglob("*.py")
+        if stacks_dir not in p.parents
+    ]
+    assert len(files) > 100
+    assert [hit for p in files for hit in _stack_name_compares(p)] == []
+    for name, cls in STACK_CLASSES.items():
+        st = cls.from_machine(load_machine("gc200"))
+        assert isinstance(st, Stack) and st.name == name
+        assert (stacks_dir / f"{name.replace('-', '_')}.py").exists()
+        assert cls.describe().startswith(name) and cls.assumptions()

@@ -18,8 +18,8 @@ from tilesim.errors import MappingError, SramOverflowError
 from tilesim.machine.description import load_machine
 from tilesim.mapping import Mapping
 from tilesim.models.snn.placement.fit import neuron_cut, place_network, to_placement
+from tilesim.models.snn.stacks import stack_for
 from tilesim.models.snn.step.counters import count_work
-from tilesim.models.snn.step.stacks import stack_for
 from tilesim.models.snn.step.timing import build_step_program
 from tilesim.models.snn.step.workload import SnnStep
 from tilesim.models.snn.training.activity import fixed_activity
@@ -54,12 +54,19 @@ def test_small_network_cut_over_every_galaxy_chip_trains_as_on_one_chip():
     assert one.chips_used() == 1
     ref, got = train(cfg, one, steps=2), train(cfg, cut, steps=2)
     _same_math(ref, got)
-    t = simulate(build_step_program(cfg, cut, got[1][0].counters, galaxy), galaxy).total_s
+    t = simulate(
+        build_step_program(cfg, cut, got[1][0].counters, galaxy, stack=stack_for(galaxy).traits), galaxy
+    ).total_s
     assert math.isfinite(t) and t > 0
     peaks = SnnStep(cfg, cut, got[1][0].counters, None, form="peaks")  # the search's per-chip maxima
     assert step_seconds(peaks, galaxy) == pytest.approx(t, rel=1e-6)
     _, on_auto = train(cfg, auto, steps=2)
-    assert simulate(build_step_program(cfg, auto, on_auto[1].counters, galaxy), galaxy).total_s < t
+    assert (
+        simulate(
+            build_step_program(cfg, auto, on_auto[1].counters, galaxy, stack=stack_for(galaxy).traits), galaxy
+        ).total_s
+        < t
+    )
 
 
 def test_neuron_cut_needs_a_stack_whose_layers_span_chips():
@@ -93,7 +100,9 @@ def test_a_layer_too_big_for_one_chip_places_and_runs_on_two():
     assert not placed.ledger.overflow_tiles().size
     state, res = train(cfg, placed.placement, steps=1)
     assert math.isfinite(res[0].loss)
-    t = simulate(build_step_program(cfg, placed.placement, res[0].counters, two), two).total_s
+    t = simulate(
+        build_step_program(cfg, placed.placement, res[0].counters, two, stack=stack_for(two).traits), two
+    ).total_s
     assert math.isfinite(t) and t > 0
 
 
@@ -163,7 +172,7 @@ def test_two_chip_toy_link_bytes_by_hand():
     tpc = machine.tiles_per_chip
     pl = Mapping((100, 4), 2, tpc, (np.r_[np.arange(1, 51), tpc + np.arange(50)], np.arange(51, 55)))
     counters = count_work(fixed_activity(cfg), pl, per_step=True)
-    prog = build_step_program(cfg, pl, counters, machine, stack=stack_for(machine, "tt-metal"))
+    prog = build_step_program(cfg, pl, counters, machine, stack=stack_for(machine, "tt-metal").traits)
     got: dict = {}
     for s, a, b, n in zip(prog.flow_step, prog.flow_src, prog.flow_dst, prog.flow_bytes):
         key = (prog.labels[prog.label_id[s]], int(a), int(b))

@@ -14,7 +14,7 @@ from tilesim.mapping.strategies import chip_walk, on_chips, split_layers, spread
 from tilesim.models.snn.commands.hostmem import estimate_host_memory
 from tilesim.models.snn.placement.fit import chip_grid_cols, place_network
 from tilesim.models.snn.placement.search import gain_reasons, make_objective, split_gain
-from tilesim.models.snn.step.table import step_shape
+from tilesim.models.snn.stacks import stack_for
 from tilesim.models.snn.training.activity import fixed_activity
 from tilesim.models.snn.training.network import NetworkConfig
 
@@ -64,7 +64,7 @@ def test_wafer_spread_is_one_neuron_per_pe_and_the_estimate_counts_the_stacks_su
     assert p.mapping.tiles_used() == sum(cfg.layers[1:])
     csl = estimate_host_memory(cfg, wse).to_dict()["parts_bytes"]["program"]
     poplar = estimate_host_memory(cfg, wse, stack="poplar").to_dict()["parts_bytes"]["program"]
-    s_csl, s_poplar = (step_shape(5, 31, False, (), st).supersteps for st in ("csl", "poplar"))
+    s_csl, s_poplar = (stack_for(wse, st).max_supersteps(5, 31, 1) for st in ("csl", "poplar"))
     assert s_csl * 4 < s_poplar
     assert csl / poplar == pytest.approx(s_csl / s_poplar)
 
@@ -106,7 +106,26 @@ def test_mesh_map_search_gain_at_fixed_neurons_per_tile(deep_search):
     b = {**a, "breakdown_s": objective.breakdown_s(res.best)}
     why = gain_reasons({**a, "chips_of_layer": [[0]]}, {**b, "chips_of_layer": [[1]]}, False, split)
     assert any(line.startswith("links ") for line in why)
-    assert any("the mesh's share" in line and "neurons-per-tile share 1.000x" in line for line in why)
+    assert any("the placement's share" in line and "neurons-per-tile share 1.000x" in line for line in why)
+    share = next(line for line in why if "the placement's share" in line)
+    placement_part = share.split(" x the neurons-per-tile share")[0]
+    assert "(links -" in placement_part  # the phase that moved is named in the share it moved in
+
+
+def test_gain_reasons_name_the_phase_each_share_moved():
+    """Issue 49 part 7: a gain at fixed neurons per tile that is all compute (a dealing that re-balances the
+    spike work) is not credited to traffic; each share names the phases it moved."""
+    a = {"breakdown_s": {"compute": 1e-3, "exchange": 2e-4}, "neurons_per_tile": [4], "tiles_used": 1}
+    b = {**a, "breakdown_s": {"compute": 0.98e-3, "exchange": 2e-4}}
+    split = {
+        "mesh": 1.2e-3 / 1.18e-3,
+        "neurons_per_tile": 1.0,
+        "moved_s": {"mesh": {"compute": -2e-5, "exchange": 0.0}, "neurons_per_tile": {"compute": 0.0}},
+    }
+    why = gain_reasons({**a, "chips_of_layer": [[0]]}, {**b, "chips_of_layer": [[0]]}, False, split)
+    line = next(x for x in why if "placement's share" in x)
+    assert "(compute -20.0 us: the work per tile moved, not the traffic" in line
+    assert "neurons-per-tile share 1.000x (no phase moved)" in line
 
 
 def test_on_chips_moves_whole_chips():

@@ -382,6 +382,15 @@ def _write_search_folder(options, folder: Path, mapping_file: str, final: Path |
     return comparison.verdict
 
 
+def _host_structure(stack: str) -> bool:
+    """Whether the step's structure options shape stack ``stack``'s program ("" : a record from before stacks)."""
+    if not stack:
+        return True
+    from tilesim.models.snn.stacks import stack_class  # loaded only when the command runs (start-up time)
+
+    return stack_class(stack).host_structure
+
+
 def format_run(summary: dict) -> str:
     """The human-readable summary of a run (the dict of :meth:`RunSummary.to_dict`)."""
     m = summary["memory"]
@@ -413,10 +422,10 @@ def format_run(summary: dict) -> str:
     st = summary.get("structure")
     stack = summary.get("stack", "")
     if stack:
-        from tilesim.models.snn.step.stacks import describe_stack  # loaded only when the command runs (start-up time)
+        from tilesim.models.snn.stacks import describe_stack  # loaded only when the command runs (start-up time)
 
-        lines.append(f"  execution stack {describe_stack(stack)} (models/snn/step/stacks.py)")
-    if st and stack in ("", "poplar"):  # the structure's host and copy options are the Poplar stack's
+        lines.append(f"  execution stack {describe_stack(stack)} (models/snn/stacks/)")
+    if st and _host_structure(stack):  # the structure's host and copy options (the Poplar stack's)
         lines.append(
             f"  assumed structure: sync {st['sync_scope']}, copies {st['copies']}, host {st['host_transfer']} "
             f"{st['host_direction']} at the {st.get('host_rate', 'fitted')} rate per "

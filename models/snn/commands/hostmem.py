@@ -31,8 +31,7 @@ from types import SimpleNamespace
 from tilesim.errors import ConfigError, config_message
 from tilesim.machine.description import load_machine
 from tilesim.models.snn.commands.options import _host_bytes, network_fields
-from tilesim.models.snn.step.stacks import stack_name
-from tilesim.models.snn.step.table import step_shape
+from tilesim.models.snn.stacks import stack_for
 from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.outputs.records import whole_bytes
 from tilesim.running.limits import env_memory_limit
@@ -83,21 +82,13 @@ class HostMemoryEstimate:
         return {"total_bytes": whole_bytes(self.total_bytes), "parts_bytes": {n: whole_bytes(b) for n, b in self.parts}}
 
 
-def _supersteps(T: int, L: int, chips: int, stack: str = "poplar") -> int:
-    """Supersteps of the step on ``stack``, at most (under ``poplar``, a per-chip reduce slot on every
-    chip that can hold a layer; the dataflow stacks reduce on every chip at once)."""
-    serial = stack == "poplar"  # one reduceMany per chip, one after another (stacks.ExecutionStack.serial_reduce)
-    reduce_chips = tuple(range(min(chips, L))) if chips > 1 and serial else ()
-    return step_shape(T, L, False, reduce_chips, stack).supersteps
-
-
 def estimate_host_memory(
     config: NetworkConfig, machine, dense_program: bool = False, stack: str = "auto"
 ) -> HostMemoryEstimate:
     """The peak host memory of training ``config`` on ``machine`` and timing its steps (module
     docstring). ``dense_program``: the program is built as whole ``[S, all tiles]`` arrays
     (the reference form) rather than chip by chip; ``stack``: the execution stack whose supersteps the
-    program holds (:func:`tilesim.models.snn.step.stacks.stack_name`; the vendor's by default). Cheap:
+    program holds (:func:`tilesim.models.snn.stacks.stack_for`; the vendor's by default). Cheap:
     sizes only, nothing is allocated.
     At ``config.activity == "fixed"`` the run only times the step
     (:func:`tilesim.models.snn.commands.run.run_training`): no weights, gradients, optimizer slots or state
@@ -118,7 +109,7 @@ def estimate_host_memory(
     # lists, their shifted copies (the next layer's inputs) and the recorded activity
     lists = 3 * sum(4.0 * T * B * (n + 2) for n in config.n_max)
     inputs = float(_host_bytes(SimpleNamespace(timesteps=T, batch=B, input_cap=config.input_cap)))
-    S = _supersteps(T, L, machine.chips, stack_name(machine, stack))
+    S = stack_for(machine, stack).max_supersteps(T, L, machine.chips)
     tiles = machine.total_tiles if dense_program else machine.tiles_per_chip
     program = ROW_ARRAYS * 4.0 * S * tiles + 8 * S * machine.chips * 12  # rows + the [S, C] engine arrays
     fixed = config.activity == "fixed"

@@ -193,7 +193,7 @@ class _OptionFields:
     stack: Literal["auto", "poplar", "tt-metal", "csl"] = _opt(
         "auto",
         "the execution stack the step is built with: auto (the machine vendor's: IPU presets poplar, "
-        "Tenstorrent tt-metal, Cerebras csl), or one of them on any machine (models/snn/step/stacks.py)",
+        "Tenstorrent tt-metal, Cerebras csl), or one of them on any machine (models/snn/stacks/)",
     )
     sync_scope: Literal["chip", "all"] = _opt(
         "chip",

@@ -31,8 +31,8 @@ from tilesim.models.snn.commands.hostmem import check_host_memory, estimate_host
 from tilesim.models.snn.commands.options import DATASET_CHANNELS, DEFAULT_LAYERS, RunOptions, network_fields
 from tilesim.models.snn.outputs.explain import exchange_matrices, explain_critical
 from tilesim.models.snn.placement.fit import Placed, place, place_network
+from tilesim.models.snn.stacks import stack_name
 from tilesim.models.snn.step.counters import Activity, count_work
-from tilesim.models.snn.step.stacks import stack_name
 from tilesim.models.snn.step.structure import StepStructure
 from tilesim.models.snn.step.workload import SnnStep
 from tilesim.models.snn.training import data as D
@@ -333,7 +333,7 @@ class RunSummary:
     activity: tuple[StepRecord, ...] = ()  # per step: loss, accuracy, theta2 and activity per layer
     findings: tuple[Finding, ...] = ()  # training diagnosis: dead / saturated layers, flat loss, depth
     structure: StepStructure | None = None  # the structural assumptions the steps were timed under
-    stack: str = ""  # the execution stack the steps were built with (tilesim.models.snn.step.stacks; "" before it)
+    stack: str = ""  # the execution stack the steps were built with (tilesim.models.snn.stacks; "" before it)
     notes: tuple[str, ...] = ()  # one-line remarks on how the run was timed (e.g. FIXED_NOTE)
     workload: str = "snn"  # whose report section renders the rest (tilesim.workload.report_parts)
     artifacts: RunArtifacts | None = field(default=None, repr=False, compare=False)

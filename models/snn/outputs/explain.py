@@ -20,30 +20,17 @@ import numpy as np
 
 from tilesim.mapping.core import Mapping
 from tilesim.models.snn.placement.roles import grad_targets, layer_layout, place_tiles
+from tilesim.models.snn.stacks import Stack, stack_for
 from tilesim.models.snn.step.counters import WorkCounters
-from tilesim.models.snn.step.table import (
-    ALL_HOST_LABELS,
-    ALL_ROWS,
-    GRAD_TARGET,
-    HOST_EXCESS_LABEL,
-    HOST_LABELS,
-    IN,
-    KIND_COMPUTE,
-    OUT,
-    OWNER,
-    STEP_ROWS,
-    stack_rows,
-)
+from tilesim.models.snn.step.table import GRAD_TARGET, HOST_EXCESS_LABEL, IN, OUT, OWNER, STEP_ROWS
 from tilesim.models.snn.step.timing import applies
 from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.outputs.records import whole_bytes
 
 __all__ = ["exchange_flows", "exchange_matrices", "explain_critical"]
 
-# rows whose cost is the same on every tile, and the counters that make each compute row's work
-# (both read from every stack's table, :data:`tilesim.models.snn.step.table.ALL_ROWS`)
-FIXED_ROWS = tuple(dict.fromkeys(row.label for row in ALL_ROWS if row.kind != KIND_COMPUTE))
-LABEL_COUNTERS = {row.label: list(row.counters) for row in ALL_ROWS if row.counters}
+# the counters that make each compute row's work (the table program's; a stack's own rows: Stack.rows)
+LABEL_COUNTERS = {row.label: list(row.counters) for row in STEP_ROWS if row.counters}
 HINTS = {
     "slots_applied": "a capped list keeps the lowest neuron ids first, so the kept entries pile up on the "
     "layer's first tiles; --mapping round_robin deals those neurons over all tiles",
@@ -144,7 +131,7 @@ def exchange_matrices(
     chip: int = 0,
     groups: int = 32,
     digest=None,
-    stack: str = "poplar",
+    stack: Stack | str = "poplar",
 ) -> dict:
     """``chip`` [C, C] and ``group`` [G, G] bytes per step (rows send, columns receive), the
     group ``edges`` (first chip-local tile of each group, then the end), ``totals_bytes`` per kind
@@ -187,8 +174,9 @@ def exchange_matrices(
         received[key] = received.get(key, 0.0) + nbytes
     totals = dict(received)
     if digest is not None:
-        labels = [row.label for row in stack_rows(stack)]  # the digest's labels: the stack's rows
-        kind_of = {row.label: row.exchange for row in stack_rows(stack) if row.exchange}
+        rows = stack_for(machine, stack).rows()
+        labels = [row.label for row in rows]  # the digest's labels: the stack's rows
+        kind_of = {row.label: row.exchange for row in rows if row.exchange}
         sent = {}
         for j, lab in enumerate(labels):
             if j < digest.label_chip_bytes.shape[0] and digest.label_chip_bytes[j].sum() > 0:
@@ -222,56 +210,6 @@ def _role(tile: int, lay, placement) -> tuple[str, int | None]:
     return "reduction", None
 
 
-_HOST_COPY_WHY = (
-    " Keras resets its loss metric at every epoch start, and Graphcore's TensorFlow executor then "
-    "moves every variable the device updated to the host and every argument back at the epoch's "
-    "first execution (graphcore/tensorflow: keras_extension_base.py _fit_delegate, poplar_executor.cc "
-    "CheckMoveDeviceToHostRequired / MoveDeviceToHost / MoveHostToDevice): the weights and optimizer "
-    "state, both ways, amortised over the epoch's steps. Its rate is the one number no source gives: "
-    "fitted to the measured steps (host_copy_ns_per_byte in tilesim/presets/costs/snn.toml; "
-    "--host-rate documented takes Graphcore's 3 GB/s instead). Longer epochs, or SGD instead of Adam "
-    "(no optimizer slots to move), shorten it."
-)
-_HOST_EXCESS_WHY = (
-    " This is the part of the host variable copy beyond the round trip at Graphcore's documented 3 GB/s "
-    "(--host-rate documented): the fitted rate (host_copy_ns_per_byte) makes the copy slower than any source "
-    "says, and no source says why; it is booked as residual, not as a mechanism "
-    "(models/snn/calibration/README.md lists what was tried)."
-)
-_DATAFLOW_HOST_WHY = (
-    " The host writes the step's input to the device (and, on TT-Metal, launches the step's program "
-    "and reads the loss back) before the cores can start: the input's bytes over the host link plus "
-    "its latency (models/snn/step/stacks.py names the launch and the overlap it leaves out)."
-)
-_FIXED_WHY = (
-    " Every tile spends about the same there: it is the fixed cost of the phase's compute sets, "
-    "syncs and copies (per layer and time step), not any tile's data; fewer layers or time "
-    "steps shorten it, a different mapping does not."
-)
-
-
-_DATAFLOW_FIXED_WHY = (
-    " Every tile spends about the same there: it is the phase's fixed cost (its handshake and the "
-    "exchange's set-up and longest route, per time step), not any tile's data; fewer time steps shorten "
-    "it, a different mapping does not."
-)
-
-
-def _why(label: str, uniform: bool, stack: str = "poplar") -> str:
-    """Why phase ``label`` costs what it does when no single tile's data explains it (the host
-    copy, fixed per-layer costs or a phase every tile spends alike); "" when its critical tile does.
-    ``stack``: the execution stack (only Poplar's phases have compute sets and copies)."""
-    if label == HOST_EXCESS_LABEL:
-        return _HOST_EXCESS_WHY
-    if label in HOST_LABELS:
-        return _HOST_COPY_WHY
-    if label in ALL_HOST_LABELS:
-        return _DATAFLOW_HOST_WHY
-    if label in FIXED_ROWS or uniform:
-        return _FIXED_WHY if stack == "poplar" else _DATAFLOW_FIXED_WHY
-    return ""
-
-
 def explain_critical(
     result,
     config: NetworkConfig,
@@ -279,7 +217,7 @@ def explain_critical(
     counters: WorkCounters,
     machine,
     label_cycles=None,
-    stack: str = "poplar",
+    stack: Stack | str = "poplar",
 ) -> dict:
     """The slowest phase of the step, its critical tile, and why (see the module docstring);
     ``stack``: the execution stack the step was built with.
@@ -321,20 +259,23 @@ def explain_critical(
         per_tile = label_cycles[list(result.labels).index(label)]
         busy = per_tile[per_tile > 0]
         uniform = busy.size > 0 and (busy.max() - np.median(busy)) <= 0.01 * busy.max()
-    sentence += _why(label, uniform, stack) or f" Its critical tile {tile} (chip {out['chip']}) {what}."
-    if role == "owner" and label in LABEL_COUNTERS and not uniform:
-        out["counter"], more = _loaded_counter(label, counters, layer, tile)
+    st = stack_for(machine, stack)
+    sentence += st.explain(label, uniform) or f" Its critical tile {tile} (chip {out['chip']}) {what}."
+    counters_of = {row.label: list(row.counters) for row in st.rows() if row.counters}
+    if role == "owner" and label in counters_of and not uniform:
+        out["counter"], more = _loaded_counter(counters_of[label], counters, layer, tile)
         sentence += more
     sentence += _host_excess(by, label, result.total_s, out)
     out["sentence"] = sentence
     return out
 
 
-def _loaded_counter(label: str, counters: WorkCounters, layer: int, tile: int) -> tuple:
-    """The counter of phase ``label`` on which ``tile`` is most loaded against its layer's mean, as
+def _loaded_counter(made_of: list, counters: WorkCounters, layer: int, tile: int) -> tuple:
+    """The counter of the phase made of ``made_of`` ((phase, counter names) pairs) on which ``tile`` is most
+    loaded against its layer's mean, as
     (the ``counter`` dict or None, the sentence's clause)."""
     best = None
-    for phase, names in LABEL_COUNTERS[label]:
+    for phase, names in made_of:
         try:
             pc = counters.get(phase, layer)
         except KeyError:

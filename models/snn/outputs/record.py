@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tilesim.models.snn.commands.options import RunOptions, resolved_settings
 from tilesim.models.snn.outputs.activity_chart import activity_chart
-from tilesim.models.snn.step.stacks import ASSUMPTIONS, describe_stack
+from tilesim.models.snn.stacks import describe_stack, stack_class
 from tilesim.outputs.runrecord import Finding, Provenance, RunRecord, Section, Throughput, tilesim_version
 
 __all__ = ["run_record", "run_sections", "run_provenance", "split_wall_clock", "WALL_CLOCK_FIELDS"]
@@ -138,12 +138,12 @@ def run_sections(summary: dict) -> tuple[Section, ...]:
         out.append(Section("Training", tuple(_training_lines(summary)), data, charts))
     else:
         out.append(Section("Fixed activity", ("Every spike list at its cap; no training (no loss).",), data))
-    if summary.get("stack"):  # the execution stack and its named assumptions (tilesim.models.snn.step.stacks)
+    if summary.get("stack"):  # the execution stack and its named assumptions (tilesim.models.snn.stacks)
         out.append(
             Section(
                 "Execution stack",
                 (describe_stack(summary["stack"]) + ".",),
-                (("stack", summary["stack"]), ("assumptions", list(ASSUMPTIONS[summary["stack"]]))),
+                (("stack", summary["stack"]), ("assumptions", list(stack_class(summary["stack"]).assumptions()))),
             )
         )
     return tuple(out)

@@ -19,8 +19,8 @@ from tilesim.errors import MappingError, SramOverflowError, require
 from tilesim.machine.memory import MemoryLedger
 from tilesim.mapping import STRATEGIES, Mapping, load_mapping
 from tilesim.mapping import strategies as S
-from tilesim.models.snn.step.memory import SRAM_REMEDY_NPT, snn_memory
-from tilesim.models.snn.step.stacks import stack_for, stack_name
+from tilesim.models.snn.stacks import stack_for
+from tilesim.models.snn.step.memory import SRAM_REMEDY_NPT
 from tilesim.models.snn.training.network import NetworkConfig
 
 __all__ = [
@@ -105,10 +105,9 @@ def chip_grid_cols(machine) -> int | None:
 
 
 def default_strategy(machine, stack: str = "auto") -> str:
-    """The placement ``--mapping auto`` stands for: the paper's ``contiguous`` under the ``poplar``
-    stack (the authors' op, unchanged), else ``spread`` (the whole machine, as a TT-Metal or CSL
-    programmer would place it; :func:`tilesim.mapping.strategies.spread`)."""
-    return "contiguous" if stack_name(machine, stack) == "poplar" else "spread"
+    """The placement ``--mapping auto`` stands for: the stack's own
+    (:meth:`tilesim.models.snn.stacks.Stack.default_placement`; the paper's ``contiguous`` under ``poplar``)."""
+    return stack_for(machine, stack).default_placement(machine)
 
 
 def to_placement(mapping: Mapping, machine) -> Mapping:
@@ -123,7 +122,7 @@ def to_placement(mapping: Mapping, machine) -> Mapping:
 
 
 def _ledger(config, mapping, machine, stack: str = "auto"):
-    return snn_memory(config, to_placement(mapping, machine), machine, stack=stack_for(machine, stack))
+    return stack_for(machine, stack).memory(config, to_placement(mapping, machine), machine)
 
 
 def check_file_mapping(mapping: Mapping, config: NetworkConfig, machine, source: str) -> Mapping:
@@ -177,7 +176,7 @@ def place_network(
     stack: str = "auto",
 ) -> Placed:
     """Place ``config`` on ``machine`` with a strategy name, a :class:`Mapping` or a JSON file; its SRAM
-    as execution stack ``stack`` keeps it (:func:`tilesim.models.snn.step.stacks.stack_for`)."""
+    as execution stack ``stack`` keeps it (:func:`tilesim.models.snn.stacks.stack_for`)."""
     require(
         memory_check in ("raise", "report"),
         "memory_check",

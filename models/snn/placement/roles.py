@@ -41,7 +41,7 @@ class LayerTiles:
     """Where one layer works: its chip (the *head*: that of its first neuron, where its combiners
     are), owner tiles, compaction and combiner tiles (global ids), its compaction spread ``f`` (the
     sum over its parts) and ``parts``, one :class:`ChipPart` per chip it spans, ascending (one part:
-    the layer keeps to one chip; :mod:`tilesim.models.snn.step.stacks` "Layers across chips")."""
+    the layer keeps to one chip; :mod:`tilesim.models.snn.stacks.dataflow` "Layers across chips")."""
 
     chip: int
     tiles: np.ndarray  # owner tiles (global)

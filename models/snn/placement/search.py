@@ -33,9 +33,8 @@ from tilesim.models.snn.placement.fit import (
     strategy_or_auto,
     to_placement,
 )
+from tilesim.models.snn.stacks import stack_for
 from tilesim.models.snn.step.counters import count_work
-from tilesim.models.snn.step.memory import snn_memory
-from tilesim.models.snn.step.stacks import stack_for
 from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION
 from tilesim.models.snn.step.workload import SnnStep
 from tilesim.workload import step_seconds, time_workload
@@ -47,7 +46,7 @@ def make_objective(
     config, machine, activity, costs=None, steps_per_execution: int = STEPS_PER_EXECUTION, stack: str = "auto"
 ):
     """``objective(mapping) -> predicted step seconds`` (``inf`` if a tile overflows SRAM), the step built
-    and its SRAM kept as execution stack ``stack`` does (:func:`tilesim.models.snn.step.stacks.stack_for`)."""
+    and its SRAM kept as execution stack ``stack`` does (:func:`tilesim.models.snn.stacks.stack_for`)."""
 
     cache: dict = {}
     kept = stack_for(machine, stack)
@@ -55,10 +54,10 @@ def make_objective(
     def step(m: Mapping) -> SnnStep:
         placement = to_placement(m, machine)
         counters = count_work(activity, placement, per_step=True, cache=cache)
-        return SnnStep(config, placement, counters, costs, steps_per_execution, cache=cache, form="peaks", stack=stack)
+        return SnnStep(config, placement, counters, costs, steps_per_execution, cache=cache, form="peaks", stack=kept)
 
     def objective(m: Mapping) -> float:
-        led = snn_memory(config, to_placement(m, machine), machine, MemoryTotals(machine), cache, stack=kept)
+        led = kept.memory(config, to_placement(m, machine), machine, MemoryTotals(machine), cache)
         if led.overflow_tiles().size:
             return math.inf
         return step_seconds(step(m), machine)
@@ -163,7 +162,7 @@ def search_mapping(
 def _describe(m: Mapping, step_s: float, config, machine, objective, grid: tuple | None, stack: str = "auto") -> dict:
     """What the summary says of one mapping: its time and the phase split of that time (and its
     tile order on a ``grid``)."""
-    led = snn_memory(config, to_placement(m, machine), machine, stack=stack_for(machine, stack))
+    led = stack_for(machine, stack).memory(config, to_placement(m, machine), machine)
     return {
         "predicted_step_s": step_s,
         "samples_per_s": config.batch / step_s,
@@ -194,7 +193,35 @@ def split_gain(baseline: Mapping, best: Mapping, objective, grid: tuple | None =
     t0, t_mid, t1 = float(objective(baseline)), float(objective(mid)), float(objective(best))
     if not all(map(math.isfinite, (t0, t_mid, t1))):
         return None
-    return {"neurons_per_tile": t0 / t_mid, "mesh": t_mid / t1, "mid_step_s": t_mid}
+    out = {"neurons_per_tile": t0 / t_mid, "mesh": t_mid / t1, "mid_step_s": t_mid}
+    breakdown = getattr(objective, "breakdown_s", None)
+    if breakdown is not None:  # what each share moved, phase by phase (gain_reasons names it)
+        b0, bm, b1 = breakdown(baseline), breakdown(mid), breakdown(best)
+        out["moved_s"] = {
+            "neurons_per_tile": {k: bm[k] - b0[k] for k in b0},
+            "mesh": {k: b1[k] - bm[k] for k in bm},
+        }
+    return out
+
+
+def _phases_moved(moved: dict | None) -> str:
+    """``"compute -12.3 us, exchange +0.4 us"``: the phases a share moved, largest first ("" if none did)."""
+    if not moved:
+        return ""
+    d = sorted(((v, k) for k, v in moved.items() if abs(v) > 1e-12), key=lambda kv: -abs(kv[0]))
+    return ", ".join(f"{k} {v * 1e6:+.1f} us" for v, k in d) or "no phase moved"
+
+
+def _in_phases(moved: dict | None) -> str:
+    """`` (compute -12.3 us, ...)``: what a share moved, or "" where the split did not time its phases. A share
+    whose time moved in compute is not traffic: a dealing that re-balances the spike work is named so."""
+    text = _phases_moved(moved)
+    if not text:
+        return ""
+    top = max(moved, key=lambda k: abs(moved[k])) if moved else None
+    if top == "compute" and abs(moved[top]) > 1e-12:
+        text += ": the work per tile moved, not the traffic (a re-balanced share of the spikes)"
+    return f" ({text})"
 
 
 def gain_reasons(baseline: dict, best: dict, grid: bool, split: dict | None = None) -> list[str]:
@@ -207,9 +234,13 @@ def gain_reasons(baseline: dict, best: dict, grid: bool, split: dict | None = No
     lines = [f"{k} {d * 1e6:+.1f} us ({d / a[k] * 100:+.1f} %)" if a[k] else f"{k} {d * 1e6:+.1f} us" for d, k in moved]
     if split is not None:
         mesh, npt = split["mesh"], split["neurons_per_tile"]
+        moved_s = split.get("moved_s", {})
         lines.append(
-            f"gain {mesh * npt:.3f}x = the mesh's share (tile order, layer placement; neurons per tile fixed) "
-            f"{mesh:.3f}x x the neurons-per-tile share {npt:.3f}x"
+            f"gain {mesh * npt:.3f}x = the placement's share (tile order, layer placement, how the neurons are "
+            f"dealt onto the tiles; neurons per tile fixed) {mesh:.3f}x"
+            + _in_phases(moved_s.get("mesh"))
+            + f" x the neurons-per-tile share {npt:.3f}x"
+            + _in_phases(moved_s.get("neurons_per_tile"))
         )
     if baseline["neurons_per_tile"] != best["neurons_per_tile"]:
         lines.append(

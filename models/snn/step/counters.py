@@ -69,7 +69,7 @@ COUNTER_NAMES = {
 WORKERS_PER_TILE = 6
 """The authors' op's weight-gradient vertices per tile: one per IPU worker, each with a private dW copy
 (the counters' ``weight_grad`` ``vertices``). The step's timing and SRAM take the copies from the
-execution stack and the machine instead (:attr:`tilesim.models.snn.step.stacks.ExecutionStack.dw_copies`)."""
+execution stack and the machine instead (:attr:`tilesim.models.snn.step.traits.TableTraits.dw_copies`)."""
 
 
 @dataclass(frozen=True)
@@ -448,7 +448,7 @@ def layer_memory(
     """Per-tile bytes of one layer's variables (snn-on-ipu.md §3.2), int64 ``[n_tiles]`` each:
     ``weights``, ``dw_worker_copies`` (``dw_copies`` per-worker dW copies — the IPU's race-free weight
     gradient keeps 6; a stack with one dW per core keeps none beside ``dw_final``:
-    :attr:`tilesim.models.snn.step.stacks.ExecutionStack.dw_copies`; the functional kernels keep one dW),
+    :attr:`tilesim.models.snn.step.traits.TableTraits.dw_copies`; the functional kernels keep one dW),
     ``dw_final``, ``optimizer_state`` (Adam: 2
     copies, SGD: 0), ``state_sequence`` (v for BPTT, T·B·n), ``state`` (v, δv, δI: 3·B·n),
     ``input_grad_partials`` (B·n_max_in)."""

@@ -23,7 +23,7 @@ from tilesim.models.snn.step.counters import (
     CACHE_BYTES,
     layer_memory,
 )
-from tilesim.models.snn.step.stacks import ExecutionStack, check_layer_chips, stack_for
+from tilesim.models.snn.step.traits import TableTraits, check_layer_chips, poplar_traits
 from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.running.memo import lru_in
 
@@ -122,7 +122,7 @@ def _owner_memory(
     """The entries of layer ``l`` on its own tiles, [(category, bytes [n_local], label)]: its
     variables (§3.2), receive buffers, vertex state and code. They depend on how many neurons
     each tile owns, not on where the tiles are. ``dw_copies``: the stack's dW copies per tile
-    (:attr:`tilesim.models.snn.step.stacks.ExecutionStack.dw_copies`; one weight-gradient vertex each)."""
+    (:attr:`tilesim.models.snn.step.traits.TableTraits.dw_copies`; one weight-gradient vertex each)."""
     T, B = config.timesteps, config.batch
     _, local = placement.groupings[l]
     n_local = int(local.max()) + 1 if local.size else 0
@@ -177,14 +177,15 @@ def snn_memory(
     machine,
     ledger: MemoryLedger | None = None,
     cache: dict | None = None,
-    stack: ExecutionStack | None = None,
+    stack: TableTraits | None = None,
 ) -> MemoryLedger:
     """Per-tile SRAM of the training step: every tensor of §3.2 plus buffers, vertex state and code.
     ``ledger``: a :class:`MemoryLedger` (default) or a :class:`tilesim.machine.memory.MemoryTotals` for a
     search; ``cache`` (a dict the caller keeps) reuses the owner-tile entries of layers whose
     neuron grouping is unchanged (a :class:`BytesLRU` keyed by layer, grouping, config and dW copies).
-    ``stack``: the execution stack (default: the machine vendor's, :func:`tilesim.models.snn.step.stacks.stack_for`)."""
-    st = stack or stack_for(machine)
+    ``stack``: the traits of the table program's stack (default: Poplar's,
+    :func:`tilesim.models.snn.step.traits.poplar_traits`)."""
+    st = stack or poplar_traits(machine.chip.workers_per_tile)
     check_layer_chips(placement, st)
     dw_copies = st.dw_copies
     T, B = config.timesteps, config.batch

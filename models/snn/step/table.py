@@ -5,7 +5,7 @@ in the program."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -51,7 +51,7 @@ EVERY_LAYER, WITH_INPUT_GRAD, OUTPUT_LAYER = "every layer", "layers with input g
 TO_NEXT_LAYER = "to the next layer"  # l's chip -> layer l+1's chip (the spike list)
 FROM_INPUT_LAYER = "from the input layer"  # layer l-1's chip -> l's chip (replicated input list)
 TO_GRAD_TARGETS = "to the gradient targets"  # l's chip -> chip of each layer it sends slot gradients to
-# Link flows of a layer that spans chips (:mod:`tilesim.models.snn.step.stacks` "Layers across chips"; none
+# Link flows of a layer that spans chips (:mod:`tilesim.models.snn.stacks.dataflow` "Layers across chips"; none
 # on one chip): a part's chunk lists to the head chip's combiners; the head chip to the layer's other chips
 # (a split output layer's loss gradients); the first layer's input lists from its head chip to its others.
 TO_HEAD_CHIP = "to the layer's head chip"
@@ -272,60 +272,6 @@ PHASE_LABELS = tuple(row.label for row in STEP_ROWS)
 # breakdown books them as host (:func:`book_step`)
 HOST_LABELS = tuple(row.label for row in STEP_ROWS if row.kind == KIND_HOST)
 
-# The dataflow stacks (tt-metal, csl; :mod:`tilesim.models.snn.step.stacks`): the same algorithm without the
-# IPU stack's rows. Gone: the PopLibs sequence copies (a kernel writes its list where the backward pass
-# reads it), the dW reduce (one dW per core; the optimizer zeroes it) and the host variable sync
-# (the state stays on the device); no library calls are folded into any row; a row runs all layers at
-# once (no per-layer ``Copy`` programs) and the input-gradient reduction runs on every chip at once.
-_IPU_ONLY_ROWS = ("fwd: update sequences", "bwd: slice sequences", "dW reduce", "host: variable sync")
-_DATAFLOW_LABELS = {"fwd: slice inputs": "fwd: input lists", "bwd: replicate lists": "bwd: lists to owners"}
-# the host rows each dataflow stack adds: (before the step, after it or None)
-_DATAFLOW_HOST = {
-    "tt-metal": ("host: input to DRAM, launch", "host: loss to host"),
-    "csl": ("host: input stream", None),
-}
-
-
-def _dataflow_rows(stack: str) -> tuple:
-    """The step's rows on a dataflow stack (see :data:`_IPU_ONLY_ROWS`)."""
-    first, last = _DATAFLOW_HOST[stack]
-    rows = [StepRow(first, KIND_HOST, ONCE, Calls(0), host_in=True, launch=stack == "tt-metal")]
-    for r in STEP_ROWS:
-        if r.label in _IPU_ONLY_ROWS:
-            continue
-        label = _DATAFLOW_LABELS.get(r.label, r.label)
-        rows.append(
-            replace(
-                r, label=label, compute_sets=Calls(0), copies=Calls(0), per_layer=False, per_chip=False, host_in=False
-            )
-        )
-    if last is not None:
-        rows.append(StepRow(last, KIND_HOST, ONCE, Calls(0), host_out=True))
-    return tuple(rows)
-
-
-@lru_cache(maxsize=8)
-def stack_rows(stack: str = "poplar") -> tuple:
-    """The training step's rows on execution stack ``stack`` (:data:`tilesim.models.snn.step.stacks.STACKS`):
-    :data:`STEP_ROWS` on ``poplar``, :func:`_dataflow_rows` on ``tt-metal`` and ``csl``."""
-    return STEP_ROWS if stack == "poplar" else _dataflow_rows(stack)
-
-
-def stack_labels(stack: str = "poplar") -> tuple:
-    """The row labels of ``stack`` (:func:`stack_rows`), in program order."""
-    return tuple(row.label for row in stack_rows(stack))
-
-
-ALL_ROWS = STEP_ROWS + tuple(r for stack in _DATAFLOW_HOST for r in _dataflow_rows(stack))
-"""Every stack's rows (a label that occurs on several stacks means the same row there)."""
-ALL_HOST_LABELS = tuple(dict.fromkeys(row.label for row in ALL_ROWS if row.kind == KIND_HOST))
-
-
-def book_step(result):
-    """A simulated step (:class:`tilesim.outputs.records.SimResult`) with its host rows booked as host (the
-    engine times them as compute); times and totals unchanged."""
-    return result.book_as(ALL_HOST_LABELS, "host")
-
 
 @dataclass(frozen=True)
 class PartTerms:
@@ -418,12 +364,7 @@ class StepShape:
     merged: bool = False  # per-layer exchange rows merged into one slot (``copies="merged"``)
     chip: tuple = ()
     reduce_chips: tuple = ()  # the chips a ``per_chip`` row runs on, in order (one or none: one slot)
-    stack: str = "poplar"  # the execution stack whose rows these are (:func:`stack_rows`)
-
-    @property
-    def rows(self) -> tuple:
-        """The table rows ``row[k]`` indexes (:func:`stack_rows` of :attr:`stack`)."""
-        return stack_rows(self.stack)
+    rows: tuple = STEP_ROWS  # the table rows ``row[k]`` indexes (the stack's: TableTraits.rows)
 
     def slots_of(self, j: int) -> list:
         """The slots of table row ``j``."""
@@ -468,16 +409,16 @@ def _slots_of_row(row_j: StepRow, L: int, merged: bool, reduce_chips: tuple) -> 
 
 
 @lru_cache(maxsize=64)
-def step_shape(T: int, L: int, merged: bool = False, reduce_chips: tuple = (), stack: str = "poplar") -> StepShape:
+def step_shape(T: int, L: int, merged: bool = False, reduce_chips: tuple = (), rows: tuple = STEP_ROWS) -> StepShape:
     """The :class:`StepShape` of ``T`` time steps and ``L`` layers: consecutive rows of the
     table with the same ``loop`` form a block, repeated T times (forward: t ascending,
     backward: t descending) or once. ``merged`` (``copies="merged"``): a per-layer row made
     of copies only (:data:`KIND_EXCHANGE`) is one slot for all layers: the L consecutive
     ``Copy`` programs are one exchange (each tile's bytes summed, the busiest tile sets it).
     ``reduce_chips``: the chips a ``per_chip`` row runs on; with two or more it is one slot per
-    chip, one after another (with one or none it is one slot). ``stack``: whose rows
-    (:func:`stack_rows`)."""
-    table = stack_rows(stack)
+    chip, one after another (with one or none it is one slot). ``rows``: the stack's table
+    (:attr:`tilesim.models.snn.step.traits.TableTraits.rows`; :data:`STEP_ROWS` on Poplar)."""
+    table = rows
     row, layer, chip, start, stride = [], [], [], [], []
     s = 0
     j = 0
@@ -496,4 +437,4 @@ def step_shape(T: int, L: int, merged: bool = False, reduce_chips: tuple = (), s
             stride.append({FORWARD: n, BACKWARD: -n, ONCE: 0}[loop])
         s += n * (1 if loop == ONCE else T)
     rc = tuple(reduce_chips) if len(reduce_chips) > 1 else ()
-    return StepShape(T, L, s, tuple(row), tuple(layer), tuple(start), tuple(stride), merged, tuple(chip), rc, stack)
+    return StepShape(T, L, s, tuple(row), tuple(layer), tuple(start), tuple(stride), merged, tuple(chip), rc, rows)

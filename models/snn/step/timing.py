@@ -68,15 +68,15 @@ default) only supersteps whose exchange carries cross-chip link flows sync all c
 (and every folded PopLibs call) sync their own chip. ``copies="merged"`` folds a row's
 consecutive ``Copy`` programs into one exchange.
 
-Execution stacks (:mod:`tilesim.models.snn.step.stacks`). All of the above is the ``poplar`` stack, the IPU
-presets' default. On ``tt-metal`` and ``csl`` (:func:`tilesim.models.snn.step.table.stack_rows`) the rows
+Execution stacks (:mod:`tilesim.models.snn.stacks`). All of the above is the ``poplar`` stack, the IPU
+presets' default. On ``tt-metal`` and ``csl`` (:attr:`tilesim.models.snn.step.traits.TableTraits.rows`) the rows
 keep the algorithm's work and traffic but none of the IPU stack's terms: no folded PopLibs calls, no
 sequence-copy rows, one dW per core (no ``dW reduce``; the optimizer zeroes the dW), no host variable
 sync, no pipeline switches, the input-gradient reduction on every chip at once; the input crosses
 the host link in a ``host:`` row before the step (TT-Metal: with the program's launch; the loss comes
 back in a row after it).
 
-A layer across chips (dataflow stacks only; :mod:`tilesim.models.snn.step.stacks` "Layers across chips"):
+A layer across chips (dataflow stacks only; :mod:`tilesim.models.snn.stacks.dataflow` "Layers across chips"):
 a place on "the layer's chip" is on each chip it spans, the compaction terms per chip part
 (:class:`tilesim.models.snn.step.table.PartTerms`), and the link flows add the parts' chunk lists to the
 head chip (``fwd: compaction``), the merged list to the layer's other chips (``fwd: combine``), a first
@@ -110,7 +110,6 @@ from tilesim.models.snn.step.rows import (
     replay_chip_rows,
     touched_rows,
 )
-from tilesim.models.snn.step.stacks import ExecutionStack, check_layer_chips, stack_for
 from tilesim.models.snn.step.structure import (
     CHIPS_PER_HOST_LINK,
     D2H_BYTES_PER_S,
@@ -143,10 +142,9 @@ from tilesim.models.snn.step.table import (
     PartTerms,
     StepShape,
     Write,
-    stack_labels,
-    stack_rows,
     step_shape,
 )
+from tilesim.models.snn.step.traits import TableTraits, check_layer_chips, poplar_traits
 from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.program import SYNC_ALL, SYNC_CHIP, CompactProgram, Program, flow_columns
 from tilesim.program.forms import compact_program, program_form
@@ -190,12 +188,12 @@ def _reduce_chips(config, placement, counters, tiles_per_chip: int) -> tuple:
     return tuple(sorted({lay[l].chip for l in with_input_grad}))
 
 
-def _shape(config, placement, counters, machine, structure, stack: ExecutionStack) -> StepShape:
+def _shape(config, placement, counters, machine, structure, stack: TableTraits) -> StepShape:
     """The :class:`StepShape` of this step on ``stack`` (its per-chip reduce slots included where the
     stack reduces chip after chip)."""
     serial = machine.chips > 1 and stack.serial_reduce
     rc = _reduce_chips(config, placement, counters, machine.tiles_per_chip) if serial else ()
-    return step_shape(config.timesteps, config.n_layers, structure.copies == "merged", rc, stack.name)
+    return step_shape(config.timesteps, config.n_layers, structure.copies == "merged", rc, stack.rows)
 
 
 def _check_step_args(placement, machine, steps_per_execution):
@@ -223,7 +221,7 @@ def build_step_program(
     cache: dict | None = None,
     form: str = "dense",
     structure: StepStructure = DEFAULT_STRUCTURE,
-    stack: ExecutionStack | None = None,
+    stack: TableTraits | None = None,
 ) -> Program | CompactProgram:
     """The BSP program of one training step, from the step's per-step counters.
 
@@ -245,11 +243,11 @@ def build_step_program(
     search's objective), where the fabric allows it.
 
     ``structure``: the structural assumptions (:class:`tilesim.models.snn.step.structure.StepStructure`);
-    ``stack``: the execution stack (:class:`tilesim.models.snn.step.stacks.ExecutionStack`; default: the
-    machine vendor's, :func:`tilesim.models.snn.step.stacks.stack_for`).
+    ``stack``: the traits of the stack whose table program this is (:class:`tilesim.models.snn.step.traits.TableTraits`;
+    default: Poplar's, :func:`tilesim.models.snn.step.traits.poplar_traits`).
     """
     _check_step_args(placement, machine, steps_per_execution)
-    stack = stack or stack_for(machine)
+    stack = stack or poplar_traits(machine.chip.workers_per_tile)
     form = program_form(machine, form)
     active = np.ones(machine.total_tiles)
     active[0] = 0.0  # tile 0 of chip 0 is outside the op's graph
@@ -268,7 +266,7 @@ def build_step_program(
         chips=machine.chips,
         tiles_per_chip=machine.tiles_per_chip,
         compute_cycles=arr[COMPUTE],
-        labels=stack_labels(stack.name),
+        labels=stack.labels,
         label_id=meta["label_id"],
         sync_scope=meta["scope"],
         bytes_in=arr[IN],
@@ -278,14 +276,14 @@ def build_step_program(
         name=name,
         sync_extra=meta["sync_extra"],
         exchange_extra=meta["exchange_extra"],
-        broadcast=_broadcast(stack.name)[meta["label_id"]],
+        broadcast=_broadcast(stack.rows)[meta["label_id"]],
     )
 
 
 @lru_cache(maxsize=8)
-def _broadcast(stack: str) -> np.ndarray:
-    """Per row of ``stack``'s table (:func:`stack_rows`): whether its exchange is a broadcast (read-only)."""
-    out = np.array([row.broadcast for row in stack_rows(stack)])
+def _broadcast(rows: tuple) -> np.ndarray:
+    """Per row of a stack's table (:attr:`TableTraits.rows`): whether its exchange is a broadcast (read-only)."""
+    out = np.array([row.broadcast for row in rows])
     out.flags.writeable = False
     return out
 
@@ -300,14 +298,14 @@ def _compact_program(
         _RecordedRows(shape, rec.finish(), machine.tiles_per_chip, active),
         machine,
         name=name,
-        labels=stack_labels(stack.name),
+        labels=stack.labels,
         label_id=meta["label_id"],
         sync_scope=meta["scope"],
         flows=meta["flows"],
         host=meta["host"],
         sync_extra=meta["sync_extra"],
         exchange_extra=meta["exchange_extra"],
-        broadcast=_broadcast(stack.name)[meta["label_id"]],
+        broadcast=_broadcast(stack.rows)[meta["label_id"]],
     )
 
 
@@ -346,7 +344,7 @@ def _peaks_program(
         name=name,
         chips=machine.chips,
         tiles_per_chip=machine.tiles_per_chip,
-        labels=stack_labels(stack.name),
+        labels=stack.labels,
         label_id=np.asarray(meta["label_id"], np.int32),
         sync_scope=np.asarray(meta["scope"], np.int32),
         partitions=(),
@@ -381,7 +379,7 @@ class _Step:
     chip_sync_cycles: float = 0.0  # one sync of one chip
     host_cycles_per_byte: float = 0.0  # the host variable copy (:func:`host_sync_cycles_per_byte`)
     transfer_steps: int = 1  # steps one host transfer is amortised over
-    stack: ExecutionStack | None = None  # the execution stack (:mod:`tilesim.models.snn.step.stacks`)
+    stack: TableTraits | None = None  # the execution stack (:mod:`tilesim.models.snn.stacks`)
     launch_cycles: float = 0.0  # the host's launch of the step's program, in tile cycles
 
     def cycles(self, work, vertices):
@@ -639,7 +637,7 @@ def _write(s: _Step, terms: list, rows: RowSink, w: Write, k: int, l: int) -> No
 def _write_split(s: _Step, terms: list, rows: RowSink, w: Write, k: int, l: int) -> None:
     """:func:`_write` of a place on the chips of layer ``l``, which spans chips: on each chip its
     part's term (:class:`PartTerms`) or the layer's; a gradient sender's partial sums received by
-    the head chip from each other chip (:mod:`tilesim.models.snn.step.stacks` "Layers across chips")."""
+    the head chip from each other chip (:mod:`tilesim.models.snn.stacks.dataflow` "Layers across chips")."""
     ly, mine = s.layers[l], terms[l]
     for p, pt in zip(ly.parts, mine.parts):
         if w.where == COMPACTION:
@@ -786,12 +784,12 @@ def _emit(
     cache,
     rows: RowSink,
     structure=DEFAULT_STRUCTURE,
-    stack: ExecutionStack | None = None,
+    stack: TableTraits | None = None,
 ) -> dict:
     """Write every term of the step into ``rows`` (a :class:`RowSink`), row by row of the stack's
     table (:func:`tilesim.models.snn.step.table.stack_rows`; default: the machine vendor's stack); return
     the rest of the program: labels, sync scopes, folded supersteps, link flows, host transfers."""
-    stack = stack or stack_for(machine)
+    stack = stack or poplar_traits(machine.chip.workers_per_tile)
     s = _step(config, placement, counters, machine, costs, steps_per_execution, structure, stack)
     L, cs_cycles = config.n_layers, costs.coef("compute_set_cycles")
     shape = _shape(config, placement, counters, machine, structure, stack)

@@ -18,12 +18,10 @@ from tilesim.machine.costs import CostModel
 from tilesim.machine.description import Machine
 from tilesim.machine.memory import MemoryLedger
 from tilesim.mapping.core import Mapping
+from tilesim.models.snn.stacks import Stack, describe_stack, stack_class, stack_for
 from tilesim.models.snn.step.counters import WorkCounters
-from tilesim.models.snn.step.memory import snn_memory
-from tilesim.models.snn.step.stacks import describe_stack, stack_for
 from tilesim.models.snn.step.structure import DEFAULT_STRUCTURE, StepStructure
-from tilesim.models.snn.step.table import HOST_EXCESS_LABEL, HOST_SYNC_LABEL, book_step
-from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION, build_step_program, default_costs, host_excess_share
+from tilesim.models.snn.step.timing import STEPS_PER_EXECUTION
 from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.outputs.records import SimResult
 from tilesim.program import CompactProgram, Program
@@ -42,8 +40,9 @@ class SnnStep:
     keeps across re-timings (layer terms reused); ``form``: ``"compact"`` (chip by chip, the form a
     run uses), ``"dense"`` (``[supersteps, tiles]`` arrays: what the calibration's decomposition
     needs) or ``"peaks"`` (each chip's peaks alone: the mapping search's objective)
-    (:func:`tilesim.models.snn.step.timing.build_step_program`); ``stack``: the execution stack, ``"auto"`` (the
-    machine vendor's) or one of :data:`tilesim.models.snn.step.stacks.STACKS`."""
+    (:func:`tilesim.models.snn.step.timing.build_step_program`); ``stack``: the execution stack,
+    a :class:`tilesim.models.snn.stacks.Stack` or a name: ``"auto"`` (the machine vendor's) or one of
+    :data:`tilesim.models.snn.stacks.STACKS`."""
 
     config: NetworkConfig
     placement: Mapping
@@ -54,38 +53,28 @@ class SnnStep:
     cache: dict | None = None
     form: str = "compact"
     name: str = "snn"
-    stack: str = "auto"
-    # per machine name: the host copy's share beyond the documented rate (program() notes it, book() reads it)
-    _excess: dict = field(default_factory=dict, init=False, repr=False)
+    stack: str | Stack = "auto"
+    # per machine name: the stack the program was built with (book() reads it)
+    _stacks: dict = field(default_factory=dict, init=False, repr=False)
+
+    def stack_on(self, machine: Machine) -> Stack:
+        """The execution stack this step runs with on ``machine`` (:func:`tilesim.models.snn.stacks.stack_for`)."""
+        st = stack_for(machine, self.stack)
+        self._stacks[machine.name] = st
+        return st
 
     def program(self, machine: Machine) -> Program | CompactProgram:
-        """The step's BSP program on ``machine`` (:func:`tilesim.models.snn.step.timing.build_step_program`)."""
-        stack = stack_for(machine, self.stack)
-        if stack.name == "poplar":
-            self._excess[machine.name] = host_excess_share(machine, self.structure, self.costs or default_costs())
-        return build_step_program(
-            self.config,
-            self.placement,
-            self.counters,
-            machine,
-            self.costs,
-            steps_per_execution=self.steps_per_execution,
-            cache=self.cache,
-            form=self.form,
-            structure=self.structure,
-            stack=stack_for(machine, self.stack),
-        )
+        """The step's program on ``machine``, as its stack builds it (:meth:`.Stack.program`)."""
+        return self.stack_on(machine).program(self, machine)
 
     def memory(self, machine: Machine) -> MemoryLedger:
-        """Per-tile SRAM of the step (:func:`tilesim.models.snn.step.memory.snn_memory`)."""
-        return snn_memory(self.config, self.placement, machine, stack=stack_for(machine, self.stack))
+        """Per-tile SRAM of the step, as its stack keeps it (:meth:`tilesim.models.snn.stacks.Stack.memory`)."""
+        return self.stack_on(machine).memory(self.config, self.placement, machine)
 
     def book(self, result: SimResult) -> SimResult:
-        """Host-copy rows as host time (:func:`book_step`), the copy's time beyond the documented rate
-        first split off as its own residual row (:data:`HOST_EXCESS_LABEL`, share
-        :func:`tilesim.models.snn.step.timing.host_excess_share`; same superstep, totals unchanged)."""
-        share = self._excess.get(result.machine_name, 0.0)
-        return book_step(result.book_part(HOST_SYNC_LABEL, HOST_EXCESS_LABEL, share, "residual"))
+        """The stack's host rows booked as host time (:meth:`.Stack.host`; totals unchanged)."""
+        st = self._stacks.get(result.machine_name)
+        return result if st is None else st.host(self, result)
 
     def section(self, result: SimResult) -> Section:
         """The network, its spike caps, the execution stack (as given: a run passes the one ``auto``
@@ -94,9 +83,14 @@ class SnnStep:
         layers = "-".join(str(n) for n in cfg.layers)
         caps = list(cfg.n_max)
         assumed = f"{st.describe()}, {self.steps_per_execution} steps per execution"
-        if self.stack not in ("auto", "poplar"):  # the rest of the structure is the Poplar stack's
+        given = self.stack
+        if isinstance(given, str):
+            stack = describe_stack(given)
+            host_structure = given == "auto" or stack_class(given).host_structure
+        else:
+            stack, host_structure = given.describe(), given.host_structure
+        if not host_structure:  # the rest of the structure shapes only the Poplar stack's host traffic
             assumed = f"sync {st.sync_scope}"
-        stack = describe_stack(self.stack)
         return Section(
             title="SNN training step",
             lines=(
