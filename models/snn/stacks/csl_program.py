@@ -72,6 +72,7 @@ __all__ = [
     "BlockCounts",
     "block_counts",
     "pe_bytes",
+    "planned_counts",
     "choose_layout",
     "step_rows",
     "estimate_cycles",
@@ -173,6 +174,23 @@ def block_counts(config, counters, blocks: list, split: str = "uniform") -> list
         if l > 0:
             k_in[1:] = out[l - 1].kap_out[:-1]
         out.append(BlockCounts(s_in, k_in, o_out, kap_out))
+    return out
+
+
+def planned_counts(config, blocks: list) -> list:
+    """Per-layer :class:`BlockCounts` at the lists' caps (every list full: ``B·n_max`` entries per step,
+    spread over the blocks by their neurons): what the layout is compiled for, before any data."""
+    T, B = int(config.timesteps), int(config.batch)
+    caps = (int(config.input_cap), *(int(n) for n in config.n_max))
+    out = []
+    for l, lb in enumerate(blocks):
+        cin = B * caps[l] * lb.in_sizes / float(config.layers[l])
+        cout = B * caps[l + 1] * lb.out_sizes / float(config.layers[l + 1])
+        s_in = np.broadcast_to(cin, (T, lb.R)).copy()
+        k_in = s_in.copy() if l > 0 else np.zeros((T, lb.R))
+        k_in[:1] = 0.0
+        o = np.broadcast_to(cout, (T, lb.C)).copy()
+        out.append(BlockCounts(s_in, k_in, o, o.copy()))
     return out
 
 
@@ -435,10 +453,10 @@ def estimate_cycles(machine, rows: list) -> float:
     return float(comp + _exchange_cycles(machine, rows).sum() + len(rows) * machine.chip.sync_cycles)
 
 
-def choose_layout(config, placement, counters, machine, costs: WseCosts | None = None, split: str = "uniform"):
-    """The :class:`Layout` with the least step time among :data:`BLOCK_CANDIDATES` that fit (module
-    docstring of :mod:`tilesim.models.snn.stacks.csl_layout`), and its counts and rows; a
-    :class:`MappingError` naming the fix if none fits."""
+def choose_layout(config, placement, machine, costs: WseCosts | None = None) -> Layout:
+    """The :class:`Layout` with the least step time at the lists' caps (:func:`planned_counts`: the layout
+    is compiled before the data) among :data:`BLOCK_CANDIDATES` that fit (module docstring of
+    :mod:`tilesim.models.snn.stacks.csl_layout`); a :class:`MappingError` naming the fix if none fits."""
     costs = costs or default_wse_costs()
     _check(config, machine)
     colors = check_colors(costs)
@@ -455,11 +473,10 @@ def choose_layout(config, placement, counters, machine, costs: WseCosts | None =
         layout = build_layout(blocks, b, cols, nrows, colors)
         if layout is None:
             continue
-        counts = block_counts(config, counters, blocks, split)
-        rows = step_rows(config, blocks, counts, costs)
+        rows = step_rows(config, blocks, planned_counts(config, blocks), costs)
         cyc = estimate_cycles(machine, rows)
         if best is None or cyc < best[0]:
-            best = (cyc, layout, counts, rows)
+            best = (cyc, layout)
     if best is None:
         raise MappingError(
             f"the csl program finds no block size in {BLOCK_CANDIDATES} whose weight and state PEs fit "
@@ -467,7 +484,7 @@ def choose_layout(config, placement, counters, machine, costs: WseCosts | None =
             "(or the placement puts more neurons on a tile than a block holds): use a bigger fabric, fewer "
             "or smaller layers, a smaller batch or fewer time steps, or --neurons-per-tile 1"
         )
-    return best[1], best[2], best[3]
+    return best[1]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -535,9 +552,8 @@ def build_program(layout: Layout, rows: list, machine, name: str = "snn training
             link[s, 0], hops[s, 0] = r.link, r.hops
             row_bytes[s] = sum(float(a.sum()) for a in (*r.w_out, *r.s_out)) + float(r.f_out.sum())
     erow = np.where([r.exchange for r in rows], np.arange(S), -1).astype(np.int32)
-    host = ([s for s, r in enumerate(rows) if r.host_bytes > 0],)
-    host_rows = [(s, 0, r.host_bytes) for s, r in enumerate(rows) if r.host_bytes > 0]
-    del host
+    hs = [s for s, r in enumerate(rows) if r.host_bytes > 0]
+    host_rows = (hs, [0] * len(hs), [rows[s].host_bytes for s in hs])
     return CompactProgram(
         name=name,
         chips=1,
