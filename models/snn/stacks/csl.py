@@ -43,9 +43,7 @@ __all__ = ["CslStack"]
 
 _ROWS = (
     StepRow(HOST_LABEL, KIND_HOST, ONCE, Calls(0), host_in=True, exchange="layer 0's t = 0 lists from the feeders"),
-    StepRow(
-        "fwd: synaptic adds", KIND_COMPUTE, FORWARD, Calls(0), exchange="partial sums down each column (a chain)"
-    ),
+    StepRow("fwd: synaptic adds", KIND_COMPUTE, FORWARD, Calls(0), exchange="partial sums down each column (a chain)"),
     StepRow(
         "fwd: neuron update",
         KIND_COMPUTE,
@@ -55,7 +53,9 @@ _ROWS = (
         broadcast=True,
     ),
     StepRow("loss", KIND_COMPUTE, ONCE, Calls(0)),
-    StepRow("bwd: state grad", KIND_COMPUTE, BACKWARD, Calls(0), exchange="dI multicast up each column", broadcast=True),
+    StepRow(
+        "bwd: state grad", KIND_COMPUTE, BACKWARD, Calls(0), exchange="dI multicast up each column", broadcast=True
+    ),
     StepRow(
         "bwd: weight+input grad",
         KIND_COMPUTE,
@@ -174,5 +174,3 @@ class CslStack:
     def colors(self) -> int:
         """Colours the program's routes use (:func:`tilesim.models.snn.stacks.csl_layout.colors_needed`)."""
         return colors_needed(self.costs)
-
-

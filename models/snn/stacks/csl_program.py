@@ -503,7 +503,9 @@ class _BlockRows:
         S = len(self.rows)
         out = [np.zeros((S, self.tiles), np.float32) for _ in range(3)]
         for s, r in enumerate(self.rows):
-            for a, (w, st, f) in zip(out, ((r.w_comp, r.s_comp, r.f_comp), (r.w_in, r.s_in, None), (r.w_out, r.s_out, r.f_out))):
+            for a, (w, st, f) in zip(
+                out, ((r.w_comp, r.s_comp, r.f_comp), (r.w_in, r.s_in, None), (r.w_out, r.s_out, r.f_out))
+            ):
                 _scatter(a[s], self.layout, w, st, f)
         return out[0], out[1], out[2]
 
@@ -595,7 +597,9 @@ def csl_memory(config, layout: Layout, machine, costs: WseCosts | None = None) -
         led.add("control_code", np.full(wt.size, code), wt, "PE program code and runtime")
         stt = layout.state_tiles[l].ravel()
         m = lb.state_sizes.ravel().astype(np.int64)
-        led.add("variables:sequences", 4 * T * B * m + 8 * T * B * (-(-m // 32)), stt, f"layer {l + 1} v and list sequences")
+        led.add(
+            "variables:sequences", 4 * T * B * m + 8 * T * B * (-(-m // 32)), stt, f"layer {l + 1} v and list sequences"
+        )
         led.add("variables:state", 12 * B * m, stt, f"layer {l + 1} v, dv, dI")
         led.add("exchange_buffers", 8 * B * m, stt, f"layer {l + 1} chain share and slot gradients")
         led.add("control_code", np.full(stt.size, code), stt, "PE program code and runtime")
