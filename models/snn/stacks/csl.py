@@ -21,7 +21,6 @@ from tilesim.models.snn.stacks.csl_costs import WseCosts, default_wse_costs
 from tilesim.models.snn.stacks.csl_layout import colors_needed
 from tilesim.models.snn.stacks.csl_program import (
     HOST_LABEL,
-    INPUT_SPLITS,
     block_counts,
     build_program,
     choose_layout,

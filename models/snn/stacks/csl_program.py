@@ -137,6 +137,14 @@ def _by_block(arr: np.ndarray, tile_block: np.ndarray, C: int) -> np.ndarray:
     return out
 
 
+def _spread(total: np.ndarray, sizes: np.ndarray, share: np.ndarray, B: int, split: str) -> np.ndarray:
+    """[T] spike totals over in-blocks: by their neurons (``uniform``), or each block as many as it can take
+    (``worst``: B·its neurons, at most the total; the band's upper end)."""
+    if split == "uniform":
+        return total[:, None] * share[None, :]
+    return np.minimum(total[:, None], B * sizes[None, :].astype(np.float64))
+
+
 def block_counts(config, counters, blocks: list, split: str = "uniform") -> list:
     """Per-layer :class:`BlockCounts` from per-step ``counters`` (module docstring)."""
     if split not in INPUT_SPLITS:
@@ -158,18 +166,13 @@ def block_counts(config, counters, blocks: list, split: str = "uniform") -> list
         n_in = float(config.layers[l])
         share = lb.in_sizes / n_in
 
-        def spread(total):
-            if split == "uniform":
-                return total[:, None] * share[None, :]
-            return np.minimum(total[:, None], B * lb.in_sizes[None, :].astype(np.float64))
-
         if l == 0:
-            s_in = spread(rows_fwd)
+            s_in = _spread(rows_fwd, lb.in_sizes, share, B, split)
         else:
             prev = out[l - 1]
             s_in = np.empty((T, lb.R))
             s_in[1:] = prev.o_out[:-1]
-            s_in[:1] = spread(rows_fwd[:1])
+            s_in[:1] = _spread(rows_fwd[:1], lb.in_sizes, share, B, split)
         k_in = np.zeros((T, lb.R))
         if l > 0:
             k_in[1:] = out[l - 1].kap_out[:-1]
