@@ -137,31 +137,36 @@ def block_partition(owned: np.ndarray, b: int) -> np.ndarray:
     return block.astype(np.int64)
 
 
+def _band(a: int, row: int, step: int, span: int) -> list:
+    """One band's cells (columns ``a``, ``a + 1``) from ``row`` over ``span`` rows in direction ``step``:
+    the entry cell, then alternately a move along the band and one across it."""
+    out, col = [(a, row)], a
+    for i in range(1, span + 1):
+        r = row + step * i
+        out.append((col, r))  # along the band
+        if i == span:
+            break
+        col = a + 1 if col == a else a
+        out.append((col, r))  # across it
+    return out
+
+
 def zigzag_cells(nx: int, ny: int, count: int) -> list | None:
     """The first ``count`` cells ``(cx, cy)`` of the zig-zag over an ``nx x ny`` grid of cells (module
     docstring), each move to a neighbouring cell at right angles to the move before; None if the grid
-    holds fewer."""
+    holds fewer. A band that the path leaves ends after an even number of rows, in its second column,
+    so the path leaves it sideways."""
     out: list = []
-    bands = nx // 2
     row = 0
-    for k in range(bands):
-        a, b = 2 * k, 2 * k + 1
+    for k in range(nx // 2):
         step = 1 if k % 2 == 0 else -1
-        last = (ny - 1) if step == 1 else 0
-        span = abs(last - row)
-        span -= span % 2  # arrive at the band's end in its second column, to leave it sideways
-        out.append((a, row))  # entered sideways
-        col = a
-        for i in range(1, span + 1):
-            r = row + step * i
-            out.append((col, r))  # a move along the band
-            if i == span:
-                break
-            col = b if col == a else a
-            out.append((col, r))  # a move across it
-        row = row + step * span
-        if len(out) >= count:
-            return out[:count]
+        span = (ny - 1 - row) if step == 1 else row
+        full = _band(2 * k, row, step, span)
+        if len(out) + len(full) >= count:
+            return (out + full)[:count]
+        span -= span % 2
+        out += _band(2 * k, row, step, span)
+        row += step * span
     return None
 
 

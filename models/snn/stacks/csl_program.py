@@ -353,7 +353,7 @@ def step_rows(config, blocks: list, counts: list, costs: WseCosts) -> list:
         for l, (lb, c) in enumerate(zip(blocks, counts)):
             m = lb.state_sizes.astype(np.float64)
             frac = m / lb.out_sizes[None, :]
-            o = c.o_out[t][None, :] * frac
+            o = c.o_out[t][None, :] * frac if l + 1 < L else 0.0  # the output layer's ids stay home
             r.s_comp[l] = (
                 B * (k.task_cycles + k.dsd_setup_cycles)
                 + B * m * k.wavelet_rx_cycles
