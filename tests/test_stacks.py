@@ -73,8 +73,8 @@ def _toy(preset: str, **fabric) -> object:
 TOYS = {
     "poplar": ("gc200", {}),
     "tt-metal": ("wormhole-n150", dict(cols=2, rows=1, hop_cycles=9, link_bytes_per_cycle=32)),
-    "csl": ("wse2", dict(cols=2, rows=1, hop_cycles=1, link_bytes_per_cycle=4)),
 }
+"""The table stacks' two-tile toys (csl builds its own program: its toy is tests/test_stack_csl.py)."""
 
 
 @pytest.mark.parametrize("stack", sorted(TOYS))
@@ -111,13 +111,9 @@ def test_each_stack_on_a_two_tile_toy_counted_by_hand(stack):
         want = barrel_tile_cycles(c["adam_updates"] * upd + c["dw_zero_writes"] * upd, 1.0, 1, 0)
         assert per_row["optimizer"] == pytest.approx(float(want), rel=1e-12)
         assert prog.sync_extra_cycles.sum() == 0 and prog.exchange_extra_cycles.sum() == 0
-        if stack == "tt-metal":
-            # the input batch to DRAM and the program's launch before the step, the loss (4·B) back after it
-            assert per_row["host: input to DRAM, launch"] == pytest.approx(TT_LAUNCH_S * m.clock_hz, rel=1e-12)
-            assert list(prog.host_bytes) == [infeed, 4.0] and list(prog.host_step) == [0, prog.supersteps - 1]
-        else:  # csl: the input stream only, no launch
-            assert per_row["host: input stream"] == 0
-            assert list(prog.host_bytes) == [infeed] and list(prog.host_step) == [0]
+        # tt-metal: the input batch to DRAM and the program's launch before the step, the loss (4·B) back after it
+        assert per_row["host: input to DRAM, launch"] == pytest.approx(TT_LAUNCH_S * m.clock_hz, rel=1e-12)
+        assert list(prog.host_bytes) == [infeed, 4.0] and list(prog.host_step) == [0, prog.supersteps - 1]
 
 
 def test_dw_copies_come_from_the_stack_and_the_machine():
