@@ -65,6 +65,23 @@ _ROWS = (
     StepRow("optimizer", KIND_COMPUTE, ONCE, Calls(0)),
 )
 
+_WHY = {
+    HOST_LABEL: " The host streams the step's input lists into the feeder PEs at the west edge before the first "
+    "layer can start: the input's bytes over the host link plus its latency.",
+    "fwd: synaptic adds": " Its critical PE is a weight PE: one weight row of its block per input spike of its "
+    "in-block (the busiest in-block sets it), then the [B, n] partial sums down its column; smaller blocks (a "
+    "bigger fabric) shorten it.",
+    "fwd: neuron update": " Its critical PE is a state PE at a column end: the LIF update and two-threshold "
+    "detect of its neurons for every sample, then the spike ids out along the next layer's line.",
+    "loss": " The output layer's state PEs turn the last list into slot gradients.",
+    "bwd: state grad": " Its critical PE is a state PE: the state gradient of its neurons for every sample and "
+    "the slot gradients it received, then dI up its column.",
+    "bwd: weight+input grad": " Its critical PE is a weight PE: dW rows for its in-block's recorded spikes and "
+    "one partial dot product per input slot, then the partials along its line into the layer below.",
+    "optimizer": " Every weight PE updates its whole block once per step: the largest block sets it.",
+}
+"""Why each row costs what it does (:meth:`CslStack.explain`)."""
+
 _LAYOUTS: OrderedDict = OrderedDict()
 _LAYOUT_CACHE = 16
 
@@ -128,7 +145,9 @@ class CslStack:
         layout = self.layout(step.config, step.placement, machine)
         counts = block_counts(step.config, step.counters, list(layout.layers), self.input_split)
         rows = step_rows(step.config, list(layout.layers), counts, self.costs)
-        return build_program(layout, rows, machine)
+        return build_program(
+            layout, rows, machine, f"snn training step (csl: {layout.describe(machine.tiles_per_chip)})"
+        )
 
     def memory(self, config, placement, machine, totals=None, cache=None):
         led = csl_memory(config, self.layout(config, placement, machine), machine, self.costs)
@@ -145,12 +164,9 @@ class CslStack:
         return "spread"
 
     def explain(self, label: str, uniform: bool) -> str | None:
-        if label == HOST_LABEL:
-            return (
-                " The host streams the step's input lists into the feeder PEs at the west edge before the "
-                "first layer can start: the input's bytes over the host link plus its latency."
-            )
-        return None
+        """What the critical PE does in row ``label`` (the placement's tiles are not the program's PEs, so
+        the generic owner-tile sentence would not fit)."""
+        return _WHY.get(label)
 
     @classmethod
     def assumptions(cls) -> tuple:

@@ -44,7 +44,7 @@ layer's step −1 list, spread over the in-blocks in proportion to their neurons
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -456,6 +456,28 @@ def estimate_cycles(machine, rows: list) -> float:
     return float(comp + _exchange_cycles(machine, rows).sum() + len(rows) * machine.chip.sync_cycles)
 
 
+def _no_layout(config, machine, budget: int, why: dict) -> str:
+    """The one-line error when no block size fits, naming the limit that bound and the fix."""
+    cols, rows = machine.fabric.cols, machine.fabric.rows
+    head = f"the csl program fits no layout of {config.n_layers} weight layers on {machine.name}: "
+    if len(why["placement"]) == len(BLOCK_CANDIDATES):
+        return head + (
+            f"the placement puts more neurons on a tile than the largest block ({BLOCK_CANDIDATES[-1]}); "
+            "place with fewer neurons per tile (--neurons-per-tile 1)"
+        )
+    sram = [b for b in why["sram"] if b not in why["fabric"]]
+    if sram:
+        return head + (
+            f"the blocks its {cols} x {rows} fabric can hold ({min(sram)} or more neurons a side) need more "
+            f"than {budget:,} B of SRAM per PE at batch {config.batch} and {config.timesteps} time steps; "
+            "reduce --batch or --timesteps, use SGD instead of Adam, or use a bigger fabric"
+        )
+    return head + (
+        f"even blocks of {BLOCK_CANDIDATES[-1]} neurons a side leave cells too big for its {cols} x {rows} "
+        "fabric; use a bigger fabric (e.g. wse2) or fewer and smaller layers"
+    )
+
+
 def choose_layout(config, placement, machine, costs: WseCosts | None = None) -> Layout:
     """The :class:`Layout` with the least step time at the lists' caps (:func:`planned_counts`: the layout
     is compiled before the data) among :data:`BLOCK_CANDIDATES` that fit (module docstring of
@@ -466,27 +488,29 @@ def choose_layout(config, placement, machine, costs: WseCosts | None = None) -> 
     budget = int(machine.chip.sram_bytes)
     cols, nrows = machine.fabric.cols, machine.fabric.rows
     best = None
+    why = {"placement": [], "sram": [], "fabric": []}
     for b in BLOCK_CANDIDATES:
         blocks = layer_blocks(config, placement, b)
         if blocks is None:
+            why["placement"].append(b)
             continue
-        blocks = _blocks_fit(config, costs, blocks, budget)
-        if blocks is None:
+        fitted = _blocks_fit(config, costs, blocks, budget)
+        if fitted is None:
+            why["sram"].append(b)
+            # would the cells fit if the PEs did? (what to tell the user)
+            if build_layout([replace(lb, depth=1) for lb in blocks], b, cols, nrows, colors) is None:
+                why["fabric"].append(b)
             continue
-        layout = build_layout(blocks, b, cols, nrows, colors)
+        layout = build_layout(fitted, b, cols, nrows, colors)
         if layout is None:
+            why["fabric"].append(b)
             continue
-        rows = step_rows(config, blocks, planned_counts(config, blocks), costs)
+        rows = step_rows(config, fitted, planned_counts(config, fitted), costs)
         cyc = estimate_cycles(machine, rows)
         if best is None or cyc < best[0]:
             best = (cyc, layout)
     if best is None:
-        raise MappingError(
-            f"the csl program finds no block size in {BLOCK_CANDIDATES} whose weight and state PEs fit "
-            f"{budget} B of SRAM and whose {config.n_layers} layer cells fit the {cols} x {nrows} fabric "
-            "(or the placement puts more neurons on a tile than a block holds): use a bigger fabric, fewer "
-            "or smaller layers, a smaller batch or fewer time steps, or --neurons-per-tile 1"
-        )
+        raise MappingError(_no_layout(config, machine, budget, why))
     return best[1]
 
 
