@@ -8,7 +8,8 @@ in-block ``r`` at step ``t``; ``n_c``: neurons of out-block ``c``; ``m``: neuron
 ``o_c(t)`` / ``κ_c(t)``: spikes / kept slots of out-block ``c``; ``B`` batch; ``k.*`` the costs:
 
 ``host: input stream``  the step's input lists, T·B·(input_cap+1)·4 bytes, from the host to the
-    feeder PEs at the west edge; exchange: the feeders multicast layer 0's t = 0 lists along its lines.
+    feeder PEs at the west edge; feeder: ``B·task + (s + B)·tx``; exchange: the feeders multicast layer 0's
+    t = 0 lists (ids and one end-of-list wavelet per sample) along its lines.
 ``fwd: synaptic adds`` (t)  weight PE (r, c): ``B·(task + 2·dsd) + s·(rx + scalar + dsd) + s·n_c/fmac
     + B·n_c/fadd``: receive the spike ids, add a weight row of ``n_c`` per spike into the [B, n_c]
     accumulator, then stream the accumulator down the column (``@fadds`` fabric-in + memory → fabric-out);
@@ -16,7 +17,7 @@ in-block ``r`` at step ``t``; ``n_c``: neurons of out-block ``c``; ``m``: neuron
     link's bytes plus the chain's hops).
 ``fwd: neuron update`` (t)  state PE: ``B·(task + dsd + m·rx) + B·neuron_ops·(dsd + m/mem) + o·(scalar + tx)``
     (o its share of ``o_c``); exchange: each column's spike ids (+ one end-of-list wavelet per
-    sample) multicast along the next layer's line ``c``; the feeders send layer 0's next lists.
+    sample) multicast along the next layer's line ``c``; the feeders send layer 0's next lists (as in the host row).
 ``loss``  the output layer's state PEs: ``B·(task + neuron_grad_ops·(dsd + m/mem))``.
 ``bwd: state grad`` (t, reversed)  state PE: ``B·task + κ·(rx + scalar) + B·neuron_grad_ops·(dsd + m/mem)``;
     exchange: δI (``4·B·n_c``) multicast up the column.
@@ -323,6 +324,7 @@ def step_rows(config, blocks: list, counts: list, costs: WseCosts) -> list:
     r.host_bytes = 4.0 * T * B * (int(config.input_cap) + 1)
     b0 = 4.0 * (counts[0].s_in[0] + B)
     r.f_out = b0.copy()
+    r.f_comp = B * k.task_cycles + (counts[0].s_in[0] + B) * k.wavelet_tx_cycles
     r.w_in[0] += b0[:, None]
     r.link, r.hops, r.broadcast, r.exchange = float(b0.max()), float(blocks[0].C), True, True
     rows.append(r)
@@ -369,6 +371,7 @@ def step_rows(config, blocks: list, counts: list, costs: WseCosts) -> list:
         if t + 1 < T:  # the feeders' next lists for layer 0
             f = 4.0 * (counts[0].s_in[t + 1] + B)
             r.f_out = f
+            r.f_comp = B * k.task_cycles + (counts[0].s_in[t + 1] + B) * k.wavelet_tx_cycles
             r.w_in[0] += f[:, None]
             link, hops = max(link, float(f.max())), max(hops, blocks[0].C + 1)
         r.link, r.hops, r.broadcast, r.exchange = link, hops, True, link > 0
