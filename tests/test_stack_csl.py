@@ -179,3 +179,19 @@ def test_cost_file_errors_name_the_known_costs(tmp_path):
 def test_wafer_presets_are_the_sdks_programmable_fabric():
     m = load_machine("wse2")
     assert (m.fabric.cols, m.fabric.rows, m.tiles_per_chip, m.clock_hz) == (750, 994, 745_500, 0.85e9)
+
+
+def test_the_input_split_band_is_switchable_and_bounds_the_step():
+    """The named assumption (the data input spread over the first layer's in-blocks by their neurons) and its
+    band's end (every in-block taking as many as it can) are one switch apart; the band's end is never faster."""
+    m = _cut(load_machine("wse2"), 100, 100)
+    cfg = NetworkConfig(layers="64-32-8", batch=4, timesteps=5, max_activity=0.1, input_cap=8)
+    pl = to_placement(contiguous_placement(cfg.layers[1:], 1, 1, tiles_per_chip=m.tiles_per_chip), m)
+    counters = count_work(fixed_activity(cfg), pl, per_step=True)
+    t = {
+        split: time_workload(SnnStep(cfg, pl, counters, stack=CslStack(m, input_split=split)), m).result.total_s
+        for split in ("uniform", "worst")
+    }
+    assert t["uniform"] < t["worst"]
+    with pytest.raises(ConfigError, match="input split"):
+        SnnStep(cfg, pl, counters, stack=CslStack(m, input_split="even")).program(m)
