@@ -1,16 +1,18 @@
 """``tilesim validate`` and ``tilesim calibrate`` for every workload's measured cases.
 
-A cases CSV carries a ``workload`` column (``snn``, ``stencil``, ... ``snntorch``); a file without one is an SNN
+A cases CSV carries a ``workload`` column (``snn``, ``stencil``, ... ``noc``); a file without one is an SNN
 file (the column was added later). ``validate`` with no file checks every shipped case file of
 every workload. ``calibrate`` dispatches on the same column: SNN cases fit the SNN cost model
 (:func:`tilesim.models.snn.calibration.calibrate.cmd_calibrate`); stencil cases fit the multi-chip machine constants
-(:func:`tilesim.models.stencil.calibrate.fit_stencil`) and write them as a ``[system]`` TOML fragment.
+(:func:`tilesim.models.stencil.calibrate.fit_stencil`) and write them as a ``[system]`` TOML fragment; NoC cases
+fit the Tensix NoC message constants (:func:`tilesim.models.noc.measured.fit_noc`) and print what the rows identify.
 Registered through the ``tilesim.commands`` entry point.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 from pathlib import Path
@@ -20,7 +22,7 @@ from tilesim.io import atomic_write_bytes, check_output_path, dumps_json, read_t
 
 __all__ = ["register", "cmd_validate", "cmd_calibrate", "workload_of", "WORKLOADS"]
 
-WORKLOADS = ("snn", "stencil", "collective", "matmul", "sparse-matmul", "snntorch")
+WORKLOADS = ("snn", "stencil", "collective", "matmul", "sparse-matmul", "snntorch", "noc")
 
 
 def workload_of(path) -> str:
@@ -76,6 +78,7 @@ def _files(args) -> list[Path]:
         return [Path(c) for c in args.cases]
     from tilesim.models.collective.measured import shipped_collective_cases  # loaded only when the command runs
     from tilesim.models.linear.measured import shipped_sparse_cases
+    from tilesim.models.noc.measured import shipped_noc_cases
     from tilesim.models.snn.calibration.calibrate import (  # loaded only when the command runs (start-up time)
         shipped_cases_path,
         shipped_held_out_path,
@@ -92,6 +95,7 @@ def _files(args) -> list[Path]:
         *shipped_matmul_cases(),
         *shipped_sparse_cases(),
         *shipped_snntorch_cases(),
+        *shipped_noc_cases(),
     ]
 
 
@@ -111,6 +115,10 @@ def _rows(path: Path, wl: str, args) -> list[dict]:
         from tilesim.models.snntorch.measured import validate_snntorch  # loaded only when the command runs
 
         return validate_snntorch(path)
+    if wl == "noc":
+        from tilesim.models.noc.measured import validate_noc  # loaded only when the command runs
+
+        return validate_noc(path)
     if wl == "sparse-matmul":
         from tilesim.models.linear.measured import validate_sparse  # loaded only when the command runs
 
@@ -196,6 +204,8 @@ def cmd_calibrate(args) -> int:
         return _calibrate_collective(args)
     if kinds == {"matmul"}:
         return _calibrate_matmul(args)
+    if kinds == {"noc"}:
+        return _calibrate_noc(args)
     if kinds != {"stencil"}:
         (kind,) = kinds
         raise ConfigError(
@@ -203,7 +213,7 @@ def cmd_calibrate(args) -> int:
                 "cases",
                 ", ".join(args.cases),
                 f"are {kind} cases, which tilesim calibrate does not fit (nothing of that model is fitted per case)",
-                "calibrate snn, stencil, collective or matmul cases; `tilesim validate` checks these",
+                "calibrate snn, stencil, collective, matmul or noc cases; `tilesim validate` checks these",
             )
         )
     import tomli_w  # tomli_w is needed only when writing TOML
@@ -287,18 +297,44 @@ def _calibrate_matmul(args) -> int:
     )
 
 
+def _calibrate_noc(args) -> int:
+    """Fit the NoC constants, write them (a complete costs file: ``[noc]``) and print the fit's
+    identifiability report (leave-one-case-out and leave-one-group-out ranges, correlations)."""
+    from tilesim.models.noc.measured import fit_noc, format_identifiability  # loaded only when the command runs
+
+    res = fit_noc([Path(c) for c in args.cases], loo=not args.no_loo)
+    what = "Tensix NoC message constants"
+    where = "[noc] holds every key of models/noc/costs.toml (load it with tilesim.models.noc.costs.load_costs(path))"
+    if args.json:
+        with contextlib.redirect_stdout(io.StringIO()):  # the file only: the JSON below carries the fit
+            _write_fit(argparse.Namespace(**{**vars(args), "json": False}), res.fit, what, where)
+        out = {
+            "out": str(args.out),
+            "fit": res.fit.tables,
+            "mean_abs_error_pct_start": res.fit.mean_abs_error_pct_start,
+            "mean_abs_error_pct": res.fit.mean_abs_error_pct,
+            "rows": res.fit.rows,
+            "identifiability": [p.to_dict() for p in res.identity],
+        }
+        print(dumps_json(out, indent=2))
+        return 0
+    status = _write_fit(args, res.fit, what, where)
+    print(format_identifiability(res.identity))
+    return status
+
+
 def register(sub) -> None:
     """Add ``validate`` and ``calibrate`` to the ``tilesim`` command line."""
     v = sub.add_parser(
         "validate",
         help="predicted vs measured for every workload (default: all shipped cases)",
         description="Time every row of measured-cases CSVs (column workload = snn, stencil, collective, matmul, "
-        "sparse-matmul or snntorch).",
+        "sparse-matmul, snntorch or noc).",
     )
     v.add_argument(
         "cases",
         nargs="*",
-        help="cases CSVs (default: every shipped SNN, stencil, collective, matmul, sparse-matmul and snntorch case)",
+        help="cases CSVs (default: every shipped SNN, stencil, collective, matmul, sparse-matmul, snntorch, noc case)",
     )
     v.add_argument("--costs", help="SNN cost-model TOML (default: tilesim/presets/costs/snn.toml)")
     v.add_argument("--machine", default="gc2x16", help="machine for stencil cases (default gc2x16)")
@@ -311,12 +347,13 @@ def register(sub) -> None:
         description="SNN cases: least-squares fit of the SNN cost model (writes a versioned TOML). "
         "Stencil cases: fit the multi-chip sync, link latency and per-message constants. "
         "Collective cases: fit link efficiency, link latency and launch cycles; matmul cases: the Tensix "
-        "unpack rate and launch cycles (both on the rows marked use = calibrate).",
+        "unpack rate and launch cycles; NoC cases: the Tensix NoC message constants, with an identifiability "
+        "report (all on the rows marked use = calibrate).",
     )
-    c.add_argument("cases", nargs="+", help="cases CSV(s): one SNN file, or stencil, collective or matmul files")
+    c.add_argument("cases", nargs="+", help="cases CSV(s): one SNN file, or stencil, collective, matmul or noc files")
     c.add_argument("--out", required=True, help="TOML to write")
     c.add_argument("--machine", default="gc2x16", help="machine whose constants are fitted (stencil; default gc2x16)")
     c.add_argument("--json", action="store_true", help="print the fit as JSON")
-    c.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits (SNN)")
+    c.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits (SNN, noc)")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.set_defaults(func=cmd_calibrate)

@@ -134,6 +134,8 @@ def test_wheel_holds_every_source_and_data_file(wheel):
         "tilesim/models/stencil/cases/*.csv",
         "tilesim/models/collective/costs.toml",
         "tilesim/models/tensix/costs.toml",
+        "tilesim/models/noc/costs.toml",
+        "tilesim/models/noc/cases/*.csv",
     ):
         assert any(Path(n).match(pattern) for n in inside), pattern
 
@@ -154,10 +156,12 @@ from tilesim.models.snn.step.timing import default_costs, uncalibrated_costs
 from tilesim.models.stencil.measured import shipped_stencil_cases
 from tilesim.models.tensix.matmul import load_matmul_costs
 from tilesim.models.tensix.measured import shipped_matmul_cases
+from tilesim.models.noc.costs import load_costs as load_noc_costs
+from tilesim.models.noc.measured import shipped_noc_cases
 
-load_costs(), load_matmul_costs(), default_costs(), uncalibrated_costs()
+load_costs(), load_matmul_costs(), default_costs(), uncalibrated_costs(), load_noc_costs()
 assert shipped_cases_path().is_file()
-for cases in (shipped_collective_cases, shipped_sparse_cases, shipped_stencil_cases, shipped_matmul_cases):
+for cases in (shipped_collective_cases, shipped_sparse_cases, shipped_stencil_cases, shipped_matmul_cases, shipped_noc_cases):
     assert cases(), cases.__name__
 print("ok")
 """
