@@ -189,9 +189,45 @@ def check_colors(costs) -> int:
     return need
 
 
+def _xy(x0: int, y0: int, S: int, u: tuple, v: tuple, a, e) -> tuple:
+    """Global (x, y) in the cell at ``(x0, y0)`` of side ``S`` of the PEs ``a`` from its in-edge (moving
+    along ``u``) and ``e`` from its out-edge (the side ``v`` points to)."""
+    a, e = np.asarray(a), np.asarray(e)
+    if u[0] != 0:  # in-edge west or east, out-edge north or south
+        x = x0 + a if u[0] > 0 else x0 + S - 1 - a
+        y = y0 + S - 1 - e if v[1] > 0 else y0 + e
+    else:
+        y = y0 + a if u[1] > 0 else y0 + S - 1 - a
+        x = x0 + S - 1 - e if v[0] > 0 else x0 + e
+    return x, y
+
+
+def _e_of(x0: int, y0: int, S: int, v: tuple, coord) -> np.ndarray:
+    """Distance from the out-edge (the side ``v`` points to) of the cell at ``(x0, y0)`` of the positions
+    ``coord`` along ``v``'s axis."""
+    coord = np.asarray(coord, np.int64)
+    if v[0] > 0:
+        return x0 + S - 1 - coord
+    if v[0] < 0:
+        return coord - x0
+    if v[1] > 0:
+        return y0 + S - 1 - coord
+    return coord - y0
+
+
 def build_layout(blocks: list, b: int, cols: int, rows: int, colors: int) -> Layout | None:
     """Place ``blocks`` (:class:`LayerBlocks` per layer) on a ``cols x rows`` fabric (module
-    docstring); None if the cells do not fit. Tile ``t`` sits at ``(t % cols, t // cols)``."""
+    docstring); None if the cells do not fit. Tile ``t`` sits at ``(t % cols, t // cols)``.
+
+    In a cell, ``u`` points from the edge facing the layer below (the west feeders for layer 0) into the
+    cell and ``v`` to the edge facing the layer above (at right angles: the zig-zag turns at every cell).
+    Column ``c`` runs ``c`` PEs from the in-edge, from the weight rows to the state PEs at the out-edge
+    (state PE ``k`` is ``k`` from it). Each in-block's line starts across the in-edge from the column end of
+    the layer below that feeds it; where that would put a line among the state PEs (the two layers' columns
+    run the other way round), the lines start ``d`` further along the edge, in the same order. So a spike's
+    route is at most ``d_l + d_(l+1) + C_(l+1)`` hops, a column's at most ``S``, an input-gradient line's
+    at most ``C_l + d_l + d_(l-1)``, whatever the band (:func:`tilesim.models.snn.stacks.csl_program.step_rows`
+    times these bounds; ``tests/test_stack_csl.py`` checks them against the routes)."""
     S = max(max(lb.C, lb.R + lb.depth) for lb in blocks)
     R0 = blocks[0].R
     if R0 > rows or cols < 1 + 2 * S:
@@ -200,15 +236,31 @@ def build_layout(blocks: list, b: int, cols: int, rows: int, colors: int) -> Lay
     cells = zigzag_cells(nx, ny, len(blocks))
     if cells is None:
         return None
+    L = len(blocks)
     wt, st = [], []
-    for lb, (cx, cy) in zip(blocks, cells):
+    prev_xy = None  # the layer below's column ends (k = 0): [C] x and y
+    feeders = None
+    for i, (lb, (cx, cy)) in enumerate(zip(blocks, cells)):
         x0, y0 = 1 + cx * S, cy * S
-        # in the cell: columns along x, the R weight rows then the d state rows along y (the timing
-        # does not depend on the orientation inside a cell: module docstring)
-        xs = x0 + np.arange(lb.C)
-        wy = y0 + np.arange(lb.R)
-        sy = y0 + lb.R + np.arange(lb.depth)
-        wt.append(wy[:, None] * cols + xs[None, :])
-        st.append(sy[:, None] * cols + xs[None, :])
-    feeders = np.arange(R0, dtype=np.int64) * cols  # x = 0, the west edge
+        u = (1, 0) if i == 0 else (cx - cells[i - 1][0], cy - cells[i - 1][1])
+        if i + 1 < L:
+            v = (cells[i + 1][0] - cx, cells[i + 1][1] - cy)
+        else:
+            v = (0, 1) if u[0] != 0 else (1, 0)
+        d, R, C = lb.depth, lb.R, lb.C
+        if prev_xy is None:
+            e_line = d + np.arange(R)  # layer 0: the feeders sit across the west edge from each line
+        else:
+            px, py = prev_xy  # the layer below's column ends, across our in-edge
+            e_line = _e_of(x0, y0, S, v, py if v[1] != 0 else px)
+            if e_line.min() < d:  # they run the other way round: the lines start d along the edge
+                e_line = d + np.argsort(np.argsort(e_line, kind="stable"), kind="stable")
+        a = np.arange(C)[None, :]
+        wx, wy = _xy(x0, y0, S, u, v, a, e_line[:, None])
+        sx, sy = _xy(x0, y0, S, u, v, a, np.arange(d)[:, None])
+        wt.append((wy * cols + wx).astype(np.int64))
+        st.append((sy * cols + sx).astype(np.int64))
+        if i == 0:
+            feeders = (wy[:, 0] * cols).astype(np.int64)  # x = 0, across the west edge from each line
+        prev_xy = (sx[0], sy[0])
     return Layout(b, tuple(blocks), S, tuple(cells), tuple(wt), tuple(st), feeders, colors, (cols, rows))

@@ -317,6 +317,7 @@ def step_rows(config, blocks: list, counts: list, costs: WseCosts) -> list:
     T, B = int(config.timesteps), int(config.batch)
     L = len(blocks)
     ops = ADAM_OPS if config.optimizer == "adam" else k.sgd_ops
+    S = max(max(lb.C, lb.R + lb.depth) for lb in blocks)  # the cell side: a column's longest route
     rows: list = []
 
     # host: the input stream; the feeders multicast layer 0's t = 0 lists
@@ -346,7 +347,7 @@ def step_rows(config, blocks: list, counts: list, costs: WseCosts) -> list:
             r.w_in[l] = r.w_out[l].copy()
             r.w_in[l][0] = 0.0  # the chain's first PE receives nothing
             r.s_in[l] = 4.0 * B * lb.state_sizes
-            link, hops = max(link, float(vec.max())), max(hops, lb.R + lb.depth)
+            link, hops = max(link, float(vec.max())), max(hops, S)
         r.link, r.hops, r.exchange = link, hops, True
         rows.append(r)
 
@@ -367,7 +368,7 @@ def step_rows(config, blocks: list, counts: list, costs: WseCosts) -> list:
                 line = 4.0 * (c.o_out[t] + lb.depth * B)  # [C]: what each PE of line c receives
                 r.w_in[l + 1] += line[:, None]
                 link = max(link, float(line.max()))
-                hops = max(hops, blocks[l + 1].C + lb.depth + 1)
+                hops = max(hops, blocks[l + 1].C + lb.depth + blocks[l + 1].depth)
         if t + 1 < T:  # the feeders' next lists for layer 0
             f = 4.0 * (counts[0].s_in[t + 1] + B)
             r.f_out = f
@@ -396,7 +397,7 @@ def step_rows(config, blocks: list, counts: list, costs: WseCosts) -> list:
             r.s_out[l] = 4.0 * B * m  # δI up the column
             vec = 4.0 * B * lb.out_sizes.astype(np.float64)
             r.w_in[l] = np.broadcast_to(vec[None, :], (lb.R, lb.C)).copy()
-            link, hops = max(link, float(vec.max())), max(hops, lb.R + lb.depth)
+            link, hops = max(link, float(vec.max())), max(hops, S)
         r.link, r.hops, r.broadcast, r.exchange = link, hops, True, True
         rows.append(r)
 
@@ -422,7 +423,7 @@ def step_rows(config, blocks: list, counts: list, costs: WseCosts) -> list:
                 below = blocks[l - 1]
                 r.s_in[l - 1] += vec[None, :] * (below.state_sizes / below.out_sizes[None, :])
                 link = max(link, float(vec.max()))
-                hops = max(hops, lb.C + below.depth + 1)
+                hops = max(hops, lb.C + lb.depth + below.depth)
         r.link, r.hops, r.exchange = link, hops, link > 0
         rows.append(r)
 
