@@ -195,3 +195,38 @@ def test_the_input_split_band_is_switchable_and_bounds_the_step():
     assert t["uniform"] < t["worst"]
     with pytest.raises(ConfigError, match="input split"):
         SnnStep(cfg, pl, counters, stack=CslStack(m, input_split="even")).program(m)
+
+
+@pytest.mark.parametrize("layers,side", [("4-2-2", 5), ("40-30-20-4", 100), ("-".join(["64"] * 8), 200)])
+def test_the_closed_form_bounds_the_events_on_the_programs_own_routes(layers, side):
+    """Each exchange row's transfers (chains PE to PE, line and column multicasts as trees, on the layout's
+    tiles) through the event model (fluid drain, MeshFabric.transfer_cycles) against the closed form the program
+    is timed by (the busiest port or link drained, plus the row's route bound): closed - hops <= events <=
+    closed. The events see the chains' hops at once, not their pipeline fill: that is the gap."""
+    from tilesim.models.snn.stacks.csl_program import _exchange_cycles, row_transfers, step_rows
+
+    m = _cut(load_machine("wse2"), side, max(side, 4) if side > 5 else 4)
+    cfg = (
+        NetworkConfig(layers=layers, batch=2, timesteps=3, max_activity=0.2)
+        if side > 5
+        else NetworkConfig(layers=layers, batch=1, timesteps=2, input_cap=2, caps=(1, 1), optimizer="sgd")
+    )
+    npt = 2 if side == 5 else 1
+    pl = to_placement(contiguous_placement(cfg.layers[1:], npt, 1, tiles_per_chip=m.tiles_per_chip), m)
+    counters = count_work(fixed_activity(cfg), pl, per_step=True)
+    stack = CslStack(m)
+    layout = stack.layout(cfg, pl, m)
+    rows = step_rows(cfg, list(layout.layers), block_counts(cfg, counters, list(layout.layers)), stack.costs)
+    closed = _exchange_cycles(m, rows)
+    fabric = make_fabric(m)
+    tiles = np.concatenate([t.ravel() for t in (*layout.weight_tiles, *layout.state_tiles, layout.feeder_tiles)])
+    assert np.unique(tiles).size == tiles.size  # no PE holds two roles
+    checked = 0
+    for s, r in enumerate(rows):
+        if not r.exchange:
+            continue
+        src, dst, nb, group = row_transfers(layout, r)
+        events = fabric.transfer_cycles(src, dst, nb, group)
+        assert closed[s] - r.hops * m.fabric.hop_cycles <= events <= closed[s], (r.label, events, closed[s])
+        checked += 1
+    assert checked == sum(r.exchange for r in rows) > 0

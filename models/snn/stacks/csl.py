@@ -123,7 +123,8 @@ class CslStack:
         "the data input's spikes spread over the first layer's input blocks by their neurons [U] "
         "(band: up to every block taking all it can, input_split='worst')",
         "chains pipelined wavelet by wavelet [U] (band: up to R x the drain)",
-        "a cell hand-off adds d+1 hops and shares no link [U] (band: up to d hand-offs on a link)",
+        "each exchange timed by its busiest port or link and its route bound (the event model on the "
+        "program's own routes is within: closed - hops <= events <= closed, tests/test_stack_csl.py)",
         "a wavelet handshake between phases: 0 cycles beyond the route's hops [U], band 0-100 cycles",
         DATAFLOW_BAND,
     )

@@ -30,11 +30,12 @@ in-block ``r`` at step ``t``; ``n_c``: neurons of out-block ``c``; ``m``: neuron
 
 Exchange time: the mesh fabric's closed form (:class:`tilesim.machine.fabric.MeshFabric`) on each
 row's per-PE bytes, with the busiest link's bytes and the longest route given by the program (a
-chain's links each carry its vector once; a line's multicast crosses each link of the line once):
+chain's links each carry its vector once; a line's multicast crosses each link of the line once;
+the routes' bounds of :func:`tilesim.models.snn.stacks.csl_layout.build_layout`, the same in any band):
 what the fabric's proportional rule would spread over the wafer stays on the rows and columns it
-uses. [U] a chain is pipelined (band: up to ``R`` times the drain if it were not); [U] the hand-off
-between adjacent cells adds ``d + 1`` hops and shares no link with another hand-off (band: up to
-``d`` hand-offs on one link).
+uses. [U] a chain is pipelined (band: up to ``R`` times the drain if it were not). Against the event
+model on the program's own routes (:func:`row_transfers`, ``tests/test_stack_csl.py``):
+``closed - hops <= events <= closed`` per row (the events take a chain's hops at once).
 
 Counts (:func:`block_counts`): per out-block from the counters' per-tile spike tallies
 (``spike_detect``: ``spikes_kept``, ``entries_kept``), exact; a layer's input at step ``t`` is the
@@ -639,3 +640,58 @@ def csl_memory(config, layout: Layout, machine, costs: WseCosts | None = None) -
     led.add("variables:inputs", 4 * T * B * (cap + 1), ft, "input lists of the step (feeders)")
     led.add("control_code", np.full(ft.size, code), ft, "PE program code and runtime")
     return led
+
+
+def row_transfers(layout: Layout, row: _Row) -> tuple:
+    """The explicit transfers ``(src, dst, bytes, group)`` a row's exchange stands for on ``layout`` (group
+    >= 0: one multicast), to time it through the event model
+    (:meth:`tilesim.machine.fabric.MeshFabric.transfer_cycles`): each chain as its hops PE to PE (a state PE
+    passes on what is not its share), each line or column multicast as one tree from its sender."""
+    out: list = []
+    group = [0]
+
+    def uni(a, b, nb):
+        if nb > 0:
+            out.append((int(a), int(b), float(nb), -1))
+
+    def multi(a, dsts, nb):
+        if nb > 0:
+            out.extend((int(a), int(t), float(nb), group[0]) for t in np.asarray(dsts).ravel())
+            group[0] += 1
+
+    L = len(layout.layers)
+    for r in range(layout.layers[0].R):  # the feeders into layer 0's lines
+        multi(layout.feeder_tiles[r], layout.weight_tiles[0][r], row.f_out[r])
+    for l, lb in enumerate(layout.layers):
+        W, St = layout.weight_tiles[l], layout.state_tiles[l]
+        if row.label == "fwd: synaptic adds":
+            cols = layout.fabric[0]
+            for c in range(lb.C):
+                far = np.argsort(-np.abs(W[:, c] // cols - St[0, c] // cols) - np.abs(W[:, c] % cols - St[0, c] % cols))
+                chain = [*W[far, c].tolist(), *St[::-1, c].tolist()]  # farthest line first, then the state PEs
+                left = float(row.w_out[l][0, c])
+                for i in range(len(chain) - 1):
+                    if i >= lb.R:  # a state PE keeps its share
+                        left -= float(row.s_in[l][lb.depth - (i - lb.R) - 1, c])
+                    uni(chain[i], chain[i + 1], left)
+        elif row.label == "fwd: neuron update" and l + 1 < L:
+            for k in range(lb.depth):
+                for c in range(lb.C):
+                    multi(St[k, c], layout.weight_tiles[l + 1][c], row.s_out[l][k, c])
+        elif row.label == "bwd: state grad":
+            for k in range(lb.depth):
+                for c in range(lb.C):
+                    multi(St[k, c], W[:, c], row.s_out[l][k, c])
+        elif row.label == "bwd: weight+input grad" and l > 0:
+            below = layout.state_tiles[l - 1]
+            for r in range(lb.R):
+                for c in range(lb.C - 1, 0, -1):
+                    uni(W[r, c], W[r, c - 1], row.w_out[l][r, c])
+                for k in range(below.shape[0]):  # the line's sums, each state PE its share
+                    share = layout.layers[l - 1].state_sizes[k, r] / layout.layers[l - 1].out_sizes[r]
+                    uni(W[r, 0], below[k, r], row.w_out[l][r, 0] * share)
+    if not out:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0), z
+    a = np.array(out, dtype=object)
+    return a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2].astype(np.float64), a[:, 3].astype(np.int64)
