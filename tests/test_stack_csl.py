@@ -60,7 +60,8 @@ def test_two_layer_toy_counted_by_hand():
     ==========================  =========================================================  ======
     host: input stream          feeder: 20 + (2 ids + 1 end)·1                              23
     fwd: synaptic adds (t)      weight PE 1: 20 + 2·8 + s·(1+6+8) + s·2 + 2 = 38 + 17s, s=2  72
-    fwd: neuron update (t)      state PE 1: 20+8 + 2 + 6·(8+2) + o·(6+1), o = 1              97
+    fwd: neuron update t=0      state PE 1: 20+8 + 2 + 6·(8+2) + o·(6+1), o = 1              97
+    fwd: neuron update t=1      every state PE: 90 (no ids out: no layer reads step 2)      90
     loss                        state PE 2: 20 + 5·(8+2)                                    70
     bwd: state grad (t)         state PE 1: 20 + κ·(1+6) + 5·(8+2), κ = 1                   77
     bwd: weight+input grad t=1  weight PE 2: 20+3·8 + 2 + (s+k)·(6+8+2) + k, s=k=1          79
@@ -71,13 +72,13 @@ def test_two_layer_toy_counted_by_hand():
     Exchange (mesh: 4 B a cycle per port and link, 1 cycle a hop, no fixed cost): host: the feeder's 3
     wavelets (2 ids + end) along layer 1's line, 12 B → 3 + 1 hop = 4; synaptic adds: the [1, 2] partials down
     the column into the state PE, 8 B → 2 + 2 hops = 4; neuron update: layer 1's id + end to layer 2's line (8 B)
-    and the feeder's next 12 B, 3 + 3 hops = 6 (t = 1: 8 B only, 2 + 3 = 5); state grad: dI up the column,
+    and the feeder's next 12 B, 3 + 3 hops = 6 (t = 1: nothing to send); state grad: dI up the column,
     8 B → 2 + 2 = 4; weight+input grad t = 1: layer 2's one partial into layer 1's state PE, 4 B → 1 + 3 = 4.
     """
     m, cfg, pl, counters, step = _toy()
     prog = step.program(m)
-    want_compute = [23, 72, 97, 72, 97, 70, 77, 79, 77, 78, 32]
-    want_exchange = [4, 4, 6, 4, 5, 0, 4, 4, 4, 0, 0]
+    want_compute = [23, 72, 97, 72, 90, 70, 77, 79, 77, 78, 32]
+    want_exchange = [4, 4, 6, 4, 0, 0, 4, 4, 4, 0, 0]
     assert [prog.labels[i] for i in prog.label_id] == [
         "host: input stream",
         *["fwd: synaptic adds", "fwd: neuron update"] * 2,

@@ -16,8 +16,9 @@ in-block ``r`` at step ``t``; ``n_c``: neurons of out-block ``c``; ``m``: neuron
     exchange: the column chains, ``4·B·n_c`` bytes per link of column ``c`` (pipelined: the busiest
     link's bytes plus the chain's hops).
 ``fwd: neuron update`` (t)  state PE: ``B·(task + dsd + m·rx) + B·neuron_ops·(dsd + m/mem) + o·(scalar + tx)``
-    (o its share of ``o_c``); exchange: each column's spike ids (+ one end-of-list wavelet per
-    sample) multicast along the next layer's line ``c``; the feeders send layer 0's next lists (as in the host row).
+    (o its share of ``o_c``; none from the output layer or at the last step, whose lists no layer reads);
+    exchange: each column's spike ids (+ one end-of-list wavelet per sample) multicast along the next
+    layer's line ``c``; the feeders send layer 0's next lists (as in the host row).
 ``loss``  the output layer's state PEs: ``B·(task + neuron_grad_ops·(dsd + m/mem))``.
 ``bwd: state grad`` (t, reversed)  state PE: ``B·task + κ·(rx + scalar) + B·neuron_grad_ops·(dsd + m/mem)``;
     exchange: δI (``4·B·n_c``) multicast up the column.
@@ -357,14 +358,16 @@ def step_rows(config, blocks: list, counts: list, costs: WseCosts) -> list:
         for l, (lb, c) in enumerate(zip(blocks, counts)):
             m = lb.state_sizes.astype(np.float64)
             frac = m / lb.out_sizes[None, :]
-            o = c.o_out[t][None, :] * frac if l + 1 < L else 0.0  # the output layer's ids stay home
+            # the ids go to the next layer's step t + 1: none from the output layer, none at the last step
+            send = l + 1 < L and t + 1 < T
+            o = c.o_out[t][None, :] * frac if send else 0.0
             r.s_comp[l] = (
                 B * (k.task_cycles + k.dsd_setup_cycles)
                 + B * m * k.wavelet_rx_cycles
                 + B * k.neuron_ops * (k.dsd_setup_cycles + m / k.mem_op_per_cycle)
                 + o * (k.spike_scalar_cycles + k.wavelet_tx_cycles)
             )
-            if l + 1 < L:  # the column's ids multicast along the next layer's line c
+            if send:  # the column's ids multicast along the next layer's line c
                 r.s_out[l] = 4.0 * (o + B)
                 line = 4.0 * (c.o_out[t] + lb.depth * B)  # [C]: what each PE of line c receives
                 r.w_in[l + 1] += line[:, None]
