@@ -222,6 +222,11 @@ def test_the_closed_form_bounds_the_events_on_the_programs_own_routes(layers, si
     fabric = make_fabric(m)
     tiles = np.concatenate([t.ravel() for t in (*layout.weight_tiles, *layout.state_tiles, layout.feeder_tiles)])
     assert np.unique(tiles).size == tiles.size  # no PE holds two roles
+    cols = m.fabric.cols
+    for l in range(1, len(layout.layers)):  # each line starts across the edge from the column end feeding it
+        ends, lines = layout.state_tiles[l - 1][0], layout.weight_tiles[l]
+        gap = np.abs(lines % cols - (ends % cols)[:, None]) + np.abs(lines // cols - (ends // cols)[:, None])
+        assert gap.min(axis=1).max() <= layout.layers[l].depth + 1
     checked = 0
     for s, r in enumerate(rows):
         if not r.exchange:
