@@ -5,8 +5,8 @@ the colours they use, and the choice of block size.
 holds ``W[in-block r, out-block c]``. A layer's out-blocks are groups of its placement's tiles (whole
 tiles, consecutive in tile order, at most ``b`` neurons each), so the counters' per-tile spike tallies
 add up to exact per-block counts; its in-blocks are the out-blocks of the layer below (the data input's
-channels are cut into ``ceil(N_0 / b)`` equal blocks). Below each column sit ``d_l`` state PEs (the
-column end) holding the column's neurons' state and recorded sequences, ``d_l`` the fewest that fit.
+channels are cut into ``ceil(N_0 / b)`` equal blocks). At the end of each column sit ``d_l`` state PEs
+holding the column's neurons' state and recorded sequences, ``d_l`` the fewest that fit.
 
 **Cells.** Each layer's rectangle sits in a square cell of ``S`` PEs a side (``S`` = the largest
 ``C_l`` and ``R_l + d_l``); cells follow a zig-zag through bands two cells wide (down the first band,
@@ -15,15 +15,19 @@ of the layer after it on a side at right angles: a layer's input lines start at 
 layer below and its column ends face the layer above, so spikes and input-gradient partials cross
 one cell edge (no transpose, nothing crosses the wafer). A column of ``R_0`` feeder PEs at the
 fabric's west edge takes the host's input stream and feeds layer 0's lines. A layout whose cells do
-not fit on the fabric is not a candidate; :func:`choose_layout` takes, among the block sizes whose
-PEs fit in SRAM and whose cells fit on the fabric, the one with the least step time
-(:func:`tilesim.models.snn.stacks.csl_program.estimate_cycles`): a bigger fabric has every candidate
-of a smaller one, so it is never slower (it leaves PEs idle and says how many).
+not fit on the fabric is not a candidate; :func:`tilesim.models.snn.stacks.csl_program.choose_layout`
+takes, among the block sizes whose PEs fit in SRAM and whose cells fit on the fabric, the one with the
+least step time at the lists' caps (:func:`tilesim.models.snn.stacks.csl_program.estimate_cycles`). A
+block size's estimate does not depend on the fabric (its routes are timed by bounds that hold in any
+band) and a bigger fabric has every block size of a smaller one, so at the caps it is never slower (it
+leaves PEs idle and says how many); ``tests/test_stack_csl.py`` checks the wafer against a 100 x 100
+cut on counted spikes.
 
 **Colours.** Per layer: the spike multicast along the input lines (1), the forward partial-sum chain
 down the columns (2, alternating, so a PE receives on one and sends on the other), the δI multicast up
-the columns (1), the input-gradient chain along the lines (2): 6. Adjacent layers meet at the cell
-edge, so two palettes alternate; cells two apart never share a router and reuse them. With the
+the columns (1), the input-gradient chain along the lines (2): 6. Each move of the zig-zag changes a
+cell's parity, so adjacent cells hold layers of opposite parity and two palettes alternate (a hand-off
+uses the receiving layer's colours; no route leaves its two cells). With the
 memcpy framework's colours: ``2·6 + memcpy_colors``; a layout needing more than the router's
 ``routable_colors`` is refused (:func:`check_colors`).
 """
