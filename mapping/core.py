@@ -43,7 +43,7 @@ from tilesim.running.memo import BytesLRU
 __all__ = ["Mapping", "Block", "FORMAT", "STRATEGIES", "load_mapping", "block_tiles"]
 
 FORMAT = "tilesim-mapping/1"
-STRATEGIES = ("contiguous", "round_robin", "balanced", "graph", "spread")
+STRATEGIES = ("contiguous", "round_robin", "balanced", "graph", "spread", "rectangles")
 """The placement strategies by name (:mod:`tilesim.mapping.strategies`); a mapping is one of these or a file."""
 _BLOCK_KEYS = {"first_neuron", "count", "chip", "first_tile", "neurons_per_tile", "n_tiles", "order"}
 

@@ -57,6 +57,7 @@ __all__ = [
     "spread_neurons",
     "pack_layers",
     "from_layout",
+    "rectangles",
 ]
 
 
@@ -411,3 +412,141 @@ def on_chips(m: Mapping, walk) -> Mapping:
     tpc = m.tiles_per_chip
     tiles = tuple((w[a // tpc] * tpc + a % tpc).astype(np.int32) for a in m.tile_of_neuron)
     return Mapping(m.layer_sizes, m.chips, tpc, tiles, m.strategy)
+
+
+def _guillotine(x0: int, y0: int, w: int, h: int, items: list, weights) -> dict:
+    """Each of ``items`` (layer ids) a rectangle ``(x0, y0, w, h)`` of the grid cell ``(x0, y0, w, h)``,
+    areas ∝ ``weights``: the items cut into two runs of near-equal weight, the cell cut across its longer
+    side in proportion, each part keeping at least one core per item (recursively)."""
+    if len(items) == 1:
+        return {items[0]: (x0, y0, w, h)}
+    if w * h < len(items):
+        raise MappingError(
+            f"a {w}x{h} rectangle of cores gets {len(items)} layers: a layer needs a core of its own "
+            "(use a machine with more chips or cores)"
+        )
+    wt = np.maximum(np.asarray([weights[i] for i in items], float), 1e-12)
+    cum = np.cumsum(wt)
+    best = int(np.clip(np.searchsorted(cum, cum[-1] / 2) + 1, 1, len(items) - 1))
+    for k in sorted(range(1, len(items)), key=lambda j: abs(j - best)):  # the balanced split first
+        a, b = items[:k], items[k:]
+        share = cum[k - 1] / cum[-1]
+        for along_w in ((w >= h), not (w >= h)):
+            side, other = (w, h) if along_w else (h, w)
+            lo, hi = -(-len(a) // other), side - -(-len(b) // other)
+            if lo > hi:
+                continue
+            cut = int(min(max(round(side * share), lo), hi))
+            if along_w:
+                return {**_guillotine(x0, y0, cut, h, a, weights), **_guillotine(x0 + cut, y0, w - cut, h, b, weights)}
+            return {**_guillotine(x0, y0, w, cut, a, weights), **_guillotine(x0, y0 + cut, w, h - cut, b, weights)}
+    raise MappingError(f"no guillotine cut of a {w}x{h} rectangle of cores gives {len(items)} layers a core each")
+
+
+def _shares(total: int, weights, least: int = 1) -> list[int] | None:
+    """``total`` whole units split ∝ ``weights``, each at least ``least`` (largest remainder); None if
+    ``total`` cannot give every weight ``least``."""
+    w = np.maximum(np.asarray(weights, float), 1e-12)
+    n = w.size
+    if total < least * n:
+        return None
+    extra = total - least * n
+    raw = extra * w / w.sum()
+    out = np.floor(raw).astype(int)
+    for i in np.argsort(-(raw - out), kind="stable")[: extra - int(out.sum())]:
+        out[i] += 1
+    return (out + least).tolist()
+
+
+def _bands(cols: int, rows: int, items: list, weights, across: bool) -> dict | None:
+    """``items`` (in order) in bands of whole rows (``across``: whole columns), each band's items side by side
+    with widths ∝ their weights, the band boundaries and heights chosen by dynamic programming to make the
+    fullest rectangle's weight per core the least: ``{item: (x0, y0, w, h)}``, or None if no band layout fits."""
+    long_side, short_side = (cols, rows) if not across else (rows, cols)
+    w = [max(float(weights[i]), 1e-12) for i in items]
+    k = len(items)
+    widths, load = {}, {}
+    for i in range(k):  # a band of items i .. j-1: their widths and the fullest one's weight per core column
+        for j in range(i + 1, min(k, i + long_side) + 1):
+            ws = _shares(long_side, w[i:j])
+            widths[i, j] = ws
+            load[i, j] = max(a / b for a, b in zip(w[i:j], ws))
+    best = {(0, 0): (0.0, None)}  # (items placed, rows used) -> (fullest load so far, previous state and band)
+    for i in range(k):
+        for y in range(short_side):
+            if (i, y) not in best:
+                continue
+            done = best[i, y][0]
+            for j in range(i + 1, min(k, i + long_side) + 1):
+                for h in range(1, short_side - y + 1):
+                    v = max(done, load[i, j] / h)
+                    if (j, y + h) not in best or v < best[j, y + h][0]:
+                        best[j, y + h] = (v, (i, y, h))
+    if (k, short_side) not in best:
+        return None
+    out, state = {}, (k, short_side)
+    while state != (0, 0):
+        i, y, h = best[state][1]
+        x = 0
+        for t, wd in zip(range(i, state[0]), widths[i, state[0]]):
+            out[items[t]] = (x, y, wd, h) if not across else (y, x, h, wd)
+            x += wd
+        state = (i, y)
+    return out
+
+
+def _layout(cols: int, rows: int, items: list, weights) -> dict:
+    """The rectangles of ``items`` on a ``cols`` x ``rows`` grid whose fullest rectangle (weight per core)
+    is the least: the guillotine cut (:func:`_guillotine`) or bands of whole rows or of whole columns
+    (:func:`_bands`)."""
+    w = {i: max(float(weights[i]), 1e-12) for i in items}
+    load = lambda lay: max(w[i] / (r[2] * r[3]) for i, r in lay.items())  # noqa: E731
+    best = _guillotine(0, 0, cols, rows, items, weights)
+    for across in (False, True):
+        lay = _bands(cols, rows, items, weights, across)
+        if lay is not None and load(lay) < load(best) * (1 - 1e-12):
+            best = lay
+    return best
+
+
+def rectangles(
+    layer_sizes,
+    chips: int,
+    tiles_per_chip: int,
+    cols: int,
+    weights=None,
+    chips_used: int | None = None,
+    grid_cols: int | None = None,
+) -> Mapping:
+    """Each layer a rectangle of one chip's ``cols``-wide core grid (what a TT-Metal program multicasts to):
+    layers in ``min(chips_used, layers)`` runs of consecutive layers balanced by ``weights`` (default: the
+    sizes) on the first chips of :func:`chip_walk` (``chips_used`` default: all; the rest stay idle), each
+    chip's grid cut into one rectangle per layer with areas ∝ ``weights`` (a guillotine cut: across the
+    longer side, recursively); a layer with fewer neurons than its rectangle's cores keeps a smaller
+    rectangle at its corner; its neurons split evenly over its cores in row-major order. Every core may be
+    used (a Tensix program keeps no core free)."""
+    _check(layer_sizes, chips, tiles_per_chip, 1, 0)
+    L = len(layer_sizes)
+    rows = tiles_per_chip // cols
+    require(cols >= 1 and rows * cols == tiles_per_chip, "cols", cols, f"must divide the {tiles_per_chip} cores")
+    k = chips if chips_used is None else int(chips_used)
+    require(1 <= k <= chips, "chips_used", k, f"must be in 1..{chips}")
+    w = np.asarray(layer_sizes if weights is None else weights, float)
+    require(w.size == L and bool(np.all(w >= 0)), "weights", list(w), f"need {L} non-negative values, one per layer")
+    walk = chip_walk(chips, grid_cols)
+    group = split_layers(np.maximum(w, 1e-12), min(k, L))
+    out = []
+    rects: dict = {}
+    for g in sorted(set(group)):
+        ls = [l for l in range(L) if group[l] == g]
+        for l, r in _layout(cols, rows, ls, w).items():
+            rects[l] = (walk[g], *r)
+    for l in range(L):
+        c, x0, y0, rw, rh = rects[l]
+        n = int(layer_sizes[l])
+        if n < rw * rh:  # fewer neurons than cores: a smaller rectangle at the corner
+            rw = min(rw, n)
+            rh = max(1, min(rh, n // rw))
+        cores = np.array([c * tiles_per_chip + (y0 + y) * cols + x0 + x for y in range(rh) for x in range(rw)])
+        out.append(cores[(np.arange(n) * cores.size) // n].astype(np.int64))
+    return Mapping(tuple(int(n) for n in layer_sizes), chips, tiles_per_chip, tuple(out), "rectangles")

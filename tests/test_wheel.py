@@ -161,7 +161,8 @@ from tilesim.models.noc.measured import shipped_noc_cases
 
 load_costs(), load_matmul_costs(), default_costs(), uncalibrated_costs(), load_noc_costs()
 assert shipped_cases_path().is_file()
-for cases in (shipped_collective_cases, shipped_sparse_cases, shipped_stencil_cases, shipped_matmul_cases, shipped_noc_cases):
+SHIPPED = (shipped_collective_cases, shipped_sparse_cases, shipped_stencil_cases, shipped_matmul_cases)
+for cases in (*SHIPPED, shipped_noc_cases):
     assert cases(), cases.__name__
 print("ok")
 """

@@ -27,13 +27,15 @@ def _chips_used(m) -> set:
 
 def test_spread_uses_every_chip_of_a_chip_mesh_one_hop_apart():
     """16 chips on a 2 x 8 mesh, 20 layers of 32 neurons: the paper's contiguous placement packs them on the
-    first chips; ``auto`` (Tenstorrent: spread) puts them on all 16 (counted), consecutive layers at most one
-    Ethernet hop apart (the snake walk), each chip's 64 tiles shared by its layers."""
+    first chips; ``spread`` puts them on all 16 (counted), consecutive layers at most one Ethernet hop apart
+    (the snake walk), each chip's 64 tiles shared by its layers. (``auto`` on Tenstorrent is the tt-metal
+    stack's ``rectangles`` since issue 49, on the fewest chips that are fastest: tests/test_stack_tt_metal.py.)"""
     cfg = NetworkConfig(layers="64-" + "-".join(["32"] * 20), batch=2, timesteps=3, max_activity=0.1, activity="fixed")
     m = load_machine("wormhole-galaxy", 16)
-    auto = place_network(cfg, m, None, "auto").mapping
+    auto = place_network(cfg, m, None, "spread").mapping
     contiguous = place_network(cfg, m, None, "contiguous").mapping
     assert auto.strategy == "spread"
+    assert place_network(cfg, m, None, "auto").mapping.strategy == "rectangles"
     assert _chips_used(auto) == set(range(16))
     assert len(_chips_used(contiguous)) < 16
     links = EthernetLinks(m)

@@ -392,7 +392,10 @@ class System:
 class Machine:
     """A complete machine: ``system.chips`` identical chips. ``vendor`` (one of :data:`VENDORS`):
     who makes it, so that a workload can build its programs as that vendor's software would; ``""``
-    (a user's file that does not say) leaves the choice to the workload."""
+    (a user's file that does not say) leaves the choice to the workload. ``architecture``: the chip's
+    generation as its vendor's software names it (``wormhole_b0``, ``blackhole``, ``wse2``, ...), where a
+    stack's firmware figures differ by it; ``""``: not said (a stack then assumes its first generation and
+    says so)."""
 
     name: str
     description: str
@@ -400,6 +403,7 @@ class Machine:
     fabric: Fabric
     system: System
     vendor: str = ""
+    architecture: str = ""
 
     def __post_init__(self):
         if self.vendor not in VENDORS:
@@ -521,11 +525,12 @@ class Machine:
         }
 
     def to_dict(self) -> dict:
-        """The TOML/JSON form (``vendor`` only when the machine says one)."""
+        """The TOML/JSON form (``vendor`` and ``architecture`` only when the machine says them)."""
         return {
             "name": self.name,
             "description": self.description,
             **({"vendor": self.vendor} if self.vendor else {}),
+            **({"architecture": self.architecture} if self.architecture else {}),
             "chip": asdict(self.chip),
             "fabric": {k: v for k, v in asdict(self.fabric).items() if self.fabric.kind != "all-to-all" or k == "kind"},
             "system": asdict(self.system),
@@ -556,7 +561,7 @@ def machine_from_dict(data: dict, source: str = "machine") -> Machine:
         raise ConfigError(
             config_message(source, data, "must be a table", "tilesim machines gc200 --toml prints a valid file")
         )
-    allowed = {"name", "description", "vendor", "chip", "fabric", "system"}
+    allowed = {"name", "description", "vendor", "architecture", "chip", "fabric", "system"}
     for key in data:
         if key not in allowed:
             raise ConfigError(
@@ -586,8 +591,21 @@ def machine_from_dict(data: dict, source: str = "machine") -> Machine:
     vendor = data.get("vendor", "")
     if not isinstance(vendor, str):
         raise ConfigError(config_message("vendor", vendor, "must be a string", 'e.g. vendor = "graphcore"'))
+    arch = data.get("architecture", "")
+    if not isinstance(arch, str):
+        raise ConfigError(
+            config_message(
+                "architecture", arch, "must be a string", 'e.g. architecture = "wormhole_b0" (or leave it out)'
+            )
+        )
     return Machine(
-        name=name, description=str(data.get("description", "")), chip=chip, fabric=fabric, system=system, vendor=vendor
+        name=name,
+        description=str(data.get("description", "")),
+        chip=chip,
+        fabric=fabric,
+        system=system,
+        vendor=vendor,
+        architecture=arch,
     )
 
 

@@ -368,6 +368,7 @@ class _Steps:
     programs: list = field(default_factory=list)
     digests: list = field(default_factory=list)  # per step: ProgramDigest (pictures, trace, totals)
     history: list = field(default_factory=list)  # per step: diagnose.StepRecord (loss, per-layer activity)
+    stack_lines: list = field(default_factory=list)  # per step: what the stack chose (SnnStep.stack_lines)
 
 
 def _time_step(options, config, machine, placement, costs, counters, out: _Steps, t0: float):
@@ -384,6 +385,7 @@ def _time_step(options, config, machine, placement, costs, counters, out: _Steps
     )
     timed = time_workload(step, machine)
     program, sim = timed.program, timed.result
+    out.stack_lines.append(step.stack_lines(sim))
     out.walls.append(time.perf_counter() - t0)
     out.pred.append(sim.total_s)
     out.results.append(sim)
@@ -516,7 +518,7 @@ def _summarize(
         findings=facts.findings,
         structure=facts.structure,
         stack=stack,
-        notes=facts.notes,
+        notes=facts.notes + tuple(s.stack_lines[med] if s.stack_lines else ()),
         artifacts=artifacts,
     )
 

@@ -93,6 +93,10 @@ def strategy_mapping(name: str, config: NetworkConfig, machine, neurons_per_tile
         return S.graph(sizes, C, TPC, edge_bytes(config), neurons_per_tile, seed=config.seed)
     if name == "spread":
         return S.spread(sizes, C, TPC, layer_weights(config), neurons_per_tile, grid_cols=chip_grid_cols(machine))
+    if name == "rectangles":  # the tt-metal stack's: each layer a rectangle, on the chips that are fastest
+        from tilesim.models.snn.stacks.tt_place import rectangles_mapping
+
+        return rectangles_mapping(config, machine)
     raise MappingError(
         f"mapping = {name!r}: unknown strategy; use one of {', '.join(STRATEGIES)} or a mapping JSON file"
     )
@@ -206,7 +210,7 @@ def place_network(
     if neurons_per_tile:
         candidates = [int(neurons_per_tile)]
     else:  # spread shares every tile out, down to one neuron each: one try; the rest from 2 per tile up
-        candidates = [1] if mapping == "spread" else list(range(2, 4097, 2))
+        candidates = [1] if mapping in ("spread", "rectangles") else list(range(2, 4097, 2))
     last_error = None
     for npt in candidates:
         try:

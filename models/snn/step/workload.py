@@ -76,6 +76,12 @@ class SnnStep:
         st = self._stacks.get(result.machine_name)
         return result if st is None else st.host(self, result)
 
+    def stack_lines(self, result: SimResult) -> tuple:
+        """What the stack says it chose on the result's machine (a stack with a ``section_lines`` method)."""
+        st = self._stacks.get(result.machine_name)
+        lines = getattr(st, "section_lines", None)
+        return tuple(lines(result.machine_name)) if lines is not None else ()
+
     def section(self, result: SimResult) -> Section:
         """The network, its spike caps, the execution stack (as given: a run passes the one ``auto``
         resolved to) and the structural assumptions the step was timed under."""
@@ -97,6 +103,7 @@ class SnnStep:
                 f"network {layers}: batch {cfg.batch}, {cfg.timesteps} time steps, spike caps {caps}",
                 f"assumed structure: {assumed}",
                 f"execution stack {stack}",
+                *self.stack_lines(result),
             ),
             data=(
                 ("layers", layers),
