@@ -119,8 +119,11 @@ def test_full_wafer_never_slower_than_a_100x100_cut():
         st = stack_for(m)
         placed = place_network(cfg, m, mapping=st.default_placement(m), stack="csl")
         counters = count_work(fixed_activity(cfg), placed.placement, per_step=True)
-        out[m.name] = time_workload(SnnStep(cfg, placed.placement, counters, stack="csl"), m).result.total_s
+        step = SnnStep(cfg, placed.placement, counters, stack="csl")
+        res = time_workload(step, m).result
+        out[m.name] = res.total_s
         assert "idle" in st.describe_layout(cfg, placed.placement, m)
+        assert "PEs used" in step.stack_lines(res)[0] and "15 of the router's 24" in step.stack_lines(res)[1]
     assert out[wafer.name] <= out[cut.name]
 
 

@@ -112,6 +112,7 @@ class CslStack:
     machine: object = field(compare=False, repr=False, default=None)
     costs: WseCosts = field(default_factory=default_wse_costs)
     input_split: str = "uniform"
+    _lines: dict = field(default_factory=dict, compare=False, repr=False)  # per machine name: section_lines
 
     name = "csl"
     layers_span_chips = True
@@ -146,9 +147,20 @@ class CslStack:
         layout = self.layout(step.config, step.placement, machine)
         counts = block_counts(step.config, step.counters, list(layout.layers), self.input_split)
         rows = step_rows(step.config, list(layout.layers), counts, self.costs)
+        self._lines[machine.name] = (
+            f"csl program: {layout.describe(machine.tiles_per_chip)}",
+            f"csl colours: {layout.colors} of the router's {int(self.costs.routable_colors)} routable colours "
+            f"({int(self.costs.memcpy_colors)} of them memcpy's)",
+            f"csl costs: {self.costs.name} v{self.costs.version} (wse_costs.toml, [U] bands there); "
+            f"input spikes over the first layer's blocks: {self.input_split}",
+        )
         return build_program(
             layout, rows, machine, f"snn training step (csl: {layout.describe(machine.tiles_per_chip)})"
         )
+
+    def section_lines(self, machine_name: str) -> tuple:
+        """What the stack chose on that machine (blocks, cells, colours, PEs used and idle) for the run's notes."""
+        return self._lines.get(machine_name, ())
 
     def memory(self, config, placement, machine, totals=None, cache=None):
         led = csl_memory(config, self.layout(config, placement, machine), machine, self.costs)
