@@ -223,3 +223,30 @@ def test_firmware_figures_follow_the_machines_architecture_not_its_name(tmp_path
     unsaid = replace(p150, architecture="")
     assert dispatch_s(unsaid) == dispatch_s(load("wormhole-n150"))
     assert "assumes Wormhole" in architecture_note(unsaid) and architecture_note(p150) is None
+
+
+def test_on_chip_traffic_runs_through_the_event_model():
+    """Issue 49 part 6: the spike lists (one multicast per core to the next layer's cores on its chip) and the
+    input-gradient partials (one unicast per core pair) are explicit messages, so the fabric times each row with
+    the event model (flows on their routes sharing links and ports, a multicast once per link of its tree), not
+    from per-tile totals. On one p150 with four layers the per-tile closed form would charge the forward rows
+    about 3x the events' drain (a sender's tree would span every receiver of the row on the chip)."""
+    from tilesim.machine.fabric import make_fabric
+
+    m = load_machine("blackhole-p150")
+    cfg = NetworkConfig("700-1024-1024-1024-20", batch=16, timesteps=4, input_cap=32, activity="fixed")
+    pl = place_network(cfg, m, None, "auto").placement
+    prog = _step(cfg, pl, m, form="dense").program(m)
+    assert prog.transfer_step.size > 0
+    fab = make_fabric(m)
+    k = 2  # the forward row of t = 1
+    row = prog.transfer_step == k
+    group = prog.transfer_group[row]
+    assert (group >= 0).all()  # multicasts
+    events = fab.transfer_cycles(prog.transfer_src[row], prog.transfer_dst[row], prog.transfer_bytes[row], group)
+    assert prog.reduce_on(fab).exchange[k, 0] == pytest.approx(events)  # what the engine is given
+    b_in, b_out = prog.bytes_in[k][None, None, :], prog.bytes_out[k][None, None, :]
+    closed = fab.exchange_cycles(b_in, b_out)[0][0, 0]
+    assert closed - fab.fixed > 2 * (events - fab.fixed)
+    back = prog.transfer_step == 2 * cfg.timesteps + 2 - 2  # a backward row: partials as unicasts
+    assert back.any() and (prog.transfer_group[back] < 0).all()

@@ -327,9 +327,50 @@ def _optimizer(ctx: _Ctx, ly) -> np.ndarray:
     return overlapped(upd * moved, compute, 0.0, np.ceil(upd * c.weight_bytes / c.page_bytes))
 
 
-def _list_traffic(ctx: _Ctx, lists: list, b_in, b_out, flows: list, f0: int) -> None:
+class _Transfers:
+    """The on-chip messages of the program, explicit (``Program.transfers``): the fabric times each exchange
+    row's messages with the event model (:meth:`tilesim.machine.fabric.MeshFabric.transfer_cycles`: each flow on
+    its route, flows sharing a link or a port sharing its bandwidth, a multicast once over each link of its
+    tree), not from per-tile totals."""
+
+    def __init__(self):
+        self.parts: list = []
+        self.groups = 0
+
+    def multicast(self, k: int, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> None:
+        """Each core of ``src`` sends its ``nbytes`` (same order) once, as one multicast to every core of ``dst``."""
+        keep = nbytes > 0
+        src, nbytes = src[keep], nbytes[keep]
+        if not src.size or not dst.size:
+            return
+        n, m = src.size, dst.size
+        g = self.groups + np.repeat(np.arange(n), m)
+        self.groups += n
+        self.parts.append((np.full(n * m, k), np.repeat(src, m), np.tile(dst, n), np.repeat(nbytes, m), g))
+
+    def unicast(self, k: int, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> None:
+        """Every core of ``src`` sends ``nbytes[j]`` bytes to core ``dst[j]`` (one message per pair)."""
+        keep = nbytes > 0
+        dst, nbytes = dst[keep], nbytes[keep]
+        if not src.size or not dst.size:
+            return
+        n, m = src.size, dst.size
+        self.parts.append(
+            (np.full(n * m, k), np.repeat(src, m), np.tile(dst, n), np.tile(nbytes, n), np.full(n * m, -1))
+        )
+
+    def columns(self) -> tuple | None:
+        """``(step, src, dst, bytes, group)`` for :meth:`tilesim.program.Program.from_arrays` (None: none)."""
+        if not self.parts:
+            return None
+        cols = [np.concatenate(c) for c in zip(*self.parts)]
+        return (cols[0].astype(np.int32), cols[1], cols[2], cols[3].astype(np.float64), cols[4].astype(np.int32))
+
+
+def _list_traffic(ctx: _Ctx, lists: list, b_in, b_out, flows: list, f0: int, xfer: _Transfers) -> None:
     """The forward exchanges: each core's list (``lists[l]``, [T, cores] bytes) to every core of the layers it
-    feeds, one multicast per chip; to another chip over Ethernet (one link flow per chip pair and time step)."""
+    feeds, one multicast per chip (explicit: ``xfer``); to another chip over Ethernet (one link flow per chip
+    pair and time step, written into the receivers' L1 by the Ethernet cores, off the Tensix grid)."""
     T = ctx.cfg.timesteps
     for ly in ctx.layers:
         lb, copies = lists[ly.l], np.zeros(ly.tiles.size)
@@ -341,6 +382,10 @@ def _list_traffic(ctx: _Ctx, lists: list, b_in, b_out, flows: list, f0: int) -> 
                 b_in[f0 : f0 + T, tm.tiles] += sent[:, None]
                 local = bool((tm.chip == chip).any())
                 copies[on] = np.maximum(copies[on], float(local))
+                if local:
+                    here = tm.tiles[tm.chip == chip]
+                    for t in range(T):
+                        xfer.multicast(f0 + t, ly.tiles[on], here, lb[t, on])
                 for d in tm.chips:
                     if d != chip:
                         copies[on] += 1
@@ -348,10 +393,11 @@ def _list_traffic(ctx: _Ctx, lists: list, b_in, b_out, flows: list, f0: int) -> 
         b_out[f0 : f0 + T, ly.tiles] += lb * copies[None, :]
 
 
-def _partial_traffic(ctx: _Ctx, b_in, b_out, flows: list, b0: int) -> None:
+def _partial_traffic(ctx: _Ctx, b_in, b_out, flows: list, b0: int, xfer: _Transfers) -> None:
     """The backward exchanges: each core's input-gradient partials of time t (4·s_in bytes) to the owner core
-    of each entry (its list of t − 1): an owner receives 4·e·P bytes from the P cores of the sending layer;
-    across chips in proportion to the entries each chip owns."""
+    of each entry (its list of t − 1): an owner receives 4·e·P bytes from the P cores of the sending layer,
+    4·e from each (explicit unicasts on a chip: ``xfer``); across chips in proportion to the entries each chip
+    owns."""
     T = ctx.cfg.timesteps
     for ly in ctx.layers:
         if not ctx.has_in[ly.l]:
@@ -366,6 +412,9 @@ def _partial_traffic(ctx: _Ctx, b_in, b_out, flows: list, b0: int) -> None:
                 b_in[k, tl.tiles] += 4.0 * e[t - 1] * ly.tiles.size
                 tot = e[t - 1].sum()
                 for chip in ly.chips:
+                    mine, theirs = ly.chip == chip, tl.chip == chip
+                    if theirs.any():
+                        xfer.unicast(k, ly.tiles[mine], tl.tiles[theirs], 4.0 * e[t - 1, theirs])
                     sent = 4.0 * s_in[t, ly.chip == chip].sum()
                     for d in tl.chips:
                         if d != chip and sent > 0 and tot > 0:
@@ -411,8 +460,9 @@ def build_tt_program(step, machine, costs: TensixCosts | None = None, force: dic
     out = layers[-1]
     comp[loss_k, out.tiles] += costs.sfpu(B * out.owned, costs.surrogate_cycles)  # loss and its gradient
     flows: list = []
-    _list_traffic(ctx, lists, b_in, b_out, flows, f0)
-    _partial_traffic(ctx, b_in, b_out, flows, b0)
+    xfer = _Transfers()
+    _list_traffic(ctx, lists, b_in, b_out, flows, f0, xfer)
+    _partial_traffic(ctx, b_in, b_out, flows, b0, xfer)
     comp[0, :] += report.dispatch_s * machine.clock_hz
     first, last = int(layers[0].chip[0]), int(out.chip[0])
     host = (
@@ -438,6 +488,7 @@ def build_tt_program(step, machine, costs: TensixCosts | None = None, force: dic
         bytes_out=b_out,
         flows=tuple(np.asarray(x) for x in zip(*flows)) if flows else None,
         host=host,
+        transfers=xfer.columns(),
         name="snn training step (tt-metal)",
         broadcast=broadcast,
     )
