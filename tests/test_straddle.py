@@ -18,13 +18,21 @@ from tilesim.errors import MappingError, SramOverflowError
 from tilesim.machine.description import load_machine
 from tilesim.mapping import Mapping
 from tilesim.models.snn.placement.fit import neuron_cut, place_network, to_placement
-from tilesim.models.snn.stacks import stack_for
+from tilesim.models.snn.stacks.dataflow import DataflowTableStack, dataflow_rows, dataflow_traits
 from tilesim.models.snn.step.counters import count_work
 from tilesim.models.snn.step.timing import build_step_program
 from tilesim.models.snn.step.workload import SnnStep
 from tilesim.models.snn.training.activity import fixed_activity
 from tilesim.models.snn.training.network import NetworkConfig
 from tilesim.workload import step_seconds
+
+
+def _table_stack(machine):
+    """The shared table program's dataflow form (:mod:`tilesim.models.snn.stacks.dataflow`): layers across chips
+    are its feature; the native tt-metal and csl programs build their own (issue 49)."""
+    rows = dataflow_rows("host: input stream", None, launch=False)
+    traits = dataflow_traits("csl", machine, rows, 0.0, False, "wavelet-triggered tasks (dataflow)")
+    return DataflowTableStack(traits, machine)
 
 
 def _same_math(a, b):
@@ -83,20 +91,21 @@ def _tiny_galaxy(chips: int):
 
 def test_a_layer_too_big_for_one_chip_places_and_runs_on_two():
     """A 2000-neuron layer that overflows one chip's SRAM (48 KB cores) places on two chips under a dataflow
-    table stack (csl's: the tt-metal stack keeps 101 KiB of L1 for its firmware alone and streams weights from
-    DRAM): ``spread`` with a chip per layer overflows, so the neurons are cut over both chips; the step
-    builds and runs; on one chip it still overflows."""
+    table stack (the shared table program's dataflow form, which csl used before its native program; the
+    tt-metal stack keeps 101 KiB of L1 for its firmware alone and streams weights from DRAM): ``spread`` with
+    a chip per layer overflows, so the neurons are cut over both chips; the step builds and runs; on one chip
+    it still overflows."""
     cfg = NetworkConfig("64-2000-6", batch=2, timesteps=4, input_cap=10, max_activity=0.1, seed=1)
     with pytest.raises(SramOverflowError):
-        place_network(cfg, _tiny_galaxy(1), None, "auto", stack="csl")
+        place_network(cfg, _tiny_galaxy(1), None, "auto", stack=_table_stack(_tiny_galaxy(1)))
     two = _tiny_galaxy(2)
-    placed = place_network(cfg, two, None, "auto", stack="csl")
+    placed = place_network(cfg, two, None, "auto", stack=_table_stack(two))
     assert placed.placement.chips_of_layer(0) == (0, 1)
     assert not placed.ledger.overflow_tiles().size
     state, res = train(cfg, placed.placement, steps=1)
     assert math.isfinite(res[0].loss)
     t = simulate(
-        build_step_program(cfg, placed.placement, res[0].counters, two, stack=stack_for(two, "csl").traits), two
+        build_step_program(cfg, placed.placement, res[0].counters, two, stack=_table_stack(two).traits), two
     ).total_s
     assert math.isfinite(t) and t > 0
 
@@ -151,7 +160,8 @@ def test_poplar_refuses_a_layer_across_chips_with_one_line(tmp_path, capsys):
 
 
 def test_two_chip_toy_link_bytes_by_hand():
-    """The dataflow table program (csl's; tt-metal's own program: tests/test_stack_tt_metal.py). Layer 1 (100
+    """The dataflow table program (the shared table's dataflow form; the native programs: tests/test_stack_tt_metal.py,
+    tests/test_stack_csl.py). Layer 1 (100
     neurons, N_max 20) split 50/50 over chips 0 and 1, layer 2 (4 neurons) on chip 0; B 4,
     input cap 5. Per time step, counted by hand:
 
@@ -168,7 +178,7 @@ def test_two_chip_toy_link_bytes_by_hand():
     tpc = machine.tiles_per_chip
     pl = Mapping((100, 4), 2, tpc, (np.r_[np.arange(1, 51), tpc + np.arange(50)], np.arange(51, 55)))
     counters = count_work(fixed_activity(cfg), pl, per_step=True)
-    prog = build_step_program(cfg, pl, counters, machine, stack=stack_for(machine, "csl").traits)
+    prog = build_step_program(cfg, pl, counters, machine, stack=_table_stack(machine).traits)
     got: dict = {}
     for s, a, b, n in zip(prog.flow_step, prog.flow_src, prog.flow_dst, prog.flow_bytes):
         key = (prog.labels[prog.label_id[s]], int(a), int(b))
