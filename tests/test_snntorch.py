@@ -55,7 +55,8 @@ def test_the_op_list_of_a_two_layer_toy_is_the_one_counted_by_hand():
 
 def test_a_per_step_op_runs_once_per_time_step_and_its_code_exists_once():
     from tilesim.machine.description import load_machine
-    from tilesim.models.snntorch.call import SnnTorchCall, snntorch_step
+    from tilesim.models.snntorch.call import SnnTorchCall
+    from tilesim.models.snntorch.step import snntorch_step
 
     m = load_machine("gc200")
     step = snntorch_step(SnnTorchCall((4, 3, 2), 2, 3, input_dtype="fp32", input_shape="sequence"), m)

@@ -106,8 +106,8 @@ def test_the_call_copies_of_a_two_layer_toy_are_the_ones_counted_by_hand():
     576 B per step, 1,728 B per call of T = 3; one Copy program per tensor: 13 forward + 13 backward, each run 3
     times = 78 copy supersteps; merged: one in and one out per body, 12."""
     from tilesim.machine.description import load_machine
-    from tilesim.models.snntorch.call import snntorch_step
     from tilesim.models.snntorch.mechanisms import Mechanisms, step_boundaries
+    from tilesim.models.snntorch.step import snntorch_step
     from tilesim.workload import time_workload
 
     call = _toy_call(input_dtype="fp32")
@@ -138,9 +138,9 @@ def test_merge_duplicate_ops_runs_the_frame_fc_and_the_resets_once_when_nothing_
     15 → 13; maps 28·3 + 26 + 3 casts = 113 → 113 - 2·2 - 4·2 - 2·2 = 97 (inplacing off, to count the merge
     alone). A sequence input is not merged (each step reads its own slice); outlined bodies are not merged."""
     from tilesim.machine.description import load_machine
-    from tilesim.models.snntorch.call import snntorch_step
     from tilesim.models.snntorch.mechanisms import Mechanisms
     from tilesim.models.snntorch.ops import op_counts
+    from tilesim.models.snntorch.step import snntorch_step
 
     m = load_machine("gc200")
     none = Mechanisms(outline="none", inplace=False)
@@ -163,8 +163,8 @@ def test_the_call_copies_of_single_op_outlining_are_the_ones_counted_by_hand():
 
     632 B per step, 1,896 per call; 26 tensors per step (78 copy supersteps), merged 10 calls x in/out x 3 = 60."""
     from tilesim.machine.description import load_machine
-    from tilesim.models.snntorch.call import snntorch_step
     from tilesim.models.snntorch.mechanisms import Mechanisms, outlined_calls
+    from tilesim.models.snntorch.step import snntorch_step
     from tilesim.workload import time_workload
 
     call = _toy_call(input_dtype="fp32", mechanisms=Mechanisms(outline="op"))
@@ -208,9 +208,9 @@ def test_inplacing_makes_the_clone_the_stacks_and_the_gradient_slices_views():
     program for each layer's reset clone (2 per step), the output layer's gradient slice (1 per step) and the
     two stacks (once): 113 - 3·3 - 2 = 102 maps; the time drops by what those ops cost."""
     from tilesim.machine.description import load_machine
-    from tilesim.models.snntorch.call import snntorch_step
     from tilesim.models.snntorch.mechanisms import Mechanisms
     from tilesim.models.snntorch.ops import op_counts
+    from tilesim.models.snntorch.step import snntorch_step
     from tilesim.workload import time_workload
 
     m = load_machine("gc200")

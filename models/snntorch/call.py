@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from tilesim.errors import require
-from tilesim.models.snntorch.mechanisms import Mechanisms
+from tilesim.models.snntorch.mechanisms import INPUT_DTYPES, Mechanisms
 
 __all__ = [
     "INPUT_DTYPES",
@@ -31,11 +31,8 @@ __all__ = [
     "POPTORCH_CALL_BAND_S",
     "SnnTorchCall",
     "call_from_options",
-    "snntorch_step",
 ]
 
-INPUT_DTYPES = {"fp16": 2, "fp32": 4}
-"""Bytes per input value by ``input_dtype``."""
 INPUT_SHAPES = ("frame", "sequence")
 """``frame``: one ``[B, N0]`` frame per call, fed at every step (``train_fcn.py``); ``sequence``: ``[T, B, N0]``."""
 MEASURED_INPUT = ("fp16", "frame")
@@ -124,11 +121,3 @@ def call_from_options(options, config) -> SnnTorchCall:
         input_dtype=options.input_dtype or MEASURED_INPUT[0],
         input_shape=options.input_shape or MEASURED_INPUT[1],
     )
-
-
-def snntorch_step(call: SnnTorchCall, machine):
-    """The timed step of ``call`` on ``machine`` (:class:`tilesim.models.snntorch.step.SnnTorchStep`): what
-    ``tilesim run --implementation snntorch`` and ``tilesim validate`` both time."""
-    from tilesim.models.snntorch.step import SnnTorchStep  # step imports this module
-
-    return SnnTorchStep(call, machine)

@@ -12,9 +12,10 @@ import itertools
 from dataclasses import dataclass, replace
 
 from tilesim.machine.description import load_machine
-from tilesim.models.snntorch.call import POPTORCH_CALL_BAND_S, snntorch_step
+from tilesim.models.snntorch.call import POPTORCH_CALL_BAND_S
 from tilesim.models.snntorch.measured import read_snntorch_cases, shipped_snntorch_cases
 from tilesim.models.snntorch.mechanisms import COPY_PROGRAMS, OUTLINES, Mechanisms
+from tilesim.models.snntorch.step import snntorch_step
 from tilesim.workload import time_workload
 
 __all__ = ["GapRow", "gap_rows", "format_gap"]

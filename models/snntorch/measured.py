@@ -27,7 +27,8 @@ from pathlib import Path
 from tilesim.errors import ConfigError, config_message
 from tilesim.machine.description import Machine
 from tilesim.models.cases import Case, number, predict, read_rows, validate_rows
-from tilesim.models.snntorch.call import SnnTorchCall, snntorch_step
+from tilesim.models.snntorch.call import SnnTorchCall
+from tilesim.models.snntorch.step import snntorch_step
 from tilesim.workload import time_workload
 
 __all__ = ["COLUMNS", "SnnTorchCase", "read_snntorch_cases", "predict_samples_per_s", "validate_snntorch",

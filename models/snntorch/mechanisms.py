@@ -69,7 +69,11 @@ from tilesim.errors import require
 from tilesim.models.linear.phases import Phase, phases_cycles, split_sizes
 from tilesim.models.linear.schedules import LayerSchedule
 
+INPUT_DTYPES = {"fp16": 2, "fp32": 4}
+"""Bytes per input value by ``input_dtype``."""
+
 __all__ = [
+    "INPUT_DTYPES",
     "OUTLINES",
     "COPY_PROGRAMS",
     "Mechanisms",
@@ -178,8 +182,6 @@ def step_boundaries(call) -> dict[str, tuple[BoundaryTensor, ...]]:
       (the loss's slice for the output layer, ``mem - threshold`` for the Heaviside grad of a hidden layer),
       the layer's input and, but for the first layer, its weight; out, per layer: the weight- and
       bias-gradient partials (summed after the loop) and the carried gradient."""
-    from tilesim.models.snntorch.call import INPUT_DTYPES  # call imports this module
-
     B, sizes = call.batch, call.layers
     L = len(sizes) - 1
     fwd = [BoundaryTensor("input", "in", INPUT_DTYPES[call.input_dtype] * B * sizes[0])]

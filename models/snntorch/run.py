@@ -26,7 +26,8 @@ from tilesim.machine.description import load_machine
 from tilesim.models.snn.commands.options import RunOptions, resolved_settings
 from tilesim.models.snn.commands.run import DATASET_BATCHES, make_dataset, network_config
 from tilesim.models.snn.outputs.record import run_provenance
-from tilesim.models.snntorch.call import POPTORCH_CALL_BAND_S, SnnTorchCall, call_from_options, snntorch_step
+from tilesim.models.snntorch.call import POPTORCH_CALL_BAND_S, SnnTorchCall, call_from_options
+from tilesim.models.snntorch.step import snntorch_step
 from tilesim.models.snntorch.train import DenseStep, dense_train_step, init_dense
 from tilesim.outputs.runrecord import Explain, Provenance, RunRecord, Section, Throughput, tilesim_version
 from tilesim.workload import TimedStep, record_run, time_workload

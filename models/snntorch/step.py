@@ -62,7 +62,15 @@ from tilesim.outputs.records import SimResult
 from tilesim.program import Program
 from tilesim.workload import Section
 
-__all__ = ["POPTORCH_CALL_S", "POPTORCH_CALL_BAND_S", "CALL_LABEL", "SnnTorchStep", "lower_ops", "host_bytes"]
+__all__ = [
+    "POPTORCH_CALL_S",
+    "POPTORCH_CALL_BAND_S",
+    "CALL_LABEL",
+    "SnnTorchStep",
+    "lower_ops",
+    "host_bytes",
+    "snntorch_step",
+]
 
 CALL_LABEL = "host/poptorch call overhead"
 PRECISION = "fp32"  # HalfUpcastToFloat: the model runs in float
@@ -239,3 +247,9 @@ class SnnTorchStep:
                 ("assumptions", list(self.call.assumptions())),
             ),
         )
+
+
+def snntorch_step(call: SnnTorchCall, machine):
+    """The timed step of ``call`` on ``machine`` (:class:`tilesim.models.snntorch.step.SnnTorchStep`): what
+    ``tilesim run --implementation snntorch`` and ``tilesim validate`` both time."""
+    return SnnTorchStep(call, machine)
