@@ -313,16 +313,9 @@ def _empty_row(label, blocks) -> _Row:
     )
 
 
-def step_rows(config, blocks: list, counts: list, costs: WseCosts) -> list:
-    """The step's supersteps at block level (module docstring), in program order."""
-    k = costs
+def _host_row(config, blocks: list, counts: list, k: WseCosts):
+    """The input stream; the feeders multicast layer 0's t = 0 lists."""
     T, B = int(config.timesteps), int(config.batch)
-    L = len(blocks)
-    ops = ADAM_OPS if config.optimizer == "adam" else k.sgd_ops
-    S = max(max(lb.C, lb.R + lb.depth) for lb in blocks)  # the cell side: a column's longest route
-    rows: list = []
-
-    # host: the input stream; the feeders multicast layer 0's t = 0 lists
     r = _empty_row(HOST_LABEL, blocks)
     r.host_bytes = 4.0 * T * B * (int(config.input_cap) + 1)
     b0 = 4.0 * (counts[0].s_in[0] + B)
@@ -330,112 +323,149 @@ def step_rows(config, blocks: list, counts: list, costs: WseCosts) -> list:
     r.f_comp = B * k.task_cycles + (counts[0].s_in[0] + B) * k.wavelet_tx_cycles
     r.w_in[0] += b0[:, None]
     r.link, r.hops, r.broadcast, r.exchange = float(b0.max()), float(blocks[0].C), True, True
-    rows.append(r)
+    return r
 
-    for t in range(T):
-        r = _empty_row("fwd: synaptic adds", blocks)
-        link = hops = 0.0
-        for l, (lb, c) in enumerate(zip(blocks, counts)):
-            n = lb.out_sizes[None, :].astype(np.float64)
-            s = c.s_in[t][:, None]
-            r.w_comp[l] = (
-                B * (k.task_cycles + 2 * k.dsd_setup_cycles)
-                + s * (k.wavelet_rx_cycles + k.spike_scalar_cycles + k.dsd_setup_cycles)
-                + s * n / k.fmac_f32_per_cycle
-                + B * n / k.fadd_f32_per_cycle
-            )
-            vec = 4.0 * B * n
-            r.w_out[l] = np.broadcast_to(vec, (lb.R, lb.C)).copy()
-            r.w_in[l] = r.w_out[l].copy()
-            r.w_in[l][0] = 0.0  # the chain's first PE receives nothing
-            r.s_in[l] = 4.0 * B * lb.state_sizes
-            link, hops = max(link, float(vec.max())), max(hops, S)
-        r.link, r.hops, r.exchange = link, hops, True
-        rows.append(r)
 
-        r = _empty_row("fwd: neuron update", blocks)
-        link = hops = 0.0
-        for l, (lb, c) in enumerate(zip(blocks, counts)):
-            m = lb.state_sizes.astype(np.float64)
-            frac = m / lb.out_sizes[None, :]
-            # the ids go to the next layer's step t + 1: none from the output layer, none at the last step
-            send = l + 1 < L and t + 1 < T
-            o = c.o_out[t][None, :] * frac if send else 0.0
-            r.s_comp[l] = (
-                B * (k.task_cycles + k.dsd_setup_cycles)
-                + B * m * k.wavelet_rx_cycles
-                + B * k.neuron_ops * (k.dsd_setup_cycles + m / k.mem_op_per_cycle)
-                + o * (k.spike_scalar_cycles + k.wavelet_tx_cycles)
-            )
-            if send:  # the column's ids multicast along the next layer's line c
-                r.s_out[l] = 4.0 * (o + B)
-                line = 4.0 * (c.o_out[t] + lb.depth * B)  # [C]: what each PE of line c receives
-                r.w_in[l + 1] += line[:, None]
-                link = max(link, float(line.max()))
-                hops = max(hops, blocks[l + 1].C + lb.depth + blocks[l + 1].depth)
-        if t + 1 < T:  # the feeders' next lists for layer 0
-            f = 4.0 * (counts[0].s_in[t + 1] + B)
-            r.f_out = f
-            r.f_comp = B * k.task_cycles + (counts[0].s_in[t + 1] + B) * k.wavelet_tx_cycles
-            r.w_in[0] += f[:, None]
-            link, hops = max(link, float(f.max())), max(hops, blocks[0].C + 1)
-        r.link, r.hops, r.broadcast, r.exchange = link, hops, True, link > 0
-        rows.append(r)
+def _synaptic_row(t: int, B: int, S: int, blocks: list, counts: list, k: WseCosts):
+    """Forward, time step ``t``: each weight PE adds the rows of its in-block's spikes; the sums go down the
+    column chain to the state PEs."""
+    r = _empty_row("fwd: synaptic adds", blocks)
+    link = hops = 0.0
+    for l, (lb, c) in enumerate(zip(blocks, counts)):
+        n = lb.out_sizes[None, :].astype(np.float64)
+        s = c.s_in[t][:, None]
+        r.w_comp[l] = (
+            B * (k.task_cycles + 2 * k.dsd_setup_cycles)
+            + s * (k.wavelet_rx_cycles + k.spike_scalar_cycles + k.dsd_setup_cycles)
+            + s * n / k.fmac_f32_per_cycle
+            + B * n / k.fadd_f32_per_cycle
+        )
+        vec = 4.0 * B * n
+        r.w_out[l] = np.broadcast_to(vec, (lb.R, lb.C)).copy()
+        r.w_in[l] = r.w_out[l].copy()
+        r.w_in[l][0] = 0.0  # the chain's first PE receives nothing
+        r.s_in[l] = 4.0 * B * lb.state_sizes
+        link, hops = max(link, float(vec.max())), max(hops, S)
+    r.link, r.hops, r.exchange = link, hops, True
+    return r
 
+
+def _update_row(t: int, T: int, B: int, blocks: list, counts: list, k: WseCosts):
+    """Forward, time step ``t``: the state PEs update their neurons and multicast the column's ids along the
+    next layer's line; the feeders send layer 0's next lists."""
+    L = len(blocks)
+    r = _empty_row("fwd: neuron update", blocks)
+    link = hops = 0.0
+    for l, (lb, c) in enumerate(zip(blocks, counts)):
+        m = lb.state_sizes.astype(np.float64)
+        frac = m / lb.out_sizes[None, :]
+        # the ids go to the next layer's step t + 1: none from the output layer, none at the last step
+        send = l + 1 < L and t + 1 < T
+        o = c.o_out[t][None, :] * frac if send else 0.0
+        r.s_comp[l] = (
+            B * (k.task_cycles + k.dsd_setup_cycles)
+            + B * m * k.wavelet_rx_cycles
+            + B * k.neuron_ops * (k.dsd_setup_cycles + m / k.mem_op_per_cycle)
+            + o * (k.spike_scalar_cycles + k.wavelet_tx_cycles)
+        )
+        if send:  # the column's ids multicast along the next layer's line c
+            r.s_out[l] = 4.0 * (o + B)
+            line = 4.0 * (c.o_out[t] + lb.depth * B)  # [C]: what each PE of line c receives
+            r.w_in[l + 1] += line[:, None]
+            link = max(link, float(line.max()))
+            hops = max(hops, blocks[l + 1].C + lb.depth + blocks[l + 1].depth)
+    if t + 1 < T:  # the feeders' next lists for layer 0
+        f = 4.0 * (counts[0].s_in[t + 1] + B)
+        r.f_out = f
+        r.f_comp = B * k.task_cycles + (counts[0].s_in[t + 1] + B) * k.wavelet_tx_cycles
+        r.w_in[0] += f[:, None]
+        link, hops = max(link, float(f.max())), max(hops, blocks[0].C + 1)
+    r.link, r.hops, r.broadcast, r.exchange = link, hops, True, link > 0
+    return r
+
+
+def _loss_row(B: int, blocks: list, k: WseCosts):
+    """The output layer's loss and its gradient at its state PEs."""
     r = _empty_row("loss", blocks)
     m = blocks[-1].state_sizes.astype(np.float64)
     r.s_comp[-1] = B * (k.task_cycles + k.neuron_grad_ops * (k.dsd_setup_cycles + m / k.mem_op_per_cycle))
-    rows.append(r)
+    return r
 
-    for t in reversed(range(T)):
-        r = _empty_row("bwd: state grad", blocks)
-        link = hops = 0.0
-        for l, (lb, c) in enumerate(zip(blocks, counts)):
-            m = lb.state_sizes.astype(np.float64)
-            kap = c.kap_out[t][None, :] * (m / lb.out_sizes[None, :]) if l + 1 < L else 0.0
-            r.s_comp[l] = (
-                B * k.task_cycles
-                + kap * (k.wavelet_rx_cycles + k.spike_scalar_cycles)
-                + B * k.neuron_grad_ops * (k.dsd_setup_cycles + m / k.mem_op_per_cycle)
-            )
-            r.s_out[l] = 4.0 * B * m  # δI up the column
-            vec = 4.0 * B * lb.out_sizes.astype(np.float64)
-            r.w_in[l] = np.broadcast_to(vec[None, :], (lb.R, lb.C)).copy()
-            link, hops = max(link, float(vec.max())), max(hops, S)
-        r.link, r.hops, r.broadcast, r.exchange = link, hops, True, True
-        rows.append(r)
 
-        r = _empty_row("bwd: weight+input grad", blocks)
-        link = hops = 0.0
-        for l, (lb, c) in enumerate(zip(blocks, counts)):
-            n = lb.out_sizes[None, :].astype(np.float64)
-            s = c.s_in[t][:, None]
-            kk = c.k_in[t][:, None]
-            per = k.spike_scalar_cycles + k.dsd_setup_cycles
-            r.w_comp[l] = (
-                B * (k.task_cycles + 3 * k.dsd_setup_cycles)
-                + B * n * k.wavelet_rx_cycles
-                + (s + kk) * per
-                + (s + kk) * n / k.fmac_f32_per_cycle
-                + kk / k.fadd_f32_per_cycle
-            )
-            if l > 0 and c.k_in[t].any():  # the partials along line r, onto the layer below's column r
-                vec = 4.0 * c.k_in[t]  # [R]
-                r.w_out[l] = np.broadcast_to(vec[:, None], (lb.R, lb.C)).copy()
-                r.w_in[l] = r.w_out[l].copy()
-                r.w_in[l][:, -1] = 0.0  # the line's far end starts the chain
-                below = blocks[l - 1]
-                r.s_in[l - 1] += vec[None, :] * (below.state_sizes / below.out_sizes[None, :])
-                link = max(link, float(vec.max()))
-                hops = max(hops, lb.C + lb.depth + below.depth)
-        r.link, r.hops, r.exchange = link, hops, link > 0
-        rows.append(r)
+def _state_grad_row(t: int, B: int, S: int, blocks: list, counts: list, k: WseCosts):
+    """Backward, time step ``t``: the state PEs' gradients; δI goes up the column to the weight PEs."""
+    L = len(blocks)
+    r = _empty_row("bwd: state grad", blocks)
+    link = hops = 0.0
+    for l, (lb, c) in enumerate(zip(blocks, counts)):
+        m = lb.state_sizes.astype(np.float64)
+        kap = c.kap_out[t][None, :] * (m / lb.out_sizes[None, :]) if l + 1 < L else 0.0
+        r.s_comp[l] = (
+            B * k.task_cycles
+            + kap * (k.wavelet_rx_cycles + k.spike_scalar_cycles)
+            + B * k.neuron_grad_ops * (k.dsd_setup_cycles + m / k.mem_op_per_cycle)
+        )
+        r.s_out[l] = 4.0 * B * m  # δI up the column
+        vec = 4.0 * B * lb.out_sizes.astype(np.float64)
+        r.w_in[l] = np.broadcast_to(vec[None, :], (lb.R, lb.C)).copy()
+        link, hops = max(link, float(vec.max())), max(hops, S)
+    r.link, r.hops, r.broadcast, r.exchange = link, hops, True, True
+    return r
 
+
+def _grad_row(t: int, B: int, blocks: list, counts: list, k: WseCosts):
+    """Backward, time step ``t``: dW on the weight PEs, and the input-gradient partials reduced along each
+    line onto the layer below's column."""
+    r = _empty_row("bwd: weight+input grad", blocks)
+    link = hops = 0.0
+    for l, (lb, c) in enumerate(zip(blocks, counts)):
+        n = lb.out_sizes[None, :].astype(np.float64)
+        s = c.s_in[t][:, None]
+        kk = c.k_in[t][:, None]
+        per = k.spike_scalar_cycles + k.dsd_setup_cycles
+        r.w_comp[l] = (
+            B * (k.task_cycles + 3 * k.dsd_setup_cycles)
+            + B * n * k.wavelet_rx_cycles
+            + (s + kk) * per
+            + (s + kk) * n / k.fmac_f32_per_cycle
+            + kk / k.fadd_f32_per_cycle
+        )
+        if l > 0 and c.k_in[t].any():  # the partials along line r, onto the layer below's column r
+            vec = 4.0 * c.k_in[t]  # [R]
+            r.w_out[l] = np.broadcast_to(vec[:, None], (lb.R, lb.C)).copy()
+            r.w_in[l] = r.w_out[l].copy()
+            r.w_in[l][:, -1] = 0.0  # the line's far end starts the chain
+            below = blocks[l - 1]
+            r.s_in[l - 1] += vec[None, :] * (below.state_sizes / below.out_sizes[None, :])
+            link = max(link, float(vec.max()))
+            hops = max(hops, lb.C + lb.depth + below.depth)
+    r.link, r.hops, r.exchange = link, hops, link > 0
+    return r
+
+
+def _optimizer_row(config, blocks: list, k: WseCosts):
+    """Once per step: every weight PE updates its block."""
+    ops = ADAM_OPS if config.optimizer == "adam" else k.sgd_ops
     r = _empty_row("optimizer", blocks)
     for l, lb in enumerate(blocks):
         w = lb.in_sizes[:, None].astype(np.float64) * lb.out_sizes[None, :]
         r.w_comp[l] = 2 * k.dsd_setup_cycles + w * ops / k.mem_op_per_cycle
-    rows.append(r)
+    return r
+
+
+def step_rows(config, blocks: list, counts: list, costs: WseCosts) -> list:
+    """The step's supersteps at block level (module docstring), in program order."""
+    T, B = int(config.timesteps), int(config.batch)
+    S = max(max(lb.C, lb.R + lb.depth) for lb in blocks)  # the cell side: a column's longest route
+    rows: list = [_host_row(config, blocks, counts, costs)]
+    for t in range(T):
+        rows.append(_synaptic_row(t, B, S, blocks, counts, costs))
+        rows.append(_update_row(t, T, B, blocks, counts, costs))
+    rows.append(_loss_row(B, blocks, costs))
+    for t in reversed(range(T)):
+        rows.append(_state_grad_row(t, B, S, blocks, counts, costs))
+        rows.append(_grad_row(t, B, blocks, counts, costs))
+    rows.append(_optimizer_row(config, blocks, costs))
     return rows
 
 
