@@ -9,7 +9,8 @@ exchange is known only as per-tile totals, so the NoC carries proportional traff
 their lists as several multicasts) and on one GC200. (a) On the mesh the order moves the exchange — the centre-out
 ``spiral`` is fastest, ``columns`` slowest (X-then-Y routes funnel a band of columns through few
 links); (b) on the torus the order matters through TT-Metal's multicast rectangle rule: a layer on whole
-rows of cores is one rectangle (``rows``, ``snake``: fastest), a spiral's cores are several (slowest); (c) the IPU's exchange has no distance, so there is no order to choose. Then
+rows of cores is one rectangle (``rows``, ``snake``: fastest), a spiral's cores are several (slowest);
+(c) the IPU's exchange has no distance, so there is no order to choose. Then
 ``map-search`` (tiles per layer, dealing, tile order) on the mesh beats the contiguous placement
 and says why. (d) On a mesh of chips (the 32-chip Wormhole Galaxy, 4 x 8 Ethernet links) a deep network
 (41 layers of 128, B = 16, T = 10, fixed activity) placed contiguously at 4 neurons per tile hands the
