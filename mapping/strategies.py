@@ -465,13 +465,16 @@ def _bands(cols: int, rows: int, items: list, weights, across: bool) -> dict | N
     long_side, short_side = (cols, rows) if not across else (rows, cols)
     w = [max(float(weights[i]), 1e-12) for i in items]
     k = len(items)
-    widths, load = {}, {}
+    widths: dict[tuple[int, int], list[int]] = {}
+    load: dict[tuple[int, int], float] = {}
     for i in range(k):  # a band of items i .. j-1: their widths and the fullest one's weight per core column
         for j in range(i + 1, min(k, i + long_side) + 1):
             ws = _shares(long_side, w[i:j])
+            assert ws is not None  # j - i <= long_side: every item gets a column
             widths[i, j] = ws
             load[i, j] = max(a / b for a, b in zip(w[i:j], ws))
-    best = {(0, 0): (0.0, None)}  # (items placed, rows used) -> (fullest load so far, previous state and band)
+    # (items placed, rows used) -> (fullest load so far, previous state and band)
+    best: dict[tuple[int, int], tuple[float, tuple[int, int, int] | None]] = {(0, 0): (0.0, None)}
     for i in range(k):
         for y in range(short_side):
             if (i, y) not in best:
@@ -486,7 +489,9 @@ def _bands(cols: int, rows: int, items: list, weights, across: bool) -> dict | N
         return None
     out, state = {}, (k, short_side)
     while state != (0, 0):
-        i, y, h = best[state][1]
+        prev = best[state][1]
+        assert prev is not None  # only the start has no previous state
+        i, y, h = prev
         x = 0
         for t, wd in zip(range(i, state[0]), widths[i, state[0]]):
             out[items[t]] = (x, y, wd, h) if not across else (y, x, h, wd)
