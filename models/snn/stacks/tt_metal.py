@@ -84,10 +84,11 @@ class TtMetalStack:
         "SFPU and RISC-V cycles per operation [U] (tensix_costs.toml bands)",
         "a semaphore round trip between phases: the preset's sync_cycles [U], band 50-500 cycles",
         "phases end at their slowest core (an upper bound on the dataflow schedule)",
-        "a sender's multicast tree spans every receiver of its phase on its chip (link loads an upper bound "
-        "where several layers share a chip; ports exact)",
-        "the fabric's exchange set-up and hops per phase on top of the messages' own costs from the NoC model "
-        "(band: down to 0, the preset's exchange_fixed_cycles + longest route per phase)",
+        "on-chip lists (a multicast per core to the next layer's cores) and partials (a unicast per core pair) "
+        "as explicit messages through the event model: links and ports shared; data arriving over Ethernet "
+        "written into L1 by the Ethernet cores, off the Tensix grid",
+        "the fabric's exchange set-up and drain per phase on top of the messages' own costs from the NoC model "
+        "(band: down to 0, the preset's exchange_fixed_cycles + the events' drain per phase)",
     )
 
     def __init__(self, machine=None, costs: TensixCosts | None = None):
