@@ -25,8 +25,8 @@ except ImportError:  # Python 3.10
 ROOT = Path(__file__).resolve().parents[1]
 # repo folder -> the package it is installed as
 PACKAGE_OF_FOLDER = {"tilesim": "tilesim", "models": "tilesim.models", "mapping": "tilesim.mapping"}
-# what the wheel is built from besides the package folders (pyproject's readme)
-BUILD_FILES = ("pyproject.toml", "README.md")
+# what the wheel is built from besides the package folders (pyproject's readme and license-files)
+BUILD_FILES = ("pyproject.toml", "README.md", "LICENSE")
 
 
 def _setuptools_config() -> dict:
@@ -93,7 +93,7 @@ def wheel(tmp_path_factory) -> Path:
             "--no-deps",
             "--no-build-isolation",
             "--no-index",
-            "-q",
+            "-v",  # setuptools' warnings are printed only with -v (test_the_build_prints_no_warning)
             "-w",
             str(tmp / "dist"),
             str(src),
@@ -103,8 +103,33 @@ def wheel(tmp_path_factory) -> Path:
         timeout=300,
     )
     assert out.returncode == 0, out.stdout + out.stderr
+    (tmp / "build.log").write_text(out.stdout + out.stderr)
     (whl,) = (tmp / "dist").glob("tilesim-*.whl")
     return whl
+
+
+@pytest.mark.slow
+def test_the_build_prints_no_warning(wheel):
+    """Issue 54: no setuptools warning while building (the deprecated ``license = {text = ...}`` table, data
+    folders that "would be ignored" as packages). Not counted: pip's lines about this machine's package indexes
+    and distutils' "byte-compiling is disabled" (printed where PYTHONDONTWRITEBYTECODE is set)."""
+    log = (wheel.parents[1] / "build.log").read_text().splitlines()
+    benign = ("Location 'file:", "byte-compiling is disabled")
+    warnings = [line for line in log if "warn" in line.lower() and not any(b in line for b in benign)]
+    assert not warnings, "\n".join(warnings)
+
+
+@pytest.mark.slow
+def test_the_wheel_declares_its_license(wheel):
+    """The SPDX expression of pyproject's ``license`` and the LICENSE file travel in the wheel's metadata."""
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        text = z.read(metadata).decode()
+        (licence,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        assert z.read(licence) == (ROOT / "LICENSE").read_bytes()
+    assert "License-Expression: Apache-2.0" in text.splitlines()
+    assert "Apache License" in (ROOT / "LICENSE").read_text()
 
 
 @pytest.mark.slow
