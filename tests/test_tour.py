@@ -5,6 +5,9 @@ import re
 
 from experiments.tour import SECTIONS, main
 
+# the notebook's set-up line that puts its pictures in the checkout (the test points it at tmp_path)
+IMG_LINE = 'IMG = ROOT / "out" / "tour-notebook"'
+
 
 def test_tour_quick_writes_every_section(tmp_path, capsys):
     assert main(["--quick", "--out", str(tmp_path)]) == 0
@@ -43,9 +46,10 @@ def test_tour_quick_writes_every_section(tmp_path, capsys):
     assert "nan" not in md.lower().replace("nanny", "")
 
 
-def test_notebook_tour_runs_and_matches_the_markdown_tour():
+def test_notebook_tour_runs_and_matches_the_markdown_tour(tmp_path):
     """docs/tour.ipynb (issue 29): the sections of docs/tour.md, in order, every picture drawn live;
-    executed here in quick mode (well under a minute)."""
+    executed here in quick mode (well under a minute). Its pictures go to ``tmp_path``, not the checkout's
+    ``out/tour-notebook`` (issue 54: a test does not write into the working tree)."""
     from pathlib import Path
 
     import nbformat
@@ -58,6 +62,8 @@ def test_notebook_tour_runs_and_matches_the_markdown_tour():
     assert [c.source for c in nb.cells] == [c.source for c in build().cells], "run python -m experiments.tour_notebook"
     heads = [m.group(1) for c in nb.cells if (m := re.match(r"## \d+\. (.+)$", c.source))]
     assert heads == titles() and len(heads) == len(SECTIONS)
+    (setup,) = [c for c in nb.cells if c.cell_type == "code" and IMG_LINE in c.source]
+    setup.source = setup.source.replace(IMG_LINE, f"IMG = Path({str(tmp_path)!r})")
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(not any(o.get("output_type") == "error" for o in c.outputs) for c in code)
@@ -65,3 +71,4 @@ def test_notebook_tour_runs_and_matches_the_markdown_tour():
     assert pictures >= 12
     text = "".join(o.get("data", {}).get("text/markdown", "") for c in code for o in c.outputs)
     assert "SRAM" in text and "supertile" in text and "answer" in text
+    assert len(list(tmp_path.glob("**/*.png"))) >= 12
