@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 OUT     ?= out/demo
 
-.PHONY: install browser demo test test-nojit test-fast test-pythons lint typecheck bench clean
+.PHONY: install browser demo test test-nojit test-fast test-pythons lint typecheck bench bench-quick clean
 
 RUNTIME := $(VENV)/.runtime
 
@@ -81,8 +81,21 @@ test-pythons:
 	  echo "== Python $$v ($$py)"; $(MAKE) --no-print-directory test PY=$$py VENV=.venv-$$v || exit 1; \
 	done
 
+# The benchmarks (benchmarks/bench_*.py, each run from the checkout as `python benchmarks/bench_X.py`), each
+# checked against its own targets: all of them run, then the ones that failed a target (or did not run) are named
+# and the target fails. The full set takes about an hour on a 2-core machine; `make bench-quick` runs each with
+# --quick (smaller sizes, one round) in about ten minutes.
+BENCH_FLAGS ?=
 bench: $(STAMP)
-	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@failed=""; for b in benchmarks/bench_*.py; do \
+	  echo "== $$b $(BENCH_FLAGS)"; start=$$(date +%s); \
+	  $(BIN)/python $$b $(BENCH_FLAGS) || failed="$$failed $$b"; \
+	  echo "== $$b: $$(( $$(date +%s) - start )) s"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "== failed:$$failed"; exit 1; fi; echo "== every benchmark met its targets"
+
+bench-quick: $(STAMP)
+	@$(MAKE) --no-print-directory bench BENCH_FLAGS=--quick
 
 clean:
 	rm -rf $(VENV) .venv-3.* out .pytest_cache .nox

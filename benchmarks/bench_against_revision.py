@@ -19,7 +19,9 @@ ratio this / base (< 1: faster now).
     python benchmarks/bench_against_revision.py [--base REV] [--rounds 3] [--cases retime functional]
 
 ``--base`` defaults to the parent of the commit that added ``tilesim/workload.py`` (the code before the
-workload/fabric seam of issue 24).
+workload/fabric seam of issue 24). The cases name what they use through :data:`HOMES` (``_use``), so that they run
+on a tree of any layout since then. ``--quick`` (``make bench-quick``): one round of ``functional`` and
+``retime``. No target: it exits 0 when every case runs on both trees.
 """
 
 from __future__ import annotations
@@ -38,11 +40,42 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Where each name the cases use is defined, newest layout first: the cases run on this tree and on an export of
+# an older one, and the modules moved (issue 37: models/snn in subpackages, tilesim/machine.py a package; issue
+# 39: models -> tilesim.models, which _in_layout_of rewrites). `_use(name, ...)` binds each name from the first
+# of its modules that the tree has.
+_NETWORK = ("tilesim.models.snn.training.network", "tilesim.models.snn.network")
+_PLACING = ("tilesim.models.snn.placement.fit", "tilesim.models.snn.placing")
+HOMES: dict[str, tuple[str, ...]] = {
+    "NetworkConfig": _NETWORK,
+    "init_network": _NETWORK,
+    "train_step": _NETWORK,
+    "place_network": _PLACING,
+    "strategy_mapping": _PLACING,
+    "make_objective": ("tilesim.models.snn.placement.search", "tilesim.models.snn.mapsearch"),
+    "retime": ("tilesim.models.snn.step.retime", "tilesim.models.snn.retime"),
+    "load_machine": ("tilesim.machine.description", "tilesim.machine"),
+    "weak_config": ("experiments.s_common",),
+}
+USE = f"""
+import importlib
+HOMES = {HOMES!r}
+def _use(*names):
+    for name in names:
+        errors = []
+        for module in HOMES[name]:
+            try:
+                globals()[name] = getattr(importlib.import_module(module), name)
+                break
+            except (ImportError, AttributeError) as exc:
+                errors.append(f"{{module}}: {{exc}}")
+        else:
+            raise ImportError(f"{{name}} is in none of its modules: {{'; '.join(errors)}}")
+"""
+
 NMNIST = """
 import time, numpy as np
-from tilesim.models.snn.training.network import NetworkConfig, init_network, train_step
-from tilesim.models.snn.placement.fit import place_network
-from tilesim.machine.description import load_machine
+_use("NetworkConfig", "init_network", "train_step", "place_network", "load_machine")
 cfg = NetworkConfig(layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05, input_cap=32)
 m = load_machine("gc200")
 st = init_network(cfg, place_network(cfg, m, mapping="contiguous").placement)
@@ -60,10 +93,7 @@ RESULT = time.perf_counter() - t0
 """,
     "64-chip": """
 import time
-from experiments.s_common import weak_config
-from tilesim.models.snn.placement.fit import place_network
-from tilesim.models.snn.step.retime import retime
-from tilesim.machine.description import load_machine
+_use("weak_config", "place_network", "retime", "load_machine")
 cfg = weak_config("shd", 8, 64, batch=24, max_activity=0.05)
 m = load_machine("bow", 64)
 pl = place_network(cfg, m, 8, "contiguous").placement
@@ -73,8 +103,7 @@ RESULT = time.perf_counter() - t0
 """,
     "retime": NMNIST
     + """
-from tilesim.models.snn.placement.search import make_objective
-from tilesim.models.snn.placement.fit import strategy_mapping
+_use("make_objective", "strategy_mapping")
 res = train_step(st, x, rng.integers(0, 10, 48))
 objective = make_objective(cfg, m, res.activity)
 maps = [strategy_mapping(s, cfg, m, n) for s in ("contiguous", "round_robin") for n in (2, 3, 4, 5, 6, 8)]
@@ -172,7 +201,9 @@ def run_in_tree(tree: Path, code: str, what: str = "case"):
     """The ``RESULT`` (a JSON value) that ``code`` sets, run in a fresh process on ``tree`` with that
     tree's module layout (:data:`TREE_PACKAGES`, :func:`_in_layout_of`); exits naming ``what`` if it fails."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    prog = TREE_PACKAGES + _in_layout_of(tree, code) + "\nimport json, sys\nsys.stdout.write(json.dumps(RESULT))\n"
+    prog = (
+        TREE_PACKAGES + _in_layout_of(tree, USE + code) + "\nimport json, sys\nsys.stdout.write(json.dumps(RESULT))\n"
+    )
     out = subprocess.run([sys.executable, "-c", prog], cwd=tree, env=env, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"{what} failed on {tree}:\n{out.stderr[-2000:]}")
@@ -190,7 +221,10 @@ def main(argv=None) -> int:
     ap.add_argument("--base", default=None, help="git revision to compare with (default: before the seam)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--quick", action="store_true", help="one round of the functional and retime cases")
     a = ap.parse_args(argv)
+    if a.quick:
+        a.rounds, a.cases = 1, ["functional", "retime"]
     base = resolve_base(a.base, _default_base)
     if base is None:
         return 0

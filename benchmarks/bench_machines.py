@@ -10,7 +10,9 @@ its wall time, peak memory and the ratio to the IPU baseline of the same kind:
 * ``natural``: a natural-activity training step of the default SHD network (SGD, B 16) on 16 Bow
   IPUs (the baseline) and on a 32-chip Wormhole Galaxy. Target: <= 30 s.
 
-    python benchmarks/bench_machines.py [--kinds fixed natural]
+    python benchmarks/bench_machines.py [--kinds fixed natural] [--quick]
+
+``--quick`` (``make bench-quick``): the ``fixed`` kind only. Exits 1 when a target fails.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from targets import Targets  # run as a script: benchmarks/ is on the path
 
 CASES = {
     "fixed": (
@@ -53,7 +57,11 @@ def _run(machine: str, args: list[str], out: str) -> tuple[float, int]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kinds", nargs="+", choices=sorted(CASES), default=sorted(CASES))
+    ap.add_argument("--quick", action="store_true", help="the fixed kind only")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.kinds = ["fixed"]
+    targets = Targets()
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.kinds:
             common, machines, (limit_s, limit_b) = CASES[kind]
@@ -61,12 +69,14 @@ def main(argv=None) -> int:
             for i, (machine, extra) in enumerate(machines):
                 wall, rss = _run(machine, common + extra, f"{tmp}/{kind}{i}")
                 base = base or (wall, rss)
-                ok = "" if i == 0 else ("  within target" if wall <= limit_s and rss <= limit_b else "  OVER TARGET")
+                within = wall <= limit_s and rss <= limit_b
+                limits = f"<= {limit_s:.0f} s, <= {limit_b / 2**30:.0f} GiB"
+                ok = "" if i == 0 else f"  {limits}: {targets.check(within, kind + ' ' + machine)}"
                 print(
                     f"{kind:<8} {machine + ' ' + ' '.join(extra):<22} wall {wall:7.2f} s ({wall / base[0]:5.2f}x)  "
                     f"peak {rss / 2**30:5.2f} GiB ({rss / base[1]:5.2f}x){ok}"
                 )
-    return 0
+    return targets.status("bench_machines")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ annealing run proposes. Targets: >= 20 mappings/s and >= 20x faster than the fun
 The machines are noisy: rounds alternate one functional step and one search of ``--evals``
 mappings (caches kept, as in a long search) and the median ratio is reported.
 
-    python benchmarks/bench_mapping.py [--evals 60] [--rounds 5]
+    python benchmarks/bench_mapping.py [--evals 60] [--rounds 5] [--quick]
+
+``--quick`` (``make bench-quick``): 20 mappings, one round. Exits 1 when a target fails.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import time
 
 import numpy as np
+from targets import Targets  # run as a script: benchmarks/ is on the path
 
 from tilesim.engine.events import simulate
 from tilesim.machine.description import load_machine
@@ -58,7 +61,7 @@ def functional_step(cfg, placement, machine, x, y):
     return simulate(build_step_program(cfg, placement, r.counters, machine), machine).total_s
 
 
-def bench(name, cfg, machine_name, chips, evals, rounds):
+def bench(name, cfg, machine_name, chips, evals, rounds, targets: Targets):
     m = load_machine(machine_name, chips)
     base = place_network(cfg, m, 2, "contiguous")
     rng = np.random.default_rng(0)
@@ -87,9 +90,9 @@ def bench(name, cfg, machine_name, chips, evals, rounds):
     rate, ratio = float(np.median(rates)), float(np.median(ratios))
     print(
         f"{name:<22} functional step {t_func:.3f} s   re-time {1e3 / rate:.1f} ms/mapping = {rate:.1f} mappings/s "
-        f"(>= 20: {'PASS' if rate >= 20 else 'FAIL'})   speed-up {ratio:.0f}x, "
+        f"(>= 20: {targets.check(rate >= 20, name + ' >= 20 mappings/s')})   speed-up {ratio:.0f}x, "
         f"rounds {min(ratios):.0f}-{max(ratios):.0f}x "
-        f"(>= 20x: {'PASS' if ratio >= 20 else 'FAIL'})   round_robin predicted: functional "
+        f"(>= 20x: {targets.check(ratio >= 20, name + ' >= 20x')})   round_robin predicted: functional "
         f"{t_func_pred * 1e3:.3f} ms, re-timed {t_re_pred * 1e3:.3f} ms"
     )
 
@@ -98,10 +101,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--evals", type=int, default=60, help="mappings per round")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of (functional step, search); median ratio")
+    ap.add_argument("--quick", action="store_true", help="20 mappings, one round")
     a = ap.parse_args(argv)
+    if a.quick:
+        a.evals, a.rounds = 20, 1
+    targets = Targets()
     for name, (cfg, machine, chips) in CASES.items():
-        bench(name, cfg, machine, chips, a.evals, a.rounds)
-    return 0
+        bench(name, cfg, machine, chips, a.evals, a.rounds, targets)
+    return targets.status("bench_mapping")
 
 
 if __name__ == "__main__":

@@ -13,9 +13,10 @@ Each case runs in a fresh process on each tree (``git archive`` of ``--base``), 
 printed: each tree's median seconds, the ratio this / base (< 1: faster now) and whether the outcomes (plan or
 error text) are identical — they must be: the speed-up changes no plan.
 
-    python benchmarks/bench_planner.py [--base REV] [--rounds 1] [--cases n64 n4096 n65536 nofit]
+    python benchmarks/bench_planner.py [--base REV] [--rounds 1] [--cases n64 n4096 n65536 nofit] [--quick]
 
 ``--base`` defaults to the parent of the commit that added this file's planner shortcuts (issue 41).
+``--quick`` (``make bench-quick``): the cases ``n64`` and ``nofit``. Exits 1 when an outcome differs.
 """
 
 from __future__ import annotations
@@ -71,7 +72,10 @@ def main(argv=None) -> int:
     ap.add_argument("--base", default=None, help="git revision to compare with (default: before issue 41's shortcuts)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--quick", action="store_true", help="the cases n64 and nofit")
     a = ap.parse_args(argv)
+    if a.quick:
+        a.cases = ["n64", "nofit"]
     base = resolve_base(a.base, _default_base)
     if base is None:
         return 0

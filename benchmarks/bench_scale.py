@@ -15,7 +15,10 @@ Printed: wall seconds (whole call, and the step alone for ``natural``), CPU seco
 growth factor of each per 4× chips (ideal weak scaling of the host cost: 4.0, the work grows
 with the neurons). Targets (issue 15): 64 chips natural <= 60 s and <= 8 GiB, fixed <= 10 s.
 
-    python benchmarks/bench_scale.py [--chips 1 4 16 64] [--kinds natural fixed]
+    python benchmarks/bench_scale.py [--chips 1 4 16 64] [--kinds natural fixed] [--quick]
+
+``--quick`` (``make bench-quick``): 1 and 4 chips (the targets are at 64 chips: none is checked). Exits 1 when a
+target fails or a case does not run.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import os
 import subprocess
 import sys
 import time
+
+from targets import Targets, child_env  # run as a script: benchmarks/ is on the path (and the checkout: experiments)
 
 from experiments.s_common import weak_config, weak_options
 from tilesim.models.snn.commands.hostmem import peak_rss_bytes
@@ -77,8 +82,8 @@ def _child(kind: str, chips: int) -> dict:
 
 
 def _run_case(kind: str, chips: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
-    p = subprocess.run([sys.executable, __file__, "--child", kind, str(chips)], capture_output=True, text=True, env=env)
+    cmd = [sys.executable, __file__, "--child", kind, str(chips)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
     if p.returncode != 0:
         return {"kind": kind, "chips": chips, "error": (p.stderr.strip().splitlines() or ["?"])[-1]}
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -97,10 +102,14 @@ def main(argv=None) -> int:
     ap.add_argument("--chips", type=int, nargs="+", default=[1, 4, 16, 64])
     ap.add_argument("--kinds", nargs="+", choices=("natural", "fixed"), default=["natural", "fixed"])
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true", help="1 and 4 chips")
     a = ap.parse_args(argv)
     if a.child:
         print(json.dumps(_child(a.child[0], int(a.child[1]))))
         return 0
+    if a.quick:
+        a.chips = [1, 4]
+    targets = Targets()
     print(f"bench_scale: {_load()} at start")
     rows = {}
     for chips in a.chips:
@@ -108,6 +117,7 @@ def main(argv=None) -> int:
             rows[kind, chips] = r = _run_case(kind, chips)
             if "error" in r:
                 print(f"{kind:8s} {chips:3d} chips: FAILED: {r['error']}")
+                targets.check(False, f"{kind} {chips} chips runs")
     print(
         f"{'case':8s} {'chips':>5s} {'neurons':>9s} {'wall s':>8s} {'cpu s':>7s} {'step s':>8s} {'x/4x':>6s} "
         f"{'peak GiB':>9s} {'x/4x':>6s} {'est GiB':>8s} {'pred ms':>9s}"
@@ -135,13 +145,14 @@ def main(argv=None) -> int:
         ok = big["wall_s"] <= 60 and big["peak_rss_bytes"] <= 8 * 2**30 and big["overflow_tiles"] == 0
         print(
             f"64 chips natural: {big['neurons']:,} neurons, {big['weights']:,} weights, "
-            f"{big['overflow_tiles']} overflow tiles: {'PASS' if ok else 'FAIL'} (<= 60 s, <= 8 GiB)"
+            f"{big['overflow_tiles']} overflow tiles: {targets.check(ok, '64 chips natural')} (<= 60 s, <= 8 GiB)"
         )
     fx = rows.get(("fixed", 64))
     if fx and "error" not in fx:
-        print(f"64 chips fixed re-timing {fx['wall_s']:.2f} s: {'PASS' if fx['wall_s'] <= 10 else 'FAIL'} (<= 10 s)")
+        verdict = targets.check(fx["wall_s"] <= 10, "64 chips fixed")
+        print(f"64 chips fixed re-timing {fx['wall_s']:.2f} s: {verdict} (<= 10 s)")
     print(f"bench_scale: {_load()} at end")
-    return 0
+    return targets.status("bench_scale")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ program and no simulation. Measured: the full simulated step (kernels with per-s
 counters, program construction, discrete-event timing). Targets (issue 3): ratio <= 1.6,
 <= 0.4 s per step, peak memory <= 2 GiB.
 
-    python benchmarks/bench_snn_step.py [--steps 5]
+    python benchmarks/bench_snn_step.py [--steps 5] [--quick]
+
+``--quick`` (``make bench-quick``): 2 steps. Exits 1 when a target fails.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import resource
 import time
 
 import numpy as np
+from targets import Targets  # run as a script: benchmarks/ is on the path
 
 from tilesim.engine.events import simulate
 from tilesim.machine.description import load_machine
@@ -28,7 +31,11 @@ from tilesim.models.snn.training.network import NetworkConfig, init_network, tra
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="2 steps")
     a = ap.parse_args(argv)
+    if a.quick:
+        a.steps = 2
+    targets = Targets()
     cfg = NetworkConfig(
         layers="2312-1466-1466-10", batch=48, timesteps=100, max_activity=0.05, input_cap=32, activity="fixed"
     )
@@ -53,12 +60,14 @@ def main(argv=None) -> int:
         tf.append(time.perf_counter() - t0)
     b, f = float(np.median(tb)), float(np.median(tf))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    ratio_ok, step_ok = targets.check(f / b <= 1.6, "ratio <= 1.6"), targets.check(f <= 0.4, "<= 0.4 s/step")
+    peak_ok = targets.check(peak <= 2, "<= 2 GiB")
     print(
         f"bare sparse math {b:.3f} s/step   simulated step {f:.3f} s/step   ratio {f / b:.2f} "
-        f"(target <= 1.6: {'PASS' if f / b <= 1.6 else 'FAIL'}); <= 0.4 s: {'PASS' if f <= 0.4 else 'FAIL'}; "
-        f"peak RSS {peak:.2f} GiB (<= 2: {'PASS' if peak <= 2 else 'FAIL'}); predicted {sim.total_s * 1e3:.2f} ms/step"
+        f"(target <= 1.6: {ratio_ok}); <= 0.4 s: {step_ok}; "
+        f"peak RSS {peak:.2f} GiB (<= 2: {peak_ok}); predicted {sim.total_s * 1e3:.2f} ms/step"
     )
-    return 0
+    return targets.status("bench_snn_step")
 
 
 if __name__ == "__main__":

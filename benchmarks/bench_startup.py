@@ -4,7 +4,9 @@ Targets on a 2-core machine: ``tilesim --help`` <= 0.3 s and ``tilesim run --hel
 command runs ``--rounds`` times in a fresh interpreter, interleaved with the baseline (the machines are
 noisy); the median of each is printed with its ratio to the baseline's median.
 
-    python benchmarks/bench_startup.py [--rounds 7]
+    python benchmarks/bench_startup.py [--rounds 7] [--quick]
+
+``--quick`` (``make bench-quick``): 3 rounds. Exits 1 when a target fails.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from targets import Targets  # run as a script: benchmarks/ is on the path
 
 COMMANDS = {
     "python -c pass": [sys.executable, "-c", "pass"],
@@ -42,18 +46,23 @@ def interleaved_medians(commands: dict[str, list[str]], rounds: int) -> dict[str
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
-def main() -> None:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=7)
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help="3 rounds")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.rounds = 3
+    targets = Targets()
     medians = interleaved_medians(COMMANDS, args.rounds)
     base = medians["python -c pass"]
     print(f"{'command':<24} {'median s':>9} {'x python':>9}  target")
     for name, med in medians.items():
         target = TARGETS_S.get(name)
-        verdict = "" if target is None else f"<= {target} s: {'met' if med <= target else 'NOT met'}"
+        verdict = "" if target is None else f"<= {target} s: {targets.check(med <= target, name)}"
         print(f"{name:<24} {med:9.3f} {med / base:9.1f}  {verdict}")
+    return targets.status("bench_startup")
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -9,6 +9,9 @@ scheduling and one SQLite transaction per point included). Prints the ratio
 2-worker / 1-worker points per minute. Target (issue 7): ratio >= 1.6 on a machine with >= 2 free cores.
 
     python benchmarks/bench_sweep.py [--points 24] [--layers 128-64-10] [--steps 3] [--repeats 2] [--numba-threads 1]
+                                     [--quick]
+
+``--quick`` (``make bench-quick``): 8 points, one repeat. Exits 1 when the target fails.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import time
 from pathlib import Path
 
 from distributed import Client
+from targets import Targets  # run as a script: benchmarks/ is on the path
 
 from tilesim.models.snn.commands.sweep_cli import run_point
 from tilesim.running.sweep import expand, run_sweep, start_local_cluster, sweep_from_dict
@@ -58,7 +62,11 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=2, help="warm sweeps per worker count (best is kept)")
     ap.add_argument("--numba-threads", type=int, default=1, help="per worker; 0 = cores // workers")
+    ap.add_argument("--quick", action="store_true", help="8 points, one repeat")
     a = ap.parse_args(argv)
+    if a.quick:
+        a.points, a.repeats = 8, 1
+    targets = Targets()
     spec = sweep_from_dict(
         {
             "base": {
@@ -80,8 +88,9 @@ def main(argv=None) -> int:
             rates[w], t_start = points_per_minute(points, w, Path(d), a.numba_threads or None, a.repeats)
             print(f"  {w} worker(s): {rates[w]:7.1f} points/min   (cluster start + warm-up {t_start:.1f} s)")
     ratio = rates[2] / rates[1]
-    print(f"bench_sweep: ratio 2 workers / 1 worker = {ratio:.2f}; target >= 1.6: {'PASS' if ratio >= 1.6 else 'FAIL'}")
-    return 0
+    verdict = targets.check(ratio >= 1.6, "2/1 workers >= 1.6")
+    print(f"bench_sweep: ratio 2 workers / 1 worker = {ratio:.2f}; target >= 1.6: {verdict}")
+    return targets.status("bench_sweep")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,11 @@ alternating ``--rounds`` times (the machines are noisy and shared: the CPU secon
 wall time, both are printed); printed: each tree's median, the ratio this / base (< 1: faster now) and
 whether the predictions are the same (they must be: a speed-up changes no prediction).
 
-    python benchmarks/bench_validate_sparse.py [--base REV] [--rounds 1]
+    python benchmarks/bench_validate_sparse.py [--base REV] [--rounds 1] [--quick]
 
 ``--base`` defaults to the parent of the commit that added this file (the code before the speed-up).
+``--quick`` (``make bench-quick``): one round (the default). Exits 1 when the predictions differ or the target
+fails.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 # run as a script: benchmarks/ on the path
 from bench_against_revision import alternate, exported, resolve_base, revision_before, run_in_tree
+from targets import Targets
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = """
@@ -49,7 +52,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", default=None, help="git revision to compare with (default: before the speed-up)")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--quick", action="store_true", help="one round")
     a = ap.parse_args(argv)
+    if a.quick:
+        a.rounds = 1
+    targets = Targets()
     cases = ROOT / "models" / "linear" / "cases" / "popsparse_bow.csv"
     base = resolve_base(a.base, _default_base)
     if base is None:
@@ -62,14 +69,14 @@ def main(argv=None) -> int:
         print(f"  {k:<5} cpu {med[k][0]:7.1f} s   wall {med[k][1]:7.1f} s")
     print(f"  ratio this / base: cpu {med['this'][0] / med['base'][0]:.2f}, wall {med['this'][1] / med['base'][1]:.2f}")
     same = {r[2] for v in runs.values() for r in v}
-    print(f"  predictions identical: {'yes' if len(same) == 1 else 'NO'}")
+    print(f"  predictions identical: {targets.check(len(same) == 1, 'same predictions')}")
     moved = [(a[0], a[1], b[1]) for a, b in zip(runs["base"][0][3], runs["this"][0][3]) if a != b]
     for case, was, now in moved[:5]:  # a base with other changes (e.g. main after a merge) moves rows too
         print(f"    {case}: base {was}, this {now}")
     if len(moved) > 5:
         print(f"    ... {len(moved) - 5} more rows moved")
-    print(f"  target <= {TARGET_S:g} s wall: {'met' if med['this'][1] <= TARGET_S else 'NOT met'}")
-    return 0 if len(same) == 1 else 1
+    print(f"  target <= {TARGET_S:g} s wall: {targets.check(med['this'][1] <= TARGET_S, 'wall time')}")
+    return targets.status("bench_validate_sparse")
 
 
 if __name__ == "__main__":

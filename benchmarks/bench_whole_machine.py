@@ -17,7 +17,9 @@ same run, the predicted step, the chips and tiles the mapping uses. Targets (iss
 32 chips in <= 60 s; the WSE-2 on >= 10 % of its PEs in <= 60 s and <= 8 GiB (wall time on a shared
 machine also counts waiting for a core: the CPU seconds are the load-free figure).
 
-    python benchmarks/bench_whole_machine.py [--cases bow wormhole-galaxy wse2]
+    python benchmarks/bench_whole_machine.py [--cases bow wormhole-galaxy wse2] [--quick]
+
+``--quick`` (``make bench-quick``): the Galaxy case only. Exits 1 when a target fails or a case does not run.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import os
 import subprocess
 import sys
 import time
+
+from targets import Targets, child_env  # run as a script: benchmarks/ is on the path
 
 CASES = {"bow": ("bow", 16, 8), "wormhole-galaxy": ("wormhole-galaxy", None, None), "wse2": ("wse2", None, None)}
 """case -> (machine, chips (None: the preset's), neurons per tile (None: ``--mapping auto``))."""
@@ -74,20 +78,19 @@ def _child(case: str) -> dict:
 
 
 def _run_case(case: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
-    p = subprocess.run([sys.executable, __file__, "--child", case], capture_output=True, text=True, env=env)
+    p = subprocess.run([sys.executable, __file__, "--child", case], capture_output=True, text=True, env=child_env())
     if p.returncode != 0:
         return {"case": case, "error": (p.stderr.strip().splitlines() or ["?"])[-1]}
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def _verdict(r: dict) -> str:
+def _verdict(r: dict, targets: Targets) -> str:
     if r["case"] == "wormhole-galaxy":
         ok = r["chips_used"] == r["chips"] and r["wall_s"] <= 60
-        return f"all {r['chips']} chips, <= 60 s: {'PASS' if ok else 'FAIL'}"
+        return f"all {r['chips']} chips, <= 60 s: {targets.check(ok, r['case'])}"
     if r["case"] == "wse2":
         ok = r["tiles_used"] >= 0.1 * r["tiles"] and r["wall_s"] <= 60 and r["peak_rss_bytes"] <= 8 * 2**30
-        return f">= 10 % of PEs, <= 60 s, <= 8 GiB: {'PASS' if ok else 'FAIL'}"
+        return f">= 10 % of PEs, <= 60 s, <= 8 GiB: {targets.check(ok, r['case'])}"
     return "reference"
 
 
@@ -95,10 +98,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", nargs="+", choices=tuple(CASES), default=list(CASES))
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true", help="the Galaxy case only")
     a = ap.parse_args(argv)
     if a.child:
         print(json.dumps(_child(a.child)))
         return 0
+    if a.quick:
+        a.cases = ["wormhole-galaxy"]
+    targets = Targets()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"bench_whole_machine: load average {load:.2f} on {os.cpu_count()} cores at start")
     rows = [_run_case(c) for c in a.cases]
@@ -110,6 +117,7 @@ def main(argv=None) -> int:
     for r in rows:
         if "error" in r:
             print(f"{r['case']:16s} FAILED: {r['error']}")
+            targets.check(False, f"{r['case']} runs")
             continue
 
         def x(k, r=r):
@@ -119,11 +127,12 @@ def main(argv=None) -> int:
         print(
             f"{r['case']:16s} {r['wall_s']:7.2f} {x('wall_s'):>6s} {r['cpu_s']:6.2f} {x('cpu_s'):>6s} "
             f"{r['peak_rss_bytes'] / 2**30:8.2f} {x('peak_rss_bytes'):>6s} {r['predicted_ms']:8.3f} "
-            f"{r['chips_used']:>3d}/{r['chips']:<3d} {share:>18s} {r['neurons_per_tile_max']:4d}  {_verdict(r)}"
+            f"{r['chips_used']:>3d}/{r['chips']:<3d} {share:>18s} {r['neurons_per_tile_max']:4d}  "
+            f"{_verdict(r, targets)}"
         )
     if rows and "error" not in rows[0]:
         print(f"network: {rows[0]['neurons']:,} neurons, {rows[0]['weights']:,} weights")
-    return 0
+    return targets.status("bench_whole_machine")
 
 
 if __name__ == "__main__":
