@@ -16,7 +16,9 @@ error text) are identical — they must be: the speed-up changes no plan.
     python benchmarks/bench_planner.py [--base REV] [--rounds 1] [--cases n64 n4096 n65536 nofit] [--quick]
 
 ``--base`` defaults to the parent of the commit that added this file's planner shortcuts (issue 41).
-``--quick`` (``make bench-quick``): the cases ``n64`` and ``nofit``. Exits 1 when an outcome differs.
+``--quick`` (``make bench-quick``): the case ``n64``. Exits 1 when an outcome differs from an explicit ``--base``'s
+(e.g. a speed-up against its parent); against the default base the outcomes are printed only: the planner's model
+changed after issue 41 (poplin's bounds and serial splits, the wafer's clock), so today's plans are not that base's.
 """
 
 from __future__ import annotations
@@ -72,10 +74,10 @@ def main(argv=None) -> int:
     ap.add_argument("--base", default=None, help="git revision to compare with (default: before issue 41's shortcuts)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
-    ap.add_argument("--quick", action="store_true", help="the cases n64 and nofit")
+    ap.add_argument("--quick", action="store_true", help="the case n64")
     a = ap.parse_args(argv)
     if a.quick:
-        a.cases = ["n64", "nofit"]
+        a.cases = ["n64"]  # nofit and n65536 take about two minutes each on the old tree
     base = resolve_base(a.base, _default_base)
     if base is None:
         return 0
@@ -91,7 +93,10 @@ def main(argv=None) -> int:
                 f"  {case:<7} this {med['this']:7.2f} s   base {med['base']:7.2f} s   "
                 f"ratio {med['this'] / med['base']:.3f}   same outcome: {'yes' if len(digests) == 1 else 'NO'}"
             )
-    return 0 if same_all else 1
+    if same_all or a.base:
+        return 0 if same_all else 1
+    print("  (outcomes differ from the default base: the planner's model changed since; --base REV checks identity)")
+    return 0
 
 
 if __name__ == "__main__":

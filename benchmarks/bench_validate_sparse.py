@@ -9,8 +9,10 @@ whether the predictions are the same (they must be: a speed-up changes no predic
     python benchmarks/bench_validate_sparse.py [--base REV] [--rounds 1] [--quick]
 
 ``--base`` defaults to the parent of the commit that added this file (the code before the speed-up).
-``--quick`` (``make bench-quick``): one round (the default). Exits 1 when the predictions differ or the target
-fails.
+``--quick`` (``make bench-quick``): one round (the default). Exits 1 when the target fails, or when the predictions
+differ from an explicit ``--base``'s (a speed-up against its parent); against the default base they are printed
+only: the sparse and dense models changed after issue 40 (PopLibs' vertex estimates, poplin's bounds), so today's
+rows are not that base's.
 """
 
 from __future__ import annotations
@@ -69,7 +71,10 @@ def main(argv=None) -> int:
         print(f"  {k:<5} cpu {med[k][0]:7.1f} s   wall {med[k][1]:7.1f} s")
     print(f"  ratio this / base: cpu {med['this'][0] / med['base'][0]:.2f}, wall {med['this'][1] / med['base'][1]:.2f}")
     same = {r[2] for v in runs.values() for r in v}
-    print(f"  predictions identical: {targets.check(len(same) == 1, 'same predictions')}")
+    if a.base:
+        print(f"  predictions identical: {targets.check(len(same) == 1, 'same predictions')}")
+    else:
+        print(f"  predictions identical: {'yes' if len(same) == 1 else 'no (the default base: not checked)'}")
     moved = [(a[0], a[1], b[1]) for a, b in zip(runs["base"][0][3], runs["this"][0][3]) if a != b]
     for case, was, now in moved[:5]:  # a base with other changes (e.g. main after a merge) moves rows too
         print(f"    {case}: base {was}, this {now}")
