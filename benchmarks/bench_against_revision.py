@@ -73,6 +73,23 @@ def _use(*names):
             raise ImportError(f"{{name}} is in none of its modules: {{'; '.join(errors)}}")
 """
 
+OWN_COMMANDS = """
+from importlib import metadata
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+# the tree's own command plug-ins: the installed distribution's entry points name this checkout's modules
+_OWN = metadata.EntryPoints(
+    metadata.EntryPoint(name, value, "tilesim.commands")
+    for name, value in tomllib.loads((_root / "pyproject.toml").read_text())["project"]["entry-points"][
+        "tilesim.commands"
+    ].items()
+)
+_entry_points = metadata.entry_points
+metadata.entry_points = lambda **kw: _OWN if kw.get("group") == "tilesim.commands" else _entry_points(**kw)
+"""
+
 NMNIST = """
 import time, numpy as np
 _use("NetworkConfig", "init_network", "train_step", "place_network", "load_machine")
@@ -117,21 +134,9 @@ RESULT = (time.perf_counter() - t0) / len(maps)
 import time
 T0 = time.perf_counter()  # before any import: the imports are part of what `make demo` waits for
 import tempfile
-from importlib import metadata
-try:
-    import tomllib
-except ImportError:  # Python 3.10
-    import tomli as tomllib
-# the tree's own command plug-ins: the installed distribution's entry points name this checkout's modules
-_OWN = metadata.EntryPoints(
-    metadata.EntryPoint(name, value, "tilesim.commands")
-    for name, value in tomllib.loads((_root / "pyproject.toml").read_text())["project"]["entry-points"][
-        "tilesim.commands"
-    ].items()
-)
-_entry_points = metadata.entry_points
-metadata.entry_points = lambda **kw: _OWN if kw.get("group") == "tilesim.commands" else _entry_points(**kw)
-from tilesim.cli import main
+"""
+    + OWN_COMMANDS
+    + """from tilesim.cli import main
 with tempfile.TemporaryDirectory() as d:
     main(["run", "--layers", "700-1462-1460-20", "--dataset", "shd", "--input-cap", "48", "--batch", "48",
           "--timesteps", "100", "--max-activity", "0.05", "--machine", "gc200", "--steps", "4", "--quiet",

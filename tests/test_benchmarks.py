@@ -83,7 +83,8 @@ def test_the_revision_cases_find_their_names_in_this_tree():
 @pytest.mark.slow
 def test_the_revision_cases_find_their_names_in_the_default_base():
     """The tree before issue 24's seam (flat ``models.snn`` modules, ``tilesim/machine.py``): ``make bench`` exited
-    2 in a second there (``No module named 'models.snn.training'``)."""
+    2 in a second there (``No module named 'models.snn.training'``); its ``run`` command is found through its own
+    pyproject's plug-ins (the installed entry points name today's modules)."""
     sys.path.insert(0, str(BENCH))
     try:
         import bench_against_revision as b
@@ -94,6 +95,13 @@ def test_the_revision_cases_find_their_names_in_the_default_base():
         subprocess.run(["git", "cat-file", "-e", base], cwd=ROOT, check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("no git history here")
+    commands = b.OWN_COMMANDS + (
+        "from tilesim.cli import build_parser\n"
+        "RESULT = sorted(metadata.entry_points(group='tilesim.commands').names)\n"
+        "build_parser().parse_args(['run', '--steps', '1'])\n"  # the demo case's command is there
+    )
     with b.exported(base) as old:
         found, names = _resolve_in(old)
+        plugins = b.run_in_tree(old, commands, "commands")
     assert found == names
+    assert "snn" in plugins
