@@ -83,8 +83,8 @@ test-pythons:
 
 # The benchmarks (benchmarks/bench_*.py, each run from the checkout as `python benchmarks/bench_X.py`), each
 # checked against its own targets: all of them run, then the ones that failed a target (or did not run) are named
-# and the target fails. The full set takes about an hour on a 2-core machine; `make bench-quick` runs each with
-# --quick (smaller sizes, one round) in about ten minutes.
+# and the target fails. The full set takes 7.5 min on a quiet 2-core machine (about 15 at load 5); `make bench-quick`
+# runs each with --quick (smaller sizes, one round) in 2 min (about 6 at load 5).
 BENCH_FLAGS ?=
 bench: $(STAMP)
 	@failed=""; for b in benchmarks/bench_*.py; do \
