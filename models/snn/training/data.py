@@ -128,6 +128,25 @@ def events_to_input_list(
     return SpikeList(ids, counts)
 
 
+
+def input_at_cap(
+    timesteps: int, batch: int, n_channels: int, input_cap: int, rng: np.random.Generator
+) -> SpikeList:
+    """The most input drive the authors' loader can deliver: ``input_cap`` distinct channels, drawn
+    uniformly, in every time bin of every sample (``[T, B, input_cap]``, ids ascending).
+
+    ``events_to_sparse_tensors`` (``benchmarking/nmnist_util.py``) keeps at most ``sparse_size`` unique
+    events per 1 ms bin, so no real SHD sample (``--sparse_size_inp=48`` in ``runfile_multi_ipu.sh``)
+    drives the first layer harder than this: an upper bound of the natural activity, whatever SHD's rate
+    per channel and bin is."""
+    require(0 < input_cap <= n_channels, "input_cap", input_cap, f"must be in [1, {n_channels}]")
+    ids = np.zeros((timesteps, batch, input_cap), np.uint32)
+    for t in range(timesteps):
+        for b in range(batch):
+            ids[t, b] = np.sort(rng.choice(n_channels, input_cap, replace=False))
+    counts = np.full((timesteps, batch, 2), input_cap, np.int32)
+    return SpikeList(ids, counts)
+
 # --------------------------------------------------------------------------------------
 # synthetic generators
 # --------------------------------------------------------------------------------------
