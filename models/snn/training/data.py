@@ -128,10 +128,7 @@ def events_to_input_list(
     return SpikeList(ids, counts)
 
 
-
-def input_at_cap(
-    timesteps: int, batch: int, n_channels: int, input_cap: int, rng: np.random.Generator
-) -> SpikeList:
+def input_at_cap(timesteps: int, batch: int, n_channels: int, input_cap: int, rng: np.random.Generator) -> SpikeList:
     """The most input drive the authors' loader can deliver: ``input_cap`` distinct channels, drawn
     uniformly, in every time bin of every sample (``[T, B, input_cap]``, ids ascending).
 
@@ -146,6 +143,7 @@ def input_at_cap(
             ids[t, b] = np.sort(rng.choice(n_channels, input_cap, replace=False))
     counts = np.full((timesteps, batch, 2), input_cap, np.int32)
     return SpikeList(ids, counts)
+
 
 # --------------------------------------------------------------------------------------
 # synthetic generators
