@@ -48,10 +48,11 @@ activity is the efficiency of that overhead (the authors' own natural runs, if t
 the same), and the fixed rows stay the only ones with spike work in every layer.
 
 Grid: SHD, 1/2/4/8/16 ``bow`` chips × npt 2/4/8 × B 24/384 (the ends of the poster's batch range;
-the signs of S6 read only those). Run time on the shared 2-core machine: about 12 min under load (the
-16-chip steps, 188k neurons and 184M weights at npt 8, take up to 40 s each, natural, capped and fixed
-together). ``--quick``: 1, 2 and 4 chips, npt 2, B 24 (about a minute). Not in the test suite's quick
-runs beyond ``--quick``."""
+the signs of S6 read only those). Run time on the shared 2-core machine: about 6 min (the
+16-chip B 384 points, up to 188k neurons and 184M weights, take up to 70 s each, natural, capped and fixed
+together). ``--quick``: 1, 2 and 4 chips, npt 2, B 24 (about a minute). ``--data-root DIR``: real SHD
+(tonic's folder) instead of the generator, binned from each sample's first event (``from_first_event``).
+Not in the test suite's quick runs beyond ``--quick``."""
 
 from __future__ import annotations
 
@@ -81,6 +82,9 @@ NPTS = (2, 4, 8)
 BATCHES = (24, 384)
 QUICK = ((1, 2, 4), (2,), (24,))
 MODES = ("natural", "natural_cap", "fixed")
+DATA_ROOT: str | None = None
+"""``--data-root DIR``: real SHD from tonic's folder (``DIR/SHD``), its events binned from each sample's first
+event as the authors' loader does; None: the SHD-shaped generator."""
 
 
 def _layers(values) -> str:
@@ -118,7 +122,12 @@ def _point(npt: int, batch: int, chips: int, data: dict) -> list:
     mach = machine(chips)
     placement, ledger = place(cfg, mach, npt)
     if batch not in data:
-        data[batch] = dataset_for("shd", batch, DATASETS["shd"].n_inputs)
+        if DATA_ROOT is not None:
+            from tilesim.models.snn.training import data as D
+
+            data[batch] = D.from_first_event(D.read_tonic("shd", DATA_ROOT, limit=batch))
+        else:
+            data[batch] = dataset_for("shd", batch, DATASETS["shd"].n_inputs)
     spikes, labels = next(data[batch].batches(batch, cfg.timesteps, cfg.input_cap, np.random.default_rng(SEED + 1)))
     capped = input_at_cap(cfg.timesteps, batch, cfg.layers[0], cfg.input_cap, np.random.default_rng(SEED + 2))
     out = []
@@ -262,6 +271,16 @@ def plot(rows, path):
 
 
 def main(argv=None) -> int:
+    """``--data-root DIR`` (real SHD under ``DIR/SHD``, tonic's layout) besides the common ``--out`` and
+    ``--quick``."""
+    global DATA_ROOT
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--data-root" in argv:
+        i = argv.index("--data-root")
+        if i + 1 >= len(argv):
+            raise SystemExit("--data-root needs a folder (tonic's save_to, holding SHD/)")
+        DATA_ROOT = argv[i + 1]
+        del argv[i : i + 2]
     return standard_main(sys.modules[__name__], argv, "s5_s6_natural")
 
 

@@ -117,3 +117,30 @@ def test_the_natural_table_prints_per_layer_spikes_and_gradient_entries():
     assert fix["layer_spikes"] == "" and fix["cap_fill"] == 1.0
     text = S.summary(rows)
     assert "per-layer activity" in text and "silent from layer 2 (drive)" in text
+
+
+def test_real_shd_is_binned_from_each_samples_first_event(monkeypatch):
+    """The authors' loader bins from ``t_start = times[0]`` (``events_to_sparse_tensors``): 24 samples whose
+    events start at 200 ms give an empty 10-step window from 0 ms and a full one from the first event; the
+    experiment's ``--data-root`` path reads tonic's SHD (here a stand-in) through ``from_first_event``."""
+    from experiments import s5_s6_natural as S
+
+    rng = np.random.default_rng(3)
+    samples = tuple(
+        (rng.integers(0, 700, 400).astype(np.int32), np.sort(rng.uniform(200.0, 240.0, 400))) for _ in range(24)
+    )
+    ds = D.EventDataset("shd", 700, 20, samples + ((np.zeros(0, np.int32), np.zeros(0)),), np.arange(25) % 20)
+    moved = D.from_first_event(ds)
+    assert all(t[0] == 0.0 and np.allclose(np.diff(t), np.diff(t0)) for (_, t), (_, t0) in zip(moved.samples, samples))
+    assert moved.samples[-1][1].size == 0
+    raw = D.events_to_input_list(ds.samples[:24], 10, 48, np.random.default_rng(0), n_channels=700)
+    new = D.events_to_input_list(moved.samples[:24], 10, 48, np.random.default_rng(0), n_channels=700)
+    assert raw.counts.sum() == 0 and new.counts[..., 0].mean() > 5
+    monkeypatch.setattr(D, "read_tonic", lambda name, root, limit=None: D.EventDataset(*_head(ds, limit)))
+    monkeypatch.setattr(S, "DATA_ROOT", "/nowhere")
+    nat = S._point(2, 24, 1, {})[0]
+    assert nat["input_per_bin"] > 5  # binned from the first event (0 from the recording's start)
+
+
+def _head(ds, n):
+    return ds.name, ds.n_channels, ds.n_classes, ds.samples[:n], ds.labels[:n]

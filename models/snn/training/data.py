@@ -145,6 +145,17 @@ def input_at_cap(timesteps: int, batch: int, n_channels: int, input_cap: int, rn
     return SpikeList(ids, counts)
 
 
+def from_first_event(ds: EventDataset) -> EventDataset:
+    """``ds`` with every sample's times shifted so that its first event is at 0 ms, as the authors' loader
+    bins them (``events_to_sparse_tensors``, ``benchmarking/nmnist_util.py``: ``t_start = times[0]``, bins
+    ``[t_start + t·Δt, t_start + (t+1)·Δt)``): a T-step window then holds the first T ms *of the
+    utterance*, not of the recording. Empty samples stay empty."""
+    samples = tuple(
+        (ch, np.asarray(tm, np.float64) - float(np.min(tm))) if len(tm) else (ch, tm) for ch, tm in ds.samples
+    )
+    return EventDataset(ds.name, ds.n_channels, ds.n_classes, samples, ds.labels)
+
+
 # --------------------------------------------------------------------------------------
 # synthetic generators
 # --------------------------------------------------------------------------------------
