@@ -280,6 +280,31 @@ def _dead_fix(layer: int, L: int, theta2: float) -> str:
     )
 
 
+def _flat_loss(hist: list, steps: list, config, window: int):
+    """The earliest run of ``window`` or more steps, to the last, over which the loss did not move (a
+    :class:`Finding`), or None."""
+    losses = np.array([r.loss for r in hist])
+    if len(hist) < window:
+        return None
+    for i in range(len(hist) - window + 1):
+        tail = losses[i:]
+        if np.ptp(tail) < FLAT_LOSS and tail[0] > 0.01:  # 0: learned, not stuck
+            n_classes = config.layers[-1] if config is not None else None
+            chance = (
+                f" (= ln {n_classes}, chance: the output never spiked)"
+                if n_classes and abs(tail[0] - math.log(n_classes)) < 1e-6
+                else ""
+            )
+            return Finding(
+                "flat_loss",
+                None,
+                (steps[i], steps[-1]),
+                f"loss stayed at {tail[0]:.3f}{chance} from step {steps[i]} to {steps[-1]}",
+                "see the dead-layer finding; the usual fixes are output ϑ2 −100 and weight_mul 4.0",
+            )
+    return None
+
+
 def diagnose(history, config=None, window: int = WINDOW) -> tuple:
     """Findings over a training history (a sequence of :class:`StepRecord`), one per kind and
     layer, earliest first; with ``config`` also :func:`check_depth`.
@@ -341,26 +366,8 @@ def diagnose(history, config=None, window: int = WINDOW) -> tuple:
     silent = check_silent(hist, config)
     if silent is not None and not any(f.kind == "dead_layer" and f.layer == silent.layer for f in found):
         found.append(silent)
-    losses = np.array([r.loss for r in hist])
-    if len(hist) >= window:
-        for i in range(len(hist) - window + 1):
-            tail = losses[i:]
-            if np.ptp(tail) < FLAT_LOSS and tail[0] > 0.01:  # 0: learned, not stuck
-                n_classes = config.layers[-1] if config is not None else None
-                chance = (
-                    f" (= ln {n_classes}, chance: the output never spiked)"
-                    if n_classes and abs(tail[0] - math.log(n_classes)) < 1e-6
-                    else ""
-                )
-                found.append(
-                    Finding(
-                        "flat_loss",
-                        None,
-                        (steps[i], steps[-1]),
-                        f"loss stayed at {tail[0]:.3f}{chance} from step {steps[i]} to {steps[-1]}",
-                        "see the dead-layer finding; the usual fixes are output ϑ2 −100 and weight_mul 4.0",
-                    )
-                )
-                break
+    flat = _flat_loss(hist, steps, config, window)
+    if flat is not None:
+        found.append(flat)
     order = {"too_deep": 0, "dead_layer": 1, "silent_layer": 2, "flat_loss": 3, "saturated_layer": 4}
     return tuple(sorted(found, key=lambda f: (order[f.kind], f.steps[0], -1 if f.layer is None else f.layer)))
