@@ -332,7 +332,9 @@ class RunSummary:
     host_memory: HostMemory | None = None
     second_threshold_schedule: SecondThresholdSchedule | None = None  # None: a constant theta2
     activity: tuple[StepRecord, ...] = ()  # per step: loss, accuracy, theta2 and activity per layer
-    findings: tuple[Finding, ...] = ()  # training diagnosis: dead / saturated layers, flat loss, depth
+    # the training diagnosis (dead / silent / saturated layers, flat loss, depth), then the prediction's own
+    # (commands/extrapolation.py: a step that is mostly fitted host excess outside the calibration's datasets)
+    findings: tuple[Finding, ...] = ()
     structure: StepStructure | None = None  # the structural assumptions the steps were timed under
     stack: str = ""  # the execution stack the steps were built with (tilesim.models.snn.stacks; "" before it)
     notes: tuple[str, ...] = ()  # one-line remarks on how the run was timed (e.g. FIXED_NOTE)
