@@ -234,7 +234,7 @@ def test_the_closed_form_bounds_the_events_on_the_programs_own_routes(layers, si
     for s, r in enumerate(rows):
         if not r.exchange:
             continue
-        src, dst, nb, group = row_transfers(layout, r)
+        src, dst, nb, group = row_transfers(layout, r, cfg.batch)
         events = fabric.transfer_cycles(src, dst, nb, group)
         assert closed[s] - r.hops * m.fabric.hop_cycles <= events <= closed[s], (r.label, events, closed[s])
         checked += 1
