@@ -154,7 +154,8 @@ class Layout:
                 "does not fit)"
             )
         states = ", ".join(
-            f"{lb.depth}" + (f" ({lb.depth // lb.batch_split} x {lb.batch_split}-way batch split)" if lb.batch_split > 1 else "")
+            f"{lb.depth}"
+            + (f" ({lb.depth // lb.batch_split} x {lb.batch_split}-way batch split)" if lb.batch_split > 1 else "")
             for lb in self.layers
         )
         return f"input bitmasks {'; '.join(parts)}; state PEs per column by layer: {states}"

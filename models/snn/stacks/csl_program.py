@@ -8,8 +8,12 @@ in-block ``r`` at step ``t``; ``n_c``: neurons of out-block ``c``; ``m``: neuron
 ``o_c(t)`` / ``κ_c(t)``: spikes / kept slots of out-block ``c``; ``B`` batch; ``k.*`` the costs:
 
 ``host: input stream``  the step's input lists, T·B·(input_cap+1)·4 bytes, from the host to the
-    feeder PEs at the west edge; feeder: ``B·task + (s + B)·tx``; exchange: the feeders multicast layer 0's
-    t = 0 lists (ids and one end-of-list wavelet per sample) along its lines.
+    feeder PEs at the west edge; feeder: ``B·task + (s + B)·tx`` (``+ s·scalar`` where layer 0 re-sends:
+    the feeder sets a bit per id); exchange: the feeders multicast layer 0's t = 0 lists (ids and one
+    end-of-list wavelet per sample) along its lines. The host streams a time step at a time (memcpy) into
+    feeders that hold two steps (:data:`FEEDER_STEPS`): step t + 1's lists arrive while step t's go out,
+    so only the first step's need precede the forward pass; the row books the whole stream before it
+    (an upper bound; band down to one step's share).
 ``fwd: synaptic adds`` (t)  weight PE (r, c): ``B·(task + 2·dsd) + s·(rx + scalar + dsd) + s·n_c/fmac
     + B·n_c/fadd``: receive the spike ids, add a weight row of ``n_c`` per spike into the [B, n_c]
     accumulator, then stream the accumulator down the column (``@fadds`` fabric-in + memory → fabric-out);
@@ -21,12 +25,16 @@ in-block ``r`` at step ``t``; ``n_c``: neurons of out-block ``c``; ``m``: neuron
     layer's line ``c``; the feeders send layer 0's next lists (as in the host row).
 ``loss``  the output layer's state PEs: ``B·(task + neuron_grad_ops·(dsd + m/mem))``.
 ``bwd: state grad`` (t, reversed)  state PE: ``B·task + κ·(rx + scalar) + B·neuron_grad_ops·(dsd + m/mem)``;
-    exchange: δI (``4·B·n_c``) multicast up the column.
+    exchange: δI (``4·B·n_c``) multicast up the column. Where layer ``l`` re-sends its input bitmasks
+    (below), the layer below's state PEs also send this step's spike and kept bitmasks of their samples
+    (``w = 2·b·ceil(m/32)`` words: ``+ task + dsd + w·tx``) along layer ``l``'s lines (the forward spikes'
+    route); layer 0's feeders its input's spike bitmask (``B·ceil(n/32)`` words).
 ``bwd: weight+input grad`` (t)  weight PE: ``B·(task + 3·dsd + n_c·rx) + s·(scalar + dsd + n_c/fmac)
     + k·(scalar + dsd + n_c/fmac) + k/fadd``: dW += δI rows for the recorded input spikes, one
     partial dot product per input slot, then the partials streamed along the line towards the layer
-    below (layer 0: no input gradient); exchange: the line chains, ``4·k_r`` bytes, ending on the layer
-    below's state PEs of column ``r`` (the slot gradients g of its next backward step).
+    below (layer 0: no input gradient); where the layer re-sends, ``+ task + dsd + W_r·rx`` to take the
+    ``W_r`` words of its line (:func:`resend_words`); exchange: the line chains, ``4·k_r`` bytes, ending on
+    the layer below's state PEs of column ``r`` (the slot gradients g of its next backward step).
 ``optimizer``  weight PE: ``2·dsd + n_in·n_c·sgd_ops/mem`` (Adam: ``adam_ops``).
 
 Exchange time: the mesh fabric's closed form (:class:`tilesim.machine.fabric.MeshFabric`) on each
@@ -37,6 +45,16 @@ what the fabric's proportional rule would spread over the wafer stays on the row
 uses. [U] a chain is pipelined (band: up to ``R`` times the drain if it were not). Against the event
 model on the program's own routes (:func:`row_transfers`, ``tests/test_stack_csl.py``):
 ``closed - hops <= events <= closed`` per row (the events take a chain's hops at once).
+
+What PEs keep (:func:`pe_bytes`, :func:`state_bytes`, :func:`feeder_bytes`): a weight PE records its
+input's spike and kept bitmasks over T (2·T·B words of 32 neurons) where they fit; else it keeps only the
+current step's and the layer **re-sends** them (above): SRAM traded for traffic and a task per backward
+step. Re-sending only adds work, so :func:`choose_layout` records wherever the weight PEs hold it and the
+block-size search keeps the fastest layout that fits. A column's neurons go to the fewest state PEs that
+hold their history (v over T, the own list's bitmasks); if one neuron's whole-batch history does not
+fit, the batch is split over state PEs too (``batch_split``, the fewest state PEs in all: each takes its
+neurons for its samples; the shares of the chains, multicasts and gradients follow
+:meth:`~tilesim.models.snn.stacks.csl_layout.LayerBlocks.state_share`).
 
 Counts (:func:`block_counts`): per out-block from the counters' per-tile spike tallies
 (``spike_detect``: ``spikes_kept``, ``entries_kept``), exact; a layer's input at step ``t`` is the
@@ -75,6 +93,10 @@ __all__ = [
     "BlockCounts",
     "block_counts",
     "pe_bytes",
+    "state_bytes",
+    "feeder_bytes",
+    "resend_words",
+    "FEEDER_STEPS",
     "planned_counts",
     "choose_layout",
     "step_rows",
