@@ -326,7 +326,6 @@ def test_state_pes_split_the_batch_when_one_neurons_history_does_not_fit():
         step.program(m5)
 
 
-@pytest.mark.slow
 def test_the_shd_demo_network_fits_the_wafer():
     """The paper's SHD network (700-1462-1460-20, B 48, T 100, Adam, caps 48 / 72-72-2): its weight PEs cannot
     record the input bitmasks over T and one neuron's history overflows a state PE, so the layout re-sends and
@@ -342,3 +341,38 @@ def test_the_shd_demo_network_fits_the_wafer():
     assert all(lb.resend for lb in layout.layers) and all(lb.batch_split > 1 for lb in layout.layers)
     assert layout.pes_used < m.tiles_per_chip
     assert csl_memory(cfg, layout, m).check(mode="report").size == 0
+
+
+def test_re_sent_and_batch_split_routes_are_bounded_by_the_events():
+    """Layers 2-2-2, B 4, T 20, SGD on a 12 x 10 cut with 7,700 B PEs: one neuron's whole-batch history (8,208 B)
+    does not fit a state PE, half the batch's does (7,688 B), so each column's 2 neurons sit on 2 x 2 state PEs;
+    recording the bitmasks (7,984 B) does not fit a weight PE, re-sending does. The state PEs' shares add up to
+    their column's, and the re-sent multicasts, like every row's transfers, keep closed - hops <= events <=
+    closed."""
+    from tilesim.models.snn.stacks.csl_program import _exchange_cycles, row_transfers, step_rows
+
+    m = _cut(load_machine("wse2"), 12, 10)
+    m = replace(m, chip=replace(m.chip, sram_bytes=7700))
+    cfg = NetworkConfig(layers="2-2-2", batch=4, timesteps=20, input_cap=2, caps=(1, 1), optimizer="sgd")
+    pl = to_placement(contiguous_placement(cfg.layers[1:], 2, 1, tiles_per_chip=m.tiles_per_chip), m)
+    counters = count_work(fixed_activity(cfg), pl, per_step=True)
+    stack = CslStack(m)
+    layout = stack.layout(cfg, pl, m)
+    assert [(lb.depth, lb.batch_split, lb.resend) for lb in layout.layers] == [(4, 2, True)] * 2
+    assert "2 x 2-way batch split" in layout.describe_choices()
+    for lb in layout.layers:
+        np.testing.assert_allclose(lb.state_share(cfg.batch).sum(axis=0), 1.0)
+    assert step_memory_fits(cfg, pl, counters, m, stack)
+    rows = step_rows(cfg, list(layout.layers), block_counts(cfg, counters, list(layout.layers)), stack.costs)
+    closed = _exchange_cycles(m, rows)
+    fabric = make_fabric(m)
+    for s, r in enumerate(rows):
+        if r.exchange:
+            src, dst, nb, group = row_transfers(layout, r, cfg.batch)
+            events = fabric.transfer_cycles(src, dst, nb, group)
+            assert closed[s] - r.hops * m.fabric.hop_cycles <= events <= closed[s], (r.label, events, closed[s])
+
+
+def step_memory_fits(cfg, pl, counters, m, stack) -> bool:
+    """The csl program's own SRAM ledger has no PE over budget."""
+    return SnnStep(cfg, pl, counters, stack=stack).memory(m).check(mode="report").size == 0
