@@ -291,14 +291,14 @@ def _depth(config, costs, n_out_max: int, budget: int) -> tuple | None:
             return d, 1
     best = None
     for q in range(2, B + 1):
+        if best is not None and q >= best[0] * best[1]:  # q groups alone are as many state PEs as the best
+            break
         b = -(-B // q)
         if state_bytes(config, costs, 1, b) > budget:
             continue
         d = next(d for d in range(1, n_out_max + 1) if state_bytes(config, costs, -(-n_out_max // d), b) <= budget)
         if best is None or d * q < best[0] * best[1]:
             best = (d, q)
-        if d == n_out_max:  # one neuron a PE: a bigger split only adds PEs
-            break
     return None if best is None else (best[0] * best[1], best[1])
 
 
