@@ -6,7 +6,10 @@ holds ``W[in-block r, out-block c]``. A layer's out-blocks are groups of its pla
 tiles, consecutive in tile order, at most ``b`` neurons each), so the counters' per-tile spike tallies
 add up to exact per-block counts; its in-blocks are the out-blocks of the layer below (the data input's
 channels are cut into ``ceil(N_0 / b)`` equal blocks). At the end of each column sit ``d_l`` state PEs
-holding the column's neurons' state and recorded sequences, ``d_l`` the fewest that fit.
+holding the column's neurons' state and recorded sequences, ``d_l`` the fewest that fit (where one
+neuron's whole-batch history does not fit a PE, the batch is split over them too: ``batch_split``).
+Each layer's weight PEs record their input bitmasks over T where they can, else the layer re-sends them
+at each backward step (``resend``; :mod:`tilesim.models.snn.stacks.csl_program`).
 
 **Cells.** Each layer's rectangle sits in a square cell of ``S`` PEs a side (``S`` = the largest
 ``C_l`` and ``R_l + d_l``); cells follow a zig-zag through bands two cells wide (down the first band,

@@ -630,7 +630,9 @@ def _no_layout(config, machine, budget: int, why: dict, costs: WseCosts) -> str:
 def choose_layout(config, placement, machine, costs: WseCosts | None = None) -> Layout:
     """The :class:`Layout` with the least step time at the lists' caps (:func:`planned_counts`: the layout
     is compiled before the data) among :data:`BLOCK_CANDIDATES` that fit (module docstring of
-    :mod:`tilesim.models.snn.stacks.csl_layout`); a :class:`MappingError` naming the fix if none fits."""
+    :mod:`tilesim.models.snn.stacks.csl_layout`), each with its state PEs (and batch split) and its layers'
+    bitmask choice, record or re-send (:func:`_blocks_fit`); a :class:`MappingError` naming the fix if none
+    fits."""
     costs = costs or default_wse_costs()
     _check(config, machine)
     colors = check_colors(costs)
