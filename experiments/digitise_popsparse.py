@@ -17,6 +17,12 @@ PNG output and the static-vs-dynamic table as text. This script reads those outp
   1 and 16, FP16 and FP32; printed to one decimal).
 
 Checked against each other: the density figure's ratios at 1/16 agree with the table's within 2 %.
+
+**[H]** one column is not read off a figure: ``best_of`` (:data:`HEAT_MAP_BATCHES` on the best-batch rows at
+densities 1/4, 1/8, 1/32), the batches the paper's density figure was the best of. No source states them; they
+were read from the same 12 rows ``tilesim validate`` checks (their rates sit at 0.96-0.98x the heat map's
+n = 1024 rates), so those rows' error is not a held-out error: mean |error| 11.9 % with the column, 15.5 % with
+it empty (every batch of ``BEST_OF``); ``models/linear/cases/README.md`` gives the rows' errors both ways.
 Run: ``python -m experiments.digitise_popsparse PATH/TO/Analysis.ipynb > models/linear/cases/popsparse_bow.csv``.
 Needs scipy and matplotlib (both dependencies of tilesim).
 """
@@ -163,7 +169,8 @@ COLUMNS = ("workload", "case", "machine", "method", "precision", "m", "k", "n", 
            "measured_tflops", "use", "best_of", "source")  # fmt: skip
 HEAT_MAP_BATCHES = "4 16 64 256 1024"
 """The batches of the static heat map (figure ``ipu_static_grid``): the ``best_of`` of the density figure's rows
-at 1/4, 1/8 and 1/32 (the paper's sweep, a named assumption: :mod:`tilesim.models.linear.measured`)."""
+at 1/4, 1/8 and 1/32 (the paper's sweep, a named assumption: :mod:`tilesim.models.linear.measured`; [H], read
+from the rows it is checked on: module docstring)."""
 
 
 def _best_of(n, density: float) -> str:

@@ -522,6 +522,7 @@ def rectangles(
     weights=None,
     chips_used: int | None = None,
     grid_cols: int | None = None,
+    rows_used: int | None = None,
 ) -> Mapping:
     """Each layer a rectangle of one chip's ``cols``-wide core grid (what a TT-Metal program multicasts to):
     layers in ``min(chips_used, layers)`` runs of consecutive layers balanced by ``weights`` (default: the
@@ -529,13 +530,16 @@ def rectangles(
     chip's grid cut into one rectangle per layer with areas ∝ ``weights`` (a guillotine cut: across the
     longer side, recursively); a layer with fewer neurons than its rectangle's cores keeps a smaller
     rectangle at its corner; its neurons split evenly over its cores in row-major order. Every core may be
-    used (a Tensix program keeps no core free)."""
+    used (a Tensix program keeps no core free); ``rows_used`` (default: all) keeps the layers to the first rows
+    of each chip's grid, the rest idle."""
     _check(layer_sizes, chips, tiles_per_chip, 1, 0)
     L = len(layer_sizes)
     rows = tiles_per_chip // cols
     require(cols >= 1 and rows * cols == tiles_per_chip, "cols", cols, f"must divide the {tiles_per_chip} cores")
     k = chips if chips_used is None else int(chips_used)
     require(1 <= k <= chips, "chips_used", k, f"must be in 1..{chips}")
+    used_rows = rows if rows_used is None else int(rows_used)
+    require(1 <= used_rows <= rows, "rows_used", used_rows, f"must be in 1..{rows}")
     w = np.asarray(layer_sizes if weights is None else weights, float)
     require(w.size == L and bool(np.all(w >= 0)), "weights", list(w), f"need {L} non-negative values, one per layer")
     walk = chip_walk(chips, grid_cols)
@@ -544,7 +548,7 @@ def rectangles(
     rects: dict = {}
     for g in sorted(set(group)):
         ls = [l for l in range(L) if group[l] == g]
-        for l, r in _layout(cols, rows, ls, w).items():
+        for l, r in _layout(cols, used_rows, ls, w).items():
             rects[l] = (walk[g], *r)
     for l in range(L):
         c, x0, y0, rw, rh = rects[l]

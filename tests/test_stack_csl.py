@@ -38,11 +38,11 @@ def _cut(m, cols: int, rows: int):
     )
 
 
-def _toy(**kw):
+def _toy(timesteps: int = 2, **kw):
     """Layers 4-2-2 (two weight layers), B 1, T 2, input cap 2, caps (1, 1), SGD, fixed activity, on a 5 x 4 cut
     of wse2 (2 neurons per placement tile)."""
     m = _cut(load_machine("wse2"), 5, 4)
-    cfg = NetworkConfig(layers="4-2-2", batch=1, timesteps=2, input_cap=2, caps=(1, 1), optimizer="sgd")
+    cfg = NetworkConfig(layers="4-2-2", batch=1, timesteps=timesteps, input_cap=2, caps=(1, 1), optimizer="sgd")
     pl = to_placement(contiguous_placement(cfg.layers[1:], 2, 1, tiles_per_chip=m.tiles_per_chip), m)
     counters = count_work(fixed_activity(cfg), pl, per_step=True)
     return m, cfg, pl, counters, SnnStep(cfg, pl, counters, stack="csl", **kw)
@@ -234,8 +234,145 @@ def test_the_closed_form_bounds_the_events_on_the_programs_own_routes(layers, si
     for s, r in enumerate(rows):
         if not r.exchange:
             continue
-        src, dst, nb, group = row_transfers(layout, r)
+        src, dst, nb, group = row_transfers(layout, r, cfg.batch)
         events = fabric.transfer_cycles(src, dst, nb, group)
         assert closed[s] - r.hops * m.fabric.hop_cycles <= events <= closed[s], (r.label, events, closed[s])
         checked += 1
     assert checked == sum(r.exchange for r in rows) > 0
+
+
+def test_the_feeders_hold_two_time_steps_of_input_lists_not_the_steps_T():
+    """The host streams the input a time step at a time: a feeder holds the step being sent and the next one
+    (double-buffered), 2·B·(min(n, cap)+1) words, whatever T; the host row still carries the whole stream."""
+    from tilesim.models.snn.stacks.csl_program import feeder_bytes
+
+    costs = default_wse_costs()
+    code = costs.code_bytes + costs.reserved_bytes
+    for T in (2, 10, 100):
+        cfg = NetworkConfig(layers="4-2-2", batch=3, timesteps=T, input_cap=2, caps=(1, 1), optimizer="sgd")
+        assert feeder_bytes(cfg, costs, 4) == 4 * 2 * 3 * (2 + 1) + code
+    m, cfg, pl, counters, step = _toy(timesteps=10)
+    led = step.memory(m)
+    assert led.by_category()["variables:inputs"] == 4 * 2 * 1 * (2 + 1)  # one feeder, B 1, cap 2
+    assert list(step.program(m).host_bytes) == [4.0 * 10 * 1 * (2 + 1)]
+
+
+def _resend_toy(sram: int):
+    """Layers 2-2-2, B 1, T 2, input cap 2, caps (1, 1), SGD, fixed activity, on a 5 x 4 cut of wse2 whose PEs have
+    ``sram`` bytes."""
+    m = _cut(load_machine("wse2"), 5, 4)
+    m = replace(m, chip=replace(m.chip, sram_bytes=sram))
+    cfg = NetworkConfig(layers="2-2-2", batch=1, timesteps=2, input_cap=2, caps=(1, 1), optimizer="sgd")
+    pl = to_placement(contiguous_placement(cfg.layers[1:], 2, 1, tiles_per_chip=m.tiles_per_chip), m)
+    counters = count_work(fixed_activity(cfg), pl, per_step=True)
+    return m, cfg, SnnStep(cfg, pl, counters, stack=CslStack(m))
+
+
+def test_weight_pes_that_cannot_record_their_bitmasks_get_them_re_sent():
+    """SRAM of the toy's PEs (code 6144 + reserved 1024 = 7168 B each), B 1, T 2:
+
+    * weight PE 1 (2 x 2): W, dW 32 + accumulator, δI 16 + list and partials buffers 12 + 8 = 7236, with its
+      input bitmasks recorded over T (8·T·B·1 word = 16) 7252, re-sent (one step's 1 word from the feeder) 7240;
+    * weight PE 2 (2 x 2): the same 7236; recorded 7252; re-sent: layer 1's state PE sends its spike and kept
+      masks, 2 words, 7244;
+    * state PE (2 neurons): v over T 16 + 24 + masks 16 + 16 = 7240; feeder: two steps of lists 24 (+ the input's
+      spike masks over T, 8, where layer 1 re-sends) = 7200.
+
+    At 7245 B neither weight PE can record: both layers re-send. Their backward rows then carry, per step:
+    ``bwd: state grad``: the feeder sends 1 word (task 20 + DSD 8 + 1 = 29 cycles) along layer 1's line, the state
+    PE of layer 1 its 2 words (+ 20 + 8 + 2 = 30 on its 77) along layer 2's line: 4 + 8 B more on the fabric; the
+    weight PEs receive δI (8 B) and the masks (4 / 8 B): port in 16 B → 4 cycles + the spikes' route 3 hops = 7
+    (it was 8 B: 2 + 2 = 4). ``bwd: weight+input grad``: each weight PE takes its words (+ 20 + 8 + words):
+    t = 1 weight PE 2 79 + 30 = 109, t = 0 weight PE 1 78 + 29 = 107."""
+    m, cfg, step = _resend_toy(7245)
+    layout = step.stack.layout(cfg, step.placement, m)
+    assert [lb.resend for lb in layout.layers] == [True, True]
+    assert "re-sent at every backward step" in layout.describe_choices()
+    prog = step.program(m)
+    labels = [prog.labels[i] for i in prog.label_id]
+    sg = [s for s, lab in enumerate(labels) if lab == "bwd: state grad"]
+    gr = [s for s, lab in enumerate(labels) if lab == "bwd: weight+input grad"]
+    assert prog.peaks.compute[sg, 0].tolist() == [107, 107]
+    assert prog.peaks.compute[gr, 0].tolist() == [109, 107]
+    work = make_fabric(m).reduce_peaks(prog.peaks)
+    assert work.exchange[sg, 0].tolist() == [7, 7]
+    # the re-sent bytes on the fabric: δI 8 + 8 B up the two columns, + 4 (feeder) + 8 (state PE) B of masks
+    assert prog.onchip_bytes[sg, 0].tolist() == [28.0, 28.0]
+    seq = {e.label: int(np.sum(e.bytes)) for e in step.memory(m).entries if e.category == "variables:sequences"}
+    assert seq["layer 1 input bitmasks of the step (re-sent)"] == 4
+    assert seq["layer 2 input bitmasks of the step (re-sent)"] == 8
+    assert seq["input spike bitmasks over T (feeders, re-sent)"] == 8
+    # with room to record, nothing is re-sent and the step is faster
+    m2, _, step2 = _resend_toy(7252)
+    assert not any(lb.resend for lb in step2.stack.layout(cfg, step2.placement, m2).layers)
+    assert time_workload(step2, m2).result.total_s < time_workload(step, m).result.total_s
+
+
+def test_state_pes_split_the_batch_when_one_neurons_history_does_not_fit():
+    """At T 100, B 48 one neuron's whole-batch history (v 4·T·B + two list bitmasks 8·T·B) is 57.6 KB: more than
+    a PE's 48 KB. Two samples' halves fit (28.8 KB + code), so the batch is split; past one neuron of one
+    sample the error names the limit and the fix."""
+    from tilesim.models.snn.stacks.csl_program import _depth, state_bytes
+
+    costs = default_wse_costs()
+    cfg = NetworkConfig(layers="700-6-2", batch=48, timesteps=100, input_cap=48, caps=(2, 2))
+    assert state_bytes(cfg, costs, 1) > 49_152
+    d, q = _depth(cfg, costs, 6, 49_152)
+    assert q > 1 and d % q == 0
+    m = -(-6 // (d // q))
+    assert state_bytes(cfg, costs, m, -(-48 // q)) <= 49_152
+    m5, cfg5, pl, counters, step = _toy(timesteps=4000)
+    with pytest.raises(MappingError, match=r"one neuron's history for one sample .* reduce --timesteps"):
+        step.program(m5)
+
+
+def test_the_shd_demo_network_fits_the_wafer():
+    """The paper's SHD network (700-1462-1460-20, B 48, T 100, Adam, caps 48 / 72-72-2): its weight PEs cannot
+    record the input bitmasks over T and one neuron's history overflows a state PE, so the layout re-sends and
+    splits the batch; before, no block size fitted."""
+    from tilesim.models.snn.stacks.csl_program import choose_layout, csl_memory
+
+    m = load_machine("wse2")
+    cfg = NetworkConfig(
+        layers="700-1462-1460-20", batch=48, timesteps=100, input_cap=48, caps=(72, 72, 2), optimizer="adam"
+    )
+    placed = place_network(cfg, m, mapping="spread", stack="csl")
+    layout = choose_layout(cfg, placed.placement, m)
+    assert all(lb.resend for lb in layout.layers) and all(lb.batch_split > 1 for lb in layout.layers)
+    assert layout.pes_used < m.tiles_per_chip
+    assert csl_memory(cfg, layout, m).check(mode="report").size == 0
+
+
+def test_re_sent_and_batch_split_routes_are_bounded_by_the_events():
+    """Layers 2-2-2, B 4, T 20, SGD on a 12 x 10 cut with 7,700 B PEs: one neuron's whole-batch history (8,208 B)
+    does not fit a state PE, half the batch's does (7,688 B), so each column's 2 neurons sit on 2 x 2 state PEs;
+    recording the bitmasks (7,984 B) does not fit a weight PE, re-sending does. The state PEs' shares add up to
+    their column's, and the re-sent multicasts, like every row's transfers, keep closed - hops <= events <=
+    closed."""
+    from tilesim.models.snn.stacks.csl_program import _exchange_cycles, row_transfers, step_rows
+
+    m = _cut(load_machine("wse2"), 12, 10)
+    m = replace(m, chip=replace(m.chip, sram_bytes=7700))
+    cfg = NetworkConfig(layers="2-2-2", batch=4, timesteps=20, input_cap=2, caps=(1, 1), optimizer="sgd")
+    pl = to_placement(contiguous_placement(cfg.layers[1:], 2, 1, tiles_per_chip=m.tiles_per_chip), m)
+    counters = count_work(fixed_activity(cfg), pl, per_step=True)
+    stack = CslStack(m)
+    layout = stack.layout(cfg, pl, m)
+    assert [(lb.depth, lb.batch_split, lb.resend) for lb in layout.layers] == [(4, 2, True)] * 2
+    assert "2 x 2-way batch split" in layout.describe_choices()
+    for lb in layout.layers:
+        np.testing.assert_allclose(lb.state_share(cfg.batch).sum(axis=0), 1.0)
+    assert step_memory_fits(cfg, pl, counters, m, stack)
+    rows = step_rows(cfg, list(layout.layers), block_counts(cfg, counters, list(layout.layers)), stack.costs)
+    closed = _exchange_cycles(m, rows)
+    fabric = make_fabric(m)
+    for s, r in enumerate(rows):
+        if r.exchange:
+            src, dst, nb, group = row_transfers(layout, r, cfg.batch)
+            events = fabric.transfer_cycles(src, dst, nb, group)
+            assert closed[s] - r.hops * m.fabric.hop_cycles <= events <= closed[s], (r.label, events, closed[s])
+
+
+def step_memory_fits(cfg, pl, counters, m, stack) -> bool:
+    """The csl program's own SRAM ledger has no PE over budget."""
+    return SnnStep(cfg, pl, counters, stack=stack).memory(m).check(mode="report").size == 0

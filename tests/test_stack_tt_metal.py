@@ -250,3 +250,23 @@ def test_on_chip_traffic_runs_through_the_event_model():
     assert closed - fab.fixed > 2 * (events - fab.fixed)
     back = prog.transfer_step == 2 * cfg.timesteps + 2 - 2  # a backward row: partials as unicasts
     assert back.any() and (prog.transfer_group[back] < 0).all()
+
+
+def test_default_placement_uses_fewer_core_rows_where_that_is_faster():
+    """700-256-256-20 on an n150: every core of the grid gives the first layers 20-odd neurons a core, less than
+    the matrix engine's 32-wide tile, and a receiver more for every multicast; the default keeps the layers on the
+    first rows where that is faster (here 4 of 9), never slower than the whole grid, and leaves the rest idle."""
+    from tilesim.models.snn.placement.fit import chip_grid_cols, layer_weights, to_placement
+    from tilesim.models.snn.stacks.tt_place import _mapping, row_candidates
+
+    assert row_candidates(9) == [9, 4, 2, 1] and row_candidates(1) == [1]
+    m = load_machine("wormhole-n150")
+    cfg = NetworkConfig("700-256-256-20", batch=16, timesteps=20, max_activity=0.05, activity="fixed")
+    auto = place_network(cfg, m, None, "auto").placement
+    whole = to_placement(_mapping(cfg, m, 1, layer_weights(cfg), chip_grid_cols(m)), m)
+    t_auto = step_seconds(_step(cfg, auto, m), m)
+    t_whole = step_seconds(_step(cfg, whole, m), m)
+    assert auto.tiles_used() < whole.tiles_used() == 72
+    assert t_auto < t_whole
+    with pytest.raises(Exception, match="rows_used"):
+        _mapping(cfg, m, 1, layer_weights(cfg), chip_grid_cols(m), 10)

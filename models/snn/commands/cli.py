@@ -433,7 +433,12 @@ def format_run(summary: dict) -> str:
             f"{st['host_direction']} at the {st.get('host_rate', 'fitted')} rate per "
             f"{st.get('host_shared', 'chip').replace('_', ' ')} (models/snn/step/structure.py)"
         )
-    lines += [f"  training: {f['message']}; fix: {f['fix']}" for f in summary.get("findings", [])]
+    from tilesim.models.snn.commands.extrapolation import HOST_EXCESS_KIND  # loaded when a run is printed
+
+    lines += [
+        f"  {'prediction' if f['kind'] == HOST_EXCESS_KIND else 'training'}: {f['message']}; fix: {f['fix']}"
+        for f in summary.get("findings", [])
+    ]
     return "\n".join(lines)
 
 

@@ -27,6 +27,7 @@ from tilesim.machine.description import load_machine
 from tilesim.machine.fabric import make_fabric
 from tilesim.machine.memory import MemoryLedger
 from tilesim.mapping.core import Mapping
+from tilesim.models.snn.commands.extrapolation import host_excess_finding
 from tilesim.models.snn.commands.hostmem import check_host_memory, estimate_host_memory, peak_rss_bytes
 from tilesim.models.snn.commands.options import DATASET_CHANNELS, DEFAULT_LAYERS, RunOptions, network_fields
 from tilesim.models.snn.outputs.explain import exchange_matrices, explain_critical
@@ -331,7 +332,9 @@ class RunSummary:
     host_memory: HostMemory | None = None
     second_threshold_schedule: SecondThresholdSchedule | None = None  # None: a constant theta2
     activity: tuple[StepRecord, ...] = ()  # per step: loss, accuracy, theta2 and activity per layer
-    findings: tuple[Finding, ...] = ()  # training diagnosis: dead / saturated layers, flat loss, depth
+    # the training diagnosis (dead / silent / saturated layers, flat loss, depth), then the prediction's own
+    # (commands/extrapolation.py: a step that is mostly fitted host excess outside the calibration's datasets)
+    findings: tuple[Finding, ...] = ()
     structure: StepStructure | None = None  # the structural assumptions the steps were timed under
     stack: str = ""  # the execution stack the steps were built with (tilesim.models.snn.stacks; "" before it)
     notes: tuple[str, ...] = ()  # one-line remarks on how the run was timed (e.g. FIXED_NOTE)
@@ -468,6 +471,14 @@ class _RunFacts:
     findings: tuple[Finding, ...] = ()
     nir: dict | None = None
     notes: tuple[str, ...] = ()
+    dataset: str = "synthetic"  # the data's shape (RunOptions.dataset): the fitted host excess's rule needs it
+
+
+def _findings(facts: _RunFacts, sim, s: _Steps) -> tuple[Finding, ...]:
+    """The run's findings: the training diagnosis (``facts.findings``), then the median step's
+    (:func:`tilesim.models.snn.commands.extrapolation.host_excess_finding`)."""
+    excess = host_excess_finding(sim.by_label(), sim.total_s, facts.dataset, (0, len(s.pred) - 1))
+    return facts.findings + ((excess,) if excess is not None else ())
 
 
 def _summarize(
@@ -515,7 +526,7 @@ def _summarize(
         host_memory=_host_memory(facts.estimate),
         second_threshold_schedule=facts.schedule,
         activity=tuple(s.history),
-        findings=facts.findings,
+        findings=_findings(facts, sim, s),
         structure=facts.structure,
         stack=stack,
         notes=facts.notes + tuple(s.stack_lines[med] if s.stack_lines else ()),
@@ -592,6 +603,7 @@ def _run_training(options: RunOptions, progress=None) -> RunSummary:
         schedule=config.second_threshold_schedule,
         findings=tuple(findings),
         nir=None if model is None else model.summary(),
+        dataset=options.dataset,
     )
     return _summarize(config, machine, placed, n_weights, steps, t_all, facts)
 
@@ -608,7 +620,9 @@ def _run_fixed(options, config, machine, placed: Placed, costs, estimate, t_all:
     notes = [FIXED_NOTE]
     if options.steps > 1:
         notes.append(f"{options.steps} steps asked, one timed: at fixed activity every step is the same")
-    facts = _RunFacts(structure=options.structure, stack=options.stack, estimate=estimate, notes=tuple(notes))
+    facts = _RunFacts(
+        structure=options.structure, stack=options.stack, estimate=estimate, notes=tuple(notes), dataset=options.dataset
+    )
     return _summarize(config, machine, placed, _n_weights(config), steps, t_all, facts)
 
 

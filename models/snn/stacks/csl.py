@@ -9,7 +9,10 @@ cells that touch their neighbours so nothing crosses the wafer that the algorith
 counted spikes per block and step with the PE's own cycle costs (``wse_costs.toml``,
 :mod:`~tilesim.models.snn.stacks.csl_costs`); the IPU's fitted cost model is never read. Memory: the PE's own
 (weight block, dW, state, sequences, buffers, code), no IPU categories. The only host traffic is the input
-stream, into feeder PEs at the fabric's west edge.
+stream, a time step at a time into feeder PEs at the fabric's west edge. Where a PE cannot hold what BPTT
+keeps, the layout trades: weight PEs that cannot record their input bitmasks over T get them re-sent at each
+backward step, state PEs that cannot hold one neuron's whole-batch history split the batch (the run's
+notes print the choice: ``csl choices``).
 """
 
 from __future__ import annotations
@@ -53,7 +56,12 @@ _ROWS = (
     ),
     StepRow("loss", KIND_COMPUTE, ONCE, Calls(0)),
     StepRow(
-        "bwd: state grad", KIND_COMPUTE, BACKWARD, Calls(0), exchange="dI multicast up each column", broadcast=True
+        "bwd: state grad",
+        KIND_COMPUTE,
+        BACKWARD,
+        Calls(0),
+        exchange="dI multicast up each column (+ the step's input bitmasks re-sent along the lines, where re-sent)",
+        broadcast=True,
     ),
     StepRow(
         "bwd: weight+input grad",
@@ -76,8 +84,8 @@ _WHY = {
     "loss": " The output layer's state PEs turn the last list into slot gradients.",
     "bwd: state grad": " Its critical PE is a state PE: the state gradient of its neurons for every sample and "
     "the slot gradients it received, then dI up its column.",
-    "bwd: weight+input grad": " Its critical PE is a weight PE: dW rows for its in-block's recorded spikes and "
-    "one partial dot product per input slot, then the partials along its line into the layer below.",
+    "bwd: weight+input grad": " Its critical PE is a weight PE: dW rows for its in-block's recorded (or re-sent) "
+    "spikes and one partial dot product per input slot, then the partials along its line into the layer below.",
     "optimizer": " Every weight PE updates its whole block once per step: the largest block sets it.",
 }
 """Why each row costs what it does (:meth:`CslStack.explain`)."""
@@ -119,7 +127,9 @@ class CslStack:
     host_structure = False
     ASSUMPTIONS = (
         "tasks on wavelets, no launches; PE cycle costs from wse_costs.toml [U] bands there",
-        "host I/O: the input stream only, not overlapped with the previous step (band: 0)",
+        "host I/O: the input stream only, a time step at a time into double-buffered feeders, booked whole "
+        "before the forward pass (band: down to one time step's share, the rest streaming under the forward "
+        "supersteps)",
         "the layout is compiled for full lists (every list at its cap) before any data",
         "the data input's spikes spread over the first layer's input blocks by their neurons [U] "
         "(band: up to every block taking all it can, input_split='worst')",
@@ -153,6 +163,7 @@ class CslStack:
             f"({int(self.costs.memcpy_colors)} of them memcpy's)",
             f"csl costs: {self.costs.name} v{self.costs.version} (wse_costs.toml, [U] bands there); "
             f"input spikes over the first layer's blocks: {self.input_split}",
+            f"csl choices: {layout.describe_choices()}",
         )
         return build_program(
             layout, rows, machine, f"snn training step (csl: {layout.describe(machine.tiles_per_chip)})"

@@ -6,7 +6,10 @@ holds ``W[in-block r, out-block c]``. A layer's out-blocks are groups of its pla
 tiles, consecutive in tile order, at most ``b`` neurons each), so the counters' per-tile spike tallies
 add up to exact per-block counts; its in-blocks are the out-blocks of the layer below (the data input's
 channels are cut into ``ceil(N_0 / b)`` equal blocks). At the end of each column sit ``d_l`` state PEs
-holding the column's neurons' state and recorded sequences, ``d_l`` the fewest that fit.
+holding the column's neurons' state and recorded sequences, ``d_l`` the fewest that fit (where one
+neuron's whole-batch history does not fit a PE, the batch is split over them too: ``batch_split``).
+Each layer's weight PEs record their input bitmasks over T where they can, else the layer re-sends them
+at each backward step (``resend``; :mod:`tilesim.models.snn.stacks.csl_program`).
 
 **Cells.** Each layer's rectangle sits in a square cell of ``S`` PEs a side (``S`` = the largest
 ``C_l`` and ``R_l + d_l``); cells follow a zig-zag through bands two cells wide (down the first band,
@@ -65,13 +68,18 @@ BLOCK_CANDIDATES = (4, 6, 8, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128)
 class LayerBlocks:
     """One weight layer's blocks: ``in_sizes`` [R] and ``out_sizes`` [C] neurons per block;
     ``tile_block`` [n_local]: the out-block of each of the layer's placement tiles (in the order of
-    ``placement.groupings[l][0]``); ``depth``: state PEs per column."""
+    ``placement.groupings[l][0]``); ``depth``: state PEs per column (``depth / batch_split`` groups of the
+    column's neurons, each group on ``batch_split`` PEs that split the batch); ``resend``: the weight PEs
+    keep only the current step's input bitmasks, which the layer below's state PEs (layer 0: the feeders)
+    re-send at every backward step, instead of recording them over T."""
 
     layer: int
     in_sizes: np.ndarray
     out_sizes: np.ndarray
     tile_block: np.ndarray
     depth: int
+    batch_split: int = 1
+    resend: bool = False
 
     @property
     def R(self) -> int:
@@ -83,11 +91,25 @@ class LayerBlocks:
 
     @property
     def state_sizes(self) -> np.ndarray:
-        """[d, C] neurons per state PE (a column's neurons split over its ``depth`` state PEs)."""
-        d = self.depth
+        """[d, C] neurons per state PE (a column's neurons split over ``depth / batch_split`` groups; state PE
+        ``k`` holds group ``k // batch_split``)."""
+        q = max(int(self.batch_split), 1)
+        d = max(self.depth // q, 1)
         base = self.out_sizes[None, :] // d
         extra = (np.arange(d)[:, None] < (self.out_sizes[None, :] % d)).astype(np.int64)
-        return base + extra
+        return np.repeat(base + extra, q, axis=0)
+
+    def state_batch(self, B: int) -> np.ndarray:
+        """[d, 1] samples per state PE: the batch split over a group's ``batch_split`` PEs (state PE ``k``
+        takes part ``k % batch_split``)."""
+        q = max(int(self.batch_split), 1)
+        part = B // q + (np.arange(q) < B % q)
+        return np.tile(part, self.depth // q)[:, None].astype(np.int64)
+
+    def state_share(self, B: int) -> np.ndarray:
+        """[d, C] each state PE's share of its column's per-sample-and-neuron quantities (neurons x samples
+        over ``n_c·B``; a column's shares add up to 1)."""
+        return self.state_sizes * self.state_batch(B) / (self.out_sizes[None, :].astype(np.float64) * B)
 
 
 @dataclass(frozen=True)
@@ -120,6 +142,36 @@ class Layout:
             f"{self.cell} x {self.cell} cells zig-zagging over the {self.fabric[0]} x {self.fabric[1]} fabric, "
             f"{self.colors} colours; {used:,} of {tiles:,} PEs used ({tiles - used:,} idle)"
         )
+
+    def describe_choices(self) -> str:
+        """One line: per layer, the input bitmasks recorded over T or re-sent at each backward step, and the
+        state PEs per column (with the batch split, if any)."""
+        rec = [lb.layer + 1 for lb in self.layers if not lb.resend]
+        res = [lb.layer + 1 for lb in self.layers if lb.resend]
+        parts = []
+        if rec:
+            parts.append(f"recorded over T on the weight PEs of layer(s) {_span(rec)}")
+        if res:
+            parts.append(
+                f"re-sent at every backward step to the weight PEs of layer(s) {_span(res)} (SRAM: the recording "
+                "does not fit)"
+            )
+        states = ", ".join(
+            f"{lb.depth}"
+            + (f" ({lb.depth // lb.batch_split} x {lb.batch_split}-way batch split)" if lb.batch_split > 1 else "")
+            for lb in self.layers
+        )
+        return f"input bitmasks {'; '.join(parts)}; state PEs per column by layer: {states}"
+
+
+def _span(ids: list) -> str:
+    """``[1, 2, 3, 5]`` as ``1-3, 5``."""
+    out, start = [], ids[0]
+    for a, b in zip(ids, [*ids[1:], None]):
+        if b != a + 1:
+            out.append(f"{start}" if start == a else f"{start}-{a}")
+            start = b
+    return ", ".join(out)
 
 
 def equal_blocks(n: int, b: int) -> np.ndarray:

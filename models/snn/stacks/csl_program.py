@@ -8,8 +8,12 @@ in-block ``r`` at step ``t``; ``n_c``: neurons of out-block ``c``; ``m``: neuron
 ``o_c(t)`` / ``κ_c(t)``: spikes / kept slots of out-block ``c``; ``B`` batch; ``k.*`` the costs:
 
 ``host: input stream``  the step's input lists, T·B·(input_cap+1)·4 bytes, from the host to the
-    feeder PEs at the west edge; feeder: ``B·task + (s + B)·tx``; exchange: the feeders multicast layer 0's
-    t = 0 lists (ids and one end-of-list wavelet per sample) along its lines.
+    feeder PEs at the west edge; feeder: ``B·task + (s + B)·tx`` (``+ s·scalar`` where layer 0 re-sends:
+    the feeder sets a bit per id); exchange: the feeders multicast layer 0's t = 0 lists (ids and one
+    end-of-list wavelet per sample) along its lines. The host streams a time step at a time (memcpy) into
+    feeders that hold two steps (:data:`FEEDER_STEPS`): step t + 1's lists arrive while step t's go out,
+    so only the first step's need precede the forward pass; the row books the whole stream before it
+    (an upper bound; band down to one step's share).
 ``fwd: synaptic adds`` (t)  weight PE (r, c): ``B·(task + 2·dsd) + s·(rx + scalar + dsd) + s·n_c/fmac
     + B·n_c/fadd``: receive the spike ids, add a weight row of ``n_c`` per spike into the [B, n_c]
     accumulator, then stream the accumulator down the column (``@fadds`` fabric-in + memory → fabric-out);
@@ -21,12 +25,16 @@ in-block ``r`` at step ``t``; ``n_c``: neurons of out-block ``c``; ``m``: neuron
     layer's line ``c``; the feeders send layer 0's next lists (as in the host row).
 ``loss``  the output layer's state PEs: ``B·(task + neuron_grad_ops·(dsd + m/mem))``.
 ``bwd: state grad`` (t, reversed)  state PE: ``B·task + κ·(rx + scalar) + B·neuron_grad_ops·(dsd + m/mem)``;
-    exchange: δI (``4·B·n_c``) multicast up the column.
+    exchange: δI (``4·B·n_c``) multicast up the column. Where layer ``l`` re-sends its input bitmasks
+    (below), the layer below's state PEs also send this step's spike and kept bitmasks of their samples
+    (``w = 2·b·ceil(m/32)`` words: ``+ task + dsd + w·tx``) along layer ``l``'s lines (the forward spikes'
+    route); layer 0's feeders its input's spike bitmask (``B·ceil(n/32)`` words).
 ``bwd: weight+input grad`` (t)  weight PE: ``B·(task + 3·dsd + n_c·rx) + s·(scalar + dsd + n_c/fmac)
     + k·(scalar + dsd + n_c/fmac) + k/fadd``: dW += δI rows for the recorded input spikes, one
     partial dot product per input slot, then the partials streamed along the line towards the layer
-    below (layer 0: no input gradient); exchange: the line chains, ``4·k_r`` bytes, ending on the layer
-    below's state PEs of column ``r`` (the slot gradients g of its next backward step).
+    below (layer 0: no input gradient); where the layer re-sends, ``+ task + dsd + W_r·rx`` to take the
+    ``W_r`` words of its line (:func:`resend_words`); exchange: the line chains, ``4·k_r`` bytes, ending on
+    the layer below's state PEs of column ``r`` (the slot gradients g of its next backward step).
 ``optimizer``  weight PE: ``2·dsd + n_in·n_c·sgd_ops/mem`` (Adam: ``adam_ops``).
 
 Exchange time: the mesh fabric's closed form (:class:`tilesim.machine.fabric.MeshFabric`) on each
@@ -37,6 +45,16 @@ what the fabric's proportional rule would spread over the wafer stays on the row
 uses. [U] a chain is pipelined (band: up to ``R`` times the drain if it were not). Against the event
 model on the program's own routes (:func:`row_transfers`, ``tests/test_stack_csl.py``):
 ``closed - hops <= events <= closed`` per row (the events take a chain's hops at once).
+
+What PEs keep (:func:`pe_bytes`, :func:`state_bytes`, :func:`feeder_bytes`): a weight PE records its
+input's spike and kept bitmasks over T (2·T·B words of 32 neurons) where they fit; else it keeps only the
+current step's and the layer **re-sends** them (above): SRAM traded for traffic and a task per backward
+step. Re-sending only adds work, so :func:`choose_layout` records wherever the weight PEs hold it and the
+block-size search keeps the fastest layout that fits. A column's neurons go to the fewest state PEs that
+hold their history (v over T, the own list's bitmasks); if one neuron's whole-batch history does not
+fit, the batch is split over state PEs too (``batch_split``, the fewest state PEs in all: each takes its
+neurons for its samples; the shares of the chains, multicasts and gradients follow
+:meth:`~tilesim.models.snn.stacks.csl_layout.LayerBlocks.state_share`).
 
 Counts (:func:`block_counts`): per out-block from the counters' per-tile spike tallies
 (``spike_detect``: ``spikes_kept``, ``entries_kept``), exact; a layer's input at step ``t`` is the
@@ -75,6 +93,10 @@ __all__ = [
     "BlockCounts",
     "block_counts",
     "pe_bytes",
+    "state_bytes",
+    "feeder_bytes",
+    "resend_words",
+    "FEEDER_STEPS",
     "planned_counts",
     "choose_layout",
     "step_rows",
@@ -200,17 +222,20 @@ def planned_counts(config, blocks: list) -> list:
     return out
 
 
-def pe_bytes(config, costs: WseCosts, n_in: int, n_out: int) -> int:
+def pe_bytes(config, costs: WseCosts, n_in: int, n_out: int, resend_words: float | None = None) -> int:
     """SRAM of a weight PE holding a ``n_in x n_out`` block: W and dW (+ Adam's two moments), the
-    [B, n_out] accumulator and δI, the input's recorded spike and kept bitmasks (2·T·B words of 32
-    neurons), the [B, n_in] received-list and partials buffers, code and reserved."""
+    [B, n_out] accumulator and δI, the input's spike and kept bitmasks, the [B, n_in] received-list and
+    partials buffers, code and reserved. The bitmasks: recorded over T (2·T·B words of 32 neurons), or, if
+    the layer re-sends them (``resend_words``: the words one backward step brings, :func:`resend_words`),
+    only the current step's."""
     T, B = int(config.timesteps), int(config.batch)
     slots = 2 if config.optimizer == "adam" else 0
     words = -(-n_in // 32)
+    masks = 8 * T * B * words if resend_words is None else 4 * float(resend_words)
     return int(
         4 * n_in * n_out * (2 + slots)
         + 8 * B * n_out
-        + 8 * T * B * words
+        + masks
         + 4 * B * (n_in + 1)
         + 4 * B * n_in
         + costs.code_bytes
@@ -218,39 +243,86 @@ def pe_bytes(config, costs: WseCosts, n_in: int, n_out: int) -> int:
     )
 
 
-def state_bytes(config, costs: WseCosts, m: int) -> int:
-    """SRAM of a state PE of ``m`` neurons: v over T steps (BPTT), v / δv / δI, the own list's spike
-    and kept bitmasks, the chain's incoming [B, m] share and the slot gradients g, code and reserved."""
-    T, B = int(config.timesteps), int(config.batch)
+def state_bytes(config, costs: WseCosts, m: int, b: int | None = None) -> int:
+    """SRAM of a state PE of ``m`` neurons and ``b`` samples (default the batch; fewer where the batch is
+    split over state PEs): v over T steps (BPTT), v / δv / δI, the own list's spike and kept bitmasks
+    (2·T·b words of 32 neurons), the chain's incoming [b, m] share and the slot gradients g, code and
+    reserved."""
+    T = int(config.timesteps)
+    b = int(config.batch) if b is None else int(b)
     words = -(-m // 32)
-    return int(4 * T * B * m + 12 * B * m + 8 * T * B * words + 8 * B * m + costs.code_bytes + costs.reserved_bytes)
+    return int(4 * T * b * m + 12 * b * m + 8 * T * b * words + 8 * b * m + costs.code_bytes + costs.reserved_bytes)
 
 
-def feeder_bytes(config, costs: WseCosts, n: int) -> int:
-    """SRAM of a feeder PE: its in-block's input lists of the step (T·B·(min(n, cap)+1) words), code."""
+FEEDER_STEPS = 2
+"""Time steps of input lists a feeder holds: the one being sent and the next one arriving (double-buffered)."""
+
+
+def feeder_bytes(config, costs: WseCosts, n: int, resend: bool = False) -> int:
+    """SRAM of a feeder PE: :data:`FEEDER_STEPS` steps of its in-block's input lists (B·(min(n, cap)+1) words
+    a step: the host streams the input a time step at a time), and, if layer 0 re-sends its input bitmasks
+    (``resend``), the in-block's spike bitmasks over T (T·B words of 32 neurons), code."""
     T, B = int(config.timesteps), int(config.batch)
     cap = min(n, int(config.input_cap))
-    return int(4 * T * B * (cap + 1) + costs.code_bytes + costs.reserved_bytes)
+    masks = 4 * T * B * -(-n // 32) if resend else 0
+    return int(4 * FEEDER_STEPS * B * (cap + 1) + masks + costs.code_bytes + costs.reserved_bytes)
 
 
-def _depth(config, costs, n_out_max: int, budget: int) -> int | None:
+def resend_words(blocks: list, l: int, B: int) -> np.ndarray:
+    """[R] words one backward step re-sends along each line of layer ``l``: layer 0's feeders the in-block's
+    spike bitmask (B words of 32 neurons: layer 0 has no input gradient, so no kept mask); else each of the
+    layer below's state PEs of column ``r`` its spike and kept bitmasks of its samples (2·b·ceil(m/32))."""
+    lb = blocks[l]
+    if l == 0:
+        return B * -(-lb.in_sizes // 32).astype(np.float64)
+    below = blocks[l - 1]
+    per = 2.0 * below.state_batch(B) * -(-below.state_sizes // 32)  # [d, C_below]
+    return per.sum(axis=0)
+
+
+def _depth(config, costs, n_out_max: int, budget: int) -> tuple | None:
+    """(state PEs per column, batch split): the fewest state PEs holding all ``n_out_max`` neurons' whole
+    batch; if even one neuron's whole-batch history does not fit, the batch split over the fewest groups
+    of state PEs for which some neuron split fits (then the fewest state PEs in all); None if even one
+    neuron of one sample does not fit."""
+    B = int(config.batch)
     for d in range(1, n_out_max + 1):
         if state_bytes(config, costs, -(-n_out_max // d)) <= budget:
-            return d
-    return None
+            return d, 1
+    best = None
+    for q in range(2, B + 1):
+        if best is not None and q >= best[0] * best[1]:  # q groups alone are as many state PEs as the best
+            break
+        b = -(-B // q)
+        if state_bytes(config, costs, 1, b) > budget:
+            continue
+        d = next(d for d in range(1, n_out_max + 1) if state_bytes(config, costs, -(-n_out_max // d), b) <= budget)
+        if best is None or d * q < best[0] * best[1]:
+            best = (d, q)
+    return None if best is None else (best[0] * best[1], best[1])
 
 
-def _blocks_fit(config, costs, blocks, budget) -> list | None:
-    """``blocks`` with their depths, or None if a weight PE overflows SRAM."""
+def _blocks_fit(config, costs, blocks, budget, why: dict | None = None) -> list | None:
+    """``blocks`` with their state PEs and their bitmask choice, or None if a PE overflows SRAM. Each layer
+    records its input bitmasks where its weight PEs can hold them over T (re-sending only adds work), else
+    re-sends them if that fits."""
+    B = int(config.batch)
     out = []
     for lb in blocks:
-        if pe_bytes(config, costs, int(lb.in_sizes.max()), int(lb.out_sizes.max())) > budget:
+        dq = _depth(config, costs, int(lb.out_sizes.max()), budget)
+        if dq is None:
+            if why is not None:
+                why["state"] = True
             return None
-        d = _depth(config, costs, int(lb.out_sizes.max()), budget)
-        if d is None:
+        out.append(replace(lb, depth=dq[0], batch_split=dq[1]))
+    for l, lb in enumerate(out):
+        ni, no = int(lb.in_sizes.max()), int(lb.out_sizes.max())
+        if pe_bytes(config, costs, ni, no) <= budget:
+            continue
+        if pe_bytes(config, costs, ni, no, float(resend_words(out, l, B).max())) > budget:
             return None
-        out.append(LayerBlocks(lb.layer, lb.in_sizes, lb.out_sizes, lb.tile_block, d))
-    if feeder_bytes(config, costs, int(out[0].in_sizes.max())) > budget:
+        out[l] = replace(lb, resend=True)
+    if feeder_bytes(config, costs, int(out[0].in_sizes.max()), out[0].resend) > budget:
         return None
     return out
 
@@ -296,6 +368,7 @@ class _Row:
     broadcast: bool = False
     host_bytes: float = 0.0
     exchange: bool = False
+    resent: list | None = None  # bwd: state grad: per layer the bitmask bytes each state PE re-sends [d, C]
 
 
 def _empty_row(label, blocks) -> _Row:
@@ -313,6 +386,12 @@ def _empty_row(label, blocks) -> _Row:
     )
 
 
+def _feeder_send(s: np.ndarray, B: int, record: bool, k: WseCosts) -> np.ndarray:
+    """A feeder sending one step's lists (``s`` ids and B ends): a task per sample, a wavelet per id and end;
+    where layer 0 re-sends its bitmasks (``record``), the feeder also sets a bit per id."""
+    return B * k.task_cycles + (s + B) * k.wavelet_tx_cycles + (s * k.spike_scalar_cycles if record else 0.0)
+
+
 def _host_row(config, blocks: list, counts: list, k: WseCosts):
     """The input stream; the feeders multicast layer 0's t = 0 lists."""
     T, B = int(config.timesteps), int(config.batch)
@@ -320,7 +399,7 @@ def _host_row(config, blocks: list, counts: list, k: WseCosts):
     r.host_bytes = 4.0 * T * B * (int(config.input_cap) + 1)
     b0 = 4.0 * (counts[0].s_in[0] + B)
     r.f_out = b0.copy()
-    r.f_comp = B * k.task_cycles + (counts[0].s_in[0] + B) * k.wavelet_tx_cycles
+    r.f_comp = _feeder_send(counts[0].s_in[0], B, blocks[0].resend, k)
     r.w_in[0] += b0[:, None]
     r.link, r.hops, r.broadcast, r.exchange = float(b0.max()), float(blocks[0].C), True, True
     return r
@@ -344,7 +423,7 @@ def _synaptic_row(t: int, B: int, S: int, blocks: list, counts: list, k: WseCost
         r.w_out[l] = np.broadcast_to(vec, (lb.R, lb.C)).copy()
         r.w_in[l] = r.w_out[l].copy()
         r.w_in[l][0] = 0.0  # the chain's first PE receives nothing
-        r.s_in[l] = 4.0 * B * lb.state_sizes
+        r.s_in[l] = 4.0 * lb.state_batch(B) * lb.state_sizes
         link, hops = max(link, float(vec.max())), max(hops, S)
     r.link, r.hops, r.exchange = link, hops, True
     return r
@@ -358,26 +437,26 @@ def _update_row(t: int, T: int, B: int, blocks: list, counts: list, k: WseCosts)
     link = hops = 0.0
     for l, (lb, c) in enumerate(zip(blocks, counts)):
         m = lb.state_sizes.astype(np.float64)
-        frac = m / lb.out_sizes[None, :]
+        b = lb.state_batch(B).astype(np.float64)
         # the ids go to the next layer's step t + 1: none from the output layer, none at the last step
         send = l + 1 < L and t + 1 < T
-        o = c.o_out[t][None, :] * frac if send else 0.0
+        o = c.o_out[t][None, :] * lb.state_share(B) if send else 0.0
         r.s_comp[l] = (
-            B * (k.task_cycles + k.dsd_setup_cycles)
-            + B * m * k.wavelet_rx_cycles
-            + B * k.neuron_ops * (k.dsd_setup_cycles + m / k.mem_op_per_cycle)
+            b * (k.task_cycles + k.dsd_setup_cycles)
+            + b * m * k.wavelet_rx_cycles
+            + b * k.neuron_ops * (k.dsd_setup_cycles + m / k.mem_op_per_cycle)
             + o * (k.spike_scalar_cycles + k.wavelet_tx_cycles)
         )
         if send:  # the column's ids multicast along the next layer's line c
-            r.s_out[l] = 4.0 * (o + B)
-            line = 4.0 * (c.o_out[t] + lb.depth * B)  # [C]: what each PE of line c receives
+            r.s_out[l] = 4.0 * (o + b)
+            line = 4.0 * (c.o_out[t] + float(b.sum()))  # [C]: what each PE of line c receives
             r.w_in[l + 1] += line[:, None]
             link = max(link, float(line.max()))
             hops = max(hops, blocks[l + 1].C + lb.depth + blocks[l + 1].depth)
     if t + 1 < T:  # the feeders' next lists for layer 0
         f = 4.0 * (counts[0].s_in[t + 1] + B)
         r.f_out = f
-        r.f_comp = B * k.task_cycles + (counts[0].s_in[t + 1] + B) * k.wavelet_tx_cycles
+        r.f_comp = _feeder_send(counts[0].s_in[t + 1], B, blocks[0].resend, k)
         r.w_in[0] += f[:, None]
         link, hops = max(link, float(f.max())), max(hops, blocks[0].C + 1)
     r.link, r.hops, r.broadcast, r.exchange = link, hops, True, link > 0
@@ -388,27 +467,48 @@ def _loss_row(B: int, blocks: list, k: WseCosts):
     """The output layer's loss and its gradient at its state PEs."""
     r = _empty_row("loss", blocks)
     m = blocks[-1].state_sizes.astype(np.float64)
-    r.s_comp[-1] = B * (k.task_cycles + k.neuron_grad_ops * (k.dsd_setup_cycles + m / k.mem_op_per_cycle))
+    b = blocks[-1].state_batch(B).astype(np.float64)
+    r.s_comp[-1] = b * (k.task_cycles + k.neuron_grad_ops * (k.dsd_setup_cycles + m / k.mem_op_per_cycle))
     return r
 
 
 def _state_grad_row(t: int, B: int, S: int, blocks: list, counts: list, k: WseCosts):
-    """Backward, time step ``t``: the state PEs' gradients; δI goes up the column to the weight PEs."""
+    """Backward, time step ``t``: the state PEs' gradients; δI goes up the column to the weight PEs. Where a
+    layer re-sends its input bitmasks, the layer below's state PEs (layer 0: the feeders) multicast this
+    step's along the layer's lines, the forward spikes' route."""
     L = len(blocks)
     r = _empty_row("bwd: state grad", blocks)
+    r.resent = [np.zeros((lb.depth, lb.C)) for lb in blocks]
     link = hops = 0.0
     for l, (lb, c) in enumerate(zip(blocks, counts)):
         m = lb.state_sizes.astype(np.float64)
-        kap = c.kap_out[t][None, :] * (m / lb.out_sizes[None, :]) if l + 1 < L else 0.0
+        b = lb.state_batch(B).astype(np.float64)
+        kap = c.kap_out[t][None, :] * lb.state_share(B) if l + 1 < L else 0.0
         r.s_comp[l] = (
-            B * k.task_cycles
+            b * k.task_cycles
             + kap * (k.wavelet_rx_cycles + k.spike_scalar_cycles)
-            + B * k.neuron_grad_ops * (k.dsd_setup_cycles + m / k.mem_op_per_cycle)
+            + b * k.neuron_grad_ops * (k.dsd_setup_cycles + m / k.mem_op_per_cycle)
         )
-        r.s_out[l] = 4.0 * B * m  # δI up the column
+        r.s_out[l] = 4.0 * b * m  # δI up the column
         vec = 4.0 * B * lb.out_sizes.astype(np.float64)
         r.w_in[l] = np.broadcast_to(vec[None, :], (lb.R, lb.C)).copy()
         link, hops = max(link, float(vec.max())), max(hops, S)
+        if not lb.resend:
+            continue
+        line = 4.0 * resend_words(blocks, l, B)  # [R]: what each PE of line r receives
+        r.w_in[l] += line[:, None]
+        link = max(link, float(line.max()))
+        if l == 0:  # the feeders' spike bitmasks of this step
+            r.f_out = line.copy()
+            r.f_comp = k.task_cycles + k.dsd_setup_cycles + line / 4.0 * k.wavelet_tx_cycles
+            hops = max(hops, lb.C + 1)
+        else:  # the layer below's state PEs, each its samples' spike and kept bitmasks
+            below = blocks[l - 1]
+            words = 2.0 * below.state_batch(B) * -(-below.state_sizes // 32)
+            r.resent[l - 1] = 4.0 * words
+            r.s_out[l - 1] = r.s_out[l - 1] + 4.0 * words
+            r.s_comp[l - 1] = r.s_comp[l - 1] + k.task_cycles + k.dsd_setup_cycles + words * k.wavelet_tx_cycles
+            hops = max(hops, lb.C + below.depth + lb.depth)
     r.link, r.hops, r.broadcast, r.exchange = link, hops, True, True
     return r
 
@@ -430,13 +530,16 @@ def _grad_row(t: int, B: int, blocks: list, counts: list, k: WseCosts):
             + (s + kk) * n / k.fmac_f32_per_cycle
             + kk / k.fadd_f32_per_cycle
         )
+        if lb.resend:  # this step's re-sent bitmasks: a task and a fabric-input DSD
+            got = resend_words(blocks, l, B)[:, None]
+            r.w_comp[l] = r.w_comp[l] + k.task_cycles + k.dsd_setup_cycles + got * k.wavelet_rx_cycles
         if l > 0 and c.k_in[t].any():  # the partials along line r, onto the layer below's column r
             vec = 4.0 * c.k_in[t]  # [R]
             r.w_out[l] = np.broadcast_to(vec[:, None], (lb.R, lb.C)).copy()
             r.w_in[l] = r.w_out[l].copy()
             r.w_in[l][:, -1] = 0.0  # the line's far end starts the chain
             below = blocks[l - 1]
-            r.s_in[l - 1] += vec[None, :] * (below.state_sizes / below.out_sizes[None, :])
+            r.s_in[l - 1] += vec[None, :] * below.state_share(B)
             link = max(link, float(vec.max()))
             hops = max(hops, lb.C + lb.depth + below.depth)
     r.link, r.hops, r.exchange = link, hops, link > 0
@@ -494,7 +597,7 @@ def estimate_cycles(machine, rows: list) -> float:
     return float(comp + _exchange_cycles(machine, rows).sum() + len(rows) * machine.chip.sync_cycles)
 
 
-def _no_layout(config, machine, budget: int, why: dict) -> str:
+def _no_layout(config, machine, budget: int, why: dict, costs: WseCosts) -> str:
     """The one-line error when no block size fits, naming the limit that bound and the fix."""
     cols, rows = machine.fabric.cols, machine.fabric.rows
     head = f"the csl program fits no layout of {config.n_layers} weight layers on {machine.name}: "
@@ -504,6 +607,14 @@ def _no_layout(config, machine, budget: int, why: dict) -> str:
             "place with fewer neurons per tile (--neurons-per-tile 1)"
         )
     sram = [b for b in why["sram"] if b not in why["fabric"]]
+    if why["state"]:
+        T = int(config.timesteps)
+        one = state_bytes(config, costs, 1, 1)
+        return head + (
+            f"one neuron's history for one sample (v and two list bitmasks over {T} time steps, 12·T + 20 B, "
+            f"plus code: {one:,} B) needs more than the {budget:,} B of SRAM of a state PE, even with the batch "
+            "split over state PEs; reduce --timesteps (a state PE keeps BPTT's whole history)"
+        )
     if sram:
         return head + (
             f"the blocks its {cols} x {rows} fabric can hold ({min(sram)} or more neurons a side) need more "
@@ -519,20 +630,22 @@ def _no_layout(config, machine, budget: int, why: dict) -> str:
 def choose_layout(config, placement, machine, costs: WseCosts | None = None) -> Layout:
     """The :class:`Layout` with the least step time at the lists' caps (:func:`planned_counts`: the layout
     is compiled before the data) among :data:`BLOCK_CANDIDATES` that fit (module docstring of
-    :mod:`tilesim.models.snn.stacks.csl_layout`); a :class:`MappingError` naming the fix if none fits."""
+    :mod:`tilesim.models.snn.stacks.csl_layout`), each with its state PEs (and batch split) and its layers'
+    bitmask choice, record or re-send (:func:`_blocks_fit`); a :class:`MappingError` naming the fix if none
+    fits."""
     costs = costs or default_wse_costs()
     _check(config, machine)
     colors = check_colors(costs)
     budget = int(machine.chip.sram_bytes)
     cols, nrows = machine.fabric.cols, machine.fabric.rows
     best = None
-    why = {"placement": [], "sram": [], "fabric": []}
+    why = {"placement": [], "sram": [], "fabric": [], "state": False}
     for b in BLOCK_CANDIDATES:
         blocks = layer_blocks(config, placement, b)
         if blocks is None:
             why["placement"].append(b)
             continue
-        fitted = _blocks_fit(config, costs, blocks, budget)
+        fitted = _blocks_fit(config, costs, blocks, budget, why)
         if fitted is None:
             why["sram"].append(b)
             # would the cells fit if the PEs did? (what to tell the user)
@@ -548,7 +661,7 @@ def choose_layout(config, placement, machine, costs: WseCosts | None = None) -> 
         if best is None or cyc < best[0]:
             best = (cyc, layout)
     if best is None:
-        raise MappingError(_no_layout(config, machine, budget, why))
+        raise MappingError(_no_layout(config, machine, budget, why, costs))
     return best[1]
 
 
@@ -657,29 +770,38 @@ def csl_memory(config, layout: Layout, machine, costs: WseCosts | None = None) -
         if slots:
             led.add("variables:optimizer", 4 * slots * ni * no, wt, f"layer {l + 1} Adam moments")
         led.add("variables:activations", 8 * B * no, wt, f"layer {l + 1} accumulator and dI")
-        led.add("variables:sequences", 8 * T * B * (-(-ni // 32)), wt, f"layer {l + 1} input spike bitmasks")
+        if lb.resend:
+            got = np.repeat(resend_words(list(layout.layers), l, B), lb.C).astype(np.int64)
+            led.add("variables:sequences", 4 * got, wt, f"layer {l + 1} input bitmasks of the step (re-sent)")
+        else:
+            led.add("variables:sequences", 8 * T * B * (-(-ni // 32)), wt, f"layer {l + 1} input spike bitmasks")
         led.add("exchange_buffers", 4 * B * (2 * ni + 1), wt, f"layer {l + 1} input list and partials buffers")
         led.add("control_code", np.full(wt.size, code), wt, "PE program code and runtime")
         stt = layout.state_tiles[l].ravel()
         m = lb.state_sizes.ravel().astype(np.int64)
+        b = np.broadcast_to(lb.state_batch(B), lb.state_sizes.shape).ravel().astype(np.int64)
         led.add(
-            "variables:sequences", 4 * T * B * m + 8 * T * B * (-(-m // 32)), stt, f"layer {l + 1} v and list sequences"
+            "variables:sequences", 4 * T * b * m + 8 * T * b * (-(-m // 32)), stt, f"layer {l + 1} v and list sequences"
         )
-        led.add("variables:state", 12 * B * m, stt, f"layer {l + 1} v, dv, dI")
-        led.add("exchange_buffers", 8 * B * m, stt, f"layer {l + 1} chain share and slot gradients")
+        led.add("variables:state", 12 * b * m, stt, f"layer {l + 1} v, dv, dI")
+        led.add("exchange_buffers", 8 * b * m, stt, f"layer {l + 1} chain share and slot gradients")
         led.add("control_code", np.full(stt.size, code), stt, "PE program code and runtime")
     ft = layout.feeder_tiles
     cap = np.minimum(layout.layers[0].in_sizes, int(config.input_cap)).astype(np.int64)
-    led.add("variables:inputs", 4 * T * B * (cap + 1), ft, "input lists of the step (feeders)")
+    led.add("variables:inputs", 4 * FEEDER_STEPS * B * (cap + 1), ft, "input lists of two time steps (feeders)")
+    if layout.layers[0].resend:
+        words = -(-layout.layers[0].in_sizes // 32).astype(np.int64)
+        led.add("variables:sequences", 4 * T * B * words, ft, "input spike bitmasks over T (feeders, re-sent)")
     led.add("control_code", np.full(ft.size, code), ft, "PE program code and runtime")
     return led
 
 
-def row_transfers(layout: Layout, row: _Row) -> tuple:
+def row_transfers(layout: Layout, row: _Row, B: int) -> tuple:
     """The explicit transfers ``(src, dst, bytes, group)`` a row's exchange stands for on ``layout`` (group
     >= 0: one multicast), to time it through the event model
     (:meth:`tilesim.machine.fabric.MeshFabric.transfer_cycles`): each chain as its hops PE to PE (a state PE
-    passes on what is not its share), each line or column multicast as one tree from its sender."""
+    passes on what is not its share), each line or column multicast as one tree from its sender; ``B`` the
+    batch (the state PEs' shares)."""
     out: list = []
     group = [0]
 
@@ -712,17 +834,20 @@ def row_transfers(layout: Layout, row: _Row) -> tuple:
                 for c in range(lb.C):
                     multi(St[k, c], layout.weight_tiles[l + 1][c], row.s_out[l][k, c])
         elif row.label == "bwd: state grad":
+            side = row.resent[l] if row.resent is not None else np.zeros_like(row.s_out[l])
             for k in range(lb.depth):
                 for c in range(lb.C):
-                    multi(St[k, c], W[:, c], row.s_out[l][k, c])
+                    multi(St[k, c], W[:, c], row.s_out[l][k, c] - side[k, c])  # δI up the column
+                    if l + 1 < L:  # the re-sent bitmasks along the next layer's line c
+                        multi(St[k, c], layout.weight_tiles[l + 1][c], side[k, c])
         elif row.label == "bwd: weight+input grad" and l > 0:
             below = layout.state_tiles[l - 1]
             for r in range(lb.R):
                 for c in range(lb.C - 1, 0, -1):
                     uni(W[r, c], W[r, c - 1], row.w_out[l][r, c])
+                share = layout.layers[l - 1].state_share(B)
                 for k in range(below.shape[0]):  # the line's sums, each state PE its share
-                    share = layout.layers[l - 1].state_sizes[k, r] / layout.layers[l - 1].out_sizes[r]
-                    uni(W[r, 0], below[k, r], row.w_out[l][r, 0] * share)
+                    uni(W[r, 0], below[k, r], row.w_out[l][r, 0] * share[k, r])
     if not out:
         z = np.zeros(0, np.int64)
         return z, z, np.zeros(0), z

@@ -128,6 +128,34 @@ def events_to_input_list(
     return SpikeList(ids, counts)
 
 
+def input_at_cap(timesteps: int, batch: int, n_channels: int, input_cap: int, rng: np.random.Generator) -> SpikeList:
+    """The most input drive the authors' loader can deliver: ``input_cap`` distinct channels, drawn
+    uniformly, in every time bin of every sample (``[T, B, input_cap]``, ids ascending).
+
+    ``events_to_sparse_tensors`` (``benchmarking/nmnist_util.py``) keeps at most ``sparse_size`` unique
+    events per 1 ms bin, so no real SHD sample (``--sparse_size_inp=48`` in ``runfile_multi_ipu.sh``)
+    drives the first layer harder than this: an upper bound of the natural activity, whatever SHD's rate
+    per channel and bin is."""
+    require(0 < input_cap <= n_channels, "input_cap", input_cap, f"must be in [1, {n_channels}]")
+    ids = np.zeros((timesteps, batch, input_cap), np.uint32)
+    for t in range(timesteps):
+        for b in range(batch):
+            ids[t, b] = np.sort(rng.choice(n_channels, input_cap, replace=False))
+    counts = np.full((timesteps, batch, 2), input_cap, np.int32)
+    return SpikeList(ids, counts)
+
+
+def from_first_event(ds: EventDataset) -> EventDataset:
+    """``ds`` with every sample's times shifted so that its first event is at 0 ms, as the authors' loader
+    bins them (``events_to_sparse_tensors``, ``benchmarking/nmnist_util.py``: ``t_start = times[0]``, bins
+    ``[t_start + t·Δt, t_start + (t+1)·Δt)``): a T-step window then holds the first T ms *of the
+    utterance*, not of the recording. Empty samples stay empty."""
+    samples = tuple(
+        (ch, np.asarray(tm, np.float64) - float(np.min(tm))) if len(tm) else (ch, tm) for ch, tm in ds.samples
+    )
+    return EventDataset(ds.name, ds.n_channels, ds.n_classes, samples, ds.labels)
+
+
 # --------------------------------------------------------------------------------------
 # synthetic generators
 # --------------------------------------------------------------------------------------

@@ -13,8 +13,10 @@ Pure functions over a history of records say what is wrong, once per layer and k
   layers cannot carry its input to the output within T steps (natural activity starts silent);
 * :func:`diagnose` — after (or during) training: a *dead* layer (no spike and no gradient-eligible
   entry for ``window`` consecutive steps: nothing above it learns, the loss stays at ln C), a loss
-  that has not moved, and a *saturated* layer (firing at its cap in nearly every step and sample:
-  the cap cuts real spikes and gradient entries; how much is said).
+  that has not moved, a *saturated* layer (firing at its cap in nearly every step and sample:
+  the cap cuts real spikes and gradient entries; how much is said), and a *silent* hidden layer
+  (:func:`check_silent`: a hidden layer beyond the first that emits no spike over a whole step; the
+  layers above it do no spike work, so a step timed from that activity measures per-layer overhead).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 
 from tilesim.errors import require
 
-__all__ = ["Finding", "LayerStats", "StepRecord", "check_depth", "diagnose", "layer_stats"]
+__all__ = ["Finding", "LayerStats", "StepRecord", "check_depth", "check_silent", "diagnose", "layer_stats"]
 
 #: consecutive steps a layer must be silent (or saturated) before it is reported
 WINDOW = 5
@@ -127,7 +129,7 @@ class StepRecord:
 class Finding:
     """One thing that is wrong with a training run.
 
-    ``kind`` is ``"too_deep"``, ``"dead_layer"``, ``"flat_loss"`` or ``"saturated_layer"``;
+    ``kind`` is ``"too_deep"``, ``"dead_layer"``, ``"silent_layer"``, ``"flat_loss"`` or ``"saturated_layer"``;
     ``layer`` the neuron layer (None for the whole network); ``steps`` the first and last step
     it covers; ``message`` one line with the numbers; ``fix`` what to change."""
 
@@ -203,6 +205,57 @@ def check_depth(config) -> Finding | None:
     )
 
 
+def _silent_fix(layer: int, timesteps: int | None) -> str:
+    if timesteps is not None and layer >= timesteps:
+        return (
+            f"give at least T = {layer + 10} time steps (--timesteps): with one step of delay per layer, layer "
+            f"{layer + 1} first hears the data at step {layer}, after the last of T = {timesteps}; or fewer layers"
+        )
+    return (
+        "raise the drive of the layer below: weight_mul (e.g. 4.0, the Sept-2022 runs), the input rate, or "
+        "T (each layer hears the data one step later than the one below); or time the step at fixed activity"
+    )
+
+
+def check_silent(history, config=None) -> Finding | None:
+    """A finding when a hidden layer beyond the first emits no spike over a whole step (no kept real spike
+    in any time step and sample): the lowest such layer is named (the layers above it are silent because
+    of it, or earlier), with the steps it was silent in, its gradient-only entries and the real spikes of
+    the layer below. The output layer is left to ``dead_layer`` and ``flat_loss`` (an untrained output
+    that does not spike yet is normal; ϑ2 −100 still gives it a gradient).
+
+    With ``config`` the reason is told apart: a layer l (0-based) with l ≥ T cannot hear the data at all
+    (one step of delay per layer, as in the authors' code), a lower one is silent because the drive from
+    the layer below does not reach ϑ1 (weights, input rate)."""
+    hist = list(history)
+    if not hist:
+        return None
+    L = len(hist[0].layers)
+    for l in range(1, L - 1):
+        silent = [r for r in hist if r.layers[l].spikes == 0]
+        if not silent:
+            continue
+        s, first = silent[0].layers[l], silent[0]
+        below = first.layers[l - 1]
+        T = getattr(config, "timesteps", None)
+        reason = (
+            f"with one step of delay per layer it first hears the data at step {l}, after the last of T = {T}"
+            if T is not None and l >= T
+            else f"the layer below ({_name(l - 1, L)}) kept {below.spikes:.3f} spikes per sample and time step"
+        )
+        return Finding(
+            "silent_layer",
+            l,
+            (silent[0].step, silent[-1].step),
+            f"{_name(l, L)} ({s.neurons} neurons, cap {s.cap}) emitted no spike in {len(silent)} of {len(hist)} "
+            f"step(s) (first at step {first.step}; {s.gradient_only:.3f} gradient-only entries per sample and "
+            f"time step): {reason}; layers {l + 1}–{L} do no spike work, so a step timed from this activity "
+            "measures per-layer overhead",
+            _silent_fix(l, T),
+        )
+    return None
+
+
 def _runs(flags):
     """``(first, last)`` index of every run of consecutive True values."""
     out, start = [], None
@@ -227,12 +280,38 @@ def _dead_fix(layer: int, L: int, theta2: float) -> str:
     )
 
 
+def _flat_loss(hist: list, steps: list, config, window: int):
+    """The earliest run of ``window`` or more steps, to the last, over which the loss did not move (a
+    :class:`Finding`), or None."""
+    losses = np.array([r.loss for r in hist])
+    if len(hist) < window:
+        return None
+    for i in range(len(hist) - window + 1):
+        tail = losses[i:]
+        if np.ptp(tail) < FLAT_LOSS and tail[0] > 0.01:  # 0: learned, not stuck
+            n_classes = config.layers[-1] if config is not None else None
+            chance = (
+                f" (= ln {n_classes}, chance: the output never spiked)"
+                if n_classes and abs(tail[0] - math.log(n_classes)) < 1e-6
+                else ""
+            )
+            return Finding(
+                "flat_loss",
+                None,
+                (steps[i], steps[-1]),
+                f"loss stayed at {tail[0]:.3f}{chance} from step {steps[i]} to {steps[-1]}",
+                "see the dead-layer finding; the usual fixes are output ϑ2 −100 and weight_mul 4.0",
+            )
+    return None
+
+
 def diagnose(history, config=None, window: int = WINDOW) -> tuple:
     """Findings over a training history (a sequence of :class:`StepRecord`), one per kind and
     layer, earliest first; with ``config`` also :func:`check_depth`.
 
     Dead layers: only the lowest dead layer is named (the layers above it are dead because of
-    it). A layer is dead in a step when it kept no real spike and no gradient-only entry.
+    it). A layer is dead in a step when it kept no real spike and no gradient-only entry. Silent hidden
+    layers (:func:`check_silent`, from one step on) are named unless the same layer is already named dead.
     """
     require(window >= 1, "window", window, "must be >= 1")
     hist = list(history)
@@ -284,26 +363,11 @@ def diagnose(history, config=None, window: int = WINDOW) -> tuple:
                     )
                 )
                 break
-    losses = np.array([r.loss for r in hist])
-    if len(hist) >= window:
-        for i in range(len(hist) - window + 1):
-            tail = losses[i:]
-            if np.ptp(tail) < FLAT_LOSS and tail[0] > 0.01:  # 0: learned, not stuck
-                n_classes = config.layers[-1] if config is not None else None
-                chance = (
-                    f" (= ln {n_classes}, chance: the output never spiked)"
-                    if n_classes and abs(tail[0] - math.log(n_classes)) < 1e-6
-                    else ""
-                )
-                found.append(
-                    Finding(
-                        "flat_loss",
-                        None,
-                        (steps[i], steps[-1]),
-                        f"loss stayed at {tail[0]:.3f}{chance} from step {steps[i]} to {steps[-1]}",
-                        "see the dead-layer finding; the usual fixes are output ϑ2 −100 and weight_mul 4.0",
-                    )
-                )
-                break
-    order = {"too_deep": 0, "dead_layer": 1, "flat_loss": 2, "saturated_layer": 3}
+    silent = check_silent(hist, config)
+    if silent is not None and not any(f.kind == "dead_layer" and f.layer == silent.layer for f in found):
+        found.append(silent)
+    flat = _flat_loss(hist, steps, config, window)
+    if flat is not None:
+        found.append(flat)
+    order = {"too_deep": 0, "dead_layer": 1, "silent_layer": 2, "flat_loss": 3, "saturated_layer": 4}
     return tuple(sorted(found, key=lambda f: (order[f.kind], f.steps[0], -1 if f.layer is None else f.layer)))
