@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tilesim.models.snn.stacks.base import Described
 from tilesim.models.snn.step.memory import snn_memory
 from tilesim.models.snn.step.table import KIND_HOST, step_shape
 from tilesim.models.snn.step.timing import build_step_program
@@ -16,16 +17,14 @@ __all__ = ["TableStack"]
 
 
 @dataclass(frozen=True)
-class TableStack:
+class TableStack(Described):
     """A stack whose program is the table program with :attr:`traits` (subclasses set ``name``, the
     assumptions and the explanations)."""
 
     traits: TableTraits
     machine: object = field(compare=False, repr=False, default=None)
 
-    name = ""
     host_structure = False
-    ASSUMPTIONS: tuple = ()
 
     @property
     def layers_span_chips(self) -> bool:
@@ -63,14 +62,6 @@ class TableStack:
 
     def explain(self, label: str, uniform: bool) -> str | None:
         return None
-
-    @classmethod
-    def assumptions(cls) -> tuple:
-        return cls.ASSUMPTIONS
-
-    @classmethod
-    def describe(cls) -> str:
-        return f"{cls.name}: " + "; ".join(cls.ASSUMPTIONS)
 
     def check_placement(self, placement) -> None:
         check_layer_chips(placement, self.traits)

@@ -16,7 +16,7 @@ file, listed in :data:`tilesim.models.snn.stacks.STACK_CLASSES`, and a vendor in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 from tilesim.errors import ConfigError, config_message
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from tilesim.outputs.records import SimResult
     from tilesim.program import CompactProgram, Program
 
-__all__ = ["Stack", "STACKS", "STACK_CHOICES", "VENDOR_STACKS", "check_choice", "vendor_stack_name"]
+__all__ = ["Stack", "Described", "STACKS", "STACK_CHOICES", "VENDOR_STACKS", "check_choice", "vendor_stack_name"]
 
 STACKS = ("poplar", "tt-metal", "csl")
 STACK_CHOICES = ("auto", *STACKS)
@@ -93,6 +93,24 @@ class Stack(Protocol):
     def max_supersteps(self, T: int, L: int, chips: int) -> int:
         """An upper bound of the program's supersteps (the host-memory guard's estimate)."""
         ...
+
+
+class Described:
+    """What a stack class says of itself, from its ``name`` and ``ASSUMPTIONS`` (class methods: a stored record
+    names its stack, and the record's words come from the class, with no machine)."""
+
+    name: ClassVar[str] = ""
+    ASSUMPTIONS: ClassVar[tuple] = ()
+
+    @classmethod
+    def assumptions(cls) -> tuple:
+        """The named assumptions a summary prints, each with its band."""
+        return cls.ASSUMPTIONS
+
+    @classmethod
+    def describe(cls) -> str:
+        """One line: the stack and its named assumptions."""
+        return f"{cls.name}: " + "; ".join(cls.ASSUMPTIONS)
 
 
 def check_choice(choice: str) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from tilesim.models.snn.stacks.base import Described
 from tilesim.models.snn.stacks.csl_costs import WseCosts, default_wse_costs
 from tilesim.models.snn.stacks.csl_layout import colors_needed
 from tilesim.models.snn.stacks.csl_program import (
@@ -112,7 +113,7 @@ def layout_for(config, placement, machine, costs: WseCosts):
 
 
 @dataclass(frozen=True)
-class CslStack:
+class CslStack(Described):
     """CSL on WSE PEs (module docstring). ``costs``: the PE's cycle costs (default ``wse_costs.toml``);
     ``input_split``: how the data input's spikes spread over the first layer's input blocks
     (:data:`tilesim.models.snn.stacks.csl_program.INPUT_SPLITS`)."""
@@ -191,14 +192,6 @@ class CslStack:
         """What the critical PE does in row ``label`` (the placement's tiles are not the program's PEs, so
         the generic owner-tile sentence would not fit)."""
         return _WHY.get(label)
-
-    @classmethod
-    def assumptions(cls) -> tuple:
-        return cls.ASSUMPTIONS
-
-    @classmethod
-    def describe(cls) -> str:
-        return f"{cls.name}: " + "; ".join(cls.ASSUMPTIONS)
 
     def describe_layout(self, config, placement, machine) -> str:
         """One line: the chosen blocks, cells, colours and the PEs left idle."""

@@ -14,6 +14,7 @@ dispatch per step as Tenstorrent measured it. Costs per operation: :mod:`tilesim
 
 from __future__ import annotations
 
+from tilesim.models.snn.stacks.base import Described
 from tilesim.models.snn.stacks.tt_costs import TensixCosts, default_tensix_costs
 from tilesim.models.snn.stacks.tt_memory import residency, tt_ledger
 from tilesim.models.snn.stacks.tt_program import (
@@ -69,7 +70,7 @@ _WHY = {
 }
 
 
-class TtMetalStack:
+class TtMetalStack(Described):
     """TT-Metalium on Tensix cores (module docstring). ``costs``: the Tensix costs (default: the shipped file)."""
 
     name = "tt-metal"
@@ -130,14 +131,6 @@ class TtMetalStack:
 
     def explain(self, label: str, uniform: bool) -> str | None:
         return _WHY.get(label)
-
-    @classmethod
-    def assumptions(cls) -> tuple:
-        return cls.ASSUMPTIONS
-
-    @classmethod
-    def describe(cls) -> str:
-        return f"{cls.name}: " + "; ".join(cls.ASSUMPTIONS)
 
     def check_placement(self, placement) -> None:
         return None  # any placement runs: a layer may span cores and chips
