@@ -19,6 +19,9 @@ from tilesim.io import read_text
 from tilesim.machine.description import Machine, load_machine
 
 __all__ = [
+    "AT_BOUND_TOL",
+    "at_bound",
+    "correlations",
     "Case",
     "CaseFit",
     "MAX_MEASURED",
@@ -207,3 +210,23 @@ def fit_cases(cases: Sequence[Case], predict_with: Callable[[np.ndarray], list],
     return CaseFit(
         tables_of(sol.x), float(np.mean(np.abs(r0)) * 100), float(np.mean(np.abs(sol.fun)) * 100), len(fitted)
     )
+
+
+AT_BOUND_TOL = 1e-6
+"""A fitted parameter within this fraction of its range from a bound sits at that bound."""
+
+
+def at_bound(value: float, lo: float, hi: float) -> str:
+    """``"lower"`` or ``"upper"`` where a fitted ``value`` sits at that bound of ``[lo, hi]`` (within
+    :data:`AT_BOUND_TOL` of the range: the fit pushed it there, so the data do not estimate it), else ``""``."""
+    tol = AT_BOUND_TOL * (hi - lo)
+    return "lower" if value - lo <= tol else ("upper" if hi - value <= tol else "")
+
+
+def correlations(J: np.ndarray) -> np.ndarray:
+    """The correlation matrix of a least-squares estimate from its Jacobian ``J`` (residuals x parameters):
+    pinv(JᵀJ) normalised (NaN where a parameter does not move the residuals at all)."""
+    cov = np.linalg.pinv(J.T @ J)
+    d = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return cov / np.outer(d, d)

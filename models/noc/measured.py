@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from tilesim.errors import ConfigError, config_message
-from tilesim.models.cases import Case, CaseFit, number, predict, read_rows, validate_rows
+from tilesim.models.cases import Case, CaseFit, at_bound, correlations, number, predict, read_rows, validate_rows
 from tilesim.models.noc.costs import FITTED, NocCosts, load_costs
 from tilesim.models.noc.model import MAX_BYTES, MAX_DESTINATIONS, MAX_TRANSACTIONS, MECHANISMS, Transfer, kernel_cycles
 
@@ -229,13 +229,6 @@ def _solve(cases, base: NocCosts, x0):
     return sol, residual
 
 
-def _correlations(J: np.ndarray) -> np.ndarray:
-    cov = np.linalg.pinv(J.T @ J)
-    d = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return cov / np.outer(d, d)
-
-
 def fit_noc(paths, loo: bool = True, base: NocCosts | None = None) -> NocFit:
     """Least squares of the :data:`~tilesim.models.noc.costs.FITTED` constants on the relative
     errors of the rows marked ``use = calibrate`` (Wormhole rows only), from the shipped values; with
@@ -273,13 +266,12 @@ def _identify(fitted, base: NocCosts, sol) -> tuple:
     if len(groups) > 1:
         for g in groups:
             by_group[g] = _solve([c for c in fitted if c.spec.group != g], base, sol.x)[0].x
-    corr = _correlations(sol.jac)
+    corr = correlations(sol.jac)
     out = []
     for i, k in enumerate(FITTED):
         lo, hi = BOUNDS[k]
-        tol = 1e-6 * (hi - lo)
         v = float(sol.x[i])
-        flag = "lower" if v - lo <= tol else ("upper" if hi - v <= tol else "")
+        flag = at_bound(v, lo, hi)
         loo_vals = [float(x[i]) for x in loo_x]
         gvals = {g: float(x[i]) for g, x in by_group.items()}
         gv = list(gvals.values()) or [v]

@@ -48,7 +48,7 @@ from tilesim.errors import ConfigError, TileSimError, config_message
 from tilesim.io import atomic_write_bytes, dumps_json, read_text
 from tilesim.machine.costs import CostModel, load_costs
 from tilesim.machine.description import load_machine
-from tilesim.models.cases import MAX_MEASURED
+from tilesim.models.cases import MAX_MEASURED, at_bound, correlations
 from tilesim.models.snn.commands.hostmem import check_host_memory, estimate_host_memory
 from tilesim.models.snn.commands.run import record_activity
 from tilesim.models.snn.placement.fit import place
@@ -507,10 +507,6 @@ def fit(cases, base: CostModel | None = None, loo: bool = True, progress=None) -
 
 
 # ---- identifiability: what the data pin down (issue 42) -------------------------------------------
-AT_BOUND_TOL = 1e-6
-"""A parameter within this fraction of its range from a bound sits at that bound."""
-
-
 @dataclass(frozen=True)
 class ParamIdentity:
     """How well the cases identify one fitted parameter: its ``value`` and ``bounds``; ``at_bound``
@@ -554,15 +550,6 @@ def _jacobian(idx, cases, bases, theta) -> np.ndarray:
     return J
 
 
-def _correlations(J: np.ndarray) -> np.ndarray:
-    """The correlation matrix of the least-squares estimate, pinv(JᵀJ) normalised (NaN where a
-    parameter does not move the residuals at all)."""
-    cov = np.linalg.pinv(J.T @ J)
-    d = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return cov / np.outer(d, d)
-
-
 def identifiability(cases, bases: dict, theta, loo_theta) -> tuple:
     """One :class:`ParamIdentity` per :data:`FIT_PARAMS` entry: the at-bound flag, the
     leave-one-case-out range (``loo_theta``), a refit without each architecture, and the
@@ -576,12 +563,11 @@ def identifiability(cases, bases: dict, theta, loo_theta) -> tuple:
     if len(groups) > 1:
         for g, members in groups.items():
             by_group[g] = _solve([j for j in allidx if j not in members], cases, bases, theta)
-    corr = _correlations(_jacobian(allidx, cases, bases, theta))
+    corr = correlations(_jacobian(allidx, cases, bases, theta))
     out = []
     for i, k in enumerate(FIT_PARAMS):
         lo, hi = BOUNDS[k]
-        tol = AT_BOUND_TOL * (hi - lo)
-        flag = "lower" if theta[i] - lo <= tol else ("upper" if hi - theta[i] <= tol else "")
+        flag = at_bound(theta[i], lo, hi)
         loo = [th[i] for th in loo_theta] or [theta[i]]
         arch = {g: float(th[i]) for g, th in by_group.items()}
         arch_vals = list(arch.values()) or [theta[i]]
